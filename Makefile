@@ -1,0 +1,46 @@
+# The README's two commands: `make run` and `make test`. Everything else is optional.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME ?= $(CURDIR)/var/dagster
+export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
+export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
+export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
+
+.PHONY: install run test dev bench bench-shards eval clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall only when the project's metadata changes (the package is installed editable).
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+run: install
+	@if [ ! -d "$(TORCHCI_ARCHIVE_URI)/webhooks" ]; then \
+	  $(BIN)/torchci simulate --out "$(TORCHCI_ARCHIVE_URI)" --days 3; fi
+	$(BIN)/torchci run
+
+test: install
+	$(BIN)/python -m pytest -q
+
+dev: install
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+bench: install
+	$(BIN)/python bench/bench_ingest.py
+
+bench-shards: install
+	$(BIN)/python bench/bench_shards.py
+
+clean:
+	rm -rf var

@@ -1,0 +1,139 @@
+"""Archive, lake and outputs storage: a root folder on the local disk or on S3.
+
+Everything that touches a path goes through `Store`, so the same ingest and derivation
+code runs on `./var/lake` and on `s3://bucket/prefix`. It is built on pyarrow's
+filesystems because DuckDB's httpfs extension cannot be installed offline, and pyarrow's
+S3 client is the one the Parquet readers and writers already use.
+
+Atomicity: a file becomes visible only when it is complete. Locally it is written under a
+hidden temporary name in the same folder and renamed over the final name (rename is
+atomic on POSIX); on S3 the final key is written in one upload, which S3 only exposes
+when it completes. Each lake partition of a table is a fixed set of file names, so
+replacing a file replaces that part of the partition exactly, never adding a duplicate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.startswith("s3://"):
+        endpoint = os.environ.get("TORCHCI_S3_ENDPOINT") or None
+        fs = pafs.S3FileSystem(
+            endpoint_override=endpoint,
+            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            scheme="http" if endpoint and endpoint.startswith("http://") else "https",
+        )
+        return fs, uri[len("s3://"):].rstrip("/")
+    path = uri[len("file://"):] if uri.startswith("file://") else uri
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file under a store's root: `path` is relative to the root, with '/' separators."""
+
+    path: str
+    size: int
+
+
+class Store:
+    """A root folder on some filesystem, addressed with relative '/'-separated paths."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.fs, self.root = _filesystem(uri)
+        self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    def __repr__(self) -> str:
+        return f"Store({self.uri!r})"
+
+    def full(self, rel: str) -> str:
+        """The path of `rel` as the underlying filesystem (or DuckDB, when local) sees it."""
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def display(self, rel: str = "") -> str:
+        """The path of `rel` as a user would type it (s3://... or an absolute local path)."""
+        return ("s3://" if not self.is_local else "") + self.full(rel)
+
+    # ---- reading -------------------------------------------------------------------
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.get_file_info(self.full(rel)).type != pafs.FileType.NotFound
+
+    def list_days(self, prefix: str) -> list[str]:
+        """The `day=YYYY-MM-DD` folders under `prefix`, as sorted day strings."""
+        selector = pafs.FileSelector(self.full(prefix), allow_not_found=True)
+        days = []
+        for info in self.fs.get_file_info(selector):
+            m = DAY_RE.match(info.base_name)
+            if m and info.type == pafs.FileType.Directory:
+                days.append(m.group(1))
+        return sorted(days)
+
+    def list_files(self, prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+        """Files below `prefix` (recursively) ending in one of `suffixes`, sorted by path.
+
+        Hidden files (leading '.' or '_', as temporary and marker files are named) are skipped.
+        """
+        selector = pafs.FileSelector(self.full(prefix), recursive=True, allow_not_found=True)
+        skip = len(self.root) + 1
+        out = []
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File or info.base_name[:1] in (".", "_"):
+                continue
+            if info.base_name.endswith(suffixes):
+                out.append(FileEntry(info.path[skip:], info.size))
+        out.sort(key=lambda e: e.path)
+        return out
+
+    def open_input(self, rel: str) -> pa.NativeFile:
+        """A sequential stream of the file's bytes, gunzipped when the name ends in .gz."""
+        compression = "gzip" if rel.endswith(".gz") else None
+        return self.fs.open_input_stream(self.full(rel), compression=compression)
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open_input_stream(self.full(rel)) as f:
+            return f.read()
+
+    # ---- writing -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic_output(self, rel: str) -> Iterator[pa.NativeFile]:
+        """A stream whose content appears at `rel` only if the block completes."""
+        final = self.full(rel)
+        parent = final.rsplit("/", 1)[0]
+        self.fs.create_dir(parent, recursive=True)
+        if not self.is_local:
+            # One S3 upload: the object is only visible once the upload completes.
+            with self.fs.open_output_stream(final) as out:
+                yield out
+            return
+        tmp = f"{parent}/.{final.rsplit('/', 1)[1]}.tmp-{uuid.uuid4().hex}"
+        try:
+            with self.fs.open_output_stream(tmp) as out:
+                yield out
+            os.replace(tmp, final)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+            raise
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        with self.atomic_output(rel) as out:
+            out.write(data)
+
+    def delete(self, rel: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self.full(rel))

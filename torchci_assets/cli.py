@@ -1,0 +1,40 @@
+"""The `torchci` command: one entry point, one module per subcommand.
+
+Each subcommand lives next to the code it drives and exposes `main(argv) -> int`;
+this file only dispatches, importing lazily so `torchci --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "run": ("torchci_assets.run", "materialize every asset for every archive day"),
+    "simulate": ("torchci_assets.simulate.cli", "write a simulated PyTorch CI archive"),
+    "shard-plan": ("torchci_assets.derived.shard_plan_cli", "plan test shards from test times"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: torchci <command> [options]", "", "commands:"]
+    lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += ["", "Run `torchci <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"torchci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
