@@ -1,0 +1,68 @@
+"""Dagster resources: where the archive, the lake and the published outputs live.
+
+Each is a small typed resource holding a URI (a local path or `s3://bucket/prefix`); the
+storage logic itself is in `storage.py` and `lake.py`, plain classes that tests use directly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+
+DEFAULT_URIS = {
+    "TORCHCI_ARCHIVE_URI": "./var/archive",
+    "TORCHCI_LAKE_URI": "./var/lake",
+    "TORCHCI_OUTPUTS_URI": "./var/outputs",
+}
+
+
+def resolved_uri(name: str) -> str:
+    """The URI a resource configured by `env_or_default(name)` will use at run time."""
+    return os.environ.get(name) or DEFAULT_URIS[name]
+
+
+def env_or_default(name: str, default: str | None = None):
+    """`EnvVar(name)` when the variable is set (the UI then shows where the value comes from),
+    else the embedded default, so the demo needs no configuration."""
+    if os.environ.get(name):
+        return dg.EnvVar(name)
+    return DEFAULT_URIS.get(name, default)
+
+
+class ArchiveResource(dg.ConfigurableResource):
+    """The raw, append-only archive of webhooks, test reports and downstream results."""
+
+    uri: str
+
+    def store(self) -> Store:
+        return Store(self.uri)
+
+
+class LakeResource(dg.ConfigurableResource):
+    """The Parquet lake, one folder per table and one `day=` folder per partition."""
+
+    uri: str
+
+    def lake(self) -> Lake:
+        return Lake(Store(self.uri))
+
+
+class OutputsResource(dg.ConfigurableResource):
+    """Where the files CI consumes are published (test times, disabled tests, shard plans...)."""
+
+    uri: str
+
+    def store(self) -> Store:
+        return Store(self.uri)
+
+
+def default_resources() -> dict:
+    return {
+        "archive": ArchiveResource(uri=env_or_default("TORCHCI_ARCHIVE_URI")),
+        "lake": LakeResource(uri=env_or_default("TORCHCI_LAKE_URI")),
+        "outputs": OutputsResource(uri=env_or_default("TORCHCI_OUTPUTS_URI")),
+    }

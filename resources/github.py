@@ -1,0 +1,406 @@
+"""GitHub REST client for the relay: repository_dispatch to backends and polling upstream commits.
+
+A relay that hammers GitHub gets its token throttled or blocked, and one that gives up at the
+first 502 drops commits, so every call goes through one retry loop that follows GitHub's own
+rate-limit advice (Retry-After, then X-RateLimit-Reset, then at least a minute for secondary
+limits) and stops when its wait budget is spent. A 4xx that is not a rate limit is final: the
+downstream refused, and retrying would only burn quota.
+
+Credentials are a personal/installation token or a GitHub App (JWT -> installation token).
+With none, the client is in dry run: writes are recorded on the client and never sent, while
+reads go out unauthenticated (public repos), so the demo can run on a laptop with no secrets.
+Secrets never leave the client: they are hidden from reprs and scrubbed from every error text
+and log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import email.utils
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import requests
+from pydantic import Field, PrivateAttr
+
+from torchci_assets.relay.config import repo_name_problem
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2022-11-28"
+USER_AGENT = "torchci-dagster"
+# repository_dispatch limits documented by GitHub.
+MAX_EVENT_TYPE_CHARS = 100
+MAX_PAYLOAD_KEYS = 10
+MAX_PAYLOAD_BYTES = 65535
+# GitHub asks clients hit by a secondary rate limit without Retry-After to wait a minute.
+SECONDARY_LIMIT_WAIT_S = 60.0
+# Installation tokens live one hour; renew this long before GitHub's expiry.
+TOKEN_RENEW_MARGIN_S = 300.0
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+class GitHubError(RuntimeError):
+    """A GitHub call that did not succeed; `status` is None when no response arrived."""
+
+    def __init__(self, status: int | None, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """What became of one repository_dispatch, for the dispatch ledger.
+
+    `ok` means GitHub accepted it; `refused` means a final 4xx (no access, no such repo,
+    invalid) that retrying will not fix; neither means a transient failure that outlasted
+    the retry budget. In dry run nothing was sent and `status` is None.
+    """
+
+    repo: str
+    event_type: str
+    status: int | None
+    ok: bool
+    refused: bool
+    dry_run: bool
+    error: str = ""
+    attempts: int = 0
+    waited_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    response: requests.Response | None
+    error: str = ""
+    attempts: int = 0
+    waited_s: float = 0.0
+    gave_up: bool = False  # the last failure was retryable but the budget ran out
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.response is not None and self.response.ok
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def app_jwt(app_id: str, private_key_pem: str, now: float) -> str:
+    """The short-lived RS256 JWT a GitHub App presents to mint installation tokens.
+
+    `cryptography` is imported here, not at module load, so token-only and dry-run use do
+    not need it installed.
+    """
+    try:
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    except ImportError:
+        raise RuntimeError("GitHub App authentication signs an RS256 JWT and needs the "
+                           "'cryptography' package; install it or set GITHUB_TOKEN") from None
+    pem = private_key_pem if "\n" in private_key_pem else private_key_pem.replace("\\n", "\n")
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        raise ValueError("app_private_key is not an unencrypted PEM private key") from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("app_private_key must be an RSA key (GitHub Apps sign with RS256)")
+    header = {"alg": "RS256", "typ": "JWT"}
+    # iat is backdated a minute for clock drift; GitHub rejects exp more than 10 min ahead.
+    claims = {"iat": int(now) - 60, "exp": int(now) + 540,
+              "iss": int(app_id) if app_id.isdigit() else app_id}
+    signing_input = ".".join(_b64url(json.dumps(p, separators=(",", ":")).encode())
+                             for p in (header, claims))
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64url(signature)}"
+
+
+def _retry_after_s(value: str) -> float | None:
+    """Retry-After as seconds: either delta-seconds or an HTTP date."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _message(resp: requests.Response) -> str:
+    try:
+        body = resp.json()
+        text = body.get("message", "") if isinstance(body, dict) else ""
+    except ValueError:
+        text = resp.text
+    return " ".join(str(text).split())[:200]
+
+
+def validate_dispatch(owner_repo: str, event_type: str, client_payload: dict) -> bytes:
+    """The request body for a repository_dispatch, or ValueError for what GitHub would reject.
+
+    Checked before sending so that a bad payload fails loudly here instead of as a 422 per
+    backend, and sized on the exact bytes that will be sent.
+    """
+    problem = repo_name_problem(owner_repo)
+    if problem:
+        raise ValueError(f"dispatch target: {problem}")
+    if not isinstance(event_type, str) or not event_type:
+        raise ValueError("event_type must be a non-empty string")
+    if len(event_type) > MAX_EVENT_TYPE_CHARS:
+        raise ValueError(f"event_type is {len(event_type)} characters; GitHub allows at most "
+                         f"{MAX_EVENT_TYPE_CHARS}")
+    if not isinstance(client_payload, dict):
+        raise ValueError(f"client_payload must be a JSON object, got {type(client_payload).__name__}")
+    if len(client_payload) > MAX_PAYLOAD_KEYS:
+        raise ValueError(f"client_payload has {len(client_payload)} top-level keys; GitHub "
+                         f"allows at most {MAX_PAYLOAD_KEYS}")
+    try:
+        payload = json.dumps(client_payload, separators=(",", ":"), ensure_ascii=False,
+                             allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"client_payload is not serializable as JSON: {e}") from None
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"client_payload is {len(payload)} bytes as JSON; GitHub allows at "
+                         f"most {MAX_PAYLOAD_BYTES}")
+    return b'{"event_type":' + json.dumps(event_type).encode() + b',"client_payload":' + payload + b"}"
+
+
+class GitHubResource(dg.ConfigurableResource):
+    """GitHub REST API client with retries, App or token auth, and a dry-run mode."""
+
+    api_url: str = Field(default="https://api.github.com",
+                         description="REST base URL (GitHub Enterprise or a test server)")
+    token: str | None = Field(default=None, repr=False,
+                              description="Token for Authorization: Bearer (GITHUB_TOKEN)")
+    app_id: str | None = Field(default=None, description="GitHub App id (or client id)")
+    app_private_key: str | None = Field(default=None, repr=False,
+                                        description="GitHub App private key, PEM")
+    app_installation_id: str | None = Field(default=None,
+                                            description="Installation of the App to act as")
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    max_retries: int = Field(default=5, description="Retries after the first attempt")
+    backoff_base_s: float = Field(default=1.0, description="First backoff; doubles per retry")
+    max_total_wait_s: float = Field(default=120.0,
+                                    description="Give up rather than wait longer than this in total")
+    max_pages: int = Field(default=10, description="Pagination bound for list calls")
+
+    _session: requests.Session | None = PrivateAttr(default=None)
+    _sleep: Any = PrivateAttr(default=time.sleep)
+    _app_token: tuple[str, float] | None = PrivateAttr(default=None)
+    _minted: set[str] = PrivateAttr(default_factory=set)
+    _dry_run_requests: list[dict] = PrivateAttr(default_factory=list)
+
+    # ---- state -----------------------------------------------------------------------
+
+    @property
+    def dry_run(self) -> bool:
+        """True when no credential of any kind is configured: writes are recorded, not sent."""
+        return not (self.token or self.app_id or self.app_private_key or self.app_installation_id)
+
+    @property
+    def dry_run_requests(self) -> list[dict]:
+        """The writes a dry run would have sent: dicts of method, url and json."""
+        return list(self._dry_run_requests)
+
+    def teardown_after_execution(self, context) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def _http(self) -> requests.Session:
+        if self._session is None:
+            session = requests.Session()
+            session.headers.update({"User-Agent": USER_AGENT,
+                                    "Accept": "application/vnd.github+json",
+                                    "X-GitHub-Api-Version": API_VERSION})
+            self._session = session
+        return self._session
+
+    def _redact(self, text: str) -> str:
+        for secret in (self.token, self.app_private_key, *self._minted):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    def _url(self, path_or_url: str) -> str:
+        base = self.api_url.rstrip("/")
+        if path_or_url.startswith(("http://", "https://")):
+            # Pagination links come from the server; never carry credentials elsewhere.
+            if not path_or_url.startswith(base + "/"):
+                raise ValueError(f"refusing to call {path_or_url!r}: not under {base}")
+            return path_or_url
+        return base + "/" + path_or_url.lstrip("/")
+
+    # ---- auth --------------------------------------------------------------------------
+
+    def _authorization(self) -> str | None:
+        if self.token:
+            return f"Bearer {self.token}"
+        if self.dry_run:
+            return None
+        return f"Bearer {self._installation_token()}"
+
+    def _installation_token(self) -> str:
+        missing = [name for name in ("app_id", "app_private_key", "app_installation_id")
+                   if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"GitHub App auth is partly configured: {', '.join(missing)} "
+                             "not set (set all three, or GITHUB_TOKEN)")
+        if self._app_token and time.time() < self._app_token[1]:
+            return self._app_token[0]
+        jwt = app_jwt(self.app_id, self.app_private_key, time.time())
+        self._minted.add(jwt)
+        outcome = self._send("POST", self._url(
+            f"/app/installations/{self.app_installation_id}/access_tokens"), f"Bearer {jwt}")
+        if not outcome.ok:
+            status = outcome.response.status_code if outcome.response is not None else None
+            raise GitHubError(status, f"GitHub App installation token request failed: "
+                                      f"{outcome.error}")
+        data = outcome.response.json()
+        token = data["token"]
+        self._minted.add(token)
+        expires = dt.datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
+        self._app_token = (token, expires.timestamp() - TOKEN_RENEW_MARGIN_S)
+        log.info("minted a GitHub App installation token valid until %s", data["expires_at"])
+        return token
+
+    # ---- the retry loop ----------------------------------------------------------------
+
+    def _retry_wait(self, resp: requests.Response | None, attempt: int) -> tuple[float | None, str]:
+        """Seconds to wait before retrying, or None when the outcome is final; and why."""
+        backoff = self.backoff_base_s * 2 ** (attempt - 1)
+        if resp is None:
+            return backoff, "no response"
+        status = resp.status_code
+        if status not in (403, 429) and status < 500:
+            return None, ""
+        retry_after = _retry_after_s(resp.headers.get("Retry-After", ""))
+        if retry_after is not None:
+            return retry_after, f"HTTP {status} with Retry-After"
+        if status >= 500:
+            return backoff, f"HTTP {status}"
+        reset = resp.headers.get("X-RateLimit-Reset", "")
+        if resp.headers.get("X-RateLimit-Remaining") == "0" and reset.isdigit():
+            # +1 s: the reset instant is whole seconds and clocks differ slightly.
+            return max(0.0, int(reset) - time.time()) + 1.0, f"HTTP {status}, rate limit exhausted"
+        if status == 429 or "secondary rate limit" in _message(resp).lower():
+            return max(SECONDARY_LIMIT_WAIT_S, backoff), f"HTTP {status}, secondary rate limit"
+        return None, ""
+
+    def _send(self, method: str, url: str, authorization: str | None,
+              body: bytes | None = None, params: dict | None = None) -> _Outcome:
+        """Send with retries. Writes are retried after a timeout too: a dispatch GitHub took
+        but did not acknowledge may then arrive twice, which the payload's delivery id lets
+        the downstream detect, whereas a dropped one would go unnoticed."""
+        headers = {"Authorization": authorization} if authorization else {}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            resp: requests.Response | None = None
+            try:
+                resp = self._http().request(method, url, headers=headers, data=body, params=params,
+                                            timeout=(self.connect_timeout_s, self.read_timeout_s))
+                error = "" if resp.ok else f"HTTP {resp.status_code}: {_message(resp)}"
+            except (requests.ConnectionError, requests.Timeout) as e:
+                error = f"{type(e).__name__}: {e}"[:200]
+            error = self._redact(error)
+            wait, reason = self._retry_wait(resp, attempt) if error else (None, "")
+            if wait is None:
+                return _Outcome(resp, error, attempt, waited)
+            if attempt > self.max_retries or waited + wait > self.max_total_wait_s:
+                why = (f"after {attempt} attempt{'s' * (attempt > 1)}" if attempt > self.max_retries else
+                       f"a further {wait:.0f}s wait would exceed the {self.max_total_wait_s:.0f}s budget")
+                log.warning("GitHub %s %s: giving up (%s): %s", method, url, why, error)
+                return _Outcome(resp, f"{error} (gave up: {why})", attempt, waited, gave_up=True)
+            log.warning("GitHub %s %s: %s; retry %d in %.1fs", method, url, reason or error,
+                        attempt, wait)
+            self._sleep(wait)
+            waited += wait
+
+    def _call(self, method: str, path: str, body: bytes | None = None,
+              params: dict | None = None, record: Any = None) -> _Outcome:
+        method = method.upper()
+        url = self._url(path)
+        if self.dry_run and method not in _SAFE_METHODS:
+            self._dry_run_requests.append({"method": method, "url": url, "json": record})
+            log.info("dry run (no GitHub credentials): would %s %s", method, url)
+            return _Outcome(None, dry_run=True)
+        outcome = self._send(method, url, self._authorization(), body, params)
+        status = outcome.response.status_code if outcome.response is not None else None
+        log.info("GitHub %s %s -> %s (%d attempt(s), waited %.1fs)", method, url, status,
+                 outcome.attempts, outcome.waited_s)
+        return outcome
+
+    # ---- public calls ------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, params: dict | None = None,
+                json_body: Any = None) -> requests.Response | None:
+        """One API call with retries; the response, or None for a write in dry run.
+
+        Raises GitHubError (with `.status`) when the final answer is not a success.
+        """
+        body = None if json_body is None else json.dumps(json_body).encode()
+        outcome = self._call(method, path, body, params, record=json_body)
+        if outcome.dry_run:
+            return None
+        if not outcome.ok:
+            status = outcome.response.status_code if outcome.response is not None else None
+            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}")
+        return outcome.response
+
+    def dispatch(self, owner_repo: str, event_type: str, client_payload: dict) -> DispatchResult:
+        """Send a repository_dispatch to `owner_repo`; HTTP failures are reported, not raised."""
+        body = validate_dispatch(owner_repo, event_type, client_payload)
+        outcome = self._call("POST", f"/repos/{owner_repo}/dispatches", body,
+                             record={"event_type": event_type, "client_payload": client_payload})
+        status = outcome.response.status_code if outcome.response is not None else None
+        return DispatchResult(
+            repo=owner_repo,
+            event_type=event_type,
+            status=status,
+            ok=outcome.ok,
+            refused=status is not None and 400 <= status < 500 and not outcome.gave_up,
+            dry_run=outcome.dry_run,
+            error=outcome.error,
+            attempts=outcome.attempts,
+            waited_s=outcome.waited_s,
+        )
+
+    def list_commits(self, owner_repo: str, sha_or_branch: str,
+                     since: dt.datetime | str | None = None, per_page: int = 100) -> list[dict]:
+        """Commits reachable from `sha_or_branch`, newest first, following pagination.
+
+        Stops after `max_pages` pages (logged) so a wrong `since` cannot walk all history.
+        """
+        problem = repo_name_problem(owner_repo)
+        if problem:
+            raise ValueError(problem)
+        if not 1 <= per_page <= 100:
+            raise ValueError(f"per_page must be between 1 and 100, got {per_page}")
+        params: dict | None = {"sha": sha_or_branch, "per_page": per_page}
+        if since is not None:
+            if isinstance(since, dt.datetime):
+                since = since.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            params["since"] = since
+        path = f"/repos/{owner_repo}/commits"
+        commits: list[dict] = []
+        for _ in range(self.max_pages):
+            resp = self.request("GET", path, params=params)
+            commits.extend(resp.json())
+            next_url = resp.links.get("next", {}).get("url")
+            if not next_url:
+                return commits
+            path, params = next_url, None  # the next link already carries the query
+        log.warning("list_commits %s@%s: stopped after %d pages (%d commits)",
+                    owner_repo, sha_or_branch, self.max_pages, len(commits))
+        return commits

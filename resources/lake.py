@@ -1,0 +1,110 @@
+"""The Parquet lake: `<LAKE>/<table>/day=YYYY-MM-DD/<part>.parquet`, Hive-style, zstd.
+
+A table's day partition is a fixed set of named parts (usually one, `data.parquet`; the shared
+`rejects` table has one part per source), each replaced atomically, so re-materializing a
+partition replaces it exactly. Every materialized partition has its file, even when empty, so
+readers always find the schema and can tell "no rows" from "not materialized".
+
+DuckDB is the query engine: a fresh in-memory connection per step reading Parquet, so parallel
+runs never share a database file or a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from resources.storage import Store
+
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
+
+
+class Lake:
+    def __init__(self, store: Store):
+        self.store = store
+
+    @classmethod
+    def at(cls, uri: str) -> "Lake":
+        return cls(Store(uri))
+
+    def __repr__(self) -> str:
+        return f"Lake({self.store.uri!r})"
+
+    def partition_path(self, table: str, day: str, part: str = "data") -> str:
+        return f"{table}/day={day}/{part}.parquet"
+
+    @contextlib.contextmanager
+    def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
+        """A Parquet writer whose file replaces the partition's part only if the block completes."""
+        with self.store.atomic_output(self.partition_path(table, day, part)) as out:
+            with pq.ParquetWriter(out, schema, **PARQUET_OPTIONS) as w:
+                yield w
+
+    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data") -> int:
+        """Write a whole table or a stream of batches as one part; returns the row count."""
+        rows = 0
+        batches: Iterable[pa.RecordBatch]
+        batches = data.to_batches() if isinstance(data, pa.Table) else data
+        with self.writer(table, day, data.schema, part) as w:
+            for batch in batches:
+                if batch.num_rows:
+                    w.write_batch(batch)
+                    rows += batch.num_rows
+        return rows
+
+    def tables(self) -> list[str]:
+        return self.store.list_dirs("")
+
+    def days(self, table: str) -> list[str]:
+        return self.store.list_days(table)
+
+    def files(self, table: str, days: Iterable[str] | None = None) -> list[str]:
+        """Full paths of the table's Parquet files, for the given days (default: all)."""
+        wanted = None if days is None else {f"day={d}" for d in days}
+        out = []
+        for entry in self.store.list_files(table, (".parquet",)):
+            parts = entry.path.split("/")
+            if wanted is None or (len(parts) >= 3 and parts[1] in wanted):
+                out.append(self.store.full(entry.path))
+        return out
+
+    def register(self, con: duckdb.DuckDBPyConnection, table: str, days: Iterable[str] | None = None,
+                 name: str | None = None) -> int:
+        """Expose the table's partitions for `days` to `con` as view `name` (default: the table's name).
+
+        The `day` column comes from the Hive folder. Returns the number of files; with none the
+        view is not created and a query against it fails loudly rather than reading nothing.
+        """
+        name = name or table
+        files = self.files(table, days)
+        if not files:
+            return 0
+        if self.store.is_local:
+            listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet([{listing}], "
+                "hive_partitioning = true, union_by_name = true)"
+            )
+        else:
+            dataset = pads.dataset(files, filesystem=self.store.fs, format="parquet",
+                                   partitioning=pads.partitioning(flavor="hive"))
+            con.register(f"{name}__arrow", dataset)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}__arrow")
+        return len(files)
+
+
+def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with bounded memory that spills to a temp folder."""
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET memory_limit = '{memory_limit or os.environ.get('TORCHCI_DUCKDB_MEMORY', '512MB')}'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET TimeZone = 'UTC'")
+    return con

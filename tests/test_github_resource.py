@@ -1,0 +1,388 @@
+"""GitHubResource against a real HTTP server on 127.0.0.1 (pytest-httpserver)."""
+
+import base64
+import datetime as dt
+import json
+import logging
+import sys
+import time
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
+from resources.github import DispatchResult, GitHubError, GitHubResource
+
+TOKEN = "ghp_FAKEtoken0123456789abcdefSECRET"
+
+
+@pytest.fixture(scope="session")
+def httpserver_listen_address():
+    return ("127.0.0.1", 0)
+
+
+class Script:
+    """Serves the given responses in order (the last one repeats) and counts requests."""
+
+    def __init__(self, *responses):
+        self.responses = list(responses)
+        self.requests = []
+
+    def __call__(self, request):
+        self.requests.append(request)
+        item = self.responses[min(len(self.requests), len(self.responses)) - 1]
+        return item if isinstance(item, Response) else item(request)
+
+
+def reply(status, body=None, headers=None):
+    return Response("" if body is None else json.dumps(body), status=status, headers=headers,
+                    content_type="application/json")
+
+
+def serve(httpserver, path, *responses, method="POST"):
+    script = Script(*responses)
+    httpserver.expect_request(path, method=method).respond_with_handler(script)
+    return script
+
+
+def client(httpserver, _sleep=None, **kw):
+    """A client of the test server whose retries do not really wait (unless told)."""
+    kw.setdefault("token", TOKEN)
+    gh = GitHubResource(api_url=httpserver.url_for(""), **kw)
+    gh._sleep = Sleeps() if _sleep is None else _sleep
+    return gh
+
+
+class Sleeps(list):
+    """A stand-in for time.sleep that records the waits instead of waiting."""
+
+    def __call__(self, seconds):
+        self.append(seconds)
+
+
+def test_dispatch_success_sends_github_headers_and_body(httpserver):
+    script = serve(httpserver, "/repos/acme-ai/torch-npu/dispatches", reply(204))
+    result = client(httpserver).dispatch("acme-ai/torch-npu", "pytorch-commit",
+                                         {"sha": "abc123", "n": 1})
+    assert result == DispatchResult(repo="acme-ai/torch-npu", event_type="pytorch-commit",
+                                    status=204, ok=True, refused=False, dry_run=False,
+                                    error="", attempts=1, waited_s=0.0)
+    (req,) = script.requests
+    assert req.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert req.headers["Accept"] == "application/vnd.github+json"
+    assert req.headers["X-GitHub-Api-Version"] == "2022-11-28"
+    assert req.headers["User-Agent"] == "torchci-dagster"
+    assert req.headers["Content-Type"] == "application/json"
+    assert json.loads(req.data) == {"event_type": "pytorch-commit",
+                                    "client_payload": {"sha": "abc123", "n": 1}}
+
+
+def test_429_retry_after_is_honoured_with_a_real_clock(httpserver):
+    script = serve(httpserver, "/repos/a/b/dispatches",
+                   reply(429, {"message": "slow down"}, {"Retry-After": "1"}), reply(204))
+    gh = client(httpserver)
+    gh._sleep = time.sleep
+    start = time.monotonic()
+    result = gh.dispatch("a/b", "e", {})
+    elapsed = time.monotonic() - start
+    assert result.ok and result.attempts == 2 and result.waited_s == 1.0
+    assert len(script.requests) == 2
+    assert elapsed >= 1.0
+
+
+def test_502_storm_then_success_backs_off_exponentially(httpserver):
+    script = serve(httpserver, "/repos/a/b/dispatches", *[reply(502)] * 5, reply(204))
+    sleeps = Sleeps()
+    result = client(httpserver, _sleep=sleeps).dispatch("a/b", "e", {})
+    assert result.ok and result.status == 204 and result.attempts == 6
+    assert sleeps == [1, 2, 4, 8, 16]
+    assert result.waited_s == 31
+    assert len(script.requests) == 6
+
+
+def test_502_storm_longer_than_the_retries_is_a_clear_failure(httpserver):
+    script = serve(httpserver, "/repos/a/b/dispatches", reply(502, {"message": "Server Error"}))
+    result = client(httpserver).dispatch("a/b", "e", {})
+    assert len(script.requests) == 6  # the first attempt and max_retries=5 retries
+    assert (result.ok, result.refused, result.status) == (False, False, 502)
+    assert result.error == "HTTP 502: Server Error (gave up: after 6 attempts)"
+
+
+def test_the_total_wait_budget_stops_retries_early(httpserver):
+    script = serve(httpserver, "/repos/a/b/dispatches", reply(503))
+    sleeps = Sleeps()
+    result = client(httpserver, _sleep=sleeps, max_total_wait_s=5).dispatch("a/b", "e", {})
+    assert sleeps == [1, 2]  # a further 4 s would make 7 s > 5 s
+    assert len(script.requests) == 3
+    assert not result.ok and not result.refused
+    assert "a further 4s wait would exceed the 5s budget" in result.error
+
+
+def test_403_is_refused_for_that_repo_without_retry(httpserver):
+    denied = serve(httpserver, "/repos/locked/repo/dispatches",
+                   reply(403, {"message": "Resource not accessible by integration"}))
+    fine = serve(httpserver, "/repos/open/repo/dispatches", reply(204))
+    gh = client(httpserver)
+    refused = gh.dispatch("locked/repo", "e", {})
+    accepted = gh.dispatch("open/repo", "e", {})
+    assert len(denied.requests) == 1 and len(fine.requests) == 1
+    assert (refused.ok, refused.refused, refused.status) == (False, True, 403)
+    assert refused.error == "HTTP 403: Resource not accessible by integration"
+    assert accepted.ok and not accepted.refused
+
+
+def test_404_from_request_raises_with_the_status(httpserver):
+    serve(httpserver, "/repos/a/gone", reply(404, {"message": "Not Found"}), method="GET")
+    with pytest.raises(GitHubError) as info:
+        client(httpserver).request("GET", "/repos/a/gone")
+    assert info.value.status == 404
+    assert "Not Found" in str(info.value)
+
+
+def test_403_secondary_rate_limit_is_retried(httpserver):
+    secondary = {"message": "You have exceeded a secondary rate limit. Please wait."}
+    script = serve(httpserver, "/repos/a/b/dispatches", reply(403, secondary),
+                   reply(403, secondary, {"Retry-After": "7"}), reply(204))
+    sleeps = Sleeps()
+    result = client(httpserver, _sleep=sleeps).dispatch("a/b", "e", {})
+    assert result.ok and len(script.requests) == 3
+    # Without Retry-After GitHub asks for at least a minute; with it, exactly what it says.
+    assert sleeps == [60, 7]
+
+
+def test_exhausted_rate_limit_waits_until_reset(httpserver):
+    reset = int(time.time()) + 2
+    limited = reply(403, {"message": "API rate limit exceeded"},
+                    {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)})
+    script = serve(httpserver, "/repos/a/b/commits", limited, reply(200, []), method="GET")
+    sleeps = Sleeps()
+    assert client(httpserver, _sleep=sleeps).list_commits("a/b", "main") == []
+    assert len(script.requests) == 2
+    (wait,) = sleeps
+    assert 1.5 <= wait <= 3.0  # until the reset second, plus 1 s for clock skew
+
+
+def test_rate_limit_reset_beyond_the_budget_gives_up_without_waiting(httpserver):
+    limited = reply(429, {"message": "API rate limit exceeded"},
+                    {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 3600)})
+    script = serve(httpserver, "/repos/a/b/dispatches", limited)
+    sleeps = Sleeps()
+    result = client(httpserver, _sleep=sleeps).dispatch("a/b", "e", {})
+    assert sleeps == [] and len(script.requests) == 1
+    assert result.status == 429 and not result.refused and "budget" in result.error
+
+
+@pytest.fixture
+def threaded_server():
+    """A server that answers while an earlier, stalled request is still being handled."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+def test_read_timeout_is_retried(threaded_server):
+    def stalled(request):
+        time.sleep(0.6)
+        return reply(200, [{"sha": "late"}])
+
+    script = serve(threaded_server, "/repos/a/b/commits", stalled, reply(200, [{"sha": "s1"}]),
+                   method="GET")
+    sleeps = Sleeps()
+    gh = client(threaded_server, _sleep=sleeps, read_timeout_s=0.2)
+    assert gh.list_commits("a/b", "main") == [{"sha": "s1"}]
+    assert len(script.requests) == 2
+    assert sleeps == [1]
+
+
+def test_connection_refused_ends_in_an_error_without_a_status(httpserver):
+    gh = GitHubResource(api_url="http://127.0.0.1:9", token=TOKEN, max_retries=1,
+                        connect_timeout_s=0.5)
+    gh._sleep = Sleeps()
+    result = gh.dispatch("a/b", "e", {})
+    assert result.status is None and not result.ok and not result.refused
+    assert result.attempts == 2 and result.error.startswith("ConnectionError")
+
+
+def test_token_never_appears_in_logs_errors_or_reprs(httpserver, caplog):
+    caplog.set_level(logging.DEBUG)
+    # A server that echoes the credential back must not get it into our texts either.
+    echo = lambda req: reply(401, {"message": f"Bad credentials: {req.headers['Authorization']}"})
+    serve(httpserver, "/repos/a/echo/dispatches", echo)
+    serve(httpserver, "/repos/a/storm/dispatches", reply(502))
+    serve(httpserver, "/repos/a/echo", echo, method="GET")
+    gh = client(httpserver, max_retries=2)
+    results = [gh.dispatch("a/echo", "e", {}), gh.dispatch("a/storm", "e", {})]
+    with pytest.raises(GitHubError) as info:
+        gh.request("GET", "/repos/a/echo")
+    assert results[0].refused and results[0].error == "HTTP 401: Bad credentials: Bearer ***"
+    texts = [caplog.text, str(info.value), repr(info.value), repr(gh), str(gh),
+             *map(repr, results)]
+    assert caplog.text  # the calls were logged ...
+    assert all(TOKEN not in t for t in texts)  # ... without the secret
+
+
+def test_dry_run_sends_no_write_and_records_it(httpserver):
+    posts = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    gets = serve(httpserver, "/repos/a/b/commits", reply(200, [{"sha": "s"}]), method="GET")
+    gh = GitHubResource(api_url=httpserver.url_for(""))
+    assert gh.dry_run
+    result = gh.dispatch("a/b", "pytorch-commit", {"sha": "s"})
+    assert gh.request("post", "/repos/a/b/dispatches", json_body={"x": 1}) is None
+    assert posts.requests == []
+    assert (result.dry_run, result.ok, result.status, result.attempts) == (True, False, None, 0)
+    url = httpserver.url_for("/repos/a/b/dispatches")
+    assert gh.dry_run_requests == [
+        {"method": "POST", "url": url,
+         "json": {"event_type": "pytorch-commit", "client_payload": {"sha": "s"}}},
+        {"method": "POST", "url": url, "json": {"x": 1}},
+    ]
+    # Reads still work, unauthenticated.
+    assert gh.list_commits("a/b", "main") == [{"sha": "s"}]
+    assert "Authorization" not in gets.requests[0].headers
+    assert not GitHubResource(token=TOKEN).dry_run
+
+
+@pytest.mark.parametrize("args, message", [
+    (("a/b", "e" * 101, {}), "event_type is 101 characters; GitHub allows at most 100"),
+    (("a/b", "", {}), "event_type must be a non-empty string"),
+    (("a/b", "e", {f"k{i}": i for i in range(11)}), "11 top-level keys; GitHub allows at most 10"),
+    (("a/b", "e", {"blob": "x" * 65530}), "client_payload is 65541 bytes as JSON"),
+    (("a/b", "e", {"t": {1, 2}}), "client_payload is not serializable as JSON"),
+    (("a/b", "e", ["list"]), "client_payload must be a JSON object, got list"),
+    (("a/../../x", "e", {}), "dispatch target"),
+])
+def test_invalid_dispatch_is_rejected_before_sending(httpserver, args, message):
+    script = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    with pytest.raises(ValueError, match="^.*" + message.replace("(", r"\(").replace(")", r"\)")):
+        client(httpserver).dispatch(*args)
+    assert script.requests == []
+
+
+def test_payload_at_the_limits_is_accepted(httpserver):
+    serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    payload = {f"k{i}": "" for i in range(9)}
+    payload["blob"] = "x" * (65535 - len(json.dumps({**payload, "blob": ""}, separators=(",", ":"))))
+    assert client(httpserver).dispatch("a/b", "e" * 100, payload).ok
+
+
+def test_list_commits_follows_links_up_to_the_bound(httpserver):
+    def page(n):
+        link = f'<{httpserver.url_for("/repos/a/b/commits")}?sha=main&page={n + 1}>; rel="next"'
+        return reply(200, [{"sha": f"c{n}"}], {"Link": link})
+
+    script = serve(httpserver, "/repos/a/b/commits", page(1), page(2), page(3), method="GET")
+    gh = client(httpserver, max_pages=2)
+    since = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc)
+    assert gh.list_commits("a/b", "main", since=since, per_page=1) == [{"sha": "c1"}, {"sha": "c2"}]
+    assert len(script.requests) == 2
+    first, second = script.requests
+    assert first.args.to_dict() == {"sha": "main", "per_page": "1", "since": "2026-11-01T12:00:00Z"}
+    assert second.args.to_dict() == {"sha": "main", "page": "2"}
+
+
+def test_pagination_never_follows_a_foreign_host(httpserver):
+    serve(httpserver, "/repos/a/b/commits",
+          reply(200, [], {"Link": '<https://evil.example/steal?page=2>; rel="next"'}), method="GET")
+    with pytest.raises(ValueError, match="refusing to call 'https://evil.example"):
+        client(httpserver).list_commits("a/b", "main")
+
+
+def test_partial_app_config_is_an_error_not_a_dry_run(httpserver):
+    gh = client(httpserver, token=None, app_id="123")
+    assert not gh.dry_run
+    with pytest.raises(ValueError, match="app_private_key, app_installation_id not set"):
+        gh.dispatch("a/b", "e", {})
+
+
+def test_app_auth_without_cryptography_says_what_is_missing(httpserver, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    gh = client(httpserver, token=None, app_id="1", app_private_key="pem", app_installation_id="2")
+    with pytest.raises(RuntimeError, match="needs the 'cryptography' package"):
+        gh.dispatch("a/b", "e", {})
+
+
+# ---- GitHub App flow (needs the `cryptography` package) -------------------------------
+
+
+def _b64decode(part):
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+@pytest.fixture(scope="module")
+def rsa_key():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return key, pem
+
+
+def token_endpoint(public_key, expires_in_s, seen_claims):
+    """A fake /access_tokens that checks the JWT's RS256 signature like GitHub does."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    def handle(request):
+        jwt = request.headers["Authorization"].removeprefix("Bearer ")
+        header, claims, signature = jwt.split(".")
+        public_key.verify(_b64decode(signature), f"{header}.{claims}".encode(),
+                          padding.PKCS1v15(), hashes.SHA256())  # raises if forged
+        assert json.loads(_b64decode(header)) == {"alg": "RS256", "typ": "JWT"}
+        seen_claims.append(json.loads(_b64decode(claims)))
+        expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=expires_in_s)
+        n = len(seen_claims)
+        return reply(201, {"token": f"ghs_installation{n}",
+                           "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+    return handle
+
+
+def test_app_auth_mints_and_caches_an_installation_token(httpserver, rsa_key, caplog):
+    caplog.set_level(logging.DEBUG)
+    key, pem = rsa_key
+    claims = []
+    minting = serve(httpserver, "/app/installations/42/access_tokens",
+                    token_endpoint(key.public_key(), 3600, claims))
+    dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem,
+                app_installation_id="42")
+    assert gh.dispatch("a/b", "e", {}).ok and gh.dispatch("a/b", "e", {}).ok
+    assert len(minting.requests) == 1  # cached for the second call
+    assert [r.headers["Authorization"] for r in dispatches.requests] == \
+        ["Bearer ghs_installation1"] * 2
+    (c,) = claims
+    assert c["iss"] == 1234 and 0 < c["exp"] - c["iat"] <= 600
+    assert c["iat"] <= time.time() <= c["exp"]
+    assert "ghs_installation1" not in caplog.text and "BEGIN PRIVATE KEY" not in caplog.text
+    assert "BEGIN" not in repr(gh)
+
+
+def test_app_token_close_to_expiry_is_renewed(httpserver, rsa_key):
+    key, pem = rsa_key
+    claims = []
+    minting = serve(httpserver, "/app/installations/42/access_tokens",
+                    token_endpoint(key.public_key(), 120, claims))  # inside the 5 min margin
+    dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    # A key pasted into an env var with literal "\n" still works.
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem.replace("\n", "\\n"),
+                app_installation_id="42")
+    gh.dispatch("a/b", "e", {})
+    gh.dispatch("a/b", "e", {})
+    assert len(minting.requests) == 2
+    assert [r.headers["Authorization"] for r in dispatches.requests] == \
+        ["Bearer ghs_installation1", "Bearer ghs_installation2"]
+
+
+def test_failed_token_exchange_raises_with_status(httpserver, rsa_key):
+    _, pem = rsa_key
+    serve(httpserver, "/app/installations/42/access_tokens",
+          reply(404, {"message": "Integration not found"}))
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem,
+                app_installation_id="42")
+    with pytest.raises(GitHubError, match="installation token request failed: HTTP 404") as info:
+        gh.dispatch("a/b", "e", {})
+    assert info.value.status == 404

@@ -1,0 +1,40 @@
+"""The `rejects` table: every record that could not be read, with where and why.
+
+All ingest sources share one table, `rejects/day=D/<source>.parquet`, one part per source,
+so re-ingesting one source replaces exactly its own rejects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from resources.lake import Lake
+
+SAMPLE_CHARS = 200
+
+REJECTS_SCHEMA = pa.schema([
+    ("source", pa.string()), ("location", pa.string()), ("reason", pa.string()), ("sample", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Reject:
+    source: str
+    location: str  # archive path, and `:line` where a line is at fault
+    reason: str
+    sample: str | None  # the start of the offending record, to recognise it
+
+    @staticmethod
+    def sample_of(data: bytes | str | None) -> str | None:
+        if data is None:
+            return None
+        if isinstance(data, bytes):
+            data = data[: SAMPLE_CHARS * 4].decode("utf-8", "replace")
+        return data[:SAMPLE_CHARS]
+
+
+def write_rejects(lake: Lake, day: str, source: str, rejects: list[Reject]) -> int:
+    table = pa.Table.from_pylist([r.__dict__ for r in rejects], schema=REJECTS_SCHEMA)
+    return lake.write("rejects", day, table, part=source)

@@ -1,0 +1,477 @@
+"""Webhook archive day -> `webhook_events` (bronze) and the typed tables, in one streaming pass.
+
+One row per delivery goes to `webhook_events` with its payload as JSON text; the typed
+tables (`workflow_job`, `workflow_run`, `push`, `pull_request`) get the fields users query.
+A day is read file by file in bounded chunks and written in bounded batches, so memory
+does not grow with the day's size; only the set of delivery ids seen (for deduplication)
+does, at about 100 bytes a delivery.
+
+GitHub delivers at least once and in no particular order, so:
+- a delivery id seen before (a redelivery, possibly in another file) is dropped;
+- a job's state is the highest in the lattice queued < waiting < in_progress < completed,
+  not the last one received; fields missing from the winning delivery (older GitHub versions
+  omit created_at, run_attempt, workflow_name) are filled from the job's other deliveries.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.ingest.jobnames import parse_job_name
+from torchci_assets.ingest.lines import iter_lines
+from torchci_assets.ingest.rejects import Reject
+
+SOURCE = "webhooks"
+BATCH_ROWS = 20_000
+EVENT_BATCH_ROWS = 4_000  # ~40 MB of payload text per batch
+TS = pa.timestamp("ms", tz="UTC")
+
+WEBHOOK_EVENTS_SCHEMA = pa.schema([
+    ("event", pa.string()), ("action", pa.string()), ("delivery_id", pa.string()),
+    ("received_at", TS), ("repo", pa.string()), ("payload", pa.string()),
+])
+
+class FieldError(ValueError):
+    """A payload field has the wrong type: the typed row is rejected, the delivery is kept."""
+
+
+def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
+    value = obj.get(key)
+    if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise FieldError(f"wrong type: {where}.{key} is {type(value).__name__}, expected {getattr(kind, '__name__', kind)}")
+
+
+def _labels(value, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise FieldError(f"wrong type: {where} is {type(value).__name__}, expected list")
+    return [v.get("name") if isinstance(v, dict) else str(v) for v in value]
+
+
+def _repo(payload: dict) -> str | None:
+    repo = payload.get("repository")
+    return repo.get("full_name") if isinstance(repo, dict) else None
+
+
+# ---- typed extraction: one function per event, returning the staging row -----------------
+# Timestamps stay strings here and are cast (and checked) in SQL when the day is reduced.
+
+JOB_STAGE = pa.schema([
+    ("id", pa.int64()), ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()),
+    ("workflow_name", pa.string()), ("name", pa.string()), ("head_sha", pa.string()),
+    ("head_branch", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
+    ("created_at", pa.string()), ("started_at", pa.string()), ("completed_at", pa.string()),
+    ("labels", pa.list_(pa.string())), ("runner_name", pa.string()),
+    ("build_env", pa.string()), ("test_config", pa.string()), ("shard", pa.int32()),
+    ("num_shards", pa.int32()), ("platform", pa.string()),
+    ("received_at", TS), ("location", pa.string()),
+])
+
+
+def _workflow_job(p: dict) -> tuple:
+    job = p.get("workflow_job")
+    if not isinstance(job, dict):
+        raise FieldError("missing field: workflow_job")
+    w = "workflow_job"
+    job_id = _get(job, "id", int, w)
+    if job_id is None:
+        raise FieldError("missing field: workflow_job.id")
+    name = _get(job, "name", str, w)
+    parsed = parse_job_name(name)
+    return (
+        job_id, _get(job, "run_id", int, w), _get(job, "run_attempt", int, w) or 1, _repo(p),
+        _get(job, "workflow_name", str, w), name, _get(job, "head_sha", str, w),
+        _get(job, "head_branch", str, w), _get(job, "status", str, w) or p.get("action"),
+        _get(job, "conclusion", str, w), _get(job, "created_at", str, w), _get(job, "started_at", str, w),
+        _get(job, "completed_at", str, w), _labels(job.get("labels"), "workflow_job.labels"),
+        _get(job, "runner_name", str, w), parsed.build_env, parsed.test_config, parsed.shard,
+        parsed.num_shards, parsed.platform,
+    )
+
+
+RUN_STAGE = pa.schema([
+    ("id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()), ("name", pa.string()),
+    ("event", pa.string()), ("head_sha", pa.string()), ("head_branch", pa.string()),
+    ("status", pa.string()), ("conclusion", pa.string()), ("created_at", pa.string()),
+    ("updated_at", pa.string()), ("received_at", TS), ("location", pa.string()),
+])
+
+
+def _workflow_run(p: dict) -> tuple:
+    run = p.get("workflow_run")
+    if not isinstance(run, dict):
+        raise FieldError("missing field: workflow_run")
+    w = "workflow_run"
+    run_id = _get(run, "id", int, w)
+    if run_id is None:
+        raise FieldError("missing field: workflow_run.id")
+    return (
+        run_id, _get(run, "run_attempt", int, w) or 1, _repo(p), _get(run, "name", str, w),
+        _get(run, "event", str, w), _get(run, "head_sha", str, w), _get(run, "head_branch", str, w),
+        _get(run, "status", str, w), _get(run, "conclusion", str, w), _get(run, "created_at", str, w),
+        _get(run, "updated_at", str, w),
+    )
+
+
+PUSH_STAGE = pa.schema([
+    ("repo", pa.string()), ("ref", pa.string()), ("before", pa.string()), ("after", pa.string()),
+    ("forced", pa.bool_()), ("created", pa.bool_()), ("deleted", pa.bool_()),
+    ("head_commit_id", pa.string()), ("head_commit_timestamp", pa.string()), ("commit_count", pa.int32()),
+    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
+])
+
+
+def _push(p: dict) -> tuple:
+    w = "push"
+    ref = _get(p, "ref", str, w)
+    if ref is None:
+        raise FieldError("missing field: push.ref")
+    head = p.get("head_commit")
+    if head is not None and not isinstance(head, dict):
+        raise FieldError(f"wrong type: push.head_commit is {type(head).__name__}, expected object")
+    head = head or {}
+    commits = p.get("commits")
+    return (
+        _repo(p), ref, _get(p, "before", str, w), _get(p, "after", str, w),
+        bool(p.get("forced")), bool(p.get("created")), bool(p.get("deleted")),
+        _get(head, "id", str, "push.head_commit"), _get(head, "timestamp", str, "push.head_commit"),
+        len(commits) if isinstance(commits, list) else None,
+    )
+
+
+PR_STAGE = pa.schema([
+    ("repo", pa.string()), ("number", pa.int64()), ("action", pa.string()), ("state", pa.string()),
+    ("head_sha", pa.string()), ("head_ref", pa.string()), ("base_ref", pa.string()),
+    ("labels", pa.list_(pa.string())), ("merged", pa.bool_()), ("updated_at", pa.string()),
+    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
+])
+
+
+def _pull_request(p: dict) -> tuple:
+    pr = p.get("pull_request")
+    if not isinstance(pr, dict):
+        raise FieldError("missing field: pull_request")
+    w = "pull_request"
+    number = _get(p, "number", int, w)
+    if number is None:
+        number = _get(pr, "number", int, w)
+    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+    base = pr.get("base") if isinstance(pr.get("base"), dict) else {}
+    merged = pr.get("merged")
+    return (
+        _repo(p), number, _get(p, "action", str, w), _get(pr, "state", str, w),
+        _get(head, "sha", str, "pull_request.head"), _get(head, "ref", str, "pull_request.head"),
+        _get(base, "ref", str, "pull_request.base"), _labels(pr.get("labels"), "pull_request.labels"),
+        merged if isinstance(merged, bool) else None, _get(pr, "updated_at", str, w),
+    )
+
+
+@dataclass
+class _Typed:
+    """A typed table's staging file: rows are buffered, then flushed to local Parquet."""
+
+    table: str
+    schema: pa.Schema
+    extract: Callable[[dict], tuple]
+    per_delivery: bool  # push and pull_request keep one row per delivery (with its id)
+    path: str
+    rows: list = field(default_factory=list)
+    count: int = 0
+    writer: pq.ParquetWriter | None = None
+
+    def add(self, row: tuple) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="lz4")
+        if self.rows:
+            cols = list(zip(*self.rows))
+            self.writer.write_batch(pa.record_batch(
+                [pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema))
+            self.count += len(self.rows)
+            self.rows.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+@dataclass
+class WebhookDayReport:
+    day: str
+    files: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    deliveries: int = 0
+    duplicates: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    rejects: list[Reject] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def reject_rate(self) -> float:
+        return len(self.rejects) / self.lines if self.lines else 0.0
+
+
+def _parse_received_at(value) -> dt.datetime:
+    if not isinstance(value, str):
+        raise ValueError
+    return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
+
+
+def _raw_payload(line: bytes, env: dict) -> bytes:
+    """The payload's JSON text as archived, without re-serializing it.
+
+    When the envelope has exactly its four keys and ends with the payload object, the first
+    `"payload":` in the line is that key (the other values are strings, in which an unescaped
+    quote cannot occur), so the text between it and the envelope's closing brace is the
+    payload verbatim. Any other layout falls back to re-serializing the parsed payload.
+    """
+    if len(env) == 4:
+        body = line.rstrip()
+        if body.endswith(b"}}"):
+            i = body.find(b'"payload":')
+            if i > 0:
+                return body[i + 10:-1].strip()
+    return orjson.dumps(env["payload"])
+
+
+def _envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
+    """Validate one archive line; raises ValueError with the reject reason."""
+    try:
+        env = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+    if not isinstance(env, dict):
+        raise ValueError(f"invalid envelope: a JSON {type(env).__name__}, expected an object")
+    for key in ("event", "delivery_id", "received_at", "payload"):
+        if env.get(key) is None:
+            raise ValueError(f"missing field: {key}")
+    event, delivery_id, payload = env["event"], env["delivery_id"], env["payload"]
+    if not isinstance(event, str) or not event:
+        raise ValueError(f"wrong type: event is {type(event).__name__}, expected a non-empty string")
+    if not isinstance(delivery_id, str) or not delivery_id:
+        raise ValueError(f"wrong type: delivery_id is {type(delivery_id).__name__}, expected a non-empty string")
+    if not isinstance(payload, dict):
+        raise ValueError(f"wrong type: payload is {type(payload).__name__}, expected an object")
+    try:
+        received_at = _parse_received_at(env["received_at"])
+    except ValueError:
+        raise ValueError(f"wrong type: received_at {str(env['received_at'])[:40]!r} is not an ISO 8601 timestamp") from None
+    return event, delivery_id, received_at, payload, env
+
+
+def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None) -> WebhookDayReport:
+    """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day."""
+    report = WebhookDayReport(day)
+    prefix = f"webhooks/day={day}"
+    files = archive.list_files(prefix, (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
+    report.files = len(files)
+    seen: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp:
+        typed = {
+            "workflow_job": _Typed("workflow_job", JOB_STAGE, _workflow_job, False, os.path.join(tmp, "job.parquet")),
+            "workflow_run": _Typed("workflow_run", RUN_STAGE, _workflow_run, False, os.path.join(tmp, "run.parquet")),
+            "push": _Typed("push", PUSH_STAGE, _push, True, os.path.join(tmp, "push.parquet")),
+            "pull_request": _Typed("pull_request", PR_STAGE, _pull_request, True, os.path.join(tmp, "pr.parquet")),
+        }
+        with lake.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA) as writer, _Background(writer) as out:
+            batch: list[tuple] = []
+            for n, entry in enumerate(files, 1):
+                report.bytes_read += entry.size
+                for lineno, line in iter_lines(archive, entry.path, SOURCE, report.rejects):
+                    report.lines += 1
+                    location = f"{entry.path}:{lineno}"
+                    try:
+                        event, delivery_id, received_at, payload, env = _envelope(line)
+                    except ValueError as exc:
+                        report.rejects.append(Reject(SOURCE, location, str(exc), Reject.sample_of(line)))
+                        continue
+                    if delivery_id in seen:
+                        report.duplicates += 1
+                        continue
+                    seen.add(delivery_id)
+                    report.events[event] = report.events.get(event, 0) + 1
+                    action = payload.get("action")
+                    batch.append((event, action if isinstance(action, str) else None, delivery_id, received_at,
+                                  _repo(payload), _raw_payload(line, env)))
+                    if len(batch) >= EVENT_BATCH_ROWS:
+                        out.put(_events_batch(batch))
+                        report.deliveries += len(batch)
+                        batch = []
+                    t = typed.get(event)
+                    if t is None:
+                        continue
+                    try:
+                        row = t.extract(payload)
+                    except FieldError as exc:
+                        report.rejects.append(Reject(SOURCE, location, f"{event}: {exc}", Reject.sample_of(line)))
+                        continue
+                    if t.per_delivery:
+                        row += (delivery_id,)
+                    t.add(row + (received_at, location))
+                log(f"webhooks day={day}: file {n}/{len(files)} {entry.path} "
+                    f"({report.deliveries + len(batch)} deliveries so far)")
+            out.put(_events_batch(batch))
+            report.deliveries += len(batch)
+            out.drain()
+            for t in typed.values():
+                t.close()
+            # Typed tables are written before the bronze file is renamed into place. Each
+            # table's partition is replaced atomically; a crash between two of them leaves
+            # some new and some old, and a re-run converges since each is a pure function
+            # of the day's archive.
+            report.rows["webhook_events"] = report.deliveries
+            _reduce_typed(lake, day, typed, report)
+    return report
+
+
+def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
+    cols = list(zip(*rows)) if rows else [[] for _ in WEBHOOK_EVENTS_SCHEMA]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(cols[:-1], WEBHOOK_EVENTS_SCHEMA)]
+    return pa.record_batch(arrays + [_text_array(cols[-1])], schema=WEBHOOK_EVENTS_SCHEMA)
+
+
+def _text_array(texts: tuple[bytes, ...]) -> pa.Array:
+    """A string array from UTF-8 byte strings in one copy (pa.array on large str is ~5x slower)."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    data = pa.py_buffer(b"".join(texts))
+    binary = pa.Array.from_buffers(pa.large_binary(), len(texts), [None, pa.py_buffer(offsets), data])
+    return binary.cast(pa.string())  # validates UTF-8 and the 2 GB offset limit
+
+
+class _Background:
+    """Writes batches on a thread: Parquet encoding and zstd release the GIL, parsing does not."""
+
+    def __init__(self, writer: pq.ParquetWriter):
+        self.writer = writer
+        self.batches: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while (batch := self.batches.get()) is not None:
+            if self.error is None:
+                try:
+                    if batch.num_rows:
+                        self.writer.write_batch(batch)
+                except BaseException as exc:  # surfaced on the caller's thread
+                    self.error = exc
+
+    def put(self, batch: pa.RecordBatch) -> None:
+        if self.error:
+            raise self.error
+        self.batches.put(batch)
+
+    def drain(self) -> None:
+        if self.thread.is_alive():
+            self.batches.put(None)
+            self.thread.join()
+        if self.error:
+            raise self.error
+
+    def __enter__(self) -> "_Background":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.drain()
+
+
+# ---- reduction: staging rows -> one row per key, in SQL -----------------------------------
+
+_TS_COLUMNS = {
+    "workflow_job": ("created_at", "started_at", "completed_at"),
+    "workflow_run": ("created_at", "updated_at"),
+    "push": ("head_commit_timestamp",),
+    "pull_request": ("updated_at",),
+}
+
+_JOB_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END"
+_RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END"
+
+
+def _latest(cols: list[str], order: str) -> str:
+    """For each column: its value on the highest-ranked delivery that has it."""
+    return ",\n".join(f"arg_max({c}, {order}) FILTER (WHERE {c} IS NOT NULL) AS {c}" for c in cols)
+
+
+REDUCE_SQL = {
+    "workflow_job": f"""
+        WITH obs AS (SELECT *, {_JOB_RANK} AS rank FROM stage),
+        job AS (
+            SELECT id, run_attempt,
+                {_latest(['run_id', 'repo', 'workflow_name', 'name', 'head_sha', 'head_branch',
+                          'status', 'conclusion', 'created_at', 'started_at', 'completed_at', 'labels',
+                          'runner_name', 'build_env', 'test_config', 'shard', 'num_shards', 'platform'],
+                         '(rank, received_at)')},
+                min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
+                max(received_at) AS received_at
+            FROM obs GROUP BY id, run_attempt
+        )
+        SELECT id, run_id, run_attempt, repo, workflow_name, name, head_sha, head_branch, status,
+               conclusion, created_at, started_at, completed_at, labels, runner_name,
+               epoch(started_at) - epoch(coalesce(created_at, first_queued_at)) AS queue_s,
+               epoch(completed_at) - epoch(started_at) AS duration_s,
+               build_env, test_config, shard, num_shards, platform, received_at
+        FROM (SELECT * REPLACE (TRY_CAST(created_at AS TIMESTAMPTZ) AS created_at,
+                                TRY_CAST(started_at AS TIMESTAMPTZ) AS started_at,
+                                TRY_CAST(completed_at AS TIMESTAMPTZ) AS completed_at) FROM job)
+        ORDER BY run_id, id, run_attempt
+    """,
+    "workflow_run": f"""
+        SELECT id, run_attempt,
+            {_latest(['repo', 'name', 'event', 'head_sha', 'head_branch', 'status', 'conclusion'],
+                     f'({_RUN_RANK}, updated_at, received_at)')},
+            min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
+            max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
+        FROM stage GROUP BY id, run_attempt ORDER BY id, run_attempt
+    """,
+    "push": """
+        SELECT repo, ref, before, after, forced, created, deleted, head_commit_id,
+               TRY_CAST(head_commit_timestamp AS TIMESTAMPTZ) AS head_commit_timestamp, commit_count,
+               received_at, delivery_id
+        FROM stage ORDER BY received_at, delivery_id
+    """,
+    "pull_request": """
+        SELECT repo, number, action, state, head_sha, head_ref, base_ref, labels, merged,
+               TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, received_at, delivery_id
+        FROM stage ORDER BY received_at, delivery_id
+    """,
+}
+
+
+def _reduce_typed(lake: Lake, day: str, typed: dict[str, _Typed], report: WebhookDayReport) -> None:
+    con = connect()
+    try:
+        for name, t in typed.items():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet('{t.path}')")
+            for col in _TS_COLUMNS[name]:
+                bad = con.execute(
+                    f"SELECT location, {col} FROM stage WHERE {col} IS NOT NULL AND TRY_CAST({col} AS TIMESTAMPTZ) IS NULL"
+                ).fetchall()
+                report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
+                                   for loc, val in bad]
+            reader = con.sql(REDUCE_SQL[name]).to_arrow_reader(BATCH_ROWS)
+            report.rows[name] = lake.write(name, day, reader)
+    finally:
+        con.close()

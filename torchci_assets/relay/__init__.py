@@ -1,0 +1,1 @@
+"""Relaying new upstream commits to allowlisted downstream backend repositories."""

@@ -1,0 +1,387 @@
+"""The relay's configuration: upstream repo, allowlist, L4 approvals and eligibility thresholds.
+
+The allowlist is written in the cross-repo CI relay's own YAML format so that a file this
+project proposes (`allowlist-proposal.yaml`) can be reviewed and pasted into the relay
+unchanged. A mistake in this file silently changes which repositories receive upstream
+commits, so loading is strict: every problem is reported with the file and the place in
+it (`allowlist.L3.npu`, `thresholds.L2.min_success_rate`, ...) instead of being guessed
+around. YAML's habit of keeping the last of two equal keys is turned into an error too,
+because a repeated repo or level is almost always a merge accident.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
+CONFIG_ENV_VAR = "TORCHCI_CONFIG"
+LEVELS = ("L1", "L2", "L3", "L4")
+
+# GitHub's rules: an account name is 1-39 alphanumerics or single hyphens, not starting or
+# ending with a hyphen; a repository name is 1-100 of [A-Za-z0-9._-], not "." or "..".
+_OWNER_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+# Devices become the `ciflow/crcr/<device>` label on upstream pull requests.
+_DEVICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ONCALL_RE = re.compile(r"^@?[A-Za-z0-9][A-Za-z0-9._/-]*$")
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used, with the place of the problem."""
+
+
+def repo_name_problem(name: object) -> str | None:
+    """Why `name` is not a valid `owner/repo` on GitHub, or None when it is."""
+    if not isinstance(name, str):
+        return f"must be an 'owner/repo' string, got {type(name).__name__}"
+    owner, sep, repo = name.partition("/")
+    if not sep or "/" in repo:
+        return f"{name!r} must have the form 'owner/repo'"
+    if not _OWNER_RE.match(owner):
+        return (f"{name!r}: owner {owner!r} must be 1-39 letters, digits or single hyphens, "
+                "not starting or ending with a hyphen")
+    if not _REPO_RE.match(repo) or repo in (".", "..") or repo.lower().endswith(".git"):
+        return (f"{name!r}: repository {repo!r} must be 1-100 letters, digits, '.', '-' or '_' "
+                "(not '.', '..' or ending in '.git')")
+    return None
+
+
+@dataclass(frozen=True)
+class AllowlistEntry:
+    """One allowlisted downstream repository. `device` is set for device-keyed entries (L3)."""
+
+    repo: str
+    level: str
+    device: str | None = None
+    oncalls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class L2Thresholds:
+    window_days: int = 7
+    min_completed_jobs: int = 20
+    min_success_rate: float = 0.70
+    max_commit_time_p95_s: float = 3 * 3600.0
+    max_callbacks_per_minute: float = 60.0
+
+
+@dataclass(frozen=True)
+class L3Thresholds:
+    """Applied on top of every L2 criterion."""
+
+    min_success_rate: float = 0.90
+    min_infra_availability: float = 0.95
+    max_queue_time_p90_s: float = 30 * 60.0
+
+
+@dataclass(frozen=True)
+class L4Thresholds:
+    """Applied on top of every L3 criterion, plus the repo being in `maintainer_approved`."""
+
+    window_days: int = 28
+    min_success_rate: float = 0.95
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    L2: L2Thresholds = field(default_factory=L2Thresholds)
+    L3: L3Thresholds = field(default_factory=L3Thresholds)
+    L4: L4Thresholds = field(default_factory=L4Thresholds)
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    upstream_repo: str
+    branches: tuple[str, ...]
+    allowlist: tuple[AllowlistEntry, ...]
+    maintainer_approved: frozenset[str]
+    thresholds: Thresholds
+    poll_commits: bool = True
+    source: str = ""
+
+    def entry_for(self, repo: str) -> AllowlistEntry | None:
+        """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""
+        wanted = repo.lower()
+        return next((e for e in self.allowlist if e.repo.lower() == wanted), None)
+
+    def is_approved(self, repo: str) -> bool:
+        return repo.lower() in {r.lower() for r in self.maintainer_approved}
+
+
+# ---- YAML reading --------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a mapping with the same key twice."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # unhashable key; the base constructor reports it
+                break
+            if first is not None:
+                raise ConfigError(
+                    f"line {key_node.start_mark.line + 1}: key {key!r} appears twice "
+                    f"(first on line {first.start_mark.line + 1})")
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}: must be {what}, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _check_keys(raw: dict, allowed: Iterable[str], where: str) -> None:
+    unknown = [k for k in raw if k not in allowed]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected one of: "
+                          f"{', '.join(allowed)})")
+
+
+# ---- allowlist -----------------------------------------------------------------------
+
+
+def _repo(raw: Any, where: str) -> str:
+    name = raw.strip() if isinstance(raw, str) else raw
+    problem = repo_name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    return name
+
+
+def _oncalls(raw: Any, where: str) -> tuple[str, ...]:
+    """Oncalls as a list or, as the relay also accepts, one comma-separated string."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        items: list[Any] = [s.strip() for s in raw.split(",") if s.strip()]
+    else:
+        items = _expect(raw, list, where, "a list of oncall handles or a comma-separated string")
+    for item in items:
+        if not isinstance(item, str) or not _ONCALL_RE.match(item):
+            raise ConfigError(f"{where}: oncall {item!r} is not a GitHub user or team handle")
+    return tuple(items)
+
+
+def _device(raw: Any, where: str) -> str:
+    if not isinstance(raw, str) or not _DEVICE_RE.match(raw):
+        raise ConfigError(f"{where}: device {raw!r} must be a name of letters, digits, '.', "
+                          "'-' or '_' (quote names YAML reads as booleans or numbers)")
+    return raw
+
+
+def parse_allowlist(raw: Any, where: str = "allowlist") -> tuple[AllowlistEntry, ...]:
+    """Entries of an allowlist in the relay format, in file order.
+
+    Each level is a list of `owner/repo` strings and `{owner/repo: oncalls}` maps, or a
+    `{device: {owner/repo: oncalls}}` map. A repository may appear only once overall.
+    """
+    if raw is None:
+        return ()
+    _expect(raw, dict, where, "a mapping of levels (L1..L4)")
+    entries: list[AllowlistEntry] = []
+    for level, body in raw.items():
+        if level not in LEVELS:
+            raise ConfigError(f"{where}: unknown level {level!r} (levels are {', '.join(LEVELS)})")
+        here = f"{where}.{level}"
+        if body is None:
+            continue
+        if isinstance(body, dict):
+            for device, repos in body.items():
+                dev_where = f"{here}.{device}"
+                device = _device(device, dev_where)
+                _expect(repos, dict, dev_where, "a mapping of owner/repo to oncalls")
+                for name, oncalls in repos.items():
+                    repo_where = f"{dev_where}[{name!r}]"
+                    entries.append(AllowlistEntry(_repo(name, repo_where), level, device,
+                                                  _oncalls(oncalls, repo_where)))
+        elif isinstance(body, list):
+            for i, item in enumerate(body):
+                item_where = f"{here}[{i}]"
+                if isinstance(item, dict):
+                    if len(item) != 1:
+                        raise ConfigError(f"{item_where}: a mapping entry must hold exactly "
+                                          f"one owner/repo, got {len(item)}")
+                    (name, oncalls), = item.items()
+                    entries.append(AllowlistEntry(_repo(name, item_where), level, None,
+                                                  _oncalls(oncalls, item_where)))
+                else:
+                    entries.append(AllowlistEntry(_repo(item, item_where), level))
+        else:
+            raise ConfigError(f"{here}: must be a list of repos or a mapping of devices, "
+                              f"got {_type_name(body)} {body!r}")
+    _reject_duplicates(entries, where)
+    return tuple(entries)
+
+
+def _reject_duplicates(entries: list[AllowlistEntry], where: str) -> None:
+    seen: dict[str, AllowlistEntry] = {}
+    for e in entries:
+        first = seen.setdefault(e.repo.lower(), e)
+        if first is not e:
+            raise ConfigError(f"{where}: repo {e.repo!r} is listed twice "
+                              f"(in {first.level} and in {e.level})")
+
+
+def dump_allowlist(entries: Iterable[AllowlistEntry]) -> str:
+    """The relay-format YAML for `entries`, in a stable order (levels, devices, repos sorted).
+
+    A level whose entries all carry a device is written as a device map (the shape the
+    relay requires for L3); otherwise as a list of repos, with `{repo: [oncalls]}` for
+    entries that have oncalls. Mixing both in one level cannot be expressed and is refused.
+    """
+    entries = list(entries)
+    unknown = {e.level for e in entries} - set(LEVELS)
+    if unknown:
+        raise ValueError(f"unknown level {sorted(unknown)[0]!r} (levels are {', '.join(LEVELS)})")
+    _reject_duplicates(entries, "entries")
+    doc: dict[str, Any] = {}
+    for level in LEVELS:
+        at = sorted((e for e in entries if e.level == level), key=lambda e: e.repo.lower())
+        if not at:
+            continue
+        with_device = [e for e in at if e.device]
+        if with_device and len(with_device) != len(at):
+            raise ValueError(f"{level}: entries with a device ({with_device[0].repo}) and "
+                             f"without one cannot share a level in the relay format")
+        if with_device:
+            doc[level] = {}
+            for e in sorted(at, key=lambda e: e.device or ""):
+                doc[level].setdefault(e.device, {})[e.repo] = list(e.oncalls)
+        else:
+            doc[level] = [{e.repo: list(e.oncalls)} if e.oncalls else e.repo for e in at]
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+# ---- thresholds ----------------------------------------------------------------------
+
+
+def _threshold(value: Any, name: str, where: str) -> float | int:
+    if name.endswith("_rate") or name.endswith("_availability"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ConfigError(f"{where}: must be a fraction between 0 and 1 (0.9 for 90%), "
+                              f"got {value!r}")
+        return float(value)
+    if name == "window_days" or name == "min_completed_jobs":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: must be a whole number of at least 1, got {value!r}")
+        if name == "window_days" and value > 366:
+            raise ConfigError(f"{where}: must be at most 366 days, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{where}: must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _parse_thresholds(raw: Any, where: str) -> Thresholds:
+    if raw is None:
+        return Thresholds()
+    _expect(raw, dict, where, "a mapping with L2, L3 and L4")
+    _check_keys(raw, ("L2", "L3", "L4"), where)
+    parsed = {}
+    for level, cls in (("L2", L2Thresholds), ("L3", L3Thresholds), ("L4", L4Thresholds)):
+        here = f"{where}.{level}"
+        body = {} if raw.get(level) is None else raw[level]
+        _expect(body, dict, here, "a mapping of threshold names to values")
+        names = [f.name for f in fields(cls)]
+        _check_keys(body, names, here)
+        parsed[level] = cls(**{k: _threshold(v, k, f"{here}.{k}") for k, v in body.items()})
+    return Thresholds(**parsed)
+
+
+# ---- the whole file ------------------------------------------------------------------
+
+_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds")
+
+
+def _branch(raw: Any, where: str) -> str:
+    """A full ref as push events carry it; a bare branch name means refs/heads/<name>."""
+    if not isinstance(raw, str) or not raw.strip() or " " in raw.strip():
+        raise ConfigError(f"{where}: branch {raw!r} must be a branch name or refs/heads/<name>")
+    ref = raw.strip()
+    if ref.startswith("refs/") and not ref.startswith("refs/heads/"):
+        raise ConfigError(f"{where}: {ref!r} is not a branch (pushes of tags are not commits)")
+    return ref if ref.startswith("refs/heads/") else f"refs/heads/{ref}"
+
+
+def parse_config(raw: Any, source: str = "<config>") -> RelayConfig:
+    """A validated `RelayConfig` from the already-read YAML document `raw`."""
+    try:
+        return _parse_config(raw, source)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def _parse_config(raw: Any, source: str) -> RelayConfig:
+    _expect(raw, dict, "top level", "a mapping")
+    _check_keys(raw, _TOP_KEYS, "top level")
+
+    upstream = raw.get("upstream") or {}
+    _expect(upstream, dict, "upstream", "a mapping with repo and branches")
+    _check_keys(upstream, ("repo", "branches"), "upstream")
+    upstream_repo = _repo(upstream.get("repo", "pytorch/pytorch"), "upstream.repo")
+    branches_raw = upstream.get("branches", ["refs/heads/main"])
+    _expect(branches_raw, list, "upstream.branches", "a list of branches")
+    if not branches_raw:
+        raise ConfigError("upstream.branches: must name at least one branch")
+    branches = tuple(_branch(b, f"upstream.branches[{i}]") for i, b in enumerate(branches_raw))
+
+    poll = _expect(raw.get("poll_commits", True), bool, "poll_commits", "true or false")
+
+    allowlist = parse_allowlist(raw.get("allowlist"))
+    if any(e.repo.lower() == upstream_repo.lower() for e in allowlist):
+        raise ConfigError(f"allowlist: the upstream repo {upstream_repo!r} cannot be a downstream")
+
+    approved_raw = raw.get("maintainer_approved") or []
+    _expect(approved_raw, list, "maintainer_approved", "a list of owner/repo")
+    approved = frozenset(_repo(r, f"maintainer_approved[{i}]") for i, r in enumerate(approved_raw))
+    approved_lower = {r.lower() for r in approved}
+    for e in allowlist:
+        if e.level == "L4" and e.repo.lower() not in approved_lower:
+            raise ConfigError(f"allowlist.L4: {e.repo!r} is not in maintainer_approved "
+                              "(L4 requires the maintainers' approval)")
+
+    return RelayConfig(
+        upstream_repo=upstream_repo,
+        branches=branches,
+        allowlist=allowlist,
+        maintainer_approved=approved,
+        thresholds=_parse_thresholds(raw.get("thresholds"), "thresholds"),
+        poll_commits=poll,
+        source=source,
+    )
+
+
+def load_config(path: str | None = None) -> RelayConfig:
+    """The config at `path`, else at $TORCHCI_CONFIG, else the bundled default."""
+    path = path or os.environ.get(CONFIG_ENV_VAR) or str(DEFAULT_CONFIG_PATH)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the relay config: {e.strerror}") from None
+    return parse_config(_read_yaml(text, path), path)
