@@ -110,7 +110,7 @@ class Store:
         return self.fs.open_input_stream(self.full(rel), compression=compression)
 
     def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self.full(rel)) as f:
+        with self.fs.open_input_stream(self.full(rel), compression=None) as f:
             return f.read()
 
     # ---- writing -------------------------------------------------------------------

@@ -4,7 +4,6 @@ import dagster as dg
 
 from resources import ArchiveResource, LakeResource
 from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
-from torchci_assets.ingest.rejects import write_rejects
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.partitions import daily_partitions
 
@@ -55,7 +54,6 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     if report.files == 0:
         context.log.warning(f"no webhook files under {archive.store().display(f'webhooks/day={day}')}; "
                             "wrote empty partitions")
-    write_rejects(lk, day, "webhooks", report.rejects)
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
 

@@ -8,6 +8,7 @@ the damage itself as one reject, so a bad tail never costs the good head of a fi
 from __future__ import annotations
 
 import queue
+import zlib
 import threading
 from collections.abc import Iterator
 
@@ -17,17 +18,43 @@ from torchci_assets.ingest.rejects import Reject
 CHUNK = 8 << 20
 
 
+def _chunks(store: Store, path: str) -> Iterator[bytes]:
+    """The file's bytes in chunks, gunzipped for .gz names.
+
+    Decompression is done here with zlib rather than by pyarrow's stream, so every byte
+    before a cut in a truncated gzip is still returned; concatenated gzip members (what
+    appending to a .gz file produces) are read one after another.
+    """
+    with store.fs.open_input_stream(store.full(path), compression=None) as raw:
+        if not path.endswith(".gz"):
+            while chunk := raw.read(CHUNK):
+                yield chunk
+            return
+        inflater, fed = zlib.decompressobj(wbits=31), False
+        while compressed := raw.read(CHUNK // 8):
+            while compressed:
+                fed = True
+                if out := inflater.decompress(compressed):
+                    yield out
+                if not inflater.eof:
+                    break
+                compressed = inflater.unused_data  # the start of the next member, if any
+                inflater, fed = zlib.decompressobj(wbits=31), False
+        if fed and not inflater.eof:
+            raise OSError("the gzip stream ends before its end-of-stream marker")
+
+
 def _read_ahead(store: Store, path: str, chunks: queue.Queue, stop: threading.Event) -> None:
-    """Read and decompress in a thread: pyarrow releases the GIL, so this overlaps parsing."""
+    """Read and decompress in a thread (zlib and file reads release the GIL), overlapping parsing."""
     try:
-        with store.open_input(path) as stream:
-            while not stop.is_set():
-                chunk = stream.read(CHUNK)
+        for chunk in _chunks(store, path):
+            if stop.is_set():
+                return
+            if chunk:
                 chunks.put(chunk)
-                if not chunk:
-                    return
-    except OSError as exc:
-        chunks.put(exc)
+        chunks.put(b"")
+    except (OSError, zlib.error) as exc:
+        chunks.put(OSError(str(exc)))
 
 
 def iter_lines(store: Store, path: str, source: str, rejects: list[Reject]) -> Iterator[tuple[int, bytes]]:

@@ -32,7 +32,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.jobnames import parse_job_name
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.ingest.rejects import Reject
+from torchci_assets.ingest.rejects import Reject, write_rejects
 
 SOURCE = "webhooks"
 BATCH_ROWS = 20_000
@@ -280,7 +280,8 @@ def _envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
 
 
 def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None) -> WebhookDayReport:
-    """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day."""
+    """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day,
+    its unreadable records into the `webhooks` part of `rejects`."""
     report = WebhookDayReport(day)
     prefix = f"webhooks/day={day}"
     files = archive.list_files(prefix, (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
@@ -341,6 +342,7 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
             # of the day's archive.
             report.rows["webhook_events"] = report.deliveries
             _reduce_typed(lake, day, typed, report)
+            write_rejects(lake, day, SOURCE, report.rejects)
     return report
 
 

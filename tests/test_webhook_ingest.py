@@ -1,0 +1,293 @@
+"""Webhook archive -> lake: real payloads, GitHub's delivery quirks, rejects, atomic rewrites."""
+
+import datetime as dt
+import gzip
+import json
+import os
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import envelope, write_lines
+from resources import ArchiveResource, LakeResource
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.ingest import webhooks
+from torchci_assets.ingest.assets import webhook_tables
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+
+DAY = "2026-11-01"
+
+
+def ingest(tmp_path, day=DAY):
+    return ingest_webhook_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), day)
+
+
+def rows(tmp_path, table, day=DAY, order="1"):
+    con = connect()
+    Lake.at(str(tmp_path / "lake")).register(con, table, [day], name="t")
+    cur = con.execute(f"SELECT * FROM t ORDER BY {order}")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def day_dir(tmp_path, day=DAY):
+    return tmp_path / "archive" / "webhooks" / f"day={day}"
+
+
+def ts(text):
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+# ---- real payloads nobody here wrote -------------------------------------------------------
+
+def test_octokit_examples_come_out_typed(tmp_path, octokit):
+    lines, expected = [], {"workflow_job": {}, "workflow_run": {}, "push": [], "pull_request": []}
+    rank = {"queued": 1, "waiting": 2, "in_progress": 3, "completed": 4}
+    n = 0
+    for source, events in octokit.items():
+        for event, examples in events.items():
+            for payload in examples:
+                n += 1
+                lines.append(envelope(event, f"{source}-{n}", payload, f"2026-11-01T10:{n % 60:02d}:00.000Z"))
+                if event == "workflow_job":
+                    job = payload["workflow_job"]
+                    key = (job["id"], job.get("run_attempt", 1))
+                    best = expected["workflow_job"].get(key)
+                    if best is None or rank[job["status"]] >= rank[best["status"]]:  # ties: the later delivery
+                        expected["workflow_job"][key] = job
+                elif event == "workflow_run":
+                    run = payload["workflow_run"]
+                    expected["workflow_run"][(run["id"], run.get("run_attempt", 1))] = run
+                else:
+                    expected[event].append((f"{source}-{n}", payload))
+    write_lines(day_dir(tmp_path) / "octokit.jsonl.gz", lines)
+    report = ingest(tmp_path)
+    assert report.rejects == [] and report.deliveries == n
+
+    events = {r["delivery_id"]: r for r in rows(tmp_path, "webhook_events")}
+    for line in lines:
+        got = events[line["delivery_id"]]
+        assert json.loads(got["payload"]) == line["payload"]  # verbatim payload text
+        assert got["event"] == line["event"] and got["action"] == line["payload"].get("action")
+        assert got["repo"] == line["payload"]["repository"]["full_name"]
+
+    jobs = {(r["id"], r["run_attempt"]): r for r in rows(tmp_path, "workflow_job")}
+    assert jobs.keys() == expected["workflow_job"].keys()
+    for key, job in expected["workflow_job"].items():
+        got = jobs[key]
+        assert (got["run_id"], got["name"], got["status"], got["conclusion"], got["head_sha"], got["runner_name"]) == \
+            (job["run_id"], job["name"], job["status"], job["conclusion"], job["head_sha"], job["runner_name"])
+        assert got["labels"] == job["labels"]
+        assert got["started_at"] == ts(job["started_at"]) and got["completed_at"] == ts(job.get("completed_at"))
+        if job.get("completed_at") and job.get("started_at"):
+            assert got["duration_s"] == (ts(job["completed_at"]) - ts(job["started_at"])).total_seconds()
+
+    runs = {(r["id"], r["run_attempt"]): r for r in rows(tmp_path, "workflow_run")}
+    assert runs.keys() == expected["workflow_run"].keys()
+    for key, run in expected["workflow_run"].items():
+        assert (runs[key]["head_sha"], runs[key]["event"], runs[key]["name"]) == (run["head_sha"], run["event"], run["name"])
+
+    pushes = {r["delivery_id"]: r for r in rows(tmp_path, "push")}
+    assert len(pushes) == len(expected["push"])
+    for delivery, p in expected["push"]:
+        got = pushes[delivery]
+        assert (got["ref"], got["before"], got["after"], got["forced"], got["deleted"], got["created"]) == \
+            (p["ref"], p["before"], p["after"], p["forced"], p["deleted"], p["created"])
+        head = p.get("head_commit") or {}
+        assert got["head_commit_id"] == head.get("id")
+        assert got["head_commit_timestamp"] == ts(head.get("timestamp"))
+
+    prs = {r["delivery_id"]: r for r in rows(tmp_path, "pull_request")}
+    assert len(prs) == len(expected["pull_request"])
+    for delivery, p in expected["pull_request"]:
+        got, pr = prs[delivery], p["pull_request"]
+        assert (got["number"], got["action"], got["state"], got["head_sha"], got["base_ref"], got["merged"]) == \
+            (p["number"], p["action"], pr["state"], pr["head"]["sha"], pr["base"]["ref"], pr.get("merged"))
+        assert got["labels"] == [label["name"] for label in pr["labels"]]
+
+
+# ---- GitHub's delivery quirks ----------------------------------------------------------------
+
+def job_payload(job_id, status, **fields):
+    job = {"id": job_id, "run_id": 77, "run_attempt": 1, "status": status, "head_sha": "abc",
+           "name": "linux-jammy-py3.10-gcc11 / test (default, 2, 5, linux.4xlarge)",
+           "labels": ["linux.4xlarge"], "workflow_name": "pull", "head_branch": "main",
+           "created_at": "2026-11-01T10:00:00Z", "started_at": None, "completed_at": None,
+           "conclusion": None, "runner_name": None}
+    job.update(fields)
+    return {"action": status, "workflow_job": job, "repository": {"full_name": "pytorch/pytorch"}}
+
+
+def test_duplicates_across_files_are_dropped_and_state_follows_the_lattice(tmp_path):
+    queued = envelope("workflow_job", "d-queued", job_payload(1, "queued"), "2026-11-01T10:00:01Z")
+    started = envelope("workflow_job", "d-started", job_payload(
+        1, "in_progress", started_at="2026-11-01T10:05:00Z", runner_name="i-0abc"), "2026-11-01T10:05:01Z")
+    # completed arrives first, and from an older GitHub that omitted created_at and run_attempt
+    done_payload = job_payload(1, "completed", started_at="2026-11-01T10:05:00Z",
+                               completed_at="2026-11-01T10:35:30Z", conclusion="success", runner_name="i-0abc")
+    del done_payload["workflow_job"]["created_at"], done_payload["workflow_job"]["run_attempt"]
+    done = envelope("workflow_job", "d-done", done_payload, "2026-11-01T10:35:31Z")
+    write_lines(day_dir(tmp_path) / "a.jsonl.gz", [done, queued])
+    write_lines(day_dir(tmp_path) / "b.jsonl", [started, done, queued])  # redeliveries in another file
+    report = ingest(tmp_path)
+    assert report.duplicates == 2 and report.deliveries == 3
+    [job] = rows(tmp_path, "workflow_job")
+    assert job["status"] == "completed" and job["conclusion"] == "success"
+    assert job["created_at"] == ts("2026-11-01T10:00:00Z")  # filled in from the queued delivery
+    assert job["queue_s"] == 300 and job["duration_s"] == 1830.0
+    assert (job["build_env"], job["test_config"], job["shard"], job["num_shards"], job["platform"]) == \
+        ("linux-jammy-py3.10-gcc11", "default", 2, 5, "linux")
+    assert len(rows(tmp_path, "webhook_events")) == 3
+
+
+def test_job_still_running_keeps_its_highest_state(tmp_path):
+    write_lines(day_dir(tmp_path) / "a.jsonl", [
+        envelope("workflow_job", "2", job_payload(5, "in_progress", started_at="2026-11-01T10:01:00Z"), "2026-11-01T10:01:00Z"),
+        envelope("workflow_job", "1", job_payload(5, "queued"), "2026-11-01T10:02:00Z"),  # late queued
+    ])
+    ingest(tmp_path)
+    [job] = rows(tmp_path, "workflow_job")
+    assert job["status"] == "in_progress" and job["duration_s"] is None and job["queue_s"] == 60
+
+
+def test_reattempt_is_a_separate_row(tmp_path):
+    write_lines(day_dir(tmp_path) / "a.jsonl", [
+        envelope("workflow_job", "1", job_payload(9, "completed", conclusion="failure")),
+        envelope("workflow_job", "2", job_payload(10, "completed", conclusion="success", run_attempt=2)),
+    ])
+    ingest(tmp_path)
+    assert [(r["id"], r["run_id"], r["run_attempt"], r["conclusion"]) for r in rows(tmp_path, "workflow_job")] == \
+        [(9, 77, 1, "failure"), (10, 77, 2, "success")]
+
+
+# ---- every reject reason ---------------------------------------------------------------------
+
+def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(tmp_path):
+    good = [envelope("push", f"good-{i}", {"ref": "refs/heads/main", "after": f"{i:040x}", "before": "0" * 40,
+                                           "repository": {"full_name": "pytorch/pytorch"}}) for i in range(3)]
+    bad_lines = [
+        (b'{"event": "push", "delivery_id": "x", ', "invalid JSON"),
+        (b"[1, 2, 3]", "invalid envelope: a JSON list"),
+        (envelope("push", "no-event", {})  | {"event": None}, "missing field: event"),
+        ({"event": "push", "delivery_id": "no-payload", "received_at": "2026-11-01T00:00:00Z"}, "missing field: payload"),
+        (envelope("push", 12345, {"ref": "x"}), "wrong type: delivery_id is int"),
+        (envelope("push", "bad-time", {"ref": "x"}, received_at="yesterday"), "wrong type: received_at 'yesterday'"),
+        (envelope("push", "str-payload", "not an object"), "wrong type: payload is str"),
+    ]
+    write_lines(day_dir(tmp_path) / "mixed.jsonl", [good[0]] + [b for b, _ in bad_lines] + [good[1]])
+    # typed-field problems: the delivery is kept in bronze, the typed row is rejected
+    write_lines(day_dir(tmp_path) / "typed.jsonl", [
+        envelope("workflow_job", "job-str-id", job_payload("seven", "queued")),
+        envelope("workflow_job", "job-bad-time", job_payload(8, "in_progress", started_at="soon")),
+        envelope("pull_request", "pr-no-object", {"action": "opened", "number": 3}),
+    ])
+    # a gzip cut short: the lines before the cut are kept, the cut is one reject
+    whole = gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in [good[2]] * 1 + [
+        envelope("push", f"tail-{i}", {"ref": "refs/heads/x", "repository": {"full_name": "a/b"}}) for i in range(2000)]))
+    (day_dir(tmp_path) / "truncated.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+
+    report = ingest(tmp_path)
+    rejects = rows(tmp_path, "rejects", order="location")
+    by_location = {r["location"]: r["reason"] for r in rejects}
+    for i, (_, reason) in enumerate(bad_lines):
+        assert by_location[f"webhooks/day={DAY}/mixed.jsonl:{i + 2}"].startswith(reason)
+    assert by_location[f"webhooks/day={DAY}/typed.jsonl:1"] == \
+        "workflow_job: wrong type: workflow_job.id is str, expected int"
+    assert by_location[f"webhooks/day={DAY}/typed.jsonl:2"] == \
+        "workflow_job: wrong type: started_at 'soon' is not a timestamp"
+    assert by_location[f"webhooks/day={DAY}/typed.jsonl:3"] == "pull_request: missing field: pull_request"
+    [cut] = [r for r in rejects if "truncated.jsonl.gz" in r["location"]]
+    assert cut["reason"].startswith("truncated or corrupt gzip: stopped after line")
+    assert all(r["source"] == "webhooks" for r in rejects) and len(rejects) == len(report.rejects) == 11
+
+    events = {r["delivery_id"] for r in rows(tmp_path, "webhook_events")}
+    kept_tail = {d for d in events if d.startswith("tail-")}
+    assert {"good-0", "good-1", "good-2", "job-str-id", "job-bad-time", "pr-no-object"} <= events
+    assert 0 < len(kept_tail) < 2000  # the head of the cut file survived
+    assert [r["id"] for r in rows(tmp_path, "workflow_job")] == [8]  # its bad timestamp is null, the row stays
+    assert rows(tmp_path, "workflow_job")[0]["started_at"] is None
+
+
+def test_empty_day_writes_empty_partitions(tmp_path):
+    report = ingest(tmp_path, day="2026-10-31")
+    assert report.files == 0
+    lake = Lake.at(str(tmp_path / "lake"))
+    for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):
+        [f] = lake.files(table, ["2026-10-31"])
+        assert pq.read_metadata(f).num_rows == 0
+
+
+# ---- idempotent and atomic -------------------------------------------------------------------
+
+def _snapshot(tmp_path):
+    lake = tmp_path / "lake"
+    return {str(p.relative_to(lake)): pq.read_table(p).sort_by([(pq.read_schema(p).names[0], "ascending")])
+            for p in sorted(lake.rglob("*.parquet"))}
+
+
+def test_rematerializing_replaces_the_partition_exactly(tmp_path, octokit):
+    payloads = octokit["api.github.com"]["workflow_job"]
+    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+                [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(payloads)])
+    ingest(tmp_path)
+    first = _snapshot(tmp_path)
+    ingest(tmp_path)
+    second = _snapshot(tmp_path)
+    assert first.keys() == second.keys()
+    assert all(first[k].equals(second[k]) for k in first)
+    assert not [p for p in (tmp_path / "lake").rglob("*") if p.name.startswith(".")]
+
+
+def test_a_run_killed_mid_write_leaves_the_previous_partition(tmp_path, octokit, monkeypatch):
+    payloads = octokit["api.github.com"]["workflow_job"]
+    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+                [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(payloads)])
+    ingest(tmp_path)
+    before = _snapshot(tmp_path)
+    # new data lands, then the run dies while writing the typed tables
+    write_lines(day_dir(tmp_path) / "b.jsonl", [envelope("push", "new", {"ref": "refs/heads/main"})])
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(webhooks, "_reduce_typed", die)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(tmp_path)
+    after = _snapshot(tmp_path)
+    assert after.keys() == before.keys() and all(before[k].equals(after[k]) for k in before)
+    assert not [p for p in (tmp_path / "lake").rglob("*") if p.name.startswith(".")]
+
+
+# ---- as a Dagster asset ------------------------------------------------------------------------
+
+def _materialize(tmp_path, day=DAY):
+    return dg.materialize(
+        [webhook_tables], partition_key=day, raise_on_error=False,
+        resources={"archive": ArchiveResource(uri=str(tmp_path / "archive")),
+                   "lake": LakeResource(uri=str(tmp_path / "lake"))},
+    )
+
+
+def test_asset_materializes_with_metadata_and_checks(tmp_path, octokit):
+    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+                [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(octokit["api.github.com"]["workflow_job"])]
+                + [envelope("workflow_job", "d0", octokit["api.github.com"]["workflow_job"][0])])
+    result = _materialize(tmp_path)
+    assert result.success
+    meta = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("webhook_tables")}
+    assert meta["webhook_events"]["rows"].value == 8 and meta["webhook_events"]["duplicates_dropped"].value == 1
+    assert meta["rejects/webhooks"]["rows"].value == 0
+    checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in result.get_asset_check_evaluations()}
+    assert len(checks) == 11 and all(checks.values())
+
+
+def test_reject_rate_check_fails_on_a_damaged_day(tmp_path):
+    write_lines(day_dir(tmp_path) / "a.jsonl", [b"not json"] * 5 + [
+        envelope("push", "ok", {"ref": "refs/heads/main", "repository": {"full_name": "a/b"}})])
+    result = _materialize(tmp_path)
+    assert result.success  # a failed check flags the day; it does not lose the good rows
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "webhook_events"}
+    assert checks["reject_rate_below_threshold"].passed is False
+    assert checks["reject_rate_below_threshold"].metadata["rejects"].value == 5
