@@ -1,0 +1,120 @@
+"""`make bench`: webhook ingest throughput and memory on one large simulated day.
+
+Generates (once, cached under var/bench/) a day of at least 200,000 webhook deliveries with
+the simulator, then times, each in a fresh process and several times (median reported):
+- our ingest of that day (`ingest_webhook_day`: bronze + typed tables + rejects), with its
+  peak RSS;
+- the floor: a bare DuckDB `SELECT count(*) FROM read_json(...)` over the same files, and,
+  for reference, the same count with the columns declared (no schema inference).
+Targets (issue 2): >= 25,000 events/s, within 1.5x of the DuckDB floor, peak RSS < 1.5 GB.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(os.environ.get("TORCHCI_BENCH_DIR", ROOT / "var" / "bench"))
+ARCHIVE = BENCH / "archive"
+DAY = "2026-11-01"
+MIN_DELIVERIES = 200_000
+RUNS = int(os.environ.get("TORCHCI_BENCH_RUNS", "3"))
+
+INGEST = """
+import json, resource, sys, time
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+t = time.perf_counter()
+r = ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3])
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "deliveries": r.deliveries, "lines": r.lines, "rejects": len(r.rejects),
+                  "duplicates": r.duplicates, "rows": r.rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+FLOOR = """
+import json, sys, time, duckdb
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+t = time.perf_counter()
+n = con.execute(sys.argv[1]).fetchone()[0]
+print(json.dumps({"seconds": time.perf_counter() - t, "count": n}))
+"""
+
+
+def generate() -> list[Path]:
+    day_dir = ARCHIVE / "webhooks" / f"day={DAY}"
+    marker = BENCH / f"generated-{DAY}.json"
+    if not marker.exists():
+        shutil.rmtree(ARCHIVE, ignore_errors=True)
+        print(f"generating one simulated day of >= {MIN_DELIVERIES:,} deliveries into {ARCHIVE} ...", flush=True)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "torchci_assets.cli", "simulate", "--out", str(ARCHIVE),
+                        "--days", "1", "--start", DAY, "--seed", "7", "--commits-per-day", "420",
+                        "--prs-per-day", "200", "--no-test-reports"], check=True, cwd=ROOT)
+        print(f"generated in {time.perf_counter() - t:.0f}s")
+        marker.write_text(json.dumps({"day": DAY}))
+    return sorted(day_dir.glob("*.jsonl*"))
+
+
+def run(code: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    files = generate()
+    compressed = sum(f.stat().st_size for f in files)
+    raw = 0
+    for f in files:
+        with (gzip.open(f) if f.suffix == ".gz" else open(f, "rb")) as fh:
+            while chunk := fh.read(1 << 24):
+                raw += len(chunk)
+    listing = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+    bare = f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited')"
+    declared = (f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited', columns = "
+                "{event: 'VARCHAR', delivery_id: 'VARCHAR', received_at: 'VARCHAR', payload: 'JSON'})")
+
+    ours, floors, declared_floors = [], [], []
+    lake = BENCH / "lake"
+    for i in range(RUNS):
+        shutil.rmtree(lake, ignore_errors=True)
+        ours.append(run(INGEST, str(ARCHIVE), str(lake), DAY))
+        floors.append(run(FLOOR, bare))
+        declared_floors.append(run(FLOOR, declared))
+        print(f"  run {i + 1}/{RUNS}: ingest {ours[-1]['seconds']:.2f}s, duckdb bare {floors[-1]['seconds']:.2f}s, "
+              f"declared {declared_floors[-1]['seconds']:.2f}s", flush=True)
+
+    r = ours[0]
+    t = statistics.median(o["seconds"] for o in ours)
+    floor = statistics.median(f["seconds"] for f in floors)
+    floor_declared = statistics.median(f["seconds"] for f in declared_floors)
+    rss = max(o["rss_mb"] for o in ours)
+    lines = r["lines"]
+    print()
+    print(f"day {DAY}: {len(files)} files, {lines:,} lines ({r['deliveries']:,} deliveries after "
+          f"{r['duplicates']:,} duplicates, {r['rejects']} rejects), {raw / 1e6:,.0f} MB JSON, "
+          f"{compressed / 1e6:,.0f} MB gzipped")
+    print(f"rows written: {r['rows']}")
+    print(f"ingest (median of {RUNS}):       {t:6.2f} s  {lines / t:9,.0f} events/s  {raw / 1e6 / t:6.1f} MB/s  "
+          f"peak RSS {rss:,.0f} MB")
+    print(f"DuckDB floor, bare read_json:  {floor:6.2f} s  {lines / floor:9,.0f} events/s  -> ours is {t / floor:.2f}x")
+    print(f"DuckDB, declared columns:      {floor_declared:6.2f} s  {lines / floor_declared:9,.0f} events/s  "
+          f"-> ours is {t / floor_declared:.2f}x")
+    targets = [("events/s >= 25,000", lines / t >= 25_000), ("within 1.5x of the floor", t <= 1.5 * floor),
+               ("peak RSS < 1.5 GB", rss < 1536)]
+    print("targets: " + ", ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in targets))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
