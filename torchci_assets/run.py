@@ -17,6 +17,8 @@ import time
 import dagster as dg
 
 ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
+# Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
+LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
 
 
 def archive_days(store) -> list[str]:
@@ -73,7 +75,7 @@ def main(argv: list[str]) -> int:
     for i, day in enumerate(days, 1):
         t0 = time.monotonic()
         result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        tags={"torchci/source": "torchci run"})
+                                        tags={"torchci/source": "torchci run"}, run_config=LOG_CONFIG)
         failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                          if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
         status = "ok" if result.success else "FAILED"
@@ -87,9 +89,14 @@ def main(argv: list[str]) -> int:
                 if event.is_step_failure:
                     print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
     print("\nRows per table:")
-    for table, rows in summarize(lake, days):
+    counts = summarize(lake, days)
+    for table, rows in counts:
         print(f"  {table:<24} {rows:>12,}")
-    print(f"\nLake: {lake.store.display()}")
+    rejects = dict(counts).get("rejects", 0)
+    print(f"\nRejects: {rejects:,}" + (" (see the `rejects` table: source, location, reason)" if rejects else ""))
+    print(f"Lake:    {lake.store.display()}")
+    print(f"Outputs: {Store(resolved_uri('TORCHCI_OUTPUTS_URI')).display()}")
+    print("Open the Dagster UI with `make dev` (http://127.0.0.1:3000) to see lineage, runs and checks.")
     if failed:
         print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ import os
 import queue
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -287,6 +288,7 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     files = archive.list_files(prefix, (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
     report.files = len(files)
     seen: set[str] = set()
+    last_log = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp:
         typed = {
             "workflow_job": _Typed("workflow_job", JOB_STAGE, _workflow_job, False, os.path.join(tmp, "job.parquet")),
@@ -329,8 +331,10 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
                     if t.per_delivery:
                         row += (delivery_id,)
                     t.add(row + (received_at, location))
-                log(f"webhooks day={day}: file {n}/{len(files)} {entry.path} "
-                    f"({report.deliveries + len(batch)} deliveries so far)")
+                if n == len(files) or time.monotonic() - last_log > 5:
+                    last_log = time.monotonic()
+                    log(f"webhooks day={day}: {n}/{len(files)} files, {report.deliveries + len(batch):,} deliveries, "
+                        f"{len(report.rejects)} rejects so far")
             out.put(_events_batch(batch))
             report.deliveries += len(batch)
             out.drain()
