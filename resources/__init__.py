@@ -17,6 +17,7 @@ DEFAULT_URIS = {
     "TORCHCI_ARCHIVE_URI": "./var/archive",
     "TORCHCI_LAKE_URI": "./var/lake",
     "TORCHCI_OUTPUTS_URI": "./var/outputs",
+    "GITHUB_API_URL": "https://api.github.com",
 }
 
 
@@ -60,9 +61,24 @@ class OutputsResource(dg.ConfigurableResource):
         return Store(self.uri)
 
 
+def _secret(name: str):
+    """A credential as `EnvVar` (Dagster stores the variable's name, never its value), or None."""
+    return dg.EnvVar(name) if os.environ.get(name) else None
+
+
 def default_resources() -> dict:
+    from resources.github import GitHubResource
+
     return {
         "archive": ArchiveResource(uri=env_or_default("TORCHCI_ARCHIVE_URI")),
         "lake": LakeResource(uri=env_or_default("TORCHCI_LAKE_URI")),
         "outputs": OutputsResource(uri=env_or_default("TORCHCI_OUTPUTS_URI")),
+        # No credentials: dry run (what would be sent is logged and recorded, nothing is sent).
+        "github": GitHubResource(
+            api_url=env_or_default("GITHUB_API_URL"),
+            token=_secret("GITHUB_TOKEN"),
+            app_id=_secret("GITHUB_APP_ID"),
+            app_private_key=_secret("GITHUB_APP_PRIVATE_KEY"),
+            app_installation_id=_secret("GITHUB_APP_INSTALLATION_ID"),
+        ),
     }

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_ASSETS = {
     "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "rejects/webhooks",
+    "ci_result", "ci_callback_minutes", "rejects/ci-results", "backend_health", "backend_levels",
 }
 
 

@@ -35,6 +35,9 @@ class Reject:
         return data[:SAMPLE_CHARS]
 
 
+def rejects_table(rejects: list[Reject]) -> pa.Table:
+    return pa.Table.from_pylist([r.__dict__ for r in rejects], schema=REJECTS_SCHEMA)
+
+
 def write_rejects(lake: Lake, day: str, source: str, rejects: list[Reject]) -> int:
-    table = pa.Table.from_pylist([r.__dict__ for r in rejects], schema=REJECTS_SCHEMA)
-    return lake.write("rejects", day, table, part=source)
+    return lake.write("rejects", day, rejects_table(rejects), part=source)

@@ -15,12 +15,17 @@ GitHub delivers at least once and in no particular order, so:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import glob
+import multiprocessing
 import os
 import queue
+import re
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,9 +36,10 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.jobnames import parse_job_name
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.ingest.rejects import Reject, write_rejects
+from torchci_assets.ingest.rejects import Reject, rejects_table
 
 SOURCE = "webhooks"
 BATCH_ROWS = 20_000
@@ -280,74 +286,203 @@ def _envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
     return event, delivery_id, received_at, payload, env
 
 
-def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None) -> WebhookDayReport:
+def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
+                       workers: int | None = None) -> WebhookDayReport:
     """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day,
-    its unreadable records into the `webhooks` part of `rejects`."""
+    its unreadable records into the `webhooks` part of `rejects`.
+
+    The bronze table is written as PARTS files, each holding the deliveries whose id hashes to
+    it, so deduplication never crosses parts. A large day is scanned by one process per part
+    (JSON parsing holds the GIL; two cores need two processes); a small one in this process.
+    Both give the same files.
+    """
     report = WebhookDayReport(day)
-    prefix = f"webhooks/day={day}"
-    files = archive.list_files(prefix, (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
+    files = archive.list_files(f"webhooks/day={day}", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
     report.files = len(files)
-    seen: set[str] = set()
-    last_log = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp:
-        typed = {
-            "workflow_job": _Typed("workflow_job", JOB_STAGE, _workflow_job, False, os.path.join(tmp, "job.parquet")),
-            "workflow_run": _Typed("workflow_run", RUN_STAGE, _workflow_run, False, os.path.join(tmp, "run.parquet")),
-            "push": _Typed("push", PUSH_STAGE, _push, True, os.path.join(tmp, "push.parquet")),
-            "pull_request": _Typed("pull_request", PR_STAGE, _pull_request, True, os.path.join(tmp, "pr.parquet")),
-        }
-        with lake.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA) as writer, _Background(writer) as out:
-            batch: list[tuple] = []
-            for n, entry in enumerate(files, 1):
-                report.bytes_read += entry.size
-                for lineno, line in iter_lines(archive, entry.path, SOURCE, report.rejects):
-                    report.lines += 1
-                    location = f"{entry.path}:{lineno}"
-                    try:
-                        event, delivery_id, received_at, payload, env = _envelope(line)
-                    except ValueError as exc:
-                        report.rejects.append(Reject(SOURCE, location, str(exc), Reject.sample_of(line)))
-                        continue
-                    if delivery_id in seen:
-                        report.duplicates += 1
-                        continue
-                    seen.add(delivery_id)
-                    report.events[event] = report.events.get(event, 0) + 1
-                    action = payload.get("action")
-                    batch.append((event, action if isinstance(action, str) else None, delivery_id, received_at,
-                                  _repo(payload), _raw_payload(line, env)))
-                    if len(batch) >= EVENT_BATCH_ROWS:
-                        out.put(_events_batch(batch))
-                        report.deliveries += len(batch)
-                        batch = []
-                    t = typed.get(event)
-                    if t is None:
-                        continue
-                    try:
-                        row = t.extract(payload)
-                    except FieldError as exc:
-                        report.rejects.append(Reject(SOURCE, location, f"{event}: {exc}", Reject.sample_of(line)))
-                        continue
-                    if t.per_delivery:
-                        row += (delivery_id,)
-                    t.add(row + (received_at, location))
-                if n == len(files) or time.monotonic() - last_log > 5:
-                    last_log = time.monotonic()
-                    log(f"webhooks day={day}: {n}/{len(files)} files, {report.deliveries + len(batch):,} deliveries, "
-                        f"{len(report.rejects)} rejects so far")
-            out.put(_events_batch(batch))
-            report.deliveries += len(batch)
-            out.drain()
-            for t in typed.values():
-                t.close()
-            # Typed tables are written before the bronze file is renamed into place. Each
-            # table's partition is replaced atomically; a crash between two of them leaves
-            # some new and some old, and a re-run converges since each is a pure function
-            # of the day's archive.
-            report.rows["webhook_events"] = report.deliveries
-            _reduce_typed(lake, day, typed, report)
-            write_rejects(lake, day, SOURCE, report.rejects)
+    report.bytes_read = sum(f.size for f in files)
+    if workers is None:
+        workers = PARTS if report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1 else 1
+    with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp, PartitionCommit(lake) as out:
+        if workers > 1:
+            scans = _scan_in_processes(archive.uri, lake.store.uri, day, files, tmp, log)
+        else:
+            progress = _Progress(log, day, len(files))
+            scans = [_scan(archive.uri, lake.store.uri, day, files, tuple(range(PARTS)), tmp, progress.update)]
+        for scan in scans:
+            out.adopt(scan.pending)
+            report.lines += scan.lines
+            report.deliveries += scan.deliveries
+            report.duplicates += scan.duplicates
+            report.rejects += scan.rejects
+            for event, n in scan.events.items():
+                report.events[event] = report.events.get(event, 0) + n
+        report.rejects.sort(key=_reject_order)
+        report.rows["webhook_events"] = report.deliveries
+        _reduce_typed(out, day, tmp, report)
+        out.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
     return report
+
+
+def _reject_order(r: Reject) -> tuple:
+    path, _, line = r.location.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (r.location, 0)
+
+
+PARTS = 2
+PARALLEL_MIN_BYTES = 64 << 20
+_DELIVERY_ID = re.compile(rb'"delivery_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _part_of(line: bytes) -> int:
+    """The bronze part a line belongs to, from its delivery id, without parsing the JSON.
+
+    Inside a JSON string every quote is escaped, so the first `"delivery_id": "..."` is a
+    key. Two deliveries with the same id land in the same part, which is all deduplication
+    needs; a line with no id goes to part 0 (which rejects it).
+    """
+    m = _DELIVERY_ID.search(line)
+    return zlib.crc32(m.group(1)) % PARTS if m else 0
+
+
+@dataclass
+class _Scan:
+    """What one scan of a day's files found for its parts."""
+
+    lines: int = 0
+    deliveries: int = 0
+    duplicates: int = 0
+    rejects: list[Reject] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)
+    pending: list[tuple[str, str]] = field(default_factory=list)  # bronze files to commit
+
+
+class _Progress:
+    def __init__(self, log: Callable[[str], None], day: str, total: int):
+        self.log, self.day, self.total, self.last = log, day, total, time.monotonic()
+
+    def update(self, files_done: int, deliveries: int) -> None:
+        if files_done == self.total or time.monotonic() - self.last > 5:
+            self.last = time.monotonic()
+            self.log(f"webhooks day={self.day}: {files_done}/{self.total} files, {deliveries:,} deliveries so far")
+
+
+def _stage_tables(stage_dir: str) -> dict[str, "_Typed"]:
+    os.makedirs(stage_dir, exist_ok=True)
+    return {
+        "workflow_job": _Typed("workflow_job", JOB_STAGE, _workflow_job, False, os.path.join(stage_dir, "workflow_job.parquet")),
+        "workflow_run": _Typed("workflow_run", RUN_STAGE, _workflow_run, False, os.path.join(stage_dir, "workflow_run.parquet")),
+        "push": _Typed("push", PUSH_STAGE, _push, True, os.path.join(stage_dir, "push.parquet")),
+        "pull_request": _Typed("pull_request", PR_STAGE, _pull_request, True, os.path.join(stage_dir, "pull_request.parquet")),
+    }
+
+
+def _scan(archive_uri: str, lake_uri: str, day: str, files: list, parts: tuple[int, ...], tmp: str,
+          progress: Callable[[int, int], None]) -> _Scan:
+    """Read every file of the day; for the lines of `parts`, write the bronze part files and
+    stage the typed rows under `tmp/part-K/`. File-level damage is reported by part 0's scan."""
+    archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri)))
+    scan = _Scan()
+    seen: list[set[str]] = [set() for _ in range(PARTS)]
+    batches: list[list[tuple]] = [[] for _ in range(PARTS)]
+    with contextlib.ExitStack() as stack:
+        outs, typed = {}, {}
+        for k in parts:
+            writer = stack.enter_context(files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-{k}"))
+            outs[k] = stack.enter_context(_Background(writer))
+            typed[k] = _stage_tables(os.path.join(tmp, f"part-{k}"))
+        for n, entry in enumerate(files, 1):
+            file_rejects: list[Reject] = []
+            for lineno, line in iter_lines(archive, entry.path, SOURCE, file_rejects):
+                k = _part_of(line)
+                if k not in outs:
+                    continue
+                scan.lines += 1
+                location = f"{entry.path}:{lineno}"
+                try:
+                    event, delivery_id, received_at, payload, env = _envelope(line)
+                except ValueError as exc:
+                    scan.rejects.append(Reject(SOURCE, location, str(exc), Reject.sample_of(line)))
+                    continue
+                if delivery_id in seen[k]:
+                    scan.duplicates += 1
+                    continue
+                seen[k].add(delivery_id)
+                scan.events[event] = scan.events.get(event, 0) + 1
+                action = payload.get("action")
+                batch = batches[k]
+                batch.append((event, action if isinstance(action, str) else None, delivery_id, received_at,
+                              _repo(payload), _raw_payload(line, env)))
+                if len(batch) >= EVENT_BATCH_ROWS:
+                    outs[k].put(_events_batch(batch))
+                    scan.deliveries += len(batch)
+                    batches[k] = []
+                t = typed[k].get(event)
+                if t is None:
+                    continue
+                try:
+                    row = t.extract(payload)
+                except FieldError as exc:
+                    scan.rejects.append(Reject(SOURCE, location, f"{event}: {exc}", Reject.sample_of(line)))
+                    continue
+                if t.per_delivery:
+                    row += (delivery_id,)
+                t.add(row + (received_at, location))
+            if 0 in outs:
+                scan.rejects += file_rejects
+            progress(n, scan.deliveries + sum(len(b) for b in batches))
+        for k in parts:
+            outs[k].put(_events_batch(batches[k]))
+            scan.deliveries += len(batches[k])
+            outs[k].drain()
+            for t in typed[k].values():
+                t.close()
+    scan.pending = files_out.pending
+    return scan
+
+
+def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
+    def progress(n: int, d: int) -> None:
+        files_done.value, deliveries.value = n, d
+    try:
+        results.put(_scan(*args, progress))
+    except BaseException as exc:  # reported by the parent, with the worker's traceback
+        import traceback
+        results.put(RuntimeError(f"webhook scan of parts {args[4]} failed:\n{traceback.format_exc()}"))
+        raise SystemExit(1) from exc
+
+
+def _scan_in_processes(archive_uri: str, lake_uri: str, day: str, files: list, tmp: str,
+                       log: Callable[[str], None]) -> list[_Scan]:
+    ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads and locks
+    results = ctx.Queue()
+    counters = [(ctx.Value("q", 0), ctx.Value("q", 0)) for _ in range(PARTS)]
+    procs = [ctx.Process(target=_scan_worker, daemon=True,
+                         args=((archive_uri, lake_uri, day, files, (k,), tmp), *counters[k], results))
+             for k in range(PARTS)]
+    for p in procs:
+        p.start()
+    scans: list[_Scan] = []
+    try:
+        while len(scans) < PARTS:
+            try:
+                got = results.get(timeout=5)
+            except queue.Empty:
+                if not all(p.is_alive() for p in procs):
+                    raise RuntimeError("a webhook scan worker died without a result (out of memory?)") from None
+                done = min(c[0].value for c in counters)
+                log(f"webhooks day={day}: {done}/{len(files)} files, "
+                    f"{sum(c[1].value for c in counters):,} deliveries so far ({PARTS} processes)")
+                continue
+            if isinstance(got, BaseException):
+                raise got
+            scans.append(got)
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    log(f"webhooks day={day}: {len(files)}/{len(files)} files, {sum(s.deliveries for s in scans):,} deliveries")
+    return scans
 
 
 def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
@@ -417,7 +552,8 @@ _RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 
 
 
 def _latest(cols: list[str], order: str) -> str:
-    """For each column: its value on the highest-ranked delivery that has it."""
+    """For each column: its value on the highest-ranked delivery that has it (the archive
+    location breaks exact ties, so the result never depends on scan order)."""
     return ",\n".join(f"arg_max({c}, {order}) FILTER (WHERE {c} IS NOT NULL) AS {c}" for c in cols)
 
 
@@ -429,7 +565,7 @@ REDUCE_SQL = {
                 {_latest(['run_id', 'repo', 'workflow_name', 'name', 'head_sha', 'head_branch',
                           'status', 'conclusion', 'created_at', 'started_at', 'completed_at', 'labels',
                           'runner_name', 'build_env', 'test_config', 'shard', 'num_shards', 'platform'],
-                         '(rank, received_at)')},
+                         '(rank, received_at, location)')},
                 min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
                 max(received_at) AS received_at
             FROM obs GROUP BY id, run_attempt
@@ -447,7 +583,7 @@ REDUCE_SQL = {
     "workflow_run": f"""
         SELECT id, run_attempt,
             {_latest(['repo', 'name', 'event', 'head_sha', 'head_branch', 'status', 'conclusion'],
-                     f'({_RUN_RANK}, updated_at, received_at)')},
+                     f'({_RUN_RANK}, updated_at, received_at, location)')},
             min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
             max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
         FROM stage GROUP BY id, run_attempt ORDER BY id, run_attempt
@@ -466,11 +602,12 @@ REDUCE_SQL = {
 }
 
 
-def _reduce_typed(lake: Lake, day: str, typed: dict[str, _Typed], report: WebhookDayReport) -> None:
+def _reduce_typed(out: PartitionCommit, day: str, tmp: str, report: WebhookDayReport) -> None:
     con = connect()
     try:
-        for name, t in typed.items():
-            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet('{t.path}')")
+        for name in REDUCE_SQL:
+            staged = sorted(glob.glob(os.path.join(tmp, "part-*", f"{name}.parquet")))
+            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet({staged!r})")
             for col in _TS_COLUMNS[name]:
                 bad = con.execute(
                     f"SELECT location, {col} FROM stage WHERE {col} IS NOT NULL AND TRY_CAST({col} AS TIMESTAMPTZ) IS NULL"
@@ -478,6 +615,6 @@ def _reduce_typed(lake: Lake, day: str, typed: dict[str, _Typed], report: Webhoo
                 report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
                                    for loc, val in bad]
             reader = con.sql(REDUCE_SQL[name]).to_arrow_reader(BATCH_ROWS)
-            report.rows[name] = lake.write(name, day, reader)
+            report.rows[name] = out.write(name, day, reader)
     finally:
         con.close()

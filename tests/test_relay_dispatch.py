@@ -1,0 +1,282 @@
+"""dispatch_job and its ledger against a real HTTP server on 127.0.0.1 playing the GitHub API."""
+
+import json
+import re
+import time
+from collections import Counter
+
+import dagster as dg
+import pytest
+from werkzeug import Response
+
+from jobs.relay import dispatch_job, run_config_for
+from resources import LakeResource
+from resources.github import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_KEYS, GitHubResource, validate_dispatch
+from resources.lake import Lake
+from torchci_assets.relay.dispatch import client_payload, ledger_rows
+from torchci_assets.relay.pushes import UpstreamCommit, trim_push_payload
+
+TOKEN = "ghp_testtoken000000000000000000000000"
+SHA = "3f1c0a9e5b7d2c4e6f8a0b1c2d3e4f5a6b7c8d9e"
+BEFORE = "1111111111111111111111111111111111111111"
+REPOS = ["org-one/torch-fpga", "org-two/torch-tpu", "org-three/torch-dsp", "acme-ai/torch-npu"]
+CONFIG = """
+upstream: {repo: pytorch/pytorch, branches: [main]}
+poll_commits: false
+allowlist:
+  L1: [org-one/torch-fpga]
+  L2: [org-two/torch-tpu, org-three/torch-dsp]
+  L3:
+    npu:
+      acme-ai/torch-npu: []
+"""
+
+
+@pytest.fixture(scope="session")
+def httpserver_listen_address():
+    return ("127.0.0.1", 0)
+
+
+@pytest.fixture(autouse=True)
+def relay_config(tmp_path, monkeypatch):
+    path = tmp_path / "relay.yaml"
+    path.write_text(CONFIG)
+    monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+class FakeGitHub:
+    """Answers POST /repos/<owner>/<repo>/dispatches: per repo, a list of replies served in
+    order (the last repeats; default 204). Every request is logged as (repo, body)."""
+
+    def __init__(self, httpserver, **replies):
+        self.replies = {repo: list(r) for repo, r in replies.items()}
+        self.log: list[tuple[str, dict]] = []
+        httpserver.expect_request(re.compile(r"^/repos/[^/]+/[^/]+/dispatches$"),
+                                  method="POST").respond_with_handler(self)
+
+    def __call__(self, request):
+        repo = request.path[len("/repos/"):-len("/dispatches")]
+        self.log.append((repo, json.loads(request.data)))
+        script = self.replies.get(repo) or [Response(status=204)]
+        n = sum(1 for r, _ in self.log if r == repo)
+        return script[min(n, len(script)) - 1]
+
+    def acknowledged(self) -> Counter:
+        """(sha, repo) pairs answered 204, as the server saw them."""
+        counts = Counter()
+        for i, (repo, body) in enumerate(self.log):
+            script = self.replies.get(repo) or [Response(status=204)]
+            n = sum(1 for r, _ in self.log[:i + 1] if r == repo)
+            if script[min(n, len(script)) - 1].status_code == 204:
+                counts[(body["client_payload"]["sha"], repo)] += 1
+        return counts
+
+
+def reply(status, headers=None, message="x"):
+    return Response(json.dumps({"message": message}), status=status, headers=headers,
+                    content_type="application/json")
+
+
+def commit(sha=SHA, **kw) -> UpstreamCommit:
+    payload = {"ref": "refs/heads/main", "before": BEFORE, "after": sha, "created": False,
+               "deleted": False, "forced": kw.get("forced", False),
+               "repository": {"full_name": "pytorch/pytorch", "html_url": "https://github.com/pytorch/pytorch"},
+               "head_commit": {"id": sha, "timestamp": "2026-11-22T03:00:00+00:00", "message": "Fix it"},
+               "commits": [{"id": sha}]}
+    return UpstreamCommit("pytorch/pytorch", sha, "refs/heads/main", BEFORE, kw.get("forced", False),
+                          kw.get("delivery_id", "d-1"), "2026-11-22T03:00:01Z", "webhook",
+                          trim_push_payload(payload))
+
+
+def github(httpserver, **kw):
+    kw.setdefault("token", TOKEN)
+    kw.setdefault("backoff_base_s", 0.01)
+    return GitHubResource(api_url=httpserver.url_for(""), **kw)
+
+
+def run(gh, lake_uri, instance, c=None, **op_config):
+    config = run_config_for(c or commit())
+    config["ops"]["dispatch_to_downstreams"]["config"].update(op_config)
+    return dispatch_job.execute_in_process(run_config=config, instance=instance, raise_on_error=False,
+                                           resources={"github": gh, "lake": LakeResource(uri=lake_uri)})
+
+
+def output_metadata(result) -> dict:
+    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    return {k: v.value for k, v in event.event_specific_data.metadata.items()}
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+@pytest.fixture
+def lake_uri(tmp_path):
+    return str(tmp_path / "lake")
+
+
+def test_every_allowlisted_repo_gets_one_dispatch_in_the_relay_shape(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    result = run(github(httpserver), lake_uri, instance)
+    assert result.success
+    assert sorted(repo for repo, _ in server.log) == sorted(REPOS)
+    body = server.log[0][1]
+    assert body["event_type"] == "push"
+    cp = body["client_payload"]
+    assert len(cp) <= MAX_PAYLOAD_KEYS
+    assert len(json.dumps(cp)) < MAX_PAYLOAD_BYTES
+    assert (cp["event_type"], cp["delivery_id"], cp["sha"], cp["ref"]) == ("push", "d-1", SHA, "refs/heads/main")
+    # What the relay's downstream validators check.
+    assert cp["payload"]["repository"]["full_name"] == "pytorch/pytorch"
+    assert cp["payload"]["after"] == SHA and cp["payload"]["ref"].startswith("refs/")
+
+    rows = ledger_rows(Lake.at(lake_uri), SHA)
+    assert sorted(r["downstream_repo"] for r in rows) == sorted(REPOS)
+    assert {(r["outcome"], r["status_code"], r["run_id"]) for r in rows} == {("ok", 204, result.run_id)}
+    assert {r["level"] for r in rows if r["downstream_repo"] == "acme-ai/torch-npu"} == {"L3"}
+    meta = output_metadata(result)
+    assert (meta["ok_count"], meta["targets"], meta["dry_run"]) == (4, 4, False)
+    assert "| acme-ai/torch-npu | L3 | ok | 204 |" in meta["outcomes"]
+
+
+def test_a_second_run_for_the_same_commit_sends_nothing(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    assert run(github(httpserver), lake_uri, instance).success
+    again = run(github(httpserver), lake_uri, instance)
+    assert again.success
+    assert len(server.log) == 4
+    assert output_metadata(again)["already_acknowledged_count"] == 4
+    assert len(ledger_rows(Lake.at(lake_uri), SHA)) == 4
+    # A different commit is not covered by the first one's acknowledgements.
+    other = "a" * 40
+    assert run(github(httpserver), lake_uri, instance, commit(other)).success
+    assert server.acknowledged() == Counter({(s, r): 1 for s in (SHA, other) for r in REPOS})
+
+
+def test_a_repo_that_refuses_is_recorded_and_does_not_block_the_others(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver, **{"org-two/torch-tpu": [reply(403, message="Resource not accessible by integration")],
+                                       "org-three/torch-dsp": [reply(404, message="Not Found")]})
+    result = run(github(httpserver), lake_uri, instance)
+    assert result.success
+    assert Counter(repo for repo, _ in server.log) == Counter(REPOS)  # no retries of a refusal
+    rows = {r["downstream_repo"]: r for r in ledger_rows(Lake.at(lake_uri), SHA)}
+    assert (rows["org-two/torch-tpu"]["outcome"], rows["org-two/torch-tpu"]["status_code"]) == ("refused", 403)
+    assert "not accessible" in rows["org-two/torch-tpu"]["error"]
+    assert (rows["org-three/torch-dsp"]["outcome"], rows["org-three/torch-dsp"]["status_code"]) == ("refused", 404)
+    assert rows["acme-ai/torch-npu"]["outcome"] == "ok"
+    meta = output_metadata(result)
+    assert (meta["ok_count"], meta["refused_count"]) == (2, 2)
+    assert "| org-two/torch-tpu | L2 | refused | 403 |" in meta["outcomes"]
+
+
+def test_429_with_retry_after_is_waited_out(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver, **{"org-one/torch-fpga": [reply(429, {"Retry-After": "1"}), Response(status=204)]})
+    start = time.monotonic()
+    result = run(github(httpserver), lake_uri, instance)
+    assert result.success
+    assert time.monotonic() - start >= 1.0
+    assert [r for r, _ in server.log].count("org-one/torch-fpga") == 2
+    (row,) = [r for r in ledger_rows(Lake.at(lake_uri), SHA) if r["downstream_repo"] == "org-one/torch-fpga"]
+    assert (row["outcome"], row["http_attempts"], row["waited_s"]) == ("ok", 2, 1.0)
+
+
+def test_a_502_storm_is_retried_by_the_run_and_only_the_unacknowledged_repo_is_resent(httpserver, instance, lake_uri):
+    storm = [reply(502)] * 4 + [Response(status=204)]
+    server = FakeGitHub(httpserver, **{"org-three/torch-dsp": storm})
+    # The client gives up after 3 attempts; the op's retry then sends again to that repo only.
+    result = run(github(httpserver, max_retries=2), lake_uri, instance, retry_wait_s=0.0, max_retries=3)
+    assert result.success
+    assert Counter(r for r, _ in server.log) == Counter({"org-one/torch-fpga": 1, "org-two/torch-tpu": 1,
+                                                         "acme-ai/torch-npu": 1, "org-three/torch-dsp": 5})
+    assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
+    dsp = [r["outcome"] for r in ledger_rows(Lake.at(lake_uri), SHA) if r["downstream_repo"] == "org-three/torch-dsp"]
+    assert dsp == ["failed", "ok"]
+    assert output_metadata(result)["already_acknowledged_count"] == 3
+
+
+def test_a_storm_outlasting_the_retries_fails_the_run_and_a_reexecution_finishes(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver, **{"acme-ai/torch-npu": [reply(502)] * 6 + [Response(status=204)]})
+    failed = run(github(httpserver, max_retries=1), lake_uri, instance, retry_wait_s=0.0, max_retries=1)
+    assert not failed.success
+    assert sum(1 for r, _ in server.log if r != "acme-ai/torch-npu") == 3
+    done = run(github(httpserver, max_retries=3), lake_uri, instance)
+    assert done.success
+    assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
+
+
+class CrashingGitHub(GitHubResource):
+    """Dies (as a killed process would, with no chance to record anything) before sending the
+    `crash_at`-th dispatch."""
+
+    crash_at: int
+
+    def dispatch(self, owner_repo, event_type, client_payload):
+        calls = getattr(type(self), "calls", 0) + 1
+        type(self).calls = calls
+        if calls == self.crash_at:
+            raise RuntimeError("simulated crash between two dispatches")
+        return super().dispatch(owner_repo, event_type, client_payload)
+
+
+def test_a_crash_between_two_dispatches_then_reexecution_sends_each_repo_exactly_once(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    CrashingGitHub.calls = 0
+    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3), lake_uri, instance)
+    assert not crashed.success
+    assert len(server.log) == 2
+    reexecuted = run(github(httpserver), lake_uri, instance)
+    assert reexecuted.success
+    assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
+    assert len(server.log) == 4
+    rows = ledger_rows(Lake.at(lake_uri), SHA)
+    assert len(rows) == 4 and {r["outcome"] for r in rows} == {"ok"}
+    assert Counter(r["run_id"] for r in rows) == Counter({crashed.run_id: 2, reexecuted.run_id: 2})
+
+
+def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    dry = run(GitHubResource(api_url=httpserver.url_for("")), lake_uri, instance)
+    assert dry.success
+    assert server.log == []
+    assert {r["outcome"] for r in ledger_rows(Lake.at(lake_uri), SHA)} == {"dry_run"}
+    meta = output_metadata(dry)
+    assert (meta["dry_run"], meta["dry_run_count"], meta["ok_count"]) == (True, 4, 0)
+    logs = [e.user_message for e in instance.all_logs(dry.run_id)]
+    would = [m for m in logs if m.startswith("DRY RUN: would POST")]
+    assert len(would) == 4
+    assert any(m.startswith(f"DRY RUN: would POST {httpserver.url_for('')}repos/acme-ai/torch-npu/dispatches")
+               and m.endswith("(set GITHUB_TOKEN to send)") for m in would)
+
+    assert run(github(httpserver), lake_uri, instance).success
+    assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
+
+
+def test_a_malformed_sha_fails_before_anything_is_sent(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    bad = commit()
+    config = run_config_for(bad)
+    config["ops"]["dispatch_to_downstreams"]["config"]["sha"] = "not-a-sha"
+    result = dispatch_job.execute_in_process(run_config=config, instance=instance, raise_on_error=False,
+                                             resources={"github": github(httpserver),
+                                                        "lake": LakeResource(uri=lake_uri)})
+    assert not result.success
+    assert server.log == []
+
+
+def test_a_huge_push_is_trimmed_within_githubs_limits():
+    big = "x" * 1_000_000
+    commits = [{"id": f"{i:040x}", "message": big, "added": ["f"] * 1000} for i in range(20)]
+    payload = {"ref": "refs/heads/main", "before": BEFORE, "after": commits[-1]["id"], "forced": True,
+               "created": False, "deleted": False, "commits": commits,
+               "head_commit": {**commits[-1], "timestamp": "2026-11-22T03:00:00Z"},
+               "repository": {"full_name": "pytorch/pytorch", "description": big, "owner": {"login": "pytorch"}}}
+    trimmed = trim_push_payload(payload)
+    c = UpstreamCommit("pytorch/pytorch", commits[-1]["id"], "refs/heads/main", BEFORE, True, "d-9",
+                       "2026-11-22T03:00:00Z", "webhook", trimmed)
+    body = validate_dispatch("org-one/torch-fpga", "push", client_payload(c))
+    assert len(body) < 8000
+    assert trimmed["commit_count"] == 20 and trimmed["commit_ids"][-1] == commits[-1]["id"]
+    assert trimmed["repository"] == {"full_name": "pytorch/pytorch"}
+    assert trimmed["forced"] is True and len(trimmed["head_commit"]["message"]) == 2000

@@ -1,0 +1,416 @@
+"""Downstream backend health and the relay level each backend has earned.
+
+Health (`backend_health`, one row per repo and window) is measured over windows ending on
+day D, read from the `ci_result` and `ci_callback_minutes` partitions of those days only.
+A job seen on several days (in progress on one, completed the next) is merged to its
+highest state, then judged as of the end of D (or now, while D is not over) with the same
+rule as ingest: a job not completed within 6 h of its start is an infrastructure failure; one
+started less than 6 h before that instant is pending, left out of every figure until a later
+window judges it.
+
+Measures, per repo and window:
+- jobs: judged jobs (completed, or lost for good); completed_jobs: those that completed;
+- success_rate: jobs that succeeded within 6 h / jobs;
+- infra_availability: share of jobs not lost to infrastructure; test_failure_rate likewise;
+- queue_p50_s / queue_p90_s: the relay-measured queue time of the jobs;
+- commit_time_p95_s: per delivery (one upstream commit relayed), the time from its first
+  job entering the queue to its last job completing; a lost job counts as completing 6 h
+  after its start (it never did, and that is the least it cost). Deliveries with a pending
+  job are left out;
+- callback_peak_per_minute: the most callbacks the repo sent in one minute.
+
+Levels (`assess_backends`): L1 has no criteria; L2 needs every L2 criterion over the L2
+window; L3 every L2 and L3 criterion (the L3 thresholds apply to the same window); L4 every
+L3 criterion, the L4 success rate over the L4 window, and the repo in `maintainer_approved`.
+Without approval a backend that meets the L4 measures is capped at L3 and told why. A
+missing measure (no jobs at all) fails its criterion. The recommendation promotes one level
+at a time and demotes at once to the eligible level; a repo that reports results but is not
+in the allowlist is reported with current level none and no recommendation, because adding
+a repository to the relay is a maintainer's decision.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.ingest.ci_results import (CALLBACK_MINUTES_SCHEMA, CI_RESULT_SCHEMA, KEY, LOST_AFTER_MS,
+                                              failure_kind_sql, judged_as_of_ms, state_rank_sql)
+from torchci_assets.relay.config import LEVELS, AllowlistEntry, RelayConfig, dump_allowlist
+
+HEALTH_SCHEMA = pa.schema([
+    ("repo", pa.string()), ("window_days", pa.int32()),
+    ("jobs", pa.int64()), ("completed_jobs", pa.int64()), ("successes", pa.int64()),
+    ("test_failures", pa.int64()), ("infra_failures", pa.int64()), ("timeouts", pa.int64()),
+    ("lost", pa.int64()), ("pending", pa.int64()),
+    ("success_rate", pa.float64()), ("infra_availability", pa.float64()), ("test_failure_rate", pa.float64()),
+    ("queue_p50_s", pa.float64()), ("queue_p90_s", pa.float64()),
+    ("commits", pa.int64()), ("commit_time_p95_s", pa.float64()),
+    ("callbacks", pa.int64()), ("callback_peak_per_minute", pa.int64()),
+])
+
+LEVELS_SCHEMA = pa.schema([
+    ("repo", pa.string()), ("in_allowlist", pa.bool_()), ("current_level", pa.string()),
+    ("eligible_level", pa.string()), ("recommended_level", pa.string()), ("change", pa.string()),
+    ("device", pa.string()), ("unmet_criteria", pa.list_(pa.string())), ("reasons", pa.list_(pa.string())),
+])
+
+
+def health_windows(config: RelayConfig) -> tuple[int, ...]:
+    """The window lengths the criteria need: the L2/L3 window and the L4 window."""
+    return tuple(sorted({config.thresholds.L2.window_days, config.thresholds.L4.window_days}))
+
+
+def window_days(day: str, length: int) -> list[str]:
+    """The `length` days ending on `day`, oldest first."""
+    end = dt.date.fromisoformat(day)
+    return [(end - dt.timedelta(days=i)).isoformat() for i in range(length - 1, -1, -1)]
+
+
+def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list[str], schema: pa.Schema) -> None:
+    """The table's partitions for `days` as a view; an empty one when none was materialized."""
+    if not lake.register(con, table, days):
+        empty = pa.Table.from_pylist([], schema=schema.append(pa.field("day", pa.string())))
+        con.register(table, empty)
+
+
+def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None) -> pa.Table:
+    """One `backend_health` row per repo and window ending on `day` (see the module docstring);
+    jobs are judged at the end of `day`, or at `now_ms` (default: now) if that is earlier."""
+    firsts = {w: window_days(day, w)[0] for w in windows}
+    con = connect()
+    try:
+        days = window_days(day, max(windows))
+        _register(con, lake, "ci_result", days, CI_RESULT_SCHEMA)
+        _register(con, lake, "ci_callback_minutes", days, CALLBACK_MINUTES_SCHEMA)
+        return con.sql(_health_query(firsts, judged_as_of_ms(day, now_ms))).to_arrow_table().cast(HEALTH_SCHEMA)
+    finally:
+        con.close()
+
+
+def _health_query(firsts: dict[int, str], as_of_ms: int) -> str:
+    windows = ", ".join(f"({w}, DATE '{first}')" for w, first in firsts.items())
+    key = ", ".join(KEY)
+    start_ms = "epoch_ms(coalesce(started_at, callback_at))"
+    return f"""
+    WITH windows(window_days, first_day) AS (VALUES {windows}),
+    rows AS (
+        SELECT w.window_days, r.* EXCLUDE (day), CAST(r.day AS DATE) AS day, {state_rank_sql()} AS state_rank
+        FROM ci_result r JOIN windows w ON CAST(r.day AS DATE) >= w.first_day
+    ),
+    merged AS (
+        SELECT * REPLACE (coalesce(started_at, any_started_at) AS started_at,
+                          coalesce(queue_s, any_queue_s) AS queue_s)
+        FROM (
+            SELECT *,
+                row_number() OVER (PARTITION BY window_days, {key}
+                                   ORDER BY state_rank DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
+                min(started_at) OVER (PARTITION BY window_days, {key}) AS any_started_at,
+                max(queue_s) OVER (PARTITION BY window_days, {key}) AS any_queue_s
+            FROM rows
+        ) WHERE rn = 1
+    ),
+    judged AS (SELECT *, {failure_kind_sql(as_of_ms)} AS kind FROM merged),
+    job_stats AS (
+        SELECT window_days, repo,
+            count(*) FILTER (WHERE kind <> 'pending') AS jobs,
+            count(*) FILTER (WHERE kind <> 'pending' AND status = 'completed') AS completed_jobs,
+            count(*) FILTER (WHERE kind = 'none') AS successes,
+            count(*) FILTER (WHERE kind = 'test') AS test_failures,
+            count(*) FILTER (WHERE kind = 'infrastructure') AS infra_failures,
+            count(*) FILTER (WHERE status = 'completed' AND conclusion = 'timed_out') AS timeouts,
+            count(*) FILTER (WHERE kind = 'infrastructure' AND status <> 'completed') AS lost,
+            count(*) FILTER (WHERE kind = 'pending') AS pending,
+            quantile_cont(queue_s, 0.5) FILTER (WHERE kind <> 'pending') AS queue_p50_s,
+            quantile_cont(queue_s, 0.9) FILTER (WHERE kind <> 'pending') AS queue_p90_s
+        FROM judged GROUP BY window_days, repo
+    ),
+    commit_times AS (
+        SELECT window_days, repo, delivery_id,
+            (max(CASE WHEN status = 'completed' THEN epoch_ms(completed_at)
+                      ELSE {start_ms} + {LOST_AFTER_MS} END)
+             - min({start_ms} - coalesce(queue_s, 0) * 1000)) / 1000.0 AS commit_s
+        FROM judged GROUP BY window_days, repo, delivery_id
+        HAVING count(*) FILTER (WHERE kind = 'pending') = 0
+    ),
+    commit_stats AS (
+        SELECT window_days, repo, count(*) AS commits, quantile_cont(commit_s, 0.95) AS commit_time_p95_s
+        FROM commit_times GROUP BY window_days, repo
+    ),
+    per_minute AS (
+        SELECT w.window_days, m.repo, m.minute, sum(m.callbacks) AS n
+        FROM ci_callback_minutes m JOIN windows w ON CAST(m.day AS DATE) >= w.first_day
+        GROUP BY w.window_days, m.repo, m.minute
+    ),
+    peaks AS (
+        SELECT window_days, repo, sum(n) AS callbacks, max(n) AS callback_peak_per_minute
+        FROM per_minute GROUP BY window_days, repo
+    ),
+    repos AS (SELECT window_days, repo FROM job_stats UNION SELECT window_days, repo FROM peaks)
+    SELECT repos.repo, repos.window_days,
+        coalesce(jobs, 0) AS jobs, coalesce(completed_jobs, 0) AS completed_jobs,
+        coalesce(successes, 0) AS successes, coalesce(test_failures, 0) AS test_failures,
+        coalesce(infra_failures, 0) AS infra_failures, coalesce(timeouts, 0) AS timeouts,
+        coalesce(lost, 0) AS lost, coalesce(pending, 0) AS pending,
+        successes / nullif(jobs, 0)::DOUBLE AS success_rate,
+        (jobs - infra_failures) / nullif(jobs, 0)::DOUBLE AS infra_availability,
+        test_failures / nullif(jobs, 0)::DOUBLE AS test_failure_rate,
+        queue_p50_s, queue_p90_s,
+        coalesce(commits, 0) AS commits, commit_time_p95_s,
+        coalesce(callbacks, 0) AS callbacks, callback_peak_per_minute
+    FROM repos
+    LEFT JOIN job_stats USING (window_days, repo)
+    LEFT JOIN commit_stats USING (window_days, repo)
+    LEFT JOIN peaks USING (window_days, repo)
+    ORDER BY repos.repo, repos.window_days
+    """
+
+
+# ---- levels ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Criterion:
+    level: str
+    name: str  # the threshold's name in the config (or `maintainer_approved`)
+    metric: str  # the backend_health column measured
+    window_days: int
+    value: Any
+    threshold: Any
+    op: str  # ">=", "<=" or "=="
+    met: bool
+
+    def describe(self) -> str:
+        if self.metric == "maintainer_approved":
+            return f"{self.level} {self.name}: the repo is not in maintainer_approved"
+        shown = "no data" if self.value is None else _fmt(self.value)
+        return (f"{self.level} {self.name}: {self.metric} over {self.window_days} days is {shown}, "
+                f"needs {self.op} {_fmt(self.threshold)}")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else f"{v:.4g}"
+    return str(v)
+
+
+def _criterion(level: str, name: str, metric: str, health: dict, window: int, threshold: Any,
+               op: str) -> Criterion:
+    value = health.get(metric)
+    if value is None:
+        met = False
+    elif op == ">=":
+        met = value >= threshold
+    elif op == "<=":
+        met = value <= threshold
+    else:
+        met = value == threshold
+    return Criterion(level, name, metric, window, value, threshold, op, met)
+
+
+def criteria_for(repo: str, health_by_window: dict[int, dict], config: RelayConfig) -> list[Criterion]:
+    """Every criterion of L2..L4 for `repo`, measured on its health rows (keyed by window length)."""
+    t = config.thresholds
+    short, long_ = t.L2.window_days, t.L4.window_days
+    s, lg = health_by_window.get(short, {}), health_by_window.get(long_, {})
+    return [
+        _criterion("L2", "min_completed_jobs", "completed_jobs", s, short, t.L2.min_completed_jobs, ">="),
+        _criterion("L2", "min_success_rate", "success_rate", s, short, t.L2.min_success_rate, ">="),
+        _criterion("L2", "max_commit_time_p95_s", "commit_time_p95_s", s, short, t.L2.max_commit_time_p95_s, "<="),
+        _criterion("L2", "max_callbacks_per_minute", "callback_peak_per_minute", s, short,
+                   t.L2.max_callbacks_per_minute, "<="),
+        _criterion("L3", "min_success_rate", "success_rate", s, short, t.L3.min_success_rate, ">="),
+        _criterion("L3", "min_infra_availability", "infra_availability", s, short, t.L3.min_infra_availability,
+                   ">="),
+        _criterion("L3", "max_queue_time_p90_s", "queue_p90_s", s, short, t.L3.max_queue_time_p90_s, "<="),
+        _criterion("L4", "min_success_rate", "success_rate", lg, long_, t.L4.min_success_rate, ">="),
+        _criterion("L4", "maintainer_approved", "maintainer_approved",
+                   {"maintainer_approved": config.is_approved(repo)}, long_, True, "=="),
+    ]
+
+
+def eligible_level(criteria: list[Criterion]) -> tuple[str, list[str]]:
+    """The highest level whose criteria, and every lower level's, are all met; with the reasons
+    it is not higher (each unmet criterion above it, and the approval cap when that is all)."""
+    eligible = "L1"
+    for level in LEVELS[1:]:
+        if all(c.met for c in criteria if c.level == level):
+            eligible = level
+        else:
+            break
+    above = LEVELS[LEVELS.index(eligible) + 1:]
+    unmet = [c for c in criteria if c.level in above and not c.met]
+    reasons = [c.describe() for c in unmet]
+    if eligible == "L3" and [c.name for c in unmet if c.level == "L4"] == ["maintainer_approved"]:
+        reasons = ["meets every L4 measure but is not in maintainer_approved: capped at L3 until the "
+                   "maintainers approve it"]
+    return eligible, reasons
+
+
+def recommend(current: str | None, eligible: str) -> tuple[str | None, str]:
+    """(recommended level, change): one level up at a time, straight down to `eligible`."""
+    if current is None:
+        return None, "not_allowlisted"
+    have, can = LEVELS.index(current), LEVELS.index(eligible)
+    if can > have:
+        return LEVELS[have + 1], "promote"
+    if can < have:
+        return eligible, "demote"
+    return current, "keep"
+
+
+_DEVICE_NOISE = {"torch", "pytorch", "backend", "ext", "extension", "plugin", "for", "upstream", "ci"}
+
+
+def placeholder_device(repo: str) -> str:
+    """A device name guessed from the repo name (`acme-ai/torch-npu` -> `npu`), for a repo that
+    needs a device-keyed entry (L3, L4) but has none yet; flagged for a maintainer to confirm."""
+    name = repo.split("/", 1)[1].lower()
+    words = [w for w in re.split(r"[^a-z0-9]+", name) if w and w not in _DEVICE_NOISE]
+    return "-".join(words) or re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "device"
+
+
+@dataclass
+class Assessment:
+    repo: str
+    current_level: str | None
+    eligible_level: str
+    recommended_level: str | None
+    change: str  # promote, demote, keep or not_allowlisted
+    reasons: list[str]
+    criteria: list[Criterion]
+    health: dict[int, dict] = field(default_factory=dict)
+    device: str | None = None
+    device_placeholder: bool = False
+    oncalls: tuple[str, ...] = ()
+
+    @property
+    def in_allowlist(self) -> bool:
+        return self.current_level is not None
+
+
+def assess_backends(health_rows: list[dict], config: RelayConfig) -> list[Assessment]:
+    """An assessment for every allowlisted repo and every repo with results, sorted by repo."""
+    by_repo: dict[str, dict[int, dict]] = {}
+    for row in health_rows:
+        by_repo.setdefault(row["repo"], {})[row["window_days"]] = row
+    for e in config.allowlist:
+        if not any(r.lower() == e.repo.lower() for r in by_repo):
+            by_repo[e.repo] = {}
+    out = []
+    for repo in sorted(by_repo, key=str.lower):
+        health = by_repo[repo]
+        entry = config.entry_for(repo)
+        criteria = criteria_for(repo, health, config)
+        eligible, reasons = eligible_level(criteria)
+        current = entry.level if entry else None
+        recommended, change = recommend(current, eligible)
+        short = config.thresholds.L2.window_days
+        if not health.get(short, {}).get("jobs"):
+            reasons.insert(0, f"no judged jobs in the last {short} days")
+        if change == "promote":
+            reasons.insert(0, f"eligible for {eligible}: promoted one level, {current} -> {recommended}")
+        elif change == "demote":
+            reasons.insert(0, f"no longer meets {current}: demoted to {eligible}")
+        elif change == "not_allowlisted":
+            reasons.insert(0, f"reports results but is not in the allowlist (eligible for {eligible}); adding it "
+                              "is a maintainer's decision, so it is left out of the proposal")
+        device, placeholder = None, False
+        if recommended in ("L3", "L4"):
+            device = entry.device if entry and entry.device else placeholder_device(repo)
+            placeholder = not (entry and entry.device)
+            if placeholder:
+                reasons.append(f"{recommended} entries are keyed by device: {device!r} is a placeholder from the "
+                               "repo name, to be confirmed")
+        out.append(Assessment(repo, current, eligible, recommended, change, reasons, criteria, health,
+                              device, placeholder, entry.oncalls if entry else ()))
+    return out
+
+
+def levels_document(assessments: list[Assessment], day: str, config: RelayConfig) -> dict:
+    """The content of `backend-levels.json`."""
+    t = config.thresholds
+    return {
+        "day": day,
+        "config": config.source,
+        "windows": {"L2": t.L2.window_days, "L3": t.L2.window_days, "L4": t.L4.window_days},
+        "backends": [{
+            "repo": a.repo,
+            "in_allowlist": a.in_allowlist,
+            "current_level": a.current_level,
+            "eligible_level": a.eligible_level,
+            "recommended_level": a.recommended_level,
+            "change": a.change,
+            "device": a.device,
+            "device_placeholder": a.device_placeholder,
+            "reasons": a.reasons,
+            "criteria": [asdict(c) for c in a.criteria],
+            "health": {str(w): {k: v for k, v in row.items() if k not in ("repo", "window_days")}
+                       for w, row in sorted(a.health.items())},
+        } for a in assessments],
+    }
+
+
+def levels_json(assessments: list[Assessment], day: str, config: RelayConfig) -> bytes:
+    return (json.dumps(levels_document(assessments, day, config), indent=2) + "\n").encode()
+
+
+def allowlist_proposal(assessments: list[Assessment], day: str, config: RelayConfig) -> str:
+    """The allowlist with every listed repo at its recommended level, in the relay's YAML format.
+
+    L3 and L4 entries are keyed by device (the existing one, else a placeholder named in a
+    comment); L1 and L2 entries are plain repos. Repos outside the allowlist are left out.
+    """
+    entries = []
+    notes = []
+    for a in assessments:
+        if a.recommended_level is None:
+            continue
+        device = a.device if a.recommended_level in ("L3", "L4") else None
+        entries.append(AllowlistEntry(a.repo, a.recommended_level, device, a.oncalls))
+        if a.change != "keep":
+            notes.append(f"# {a.repo}: {a.current_level} -> {a.recommended_level} ({a.change})")
+        if a.device_placeholder:
+            notes.append(f"# {a.repo}: device {a.device!r} is a placeholder derived from the repo name")
+    header = [f"# Allowlist proposed from downstream results up to {day} (torchci-dagster backend_levels).",
+              f"# Current allowlist: {config.source or 'bundled default'}. Review before applying.",
+              *notes]
+    body = dump_allowlist(entries) if entries else "{}\n"
+    return "\n".join(header) + "\n" + body
+
+
+def levels_table(assessments: list[Assessment]) -> pa.Table:
+    """The `backend_levels` lake rows: one per assessed repo."""
+    return pa.Table.from_pylist([{
+        "repo": a.repo, "in_allowlist": a.in_allowlist, "current_level": a.current_level,
+        "eligible_level": a.eligible_level, "recommended_level": a.recommended_level, "change": a.change,
+        "device": a.device, "unmet_criteria": [f"{c.level}.{c.name}" for c in a.criteria if not c.met],
+        "reasons": a.reasons,
+    } for a in assessments], schema=LEVELS_SCHEMA)
+
+
+LEVELS_FILE = "backend-levels.json"
+PROPOSAL_FILE = "allowlist-proposal.yaml"
+
+
+def publish_levels(store: Store, day: str, levels: bytes, proposal: str) -> bool:
+    """Write both files atomically, unless the published ones are for a later day: a backfill
+    of an old partition must not replace the current assessment. Returns whether it wrote."""
+    if store.exists(LEVELS_FILE):
+        try:
+            published_day = json.loads(store.read_bytes(LEVELS_FILE)).get("day")
+        except (ValueError, AttributeError):
+            published_day = None  # unreadable: replace it
+        if isinstance(published_day, str) and published_day > day:
+            return False
+    store.write_bytes(PROPOSAL_FILE, proposal.encode())
+    store.write_bytes(LEVELS_FILE, levels)
+    return True

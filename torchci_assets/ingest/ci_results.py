@@ -1,0 +1,293 @@
+"""Downstream backend results (`ci-results/day=D/*.jsonl[.gz]`) -> `ci_result` and
+`ci_callback_minutes`.
+
+Each line is a callback as the cross-repo relay forwards it: a `trusted` part the relay
+vouches for (the repository it verified, the level it gave it, queue and execution times it
+measured) and an `untrusted` part the downstream repository wrote. Only
+`trusted.verified_repo` identifies the backend: the untrusted payload may name any
+repository, and believing it would let one backend spoil (or polish) another's record. The
+other keys (delivery, run, job) come from the untrusted part, but they only ever group rows
+within the verified repository, so a backend that lies there can only muddle its own results.
+
+A job reports several times (in_progress, then completed; some backends re-send the same
+callback hundreds of times), so `ci_result` keeps one row per (delivery, repo, run_id,
+run_attempt, job_name): the highest state in the lattice queued < waiting < in_progress <
+completed, then the latest callback, then the last line read. Every callback still counts
+towards the callback rate, kept per repo and minute in `ci_callback_minutes` so a window's
+peak is a sum over daily aggregates.
+
+Callback time: the archive line may carry a top-level `received_at` (the relay's receive
+time); the current archive does not, so the callback is placed at the workflow's own
+`completed_at`, else `started_at`. A burst of re-sent completed callbacks then lands in a
+single minute, which overstates a burst spread over more than a minute but never hides one.
+
+Failure kinds (`failure_kind`), decided as of a given instant (the end of the day ingested,
+or of a health window's last day; now, while that day is not over):
+- `infrastructure`: a timeout; a completed job with a failing conclusion and no tests run;
+  a job that did not complete within 6 h of its start (completing later or never);
+- `test`: any other failing conclusion (tests failed, or the backend's own steps failed
+  after tests ran);
+- `none`: success, neutral or skipped, within 6 h;
+- `pending`: not completed and started less than 6 h before that instant: not judged yet.
+A day's partition can only judge what it saw: a job still in progress at the end of day D
+is `infrastructure` there if it started before D 18:00, and the health windows re-judge
+every job from its merged state across the window's days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import orjson
+import pyarrow as pa
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.ingest.lines import iter_lines
+from torchci_assets.ingest.rejects import Reject
+from torchci_assets.relay.config import repo_name_problem
+
+SOURCE = "ci-results"
+LOST_AFTER_MS = 6 * 3600 * 1000
+STAGE_BATCH_ROWS = 10_000
+TS = pa.timestamp("ms", tz="UTC")
+STATE_RANK = {"requested": 0, "pending": 0, "queued": 0, "waiting": 1, "in_progress": 2, "completed": 3}
+SUCCESS_CONCLUSIONS = ("success", "neutral", "skipped")
+
+STAGE_SCHEMA = pa.schema([
+    ("repo", pa.string()), ("level", pa.string()), ("delivery_id", pa.string()), ("head_sha", pa.string()),
+    ("workflow_name", pa.string()), ("run_id", pa.int64()), ("run_attempt", pa.int64()),
+    ("job_name", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
+    ("started_at", TS), ("completed_at", TS), ("received_at", TS),
+    ("queue_s", pa.float64()), ("execution_s", pa.float64()),
+    ("passed", pa.int64()), ("failed", pa.int64()), ("skipped", pa.int64()),
+    ("location", pa.string()), ("seq", pa.int64()),
+])
+
+CI_RESULT_SCHEMA = pa.schema([
+    *[f for f in STAGE_SCHEMA if f.name != "seq"],
+    ("callback_at", TS), ("callbacks", pa.int64()), ("failure_kind", pa.string()),
+])
+
+CALLBACK_MINUTES_SCHEMA = pa.schema([("repo", pa.string()), ("minute", TS), ("callbacks", pa.int64())])
+
+KEY = ("delivery_id", "repo", "run_id", "run_attempt", "job_name")
+
+
+class RecordError(ValueError):
+    """A callback line that cannot become a row; the message is the reject reason."""
+
+
+def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False):
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise RecordError(f"missing {where}.{key}")
+        return None
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise RecordError(f"wrong type: {where}.{key} is {type(value).__name__}, expected {names}")
+    return value
+
+
+def _object(obj: dict, key: str, where: str, required: bool) -> dict:
+    return _field(obj, key, dict, where, required) or {}
+
+
+def _timestamp_ms(obj: dict, key: str, where: str) -> int | None:
+    """An ISO-8601 instant as epoch milliseconds; a time without zone is taken as UTC."""
+    text = _field(obj, key, str, where)
+    if text is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise RecordError(f"bad timestamp: {where}.{key} = {text[:40]!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def _count(obj: dict, key: str, where: str) -> int | None:
+    value = _field(obj, key, int, where)
+    if value is not None and value < 0:
+        raise RecordError(f"negative count: {where}.{key} = {value}")
+    return value
+
+
+def _seconds(obj: dict, key: str, where: str) -> float | None:
+    value = _field(obj, key, (int, float), where)
+    return None if value is None else float(value)
+
+
+def parse_record(line: bytes) -> dict:
+    """The staging row of one callback line (without `location` and `seq`); RecordError if unusable."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise RecordError(f"bad JSON: {e}") from None
+    if not isinstance(rec, dict):
+        raise RecordError(f"not an object: {type(rec).__name__}")
+    trusted = _object(rec, "trusted", "record", required=True)
+    repo = _field(trusted, "verified_repo", str, "trusted", required=True)
+    problem = repo_name_problem(repo)
+    if problem:
+        raise RecordError(f"bad trusted.verified_repo: {problem}")
+    metrics = _object(trusted, "ci_metrics", "trusted", required=False)
+    callback = _object(_object(rec, "untrusted", "record", required=True), "callback_payload", "untrusted",
+                       required=True)
+    where = "untrusted.callback_payload"
+    workflow = _object(callback, "workflow", where, required=True)
+    wf = f"{where}.workflow"
+    status = _field(workflow, "status", str, wf, required=True)
+    if status not in STATE_RANK:
+        raise RecordError(f"unknown status: {wf}.status = {status[:40]!r}")
+    run_attempt = _field(workflow, "run_attempt", int, wf)
+    if run_attempt is not None and run_attempt < 1:
+        raise RecordError(f"bad {wf}.run_attempt: {run_attempt}")
+    tests = _object(workflow, "test_results", wf, required=False)
+    payload = callback.get("payload")
+    head_sha = payload.get("head_sha") if isinstance(payload, dict) else None
+    return {
+        "repo": repo,
+        "level": _field(trusted, "downstream_repo_level", str, "trusted"),
+        "delivery_id": _field(callback, "delivery_id", str, where, required=True),
+        "head_sha": head_sha if isinstance(head_sha, str) else None,
+        "workflow_name": _field(workflow, "name", str, wf),
+        "run_id": _field(workflow, "run_id", int, wf, required=True),
+        # Older relays omit run_attempt: a callback without one is about the first attempt.
+        "run_attempt": 1 if run_attempt is None else run_attempt,
+        "job_name": _field(workflow, "job_name", str, wf, required=True),
+        "status": status,
+        "conclusion": _field(workflow, "conclusion", str, wf),
+        "started_at": _timestamp_ms(workflow, "started_at", wf),
+        "completed_at": _timestamp_ms(workflow, "completed_at", wf),
+        "received_at": _timestamp_ms(rec, "received_at", "record"),
+        "queue_s": _seconds(metrics, "queue_time", "trusted.ci_metrics"),
+        "execution_s": _seconds(metrics, "execution_time", "trusted.ci_metrics"),
+        "passed": _count(tests, "passed", f"{wf}.test_results"),
+        "failed": _count(tests, "failed", f"{wf}.test_results"),
+        "skipped": _count(tests, "skipped", f"{wf}.test_results"),
+    }
+
+
+def state_rank_sql(status: str = "status") -> str:
+    cases = " ".join(f"WHEN '{s}' THEN {r}" for s, r in STATE_RANK.items())
+    return f"(CASE {status} {cases} ELSE 0 END)"
+
+
+def failure_kind_sql(as_of_ms: int) -> str:
+    """The SQL expression classifying a job row (see the module docstring) as of `as_of_ms`.
+
+    It reads the columns status, conclusion, started_at, completed_at, callback_at, passed,
+    failed and skipped; ingest and the health windows share it so both judge alike.
+    """
+    ok = ", ".join(f"'{c}'" for c in SUCCESS_CONCLUSIONS)
+    return f"""(CASE
+        WHEN status = 'completed' AND epoch_ms(completed_at) - epoch_ms(started_at) > {LOST_AFTER_MS}
+            THEN 'infrastructure'
+        WHEN status = 'completed' AND conclusion = 'timed_out' THEN 'infrastructure'
+        WHEN status = 'completed' AND conclusion IN ({ok}) THEN 'none'
+        WHEN status = 'completed' AND coalesce(passed, 0) + coalesce(failed, 0) + coalesce(skipped, 0) = 0
+            THEN 'infrastructure'
+        WHEN status = 'completed' THEN 'test'
+        WHEN epoch_ms(coalesce(started_at, callback_at)) + {LOST_AFTER_MS} <= {int(as_of_ms)}
+            THEN 'infrastructure'
+        ELSE 'pending'
+    END)"""
+
+
+def judged_as_of_ms(day: str, now_ms: int | None = None) -> int:
+    """The instant a day's jobs are judged at: the end of the day, or now while the day is not over
+    (today's partition is materialized before midnight; its jobs have not all had 6 h yet)."""
+    start = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    end = int((start + dt.timedelta(days=1)).timestamp() * 1000)
+    now = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000) if now_ms is None else now_ms
+    return min(end, now)
+
+
+def reduce_callbacks(stage: pa.Table, as_of_ms: int) -> tuple[pa.Table, pa.Table]:
+    """(ci_result rows, ci_callback_minutes rows) from every callback of a day."""
+    key = ", ".join(KEY)
+    con = connect()
+    try:
+        con.register("stage_arrow", stage)
+        con.execute(f"""CREATE TEMP TABLE stage AS SELECT *,
+            coalesce(received_at, completed_at, started_at) AS callback_at,
+            {state_rank_sql()} AS state_rank FROM stage_arrow""")
+        kept = con.sql(f"""
+            WITH ranked AS (
+                SELECT *,
+                    row_number() OVER (PARTITION BY {key}
+                        ORDER BY state_rank DESC, callback_at DESC NULLS LAST, seq DESC) AS rn,
+                    count(*) OVER (PARTITION BY {key}) AS n_callbacks,
+                    -- fields a later callback leaves out are taken from the job's earlier ones
+                    min(started_at) OVER (PARTITION BY {key}) AS any_started_at,
+                    max(queue_s) OVER (PARTITION BY {key}) AS any_queue_s,
+                    max(head_sha) OVER (PARTITION BY {key}) AS any_head_sha
+                FROM stage
+            ), winners AS (
+                SELECT * REPLACE (coalesce(started_at, any_started_at) AS started_at,
+                                  coalesce(queue_s, any_queue_s) AS queue_s,
+                                  coalesce(head_sha, any_head_sha) AS head_sha)
+                FROM ranked WHERE rn = 1
+            )
+            SELECT {", ".join(f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind"))},
+                   n_callbacks AS callbacks, {failure_kind_sql(as_of_ms)} AS failure_kind
+            FROM winners ORDER BY repo, delivery_id, run_id, run_attempt, job_name
+        """).to_arrow_table()
+        minutes = con.sql("""
+            SELECT repo, date_trunc('minute', callback_at) AS minute, count(*) AS callbacks
+            FROM stage WHERE callback_at IS NOT NULL GROUP BY ALL ORDER BY repo, minute
+        """).to_arrow_table()
+    finally:
+        con.close()
+    return kept.cast(CI_RESULT_SCHEMA), minutes.cast(CALLBACK_MINUTES_SCHEMA)
+
+
+@dataclass
+class CiResultReport:
+    files: int = 0
+    lines: int = 0
+    callbacks: int = 0
+    rows: int = 0
+    minutes: int = 0
+    repos: dict[str, int] = field(default_factory=dict)  # repo -> callbacks
+    kinds: dict[str, int] = field(default_factory=dict)  # failure_kind -> rows
+    rejects: list[Reject] = field(default_factory=list)
+
+
+def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None = None) -> CiResultReport:
+    """Read `ci-results/day=<day>/` and write the day's `ci_result` and `ci_callback_minutes`.
+
+    Rejects are returned, not written, so the asset can write them with its own metadata.
+    The day's callbacks (a few hundred bytes each) are staged in memory as Arrow batches.
+    """
+    report = CiResultReport()
+    batches: list[pa.Table] = []
+    staged: list[dict] = []
+    for entry in store.list_files(f"{SOURCE}/day={day}", (".jsonl", ".jsonl.gz")):
+        report.files += 1
+        for lineno, line in iter_lines(store, entry.path, SOURCE, report.rejects):
+            report.lines += 1
+            try:
+                row = parse_record(line)
+            except RecordError as e:
+                report.rejects.append(Reject(SOURCE, f"{entry.path}:{lineno}", str(e), Reject.sample_of(line)))
+                continue
+            row["location"] = f"{entry.path}:{lineno}"
+            row["seq"] = report.callbacks
+            report.callbacks += 1
+            staged.append(row)
+            report.repos[row["repo"]] = report.repos.get(row["repo"], 0) + 1
+            if len(staged) == STAGE_BATCH_ROWS:
+                batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
+                staged.clear()
+    batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
+    rows, minutes = reduce_callbacks(pa.concat_tables(batches), judged_as_of_ms(day, now_ms))
+    report.rows = lake.write("ci_result", day, rows)
+    report.minutes = lake.write("ci_callback_minutes", day, minutes)
+    for kind in rows.column("failure_kind").to_pylist():
+        report.kinds[kind] = report.kinds.get(kind, 0) + 1
+    return report

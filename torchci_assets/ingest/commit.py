@@ -1,0 +1,73 @@
+"""Writing a day's partitions of several tables so they appear together.
+
+One ingest pass writes several tables (and several files of one table). Each file is first
+written under a hidden name beside its final place (readers skip names starting with '.'),
+and only when everything is written are they all renamed into place, one rename each. A run
+killed before that leaves every table's previous partition intact; the commit itself is a
+handful of renames, and a re-run replaces the same file names, so nothing is ever duplicated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.lake import PARQUET_OPTIONS, Lake
+
+
+class PartitionCommit:
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self.pending: list[tuple[str, str]] = []  # (hidden temporary path, final path), store-relative
+
+    @contextlib.contextmanager
+    def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
+        final = self.lake.partition_path(table, day, part)
+        folder, name = final.rsplit("/", 1)
+        tmp = f"{folder}/.{name}.pending-{uuid.uuid4().hex}"
+        store = self.lake.store
+        store.fs.create_dir(store.full(folder), recursive=True)
+        try:
+            with store.fs.open_output_stream(store.full(tmp)) as out, pq.ParquetWriter(out, schema, **PARQUET_OPTIONS) as w:
+                yield w
+        except BaseException:
+            store.delete(tmp)
+            raise
+        self.pending.append((tmp, final))
+
+    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data") -> int:
+        rows = 0
+        with self.writer(table, day, data.schema, part) as w:
+            for batch in data.to_batches() if isinstance(data, pa.Table) else data:
+                if batch.num_rows:
+                    w.write_batch(batch)
+                    rows += batch.num_rows
+        return rows
+
+    def adopt(self, pending: list[tuple[str, str]]) -> None:
+        """Take over files another process wrote for this commit."""
+        self.pending += pending
+
+    def commit(self) -> None:
+        store = self.lake.store
+        for tmp, final in self.pending:
+            store.fs.move(store.full(tmp), store.full(final))
+        self.pending = []
+
+    def abort(self) -> None:
+        for tmp, _ in self.pending:
+            self.lake.store.delete(tmp)
+        self.pending = []
+
+    def __enter__(self) -> "PartitionCommit":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
