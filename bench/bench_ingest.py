@@ -59,8 +59,8 @@ def generate() -> list[Path]:
         print(f"generating one simulated day of >= {MIN_DELIVERIES:,} deliveries into {ARCHIVE} ...", flush=True)
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "torchci_assets.cli", "simulate", "--out", str(ARCHIVE),
-                        "--days", "1", "--start", DAY, "--seed", "7", "--commits-per-day", "720",
-                        "--prs-per-day", "300", "--no-test-reports"], check=True, cwd=ROOT)
+                        "--days", "1", "--start", DAY, "--seed", "7", "--commits-per-day", "500", "--configs", "all",
+                        "--no-test-reports"], check=True, cwd=ROOT)
         print(f"generated in {time.perf_counter() - t:.0f}s")
         marker.write_text(json.dumps({"day": DAY}))
     return sorted(day_dir.glob("*.jsonl*"))

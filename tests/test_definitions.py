@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_ASSETS = {
     "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "rejects/webhooks",
     "ci_result", "ci_callback_minutes", "rejects/ci-results", "backend_health", "backend_levels",
+    "test_run", "rejects/test_run", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
+    "test_time_daily", "test_times", "shard_plans",
 }
 
 

@@ -31,13 +31,11 @@ def test_bundled_default_loads(monkeypatch):
     assert cfg.branches == ("refs/heads/main",)
     assert cfg.poll_commits is True
     assert cfg.maintainer_approved == frozenset()
+    # the demo allowlist is the simulator's backends at the levels the simulator says they hold
+    from torchci_assets.simulate.backends import backends
     levels = {e.repo: (e.level, e.device) for e in cfg.allowlist}
-    assert levels == {
-        "acme-ai/torch-npu": ("L3", "npu"),
-        "example-org/torch-tpu-backend": ("L2", None),
-        "contoso/torch-dsp": ("L2", None),
-        "fabrikam/torch-fpga": ("L1", None),
-    }
+    assert levels == {b.repo: (b.profile.current_level, b.device if b.profile.current_level in ("L3", "L4") else None)
+                      for b in backends(4)}
     t = cfg.thresholds
     assert (t.L2.window_days, t.L2.min_completed_jobs, t.L2.min_success_rate) == (7, 20, 0.70)
     assert (t.L2.max_commit_time_p95_s, t.L2.max_callbacks_per_minute) == (3 * 3600, 60)

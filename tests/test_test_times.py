@@ -1,0 +1,169 @@
+"""test-times.json / test-class-times.json: PyTorch's averages and shape, the keep-old merge, the guard."""
+
+import json
+import re
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import torchci_assets.derived.test_assets as assets
+from resources import LakeResource, OutputsResource
+from resources.storage import Store
+from test_test_stats import LINUX, day, job_payload, lake, run_row, webhooks, write_test_run
+from torchci_assets.derived.test_stats import build_test_daily_stats, build_test_results
+from torchci_assets.derived.test_times import (TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, PublishRefused,
+                                               check_publishable, count_entries, dumps, publish_test_times)
+
+REAL = Path("/work/shared/data/pytorch-generated-stats/test-times.2026-08-20.json")
+WIN = "win-vs2022-cpu-py3"
+NN, OPS, C10D = "nn/test_nn.py", "test_ops.py", "distributed/test_c10d.py"
+
+
+def nn(job, run, time, name="test_conv", **kw):
+    return run_row(job, run, name, time=time, file=NN, classname="TestNN", **kw)
+
+
+def two_days(tmp_path):
+    """Main-branch runs on D-1 and D; what must not count: a PR run, a failed run, an infra job."""
+    webhooks(tmp_path, day(-1), [
+        ("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2)),
+        ("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2)),
+    ])
+    write_test_run(tmp_path, day(-1), [
+        nn(11, 100, 10.0), nn(12, 100, 20.0, name="test_pool"),  # one file split over two shards: 30 s
+        run_row(11, 100, "test_add", time=5.0, file=OPS, classname="TestOps"),
+    ])
+    webhooks(tmp_path, day(0), [
+        ("workflow_job", job_payload(21, 200, "b" * 40, shard=1, shards=2)),
+        ("workflow_job", job_payload(22, 200, "b" * 40, shard=2, shards=2)),
+        ("workflow_job", job_payload(23, 200, "b" * 40, env=WIN)),
+        ("workflow_job", job_payload(24, 200, "b" * 40, config="distributed")),
+        ("workflow_job", job_payload(31, 300, "p" * 40, branch="gh/x/1/head")),
+        ("workflow_job", job_payload(41, 400, "c" * 40, conclusion="failure")),
+        ("workflow_job", job_payload(51, 500, "d" * 40, conclusion="cancelled")),
+    ])
+    write_test_run(tmp_path, day(0), [
+        nn(21, 200, 15.0), nn(22, 200, 25.0, name="test_pool"),  # 40 s
+        run_row(21, 200, "test_add", time=7.0, file=OPS, classname="TestOps"),
+        run_row(21, 200, "test_mul", time=0.0, file=OPS, classname="TestOpsMore", status="skipped"),
+        nn(23, 200, 100.0),
+        run_row(24, 200, "test_broadcast", time=50.0, file=C10D, classname="TestC10d"),
+        nn(31, 300, 1000.0), nn(41, 400, 999.0, status="failed"), nn(51, 500, 500.0),
+    ])
+    for d in (day(-1), day(0)):
+        build_test_results(lake(tmp_path), d)
+        build_test_daily_stats(lake(tmp_path), d)
+
+
+def outputs(tmp_path) -> Store:
+    return Store(str(tmp_path / "outputs"))
+
+
+def leaves(doc: dict, depth: int = 1):
+    """(depth, kind) of every leaf: the shape of a times document (PyTorch's has ints and floats)."""
+    for value in doc.values():
+        if isinstance(value, dict):
+            yield from leaves(value, depth + 1)
+        else:
+            yield depth, "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else "other"
+
+
+def test_times_are_pytorch_averages_in_pytorchs_shape(tmp_path):
+    two_days(tmp_path)
+    report = publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+
+    text = (tmp_path / "outputs" / TEST_TIMES_PATH).read_text()
+    times = json.loads(text)
+    assert times == {
+        LINUX: {"default": {"nn/test_nn": 35.0, "test_ops": 6.0}, "distributed": {"distributed/test_c10d": 50.0}},
+        WIN: {"default": {"nn/test_nn": 100.0}},
+        "default": {"default": {"nn/test_nn": 67.5, "test_ops": 6.0, "distributed/test_c10d": 50.0},
+                    "distributed": {"distributed/test_c10d": 50.0}},
+    }
+    classes = json.loads((tmp_path / "outputs" / TEST_CLASS_TIMES_PATH).read_text())
+    assert classes[LINUX]["default"] == {"nn/test_nn": {"TestNN": 35.0},
+                                         "test_ops": {"TestOps": 6.0, "TestOpsMore": 0.0}}
+    assert classes["default"]["default"]["nn/test_nn"] == {"TestNN": 67.5}
+    assert (report.window_files, report.entries, report.previous_entries) == (4, 8, None)
+
+    # Structurally the same as the file PyTorch publishes.
+    real = json.loads(REAL.read_text())
+    assert set(leaves(times)) == set(leaves(real)) == {(3, "number")}
+    assert {d for d, _ in leaves(classes)} == {4}
+    assert "default" in real and "default" in real["default"]
+    file_key = re.compile(r"^[\w\-]+(/[\w\-]+)*$")  # invoking files: '/'-separated, no .py
+    real_keys = {f for env in real.values() for cfg in env.values() for f in cfg}
+    ours = {f for env in times.values() for cfg in env.values() for f in cfg}
+    assert sum(map(bool, map(file_key.match, real_keys))) > 0.95 * len(real_keys)
+    assert all(file_key.match(f) for f in ours)
+    assert {"test_ops", "nn/test_convolution"} <= real_keys  # spelled as ours: no .py, '/' folders
+    assert text == dumps(times).decode() and text.startswith('{\n  "default": {')  # sorted, 2-space indent
+
+
+def test_entries_not_seen_in_the_window_are_kept_and_defaults_replaced(tmp_path):
+    two_days(tmp_path)
+    store = outputs(tmp_path)
+    store.write_bytes(TEST_TIMES_PATH, dumps({
+        "retired-env": {"default": {"test_old": 12.0}},
+        LINUX: {"default": {"nn/test_nn": 999.0, "test_gone": 3.0}, "slow": {"test_slow": 900.0}},
+        "default": {"default": {"stale": 1.0}, "slow": {"test_slow": 900.0}},
+    }))
+    report = publish_test_times(lake(tmp_path), store, day(0))
+    times = json.loads(store.read_bytes(TEST_TIMES_PATH))
+    assert times["retired-env"] == {"default": {"test_old": 12.0}}
+    assert times[LINUX]["default"] == {"nn/test_nn": 35.0, "test_ops": 6.0, "test_gone": 3.0}
+    assert times[LINUX]["slow"] == {"test_slow": 900.0}
+    assert "stale" not in times["default"]["default"] and "slow" not in times["default"]
+    assert report.previous_entries == 6 and report.entries == count_entries(times) == 11
+
+
+def test_a_window_outside_the_data_keeps_only_what_it_saw(tmp_path):
+    two_days(tmp_path)
+    publish_test_times(lake(tmp_path), outputs(tmp_path), day(0), window_days=1)
+    times = json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))
+    assert times[LINUX]["default"] == {"nn/test_nn": 40.0, "test_ops": 7.0}  # day D only
+
+
+def test_guard_counts_entries_and_refuses_big_losses():
+    previous = {"e": {"c": {f"f{i}": 1.0 for i in range(10)}}}
+    check_publishable("x", previous, {"e": {"c": {f"f{i}": 1.0 for i in range(5)}}})  # half: allowed
+    with pytest.raises(PublishRefused, match="lose 60%"):
+        check_publishable("x", previous, {"e": {"c": {f"f{i}": 1.0 for i in range(4)}}})
+    with pytest.raises(PublishRefused, match="no entries"):
+        check_publishable("x", None, {})
+
+
+def materialize_times(tmp_path, **config):
+    return dg.materialize(
+        [assets.test_times_asset], partition_key=day(0), raise_on_error=False,
+        run_config={"ops": {"test_times": {"config": config}}},
+        resources={"lake": LakeResource(uri=str(tmp_path / "lake")),
+                   "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
+
+
+def test_asset_publishes_and_refuses_to_replace_a_file_with_much_less(tmp_path):
+    two_days(tmp_path)
+    store = outputs(tmp_path)
+    result = materialize_times(tmp_path)
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    assert event.materialization.metadata["entries"].value == 8
+
+    big = {"old-env": {"default": {f"test_{i}": float(i) for i in range(30)}}}
+    store.write_bytes(TEST_TIMES_PATH, dumps(big))
+    before = store.read_bytes(TEST_TIMES_PATH), store.read_bytes(TEST_CLASS_TIMES_PATH)
+    refused = materialize_times(tmp_path, keep_old_entries=False)
+    assert not refused.success
+    [failure] = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "would lose" in failure.event_specific_data.error.message
+    assert (store.read_bytes(TEST_TIMES_PATH), store.read_bytes(TEST_CLASS_TIMES_PATH)) == before
+
+    assert materialize_times(tmp_path).success  # keeping old entries, the same day publishes
+    assert json.loads(store.read_bytes(TEST_TIMES_PATH))["old-env"] == big["old-env"]
+
+
+def test_nothing_to_publish_is_refused(tmp_path):
+    result = materialize_times(tmp_path)
+    assert not result.success
+    assert not (tmp_path / "outputs" / TEST_TIMES_PATH).exists()

@@ -1,0 +1,80 @@
+"""Shard plans for every build_env/test_config, from the day's test times.
+
+For each config the plan covers every test file with a time in the window (the files CI is
+running), over as many shards as CI ran that config with lately (the largest `num_shards` seen
+in `workflow_job` over the window), or, for a config never seen sharded, enough shards for
+about 40 minutes each (at most 16). Plans are published to
+`shard-plans/<build_env>/<test_config>.json` (a build_env containing '/' is percent-encoded
+into one folder name) and kept in the lake table `shard_plans`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.derived.shard_planner import plan_shards, plan_to_dict
+from torchci_assets.derived.test_stats import days_around
+
+TARGET_SHARD_SECONDS = 2400.0
+MAX_SHARDS = 16
+
+SHARD_PLANS_SCHEMA = pa.schema([
+    ("build_env", pa.string()), ("test_config", pa.string()), ("num_shards", pa.int32()),
+    ("shard", pa.int32()), ("expected_seconds", pa.float64()), ("file", pa.string()),
+    ("part", pa.int32()), ("parts", pa.int32()),
+])
+
+
+def plan_path(build_env: str, test_config: str) -> str:
+    return f"shard-plans/{urllib.parse.quote(build_env, safe='')}/{urllib.parse.quote(test_config, safe='')}.json"
+
+
+def default_shards(total_seconds: float) -> int:
+    return max(1, min(MAX_SHARDS, math.ceil(total_seconds / TARGET_SHARD_SECONDS)))
+
+
+@dataclass
+class ShardPlansReport:
+    configs: int
+    files: int
+    shards: int
+    longest_expected_s: float
+
+
+def build_shard_plans(lake: Lake, outputs: Store, day: str, window_days: int = 14) -> ShardPlansReport:
+    con = connect()
+    try:
+        if not lake.register(con, "test_times", [day]):
+            raise FileNotFoundError(f"test_times has no partition for {day}: materialize test_times first")
+        times: dict[tuple[str, str], dict[str, float]] = {}
+        for env, config, file, seconds in con.execute(
+                "SELECT build_env, test_config, file, time FROM test_times ORDER BY ALL").fetchall():
+            times.setdefault((env, config), {})[file] = seconds
+        shards_seen: dict[tuple[str, str], int] = {}
+        if lake.register(con, "workflow_job", days_around(day, window_days - 1)):
+            shards_seen = {(e, c): n for e, c, n in con.execute(
+                "SELECT build_env, test_config, max(num_shards) FROM workflow_job "
+                "WHERE test_config IS NOT NULL GROUP BY ALL").fetchall()}
+    finally:
+        con.close()
+
+    rows, longest, shard_count = [], 0.0, 0
+    for (env, config), files in sorted(times.items()):
+        n = shards_seen.get((env, config)) or default_shards(sum(files.values()))
+        plan = plan_shards(files, sorted(files), n)
+        doc = plan_to_dict(plan) | {"build_env": env, "test_config": config, "day": day}
+        outputs.write_bytes(plan_path(env, config), json.dumps(doc, indent=1).encode())
+        shard_count += n
+        for shard in plan.shards:
+            longest = max(longest, shard.expected_seconds)
+            rows += [(env, config, n, shard.index, shard.expected_seconds, t.file, t.part, t.parts) for t in shard.tests]
+    table = pa.Table.from_pylist([dict(zip(SHARD_PLANS_SCHEMA.names, r)) for r in rows], schema=SHARD_PLANS_SCHEMA)
+    lake.write("shard_plans", day, table)
+    return ShardPlansReport(len(times), sum(len(f) for f in times.values()), shard_count, longest)

@@ -1,0 +1,205 @@
+"""Archive day -> the lake's `test_run` table, from JUnit XML reports and PyTorch's JSONL rows.
+
+Both inputs of a day are read file by file: each XML report (or JSONL file) is parsed whole
+by its reader (`junit.parse_junit`, `test_runs_jsonl.parse_test_runs_jsonl`), which either
+yields all of its rows or rejects it with a reason, and its rows go to a local staging
+Parquet file in batches of STAGE_BATCH_ROWS. So Python holds one report's (or JSONL file's)
+tests plus one batch, whatever the day's size.
+
+The staging rows are then folded in DuckDB (which spills to disk under its memory limit)
+into one row per test per job attempt, and written as the day's partition in one atomic
+step: a crash leaves the previous partition visible, a re-run replaces it exactly.
+
+Why a fold across files: the readers already merge the attempts of a test within one file,
+but one job can record the same test in several files. PyTorch's run_test re-runs a failing
+test in a fresh process, which writes a new report next to the first, and a JSONL upload can
+be cut into parts between two lines of the same test. Across files these entries are
+attempts of the test, and since a test is only re-run after it failed, a pass in any of them
+is the final outcome (`CROSS_FILE_STATUS` below): the test failed only if every attempt did.
+`rerun_count` adds one failed attempt per extra entry, `time` adds up (what the job paid),
+and `message` is the first one in archive path order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.ingest.junit import TEST_RUN_SCHEMA, ReportRejected, parse_junit, parse_report_path
+from torchci_assets.ingest.rejects import Reject, write_rejects
+from torchci_assets.ingest.test_runs_jsonl import parse_test_runs_jsonl
+
+TABLE = "test_run"
+REPORTS_SOURCE = "test-reports"
+RUNS_SOURCE = "test-runs"
+REPORT_SUFFIXES = (".xml", ".xml.gz")
+RUNS_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+PROGRESS_EVERY = 1000  # files between two progress log lines
+OUTPUT_BATCH_ROWS = 50_000
+STAGE_BATCH_ROWS = 20_000
+
+# Key of a test run: one test in one job attempt (a test module imported by two invoking
+# files runs twice in a job, so the invoking file is part of it).
+KEY_COLUMNS = ["workflow_id", "workflow_run_attempt", "job_id", "invoking_file", "file", "classname", "name"]
+REQUIRED_COLUMNS = [*KEY_COLUMNS[:3], "file", "classname", "name", "time", "status", "rerun_count"]
+
+_STAGE_SCHEMA = TEST_RUN_SCHEMA.append(pa.field("seq", pa.int64()))
+
+# Final status of entries of one test found in several files (see the module docstring).
+CROSS_FILE_STATUS = """
+    CASE WHEN bool_or(status = 'passed') THEN 'passed'
+         WHEN bool_or(status = 'skipped') THEN 'skipped'
+         WHEN bool_or(status = 'failed') THEN 'failed'
+         ELSE 'error' END
+"""
+
+_FOLD_SQL = f"""
+    SELECT workflow_id, workflow_run_attempt, job_id, invoking_file, file, classname, name,
+           sum(time) AS time,
+           {CROSS_FILE_STATUS} AS status,
+           sum(rerun_count) + count(*) - 1 AS rerun_count,
+           arg_min(message, seq) FILTER (WHERE message IS NOT NULL) AS message
+    FROM stage
+    GROUP BY ALL
+    ORDER BY job_id, workflow_run_attempt, invoking_file, file, classname, name
+"""
+
+
+@dataclass
+class IngestReport:
+    day: str
+    report_files: int = 0
+    runs_files: int = 0
+    bytes_read: int = 0
+    records: int = 0  # reports + JSONL test rows and bad lines: the denominator of the reject rate
+    staged_rows: int = 0
+    rows: int = 0
+    rejects: dict[str, list[Reject]] = field(default_factory=lambda: {REPORTS_SOURCE: [], RUNS_SOURCE: []})
+
+    @property
+    def files(self) -> int:
+        return self.report_files + self.runs_files
+
+    @property
+    def reject_count(self) -> int:
+        return sum(len(r) for r in self.rejects.values())
+
+
+class _Stage:
+    """Rows appended to a local Parquet file, buffered up to STAGE_BATCH_ROWS (one row group each)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.writer = pq.ParquetWriter(path, _STAGE_SCHEMA, compression="lz4")
+        self.buffer: list[dict] = []
+        self.rows = 0
+
+    def add(self, rows: list[dict], seq: int) -> None:
+        for row in rows:
+            row["seq"] = seq
+        self.buffer += rows
+        self.rows += len(rows)
+        if len(self.buffer) >= STAGE_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.buffer:
+            self.writer.write_batch(pa.RecordBatch.from_pylist(self.buffer, schema=_STAGE_SCHEMA))
+            self.buffer = []
+
+    def close(self) -> None:
+        self._flush()
+        self.writer.close()
+
+
+def _reject(source: str, path: str, exc: ReportRejected) -> Reject:
+    return Reject(source, exc.as_reject(path)["location"], str(exc), None)
+
+
+def _open(archive: Store, path: str) -> pa.NativeFile:
+    """The file's (gunzipped) stream; a file that cannot even be opened is rejected like a bad one."""
+    try:
+        return archive.open_input(path)
+    except OSError as exc:
+        raise ReportRejected("unreadable", f"opening the file failed: {exc}") from None
+
+
+def _stage_report(archive: Store, path: str, seq: int, stage: _Stage) -> None:
+    """Parse one report into the stage, all or nothing (ReportRejected leaves the stage untouched)."""
+    workflow_id, attempt, job_id, invoking_file = parse_report_path(path)
+    with _open(archive, path) as stream:
+        batches = list(parse_junit(stream, workflow_id=workflow_id, run_attempt=attempt, job_id=job_id,
+                                   invoking_file_hint=invoking_file))
+    for rows in batches:
+        stage.add(rows, seq)
+
+
+def _stage_runs_file(archive: Store, path: str, seq: int, stage: _Stage, report: IngestReport) -> None:
+    with _open(archive, path) as stream:
+        for batch in parse_test_runs_jsonl(stream, path):
+            report.rejects[RUNS_SOURCE] += [
+                Reject(RUNS_SOURCE, r["location"], r["reason"], r["sample"]) for r in batch.rejects
+            ]
+            report.records += len(batch.rows) + len(batch.rejects)
+            if batch.rows:
+                stage.add(batch.rows, seq)
+
+
+def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
+                        progress_every: int = PROGRESS_EVERY) -> IngestReport:
+    """Ingest `test-reports/day=<day>/` and `test-runs/day=<day>/` into `test_run` for that day,
+    unreadable reports, files and lines into the `test-reports` and `test-runs` parts of `rejects`."""
+    report = IngestReport(day)
+    reports = archive.list_files(f"test-reports/day={day}", REPORT_SUFFIXES)
+    runs_files = archive.list_files(f"test-runs/day={day}", RUNS_SUFFIXES)
+    report.report_files, report.runs_files = len(reports), len(runs_files)
+    total = len(reports) + len(runs_files)
+    with tempfile.TemporaryDirectory(prefix=f"torchci-test-run-{day}-") as tmp:
+        stage = _Stage(os.path.join(tmp, "stage.parquet"))
+        try:
+            sources = [(REPORTS_SOURCE, e) for e in reports] + [(RUNS_SOURCE, e) for e in runs_files]
+            for seq, (source, entry) in enumerate(sources):
+                report.bytes_read += entry.size
+                try:
+                    if source == REPORTS_SOURCE:
+                        report.records += 1
+                        _stage_report(archive, entry.path, seq, stage)
+                    else:
+                        _stage_runs_file(archive, entry.path, seq, stage, report)
+                except ReportRejected as exc:
+                    if source == RUNS_SOURCE:
+                        report.records += 1
+                    report.rejects[source].append(_reject(source, entry.path, exc))
+                if (seq + 1) % progress_every == 0 or seq + 1 == total:
+                    log(f"test_run day={day}: file {seq + 1}/{total}, {stage.rows} rows staged, "
+                        f"{report.reject_count} rejects")
+        finally:
+            stage.close()
+        report.staged_rows = stage.rows
+        con = connect()
+        try:
+            con.execute("SET enable_progress_bar = false")
+            con.execute(f"CREATE TEMP VIEW stage AS SELECT * FROM read_parquet('{stage.path}')")
+            reader = con.sql(_FOLD_SQL).to_arrow_reader(OUTPUT_BATCH_ROWS)
+            report.rows = lake.write(TABLE, day, _as_schema(reader, TEST_RUN_SCHEMA))
+        finally:
+            con.close()
+    for source, rejects in report.rejects.items():
+        write_rejects(lake, day, source, rejects)
+    return report
+
+
+def _as_schema(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
+    """The reader's batches cast to the table's declared schema (DuckDB widens sums)."""
+    def batches():
+        for batch in reader:
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(f.name).cast(f.type) for f in schema], schema=schema)
+    return pa.RecordBatchReader.from_batches(schema, batches())

@@ -1,0 +1,66 @@
+"""`torchci simulate`: write a simulated PyTorch CI archive (deterministic by seed)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+from .catalog import CATALOG
+from .generate import generate_archive
+from .world import Options
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from e
+
+
+def _configs(text: str) -> int:
+    if text == "all":
+        return len(CATALOG)
+    try:
+        return int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a number or 'all': {text!r}") from e
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="torchci simulate",
+        description="Write archive days (webhooks/, test-reports/, test-runs/, ci-results/) that look like "
+                    "PyTorch CI, plus ground-truth.json with the planted flaky/broken tests and infra "
+                    "failures. Same arguments give byte-identical files. Existing day folders of the "
+                    "generated days under --out are replaced.")
+    p.add_argument("--out", required=True, type=Path, help="archive root to write")
+    p.add_argument("--days", type=int, default=3, help="number of days (default 3)")
+    p.add_argument("--start", type=_date, help="first day, YYYY-MM-DD (default: the N days ending yesterday, UTC)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--commits-per-day", type=int, default=24, help="main-branch pushes per day")
+    p.add_argument("--prs-per-day", type=int, default=30, help="pull requests opened per day")
+    p.add_argument("--configs", type=_configs, default=12,
+                   help=f"build_env/test_config pairs to run, in catalog order (1-{len(CATALOG)} or 'all')")
+    p.add_argument("--test-files", type=int, default=40,
+                   help="test files in the suite (default 40: file creation dominates run time)")
+    p.add_argument("--tests-per-file", type=int, default=30, help="mean tests per file")
+    p.add_argument("--no-test-reports", action="store_true", help="webhooks and ci-results only")
+    p.add_argument("--backends", type=int, default=4, help="downstream backends reporting ci-results")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.days < 1:
+        parser().error("--days must be >= 1")
+    start = args.start or (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.days))
+    days = [start + dt.timedelta(days=i) for i in range(args.days)]
+    opts = Options(seed=args.seed, commits_per_day=args.commits_per_day, prs_per_day=args.prs_per_day,
+                   configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
+                   test_reports=not args.no_test_reports, backends=args.backends)
+    try:
+        generate_archive(args.out, days, opts)
+    except ValueError as e:
+        parser().error(str(e))
+    return 0

@@ -1,0 +1,124 @@
+"""The planted truth: which tests are flaky, fail on one platform, or get broken for a while.
+
+Detectors are scored against these, so each is drawn only among tests that the selected
+configs actually run and do not skip: a planted test nobody executes could never be found.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from dataclasses import dataclass
+
+from .catalog import TestConfig, TestFile, TestTemplate, config_files, skip_reason
+from .model import EPOCH_DAY
+
+FLAKY_MESSAGES = (
+    "AssertionError: Tensor-likes are not close!",
+    "RuntimeError: NCCL communicator was aborted on rank 1",
+    "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'L__self__'",
+    "TimeoutError: Timed out after 300 seconds waiting for process group",
+    "AssertionError: Scalars are not equal!",
+    "RuntimeError: Process 2 exited with error code 10 and exception: ConnectionResetError",
+)
+PLATFORM_MESSAGES = {
+    "win": "OSError: [WinError 1455] The paging file is too small for this operation to complete",
+    "rocm": "RuntimeError: HIP error: hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+    "mac": "AssertionError: Tensor-likes are not close! (MPS fallback returned different values)",
+    "xpu": "RuntimeError: UR error: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+    "linux": "AssertionError: Tensor-likes are not close!",
+}
+BROKEN_MESSAGE = "AssertionError: False is not true : expected the new fast path to be taken"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A planted test: per-try failure probability `rate` on `platforms` (None = all)."""
+
+    template: TestTemplate
+    kind: str  # flaky, platform
+    rate: float
+    platforms: frozenset[str] | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Breakage:
+    """Tests failing on every config from main commit `first` until (excluding) `fixed`."""
+
+    first: int
+    fixed: int
+    templates: tuple[TestTemplate, ...]
+
+
+def _runnable(configs: tuple[TestConfig, ...], suite: tuple[TestFile, ...]):
+    """Per file path: the configs that run it."""
+    by_file: dict[str, list[TestConfig]] = {}
+    for cfg in configs:
+        for f in config_files(cfg, suite):
+            by_file.setdefault(f.path, []).append(cfg)
+    return by_file
+
+
+def plant_rules(seed: int, suite: tuple[TestFile, ...], configs: tuple[TestConfig, ...]) -> list[Rule]:
+    rng = random.Random(f"{seed}|planted")
+    by_file = _runnable(configs, suite)
+    candidates = [(t, by_file[f.path]) for f in suite if f.path in by_file for t in f.tests if not t.skip]
+    if not candidates:
+        return []
+    n_tests = len(candidates)
+    n_flaky = max(3, round(0.025 * n_tests))
+    n_platform = max(2, round(0.006 * n_tests))
+    picks = rng.sample(candidates, min(len(candidates), n_flaky + n_platform))
+    rules = []
+    for i, (t, cfgs) in enumerate(picks):
+        platforms = sorted({c.platform for c in cfgs if not skip_reason(t, c)})
+        if not platforms:
+            continue
+        if i < n_flaky:
+            # log-uniform between 0.5% and 30% per try
+            rate = round(math.exp(rng.uniform(math.log(0.005), math.log(0.30))), 4)
+            only = None
+            if (t.device_generic or rng.random() < 0.3) and platforms:
+                only = frozenset([rng.choice(platforms)])
+            rules.append(Rule(t, "flaky", rate, only, rng.choice(FLAKY_MESSAGES)))
+        else:
+            preferred = [p for p in platforms if p in ("win", "rocm", "mac", "xpu")] or platforms
+            p = rng.choice(preferred)
+            rules.append(Rule(t, "platform", round(rng.uniform(0.6, 0.95), 3), frozenset([p]),
+                              PLATFORM_MESSAGES[p]))
+    return rules
+
+
+def identity(t: TestTemplate, classname: str = "", name: str = "") -> dict:
+    """How ground-truth records name a test: the lake's file, invoking_file, classname, name."""
+    return {"file": t.file + ".py", "invoking_file": t.file.replace("/", "."),
+            "classname": classname or t.class_base, "name": name or t.name_base}
+
+
+def day_number(day: dt.date) -> int:
+    return (day - EPOCH_DAY).days
+
+
+def breakages_for_day(seed: int, day: dt.date, commits_per_day: int, suite: tuple[TestFile, ...],
+                      configs: tuple[TestConfig, ...], exclude: frozenset[TestTemplate]) -> list[Breakage]:
+    """A day's regressions start on that day's commits and are fixed at most one day of
+    commits later, so a day's runs only need the breakages of itself and the day before.
+    Tests in `exclude` (already flaky or platform-failing) are not broken on top of that."""
+    rng = random.Random(f"{seed}|breakage|{day.isoformat()}")
+    by_file = _runnable(configs, suite)
+    files = [f for f in suite if f.path in by_file]
+    out = []
+    n = rng.choices((1, 2), weights=(0.6, 0.4))[0]  # PyTorch lands a regression (or a revert) most days
+    base = day_number(day) * commits_per_day
+    for _ in range(n if files and commits_per_day >= 2 else 0):
+        f = rng.choice(files)
+        plain = [t for t in f.tests if not t.device_generic and not t.skip and t not in exclude]
+        if not plain:
+            continue
+        first = base + rng.randrange(commits_per_day)
+        length = rng.randint(2, max(2, commits_per_day))
+        templates = tuple(rng.sample(plain, min(len(plain), rng.randint(1, 3))))
+        out.append(Breakage(first, first + length, templates))
+    return out
