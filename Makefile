@@ -16,8 +16,9 @@ $(BIN)/python:
 
 # Reinstall only when the project's metadata changes (the package is installed editable).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $@
+	@echo "installing torchci-dagster and its dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@$(BIN)/pip install -e '.[dev]' > $(VENV)/install.log 2>&1 || { tail -40 $(VENV)/install.log; exit 1; }
+	@touch $@
 
 install: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 

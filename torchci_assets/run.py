@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import sys
 import time
+import warnings
 
 import dagster as dg
 
@@ -55,6 +56,7 @@ def summarize(lake, days: list[str]) -> list[tuple[str, int]]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
     from resources import Lake, Store, resolved_uri
     from torchci_assets.definitions import defs
 
