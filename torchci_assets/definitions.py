@@ -8,8 +8,14 @@ from torchci_assets.derived.backend_assets import backend_health, backend_levels
 from torchci_assets.derived.test_assets import TEST_ASSETS
 from torchci_assets.ingest.assets import webhook_tables
 
+# The dispatch ledger is written by dispatch_job (an op, since it acts on the world rather
+# than computing from the lake); declaring it shows it in the asset graph with its history.
+dispatches = dg.AssetSpec("dispatches", group_name="relay", kinds={"parquet"},
+                          description="Ledger of every repository_dispatch attempt: sha, downstream repo, "
+                                      "status code, outcome (ok/refused/failed/dry_run). Written by dispatch_job.")
+
 defs = dg.Definitions(
-    assets=[webhook_tables, *TEST_ASSETS, ci_result_tables, backend_health, backend_levels],
+    assets=[webhook_tables, *TEST_ASSETS, ci_result_tables, backend_health, backend_levels, dispatches],
     jobs=[all_assets_job, dispatch_job],
     schedules=[daily_schedule],
     sensors=[upstream_commit_sensor],
