@@ -3,6 +3,7 @@
 import dagster as dg
 
 from resources import ArchiveResource, LakeResource
+from resources.lake import connect
 from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.partitions import daily_partitions
@@ -65,9 +66,10 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     })
     for table in WEBHOOK_TABLES:
         if table != "webhook_events":
-            yield dg.MaterializeResult(asset_key=table, metadata={
-                "rows": report.rows.get(table, 0), "path": lk.store.display(lk.partition_path(table, day)),
-            })
+            metadata = {"rows": report.rows.get(table, 0), "path": lk.store.display(lk.partition_path(table, day))}
+            if table == "workflow_job":
+                metadata["preview"] = dg.MetadataValue.md(_jobs_preview(lk, day))
+            yield dg.MaterializeResult(asset_key=table, metadata=metadata)
     yield dg.MaterializeResult(asset_key=WEBHOOK_REJECTS, metadata={
         "rows": len(report.rejects),
         "preview": dg.MetadataValue.md(_rejects_table(report.rejects)),
@@ -76,6 +78,22 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         yield unique_key_check(lk, table, day, key)
         yield not_null_check(lk, table, day, required)
     yield reject_rate_check("webhook_events", len(report.rejects), report.lines)
+
+def _jobs_preview(lake, day: str) -> str:
+    """Jobs per platform and conclusion, with median queue and run times: what a reader checks first."""
+    con = connect()
+    try:
+        if not lake.register(con, "workflow_job", [day], name="j"):
+            return "No jobs."
+        rows = con.execute(
+            "SELECT platform, coalesce(conclusion, status) AS state, count(*) AS jobs, "
+            "round(median(queue_s)) AS queue_s_p50, round(median(duration_s)) AS duration_s_p50 "
+            "FROM j GROUP BY ALL ORDER BY jobs DESC LIMIT 12").fetchall()
+    finally:
+        con.close()
+    body = "\n".join("| " + " | ".join("" if v is None else str(v) for v in r) + " |" for r in rows)
+    return "| platform | state | jobs | queue_s p50 | duration_s p50 |\n|---|---|---|---|---|\n" + body
+
 
 def _events_table(events: dict[str, int]) -> str:
     rows = "\n".join(f"| {e} | {n} |" for e, n in sorted(events.items(), key=lambda kv: -kv[1]))
