@@ -67,8 +67,11 @@ def generate() -> list[Path]:
 
 
 def run(code: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True, cwd=ROOT)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode or not lines:
+        sys.exit(f"benchmark step failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1])
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import glob
 import multiprocessing
 import os
@@ -382,6 +383,21 @@ def _scan(archive_uri: str, lake_uri: str, day: str, files: list, parts: tuple[i
     stage the typed rows under `tmp/part-K/`. File-level damage is reported by part 0's scan."""
     archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri)))
     scan = _Scan()
+    # Parsed payloads are acyclic and short-lived, but there are millions of their dicts: the
+    # cyclic collector would keep re-walking every live batch row for nothing (~25% of the time).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _scan_files(archive, files_out, day, files, parts, tmp, progress, scan)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    scan.pending = files_out.pending
+    return scan
+
+
+def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: list, parts: tuple[int, ...],
+                tmp: str, progress: Callable[[int, int], None], scan: _Scan) -> None:
     seen: list[set[str]] = [set() for _ in range(PARTS)]
     batches: list[list[tuple]] = [[] for _ in range(PARTS)]
     with contextlib.ExitStack() as stack:
@@ -436,8 +452,6 @@ def _scan(archive_uri: str, lake_uri: str, day: str, files: list, parts: tuple[i
             outs[k].drain()
             for t in typed[k].values():
                 t.close()
-    scan.pending = files_out.pending
-    return scan
 
 
 def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
@@ -552,20 +566,24 @@ _RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 
 
 
 def _latest(cols: list[str], order: str) -> str:
-    """For each column: its value on the highest-ranked delivery that has it (the archive
-    location breaks exact ties, so the result never depends on scan order)."""
+    """For each column: its value on the highest-ranked delivery that has it (the ordering
+    breaks exact ties on the archive location, so the result never depends on scan order)."""
     return ",\n".join(f"arg_max({c}, {order}) FILTER (WHERE {c} IS NOT NULL) AS {c}" for c in cols)
 
 
 REDUCE_SQL = {
     "workflow_job": f"""
-        WITH obs AS (SELECT *, {_JOB_RANK} AS rank FROM stage),
+        WITH ranked AS (SELECT *, {_JOB_RANK} AS rank FROM stage),
+        -- one HUGEINT ordering key (state, then arrival, then a hash of the archive location
+        -- for exact ties): arg_max on it is several times faster than on a struct
+        obs AS (SELECT *, (rank::HUGEINT << 110) + (epoch_ms(received_at)::HUGEINT << 64)
+                          + hash(location)::HUGEINT AS key FROM ranked),
         job AS (
             SELECT id, run_attempt,
                 {_latest(['run_id', 'repo', 'workflow_name', 'name', 'head_sha', 'head_branch',
                           'status', 'conclusion', 'created_at', 'started_at', 'completed_at', 'labels',
                           'runner_name', 'build_env', 'test_config', 'shard', 'num_shards', 'platform'],
-                         '(rank, received_at, location)')},
+                         'key')},
                 min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
                 max(received_at) AS received_at
             FROM obs GROUP BY id, run_attempt
