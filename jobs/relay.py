@@ -71,7 +71,7 @@ def _commit(config: DispatchConfig) -> UpstreamCommit:
                           json.loads(config.payload_json))
 
 
-@dg.op(name=OP_NAME, description="repository_dispatch of one upstream commit to every allowlisted "
+@dg.op(name=OP_NAME, pool="relay_dispatch", description="repository_dispatch of one upstream commit to every allowlisted "
        "downstream not yet acknowledged, each attempt recorded in the `dispatches` ledger.")
 def dispatch_to_downstreams(context: dg.OpExecutionContext, config: DispatchConfig,
                             github: GitHubResource, lake: LakeResource):

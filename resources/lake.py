@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 
 import duckdb
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 from resources.storage import Store
 
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
+DAY_PARTITION = pa.schema([("day", pa.date32())])
 
 
 class Lake:
@@ -88,14 +90,20 @@ class Lake:
         if self.store.is_local:
             listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
             con.execute(
-                f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet([{listing}], "
+                f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM read_parquet([{listing}], '
                 "hive_partitioning = true, union_by_name = true)"
             )
         else:
-            dataset = pads.dataset(files, filesystem=self.store.fs, format="parquet",
-                                   partitioning=pads.partitioning(flavor="hive"))
+            # DuckDB cannot read s3:// here (no httpfs offline), so S3 goes through a pyarrow
+            # dataset, made to look like the local view: footers unified by name and the
+            # Hive `day` typed as DATE, as DuckDB's hive_partitioning infers it.
+            fs = self.store.fs
+            schema = pa.unify_schemas([pq.read_schema(f, filesystem=fs) for f in files] + [DAY_PARTITION],
+                                      promote_options="permissive")
+            dataset = pads.dataset(files, schema=schema, filesystem=fs, format="parquet",
+                                   partitioning=pads.partitioning(DAY_PARTITION, flavor="hive"))
             con.register(f"{name}__arrow", dataset)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}__arrow")
+            con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM "{name}__arrow"')
         return len(files)
 
 
@@ -107,4 +115,8 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
         con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
+    # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
+    spill = os.path.join(tempfile.gettempdir(), "torchci-duckdb")
+    con.execute(f"SET temp_directory = '{spill}'")
     return con

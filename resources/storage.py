@@ -7,8 +7,8 @@ S3 client is the one the Parquet readers and writers already use.
 
 Atomicity: a file becomes visible only when it is complete. Locally it is written under a
 hidden temporary name in the same folder and renamed over the final name (rename is
-atomic on POSIX); on S3 the final key is written in one upload, which S3 only exposes
-when it completes. Each lake partition of a table is a fixed set of file names, so
+atomic on POSIX); on S3 it is staged on local disk and then uploaded to the final key,
+which S3 only exposes when the upload completes. Each lake partition of a table is a fixed set of file names, so
 replacing a file replaces that part of the partition exactly, never adding a duplicate.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,17 +26,26 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
+UPLOAD_CHUNK = 16 << 20
+
+
+def s3_options() -> dict:
+    """S3FileSystem settings from the environment: an endpoint override (MinIO, moto, Ceph...) and
+    the region. Credentials are not read here: the AWS SDK's own chain finds them (AWS_* variables,
+    ~/.aws, an instance or pod role), so a Kubernetes service account needs no secret at all."""
+    endpoint = os.environ.get("TORCHCI_S3_ENDPOINT") or None
+    options = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+    if endpoint:
+        # "http://host:port" or "https://host:port"; a bare "host:port" means https.
+        options["scheme"], _, rest = endpoint.rpartition("://")
+        options["scheme"] = options["scheme"] or "https"
+        options["endpoint_override"] = rest
+    return options
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
-        endpoint = os.environ.get("TORCHCI_S3_ENDPOINT") or None
-        fs = pafs.S3FileSystem(
-            endpoint_override=endpoint,
-            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-            scheme="http" if endpoint and endpoint.startswith("http://") else "https",
-        )
-        return fs, uri[len("s3://"):].rstrip("/")
+        return pafs.S3FileSystem(**s3_options()), uri[len("s3://"):].rstrip("/")
     path = uri[len("file://"):] if uri.startswith("file://") else uri
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
@@ -119,22 +129,38 @@ class Store:
     def atomic_output(self, rel: str) -> Iterator[pa.NativeFile]:
         """A stream whose content appears at `rel` only if the block completes."""
         final = self.full(rel)
-        parent = final.rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
-        if not self.is_local:
-            # One S3 upload: the object is only visible once the upload completes.
-            with self.fs.open_output_stream(final) as out:
-                yield out
-            return
-        tmp = f"{parent}/.{final.rsplit('/', 1)[1]}.tmp-{uuid.uuid4().hex}"
+        parent, name = final.rsplit("/", 1)
+        if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
+            tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex}"
+        else:
+            # S3 folders are virtual; the content is staged on local disk, see _upload.
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part")
+            os.close(fd)
         try:
-            with self.fs.open_output_stream(tmp) as out:
+            with pa.OSFile(tmp, "wb") as out:
                 yield out
-            os.replace(tmp, final)
-        except BaseException:
+            if self.is_local:
+                os.replace(tmp, final)
+            else:
+                self._upload(tmp, final)
+        finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
-            raise
+
+    def _upload(self, local: str, final: str) -> None:
+        """Copy a complete local file to the object `final`.
+
+        pyarrow cannot abort an S3 upload from Python: closing the stream, which the `with`
+        does even when the block raises, publishes whatever was written. So nothing is sent
+        until the content is complete on local disk. The upload itself is one PutObject for
+        small files and a multipart upload for large ones; S3 exposes neither until it
+        completes, so a process killed mid-upload leaves the previous object in place.
+        """
+        # compression=None: pyarrow would otherwise gzip again a name ending in .gz.
+        with pa.OSFile(local, "rb") as src, self.fs.open_output_stream(final, compression=None) as out:
+            while chunk := src.read(UPLOAD_CHUNK):
+                out.write(chunk)
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         with self.atomic_output(rel) as out:

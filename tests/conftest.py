@@ -1,27 +1,118 @@
 import gzip
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 
+from resources.storage import Store
+
 DATA = Path(__file__).parent / "data"
+S3_BUCKET = "torchci-test"
 
 
 def envelope(event: str, delivery_id: str, payload, received_at: str = "2026-11-01T12:00:00.000Z") -> dict:
     return {"event": event, "delivery_id": delivery_id, "received_at": received_at, "payload": payload}
 
 
-def write_lines(path: Path, lines: list, gz: bool | None = None) -> Path:
-    """Write JSONL (dicts are serialized, bytes/str written as-is), gzipped if the name ends in .gz."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def jsonl_bytes(name: str, lines: list, gz: bool | None = None) -> bytes:
+    """JSONL (dicts are serialized, bytes/str written as-is), gzipped if `name` ends in .gz."""
     data = b"".join(
         (json.dumps(x).encode() if isinstance(x, (dict, list)) else x if isinstance(x, bytes) else x.encode()) + b"\n"
         for x in lines
     )
-    if gz if gz is not None else path.name.endswith(".gz"):
-        data = gzip.compress(data)
-    path.write_bytes(data)
+    return gzip.compress(data) if (gz if gz is not None else name.endswith(".gz")) else data
+
+
+def write_lines(path: Path, lines: list, gz: bool | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(jsonl_bytes(path.name, lines, gz))
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API on 127.0.0.1 (moto's server), with bucket S3_BUCKET; yields the endpoint.
+
+    The storage layer reads its endpoint and credentials from the environment, as in
+    production, so the fixture sets them for the session (dummy keys: moto accepts any) and
+    restores them afterwards. The server is a separate process, so the S3 client code under
+    test talks HTTP to it exactly as it would to MinIO or AWS.
+    """
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {"TORCHCI_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        wait_for_port(port, proc)
+        os.environ.update(env)
+        pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1",
+                          allow_bucket_creation=True).create_dir(S3_BUCKET)
+        yield endpoint
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proc.terminate()
+        proc.wait(10)
+
+
+class Roots:
+    """One test's archive, lake and outputs roots on one backend (a local folder or an S3
+    prefix), with helpers to put archive files there the way an uploader would."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.archive_uri = f"{base}/archive"
+        self.lake_uri = f"{base}/lake"
+        self.outputs_uri = f"{base}/outputs"
+        self.archive = Store(self.archive_uri)
+
+    def write(self, rel: str, lines: list, gz: bool | None = None) -> str:
+        """Write archive file `rel` as JSONL (see jsonl_bytes); returns `rel`."""
+        return self.write_bytes(rel, jsonl_bytes(rel, lines, gz))
+
+    def write_bytes(self, rel: str, data: bytes) -> str:
+        self.archive.write_bytes(rel, data)
+        return rel
+
+
+@pytest.fixture(params=["local", "s3"])
+def roots(request, tmp_path) -> Roots:
+    """Run the test once on local folders and once on S3 (a fresh prefix in the test bucket)."""
+    if request.param == "local":
+        return Roots(str(tmp_path))
+    request.getfixturevalue("s3_server")
+    return Roots(f"s3://{S3_BUCKET}/{request.node.name.split('[')[0]}-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture

@@ -4,12 +4,14 @@ import datetime as dt
 import gzip
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import envelope, write_lines
+from conftest import Roots, envelope
 from resources import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
@@ -20,20 +22,20 @@ from torchci_assets.ingest.webhooks import ingest_webhook_day
 DAY = "2026-11-01"
 
 
-def ingest(tmp_path, day=DAY):
-    return ingest_webhook_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), day)
+def ingest(roots, day=DAY):
+    return ingest_webhook_day(Store(roots.archive_uri), Lake.at(roots.lake_uri), day)
 
 
-def rows(tmp_path, table, day=DAY, order="1"):
+def rows(roots, table, day=DAY, order="1"):
     con = connect()
-    Lake.at(str(tmp_path / "lake")).register(con, table, [day], name="t")
+    Lake.at(roots.lake_uri).register(con, table, [day], name="t")
     cur = con.execute(f"SELECT * FROM t ORDER BY {order}")
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def day_dir(tmp_path, day=DAY):
-    return tmp_path / "archive" / "webhooks" / f"day={day}"
+def day_file(name, day=DAY):
+    return f"webhooks/day={day}/{name}"
 
 
 def ts(text):
@@ -42,7 +44,7 @@ def ts(text):
 
 # ---- real payloads nobody here wrote -------------------------------------------------------
 
-def test_octokit_examples_come_out_typed(tmp_path, octokit):
+def test_octokit_examples_come_out_typed(roots, octokit):
     lines, expected = [], {"workflow_job": {}, "workflow_run": {}, "push": [], "pull_request": []}
     rank = {"queued": 1, "waiting": 2, "in_progress": 3, "completed": 4}
     n = 0
@@ -62,18 +64,18 @@ def test_octokit_examples_come_out_typed(tmp_path, octokit):
                     expected["workflow_run"][(run["id"], run.get("run_attempt", 1))] = run
                 else:
                     expected[event].append((f"{source}-{n}", payload))
-    write_lines(day_dir(tmp_path) / "octokit.jsonl.gz", lines)
-    report = ingest(tmp_path)
+    roots.write(day_file("octokit.jsonl.gz"), lines)
+    report = ingest(roots)
     assert report.rejects == [] and report.deliveries == n
 
-    events = {r["delivery_id"]: r for r in rows(tmp_path, "webhook_events")}
+    events = {r["delivery_id"]: r for r in rows(roots, "webhook_events")}
     for line in lines:
         got = events[line["delivery_id"]]
         assert json.loads(got["payload"]) == line["payload"]  # verbatim payload text
         assert got["event"] == line["event"] and got["action"] == line["payload"].get("action")
         assert got["repo"] == line["payload"]["repository"]["full_name"]
 
-    jobs = {(r["id"], r["run_attempt"]): r for r in rows(tmp_path, "workflow_job")}
+    jobs = {(r["id"], r["run_attempt"]): r for r in rows(roots, "workflow_job")}
     assert jobs.keys() == expected["workflow_job"].keys()
     for key, job in expected["workflow_job"].items():
         got = jobs[key]
@@ -84,12 +86,12 @@ def test_octokit_examples_come_out_typed(tmp_path, octokit):
         if job.get("completed_at") and job.get("started_at"):
             assert got["duration_s"] == (ts(job["completed_at"]) - ts(job["started_at"])).total_seconds()
 
-    runs = {(r["id"], r["run_attempt"]): r for r in rows(tmp_path, "workflow_run")}
+    runs = {(r["id"], r["run_attempt"]): r for r in rows(roots, "workflow_run")}
     assert runs.keys() == expected["workflow_run"].keys()
     for key, run in expected["workflow_run"].items():
         assert (runs[key]["head_sha"], runs[key]["event"], runs[key]["name"]) == (run["head_sha"], run["event"], run["name"])
 
-    pushes = {r["delivery_id"]: r for r in rows(tmp_path, "push")}
+    pushes = {r["delivery_id"]: r for r in rows(roots, "push")}
     assert len(pushes) == len(expected["push"])
     for delivery, p in expected["push"]:
         got = pushes[delivery]
@@ -99,7 +101,7 @@ def test_octokit_examples_come_out_typed(tmp_path, octokit):
         assert got["head_commit_id"] == head.get("id")
         assert got["head_commit_timestamp"] == ts(head.get("timestamp"))
 
-    prs = {r["delivery_id"]: r for r in rows(tmp_path, "pull_request")}
+    prs = {r["delivery_id"]: r for r in rows(roots, "pull_request")}
     assert len(prs) == len(expected["pull_request"])
     for delivery, p in expected["pull_request"]:
         got, pr = prs[delivery], p["pull_request"]
@@ -120,7 +122,7 @@ def job_payload(job_id, status, **fields):
     return {"action": status, "workflow_job": job, "repository": {"full_name": "pytorch/pytorch"}}
 
 
-def test_duplicates_across_files_are_dropped_and_state_follows_the_lattice(tmp_path):
+def test_duplicates_across_files_are_dropped_and_state_follows_the_lattice(roots):
     queued = envelope("workflow_job", "d-queued", job_payload(1, "queued"), "2026-11-01T10:00:01Z")
     started = envelope("workflow_job", "d-started", job_payload(
         1, "in_progress", started_at="2026-11-01T10:05:00Z", runner_name="i-0abc"), "2026-11-01T10:05:01Z")
@@ -129,42 +131,42 @@ def test_duplicates_across_files_are_dropped_and_state_follows_the_lattice(tmp_p
                                completed_at="2026-11-01T10:35:30Z", conclusion="success", runner_name="i-0abc")
     del done_payload["workflow_job"]["created_at"], done_payload["workflow_job"]["run_attempt"]
     done = envelope("workflow_job", "d-done", done_payload, "2026-11-01T10:35:31Z")
-    write_lines(day_dir(tmp_path) / "a.jsonl.gz", [done, queued])
-    write_lines(day_dir(tmp_path) / "b.jsonl", [started, done, queued])  # redeliveries in another file
-    report = ingest(tmp_path)
+    roots.write(day_file("a.jsonl.gz"), [done, queued])
+    roots.write(day_file("b.jsonl"), [started, done, queued])  # redeliveries in another file
+    report = ingest(roots)
     assert report.duplicates == 2 and report.deliveries == 3
-    [job] = rows(tmp_path, "workflow_job")
+    [job] = rows(roots, "workflow_job")
     assert job["status"] == "completed" and job["conclusion"] == "success"
     assert job["created_at"] == ts("2026-11-01T10:00:00Z")  # filled in from the queued delivery
     assert job["queue_s"] == 300 and job["duration_s"] == 1830.0
     assert (job["build_env"], job["test_config"], job["shard"], job["num_shards"], job["platform"]) == \
         ("linux-jammy-py3.10-gcc11", "default", 2, 5, "linux")
-    assert len(rows(tmp_path, "webhook_events")) == 3
+    assert len(rows(roots, "webhook_events")) == 3
 
 
-def test_job_still_running_keeps_its_highest_state(tmp_path):
-    write_lines(day_dir(tmp_path) / "a.jsonl", [
+def test_job_still_running_keeps_its_highest_state(roots):
+    roots.write(day_file("a.jsonl"), [
         envelope("workflow_job", "2", job_payload(5, "in_progress", started_at="2026-11-01T10:01:00Z"), "2026-11-01T10:01:00Z"),
         envelope("workflow_job", "1", job_payload(5, "queued"), "2026-11-01T10:02:00Z"),  # late queued
     ])
-    ingest(tmp_path)
-    [job] = rows(tmp_path, "workflow_job")
+    ingest(roots)
+    [job] = rows(roots, "workflow_job")
     assert job["status"] == "in_progress" and job["duration_s"] is None and job["queue_s"] == 60
 
 
-def test_reattempt_is_a_separate_row(tmp_path):
-    write_lines(day_dir(tmp_path) / "a.jsonl", [
+def test_reattempt_is_a_separate_row(roots):
+    roots.write(day_file("a.jsonl"), [
         envelope("workflow_job", "1", job_payload(9, "completed", conclusion="failure")),
         envelope("workflow_job", "2", job_payload(10, "completed", conclusion="success", run_attempt=2)),
     ])
-    ingest(tmp_path)
-    assert [(r["id"], r["run_id"], r["run_attempt"], r["conclusion"]) for r in rows(tmp_path, "workflow_job")] == \
+    ingest(roots)
+    assert [(r["id"], r["run_id"], r["run_attempt"], r["conclusion"]) for r in rows(roots, "workflow_job")] == \
         [(9, 77, 1, "failure"), (10, 77, 2, "success")]
 
 
 # ---- every reject reason ---------------------------------------------------------------------
 
-def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(tmp_path):
+def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(roots):
     good = [envelope("push", f"good-{i}", {"ref": "refs/heads/main", "after": f"{i:040x}", "before": "0" * 40,
                                            "repository": {"full_name": "pytorch/pytorch"}}) for i in range(3)]
     bad_lines = [
@@ -176,9 +178,9 @@ def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(tmp_path):
         (envelope("push", "bad-time", {"ref": "x"}, received_at="yesterday"), "wrong type: received_at 'yesterday'"),
         (envelope("push", "str-payload", "not an object"), "wrong type: payload is str"),
     ]
-    write_lines(day_dir(tmp_path) / "mixed.jsonl", [good[0]] + [b for b, _ in bad_lines] + [good[1]])
+    roots.write(day_file("mixed.jsonl"), [good[0]] + [b for b, _ in bad_lines] + [good[1]])
     # typed-field problems: the delivery is kept in bronze, the typed row is rejected
-    write_lines(day_dir(tmp_path) / "typed.jsonl", [
+    roots.write(day_file("typed.jsonl"), [
         envelope("workflow_job", "job-str-id", job_payload("seven", "queued")),
         envelope("workflow_job", "job-bad-time", job_payload(8, "in_progress", started_at="soon")),
         envelope("pull_request", "pr-no-object", {"action": "opened", "number": 3}),
@@ -186,10 +188,10 @@ def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(tmp_path):
     # a gzip cut short: the lines before the cut are kept, the cut is one reject
     whole = gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in [good[2]] * 1 + [
         envelope("push", f"tail-{i}", {"ref": "refs/heads/x", "repository": {"full_name": "a/b"}}) for i in range(2000)]))
-    (day_dir(tmp_path) / "truncated.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    roots.write_bytes(day_file("truncated.jsonl.gz"), whole[: len(whole) // 2])
 
-    report = ingest(tmp_path)
-    rejects = rows(tmp_path, "rejects", order="location")
+    report = ingest(roots)
+    rejects = rows(roots, "rejects", order="location")
     by_location = {r["location"]: r["reason"] for r in rejects}
     for i, (_, reason) in enumerate(bad_lines):
         assert by_location[f"webhooks/day={DAY}/mixed.jsonl:{i + 2}"].startswith(reason)
@@ -202,79 +204,86 @@ def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(tmp_path):
     assert cut["reason"].startswith("truncated or corrupt gzip: stopped after line")
     assert all(r["source"] == "webhooks" for r in rejects) and len(rejects) == len(report.rejects) == 11
 
-    events = {r["delivery_id"] for r in rows(tmp_path, "webhook_events")}
+    events = {r["delivery_id"] for r in rows(roots, "webhook_events")}
     kept_tail = {d for d in events if d.startswith("tail-")}
     assert {"good-0", "good-1", "good-2", "job-str-id", "job-bad-time", "pr-no-object"} <= events
     assert 0 < len(kept_tail) < 2000  # the head of the cut file survived
-    assert [r["id"] for r in rows(tmp_path, "workflow_job")] == [8]  # its bad timestamp is null, the row stays
-    assert rows(tmp_path, "workflow_job")[0]["started_at"] is None
+    assert [r["id"] for r in rows(roots, "workflow_job")] == [8]  # its bad timestamp is null, the row stays
+    assert rows(roots, "workflow_job")[0]["started_at"] is None
 
 
-def test_empty_day_writes_empty_partitions(tmp_path):
-    report = ingest(tmp_path, day="2026-10-31")
+def test_empty_day_writes_empty_partitions(roots):
+    report = ingest(roots, day="2026-10-31")
     assert report.files == 0
-    lake = Lake.at(str(tmp_path / "lake"))
+    lake = Lake.at(roots.lake_uri)
     for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):
         files = lake.files(table, ["2026-10-31"])
-        assert files and sum(pq.read_metadata(f).num_rows for f in files) == 0
+        assert files and sum(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in files) == 0
 
 
 # ---- idempotent and atomic -------------------------------------------------------------------
 
-def _snapshot(tmp_path):
-    lake = tmp_path / "lake"
-    return {str(p.relative_to(lake)): pq.read_table(p).sort_by([(pq.read_schema(p).names[0], "ascending")])
-            for p in sorted(lake.rglob("*.parquet"))}
+def _snapshot(roots):
+    store = Store(roots.lake_uri)
+    tables = {e.path: pq.read_table(store.full(e.path), filesystem=store.fs) for e in store.list_files("", (".parquet",))}
+    return {path: t.sort_by([(t.schema.names[0], "ascending")]) for path, t in tables.items()}
 
 
-def test_rematerializing_replaces_the_partition_exactly(tmp_path, octokit):
+def _hidden_files(roots):
+    """Temporary files left in the lake (Store.list_files hides them, so list the filesystem)."""
+    store = Store(roots.lake_uri)
+    infos = store.fs.get_file_info(pafs.FileSelector(store.full(""), recursive=True, allow_not_found=True))
+    return [i.path for i in infos if i.base_name.startswith(".")]
+
+
+def test_rematerializing_replaces_the_partition_exactly(roots, octokit):
     payloads = octokit["api.github.com"]["workflow_job"]
-    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+    roots.write(day_file("a.jsonl.gz"),
                 [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(payloads)])
-    ingest(tmp_path)
-    first = _snapshot(tmp_path)
-    ingest(tmp_path)
-    second = _snapshot(tmp_path)
+    ingest(roots)
+    first = _snapshot(roots)
+    ingest(roots)
+    second = _snapshot(roots)
     assert first.keys() == second.keys()
     assert all(first[k].equals(second[k]) for k in first)
-    assert not [p for p in (tmp_path / "lake").rglob("*") if p.name.startswith(".")]
+    assert not _hidden_files(roots)
 
 
-def test_a_run_killed_mid_write_leaves_the_previous_partition(tmp_path, octokit, monkeypatch):
+def test_a_run_killed_mid_write_leaves_the_previous_partition(roots, octokit, monkeypatch):
     payloads = octokit["api.github.com"]["workflow_job"]
-    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+    roots.write(day_file("a.jsonl.gz"),
                 [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(payloads)])
-    ingest(tmp_path)
-    before = _snapshot(tmp_path)
+    ingest(roots)
+    before = _snapshot(roots)
     # new data lands, then the run dies while writing the typed tables
-    write_lines(day_dir(tmp_path) / "b.jsonl", [envelope("push", "new", {"ref": "refs/heads/main"})])
+    roots.write(day_file("b.jsonl"), [envelope("push", "new", {"ref": "refs/heads/main"})])
 
     def die(*args, **kwargs):
         raise KeyboardInterrupt("killed")
 
     monkeypatch.setattr(webhooks, "_reduce_typed", die)
     with pytest.raises(KeyboardInterrupt):
-        ingest(tmp_path)
-    after = _snapshot(tmp_path)
+        ingest(roots)
+    after = _snapshot(roots)
     assert after.keys() == before.keys() and all(before[k].equals(after[k]) for k in before)
-    assert not [p for p in (tmp_path / "lake").rglob("*") if p.name.startswith(".")]
+    assert not _hidden_files(roots)
 
 
 # ---- as a Dagster asset ------------------------------------------------------------------------
 
-def _materialize(tmp_path, day=DAY):
+def _materialize(roots, day=DAY, instance=None):
     return dg.materialize(
-        [webhook_tables], partition_key=day, raise_on_error=False,
-        resources={"archive": ArchiveResource(uri=str(tmp_path / "archive")),
-                   "lake": LakeResource(uri=str(tmp_path / "lake"))},
+        [webhook_tables], partition_key=day, raise_on_error=False, instance=instance,
+        resources={"archive": ArchiveResource(uri=roots.archive_uri),
+                   "lake": LakeResource(uri=roots.lake_uri)},
     )
 
 
-def test_asset_materializes_with_metadata_and_checks(tmp_path, octokit):
-    write_lines(day_dir(tmp_path) / "a.jsonl.gz",
+def test_asset_materializes_with_metadata_and_checks(roots, octokit):
+    roots.write(day_file("a.jsonl.gz"),
                 [envelope("workflow_job", f"d{i}", p) for i, p in enumerate(octokit["api.github.com"]["workflow_job"])]
                 + [envelope("workflow_job", "d0", octokit["api.github.com"]["workflow_job"][0])])
-    result = _materialize(tmp_path)
+    result = _materialize(roots)
     assert result.success
     meta = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("webhook_tables")}
     assert meta["webhook_events"]["rows"].value == 8 and meta["webhook_events"]["duplicates_dropped"].value == 1
@@ -283,11 +292,48 @@ def test_asset_materializes_with_metadata_and_checks(tmp_path, octokit):
     assert len(checks) == 11 and all(checks.values())
 
 
-def test_reject_rate_check_fails_on_a_damaged_day(tmp_path):
-    write_lines(day_dir(tmp_path) / "a.jsonl", [b"not json"] * 5 + [
+def test_reject_rate_check_fails_on_a_damaged_day(roots):
+    roots.write(day_file("a.jsonl"), [b"not json"] * 5 + [
         envelope("push", "ok", {"ref": "refs/heads/main", "repository": {"full_name": "a/b"}})])
-    result = _materialize(tmp_path)
+    result = _materialize(roots)
     assert result.success  # a failed check flags the day; it does not lose the good rows
     checks = {c.check_name: c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "webhook_events"}
     assert checks["reject_rate_below_threshold"].passed is False
     assert checks["reject_rate_below_threshold"].metadata["rejects"].value == 5
+
+
+# ---- a backfill: many day partitions at once against one lake -------------------------------
+
+def test_a_backfill_of_14_days_with_4_concurrent_runs_writes_each_partition_exactly_once(tmp_path):
+    """Runs share no DuckDB file and no lock, so concurrent partitions must not see each other's
+    rows. Each day has its own jobs, one job spanning midnight (queued today, completed the next
+    day) and one delivery id reused on every day: each partition keeps exactly its own rows.
+    Local folders only: Dagster's per-run overhead makes 14 runs a few seconds, and S3's
+    publishing is covered by the tests above on both backends."""
+    roots = Roots(str(tmp_path))
+    days = [(dt.date(2026, 11, 1) + dt.timedelta(days=i)).isoformat() for i in range(14)]
+    for i, day in enumerate(days):
+        lines = [envelope("workflow_job", f"{day}-{k}", job_payload(1000 * i + k, "completed", conclusion="success"),
+                          f"{day}T10:00:0{k}Z") for k in range(3)]
+        lines.append(envelope("workflow_job", f"{day}-span", job_payload(7, "queued" if i % 2 == 0 else "completed"),
+                              f"{day}T23:59:00Z"))
+        lines.append(envelope("push", "same-delivery-id", {"ref": f"refs/heads/{day}"}, f"{day}T12:00:00Z"))
+        roots.write(day_file("a.jsonl.gz", day), lines)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda day: _materialize(roots, day), days))
+    assert all(r.success for r in results)
+    assert sorted(r.dagster_run.tags["dagster/partition"] for r in results) == days
+
+    lake, con = Lake.at(roots.lake_uri), connect()
+    for table in ("workflow_job", "push", "webhook_events"):
+        lake.register(con, table, days)
+    for i, day in enumerate(days):
+        jobs = con.execute("SELECT id, status FROM workflow_job WHERE day = ? ORDER BY id", [day]).fetchall()
+        assert jobs == sorted([(7, "queued" if i % 2 == 0 else "completed")] + [(1000 * i + k, "completed") for k in range(3)])
+        assert con.execute("SELECT ref FROM push WHERE day = ?", [day]).fetchall() == [(f"refs/heads/{day}",)]
+        assert con.execute("SELECT delivery_id FROM webhook_events WHERE day = ? ORDER BY 1", [day]).fetchall() == \
+            [(d,) for d in sorted([f"{day}-{k}" for k in range(3)] + [f"{day}-span", "same-delivery-id"])]
+    assert con.execute("SELECT count(*) FROM webhook_events").fetchone() == (5 * 14,)
+    assert lake.days("workflow_job") == days
+    assert not _hidden_files(roots)

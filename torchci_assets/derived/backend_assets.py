@@ -90,7 +90,7 @@ def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 @dg.asset(
-    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "json", "yaml"},
+    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "json", "yaml"}, pool="torchci_outputs",
     deps=["backend_health"],
 )
 def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):

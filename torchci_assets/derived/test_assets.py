@@ -165,6 +165,7 @@ class TimesConfig(dg.Config):
 
 @dg.asset(
     name="test_times",
+    pool="torchci_outputs",
     group_name="tests",
     kinds={"parquet", "json"},
     deps=[dg.AssetDep("test_time_daily", partition_mapping=_TIMES_WINDOW)],
@@ -193,6 +194,7 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
 
 @dg.asset(
     name="shard_plans",
+    pool="torchci_outputs",
     group_name="tests",
     kinds={"parquet", "json"},
     deps=["test_times", dg.AssetDep("workflow_job", partition_mapping=_TIMES_WINDOW)],

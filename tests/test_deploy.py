@@ -1,0 +1,95 @@
+"""deploy/: what can be checked without a cluster. The Helm values carry the settings the
+official chart reads and agree with dagster.yaml and the Dockerfile; the image's command
+starts the code location here and answers the gRPC health check."""
+
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    return yaml.safe_load((ROOT / "deploy/helm/values.yaml").read_text())
+
+
+def dockerfile_cmd() -> list[str]:
+    [cmd] = re.findall(r"^CMD (\[.*\])$", (ROOT / "deploy/Dockerfile").read_text(), flags=re.M)
+    return json.loads(cmd)
+
+
+def test_user_code_deployment_serves_the_definitions_with_s3_and_github_settings(values):
+    [deployment] = values["dagster-user-deployments"]["deployments"]
+    assert values["dagster-user-deployments"]["enabled"] is True
+    assert set(deployment["image"]) >= {"repository", "tag", "pullPolicy"}
+    # the chart runs `dagster api grpc -h 0.0.0.0 -p <port> <dagsterApiGrpcArgs>`: the image's own command
+    cmd = dockerfile_cmd()
+    assert cmd[:3] == ["dagster", "api", "grpc"]
+    assert cmd[cmd.index("-p") + 1] == str(deployment["port"])
+    assert cmd[cmd.index("-p") + 2:] == deployment["dagsterApiGrpcArgs"]
+    env = {e["name"]: e["value"] for e in deployment["env"]}
+    for name in ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI"):
+        assert env[name].startswith("s3://")
+    assert "AWS_REGION" in env
+    secrets = {s["name"] for s in deployment["envSecrets"]}
+    assert {"torchci-github", "torchci-s3"} <= secrets
+    assert deployment["includeConfigInLaunchedRuns"]["enabled"] is True
+
+
+def test_runs_go_to_kubernetes_and_the_instance_to_postgres_with_dagster_yaml_limits(values):
+    launcher = values["runLauncher"]
+    assert launcher["type"] == "K8sRunLauncher"
+    assert {s["name"] for s in launcher["config"]["k8sRunLauncher"]["envSecrets"]} >= {"torchci-github", "torchci-s3"}
+    pg = values["postgresql"]
+    assert pg["postgresqlScheme"] == "postgresql+psycopg2"  # SQLAlchemy 2.1 needs the driver named
+    assert pg["enabled"] is False and pg["postgresqlHost"] and values["global"]["postgresqlSecretName"]
+    assert values["generatePostgresqlPasswordSecret"] is False
+    local = yaml.safe_load((ROOT / "dagster.yaml").read_text())["concurrency"]["runs"]
+    queued = values["dagsterDaemon"]["runCoordinator"]
+    assert queued["type"] == "QueuedRunCoordinator"
+    config = queued["config"]["queuedRunCoordinator"]
+    assert config["maxConcurrentRuns"] == local["max_concurrent_runs"]
+    assert config["tagConcurrencyLimits"] == local["tag_concurrency_limits"]
+
+
+def test_the_image_copies_every_package_the_project_installs():
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {p.rstrip("*") for p in include}
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "deploy/Dockerfile").read_text(), flags=re.M))
+    assert copied == packages
+
+
+def test_the_image_command_starts_the_code_location_and_answers_the_health_check():
+    port = free_port()
+    cmd = dockerfile_cmd()
+    cmd[cmd.index("-h") + 1] = "127.0.0.1"  # the container binds 0.0.0.0; here only loopback
+    cmd[cmd.index("-p") + 1] = str(port)
+    server = subprocess.Popen([DAGSTER, *cmd[1:]], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline, answer = time.monotonic() + 60, None
+        while time.monotonic() < deadline and server.poll() is None:
+            check = subprocess.run([DAGSTER, "api", "grpc-health-check", "-p", str(port)],
+                                   capture_output=True, text=True)
+            answer = check.stdout + check.stderr
+            if check.returncode == 0:
+                break
+            time.sleep(0.5)
+        assert server.poll() is None, server.stdout.read().decode()[-2000:]
+        assert check.returncode == 0 and "successful" in answer
+    finally:
+        server.terminate()
+        server.wait(20)
+    # it served because the definitions loaded, not in spite of an import error
+    log = server.stdout.read().decode()
+    assert "Started Dagster code server for module torchci_assets.definitions" in log, log[-2000:]

@@ -1,0 +1,117 @@
+"""`torchci query "SQL"`: DuckDB SQL over the lake, local or on S3, printed as a table.
+
+Every lake table is a view of the same name with its Hive `day` column (a DATE), so ad-hoc
+slicing needs no setup: `torchci query "SELECT platform, count(*) FROM workflow_job
+WHERE day >= '2026-11-01' GROUP BY ALL"`. The connection is in memory and reads Parquet only,
+so a query never takes a lock a running materialization could wait on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import decimal
+import json
+import sys
+from collections.abc import Iterable, Sequence
+
+import duckdb
+
+from resources import resolved_uri
+from resources.lake import Lake, connect
+
+FETCH_ROWS = 10_000
+MAX_CELL = 60
+
+
+def register_lake(con: duckdb.DuckDBPyConnection, lake: Lake, start: str | None = None,
+                  end: str | None = None) -> list[str]:
+    """Create a view per lake table over its days in [start, end]; returns the view names."""
+    names = []
+    for table in lake.tables():
+        days = [d for d in lake.days(table) if (start is None or d >= start) and (end is None or d <= end)]
+        if days and lake.register(con, table, days):
+            names.append(table)
+    return names
+
+
+def _json_value(value):
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, dt.timedelta)):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _cell(value) -> str:
+    text = "NULL" if value is None else value.isoformat(sep=" ") if isinstance(value, dt.datetime) else str(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence], more: bool = False) -> str:
+    """A fixed-width text table; numbers are right-aligned, long cells cut, NULL shown as NULL."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row[i], (int, float, decimal.Decimal)) and not isinstance(row[i], bool)
+                   for row in rows if row[i] is not None) and any(row[i] is not None for row in rows)
+               for i in range(len(columns))]
+
+    def line(values):
+        return " | ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [line(columns), "-+-".join("-" * w for w in widths)] + [line(r) for r in cells]
+    out.append(f"({len(rows)} rows shown, more not printed: use --max-rows or --format csv)" if more
+               else f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _batches(cur: duckdb.DuckDBPyConnection) -> Iterable[list[tuple]]:
+    while batch := cur.fetchmany(FETCH_ROWS):
+        yield batch
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="torchci query", description=__doc__.split("\n\n")[0])
+    p.add_argument("sql", help="DuckDB SQL; every lake table is a view with a `day` column")
+    p.add_argument("--lake", help="lake root, a path or s3://bucket/prefix (default: $TORCHCI_LAKE_URI or ./var/lake)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default), csv with a header, or json (one object per line)")
+    p.add_argument("--from", dest="start", help="first day the views cover (YYYY-MM-DD; default: all)")
+    p.add_argument("--to", dest="end", help="last day the views cover (YYYY-MM-DD; default: all)")
+    p.add_argument("--max-rows", type=int, default=100, help="rows printed by --format table (default 100)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    lake = Lake.at(args.lake or resolved_uri("TORCHCI_LAKE_URI"))
+    con = connect()
+    try:
+        views = register_lake(con, lake, args.start, args.end)
+        try:
+            cur = con.execute(args.sql)
+        except duckdb.Error as exc:
+            hint = f"\ntables in {lake.store.display()}: {', '.join(views) or 'none'}"
+            print(f"torchci query: {exc}{hint}", file=sys.stderr)
+            return 1
+        columns = [d[0] for d in cur.description]
+        out = sys.stdout
+        if args.format == "table":
+            rows = cur.fetchmany(args.max_rows + 1)
+            print(format_table(columns, rows[: args.max_rows], more=len(rows) > args.max_rows), file=out)
+        elif args.format == "csv":
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(columns)
+            for batch in _batches(cur):
+                writer.writerows(batch)
+        else:
+            for batch in _batches(cur):
+                for row in batch:
+                    out.write(json.dumps(dict(zip(columns, row)), default=_json_value) + "\n")
+        return 0
+    finally:
+        con.close()
