@@ -131,6 +131,14 @@ def test_first_tick_takes_the_archive_as_read_and_relays_what_lands_after(instan
     assert keys(tick(instance, archive, second.cursor)) == []
 
 
+def test_a_file_present_at_the_start_that_grows_relays_only_its_new_pushes(instance, archive):
+    write(archive, "live.jsonl", [line("d-1", push(sha(1)))])
+    first = tick(instance, archive, None)
+    assert keys(first) == []
+    write(archive, "live.jsonl", [line("d-1", push(sha(1))), line("d-2", push(sha(2), before=sha(1)))])
+    assert keys(tick(instance, archive, first.cursor)) == [f"pytorch/pytorch@{sha(2)}"]
+
+
 def test_a_burst_of_50_pushes_gives_50_requests_across_ticks_restarts_and_overlapping_files(instance, archive):
     cursor = tick(instance, archive, None).cursor
     pushes = [line(f"d-{i}", push(sha(100 + i), before=sha(99 + i)), at=f"2026-11-22T03:{i:02d}:00.000Z")

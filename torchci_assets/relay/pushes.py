@@ -16,7 +16,8 @@ What this module decides, and why:
   already requested. Dagster's run-key dedup is a further net, not the only one.
 - A cursor that does not exist yet means "start from now": the files already present are
   marked read without dispatching, so enabling the relay never replays the archive's history
-  to every downstream.
+  to every downstream. Their heads are remembered as already requested, so a file that was
+  there at the start and grows later yields only its new pushes.
 """
 
 from __future__ import annotations
@@ -185,6 +186,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
     files = {d: dict(cursor.files.get(d, {})) for d in days}
     seen_keys = set(cursor.recent)
     found: dict[str, UpstreamCommit] = {}
+    baseline: dict[str, UpstreamCommit] = {}  # heads already in the archive on the first tick
     start = clock()
     for day in days:
         for entry in store.list_files(f"webhooks/day={day}", WEBHOOK_SUFFIXES):
@@ -192,6 +194,10 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
             if files[day].get(name) == entry.size:
                 continue
             if first_tick:
+                # Read (within the budget) only to remember the heads already there: if the
+                # file grows later, its old pushes are then known and not dispatched.
+                if clock() - start <= budget_s:
+                    _read_file(store, entry.path, config, ScanReport(), baseline, seen_keys)
                 files[day][name] = entry.size
                 continue
             if clock() - start > budget_s:
@@ -203,6 +209,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
     report.commits = sorted(found.values(), key=lambda c: (c.received_at, c.delivery_id))
     next_cursor = RelayCursor(files=files, recent=list(cursor.recent), heads=dict(cursor.heads),
                               polled_at=cursor.polled_at)
+    next_cursor.remember([c.run_key for c in sorted(baseline.values(), key=lambda c: (c.received_at, c.delivery_id))])
     next_cursor.remember([c.run_key for c in report.commits])
     return report, next_cursor
 
