@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import queue
 import zlib
+
+from isal import isal_zlib  # Intel ISA-L inflate: same API as zlib, about twice as fast
 import threading
 from collections.abc import Iterator
 
@@ -21,7 +23,7 @@ CHUNK = 8 << 20
 def _chunks(store: Store, path: str) -> Iterator[bytes]:
     """The file's bytes in chunks, gunzipped for .gz names.
 
-    Decompression is done here with zlib rather than by pyarrow's stream, so every byte
+    Decompression is done here (ISA-L's zlib-compatible inflate) rather than by pyarrow's stream, so every byte
     before a cut in a truncated gzip is still returned; concatenated gzip members (what
     appending to a .gz file produces) are read one after another.
     """
@@ -30,7 +32,7 @@ def _chunks(store: Store, path: str) -> Iterator[bytes]:
             while chunk := raw.read(CHUNK):
                 yield chunk
             return
-        inflater, fed = zlib.decompressobj(wbits=31), False
+        inflater, fed = isal_zlib.decompressobj(wbits=31), False
         while compressed := raw.read(CHUNK // 8):
             while compressed:
                 fed = True
@@ -39,7 +41,7 @@ def _chunks(store: Store, path: str) -> Iterator[bytes]:
                 if not inflater.eof:
                     break
                 compressed = inflater.unused_data  # the start of the next member, if any
-                inflater, fed = zlib.decompressobj(wbits=31), False
+                inflater, fed = isal_zlib.decompressobj(wbits=31), False
         if fed and not inflater.eof:
             raise OSError("the gzip stream ends before its end-of-stream marker")
 
@@ -53,7 +55,7 @@ def _read_ahead(store: Store, path: str, chunks: queue.Queue, stop: threading.Ev
             if chunk:
                 chunks.put(chunk)
         chunks.put(b"")
-    except (OSError, zlib.error) as exc:
+    except (OSError, zlib.error, isal_zlib.error) as exc:
         chunks.put(OSError(str(exc)))
 
 
@@ -84,9 +86,9 @@ def iter_lines(store: Store, path: str, source: str, rejects: list[Reject]) -> I
             tail = lines.pop()
             for line in lines:
                 lineno += 1
-                if line.strip():
+                if line and not line.isspace():
                     yield lineno, line
-        if tail.strip():
+        if tail and not tail.isspace():
             yield lineno + 1, tail
     finally:
         stop.set()
