@@ -39,9 +39,13 @@ dev: install
 
 bench: install
 	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_flaky.py
 
 bench-shards: install
 	$(BIN)/python bench/bench_shards.py
+
+eval: install
+	$(BIN)/python bench/eval_flaky.py
 
 clean:
 	rm -rf var

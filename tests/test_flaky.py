@@ -1,0 +1,309 @@
+"""Verdicts of `flaky_tests` on small hand-made CI histories, through the real daily aggregates.
+
+Each history is written as the lake's `test_run`, `workflow_job` and `workflow_run` tables,
+then `test_results`/`test_jobs` and the daily aggregates are built by `test_stats`, and
+`build_flaky_tests` reads only those aggregates, as in production.
+"""
+
+import datetime as dt
+import itertools
+
+import dagster as dg
+import pyarrow as pa
+
+from resources import LakeResource, OutputsResource
+from resources.lake import Lake, connect
+from torchci_assets.derived.flaky import MIN_FLAKE_EVENTS, MIN_RUNS, build_flaky_tests
+from torchci_assets.derived.flaky_assets import FLAKY_ASSETS
+from torchci_assets.derived.test_stats import build_test_daily_stats, build_test_results
+from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
+
+START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+LINUX = ("linux-jammy-py3.10-gcc11", "default", "linux")
+CLANG = ("linux-jammy-py3.10-clang18", "default", "linux")
+WIN = ("win-vs2022-cpu-py3", "default", "win")
+# status and rerun_count of a test row
+OUTCOMES = {"pass": ("passed", 0), "flake": ("passed", 1), "fail": ("failed", 2), "crash": ("failed", 0),
+            "skip": ("skipped", 0)}
+
+JOB_SCHEMA = pa.schema([
+    ("id", pa.int64()), ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("name", pa.string()),
+    ("head_sha", pa.string()), ("head_branch", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
+    ("build_env", pa.string()), ("test_config", pa.string()), ("shard", pa.int32()), ("num_shards", pa.int32()),
+    ("platform", pa.string()), ("started_at", pa.timestamp("us", tz="UTC")),
+    ("completed_at", pa.timestamp("us", tz="UTC")), ("received_at", pa.timestamp("us", tz="UTC")),
+])
+RUN_SCHEMA = pa.schema([("id", pa.int64()), ("event", pa.string()), ("updated_at", pa.timestamp("us", tz="UTC"))])
+PUSH_SCHEMA = pa.schema([("ref", pa.string()), ("after", pa.string()), ("received_at", pa.timestamp("us", tz="UTC"))])
+
+
+def sha(commit: int) -> str:
+    return f"{commit:040x}"
+
+
+class History:
+    """Jobs of hand-made CI runs. Main commit i is pushed at START + i hours; every job runs
+    `tests`, which pass unless `outcomes` says otherwise (see OUTCOMES; "absent" leaves a test out)."""
+
+    def __init__(self, tests: list[str]):
+        self.tests = tests
+        self.ids = itertools.count(1)
+        self.jobs: list[dict] = []
+        self.rows: dict[str, list[dict]] = {}
+        self.runs: dict[str, list[dict]] = {}
+        self.pushes: dict[str, dict] = {}
+
+    def run(self, commit: int, config=LINUX, outcomes: dict | None = None, *, branch: str = "main",
+            run_id: int | None = None, attempt: int = 1, later_hours: float = 0.5, conclusion: str | None = None,
+            head: str | None = None) -> int:
+        """One test job; returns its run id (pass it back with attempt=2 for a re-attempt)."""
+        outcomes = outcomes or {}
+        run_id = run_id or 10_000 + next(self.ids)
+        job_id = 100_000 + next(self.ids)
+        started = START + dt.timedelta(hours=commit + later_hours)
+        completed = started + dt.timedelta(minutes=20)
+        day = completed.date().isoformat()
+        env, cfg, platform = config
+        failing = any(outcomes.get(t, "pass") in ("fail", "crash") for t in self.tests)
+        if branch == "main":
+            pushed = START + dt.timedelta(hours=commit)
+            self.pushes[sha(commit)] = {"ref": "refs/heads/main", "after": sha(commit), "received_at": pushed}
+        self.jobs.append({
+            "id": job_id, "run_id": run_id, "run_attempt": attempt, "name": f"{env} / test ({cfg}, 1, 1, runner)",
+            "head_sha": head or sha(commit), "head_branch": branch, "status": "completed",
+            "conclusion": conclusion or ("failure" if failing else "success"), "build_env": env, "test_config": cfg,
+            "shard": 1, "num_shards": 1, "platform": platform, "started_at": started, "completed_at": completed,
+            "received_at": completed, "day": day})
+        self.runs.setdefault(day, []).append({"id": run_id, "event": "push" if branch == "main" else "pull_request",
+                                              "updated_at": completed})
+        for t in self.tests:
+            o = outcomes.get(t, "pass")
+            if o == "absent":
+                continue
+            status, reruns = OUTCOMES[o]
+            self.rows.setdefault(day, []).append({
+                "workflow_id": run_id, "workflow_run_attempt": attempt, "job_id": job_id, "invoking_file": "test_x",
+                "file": "test_x.py", "classname": "TestX", "name": t, "time": 1.0, "status": status,
+                "rerun_count": reruns, "message": None if status == "passed" else f"{t}: AssertionError"})
+        return run_id
+
+    def build(self, lake: Lake) -> list[str]:
+        """Write the raw tables, build test_results and the daily aggregates; returns the days."""
+        days = sorted(self.rows)
+        for day in days:
+            lake.write("test_run", day, pa.Table.from_pylist(self.rows[day], schema=TEST_RUN_SCHEMA))
+            jobs = [{k: v for k, v in j.items() if k != "day"} for j in self.jobs if j["day"] == day]
+            lake.write("workflow_job", day, pa.Table.from_pylist(jobs, schema=JOB_SCHEMA))
+            lake.write("workflow_run", day, pa.Table.from_pylist(self.runs[day], schema=RUN_SCHEMA))
+            pushes = [p for p in self.pushes.values() if p["received_at"].date().isoformat() == day]
+            lake.write("push", day, pa.Table.from_pylist(pushes, schema=PUSH_SCHEMA))
+        for day in days:
+            build_test_results(lake, day)
+            build_test_daily_stats(lake, day)
+        return days
+
+
+def verdicts(tmp_path, h: History, window_days: int = 14) -> dict[str, dict]:
+    lake = Lake.at(str(tmp_path / "lake"))
+    days = h.build(lake)
+    build_flaky_tests(lake, days[-1], window_days)
+    con = connect()
+    lake.register(con, "flaky_tests", [days[-1]], name="f")
+    cur = con.execute("SELECT * FROM f")
+    names = [d[0] for d in cur.description]
+    return {r[names.index("name")]: dict(zip(names, r)) for r in cur.fetchall()}
+
+
+def main_history(tests: list[str], commits: int, special: dict[int, dict], configs=(LINUX,)) -> History:
+    """Every main commit runs every config once; `special[i]` gives commit i's outcomes on LINUX."""
+    h = History(tests)
+    for i in range(commits):
+        for c in configs:
+            h.run(i, c, special.get(i) if c == LINUX else None)
+    return h
+
+
+def test_reruns_that_pass_make_a_test_flaky(tmp_path):
+    h = main_history(["test_flaky", "test_ok"], 40, {5: {"test_flaky": "flake"}, 17: {"test_flaky": "flake"},
+                                                    30: {"test_flaky": "flake"}})
+    v = verdicts(tmp_path, h)
+    f = v["test_flaky"]
+    assert (f["verdict"], f["runs"], f["rerun_passes"], f["failures"], f["flake_events"]) == ("flaky", 40, 3, 0, 3)
+    assert f["flaky_platforms"] == ["linux"] and f["platforms"] == ["linux"]
+    assert abs(f["flake_rate"] - 3 / 40) < 1e-9 and f["flake_rate_low"] < 3 / 40 < f["flake_rate_high"]
+    assert f["first_seen"] < f["last_seen"]
+    assert v["test_ok"]["verdict"] == "healthy" and v["test_ok"]["flake_events"] == 0
+
+
+def test_pass_and_fail_on_the_same_commit_across_attempts_is_flaky(tmp_path):
+    h = main_history(["test_pair", "test_ok"], 40, {})
+    for i in (6, 18, 23):
+        run = h.run(i, outcomes={"test_pair": "fail"}, later_hours=0.9)
+        # the re-attempt of the same run passes, on the next day for the last one
+        h.run(i, run_id=run, attempt=2, later_hours=0.95 if i != 23 else 2.0)
+    v = verdicts(tmp_path, h)
+    p = v["test_pair"]
+    assert (p["verdict"], p["same_commit_pairs"], p["failures"], p["flake_events"], p["flips"]) == \
+        ("flaky", 3, 3, 3, 0)
+    assert p["rerun_failures"] == 3 and p["rerun_passes"] == 0
+
+
+def test_isolated_failures_between_passing_main_commits_are_flips(tmp_path):
+    h = main_history(["test_flip"], 40, {i: {"test_flip": "fail"} for i in (4, 15, 29)})
+    f = verdicts(tmp_path, h)["test_flip"]
+    assert (f["verdict"], f["flips"], f["same_commit_pairs"], f["flake_events"], f["broken_ranges"]) == \
+        ("flaky", 3, 0, 3, 0)
+
+
+def test_flips_need_adjacent_commits_and_credible_failures(tmp_path):
+    # test_sparse fails on a config that runs every sixth commit: its neighbours are not
+    # consecutive commits; test_crash died without the rerun its config gives failing tests
+    h = History(["test_sparse", "test_crash", "test_other"])
+    for i in range(40):
+        h.run(i, LINUX, {"test_crash": "crash"} if i in (5, 17, 29) else {"test_other": "flake"} if i == 2 else None)
+        if i % 6 == 0:
+            h.run(i, CLANG, {"test_sparse": "fail"} if i in (6, 18, 30) else None)
+    v = verdicts(tmp_path, h)
+    assert [(v[t]["verdict"], v[t]["failures"], v[t]["flips"]) for t in ("test_sparse", "test_crash")] == \
+        [("healthy", 3, 0), ("healthy", 3, 0)]
+
+
+def test_consistent_failures_from_a_commit_until_its_fix_are_broken_not_flaky(tmp_path):
+    # broken on commits 10..14 on both configs; every retry fails too; a periodic config that
+    # ran only commit 12 of the range sees one failure between passes, which is no flip
+    h = History(["test_broken", "test_ok"])
+    for i in range(40):
+        bad = {"test_broken": "fail"} if 10 <= i < 15 else None
+        for c in (LINUX, WIN):
+            run = h.run(i, c, bad)
+            if bad and c == LINUX:
+                h.run(i, c, bad, run_id=run, attempt=2, later_hours=0.8)
+        if i % 6 == 0:
+            h.run(i, CLANG, {"test_broken": "fail"} if i == 12 else None)
+    b = verdicts(tmp_path, h)["test_broken"]
+    assert (b["verdict"], b["broken_from_sha"], b["broken_fixed_sha"]) == ("broken", sha(10), sha(15))
+    assert (b["flake_events"], b["flips"], b["same_commit_pairs"]) == (0, 0, 0)
+    assert b["failures"] == 5 * 3 + 1 and b["broken_ranges"] == 2  # one range per dense config
+
+
+def test_main_commits_are_ordered_by_push_not_by_when_their_jobs_ran(tmp_path):
+    # broken on commits 10 and 11; the jobs of the fix (12) ran before those of 11, so in job
+    # order 11 would look like an isolated failure between passes, on each of three configs
+    h = History(["test_broken"])
+    for i in range(30):
+        for c in (LINUX, CLANG, WIN):
+            h.run(i, c, {"test_broken": "fail"} if i in (10, 11) else None, later_hours=2.5 if i == 11 else 0.5)
+    b = verdicts(tmp_path, h)["test_broken"]
+    assert (b["verdict"], b["flips"], b["broken_from_sha"], b["broken_fixed_sha"]) == ("broken", 0, sha(10), sha(12))
+
+
+def test_a_test_still_failing_at_the_end_of_the_window_has_no_fix(tmp_path):
+    h = main_history(["test_broken"], 30, {i: {"test_broken": "fail"} for i in range(26, 30)})
+    b = verdicts(tmp_path, h)["test_broken"]
+    assert (b["verdict"], b["broken_from_sha"], b["broken_fixed_sha"]) == ("broken", sha(26), None)
+
+
+def test_broken_for_a_while_and_flaky_on_another_platform_is_flaky(tmp_path):
+    # the broken range gives no flake evidence, the rerun passes on Windows do
+    h = History(["test_both"])
+    for i in range(40):
+        h.run(i, LINUX, {"test_both": "fail"} if 10 <= i < 14 else None)
+        h.run(i, WIN, {"test_both": "flake"} if i in (3, 20, 33) else None)
+    b = verdicts(tmp_path, h)["test_both"]
+    assert (b["verdict"], b["flaky_platforms"], b["broken_ranges"], b["rerun_passes"]) == ("flaky", ["win"], 1, 3)
+
+
+def test_failures_in_infra_jobs_are_not_counted(tmp_path):
+    # three jobs died (cancelled); their failing tests say nothing; a re-attempt passes
+    h = main_history(["test_victim"], 40, {})
+    for i in (7, 19, 31):
+        run = h.run(i, outcomes={"test_victim": "fail"}, conclusion="cancelled", later_hours=0.9)
+        h.run(i, run_id=run, attempt=2, later_hours=0.95)
+    v = verdicts(tmp_path, h)["test_victim"]
+    assert (v["verdict"], v["failures"], v["infra_runs"], v["infra_failures"], v["flake_events"]) == \
+        ("healthy", 0, 3, 3, 0)
+
+
+def test_a_failure_that_was_never_rerun_where_reruns_happen_is_no_flake_evidence(tmp_path):
+    # the config reruns failing tests (test_other's rerun passes), but test_crash's three
+    # failures had no rerun: the process died under it; a re-attempt passes each time
+    h = main_history(["test_crash", "test_other"], 40, {2: {"test_other": "flake"}})
+    for i in (8, 21, 34):
+        run = h.run(i, outcomes={"test_crash": "crash"}, later_hours=0.9)
+        h.run(i, run_id=run, attempt=2, later_hours=0.95)
+    c = verdicts(tmp_path, h)["test_crash"]
+    assert (c["verdict"], c["failures"], c["same_commit_pairs"], c["flake_events"]) == ("healthy", 3, 3, 0)
+
+
+def test_without_reruns_anywhere_plain_failures_are_evidence(tmp_path):
+    # a CI without a rerun plugin: no rerun in the window, so a pass and a fail on one commit count
+    h = main_history(["test_pair"], 40, {})
+    for i in (8, 21, 34):
+        run = h.run(i, outcomes={"test_pair": "crash"}, later_hours=0.9)
+        h.run(i, run_id=run, attempt=2, later_hours=0.95)
+    assert verdicts(tmp_path, h)["test_pair"]["verdict"] == "flaky"
+
+
+def test_few_runs_or_too_little_evidence_is_insufficient_data(tmp_path):
+    h = History(["test_rare", "test_once", "test_twice"])
+    for i in range(40):
+        outcomes = {} if i < MIN_RUNS - 5 else {"test_rare": "absent"}
+        if i == 12:
+            outcomes["test_once"] = "flake"
+        if i in (3, 30):
+            outcomes["test_twice"] = "flake"
+        h.run(i, outcomes=outcomes)
+    v = verdicts(tmp_path, h)
+    assert (v["test_rare"]["verdict"], v["test_rare"]["runs"]) == ("insufficient_data", MIN_RUNS - 5)
+    assert (v["test_once"]["verdict"], v["test_once"]["flake_events"]) == ("insufficient_data", 1)
+    assert v["test_twice"]["flake_events"] == MIN_FLAKE_EVENTS - 1 and v["test_twice"]["verdict"] == "insufficient_data"
+
+
+def test_consistent_failures_on_a_pull_request_are_neither_flaky_nor_broken(tmp_path):
+    h = main_history(["test_pr"], 40, {})
+    for k, i in enumerate((5, 6, 7)):  # three pushes to a PR that breaks the test, each re-attempted
+        run = h.run(i, outcomes={"test_pr": "fail"}, branch="gh/someone/1/head", head=f"{k + 1:x}" * 40,
+                    later_hours=0.9)
+        h.run(i, outcomes={"test_pr": "fail"}, branch="gh/someone/1/head", head=f"{k + 1:x}" * 40,
+              run_id=run, attempt=2, later_hours=0.95)
+    p = verdicts(tmp_path, h)["test_pr"]
+    assert (p["verdict"], p["failures"], p["flake_events"], p["broken_ranges"]) == ("healthy", 6, 0, 0)
+
+
+def test_evidence_older_than_the_window_is_not_read(tmp_path):
+    # 3 days of history, 24 commits a day; the rerun passes are all on the first day
+    h = main_history(["test_old"], 72, {i: {"test_old": "flake"} for i in (2, 9, 15)})
+    assert verdicts(tmp_path, h, window_days=3)["test_old"]["verdict"] == "flaky"
+    assert verdicts(tmp_path, h, window_days=2)["test_old"]["verdict"] == "healthy"
+
+
+def test_platform_exclusive_failing_commits(tmp_path):
+    h = History(["test_win", "test_both"])
+    for i in range(30):
+        h.run(i, LINUX, {"test_both": "fail"} if i in (4, 9) else None)
+        h.run(i, WIN, {"test_win": "fail", "test_both": "fail"} if i in (4, 9, 14) else None)
+    lake = Lake.at(str(tmp_path / "lake"))
+    days = h.build(lake)
+    build_flaky_tests(lake, days[-1])
+    con = connect()
+    lake.register(con, "flaky_test_platforms", [days[-1]], name="p")
+    got = {(n, p): (f, s, x) for n, p, f, s, x in con.execute(
+        "SELECT name, platform, failures, failing_shas, exclusive_failing_shas FROM p").fetchall()}
+    assert got[("test_win", "win")] == (3, 3, 3)
+    assert got[("test_both", "win")] == (3, 3, 1) and got[("test_both", "linux")] == (2, 2, 0)
+
+
+def test_assets_materialize_and_publish(tmp_path):
+    h = main_history(["test_flaky", "test_ok"], 40, {i: {"test_flaky": "flake"} for i in (5, 17, 30)},
+                     configs=(LINUX, WIN))
+    days = h.build(Lake.at(str(tmp_path / "lake")))
+    result = dg.materialize(FLAKY_ASSETS, partition_key=days[-1], resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
+    assert result.success
+    [check] = result.get_asset_check_evaluations()
+    assert check.passed
+    meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert meta["flaky_tests"]["verdict_flaky"].value == 1 and meta["flaky_tests"]["verdict_healthy"].value == 1
+    assert meta["disabled_tests"]["disabled"].value == 1
+    assert (tmp_path / "out" / "stats" / "disabled-tests-condensed.json").exists()
+    assert sorted(p.name for p in (tmp_path / "out" / "smoke-tests").iterdir()) == ["linux.json", "win.json"]

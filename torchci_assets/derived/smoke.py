@@ -1,0 +1,142 @@
+"""Platform smoke sets: the tests that fail on one platform significantly more than elsewhere.
+
+PyTorch's first Windows smoke list (2021) ranked tests by raw failure counts on Windows and
+filled up with flaky distributed tests that failed everywhere. Here a test enters the set of
+platform P only with real, platform-specific evidence, all read from `flaky_test_platforms`
+(the window's per test and platform evidence written by `flaky.build_flaky_tests`):
+
+  * it ran at least SMOKE_MIN_RUNS times on P and at least once elsewhere (a test seen on one
+    platform only cannot fail there "more than elsewhere");
+  * it failed (final status, outside infra jobs) on at least SMOKE_MIN_EXCLUSIVE_SHAS distinct
+    commits where it failed on no other platform while other platforms were tested: one bad
+    commit or one pull request is not a pattern;
+  * the Wilson lower bound of its failure rate on P exceeds the Wilson upper bound of its
+    failure rate on the other platforms together (significantly more, with few runs the
+    intervals overlap), and that lower bound is at least SMOKE_MIN_FAILURE_RATE: the test
+    fails P's jobs demonstrably often, not at flake level (a test that passes on rerun is
+    a flaky test for the disabled list, not a smoke test);
+  * it is not flaky elsewhere: fewer than MIN_FLAKE_EVENTS flake events on the other
+    platforms together, so tests flaky everywhere never qualify.
+
+Ranked by the margin between those two bounds (`score`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.flaky import MIN_FLAKE_EVENTS, wilson_sql
+from torchci_assets.derived.test_lists import dumps, pytorch_key
+from torchci_assets.derived.test_stats import quiet_connect
+
+SMOKE_MIN_RUNS = 30
+SMOKE_MIN_EXCLUSIVE_SHAS = 3
+SMOKE_MIN_FAILURE_RATE = 0.05
+SMOKE_DIR = "smoke-tests"
+
+SMOKE_SCHEMA = pa.schema(
+    [("platform", pa.string()), ("rank", pa.int64()), ("file", pa.string()), ("classname", pa.string()),
+     ("name", pa.string())]
+    + [(c, pa.int64()) for c in ("runs", "failures")]
+    + [(c, pa.float64()) for c in ("failure_rate", "failure_rate_low")]
+    + [(c, pa.int64()) for c in ("runs_elsewhere", "failures_elsewhere")]
+    + [(c, pa.float64()) for c in ("failure_rate_elsewhere", "failure_rate_elsewhere_high")]
+    + [(c, pa.int64()) for c in ("failing_shas", "exclusive_failing_shas", "flake_events", "flake_events_elsewhere")]
+    + [("score", pa.float64())])
+
+_SMOKE_SQL = f"""
+    WITH t AS (
+        SELECT file, classname, name, sum(runs) AS all_runs, sum(failures) AS all_failures,
+               sum(flake_events) AS all_flake_events
+        FROM ev GROUP BY ALL
+    ),
+    c AS (
+        SELECT ev.platform, ev.file, ev.classname, ev.name, ev.runs, ev.failures, ev.failing_shas,
+               ev.exclusive_failing_shas, ev.flake_events,
+               t.all_runs - ev.runs AS runs_elsewhere, t.all_failures - ev.failures AS failures_elsewhere,
+               t.all_flake_events - ev.flake_events AS flake_events_elsewhere
+        FROM ev JOIN t USING (file, classname, name)
+    ),
+    s AS (
+        SELECT *, failures / nullif(runs, 0) AS failure_rate,
+               {wilson_sql('failures', 'runs', '-')} AS failure_rate_low,
+               failures_elsewhere / nullif(runs_elsewhere, 0) AS failure_rate_elsewhere,
+               {wilson_sql('failures_elsewhere', 'runs_elsewhere', '+')} AS failure_rate_elsewhere_high,
+               failure_rate_low - failure_rate_elsewhere_high AS score
+        FROM c
+    )
+    SELECT platform, row_number() OVER (PARTITION BY platform ORDER BY score DESC, file, classname, name) AS rank,
+           file, classname, name, runs, failures, failure_rate, failure_rate_low, runs_elsewhere,
+           failures_elsewhere, failure_rate_elsewhere, failure_rate_elsewhere_high, failing_shas,
+           exclusive_failing_shas, flake_events, flake_events_elsewhere, score
+    FROM s
+    WHERE runs >= {SMOKE_MIN_RUNS} AND runs_elsewhere > 0
+      AND exclusive_failing_shas >= {SMOKE_MIN_EXCLUSIVE_SHAS}
+      AND score > 0 AND failure_rate_low >= {SMOKE_MIN_FAILURE_RATE}
+      AND flake_events_elsewhere < {MIN_FLAKE_EVENTS}
+    ORDER BY platform, rank
+"""
+
+
+def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, str]]:
+    """(every platform in the window's evidence, the smoke rows ranked per platform, the window's
+    first and last day) for `day`."""
+    con = quiet_connect()
+    try:
+        if lake.register(con, "flaky_test_platforms", [day], name="ev") == 0:
+            raise FileNotFoundError(f"flaky_test_platforms has no partition for {day}: materialize flaky_tests first")
+        platforms = [p for (p,) in con.execute(
+            "SELECT DISTINCT platform FROM ev WHERE platform IS NOT NULL ORDER BY 1").fetchall()]
+        start, end = con.execute("SELECT min(window_start)::VARCHAR, max(window_end)::VARCHAR FROM ev").fetchone()
+        cur = con.execute(_SMOKE_SQL)
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    finally:
+        con.close()
+    return platforms, rows, (start or day, end or day)
+
+
+def smoke_document(platform: str, rows: list[dict], start: str, end: str) -> dict:
+    """smoke-tests/<platform>.json: the criteria, then the ranked tests with their evidence."""
+    tests = []
+    for r in rows:
+        tests.append({"test": pytorch_key(r["classname"], r["name"]), **{k: r[k] for k in (
+            "file", "classname", "name", "rank", "failures", "runs", "failure_rate", "failure_rate_low",
+            "failures_elsewhere", "runs_elsewhere", "failure_rate_elsewhere", "failure_rate_elsewhere_high",
+            "failing_shas", "exclusive_failing_shas", "flake_events", "score")}})
+    return {
+        "platform": platform,
+        "window": {"start": start, "end": end},
+        "criteria": {"min_runs": SMOKE_MIN_RUNS, "min_exclusive_failing_shas": SMOKE_MIN_EXCLUSIVE_SHAS,
+                     "min_failure_rate_low": SMOKE_MIN_FAILURE_RATE,
+                     "max_flake_events_elsewhere": MIN_FLAKE_EVENTS - 1,
+                     "statistic": "Wilson 95% lower bound of the failure rate on the platform minus the upper "
+                                  "bound elsewhere"},
+        "tests": tests,
+    }
+
+
+@dataclass
+class SmokeReport:
+    day: str
+    platforms: dict[str, int]  # tests in each platform's set
+    paths: list[str]
+
+
+def publish_smoke_tests(lake: Lake, outputs: Store, day: str) -> SmokeReport:
+    """Write the `smoke_tests` lake table for `day` and publish smoke-tests/<platform>.json for
+    every platform of the window (an empty set is published too: it is an answer)."""
+    platforms, rows, (start, end) = smoke_rows(lake, day)
+    lake.write("smoke_tests", day, pa.Table.from_pylist(rows, schema=SMOKE_SCHEMA))
+    counts, paths = {}, []
+    for p in platforms:
+        mine = [r for r in rows if r["platform"] == p]
+        path = f"{SMOKE_DIR}/{p}.json"
+        outputs.write_bytes(path, dumps(smoke_document(p, mine, start, end)))
+        counts[p] = len(mine)
+        paths.append(path)
+    return SmokeReport(day, counts, paths)

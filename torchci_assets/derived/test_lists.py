@@ -1,0 +1,179 @@
+"""disabled-tests-condensed.json and slow-tests.json in PyTorch's formats.
+
+PyTorch's CI downloads both and its test runner reads them unchanged:
+
+    disabled-tests-condensed.json  {"test_x (__main__.TestY)": [issue_number, issue_url, [platforms]]}
+    slow-tests.json                {"test_x (__main__.TestY)": seconds}
+
+Disabling follows PyTorch's bar: a test is disabled when its verdict is `flaky` and its flake
+evidence spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where it flaked
+(the empty list, which means every platform, only when it flaked on every platform that ran
+it, at least two). A disabled test stays disabled until it has been clean for a whole
+window: at least REENABLE_MIN_RUNS runs and no flake event; then it is dropped from the file
+and listed in reenabled-tests.json. Without runs it stays (no evidence it was fixed). In
+PyTorch, disabled tests still run in the rerun-disabled-tests jobs, which supply those runs.
+
+Issue numbers: without a GitHub token there are no issues, so the id is a stable hash of the
+test's key ("local-" + 12 hex digits) and the url is empty. A deployment with a token would
+look up the open "DISABLED <key>" issue (GitHub search: `repo:<upstream> is:issue is:open
+"DISABLED test_x (__main__.TestY)"`), create it when missing, and put its number and
+html_url in the entry; PyTorch's tooling compares the number with "Fixes #N" in PR bodies to
+run a disabled test on the PR that fixes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import orjson
+import pyarrow as pa
+
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.flaky import window
+from torchci_assets.derived.test_stats import quiet_connect
+
+DISABLE_MIN_JOBS = 3
+REENABLE_MIN_RUNS = 50
+SLOW_TEST_SECONDS = 60.0
+DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
+REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
+SLOW_TESTS_PATH = "stats/slow-tests.json"
+
+DISABLED_SCHEMA = pa.schema([
+    ("test", pa.string()), ("id", pa.string()), ("url", pa.string()), ("platforms", pa.list_(pa.string())),
+    ("status", pa.string()), ("flake_events", pa.int64()), ("runs", pa.int64()),
+])
+SLOW_SCHEMA = pa.schema([
+    ("test", pa.string()), ("seconds", pa.float64()), ("build_env", pa.string()), ("test_config", pa.string()),
+    ("clean_passes", pa.int64()),
+])
+
+
+def pytorch_key(classname: str, name: str) -> str:
+    """PyTorch's test id: "test_x (__main__.TestY)"; a dotted classname keeps its last part."""
+    return f"{name} (__main__.{classname.rsplit('.', 1)[-1]})"
+
+
+def stable_id(key: str) -> str:
+    return "local-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def dumps(doc) -> bytes:
+    """PyTorch's layout: sorted keys, two-space indent."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
+def disable_platforms(flaky_platforms: list[str], platforms: list[str]) -> list[str]:
+    """Where to disable: the platforms where it flaked; [] (everywhere) when that is every
+    platform that ran it, and more than one."""
+    flaked = sorted(set(flaky_platforms))
+    return [] if len(flaked) > 1 and set(flaked) >= set(platforms) else flaked
+
+
+def _merge_platforms(a: list[str], b: list[str]) -> list[str]:
+    return [] if not a or not b else sorted(set(a) | set(b))
+
+
+@dataclass
+class DisabledDecision:
+    disabled: dict  # the condensed file's content
+    reenabled: dict  # key -> {"id", "runs"}
+    new: list[str]  # keys disabled today that were not before
+
+
+def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
+    """rows: `flaky_tests` rows (classname, name, verdict, flake_events, runs, platforms,
+    flaky_platforms); previous: the published condensed file ({} if none)."""
+    by_key: dict[str, list[dict]] = {}
+    for r in rows:
+        by_key.setdefault(pytorch_key(r["classname"], r["name"]), []).append(r)
+    disabled: dict = {}
+    for key, rs in by_key.items():
+        for r in rs:
+            if r["verdict"] == "flaky" and r["flake_events"] >= DISABLE_MIN_JOBS:
+                where = disable_platforms(list(r["flaky_platforms"]), list(r["platforms"]))
+                old = disabled.get(key) or previous.get(key)
+                ident, url = (old[0], old[1]) if old else (stable_id(key), "")
+                disabled[key] = [ident, url, where if key not in disabled else _merge_platforms(disabled[key][2], where)]
+    reenabled = {}
+    for key, entry in previous.items():
+        if key in disabled:
+            continue
+        rs = by_key.get(key, [])
+        runs = sum(r["runs"] for r in rs)
+        if runs >= REENABLE_MIN_RUNS and all(r["flake_events"] == 0 for r in rs):
+            reenabled[key] = {"id": entry[0], "runs": runs}
+        else:
+            disabled[key] = list(entry)
+    return DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
+
+
+def _load(store: Store, path: str) -> dict:
+    return orjson.loads(store.read_bytes(path)) if store.exists(path) else {}
+
+
+def _rows(con, sql: str) -> list[dict]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
+    """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
+    lake table and publish the condensed file and the re-enabled list."""
+    con = quiet_connect()
+    try:
+        if lake.register(con, "flaky_tests", [day], name="f") == 0:
+            raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
+        rows = _rows(con, "SELECT classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
+    finally:
+        con.close()
+    decision = decide_disabled(rows, _load(outputs, DISABLED_TESTS_PATH))
+    events = {}
+    for r in rows:
+        key = pytorch_key(r["classname"], r["name"])
+        e, n = events.get(key, (0, 0))
+        events[key] = (e + r["flake_events"], n + r["runs"])
+    table = [{"test": k, "id": v[0], "url": v[1], "platforms": v[2], "status": "disabled",
+              "flake_events": events.get(k, (0, 0))[0], "runs": events.get(k, (0, 0))[1]}
+             for k, v in sorted(decision.disabled.items())]
+    table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
+               "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
+    lake.write("disabled_tests", day, pa.Table.from_pylist(table, schema=DISABLED_SCHEMA))
+    outputs.write_bytes(REENABLED_TESTS_PATH, dumps(decision.reenabled))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps(decision.disabled))
+    return decision
+
+
+def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict]:
+    """Per test key, its slowest configuration's mean time over clean passes on main in the
+    window, for tests where that exceeds SLOW_TEST_SECONDS."""
+    con = quiet_connect()
+    try:
+        if lake.register(con, "test_daily_stats", window(day, window_days), name="s") == 0:
+            raise FileNotFoundError(f"test_daily_stats has no partition in the window ending {day}")
+        rows = _rows(con, f"""
+            SELECT classname, name, build_env, test_config, sum(pass_time) / sum(clean_passes) AS seconds,
+                   sum(clean_passes)::BIGINT AS clean_passes
+            FROM s WHERE branch_class = 'main' AND clean_passes > 0
+            GROUP BY ALL HAVING seconds > {SLOW_TEST_SECONDS}
+            ORDER BY seconds DESC, build_env, test_config, classname, name
+        """)
+    finally:
+        con.close()
+    best: dict[str, dict] = {}
+    for r in rows:
+        key = pytorch_key(r["classname"], r["name"])
+        if key not in best:  # rows come slowest first
+            best[key] = {"test": key, **{k: r[k] for k in ("seconds", "build_env", "test_config", "clean_passes")}}
+    return list(best.values())
+
+
+def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> int:
+    """Write the `slow_tests` lake table for `day` and publish slow-tests.json; returns its size."""
+    rows = slow_tests(lake, day, window_days)
+    lake.write("slow_tests", day, pa.Table.from_pylist(rows, schema=SLOW_SCHEMA))
+    outputs.write_bytes(SLOW_TESTS_PATH, dumps({r["test"]: r["seconds"] for r in rows}))
+    return len(rows)
