@@ -38,7 +38,7 @@ r = ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3])
 elapsed = time.perf_counter() - t
 print(json.dumps({"seconds": elapsed, "deliveries": r.deliveries, "lines": r.lines, "rejects": len(r.rejects),
                   "duplicates": r.duplicates, "rows": r.rows,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024}))
 """
 
 FLOOR = """

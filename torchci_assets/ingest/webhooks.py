@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import queue
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -302,7 +303,8 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     report.files = len(files)
     report.bytes_read = sum(f.size for f in files)
     if workers is None:
-        workers = PARTS if report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1 else 1
+        workers = PARTS if (report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1
+                            and _can_spawn()) else 1
     with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp, PartitionCommit(lake) as out:
         if workers > 1:
             scans = _scan_in_processes(archive.uri, lake.store.uri, day, files, tmp, log)
@@ -454,6 +456,13 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
                 t.close()
 
 
+def _can_spawn() -> bool:
+    """Spawned workers re-import the parent's main module: impossible from stdin or a REPL."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return getattr(main, "__spec__", None) is not None or (path is not None and os.path.exists(path))
+
+
 def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
     def progress(n: int, d: int) -> None:
         files_done.value, deliveries.value = n, d
@@ -482,7 +491,8 @@ def _scan_in_processes(archive_uri: str, lake_uri: str, day: str, files: list, t
                 got = results.get(timeout=5)
             except queue.Empty:
                 if not all(p.is_alive() for p in procs):
-                    raise RuntimeError("a webhook scan worker died without a result (out of memory?)") from None
+                    raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
+                                       "or unable to start: see its output above)") from None
                 done = min(c[0].value for c in counters)
                 log(f"webhooks day={day}: {done}/{len(files)} files, "
                     f"{sum(c[1].value for c in counters):,} deliveries so far ({PARTS} processes)")
