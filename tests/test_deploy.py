@@ -3,7 +3,9 @@ official chart reads and agree with dagster.yaml and the Dockerfile; the image's
 starts the code location here and answers the gRPC health check."""
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -70,14 +72,17 @@ def test_the_image_copies_every_package_the_project_installs():
     assert copied == packages
 
 
-def test_the_image_command_starts_the_code_location_and_answers_the_health_check():
+def test_the_image_command_starts_the_code_location_and_answers_the_health_check(tmp_path):
     port = free_port()
     cmd = dockerfile_cmd()
     cmd[cmd.index("-h") + 1] = "127.0.0.1"  # the container binds 0.0.0.0; here only loopback
     cmd[cmd.index("-p") + 1] = str(port)
-    server = subprocess.Popen([DAGSTER, *cmd[1:]], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
+        server = subprocess.Popen([DAGSTER, *cmd[1:]], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     try:
-        deadline, answer = time.monotonic() + 60, None
+        deadline, answer = time.monotonic() + 90, None
         while time.monotonic() < deadline and server.poll() is None:
             check = subprocess.run([DAGSTER, "api", "grpc-health-check", "-p", str(port)],
                                    capture_output=True, text=True)
@@ -85,11 +90,15 @@ def test_the_image_command_starts_the_code_location_and_answers_the_health_check
             if check.returncode == 0:
                 break
             time.sleep(0.5)
-        assert server.poll() is None, server.stdout.read().decode()[-2000:]
+        assert server.poll() is None, log_path.read_text()[-2000:]
         assert check.returncode == 0 and "successful" in answer
     finally:
-        server.terminate()
-        server.wait(20)
+        os.killpg(server.pid, signal.SIGTERM)  # the server and any process it started
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
     # it served because the definitions loaded, not in spite of an import error
-    log = server.stdout.read().decode()
+    log = log_path.read_text()
     assert "Started Dagster code server for module torchci_assets.definitions" in log, log[-2000:]
