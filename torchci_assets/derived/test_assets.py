@@ -15,6 +15,7 @@ from torchci_assets.derived.test_stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_
                                                build_test_results, daily_stats_totals)
 from torchci_assets.derived.test_times import (MAX_LOSS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS,
                                                PublishRefused, publish_test_times)
+from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.test_reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.partitions import daily_partitions
 
@@ -73,7 +74,7 @@ def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
         "rows": report.reject_count,
         "by_source": dg.MetadataValue.json({s: len(r) for s, r in report.rejects.items()}),
-        "preview": dg.MetadataValue.md(_rejects_md(rejects)),
+        "preview": dg.MetadataValue.md(rejects_markdown(rejects)),
     })
     unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS)
     yield dg.AssetCheckResult(asset_key="test_run", check_name="unique_test_per_job", passed=unique.passed,
@@ -215,10 +216,3 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
 
 TEST_ASSETS = [test_run_asset, test_results_asset, test_daily_stats_asset, test_times_asset, shard_plans_asset]
 
-
-def _rejects_md(rejects) -> str:
-    if not rejects:
-        return "No rejects."
-    rows = "\n".join(f"| `{r.location}` | {r.reason.replace('|', '/')[:120]} |" for r in rejects[:10])
-    more = f"\n\n…and {len(rejects) - 10} more." if len(rejects) > 10 else ""
-    return "| location | reason |\n|---|---|\n" + rows + more

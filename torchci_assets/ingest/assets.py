@@ -5,6 +5,7 @@ import dagster as dg
 from resources import ArchiveResource, LakeResource
 from resources.lake import connect
 from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
+from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.partitions import daily_partitions
 
@@ -72,7 +73,7 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
             yield dg.MaterializeResult(asset_key=table, metadata=metadata)
     yield dg.MaterializeResult(asset_key=WEBHOOK_REJECTS, metadata={
         "rows": len(report.rejects),
-        "preview": dg.MetadataValue.md(_rejects_table(report.rejects)),
+        "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
     })
     for table, (key, required) in WEBHOOK_TABLES.items():
         yield unique_key_check(lk, table, day, key)
@@ -98,10 +99,3 @@ def _jobs_preview(lake, day: str) -> str:
 def _events_table(events: dict[str, int]) -> str:
     rows = "\n".join(f"| {e} | {n} |" for e, n in sorted(events.items(), key=lambda kv: -kv[1]))
     return "| event | deliveries |\n|---|---|\n" + rows
-
-def _rejects_table(rejects) -> str:
-    if not rejects:
-        return "No rejects."
-    rows = "\n".join(f"| `{r.location}` | {r.reason.replace('|', '/')[:120]} |" for r in rejects[:10])
-    more = f"\n\n…and {len(rejects) - 10} more." if len(rejects) > 10 else ""
-    return "| location | reason |\n|---|---|\n" + rows + more

@@ -41,3 +41,12 @@ def rejects_table(rejects: list[Reject]) -> pa.Table:
 
 def write_rejects(lake: Lake, day: str, source: str, rejects: list[Reject]) -> int:
     return lake.write("rejects", day, rejects_table(rejects), part=source)
+
+
+def rejects_markdown(rejects: list[Reject], limit: int = 10) -> str:
+    """The first rejects as a markdown table, for materialization metadata."""
+    if not rejects:
+        return "No rejects."
+    rows = "\n".join(f"| `{r.location}` | {r.reason.replace('|', '/')[:120]} |" for r in rejects[:limit])
+    more = f"\n\n…and {len(rejects) - limit} more." if len(rejects) > limit else ""
+    return "| location | reason |\n|---|---|\n" + rows + more
