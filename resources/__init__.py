@@ -10,7 +10,7 @@ import os
 
 import dagster as dg
 
-from resources.lake import Lake, connect
+from resources.lake import Lake
 from resources.storage import Store
 
 DEFAULT_URIS = {

@@ -7,7 +7,6 @@ import io
 import os
 import subprocess
 import sys
-import textwrap
 import tracemalloc
 from pathlib import Path
 

@@ -3,7 +3,6 @@
 import datetime as dt
 import gzip
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg

@@ -88,7 +88,7 @@ _STEPS = [
     """),
     # a re-attempt of a failing job's shard (same run, config and shard) that ran tests, was
     # not infra, and has no failure or rerun row for this test on this commit: it passed it
-    ("retry_pass", f"""
+    ("retry_pass", """
         SELECT DISTINCT sj.file, sj.classname, sj.name, sj.build_env, sj.test_config, sj.head_sha
         FROM sha_jobs sj
         JOIN jobs j2 ON j2.run_id = sj.run_id AND j2.build_env = sj.build_env AND j2.test_config = sj.test_config

@@ -16,7 +16,6 @@ GitHub delivers at least once and in no particular order, so:
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import gc
 import glob
 import multiprocessing
@@ -32,163 +31,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
-from torchci_assets.ingest.jobnames import parse_job_name
 from torchci_assets.ingest.lines import iter_lines
+from torchci_assets.ingest.payloads import (JOB_STAGE, PR_STAGE, PUSH_STAGE, RUN_STAGE, TS, FieldError, parse_envelope,
+                                            pull_request_row, push_row, raw_payload, repo_of, workflow_job_row,
+                                            workflow_run_row)
 from torchci_assets.ingest.rejects import Reject, rejects_table
 
 SOURCE = "webhooks"
 BATCH_ROWS = 20_000
 EVENT_BATCH_ROWS = 4_000  # ~40 MB of payload text per batch
-TS = pa.timestamp("ms", tz="UTC")
 
 WEBHOOK_EVENTS_SCHEMA = pa.schema([
     ("event", pa.string()), ("action", pa.string()), ("delivery_id", pa.string()),
     ("received_at", TS), ("repo", pa.string()), ("payload", pa.string()),
 ])
-
-class FieldError(ValueError):
-    """A payload field has the wrong type: the typed row is rejected, the delivery is kept."""
-
-
-def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
-    value = obj.get(key)
-    if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise FieldError(f"wrong type: {where}.{key} is {type(value).__name__}, expected {getattr(kind, '__name__', kind)}")
-
-
-def _labels(value, where: str) -> list[str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        raise FieldError(f"wrong type: {where} is {type(value).__name__}, expected list")
-    return [v.get("name") if isinstance(v, dict) else str(v) for v in value]
-
-
-def _repo(payload: dict) -> str | None:
-    repo = payload.get("repository")
-    return repo.get("full_name") if isinstance(repo, dict) else None
-
-
-# ---- typed extraction: one function per event, returning the staging row -----------------
-# Timestamps stay strings here and are cast (and checked) in SQL when the day is reduced.
-
-JOB_STAGE = pa.schema([
-    ("id", pa.int64()), ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()),
-    ("workflow_name", pa.string()), ("name", pa.string()), ("head_sha", pa.string()),
-    ("head_branch", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
-    ("created_at", pa.string()), ("started_at", pa.string()), ("completed_at", pa.string()),
-    ("labels", pa.list_(pa.string())), ("runner_name", pa.string()),
-    ("build_env", pa.string()), ("test_config", pa.string()), ("shard", pa.int32()),
-    ("num_shards", pa.int32()), ("platform", pa.string()),
-    ("received_at", TS), ("location", pa.string()),
-])
-
-
-def _workflow_job(p: dict) -> tuple:
-    job = p.get("workflow_job")
-    if not isinstance(job, dict):
-        raise FieldError("missing field: workflow_job")
-    w = "workflow_job"
-    job_id = _get(job, "id", int, w)
-    if job_id is None:
-        raise FieldError("missing field: workflow_job.id")
-    name = _get(job, "name", str, w)
-    parsed = parse_job_name(name)
-    return (
-        job_id, _get(job, "run_id", int, w), _get(job, "run_attempt", int, w) or 1, _repo(p),
-        _get(job, "workflow_name", str, w), name, _get(job, "head_sha", str, w),
-        _get(job, "head_branch", str, w), _get(job, "status", str, w) or p.get("action"),
-        _get(job, "conclusion", str, w), _get(job, "created_at", str, w), _get(job, "started_at", str, w),
-        _get(job, "completed_at", str, w), _labels(job.get("labels"), "workflow_job.labels"),
-        _get(job, "runner_name", str, w), parsed.build_env, parsed.test_config, parsed.shard,
-        parsed.num_shards, parsed.platform,
-    )
-
-
-RUN_STAGE = pa.schema([
-    ("id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()), ("name", pa.string()),
-    ("event", pa.string()), ("head_sha", pa.string()), ("head_branch", pa.string()),
-    ("status", pa.string()), ("conclusion", pa.string()), ("created_at", pa.string()),
-    ("updated_at", pa.string()), ("received_at", TS), ("location", pa.string()),
-])
-
-
-def _workflow_run(p: dict) -> tuple:
-    run = p.get("workflow_run")
-    if not isinstance(run, dict):
-        raise FieldError("missing field: workflow_run")
-    w = "workflow_run"
-    run_id = _get(run, "id", int, w)
-    if run_id is None:
-        raise FieldError("missing field: workflow_run.id")
-    return (
-        run_id, _get(run, "run_attempt", int, w) or 1, _repo(p), _get(run, "name", str, w),
-        _get(run, "event", str, w), _get(run, "head_sha", str, w), _get(run, "head_branch", str, w),
-        _get(run, "status", str, w), _get(run, "conclusion", str, w), _get(run, "created_at", str, w),
-        _get(run, "updated_at", str, w),
-    )
-
-
-PUSH_STAGE = pa.schema([
-    ("repo", pa.string()), ("ref", pa.string()), ("before", pa.string()), ("after", pa.string()),
-    ("forced", pa.bool_()), ("created", pa.bool_()), ("deleted", pa.bool_()),
-    ("head_commit_id", pa.string()), ("head_commit_timestamp", pa.string()), ("commit_count", pa.int32()),
-    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
-])
-
-
-def _push(p: dict) -> tuple:
-    w = "push"
-    ref = _get(p, "ref", str, w)
-    if ref is None:
-        raise FieldError("missing field: push.ref")
-    head = p.get("head_commit")
-    if head is not None and not isinstance(head, dict):
-        raise FieldError(f"wrong type: push.head_commit is {type(head).__name__}, expected object")
-    head = head or {}
-    commits = p.get("commits")
-    return (
-        _repo(p), ref, _get(p, "before", str, w), _get(p, "after", str, w),
-        bool(p.get("forced")), bool(p.get("created")), bool(p.get("deleted")),
-        _get(head, "id", str, "push.head_commit"), _get(head, "timestamp", str, "push.head_commit"),
-        len(commits) if isinstance(commits, list) else None,
-    )
-
-
-PR_STAGE = pa.schema([
-    ("repo", pa.string()), ("number", pa.int64()), ("action", pa.string()), ("state", pa.string()),
-    ("head_sha", pa.string()), ("head_ref", pa.string()), ("base_ref", pa.string()),
-    ("labels", pa.list_(pa.string())), ("merged", pa.bool_()), ("updated_at", pa.string()),
-    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
-])
-
-
-def _pull_request(p: dict) -> tuple:
-    pr = p.get("pull_request")
-    if not isinstance(pr, dict):
-        raise FieldError("missing field: pull_request")
-    w = "pull_request"
-    number = _get(p, "number", int, w)
-    if number is None:
-        number = _get(pr, "number", int, w)
-    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
-    base = pr.get("base") if isinstance(pr.get("base"), dict) else {}
-    merged = pr.get("merged")
-    return (
-        _repo(p), number, _get(p, "action", str, w), _get(pr, "state", str, w),
-        _get(head, "sha", str, "pull_request.head"), _get(head, "ref", str, "pull_request.head"),
-        _get(base, "ref", str, "pull_request.base"), _labels(pr.get("labels"), "pull_request.labels"),
-        merged if isinstance(merged, bool) else None, _get(pr, "updated_at", str, w),
-    )
-
 
 @dataclass
 class _Typed:
@@ -238,54 +100,6 @@ class WebhookDayReport:
     @property
     def reject_rate(self) -> float:
         return len(self.rejects) / self.lines if self.lines else 0.0
-
-
-def _parse_received_at(value) -> dt.datetime:
-    if not isinstance(value, str):
-        raise ValueError
-    return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
-
-
-def _raw_payload(line: bytes, env: dict) -> bytes:
-    """The payload's JSON text as archived, without re-serializing it.
-
-    When the envelope has exactly its four keys and ends with the payload object, the first
-    `"payload":` in the line is that key (the other values are strings, in which an unescaped
-    quote cannot occur), so the text between it and the envelope's closing brace is the
-    payload verbatim. Any other layout falls back to re-serializing the parsed payload.
-    """
-    if len(env) == 4:
-        body = line.rstrip()
-        if body.endswith(b"}}"):
-            i = body.find(b'"payload":')
-            if i > 0:
-                return body[i + 10:-1].strip()
-    return orjson.dumps(env["payload"])
-
-
-def _envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
-    """Validate one archive line; raises ValueError with the reject reason."""
-    try:
-        env = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc}") from None
-    if not isinstance(env, dict):
-        raise ValueError(f"invalid envelope: a JSON {type(env).__name__}, expected an object")
-    for key in ("event", "delivery_id", "received_at", "payload"):
-        if env.get(key) is None:
-            raise ValueError(f"missing field: {key}")
-    event, delivery_id, payload = env["event"], env["delivery_id"], env["payload"]
-    if not isinstance(event, str) or not event:
-        raise ValueError(f"wrong type: event is {type(event).__name__}, expected a non-empty string")
-    if not isinstance(delivery_id, str) or not delivery_id:
-        raise ValueError(f"wrong type: delivery_id is {type(delivery_id).__name__}, expected a non-empty string")
-    if not isinstance(payload, dict):
-        raise ValueError(f"wrong type: payload is {type(payload).__name__}, expected an object")
-    try:
-        received_at = _parse_received_at(env["received_at"])
-    except ValueError:
-        raise ValueError(f"wrong type: received_at {str(env['received_at'])[:40]!r} is not an ISO 8601 timestamp") from None
-    return event, delivery_id, received_at, payload, env
 
 
 def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
@@ -372,10 +186,10 @@ class _Progress:
 def _stage_tables(stage_dir: str) -> dict[str, "_Typed"]:
     os.makedirs(stage_dir, exist_ok=True)
     return {
-        "workflow_job": _Typed("workflow_job", JOB_STAGE, _workflow_job, False, os.path.join(stage_dir, "workflow_job.parquet")),
-        "workflow_run": _Typed("workflow_run", RUN_STAGE, _workflow_run, False, os.path.join(stage_dir, "workflow_run.parquet")),
-        "push": _Typed("push", PUSH_STAGE, _push, True, os.path.join(stage_dir, "push.parquet")),
-        "pull_request": _Typed("pull_request", PR_STAGE, _pull_request, True, os.path.join(stage_dir, "pull_request.parquet")),
+        "workflow_job": _Typed("workflow_job", JOB_STAGE, workflow_job_row, False, os.path.join(stage_dir, "workflow_job.parquet")),
+        "workflow_run": _Typed("workflow_run", RUN_STAGE, workflow_run_row, False, os.path.join(stage_dir, "workflow_run.parquet")),
+        "push": _Typed("push", PUSH_STAGE, push_row, True, os.path.join(stage_dir, "push.parquet")),
+        "pull_request": _Typed("pull_request", PR_STAGE, pull_request_row, True, os.path.join(stage_dir, "pull_request.parquet")),
     }
 
 
@@ -417,7 +231,7 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
                 scan.lines += 1
                 location = f"{entry.path}:{lineno}"
                 try:
-                    event, delivery_id, received_at, payload, env = _envelope(line)
+                    event, delivery_id, received_at, payload, env = parse_envelope(line)
                 except ValueError as exc:
                     scan.rejects.append(Reject(SOURCE, location, str(exc), Reject.sample_of(line)))
                     continue
@@ -429,7 +243,7 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
                 action = payload.get("action")
                 batch = batches[k]
                 batch.append((event, action if isinstance(action, str) else None, delivery_id, received_at,
-                              _repo(payload), _raw_payload(line, env)))
+                              repo_of(payload), raw_payload(line, env)))
                 if len(batch) >= EVENT_BATCH_ROWS:
                     outs[k].put(_events_batch(batch))
                     scan.deliveries += len(batch)

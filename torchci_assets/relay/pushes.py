@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from resources.storage import Store
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.rejects import Reject
-from torchci_assets.ingest.webhooks import FieldError, _envelope, _push
+from torchci_assets.ingest.payloads import FieldError, parse_envelope, push_row
 from torchci_assets.relay.config import RelayConfig
 
 ZERO_SHA = "0" * 40
@@ -146,7 +146,7 @@ def push_commit(payload: dict, delivery_id: str, received_at: dt.datetime,
     """The commit a push delivery asks to dispatch, or None and why not ("" when the push is
     simply not for the upstream's configured branches)."""
     try:
-        repo, ref, before, after, forced, _created, deleted, *_ = _push(payload)
+        repo, ref, before, after, forced, _created, deleted, *_ = push_row(payload)
     except FieldError as exc:
         return None, f"push {delivery_id}: unreadable: {exc}"
     if (repo or "").lower() != config.upstream_repo.lower() or ref not in config.branches:
@@ -218,7 +218,7 @@ def _read_file(store: Store, path: str, config: RelayConfig, report: ScanReport,
                found: dict[str, UpstreamCommit], seen_keys: set[str]) -> None:
     for lineno, line in iter_lines(store, path, "webhooks", report.rejects):
         try:
-            event, delivery_id, received_at, payload, _env = _envelope(line)
+            event, delivery_id, received_at, payload, _env = parse_envelope(line)
         except ValueError as exc:
             report.rejects.append(Reject("webhooks", f"{path}:{lineno}", str(exc), Reject.sample_of(line)))
             continue
