@@ -118,3 +118,9 @@ def roots(request, tmp_path) -> Roots:
 @pytest.fixture
 def octokit() -> dict:
     return json.loads((DATA / "octokit" / "examples.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def httpserver_listen_address():
+    """pytest-httpserver plays the GitHub API on loopback only, on a free port."""
+    return ("127.0.0.1", 0)

@@ -16,10 +16,6 @@ from resources.github import DispatchResult, GitHubError, GitHubResource
 TOKEN = "ghp_FAKEtoken0123456789abcdefSECRET"
 
 
-@pytest.fixture(scope="session")
-def httpserver_listen_address():
-    return ("127.0.0.1", 0)
-
 
 class Script:
     """Serves the given responses in order (the last one repeats) and counts requests."""

@@ -32,10 +32,6 @@ allowlist:
 """
 
 
-@pytest.fixture(scope="session")
-def httpserver_listen_address():
-    return ("127.0.0.1", 0)
-
 
 @pytest.fixture(autouse=True)
 def relay_config(tmp_path, monkeypatch):

@@ -37,10 +37,6 @@ REPOSITORY = {"id": 65600975, "name": "pytorch", "full_name": "pytorch/pytorch",
                  ("issues", "pulls", "commits", "branches", "tags", "labels", "releases", "hooks")}}
 
 
-@pytest.fixture(scope="session")
-def httpserver_listen_address():
-    return ("127.0.0.1", 0)
-
 
 @pytest.fixture(autouse=True)
 def relay_config(tmp_path, monkeypatch):
