@@ -34,13 +34,23 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _envelopes(root: Path):
-    """(day folder, envelope) for every webhook line."""
+def _torn_and_whole(root: Path):
+    """(day folder, line) of every webhook line, split into those cut short and the rest."""
+    torn, whole = [], []
     for f in sorted((root / "webhooks").glob("day=*/*.jsonl.gz")):
         day = f.parent.name[4:]
         with gzip.open(f, "rt") as fh:
             for line in fh:
-                yield day, json.loads(line)
+                try:
+                    whole.append((day, json.loads(line)))
+                except json.JSONDecodeError:
+                    torn.append((day, line))
+    return torn, whole
+
+
+def _envelopes(root: Path):
+    """(day folder, envelope) for every whole webhook line."""
+    yield from _torn_and_whole(root)[1]
 
 
 def _reports(root: Path):
@@ -111,6 +121,17 @@ def test_envelopes_have_four_keys_and_land_in_their_day(envelopes):
                [("workflow_run", a) for a in ("requested", "in_progress", "completed")] + \
                [("push", None)] + [("pull_request", a) for a in ("opened", "synchronize", "labeled", "closed")]:
         assert events[key] > 0, key
+
+
+def test_a_collector_crash_leaves_a_cut_line_then_the_whole_delivery(archive, truth):
+    torn, _ = _torn_and_whole(archive)
+    assert len(torn) == truth["quirks"]["torn_lines"] == len({d for d, _ in torn}) > 0  # one a day
+    for f in sorted((archive / "webhooks").glob("day=*/*.jsonl.gz")):
+        lines = gzip.decompress(f.read_bytes()).decode().splitlines()
+        for cut, after in zip(lines, lines[1:]):
+            if (f.parent.name[4:], cut + "\n") in torn:
+                assert after.startswith(cut) and len(after) > len(cut)
+                json.loads(after)
 
 
 def test_payload_sizes_are_realistic(envelopes):

@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tests-per-file", type=int, default=30, help="mean tests per file")
     p.add_argument("--no-test-reports", action="store_true", help="webhooks and ci-results only")
     p.add_argument("--backends", type=int, default=4, help="downstream backends reporting ci-results")
+    p.add_argument("--torn-lines-per-day", type=int, default=1,
+                   help="webhook lines cut short by a collector crash (each followed by the full delivery)")
     return p
 
 
@@ -58,7 +60,8 @@ def main(argv: list[str]) -> int:
     days = [start + dt.timedelta(days=i) for i in range(args.days)]
     opts = Options(seed=args.seed, commits_per_day=args.commits_per_day, prs_per_day=args.prs_per_day,
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
-                   test_reports=not args.no_test_reports, backends=args.backends)
+                   test_reports=not args.no_test_reports, backends=args.backends,
+                   torn_lines_per_day=args.torn_lines_per_day)
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

@@ -63,7 +63,11 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
     hooks = RollingJsonl(out / "webhooks" / folder, "hooks", level=1)
     by_event: dict[str, int] = {}
     dups = 0
-    for d in todays:
+    # The collector dies mid-write now and then: the archive keeps a cut line, and the
+    # delivery, never acknowledged, comes again right after it (written in full).
+    torn_rng = random.Random(f"{world.opts.seed}|torn|{day.isoformat()}")
+    torn = set(torn_rng.sample(range(len(todays)), min(world.opts.torn_lines_per_day, len(todays))))
+    for i, d in enumerate(todays):
         if d.event == "workflow_job":
             payload = workflow_job_payload(d.obj, d.action, d.old)
         elif d.event == "workflow_run":
@@ -71,15 +75,19 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
         else:
             payload = d.obj
         hour = (d.received - lo) // 3_600_000
-        hooks.write(f"{day.strftime('%Y%m%d')}T{hour:02d}", envelope(d.event, d.delivery_id, d.received, payload))
+        line = envelope(d.event, d.delivery_id, d.received, payload)
+        if i in torn:
+            hooks.write(f"{day.strftime('%Y%m%d')}T{hour:02d}", line[: len(line) // 2] + b"\n")
+        hooks.write(f"{day.strftime('%Y%m%d')}T{hour:02d}", line)
         by_event[d.event] = by_event.get(d.event, 0) + 1
         dups += d.original >= day_start_ms(first_day)
     hooks.close()
-    stats.deliveries, stats.webhook_files = hooks.lines, len(hooks.files)
+    stats.deliveries, stats.webhook_files = hooks.lines - len(torn), len(hooks.files)
     stats.webhook_json_bytes, stats.by_event = hooks.raw_bytes, by_event
     stats.disk_bytes += hooks.gz_bytes
     q = truth["quirks"]
     q["deliveries"] += len(todays)
+    q["torn_lines"] += len(torn)
     q["duplicate_deliveries"] += dups
     q["old_version_payloads"] += sum(1 for d in todays if d.old)
     q["out_of_order_jobs"] += sum(1 for a in acts for _, t in a.out_of_order_jobs if _in_day(t, lo, a))
@@ -175,7 +183,7 @@ def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
         "flaky_tests": [], "platform_failures": [], "broken_tests": [], "pr_caused_failures": [],
         "infra_failed_jobs": [], "reattempted_runs": [],
         "quirks": {"deliveries": 0, "duplicate_deliveries": 0, "out_of_order_jobs": 0,
-                   "old_version_payloads": 0},
+                   "old_version_payloads": 0, "torn_lines": 0},
         "backends": [{"repo": b.repo, "profile": b.profile.name, "current_level": b.profile.current_level,
                       "expected_level": b.profile.expected_level, "success_rate": b.profile.success,
                       "queue_median_s": b.profile.queue_median_s,

@@ -58,6 +58,7 @@ class Options:
     duplicate_rate: float = 0.004
     out_of_order_rate: float = 0.01
     old_payload_rate: float = 0.015
+    torn_lines_per_day: int = 1  # a collector crash mid-write: a cut line, then the delivery again
 
 
 @dataclass(slots=True)
