@@ -255,6 +255,8 @@ def test_surefire_thousands_separator_only_in_its_own_format():
 
 # --- real pytest output ------------------------------------------------------------------
 
+# The source of a tiny suite that real pytest runs in a subprocess; its skip marker is input
+# data (pytest must write a <skipped> element for the parser), not a skipped test of ours.
 GENERATED_SUITE = '''
 import pathlib
 import time

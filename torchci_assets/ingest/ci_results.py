@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.rejects import Reject
 from torchci_assets.relay.config import repo_name_problem
@@ -81,14 +82,9 @@ class RecordError(ValueError):
 
 def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False):
     value = obj.get(key)
-    if value is None:
-        if required:
-            raise RecordError(f"missing {where}.{key}")
-        return None
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise RecordError(f"wrong type: {where}.{key} is {type(value).__name__}, expected {names}")
-    return value
+    if value is None and required:
+        raise RecordError(f"missing {where}.{key}")
+    return checked(value, kind, f"{where}.{key}", RecordError)
 
 
 def _object(obj: dict, key: str, where: str, required: bool) -> dict:

@@ -14,6 +14,7 @@ import datetime as dt
 import orjson
 import pyarrow as pa
 
+from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.jobnames import parse_job_name
 
 TS = pa.timestamp("ms", tz="UTC")
@@ -24,10 +25,15 @@ class FieldError(ValueError):
 
 
 def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
-    value = obj.get(key)
-    if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise FieldError(f"wrong type: {where}.{key} is {type(value).__name__}, expected {getattr(kind, '__name__', kind)}")
+    return checked(obj.get(key), kind, f"{where}.{key}", FieldError)
+
+
+def _event_object(p: dict, key: str) -> dict:
+    """The payload's object for its event (`workflow_job`, ...), which every typed row needs."""
+    obj = p.get(key)
+    if not isinstance(obj, dict):
+        raise FieldError(f"missing field: {key}")
+    return obj
 
 
 def _labels(value, where: str) -> list[str] | None:
@@ -58,9 +64,7 @@ JOB_STAGE = pa.schema([
 
 
 def workflow_job_row(p: dict) -> tuple:
-    job = p.get("workflow_job")
-    if not isinstance(job, dict):
-        raise FieldError("missing field: workflow_job")
+    job = _event_object(p, "workflow_job")
     w = "workflow_job"
     job_id = _get(job, "id", int, w)
     if job_id is None:
@@ -87,9 +91,7 @@ RUN_STAGE = pa.schema([
 
 
 def workflow_run_row(p: dict) -> tuple:
-    run = p.get("workflow_run")
-    if not isinstance(run, dict):
-        raise FieldError("missing field: workflow_run")
+    run = _event_object(p, "workflow_run")
     w = "workflow_run"
     run_id = _get(run, "id", int, w)
     if run_id is None:
@@ -137,9 +139,7 @@ PR_STAGE = pa.schema([
 
 
 def pull_request_row(p: dict) -> tuple:
-    pr = p.get("pull_request")
-    if not isinstance(pr, dict):
-        raise FieldError("missing field: pull_request")
+    pr = _event_object(p, "pull_request")
     w = "pull_request"
     number = _get(p, "number", int, w)
     if number is None:
