@@ -9,7 +9,7 @@ would take most of an hour; this generates the same tables directly with DuckDB)
     up to two reruns), 40 tests broken for 5 main commits each;
   * `test_jobs` for the same jobs.
 The daily aggregates (`test_daily_stats`, `test_sha_outcomes`, `test_time_daily`) are then
-built from them by the production code (`test_stats.build_test_daily_stats`), day by day.
+built from them by the production code (`derived.results.stats.build_test_daily_stats`), day by day.
 
 What is timed: `build_flaky_tests` for the window ending on the last day (reads the 14 days
 of aggregates, writes `flaky_tests` and `flaky_test_platforms`), then what a new day costs:
@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from torchci_assets.derived.flaky import build_flaky_tests
-from torchci_assets.derived.test_stats import build_test_daily_stats
+from torchci_assets.derived.flakiness.flaky import build_flaky_tests
+from torchci_assets.derived.results.stats import build_test_daily_stats
 
 DAYS = 14
 START = dt.date(2026, 10, 1)

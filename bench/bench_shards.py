@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchci_assets.derived.shard_planner import (
+from torchci_assets.derived.sharding.planner import (
     DEFAULT_OVERHEAD_SECONDS,
     PYTORCH_SPLIT_SECONDS,
     plan_longest_first,

@@ -23,9 +23,15 @@ import requests
 
 from resources import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
-from torchci_assets.relay.config import load_config
+from torchci_assets.config import load_config
 from torchci_assets.relay.dispatch import LEDGER_TABLE, dispatch_commit, outcome_table
-from torchci_assets.relay.pushes import SHA_RE, RelayCursor, UpstreamCommit, poll_commit, scan_archive
+from torchci_assets.relay.pushes import (
+    SHA_RE,
+    RelayCursor,
+    UpstreamCommit,
+    poll_commit,
+    scan_archive,
+)
 
 OP_NAME = "dispatch_to_downstreams"
 # Polling is the safety net for lost webhooks: every 5 minutes keeps within the API's rate

@@ -28,7 +28,7 @@ import dagster as dg
 import requests
 from pydantic import Field, PrivateAttr
 
-from torchci_assets.relay.config import repo_name_problem
+from resources.names import repo_name_problem
 
 log = logging.getLogger(__name__)
 

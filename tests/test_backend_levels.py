@@ -9,17 +9,26 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 import yaml
-
 from conftest import write_lines
+from test_ci_results import record
+
 from resources import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake
 from resources.storage import Store
-from test_ci_results import record
-from torchci_assets.derived.backend_assets import backend_health, backend_levels, ci_result_tables
-from torchci_assets.derived.backends import (LEVELS_FILE, PROPOSAL_FILE, allowlist_proposal, assess_backends,
-                                             compute_health, levels_document, placeholder_device, publish_levels)
+from torchci_assets.config import parse_allowlist, parse_config
+from torchci_assets.derived.backends.assets import backend_health, backend_levels
+from torchci_assets.ingest.assets import ci_result_tables
+from torchci_assets.derived.backends.levels import (
+    LEVELS_FILE,
+    PROPOSAL_FILE,
+    allowlist_proposal,
+    assess_backends,
+    compute_health,
+    levels_document,
+    placeholder_device,
+    publish_levels,
+)
 from torchci_assets.ingest.ci_results import CALLBACK_MINUTES_SCHEMA, CI_RESULT_SCHEMA
-from torchci_assets.relay.config import parse_allowlist, parse_config
 
 D = "2026-11-10"
 REPO = "acme-ai/torch-npu"

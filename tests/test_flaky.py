@@ -13,9 +13,16 @@ import pyarrow as pa
 
 from resources import LakeResource, OutputsResource
 from resources.lake import Lake, connect
-from torchci_assets.derived.flaky import MIN_FLAKE_EVENTS, MIN_RUNS, build_flaky_tests
-from torchci_assets.derived.flaky_assets import FLAKY_ASSETS
-from torchci_assets.derived.test_stats import build_test_daily_stats, build_test_results
+from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS
+from torchci_assets.derived.flakiness.flaky import (
+    MIN_FLAKE_EVENTS,
+    MIN_RUNS,
+    build_flaky_tests,
+)
+from torchci_assets.derived.results.stats import (
+    build_test_daily_stats,
+    build_test_results,
+)
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -297,7 +304,7 @@ def test_assets_materialize_and_publish(tmp_path):
     h = main_history(["test_flaky", "test_ok"], 40, {i: {"test_flaky": "flake"} for i in (5, 17, 30)},
                      configs=(LINUX, WIN))
     days = h.build(Lake.at(str(tmp_path / "lake")))
-    result = dg.materialize(FLAKY_ASSETS, partition_key=days[-1], resources={
+    result = dg.materialize(FLAKINESS_ASSETS, partition_key=days[-1], resources={
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
     assert result.success
     [check] = result.get_asset_check_evaluations()

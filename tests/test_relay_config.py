@@ -3,14 +3,14 @@ import textwrap
 import pytest
 import yaml
 
-from torchci_assets.relay.config import (
+from resources.names import repo_name_problem
+from torchci_assets.config import (
     AllowlistEntry,
     ConfigError,
     L2Thresholds,
     dump_allowlist,
     load_config,
     parse_allowlist,
-    repo_name_problem,
 )
 
 

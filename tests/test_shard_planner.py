@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from torchci_assets.derived.shard_plan_cli import main as shard_plan_main
-from torchci_assets.derived.shard_planner import (
+from torchci_assets.derived.sharding.cli import main as shard_plan_main
+from torchci_assets.derived.sharding.planner import (
     FALLBACK_ESTIMATE_SECONDS,
     PYTORCH_SPLIT_SECONDS,
     plan_longest_first,

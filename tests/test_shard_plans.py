@@ -5,8 +5,12 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.derived.shard_plans import build_shard_plans, default_shards, plan_path
-from torchci_assets.derived.test_times import FILE_TIMES_SCHEMA
+from torchci_assets.derived.sharding.plans import (
+    build_shard_plans,
+    default_shards,
+    plan_path,
+)
+from torchci_assets.derived.sharding.times import FILE_TIMES_SCHEMA
 
 DAY = "2026-11-05"
 

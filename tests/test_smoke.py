@@ -3,13 +3,17 @@
 import json
 
 import pyarrow as pa
-
 import test_flaky as hist
+
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.derived.flaky import build_flaky_tests
-from torchci_assets.derived.smoke import (SMOKE_MIN_EXCLUSIVE_SHAS, SMOKE_MIN_RUNS, publish_smoke_tests,
-                                          smoke_rows)
+from torchci_assets.derived.flakiness.flaky import build_flaky_tests
+from torchci_assets.derived.flakiness.smoke import (
+    SMOKE_MIN_EXCLUSIVE_SHAS,
+    SMOKE_MIN_RUNS,
+    publish_smoke_tests,
+    smoke_rows,
+)
 
 D = "2026-11-14"
 PLATFORMS = ("linux", "win", "mac")

@@ -7,10 +7,20 @@ import pyarrow as pa
 
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.derived.test_lists import (DISABLE_MIN_JOBS, DISABLED_TESTS_PATH, REENABLE_MIN_RUNS,
-                                               REENABLED_TESTS_PATH, SLOW_TESTS_PATH, decide_disabled,
-                                               disable_platforms, dumps, publish_disabled_tests,
-                                               publish_slow_tests, stable_id, pytorch_key)
+from torchci_assets.derived.flakiness.lists import (
+    DISABLE_MIN_JOBS,
+    DISABLED_TESTS_PATH,
+    REENABLE_MIN_RUNS,
+    REENABLED_TESTS_PATH,
+    SLOW_TESTS_PATH,
+    decide_disabled,
+    disable_platforms,
+    dumps,
+    publish_disabled_tests,
+    publish_slow_tests,
+    pytorch_key,
+    stable_id,
+)
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "pytorch-generated-stats"
 D = "2026-11-14"

@@ -4,14 +4,14 @@ import gzip
 import shutil
 
 import dagster as dg
-
-import torchci_assets.derived.test_assets as assets
 from conftest import DATA
+from test_junit import run_real_pytest
+
+import torchci_assets.ingest.assets as assets
 from resources import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
-from test_junit import run_real_pytest
-from torchci_assets.ingest.test_reports import ingest_test_run_day
+from torchci_assets.ingest.reports import ingest_test_run_day
 
 DAY = "2026-11-01"  # the day run_real_pytest files its report under
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA, ReportRejected, parse_junit
-from torchci_assets.ingest.test_runs_jsonl import parse_test_runs_jsonl
+from torchci_assets.ingest.runs_jsonl import parse_test_runs_jsonl
 
 DATA = Path(__file__).parent / "data" / "junit"
 SOURCE = "test-runs/day=2026-11-01/part-0.jsonl"

@@ -4,13 +4,16 @@ import datetime as dt
 
 import dagster as dg
 import pyarrow as pa
-
 from conftest import envelope, write_lines
+
+import torchci_assets.derived.results.assets as assets
 from resources import LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
-import torchci_assets.derived.test_assets as assets
-from torchci_assets.derived.test_stats import build_test_daily_stats, build_test_results
+from torchci_assets.derived.results.stats import (
+    build_test_daily_stats,
+    build_test_results,
+)
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 

@@ -6,14 +6,32 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from test_test_stats import (
+    LINUX,
+    day,
+    job_payload,
+    lake,
+    run_row,
+    webhooks,
+    write_test_run,
+)
 
-import torchci_assets.derived.test_assets as assets
+import torchci_assets.derived.sharding.assets as assets
 from resources import LakeResource, OutputsResource
 from resources.storage import Store
-from test_test_stats import LINUX, day, job_payload, lake, run_row, webhooks, write_test_run
-from torchci_assets.derived.test_stats import build_test_daily_stats, build_test_results
-from torchci_assets.derived.test_times import (TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, PublishRefused,
-                                               check_publishable, count_entries, dumps, publish_test_times)
+from torchci_assets.derived.results.stats import (
+    build_test_daily_stats,
+    build_test_results,
+)
+from torchci_assets.derived.sharding.times import (
+    TEST_CLASS_TIMES_PATH,
+    TEST_TIMES_PATH,
+    PublishRefused,
+    check_publishable,
+    count_entries,
+    dumps,
+    publish_test_times,
+)
 
 REAL = Path("/work/shared/data/pytorch-generated-stats/test-times.2026-08-20.json")
 WIN = "win-vs2022-cpu-py3"

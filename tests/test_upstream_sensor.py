@@ -14,8 +14,13 @@ from jobs.relay import POLL_INTERVAL_S, dispatch_job, upstream_commit_sensor
 from resources import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.storage import Store
-from torchci_assets.relay.config import load_config
-from torchci_assets.relay.pushes import LOOKBACK_DAYS, ZERO_SHA, RelayCursor, scan_archive
+from torchci_assets.config import load_config
+from torchci_assets.relay.pushes import (
+    LOOKBACK_DAYS,
+    ZERO_SHA,
+    RelayCursor,
+    scan_archive,
+)
 
 TOKEN = "ghp_testtoken000000000000000000000000"
 DAY = "2026-11-22"

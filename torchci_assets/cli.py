@@ -12,7 +12,7 @@ import sys
 SUBCOMMANDS = {
     "run": ("torchci_assets.run", "materialize every asset for every archive day"),
     "simulate": ("torchci_assets.simulate.cli", "write a simulated PyTorch CI archive"),
-    "shard-plan": ("torchci_assets.derived.shard_plan_cli", "plan test shards from test times"),
+    "shard-plan": ("torchci_assets.derived.sharding.cli", "plan test shards from test times"),
     "query": ("torchci_assets.query", "run DuckDB SQL over the lake and print a table"),
 }
 

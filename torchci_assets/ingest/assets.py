@@ -1,15 +1,24 @@
-"""Ingest assets: the archive's day folders -> the lake's day partitions."""
+"""Ingest assets: the archive's day folders -> the lake's day partitions, one asset per source.
+
+Thin wrappers: the work is in `webhooks`, `reports` and `ci_results`, plain functions the
+tests call directly.
+"""
 
 import dagster as dg
 
 from resources import ArchiveResource, LakeResource
 from resources.lake import connect
 from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
-from torchci_assets.ingest.rejects import rejects_markdown
+from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
+from torchci_assets.ingest.ci_results import ingest_ci_results_day
+from torchci_assets.ingest.rejects import rejects_markdown, write_rejects
+from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.partitions import daily_partitions
 
 WEBHOOK_REJECTS = dg.AssetKey(["rejects", "webhooks"])
+TEST_RUN_REJECTS = dg.AssetKey(["rejects", "test_run"])
+CI_REJECTS = dg.AssetKey(["rejects", "ci-results"])
 
 # (table, key columns, required columns) for the typed tables the webhook pass writes.
 WEBHOOK_TABLES = {
@@ -29,6 +38,7 @@ _DESCRIPTIONS = {
     "push": "One row per push delivery: ref, before/after, forced, created/deleted, head commit.",
     "pull_request": "One row per pull_request delivery: action, state, head sha, base ref, labels.",
 }
+
 
 @dg.multi_asset(
     specs=[
@@ -80,6 +90,7 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         yield not_null_check(lk, table, day, required)
     yield reject_rate_check("webhook_events", len(report.rejects), report.lines)
 
+
 def _jobs_preview(lake, day: str) -> str:
     """Jobs per platform and conclusion, with median queue and run times: what a reader checks first."""
     con = connect()
@@ -99,3 +110,102 @@ def _jobs_preview(lake, day: str) -> str:
 def _events_table(events: dict[str, int]) -> str:
     rows = "\n".join(f"| {e} | {n} |" for e, n in sorted(events.items(), key=lambda kv: -kv[1]))
     return "| event | deliveries |\n|---|---|\n" + rows
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("test_run", group_name="ingest", kinds={"parquet"},
+                     description="One row per test per job attempt from the day's JUnit XML reports "
+                                 "(test-reports/) and PyTorch's JSONL rows (test-runs/): final status, failed "
+                                 "attempts before it (rerun_count), summed time, first failure line."),
+        dg.AssetSpec(TEST_RUN_REJECTS, group_name="ingest", kinds={"parquet"},
+                     description="Test reports, JSONL files and lines that could not be read, with location and "
+                                 "reason (parts `test-reports` and `test-runs` of the `rejects` table)."),
+    ],
+    check_specs=[
+        dg.AssetCheckSpec("unique_test_per_job", asset="test_run"),
+        dg.AssetCheckSpec("required_columns_not_null", asset="test_run"),
+        dg.AssetCheckSpec("reject_rate_below_threshold", asset="test_run"),
+    ],
+    partitions_def=daily_partitions,
+    can_subset=False,
+)
+def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+    """Reads the day's test reports and test-runs files and writes `test_run` and its rejects."""
+    day = context.partition_key
+    lk = lake.lake()
+    report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info)
+    if report.files == 0:
+        context.log.warning(f"no test reports or test-runs files for day={day} under "
+                            f"{archive.store().display()}; wrote an empty partition")
+    rejects = [r for source in report.rejects.values() for r in source]
+    for r in rejects[:20]:
+        context.log.warning(f"rejected {r.location}: {r.reason}")
+    yield dg.MaterializeResult(asset_key="test_run", metadata={
+        "rows": report.rows, "files": report.files, "report_files": report.report_files,
+        "test_runs_files": report.runs_files, "rejects": report.reject_count,
+        "bytes": dg.MetadataValue.int(report.bytes_read),
+        "entries_folded_across_files": report.staged_rows - report.rows,
+        "path": lk.store.display(lk.partition_path("test_run", day)),
+    })
+    yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
+        "rows": report.reject_count,
+        "by_source": dg.MetadataValue.json({s: len(r) for s, r in report.rejects.items()}),
+        "preview": dg.MetadataValue.md(rejects_markdown(rejects)),
+    })
+    unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS)
+    yield dg.AssetCheckResult(asset_key="test_run", check_name="unique_test_per_job", passed=unique.passed,
+                              metadata=unique.metadata)
+    yield not_null_check(lk, "test_run", day, REQUIRED_COLUMNS)
+    yield reject_rate_check("test_run", report.reject_count, report.records)
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("ci_result", group_name="ingest", kinds={"parquet"},
+                     description="Downstream backend results: one row per (delivery, repo, run_id, run_attempt, "
+                                 "job_name) at its latest state, identified by the relay-verified repo, with "
+                                 "failure_kind none/test/infrastructure/pending."),
+        dg.AssetSpec("ci_callback_minutes", group_name="ingest", kinds={"parquet"},
+                     description="Callbacks received per downstream repo and minute (every callback, "
+                                 "duplicates included), for the callback-rate criterion."),
+        dg.AssetSpec(CI_REJECTS, group_name="ingest", kinds={"parquet"},
+                     description="ci-results archive lines that could not be read, with file, line and reason "
+                                 "(part `ci-results` of the `rejects` table)."),
+    ],
+    check_specs=[
+        dg.AssetCheckSpec(f"unique_{'_'.join(CI_RESULT_KEY)}", asset="ci_result"),
+        dg.AssetCheckSpec("required_columns_not_null", asset="ci_result"),
+        dg.AssetCheckSpec("reject_rate_below_threshold", asset="ci_result"),
+    ],
+    partitions_def=daily_partitions,
+    can_subset=False,
+)
+def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
+    day = context.partition_key
+    lk = lake.lake()
+    report = ingest_ci_results_day(archive.store(), lk, day)
+    if report.files == 0:
+        context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
+                            "wrote empty partitions")
+    write_rejects(lk, day, "ci-results", report.rejects)
+    for r in report.rejects[:20]:
+        context.log.warning(f"rejected {r.location}: {r.reason}")
+    yield dg.MaterializeResult(asset_key="ci_result", metadata={
+        "rows": report.rows, "files": report.files, "lines": report.lines, "callbacks": report.callbacks,
+        "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
+        "failure_kinds": dg.MetadataValue.json(report.kinds),
+        "callbacks_per_repo": dg.MetadataValue.json(report.repos),
+    })
+    yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
+        "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
+    })
+    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": len(report.rejects)})
+    yield unique_key_check(lk, "ci_result", day, list(CI_RESULT_KEY))
+    yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",
+                                                "status", "failure_kind"])
+    yield reject_rate_check("ci_result", len(report.rejects), report.lines)
+
+
+INGEST_ASSETS = [webhook_tables, test_run_asset, ci_result_tables]

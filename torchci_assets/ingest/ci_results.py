@@ -43,11 +43,11 @@ import orjson
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.rejects import Reject
-from torchci_assets.relay.config import repo_name_problem
 
 SOURCE = "ci-results"
 LOST_AFTER_MS = 6 * 3600 * 1000

@@ -16,7 +16,7 @@ records retries is folded into the same two columns:
 * Surefire's `<flakyFailure>`/`<flakyError>` (failed attempts, final pass) and
   `<rerunFailure>`/`<rerunError>` (failed attempts after the `<failure>`/`<error>`).
 
-Column semantics (shared with the JSONL reader in `test_runs_jsonl`):
+Column semantics (shared with the JSONL reader in `runs_jsonl`):
 
 * `status` is the final outcome, by precedence failure > error > skipped > passed when one
   entry holds several result elements. pytest writes xfail as `<skipped>` (so: skipped)

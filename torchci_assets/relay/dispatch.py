@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
-from torchci_assets.relay.config import AllowlistEntry
+from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import UpstreamCommit
 
 LEDGER_TABLE = "dispatches"

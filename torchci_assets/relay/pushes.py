@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from resources.storage import Store
+from torchci_assets.config import RelayConfig
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.ingest.rejects import Reject
 from torchci_assets.ingest.payloads import FieldError, parse_envelope, push_row
-from torchci_assets.relay.config import RelayConfig
+from torchci_assets.ingest.rejects import Reject
 
 ZERO_SHA = "0" * 40
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")

@@ -13,7 +13,7 @@ import math
 import sys
 from collections.abc import Mapping
 
-from torchci_assets.derived.shard_planner import (
+from torchci_assets.derived.sharding.planner import (
     DEFAULT_OVERHEAD_SECONDS,
     DEFAULT_TIME_NOISE,
     ShardPlan,

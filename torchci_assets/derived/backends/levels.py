@@ -31,7 +31,6 @@ a repository to the relay is a maintainer's decision.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -42,9 +41,17 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.ingest.ci_results import (CALLBACK_MINUTES_SCHEMA, CI_RESULT_SCHEMA, KEY, LOST_AFTER_MS,
-                                              failure_kind_sql, judged_as_of_ms, state_rank_sql)
-from torchci_assets.relay.config import LEVELS, AllowlistEntry, RelayConfig, dump_allowlist
+from torchci_assets.config import LEVELS, AllowlistEntry, RelayConfig, dump_allowlist
+from torchci_assets.ingest.ci_results import (
+    CALLBACK_MINUTES_SCHEMA,
+    CI_RESULT_SCHEMA,
+    KEY,
+    LOST_AFTER_MS,
+    failure_kind_sql,
+    judged_as_of_ms,
+    state_rank_sql,
+)
+from torchci_assets.partitions import days_ending
 
 HEALTH_SCHEMA = pa.schema([
     ("repo", pa.string()), ("window_days", pa.int32()),
@@ -69,12 +76,6 @@ def health_windows(config: RelayConfig) -> tuple[int, ...]:
     return tuple(sorted({config.thresholds.L2.window_days, config.thresholds.L4.window_days}))
 
 
-def window_days(day: str, length: int) -> list[str]:
-    """The `length` days ending on `day`, oldest first."""
-    end = dt.date.fromisoformat(day)
-    return [(end - dt.timedelta(days=i)).isoformat() for i in range(length - 1, -1, -1)]
-
-
 def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list[str], schema: pa.Schema) -> None:
     """The table's partitions for `days` as a view; an empty one when none was materialized."""
     if not lake.register(con, table, days):
@@ -85,10 +86,10 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list
 def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None) -> pa.Table:
     """One `backend_health` row per repo and window ending on `day` (see the module docstring);
     jobs are judged at the end of `day`, or at `now_ms` (default: now) if that is earlier."""
-    firsts = {w: window_days(day, w)[0] for w in windows}
+    firsts = {w: days_ending(day, w)[0] for w in windows}
     con = connect()
     try:
-        days = window_days(day, max(windows))
+        days = days_ending(day, max(windows))
         _register(con, lake, "ci_result", days, CI_RESULT_SCHEMA)
         _register(con, lake, "ci_callback_minutes", days, CALLBACK_MINUTES_SCHEMA)
         return con.sql(_health_query(firsts, judged_as_of_ms(day, now_ms))).to_arrow_table().cast(HEALTH_SCHEMA)

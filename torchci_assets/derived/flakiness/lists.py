@@ -29,10 +29,9 @@ from dataclasses import dataclass
 import orjson
 import pyarrow as pa
 
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.flaky import window
-from torchci_assets.derived.test_stats import quiet_connect
+from torchci_assets.partitions import days_ending
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
@@ -123,7 +122,7 @@ def _rows(con, sql: str) -> list[dict]:
 def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
     """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
     lake table and publish the condensed file and the re-enabled list."""
-    con = quiet_connect()
+    con = connect()
     try:
         if lake.register(con, "flaky_tests", [day], name="f") == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
@@ -150,9 +149,9 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
 def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict]:
     """Per test key, its slowest configuration's mean time over clean passes on main in the
     window, for tests where that exceeds SLOW_TEST_SECONDS."""
-    con = quiet_connect()
+    con = connect()
     try:
-        if lake.register(con, "test_daily_stats", window(day, window_days), name="s") == 0:
+        if lake.register(con, "test_daily_stats", days_ending(day, window_days), name="s") == 0:
             raise FileNotFoundError(f"test_daily_stats has no partition in the window ending {day}")
         rows = _rows(con, f"""
             SELECT classname, name, build_env, test_config, sum(pass_time) / sum(clean_passes) AS seconds,

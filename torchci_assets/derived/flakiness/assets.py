@@ -1,27 +1,22 @@
 """Dagster assets for flaky tests, the disabled and slow test lists and the platform smoke sets.
 
-Thin wrappers over `derived.flaky`, `derived.test_lists` and `derived.smoke`. Each day's
-partition is the window of `window_days` days ending that day, read from the daily
-aggregates of `test_daily_stats_asset` and `test_results_asset`.
+Thin wrappers over `derived.flakiness.flaky`, `.lists` and `.smoke`. Each day's partition is
+the window of `window_days` days ending that day, read from the daily aggregates of
+`derived.results`.
 """
-
-import warnings
 
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
 from torchci_assets.checks import unique_key_check
-from torchci_assets.derived.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
-from torchci_assets.derived.smoke import SMOKE_DIR, publish_smoke_tests
-from torchci_assets.derived.test_lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
-                                               publish_disabled_tests, publish_slow_tests)
-from torchci_assets.partitions import daily_partitions
+from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
+from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
+                                                    publish_disabled_tests, publish_slow_tests)
+from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
+from torchci_assets.partitions import daily_partitions, window_mapping
 
 # Lineage: the window read is the run's `window_days`.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    _WINDOW = dg.TimeWindowPartitionMapping(start_offset=-(WINDOW_DAYS - 1),
-                                            allow_nonexistent_upstream_partitions=True)
+_WINDOW = window_mapping(WINDOW_DAYS - 1)
 
 
 class WindowConfig(dg.Config):
@@ -113,4 +108,4 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     })
 
 
-FLAKY_ASSETS = [flaky_tests_asset, disabled_tests_asset, slow_tests_asset, smoke_tests_asset]
+FLAKINESS_ASSETS = [flaky_tests_asset, disabled_tests_asset, slow_tests_asset, smoke_tests_asset]

@@ -1,9 +1,10 @@
 """Flaky, broken or healthy: one verdict per test over a window of days (default 14).
 
-Reads only the daily aggregates of `test_stats` (`test_daily_stats`, `test_sha_outcomes`,
+Reads only the daily aggregates of `derived.results` (`test_daily_stats`, `test_sha_outcomes`,
 `test_jobs`) for the window, never `test_results`, so a new day costs what that day's
-aggregates cost; plus the window's `push` rows (a few hundred a day) for main's commit order. Infra-suspect jobs are already out of every counter used here (see
-`test_stats`): a job that died or where most tests failed at once says nothing about its
+aggregates cost; plus the window's `push` rows (a few hundred a day) for main's commit order.
+Infra-suspect jobs are already out of every counter used here (see
+`derived.results`): a job that died or where most tests failed at once says nothing about its
 tests.
 
 Flake evidence, counted in runs (one per job, so "events" are distinct jobs):
@@ -42,8 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from resources.lake import Lake
-from torchci_assets.derived.test_stats import days_around, quiet_connect
+from resources.lake import Lake, connect
+from torchci_assets.partitions import days_around, days_ending
 
 WINDOW_DAYS = 14
 MIN_FLAKE_EVENTS = 3
@@ -244,11 +245,6 @@ class FlakyReport:
     verdicts: dict[str, int]
 
 
-def window(day: str, window_days: int = WINDOW_DAYS) -> list[str]:
-    """The `window_days` days ending on `day`."""
-    return days_around(day, window_days - 1)
-
-
 def register_window(con, lake: Lake, day: str, window_days: int) -> int:
     """Views w_stats, w_outcomes, w_jobs over the window's aggregates, and w_push over its pushes
     (and the day before: commits pushed then ran in the window), for main's commit order;
@@ -256,7 +252,7 @@ def register_window(con, lake: Lake, day: str, window_days: int) -> int:
 
     The window's last day must exist (it is what this partition is about); earlier days may be
     missing (the lake's first days)."""
-    days = window(day, window_days)
+    days = days_ending(day, window_days)
     for table in ("test_daily_stats", "test_sha_outcomes", "test_jobs"):
         if not lake.files(table, [day]):
             raise FileNotFoundError(f"{table} has no partition for {day} in {lake.store.display(table)}: "
@@ -278,11 +274,11 @@ def compute(con) -> None:
 def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> FlakyReport:
     """Write `flaky_tests` (one row per test) and `flaky_test_platforms` (per test and platform)
     for the window ending on `day`."""
-    con = quiet_connect()
+    con = connect()
     try:
         days_read = register_window(con, lake, day, window_days)
         compute(con)
-        days = window(day, window_days)
+        days = days_ending(day, window_days)
         span = f"DATE '{days[0]}' AS window_start, DATE '{days[-1]}' AS window_end"
         tests = lake.write("flaky_tests", day, con.sql(f"SELECT *, {span} FROM verdicts").to_arrow_table())
         lake.write("flaky_test_platforms", day, con.sql(

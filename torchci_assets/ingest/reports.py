@@ -1,7 +1,7 @@
 """Archive day -> the lake's `test_run` table, from JUnit XML reports and PyTorch's JSONL rows.
 
 Both inputs of a day are read file by file: each XML report (or JSONL file) is parsed whole
-by its reader (`junit.parse_junit`, `test_runs_jsonl.parse_test_runs_jsonl`), which either
+by its reader (`junit.parse_junit`, `runs_jsonl.parse_test_runs_jsonl`), which either
 yields all of its rows or rejects it with a reason, and its rows go to a local staging
 Parquet file in batches of STAGE_BATCH_ROWS. So Python holds one report's (or JSONL file's)
 tests plus one batch, whatever the day's size.
@@ -32,9 +32,14 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.ingest.junit import TEST_RUN_SCHEMA, ReportRejected, parse_junit, parse_report_path
+from torchci_assets.ingest.junit import (
+    TEST_RUN_SCHEMA,
+    ReportRejected,
+    parse_junit,
+    parse_report_path,
+)
 from torchci_assets.ingest.rejects import Reject, write_rejects
-from torchci_assets.ingest.test_runs_jsonl import parse_test_runs_jsonl
+from torchci_assets.ingest.runs_jsonl import parse_test_runs_jsonl
 
 TABLE = "test_run"
 REPORTS_SOURCE = "test-reports"

@@ -1,68 +1,20 @@
-"""Dagster assets for downstream backends: ingest of their results, health, relay levels."""
+"""Dagster assets for downstream backends: health over windows of their results, and relay levels.
+
+Thin wrappers: the work is in `derived.backends.levels`, plain functions the tests call directly.
+"""
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource, OutputsResource
+from resources import LakeResource, OutputsResource
 from resources.lake import connect
-from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
-from torchci_assets.derived.backends import (HEALTH_SCHEMA, allowlist_proposal, assess_backends, compute_health,
-                                             health_windows, levels_json, levels_table, publish_levels)
-from torchci_assets.ingest.ci_results import KEY, ingest_ci_results_day
-from torchci_assets.ingest.rejects import write_rejects
-from torchci_assets.partitions import daily_partitions
-from torchci_assets.relay.config import L4Thresholds, load_config
+from torchci_assets.checks import unique_key_check
+from torchci_assets.config import L4Thresholds, load_config
+from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, allowlist_proposal, assess_backends, compute_health,
+                                                   health_windows, levels_json, levels_table, publish_levels)
+from torchci_assets.partitions import daily_partitions, window_mapping
 
-CI_REJECTS = dg.AssetKey(["rejects", "ci-results"])
 # Lineage only: the windows actually read come from the config at run time.
-_LOOKBACK = dg.TimeWindowPartitionMapping(start_offset=-(L4Thresholds().window_days - 1))
-
-
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec("ci_result", group_name="ingest", kinds={"parquet"},
-                     description="Downstream backend results: one row per (delivery, repo, run_id, run_attempt, "
-                                 "job_name) at its latest state, identified by the relay-verified repo, with "
-                                 "failure_kind none/test/infrastructure/pending."),
-        dg.AssetSpec("ci_callback_minutes", group_name="ingest", kinds={"parquet"},
-                     description="Callbacks received per downstream repo and minute (every callback, "
-                                 "duplicates included), for the callback-rate criterion."),
-        dg.AssetSpec(CI_REJECTS, group_name="ingest", kinds={"parquet"},
-                     description="ci-results archive lines that could not be read, with file, line and reason "
-                                 "(part `ci-results` of the `rejects` table)."),
-    ],
-    check_specs=[
-        dg.AssetCheckSpec(f"unique_{'_'.join(KEY)}", asset="ci_result"),
-        dg.AssetCheckSpec("required_columns_not_null", asset="ci_result"),
-        dg.AssetCheckSpec("reject_rate_below_threshold", asset="ci_result"),
-    ],
-    partitions_def=daily_partitions,
-    can_subset=False,
-)
-def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
-    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
-    day = context.partition_key
-    lk = lake.lake()
-    report = ingest_ci_results_day(archive.store(), lk, day)
-    if report.files == 0:
-        context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
-                            "wrote empty partitions")
-    write_rejects(lk, day, "ci-results", report.rejects)
-    for r in report.rejects[:20]:
-        context.log.warning(f"rejected {r.location}: {r.reason}")
-    yield dg.MaterializeResult(asset_key="ci_result", metadata={
-        "rows": report.rows, "files": report.files, "lines": report.lines, "callbacks": report.callbacks,
-        "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
-        "failure_kinds": dg.MetadataValue.json(report.kinds),
-        "callbacks_per_repo": dg.MetadataValue.json(report.repos),
-    })
-    yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
-        "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
-    })
-    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": len(report.rejects)})
-    yield unique_key_check(lk, "ci_result", day, list(KEY))
-    yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",
-                                                "status", "failure_kind"])
-    yield reject_rate_check("ci_result", len(report.rejects), report.lines)
+_LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
 
 
 @dg.asset(
@@ -141,3 +93,6 @@ def _levels_md(assessments) -> str:
         lines.append(f"| {a.repo} | {a.current_level or 'none'} | {a.eligible_level} | "
                      f"{a.recommended_level or 'none'} | {reason} |")
     return "\n".join(lines)
+
+
+BACKEND_ASSETS = [backend_health, backend_levels]

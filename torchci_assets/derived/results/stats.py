@@ -39,10 +39,10 @@ look flaky.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 from resources.lake import Lake, connect
+from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
 JOB_LOOKAHEAD_DAYS = 1
@@ -68,12 +68,6 @@ _EMPTY_JOBS = ("SELECT NULL::BIGINT AS id, NULL::BIGINT AS run_id, NULL::VARCHAR
                "NULL::TIMESTAMPTZ AS received_at, NULL::DATE AS day WHERE false")
 _EMPTY_RUNS = ("SELECT NULL::BIGINT AS id, NULL::VARCHAR AS event, NULL::TIMESTAMPTZ AS updated_at, "
                "NULL::DATE AS day WHERE false")
-
-
-def days_around(day: str, before: int, after: int = 0) -> list[str]:
-    """The day strings from `before` days before `day` to `after` days after it."""
-    d = dt.date.fromisoformat(day)
-    return [(d + dt.timedelta(days=i)).isoformat() for i in range(-before, after + 1)]
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
@@ -159,13 +153,6 @@ class ResultsReport:
     job_partitions: int
 
 
-def quiet_connect():
-    """A lake connection without DuckDB's terminal progress bar (it would litter run logs)."""
-    con = connect()
-    con.execute("SET enable_progress_bar = false")
-    return con
-
-
 def _register_or(con, lake: Lake, table: str, days: list[str], empty_sql: str, name: str) -> int:
     n = lake.register(con, table, days, name=name)
     if n == 0:
@@ -182,7 +169,7 @@ def _require(con, lake: Lake, table: str, days: list[str]) -> None:
 def build_test_results(lake: Lake, day: str) -> ResultsReport:
     """Write `test_jobs` (one row per job attempt with test rows) and `test_results` (test rows
     with their job) for `day`; see the module docstring for the job look-back and infra rule."""
-    con = quiet_connect()
+    con = connect()
     try:
         _require(con, lake, "test_run", [day])
         window = days_around(day, JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
@@ -302,7 +289,7 @@ DAILY_TABLES = {
 
 def build_test_daily_stats(lake: Lake, day: str) -> dict[str, int]:
     """Write the day's aggregates of `test_results` (the tables of DAILY_TABLES); returns rows per table."""
-    con = quiet_connect()
+    con = connect()
     try:
         _require(con, lake, "test_results", [day])
         return {table: lake.write(table, day, con.sql(sql).to_arrow_reader(BATCH_ROWS))
@@ -314,7 +301,7 @@ def build_test_daily_stats(lake: Lake, day: str) -> dict[str, int]:
 def daily_stats_totals(lake: Lake, day: str) -> tuple[int, int]:
     """(test_results rows, runs + infra_runs summed over test_daily_stats) for `day`: every row
     must be counted exactly once by the aggregate, so the two must be equal."""
-    con = quiet_connect()
+    con = connect()
     try:
         _require(con, lake, "test_results", [day])
         _require(con, lake, "test_daily_stats", [day])

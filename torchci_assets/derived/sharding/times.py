@@ -12,7 +12,7 @@ averages it over every build_env and config (for a new config, and for files tha
 usually not in the default config, like distributed ones).
 
 The seconds for a file are PyTorch's: per workflow run attempt, the sum of its test times
-over the shards that ran it (see `test_stats._TIME_DAILY_SQL`), averaged over the successful
+over the shards that ran it (see `derived.results.stats._TIME_DAILY_SQL`), averaged over the successful
 main-branch runs of the window (default 14 days). The window is read from `test_time_daily`,
 a few thousand rows a day, never from raw test rows.
 
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import orjson
 import pyarrow as pa
 
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.test_stats import days_around, quiet_connect
+from torchci_assets.partitions import days_ending
 
 DEFAULT = "default"
 WINDOW_DAYS = 14
@@ -63,9 +63,9 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     Each row's time is sum(time) / sum(runs) over the window, i.e. the mean over every
     successful main-branch run attempt, whichever day it ran.
     """
-    con = quiet_connect()
+    con = connect()
     try:
-        if lake.register(con, "test_time_daily", days_around(day, window_days - 1), name="daily") == 0:
+        if lake.register(con, "test_time_daily", days_ending(day, window_days), name="daily") == 0:
             return [], []
         query = """
             SELECT build_env, test_config, file, classname, sum(time) / sum(runs) AS time, sum(runs)::BIGINT AS runs

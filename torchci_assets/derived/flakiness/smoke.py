@@ -27,11 +27,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.flaky import MIN_FLAKE_EVENTS, wilson_sql
-from torchci_assets.derived.test_lists import dumps, pytorch_key
-from torchci_assets.derived.test_stats import quiet_connect
+from torchci_assets.derived.flakiness.flaky import MIN_FLAKE_EVENTS, wilson_sql
+from torchci_assets.derived.flakiness.lists import dumps, pytorch_key
 
 SMOKE_MIN_RUNS = 30
 SMOKE_MIN_EXCLUSIVE_SHAS = 3
@@ -85,7 +84,7 @@ _SMOKE_SQL = f"""
 def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, str]]:
     """(every platform in the window's evidence, the smoke rows ranked per platform, the window's
     first and last day) for `day`."""
-    con = quiet_connect()
+    con = connect()
     try:
         if lake.register(con, "flaky_test_platforms", [day], name="ev") == 0:
             raise FileNotFoundError(f"flaky_test_platforms has no partition for {day}: materialize flaky_tests first")

@@ -1,4 +1,4 @@
-"""The relay's configuration: upstream repo, allowlist, L4 approvals and eligibility thresholds.
+"""The project's configuration (`TORCHCI_CONFIG`): upstream repo, allowlist, L4 approvals and eligibility thresholds.
 
 The allowlist is written in the cross-repo CI relay's own YAML format so that a file this
 project proposes (`allowlist-proposal.yaml`) can be reviewed and pasted into the relay
@@ -20,14 +20,12 @@ from typing import Any
 
 import yaml
 
+from resources.names import repo_name_problem
+
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 CONFIG_ENV_VAR = "TORCHCI_CONFIG"
 LEVELS = ("L1", "L2", "L3", "L4")
 
-# GitHub's rules: an account name is 1-39 alphanumerics or single hyphens, not starting or
-# ending with a hyphen; a repository name is 1-100 of [A-Za-z0-9._-], not "." or "..".
-_OWNER_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
-_REPO_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 # Devices become the `ciflow/crcr/<device>` label on upstream pull requests.
 _DEVICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ONCALL_RE = re.compile(r"^@?[A-Za-z0-9][A-Za-z0-9._/-]*$")
@@ -35,22 +33,6 @@ _ONCALL_RE = re.compile(r"^@?[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
 class ConfigError(ValueError):
     """A configuration file that cannot be used, with the place of the problem."""
-
-
-def repo_name_problem(name: object) -> str | None:
-    """Why `name` is not a valid `owner/repo` on GitHub, or None when it is."""
-    if not isinstance(name, str):
-        return f"must be an 'owner/repo' string, got {type(name).__name__}"
-    owner, sep, repo = name.partition("/")
-    if not sep or "/" in repo:
-        return f"{name!r} must have the form 'owner/repo'"
-    if not _OWNER_RE.match(owner):
-        return (f"{name!r}: owner {owner!r} must be 1-39 letters, digits or single hyphens, "
-                "not starting or ending with a hyphen")
-    if not _REPO_RE.match(repo) or repo in (".", "..") or repo.lower().endswith(".git"):
-        return (f"{name!r}: repository {repo!r} must be 1-100 letters, digits, '.', '-' or '_' "
-                "(not '.', '..' or ending in '.git')")
-    return None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.shard_planner import plan_shards, plan_to_dict
-from torchci_assets.derived.test_stats import days_around
+from torchci_assets.derived.sharding.planner import plan_shards, plan_to_dict
+from torchci_assets.partitions import days_ending
 
 TARGET_SHARD_SECONDS = 2400.0
 MAX_SHARDS = 16
@@ -58,7 +58,7 @@ def build_shard_plans(lake: Lake, outputs: Store, day: str, window_days: int = 1
                 "SELECT build_env, test_config, file, time FROM test_times ORDER BY ALL").fetchall():
             times.setdefault((env, config), {})[file] = seconds
         shards_seen: dict[tuple[str, str], int] = {}
-        if lake.register(con, "workflow_job", days_around(day, window_days - 1)):
+        if lake.register(con, "workflow_job", days_ending(day, window_days)):
             shards_seen = {(e, c): n for e, c, n in con.execute(
                 "SELECT build_env, test_config, max(num_shards) FROM workflow_job "
                 "WHERE test_config IS NOT NULL GROUP BY ALL").fetchall()}

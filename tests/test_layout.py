@@ -1,0 +1,119 @@
+"""The house rules, checked on the source: names pytest would mistake for tests, and imports
+that climb from a lower layer to a higher one.
+
+Layers, lowest first: `resources` (storage, the lake, GitHub) < the core modules of
+`torchci_assets` (partitions, checks, config) < `ingest` (archive -> lake) < the domains
+(`derived/<domain>`, `relay`) < `jobs` < the entry points (definitions, the CLI). A module may
+import its own layer and the layers below it, never above: so storage never learns about
+assets, and the archive readers never depend on what is computed from them.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("resources", "torchci_assets", "jobs")
+
+# (module prefix, layer); the longest matching prefix wins.
+LAYERS = [
+    ("resources", 0),
+    ("torchci_assets.partitions", 1),
+    ("torchci_assets.checks", 1),
+    ("torchci_assets.config", 1),
+    ("torchci_assets.ingest", 2),
+    ("torchci_assets.derived", 3),
+    ("torchci_assets.relay", 3),
+    ("torchci_assets.simulate", 3),
+    ("jobs", 4),
+    ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
+]
+
+
+def layer_of(module: str) -> int:
+    best = max((p for p, _ in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return dict(LAYERS)[best]
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out.append((name, path))
+    return out
+
+
+def project_imports(name: str, path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of a project module, relative ones resolved."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = name.split(".")[: -node.level] if path.name != "__init__.py" else \
+                    name.split(".")[: len(name.split(".")) - node.level + 1]
+                base = ".".join(package + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = [base]
+        else:
+            continue
+        found += [(node.lineno, t) for t in targets if t.split(".")[0] in PACKAGES]
+    return found
+
+
+def test_layer_table_matches_the_folders():
+    """Every module falls under a declared layer (a new top-level module must be placed)."""
+    names = [n for n, _ in modules()]
+    assert names and all(any(n == p or n.startswith(p + ".") for p, _ in LAYERS) for n in names)
+
+
+@pytest.mark.parametrize("name,path", modules(), ids=lambda v: v if isinstance(v, str) else "")
+def test_no_import_climbs_to_a_higher_layer(name, path):
+    mine = layer_of(name)
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {target} (layer {layer_of(target)} > {mine})"
+           for line, target in project_imports(name, path) if layer_of(target) > mine]
+    assert not bad, "\n".join(bad)
+
+
+def test_ingest_and_resources_import_nothing_from_derived_relay_or_jobs():
+    higher = ("torchci_assets.derived", "torchci_assets.relay", "jobs")
+    bad = []
+    for name, path in modules():
+        if name.startswith(("resources", "torchci_assets.ingest")):
+            bad += [f"{name} imports {t}" for _, t in project_imports(name, path) if t.startswith(higher)]
+    assert not bad, bad
+
+
+def test_the_checker_sees_a_climbing_import(tmp_path):
+    """The checks above would catch the import they forbid (so a green run means something)."""
+    module = tmp_path / "webhooks.py"
+    module.write_text("from torchci_assets.derived.flakiness.flaky import build_flaky_tests\nimport jobs.relay\n")
+    imports = project_imports("torchci_assets.ingest.webhooks", module)
+    assert [t for _, t in imports] == ["torchci_assets.derived.flakiness.flaky", "jobs.relay"]
+    assert all(layer_of(t) > layer_of("torchci_assets.ingest.webhooks") for _, t in imports)
+
+
+def test_no_product_module_is_named_like_a_test():
+    """pytest, editors and every Python developer read `test_*.py` as a test file."""
+    offenders = [str(p.relative_to(ROOT)) for _, p in modules() if p.name.startswith("test_")
+                 or any(part.startswith("test_") for part in p.relative_to(ROOT).parts[:-1])]
+    assert not offenders, offenders
+
+
+def test_readme_map_names_every_top_level_and_domain_folder():
+    """A newcomer's map: every top-level folder and every package folder of the code location."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Where things are"):]
+    section = section[: section.find("\n## ", 1) if "\n## " in section[1:] else len(section)]
+    folders = [p.name + "/" for p in ROOT.iterdir()
+               if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in ("var", "build")
+               and not p.name.endswith(".egg-info")]
+    folders += [str(p.parent.relative_to(ROOT)) + "/" for p in (ROOT / "torchci_assets").rglob("__init__.py")
+                if "__pycache__" not in p.parts]
+    missing = sorted(f for f in set(folders) if f"`{f}`" not in section)
+    assert not missing, f"README 'Where things are' does not name: {missing}"

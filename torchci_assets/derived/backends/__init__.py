@@ -1,0 +1,1 @@
+"""Downstream backends: health over windows of their results, and relay levels."""

@@ -1,0 +1,1 @@
+"""Flaky and broken verdicts, the disabled and slow test lists, platform smoke sets."""

@@ -1,0 +1,1 @@
+"""Test results joined with their jobs, and the daily aggregates every window reads."""

@@ -1,0 +1,95 @@
+"""Dagster assets for test results: the day's tests joined with their jobs, and the daily aggregates
+every window (flakiness, test times, the HUD) reads instead of raw rows.
+
+Thin wrappers: the work is in `derived.results.stats`, plain functions the tests call directly.
+"""
+
+import dagster as dg
+
+from resources import LakeResource
+from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
+                                                  build_test_results, daily_stats_totals)
+from torchci_assets.partitions import daily_partitions, window_mapping
+
+# Share of test rows whose job is in no workflow_job partition of the look-back window above
+# which test_results is flagged (webhooks missing or late beyond the window).
+MAX_ROWS_WITHOUT_JOB = 0.01
+_JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("test_results", group_name="tests", kinds={"parquet"},
+                     deps=["test_run", dg.AssetDep("workflow_job", partition_mapping=_JOB_WINDOW),
+                           dg.AssetDep("workflow_run", partition_mapping=_JOB_WINDOW)],
+                     description=f"test_run rows of the day with their job (sha, branch, branch_class main/other/"
+                                 f"unknown, build_env, test_config, shard, platform, conclusion) from workflow_job "
+                                 f"days D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}, and the job's infra_suspect "
+                                 "flag."),
+        dg.AssetSpec("test_jobs", group_name="tests", kinds={"parquet"}, deps=["test_run"],
+                     description="One row per job attempt with test rows that day: test counts, job context, "
+                                 "and infra_reason (job-died, failed-outside-tests, mass-failure, shared-message)."),
+    ],
+    check_specs=[dg.AssetCheckSpec("rows_have_their_job", asset="test_results")],
+    partitions_def=daily_partitions,
+    can_subset=False,
+)
+def test_results_asset(context: dg.AssetExecutionContext, lake: LakeResource):
+    """Joins the day's test rows with their jobs and flags infra-suspect jobs."""
+    day = context.partition_key
+    lk = lake.lake()
+    report = build_test_results(lk, day)
+    if report.job_partitions == 0:
+        context.log.warning(f"no workflow_job partition within D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}: "
+                            "every test row is without its job")
+    yield dg.MaterializeResult(asset_key="test_results", metadata={
+        "rows": report.rows, "rows_without_job": report.rows_without_job,
+        "job_partitions_read": report.job_partitions,
+        "path": lk.store.display(lk.partition_path("test_results", day)),
+    })
+    yield dg.MaterializeResult(asset_key="test_jobs", metadata={
+        "rows": report.jobs, "jobs_not_found": report.jobs_not_found,
+        "infra_suspect_jobs": sum(report.infra_jobs.values()),
+        "infra_reasons": dg.MetadataValue.json(report.infra_jobs),
+    })
+    share = report.rows_without_job / report.rows if report.rows else 0.0
+    yield dg.AssetCheckResult(
+        asset_key="test_results", check_name="rows_have_their_job", passed=share <= MAX_ROWS_WITHOUT_JOB,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"rows_without_job": report.rows_without_job, "share": round(share, 6),
+                  "threshold": MAX_ROWS_WITHOUT_JOB})
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("test_daily_stats", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+                     description="Per day, test and (build_env, test_config, platform, branch_class): runs, "
+                                 "outcomes, reruns, failed-then-passed, clean-pass time, distinct shas and jobs, "
+                                 "infra-suspect runs counted apart."),
+        dg.AssetSpec("test_sha_outcomes", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+                     description="Per day, test, configuration and commit where the test failed or needed a "
+                                 "rerun (non-infra jobs): its outcomes on that commit and the failing job ids. "
+                                 "With test_jobs, enough for same-commit pairs and flips over any window."),
+        dg.AssetSpec("test_time_daily", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+                     description="Per day, build_env, test_config and invoking file (classname null) or class: "
+                                 "successful main-branch run attempts and their summed test time."),
+    ],
+    check_specs=[dg.AssetCheckSpec("every_test_row_counted_once", asset="test_daily_stats")],
+    partitions_def=daily_partitions,
+    can_subset=False,
+)
+def test_daily_stats_asset(context: dg.AssetExecutionContext, lake: LakeResource):
+    """Aggregates the day's test_results so that windows never re-read raw rows."""
+    day = context.partition_key
+    lk = lake.lake()
+    rows = build_test_daily_stats(lk, day)
+    for table, n in rows.items():
+        yield dg.MaterializeResult(asset_key=table, metadata={
+            "rows": n, "path": lk.store.display(lk.partition_path(table, day))})
+    results, counted = daily_stats_totals(lk, day)
+    yield dg.AssetCheckResult(asset_key="test_daily_stats", check_name="every_test_row_counted_once",
+                              passed=results == counted,
+                              metadata={"test_results_rows": results, "counted_runs": counted})
+
+
+RESULTS_ASSETS = [test_results_asset, test_daily_stats_asset]

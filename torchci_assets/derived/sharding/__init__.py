@@ -1,0 +1,1 @@
+"""Test times and shard plans, in PyTorch's formats."""

@@ -1,0 +1,7 @@
+"""The ingest domain: every archive source read into its raw lake tables, with rejects."""
+
+import dagster as dg
+
+from torchci_assets.ingest.assets import INGEST_ASSETS
+
+defs = dg.Definitions(assets=INGEST_ASSETS)
