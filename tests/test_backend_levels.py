@@ -222,6 +222,18 @@ def test_thresholds_come_from_the_config(tmp_path):
     assert [c.name for c in a.criteria if not c.met] == ["max_queue_time_p90_s", "min_success_rate"]
 
 
+def test_partitions_written_before_the_callback_columns_existed_are_still_read(tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    write(lake, healthy(30))
+    old_schema = pa.schema([f for f in CI_RESULT_SCHEMA if f.name not in
+                            ("event_type", "check_run_id", "workflow_url", "artifact_url")])
+    older = healthy(30, day_start=T0 - dt.timedelta(days=1))
+    lake.write("ci_result", "2026-11-09", pa.Table.from_pylist(older, schema=old_schema))
+    for days in (["2026-11-09"], [D, "2026-11-09"]):  # only old partitions, and old and new ones
+        health = compute_health(lake, days[0], (7,)).to_pylist()
+        assert [(r["jobs"], r["successes"]) for r in health] == [(30 * len(days), 30 * len(days))]
+
+
 # ---- approval, promotion, demotion, no data -------------------------------------------------
 
 def test_l4_without_approval_is_capped_at_l3_with_the_reason(tmp_path):

@@ -159,8 +159,8 @@ def test_rejects_have_file_line_and_reason_and_good_lines_survive(tmp_path):
     no_repo = record()
     del no_repo["trusted"]["verified_repo"]
     bad_repo = record(repo="not a repo")
-    str_run = record(run_id="7001")
-    str_count = record(tests={"passed": "100", "failed": 0, "skipped": 0})
+    str_run = record(run_id="7001x")
+    str_count = record(tests={"passed": "lots", "failed": 0, "skipped": 0})
     bad_time = record(started="yesterday")
     bad_status = record(status="exploded")
     no_workflow = record()
@@ -174,8 +174,8 @@ def test_rejects_have_file_line_and_reason_and_good_lines_survive(tmp_path):
     assert reasons[2].startswith("bad JSON")
     assert reasons[3] == "missing trusted.verified_repo"
     assert reasons[4].startswith("bad trusted.verified_repo")
-    assert reasons[5] == "wrong type: untrusted.callback_payload.workflow.run_id is str, expected int"
-    assert reasons[6].startswith("wrong type: untrusted.callback_payload.workflow.test_results.passed is str")
+    assert reasons[5] == "not a whole number: untrusted.callback_payload.workflow.run_id = '7001x'"
+    assert reasons[6] == "not a whole number: untrusted.callback_payload.workflow.test_results.passed = 'lots'"
     assert reasons[7].startswith("bad timestamp: untrusted.callback_payload.workflow.started_at")
     assert reasons[8].startswith("unknown status")
     assert reasons[9] == "missing untrusted.callback_payload.workflow"

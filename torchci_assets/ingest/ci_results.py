@@ -1,9 +1,24 @@
 """Downstream backend results (`ci-results/day=D/*.jsonl[.gz]`) -> `ci_result` and
 `ci_callback_minutes`.
 
-Each line is a callback as the cross-repo relay forwards it: a `trusted` part the relay
-vouches for (the repository it verified, the level it gave it, queue and execution times it
-measured) and an `untrusted` part the downstream repository wrote. Only
+Each line is a callback as the cross-repo relay forwards it to HUD (pytorch/test-infra
+`aws/lambda/cross_repo_ci_relay/utils/hud.py`), plus the receiver's `received_at`:
+
+    {"trusted": {"verified_repo", "downstream_repo_level", "ci_metrics": {"queue_time", "execution_time"}},
+     "untrusted": {"callback_payload": <body>}, "received_at"}
+
+a `trusted` part the relay vouches for (the repository it verified, the level it gave it,
+queue and execution times it measured) and an `untrusted` body the downstream repository
+wrote with `report_callback.py` (`.github/actions/cross-repo-ci-relay-callback/`): the dispatch's
+client_payload (`event_type`, `delivery_id`, `payload`) plus a `workflow` object. That script
+builds the workflow object from environment variables, so `run_id`, `run_attempt`,
+`schema_version` and `check_run_id` are strings; a whole number may come as a JSON number or
+as its decimal string (as the relay's own `int(...)` reads it). It sends `in_progress` with
+`started_at` and `completed` with `completed_at` only; the relay measures `queue_time` on the
+first and `execution_time` on the second. `test_results` and `artifact_url` are optional.
+Nightly and periodic self-reports (`event_type` `nightly`/`periodic`) are a single completed
+callback whose `delivery_id` is the upstream sha tested, with `started_at` = `completed_at`
+(the instant it was sent) and no relay timings. Only
 `trusted.verified_repo` identifies the backend: the untrusted payload may name any
 repository, and believing it would let one backend spoil (or polish) another's record. The
 other keys (delivery, run, job) come from the untrusted part, but they only ever group rows
@@ -12,14 +27,17 @@ within the verified repository, so a backend that lies there can only muddle its
 A job reports several times (in_progress, then completed; some backends re-send the same
 callback hundreds of times), so `ci_result` keeps one row per (delivery, repo, run_id,
 run_attempt, job_name): the highest state in the lattice queued < waiting < in_progress <
-completed, then the latest callback, then the last line read. Every callback still counts
-towards the callback rate, kept per repo and minute in `ci_callback_minutes` so a window's
-peak is a sum over daily aggregates.
+completed, then the latest callback, then the last line read. Fields the kept callback
+leaves out come from the job's other callbacks of the day: `started_at` from its
+`in_progress` callback, else (a completed callback alone) from the relay's measure,
+`completed_at - execution_time`; the queue time from the `in_progress` callback. Every
+callback still counts towards the callback rate, kept per repo and minute in
+`ci_callback_minutes` so a window's peak is a sum over daily aggregates.
 
-Callback time: the archive line may carry a top-level `received_at` (the relay's receive
-time); the current archive does not, so the callback is placed at the workflow's own
-`completed_at`, else `started_at`. A burst of re-sent completed callbacks then lands in a
-single minute, which overstates a burst spread over more than a minute but never hides one.
+Callback time: the receiver's top-level `received_at`; a line without one (an older archive)
+is placed at the workflow's own `completed_at`, else `started_at`. A burst of re-sent
+completed callbacks then lands in a single minute, which overstates a burst spread over more
+than a minute but never hides one.
 
 Failure kinds (`failure_kind`), decided as of a given instant (the end of the day ingested,
 or of a health window's last day; now, while that day is not over):
@@ -55,14 +73,18 @@ STAGE_BATCH_ROWS = 10_000
 TS = pa.timestamp("ms", tz="UTC")
 STATE_RANK = {"requested": 0, "pending": 0, "queued": 0, "waiting": 1, "in_progress": 2, "completed": 3}
 SUCCESS_CONCLUSIONS = ("success", "neutral", "skipped")
+# Self-reports the relay forwards without a dispatch or timings (its _NIGHTLY_EVENT_TYPES).
+SELF_REPORT_EVENTS = ("nightly", "periodic")
+INT64_MAX = 2**63 - 1
 
 STAGE_SCHEMA = pa.schema([
-    ("repo", pa.string()), ("level", pa.string()), ("delivery_id", pa.string()), ("head_sha", pa.string()),
-    ("workflow_name", pa.string()), ("run_id", pa.int64()), ("run_attempt", pa.int64()),
-    ("job_name", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
+    ("repo", pa.string()), ("level", pa.string()), ("event_type", pa.string()), ("delivery_id", pa.string()),
+    ("head_sha", pa.string()), ("workflow_name", pa.string()), ("run_id", pa.int64()), ("run_attempt", pa.int64()),
+    ("job_name", pa.string()), ("check_run_id", pa.string()), ("status", pa.string()), ("conclusion", pa.string()),
     ("started_at", TS), ("completed_at", TS), ("received_at", TS),
     ("queue_s", pa.float64()), ("execution_s", pa.float64()),
     ("passed", pa.int64()), ("failed", pa.int64()), ("skipped", pa.int64()),
+    ("workflow_url", pa.string()), ("artifact_url", pa.string()),
     ("location", pa.string()), ("seq", pa.int64()),
 ])
 
@@ -105,11 +127,34 @@ def _timestamp_ms(obj: dict, key: str, where: str) -> int | None:
     return int(t.timestamp() * 1000)
 
 
-def _count(obj: dict, key: str, where: str) -> int | None:
-    value = _field(obj, key, int, where)
-    if value is not None and value < 0:
-        raise RecordError(f"negative count: {where}.{key} = {value}")
-    return value
+def _whole(obj: dict, key: str, where: str, required: bool = False) -> int | None:
+    """A whole number from a JSON number or its decimal string (report_callback.py takes them
+    from environment variables); anything else, or beyond int64, is a RecordError."""
+    value = _field(obj, key, (int, str), where, required)
+    text = value.strip() if isinstance(value, str) else str(value)
+    if isinstance(value, str) and not (text.isascii() and text.isdigit()):
+        raise RecordError(f"not a whole number: {where}.{key} = {value[:40]!r}")
+    if value is not None and (len(text) > 19 or not 0 <= int(text) <= INT64_MAX):
+        raise RecordError(f"out of range: {where}.{key} = {text[:40]}")
+    return None if value is None else int(text)
+
+
+def _id_text(obj: dict, key: str, where: str) -> str | None:
+    """An identifier that is a string in the relay's format (check_run_id) but a number to GitHub."""
+    value = _field(obj, key, (str, int), where)
+    return None if value is None else str(value)
+
+
+def _head_sha(callback: dict) -> str | None:
+    """The upstream commit a callback is about, wherever its dispatch payload carries it: a pull
+    request's head, a self-report's `head_sha`, a push's `after`, or this project's dispatch `sha`."""
+    payload = callback.get("payload") if isinstance(callback.get("payload"), dict) else {}
+    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
+    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+    for value in (head.get("sha"), payload.get("head_sha"), payload.get("after"), callback.get("sha")):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _seconds(obj: dict, key: str, where: str) -> float | None:
@@ -139,22 +184,25 @@ def parse_record(line: bytes) -> dict:
     status = _field(workflow, "status", str, wf, required=True)
     if status not in STATE_RANK:
         raise RecordError(f"unknown status: {wf}.status = {status[:40]!r}")
-    run_attempt = _field(workflow, "run_attempt", int, wf)
+    run_attempt = _whole(workflow, "run_attempt", wf)
     if run_attempt is not None and run_attempt < 1:
         raise RecordError(f"bad {wf}.run_attempt: {run_attempt}")
+    schema_version = _whole(workflow, "schema_version", wf)
+    if schema_version is not None and schema_version < 1:
+        raise RecordError(f"bad {wf}.schema_version: {schema_version}")
     tests = _object(workflow, "test_results", wf, required=False)
-    payload = callback.get("payload")
-    head_sha = payload.get("head_sha") if isinstance(payload, dict) else None
     return {
         "repo": repo,
         "level": _field(trusted, "downstream_repo_level", str, "trusted"),
+        "event_type": _field(callback, "event_type", str, where),
         "delivery_id": _field(callback, "delivery_id", str, where, required=True),
-        "head_sha": head_sha if isinstance(head_sha, str) else None,
+        "head_sha": _head_sha(callback),
         "workflow_name": _field(workflow, "name", str, wf),
-        "run_id": _field(workflow, "run_id", int, wf, required=True),
+        "run_id": _whole(workflow, "run_id", wf, required=True),
         # Older relays omit run_attempt: a callback without one is about the first attempt.
         "run_attempt": 1 if run_attempt is None else run_attempt,
         "job_name": _field(workflow, "job_name", str, wf, required=True),
+        "check_run_id": _id_text(workflow, "check_run_id", wf),
         "status": status,
         "conclusion": _field(workflow, "conclusion", str, wf),
         "started_at": _timestamp_ms(workflow, "started_at", wf),
@@ -162,10 +210,25 @@ def parse_record(line: bytes) -> dict:
         "received_at": _timestamp_ms(rec, "received_at", "record"),
         "queue_s": _seconds(metrics, "queue_time", "trusted.ci_metrics"),
         "execution_s": _seconds(metrics, "execution_time", "trusted.ci_metrics"),
-        "passed": _count(tests, "passed", f"{wf}.test_results"),
-        "failed": _count(tests, "failed", f"{wf}.test_results"),
-        "skipped": _count(tests, "skipped", f"{wf}.test_results"),
+        "passed": _whole(tests, "passed", f"{wf}.test_results"),
+        "failed": _whole(tests, "failed", f"{wf}.test_results"),
+        "skipped": _whole(tests, "skipped", f"{wf}.test_results"),
+        "workflow_url": _field(workflow, "url", str, wf),
+        "artifact_url": _field(workflow, "artifact_url", str, wf),
     }
+
+
+def started_at_sql() -> str:
+    """A merged job's start: the earliest reported by any of its rows (`any_started_at`), else
+    the relay's measure, `completed_at - execution_time`.
+
+    A completed callback alone has no `started_at` (report_callback.py sends it only with
+    `in_progress`, which may have been lost or landed on another day), and the relay's
+    `execution_time` runs from the in_progress callback to the completed one. An absurd
+    execution time (negative, over 30 years) is ignored rather than computed with.
+    """
+    return ("coalesce(any_started_at, CASE WHEN execution_s BETWEEN 0 AND 1e9 "
+            "THEN completed_at - to_milliseconds(CAST(round(execution_s * 1000) AS BIGINT)) END)")
 
 
 def state_rank_sql(status: str = "status") -> str:
@@ -224,7 +287,7 @@ def reduce_callbacks(stage: pa.Table, as_of_ms: int) -> tuple[pa.Table, pa.Table
                     max(head_sha) OVER (PARTITION BY {key}) AS any_head_sha
                 FROM stage
             ), winners AS (
-                SELECT * REPLACE (coalesce(started_at, any_started_at) AS started_at,
+                SELECT * REPLACE ({started_at_sql()} AS started_at,
                                   coalesce(queue_s, any_queue_s) AS queue_s,
                                   coalesce(head_sha, any_head_sha) AS head_sha)
                 FROM ranked WHERE rn = 1

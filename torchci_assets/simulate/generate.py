@@ -13,7 +13,7 @@ from typing import Callable
 
 import orjson
 
-from .backends import backends, push_records
+from .backends import backends, nightly_records, push_records
 from .junit import job_cases, render_xml, test_run_rows
 from .model import DAY_MS, Job, day_start_ms
 from .payloads import envelope, workflow_job_payload, workflow_run_payload
@@ -105,12 +105,16 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
         stats.test_run_rows = rows_out.lines
         stats.disk_bytes += rows_out.gz_bytes
 
-    # --- downstream backends: callbacks about today's and yesterday's main pushes
+    # --- downstream backends: callbacks about today's and yesterday's main pushes, and a nightly
+    # self-report a day about the day's first main commit
     results = []
     for b in backends(world.opts.backends):
         for a in acts:
             for c, did, pushed in a.pushes:
-                results += [(t, rec) for t, rec in push_records(world.seed, b, c, did, pushed) if _in_day(t, lo, a)]
+                records = push_records(world.seed, b, c, did, pushed)
+                if c.index % world.opts.commits_per_day == 0:
+                    records += nightly_records(world.seed, b, c)
+                results += [(t, rec) for t, rec in records if _in_day(t, lo, a)]
     results.sort(key=lambda x: x[0])
     ci = RollingJsonl(out / "ci-results" / folder, "relay", level=3)
     for t, rec in results:

@@ -6,7 +6,12 @@ A job seen on several days (in progress on one, completed the next) is merged to
 highest state, then judged as of the end of D (or now, while D is not over) with the same
 rule as ingest: a job not completed within 6 h of its start is an infrastructure failure; one
 started less than 6 h before that instant is pending, left out of every figure until a later
-window judges it.
+window judges it. A job's start is the earliest its callbacks reported, else the relay's
+measure (`completed_at - execution_time`, see `ci_results.started_at_sql`).
+
+Job measures are about what the relay dispatched: nightly and periodic self-reports (no
+dispatch, no relay timings, a commit time of nothing) stay in `ci_result` but are left out of
+them; they still count towards the callback rate, which limits every callback.
 
 Measures, per repo and window:
 - jobs: judged jobs (completed, or lost for good); completed_jobs: those that completed;
@@ -47,8 +52,10 @@ from torchci_assets.ingest.ci_results import (
     CI_RESULT_SCHEMA,
     KEY,
     LOST_AFTER_MS,
+    SELF_REPORT_EVENTS,
     failure_kind_sql,
     judged_as_of_ms,
+    started_at_sql,
     state_rank_sql,
 )
 from torchci_assets.partitions import days_ending
@@ -77,10 +84,17 @@ def health_windows(config: RelayConfig) -> tuple[int, ...]:
 
 
 def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list[str], schema: pa.Schema) -> None:
-    """The table's partitions for `days` as a view; an empty one when none was materialized."""
-    if not lake.register(con, table, days):
+    """The table's partitions for `days` as a view; an empty one when none was materialized.
+
+    Partitions written before a column was added lack it: the view has it as NULL.
+    """
+    if not lake.register(con, table, days, name=f"{table}_files"):
         empty = pa.Table.from_pylist([], schema=schema.append(pa.field("day", pa.string())))
         con.register(table, empty)
+        return
+    have = {row[0] for row in con.execute(f'DESCRIBE "{table}_files"').fetchall()}
+    added = "".join(f', NULL::VARCHAR AS "{f.name}"' for f in schema if f.name not in have)
+    con.execute(f'CREATE TEMP VIEW "{table}" AS SELECT *{added} FROM "{table}_files"')
 
 
 def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None) -> pa.Table:
@@ -101,14 +115,16 @@ def _health_query(firsts: dict[int, str], as_of_ms: int) -> str:
     windows = ", ".join(f"({w}, DATE '{first}')" for w, first in firsts.items())
     key = ", ".join(KEY)
     start_ms = "epoch_ms(coalesce(started_at, callback_at))"
+    self_reports = ", ".join(f"'{e}'" for e in SELF_REPORT_EVENTS)
     return f"""
     WITH windows(window_days, first_day) AS (VALUES {windows}),
     rows AS (
         SELECT w.window_days, r.* EXCLUDE (day), CAST(r.day AS DATE) AS day, {state_rank_sql()} AS state_rank
         FROM ci_result r JOIN windows w ON CAST(r.day AS DATE) >= w.first_day
+        WHERE coalesce(r.event_type, '') NOT IN ({self_reports})
     ),
     merged AS (
-        SELECT * REPLACE (coalesce(started_at, any_started_at) AS started_at,
+        SELECT * REPLACE ({started_at_sql()} AS started_at,
                           coalesce(queue_s, any_queue_s) AS queue_s)
         FROM (
             SELECT *,
