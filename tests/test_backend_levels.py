@@ -402,3 +402,26 @@ def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatc
     assert proposal == {"L1": ["quiet/torch-zpu"], "L2": [REPO]}
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == [
         "backend_health", "backend_levels", "ci_callback_minutes", "ci_result", "rejects"]
+
+
+def test_no_downstream_result_in_the_windows_keeps_the_published_levels(tmp_path, monkeypatch):
+    """No backend reported for 28 days: a collection outage looks the same, so nobody is demoted."""
+    cfg_path = tmp_path / "relay.yaml"
+    cfg_path.write_text(yaml.safe_dump({"allowlist": {"L3": {"npu": {REPO: []}}}}))
+    monkeypatch.setenv("TORCHCI_CONFIG", str(cfg_path))
+    outputs = Store(str(tmp_path / "outputs"))
+    published = {LEVELS_FILE: b'{"day": "2026-11-09", "backends": []}', PROPOSAL_FILE: b"L3:\n  npu:\n    x/y: []\n"}
+    for path, data in published.items():
+        outputs.write_bytes(path, data)
+    (tmp_path / "archive" / "ci-results" / f"day={D}").mkdir(parents=True)
+    result = dg.materialize([ci_result_tables, backend_health, backend_levels], partition_key=D, resources={
+        "archive": ArchiveResource(uri=str(tmp_path / "archive")), "lake": LakeResource(uri=str(tmp_path / "lake")),
+        "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
+    assert result.success
+    [levels] = [e for e in result.get_asset_materialization_events()
+                if e.asset_key.to_user_string() == "backend_levels"]
+    assert levels.materialization.metadata["nothing_new"].value == (
+        f"no downstream results in the 28 days ending {D}: kept {outputs.display(LEVELS_FILE)}, "
+        f"{outputs.display(PROPOSAL_FILE)} as published")
+    assert {path: outputs.read_bytes(path) for path in published} == published
+    assert Lake.at(str(tmp_path / "lake")).files("backend_levels", [D])  # the day is materialized: nothing assessed

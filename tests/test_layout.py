@@ -2,7 +2,7 @@
 that climb from a lower layer to a higher one.
 
 Layers, lowest first: `resources` (storage, the lake, GitHub) < the core modules of
-`torchci_assets` (partitions, checks, config) < `ingest` (archive -> lake) < the domains
+`torchci_assets` (partitions, checks, config, publishing) < `ingest` (archive -> lake) < the domains
 (`derived/<domain>`, `relay`) < `jobs` < the entry points (definitions, the CLI). A module may
 import its own layer and the layers below it, never above: so storage never learns about
 assets, and the archive readers never depend on what is computed from them.
@@ -22,6 +22,7 @@ LAYERS = [
     ("torchci_assets.partitions", 1),
     ("torchci_assets.checks", 1),
     ("torchci_assets.config", 1),
+    ("torchci_assets.publishing", 1),
     ("torchci_assets.ingest", 2),
     ("torchci_assets.derived", 3),
     ("torchci_assets.relay", 3),

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 from test_test_stats import (
     LINUX,
@@ -181,7 +182,52 @@ def test_asset_publishes_and_refuses_to_replace_a_file_with_much_less(tmp_path):
     assert json.loads(store.read_bytes(TEST_TIMES_PATH))["old-env"] == big["old-env"]
 
 
-def test_nothing_to_publish_is_refused(tmp_path):
+DAILY_SCHEMA = pa.schema([("build_env", pa.string()), ("test_config", pa.string()), ("file", pa.string()),
+                          ("classname", pa.string()), ("time", pa.float64()), ("runs", pa.int64())])
+
+
+def daily(rows) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=DAILY_SCHEMA)
+
+
+def test_a_quiet_window_keeps_the_published_files_and_succeeds(tmp_path):
+    store = outputs(tmp_path)
+    published = {TEST_TIMES_PATH: dumps({LINUX: {"default": {"test_ops": 6.0}}}),
+                 TEST_CLASS_TIMES_PATH: dumps({LINUX: {"default": {"test_ops": {"TestOps": 6.0}}}})}
+    for path, data in published.items():
+        store.write_bytes(path, data)
+    lake(tmp_path).write("test_time_daily", day(0), daily([]))  # the day was processed: no test ran on main
+    result = materialize_times(tmp_path)
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    assert event.materialization.metadata["nothing_new"].value == (
+        f"no test times from successful main-branch runs in the 14 days ending {day(0)}: kept "
+        f"{store.display(TEST_TIMES_PATH)}, {store.display(TEST_CLASS_TIMES_PATH)} as published")
+    assert {path: store.read_bytes(path) for path in published} == published
+
+
+def test_a_first_quiet_day_publishes_nothing(tmp_path):
+    lake(tmp_path).write("test_time_daily", day(0), daily([]))
+    report = publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+    assert report.nothing_new.endswith(": nothing was published before either") and report.published == []
+    assert not (tmp_path / "outputs" / TEST_TIMES_PATH).exists()
+
+
+def test_file_times_without_class_times_publish_test_times_only(tmp_path):
+    store = outputs(tmp_path)
+    classes = dumps({LINUX: {"default": {"test_ops": {"TestOps": 6.0}}}})
+    store.write_bytes(TEST_CLASS_TIMES_PATH, classes)
+    lake(tmp_path).write("test_time_daily", day(0), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None, "time": 8.0, "runs": 1}]))
+    report = publish_test_times(lake(tmp_path), store, day(0))
+    assert report.published == [TEST_TIMES_PATH] and report.nothing_new.startswith("no class times")
+    assert json.loads(store.read_bytes(TEST_TIMES_PATH))[LINUX] == {"default": {"test_ops": 8.0}}
+    assert store.read_bytes(TEST_CLASS_TIMES_PATH) == classes
+
+
+def test_times_need_their_day_of_daily_times(tmp_path):
     result = materialize_times(tmp_path)
     assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert f"test_time_daily has no partition for {day(0)}" in failure.event_specific_data.error.cause.message
     assert not (tmp_path / "outputs" / TEST_TIMES_PATH).exists()

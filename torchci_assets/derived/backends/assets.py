@@ -9,9 +9,11 @@ from resources import LakeResource, OutputsResource
 from resources.lake import connect
 from torchci_assets.checks import unique_key_check
 from torchci_assets.config import L4Thresholds, load_config
-from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, allowlist_proposal, assess_backends, compute_health,
-                                                   health_windows, levels_json, levels_table, publish_levels)
+from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, LEVELS_FILE, PROPOSAL_FILE, allowlist_proposal,
+                                                   assess_backends, compute_health, health_windows, levels_json,
+                                                   levels_table, publish_levels)
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.publishing import kept_note, nothing_new
 
 # Lineage only: the windows actually read come from the config at run time.
 _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
@@ -47,7 +49,8 @@ def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
 )
 def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):
     """The relay level each downstream repo has earned, a one-step recommendation, and an allowlist
-    proposal: publishes `backend-levels.json` and `allowlist-proposal.yaml`."""
+    proposal: publishes `backend-levels.json` and `allowlist-proposal.yaml`. Without any
+    downstream result in the windows there is nothing to judge: the published files stay."""
     day = context.partition_key
     lk = lake.lake()
     config = load_config()
@@ -60,9 +63,20 @@ def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, output
             rows = HEALTH_SCHEMA.empty_table().to_pylist()
     finally:
         con.close()
+    store = outputs.store()
+    if not rows:
+        # No backend reported anything in the windows: an outage of the results' collection
+        # looks the same, and demoting every backend for it would be wrong. Assess nothing.
+        lk.write("backend_levels", day, levels_table([]))
+        windows = health_windows(config)
+        return dg.MaterializeResult(metadata={
+            "repos": 0, "published": False, "path": lk.store.display(lk.partition_path("backend_levels", day)),
+            **nothing_new(context, f"no downstream results in the {windows[-1]} days ending {day}: "
+                                   f"{kept_note(store, [LEVELS_FILE, PROPOSAL_FILE])}"),
+        })
     assessments = assess_backends(rows, config)
     lk.write("backend_levels", day, levels_table(assessments))
-    published = publish_levels(outputs.store(), day, levels_json(assessments, day, config),
+    published = publish_levels(store, day, levels_json(assessments, day, config),
                                allowlist_proposal(assessments, day, config))
     if not published:
         context.log.warning(f"outputs already hold levels for a later day than {day}: not overwritten")

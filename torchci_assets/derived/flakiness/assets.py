@@ -14,6 +14,7 @@ from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABL
                                                     publish_disabled_tests, publish_slow_tests)
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.publishing import nothing_new
 
 # Lineage: the window read is the run's `window_days`.
 _WINDOW = window_mapping(WINDOW_DAYS - 1)
@@ -75,6 +76,7 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
         "published": store.display(DISABLED_TESTS_PATH),
+        **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
     })
 
 
@@ -87,9 +89,10 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
 def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource,
                      outputs: OutputsResource) -> dg.MaterializeResult:
     store = outputs.store()
-    n = publish_slow_tests(lake.lake(), store, context.partition_key, config.window_days)
+    n, quiet = publish_slow_tests(lake.lake(), store, context.partition_key, config.window_days)
     return dg.MaterializeResult(metadata={"slow_tests": n, "window_days": config.window_days,
-                                          "published": store.display(SLOW_TESTS_PATH)})
+                                          "published": store.display(SLOW_TESTS_PATH),
+                                          **(nothing_new(context, quiet) if quiet else {})})
 
 
 @dg.asset(
@@ -105,6 +108,7 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     return dg.MaterializeResult(metadata={
         "tests_per_platform": dg.MetadataValue.json(report.platforms),
         "published": dg.MetadataValue.json([outputs.store().display(p) for p in report.paths]),
+        **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
     })
 
 

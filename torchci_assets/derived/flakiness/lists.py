@@ -13,6 +13,11 @@ window: at least REENABLE_MIN_RUNS runs and no flake event; then it is dropped f
 and listed in reenabled-tests.json. Without runs it stays (no evidence it was fixed). In
 PyTorch, disabled tests still run in the rerun-disabled-tests jobs, which supply those runs.
 
+A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
+nothing new to say: the published files stay as they are, and the report's `nothing_new`
+says why (see `torchci_assets.publishing`). A window with evidence publishes whatever it
+decides, an empty list included.
+
 Issue numbers: without a GitHub token there are no issues, so the id is a stable hash of the
 test's key ("local-" + 12 hex digits) and the url is empty. A deployment with a token would
 look up the open "DISABLED <key>" issue (GitHub search: `repo:<upstream> is:issue is:open
@@ -32,6 +37,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.partitions import days_ending
+from torchci_assets.publishing import kept_note
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
@@ -80,6 +86,7 @@ class DisabledDecision:
     disabled: dict  # the condensed file's content
     reenabled: dict  # key -> {"id", "runs"}
     new: list[str]  # keys disabled today that were not before
+    nothing_new: str = ""  # why the published files were kept, when they were
 
 
 def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
@@ -141,18 +148,26 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
     table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
                "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
     lake.write("disabled_tests", day, pa.Table.from_pylist(table, schema=DISABLED_SCHEMA))
+    if not rows:
+        decision.nothing_new = (f"no test in flaky_tests for the window ending {day}: "
+                                f"{kept_note(outputs, [DISABLED_TESTS_PATH, REENABLED_TESTS_PATH])}")
+        return decision
     outputs.write_bytes(REENABLED_TESTS_PATH, dumps(decision.reenabled))
     outputs.write_bytes(DISABLED_TESTS_PATH, dumps(decision.disabled))
     return decision
 
 
-def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict]:
+def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
     """Per test key, its slowest configuration's mean time over clean passes on main in the
-    window, for tests where that exceeds SLOW_TEST_SECONDS."""
+    window, for tests where that exceeds SLOW_TEST_SECONDS; None when the window has no clean
+    pass on main at all (nothing was measured)."""
     con = connect()
     try:
         if lake.register(con, "test_daily_stats", days_ending(day, window_days), name="s") == 0:
             raise FileNotFoundError(f"test_daily_stats has no partition in the window ending {day}")
+        (measured,) = con.execute("SELECT count(*) FROM s WHERE branch_class = 'main' AND clean_passes > 0").fetchone()
+        if not measured:
+            return None
         rows = _rows(con, f"""
             SELECT classname, name, build_env, test_config, sum(pass_time) / sum(clean_passes) AS seconds,
                    sum(clean_passes)::BIGINT AS clean_passes
@@ -170,9 +185,13 @@ def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict]:
     return list(best.values())
 
 
-def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> int:
-    """Write the `slow_tests` lake table for `day` and publish slow-tests.json; returns its size."""
+def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> tuple[int, str]:
+    """Write the `slow_tests` lake table for `day` and publish slow-tests.json: (its size, and
+    why it was kept as published instead, when the window measured nothing)."""
     rows = slow_tests(lake, day, window_days)
-    lake.write("slow_tests", day, pa.Table.from_pylist(rows, schema=SLOW_SCHEMA))
+    lake.write("slow_tests", day, pa.Table.from_pylist(rows or [], schema=SLOW_SCHEMA))
+    if rows is None:
+        return 0, (f"no clean main-branch pass in the {window_days} days ending {day}: "
+                   f"{kept_note(outputs, [SLOW_TESTS_PATH])}")
     outputs.write_bytes(SLOW_TESTS_PATH, dumps({r["test"]: r["seconds"] for r in rows}))
-    return len(rows)
+    return len(rows), ""

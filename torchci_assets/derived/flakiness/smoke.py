@@ -124,6 +124,7 @@ class SmokeReport:
     day: str
     platforms: dict[str, int]  # tests in each platform's set
     paths: list[str]
+    nothing_new: str = ""  # why nothing was published, when nothing was
 
 
 def publish_smoke_tests(lake: Lake, outputs: Store, day: str) -> SmokeReport:
@@ -138,4 +139,6 @@ def publish_smoke_tests(lake: Lake, outputs: Store, day: str) -> SmokeReport:
         outputs.write_bytes(path, dumps(smoke_document(p, mine, start, end)))
         counts[p] = len(mine)
         paths.append(path)
-    return SmokeReport(day, counts, paths)
+    quiet = "" if platforms else (f"no platform ran tests in the window ending {day}: the published sets under "
+                                  f"{outputs.display(SMOKE_DIR + '/')} stay as they are")
+    return SmokeReport(day, counts, paths, quiet)

@@ -11,6 +11,7 @@ from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.times import (MAX_LOSS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS,
                                                    PublishRefused, publish_test_times)
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.publishing import nothing_new
 
 # Lineage only: the window read is the run's `window_days`.
 _TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1)
@@ -48,6 +49,8 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
         "class_entries": report.class_entries, "previous_entries": report.previous_entries,
         "previous_class_entries": report.previous_class_entries,
         "test_times": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
+        "published_now": dg.MetadataValue.json(report.published),
+        **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
     })
 
 
@@ -69,6 +72,7 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
         "configs": report.configs, "files": report.files, "shards": report.shards,
         "longest_shard_expected_s": round(report.longest_expected_s, 1),
         "published": store.display("shard-plans/"),
+        **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
     })
 
 

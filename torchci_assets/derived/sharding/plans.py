@@ -5,7 +5,8 @@ running), over as many shards as CI ran that config with lately (the largest `nu
 in `workflow_job` over the window), or, for a config never seen sharded, enough shards for
 about 40 minutes each (at most 16). Plans are published to
 `shard-plans/<build_env>/<test_config>.json` (a build_env containing '/' is percent-encoded
-into one folder name) and kept in the lake table `shard_plans`.
+into one folder name) and kept in the lake table `shard_plans`. A day without test times
+publishes nothing and leaves the published plans as they are (see `torchci_assets.publishing`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class ShardPlansReport:
     files: int
     shards: int
     longest_expected_s: float
+    nothing_new: str = ""  # why no plan was published, when none was
 
 
 def build_shard_plans(lake: Lake, outputs: Store, day: str, window_days: int = 14) -> ShardPlansReport:
@@ -77,4 +79,6 @@ def build_shard_plans(lake: Lake, outputs: Store, day: str, window_days: int = 1
             rows += [(env, config, n, shard.index, shard.expected_seconds, t.file, t.part, t.parts) for t in shard.tests]
     table = pa.Table.from_pylist([dict(zip(SHARD_PLANS_SCHEMA.names, r)) for r in rows], schema=SHARD_PLANS_SCHEMA)
     lake.write("shard_plans", day, table)
-    return ShardPlansReport(len(times), sum(len(f) for f in times.values()), shard_count, longest)
+    quiet = "" if times else (f"no test times for {day} to plan from: the published plans under "
+                              f"{outputs.display('shard-plans/')} stay as they are")
+    return ShardPlansReport(len(times), sum(len(f) for f in times.values()), shard_count, longest, quiet)

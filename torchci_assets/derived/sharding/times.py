@@ -19,10 +19,16 @@ a few thousand rows a day, never from raw test rows.
 Publishing keeps what PyTorch keeps: entries of the previously published file that the
 window did not see stay (a config that did not run for two weeks still needs its times;
 manual edits persist); the `"default"` section is recomputed when the window has data.
-Before replacing anything, a guard compares the new files with the published ones: if
-either would lose more than `max_loss` of its entries, or would be empty, nothing is
-published and the asset fails. An empty query once made PyTorch's planner fall back to a
-single shard; the guard turns such a day into a failed run with the old file still served.
+
+Two cases keep the published files, for opposite reasons:
+- nothing new: the window has no times at all (the first days of a deployment, a holiday, an
+  archive without test reports). That is not a failure: the published file stays as it is
+  (or stays unpublished), the report says so and the asset succeeds. Each file is judged on
+  its own: a window with file times but no class times republishes test-times.json only.
+- much less: the window has times, but a new file would lose more than `max_loss` of the
+  published entries (or have none). Something upstream is wrong (reports no longer parsed, a
+  build_env renamed): an empty query once made PyTorch's planner fall back to a single
+  shard. Nothing is published and the asset fails, with the old files still served.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.partitions import days_ending
+from torchci_assets.publishing import kept_note
 
 DEFAULT = "default"
 WINDOW_DAYS = 14
@@ -152,28 +159,55 @@ class TimesReport:
     day: str
     window_files: int  # (build_env, test_config, file) averages computed from the window
     window_classes: int
-    entries: int  # in the published test-times.json
-    class_entries: int
+    entries: int | None  # in the published test-times.json (None: none published)
+    class_entries: int | None
     previous_entries: int | None
     previous_class_entries: int | None
+    nothing_new: str = ""  # why a file was kept as published, when one was
+
+    @property
+    def published(self) -> list[str]:
+        """The files written this time."""
+        return [path for path, rows in ((TEST_TIMES_PATH, self.window_files),
+                                        (TEST_CLASS_TIMES_PATH, self.window_classes)) if rows]
 
 
 def publish_test_times(lake: Lake, outputs: Store, day: str, window_days: int = WINDOW_DAYS,
                        keep_old: bool = True, max_loss: float = MAX_LOSS) -> TimesReport:
     """Compute the window's times, write them to the lake (`test_times`, `test_class_times` for
-    `day`), merge them with the published files and publish both, or neither (PublishRefused)."""
+    `day`), merge them with the published files and publish both, or neither (PublishRefused).
+
+    A file whose part of the window has no times is not new: it stays as published (see the
+    module docstring) and the report's `nothing_new` says why.
+    """
+    if not lake.files("test_time_daily", [day]):
+        raise FileNotFoundError(f"test_time_daily has no partition for {day} in "
+                                f"{lake.store.display('test_time_daily')}: materialize it first")
     files, classes = window_times(lake, day, window_days)
     lake.write("test_times", day, pa.Table.from_pylist(files, schema=FILE_TIMES_SCHEMA))
     lake.write("test_class_times", day, pa.Table.from_pylist(classes, schema=CLASS_TIMES_SCHEMA))
     old_times, old_classes = _load(outputs, TEST_TIMES_PATH), _load(outputs, TEST_CLASS_TIMES_PATH)
-    new_times = gen_test_file_times(files, old_times or {}, keep_old)
-    new_classes = gen_test_class_times(classes, old_classes or {}, keep_old)
-    check_publishable(TEST_TIMES_PATH, old_times, new_times, max_loss)
-    check_publishable(TEST_CLASS_TIMES_PATH, old_classes, new_classes, max_loss)
-    outputs.write_bytes(TEST_CLASS_TIMES_PATH, dumps(new_classes))
-    outputs.write_bytes(TEST_TIMES_PATH, dumps(new_times))
+    new_times = gen_test_file_times(files, old_times or {}, keep_old) if files else old_times
+    new_classes = gen_test_class_times(classes, old_classes or {}, keep_old) if classes else old_classes
+    if files:
+        check_publishable(TEST_TIMES_PATH, old_times, new_times, max_loss)
+    if classes:
+        check_publishable(TEST_CLASS_TIMES_PATH, old_classes, new_classes, max_loss)
+    if classes:
+        outputs.write_bytes(TEST_CLASS_TIMES_PATH, dumps(new_classes))
+    if files:
+        outputs.write_bytes(TEST_TIMES_PATH, dumps(new_times))
+    quiet = [path for path, rows in ((TEST_TIMES_PATH, files), (TEST_CLASS_TIMES_PATH, classes)) if not rows]
+    nothing_new = ""
+    if quiet:
+        what = "test times" if len(quiet) == 2 else "file times" if not files else "class times"
+        nothing_new = (f"no {what} from successful main-branch runs in the {window_days} days ending {day}: "
+                       f"{kept_note(outputs, quiet)}")
     return TimesReport(
-        day, len(files), len(classes), count_entries(new_times), count_entries(new_classes),
+        day, len(files), len(classes),
+        None if new_times is None else count_entries(new_times),
+        None if new_classes is None else count_entries(new_classes),
         None if old_times is None else count_entries(old_times),
         None if old_classes is None else count_entries(old_classes),
+        nothing_new,
     )
