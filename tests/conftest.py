@@ -16,6 +16,11 @@ from resources.storage import Store
 DATA = Path(__file__).parent / "data"
 S3_BUCKET = "torchci-test"
 
+# The tests pick their own days (autumn 2026): pin the first daily partition, so that whatever
+# archive TORCHCI_ARCHIVE_URI points to (`make test` exports ./var/archive) does not decide which
+# partitions exist. Tests of the default start set their own environment.
+os.environ["TORCHCI_FIRST_DAY"] = "2026-01-01"
+
 
 def envelope(event: str, delivery_id: str, payload, received_at: str = "2026-11-01T12:00:00.000Z") -> dict:
     return {"event": event, "delivery_id": delivery_id, "received_at": received_at, "payload": payload}

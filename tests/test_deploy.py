@@ -2,6 +2,7 @@
 official chart reads and agree with dagster.yaml and the Dockerfile; the image's command
 starts the code location here and answers the gRPC health check."""
 
+import datetime as dt
 import json
 import os
 import re
@@ -44,6 +45,8 @@ def test_user_code_deployment_serves_the_definitions_with_s3_and_github_settings
     for name in ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI"):
         assert env[name].startswith("s3://")
     assert "AWS_REGION" in env
+    # every process loads the definitions: with a fixed first partition they agree without listing S3
+    assert dt.date.fromisoformat(env["TORCHCI_FIRST_DAY"])
     secrets = {s["name"] for s in deployment["envSecrets"]}
     assert {"torchci-github", "torchci-s3"} <= secrets
     assert deployment["includeConfigInLaunchedRuns"]["enabled"] is True

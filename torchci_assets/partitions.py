@@ -1,15 +1,61 @@
 """One partition per day of arrival: the archive's `day=YYYY-MM-DD` folders (UTC), and the day
-arithmetic every window over those partitions uses."""
+arithmetic every window over those partitions uses.
+
+The partitions start on `TORCHCI_FIRST_DAY` when it is set, else on the archive's first day,
+so a fresh install shows the days it has, not years of "missing" partitions. The definitions
+are loaded by every Dagster process (webserver, daemon, each run), and they must all agree
+on the partitions: a deployment (archive on S3, runs in pods) should set `TORCHCI_FIRST_DAY`,
+so that no process has to list the archive, and a failing listing cannot leave one process
+with another start. Without it the archive is listed once per load (a local folder, or one
+listing per source folder on S3); when it is empty or cannot be read, the partitions start
+today (UTC), the first day anything can arrive.
+"""
 
 import datetime as dt
+import logging
+import os
 import warnings
 
 import dagster as dg
+import pyarrow as pa
+
+from resources import DEFAULT_URIS
+from resources.storage import Store
+
+FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"
+ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
+
+
+def archive_days(store: Store) -> list[str]:
+    """Every `day=` folder of the archive's sources, sorted."""
+    days: set[str] = set()
+    for source in ARCHIVE_SOURCES:
+        days.update(store.list_days(source))
+    return sorted(days)
+
+
+def first_day(environ=os.environ, today: dt.date | None = None) -> str:
+    """The first daily partition: `TORCHCI_FIRST_DAY`, else the archive's first day, else today."""
+    text = (environ.get(FIRST_DAY_VAR) or "").strip()
+    if text:
+        try:
+            return dt.date.fromisoformat(text).isoformat()
+        except ValueError:
+            raise ValueError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
+    uri = environ.get("TORCHCI_ARCHIVE_URI") or DEFAULT_URIS["TORCHCI_ARCHIVE_URI"]
+    try:
+        days = archive_days(Store(uri))
+    except (OSError, pa.ArrowException) as exc:
+        logging.getLogger(__name__).warning(f"cannot list the archive {uri} for the first partition ({exc}); "
+                                            f"partitions start today. Set {FIRST_DAY_VAR} to choose.")
+        days = []
+    return days[0] if days else (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
+
 
 # end_offset=1 includes today's partition, so data landing today can be ingested before
 # midnight (the sensor-driven relay and ad-hoc runs use it); the schedule processes
 # yesterday once it is complete.
-daily_partitions = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
+daily_partitions = dg.DailyPartitionsDefinition(start_date=first_day(), end_offset=1, timezone="UTC")
 
 
 def days_around(day: str, before: int, after: int = 0) -> list[str]:

@@ -2,8 +2,10 @@
 
 This is how a user processes an existing archive from the shell. Days run in ascending
 order so that window assets find the earlier days they read; within a day Dagster runs the
-assets in dependency order. Runs are recorded in the Dagster instance at $DAGSTER_HOME when
-it is set, so `make dev` shows them afterwards.
+assets in dependency order. `--select` takes Dagster's asset selection syntax to re-run part
+of the graph (assets read their inputs from the lake, so downstream assets re-run without
+re-ingesting). Runs are recorded in the Dagster instance at $DAGSTER_HOME when it is set (the
+folder is created if missing), so `make dev` shows them afterwards.
 """
 
 from __future__ import annotations
@@ -17,16 +19,23 @@ import warnings
 
 import dagster as dg
 
-ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
 
 
-def archive_days(store) -> list[str]:
-    days: set[str] = set()
-    for source in ARCHIVE_SOURCES:
-        days.update(store.list_days(source))
-    return sorted(days)
+# Written into a DAGSTER_HOME that `torchci run` creates: Dagster's defaults (SQLite storage in
+# that folder) are right for it, and the file says so instead of Dagster warning on every run.
+NEW_INSTANCE_YAML = """\
+# Created by `torchci run`: runs, event logs and schedules are kept in SQLite files in this folder.
+# For the project's settings (run concurrency, pools) copy its dagster.yaml here; for PostgreSQL,
+# dagster.postgres.yaml (README, "Beyond one machine").
+telemetry:
+  enabled: false
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the command line or the environment: printed, exit status 2."""
 
 
 def _day(text: str) -> str:
@@ -40,6 +49,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="torchci run", description=__doc__.split("\n\n")[0])
     p.add_argument("--from", dest="start", type=_day, help="first day to process (default: the archive's first)")
     p.add_argument("--to", dest="end", type=_day, help="last day to process (default: the archive's last)")
+    p.add_argument("--select", metavar="SELECTION",
+                   help="only these assets, in Dagster's asset selection syntax, e.g. 'key:test_times+' "
+                        "(test_times and everything downstream), 'group:relay', '+smoke_tests', "
+                        "'key:disabled_tests or key:slow_tests' (default: every asset)")
     return p.parse_args(argv)
 
 
@@ -54,12 +67,68 @@ def summarize(lake, days: list[str]) -> list[tuple[str, int]]:
     return out
 
 
+def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
+    """The Dagster instance runs are recorded in, and a line saying where.
+
+    With $DAGSTER_HOME set, its folder (made absolute, created if missing: Dagster refuses
+    both a relative path and a missing folder); without it, an ephemeral instance.
+    """
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return dg.DagsterInstance.ephemeral(), ("Runs are not recorded: DAGSTER_HOME is not set "
+                                                "(set it to keep them for the Dagster UI).")
+    home = os.path.abspath(os.path.expanduser(home))
+    created = not os.path.exists(home)
+    try:
+        os.makedirs(home, exist_ok=True)
+        if created:
+            with open(os.path.join(home, "dagster.yaml"), "w") as f:
+                f.write(NEW_INSTANCE_YAML)
+    except OSError as exc:
+        raise UsageError(f"DAGSTER_HOME={home} cannot be created: {exc.strerror or exc}") from None
+    if not os.path.isdir(home):
+        raise UsageError(f"DAGSTER_HOME={home} is not a folder")
+    os.environ["DAGSTER_HOME"] = home
+    return dg.DagsterInstance.get(), (f"Runs are recorded in the Dagster instance at {home}"
+                                      + (" (created now)." if created else "."))
+
+
+def selected_keys(defs: dg.Definitions, selection: str | None) -> list[dg.AssetKey] | None:
+    """The asset keys `selection` picks, grown to whole multi-assets that only run whole; None for all."""
+    if not selection:
+        return None
+    graph = defs.resolve_asset_graph()
+    try:
+        keys = dg.AssetSelection.from_string(selection).resolve(graph)
+    except (dg.DagsterError, ValueError) as exc:  # Dagster's selection syntax errors
+        raise UsageError(f"--select {selection!r}: {exc}") from None
+    keys = {k for k in keys if graph.get(k).is_materializable}
+    if not keys:
+        raise UsageError(f"--select {selection!r} matches no asset. Asset keys: "
+                         + ", ".join(sorted(k.to_user_string() for k in graph.materializable_asset_keys)))
+    return sorted({member for k in keys for member in graph.get(k).execution_set_asset_keys})
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
-    from resources import Lake, Store, resolved_uri
-    from torchci_assets.definitions import defs
+    try:
+        return _run(args)
+    except UsageError as exc:
+        print(f"torchci run: {exc}", file=sys.stderr)
+        return 2
 
+
+def _run(args: argparse.Namespace) -> int:
+    from resources import Lake, Store, resolved_uri
+    from torchci_assets.partitions import FIRST_DAY_VAR, archive_days
+
+    try:
+        from torchci_assets.definitions import defs
+        from torchci_assets.partitions import daily_partitions
+    except ValueError as exc:  # a bad TORCHCI_FIRST_DAY (or another bad setting found at load)
+        raise UsageError(str(exc)) from None
+    keys = selected_keys(defs, args.select)
     archive = Store(resolved_uri("TORCHCI_ARCHIVE_URI"))
     lake = Lake(Store(resolved_uri("TORCHCI_LAKE_URI")))
     days = [d for d in archive_days(archive)
@@ -70,21 +139,36 @@ def main(argv: list[str]) -> int:
               + ". Generate a sample with `torchci simulate --out DIR`, or set TORCHCI_ARCHIVE_URI.",
               file=sys.stderr)
         return 1
-    instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    first = daily_partitions.start.date().isoformat()
+    before = [d for d in days if d < first]
+    days = [d for d in days if d >= first]
+    if before:
+        print(f"torchci run: skipping {len(before)} archive day(s) {before[0]}..{before[-1]}, before the first "
+              f"daily partition {first} (set {FIRST_DAY_VAR} earlier to include them)", file=sys.stderr)
+    if not days:
+        return 1
+    instance, where = instance_for_runs()
     job = defs.resolve_implicit_global_asset_job_def()
-    print(f"torchci run: {len(days)} day(s) {days[0]}..{days[-1]} from {archive.display()} into {lake.store.display()}")
+    what = "every asset" if keys is None else f"{len(keys)} asset(s) selected by {args.select!r}"
+    print(f"torchci run: {what}, {len(days)} day(s) {days[0]}..{days[-1]} from {archive.display()} "
+          f"into {lake.store.display()}")
+    print(where)
     failed = []
     for i, day in enumerate(days, 1):
         t0 = time.monotonic()
         result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        tags={"torchci/source": "torchci run"}, run_config=LOG_CONFIG)
+                                        asset_selection=keys, tags={"torchci/source": "torchci run"},
+                                        run_config=LOG_CONFIG)
         failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                          if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
+        quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                       if "nothing_new" in e.materialization.metadata)
         status = "ok" if result.success else "FAILED"
         print(f"  [{i}/{len(days)}] {day}: {status} in {time.monotonic() - t0:.1f}s"
               + (f", {len(failed_checks)} check(s) failed: "
                  + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
-                 if failed_checks else ""))
+                 if failed_checks else "")
+              + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
         if not result.success:
             failed.append(day)
             for event in result.all_events:

@@ -1,0 +1,209 @@
+"""`torchci run` as a user runs it: the real CLI in a subprocess, on an archive of real GitHub
+webhook payloads (`@octokit/webhooks-examples`) and nothing else: a quiet day for every
+publishing asset. Then the front door: a DAGSTER_HOME that does not exist yet, the first daily
+partition, and `--select` re-running part of the graph without re-ingesting."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import dagster as dg
+import pytest
+from conftest import envelope, write_lines
+
+from resources.storage import Store
+from torchci_assets.partitions import FIRST_DAY_VAR, first_day
+
+D1, D2 = "2026-11-20", "2026-11-21"
+TORCHCI = str(Path(sys.executable).parent / "torchci")
+
+# What a deployment had published before the quiet days: none of it may change.
+PUBLISHED = {
+    "stats/test-times.json": {"linux-jammy-py3.10-gcc11": {"default": {"test_ops": 612.5}}},
+    "stats/test-class-times.json": {"linux-jammy-py3.10-gcc11": {"default": {"test_ops": {"TestCommon": 600.1}}}},
+    "stats/slow-tests.json": {"test_huge (__main__.TestLinalg)": 75.2},
+    "stats/disabled-tests-condensed.json": {"test_flaky (__main__.TestNN)": ["local-0123456789ab", "", ["linux"]]},
+    "stats/reenabled-tests.json": {},
+    "smoke-tests/rocm.json": {"platform": "rocm", "tests": []},
+    "shard-plans/linux-jammy-py3.10-gcc11/default.json": {"shards": [{"files": ["test_ops"]}]},
+    "backend-levels.json": {"day": "2026-11-19", "backends": []},
+    "allowlist-proposal.yaml": "L2:\n- acme-ai/torch-npu\n",
+}
+PUBLISHING = ["backend_levels", "disabled_tests", "shard_plans", "slow_tests", "smoke_tests", "test_times"]
+
+
+def octokit_archive(root: Path, octokit: dict, days=(D1, D2)) -> Path:
+    """Every workflow_job, workflow_run, push and pull_request example, delivered on each day."""
+    for day in days:
+        lines = [envelope(event, f"{day}-{source}-{event}-{i}", payload, f"{day}T12:00:00.000Z")
+                 for source, events in octokit.items() for event, payloads in events.items()
+                 for i, payload in enumerate(payloads)]
+        write_lines(root / "webhooks" / f"day={day}" / "octokit.jsonl.gz", lines)
+    return root
+
+
+def run_cli(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHCI_", "DAGSTER_"))}
+    clean.update({"TORCHCI_ARCHIVE_URI": str(tmp / "archive"), "TORCHCI_LAKE_URI": str(tmp / "lake"),
+                  "TORCHCI_OUTPUTS_URI": str(tmp / "outputs"), **env})
+    return subprocess.run([TORCHCI, "run", *args], env=clean, cwd=tmp, capture_output=True, text=True, timeout=300)
+
+
+def instance_at(home: Path) -> dg.DagsterInstance:
+    """The Dagster instance a run recorded into, opened as the UI would (from its DAGSTER_HOME)."""
+    with mock.patch.dict(os.environ, {"DAGSTER_HOME": str(home)}):
+        return dg.DagsterInstance.get()
+
+
+def mtimes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.parquet")}
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory):
+    """Two quiet days processed with everything published before; (tmp, result, published bytes)."""
+    tmp = tmp_path_factory.mktemp("quiet")
+    octokit_archive(tmp / "archive", json.loads((Path(__file__).parent / "data/octokit/examples.json").read_text()))
+    outputs = Store(str(tmp / "outputs"))
+    for path, content in PUBLISHED.items():
+        outputs.write_bytes(path, content.encode() if isinstance(content, str) else json.dumps(content).encode())
+    before = {p: outputs.read_bytes(p) for p in PUBLISHED}
+    (tmp / "home").mkdir()
+    result = run_cli(tmp, DAGSTER_HOME=str(tmp / "home"))
+    return tmp, result, before
+
+
+def test_a_quiet_archive_of_real_webhooks_processes_with_exit_0(quiet):
+    tmp, result, _ = quiet
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for i, day in enumerate((D1, D2), 1):
+        assert f"[{i}/2] {day}: ok" in result.stdout
+    assert f"nothing new to publish: {', '.join(PUBLISHING)}" in result.stdout
+    # the real payloads were ingested: 52 deliveries a day, none rejected
+    assert "  webhook_events                    104" in result.stdout and "Rejects: 0" in result.stdout
+
+
+def test_a_quiet_day_keeps_every_published_file_and_says_so(quiet):
+    tmp, _, before = quiet
+    outputs = Store(str(tmp / "outputs"))
+    assert {p: outputs.read_bytes(p) for p in PUBLISHED} == before
+    assert sorted(p.path for p in outputs.list_files("", (".json", ".yaml"))) == sorted(PUBLISHED)
+    instance = instance_at(tmp / "home")
+    for asset in PUBLISHING:
+        event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+        assert event.dagster_event.partition == D2
+        reason = event.asset_materialization.metadata["nothing_new"].value
+        assert reason.startswith("no ") and ("kept" in reason or "stay as they are" in reason), (asset, reason)
+
+
+# ---- the front door --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rerun(quiet):
+    """After the full run: a new DAGSTER_HOME that does not exist, partitions from D2 on, and only
+    test_times and what is downstream of it. (tmp, result, lake mtimes before, home)."""
+    tmp, _, _ = quiet
+    before = mtimes(tmp / "lake")
+    home = tmp / "fresh" / "dagster-home"
+    result = run_cli(tmp, "--select", "key:test_times+", DAGSTER_HOME=str(home), **{FIRST_DAY_VAR: D2})
+    return tmp, result, before, home
+
+
+def test_a_missing_dagster_home_is_created_and_named(rerun):
+    tmp, result, _, home = rerun
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"Runs are recorded in the Dagster instance at {home} (created now)." in result.stdout
+    assert (home / "dagster.yaml").is_file()
+    instance = instance_at(home)
+    [run] = instance.get_runs()
+    assert run.tags["torchci/source"] == "torchci run" and run.tags["dagster/partition"] == D2
+
+
+def test_select_re_materializes_only_the_selection_without_re_ingesting(rerun):
+    tmp, result, before, home = rerun
+    assert result.returncode == 0
+    assert "2 asset(s) selected by 'key:test_times+'" in result.stdout
+    # the first day is before TORCHCI_FIRST_DAY: skipped, and said so
+    assert f"skipping 1 archive day(s) {D1}..{D1}, before the first daily partition {D2}" in result.stderr
+    after = mtimes(tmp / "lake")
+    changed = {p.split("/")[0] + "/" + p.split("/")[1] for p in after if after[p] != before.get(p)}
+    assert changed == {f"test_times/day={D2}", f"test_class_times/day={D2}", f"shard_plans/day={D2}"}
+    instance = instance_at(home)
+    [run] = instance.get_runs()
+    assert {k.to_user_string() for k in run.asset_selection} == {"test_times", "shard_plans"}
+
+
+def test_a_bad_selection_is_a_usage_error(tmp_path):
+    result = run_cli(tmp_path, "--select", "key:no_such_asset", DAGSTER_HOME=str(tmp_path / "h"))
+    assert result.returncode == 2
+    assert "--select 'key:no_such_asset' matches no asset. Asset keys: backend_health" in result.stderr
+    assert not (tmp_path / "h").exists()  # nothing was run, nothing recorded
+
+
+# ---- the first daily partition -------------------------------------------------------------------
+
+def test_the_code_location_starts_its_partitions_at_the_archive_s_first_day(tmp_path, octokit):
+    """What the UI and the daemon load: the definitions, in a fresh process, without TORCHCI_FIRST_DAY."""
+    octokit_archive(tmp_path / "archive", octokit, days=(D2,))
+    write_lines(tmp_path / "archive" / "ci-results" / "day=2026-11-17" / "relay.jsonl", [b"{}"])
+    code = ("from torchci_assets.definitions import defs\n"
+            "keys = defs.resolve_implicit_global_asset_job_def().partitions_def.get_partition_keys()\n"
+            "print(keys[0], len(keys))")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHCI_", "DAGSTER_"))}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**clean, "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive")}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, count = out.stdout.split()
+    today = dt.datetime.now(dt.timezone.utc).date()  # the last partition (end_offset=1)
+    assert first == "2026-11-17" and int(count) == (today - dt.date(2026, 11, 17)).days + 1
+
+
+def test_first_day_is_the_setting_else_the_archive_s_else_today(tmp_path):
+    today = dt.date(2026, 11, 22)
+    assert first_day({FIRST_DAY_VAR: " 2026-03-04 "}, today) == "2026-03-04"
+    with pytest.raises(ValueError, match="TORCHCI_FIRST_DAY='March' is not a day: use YYYY-MM-DD"):
+        first_day({FIRST_DAY_VAR: "March"}, today)
+    archive = tmp_path / "archive"
+    assert first_day({"TORCHCI_ARCHIVE_URI": str(archive)}, today) == "2026-11-22"  # nothing there yet
+    (archive / "webhooks" / "day=2026-11-05").mkdir(parents=True)
+    (archive / "test-runs" / "day=2026-11-03").mkdir(parents=True)
+    (archive / "webhooks" / "not-a-day").mkdir(parents=True)
+    assert first_day({"TORCHCI_ARCHIVE_URI": str(archive)}, today) == "2026-11-03"
+    assert first_day({"TORCHCI_ARCHIVE_URI": str(archive), FIRST_DAY_VAR: "2026-11-04"}, today) == "2026-11-04"
+
+
+def test_first_day_of_an_archive_on_s3(s3_server):
+    from conftest import S3_BUCKET
+    prefix = f"s3://{S3_BUCKET}/first-day-{os.getpid()}/archive"
+    Store(prefix).write_bytes("ci-results/day=2026-10-30/relay.jsonl", b"{}\n")
+    Store(prefix).write_bytes("webhooks/day=2026-11-01/a.jsonl", b"{}\n")
+    assert first_day({"TORCHCI_ARCHIVE_URI": prefix}, dt.date(2026, 11, 22)) == "2026-10-30"
+
+
+def test_an_unreadable_archive_starts_today_and_says_how_to_choose(monkeypatch, caplog):
+    monkeypatch.setenv("TORCHCI_S3_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    got = first_day({"TORCHCI_ARCHIVE_URI": "s3://no-such-bucket/archive"}, dt.date(2026, 11, 22))
+    assert got == "2026-11-22"
+    assert "cannot list the archive s3://no-such-bucket/archive" in caplog.text and FIRST_DAY_VAR in caplog.text
+
+
+def test_the_nightly_schedule_skips_days_before_the_first_partition():
+    from jobs.daily import daily_schedule
+    from torchci_assets.partitions import daily_partitions
+
+    first = daily_partitions.start  # TORCHCI_FIRST_DAY, pinned by conftest
+    at = first.replace(hour=0, minute=30)
+    with dg.build_schedule_context(scheduled_execution_time=at) as context:
+        skipped = daily_schedule(context)
+    assert isinstance(skipped, dg.SkipReason) and "before the first daily partition" in skipped.skip_message
+    with dg.build_schedule_context(scheduled_execution_time=at + dt.timedelta(days=1)) as context:
+        request = daily_schedule(context)
+    assert request.partition_key == first.strftime("%Y-%m-%d")
