@@ -139,11 +139,14 @@ def test_select_re_materializes_only_the_selection_without_re_ingesting(rerun):
     assert {k.to_user_string() for k in run.asset_selection} == {"test_times", "shard_plans"}
 
 
-def test_a_bad_selection_is_a_usage_error(tmp_path):
+def test_a_bad_selection_or_first_day_is_a_usage_error(tmp_path):
     result = run_cli(tmp_path, "--select", "key:no_such_asset", DAGSTER_HOME=str(tmp_path / "h"))
     assert result.returncode == 2
     assert "--select 'key:no_such_asset' matches no asset. Asset keys: backend_health" in result.stderr
     assert not (tmp_path / "h").exists()  # nothing was run, nothing recorded
+    result = run_cli(tmp_path, DAGSTER_HOME=str(tmp_path / "h"), **{FIRST_DAY_VAR: "yesterday"})
+    assert (result.returncode, result.stderr.strip()) == (
+        2, "torchci run: TORCHCI_FIRST_DAY='yesterday' is not a day: use YYYY-MM-DD")
 
 
 # ---- the first daily partition -------------------------------------------------------------------

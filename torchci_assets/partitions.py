@@ -26,6 +26,10 @@ FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"
 ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
 
 
+class FirstDayError(ValueError):
+    """TORCHCI_FIRST_DAY is set to something that is not a day."""
+
+
 def archive_days(store: Store) -> list[str]:
     """Every `day=` folder of the archive's sources, sorted."""
     days: set[str] = set()
@@ -41,7 +45,7 @@ def first_day(environ=os.environ, today: dt.date | None = None) -> str:
         try:
             return dt.date.fromisoformat(text).isoformat()
         except ValueError:
-            raise ValueError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
+            raise FirstDayError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
     uri = environ.get("TORCHCI_ARCHIVE_URI") or DEFAULT_URIS["TORCHCI_ARCHIVE_URI"]
     try:
         days = archive_days(Store(uri))

@@ -121,12 +121,15 @@ def main(argv: list[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from resources import Lake, Store, resolved_uri
-    from torchci_assets.partitions import FIRST_DAY_VAR, archive_days
 
     try:
         from torchci_assets.definitions import defs
-        from torchci_assets.partitions import daily_partitions
-    except ValueError as exc:  # a bad TORCHCI_FIRST_DAY (or another bad setting found at load)
+        from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
+    except ValueError as exc:
+        # A bad TORCHCI_FIRST_DAY fails the definitions as they load (partitions.FirstDayError; the
+        # module is gone after its failed import, so its class is recognised by name).
+        if (type(exc).__module__, type(exc).__name__) != ("torchci_assets.partitions", "FirstDayError"):
+            raise
         raise UsageError(str(exc)) from None
     keys = selected_keys(defs, args.select)
     archive = Store(resolved_uri("TORCHCI_ARCHIVE_URI"))
