@@ -45,7 +45,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.names import repo_name_problem
 from resources.storage import Store
-from torchci_assets.ingest.fields import checked
+from torchci_assets.ingest.fields import RowGuard, checked
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.rejects import Reject
 
@@ -74,17 +74,20 @@ CI_RESULT_SCHEMA = pa.schema([
 CALLBACK_MINUTES_SCHEMA = pa.schema([("repo", pa.string()), ("minute", TS), ("callbacks", pa.int64())])
 
 KEY = ("delivery_id", "repo", "run_id", "run_attempt", "job_name")
+# The net under parse_record: a value that does not fit its column rejects the line, not the day.
+_GUARD = RowGuard(STAGE_SCHEMA, skip=("location", "seq"))
 
 
 class RecordError(ValueError):
     """A callback line that cannot become a row; the message is the reject reason."""
 
 
-def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False):
+def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False,
+           minimum: int | None = None):
     value = obj.get(key)
     if value is None and required:
         raise RecordError(f"missing {where}.{key}")
-    return checked(value, kind, f"{where}.{key}", RecordError)
+    return checked(value, kind, f"{where}.{key}", RecordError, minimum=minimum)
 
 
 def _object(obj: dict, key: str, where: str, required: bool) -> dict:
@@ -151,7 +154,7 @@ def parse_record(line: bytes) -> dict:
         "delivery_id": _field(callback, "delivery_id", str, where, required=True),
         "head_sha": head_sha if isinstance(head_sha, str) else None,
         "workflow_name": _field(workflow, "name", str, wf),
-        "run_id": _field(workflow, "run_id", int, wf, required=True),
+        "run_id": _field(workflow, "run_id", int, wf, required=True, minimum=0),
         # Older relays omit run_attempt: a callback without one is about the first attempt.
         "run_attempt": 1 if run_attempt is None else run_attempt,
         "job_name": _field(workflow, "job_name", str, wf, required=True),
@@ -269,6 +272,8 @@ def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None
             report.lines += 1
             try:
                 row = parse_record(line)
+                if problem := _GUARD.problem(row):
+                    raise RecordError(problem)
             except RecordError as e:
                 report.rejects.append(Reject(SOURCE, f"{entry.path}:{lineno}", str(e), Reject.sample_of(line)))
                 continue
