@@ -48,8 +48,9 @@ class LakeResource(dg.ConfigurableResource):
 
     uri: str
 
-    def lake(self) -> Lake:
-        return Lake(Store(self.uri))
+    def lake(self, owner: str | None = None) -> Lake:
+        """The lake; files it stages are named for `owner` (the run writing them), see `Lake`."""
+        return Lake(Store(self.uri), owner)
 
 
 class OutputsResource(dg.ConfigurableResource):

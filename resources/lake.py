@@ -28,12 +28,16 @@ DAY_PARTITION = pa.schema([("day", pa.date32())])
 
 
 class Lake:
-    def __init__(self, store: Store):
+    """The lake at `store`; files it writes are staged under names carrying `owner` (a run id),
+    so a later run can tell a dead writer's leftovers from a live one's (`sweep_staging`)."""
+
+    def __init__(self, store: Store, owner: str | None = None):
         self.store = store
+        self.owner = owner
 
     @classmethod
-    def at(cls, uri: str) -> "Lake":
-        return cls(Store(uri))
+    def at(cls, uri: str, owner: str | None = None) -> "Lake":
+        return cls(Store(uri), owner)
 
     def __repr__(self) -> str:
         return f"Lake({self.store.uri!r})"
@@ -44,7 +48,7 @@ class Lake:
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
         """A Parquet writer whose file replaces the partition's part only if the block completes."""
-        with self.store.atomic_output(self.partition_path(table, day, part)) as out:
+        with self.store.atomic_output(self.partition_path(table, day, part), self.owner) as out:
             with pq.ParquetWriter(out, schema, **PARQUET_OPTIONS) as w:
                 yield w
 
@@ -60,6 +64,11 @@ class Lake:
                     rows += batch.num_rows
         return rows
 
+    def sweep_staging(self, table: str, day: str, is_live) -> list[str]:
+        """Remove staging files in the table's day folder that no live writer owns (see
+        `Store.sweep_staging`); returns their paths."""
+        return self.store.sweep_staging(f"{table}/day={day}", is_live)
+
     def tables(self) -> list[str]:
         return self.store.list_dirs("")
 
@@ -71,6 +80,8 @@ class Lake:
         wanted = None if days is None else {f"day={d}" for d in days}
         out = []
         for entry in self.store.list_files(table, (".parquet",)):
+            if entry.refused:  # a link in the lake is never followed
+                continue
             parts = entry.path.split("/")
             if wanted is None or (len(parts) >= 3 and parts[1] in wanted):
                 out.append(self.store.full(entry.path))

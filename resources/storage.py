@@ -10,16 +10,28 @@ hidden temporary name in the same folder and renamed over the final name (rename
 atomic on POSIX); on S3 it is staged on local disk and then uploaded to the final key,
 which S3 only exposes when the upload completes. Each lake partition of a table is a fixed set of file names, so
 replacing a file replaces that part of the partition exactly, never adding a duplicate.
+
+Staging names carry their writer: `.<name>.tmp-<owner>-<nonce>` (and `.pending-` for the ingest's
+multi-file commits, see `torchci_assets.ingest.commit`), where the owner is the run that writes
+them. A writer killed with SIGKILL cannot remove its staging files; `sweep_staging` removes those
+of a folder whose owner is no longer alive, as the caller (who knows which runs are) decides.
+
+Confinement: a local store never reads outside its root. Listing does not follow symbolic links
+(a link, to a file or a folder, is listed as refused), and opening walks the path one folder at a
+time with O_NOFOLLOW, so a link swapped in after the listing is refused too. On S3 there are no
+links; a key is a key.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -27,6 +39,28 @@ import pyarrow.fs as pafs
 
 DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
 UPLOAD_CHUNK = 16 << 20
+# `.<final name>.<kind>-[<owner>-]<32 hex nonce>`; files written before owners existed have none.
+STAGING_RE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|pending)-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}$")
+_OWNER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class RefusedPath(OSError):
+    """A path a local store will not read: a symbolic link (to anywhere), or not a regular file.
+
+    The message names the path, never the content or the link's target.
+    """
+
+
+def staging_name(name: str, kind: str, owner: str | None) -> str:
+    """The hidden name a file is written under, beside its final `name`, by `owner` (a run id)."""
+    tag = _OWNER_UNSAFE.sub("_", owner)[:64] + "-" if owner else ""
+    return f".{name}.{kind}-{tag}{uuid.uuid4().hex}"
+
+
+def staging_owner(base_name: str) -> tuple[bool, str | None]:
+    """(is this a staging file name, its owner or None)."""
+    m = STAGING_RE.match(base_name)
+    return (m is not None, m.group("owner") if m else None)
 
 
 def s3_options() -> dict:
@@ -52,10 +86,16 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A file under a store's root: `path` is relative to the root, with '/' separators."""
+    """A file under a store's root: `path` is relative to the root, with '/' separators.
+
+    `refused` says why the store will not read it (a symbolic link, not a regular file); opening
+    it raises `RefusedPath` with that reason, so a reader that turns open errors into rejects
+    reports it like any unreadable file, by path.
+    """
 
     path: str
     size: int
+    refused: str | None = None
 
 
 class Store:
@@ -102,7 +142,12 @@ class Store:
         """Files below `prefix` (recursively) ending in one of `suffixes`, sorted by path.
 
         Hidden files (leading '.' or '_', as temporary and marker files are named) are skipped.
+        On a local store, symbolic links are not followed: a link named like a wanted file, a
+        link to a folder, a special file (FIFO, device) named like a wanted file, or a `prefix`
+        that passes through a link, is listed with `refused` set.
         """
+        if self.is_local:
+            return self._list_local(prefix, suffixes)
         selector = pafs.FileSelector(self.full(prefix), recursive=True, allow_not_found=True)
         skip = len(self.root) + 1
         out = []
@@ -114,25 +159,108 @@ class Store:
         out.sort(key=lambda e: e.path)
         return out
 
+    def _list_local(self, prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+        link = self._link_on_path(prefix)
+        if link is not None:
+            return [FileEntry(prefix, 0, _refusal(link, "a symbolic link"))]
+        out: list[FileEntry] = []
+        folders = [prefix]
+        while folders:
+            folder = folders.pop()
+            try:
+                entries = list(os.scandir(self.full(folder)))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                rel = f"{folder}/{entry.name}" if folder else entry.name
+                wanted = entry.name[:1] not in (".", "_") and entry.name.endswith(suffixes)
+                if entry.is_symlink():
+                    if wanted or entry.is_dir():  # is_dir follows the link: only its type is read
+                        out.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(rel)
+                elif wanted:
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        out.append(FileEntry(rel, st.st_size))
+                    else:
+                        out.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
+        out.sort(key=lambda e: e.path)
+        return out
+
+    def _link_on_path(self, rel: str) -> str | None:
+        """The first component of `rel` (below the root) that is a symbolic link, if any."""
+        parts = [p for p in rel.split("/") if p]
+        for i in range(len(parts)):
+            sub = "/".join(parts[: i + 1])
+            try:
+                if stat.S_ISLNK(os.lstat(self.full(sub)).st_mode):
+                    return sub
+            except FileNotFoundError:
+                return None
+        return None
+
+    def open_raw(self, rel: str) -> pa.NativeFile:
+        """A sequential stream of the file's bytes as stored (no decompression).
+
+        Locally the path is opened one folder at a time below the root with O_NOFOLLOW, and
+        must end at a regular file: anything else raises `RefusedPath`, so a link (even one
+        swapped in after the listing) never makes a reader leave the root.
+        """
+        if not self.is_local:
+            return self.fs.open_input_stream(self.full(rel), compression=None)
+        return pa.PythonFile(os.fdopen(self._open_beneath(rel), "rb", buffering=0), mode="r")
+
+    def _open_beneath(self, rel: str) -> int:
+        parts = rel.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise RefusedPath(_refusal(rel, "not a plain path below the root"))
+        folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        done = ""
+        try:
+            for part in parts:
+                done = f"{done}/{part}" if done else part
+                last = done == rel
+                flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+                try:
+                    fd = os.open(part, flags, dir_fd=folder)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(folder, part):
+                        raise RefusedPath(_refusal(done, "a symbolic link")) from None
+                    raise
+                os.close(folder)
+                folder = fd
+            if not stat.S_ISREG(os.fstat(folder).st_mode):
+                raise RefusedPath(_refusal(rel, "not a regular file"))
+            fd, folder = folder, -1
+            return fd
+        finally:
+            if folder >= 0:
+                os.close(folder)
+
     def open_input(self, rel: str) -> pa.NativeFile:
         """A sequential stream of the file's bytes, gunzipped when the name ends in .gz."""
-        compression = "gzip" if rel.endswith(".gz") else None
-        return self.fs.open_input_stream(self.full(rel), compression=compression)
+        raw = self.open_raw(rel)
+        return pa.CompressedInputStream(raw, "gzip") if rel.endswith(".gz") else raw
 
     def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self.full(rel), compression=None) as f:
+        with self.open_raw(rel) as f:
             return f.read()
 
     # ---- writing -------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def atomic_output(self, rel: str) -> Iterator[pa.NativeFile]:
-        """A stream whose content appears at `rel` only if the block completes."""
+    def atomic_output(self, rel: str, owner: str | None = None) -> Iterator[pa.NativeFile]:
+        """A stream whose content appears at `rel` only if the block completes.
+
+        Locally it is staged beside `rel` under a hidden name that carries `owner` (see
+        `sweep_staging`).
+        """
         final = self.full(rel)
         parent, name = final.rsplit("/", 1)
         if self.is_local:
             self.fs.create_dir(parent, recursive=True)
-            tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex}"
+            tmp = f"{parent}/{staging_name(name, 'tmp', owner)}"
         else:
             # S3 folders are virtual; the content is staged on local disk, see _upload.
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part")
@@ -169,3 +297,34 @@ class Store:
     def delete(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.full(rel))
+
+    def sweep_staging(self, folder: str, is_live: Callable[[str], bool]) -> list[str]:
+        """Delete the staging files directly in `folder` whose owner is not live; their paths.
+
+        `is_live(owner)` is asked only after the folder was listed, so a writer that starts
+        after the listing is never swept; files without an owner (written before owners
+        existed, or by a caller that gave none) are stale by definition.
+        """
+        selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
+        staged = []
+        for info in self.fs.get_file_info(selector):
+            is_staging, owner = staging_owner(info.base_name)
+            if is_staging and info.type == pafs.FileType.File:
+                staged.append((f"{folder}/{info.base_name}", owner))
+        removed = []
+        for rel, owner in staged:
+            if owner is None or not is_live(owner):
+                self.delete(rel)
+                removed.append(rel)
+        return removed
+
+
+def _refusal(rel: str, what: str) -> str:
+    return f"refused {rel}: {what}, not read (nothing outside the store's root is ever read)"
+
+
+def _is_link(folder_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=folder_fd).st_mode)
+    except OSError:
+        return False

@@ -27,11 +27,19 @@ DATA = Path(__file__).parent / "data" / "junit"
 IDS = {"workflow_id": 9001, "run_attempt": 1, "job_id": 5001}
 
 
-def rows_of(source: bytes | Path | io.IOBase, **kwargs) -> list[dict]:
+def parsed(source: bytes | Path | io.IOBase, **kwargs) -> tuple[list[dict], list[dict]]:
+    """(rows, rejected test cases) of one report."""
     if isinstance(source, Path):
         source = source.read_bytes()
     stream = io.BytesIO(source) if isinstance(source, bytes) else source
-    return [row for batch in parse_junit(stream, **{**IDS, **kwargs}) for row in batch]
+    batches = list(parse_junit(stream, **{**IDS, **kwargs}))
+    return [row for b in batches for row in b.rows], [r for b in batches for r in b.rejects]
+
+
+def rows_of(source: bytes | Path | io.IOBase, **kwargs) -> list[dict]:
+    rows, rejects = parsed(source, **kwargs)
+    assert rejects == []
+    return rows
 
 
 def by_name(rows: list[dict]) -> dict[str, dict]:
@@ -243,14 +251,15 @@ def test_failure_takes_precedence_over_error_and_skip_in_one_entry():
 def test_batches_respect_batch_size():
     data = report(*(f'<testcase classname="t" name="test_{i}" time="0.1"/>' for i in range(5)))
     batches = list(parse_junit(io.BytesIO(data), **IDS, batch_size=2))
-    assert [len(b) for b in batches] == [2, 2, 1]
-    assert [r["name"] for b in batches for r in b] == [f"test_{i}" for i in range(5)]
+    assert [len(b.rows) for b in batches] == [2, 2, 1]
+    assert [r["name"] for b in batches for r in b.rows] == [f"test_{i}" for i in range(5)]
 
 
 def test_surefire_thousands_separator_only_in_its_own_format():
     ok = report('<testcase classname="t" name="test_x" time="12,345,678.25"/>')
     assert rows_of(ok)[0]["time"] == 12345678.25
-    assert rejected(report('<testcase classname="t" name="test_x" time="1,5"/>')).code == "bad-time"
+    rows, [bad] = parsed(report('<testcase classname="t" name="test_x" time="1,5"/>'))
+    assert rows == [] and bad["reason"].startswith("bad-time: test case 'test_x': time '1,5'")
 
 
 # --- real pytest output ------------------------------------------------------------------
@@ -347,7 +356,7 @@ def ingest(report_path: Path) -> dict[str, dict]:
         rows = [
             row
             for batch in parse_junit(stream, workflow_id=workflow_id, run_attempt=attempt, job_id=job_id, invoking_file_hint=invoking)
-            for row in batch
+            for row in batch.rows
         ]
     assert {(r["workflow_id"], r["workflow_run_attempt"], r["job_id"], r["invoking_file"], r["file"]) for r in rows} == {
         (123, 1, 456, "nn/test_generated", "nn/test_generated.py")
@@ -486,11 +495,7 @@ def test_corrupt_gzip_is_unreadable(tmp_path):
         (b"<testsuites><testsuite></testsuites>", "malformed", "mismatched tag"),
         (b"<testsuite/><testsuite/>", "malformed", "junk after document element"),
         (b"\x89PNG\r\n\x1a\n\x00\x00", "malformed", "not well-formed"),
-        (report('<testcase classname="t" time="1"/>'), "malformed", "without a name"),
         (report('<testcase classname="t" name="test_x"><testcase name="y"/></testcase>'), "malformed", "inside <testcase>"),
-        (report('<testcase classname="t" name="test_x" time="fast"/>'), "bad-time", "'fast'"),
-        (report('<testcase classname="t" name="test_x" time="-1.0"/>'), "bad-time", "non-negative"),
-        (report('<testcase classname="t" name="test_x" time="nan"/>'), "bad-time", "finite"),
         (b"<testsuites>" + b"<testsuite>" * 100 + b"</testsuite>" * 100 + b"</testsuites>", "too-deep", "64"),
     ],
 )
@@ -509,6 +514,40 @@ def test_broken_reports_have_clear_reasons(data, code, detail):
 def test_malformed_report_says_where():
     error = rejected(b'<testsuites>\n<testsuite name="pytest">\n<testcase name="a"></testsuite>\n</testsuites>')
     assert (error.code, error.location) == ("malformed", "3:22")
+
+
+@pytest.mark.parametrize("bad_case, code, detail", [
+    ('<testcase classname="t" name="test_nan" time="NaN"/>', "bad-time", "test case 'test_nan': time 'NaN' is not a finite"),
+    ('<testcase classname="t" name="test_inf" time="inf"/>', "bad-time", "not a finite"),
+    ('<testcase classname="t" name="test_neg" time="-1.0"/>', "bad-time", "non-negative"),
+    ('<testcase classname="t" name="test_word" time="fast"/>', "bad-time", "'fast' is not a number"),
+    ('<testcase classname="t" name="test_huge" time="1e300"/>', "bad-time", "more than 1000000000 seconds"),
+    ('<testcase classname="t" time="1"/>', "bad-testcase", "<testcase> without a name"),
+    ('<testcase classname="t" name="" time="1"><failure message="boom"/></testcase>', "bad-testcase", "without a name"),
+])
+def test_one_bad_test_case_costs_only_its_test(bad_case, code, detail):
+    data = ('<testsuites><testsuite name="pytest">\n'
+            '<testcase classname="t" name="test_before" time="1.5"/>\n'
+            f'{bad_case}\n'
+            '<testcase classname="t" name="test_after" time="2"><failure message="real failure"/></testcase>\n'
+            '</testsuite></testsuites>').encode()
+    rows, [bad] = parsed(data, source_name="test-reports/day=2026-11-01/1/1/1/r.xml")
+    assert [(r["name"], r["time"], r["status"]) for r in rows] == [("test_before", 1.5, "passed"),
+                                                                  ("test_after", 2.0, "failed")]
+    assert bad["reason"].startswith(f"{code}: ") and detail in bad["reason"]
+    assert bad["location"].startswith("test-reports/day=2026-11-01/1/1/1/r.xml:3:")  # the bad case's line
+    assert bad["sample"].startswith("<testcase ")
+
+
+def test_a_rejected_attempt_drops_its_whole_test():
+    # pytest-rerunfailures writes a failed attempt then the final one: without the final
+    # (failing) attempt, the first would read as a pass. So the test goes, with a reject.
+    data = report('<testcase classname="t" name="test_flaky" time="1"/>',
+                  '<testcase classname="t" name="test_flaky" time="NaN"><failure message="still broken"/></testcase>',
+                  '<testcase classname="t" name="test_ok" time="1"/>')
+    rows, [bad] = parsed(data)
+    assert [r["name"] for r in rows] == ["test_ok"]
+    assert "test_flaky" in bad["reason"]
 
 
 def test_testcase_limit():

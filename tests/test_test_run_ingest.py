@@ -155,3 +155,22 @@ def test_a_test_rerun_in_a_second_report_of_the_job_is_one_row(tmp_path):
 def test_a_day_without_files_writes_an_empty_partition(tmp_path):
     result = materialize(tmp_path)
     assert result.success and rows(tmp_path) == []
+
+
+def test_a_test_case_with_a_nan_time_or_no_name_costs_only_itself(tmp_path):
+    """Issue 9: one `time="NaN"` used to reject the whole report; now it is a reject at its line
+    and every other test of the report lands in `test_run`."""
+    data = (b'<testsuites><testsuite name="pytest">\n'
+            b'<testcase classname="TestA" file="test_a.py" name="test_one" time="1"/>\n'
+            b'<testcase classname="TestA" file="test_a.py" name="test_nan" time="NaN"/>\n'
+            b'<testcase classname="TestA" file="test_a.py" time="2"/>\n'
+            b'<testcase classname="TestA" file="test_a.py" name="test_two" time="3"><failure message="x"/></testcase>\n'
+            b'</testsuite></testsuites>\n')
+    path = place(tmp_path, data, 300, 3001, "test_a-1.xml", module="test_a", gz=True)
+    result = materialize(tmp_path)
+    assert result.success
+    assert [(r["name"], r["status"]) for r in rows(tmp_path)] == [("test_one", "passed"), ("test_two", "failed")]
+    rel = str(path.relative_to(tmp_path / "archive"))
+    rejects = {r["location"].rsplit(":", 1)[0]: r["reason"] for r in rows(tmp_path, "rejects")}
+    assert rejects == {f"{rel}:3": "bad-time: test case 'test_nan': time 'NaN' is not a finite non-negative number",
+                       f"{rel}:4": "bad-testcase: <testcase> without a name"}

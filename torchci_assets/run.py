@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import socket
 import sys
 import time
 import warnings
@@ -36,6 +37,35 @@ telemetry:
 
 class UsageError(Exception):
     """Bad input from the command line or the environment: printed, exit status 2."""
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> list[str]:
+    """Mark failed the runs an earlier `torchci run` on this host left started when it was killed.
+
+    A process killed with SIGKILL cannot record the end of its run, so the instance would show
+    it in progress forever, and its staging files would look owned by a live run and never be
+    swept. Runs are tagged with the host and pid of the process executing them; a started run
+    of this host whose process is gone is dead. Returns the run ids marked failed.
+    """
+    host = host or socket.gethostname()
+    statuses = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+    dead = []
+    for run in instance.get_runs(dg.RunsFilter(statuses=statuses, tags={"torchci/host": host})):
+        pid = run.tags.get("torchci/pid", "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            instance.report_run_failed(run, f"the `torchci run` process (pid {pid} on {host}) is gone: killed")
+            dead.append(run.run_id)
+    return dead
 
 
 def _day(text: str) -> str:
@@ -156,12 +186,14 @@ def _run(args: argparse.Namespace) -> int:
     print(f"torchci run: {what}, {len(days)} day(s) {days[0]}..{days[-1]} from {archive.display()} "
           f"into {lake.store.display()}")
     print(where)
+    for run_id in fail_dead_runs(instance):
+        print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
+    tags = {"torchci/source": "torchci run", "torchci/host": socket.gethostname(), "torchci/pid": str(os.getpid())}
     failed = []
     for i, day in enumerate(days, 1):
         t0 = time.monotonic()
         result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        asset_selection=keys, tags={"torchci/source": "torchci run"},
-                                        run_config=LOG_CONFIG)
+                                        asset_selection=keys, tags=tags, run_config=LOG_CONFIG)
         failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                          if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
         quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()

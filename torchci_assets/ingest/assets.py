@@ -1,8 +1,12 @@
 """Ingest assets: the archive's day folders -> the lake's day partitions, one asset per source.
 
 Thin wrappers: the work is in `webhooks`, `reports` and `ci_results`, plain functions the
-tests call directly.
+tests call directly. Each asset writes under its run id (`Lake.owner`) and, once its partition
+is written, removes the staging files a killed run left in that partition's folders: those
+whose run the instance no longer has in progress.
 """
+
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -40,6 +44,33 @@ _DESCRIPTIONS = {
 }
 
 
+_FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def _is_live_run(context: dg.AssetExecutionContext) -> Callable[[str], bool]:
+    """Whether a run id names this run or one the instance still has in progress. The instance is
+    asked once, at the first question: after the staging folder was listed (see `sweep_staging`)."""
+    live: set[str] = set()
+
+    def is_live(run_id: str) -> bool:
+        if not live:
+            statuses = [s for s in dg.DagsterRunStatus if s not in _FINISHED]
+            live.update(r.run_id for r in context.instance.get_runs(dg.RunsFilter(statuses=statuses)))
+            live.add(context.run.run_id)
+        return run_id in live
+    return is_live
+
+
+def _sweep_staging(context: dg.AssetExecutionContext, lk, tables: list[str], day: str) -> int:
+    """Remove the staging files of this partition's folders that no live run owns."""
+    is_live = _is_live_run(context)
+    removed = [path for table in tables for path in lk.sweep_staging(table, day, is_live)]
+    if removed:
+        context.log.info(f"removed {len(removed)} staging file(s) left by runs no longer alive: "
+                         + ", ".join(removed[:10]) + (" ..." if len(removed) > 10 else ""))
+    return len(removed)
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("webhook_events", description=_DESCRIPTIONS["webhook_events"], group_name="ingest",
@@ -61,8 +92,9 @@ _DESCRIPTIONS = {
 def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's webhook archive once and writes the bronze and typed tables."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(owner=context.run.run_id)
     report = ingest_webhook_day(archive.store(), lk, day, log=context.log.info)
+    swept = _sweep_staging(context, lk, [*WEBHOOK_TABLES, "rejects"], day)
     if report.files == 0:
         context.log.warning(f"no webhook files under {archive.store().display(f'webhooks/day={day}')}; "
                             "wrote empty partitions")
@@ -73,7 +105,7 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         "rows": report.deliveries, "files": report.files, "lines": report.lines,
         "bytes_read": dg.MetadataValue.int(report.bytes_read), "duplicates_dropped": report.duplicates,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("webhook_events", day)),
-        "events": dg.MetadataValue.md(_events_table(report.events)),
+        "events": dg.MetadataValue.md(_events_table(report.events)), "stale_staging_files_removed": swept,
     })
     for table in WEBHOOK_TABLES:
         if table != "webhook_events":
@@ -133,8 +165,9 @@ def _events_table(events: dict[str, int]) -> str:
 def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's test reports and test-runs files and writes `test_run` and its rejects."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(owner=context.run.run_id)
     report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info)
+    swept = _sweep_staging(context, lk, ["test_run", "rejects"], day)
     if report.files == 0:
         context.log.warning(f"no test reports or test-runs files for day={day} under "
                             f"{archive.store().display()}; wrote an empty partition")
@@ -146,7 +179,7 @@ def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         "test_runs_files": report.runs_files, "rejects": report.reject_count,
         "bytes": dg.MetadataValue.int(report.bytes_read),
         "entries_folded_across_files": report.staged_rows - report.rows,
-        "path": lk.store.display(lk.partition_path("test_run", day)),
+        "path": lk.store.display(lk.partition_path("test_run", day)), "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
         "rows": report.reject_count,
@@ -184,18 +217,19 @@ def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, 
 def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(owner=context.run.run_id)
     report = ingest_ci_results_day(archive.store(), lk, day)
     if report.files == 0:
         context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
                             "wrote empty partitions")
     write_rejects(lk, day, "ci-results", report.rejects)
+    swept = _sweep_staging(context, lk, ["ci_result", "ci_callback_minutes", "rejects"], day)
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="ci_result", metadata={
         "rows": report.rows, "files": report.files, "lines": report.lines, "callbacks": report.callbacks,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
-        "failure_kinds": dg.MetadataValue.json(report.kinds),
+        "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),
         "callbacks_per_repo": dg.MetadataValue.json(report.repos),
     })
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={

@@ -63,7 +63,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.names import repo_name_problem
 from resources.storage import Store
-from torchci_assets.ingest.fields import checked
+from torchci_assets.ingest.fields import RowGuard, checked
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.rejects import Reject
 
@@ -96,17 +96,20 @@ CI_RESULT_SCHEMA = pa.schema([
 CALLBACK_MINUTES_SCHEMA = pa.schema([("repo", pa.string()), ("minute", TS), ("callbacks", pa.int64())])
 
 KEY = ("delivery_id", "repo", "run_id", "run_attempt", "job_name")
+# The net under parse_record: a value that does not fit its column rejects the line, not the day.
+_GUARD = RowGuard(STAGE_SCHEMA, skip=("location", "seq"))
 
 
 class RecordError(ValueError):
     """A callback line that cannot become a row; the message is the reject reason."""
 
 
-def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False):
+def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, required: bool = False,
+           minimum: int | None = None):
     value = obj.get(key)
     if value is None and required:
         raise RecordError(f"missing {where}.{key}")
-    return checked(value, kind, f"{where}.{key}", RecordError)
+    return checked(value, kind, f"{where}.{key}", RecordError, minimum=minimum)
 
 
 def _object(obj: dict, key: str, where: str, required: bool) -> dict:
@@ -332,6 +335,8 @@ def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None
             report.lines += 1
             try:
                 row = parse_record(line)
+                if problem := _GUARD.problem(row):
+                    raise RecordError(problem)
             except RecordError as e:
                 report.rejects.append(Reject(SOURCE, f"{entry.path}:{lineno}", str(e), Reject.sample_of(line)))
                 continue

@@ -5,18 +5,22 @@ written under a hidden name beside its final place (readers skip names starting 
 and only when everything is written are they all renamed into place, one rename each. A run
 killed before that leaves every table's previous partition intact; the commit itself is a
 handful of renames, and a re-run replaces the same file names, so nothing is ever duplicated.
+
+The hidden name carries the lake's owner (`.<name>.pending-<run id>-<nonce>`): a run killed
+with SIGKILL leaves its files behind, and the next successful run of the partition removes
+those whose run is no longer alive (`Lake.sweep_staging`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import PARQUET_OPTIONS, Lake
+from resources.storage import staging_name
 
 
 class PartitionCommit:
@@ -28,7 +32,7 @@ class PartitionCommit:
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
         final = self.lake.partition_path(table, day, part)
         folder, name = final.rsplit("/", 1)
-        tmp = f"{folder}/.{name}.pending-{uuid.uuid4().hex}"
+        tmp = f"{folder}/{staging_name(name, 'pending', self.lake.owner)}"
         store = self.lake.store
         store.fs.create_dir(store.full(folder), recursive=True)
         try:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 _TEST_RE = re.compile(
     r"^(?P<env>.+?) / test \("
-    r"\s*(?P<config>[^,()]+?)\s*,\s*(?P<shard>\d+)\s*,\s*(?P<num>\d+)"
+    r"\s*(?P<config>[^,()]+?)\s*,\s*(?P<shard>\d{1,9})\s*,\s*(?P<num>\d{1,9})"  # int32 columns
     r"(?:\s*,\s*(?P<runner>[^,()]+?))?(?:\s*,\s*[^()]*)?\s*\)$"
 )
 _BUILD_RE = re.compile(r"^(?P<env>.+?) / (?:build|build-and-test)(?: \(.*\))?$")

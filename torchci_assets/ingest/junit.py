@@ -37,27 +37,42 @@ Column semantics (shared with the JSONL reader in `runs_jsonl`):
 Safety: the report is parsed with expat directly, fed in chunks, keeping only the current
 test case's few attributes and at most a few KB of message text, so memory does not grow
 with `<system-out>` or traceback sizes; it grows with the number of distinct tests (one
-small tuple each, bounded by `max_testcases`). Any DOCTYPE is rejected as soon as expat
-sees it, before an entity can be declared, so neither internal entity expansion (billion
-laughs) nor external entities (file or network reads) can happen. A report that is too
-large, truncated (mid-XML or mid-gzip), malformed, has an unexpected root, or a bad time
-value is rejected WHOLE: rows are only released once the document closed cleanly, because
-a partial report undercounts failures and would pass for a complete one.
+small tuple each, bounded by `max_testcases`). Expat must hold one token (a tag with its
+attributes, a comment) whole, so a token longer than the line cap (`TORCHCI_MAX_LINE_BYTES`)
+rejects the report; the report itself is capped at `TORCHCI_MAX_REPORT_BYTES` (512 MiB by
+default) of DECOMPRESSED bytes, counted as they are read, so a gzip bomb stops at the cap.
+Any DOCTYPE is rejected as soon as expat sees it, before an entity can be declared, so
+neither internal entity expansion (billion laughs) nor external entities (file or network
+reads) can happen. A report that is too large, truncated (mid-XML or mid-gzip), malformed or
+has an unexpected root is rejected WHOLE: rows are only released once the document closed
+cleanly, because a partial report undercounts failures and would pass for a complete one.
+
+One bad test case, on the other hand, costs only its test: a `<testcase>` without a name,
+or with a time that is not a finite non-negative number of seconds (at most MAX_SECONDS), is
+a reject located at its line and column, and every other test of the report is kept. When
+the bad entry is one attempt of a test with several entries (reruns), the whole test is
+dropped with it: its other attempts alone would misstate its outcome.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 from xml.parsers import expat
 
 import pyarrow as pa
 
+from torchci_assets.ingest.fields import INT64_MAX
+from torchci_assets.ingest.lines import max_line_bytes
+
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+# A test case time above this (31 years) is a broken clock, not a measurement, and sums of such times overflow.
+MAX_SECONDS = 1e9
 DEFAULT_MAX_TESTCASES = 1_000_000
 DEFAULT_BATCH_SIZE = 10_000
 MESSAGE_MAX_CHARS = 500
@@ -94,9 +109,27 @@ TEST_ROOT = "test/"
 # Folders under which PyTorch writes a report per invoking test module.
 _REPORT_KIND_DIRS = ("python-pytest", "python-unittest")
 _REPORT_PATH_RE = re.compile(
-    r"(?:^|/)test-reports/day=\d{4}-\d{2}-\d{2}/(\d+)/(\d+)/(\d+)/(.+\.xml)(?:\.gz)?$"
+    r"(?:^|/)test-reports/day=\d{4}-\d{2}-\d{2}/(\d{1,19})/(\d{1,19})/(\d{1,19})/(.+\.xml)(?:\.gz)?$"
 )
 _SUREFIRE_THOUSANDS_RE = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$")
+
+
+def max_report_bytes() -> int:
+    """The decompressed size cap of one report (or test-runs file), from TORCHCI_MAX_REPORT_BYTES."""
+    text = os.environ.get("TORCHCI_MAX_REPORT_BYTES", "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"TORCHCI_MAX_REPORT_BYTES={text!r} is not a number of bytes") from None
+
+
+class ParsedBatch(NamedTuple):
+    """Rows of `test_run` and rejects of single test cases or lines (the `rejects` table's columns)."""
+
+    rows: list[dict]
+    rejects: list[dict]
 
 
 class ReportRejected(Exception):
@@ -136,6 +169,8 @@ def parse_report_path(path: str) -> tuple[int, int, int, str | None]:
             "bad-path", "expected test-reports/day=YYYY-MM-DD/<run_id>/<attempt>/<job_id>/<...>.xml[.gz]"
         )
     run_id, attempt, job_id, inner = match.groups()
+    if not (int(run_id) <= INT64_MAX and 1 <= int(attempt) <= INT64_MAX and int(job_id) <= INT64_MAX):
+        raise ReportRejected("bad-path", f"run id and job id must be 0..{INT64_MAX}, the attempt 1..{INT64_MAX}")
     parts = inner.split("/")[:-1]
     invoking_file = None
     for i, part in enumerate(parts):
@@ -212,6 +247,8 @@ def parse_time(value: object) -> float:
         raise ValueError(f"time {value!r} is not a number")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"time {value!r} is not a finite non-negative number")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"time {value!r} is more than {MAX_SECONDS:.0f} seconds")
     return seconds
 
 
@@ -257,9 +294,15 @@ class Outcomes:
 
     def __init__(self) -> None:
         self._tests: dict[tuple, list] = {}
+        self._dropped: set[tuple] = set()
 
     def __len__(self) -> int:
         return len(self._tests)
+
+    def drop(self, key: tuple) -> None:
+        """Leave the test out of `rows()`: one of its entries was rejected, and the others
+        alone would misstate its outcome (a failing last attempt cut off reads as a pass)."""
+        self._dropped.add(key)
 
     def add(self, key: tuple, entry: Entry) -> None:
         state = self._tests.get(key)
@@ -277,6 +320,8 @@ class Outcomes:
 
     def rows(self) -> Iterator[dict]:
         for key, (time, status, rerun_count, message) in self._tests.items():
+            if key in self._dropped:
+                continue
             workflow_id, attempt, job_id, invoking_file, file, classname, name = key
             yield {
                 "workflow_id": workflow_id,
@@ -324,15 +369,18 @@ def read_chunks(stream: BinaryIO, max_bytes: int, chunk_bytes: int = READ_CHUNK_
             return
         total += len(chunk)
         if total > max_bytes:
-            raise ReportRejected("too-large", f"more than {max_bytes} bytes (limit)")
+            raise ReportRejected("too-large", f"more than {max_bytes} bytes decompressed (TORCHCI_MAX_REPORT_BYTES)")
         yield chunk
 
 
 class _JUnitReader:
     """expat callbacks that fold `<testcase>` elements into `Outcomes` as they close."""
 
-    def __init__(self, parser, ids: tuple[int, int, int], invoking_file: str | None, max_testcases: int):
+    def __init__(self, parser, ids: tuple[int, int, int], invoking_file: str | None, max_testcases: int,
+                 source: str = "report"):
         self._parser = parser
+        self._source = source
+        self.rejects: list[dict] = []  # single test cases, as the `rejects` table's rows
         self._ids = ids
         self._invoking_file = invoking_file
         self._max_testcases = max_testcases
@@ -415,26 +463,32 @@ class _JUnitReader:
 
     def _close_testcase(self) -> None:
         attrs = self._case_attrs
+        self._case_depth = 0
+        self._case_attrs = {}
+        results, self._case_results = self._case_results, {}
         name = attrs.get("name")
         if not name:
-            raise ReportRejected("malformed", "<testcase> without a name", self._where())
-        try:
-            seconds = parse_time(attrs.get("time"))
-        except ValueError as exc:
-            raise ReportRejected("bad-time", f"test case {name!r}: {exc}", self._where()) from None
+            self._reject("bad-testcase", "<testcase> without a name", attrs)
+            return
         raw = (attrs.get("classname", ""), attrs.get("file"))
         identity = self._identities.get(raw)
         if identity is None:
             identity = self._identities[raw] = normalise_test_identity(raw[0], raw[1], self._invoking_file)
         file, classname = identity
         invoking_file = self._invoking_file if self._invoking_file is not None else file.removesuffix(".py")
-        self.outcomes.add(
-            (*self._ids, invoking_file, file, classname, name),
-            Entry.from_results(seconds, self._case_results),
-        )
-        self._case_depth = 0
-        self._case_attrs = {}
-        self._case_results = {}
+        key = (*self._ids, invoking_file, file, classname, name)
+        try:
+            seconds = parse_time(attrs.get("time"))
+        except ValueError as exc:
+            self._reject("bad-time", f"test case {name[:200]!r}: {exc}", attrs)
+            self.outcomes.drop(key)
+            return
+        self.outcomes.add(key, Entry.from_results(seconds, results))
+
+    def _reject(self, code: str, detail: str, attrs: dict[str, str]) -> None:
+        sample = " ".join(f'{k}="{v[:80]}"' for k, v in list(attrs.items())[:6])
+        self.rejects.append({"source": self._source, "location": f"{self._source}:{self._where()}",
+                             "reason": f"{code}: {detail}", "sample": f"<testcase {sample}>"[:200]})
 
 
 def _read_outcomes(
@@ -444,12 +498,16 @@ def _read_outcomes(
     run_attempt: int,
     job_id: int,
     invoking_file_hint: str | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     max_testcases: int = DEFAULT_MAX_TESTCASES,
-) -> Outcomes:
-    """Parse a whole report into per-test outcomes, or raise ReportRejected."""
+    source_name: str = "report",
+) -> _JUnitReader:
+    """Parse a whole report into per-test outcomes and test-case rejects, or raise ReportRejected."""
+    max_bytes = max_report_bytes() if max_bytes is None else max_bytes
+    max_token = max_line_bytes()
     parser = expat.ParserCreate()
-    reader = _JUnitReader(parser, (workflow_id, run_attempt, job_id), invoking_file_hint, max_testcases)
+    reader = _JUnitReader(parser, (workflow_id, run_attempt, job_id), invoking_file_hint, max_testcases,
+                          source_name)
     parser.buffer_text = True
     parser.StartDoctypeDeclHandler = reader.doctype
     parser.StartElementHandler = reader.start
@@ -460,6 +518,11 @@ def _read_outcomes(
         for chunk in read_chunks(stream, max_bytes):
             total += len(chunk)
             parser.Parse(chunk, False)
+            # Bytes expat holds back for an unfinished token (it reports text as it goes).
+            if total - max(parser.CurrentByteIndex, 0) > max_token:
+                raise ReportRejected(
+                    "too-large", f"one XML token (a tag, its attributes, a comment) longer than {max_token} "
+                    "bytes (TORCHCI_MAX_LINE_BYTES)", f"{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}")
         parser.Parse(b"", True)
     except expat.ExpatError as exc:
         where = f"{exc.lineno}:{exc.offset + 1}"
@@ -475,7 +538,7 @@ def _read_outcomes(
         raise ReportRejected(
             "truncated", f"document ends after {total} bytes before its root element closes", where
         ) from None
-    return reader.outcomes
+    return reader
 
 
 def parse_junit(
@@ -485,19 +548,21 @@ def parse_junit(
     run_attempt: int,
     job_id: int,
     invoking_file_hint: str | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     max_testcases: int = DEFAULT_MAX_TESTCASES,
     batch_size: int = DEFAULT_BATCH_SIZE,
-) -> Iterator[list[dict]]:
-    """Batches of `test_run` rows (dicts in TEST_RUN_SCHEMA's column order) from one report.
+    source_name: str = "report",
+) -> Iterator[ParsedBatch]:
+    """Batches of `test_run` rows (dicts in TEST_RUN_SCHEMA's column order) and of rejected
+    test cases (located `<source_name>:line:column`) from one report.
 
     `stream` is any binary file-like with `.read(n)`, already decompressed. The whole
     report is parsed before the first batch is yielded, so a rejected report raises
     ReportRejected from the first `next()` and never yields a partial set of rows.
     `invoking_file_hint` is what `parse_report_path` found; without one each row's
-    invoking file is its own file without `.py`.
+    invoking file is its own file without `.py`. `max_bytes` defaults to `max_report_bytes()`.
     """
-    outcomes = _read_outcomes(
+    reader = _read_outcomes(
         stream,
         workflow_id=workflow_id,
         run_attempt=run_attempt,
@@ -505,5 +570,9 @@ def parse_junit(
         invoking_file_hint=invoking_file_hint,
         max_bytes=max_bytes,
         max_testcases=max_testcases,
+        source_name=source_name,
     )
-    yield from batched(outcomes.rows(), batch_size)
+    for rejects in batched(reader.rejects, batch_size):
+        yield ParsedBatch([], rejects)
+    for rows in batched(reader.outcomes.rows(), batch_size):
+        yield ParsedBatch(rows, [])

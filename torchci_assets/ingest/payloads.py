@@ -3,8 +3,9 @@
 Pure functions on one line or one payload, shared by the ingest and the relay sensor. Fields
 vary across GitHub versions (older payloads lack run_attempt, workflow_name, created_at), so
 every field may be missing; a field present with the wrong type raises `FieldError`, which
-rejects the typed row while the delivery itself is kept. Timestamps stay strings here and are
-cast, and checked, in SQL when a day is reduced.
+rejects the typed row while the delivery itself is kept. Ids and numbers must fit the lake's
+int64 columns and be non-negative, attempts at least 1 (`fields.checked`). Timestamps stay
+strings here and are cast, and checked, in SQL when a day is reduced.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
     return checked(obj.get(key), kind, f"{where}.{key}", FieldError)
 
 
+def _id(obj: dict, key: str, where: str, required: bool = False, minimum: int = 0) -> int | None:
+    """A GitHub id or number (non-negative), or an attempt (`minimum=1`), that fits int64."""
+    value = checked(obj.get(key), int, f"{where}.{key}", FieldError, minimum=minimum)
+    if value is None and required:
+        raise FieldError(f"missing field: {where}.{key}")
+    return value
+
+
+def _object(obj: dict, key: str, where: str) -> dict:
+    """A nested object that may be absent (then empty), never of another type."""
+    return checked(obj.get(key), dict, f"{where}.{key}", FieldError) or {}
+
+
 def _event_object(p: dict, key: str) -> dict:
     """The payload's object for its event (`workflow_job`, ...), which every typed row needs."""
     obj = p.get(key)
@@ -37,16 +51,28 @@ def _event_object(p: dict, key: str) -> dict:
 
 
 def _labels(value, where: str) -> list[str] | None:
+    """Label names: GitHub sends label objects (`{"name": ...}`), runners' labels are strings."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise FieldError(f"wrong type: {where} is {type(value).__name__}, expected list")
-    return [v.get("name") if isinstance(v, dict) else str(v) for v in value]
+    names = []
+    for i, v in enumerate(value):
+        name = checked(v.get("name"), str, f"{where}[{i}].name", FieldError) if isinstance(v, dict) else v
+        names.append(checked(name, str, f"{where}[{i}]", FieldError))
+    return names
 
 
 def repo_of(payload: dict) -> str | None:
+    """The repository's full name for the bronze table: None when absent or not a string (the
+    payload is kept verbatim there; the typed tables reject a mistyped one, see `_repo`)."""
     repo = payload.get("repository")
-    return repo.get("full_name") if isinstance(repo, dict) else None
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _repo(p: dict) -> str | None:
+    return _get(_object(p, "repository", "payload"), "full_name", str, "repository")
 
 
 # ---- one function per event, returning its staging row ------------------------------------
@@ -66,13 +92,11 @@ JOB_STAGE = pa.schema([
 def workflow_job_row(p: dict) -> tuple:
     job = _event_object(p, "workflow_job")
     w = "workflow_job"
-    job_id = _get(job, "id", int, w)
-    if job_id is None:
-        raise FieldError("missing field: workflow_job.id")
+    job_id = _id(job, "id", w, required=True)
     name = _get(job, "name", str, w)
     parsed = parse_job_name(name)
     return (
-        job_id, _get(job, "run_id", int, w), _get(job, "run_attempt", int, w) or 1, repo_of(p),
+        job_id, _id(job, "run_id", w), _id(job, "run_attempt", w, minimum=1) or 1, _repo(p),
         _get(job, "workflow_name", str, w), name, _get(job, "head_sha", str, w),
         _get(job, "head_branch", str, w), _get(job, "status", str, w) or p.get("action"),
         _get(job, "conclusion", str, w), _get(job, "created_at", str, w), _get(job, "started_at", str, w),
@@ -93,11 +117,9 @@ RUN_STAGE = pa.schema([
 def workflow_run_row(p: dict) -> tuple:
     run = _event_object(p, "workflow_run")
     w = "workflow_run"
-    run_id = _get(run, "id", int, w)
-    if run_id is None:
-        raise FieldError("missing field: workflow_run.id")
     return (
-        run_id, _get(run, "run_attempt", int, w) or 1, repo_of(p), _get(run, "name", str, w),
+        _id(run, "id", w, required=True), _id(run, "run_attempt", w, minimum=1) or 1, _repo(p),
+        _get(run, "name", str, w),
         _get(run, "event", str, w), _get(run, "head_sha", str, w), _get(run, "head_branch", str, w),
         _get(run, "status", str, w), _get(run, "conclusion", str, w), _get(run, "created_at", str, w),
         _get(run, "updated_at", str, w),
@@ -117,14 +139,11 @@ def push_row(p: dict) -> tuple:
     ref = _get(p, "ref", str, w)
     if ref is None:
         raise FieldError("missing field: push.ref")
-    head = p.get("head_commit")
-    if head is not None and not isinstance(head, dict):
-        raise FieldError(f"wrong type: push.head_commit is {type(head).__name__}, expected object")
-    head = head or {}
+    head = _object(p, "head_commit", w)
     commits = p.get("commits")
     return (
-        repo_of(p), ref, _get(p, "before", str, w), _get(p, "after", str, w),
-        bool(p.get("forced")), bool(p.get("created")), bool(p.get("deleted")),
+        _repo(p), ref, _get(p, "before", str, w), _get(p, "after", str, w),
+        bool(_get(p, "forced", bool, w)), bool(_get(p, "created", bool, w)), bool(_get(p, "deleted", bool, w)),
         _get(head, "id", str, "push.head_commit"), _get(head, "timestamp", str, "push.head_commit"),
         len(commits) if isinstance(commits, list) else None,
     )
@@ -141,24 +160,28 @@ PR_STAGE = pa.schema([
 def pull_request_row(p: dict) -> tuple:
     pr = _event_object(p, "pull_request")
     w = "pull_request"
-    number = _get(p, "number", int, w)
+    number = _id(p, "number", "payload")
     if number is None:
-        number = _get(pr, "number", int, w)
-    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
-    base = pr.get("base") if isinstance(pr.get("base"), dict) else {}
-    merged = pr.get("merged")
+        number = _id(pr, "number", w)
+    head, base = _object(pr, "head", w), _object(pr, "base", w)
     return (
-        repo_of(p), number, _get(p, "action", str, w), _get(pr, "state", str, w),
+        _repo(p), number, _get(p, "action", str, "payload"), _get(pr, "state", str, w),
         _get(head, "sha", str, "pull_request.head"), _get(head, "ref", str, "pull_request.head"),
         _get(base, "ref", str, "pull_request.base"), _labels(pr.get("labels"), "pull_request.labels"),
-        merged if isinstance(merged, bool) else None, _get(pr, "updated_at", str, w),
+        _get(pr, "merged", bool, w), _get(pr, "updated_at", str, w),
     )
 
 
 def _parse_received_at(value) -> dt.datetime:
+    """An ISO 8601 instant in UTC (a time without zone is UTC); ValueError for anything else,
+    including an instant a datetime cannot hold once moved to UTC (year 1 at +05:00)."""
     if not isinstance(value, str):
         raise ValueError
-    return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
+    t = dt.datetime.fromisoformat(value)
+    try:
+        return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+    except OverflowError:
+        raise ValueError from None
 
 
 def raw_payload(line: bytes, env: dict) -> bytes:

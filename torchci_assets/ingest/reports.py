@@ -31,9 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from resources.storage import Store
+from resources.storage import RefusedPath, Store
+from torchci_assets.ingest.fields import RowGuard
 from torchci_assets.ingest.junit import (
     TEST_RUN_SCHEMA,
+    ParsedBatch,
     ReportRejected,
     parse_junit,
     parse_report_path,
@@ -56,6 +58,7 @@ KEY_COLUMNS = ["workflow_id", "workflow_run_attempt", "job_id", "invoking_file",
 REQUIRED_COLUMNS = [*KEY_COLUMNS[:3], "file", "classname", "name", "time", "status", "rerun_count"]
 
 _STAGE_SCHEMA = TEST_RUN_SCHEMA.append(pa.field("seq", pa.int64()))
+_GUARD = RowGuard(_STAGE_SCHEMA)
 
 # Final status of entries of one test found in several files (see the module docstring).
 CROSS_FILE_STATUS = """
@@ -83,7 +86,7 @@ class IngestReport:
     report_files: int = 0
     runs_files: int = 0
     bytes_read: int = 0
-    records: int = 0  # reports + JSONL test rows and bad lines: the denominator of the reject rate
+    records: int = 0  # tests and bad test cases or lines, + rejected files: the denominator of the reject rate
     staged_rows: int = 0
     rows: int = 0
     rejects: dict[str, list[Reject]] = field(default_factory=lambda: {REPORTS_SOURCE: [], RUNS_SOURCE: []})
@@ -98,13 +101,17 @@ class IngestReport:
 
 
 class _Stage:
-    """Rows appended to a local Parquet file, buffered up to STAGE_BATCH_ROWS (one row group each)."""
+    """Rows appended to a local Parquet file, buffered up to STAGE_BATCH_ROWS (one row group each).
 
-    def __init__(self, path: str):
+    A row Arrow refuses (a value the readers let through that does not fit its column) goes to
+    `reject(row, problem)` instead of failing the batch (`RowGuard.convert`)."""
+
+    def __init__(self, path: str, reject: Callable[[dict, str], None]):
         self.path = path
         self.writer = pq.ParquetWriter(path, _STAGE_SCHEMA, compression="lz4")
         self.buffer: list[dict] = []
         self.rows = 0
+        self.reject = reject
 
     def add(self, rows: list[dict], seq: int) -> None:
         for row in rows:
@@ -116,8 +123,17 @@ class _Stage:
 
     def _flush(self) -> None:
         if self.buffer:
-            self.writer.write_batch(pa.RecordBatch.from_pylist(self.buffer, schema=_STAGE_SCHEMA))
+            batch = _GUARD.convert(self.buffer, self._batch, self._refused)
+            self.writer.write_batch(batch)
             self.buffer = []
+
+    @staticmethod
+    def _batch(rows: list[dict]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pylist(rows, schema=_STAGE_SCHEMA)
+
+    def _refused(self, row: dict, problem: str) -> None:
+        self.rows -= 1
+        self.reject(row, problem)
 
     def close(self) -> None:
         self._flush()
@@ -132,29 +148,35 @@ def _open(archive: Store, path: str) -> pa.NativeFile:
     """The file's (gunzipped) stream; a file that cannot even be opened is rejected like a bad one."""
     try:
         return archive.open_input(path)
+    except RefusedPath as exc:
+        raise ReportRejected("refused", str(exc)) from None
     except OSError as exc:
         raise ReportRejected("unreadable", f"opening the file failed: {exc}") from None
 
 
-def _stage_report(archive: Store, path: str, seq: int, stage: _Stage) -> None:
+def _stage_batch(batch: ParsedBatch, source: str, seq: int, stage: _Stage, report: IngestReport) -> None:
+    """Stage a parser's rows, and record its rejects."""
+    report.records += len(batch.rows) + len(batch.rejects)
+    report.rejects[source] += [Reject(source, r["location"], r["reason"], r["sample"]) for r in batch.rejects]
+    if batch.rows:
+        stage.add(batch.rows, seq)
+
+
+def _stage_report(archive: Store, path: str, seq: int, stage: _Stage, report: IngestReport) -> None:
     """Parse one report into the stage, all or nothing (ReportRejected leaves the stage untouched)."""
-    workflow_id, attempt, job_id, invoking_file = parse_report_path(path)
     with _open(archive, path) as stream:
+        workflow_id, attempt, job_id, invoking_file = parse_report_path(path)
         batches = list(parse_junit(stream, workflow_id=workflow_id, run_attempt=attempt, job_id=job_id,
-                                   invoking_file_hint=invoking_file))
-    for rows in batches:
-        stage.add(rows, seq)
+                                   invoking_file_hint=invoking_file, source_name=path))
+    for batch in batches:
+        _stage_batch(batch, REPORTS_SOURCE, seq, stage, report)
 
 
 def _stage_runs_file(archive: Store, path: str, seq: int, stage: _Stage, report: IngestReport) -> None:
     with _open(archive, path) as stream:
-        for batch in parse_test_runs_jsonl(stream, path):
-            report.rejects[RUNS_SOURCE] += [
-                Reject(RUNS_SOURCE, r["location"], r["reason"], r["sample"]) for r in batch.rejects
-            ]
-            report.records += len(batch.rows) + len(batch.rejects)
-            if batch.rows:
-                stage.add(batch.rows, seq)
+        batches = list(parse_test_runs_jsonl(stream, path))
+    for batch in batches:
+        _stage_batch(batch, RUNS_SOURCE, seq, stage, report)
 
 
 def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
@@ -167,20 +189,23 @@ def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str
     report.report_files, report.runs_files = len(reports), len(runs_files)
     total = len(reports) + len(runs_files)
     with tempfile.TemporaryDirectory(prefix=f"torchci-test-run-{day}-") as tmp:
-        stage = _Stage(os.path.join(tmp, "stage.parquet"))
+        sources = [(REPORTS_SOURCE, e) for e in reports] + [(RUNS_SOURCE, e) for e in runs_files]
+
+        def refused(row: dict, problem: str) -> None:
+            source, entry = sources[row["seq"]]
+            report.rejects[source].append(Reject(source, entry.path, f"test {str(row.get('name'))[:200]!r}: {problem}", None))
+
+        stage = _Stage(os.path.join(tmp, "stage.parquet"), refused)
         try:
-            sources = [(REPORTS_SOURCE, e) for e in reports] + [(RUNS_SOURCE, e) for e in runs_files]
             for seq, (source, entry) in enumerate(sources):
                 report.bytes_read += entry.size
                 try:
                     if source == REPORTS_SOURCE:
-                        report.records += 1
-                        _stage_report(archive, entry.path, seq, stage)
+                        _stage_report(archive, entry.path, seq, stage, report)
                     else:
                         _stage_runs_file(archive, entry.path, seq, stage, report)
                 except ReportRejected as exc:
-                    if source == RUNS_SOURCE:
-                        report.records += 1
+                    report.records += 1
                     report.rejects[source].append(_reject(source, entry.path, exc))
                 if (seq + 1) % progress_every == 0 or seq + 1 == total:
                     log(f"test_run day={day}: file {seq + 1}/{total}, {stage.rows} rows staged, "

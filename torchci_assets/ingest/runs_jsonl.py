@@ -8,9 +8,11 @@ Lines are folded with exactly the JUnit reader's semantics (`junit.Entry`, `juni
 lines for the same test in the same job attempt are attempts in file order, so rows here
 and rows from the XML of the same run agree.
 
-A bad line (not JSON, not an object, missing ids or name, a bad time or result value)
-becomes a reject for that line and the rest of the file is kept: the lines around it are
-still whole. A file that cannot be read to its end (truncated or corrupt gzip) or is over
+A bad line (not JSON, not an object, missing ids or name, ids that are negative or beyond int64,
+a bad time or result value, longer than `TORCHCI_MAX_LINE_BYTES`) becomes a reject for that
+line and the rest of the file is kept: the lines around it are still whole. As in the XML
+reader, a test one of whose lines has a bad time is dropped whole (`Outcomes.drop`). A file
+that cannot be read to its end (truncated or corrupt gzip) or is over
 the byte limit is rejected whole with `junit.ReportRejected`, like a report: unlike
 webhook lines, these lines are not independent at the cut, since the attempts of one test
 are separate lines; keeping the head would turn a test whose failing final attempt was cut
@@ -20,36 +22,36 @@ off into a pass (stock pytest writes its earlier attempts as empty, passing-look
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import orjson
 
+from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.junit import (
     DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_BYTES,
     OUTCOME_TAGS,
     RETRY_TAGS,
     Entry,
     Outcomes,
+    ParsedBatch,
     batched,
     first_line,
+    max_report_bytes,
     normalise_test_identity,
     parse_time,
     read_chunks,
 )
+from torchci_assets.ingest.lines import max_line_bytes as _max_line_bytes
+from torchci_assets.ingest.lines import split_lines, too_long
 
-DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 SAMPLE_CHARS = 200
 _ID_FIELDS = ("workflow_id", "workflow_run_attempt", "job_id")
 
 
-class ParsedBatch(NamedTuple):
-    rows: list[dict]
-    rejects: list[dict]
-
-
 class _BadLine(ValueError):
-    pass
+    """A line that cannot become a row; `key` is set when the line named its test."""
+
+    key: tuple | None = None
 
 
 def _message(result: dict) -> str | None:
@@ -91,9 +93,9 @@ def _key_and_entry(record: object) -> tuple[tuple, Entry]:
         raise _BadLine("line is not a JSON object")
     ids = []
     for field in _ID_FIELDS:
-        value = record.get(field)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _BadLine(f"{field} must be an integer, got {value!r}")
+        value = checked(record.get(field), int, field, _BadLine, minimum=1 if field == "workflow_run_attempt" else 0)
+        if value is None:
+            raise _BadLine(f"{field} must be an integer, got None")
         ids.append(value)
     name = record.get("name")
     if not isinstance(name, str) or not name:
@@ -104,49 +106,22 @@ def _key_and_entry(record: object) -> tuple[tuple, Entry]:
     )
     if invoking_file is None:
         invoking_file = file.removesuffix(".py")
+    key = (*ids, invoking_file, file, classname, name)
     try:
         seconds = parse_time(record.get("time"))
     except ValueError as exc:
-        raise _BadLine(str(exc)) from None
-    return (*ids, invoking_file, file, classname, name), Entry.from_results(seconds, _results(record))
-
-
-def _lines(stream: BinaryIO, max_bytes: int, max_line_bytes: int) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, line) pairs; the line is None when it is longer than max_line_bytes.
-
-    An over-long line is skipped without being buffered, so one huge record cannot
-    exhaust memory.
-    """
-    number = 0
-    pending = bytearray()
-    too_long = False
-    for chunk in read_chunks(stream, max_bytes):
-        start = 0
-        while True:
-            newline = chunk.find(b"\n", start)
-            piece = chunk[start:] if newline < 0 else chunk[start:newline]
-            if not too_long:
-                pending += piece
-                too_long = len(pending) > max_line_bytes
-                if too_long:
-                    pending = bytearray()
-            if newline < 0:
-                break
-            number += 1
-            yield number, None if too_long else bytes(pending)
-            pending = bytearray()
-            too_long = False
-            start = newline + 1
-    if pending or too_long:
-        yield number + 1, None if too_long else bytes(pending)
+        bad = _BadLine(str(exc))
+        bad.key = key
+        raise bad from None
+    return key, Entry.from_results(seconds, _results(record))
 
 
 def parse_test_runs_jsonl(
     stream: BinaryIO,
     source_name: str,
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_bytes: int | None = None,
+    max_line_bytes: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> Iterator[ParsedBatch]:
     """Batches of `test_run` rows and of per-line rejects (the `rejects` table's columns).
@@ -154,22 +129,27 @@ def parse_test_runs_jsonl(
     Like `junit.parse_junit`, everything is read before the first batch is yielded: lines
     of one test may be far apart, and a file that fails to read to its end raises
     ReportRejected from the first `next()` without yielding anything. Blank lines are
-    skipped silently.
+    skipped silently. The caps default to `max_report_bytes()` (the whole file, decompressed)
+    and `lines.max_line_bytes()` (one line).
     """
+    max_bytes = max_report_bytes() if max_bytes is None else max_bytes
+    limit = _max_line_bytes() if max_line_bytes is None else max_line_bytes
     outcomes = Outcomes()
     rejects: list[dict] = []
-    for number, line in _lines(stream, max_bytes, max_line_bytes):
+    for number, line in split_lines(read_chunks(stream, max_bytes), limit):
         if line is not None and not line.strip():
             continue
         try:
             if line is None:
-                raise _BadLine(f"line longer than {max_line_bytes} bytes")
+                raise _BadLine(too_long(limit))
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise _BadLine(f"invalid JSON: {exc}") from None
             key, entry = _key_and_entry(record)
         except _BadLine as exc:
+            if exc.key is not None:
+                outcomes.drop(exc.key)
             rejects.append(
                 {
                     "source": source_name,

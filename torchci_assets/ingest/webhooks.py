@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.fields import RowGuard
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.payloads import (JOB_STAGE, PR_STAGE, PUSH_STAGE, RUN_STAGE, TS, FieldError, parse_envelope,
                                             pull_request_row, push_row, raw_payload, repo_of, workflow_job_row,
@@ -61,9 +62,15 @@ class _Typed:
     extract: Callable[[dict], tuple]
     per_delivery: bool  # push and pull_request keep one row per delivery (with its id)
     path: str
+    rejects: list[Reject]  # the scan's: rows Arrow refuses become rejects here (see RowGuard)
     rows: list = field(default_factory=list)
     count: int = 0
     writer: pq.ParquetWriter | None = None
+    guard: RowGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The envelope's fields were validated by parse_envelope; the payload's by the extractor.
+        self.guard = RowGuard(self.schema, skip=("delivery_id", "received_at", "location"))
 
     def add(self, row: tuple) -> None:
         self.rows.append(row)
@@ -74,11 +81,17 @@ class _Typed:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, self.schema, compression="lz4")
         if self.rows:
-            cols = list(zip(*self.rows))
-            self.writer.write_batch(pa.record_batch(
-                [pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema))
-            self.count += len(self.rows)
+            batch = self.guard.convert(self.rows, self._batch, self._reject)
+            self.writer.write_batch(batch)
+            self.count += batch.num_rows
             self.rows.clear()
+
+    def _batch(self, rows: list) -> pa.RecordBatch:
+        cols = list(zip(*rows)) if rows else [[] for _ in self.schema]
+        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+
+    def _reject(self, row: tuple, problem: str) -> None:
+        self.rejects.append(Reject(SOURCE, row[-1], f"{self.table}: {problem}", None))  # row[-1]: its location
 
     def close(self) -> None:
         self.flush()
@@ -121,10 +134,11 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
                             and _can_spawn()) else 1
     with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp, PartitionCommit(lake) as out:
         if workers > 1:
-            scans = _scan_in_processes(archive.uri, lake.store.uri, day, files, tmp, log)
+            scans = _scan_in_processes(archive.uri, lake.store.uri, lake.owner, day, files, tmp, log)
         else:
             progress = _Progress(log, day, len(files))
-            scans = [_scan(archive.uri, lake.store.uri, day, files, tuple(range(PARTS)), tmp, progress.update)]
+            scans = [_scan(archive.uri, lake.store.uri, lake.owner, day, files, tuple(range(PARTS)), tmp,
+                           progress.update)]
         for scan in scans:
             out.adopt(scan.pending)
             report.lines += scan.lines
@@ -183,21 +197,21 @@ class _Progress:
             self.log(f"webhooks day={self.day}: {files_done}/{self.total} files, {deliveries:,} deliveries so far")
 
 
-def _stage_tables(stage_dir: str) -> dict[str, "_Typed"]:
+def _stage_tables(stage_dir: str, rejects: list[Reject]) -> dict[str, "_Typed"]:
     os.makedirs(stage_dir, exist_ok=True)
     return {
-        "workflow_job": _Typed("workflow_job", JOB_STAGE, workflow_job_row, False, os.path.join(stage_dir, "workflow_job.parquet")),
-        "workflow_run": _Typed("workflow_run", RUN_STAGE, workflow_run_row, False, os.path.join(stage_dir, "workflow_run.parquet")),
-        "push": _Typed("push", PUSH_STAGE, push_row, True, os.path.join(stage_dir, "push.parquet")),
-        "pull_request": _Typed("pull_request", PR_STAGE, pull_request_row, True, os.path.join(stage_dir, "pull_request.parquet")),
+        name: _Typed(name, schema, extract, per_delivery, os.path.join(stage_dir, f"{name}.parquet"), rejects)
+        for name, schema, extract, per_delivery in (
+            ("workflow_job", JOB_STAGE, workflow_job_row, False), ("workflow_run", RUN_STAGE, workflow_run_row, False),
+            ("push", PUSH_STAGE, push_row, True), ("pull_request", PR_STAGE, pull_request_row, True))
     }
 
 
-def _scan(archive_uri: str, lake_uri: str, day: str, files: list, parts: tuple[int, ...], tmp: str,
-          progress: Callable[[int, int], None]) -> _Scan:
+def _scan(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, parts: tuple[int, ...],
+          tmp: str, progress: Callable[[int, int], None]) -> _Scan:
     """Read every file of the day; for the lines of `parts`, write the bronze part files and
     stage the typed rows under `tmp/part-K/`. File-level damage is reported by part 0's scan."""
-    archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri)))
+    archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri), owner))
     scan = _Scan()
     # Parsed payloads are acyclic and short-lived, but there are millions of their dicts: the
     # cyclic collector would keep re-walking every live batch row for nothing (~25% of the time).
@@ -221,7 +235,7 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
         for k in parts:
             writer = stack.enter_context(files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-{k}"))
             outs[k] = stack.enter_context(_Background(writer))
-            typed[k] = _stage_tables(os.path.join(tmp, f"part-{k}"))
+            typed[k] = _stage_tables(os.path.join(tmp, f"part-{k}"), scan.rejects)
         for n, entry in enumerate(files, 1):
             file_rejects: list[Reject] = []
             for lineno, line in iter_lines(archive, entry.path, SOURCE, file_rejects):
@@ -284,17 +298,17 @@ def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
         results.put(_scan(*args, progress))
     except BaseException as exc:  # reported by the parent, with the worker's traceback
         import traceback
-        results.put(RuntimeError(f"webhook scan of parts {args[4]} failed:\n{traceback.format_exc()}"))
+        results.put(RuntimeError(f"webhook scan of parts {args[5]} failed:\n{traceback.format_exc()}"))
         raise SystemExit(1) from exc
 
 
-def _scan_in_processes(archive_uri: str, lake_uri: str, day: str, files: list, tmp: str,
+def _scan_in_processes(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, tmp: str,
                        log: Callable[[str], None]) -> list[_Scan]:
     ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads and locks
     results = ctx.Queue()
     counters = [(ctx.Value("q", 0), ctx.Value("q", 0)) for _ in range(PARTS)]
     procs = [ctx.Process(target=_scan_worker, daemon=True,
-                         args=((archive_uri, lake_uri, day, files, (k,), tmp), *counters[k], results))
+                         args=((archive_uri, lake_uri, owner, day, files, (k,), tmp), *counters[k], results))
              for k in range(PARTS)]
     for p in procs:
         p.start()

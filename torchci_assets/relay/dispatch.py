@@ -112,7 +112,7 @@ def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
     for back in range(lookback_days):
         day = (now - dt.timedelta(days=back)).strftime("%Y-%m-%d")
         for entry in store.list_files(f"{LEDGER_TABLE}/day={day}", (".parquet",)):
-            if entry.path.rsplit("/", 1)[-1].startswith(f"{sha}-"):
+            if not entry.refused and entry.path.rsplit("/", 1)[-1].startswith(f"{sha}-"):
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])
 
