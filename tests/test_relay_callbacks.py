@@ -152,7 +152,7 @@ def test_what_the_relay_could_not_read_either_is_rejected_with_its_reason(tmp_pa
     wf = "untrusted.callback_payload.workflow"
     assert [r.reason for r in report.rejects] == [
         f"not a whole number: {wf}.run_id = '01890f6e-7b3a-4c1e-9d2f-3a4b5c6d7e8f'",
-        f"out of range: {wf}.run_id = {'9' * 25}",
+        f"out of range: {wf}.run_id = {'9' * 25}, expected 0..{2**63 - 1}",
         f"bad {wf}.run_attempt: 0",
         f"not a whole number: {wf}.schema_version = 'v1'",
     ]

@@ -75,7 +75,6 @@ STATE_RANK = {"requested": 0, "pending": 0, "queued": 0, "waiting": 1, "in_progr
 SUCCESS_CONCLUSIONS = ("success", "neutral", "skipped")
 # Self-reports the relay forwards without a dispatch or timings (its _NIGHTLY_EVENT_TYPES).
 SELF_REPORT_EVENTS = ("nightly", "periodic")
-INT64_MAX = 2**63 - 1
 
 STAGE_SCHEMA = pa.schema([
     ("repo", pa.string()), ("level", pa.string()), ("event_type", pa.string()), ("delivery_id", pa.string()),
@@ -133,13 +132,11 @@ def _timestamp_ms(obj: dict, key: str, where: str) -> int | None:
 def _whole(obj: dict, key: str, where: str, required: bool = False) -> int | None:
     """A whole number from a JSON number or its decimal string (report_callback.py takes them
     from environment variables); anything else, or beyond int64, is a RecordError."""
-    value = _field(obj, key, (int, str), where, required)
+    value = _field(obj, key, (int, str), where, required, minimum=0)
     text = value.strip() if isinstance(value, str) else str(value)
     if isinstance(value, str) and not (text.isascii() and text.isdigit()):
         raise RecordError(f"not a whole number: {where}.{key} = {value[:40]!r}")
-    if value is not None and (len(text) > 19 or not 0 <= int(text) <= INT64_MAX):
-        raise RecordError(f"out of range: {where}.{key} = {text[:40]}")
-    return None if value is None else int(text)
+    return None if value is None else checked(int(text), int, f"{where}.{key}", RecordError, minimum=0)
 
 
 def _id_text(obj: dict, key: str, where: str) -> str | None:
