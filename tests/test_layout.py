@@ -3,7 +3,7 @@ that climb from a lower layer to a higher one.
 
 Layers, lowest first: `resources` (storage, the lake, GitHub) < the core modules of
 `torchci_assets` (partitions, checks, config) < `ingest` (archive -> lake) < the domains
-(`derived/<domain>`, `relay`) < `jobs` < the entry points (definitions, the CLI). A module may
+(`derived/<domain>`, `relay`, `receiver`) < `jobs` < the entry points (definitions, the CLI). A module may
 import its own layer and the layers below it, never above: so storage never learns about
 assets, and the archive readers never depend on what is computed from them.
 """
@@ -26,6 +26,7 @@ LAYERS = [
     ("torchci_assets.derived", 3),
     ("torchci_assets.relay", 3),
     ("torchci_assets.simulate", 3),
+    ("torchci_assets.receiver", 3),
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
 ]
@@ -81,7 +82,7 @@ def test_no_import_climbs_to_a_higher_layer(name, path):
 
 
 def test_ingest_and_resources_import_nothing_from_derived_relay_or_jobs():
-    higher = ("torchci_assets.derived", "torchci_assets.relay", "jobs")
+    higher = ("torchci_assets.derived", "torchci_assets.relay", "torchci_assets.receiver", "jobs")
     bad = []
     for name, path in modules():
         if name.startswith(("resources", "torchci_assets.ingest")):
