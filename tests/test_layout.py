@@ -3,7 +3,7 @@ that climb from a lower layer to a higher one.
 
 Layers, lowest first: `resources` (storage, the lake, GitHub) < the core modules of
 `torchci_assets` (partitions, checks, config) < `ingest` (archive -> lake) < the domains
-(`derived/<domain>`, `relay`, `receiver`) < `jobs` < the entry points (definitions, the CLI). A module may
+(`derived/<domain>`, `relay`) < `jobs` < the entry points (definitions, the CLI). A module may
 import its own layer and the layers below it, never above: so storage never learns about
 assets, and the archive readers never depend on what is computed from them.
 """

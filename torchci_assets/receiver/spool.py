@@ -390,7 +390,10 @@ def roll_segment(store: Store, stream: str, path: Path) -> RollResult:
                 dropped += 1
         out.write(compressor.flush())
     if store.is_local:
-        _fsync_published(Path(store.full(rel)))
+        final = Path(store.full(rel))
+        _fsync_published(final)
+        for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a crash during an earlier roll
+            stale.unlink(missing_ok=True)
     if dropped:
         log.warning("roll %s: %d torn line(s) dropped (never acknowledged)", path, dropped)
     os.remove(path)
