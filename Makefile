@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev bench bench-shards eval clean
+.PHONY: install run test dev serve bench bench-shards bench-serve eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ bench: install
 
 bench-shards: install
 	$(BIN)/python bench/bench_shards.py
+
+bench-serve: install
+	$(BIN)/python bench/bench_serve.py
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py

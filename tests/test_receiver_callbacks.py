@@ -9,12 +9,14 @@ import importlib.util
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from werkzeug import Response
 
 from receiving import L1_REPO, L2_REPO, L3_REPO, Issuer, archived, jwt, served
 from resources.lake import Lake, connect
@@ -173,6 +175,21 @@ def test_an_unknown_kid_refreshes_the_keys_and_a_rotated_key_is_then_accepted(tm
         assert srv.post_callback(report("in_progress", job_name="d"), issuer.token(L2_REPO, kid="key-1")).status_code == 200
         assert jwks_fetches(httpserver) == 3
     assert len(archived(srv.archive, "ci-results")) == 4
+
+
+def test_requests_arriving_during_the_first_key_fetch_wait_for_it(tmp_path, issuer, httpserver):
+    def slow_jwks(request):
+        time.sleep(0.5)
+        return Response(json.dumps(issuer.jwks(["key-1"])), content_type="application/json")
+
+    httpserver.expect_request(JWKS_PATH).respond_with_handler(slow_jwks)
+    keys = KeySet(httpserver.url_for(JWKS_PATH), min_refresh_s=60.0)
+    record_dispatch(tmp_path)
+    with served(tmp_path, keys=keys) as srv, ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda i: srv.post_callback(report("in_progress", job_name=f"c{i}"),
+                                                          issuer.token(L2_REPO)).status_code, range(8)))
+    assert codes == [200] * 8
+    assert jwks_fetches(httpserver) == 1
 
 
 def test_unknown_kids_cannot_make_it_hammer_the_issuer(tmp_path, issuer, httpserver):

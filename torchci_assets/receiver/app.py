@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import logging
 import math
 import os
@@ -114,7 +115,7 @@ class Receiver:
         self.ledger = DispatchLedger(Lake(Store(settings.lake_uri)))
         self.roller = Roller(settings.spool_dir, self.archive, self.metrics, on_rolled=self._rolled)
         self.writers = {s: SpoolWriter(settings.spool_dir, s, settings.host, self.metrics, settings.roll_interval_s,
-                                       settings.roll_bytes, on_sealed=self.roller.wake) for s in STREAMS}
+                                       settings.roll_bytes, on_sealed=self.roller.sealed) for s in STREAMS}
         self.metrics.gauges = self._gauges
         self._exit = contextlib.ExitStack()
         self._locked = False
@@ -134,15 +135,20 @@ class Receiver:
         recovered = recover(self.settings.spool_dir)
         if recovered:
             log.warning("recovering %d spool segment(s) left open by a crash", len(recovered))
-        rolled, failed = await asyncio.to_thread(self.roller.roll_pending)
+        rolled, failed = await asyncio.to_thread(self.roller.roll_pending, True)
         if rolled or failed:
             log.info("start: %d spool segment(s) rolled into %s, %d kept for retry", rolled, self.archive.display(),
                      failed)
         await self._catch_up()
+        # What was loaded so far lives as long as the process: keep it out of the collector's
+        # full passes, which would otherwise pause the event loop for tens of milliseconds.
+        gc.collect()
+        gc.freeze()
         for writer in self.writers.values():
             writer.start()
         self.roller.start()
         self._tasks.append(asyncio.create_task(self._catch_up_forever()))
+        self._tasks.append(asyncio.create_task(self._watch_loop()))
         if not self.settings.webhook_secrets:
             log.warning("TORCHCI_WEBHOOK_SECRETS is not set: POST /github/webhook answers 503 until it is")
         log.info("receiving into %s (spool %s, roll every %gs or %d bytes); callbacks from %s for audience %r",
@@ -162,6 +168,7 @@ class Receiver:
             log.warning("shutdown: rolling took over %.0fs; what is left is rolled at the next start", SHUTDOWN_ROLL_S)
         self._exit.close()
         self._locked = False
+        gc.unfreeze()
 
     async def _catch_up(self) -> None:
         try:
@@ -177,6 +184,14 @@ class Receiver:
         while True:
             await asyncio.sleep(CATCH_UP_EVERY_S)
             await self._catch_up()
+
+    async def _watch_loop(self, every_s: float = 0.1) -> None:
+        """How late the event loop wakes up: time every request waits on top of its own work
+        (a blocking call, the GIL held by another thread, a starved CPU)."""
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(every_s)
+            self.metrics.observe("torchci_receiver_loop_lag_seconds", max(0.0, time.perf_counter() - t - every_s))
 
     def _rolled(self, stream: str, result: RollResult) -> None:
         if stream == "ci-results":

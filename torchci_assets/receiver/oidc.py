@@ -171,9 +171,9 @@ def fetch_jwks(url: str) -> dict[str, rsa.RSAPublicKey]:
 class KeySet:
     """The issuer's keys by `kid`, fetched lazily, refreshed when stale or on an unknown `kid`.
 
-    Fetches (successful or not) are at least `min_refresh_s` apart. A failed fetch keeps the
-    keys already known; a token whose key is not known then gets KeysUnavailable (503), not a
-    401, since it may well be valid.
+    Fetches (successful or not) are at least `min_refresh_s` apart, and requests arriving while
+    one is under way wait for its result. A failed fetch keeps the keys already known; a token
+    whose key is not known then gets KeysUnavailable (503), not a 401, since it may be valid.
     """
 
     def __init__(self, url: str, fetch: Callable[[str], dict] = fetch_jwks, ttl_s: float = 3600.0,
@@ -184,11 +184,16 @@ class KeySet:
         self.attempted_at: float | None = None
         self.attempts = 0
         self.last_error: str | None = None
-        self._lock = asyncio.Lock()
+        self._inflight: asyncio.Future | None = None
 
     async def key(self, kid: str) -> rsa.RSAPublicKey:
-        if self._should_refresh(kid):
-            await self._refresh()
+        if self._inflight is None and self._should_refresh(kid):
+            self._inflight = asyncio.ensure_future(self._refresh())
+        if self._inflight is not None:
+            inflight = self._inflight
+            await asyncio.shield(inflight)
+            if self._inflight is inflight:
+                self._inflight = None
         if kid in self.keys:
             return self.keys[kid]
         if self.last_error:
@@ -202,19 +207,15 @@ class KeySet:
         return kid not in self.keys or self.fetched_at is None or now - self.fetched_at > self.ttl_s
 
     async def _refresh(self) -> None:
-        seen = self.attempts
-        async with self._lock:
-            if self.attempts != seen:  # fetched while this request waited: use that result
-                return
-            self.attempted_at, self.attempts = self._clock(), self.attempts + 1
-            try:
-                keys = await asyncio.to_thread(self._fetch, self.url)
-            except KeysUnavailable as exc:
-                self.last_error = str(exc)
-                log.warning("%s; %d key(s) cached", exc, len(self.keys))
-                return
-            self.keys, self.fetched_at, self.last_error = keys, self._clock(), None
-            log.info("OIDC keys fetched from %s: %d usable", self.url, len(keys))
+        self.attempted_at, self.attempts = self._clock(), self.attempts + 1
+        try:
+            keys = await asyncio.to_thread(self._fetch, self.url)
+        except KeysUnavailable as exc:
+            self.last_error = str(exc)
+            log.warning("%s; %d key(s) cached", exc, len(self.keys))
+            return
+        self.keys, self.fetched_at, self.last_error = keys, self._clock(), None
+        log.info("OIDC keys fetched from %s: %d usable", self.url, len(keys))
 
 
 class OidcVerifier:

@@ -134,7 +134,7 @@ class SpoolWriter:
     """Appends one stream's records to its active segment; `append` returns once fsynced."""
 
     def __init__(self, root: Path, stream: str, host: str, metrics: Metrics, roll_interval_s: float = 60.0,
-                 roll_bytes: int = 64 << 20, on_sealed: Callable[[], None] = lambda: None,
+                 roll_bytes: int = 64 << 20, on_sealed: Callable[[Path, bool], None] = lambda path, check: None,
                  clock: Callable[[], float] = time.monotonic):
         self.dir = root / stream
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -287,22 +287,24 @@ class SpoolWriter:
         fsync_dir(self.dir)  # the new name itself must survive a crash before anything in it is acknowledged
         return _Segment(name, start.strftime("%Y-%m-%d"), path, fd, self._clock())
 
-    def _seal(self) -> None:
+    def _seal(self, needs_check: bool = False) -> None:
         segment, self._active, self._seal_at = self._active, None, None
         if segment is None:
             return
         os.close(segment.fd)
         if segment.size == 0:
             os.remove(segment.path)
-        else:
-            os.rename(segment.path, self.dir / f"{segment.name}{SEALED_SUFFIX}")
+            fsync_dir(self.dir)
+            return
+        sealed = self.dir / f"{segment.name}{SEALED_SUFFIX}"
+        os.rename(segment.path, sealed)
         fsync_dir(self.dir)
-        self.on_sealed()
+        self.on_sealed(sealed, needs_check)
 
     def _abandon_active(self) -> None:
-        """After a failed write: seal what is there (the roll checks every line) and start afresh."""
+        """After a failed write: seal what is there (its roll checks every line) and start afresh."""
         with contextlib.suppress(OSError):
-            self._seal()
+            self._seal(needs_check=True)
 
 
 def recover(root: Path) -> list[Path]:
@@ -358,10 +360,18 @@ class RollResult:
     dropped: int
 
 
-def roll_segment(store: Store, stream: str, path: Path) -> RollResult:
-    """Publish one sealed segment to the archive (every line checked), then delete it."""
+def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> RollResult:
+    """Publish one sealed segment to the archive, then delete it.
+
+    With `check`, every line is parsed and a torn one dropped: for segments a crash or a failed
+    write left behind. A segment this process sealed after complete writes is streamed as it is,
+    because parsing 64 MB in Python would hold the GIL for a few hundred milliseconds, and
+    every request waiting on the event loop would wait with it.
+    """
     name = path.name[: -len(SEALED_SUFFIX)]
     rel = archive_path(stream, name)
+    if not check:
+        return _roll_verbatim(store, rel, path)
     lines = dropped = 0
     compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 31)
     with store.atomic_output(rel) as out, open(path, "rb") as src:
@@ -389,26 +399,41 @@ def roll_segment(store: Store, stream: str, path: Path) -> RollResult:
             else:
                 dropped += 1
         out.write(compressor.flush())
-    if store.is_local:
-        final = Path(store.full(rel))
-        _fsync_published(final)
-        for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a crash during an earlier roll
-            stale.unlink(missing_ok=True)
     if dropped:
         log.warning("roll %s: %d torn line(s) dropped (never acknowledged)", path, dropped)
-    os.remove(path)
-    fsync_dir(path.parent)
+    return _published(store, rel, path, lines, dropped)
+
+
+def _roll_verbatim(store: Store, rel: str, path: Path) -> RollResult:
+    compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 31)
+    lines, last = 0, b"\n"
+    with store.atomic_output(rel) as out, open(path, "rb") as src:
+        while chunk := src.read(READ_CHUNK):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+            out.write(compressor.compress(chunk))
+        if last != b"\n":  # cannot happen after complete writes; never end a file mid-line
+            lines += 1
+            out.write(compressor.compress(b"\n"))
+        out.write(compressor.flush())
+    return _published(store, rel, path, lines, 0)
+
+
+def _published(store: Store, rel: str, segment: Path, lines: int, dropped: int) -> RollResult:
+    """Once the archive file and its name are on disk, the spool copy goes."""
+    if store.is_local:
+        final = Path(store.full(rel))
+        fd = os.open(final, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(final.parent)
+        for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a crash during an earlier roll
+            stale.unlink(missing_ok=True)
+    os.remove(segment)
+    fsync_dir(segment.parent)
     return RollResult(rel, lines, dropped)
-
-
-def _fsync_published(final: Path) -> None:
-    """The archive file and its name on disk before the spool copy goes."""
-    fd = os.open(final, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(final.parent)
 
 
 class Roller:
@@ -421,6 +446,7 @@ class Roller:
         self.retry_max_s = retry_max_s
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._check: set[str] = set()  # segments a failed write left: their lines are checked
         self._thread = threading.Thread(target=self._run, name="spool-roller", daemon=True)
 
     def start(self) -> None:
@@ -429,17 +455,25 @@ class Roller:
     def wake(self) -> None:
         self._wake.set()
 
+    def sealed(self, path: Path, needs_check: bool) -> None:
+        """A writer sealed `path`: roll it now."""
+        if needs_check:
+            self._check.add(path.name)
+        self._wake.set()
+
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
         self._thread.join()
 
-    def roll_pending(self) -> tuple[int, int]:
-        """Roll every sealed segment, oldest first; (rolled, failed)."""
+    def roll_pending(self, check_all: bool = False) -> tuple[int, int]:
+        """Roll every sealed segment, oldest first; (rolled, failed). `check_all` at start: what a
+        crash left is checked line by line."""
         rolled = failed = 0
         for stream, path in sealed_segments(self.root):
             try:
-                result = roll_segment(self.store, stream, path)
+                result = roll_segment(self.store, stream, path, check=check_all or path.name in self._check)
+                self._check.discard(path.name)
             except FileNotFoundError:
                 continue  # rolled by a previous pass that died before its cleanup was seen
             except Exception as exc:  # S3 down, disk error: keep the segment and retry later
