@@ -106,17 +106,16 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-async def _connection(port: int, jobs: asyncio.Queue, phase: Phase) -> None:
+async def _connection(port: int, next_job, phase: Phase) -> None:
+    """One keep-alive connection sending `await next_job()` -> (timed from, request, delivery)
+    until it returns None."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        while True:
-            item = await jobs.get()
-            if item is None:
-                return
-            scheduled, request, delivery = item
+        while (job := await next_job()) is not None:
+            since, request, delivery = job
             writer.write(request)
             status = await _read_response(reader)
-            phase.latencies.append(time.perf_counter() - scheduled)
+            phase.latencies.append(time.perf_counter() - since)
             phase.codes[status] = phase.codes.get(status, 0) + 1
             if status == 200:
                 phase.acked.append(delivery)
@@ -127,7 +126,7 @@ async def _connection(port: int, jobs: asyncio.Queue, phase: Phase) -> None:
 async def open_loop(port: int, make_request, rate: int, seconds: float, name: str) -> Phase:
     """`rate` requests a second for `seconds`, each timed from when it was due."""
     phase, jobs = Phase(name), asyncio.Queue()
-    workers = [asyncio.create_task(_connection(port, jobs, phase)) for _ in range(CONNECTIONS)]
+    workers = [asyncio.create_task(_connection(port, jobs.get, phase)) for _ in range(CONNECTIONS)]
     total = int(rate * seconds)
     phase.started = start = time.perf_counter()
     for i in range(total):
@@ -151,23 +150,12 @@ async def closed_loop(port: int, make_request, seconds: float, name: str) -> Pha
     deadline = time.perf_counter() + seconds
     counter = iter(range(10**9))
 
-    async def one() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < deadline:
-                request, delivery = make_request(next(counter))
-                t = time.perf_counter()
-                writer.write(request)
-                status = await _read_response(reader)
-                phase.latencies.append(time.perf_counter() - t)
-                phase.codes[status] = phase.codes.get(status, 0) + 1
-                if status == 200:
-                    phase.acked.append(delivery)
-        finally:
-            writer.close()
+    async def next_job():
+        now = time.perf_counter()
+        return (now, *make_request(next(counter))) if now < deadline else None
 
     phase.started = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(CONNECTIONS)))
+    await asyncio.gather(*(_connection(port, next_job, phase) for _ in range(CONNECTIONS)))
     phase.ended = time.perf_counter()
     return phase
 

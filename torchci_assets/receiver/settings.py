@@ -26,6 +26,14 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10, "
           "mib": MIB, "mi": MIB, "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "gi": 1 << 30}
 
 
+# Every variable `from_env` reads (the storage's own S3 variables aside).
+ENV_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_SPOOL_DIR", "TORCHCI_RECEIVER_HOST",
+            "TORCHCI_WEBHOOK_SECRETS", "TORCHCI_WEBHOOK_EVENTS", "TORCHCI_WEBHOOK_MAX_BYTES",
+            "TORCHCI_CALLBACK_MAX_BYTES", "TORCHCI_OIDC_ISSUER", "TORCHCI_OIDC_AUDIENCE", "TORCHCI_OIDC_JWKS_URL",
+            "TORCHCI_OIDC_LEEWAY_S", "TORCHCI_CALLBACK_RATE_LIMIT", "TORCHCI_ROLL_INTERVAL_S", "TORCHCI_ROLL_BYTES",
+            "TORCHCI_PUSH_ROLL_S")
+
+
 class SettingsError(ValueError):
     """A variable that cannot be used; the message names it and says what it should be."""
 
