@@ -6,11 +6,11 @@ import time
 
 import requests
 
-from receiving import SECRET, archived, served, sign, webhook_headers
+from receiving import SECRET, archived, served, webhook_headers
 from resources.lake import Lake, connect
 from torchci_assets.config import load_config
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-from torchci_assets.receiver.settings import MIB
+from torchci_assets.receiver.settings import MIB, ReceiverSettings, Secrets
 from torchci_assets.receiver.signatures import signature_for, signature_matches
 from torchci_assets.relay.pushes import RelayCursor, scan_archive
 
@@ -75,7 +75,6 @@ def test_wrong_secret_missing_header_and_tampered_body_are_refused(tmp_path, oct
 
 def test_rotated_secrets_are_all_accepted_until_dropped(tmp_path, octokit):
     body = json.dumps(payload_of(octokit, "workflow_run")).encode()
-    from torchci_assets.receiver.settings import Secrets
     both = Secrets((b"new-secret", SECRET.encode()))
     with served(tmp_path, webhook_secrets=both) as srv:
         assert srv.post_webhook(body, event="workflow_run", secret=SECRET).status_code == 200
@@ -88,7 +87,6 @@ def test_rotated_secrets_are_all_accepted_until_dropped(tmp_path, octokit):
 
 
 def test_no_secret_configured_refuses_everything(tmp_path):
-    from torchci_assets.receiver.settings import Secrets
     with served(tmp_path, webhook_secrets=Secrets(())) as srv:
         body = b'{"action": "queued"}'
         resp = srv.post_webhook(body)
@@ -111,7 +109,6 @@ def test_size_limit_with_and_without_content_length(tmp_path):
 
 
 def test_default_limit_is_githubs_25_mb():
-    from torchci_assets.receiver.settings import ReceiverSettings
     assert ReceiverSettings.from_env({}).webhook_max_bytes == 25 * MIB
 
 

@@ -38,17 +38,24 @@ from torchci_assets.receiver.callbacks import (
     JobStarts,
     LedgerUnavailable,
     RateLimiter,
-    ci_result_line,
-    iso_utc,
-    one_line,
     parse_callback,
     seconds_between,
 )
 from torchci_assets.receiver.metrics import Metrics
 from torchci_assets.receiver.oidc import KeySet, KeysUnavailable, OidcVerifier, TokenError
+from torchci_assets.receiver.records import ci_result_line, webhook_line
 from torchci_assets.receiver.settings import ReceiverSettings
 from torchci_assets.receiver.signatures import signature_matches
-from torchci_assets.receiver.spool import STREAMS, Roller, RollResult, SpoolError, SpoolWriter, recover, spool_depth, spool_lock
+from torchci_assets.receiver.spool import (
+    STREAMS,
+    Roller,
+    RollResult,
+    SpoolError,
+    SpoolWriter,
+    recover,
+    spool_depth,
+    spool_lock,
+)
 from torchci_assets.relay.pushes import push_commit
 
 log = logging.getLogger("torchci.receiver")
@@ -262,8 +269,7 @@ class Receiver:
         if not isinstance(payload, dict):
             return self.refuse(ep, 400, "not_json", "the body is not a JSON object", t0)
         received = dt.datetime.now(dt.timezone.utc)
-        line = (b'{"event":' + orjson.dumps(event) + b',"delivery_id":' + orjson.dumps(delivery)
-                + b',"received_at":"' + iso_utc(received).encode() + b'","payload":' + one_line(body) + b"}\n")
+        line = webhook_line(event, delivery, received, body)
         seal = None
         if event == "push" and push_commit(payload, delivery, received, self.config.current())[0] is not None:
             seal = self.settings.push_roll_s  # the relay sensor is waiting for this one

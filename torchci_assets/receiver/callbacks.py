@@ -168,25 +168,6 @@ def parse_callback(body: object) -> Callback:
     )
 
 
-def one_line(raw: bytes) -> bytes:
-    """A JSON document on one line, byte for byte otherwise: a raw newline can only be whitespace
-    between tokens (JSON strings cannot hold one), so it becomes a space."""
-    return raw.replace(b"\r", b" ").replace(b"\n", b" ") if b"\n" in raw or b"\r" in raw else raw
-
-
-def iso_utc(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def ci_result_line(repo: str, level: str, queue_time: float | None, execution_time: float | None,
-                   raw_body: bytes, received: dt.datetime) -> bytes:
-    """The archive line for one callback, its body embedded verbatim."""
-    trusted = orjson.dumps({"verified_repo": repo, "downstream_repo_level": level,
-                            "ci_metrics": {"queue_time": queue_time, "execution_time": execution_time}})
-    return (b'{"trusted":' + trusted + b',"untrusted":{"callback_payload":' + one_line(raw_body)
-            + b'},"received_at":"' + iso_utc(received).encode() + b'"}\n')
-
-
 def seconds_between(start: float | None, end: float | None) -> float | None:
     """end - start in seconds, rounded to ms; a small negative (clock skew) is 0, as the relay does."""
     if start is None or end is None:

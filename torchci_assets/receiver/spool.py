@@ -156,7 +156,8 @@ class SpoolWriter:
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
     @property
     def alive(self) -> bool:
@@ -186,10 +187,15 @@ class SpoolWriter:
                     self._cond.wait(self._wait_s())
                 batch, self._pending = self._pending, []
                 stopping = self._stopping
-            if batch:
-                self._write(batch)
-            if self._seal_due() or (stopping and not batch):
-                self._seal()
+            try:
+                if batch:
+                    self._write(batch)
+                if self._seal_due() or (stopping and not batch):
+                    self._seal()
+            except Exception as exc:  # the writer must outlive any error: requests wait on it
+                log.exception("spool %s: unexpected error; its requests get 503", self.stream)
+                self._notify(batch, SpoolError(f"spool write failed: {exc}"))
+                self._active = None  # an open segment left here is recovered at the next start
             if stopping and not batch:
                 return
 
@@ -239,14 +245,19 @@ class SpoolWriter:
                     if rec.seal_within_s is not None:
                         at = now + rec.seal_within_s
                         self._seal_at = at if self._seal_at is None else min(self._seal_at, at)
-            by_loop: dict[asyncio.AbstractEventLoop, list[_Record]] = {}
-            for rec in run:
-                by_loop.setdefault(rec.loop, []).append(rec)
-            for loop, recs in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-                    loop.call_soon_threadsafe(_resolve, recs, error)
+            self._notify(run, error)
             if self._active is not None and self._active.size >= self.roll_bytes:
                 self._seal()
+
+    @staticmethod
+    def _notify(records: list[_Record], error: BaseException | None) -> None:
+        """Answer the waiting requests (once each: a later call for the same records is a no-op)."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Record]] = {}
+        for rec in records:
+            by_loop.setdefault(rec.loop, []).append(rec)
+        for loop, recs in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                loop.call_soon_threadsafe(_resolve, recs, error)
 
     def _append(self, segment: _Segment, data: bytes) -> None:
         t0 = time.perf_counter()
@@ -464,7 +475,8 @@ class Roller:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
     def roll_pending(self, check_all: bool = False) -> tuple[int, int]:
         """Roll every sealed segment, oldest first; (rolled, failed). `check_all` at start: what a
