@@ -23,7 +23,9 @@ from conftest import free_port, wait_for_port
 from receiving import archived, config_file, served, webhook_headers
 from resources.storage import Store
 from torchci_assets.receiver import spool
+from torchci_assets.receiver.callbacks import JobStarts
 from torchci_assets.receiver.metrics import Metrics
+from torchci_assets.receiver.records import ci_result_line
 from torchci_assets.receiver.spool import SpoolError, SpoolWriter, recover, roll_segment, sealed_segments, spool_lock
 
 TORCHCI = str(Path(sys.executable).parent / "torchci")
@@ -233,3 +235,29 @@ def test_kill_9_while_clients_send_loses_no_acknowledged_delivery(tmp_path, octo
     assert list((tmp_path / "spool" / "webhooks").iterdir()) == []
     leftovers = [p for p in (tmp_path / "archive").rglob("*") if p.is_file() and not p.name.endswith(".jsonl.gz")]
     assert leftovers == []
+
+
+def test_segments_roll_into_an_s3_archive_and_job_starts_are_read_back_from_it(tmp_path, s3_server, octokit):
+    """The archive on S3 (a local moto server): rolled files are whole objects the ingest lists."""
+    from conftest import S3_BUCKET
+
+    archive = f"s3://{S3_BUCKET}/receiver-{uuid.uuid4().hex[:8]}/archive"
+    payload = octokit["api.github.com"]["workflow_job"][0]
+    with served(tmp_path, archive_uri=archive) as srv:
+        assert srv.post_webhook(json.dumps(payload).encode(), delivery="on-s3").status_code == 200
+    [entry] = Store(archive).list_files("webhooks", (".jsonl.gz",))
+    assert entry.path.startswith("webhooks/day=") and entry.path.endswith(".jsonl.gz")
+    [line] = archived(Store(archive), "webhooks")
+    assert (line["delivery_id"], line["payload"]) == ("on-s3", payload)
+    assert list((tmp_path / "spool" / "webhooks").iterdir()) == []
+    # a job's in_progress callback, archived by another replica, is read back for its execution time
+    body = json.dumps({"event_type": "push", "delivery_id": "d1", "payload": {}, "workflow": {
+        "schema_version": "1", "status": "in_progress", "conclusion": None, "name": "ci", "run_id": "77",
+        "run_attempt": "1", "job_name": "test", "started_at": "2026-11-01T10:00:00Z", "completed_at": None}}).encode()
+    received = dt.datetime.now(UTC)
+    record = ci_result_line("acme-ai/torch-npu", "L2", 12.0, None, body, received)
+    Store(archive).write_bytes(f"ci-results/day={received:%Y-%m-%d}/other-replica-x.jsonl", record)
+    starts = JobStarts()
+    assert starts.catch_up(Store(archive)) == 1
+    assert starts.get(("d1", "acme-ai/torch-npu", 77, 1, "test")) == pytest.approx(received.timestamp(), abs=0.001)
+    assert starts.catch_up(Store(archive)) == 0  # read once

@@ -505,5 +505,9 @@ class Roller:
         while not self._stop.is_set():
             self._wake.wait(backoff if backoff > 1.0 else 5.0)
             self._wake.clear()
-            _, failed = self.roll_pending()
+            try:
+                _, failed = self.roll_pending()
+            except Exception:  # e.g. the spool folder unreadable: keep trying, never die silently
+                log.exception("rolling the spool failed; retrying")
+                failed = 1
             backoff = min(backoff * 2, self.retry_max_s) if failed else 1.0
