@@ -122,7 +122,9 @@ def main() -> int:
         wait_for("the relay sensor's first tick", sensor_cursor, 180)
         print(f"dagster dev and torchci serve up; the sensor's first tick seen after {time.monotonic() - t:.0f}s",
               flush=True)
-        rng = random.Random(11)
+        seed = int(time.time())  # a new seed each run: the pushes land at other points of the tick cycle
+        rng = random.Random(seed)
+        print(f"spacing the pushes with seed {seed}", flush=True)
         sent: dict[str, float] = {}
         before = hashlib.sha1(b"start").hexdigest()
         for i in range(PUSHES):

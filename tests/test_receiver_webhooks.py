@@ -4,13 +4,14 @@ and what reaches the archive (then the ingest and the relay sensor)."""
 import json
 import time
 
+import pytest
 import requests
 
 from receiving import SECRET, archived, served, webhook_headers
 from resources.lake import Lake, connect
 from torchci_assets.config import load_config
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-from torchci_assets.receiver.settings import MIB, ReceiverSettings, Secrets
+from torchci_assets.receiver.settings import MIB, ReceiverSettings, Secrets, SettingsError
 from torchci_assets.receiver.signatures import signature_for, signature_matches
 from torchci_assets.relay.pushes import RelayCursor, scan_archive
 
@@ -190,3 +191,17 @@ def test_healthz_and_metrics(tmp_path, octokit):
     assert 'torchci_receiver_written_total{stream="webhooks"} 3' in text
     assert "torchci_receiver_fsync_seconds_count" in text and 'torchci_receiver_spool_bytes{stream="webhooks"}' in text
     assert "# TYPE torchci_receiver_ack_seconds histogram" in text
+
+
+def test_settings_from_the_environment_never_show_the_secret():
+    s = ReceiverSettings.from_env({"TORCHCI_WEBHOOK_SECRETS": " new-one , old-one ,", "TORCHCI_WEBHOOK_EVENTS": "*",
+                                   "TORCHCI_ROLL_BYTES": "8MiB", "TORCHCI_OIDC_ISSUER": "https://issuer.example/",
+                                   "TORCHCI_RECEIVER_HOST": "pod/with spaces"})
+    assert s.webhook_secrets.values == (b"new-one", b"old-one")
+    assert "new-one" not in repr(s) and "old-one" not in repr(s)
+    assert s.events is None and s.roll_bytes == 8 * MIB
+    assert s.oidc_jwks_url == "https://issuer.example/.well-known/jwks" and s.host == "pod_with_spaces"
+    default = ReceiverSettings.from_env({})
+    assert default.oidc_audience == "pytorch-cross-repo-ci-relay" and "push" in default.events
+    with pytest.raises(SettingsError, match="TORCHCI_CALLBACK_RATE_LIMIT"):
+        ReceiverSettings.from_env({"TORCHCI_CALLBACK_RATE_LIMIT": "0"})
