@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev bench bench-shards bench-memory eval clean
+.PHONY: install run test dev serve bench bench-shards bench-memory bench-serve bench-relay-latency eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ test: install
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+# The webhook and relay-callback receiver (README, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
+serve: install
+	$(BIN)/torchci serve --host 127.0.0.1 --port 8080
+
 bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_flaky.py
@@ -46,6 +50,12 @@ bench-shards: install
 
 bench-memory: install
 	$(BIN)/python bench/bench_memory.py
+
+bench-serve: install
+	$(BIN)/python bench/bench_serve.py
+
+bench-relay-latency: install
+	$(BIN)/python bench/bench_relay_latency.py
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py

@@ -27,6 +27,7 @@ LAYERS = [
     ("torchci_assets.derived", 3),
     ("torchci_assets.relay", 3),
     ("torchci_assets.simulate", 3),
+    ("torchci_assets.receiver", 3),
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
 ]
@@ -82,7 +83,7 @@ def test_no_import_climbs_to_a_higher_layer(name, path):
 
 
 def test_ingest_and_resources_import_nothing_from_derived_relay_or_jobs():
-    higher = ("torchci_assets.derived", "torchci_assets.relay", "jobs")
+    higher = ("torchci_assets.derived", "torchci_assets.relay", "torchci_assets.receiver", "jobs")
     bad = []
     for name, path in modules():
         if name.startswith(("resources", "torchci_assets.ingest")):

@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "simulate": ("torchci_assets.simulate.cli", "write a simulated PyTorch CI archive"),
     "shard-plan": ("torchci_assets.derived.sharding.cli", "plan test shards from test times"),
     "query": ("torchci_assets.query", "run DuckDB SQL over the lake and print a table"),
+    "serve": ("torchci_assets.receiver.cli", "receive GitHub webhooks and relay callbacks into the archive"),
 }
 
 

@@ -1,0 +1,33 @@
+"""GitHub's webhook signature: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`.
+
+The HMAC is computed over the bytes received, before any parsing, and compared in constant
+time. Several secrets may be valid at once so a secret can be rotated without losing
+deliveries: set old and new, change the secret in GitHub, then drop the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+PREFIX = "sha256="
+
+
+def signature_for(secret: bytes, body: bytes) -> str:
+    """The header value GitHub sends for `body` signed with `secret`."""
+    return PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def signature_matches(secrets: tuple[bytes, ...], body: bytes, header: str | None) -> bool:
+    """True when `header` is the signature of `body` under one of `secrets`.
+
+    Every secret is tried even after a match, so the time taken does not tell which one
+    (or whether an early one) matched.
+    """
+    if not header or not header.startswith(PREFIX) or not secrets:
+        return False
+    given = header[len(PREFIX):].strip().lower().encode()
+    ok = False
+    for secret in secrets:
+        ok |= hmac.compare_digest(hmac.new(secret, body, hashlib.sha256).hexdigest().encode(), given)
+    return ok
