@@ -36,14 +36,20 @@ def _chunks(store: Store, path: str) -> Iterator[bytes]:
         while compressed := raw.read(CHUNK // 8):
             while compressed:
                 fed = True
-                if out := inflater.decompress(compressed):
+                # At most CHUNK bytes out per call: a highly compressible file (a log of one
+                # repeated line) must not inflate a whole read into memory at once.
+                if out := inflater.decompress(compressed, CHUNK):
                     yield out
-                if not inflater.eof:
-                    break
-                compressed = inflater.unused_data  # the start of the next member, if any
-                inflater, fed = isal_zlib.decompressobj(wbits=31), False
+                if inflater.eof:
+                    compressed = inflater.unused_data  # the start of the next member, if any
+                    inflater, fed = isal_zlib.decompressobj(wbits=31), False
+                else:
+                    compressed = inflater.unconsumed_tail
         if fed and not inflater.eof:
-            raise OSError("the gzip stream ends before its end-of-stream marker")
+            if out := inflater.flush():
+                yield out
+            if not inflater.eof:
+                raise OSError("the gzip stream ends before its end-of-stream marker")
 
 
 def _read_ahead(store: Store, path: str, chunks: queue.Queue, stop: threading.Event) -> None:
@@ -97,3 +103,13 @@ def iter_lines(store: Store, path: str, source: str, rejects: list[Reject]) -> I
                 chunks.get_nowait()
             except queue.Empty:
                 reader.join(0.01)
+
+
+def iter_chunks(store: Store, path: str) -> Iterator[bytes]:
+    """The file's bytes in chunks of at most a few MB (gunzipped for .gz names), for readers that
+    split records themselves. Damage (a truncated or corrupt gzip, an I/O failure) raises OSError
+    after every byte before it has been yielded."""
+    try:
+        yield from _chunks(store, path)
+    except (zlib.error, isal_zlib.error) as exc:
+        raise OSError(str(exc)) from None
