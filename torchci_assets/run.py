@@ -17,7 +17,7 @@ import warnings
 
 import dagster as dg
 
-ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
+ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
 

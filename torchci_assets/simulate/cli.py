@@ -30,7 +30,7 @@ def _configs(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torchci simulate",
-        description="Write archive days (webhooks/, test-reports/, test-runs/, ci-results/) that look like "
+        description="Write archive days (webhooks/, test-reports/, test-runs/, ci-results/, logs/) that look like "
                     "PyTorch CI, plus ground-truth.json with the planted flaky/broken tests and infra "
                     "failures. Same arguments give byte-identical files. Existing day folders of the "
                     "generated days under --out are replaced.")
