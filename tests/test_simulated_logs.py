@@ -7,7 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -120,15 +123,13 @@ def test_pytorchs_rules_report_a_cuda_error_as_the_test_it_hit(archive, truth):
             assert got.rule in ("pytest failure", "pytest test error", "Python Test SIG Code")
 
 
-def test_torchci_run_classifies_the_archive_and_flags_infra_jobs(archive, truth, tmp_path, monkeypatch):
-    from torchci_assets.run import main
+def test_torchci_run_classifies_the_archive_and_flags_infra_jobs(archive, truth, tmp_path):
+    """The user's path: `torchci run` over the archive (a fresh process: resources come from the environment)."""
     lake = tmp_path / "lake"
-    monkeypatch.setenv("TORCHCI_ARCHIVE_URI", str(archive))
-    monkeypatch.setenv("TORCHCI_LAKE_URI", str(lake))
-    monkeypatch.setenv("TORCHCI_OUTPUTS_URI", str(tmp_path / "outputs"))
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("TORCHCI_LOG_RULES", raising=False)
-    assert main([]) == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHCI_", "DAGSTER_"))}
+    env.update(TORCHCI_ARCHIVE_URI=str(archive), TORCHCI_LAKE_URI=str(lake), TORCHCI_OUTPUTS_URI=str(tmp_path / "out"))
+    run = subprocess.run([str(Path(sys.executable).parent / "torchci"), "run"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     con = connect()
     Lake.at(str(lake)).register(con, "job_failure")
     Lake.at(str(lake)).register(con, "test_jobs")

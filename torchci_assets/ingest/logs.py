@@ -92,11 +92,20 @@ class LogBlocks:
             yield tail
 
     def _cap_lines(self, body: bytes) -> bytes:
-        """`body` with every line longer than max_line cut to it (only a block that long can hold one)."""
-        if len(body) <= self.max_line:
+        """`body` with every line longer than max_line cut to it.
+
+        The check jumps a line-length at a time: if the window of max_line + 1 bytes after a line
+        start holds a line break, no line starting before the last one in it is too long. So a
+        block of ordinary lines costs a few searches, and only one with a long line is split.
+        """
+        pos, end = 0, len(body)
+        while end - pos > self.max_line:
+            last = body.rfind(b"\n", pos, pos + self.max_line + 1)
+            if last < 0:
+                break
+            pos = last + 1
+        else:
             return body
         lines = body.split(b"\n")
-        if max(map(len, lines)) <= self.max_line:
-            return body
         self.long_lines += sum(len(line) > self.max_line for line in lines)
         return b"\n".join(line[:self.max_line] for line in lines)

@@ -48,12 +48,9 @@ _IGNORED = re.compile(
 def normalize(block: bytes) -> bytes:
     """The block's lines as the rules see them, after a leading b"\\n" (a sentinel that keeps
     every line, the first included, preceded by a newline). Line breaks are kept one for one,
-    so line numbers are unchanged; invalid UTF-8 is replaced, as the lines are decoded anyway."""
-    if not block.isascii():
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            block = block.decode("utf-8", "replace").encode("utf-8")
+    so line numbers are unchanged. Bytes stay bytes: RE2 matches UTF-8 without decoding, and
+    only the reported lines are decoded (invalid UTF-8 replaced, where Rust's classifier would
+    refuse the whole log)."""
     if b"\r" in block:
         block = block.replace(b"\r\n", b"\n")  # Rust's str::lines() drops the \r of a \r\n
     text = _TIMESTAMP.sub(b"\n", b"\n" + block)
@@ -100,7 +97,7 @@ class Classifier:
         self.lines = 0  # line breaks seen so far
         self.pending = False  # the last block ended without a line break
         self.ignoring = False  # inside an sccache compilation log
-        self.last: dict[int, tuple[int, bytes, list[bytes]]] = {}  # rule -> (line number, line, context)
+        self.last: dict[int, tuple[int, bytes, list[bytes] | int]] = {}  # rule -> (line number, line, context)
         self._previous: list[bytes] = []  # the last CONTEXT_LINES lines of the previous block
 
     def feed(self, block: bytes) -> None:
@@ -113,8 +110,11 @@ class Classifier:
         counted_to, lines_before = 1, self.lines
         ends_line = block.endswith(b"\n")
         pos = 1
+        live, prefilter = self.live, self.ruleset.prefilter(self.live)
         while pos <= end:
-            hit = self.ruleset.prefilter(self.live).Match(_UNANCHORED, text, pos, end)[0][0]
+            if live != self.live:  # a better match: the rules below it leave the prefilter
+                live, prefilter = self.live, self.ruleset.prefilter(self.live)
+            hit = prefilter.Match(_UNANCHORED, text, pos, end)[0][0]
             if hit < 0:
                 break
             start = text.rfind(b"\n", 0, hit) + 1
@@ -127,6 +127,12 @@ class Classifier:
             counted_to = start
             self._line(text, start, stop, lines_before + 1)
             pos = stop + 1
+        for i, (number, line, context) in self.last.items():
+            if isinstance(context, int):  # matched in this block: its context is the lines before `context`
+                before = _lines_before(text, context, CONTEXT_LINES)
+                if len(before) < CONTEXT_LINES and self._previous:
+                    before = self._previous[len(before) - CONTEXT_LINES:] + before
+                self.last[i] = (number, line, before)
         self.lines += text.count(b"\n", 1)
         self.pending = not ends_line
         if ends_line:
@@ -135,7 +141,7 @@ class Classifier:
     def _line(self, text: bytes, start: int, stop: int, number: int) -> None:
         """One line on which the prefilter matched: the per-line steps of log.rs and engine.rs."""
         line = text[start:stop]
-        if _IGNORED.search(line):
+        if (b"##[error]" in line or b"[OSDC]" in line) and _IGNORED.search(line):
             return
         if self.ignoring:
             if SCCACHE_STOP in line:
@@ -144,15 +150,11 @@ class Classifier:
         if SCCACHE_START in line:
             self.ignoring = True
             return
-        live = [i for i in self.ruleset.set.Match(line) or () if i < self.live]
-        if not live:
-            return
-        context = _lines_before(text, start, CONTEXT_LINES)
-        if len(context) < CONTEXT_LINES and self._previous:
-            context = self._previous[len(context) - CONTEXT_LINES:] + context
-        for i in live:
-            self.last[i] = (number, line, context)
-        self.live = min(self.last) + 1
+        for i in self.ruleset.set_matcher.Match(line):
+            if i < self.live:
+                self.last[i] = (number, line, start)  # the context is taken at the end of the block
+        if self.last:
+            self.live = min(self.last) + 1
 
     def result(self) -> Classification:
         lines = self.lines + (1 if self.pending else 0)

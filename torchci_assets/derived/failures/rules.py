@@ -71,6 +71,7 @@ class Ruleset:
         for r in self.rules:
             self.set.Add(r.pattern)
         self.set.Compile()
+        self.set_matcher = self.set._set  # the raw RE2::Set: Match(bytes) -> rule indices, without the wrapper
 
     def __len__(self) -> int:
         return len(self.rules)
