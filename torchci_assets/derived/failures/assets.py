@@ -70,7 +70,7 @@ def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResour
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="job_failure", metadata={
-        "rows": report.rows, "logs": report.logs, "classified": report.classified, "infra": report.infra,
+        "rows": report.rows, "files": report.files, "logs": report.logs, "classified": report.classified, "infra": report.infra,
         "skipped_successful_jobs": report.skipped_successful, "jobs_not_found": report.jobs_not_found,
         "log_bytes": dg.MetadataValue.int(report.bytes_read), "long_lines_cut": report.long_lines,
         "processes": report.workers, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
@@ -80,7 +80,7 @@ def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResour
     yield dg.MaterializeResult(asset_key=LOG_REJECTS, metadata={
         "rows": len(report.rejects), "preview": dg.MetadataValue.md(rejects_markdown(report.rejects))})
     yield unique_key_check(lk, "job_failure", day, ["job_id"])
-    yield reject_rate_check("job_failure", len(report.rejects), report.logs + len(report.rejects))
+    yield reject_rate_check("job_failure", len(report.rejects), report.files)
 
 
 FAILURE_ASSETS = [job_failure_tables]

@@ -81,7 +81,8 @@ def classify_log(store: Store, path: str, ruleset: Ruleset) -> LogResult:
 
 @dataclass
 class JobFailureReport:
-    logs: int = 0
+    files: int = 0  # files in the day's logs folder
+    logs: int = 0  # of which job logs (one per job)
     rows: int = 0
     classified: int = 0
     infra: int = 0
@@ -153,7 +154,7 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
     """
     report = JobFailureReport()
     logs, report.rejects = list_job_logs(archive, day)
-    report.logs = len(logs)
+    report.logs, report.files = len(logs), len(logs) + len(report.rejects)
     jobs = _jobs(lake, day, [j.job_id for j in logs])
     todo = []
     for j in logs:

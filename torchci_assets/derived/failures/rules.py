@@ -183,7 +183,14 @@ def parse_ruleset(data: bytes, source: str) -> Ruleset:
             reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
             raise RulesetError(f"{where} ({name!r}): pattern {pattern!r} is not valid here: {reason}") from None
         rules.append(Rule(i, name, pattern, regex))
-    return Ruleset(rules, source, hashlib.sha256(data).hexdigest())
+    ruleset = Ruleset(rules, source, hashlib.sha256(data).hexdigest())
+    try:
+        ruleset.prefilter(len(ruleset))
+    except re2.error as e:
+        reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise RulesetError(f"{source}: the {len(rules)} rules do not fit in one combined pattern ({reason}); "
+                           "split or simplify the largest patterns") from None
+    return ruleset
 
 
 def rules_path(path: str | os.PathLike | None = None) -> Path:
