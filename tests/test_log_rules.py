@@ -218,7 +218,7 @@ TRICKY = [
     ("no multiline", "(?-m)^bar"), ("spaces", "^\\s*Error \\((\\w+)\\) Linter failed$"),
     ("negated class", "^(?:\\[WARNING [^\\]]+\\] )?(The PR is introducing)"), ("class caret", "[\\^$]x"),
     ("dollar in class", "cost [$]\\d+"), ("empty alternative", "^(?:|zz)$"), ("posix", "^[[:digit:]]+ ok$"),
-    ("quoted", "\\Q^not an anchor$\\E"), ("case", "(?i)^fatal"),
+    ("quoted", "\\Q^not an anchor$\\E"), ("case", "(?i)^fatal"), ("clock", "\\d\\d:\\d\\d:"), ("stamp", "^2024-"),
 ]
 
 
@@ -229,15 +229,16 @@ def test_line_anchored_rewrites_only_anchors():
     assert line_anchored("[]^]x") == "[]^]x"
     assert line_anchored("\\Q^$\\E$") == "\\Q^$\\E(?m:$)"
     assert line_anchored("\\p{^Greek}[[:^alpha:]]^") == "\\p{^Greek}[[:^alpha:]](?m:^)"
+    assert line_anchored("^a|\\Ab", "<ls>") == "<ls>a|<ls>b"
 
 
 def test_prefilter_candidates_equal_per_line_matches_on_random_lines():
     rs = rules(*TRICKY)
     pieces = ["ERROR: x", "done", "foo", "bar", "  Error (X) Linter failed", "[WARNING a] The PR is introducing",
               "^x", "$x", "cost $12", "", "zz", "123 ok", "^not an anchor$", "FATAL", " ", "\t", "[WARNING ",
-              "]", "\x1b[1m", "\u0085"]
+              "]", "\x1b[1m", "\u0085", TS, TS, "\ufeff", "12:34:"]
     rng = random.Random(7)
-    for _ in range(200):
+    for _ in range(400):
         lines = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(1, 12))]
         text = "\n".join(lines) + rng.choice(["", "\n"])
         expected = {}
@@ -255,7 +256,18 @@ def test_prefilter_candidates_equal_per_line_matches_on_random_lines():
 
 def test_normalize_keeps_line_breaks_one_for_one():
     raw = f"{TS}a\r\n\x1b[1m\x1b[0m\r\n{TS}{TS}b\n".encode()
-    assert normalize(raw) == f"\na\n\n{TS}b\n".encode()
+    assert normalize(raw, keep_stamps=False) == (f"\na\n\n{TS}b\n".encode(), False)
+    # an escape code at a line start: timestamps are removed before the codes, as log.rs does
+    assert normalize(raw) == (f"\na\n\n{TS}b\n".encode(), False)
+    assert normalize(f"{TS}a\x1b[0m\n{TS}{TS}b".encode()) == (f"\n{TS}a\n{TS}{TS}b".encode(), True)
+
+
+def test_an_escape_code_before_a_timestamp_keeps_it_as_in_log_rs():
+    r = rules(("stamp", "^2022"), ("text", "^text"))
+    m = classify(f"\x1b[0m2022-08-26T17:16:41.9362224Z text\n{TS}text\n", r)
+    assert (m.rule, m.line_number, m.line) == ("stamp", 1, "2022-08-26T17:16:41.9362224Z text")
+    m = classify(f"{TS}\x1b[0m2022-08-26T17:16:41.9362224Z x\n", r)
+    assert (m.rule, m.line) == ("stamp", "2022-08-26T17:16:41.9362224Z x")
 
 
 # ---- rules files ---------------------------------------------------------------------------------

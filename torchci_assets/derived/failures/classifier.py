@@ -12,10 +12,11 @@
   failure). Captures are the rule's groups that took part in the match, or the whole match
   when the pattern has no group.
 
-Speed: a log is fed as blocks of whole lines (a few MB each). A block is normalised in a few
-passes over the bytes (timestamps and ANSI codes removed), then the rules' combined prefilter
-(rules.py) finds the lines on which some rule matches; only those lines are looked at in
-Python. Rules ranked below the best match so far can never win, so they leave the prefilter.
+Speed: a log is fed as blocks of whole lines (a few MB each). A block is normalised in one or
+two passes over its bytes (ANSI codes removed; timestamps are left in place, the prefilter
+skips them at line starts), then the rules' combined prefilter (rules.py) finds the lines on
+which some rule matches; only those lines are cleaned exactly and looked at in Python. Rules
+ranked below the best match so far can never win, so they leave the prefilter.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ _UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 
 # Applied after a newline: the block is prefixed with one, so the first line is handled alike.
 _TIMESTAMP = re.compile(rb"\n\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}Z ")
+_LINE_TIMESTAMP = re.compile(rb"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}Z ")
+_STAMP_LEN = len(b"2026-11-01T12:00:00.1234567Z ")
 # log.rs's ESCAPE_CODE_REGEX on UTF-8 bytes: ESC + one of @-Z \ ] ^ _, a C1 control character
 # (U+0080-U+009F but U+009B), or a CSI sequence (ESC [ or U+009B, parameters, intermediates, a
 # final byte). Factored by first byte so the scan skips to ESC / 0xC2 bytes.
@@ -45,23 +48,37 @@ _IGNORED = re.compile(
     rb"|\[OSDC\] Step cancelled by GitHub Actions")
 
 
-def normalize(block: bytes) -> bytes:
-    """The block's lines as the rules see them, after a leading b"\\n" (a sentinel that keeps
-    every line, the first included, preceded by a newline). Line breaks are kept one for one,
-    so line numbers are unchanged. Bytes stay bytes: RE2 matches UTF-8 without decoding, and
-    only the reported lines are decoded (invalid UTF-8 replaced, where Rust's classifier would
-    refuse the whole log)."""
+def normalize(block: bytes, keep_stamps: bool = True) -> tuple[bytes, bool]:
+    """(text, stamped): the block's lines without ANSI codes, after a leading b"\\n" (a sentinel
+    that gives every line, the first included, a newline before it); `stamped` when the lines
+    still carry their timestamp (see `_clean`). Line breaks are kept one for one, so line
+    numbers are unchanged. Bytes stay bytes: RE2 matches UTF-8 without decoding, and only the
+    reported lines are decoded (invalid UTF-8 replaced, where Rust's classifier would refuse
+    the whole log).
+
+    log.rs removes a line's timestamp before its ANSI codes. Removing the codes first gives the
+    same line unless a code comes before the timestamp (removing it would expose a timestamp
+    log.rs keeps), so only a block with an escape code at a line start, or `keep_stamps` false,
+    pays a pass removing timestamps first."""
     if b"\r" in block:
         block = block.replace(b"\r\n", b"\n")  # Rust's str::lines() drops the \r of a \r\n
-    text = _TIMESTAMP.sub(b"\n", b"\n" + block)
+    text = b"\n" + block
+    stamped = keep_stamps and b"\n\x1b" not in text and b"\n\xc2" not in text
+    if not stamped:
+        text = _TIMESTAMP.sub(b"\n", text)
     if b"\x1b" in text or b"\xc2" in text:
         text = _ANSI.sub(b"", text)
-    return text
+    return text, stamped
+
+
+def _clean(line: bytes, stamped: bool) -> bytes:
+    """A line of normalised text as the rules see it: without its timestamp if it still has one."""
+    return line[_STAMP_LEN:] if stamped and _LINE_TIMESTAMP.match(line) else line
 
 
 def clean_line(raw: bytes) -> bytes:
     """One raw line (without its line break) as the rules see it."""
-    return normalize(raw)[1:]
+    return normalize(raw, keep_stamps=False)[0][1:]
 
 
 @dataclass
@@ -105,7 +122,7 @@ class Classifier:
             return
         if self.pending:
             raise ValueError("a block must start a line: the previous one did not end with a line break")
-        text = normalize(block)
+        text, stamped = normalize(block)
         end = len(text)
         counted_to, lines_before = 1, self.lines
         ends_line = block.endswith(b"\n")
@@ -125,22 +142,23 @@ class Classifier:
                 stop = end
             lines_before += text.count(b"\n", counted_to, start)
             counted_to = start
-            self._line(text, start, stop, lines_before + 1)
+            self._line(_clean(text[start:stop], stamped), start, lines_before + 1)
             pos = stop + 1
         for i, (number, line, context) in self.last.items():
             if isinstance(context, int):  # matched in this block: its context is the lines before `context`
-                before = _lines_before(text, context, CONTEXT_LINES)
+                before = [_clean(b, stamped) for b in _lines_before(text, context, CONTEXT_LINES)]
                 if len(before) < CONTEXT_LINES and self._previous:
                     before = self._previous[len(before) - CONTEXT_LINES:] + before
                 self.last[i] = (number, line, before)
         self.lines += text.count(b"\n", 1)
         self.pending = not ends_line
         if ends_line:
-            self._previous = (self._previous + _lines_before(text, end, CONTEXT_LINES))[-CONTEXT_LINES:]
+            tail = [_clean(b, stamped) for b in _lines_before(text, end, CONTEXT_LINES)]
+            self._previous = (self._previous + tail)[-CONTEXT_LINES:]
 
-    def _line(self, text: bytes, start: int, stop: int, number: int) -> None:
-        """One line on which the prefilter matched: the per-line steps of log.rs and engine.rs."""
-        line = text[start:stop]
+    def _line(self, line: bytes, start: int, number: int) -> None:
+        """One (cleaned) line on which the prefilter matched, starting at `start` in the block's
+        text: the per-line steps of log.rs and engine.rs."""
         if (b"##[error]" in line or b"[OSDC]" in line) and _IGNORED.search(line):
             return
         if self.ignoring:

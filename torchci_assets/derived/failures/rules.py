@@ -35,6 +35,8 @@ PREFILTER_MAX_MEM = 64 << 20  # RE2's DFA cache for the combined pattern (alloca
 SCCACHE_START = b"=================== sccache compilation log ==================="
 SCCACHE_STOP = (b"=========== If your build fails, please take a look at the log above for possible reasons "
                 b"===========")
+# Where a line starts for the prefilter: at a line start, after the line's timestamp if it still has one.
+LINE_START = r"(?m:^)(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}Z )?"
 
 
 class RulesetError(ValueError):
@@ -84,7 +86,7 @@ class Ruleset:
         or either sccache marker. Cached: a log's live rules shrink as better matches are found."""
         regex = self._prefilters.get(live)
         if regex is None:
-            parts = [f"(?:{line_anchored(r.pattern)})" for r in self.rules[:live]]
+            parts = [f"(?:{line_anchored(r.pattern, LINE_START)})" for r in self.rules[:live]]
             parts += [re2.escape(m.decode()) for m in (SCCACHE_START, SCCACHE_STOP)]
             regex = re2.compile("|".join(parts), _options(prefilter=True))._regexp
             if len(self._prefilters) >= 8:
@@ -93,8 +95,8 @@ class Ruleset:
         return regex
 
 
-def line_anchored(pattern: str) -> str:
-    """`pattern` with its text anchors made line anchors (`^`, `\\A` -> `(?m:^)`; `$`, `\\z` ->
+def line_anchored(pattern: str, line_start: str = "(?m:^)") -> str:
+    """`pattern` with its text anchors made line anchors (`^`, `\\A` -> `line_start`; `$`, `\\z` ->
     `(?m:$)`), so that matched against many lines at once it behaves as against each line.
 
     A small scanner, not a parser: it skips escapes (`\\Q...\\E`, `\\p{..}`, `\\x{..}`) and
@@ -120,7 +122,7 @@ def line_anchored(pattern: str) -> str:
                 j = i + 2
             token = pattern[i:j]
             if not in_class and token == "\\A":
-                token = "(?m:^)"
+                token = line_start
             elif not in_class and token == "\\z":
                 token = "(?m:$)"
             out.append(token)
@@ -146,7 +148,7 @@ def line_anchored(pattern: str) -> str:
             out.append(pattern[i:j])
             i = j
         else:
-            out.append("(?m:^)" if c == "^" else "(?m:$)" if c == "$" else c)
+            out.append(line_start if c == "^" else "(?m:$)" if c == "$" else c)
             i += 1
     return "".join(out)
 
