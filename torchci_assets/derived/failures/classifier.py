@@ -144,6 +144,7 @@ class Classifier:
             counted_to = start
             self._line(_clean(text[start:stop], stamped), start, lines_before + 1)
             pos = stop + 1
+        self.last = {i: m for i, m in self.last.items() if i < self.live}  # outranked matches can never win
         for i, (number, line, context) in self.last.items():
             if isinstance(context, int):  # matched in this block: its context is the lines before `context`
                 before = [_clean(b, stamped) for b in _lines_before(text, context, CONTEXT_LINES)]
