@@ -92,6 +92,18 @@ def test_a_long_line_across_chunks_is_cut_once(tmp_path, monkeypatch):
     assert text == b"a\n" + b"y" * 100 + b"\nboom\n" and reader.long_lines == 1
 
 
+def test_a_highly_compressible_log_inflates_in_bounded_blocks(tmp_path):
+    """A 48 MB log of one repeated line gzips to ~100 KB: a single read must not inflate it whole."""
+    from torchci_assets.ingest.lines import CHUNK, iter_chunks
+    line = f"{TS}test_ops.py::TestOps::test_x PASSED [0.0010s] [ 50%]\n".encode()
+    data = line * (48 * (1 << 20) // len(line))
+    (tmp_path / "4.log.gz").write_bytes(gzip.compress(data) + gzip.compress(b"second member\n"))
+    chunks = list(iter_chunks(Store(str(tmp_path)), "4.log.gz"))
+    assert max(map(len, chunks)) <= CHUNK and b"".join(chunks) == data + b"second member\n"
+    reader = LogBlocks(Store(str(tmp_path)), "4.log.gz")
+    assert max(len(b) for b in reader) <= CHUNK + reader.max_line and reader.error is None
+
+
 def test_a_truncated_gzip_keeps_what_came_before_the_cut(tmp_path, rules):
     body = pytest_log("t1") + b"".join(f"{TS}filler {i}\n".encode() for i in range(20000))
     z = gzip.compress(body)
