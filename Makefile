@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-shards bench-memory bench-serve bench-relay-latency eval clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ serve: install
 bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_flaky.py
+	$(BIN)/python bench/bench_log_classifier.py
+
+bench-logs: install  # the log classifier's part of `make bench` alone
+	$(BIN)/python bench/bench_log_classifier.py
 
 bench-shards: install
 	$(BIN)/python bench/bench_shards.py

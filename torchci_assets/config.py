@@ -78,6 +78,19 @@ class Thresholds:
     L4: L4Thresholds = field(default_factory=L4Thresholds)
 
 
+# Log classification rules (by name) whose match means the job failed for a reason outside its
+# tests; both this project's default rules and PyTorch's ruleset.toml names are listed.
+DEFAULT_INFRA_RULES = (
+    "runner lost", "job timeout", "CUDA device error", "GPU unavailable", "disk full",
+    "network error during setup", "docker registry error",
+    "GHA timeout", "GHA cancellation", "Faulty ROCM runner", "Runner disk space issue", "Out of space error",
+    "Runner pod failed to come online", "NVIDIA installation failure", "apt-get update failure",
+    "Dependency fetch error", "Docker login failure", "failed to download github artifacts",
+    "Action archive download failure", "GitHub API rate limit exceeded", "Curl error",
+    "uv python download metadata fetch failed", "AWS credentials could not be loaded",
+)
+
+
 @dataclass(frozen=True)
 class RelayConfig:
     upstream_repo: str
@@ -87,6 +100,7 @@ class RelayConfig:
     thresholds: Thresholds
     poll_commits: bool = True
     source: str = ""
+    infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
 
     def entry_for(self, repo: str) -> AllowlistEntry | None:
         """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""
@@ -298,7 +312,21 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 
 # ---- the whole file ------------------------------------------------------------------
 
-_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds")
+_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier")
+
+
+def _infra_rules(raw: Any) -> tuple[str, ...]:
+    """`log_classifier.infra_rules`: rule names, matched exactly against the log rules' names."""
+    if raw is None:
+        return DEFAULT_INFRA_RULES
+    _expect(raw, dict, "log_classifier", "a mapping with infra_rules")
+    _check_keys(raw, ("infra_rules",), "log_classifier")
+    names = raw.get("infra_rules", list(DEFAULT_INFRA_RULES))
+    _expect(names, list, "log_classifier.infra_rules", "a list of rule names")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"log_classifier.infra_rules[{i}]: must be a rule name, got {name!r}")
+    return tuple(names)
 
 
 def _branch(raw: Any, where: str) -> str:
@@ -356,6 +384,7 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
         thresholds=_parse_thresholds(raw.get("thresholds"), "thresholds"),
         poll_commits=poll,
         source=source,
+        infra_rules=_infra_rules(raw.get("log_classifier")),
     )
 
 

@@ -10,13 +10,14 @@ import dagster as dg
 from jobs import all_assets_job, daily_schedule, dispatch_job, upstream_commit_sensor
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
+from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
 from torchci_assets.derived.results import definitions as results
 from torchci_assets.derived.sharding import definitions as sharding
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
 
-DOMAINS = (ingest, results, flakiness, sharding, backends, relay)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, relay)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),

@@ -23,7 +23,7 @@ from resources import DEFAULT_URIS
 from resources.storage import Store
 
 FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"
-ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results")
+ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 
 
 class FirstDayError(ValueError):

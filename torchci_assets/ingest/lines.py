@@ -186,3 +186,13 @@ def iter_lines(store: Store, path: str, source: str, rejects: list[Reject],
                 chunks.get_nowait()
             except queue.Empty:
                 reader.join(0.01)
+
+
+def iter_chunks(store: Store, path: str) -> Iterator[bytes]:
+    """The file's bytes in chunks of at most a few MB (gunzipped for .gz names), for readers that
+    split records themselves. Damage (a truncated or corrupt gzip, an I/O failure) raises OSError
+    after every byte before it has been yielded."""
+    try:
+        yield from _chunks(store, path)
+    except (zlib.error, isal_zlib.error) as exc:
+        raise OSError(str(exc)) from None

@@ -30,9 +30,9 @@ def _configs(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torchci simulate",
-        description="Write archive days (webhooks/, test-reports/, test-runs/, ci-results/) that look like "
-                    "PyTorch CI, plus ground-truth.json with the planted flaky/broken tests and infra "
-                    "failures. Same arguments give byte-identical files. Existing day folders of the "
+        description="Write archive days (webhooks/, test-reports/, test-runs/, ci-results/, logs/) that look like "
+                    "PyTorch CI, plus ground-truth.json with the planted flaky/broken tests, infra "
+                    "failures and each failed job log's failure line. Same arguments give byte-identical files. Existing day folders of the "
                     "generated days under --out are replaced.")
     p.add_argument("--out", required=True, type=Path, help="archive root to write")
     p.add_argument("--days", type=int, default=3, help="number of days (default 3)")

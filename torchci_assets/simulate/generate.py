@@ -15,13 +15,14 @@ import orjson
 
 from .backends import backends, nightly_records, push_records
 from .junit import job_cases, render_xml, test_run_rows
+from .logs import log_arrival, log_kind, write_job_log
 from .model import DAY_MS, Job, day_start_ms
 from .payloads import envelope, workflow_job_payload, workflow_run_payload
 from .planted import day_number, identity
 from .world import Activity, Options, World, commit_sha
 from .writer import RollingJsonl, gzip_bytes, write_atomic
 
-SECTIONS = ("webhooks", "test-reports", "test-runs", "ci-results")
+SECTIONS = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 
 
 @dataclass
@@ -34,6 +35,7 @@ class DayStats:
     report_bytes: int = 0
     test_run_rows: int = 0
     ci_results: int = 0
+    logs: int = 0
     disk_bytes: int = 0
     seconds: float = 0.0
     by_event: dict = field(default_factory=dict)
@@ -104,6 +106,15 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
         rows_out.close()
         stats.test_run_rows = rows_out.lines
         stats.disk_bytes += rows_out.gz_bytes
+
+    # --- raw logs of the failed jobs whose log was uploaded today
+    for a in acts:
+        for job in a.jobs:
+            if log_kind(job) and _in_day(log_arrival(job, world.seed), lo, a):
+                rec = write_job_log(out / "logs" / folder, job, world.seed)
+                truth["job_logs"].append({**rec, "log_day": day.isoformat()})
+                stats.logs += 1
+                stats.disk_bytes += (out / "logs" / folder / rec["path"]).stat().st_size
 
     # --- downstream backends: callbacks about today's and yesterday's main pushes, and a nightly
     # self-report a day about the day's first main commit
@@ -185,7 +196,7 @@ def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
         "test_files": [{"file": f.path, "group": f.group, "seconds_linux": round(f.seconds, 3),
                         "tests": len(f.tests)} for f in world.suite],
         "flaky_tests": [], "platform_failures": [], "broken_tests": [], "pr_caused_failures": [],
-        "infra_failed_jobs": [], "reattempted_runs": [],
+        "infra_failed_jobs": [], "reattempted_runs": [], "job_logs": [],
         "quirks": {"deliveries": 0, "duplicate_deliveries": 0, "out_of_order_jobs": 0,
                    "old_version_payloads": 0, "torn_lines": 0},
         "backends": [{"repo": b.repo, "profile": b.profile.name, "current_level": b.profile.current_level,
@@ -236,7 +247,7 @@ def generate_archive(out: Path, days: list[dt.date], opts: Options,
         log(f"{s.day}: {s.deliveries:,} webhook deliveries in {s.webhook_files} files "
             f"({s.webhook_json_bytes / 1e6:.1f} MB JSON: {kinds}), {s.reports:,} test reports "
             f"({s.report_bytes / 1e6:.1f} MB), {s.test_run_rows:,} test-run rows, "
-            f"{s.ci_results:,} ci-results; {s.disk_bytes / 1e6:.1f} MB on disk in {s.seconds:.1f} s")
+            f"{s.ci_results:,} ci-results, {s.logs:,} job logs; {s.disk_bytes / 1e6:.1f} MB on disk in {s.seconds:.1f} s")
         for k in ("deliveries", "webhook_files", "webhook_json_bytes", "reports", "report_bytes",
                   "test_run_rows", "ci_results", "disk_bytes", "seconds"):
             setattr(totals, k, getattr(totals, k) + getattr(s, k))

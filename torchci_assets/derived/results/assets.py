@@ -21,14 +21,17 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
     specs=[
         dg.AssetSpec("test_results", group_name="tests", kinds={"parquet"},
                      deps=["test_run", dg.AssetDep("workflow_job", partition_mapping=_JOB_WINDOW),
-                           dg.AssetDep("workflow_run", partition_mapping=_JOB_WINDOW)],
+                           dg.AssetDep("workflow_run", partition_mapping=_JOB_WINDOW),
+                           dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
                      description=f"test_run rows of the day with their job (sha, branch, branch_class main/other/"
                                  f"unknown, build_env, test_config, shard, platform, conclusion) from workflow_job "
                                  f"days D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}, and the job's infra_suspect "
                                  "flag."),
-        dg.AssetSpec("test_jobs", group_name="tests", kinds={"parquet"}, deps=["test_run"],
+        dg.AssetSpec("test_jobs", group_name="tests", kinds={"parquet"},
+                     deps=["test_run", dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
                      description="One row per job attempt with test rows that day: test counts, job context, "
-                                 "and infra_reason (job-died, failed-outside-tests, mass-failure, shared-message)."),
+                                 "the log's failure_rule, and infra_reason (job-died, log-infra, "
+                                 "failed-outside-tests, mass-failure, shared-message)."),
     ],
     check_specs=[dg.AssetCheckSpec("rows_have_their_job", asset="test_results")],
     partitions_def=daily_partitions,

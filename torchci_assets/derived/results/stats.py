@@ -25,14 +25,18 @@ say nothing about its tests, which flaky detection must not count. The rule, in 
 the first that applies recorded in `infra_reason`:
   1. `job-died`: the job's conclusion is cancelled, timed_out or startup_failure (GitHub
      reports a job timeout as cancelled): what ran before the cut is partial;
-  2. `failed-outside-tests`: the job failed but none of its tests failed or errored: the
+  2. `log-infra`: the job's log (`job_failure`, from the same window of days as its jobs)
+     matched a rule configured as infrastructure (runner lost, CUDA device error, disk
+     full...): whatever failed after that says nothing about the tests. `failure_rule` keeps
+     the log's rule, infrastructure or not;
+  3. `failed-outside-tests`: the job failed but none of its tests failed or errored: the
      runner was lost, the process was killed, setup or a report upload broke;
-  3. `mass-failure`: at least INFRA_MIN_FAILURES tests failed or errored and they are at
+  4. `mass-failure`: at least INFRA_MIN_FAILURES tests failed or errored and they are at
      least INFRA_FAILING_SHARE of the tests that ran (not skipped);
-  4. `shared-message`: at least INFRA_MIN_FAILURES failing tests share one first message
+  5. `shared-message`: at least INFRA_MIN_FAILURES failing tests share one first message
      line: a device error (CUDA illegal memory access, NCCL abort) poisons every test after
      it with the same error, whatever share of the job that is.
-A real regression that breaks ten or more tests with one message also matches rule 4; it is
+A real regression that breaks ten or more tests with one message also matches rule 5; it is
 then not counted as a test failure, which can hide a breakage but never makes a broken test
 look flaky.
 """
@@ -66,6 +70,7 @@ _EMPTY_JOBS = ("SELECT NULL::BIGINT AS id, NULL::BIGINT AS run_id, NULL::VARCHAR
                "NULL::INTEGER AS shard, NULL::INTEGER AS num_shards, NULL::VARCHAR AS platform, "
                "NULL::TIMESTAMPTZ AS started_at, NULL::TIMESTAMPTZ AS completed_at, "
                "NULL::TIMESTAMPTZ AS received_at, NULL::DATE AS day WHERE false")
+_EMPTY_FAILURES = "SELECT NULL::BIGINT AS job_id, NULL::VARCHAR AS rule, NULL::BOOLEAN AS infra, NULL::DATE AS day WHERE false"
 _EMPTY_RUNS = ("SELECT NULL::BIGINT AS id, NULL::VARCHAR AS event, NULL::TIMESTAMPTZ AS updated_at, "
                "NULL::DATE AS day WHERE false")
 
@@ -98,6 +103,10 @@ _TEST_JOBS_SQL = f"""
                sum(time) AS time
         FROM test_run GROUP BY ALL
     ),
+    failure AS (  -- a log archived twice (a re-upload on a later day): the latest copy
+        SELECT job_id, arg_max(rule, day) AS failure_rule, arg_max(infra, day) AS failure_infra
+        FROM failure_window GROUP BY job_id
+    ),
     messages AS (
         SELECT job_id, workflow_run_attempt, max(n) AS top_message_failures
         FROM (SELECT job_id, workflow_run_attempt, message, count(*) AS n FROM test_run
@@ -113,14 +122,17 @@ _TEST_JOBS_SQL = f"""
                     THEN 'main' ELSE 'other' END AS branch_class,
                job.build_env, job.test_config, job.shard, job.num_shards, job.platform,
                job.status AS job_status, job.conclusion AS job_conclusion,
-               job.started_at AS job_started_at, job.completed_at AS job_completed_at
+               job.started_at AS job_started_at, job.completed_at AS job_completed_at,
+               f.failure_rule, coalesce(f.failure_infra, false) AS failure_infra
         FROM tests t
         LEFT JOIN messages m USING (job_id, workflow_run_attempt)
+        LEFT JOIN failure f USING (job_id)
         LEFT JOIN job ON job.id = t.job_id
         LEFT JOIN run ON run.id = job.run_id
     )
     SELECT *,
         CASE WHEN job_conclusion IN {_sql_list(DIED_CONCLUSIONS)} THEN 'job-died'
+             WHEN failure_infra THEN 'log-infra'
              WHEN job_conclusion = 'failure' AND failed + errors = 0 THEN 'failed-outside-tests'
              WHEN failed + errors >= {INFRA_MIN_FAILURES}
                   AND failed + errors >= {INFRA_FAILING_SHARE} * executed THEN 'mass-failure'
@@ -175,6 +187,7 @@ def build_test_results(lake: Lake, day: str) -> ResultsReport:
         window = days_around(day, JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
         job_partitions = _register_or(con, lake, "workflow_job", window, _EMPTY_JOBS, "job_window")
         _register_or(con, lake, "workflow_run", window, _EMPTY_RUNS, "run_window")
+        _register_or(con, lake, "job_failure", window, _EMPTY_FAILURES, "failure_window")
         con.execute(f"CREATE TEMP TABLE test_jobs AS {_TEST_JOBS_SQL}")
         lake.write("test_jobs", day, con.sql("SELECT * FROM test_jobs").to_arrow_reader(BATCH_ROWS))
         rows = lake.write("test_results", day, con.sql(_TEST_RESULTS_SQL).to_arrow_reader(BATCH_ROWS))

@@ -1,0 +1,82 @@
+"""`torchci classify-log [--rules FILE] LOGFILE [--json]`: the failure line of one job log.
+
+LOGFILE is a raw GitHub Actions log as downloaded (timestamps and ANSI codes are handled), plain
+or gzipped (by its .gz name), a local path or an s3:// URI; `-` reads standard input. The rules
+are FILE, else $TORCHCI_LOG_RULES, else the bundled default; PyTorch's own ruleset.toml works
+unchanged. Exit status 0 whether or not a rule matched (the output says), 1 if the log or the
+rules cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from resources.storage import Store
+from torchci_assets.derived.failures.classifier import Classification, Classifier
+from torchci_assets.derived.failures.job_failure import classify_log
+from torchci_assets.derived.failures.rules import RULES_ENV_VAR, RulesetError, load_ruleset
+
+STDIN_BLOCK = 8 << 20
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="torchci classify-log",
+                                description="Print the line that explains a failed job's log, with the rule and "
+                                            "captures, as PyTorch's log classifier finds it.")
+    p.add_argument("logfile", metavar="LOGFILE", help="the log: a path, an s3:// URI, or - for standard input")
+    p.add_argument("--rules", metavar="FILE",
+                   help=f"rules in PyTorch's ruleset.toml format (default: ${RULES_ENV_VAR}, else the bundled rules)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"rule", "line_number", "line", "captures"} as JSON')
+    return p
+
+
+def _from_stdin(ruleset) -> Classification:
+    c = Classifier(ruleset)
+    tail = b""
+    while chunk := sys.stdin.buffer.read(STDIN_BLOCK):
+        data = tail + chunk
+        cut = data.rfind(b"\n") + 1
+        c.feed(data[:cut])
+        tail = data[cut:]
+    c.feed(tail)
+    return c.result()
+
+
+def _print(result: Classification, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.as_json(), ensure_ascii=False))
+    elif result.rule is None:
+        print(f"no rule matched ({result.lines:,} lines)")
+    else:
+        print(f"rule:     {result.rule}\nline:     {result.line_number}: {result.line}")
+        print("captures: " + " | ".join(result.captures))
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    try:
+        ruleset = load_ruleset(args.rules)
+    except RulesetError as e:
+        print(f"torchci classify-log: {e}", file=sys.stderr)
+        return 1
+    if args.logfile == "-":
+        result = _from_stdin(ruleset)
+    else:
+        root, _, name = args.logfile.rstrip("/").rpartition("/")
+        store = Store(root or ".")
+        if not store.exists(name):
+            print(f"torchci classify-log: {args.logfile}: no such file", file=sys.stderr)
+            return 1
+        r = classify_log(store, name, ruleset)
+        if r.error:
+            print(f"torchci classify-log: {args.logfile}: read stopped after line {r.lines:,}: {r.error}",
+                  file=sys.stderr)
+            if not r.lines:
+                return 1
+        result = Classification(rule=r.rule, line_number=r.line_number, line=r.line, captures=r.captures,
+                                context=r.context, lines=r.lines)
+    _print(result, args.json)
+    return 0

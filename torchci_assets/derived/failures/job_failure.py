@@ -1,0 +1,199 @@
+"""The day's job logs (`logs/day=D/`) -> `job_failure`: for each failed job, the line that
+explains the failure, as PyTorch's log classifier finds it.
+
+Which jobs. A log lands after its job ends, so day D's logs belong to jobs whose webhooks are
+in `workflow_job` D-JOB_LOOKBACK_DAYS..D. A log whose job is known to have succeeded there
+(conclusion success, skipped or neutral) is skipped and counted; every other log is classified,
+a job not found (webhooks lost, or its `completed` arriving after its log) included, with
+run_attempt and conclusion left null.
+
+Late logs. A log is partitioned by the day it arrived, like every archive record. test_jobs and
+test_results for day D read `job_failure` over the same window as their jobs
+(D-2..D+1), so a log arriving the day after its job's test report is still joined, and Dagster
+marks day D stale when that later partition changes.
+
+Infrastructure. A row's `infra` is true when its rule's name is in the configured
+`log_classifier.infra_rules` (TORCHCI_CONFIG): the job failed for a reason outside its tests
+(runner lost, GPU error, full disk), and test_jobs then flags it `infra_suspect`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.derived.failures.classifier import Classifier
+from torchci_assets.derived.failures.rules import Ruleset, parse_ruleset
+from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.logs import SOURCE, JobLog, LogBlocks, list_job_logs
+from torchci_assets.ingest.rejects import Reject, rejects_table
+from torchci_assets.partitions import days_around
+
+JOB_LOOKBACK_DAYS = 2
+SUCCESS_CONCLUSIONS = ("success", "skipped", "neutral")
+STORED_LINE_CHARS = 4096  # a matched or context line longer than this is stored cut, with "…"
+PARALLEL_MIN_BYTES = 32 << 20  # below this a day's logs are classified in this process
+MAX_WORKERS = 4
+
+JOB_FAILURE_SCHEMA = pa.schema([
+    ("job_id", pa.int64()), ("run_attempt", pa.int64()), ("job_name", pa.string()), ("conclusion", pa.string()),
+    ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()),
+    ("captures", pa.list_(pa.string())), ("context", pa.list_(pa.string())), ("infra", pa.bool_()),
+    ("log_path", pa.string()), ("log_lines", pa.int64()), ("log_bytes", pa.int64()), ("log_complete", pa.bool_()),
+])
+
+_JOB_RANK = ("CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 "
+             "WHEN 'queued' THEN 1 ELSE 0 END")
+
+
+@dataclass
+class LogResult:
+    """One log's classification, small enough to send back from a worker process."""
+
+    rule: str | None
+    line_number: int | None
+    line: str | None
+    captures: list[str]
+    context: list[str]
+    lines: int
+    bytes_read: int
+    long_lines: int
+    error: str | None
+
+
+def classify_log(store: Store, path: str, ruleset: Ruleset) -> LogResult:
+    """Stream one log through the classifier."""
+    blocks = LogBlocks(store, path)
+    c = Classifier(ruleset)
+    for block in blocks:
+        c.feed(block)
+    r = c.result()
+    return LogResult(r.rule, r.line_number, r.line, r.captures, r.context, r.lines, blocks.bytes_read,
+                     blocks.long_lines, blocks.error)
+
+
+@dataclass
+class JobFailureReport:
+    files: int = 0  # files in the day's logs folder
+    logs: int = 0  # of which job logs (one per job)
+    rows: int = 0
+    classified: int = 0
+    infra: int = 0
+    skipped_successful: int = 0
+    jobs_not_found: int = 0
+    bytes_read: int = 0
+    long_lines: int = 0
+    workers: int = 1
+    rules: dict[str, int] = field(default_factory=dict)
+    rejects: list[Reject] = field(default_factory=list)
+
+
+def _jobs(lake: Lake, day: str, job_ids: list[int]) -> dict[int, tuple]:
+    """job id -> (run_attempt, name, conclusion) at the job's highest state in the look-back window."""
+    con = connect()
+    try:
+        if not job_ids or not lake.register(con, "workflow_job", days_around(day, JOB_LOOKBACK_DAYS), name="j"):
+            return {}
+        con.register("wanted", pa.table({"id": pa.array(job_ids, pa.int64())}))
+        order = f"({_JOB_RANK}, received_at, day)"
+        rows = con.execute(f"""
+            SELECT id, arg_max(run_attempt, {order}) FILTER (WHERE run_attempt IS NOT NULL),
+                   arg_max(name, {order}) FILTER (WHERE name IS NOT NULL),
+                   arg_max(conclusion, {order}) FILTER (WHERE status = 'completed')
+            FROM j SEMI JOIN wanted USING (id) GROUP BY id""").fetchall()
+    finally:
+        con.close()
+    return {r[0]: r[1:] for r in rows}
+
+
+def _cut(text: str | None) -> str | None:
+    return text if text is None or len(text) <= STORED_LINE_CHARS else text[:STORED_LINE_CHARS - 1] + "…"
+
+
+_worker_rules: Ruleset | None = None
+
+
+def _init_worker(rules_data: bytes, rules_source: str) -> None:
+    global _worker_rules
+    _worker_rules = parse_ruleset(rules_data, rules_source)
+
+
+def _classify_in_worker(archive_uri: str, path: str) -> LogResult:
+    return classify_log(Store(archive_uri), path, _worker_rules)
+
+
+def _classify_all(archive: Store, logs: list[JobLog], ruleset: Ruleset, rules_data: bytes, workers: int,
+                  log: Callable[[str], None]) -> list[LogResult]:
+    if workers <= 1:
+        return [classify_log(archive, j.path, ruleset) for j in logs]
+    ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads and locks
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                                initargs=(rules_data, ruleset.source)) as pool:
+        futures = [pool.submit(_classify_in_worker, archive.uri, j.path) for j in logs]
+        results = []
+        for i, f in enumerate(futures, 1):
+            results.append(f.result())
+            if i % 500 == 0:
+                log(f"classified {i:,} of {len(logs):,} logs ({workers} processes)")
+        return results
+
+
+def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, rules_data: bytes,
+                      infra_rules: tuple[str, ...], workers: int | None = None,
+                      log: Callable[[str], None] = lambda _: None) -> JobFailureReport:
+    """Classify the day's logs of failed jobs and write `job_failure` and the `logs` rejects together.
+
+    `rules_data` is the rules file's bytes (worker processes parse their own copy).
+    """
+    report = JobFailureReport()
+    logs, report.rejects = list_job_logs(archive, day)
+    report.logs, report.files = len(logs), len(logs) + len(report.rejects)
+    jobs = _jobs(lake, day, [j.job_id for j in logs])
+    todo = []
+    for j in logs:
+        attempt, name, conclusion = jobs.get(j.job_id, (None, None, None))
+        if conclusion in SUCCESS_CONCLUSIONS:
+            report.skipped_successful += 1
+        else:
+            report.jobs_not_found += j.job_id not in jobs
+            todo.append(j)
+    total = sum(j.size for j in todo)
+    if workers is None:
+        workers = min(MAX_WORKERS, os.cpu_count() or 1, len(todo)) if total >= PARALLEL_MIN_BYTES else 1
+    report.workers = max(1, workers)
+    log(f"classifying {len(todo):,} logs ({total / 1e6:.1f} MB stored) with {len(ruleset)} rules from "
+        f"{ruleset.source}" + (f" in {report.workers} processes" if report.workers > 1 else ""))
+    results = _classify_all(archive, todo, ruleset, rules_data, report.workers, log)
+    infra = set(infra_rules)
+    rows = []
+    for j, r in zip(todo, results):
+        report.bytes_read += r.bytes_read
+        report.long_lines += r.long_lines
+        if r.error:
+            kept = f"classified its first {r.lines:,} lines" if r.lines else "nothing could be read"
+            report.rejects.append(Reject(SOURCE, j.path, f"log cut short or unreadable ({r.error}): {kept}", None))
+            if not r.lines:
+                continue
+        attempt, name, conclusion = jobs.get(j.job_id, (None, None, None))
+        rows.append({
+            "job_id": j.job_id, "run_attempt": attempt, "job_name": name, "conclusion": conclusion,
+            "rule": r.rule, "line_number": r.line_number, "line": _cut(r.line), "captures": r.captures,
+            "context": [_cut(c) for c in r.context], "infra": r.rule in infra, "log_path": j.path,
+            "log_lines": r.lines, "log_bytes": r.bytes_read, "log_complete": r.error is None,
+        })
+        if r.rule is not None:
+            report.classified += 1
+            report.infra += r.rule in infra
+            report.rules[r.rule] = report.rules.get(r.rule, 0) + 1
+    report.rows = len(rows)
+    with PartitionCommit(lake) as commit:
+        commit.write("job_failure", day, pa.Table.from_pylist(rows, schema=JOB_FAILURE_SCHEMA))
+        commit.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
+    return report
