@@ -97,6 +97,20 @@ def test_a_move_that_began_days_ago_keeps_its_start_and_its_clean_baseline():
     assert assess(KEY, days([1500, 1490, 1510]), series[2].day, pooled=None) is None
 
 
+def test_a_move_older_than_half_a_short_history_is_still_measured_from_before_it():
+    series = days([1200, 2360, 2400, 2435])  # the window's median is already slow
+    move = assess(KEY, series, last(series), pooled=0.02)
+    assert (move.since, move.before_s, move.after_s, move.noise_from) == (series[1].day, 1200, 2400, "config")
+
+
+def test_an_ambiguous_start_is_the_latest_one():
+    # a move from the second day with an odd fast day, or from today after an odd slow day:
+    # the two fit equally well, and only today is claimed
+    series = days([1000, 1500, 1000, 1500])
+    move = assess(KEY, series, last(series), pooled=0.01)
+    assert (move.since, move.baseline_days, move.before_s, move.after_s) == (last(series), 3, 1000, 1500)
+
+
 def test_short_histories_use_the_configs_noise_of_the_day():
     series = days([1000, 1200])
     assert assess(KEY, series, last(series), pooled=None) is None  # no noise known at all

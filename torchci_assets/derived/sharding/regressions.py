@@ -33,10 +33,11 @@ very short files have the largest relative noise. min_baseline_days = 3: a MAD o
 daily values is one difference, which varies by a factor of several from one file to the
 next; the config's spread that day, over hundreds of files, is the steadier guess.
 
-The move's start (`since`): walking back from D, the consecutive earlier days whose time was
-already past the midpoint between `before` and D's time; `before` and the noise are then taken
-over the days before it, so a regression stays listed, with the same `since` and commit, until
-the window's median has caught up with it (about half the window later).
+The move's start (`since`): the day that best splits the window's daily times into a level
+before and a level since (two medians, least absolute deviations); `before` and the noise are
+taken over the days before it. Only files whose time on D is above the window's median by
+`min_jump_s` are examined, so a regression stays listed, with the same `since` and commit,
+until it is fixed or the window's median has caught up with it (about half the window later).
 
 First commit seen slow: the commits of the day before `since` and after, in main's order
 (when they were pushed to main, from the `push` table), are split where the fewest commits
@@ -172,17 +173,10 @@ def assess(key: Key, days: Sequence[DayTime], day: str, pooled: float | None, ru
     if not days or days[-1].day != day or len(days) < 2:
         return None
     today = days[-1]
-    earlier = days[:-1]
-    provisional = statistics.median(d.seconds for d in earlier)
-    if today.seconds - provisional < rules.min_jump_s:
-        return None
-    midpoint = (provisional + today.seconds) / 2
-    start = len(days) - 1
-    while start > 0 and days[start - 1].seconds > midpoint:
-        start -= 1
+    if today.seconds - statistics.median(d.seconds for d in days[:-1]) < rules.min_jump_s:
+        return None  # not above the window's median: nothing new, or a move the window has absorbed
+    start = _move_start([d.seconds for d in days])
     reference, moved = days[:start], days[start:]
-    if not reference:
-        return None  # slow for as long as we can see: nothing to compare with
     before = statistics.median(d.seconds for d in reference)
     after = statistics.median(d.seconds for d in moved)
     if len(reference) >= rules.min_baseline_days:
@@ -197,6 +191,20 @@ def assess(key: Key, days: Sequence[DayTime], day: str, pooled: float | None, ru
     if after - before < threshold or today.seconds - before < threshold:
         return None  # not slow overall, or not slow any more
     return Move(key, before, after, noise, source, len(reference), moved[0].day)
+
+
+def _move_start(values: Sequence[float]) -> int:
+    """Where the series splits into a level before and a level since, the latter ending with
+    the last value: the split (at least one value on each side) whose two medians leave the
+    smallest sum of absolute deviations; the latest among equals."""
+    best, best_cost = len(values) - 1, math.inf
+    for k in range(1, len(values)):
+        head, tail = values[:k], values[k:]
+        mid_head, mid_tail = statistics.median(head), statistics.median(tail)
+        cost = sum(abs(v - mid_head) for v in head) + sum(abs(v - mid_tail) for v in tail)
+        if cost <= best_cost:
+            best, best_cost = k, cost
+    return best
 
 
 def first_slow_commit(commits: Sequence[CommitTime], before: float, after: float) -> tuple[int, int]:
