@@ -12,7 +12,9 @@ does (the config's table, else `default[config]`, else `default/default`, unknow
 the table's median), "PyTorch: 600 s cut" being run_test's own rule. "planner, one estimate"
 is the planner on those same times, i.e. before the estimates. "foresight" plans with D+1's
 own times: no plan made on day D can expect to beat it, so the gap between it and "planner"
-is what the day-to-day change of the times cost, not the packing.
+is what the day-to-day change of the times cost, not the packing. The planner's ratios are
+also shown apart for the configs where a file's time rose beyond that day's noise, by the rules
+of test_time_regressions: what no plan could foresee, and what that asset reports.
 
 Configs: all of them, including the "default" build env (PyTorch's averages, which
 run_test falls back to) and the empty test-config keys (jobs whose config the stats job
@@ -39,6 +41,7 @@ import time
 from pathlib import Path
 
 from torchci_assets.derived.sharding.estimates import Estimator
+from torchci_assets.derived.sharding.regressions import DayTime, assess, config_noise
 from torchci_assets.derived.sharding.planner import (
     DEFAULT_OVERHEAD_SECONDS,
     PYTORCH_SPLIT_SECONDS,
@@ -128,7 +131,22 @@ def bench_pair(stats: Path, day: str, next_day: str) -> dict:
         jumps = sorted(((actual[f] - runtest_times.get(f, 0.0)), f) for f in actual)
         rows.append((ratios["planner"][-1], ratios["foresight"][-1], env, cfg, n, jumps[-1]))
     return {"day": day, "next_day": next_day, "configs": configs, "ratios": ratios, "ideal": ideal,
-            "makespans": makespans, "wall": wall, "cpu": cpu, "rows": rows, "unknown": unknown}
+            "makespans": makespans, "wall": wall, "cpu": cpu, "rows": rows, "unknown": unknown,
+            "jumped": jumped_configs(before, after, day, next_day)}
+
+
+def jumped_configs(before: dict, after: dict, day: str, next_day: str) -> set[tuple[str, str]]:
+    """Configs with a file whose time rose beyond the day's noise from one snapshot to the next,
+    by test_time_regressions' rules (an entry equal in both was not measured again; with one
+    earlier day, the noise is the config's spread of that day's changes). An explanation after
+    the fact, not a score: no plan made on `day` could know them."""
+    levels = [((env, cfg, f), files_before[f], t) for env, cfgs in after.items() for cfg, files in cfgs.items()
+              if (files_before := before.get(env, {}).get(cfg)) for f, t in files.items()
+              if f in files_before and files_before[f] != t]
+    noise = config_noise(levels)
+    return {key[:2] for key, was, now in levels
+            if assess(key, [DayTime(day, was, 1, 0.0), DayTime(next_day, now, 1, 0.0)], next_day,
+                      noise.get(key[:2], noise.get(None)))}
 
 
 def report(r: dict) -> list[str]:
@@ -153,6 +171,12 @@ def report(r: dict) -> list[str]:
         worse = sum(a > b + tol for a, b in zip(ratios["planner"], ratios[baseline]))
         margin = max(a / b for a, b in zip(ratios["planner"], ratios[baseline]))
         out.append(f"configs where the planner is worse than '{baseline}': {worse} (at most x{margin:.3f})")
+    jumped = [k for k, (env, cfg, _) in enumerate(r["configs"]) if (env, cfg) in r["jumped"]]
+    steady = [k for k in range(len(r["configs"])) if k not in set(jumped)]
+    for label, group in (("configs where a file jumped beyond the day's noise", jumped), ("other configs", steady)):
+        x = [ratios["planner"][k] for k in group]
+        if x:
+            out.append(f"planner on the {len(x)} {label}: mean {statistics.fmean(x):.3f}, max {max(x):.3f}")
     out.append("worst configs (planner, foresight, the file whose time grew most from one day to the next):")
     for ratio, foresight, env, cfg, n, (jump, name) in sorted(r["rows"], reverse=True)[:3]:
         out.append(f"  {ratio:.3f} {foresight:.3f}  {env}/{cfg} ({n} shards): {name} +{jump:.0f} s")
