@@ -265,6 +265,12 @@ def test_asset_writes_the_table_and_warns_on_a_costly_regression(simulated, tmp_
         [check] = again.get_asset_check_evaluations()
         assert check.passed is passed
         assert check.metadata["regressions_over_threshold"].value == sum(r[3] > threshold for r in rows)
+    # a threshold that is no fraction fails the run with the reason, before writing anything
+    bad = dg.materialize([sharding_assets.test_time_regressions_asset], partition_key=day, resources=resources,
+                         run_config={"ops": {"test_time_regressions": {"config": {"max_cost_share": 5.0}}}},
+                         raise_on_error=False)
+    assert not bad.success
+    assert "max_cost_share must be a fraction" in str(bad.get_step_failure_events()[0].step_failure_data.error)
 
 
 def test_planted_regressions_keep_the_simulator_deterministic_and_each_day_on_its_own(tmp_path):

@@ -102,20 +102,24 @@ class RegressionsConfig(dg.Config):
 def test_time_regressions_asset(context: dg.AssetExecutionContext, config: RegressionsConfig,
                                 lake: LakeResource) -> dg.MaterializeResult:
     lk = lake.lake()
-    share = config.max_cost_share if config.max_cost_share is not None else max_cost_share()
+    try:
+        share = config.max_cost_share if config.max_cost_share is not None else max_cost_share()
+    except ValueError as exc:
+        raise dg.Failure(description=str(exc)) from None
     if not 0 < share <= 1:
-        raise dg.Failure(description=f"max_cost_share must be a fraction in (0, 1], got {share}")
+        raise dg.Failure(description=f"max_cost_share must be a fraction in (0, 1], e.g. 0.05; got {share}")
     rules = Rules(config.window_days, config.noise_multiple, config.min_jump_s, config.min_baseline_days)
     report = write_test_time_regressions(lk, context.partition_key, rules)
     rows = report.rows
     if report.window_days_read == 0:
-        context.log.warning("no test_time_sha_daily partition in the window: nothing to compare")
+        context.log.warning("no test_time_sha_daily partition in the window, nothing to compare: materialize "
+                            "test_daily_stats (which writes it) for the window's days")
     over = [r for r in rows if r["cost_share"] > share]
     worst = max((r["cost_share"] for r in rows), default=0.0)
     check = dg.AssetCheckResult(
         check_name="regression_cost_below_share", passed=not over, severity=dg.AssetCheckSeverity.WARN,
         metadata={"threshold": share, "regressions_over_threshold": len(over), "worst_cost_share": round(worst, 4),
-                  "over_threshold": dg.MetadataValue.md(markdown_table(over))})
+                  "over_threshold": dg.MetadataValue.md(markdown_table(over, empty="None over the threshold."))})
     return dg.MaterializeResult(metadata={
         "regressions": len(rows), "configs": len({(r["build_env"], r["test_config"]) for r in rows}),
         "files_seen_today": report.files_seen, "window_days_read": report.window_days_read,
