@@ -15,6 +15,11 @@ from resources.storage import Store
 
 DATA = Path(__file__).parent / "data"
 S3_BUCKET = "torchci-test"
+# PyTorch's published test-times snapshots: $TORCHCI_SHARED_DATA, else the nearest shared/data
+# above the checkout (../shared/data for the main checkout, further up for a worktree)
+REAL_STATS = Path(os.environ.get("TORCHCI_SHARED_DATA") or next(
+    (p / "shared" / "data" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
+    Path(__file__).resolve().parents[2] / "shared" / "data")) / "pytorch-generated-stats"
 
 # The tests pick their own days (autumn 2026): pin the first daily partition, so that whatever
 # archive TORCHCI_ARCHIVE_URI points to (`make test` exports ./var/archive) does not decide which

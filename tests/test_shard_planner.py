@@ -1,12 +1,11 @@
 import json
 import math
-import os
 import random
 import statistics
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import REAL_STATS
 
 from torchci_assets.derived.sharding.cli import main as shard_plan_main
 from torchci_assets.derived.sharding.planner import (
@@ -20,9 +19,6 @@ from torchci_assets.derived.sharding.planner import (
     select_times,
 )
 
-SHARED_DATA = Path(
-    os.environ.get("TORCHCI_SHARED_DATA", Path(__file__).resolve().parent.parent.parent / "shared" / "data")
-)
 
 
 def heavy_tailed(seed: int, files: int) -> dict[str, float]:
@@ -221,7 +217,7 @@ def test_planner_rejects_bad_shard_counts(bad):
 
 def test_real_snapshot_slice():
     """Plan with one real day, score with the next, on a few kinds of config."""
-    stats = SHARED_DATA / "pytorch-generated-stats"
+    stats = REAL_STATS
     day = json.loads((stats / "test-times.2026-08-19.json").read_text())
     next_day = json.loads((stats / "test-times.2026-08-20.json").read_text())
     for env, config in [
@@ -280,10 +276,12 @@ def test_cli_json(cli_files, capsys):
             assert set(t) == {"file", "part", "parts"}
             assert files[t["file"]] == t["parts"]
     assert plan["unknown_files"] == ["test_new"]
-    assert plan["times_from"] == "linux-env/default"
+    assert plan["times_from"] == "linux-env/default" and plan["test_times_files"] == 1
+    # too few files to scale from another config, none in the averages: the median of the known
+    assert plan["unknown_seconds"] == {"test_new": 450.0} == {"test_new": plan["unknown_estimate_seconds"]}
+    assert plan["unknown_estimated_from"] == {"test_new": "median of the config's known files"}
     # the expected seconds agree with the model and the default 15 s overhead
-    known = {"test_ops": 1800.0, "test_nn": 600.0, "test_jit": 300.0, "test_fx": 0.0,
-             "test_new": plan["unknown_estimate_seconds"]}
+    known = {"test_ops": 1800.0, "test_nn": 600.0, "test_jit": 300.0, "test_fx": 0.0, "test_new": 450.0}
     for s in plan["shards"]:
         assert s["expected_seconds"] == pytest.approx(
             sum(known[t["file"]] / t["parts"] + 15.0 for t in s["tests"]), abs=1e-3
@@ -297,9 +295,32 @@ def test_cli_table_and_fallback_warning(cli_files, capsys):
         "--shards", 2, "--tests", tests_path, "--process-overhead", 0,
     )
     assert code == 0
-    assert "using default/default" in err
+    assert "no times for other-env/slow" in err
     assert "shard 1:" in out and "shard 2:" in out
-    assert "test_ops" in out and "test_new" in out
+    # every file is estimated, each with where its estimate came from
+    assert "5 file(s) without history in this config, estimated:" in out
+    assert "1500.0 s  test_ops  (default/default)" in out
+    assert "600.0 s  test_nn  (mean over every config)" in out
+    assert "test_new  (median of the default times)" in out
+
+
+def test_cli_plans_from_the_median_of_several_snapshots(cli_files, capsys, tmp_path):
+    times_path, tests_path = cli_files
+    paths = []
+    for day, ops in enumerate((1800.0, 9000.0, 2000.0)):  # one bad day in three
+        doc = json.loads(times_path.read_text())
+        doc["linux-env"]["default"]["test_ops"] = ops
+        paths.append(tmp_path / f"test-times.{day}.json")
+        paths[-1].write_text(json.dumps(doc))
+    code, out, err = run_cli(
+        capsys, "--test-times", *paths, "--build-env", "linux-env", "--test-config", "default",
+        "--shards", 1, "--tests", tests_path, "--json", "--process-overhead", 0,
+    )
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["test_times_files"] == 3
+    # median of 1800, 9000, 2000 for test_ops; the rest is the same in all three
+    assert plan["shards"][0]["expected_seconds"] == pytest.approx(2000.0 + 600.0 + 300.0 + 0.0 + 450.0)
 
 
 @pytest.mark.parametrize(

@@ -227,6 +227,12 @@ def test_daily_stats_numbers(tmp_path):
         ("nn/test_nn", None): (LINUX, 2, 10.0),
         ("nn/test_nn", "TestNN"): (LINUX, 2, 10.0),
     }
+    # the same runs per commit: run 100 (attempt 2) is commit A, run 300 commit B
+    per_sha = {(r["file"], r["head_sha"]): (r["runs"], r["time"])
+               for r in query(tmp_path, "test_time_sha_daily", "SELECT * FROM t")}
+    assert per_sha == {("test_ops", A): (1, 3.5), ("test_ops", B): (1, 7.5),
+                       ("nn/test_nn", A): (1, 4.0), ("nn/test_nn", B): (1, 6.0)}
+    assert rows["test_time_sha_daily"] == 4
 
 
 def test_assets_materialize_with_checks(tmp_path):

@@ -49,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", type=int, default=4, help="downstream backends reporting ci-results")
     p.add_argument("--torn-lines-per-day", type=int, default=1,
                    help="webhook lines cut short by a collector crash (each followed by the full delivery)")
+    p.add_argument("--time-regressions", type=float, default=0.25, metavar="RATE",
+                   help="chance per day that a commit makes one test file 1.5-4x slower for a while "
+                        "(default 0.25; 0 for none)")
     return p
 
 
@@ -56,12 +59,14 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.days < 1:
         parser().error("--days must be >= 1")
+    if not 0 <= args.time_regressions <= 1:
+        parser().error("--time-regressions must be a probability between 0 and 1")
     start = args.start or (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.days))
     days = [start + dt.timedelta(days=i) for i in range(args.days)]
     opts = Options(seed=args.seed, commits_per_day=args.commits_per_day, prs_per_day=args.prs_per_day,
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
                    test_reports=not args.no_test_reports, backends=args.backends,
-                   torn_lines_per_day=args.torn_lines_per_day)
+                   torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions)
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

@@ -196,7 +196,7 @@ def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
         "test_files": [{"file": f.path, "group": f.group, "seconds_linux": round(f.seconds, 3),
                         "tests": len(f.tests)} for f in world.suite],
         "flaky_tests": [], "platform_failures": [], "broken_tests": [], "pr_caused_failures": [],
-        "infra_failed_jobs": [], "reattempted_runs": [], "job_logs": [],
+        "infra_failed_jobs": [], "reattempted_runs": [], "job_logs": [], "time_regressions": [],
         "quirks": {"deliveries": 0, "duplicate_deliveries": 0, "out_of_order_jobs": 0,
                    "old_version_payloads": 0, "torn_lines": 0},
         "backends": [{"repo": b.repo, "profile": b.profile.name, "current_level": b.profile.current_level,
@@ -232,6 +232,24 @@ def _planted_tests(world: World, truth: dict, days: list[dt.date]) -> None:
                         **identity(t), "first_commit": commit_sha(world.seed, b.first),
                         "fixed_commit": commit_sha(world.seed, b.fixed), "first_commit_index": b.first,
                         "fixed_commit_index": b.fixed})
+    # every planted time regression whose range overlaps the archive, with the configs it slows
+    # and their nominal per-run time of the file before and during it
+    regressions = []
+    for d in days:
+        for r in world.time_regressions(d):
+            if r.fixed > lo and r.first < hi and r not in regressions:
+                regressions.append(r)
+    seconds = {f.path: f.seconds for f in world.suite}
+    for r in regressions:
+        cfgs = [c for c in world.configs if (r.platforms is None or c.platform in r.platforms)
+                and any(f.path == r.file for s in world.shards[c] for f in s)]
+        truth["time_regressions"].append({
+            "file": r.file, "factor": r.factor, "platforms": sorted(r.platforms) if r.platforms else "all",
+            "first_commit": commit_sha(world.seed, r.first), "fixed_commit": commit_sha(world.seed, r.fixed),
+            "first_commit_index": r.first, "fixed_commit_index": r.fixed,
+            "configs": [{"build_env": c.build_env, "test_config": c.test_config,
+                         "before_s": round(seconds[r.file] * c.speed, 3),
+                         "after_s": round(seconds[r.file] * c.speed * r.factor, 3)} for c in cfgs]})
 
 
 def generate_archive(out: Path, days: list[dt.date], opts: Options,

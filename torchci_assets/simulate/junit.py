@@ -59,7 +59,7 @@ def job_cases(job: Job, seed: int) -> list[tuple[str, str, list[Case]]]:
         cases = []
         for i, t in enumerate(f.tests):
             cls, name = t.concrete(cfg.device)
-            secs = f.seconds * t.share * cfg.speed * math.exp(rng.gauss(0.0, 0.15))
+            secs = f.seconds * t.share * cfg.speed * job.slow.get(f.path, 1.0) * math.exp(rng.gauss(0.0, 0.15))
             reason = skip_reason(t, cfg)
             stdout = ""
             if reason:

@@ -74,6 +74,7 @@ class RunAttempt:
     started: int = 0
     completed: int = 0
     conclusion: str = "success"
+    code_index: int = -1  # the main commit whose code the run tests (a PR's: its base)
 
 
 @dataclass(slots=True)
@@ -108,3 +109,4 @@ class Job:
     cut: float = 1.0  # share of the shard's tests that ran (or ran healthy) before an infra failure
     waited: int = 0  # ms spent in `waiting` (environment-gated jobs)
     queued_event: bool = True  # skipped jobs go straight to completed
+    slow: dict[str, float] = field(default_factory=dict)  # file path -> planted time factor

@@ -1,4 +1,5 @@
-"""The planted truth: which tests are flaky, fail on one platform, or get broken for a while.
+"""The planted truth: which tests are flaky, fail on one platform, or get broken for a while,
+and which test files get slower for a while.
 
 Detectors are scored against these, so each is drawn only among tests that the selected
 configs actually run and do not skip: a planted test nobody executes could never be found.
@@ -122,3 +123,54 @@ def breakages_for_day(seed: int, day: dt.date, commits_per_day: int, suite: tupl
         templates = tuple(rng.sample(plain, min(len(plain), rng.randint(1, 3))))
         out.append(Breakage(first, first + length, templates))
     return out
+
+
+@dataclass(frozen=True)
+class TimeRegression:
+    """`file` runs `factor` times slower from main commit `first` until (excluding) `fixed`, on
+    the configs of `platforms` (None = every config that runs it)."""
+
+    first: int
+    fixed: int
+    file: str
+    factor: float
+    platforms: frozenset[str] | None
+
+
+TIME_REGRESSION_MAX_DAYS = 7
+# Files at least this long (on a linux CPU runner) can be planted; the factor is capped so that
+# a file stays under an hour there, as build_suite keeps them (the slowest config runs 3x).
+TIME_REGRESSION_MIN_SECONDS = 20.0
+TIME_REGRESSION_MAX_SECONDS = 3600.0
+
+
+def time_regressions_for_day(seed: int, day: dt.date, commits_per_day: int, suite: tuple[TestFile, ...],
+                             configs: tuple[TestConfig, ...], rate: float) -> list[TimeRegression]:
+    """The day's draw: with probability `rate`, one file (chosen in proportion to its time: a
+    change is likelier to slow the files that run the most code) gets 1.5x-4x slower from one
+    of the day's commits, on every config or on one platform, for one to
+    TIME_REGRESSION_MAX_DAYS days of commits (a fix, a revert, or a test moved to the slow
+    suite). PyTorch sees several of these a month. See `World.time_regressions` for overlaps."""
+    rng = random.Random(f"{seed}|time-regression|{day.isoformat()}")
+    if rate <= 0 or rng.random() >= rate:
+        return []
+    by_file = _runnable(configs, suite)
+    files = [f for f in suite if f.path in by_file
+             and TIME_REGRESSION_MIN_SECONDS <= f.seconds <= TIME_REGRESSION_MAX_SECONDS / 1.5]
+    if not files:
+        return []
+    f = rng.choices(files, weights=[f.seconds for f in files])[0]
+    top = min(4.0, TIME_REGRESSION_MAX_SECONDS / f.seconds)
+    factor = round(math.exp(rng.uniform(math.log(1.5), math.log(top))), 3)
+    platforms = None
+    if rng.random() < 0.4:
+        platforms = frozenset([rng.choice(sorted({c.platform for c in by_file[f.path]}))])
+    first = day_number(day) * commits_per_day + rng.randrange(commits_per_day)
+    fixed = first + rng.randint(commits_per_day, TIME_REGRESSION_MAX_DAYS * commits_per_day)
+    return [TimeRegression(first, fixed, f.path, factor, platforms)]
+
+
+def overlaps(a: TimeRegression, b: TimeRegression) -> bool:
+    """Same file, intersecting commit ranges and platforms: the two would compound."""
+    return (a.file == b.file and a.first < b.fixed and b.first < a.fixed
+            and (a.platforms is None or b.platforms is None or bool(a.platforms & b.platforms)))

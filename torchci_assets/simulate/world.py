@@ -21,11 +21,11 @@ from .catalog import (BUILD_MINUTES, DOCS_JOB, LABEL_JOB, LINT_JOBS, PR_WORKFLOW
                       PUSH_WORKFLOWS, QUEUE_MINUTES, SCHEDULED_WORKFLOWS, WORKFLOW_FILES, TestConfig,
                       build_job_name, build_suite, config_files, plan_shards, queue_family,
                       select_configs, skip_reason, test_job_name)
-from .model import DAY_MS, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms
+from .model import DAY_MS, EPOCH_DAY, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms
 from .payloads import (MERGEBOT, ZERO_SHA, commit_object, label_object, pull_request_payload,
                        push_payload)
-from .planted import (BROKEN_MESSAGE, Breakage, Rule, breakages_for_day, day_number, identity,
-                      plant_rules)
+from .planted import (BROKEN_MESSAGE, TIME_REGRESSION_MAX_DAYS, Breakage, Rule, TimeRegression, breakages_for_day,
+                      day_number, identity, overlaps, plant_rules, time_regressions_for_day)
 
 JOB_BASE = 30_000_000_000
 RUN_BASE = 15_000_000_000
@@ -59,6 +59,7 @@ class Options:
     out_of_order_rate: float = 0.01
     old_payload_rate: float = 0.015
     torn_lines_per_day: int = 1  # a collector crash mid-write: a cut line, then the delivery again
+    time_regression_rate: float = 0.25  # chance that a day's commits make one test file slower
 
 
 @dataclass(slots=True)
@@ -157,6 +158,38 @@ class World:
                                      self.planted)
         return tuple(out)
 
+    @lru_cache(maxsize=32)
+    def _time_regression_draw(self, day: dt.date) -> tuple[TimeRegression, ...]:
+        return tuple(time_regressions_for_day(self.seed, day, self.opts.commits_per_day, self.suite, self.configs,
+                                              self.opts.time_regression_rate))
+
+    @lru_cache(maxsize=16)
+    def time_regressions(self, day: dt.date) -> tuple[TimeRegression, ...]:
+        """Those that can be active on `day`'s commits: planted on it or the days before it.
+
+        A day's draw is dropped when it overlaps a draw of the days before it (same file and
+        platform at the same time): compounded factors would make a truth nobody can score.
+        Draws, not planted regressions, are compared, so each day is decided by a bounded
+        number of earlier days' seeds and never by what was generated before it."""
+        out: list[TimeRegression] = []
+        for back in range(TIME_REGRESSION_MAX_DAYS, -1, -1):
+            d = day - dt.timedelta(days=back)
+            earlier = [r for k in range(1, TIME_REGRESSION_MAX_DAYS + 1)
+                       for r in self._time_regression_draw(d - dt.timedelta(days=k))]
+            out += [r for r in self._time_regression_draw(d) if not any(overlaps(r, e) for e in earlier)]
+        return tuple(out)
+
+    def slow_factors(self, cfg: TestConfig, code_index: int) -> dict[str, float]:
+        """File path -> time factor of the planted regressions in the code of main commit `code_index`."""
+        if code_index < 0:
+            return {}
+        day = EPOCH_DAY + dt.timedelta(days=code_index // self.opts.commits_per_day)
+        out: dict[str, float] = {}
+        for r in self.time_regressions(day):
+            if r.first <= code_index < r.fixed and (r.platforms is None or cfg.platform in r.platforms):
+                out[r.file] = out.get(r.file, 1.0) * r.factor
+        return out
+
     # ------------------------------------------------------------------ a day
 
     def activities(self, day: dt.date) -> list[Activity]:
@@ -202,7 +235,7 @@ class World:
         for wf in ("Lint",) + PUSH_WORKFLOWS:
             if wf == "Lint" or wf in self.workflows:
                 self._run(act, rng, wf, "push", c.sha, "main", head, MERGEBOT, c.message.split("\n")[0], (),
-                          c.time + rng.randint(2_000, 20_000), next_slot(), bad, on_main=True)
+                          c.time + rng.randint(2_000, 20_000), next_slot(), bad, on_main=True, code=c.index)
         return act
 
     def _scheduled(self, day, wf: str, hour: int, next_slot) -> Activity:
@@ -217,7 +250,7 @@ class World:
         bad = [(tt, "broken", BROKEN_MESSAGE) for b in self.breakages(day_of(c.time))
                if b.first <= c.index < b.fixed for tt in b.templates]
         self._run(act, rng, wf, "schedule", c.sha, "main", head, MERGEBOT, wf, (),
-                  t + rng.randint(30_000, 600_000), next_slot(), bad, on_main=True)
+                  t + rng.randint(30_000, 600_000), next_slot(), bad, on_main=True, code=c.index)
         return act
 
     def _viable_target(self, t: int) -> Commit:
@@ -290,7 +323,8 @@ class World:
             for wf in ("Lint",) + PR_WORKFLOWS:
                 if wf == "Lint" or wf in self.workflows:
                     self._run(act, rng, wf, "pull_request", sha, branch, head, author, title, (number,),
-                              t + rng.randint(3_000, 30_000), next_slot(), bad, on_main=False, td=td)
+                              t + rng.randint(3_000, 30_000), next_slot(), bad, on_main=False, td=td,
+                              code=base.index)
             if k == 0:
                 for name, p, who in (("ciflow/trunk", 0.4, "pytorch-bot[bot]"),
                                      ("topic: not user facing", 0.3, author),
@@ -320,19 +354,20 @@ class World:
 
     def _run(self, act: Activity, rng: random.Random, wf: str, event: str, sha: str, branch: str,
              head: dict, actor: str, title: str, prs: tuple[int, ...], t0: int, slot: int,
-             bad: list, on_main: bool, td: frozenset[str] | None = None) -> None:
-        """One workflow run; `td` is target determination's file selection on PRs (None = all)."""
+             bad: list, on_main: bool, td: frozenset[str] | None = None, code: int = -1) -> None:
+        """One workflow run; `td` is target determination's file selection on PRs (None = all);
+        `code` the index of the main commit whose code it tests."""
         dn = day_number(act.day)
         run_id = RUN_BASE + dn * 20_000 + slot
         wid = self.workflow_ids[wf]
         run = RunAttempt(run_id, 1, wf, wid, (dn * 97 + slot) % 1_000_000, event, sha, branch, head,
-                         actor, title, prs, t0)
+                         actor, title, prs, t0, code_index=code)
         specs = self._specs(wf)
         jobs = self._attempt(act, rng, run, specs, t0, slot, bad, on_main, td)
         if run.conclusion == "failure" and rng.random() < (0.35 if on_main else 0.2):
             t1 = run.completed + rng.randint(5 * 60_000, 60 * 60_000)
             run2 = RunAttempt(run_id, 2, wf, wid, run.run_number, event, sha, branch, head, actor, title,
-                              prs, t1)
+                              prs, t1, code_index=code)
             rerun = self._rerun_specs(jobs)
             jobs2 = self._attempt(act, rng, run2, rerun, t1, slot, bad, on_main, td)
             act.truth.append(("reattempted_runs", t1, {
@@ -459,10 +494,13 @@ class World:
         created = (build.completed if build else ready) + rng.randint(1_000, 3_000)
         queue = _lognormal_ms(rng, QUEUE_MINUTES[queue_family(cfg)], 0.9)
         setup = _lognormal_ms(rng, 12.0 if cfg.platform == "win" else 6.0, 0.2)
-        tests_ms = int(sum(f.seconds for f in files) * cfg.speed * 1000 * math.exp(rng.gauss(0.0, 0.1)))
+        factors = self.slow_factors(cfg, run.code_index)
+        slow = {f.path: factors[f.path] for f in files if f.path in factors}
+        tests_ms = int(sum(f.seconds * slow.get(f.path, 1.0) for f in files) * cfg.speed * 1000
+                       * math.exp(rng.gauss(0.0, 0.1)))
         rn, rid, group = self._runner(rng, cfg.runner)
         job = Job(jid, run, name, "test", labels, rn, rid, group, created, created + queue, 0, "success",
-                  cfg, shard, files)
+                  cfg, shard, files, slow=slow)
         duration = setup + tests_ms + rng.randint(30_000, 120_000)
         job.outcomes = self._outcomes(rng, cfg, files, bad)
         if any(o.tries[-1] for o in job.outcomes.values()):

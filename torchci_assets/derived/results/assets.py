@@ -76,6 +76,10 @@ def test_results_asset(context: dg.AssetExecutionContext, lake: LakeResource):
         dg.AssetSpec("test_time_daily", group_name="tests", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config and invoking file (classname null) or class: "
                                  "successful main-branch run attempts and their summed test time."),
+        dg.AssetSpec("test_time_sha_daily", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+                     description="Per day, build_env, test_config, invoking file and commit (head_sha): the "
+                                 "same successful main-branch run attempts and their summed test time, with "
+                                 "when the commit's first run finished (first_at)."),
     ],
     check_specs=[dg.AssetCheckSpec("every_test_row_counted_once", asset="test_daily_stats")],
     partitions_def=daily_partitions,

@@ -268,10 +268,10 @@ _SHA_OUTCOMES_SQL = f"""
 # attempt the sum of the file's test times across the shards that ran it, over main-branch
 # runs where every job that ran the file succeeded and none is an infra suspect. `runs`
 # counts those run attempts, so a window's average is sum(time) / sum(runs).
-_TIME_DAILY_SQL = """
+_GOOD_RUNS_CTE = """
     WITH r AS (
         SELECT workflow_id, workflow_run_attempt, build_env, coalesce(test_config, '') AS test_config,
-               invoking_file, classname, time, job_conclusion, infra_suspect
+               invoking_file, classname, time, job_conclusion, infra_suspect, head_sha, job_completed_at
         FROM test_results
         WHERE branch_class = 'main' AND build_env IS NOT NULL AND file <> ''
     ),
@@ -279,7 +279,9 @@ _TIME_DAILY_SQL = """
         SELECT workflow_id, workflow_run_attempt, build_env, test_config, invoking_file
         FROM r GROUP BY ALL
         HAVING bool_and(job_conclusion = 'success' AND NOT infra_suspect)
-    ),
+    )"""
+
+_TIME_DAILY_SQL = _GOOD_RUNS_CTE + """,
     per_run AS (
         SELECT build_env, test_config, invoking_file, classname, workflow_id, workflow_run_attempt,
                sum(time) AS time
@@ -293,10 +295,29 @@ _TIME_DAILY_SQL = """
     ORDER BY build_env, test_config, file, classname NULLS FIRST
 """
 
+# The same runs per invoking file and commit: what test_time_regressions needs to see a file's
+# time move and name the first commit seen slow, without reading raw rows over its window.
+# `first_at`, when the commit's first such run finished, orders commits within a day.
+_TIME_SHA_DAILY_SQL = _GOOD_RUNS_CTE + """,
+    per_run AS (
+        SELECT build_env, test_config, invoking_file, workflow_id, workflow_run_attempt,
+               any_value(head_sha) AS head_sha, sum(time) AS time, max(job_completed_at) AS completed_at
+        FROM r JOIN good USING (workflow_id, workflow_run_attempt, build_env, test_config, invoking_file)
+        WHERE head_sha IS NOT NULL
+        GROUP BY ALL
+    )
+    SELECT build_env, test_config, invoking_file AS file, head_sha, count(*) AS runs, sum(time) AS time,
+           min(completed_at) AS first_at
+    FROM per_run
+    GROUP BY ALL
+    ORDER BY build_env, test_config, file, first_at, head_sha
+"""
+
 DAILY_TABLES = {
     "test_daily_stats": _DAILY_STATS_SQL,
     "test_sha_outcomes": _SHA_OUTCOMES_SQL,
     "test_time_daily": _TIME_DAILY_SQL,
+    "test_time_sha_daily": _TIME_SHA_DAILY_SQL,
 }
 
 

@@ -1,13 +1,16 @@
-"""Dagster assets for test times and shard plans, published in PyTorch's formats.
+"""Dagster assets for test times and shard plans, published in PyTorch's formats, and the
+test-time regressions that make plans miss.
 
-Thin wrappers: the work is in `derived.sharding.times` and `.plans`, plain functions the tests
-call directly.
+Thin wrappers: the work is in `derived.sharding.times`, `.plans` and `.regressions`, plain
+functions the tests call directly.
 """
 
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
 from torchci_assets.derived.sharding.plans import build_shard_plans
+from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,
+                                                         markdown_table, max_cost_share, write_test_time_regressions)
 from torchci_assets.derived.sharding.times import (MAX_LOSS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS,
                                                    PublishRefused, publish_test_times)
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -76,4 +79,57 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
     })
 
 
-SHARDING_ASSETS = [test_times_asset, shard_plans_asset]
+class RegressionsConfig(dg.Config):
+    window_days: int = WINDOW_DAYS
+    noise_multiple: float = NOISE_MULTIPLE
+    min_jump_s: float = MIN_JUMP_SECONDS
+    min_baseline_days: int = MIN_BASELINE_DAYS
+    # the check's threshold; unset: $TORCHCI_MAX_REGRESSION_SHARE, else 0.05
+    max_cost_share: float | None = None
+
+
+@dg.asset(
+    name="test_time_regressions",
+    group_name="tests",
+    kinds={"parquet"},
+    deps=[dg.AssetDep("test_time_sha_daily", partition_mapping=_TIMES_WINDOW),
+          dg.AssetDep("push", partition_mapping=window_mapping(WINDOW_DAYS))],
+    partitions_def=daily_partitions,
+    check_specs=[dg.AssetCheckSpec("regression_cost_below_share", asset="test_time_regressions",
+                                   description="WARN when one file's jump adds more than max_cost_share "
+                                               "of its config's total test time")],
+    description="Test files whose time in a build_env/test_config rose beyond their own day-to-day noise "
+                "(robust: median and MAD of daily times over the window): before/after, the jump, the "
+                "noise it beat, since when, the first commit seen slow and the last fast one, and the "
+                "share of the config's total it costs; lake table test_time_regressions.",
+)
+def test_time_regressions_asset(context: dg.AssetExecutionContext, config: RegressionsConfig,
+                                lake: LakeResource) -> dg.MaterializeResult:
+    lk = lake.lake()
+    try:
+        share = config.max_cost_share if config.max_cost_share is not None else max_cost_share()
+    except ValueError as exc:
+        raise dg.Failure(description=str(exc)) from None
+    if not 0 < share <= 1:
+        raise dg.Failure(description=f"max_cost_share must be a fraction in (0, 1], e.g. 0.05; got {share}")
+    rules = Rules(config.window_days, config.noise_multiple, config.min_jump_s, config.min_baseline_days)
+    report = write_test_time_regressions(lk, context.partition_key, rules)
+    rows = report.rows
+    if report.window_days_read == 0:
+        context.log.warning("no test_time_sha_daily partition in the window, nothing to compare: materialize "
+                            "test_daily_stats (which writes it) for the window's days")
+    over = [r for r in rows if r["cost_share"] > share]
+    worst = max((r["cost_share"] for r in rows), default=0.0)
+    check = dg.AssetCheckResult(
+        check_name="regression_cost_below_share", passed=not over, severity=dg.AssetCheckSeverity.WARN,
+        metadata={"threshold": share, "regressions_over_threshold": len(over), "worst_cost_share": round(worst, 4),
+                  "over_threshold": dg.MetadataValue.md(markdown_table(over, empty="None over the threshold."))})
+    return dg.MaterializeResult(metadata={
+        "regressions": len(rows), "configs": len({(r["build_env"], r["test_config"]) for r in rows}),
+        "files_seen_today": report.files_seen, "window_days_read": report.window_days_read,
+        "worst_cost_share": round(worst, 4), "largest": dg.MetadataValue.md(markdown_table(rows)),
+        "path": lk.store.display(lk.partition_path("test_time_regressions", context.partition_key)),
+    }, check_results=[check])
+
+
+SHARDING_ASSETS = [test_times_asset, shard_plans_asset, test_time_regressions_asset]

@@ -1,8 +1,11 @@
-"""`torchci shard-plan`: plan test shards from a PyTorch test-times.json.
+"""`torchci shard-plan`: plan test shards from PyTorch test-times.json snapshots.
 
 The CLI exists so a CI job can compute its own shard before running tests, from the
-same test-times.json run_test downloads; every node computes the same plan.
-Errors in the inputs exit with status 2 and a one-line message on stderr.
+same test-times.json run_test downloads; every node computes the same plan. Given several
+snapshots (say the last three days'), it plans from their per-entry median; files the
+config has no time for are estimated from the same file in other configs (see
+`derived.sharding.estimates`). Errors in the inputs exit with status 2 and a one-line
+message on stderr.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ import math
 import sys
 from collections.abc import Mapping
 
+from torchci_assets.derived.sharding.estimates import ConfigTimes, Estimator, smooth_test_times
 from torchci_assets.derived.sharding.planner import (
     DEFAULT_OVERHEAD_SECONDS,
     DEFAULT_TIME_NOISE,
     ShardPlan,
     plan_shards,
     plan_to_dict,
-    select_times,
 )
 
 
@@ -37,40 +40,42 @@ def main(argv: list[str]) -> int:
             raise InputError(f"--process-overhead must be >= 0 seconds, got {args.process_overhead}")
         if not (math.isfinite(args.time_noise) and args.time_noise >= 0):
             raise InputError(f"--time-noise must be >= 0, got {args.time_noise}")
-        test_times = _read_test_times(args.test_times)
+        snapshots = [_read_test_times(path) for path in args.test_times]
         tests = _read_test_list(args.tests)
     except InputError as exc:
         print(f"torchci shard-plan: {exc}", file=sys.stderr)
         return 2
 
-    times, source = select_times(test_times, args.build_env, args.test_config)
-    if source != f"{args.build_env}/{args.test_config}":
+    times = Estimator(smooth_test_times(snapshots)).config_times(args.build_env, args.test_config, tests)
+    if not times.source:
         print(
-            f"torchci shard-plan: no times for {args.build_env}/{args.test_config}; "
-            f"using {source or 'none (every file gets the same estimate)'}",
+            f"torchci shard-plan: no times for {args.build_env}/{args.test_config}; every file is "
+            "estimated from the same file in other configs and the \"default\" averages",
             file=sys.stderr,
         )
-    plan = plan_shards(times, tests, args.shards, args.process_overhead, time_noise=args.time_noise)
+    plan = plan_shards(times.known, tests, args.shards, args.process_overhead, unknown_estimate=times.fallback,
+                       time_noise=args.time_noise,
+                       estimates={name: e.seconds for name, e in times.estimates.items()})
     if args.json:
         out = plan_to_dict(plan)
-        out.update(build_env=args.build_env, test_config=args.test_config, times_from=source)
+        out.update(build_env=args.build_env, test_config=args.test_config, times_from=times.source,
+                   test_times_files=len(snapshots),
+                   unknown_estimated_from={name: e.source for name, e in times.estimates.items()})
         print(json.dumps(out, indent=2))
     else:
-        print(format_table(plan, args.build_env, args.test_config, source))
+        print(format_table(plan, args.build_env, args.test_config, times))
     return 0
 
 
-def format_table(plan: ShardPlan, build_env: str, test_config: str, source: str) -> str:
+def format_table(plan: ShardPlan, build_env: str, test_config: str, times: ConfigTimes) -> str:
     """A plan as people read it in a CI log: one block per shard, longest entries first."""
     lines = [
         f"Shard plan for {build_env} / {test_config}: {len(plan.shards)} shards, "
-        f"{plan.overhead:g} s overhead per entry, times from {source or 'nowhere'}"
+        f"{plan.overhead:g} s overhead per entry, times from {times.source or 'other configs'}"
     ]
-    if plan.unknown_files:
-        lines.append(
-            f"{len(plan.unknown_files)} file(s) without history, estimated at "
-            f"{plan.unknown_estimate:.1f} s (median of known files): {', '.join(plan.unknown_files)}"
-        )
+    if times.estimates:
+        lines.append(f"{len(times.estimates)} file(s) without history in this config, estimated:")
+        lines += [f"  {e.seconds:>9.1f} s  {name}  ({e.source})" for name, e in sorted(times.estimates.items())]
     for shard in plan.shards:
         lines.append("")
         lines.append(
@@ -87,8 +92,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="torchci shard-plan",
         description="Balance test files over N shards from PyTorch's test-times.json.",
     )
-    parser.add_argument("--test-times", required=True, metavar="FILE",
-                        help="test-times.json: {build_env: {test_config: {file: seconds}}}")
+    parser.add_argument("--test-times", required=True, metavar="FILE", nargs="+", action="extend",
+                        help="test-times.json: {build_env: {test_config: {file: seconds}}}; give several "
+                             "(say the last three days') to plan from each entry's median over them")
     parser.add_argument("--build-env", required=True, metavar="E")
     parser.add_argument("--test-config", required=True, metavar="C")
     parser.add_argument("--shards", required=True, type=int, metavar="N")

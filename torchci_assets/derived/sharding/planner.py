@@ -63,8 +63,9 @@ class Shard(NamedTuple):
 class ShardPlan(NamedTuple):
     shards: tuple[Shard, ...]
     overhead: float
-    unknown_files: tuple[str, ...]  # listed files with no history; planned at the estimate
-    unknown_estimate: float
+    unknown_files: tuple[str, ...]  # listed files with no history in the times given
+    unknown_estimate: float  # for unknown files without an estimate of their own
+    unknown_seconds: tuple[tuple[str, float], ...] = ()  # (file, seconds planned) per unknown file
 
 
 class Score(NamedTuple):
@@ -114,6 +115,7 @@ def plan_shards(
     overhead: float = DEFAULT_OVERHEAD_SECONDS,
     unknown_estimate: float | None = None,
     time_noise: float = DEFAULT_TIME_NOISE,
+    estimates: Mapping[str, float] | None = None,
 ) -> ShardPlan:
     """Plan `tests` over `num_shards` shards, minimising the longest shard it expects.
 
@@ -123,11 +125,15 @@ def plan_shards(
     tomorrow's drift of `time_noise` per file is expected to add to it. The lowest
     score wins, fewer entries breaking ties. With `time_noise=0` the planner
     minimises exactly the longest shard under the given times.
+
+    Listed files missing from `times` are planned at `estimates[file]` when given (see
+    `estimates.Estimator`: the same file in other configs, scaled), else at
+    `unknown_estimate` (default: the median of `times`).
     """
     _check_args(num_shards, overhead)
     if not time_noise >= 0:
         raise ValueError(f"time noise must be a non-negative number, got {time_noise}")
-    items, unknown, estimate = _durations(times, tests, unknown_estimate)
+    items, unknown, estimate = _durations(times, tests, unknown_estimate, estimates)
     durations = [t for _, t in items]
     spread = time_noise * _expected_max_of_normals(num_shards)
     packed = []
@@ -146,7 +152,7 @@ def plan_shards(
         key = (max(loads) + risk, hope[1])
         if best is None or key < best[0]:
             best = (key, bins)
-    return _build_plan(best[1], overhead, unknown, estimate)
+    return _build_plan(best[1], overhead, unknown, estimate, items)
 
 
 def plan_round_robin(
@@ -155,14 +161,15 @@ def plan_round_robin(
     num_shards: int,
     overhead: float = DEFAULT_OVERHEAD_SECONDS,
     unknown_estimate: float | None = None,
+    estimates: Mapping[str, float] | None = None,
 ) -> ShardPlan:
     """Baseline: whole files dealt out in name order, ignoring times."""
     _check_args(num_shards, overhead)
-    items, unknown, estimate = _durations(times, tests, unknown_estimate)
+    items, unknown, estimate = _durations(times, tests, unknown_estimate, estimates)
     bins: list[list[tuple]] = [[] for _ in range(num_shards)]
     for i, (name, t) in enumerate(items):
         bins[i % num_shards].append((t + overhead, name, 1, 1))
-    return _build_plan(bins, overhead, unknown, estimate)
+    return _build_plan(bins, overhead, unknown, estimate, items)
 
 
 def plan_longest_first(
@@ -173,6 +180,7 @@ def plan_longest_first(
     unknown_estimate: float | None = None,
     split_above: float | None = None,
     count_overhead: bool = True,
+    estimates: Mapping[str, float] | None = None,
 ) -> ShardPlan:
     """Baseline: longest-first greedy onto the least loaded shard.
 
@@ -182,7 +190,7 @@ def plan_longest_first(
     the plan's expected seconds include the overhead either way.
     """
     _check_args(num_shards, overhead)
-    items, unknown, estimate = _durations(times, tests, unknown_estimate)
+    items, unknown, estimate = _durations(times, tests, unknown_estimate, estimates)
     parts = [
         math.ceil(t / split_above) if split_above and t > split_above else 1 for _, t in items
     ]
@@ -192,7 +200,7 @@ def plan_longest_first(
     )
     shift = overhead - balanced_on
     bins = [[(cost + shift, *rest) for cost, *rest in entries] for entries in bins]
-    return _build_plan(bins, overhead, unknown, estimate)
+    return _build_plan(bins, overhead, unknown, estimate, items)
 
 
 def score_plan(plan: ShardPlan, actual: Mapping[str, float]) -> Score:
@@ -236,6 +244,7 @@ def plan_to_dict(plan: ShardPlan) -> dict:
         "process_overhead_seconds": plan.overhead,
         "unknown_files": list(plan.unknown_files),
         "unknown_estimate_seconds": round(plan.unknown_estimate, 3),
+        "unknown_seconds": {name: round(seconds, 3) for name, seconds in plan.unknown_seconds},
     }
 
 
@@ -247,13 +256,16 @@ def _check_args(num_shards: int, overhead: float) -> None:
 
 
 def _durations(
-    times: Mapping[str, float], tests: Iterable[str], unknown_estimate: float | None
+    times: Mapping[str, float], tests: Iterable[str], unknown_estimate: float | None,
+    estimates: Mapping[str, float] | None,
 ) -> tuple[list[tuple[str, float]], tuple[str, ...], float]:
-    """Name-sorted unique (file, seconds), the files without history, and their estimate."""
+    """Name-sorted unique (file, seconds), the files without history, and the estimate for
+    those that `estimates` (per-file estimates, see `estimates.Estimator`) does not cover."""
     estimate = estimate_unknown_seconds(times) if unknown_estimate is None else unknown_estimate
+    estimates = estimates or {}
     names = sorted(set(tests))
     unknown = tuple(n for n in names if n not in times)
-    items = [(n, float(times[n]) if n in times else estimate) for n in names]
+    items = [(n, float(times[n]) if n in times else float(estimates.get(n, estimate))) for n in names]
     return items, unknown, estimate
 
 
@@ -483,11 +495,14 @@ def _best_exchange(
 
 
 def _build_plan(
-    bins: list[list[tuple]], overhead: float, unknown: tuple[str, ...], estimate: float
+    bins: list[list[tuple]], overhead: float, unknown: tuple[str, ...], estimate: float,
+    items: list[tuple[str, float]],
 ) -> ShardPlan:
     shards = []
     for i, entries in enumerate(bins, start=1):
         ordered = sorted(entries, key=lambda e: (e[1], e[2]))
         tests = tuple(PlannedTest(name, p, k, cost) for cost, name, p, k in ordered)
         shards.append(Shard(i, sum(t.seconds for t in tests), tests))
-    return ShardPlan(tuple(shards), overhead, unknown, estimate)
+    unknown_set = set(unknown)
+    planned = tuple((name, t) for name, t in items if name in unknown_set)
+    return ShardPlan(tuple(shards), overhead, unknown, estimate, planned)
