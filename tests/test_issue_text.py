@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,9 @@ from torchci_assets.derived.flakiness.issue_text import (
 )
 from torchci_assets.derived.flakiness.lists import dumps
 
-REAL = Path("/work/shared/data/pytorch-generated-stats/disabled-tests-condensed.2026-08-22.json")
-if not REAL.exists():  # the shared data folder next to a main checkout
-    REAL = Path(__file__).resolve().parents[2] / "shared/data/pytorch-generated-stats" / REAL.name
+# PyTorch's published file of a day (see test_shard_planner.py for where the shared data lives)
+REAL = (Path(os.environ.get("TORCHCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+        / "pytorch-generated-stats" / "disabled-tests-condensed.2026-08-22.json")
 
 
 def issue(number, title, body, repo="pytorch/pytorch"):

@@ -466,6 +466,11 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     """The `disabled_issues` asset's work for `day`: find, update or file the issues of the tests
     the verdict disables (live), or record what would be done (dry run)."""
     mode = loop_mode(github, config.disabled_issues, config.source)
+    if not lake.files("flaky_tests", [day]):
+        warn(f"flaky_tests has no partition for {day}: no verdict, nothing to file")
+        report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")
+        report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
+        return report, mode
     rows = flaky_rows(lake, day)
     wanted = wanted_tests(rows, load_published(outputs))
     if not mode.live:
