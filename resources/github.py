@@ -1,10 +1,16 @@
-"""GitHub REST client for the relay: repository_dispatch to backends and polling upstream commits.
+"""GitHub REST client: repository_dispatch to backends, polling upstream commits, DISABLED issues.
 
 A relay that hammers GitHub gets its token throttled or blocked, and one that gives up at the
 first 502 drops commits, so every call goes through one retry loop that follows GitHub's own
 rate-limit advice (Retry-After, then X-RateLimit-Reset, then at least a minute for secondary
 limits) and stops when its wait budget is spent. A 4xx that is not a rate limit is final: the
-downstream refused, and retrying would only burn quota.
+downstream refused, and retrying would only burn quota. Beyond recovering from limits, the client
+stays under them: searches (their own bucket, 30 a minute) are spaced `search_interval_s` apart
+and writes `write_interval_s` apart, as GitHub asks of clients that create content.
+
+A write that is not idempotent (creating an issue) must not be resent blindly after a timeout
+or a 5xx, since GitHub may have done it: `request(..., retry_ambiguous=False)` returns such an
+outcome at once as `GitHubError(ambiguous=True)`, so the caller can look before sending again.
 
 Credentials are a personal/installation token or a GitHub App (JWT -> installation token).
 With none, the client is in dry run: writes are recorded on the client and never sent, while
@@ -42,15 +48,22 @@ MAX_PAYLOAD_BYTES = 65535
 SECONDARY_LIMIT_WAIT_S = 60.0
 # Installation tokens live one hour; renew this long before GitHub's expiry.
 TOKEN_RENEW_MARGIN_S = 300.0
+# GitHub's search API returns at most this many results for one query.
+SEARCH_MAX_RESULTS = 1000
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 class GitHubError(RuntimeError):
-    """A GitHub call that did not succeed; `status` is None when no response arrived."""
+    """A GitHub call that did not succeed; `status` is None when no response arrived.
 
-    def __init__(self, status: int | None, message: str):
+    `ambiguous` marks a write that may or may not have taken effect (no response, or a 5xx):
+    GitHub sometimes commits a write and still fails to answer.
+    """
+
+    def __init__(self, status: int | None, message: str, ambiguous: bool = False):
         super().__init__(message)
         self.status = status
+        self.ambiguous = ambiguous
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class _Outcome:
     waited_s: float = 0.0
     gave_up: bool = False  # the last failure was retryable but the budget ran out
     dry_run: bool = False
+    ambiguous: bool = False  # a non-idempotent write without a clear answer, not resent
 
     @property
     def ok(self) -> bool:
@@ -190,12 +204,18 @@ class GitHubResource(dg.ConfigurableResource):
     max_total_wait_s: float = Field(default=120.0,
                                     description="Give up rather than wait longer than this in total")
     max_pages: int = Field(default=10, description="Pagination bound for list calls")
+    search_interval_s: float = Field(default=2.0, description="Least time between two searches "
+                                     "(GitHub allows 30 a minute)")
+    write_interval_s: float = Field(default=1.0, description="Least time between two writes "
+                                    "(GitHub's advice against secondary rate limits)")
 
     _session: requests.Session | None = PrivateAttr(default=None)
     _sleep: Any = PrivateAttr(default=time.sleep)
     _app_token: tuple[str, float] | None = PrivateAttr(default=None)
     _minted: set[str] = PrivateAttr(default_factory=set)
     _dry_run_requests: list[dict] = PrivateAttr(default_factory=list)
+    _last_call: dict[str, float] = PrivateAttr(default_factory=dict)
+    _exhausted_until: dict[str, float] = PrivateAttr(default_factory=dict)
 
     # ---- state -----------------------------------------------------------------------
 
@@ -203,6 +223,14 @@ class GitHubResource(dg.ConfigurableResource):
     def dry_run(self) -> bool:
         """True when no credential of any kind is configured: writes are recorded, not sent."""
         return not (self.token or self.app_id or self.app_private_key or self.app_installation_id)
+
+    @property
+    def web_url(self) -> str:
+        """The web address matching `api_url`, for links humans open (jobs, issues)."""
+        base = self.api_url.rstrip("/")
+        if base == "https://api.github.com":
+            return "https://github.com"
+        return base.removesuffix("/api/v3")  # GitHub Enterprise Server; a test server stays as is
 
     @property
     def dry_run_requests(self) -> list[dict]:
@@ -295,10 +323,13 @@ class GitHubResource(dg.ConfigurableResource):
         return None, ""
 
     def _send(self, method: str, url: str, authorization: str | None,
-              body: bytes | None = None, params: dict | None = None) -> _Outcome:
+              body: bytes | None = None, params: dict | None = None,
+              retry_ambiguous: bool = True) -> _Outcome:
         """Send with retries. Writes are retried after a timeout too: a dispatch GitHub took
         but did not acknowledge may then arrive twice, which the payload's delivery id lets
-        the downstream detect, whereas a dropped one would go unnoticed."""
+        the downstream detect, whereas a dropped one would go unnoticed. With
+        `retry_ambiguous=False` only rate limits are retried (GitHub refused those before
+        doing anything); no response or a 5xx ends the call, marked ambiguous."""
         headers = {"Authorization": authorization} if authorization else {}
         if body is not None:
             headers["Content-Type"] = "application/json"
@@ -314,6 +345,8 @@ class GitHubResource(dg.ConfigurableResource):
             except (requests.ConnectionError, requests.Timeout) as e:
                 error = f"{type(e).__name__}: {e}"[:200]
             error = self._redact(error)
+            if error and not retry_ambiguous and (resp is None or resp.status_code >= 500):
+                return _Outcome(resp, error, attempt, waited, ambiguous=True)
             wait, reason = self._retry_wait(resp, attempt) if error else (None, "")
             if wait is None:
                 return _Outcome(resp, error, attempt, waited)
@@ -327,15 +360,50 @@ class GitHubResource(dg.ConfigurableResource):
             self._sleep(wait)
             waited += wait
 
+    def _pace(self, kind: str, bucket: str, interval: float) -> None:
+        """Wait until `interval` seconds have passed since the last call of this kind ended, and
+        until its rate-limit bucket resets when the last answer said none was left."""
+        last = self._last_call.get(kind)
+        wait = interval - (time.monotonic() - last) if last is not None and interval > 0 else 0.0
+        exhausted_until = self._exhausted_until.pop(bucket, None)
+        if exhausted_until is not None:
+            until_reset = exhausted_until - time.time()
+            if until_reset > self.max_total_wait_s:
+                log.warning("GitHub %s rate limit exhausted for %.0fs more; sending anyway (the "
+                            "retry loop reports the refusal)", bucket, until_reset)
+            else:
+                wait = max(wait, until_reset)
+        if wait > 0:
+            self._sleep(wait)
+
+    def _note_limit(self, bucket: str, resp: requests.Response | None) -> None:
+        """Remember that the bucket is empty (last answer: X-RateLimit-Remaining 0) until its reset."""
+        if resp is None or resp.headers.get("X-RateLimit-Remaining") != "0":
+            return
+        reset = resp.headers.get("X-RateLimit-Reset", "")
+        if reset.isdigit():
+            # +1 s: the reset instant is whole seconds and clocks differ slightly.
+            self._exhausted_until[resp.headers.get("X-RateLimit-Resource") or bucket] = int(reset) + 1.0
+
     def _call(self, method: str, path: str, body: bytes | None = None,
-              params: dict | None = None, record: Any = None) -> _Outcome:
+              params: dict | None = None, record: Any = None,
+              retry_ambiguous: bool = True) -> _Outcome:
         method = method.upper()
         url = self._url(path)
         if self.dry_run and method not in _SAFE_METHODS:
             self._dry_run_requests.append({"method": method, "url": url, "json": record})
             log.info("dry run (no GitHub credentials): would %s %s", method, url)
             return _Outcome(None, dry_run=True)
-        outcome = self._send(method, url, self._authorization(), body, params)
+        # Searches have their own rate-limit bucket; everything else shares `core`.
+        bucket = "search" if url.startswith(self._url("/search/")) else "core"
+        kind = bucket if bucket == "search" else "read" if method in _SAFE_METHODS else "write"
+        interval = {"search": self.search_interval_s, "write": self.write_interval_s}.get(kind, 0.0)
+        self._pace(kind, bucket, interval)
+        try:
+            outcome = self._send(method, url, self._authorization(), body, params, retry_ambiguous)
+        finally:
+            self._last_call[kind] = time.monotonic()
+        self._note_limit(bucket, outcome.response)
         status = outcome.response.status_code if outcome.response is not None else None
         log.info("GitHub %s %s -> %s (%d attempt(s), waited %.1fs)", method, url, status,
                  outcome.attempts, outcome.waited_s)
@@ -344,19 +412,74 @@ class GitHubResource(dg.ConfigurableResource):
     # ---- public calls ------------------------------------------------------------------
 
     def request(self, method: str, path: str, *, params: dict | None = None,
-                json_body: Any = None) -> requests.Response | None:
+                json_body: Any = None, retry_ambiguous: bool = True) -> requests.Response | None:
         """One API call with retries; the response, or None for a write in dry run.
 
-        Raises GitHubError (with `.status`) when the final answer is not a success.
+        Raises GitHubError (with `.status`, and `.ambiguous` when a write without
+        `retry_ambiguous` got no clear answer) when the final answer is not a success.
         """
         body = None if json_body is None else json.dumps(json_body).encode()
-        outcome = self._call(method, path, body, params, record=json_body)
+        outcome = self._call(method, path, body, params, record=json_body,
+                             retry_ambiguous=retry_ambiguous)
         if outcome.dry_run:
             return None
         if not outcome.ok:
             status = outcome.response.status_code if outcome.response is not None else None
-            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}")
+            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous)
         return outcome.response
+
+    def paginate(self, path: str, params: dict | None = None, must_complete: bool = True) -> list:
+        """Every item of a list endpoint, following `Link: rel="next"` up to `max_pages`.
+
+        When more pages remain, raises GitHubError (a caller that needs the whole list must not
+        mistake its first pages for all of it), or with `must_complete=False` logs it and
+        returns the pages read (for lists sorted so that the first pages are what matters).
+        """
+        items: list = []
+        for resp in self._pages(path, params):
+            items.extend(resp.json())
+            if not resp.links.get("next"):
+                return items
+        message = f"GET {path}: more than {self.max_pages} pages ({len(items)} items read)"
+        if must_complete:
+            raise GitHubError(None, f"{message}; raise max_pages or narrow the query")
+        log.warning("%s; using those", message)
+        return items
+
+    def search_issues(self, query: str, per_page: int = 100) -> list[dict]:
+        """Every issue (and pull request) matching a GitHub search query, all pages.
+
+        The search API has its own rate limit (30 requests a minute with credentials, 10
+        without): calls are spaced `search_interval_s` apart and its 403/429 answers go through
+        the retry loop like any other. A search that timed out on GitHub's side
+        (`incomplete_results`), matched more than GitHub will return (1000), or whose pages
+        did not add up to its `total_count` (issues changed while paging) raises GitHubError
+        rather than returning a partial list; one full retry is made for the last case.
+        """
+        if not 1 <= per_page <= 100:
+            raise ValueError(f"per_page must be between 1 and 100, got {per_page}")
+        for attempt in (1, 2):
+            items: dict[int, dict] = {}
+            total = 0
+            # GitHub serves at most 1000 results, so a search's pages are bounded by that, not max_pages
+            pages = self._pages("/search/issues", {"q": query, "per_page": per_page},
+                                -(-SEARCH_MAX_RESULTS // per_page))
+            for resp in pages:
+                page = resp.json()
+                if page.get("incomplete_results"):
+                    raise GitHubError(resp.status_code, f"search {query!r}: GitHub returned "
+                                      "incomplete results (its search timed out); try again later")
+                total = page.get("total_count", 0)
+                if total > SEARCH_MAX_RESULTS:
+                    raise GitHubError(resp.status_code, f"search {query!r}: {total} matches, more "
+                                      f"than the {SEARCH_MAX_RESULTS} GitHub returns; narrow the query")
+                items.update((item["id"], item) for item in page.get("items", []))
+            if len(items) == total:
+                return list(items.values())
+            log.warning("search %r: read %d of %d results (issues changed while paging)%s",
+                        query, len(items), total, "; searching again" if attempt == 1 else "")
+        raise GitHubError(None, f"search {query!r}: read {len(items)} results but GitHub counted "
+                                f"{total}; the list is not complete")
 
     def dispatch(self, owner_repo: str, event_type: str, client_payload: dict) -> DispatchResult:
         """Send a repository_dispatch to `owner_repo`; HTTP failures are reported, not raised."""
@@ -392,15 +515,21 @@ class GitHubResource(dg.ConfigurableResource):
             if isinstance(since, dt.datetime):
                 since = since.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             params["since"] = since
-        path = f"/repos/{owner_repo}/commits"
         commits: list[dict] = []
-        for _ in range(self.max_pages):
-            resp = self.request("GET", path, params=params)
+        for resp in self._pages(f"/repos/{owner_repo}/commits", params):
             commits.extend(resp.json())
-            next_url = resp.links.get("next", {}).get("url")
-            if not next_url:
+            if not resp.links.get("next"):
                 return commits
-            path, params = next_url, None  # the next link already carries the query
         log.warning("list_commits %s@%s: stopped after %d pages (%d commits)",
                     owner_repo, sha_or_branch, self.max_pages, len(commits))
         return commits
+
+    def _pages(self, path: str, params: dict | None, max_pages: int | None = None):
+        """Responses of a list endpoint, following `Link: rel="next"`, at most `max_pages`."""
+        for _ in range(max_pages or self.max_pages):
+            resp = self.request("GET", path, params=params)
+            yield resp
+            next_url = resp.links.get("next", {}).get("url")
+            if not next_url:
+                return
+            path, params = next_url, None  # the next link already carries the query

@@ -19,7 +19,7 @@ EXPECTED_ASSETS = {
     "ci_result", "ci_callback_minutes", "rejects/ci-results", "backend_health", "backend_levels",
     "test_run", "rejects/test_run", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions",
-    "flaky_tests", "flaky_test_platforms", "disabled_tests", "slow_tests", "smoke_tests",
+    "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "slow_tests", "smoke_tests",
     "job_failure", "rejects/logs",
 }
 LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`

@@ -241,3 +241,26 @@ def test_dump_refuses_what_the_format_cannot_hold():
         dump_allowlist([AllowlistEntry("a/b", "L9")])
     with pytest.raises(ConfigError, match="repo 'A/b' is listed twice"):
         dump_allowlist([AllowlistEntry("a/b", "L1"), AllowlistEntry("A/b", "L2")])
+
+
+def test_the_disabled_issue_loop_is_off_unless_the_config_turns_it_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHCI_CONFIG", raising=False)
+    bundled = load_config().disabled_issues
+    assert (bundled.enabled, bundled.labels, bundled.max_new_per_run) == (False, ("skipped", "module: flaky-tests"), 10)
+    assert load_text(tmp_path, "upstream: {repo: a/b}\n").disabled_issues == bundled  # omitted: the defaults
+    on = load_text(tmp_path, """
+        disabled_issues: {enabled: true, labels: [flaky, "module: ci"], max_new_per_run: 0}
+    """).disabled_issues
+    assert (on.enabled, on.labels, on.max_new_per_run) == (True, ("flaky", "module: ci"), 0)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("disabled_issues: {enabled: yes please}", "disabled_issues.enabled: must be true or false"),
+    ("disabled_issues: {max_new_per_run: -1}", "disabled_issues.max_new_per_run: must be a whole number of at least 0"),
+    ("disabled_issues: {labels: skipped}", "disabled_issues.labels: must be a list of label names"),
+    ("disabled_issues: {labels: ['']}", "disabled_issues.labels[0]: must be a label name"),
+    ("disabled_issues: {file: true}", "disabled_issues: unknown key 'file'"),
+])
+def test_disabled_issue_settings_are_checked(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_text(tmp_path, text)

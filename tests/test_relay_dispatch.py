@@ -87,6 +87,7 @@ def commit(sha=SHA, **kw) -> UpstreamCommit:
 def github(httpserver, **kw):
     kw.setdefault("token", TOKEN)
     kw.setdefault("backoff_base_s", 0.01)
+    kw.setdefault("write_interval_s", 0)  # GitHub's 1 s between writes is pacing, not behaviour under test
     return GitHubResource(api_url=httpserver.url_for(""), **kw)
 
 
@@ -219,7 +220,8 @@ class CrashingGitHub(GitHubResource):
 def test_a_crash_between_two_dispatches_then_reexecution_sends_each_repo_exactly_once(httpserver, instance, lake_uri):
     server = FakeGitHub(httpserver)
     CrashingGitHub.calls = 0
-    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3), lake_uri, instance)
+    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3, write_interval_s=0),
+                  lake_uri, instance)
     assert not crashed.success
     assert len(server.log) == 2
     reexecuted = run(github(httpserver), lake_uri, instance)

@@ -296,7 +296,7 @@ def test_from_an_archive_file_to_each_downstream_exactly_once(httpserver, instan
     write(archive, "burst.jsonl.gz", [line(f"d-{i}", push(sha(50 + i))) for i in range(3)]
           + [line("d-0", push(sha(50)))])
     result = tick(instance, archive, cursor)
-    resources = {"github": GitHubResource(api_url=httpserver.url_for(""), token=TOKEN),
+    resources = {"github": GitHubResource(api_url=httpserver.url_for(""), token=TOKEN, write_interval_s=0),
                  "lake": LakeResource(uri=str(tmp_path / "lake"))}
     for request in result.run_requests:
         for _ in range(2):  # a duplicate launch of the same run key changes nothing

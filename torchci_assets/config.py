@@ -1,4 +1,5 @@
-"""The project's configuration (`TORCHCI_CONFIG`): upstream repo, allowlist, L4 approvals and eligibility thresholds.
+"""The project's configuration (`TORCHCI_CONFIG`): upstream repo, allowlist, L4 approvals, eligibility
+thresholds, and whether flaky tests are filed as DISABLED issues upstream.
 
 The allowlist is written in the cross-repo CI relay's own YAML format so that a file this
 project proposes (`allowlist-proposal.yaml`) can be reviewed and pasted into the relay
@@ -92,6 +93,22 @@ DEFAULT_INFRA_RULES = (
 
 
 @dataclass(frozen=True)
+class DisabledIssuesConfig:
+    """The disabled-test loop through DISABLED issues in the upstream repo (needs credentials).
+
+    Off by default: any token may open issues in a public repository, and the bundled config
+    names the real pytorch/pytorch, so a token set for the relay must not start filing issues
+    from a simulated archive's verdicts.
+    """
+
+    enabled: bool = False
+    # PyTorch's flaky-test bot labels its issues so.
+    labels: tuple[str, ...] = ("skipped", "module: flaky-tests")
+    # A bound on new issues per run, so a wrong verdict cannot flood the tracker.
+    max_new_per_run: int = 10
+
+
+@dataclass(frozen=True)
 class RelayConfig:
     upstream_repo: str
     branches: tuple[str, ...]
@@ -99,6 +116,7 @@ class RelayConfig:
     maintainer_approved: frozenset[str]
     thresholds: Thresholds
     poll_commits: bool = True
+    disabled_issues: DisabledIssuesConfig = field(default_factory=DisabledIssuesConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
 
@@ -312,7 +330,8 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 
 # ---- the whole file ------------------------------------------------------------------
 
-_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier")
+_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier",
+             "disabled_issues")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -327,6 +346,24 @@ def _infra_rules(raw: Any) -> tuple[str, ...]:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"log_classifier.infra_rules[{i}]: must be a rule name, got {name!r}")
     return tuple(names)
+
+
+def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
+    if raw is None:
+        return DisabledIssuesConfig()
+    _expect(raw, dict, where, "a mapping with enabled, labels and max_new_per_run")
+    _check_keys(raw, ("enabled", "labels", "max_new_per_run"), where)
+    default = DisabledIssuesConfig()
+    enabled = _expect(raw.get("enabled", default.enabled), bool, f"{where}.enabled", "true or false")
+    labels = raw.get("labels", list(default.labels))
+    _expect(labels, list, f"{where}.labels", "a list of label names")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str) or not label.strip() or len(label) > 50:
+            raise ConfigError(f"{where}.labels[{i}]: must be a label name of 1 to 50 characters, got {label!r}")
+    limit = raw.get("max_new_per_run", default.max_new_per_run)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"{where}.max_new_per_run: must be a whole number of at least 0, got {limit!r}")
+    return DisabledIssuesConfig(enabled, tuple(labels), limit)
 
 
 def _branch(raw: Any, where: str) -> str:
@@ -383,6 +420,7 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
         maintainer_approved=approved,
         thresholds=_parse_thresholds(raw.get("thresholds"), "thresholds"),
         poll_commits=poll,
+        disabled_issues=_parse_disabled_issues(raw.get("disabled_issues"), "disabled_issues"),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
     )

@@ -1,17 +1,22 @@
-"""Dagster assets for flaky tests, the disabled and slow test lists and the platform smoke sets.
+"""Dagster assets for flaky tests, the DISABLED issues, the disabled and slow test lists and the
+platform smoke sets.
 
-Thin wrappers over `derived.flakiness.flaky`, `.lists` and `.smoke`. Each day's partition is
-the window of `window_days` days ending that day, read from the daily aggregates of
-`derived.results`.
+Thin wrappers over `derived.flakiness.flaky`, `.issues`, `.lists` and `.smoke`. Each day's
+partition is the window of `window_days` days ending that day, read from the daily aggregates
+of `derived.results`.
 """
 
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
+from resources.github import GitHubResource
 from torchci_assets.checks import unique_key_check
+from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
+from torchci_assets.derived.flakiness.issues import LEDGER_TABLE, loop_mode, read_back, run_disabled_issues
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
-                                                    publish_disabled_tests, publish_slow_tests)
+                                                    publish_disabled_from_issues, publish_disabled_tests,
+                                                    publish_slow_tests)
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
@@ -60,17 +65,83 @@ def flaky_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, l
 
 
 @dg.asset(
-    name="disabled_tests", group_name="tests", kinds={"parquet", "json"}, deps=["flaky_tests"], pool="torchci_outputs",
+    name=LEDGER_TABLE, group_name="tests", kinds={"parquet", "github"}, pool="github_issues",
+    deps=["flaky_tests", "flaky_test_platforms", dg.AssetDep("test_sha_outcomes", partition_mapping=_WINDOW),
+          dg.AssetDep("test_jobs", partition_mapping=_WINDOW),
+          dg.AssetDep("workflow_job", partition_mapping=window_mapping(WINDOW_DAYS - 1, 1))],
+    check_specs=[dg.AssetCheckSpec("every_disabled_test_has_an_issue", asset=LEDGER_TABLE)],
     partitions_def=daily_partitions,
-    description=f"{DISABLED_TESTS_PATH} in PyTorch's format (flaky tests with evidence in at least 3 jobs, on the "
-                f"platforms where they flaked), merged with the published file; tests clean for a whole window "
-                f"are dropped and listed in {REENABLED_TESTS_PATH}. Lake table disabled_tests.",
+    description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
+                "with their evidence, or updated with new platforms), one ledger row per action: test, "
+                "issue_number, action (found/created/updated/dry_run), at. Dry run without credentials or "
+                "with disabled_issues.enabled false.",
 )
-def disabled_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
-                         outputs: OutputsResource) -> dg.MaterializeResult:
+def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
+                          github: GitHubResource):
+    """Filing issues acts on the world, so it is an asset of its own rather than a step inside
+    `disabled_tests`: a failed publish (storage hiccup) is re-executed without walking GitHub
+    again, and GitHub's failures show here, on the ledger, with their own check. It runs in
+    the `github_issues` pool (one step at a time across all runs, dagster.yaml), so two runs,
+    say a backfill next to the daily schedule, never search and create for the same test at
+    once; `torchci_outputs` is not used because filing, paced for GitHub's rate limits, would
+    hold up every other publish. Its partition is the verdict's day; the ledger is append-only
+    (every run adds its rows; a re-run never removes what was done on GitHub)."""
+    lk = lake.lake()
+    relay = load_config()
+    report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                                       relay, log=context.log.info, warn=context.log.warning)
+    created = [r for r in report.rows if r["action"] == "created"]
+    yield dg.MaterializeResult(metadata={
+        "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
+        "skipped": report.skipped, "open_issues": report.open_issues,
+        **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
+        "failed_count": len(report.failed), "deferred_count": len(report.deferred),
+        "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
+                                                  for r in created[:50]) or "none"),
+        "updated_tests": dg.MetadataValue.json(report.tests("updated")[:50]),
+        "deferred_tests": dg.MetadataValue.json(report.deferred[:50]),
+        "ledger_parts": dg.MetadataValue.json([lk.store.display(p) for p in report.parts]),
+    })
+    yield dg.AssetCheckResult(
+        check_name="every_disabled_test_has_an_issue", asset_key=LEDGER_TABLE, passed=not report.failed,
+        description="Every test the verdict disables was found or filed (GitHub errors leave it for the next run).",
+        metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50]))})
+
+
+class DisabledTestsConfig(dg.Config):
+    """`allow_mass_reenable`: publish even when most disabled tests lost their open issue at once,
+    which the asset otherwise refuses as a likely search outage."""
+
+    allow_mass_reenable: bool = False
+
+
+@dg.asset(
+    name="disabled_tests", group_name="tests", kinds={"parquet", "json"}, deps=["flaky_tests", LEDGER_TABLE],
+    pool="torchci_outputs", partitions_def=daily_partitions,
+    description=f"{DISABLED_TESTS_PATH} in PyTorch's format. With the DISABLED-issue loop on: built from the open "
+                "DISABLED issues of the upstream repo as PyTorch builds it (real issue numbers and URLs, "
+                "platforms parsed from the issues). Otherwise (dry run): flaky tests with evidence in at least "
+                "3 jobs, on the platforms where they flaked, merged with the published file; tests clean for a "
+                f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. "
+                "Lake table disabled_tests.",
+)
+def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lake: LakeResource,
+                         outputs: OutputsResource, github: GitHubResource) -> dg.MaterializeResult:
     store = outputs.store()
-    decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
+    relay = load_config()
+    mode = loop_mode(github, relay.disabled_issues, relay.source)
+    if mode.live:
+        issues = read_back(github, relay.upstream_repo)
+        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, issues,
+                                                config.allow_mass_reenable)
+        source = f"open DISABLED issues of {relay.upstream_repo}"
+    else:
+        context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
+                            "with local ids, not from DISABLED issues")
+        decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
+        source = "flaky verdict (dry run)"
     return dg.MaterializeResult(metadata={
+        "dry_run": not mode.live, "dry_run_reason": mode.reason, "source": source,
         "disabled": len(decision.disabled), "newly_disabled": len(decision.new),
         "reenabled": len(decision.reenabled),
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
@@ -112,4 +183,5 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     })
 
 
-FLAKINESS_ASSETS = [flaky_tests_asset, disabled_tests_asset, slow_tests_asset, smoke_tests_asset]
+FLAKINESS_ASSETS = [flaky_tests_asset, disabled_issues_asset, disabled_tests_asset, slow_tests_asset,
+                    smoke_tests_asset]

@@ -13,17 +13,20 @@ window: at least REENABLE_MIN_RUNS runs and no flake event; then it is dropped f
 and listed in reenabled-tests.json. Without runs it stays (no evidence it was fixed). In
 PyTorch, disabled tests still run in the rerun-disabled-tests jobs, which supply those runs.
 
-A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
-nothing new to say: the published files stay as they are, and the report's `nothing_new`
-says why (see `torchci_assets.publishing`). A window with evidence publishes whatever it
-decides, an empty list included.
+Two sources, one format. With the DISABLED-issue loop on (credentials and
+`disabled_issues.enabled`, see `issues.py`), the file is PyTorch's own: built from the open
+DISABLED issues of the upstream repo exactly as update_disabled_issues.py builds it
+(`publish_disabled_from_issues`), so the issue number and URL are real, a human closing an
+issue re-enables its test and a human filing one disables it. PyTorch's tooling compares the
+number with "Fixes #N" in PR bodies to run a disabled test on the PR that fixes it. Otherwise
+(dry run) the file comes from the verdict alone as below (`publish_disabled_tests`), and the id
+is a stable hash of the test's key ("local-" + 12 hex digits) with an empty url.
 
-Issue numbers: without a GitHub token there are no issues, so the id is a stable hash of the
-test's key ("local-" + 12 hex digits) and the url is empty. A deployment with a token would
-look up the open "DISABLED <key>" issue (GitHub search: `repo:<upstream> is:issue is:open
-"DISABLED test_x (__main__.TestY)"`), create it when missing, and put its number and
-html_url in the entry; PyTorch's tooling compares the number with "Fixes #N" in PR bodies to
-run a disabled test on the PR that fixes it.
+A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
+nothing new to say in a dry run: the published files stay as they are, and the report's
+`nothing_new` says why (see `torchci_assets.publishing`). A window with evidence publishes
+whatever it decides, an empty list included. From issues, the open issues are the evidence:
+their list is published every time.
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
+MASS_REENABLE_MIN = 10
 SLOW_TEST_SECONDS = 60.0
 DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
 REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
@@ -116,8 +121,9 @@ def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
     return DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
 
 
-def _load(store: Store, path: str) -> dict:
-    return orjson.loads(store.read_bytes(path)) if store.exists(path) else {}
+def load_published(store: Store) -> dict:
+    """The published condensed file ({} before the first publish)."""
+    return orjson.loads(store.read_bytes(DISABLED_TESTS_PATH)) if store.exists(DISABLED_TESTS_PATH) else {}
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -126,35 +132,82 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
-    """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
-    lake table and publish the condensed file and the re-enabled list."""
+def flaky_rows(lake: Lake, day: str) -> list[dict]:
+    """The `flaky_tests` rows of `day` that decide_disabled reads."""
     con = connect()
     try:
         if lake.register(con, "flaky_tests", [day], name="f") == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
-        rows = _rows(con, "SELECT classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
+        return _rows(con, "SELECT classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
     finally:
         con.close()
-    decision = decide_disabled(rows, _load(outputs, DISABLED_TESTS_PATH))
-    events = {}
+
+
+def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
+    """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
+    lake table and publish the condensed file and the re-enabled list."""
+    rows = flaky_rows(lake, day)
+    decision = decide_disabled(rows, load_published(outputs))
+    if rows:
+        _publish(lake, outputs, day, decision, rows)
+    else:
+        _record(lake, day, decision, rows)
+        decision.nothing_new = (f"no test in flaky_tests for the window ending {day}: "
+                                f"{kept_note(outputs, [DISABLED_TESTS_PATH, REENABLED_TESTS_PATH])}")
+    return decision
+
+
+def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: list[dict],
+                                 allow_mass_reenable: bool = False) -> DisabledDecision:
+    """Publish the condensed file built from `issues` (the open DISABLED issues, REST objects)
+    as PyTorch builds it; a test of the previous file without an open issue now is listed as
+    re-enabled. The verdict's counts fill the lake table's flake_events and runs when `day`
+    has a `flaky_tests` partition; the list itself does not need one.
+
+    Re-enabling most disabled tests at once would turn CI red everywhere, and is far more
+    likely a search outage than a human decision: a list that lost more than half of a
+    previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`.
+    """
+    rows = flaky_rows(lake, day) if lake.files("flaky_tests", [day]) else []
+    previous = load_published(outputs)
+    disabled = condense(issues)
+    kept = sum(1 for k in previous if k in disabled)
+    if len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable:
+        raise ValueError(f"only {kept} of the {len(previous)} published disabled tests still have an open "
+                         f"DISABLED issue ({len(disabled)} open now): refusing to re-enable them all at once. "
+                         "If the issues really were closed, materialize with allow_mass_reenable: true.")
+    runs = _events(rows)
+    reenabled = {k: {"id": v[0], "runs": runs.get(k, (0, 0))[1]} for k, v in previous.items() if k not in disabled}
+    decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
+    _publish(lake, outputs, day, decision, rows)
+    return decision
+
+
+def _events(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """Per test key: flake events and runs, summed over its files."""
+    events: dict[str, tuple[int, int]] = {}
     for r in rows:
         key = pytorch_key(r["classname"], r["name"])
         e, n = events.get(key, (0, 0))
         events[key] = (e + r["flake_events"], n + r["runs"])
+    return events
+
+
+def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
+    _record(lake, day, decision, rows)
+    outputs.write_bytes(REENABLED_TESTS_PATH, dumps(decision.reenabled))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps(decision.disabled))
+
+
+def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
+    """The `disabled_tests` lake table of `day`: what the decision says, with the verdict's counts."""
+    events = _events(rows)
     table = [{"test": k, "id": v[0], "url": v[1], "platforms": v[2], "status": "disabled",
               "flake_events": events.get(k, (0, 0))[0], "runs": events.get(k, (0, 0))[1]}
              for k, v in sorted(decision.disabled.items())]
     table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
                "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
     lake.write("disabled_tests", day, pa.Table.from_pylist(table, schema=DISABLED_SCHEMA))
-    if not rows:
-        decision.nothing_new = (f"no test in flaky_tests for the window ending {day}: "
-                                f"{kept_note(outputs, [DISABLED_TESTS_PATH, REENABLED_TESTS_PATH])}")
-        return decision
-    outputs.write_bytes(REENABLED_TESTS_PATH, dumps(decision.reenabled))
-    outputs.write_bytes(DISABLED_TESTS_PATH, dumps(decision.disabled))
-    return decision
 
 
 def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:

@@ -1,0 +1,212 @@
+"""GitHub's issues API for one repository, played by a real HTTP server on 127.0.0.1.
+
+What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward parts:
+- `GET /search/issues`: the `q` qualifiers the loop uses (repo:, is:issue, is:open/closed,
+  in:title, quoted phrases, words), `per_page`/`page` with `Link` headers, `total_count`,
+  `incomplete_results`. Search reads an *index* that lags writes: with `lag=True` it shows
+  issues as of the last `index()` call, as GitHub's does for seconds to minutes.
+- `GET /repos/{o}/{r}/issues`: state, sort (created/updated), direction, since, pagination;
+  pull requests included, as GitHub does. Always current.
+- `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201),
+  `POST /repos/{o}/{r}/issues/{n}/comments`.
+`fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
+answer marked `after_effect=True` is served after the request took effect (GitHub committing a
+create and failing to say so). Every request is logged in `requests` as (method, path, args).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+from urllib.parse import urlencode
+
+from werkzeug import Request, Response
+
+ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
+
+
+def iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def json_response(status: int, body, headers: dict | None = None) -> Response:
+    return Response(json.dumps(body), status=status, headers=headers, content_type="application/json")
+
+
+class Scripted:
+    def __init__(self, response: Response, after_effect: bool = False):
+        self.response = response
+        self.after_effect = after_effect
+
+
+class FakeIssueTracker:
+    def __init__(self, httpserver, repo: str = "pytorch/pytorch", lag: bool = False):
+        self.server = httpserver
+        self.repo = repo
+        self.lag = lag
+        self.issues: dict[int, dict] = {}
+        self.search_view: dict[int, dict] = {}
+        self.comments: dict[int, list[str]] = {}
+        self.requests: list[tuple[str, str, dict]] = []
+        self.scripts: dict[str, list[Scripted]] = {}
+        self.next_number = 190_000
+        self.lock = threading.Lock()
+        httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
+        httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
+
+    # ---- test helpers ------------------------------------------------------------------
+
+    def add(self, title: str, body: str | None = "", state: str = "open", *, user: str = "a-human",
+            age: dt.timedelta = dt.timedelta(days=3), pull_request: bool = False, labels=()) -> dict:
+        """An issue (or PR) that exists already, indexed by search, last changed `age` ago."""
+        with self.lock:
+            issue = self._new(title, body, user, labels, now() - age)
+            if pull_request:
+                issue["pull_request"] = {"url": issue["url"].replace("/issues/", "/pulls/")}
+            if state == "closed":
+                issue.update(state="closed", closed_at=issue["updated_at"])
+            self.search_view[issue["number"]] = dict(issue)
+            return issue
+
+    def index(self) -> None:
+        """Search catches up with every write."""
+        with self.lock:
+            self.search_view = {n: dict(i) for n, i in self.issues.items()}
+
+    def age(self, number: int, by: dt.timedelta) -> None:
+        """Move an issue's last change `by` into the past (time passing for it)."""
+        with self.lock:
+            issue = self.issues[number]
+            for k in ("created_at", "updated_at", "closed_at"):
+                if issue.get(k):
+                    issue[k] = iso(dt.datetime.fromisoformat(issue[k].replace("Z", "+00:00")) - by)
+
+    def close(self, number: int) -> None:
+        """A human closes the issue."""
+        with self.lock:
+            self._patch(self.issues[number], {"state": "closed"})
+
+    def fail(self, kind: str, *responses: Response | Scripted) -> None:
+        """Serve these first for `kind`: search, list, get, create, update, comment."""
+        self.scripts.setdefault(kind, []).extend(r if isinstance(r, Scripted) else Scripted(r) for r in responses)
+
+    def titled(self, title: str, state: str | None = None) -> list[dict]:
+        return [i for i in self.issues.values() if i["title"] == title and (state is None or i["state"] == state)]
+
+    def count(self, method: str, path_prefix: str = "") -> int:
+        return sum(1 for m, p, _ in self.requests if m == method and p.startswith(path_prefix))
+
+    # ---- the API ----------------------------------------------------------------------
+
+    def _new(self, title, body, user, labels, at: dt.datetime) -> dict:
+        n = self.next_number
+        self.next_number += 1
+        issue = {
+            "id": 10_000_000 + n, "number": n, "title": title, "body": body, "state": "open",
+            "url": f"https://api.github.com/repos/{self.repo}/issues/{n}",
+            "html_url": f"https://github.com/{self.repo}/issues/{n}",
+            "user": {"login": user}, "labels": [{"name": x} for x in labels],
+            "created_at": iso(at), "updated_at": iso(at), "closed_at": None, "state_reason": None,
+        }
+        self.issues[n] = issue
+        if not self.lag:
+            self.search_view[n] = dict(issue)
+        return issue
+
+    def _patch(self, issue: dict, fields: dict) -> None:
+        for k in ("title", "body", "labels"):
+            if k in fields:
+                issue[k] = fields[k] if k != "labels" else [{"name": x} for x in fields[k]]
+        if fields.get("state") in ("open", "closed") and fields["state"] != issue["state"]:
+            issue["state"] = fields["state"]
+            issue["closed_at"] = iso(now()) if fields["state"] == "closed" else None
+            issue["state_reason"] = fields.get("state_reason", "completed" if fields["state"] == "closed" else "reopened")
+        issue["updated_at"] = iso(now())
+        if not self.lag:
+            self.search_view[issue["number"]] = dict(issue)
+
+    def _scripted(self, kind: str) -> Scripted | None:
+        script = self.scripts.get(kind)
+        return script.pop(0) if script else None
+
+    def _page(self, request: Request, path: str, items: list, extra: dict | None = None) -> Response:
+        per_page = int(request.args.get("per_page", 30))
+        page = int(request.args.get("page", 1))
+        chunk = items[(page - 1) * per_page: page * per_page]
+        args = {k: v for k, v in request.args.items() if k != "page"}
+        headers = {}
+        if page * per_page < len(items):
+            headers["Link"] = f'<{self.server.url_for(path)}?{urlencode({**args, "page": page + 1})}>; rel="next"'
+        body = chunk if extra is None else {**extra, "items": chunk}
+        return json_response(200, body, headers)
+
+    def search(self, request: Request) -> Response:
+        with self.lock:
+            self.requests.append(("GET", request.path, dict(request.args)))
+            scripted = self._scripted("search")
+            if scripted:
+                return scripted.response
+            q = request.args["q"]
+            phrases = [p.lower() for p in re.findall(r'"([^"]*)"', q)]
+            words = re.sub(r'"[^"]*"', " ", q).split()
+            repos = [w[len("repo:"):] for w in words if w.startswith("repo:")]
+            states = [w[len("is:"):] for w in words if w in ("is:open", "is:closed")]
+            bare = [w.lower() for w in words if ":" not in w]
+            hits = []
+            for issue in self.search_view.values():
+                if any(r != self.repo for r in repos) or (states and issue["state"] not in states):
+                    continue
+                if "is:issue" in words and "pull_request" in issue:
+                    continue
+                title = issue["title"].lower()
+                if all(p in title for p in phrases) and all(b in title for b in bare):
+                    hits.append(issue)
+            hits.sort(key=lambda i: -i["number"])
+            return self._page(request, request.path, hits, {"total_count": len(hits), "incomplete_results": False})
+
+    def issues_api(self, request: Request) -> Response:
+        m = ISSUE_PATH.match(request.path)
+        if m["repo"] != self.repo:
+            return json_response(404, {"message": "Not Found"})
+        number = int(m["number"]) if m["number"] else None
+        kind = ("comment" if m["comments"] else "list" if number is None and request.method == "GET" else
+                "create" if number is None else "get" if request.method == "GET" else "update")
+        with self.lock:
+            self.requests.append((request.method, request.path, dict(request.args)))
+            scripted = self._scripted(kind)
+            if scripted and not scripted.after_effect:
+                return scripted.response
+            response = self._handle(kind, request, number)
+            return scripted.response if scripted else response
+
+    def _handle(self, kind: str, request: Request, number: int | None) -> Response:
+        if kind == "list":
+            state = request.args.get("state", "open")
+            items = [i for i in self.issues.values() if state == "all" or i["state"] == state]
+            since = request.args.get("since")
+            if since:
+                items = [i for i in items if i["updated_at"] >= since]
+            key = "created_at" if request.args.get("sort", "created") == "created" else "updated_at"
+            items.sort(key=lambda i: (i[key], i["number"]), reverse=request.args.get("direction", "desc") == "desc")
+            return self._page(request, request.path, items)
+        if kind == "create":
+            body = json.loads(request.data)
+            issue = self._new(body["title"], body.get("body"), "torchci-bot[bot]", body.get("labels", []), now())
+            return json_response(201, issue)
+        issue = self.issues.get(number)
+        if issue is None:
+            return json_response(404, {"message": "Not Found"})
+        if kind == "get":
+            return json_response(200, issue)
+        if kind == "update":
+            self._patch(issue, json.loads(request.data))
+            return json_response(200, issue)
+        self.comments.setdefault(number, []).append(json.loads(request.data)["body"])
+        issue["updated_at"] = iso(now())
+        return json_response(201, {"id": len(self.comments[number]), "body": self.comments[number][-1]})

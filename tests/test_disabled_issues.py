@@ -1,0 +1,405 @@
+"""Flaky verdicts become DISABLED issues, and the disabled list comes from the issues.
+
+The `disabled_issues` and `disabled_tests` assets run through Dagster on a lake built from a
+hand-made CI history (the real daily aggregates and flaky verdict, as in test_flaky.py), against
+a real HTTP server on 127.0.0.1 playing GitHub's issues and search API (fake_github_issues.py).
+"""
+
+import datetime as dt
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from fake_github_issues import FakeIssueTracker, Scripted, json_response
+from resources import LakeResource, OutputsResource
+from resources.github import GitHubResource
+from resources.lake import Lake, connect
+from test_flaky import LINUX, WIN, History
+from torchci_assets.derived.flakiness import issues as issues_module
+from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset
+from torchci_assets.derived.flakiness.flaky import build_flaky_tests
+from torchci_assets.derived.flakiness.issue_text import MARKER, parse_platforms
+from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
+from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, REENABLED_TESTS_PATH
+
+TOKEN = "ghp_disabledissuestest000000000000000"
+TEST_A = "test_a (__main__.TestX)"  # flaked on linux; ran on linux and win: disabled on linux
+TEST_B = "test_b (__main__.TestX)"  # flaked on linux and win, all it ran on: disabled everywhere
+CONFIG = """
+upstream: {{repo: pytorch/pytorch, branches: [main]}}
+poll_commits: false
+disabled_issues: {{enabled: {enabled}, max_new_per_run: {max_new}}}
+"""
+
+
+def configure(tmp_path, monkeypatch, enabled=True, max_new=10):
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.format(enabled=str(enabled).lower(), max_new=max_new))
+    monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+@pytest.fixture(autouse=True)
+def config(tmp_path, monkeypatch):
+    configure(tmp_path, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    h = History(["test_a", "test_b", "test_ok"])
+    for i in range(40):
+        h.run(i, LINUX, {"test_a": "flake"} if i in (5, 17, 30) else {"test_b": "flake"} if i in (8, 20, 33) else None)
+        h.run(i, WIN, {"test_b": "flake"} if i in (9, 21, 34) else None)
+    root = tmp_path_factory.mktemp("history")
+    lake = Lake.at(str(root / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    return root, day, h
+
+
+class World:
+    def __init__(self, built, tmp_path):
+        root, self.day, self.history = built
+        shutil.copytree(root / "lake", tmp_path / "lake")
+        self.lake_uri, self.outputs_uri = str(tmp_path / "lake"), str(tmp_path / "outputs")
+        self.lake = Lake.at(self.lake_uri)
+
+    def published(self, path=DISABLED_TESTS_PATH) -> dict:
+        with open(f"{self.outputs_uri}/{path}") as f:
+            return json.load(f)
+
+    def ledger(self) -> list[dict]:
+        con = connect()
+        if self.lake.register(con, "disabled_issues") == 0:
+            return []
+        cur = con.execute("SELECT * FROM disabled_issues ORDER BY \"at\"")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+@pytest.fixture
+def world(built, tmp_path):
+    return World(built, tmp_path)
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def github(httpserver, **kw):
+    kw.setdefault("token", TOKEN)
+    kw.update(backoff_base_s=0.01, search_interval_s=0, write_interval_s=0)
+    return GitHubResource(api_url=httpserver.url_for(""), **kw)
+
+
+def run(world, gh, instance=None, day=None, disabled_tests_config=None):
+    return dg.materialize(
+        [disabled_issues_asset, disabled_tests_asset], partition_key=day or world.day, instance=instance,
+        raise_on_error=False, resources={"lake": LakeResource(uri=world.lake_uri), "github": gh,
+                                         "outputs": OutputsResource(uri=world.outputs_uri)},
+        run_config={"ops": {"disabled_tests": {"config": disabled_tests_config}}} if disabled_tests_config else None)
+
+
+def metadata(result, asset) -> dict:
+    (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == asset]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def number(issue) -> str:
+    return str(issue["number"])
+
+
+def entry(issue, platforms) -> list:
+    return [number(issue), issue["html_url"], platforms]
+
+
+def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_from_the_issues(
+        httpserver, world, instance):
+    fake = FakeIssueTracker(httpserver)
+    human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac\r\n\r\nflaky on M1")
+    fake.add("DISABLED pull / linux-jammy / test (default)", "a job")  # a disabled job, not a test
+    fake.add("DISABLED test_pr (__main__.TestZ)", "", pull_request=True)
+    fake.add("test_conv is flaky, please DISABLED it", "")
+
+    result = run(world, github(httpserver), instance)
+    assert result.success
+
+    (a,) = fake.titled(f"DISABLED {TEST_A}")
+    (b,) = fake.titled(f"DISABLED {TEST_B}")
+    assert parse_platforms(a["body"]) == ["linux"] and a["body"].startswith("Platforms: linux\n")
+    assert parse_platforms(b["body"]) == [] and b["body"].startswith("Platforms:\n")
+    assert [x["name"] for x in a["labels"]] == ["skipped", "module: flaky-tests"]
+    assert MARKER in a["body"] and "| linux | 40 | 0 | 3 | 3 | 0 | 0 |" in a["body"]
+    # a link to every job of the history where the test flaked (6, within the 10), with its run id
+    flaked = {(r["workflow_id"], r["job_id"]) for rows in world.history.rows.values() for r in rows
+              if r["name"] == "test_b" and r["rerun_count"] > 0}
+    links = re.findall(r"/pytorch/pytorch/actions/runs/(\d+)/job/(\d+)\)", b["body"])
+    assert len(flaked) == 6 and sorted((int(r), int(j)) for r, j in links) == sorted(flaked)
+    assert "| win | 40 | 0 | 3 | 3 | 0 | 0 |" in b["body"]
+
+    assert world.published() == {TEST_A: entry(a, ["linux"]), TEST_B: entry(b, []),
+                                  "test_human (__main__.TestZ)": entry(human, ["mac"])}
+    rows = world.ledger()
+    assert sorted((r["test"], r["action"], r["issue_number"]) for r in rows) == \
+        sorted([(TEST_A, "created", a["number"]), (TEST_B, "created", b["number"])])
+    assert {r["run_id"] for r in rows} == {result.run_id}
+    meta = metadata(result, "disabled_issues")
+    assert (meta["dry_run"], meta["created_count"], meta["found_count"], meta["open_issues"]) == (False, 2, 0, 1)
+    assert metadata(result, "disabled_tests")["source"] == "open DISABLED issues of pytorch/pytorch"
+    assert all(c.passed for c in result.get_asset_check_evaluations())
+    assert all(TOKEN not in e.user_message for e in instance.all_logs(result.run_id))
+
+
+def test_a_second_run_finds_the_issues_and_files_nothing(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    assert run(world, github(httpserver)).success
+    first = world.published()
+    again = run(world, github(httpserver))
+    assert again.success
+    assert fake.count("POST", "/repos/pytorch/pytorch/issues") == 2 and fake.count("PATCH") == 0
+    assert world.published() == first
+    assert sorted(r["action"] for r in world.ledger() if r["run_id"] == again.run_id) == ["found", "found"]
+    assert metadata(again, "disabled_issues")["found_count"] == 2
+
+
+def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    assert run(world, github(httpserver)).success
+    (a,) = fake.titled(f"DISABLED {TEST_A}")
+    fake.close(a["number"])  # the test was fixed
+    filed = fake.add("DISABLED test_new (__main__.TestY)", "Platforms: win", age=dt.timedelta(minutes=1))
+    patches = fake.count("PATCH")
+
+    result = run(world, github(httpserver))
+    assert result.success
+    published = world.published()
+    assert TEST_A not in published and published["test_new (__main__.TestY)"] == entry(filed, ["win"])
+    assert world.published(REENABLED_TESTS_PATH) == {TEST_A: {"id": number(a), "runs": 80}}
+    # the verdict still says flaky (same window), but nothing failed since the close: left closed
+    assert fake.issues[a["number"]]["state"] == "closed" and fake.count("PATCH") == patches
+    assert len(fake.titled(f"DISABLED {TEST_A}")) == 1
+    (row,) = [r for r in world.ledger() if r["run_id"] == result.run_id and r["test"] == TEST_A]
+    assert (row["action"], row["issue_state"], row["issue_number"]) == ("found", "closed", a["number"])
+    assert "left closed" in row["detail"]
+
+
+def test_a_failure_after_the_issue_was_closed_reopens_it(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    # closed 60 days ago, long before the history's failures
+    old = fake.add(f"DISABLED {TEST_A}", "Platforms: linux\n\nold report", state="closed", age=dt.timedelta(days=60))
+    result = run(world, github(httpserver))
+    assert result.success
+    assert fake.issues[old["number"]]["state"] == "open" and len(fake.titled(f"DISABLED {TEST_A}")) == 1
+    assert "failed again" in fake.comments[old["number"]][0]
+    (row,) = [r for r in world.ledger() if r["test"] == TEST_A]
+    assert (row["action"], row["issue_number"], row["issue_state"]) == ("updated", old["number"], "open")
+    assert world.published()[TEST_A] == entry(old, ["linux"])
+
+
+def test_flaking_on_a_new_platform_extends_the_issues_own_platforms(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    a = fake.add(f"DISABLED {TEST_A}", "Platforms: ROCm\n\nHuman notes: started with the ROCm 6 upgrade.")
+    b = fake.add(f"DISABLED {TEST_B}", "Platforms:\n\neverywhere already")
+    result = run(world, github(httpserver))
+    assert result.success
+    body = fake.issues[a["number"]]["body"]
+    assert body == "Platforms: rocm, linux\n\nHuman notes: started with the ROCm 6 upgrade."
+    (comment,) = fake.comments[a["number"]]
+    assert comment.startswith("It flaked on linux as well") and "/actions/runs/" in comment
+    assert fake.issues[b["number"]]["body"] == "Platforms:\n\neverywhere already"  # [] means everywhere
+    assert fake.count("POST", "/repos/pytorch/pytorch/issues") == 1  # the comment, no new issue
+    actions = {r["test"]: (r["action"], r["platforms"]) for r in world.ledger()}
+    assert actions == {TEST_A: ("updated", ["rocm", "linux"]), TEST_B: ("found", [])}
+    assert world.published()[TEST_A] == entry(a, ["rocm", "linux"])
+
+
+def test_every_open_disabled_issue_is_read_back_across_pages(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    filed = [fake.add(f"DISABLED test_h{i} (__main__.TestH)", f"Platforms: {'win' if i % 2 else 'linux'}")
+             for i in range(230)]
+    assert run(world, github(httpserver)).success
+    published = world.published()
+    assert len(published) == 232
+    assert all(published[f"test_h{i} (__main__.TestH)"] == entry(f, ["win" if i % 2 else "linux"])
+               for i, f in enumerate(filed))
+    pages = [a.get("page", "1") for m, p, a in fake.requests if p == "/search/issues" and "is:open" in a["q"]]
+    assert pages == ["1", "2", "3"] * 2  # per asset: the filing and the read-back
+
+
+def test_a_secondary_rate_limit_on_search_is_waited_out(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    fake.fail("search", json_response(403, {"message": "You have exceeded a secondary rate limit. Please wait."},
+                                      {"Retry-After": "1"}))
+    result = run(world, github(httpserver))
+    assert result.success
+    searches = [a["q"] for m, p, a in fake.requests if p == "/search/issues"]
+    open_query = "repo:pytorch/pytorch is:issue is:open in:title DISABLED"
+    assert searches[:2] == [open_query, open_query] and searches[-1] == open_query  # refused, retried; read-back
+    assert len(world.published()) == 2
+
+
+def test_a_crash_between_the_create_and_its_ledger_row_files_no_duplicate(httpserver, world, monkeypatch):
+    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
+    real_record = issues_module.record
+
+    def dies_after_github_answered(lake, day, rows, part):
+        if rows and rows[0]["action"] == "created":
+            raise SystemExit("killed after GitHub's 201, before the ledger write")
+        return real_record(lake, day, rows, part)
+
+    monkeypatch.setattr(issues_module, "record", dies_after_github_answered)
+    assert not run(world, github(httpserver)).success
+    (b,) = fake.titled(f"DISABLED {TEST_B}")  # the first filed (most flake events), unrecorded
+    assert world.ledger() == []
+    monkeypatch.setattr(issues_module, "record", real_record)
+
+    # minutes later: search still does not show #b, the issue list does
+    again = run(world, github(httpserver))
+    assert again.success
+    assert len(fake.titled(f"DISABLED {TEST_B}")) == 1 and len(fake.titled(f"DISABLED {TEST_A}")) == 1
+    rows = {r["test"]: r for r in world.ledger()}
+    assert (rows[TEST_B]["action"], rows[TEST_B]["issue_number"]) == ("found", b["number"])
+    assert "without a ledger row" in rows[TEST_B]["detail"]
+    assert rows[TEST_A]["action"] == "created"
+    assert set(world.published()) == {TEST_A, TEST_B}
+
+    # much later: the list's last hour no longer has them, search has caught up
+    for issue in fake.issues.values():
+        fake.age(issue["number"], dt.timedelta(hours=3))
+    fake.index()
+    assert run(world, github(httpserver)).success
+    assert len(fake.issues) == 2 and fake.count("POST", "/repos/pytorch/pytorch/issues") == 2
+
+
+def test_a_create_github_took_without_answering_is_adopted_not_repeated(httpserver, world):
+    fake = FakeIssueTracker(httpserver, lag=True)
+    fake.fail("create", Scripted(json_response(502, {"message": "Server Error"}), after_effect=True))
+    result = run(world, github(httpserver))
+    assert result.success
+    assert len(fake.titled(f"DISABLED {TEST_B}")) == 1 and len(fake.issues) == 2
+    (row,) = [r for r in world.ledger() if r["test"] == TEST_B]
+    assert row["action"] == "created" and "without answering" in row["detail"]
+
+
+def test_two_racing_runs_leave_one_open_issue(httpserver, world):
+    """Outside the `github_issues` pool (say two Dagster instances), two runs can both see no
+    issue and both create one; each then rereads the list, and the later twin is closed."""
+    fake = FakeIssueTracker(httpserver, lag=True)
+    barrier = threading.Barrier(2, timeout=10)
+
+    class Racing(IssueTracker):
+        def create(self, title, body, labels):
+            barrier.wait()  # both have checked, found nothing, and now create
+            return super().create(title, body, labels)
+
+    outcomes = []
+
+    def one_run(run_id):
+        tracker = Racing(github(httpserver), "pytorch/pytorch")
+        report = file_disabled_issues(tracker, world.lake, world.day, [Wanted(TEST_A, ["linux"], ["linux"], 3)],
+                                      {}, ["skipped"], 10, run_id)
+        outcomes.append(report.rows[0])
+
+    threads = [threading.Thread(target=one_run, args=(f"run-{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outcomes) == 2
+    issues = fake.titled(f"DISABLED {TEST_A}")
+    assert len(issues) == 2
+    (kept,) = [i for i in issues if i["state"] == "open"]
+    (twin,) = [i for i in issues if i["state"] == "closed"]
+    assert kept["number"] < twin["number"] and twin["state_reason"] == "not_planned"
+    assert fake.comments[twin["number"]][0].startswith(f"Duplicate of #{kept['number']}")
+    assert sorted(o["action"] for o in outcomes) == ["created", "found"]
+    assert {o["issue_number"] for o in outcomes} == {kept["number"]}
+
+
+def test_without_credentials_it_is_todays_list_labelled_dry_run(httpserver, world, instance):
+    fake = FakeIssueTracker(httpserver)
+    result = run(world, GitHubResource(api_url=httpserver.url_for("")), instance)
+    assert result.success
+    assert fake.requests == []  # nothing searched, filed or read
+    published = world.published()
+    assert set(published) == {TEST_A, TEST_B} and all(v[0].startswith("local-") and v[1] == "" for v in published.values())
+    rows = world.ledger()
+    assert sorted((r["test"], r["action"], r["issue_number"]) for r in rows) == \
+        [(TEST_A, "dry_run", None), (TEST_B, "dry_run", None)]
+    for asset in ("disabled_issues", "disabled_tests"):
+        meta = metadata(result, asset)
+        assert meta["dry_run"] is True and "no GitHub credentials" in meta["dry_run_reason"]
+    logs = [e.user_message for e in instance.all_logs(result.run_id)]
+    assert any(m.startswith(f"DRY RUN: would find or file 'DISABLED {TEST_A}' in pytorch/pytorch") for m in logs)
+    assert any(m.startswith("DRY RUN: no GitHub credentials") for m in logs)
+
+
+def test_a_token_alone_does_not_file_issues(httpserver, world, tmp_path, monkeypatch):
+    configure(tmp_path, monkeypatch, enabled=False)
+    fake = FakeIssueTracker(httpserver)
+    result = run(world, github(httpserver))
+    assert result.success and fake.requests == []
+    assert "disabled_issues.enabled is false" in metadata(result, "disabled_issues")["dry_run_reason"]
+
+
+def test_new_issues_per_run_are_capped_and_the_rest_wait(httpserver, world, tmp_path, monkeypatch):
+    configure(tmp_path, monkeypatch, max_new=1)
+    fake = FakeIssueTracker(httpserver)
+    first = run(world, github(httpserver))
+    assert first.success
+    assert len(fake.issues) == 1 and fake.titled(f"DISABLED {TEST_B}")  # most flake events first
+    meta = metadata(first, "disabled_issues")
+    assert (meta["created_count"], meta["deferred_count"], meta["deferred_tests"]) == (1, 1, [TEST_A])
+    assert set(world.published()) == {TEST_B}
+    assert run(world, github(httpserver)).success
+    assert len(fake.issues) == 2 and set(world.published()) == {TEST_A, TEST_B}
+
+
+def test_a_day_without_a_verdict_files_nothing_and_still_publishes_from_the_issues(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac")
+    later = (dt.date.fromisoformat(world.day) + dt.timedelta(days=1)).isoformat()
+    result = run(world, github(httpserver), day=later)
+    assert result.success and fake.count("POST") == 0
+    assert "no flaky_tests partition" in metadata(result, "disabled_issues")["skipped"]
+    assert world.published() == {"test_human (__main__.TestZ)": entry(human, ["mac"])}
+
+
+def test_an_older_verdict_files_nothing(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    later = (dt.date.fromisoformat(world.day) + dt.timedelta(days=1)).isoformat()
+    shutil.copytree(f"{world.lake_uri}/flaky_tests/day={world.day}", f"{world.lake_uri}/flaky_tests/day={later}")
+    result = run(world, github(httpserver))
+    assert result.success
+    assert fake.count("POST") == 0 and "superseded" in metadata(result, "disabled_issues")["skipped"]
+
+
+def test_a_github_refusal_for_one_test_fails_the_check_not_the_others(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    fake.fail("create", json_response(422, {"message": "Validation Failed"}))
+    result = run(world, github(httpserver))
+    assert result.success
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed and list(check.metadata["failed"].value) == [TEST_B]
+    assert [i["title"] for i in fake.issues.values()] == [f"DISABLED {TEST_A}"]
+
+
+def test_losing_most_disabled_tests_at_once_is_refused(httpserver, world):
+    fake = FakeIssueTracker(httpserver)
+    previous = {f"test_{i} (__main__.T)": [str(100 + i), f"https://github.com/pytorch/pytorch/issues/{100 + i}", []]
+                for i in range(12)}
+    out = Path(world.outputs_uri) / DISABLED_TESTS_PATH
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps(previous))
+    refused = run(world, github(httpserver))
+    assert not refused.success and json.loads(out.read_text()) == previous
+    failure = [e for e in refused.all_events if e.is_step_failure][0]
+    assert "refusing to re-enable them all at once" in failure.step_failure_data.error.to_string()
+    forced = run(world, github(httpserver), disabled_tests_config={"allow_mass_reenable": True})
+    assert forced.success and set(world.published()) == {TEST_A, TEST_B}
+    assert len(fake.issues) == 2

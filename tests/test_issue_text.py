@@ -1,0 +1,145 @@
+"""DISABLED issue titles, bodies and `Platforms:` lines, as PyTorch writes and reads them."""
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from torchci_assets.derived.flakiness.issue_text import (
+    MARKER,
+    MAX_JOB_LINKS,
+    Evidence,
+    FailingJob,
+    PlatformEvidence,
+    added_platforms,
+    condense,
+    issue_title,
+    parse_platforms,
+    pytorch_platforms,
+    render_body,
+    disabled_test,
+    with_platforms,
+)
+from torchci_assets.derived.flakiness.lists import dumps
+
+# PyTorch's published file of a day (see test_shard_planner.py for where the shared data lives)
+REAL = (Path(os.environ.get("TORCHCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+        / "pytorch-generated-stats" / "disabled-tests-condensed.2026-08-22.json")
+
+
+def issue(number, title, body, repo="pytorch/pytorch"):
+    return {"number": number, "title": title, "body": body, "state": "open",
+            "html_url": f"https://github.com/{repo}/issues/{number}"}
+
+
+@pytest.mark.parametrize("title, test", [
+    ("DISABLED test_conv (__main__.TestNN)", "test_conv (__main__.TestNN)"),
+    ("DISABLED   test_conv (__main__.TestNN)  ", "test_conv (__main__.TestNN)"),  # PyTorch strips
+    ("DISABLED test_x_cuda (__main__.TestFooCUDA)", "test_x_cuda (__main__.TestFooCUDA)"),
+    ("DISABLEDtest_conv (__main__.TestNN)", "test_conv (__main__.TestNN)"),  # its regex allows no space
+    ("DISABLED pull / linux-jammy-py3.10-gcc11 / test (default)", None),  # a disabled job, not a test
+    ("DISABLED conv (__main__.TestNN)", None),  # not a test_ name
+    ("disabled test_conv (__main__.TestNN)", None),  # the prefix is case-sensitive
+    ("[DISABLED] test_conv (__main__.TestNN)", None),
+    ("DISABLED test_conv", None),
+    (None, None),
+])
+def test_titles_are_read_as_update_disabled_issues_reads_them(title, test):
+    assert disabled_test(title) == test
+
+
+def test_our_title_is_the_bots_and_reads_back_to_the_test():
+    assert issue_title("test_conv (__main__.TestNN)") == "DISABLED test_conv (__main__.TestNN)"
+    assert disabled_test(issue_title("test_conv (__main__.TestNN)")) == "test_conv (__main__.TestNN)"
+
+
+@pytest.mark.parametrize("body, platforms", [
+    ("Platforms: linux, win\n\nflaky", ["linux", "win"]),
+    ("platforms: ROCm ,  Mac,\r\nmore", ["rocm", "mac"]),  # case, spaces, CRLF, trailing comma
+    ("Platforms:\n\nflaky everywhere", []),
+    ("no platforms line here", []),
+    (None, []),
+    ("  Platforms: linux", []),  # PyTorch does not strip before matching: an indented line is text
+    ("Platforms: linux\nPlatforms: win, linux", ["linux", "win", "linux"]),  # every line adds
+    ("See below.\nPLATFORMS: xpu", ["xpu"]),
+    ("Platforms: linux-aarch64, s390x", ["linux-aarch64", "s390x"]),  # kept as written
+])
+def test_platforms_are_parsed_as_pytorch_parses_them(body, platforms):
+    assert parse_platforms(body) == platforms
+
+
+def test_condensing_the_real_issues_gives_pytorchs_published_file_byte_for_byte():
+    """PyTorch's file of a day, turned back into the issues it came from (title and a
+    `Platforms:` line), condenses to the same bytes."""
+    raw = REAL.read_bytes()
+    published = json.loads(raw)
+    issues = [issue(int(number), f"DISABLED {test}", f"Platforms: {', '.join(platforms)}\n\nThis test was "
+                    "disabled because it is failing in CI.", ) for test, (number, _, platforms) in published.items()]
+    issues.append(issue(1, "DISABLED pull / linux-jammy / test (default)", "a job, not a test"))
+    assert dumps(condense(issues)) == raw
+
+
+def test_of_two_issues_for_one_test_the_later_url_wins_as_in_pytorch():
+    # "…/issues/99" sorts after "…/issues/100" as text, which is what PyTorch compares
+    old, new = issue(99, "DISABLED test_a (__main__.T)", "Platforms: win"), \
+        issue(100, "DISABLED test_a (__main__.T)", "Platforms: linux")
+    assert condense([old, new]) == condense([new, old]) == {
+        "test_a (__main__.T)": ["99", "https://github.com/pytorch/pytorch/issues/99", ["win"]]}
+
+
+def test_project_platforms_map_to_names_pytorch_acts_on():
+    assert pytorch_platforms(["win", "linux", "rocm", "mac", "xpu"]) == ["linux", "mac", "rocm", "win", "xpu"]
+    # Linux families PyTorch does not name are disabled as linux, never dropped into "everywhere"
+    assert pytorch_platforms(["linux-aarch64", "s390x"]) == ["linux"]
+    assert pytorch_platforms(["linux-aarch64", "linux"]) == ["linux"]
+    assert pytorch_platforms(["unknown"]) == []
+    assert pytorch_platforms([]) == []
+
+
+def test_new_platforms_are_appended_and_an_everywhere_issue_is_left_alone():
+    assert added_platforms(["rocm"], ["linux", "rocm"]) == ["linux"]
+    assert added_platforms(["rocm", "linux"], ["linux"]) == []
+    assert added_platforms([], ["linux", "win"]) == []  # [] already means everywhere
+
+
+def test_the_platforms_line_is_replaced_in_place_and_the_rest_kept():
+    body = "Platforms: rocm\r\n\r\nHuman notes: flaky since the ROCm upgrade.\nplatforms: mac\nEnd"
+    updated = with_platforms(body, ["rocm", "mac", "win"])
+    assert updated == "Platforms: rocm, mac, win\n\nHuman notes: flaky since the ROCm upgrade.\nEnd"
+    assert parse_platforms(updated) == ["rocm", "mac", "win"]
+    # a body without a line gets one on top (a human-filed issue that said nothing)
+    assert with_platforms("flaky", ["linux"]).splitlines()[0] == "Platforms: linux"
+    assert with_platforms(None, ["linux"]) == "Platforms: linux\n"
+
+
+def evidence(jobs=25):
+    at = dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.timezone.utc)
+    return Evidence(
+        "test_a (__main__.TestX)", "test_x.py", "2026-10-20", "2026-11-02",
+        [PlatformEvidence("linux", 400, 5, 4, 3, 1, 0), PlatformEvidence("win", 300, 0, 0, 0, 0, 0)],
+        [FailingJob(f"https://github.com/pytorch/pytorch/actions/runs/{100 + i}/job/{9000 + i}",
+                    f"linux-jammy [x] / test (default, {i}, 30, linux.4xlarge)", f"{i:040x}", i % 2 == 0,
+                    at - dt.timedelta(hours=i)) for i in range(min(jobs, MAX_JOB_LINKS))],
+        failing_jobs=jobs, last_failure_at=at)
+
+
+def test_the_body_leads_with_the_platforms_and_carries_the_evidence():
+    body = render_body(evidence(), ["linux"])
+    lines = body.splitlines()
+    assert lines[0] == "Platforms: linux" and parse_platforms(body) == ["linux"]
+    assert "over the window 2026-10-20 to 2026-11-02 it had 4 flake event(s) in 700 run(s), on linux." in body
+    assert "| linux | 400 | 5 | 4 | 3 | 1 | 0 |" in lines and "| win | 300 | 0 | 0 | 0 | 0 | 0 |" in lines
+    links = [line for line in lines if line.startswith("- ")]
+    assert len(links) == MAX_JOB_LINKS and "(10 of 25, main first)" in body
+    assert "(https://github.com/pytorch/pytorch/actions/runs/100/job/9000)" in links[0]
+    assert "[linux-jammy \\[x\\] / test (default, 0, 30, linux.4xlarge)]" in links[0]  # brackets escaped
+    assert "Test file: `test_x.py`" in body
+    assert body.rstrip().endswith(MARKER)
+
+
+def test_a_body_for_everywhere_has_an_empty_platforms_line_that_parses_to_all():
+    body = render_body(evidence(jobs=0), [])
+    assert body.splitlines()[0] == "Platforms:" and parse_platforms(body) == []
+    assert "disables it everywhere" in body and "failing jobs" not in body

@@ -1,0 +1,502 @@
+"""Flaky verdicts as DISABLED issues in the upstream repo, without ever filing one twice.
+
+For each test the verdict disables, the run finds the test's issue and then:
+  open, already covering where it flaked      -> `found` (nothing sent);
+  open, but it flaked on a platform not listed -> `updated`: the platforms appended to the
+                                                  issue's own `Platforms:` line, and a comment;
+  closed, and it failed again after closing    -> `updated`: reopened (PyTorch's bot does so);
+  closed, no failure since                     -> `found`: a human re-enabled it, left closed;
+  none                                         -> `created`, with the evidence in the body.
+Each action is a row of the `disabled_issues` ledger (test, issue_number, action, at, ...).
+
+Finding the issue is what makes "never twice" hold, so it looks wherever it could be:
+  1. every open DISABLED issue, from GitHub search (the same query PyTorch's list uses);
+  2. every issue changed in the last hour, from the repository's issue list sorted by update:
+     search's index lags writes by seconds to minutes, the list does not, so an issue created
+     moments ago (by a crashed run, a concurrent one, a human) is seen here;
+  3. the issue number the ledger last recorded for the test, read directly;
+  4. a search for the exact title in any state (closed issues are not in 1).
+A title counts as the test's when PyTorch's own reading of it gives the test, so a human-filed
+issue is found like ours. Right before each create the list of step 2 is read again, and once
+more after it: two runs racing (which the `github_issues` pool already prevents) would both have
+to create within that second, and then the later of the twins is closed as a duplicate of the
+older. A create that got no clear answer (timeout, 5xx: GitHub may have created it) is never
+resent blindly: the list is read again and the issue adopted if it is there.
+
+A crash between GitHub's 201 and the ledger write therefore costs nothing: the next run finds
+the issue through step 2 within the hour and through step 1 after, and records it as found.
+The ledger is the record of what was done and the fast path to closed issues, not the guard.
+
+New issues per run are capped (`max_new_per_run`, most flake events first); the rest wait for
+the next run and are reported.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.config import DisabledIssuesConfig, RelayConfig
+from torchci_assets.derived.flakiness.evidence import gather_evidence
+from torchci_assets.derived.flakiness.issue_text import (
+    DISABLED_PREFIX,
+    MARKER,
+    Evidence,
+    added_platforms,
+    disabled_test,
+    issue_title,
+    parse_platforms,
+    pytorch_platforms,
+    render_body,
+    with_platforms,
+)
+from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows, load_published, pytorch_key
+
+LEDGER_TABLE = "disabled_issues"
+# Issue numbers are looked up in the ledger this far back; older issues are found by search.
+LEDGER_LOOKBACK_DAYS = 30
+# How far back the consistent issue list is read: far longer than search's indexing lag.
+RECENT_CHANGES = dt.timedelta(hours=1)
+# Overlap between two reads of the list, for clock differences between us and GitHub.
+SYNC_OVERLAP = dt.timedelta(minutes=5)
+CREATE_ATTEMPTS = 3
+
+LEDGER_SCHEMA = pa.schema([
+    ("test", pa.string()), ("issue_number", pa.int64()), ("action", pa.string()),
+    ("at", pa.timestamp("ms", tz="UTC")), ("repo", pa.string()), ("issue_url", pa.string()),
+    ("issue_state", pa.string()), ("platforms", pa.list_(pa.string())), ("detail", pa.string()),
+    ("run_id", pa.string()),
+])
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def open_disabled_query(repo: str) -> str:
+    """PyTorch's query for the disabled list (update_disabled_issues.py)."""
+    return f"repo:{repo} is:issue is:open in:title {DISABLED_PREFIX}"
+
+
+def title_query(repo: str, test: str) -> str:
+    return f'repo:{repo} is:issue in:title "{test.replace(chr(34), " ")}"'
+
+
+class IssueTracker:
+    """One repository's DISABLED-test issues as GitHub shows them now, from search and from the
+    consistent issue list (see the module docstring); of two copies of an issue the later
+    `updated_at` wins, and this run's own writes go in directly."""
+
+    def __init__(self, github: GitHubResource, repo: str, clock: Callable[[], dt.datetime] = utc_now):
+        self.github = github
+        self.repo = repo
+        self.clock = clock
+        self.by_number: dict[int, dict] = {}
+        self._synced_at: dt.datetime | None = None
+
+    def _keep(self, issue: dict) -> dict:
+        if "pull_request" not in issue:
+            old = self.by_number.get(issue["number"])
+            if old is None or (issue.get("updated_at") or "") >= (old.get("updated_at") or ""):
+                self.by_number[issue["number"]] = issue
+        return issue
+
+    def load_open(self) -> int:
+        """Every open DISABLED issue, paginated; returns how many search gave."""
+        found = self.github.search_issues(open_disabled_query(self.repo))
+        for issue in found:
+            self._keep(issue)
+        return len(found)
+
+    def sync_recent(self) -> int:
+        """Issues changed since the last sync (the last hour the first time); returns how many."""
+        start = self.clock()
+        since = self._synced_at - SYNC_OVERLAP if self._synced_at else start - RECENT_CHANGES
+        changed = self.github.paginate(f"/repos/{self.repo}/issues", {
+            "state": "all", "sort": "updated", "direction": "desc", "since": _iso(since), "per_page": 100},
+            must_complete=False)
+        for issue in changed:
+            self._keep(issue)
+        self._synced_at = start
+        return len(changed)
+
+    def search_test(self, test: str) -> None:
+        for issue in self.github.search_issues(title_query(self.repo, test)):
+            self._keep(issue)
+
+    def get(self, number: int) -> dict | None:
+        """The issue as it is now; None when it is gone (deleted, transferred, issues disabled)."""
+        try:
+            return self._keep(self.github.request("GET", f"/repos/{self.repo}/issues/{number}").json())
+        except GitHubError as e:
+            if e.status in (404, 410):
+                return None
+            raise
+
+    def find(self, test: str) -> dict | None:
+        """The issue that disables `test`: an open one (of several, the one PyTorch's list
+        would use: the last by URL), else the most recently closed."""
+        mine = [i for i in self.by_number.values() if disabled_test(i.get("title")) == test]
+        open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
+        if open_:
+            return open_[-1]
+        closed = sorted(mine, key=lambda i: (i.get("closed_at") or "", i["number"]))
+        return closed[-1] if closed else None
+
+    def open_issues(self) -> list[dict]:
+        """Every open issue with a disabled-test title: the input of the published list."""
+        return [i for i in self.by_number.values()
+                if i.get("state") == "open" and disabled_test(i.get("title")) is not None]
+
+    def create(self, title: str, body: str, labels: Iterable[str]) -> dict:
+        resp = self.github.request("POST", f"/repos/{self.repo}/issues", retry_ambiguous=False,
+                                   json_body={"title": title, "body": body, "labels": list(labels)})
+        return self._keep(resp.json())
+
+    def update(self, number: int, **fields) -> dict:
+        resp = self.github.request("PATCH", f"/repos/{self.repo}/issues/{number}", json_body=fields)
+        return self._keep(resp.json())
+
+    def comment(self, number: int, body: str) -> None:
+        self.github.request("POST", f"/repos/{self.repo}/issues/{number}/comments",
+                            json_body={"body": body}, retry_ambiguous=False)
+
+
+# ---- the ledger ------------------------------------------------------------------------
+
+
+def _slug(test: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", test)[:80].strip("-").lower() or "test"
+
+
+def record(lake: Lake, day: str, rows: list[dict], part: str) -> str:
+    """Write `rows` (LEDGER_SCHEMA) as one immutable part of the ledger's `day` partition."""
+    part = f"{part}-{uuid.uuid4().hex[:12]}"
+    lake.write(LEDGER_TABLE, day, pa.Table.from_pylist(rows, schema=LEDGER_SCHEMA), part=part)
+    return lake.partition_path(LEDGER_TABLE, day, part)
+
+
+def ledger_days(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
+                today: dt.date | None = None) -> list[str]:
+    """The ledger's partitions from `lookback_days` before `day` (or today, if earlier) on."""
+    first = min(dt.date.fromisoformat(day), today or utc_now().date()) - dt.timedelta(days=lookback_days)
+    return [d for d in lake.days(LEDGER_TABLE) if d >= first.isoformat()]
+
+
+def ledger_issue_numbers(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> dict[str, int]:
+    """Per test, the issue number its latest ledger row with a number names."""
+    days = ledger_days(lake, day, lookback_days)
+    if not days:
+        return {}
+    con = connect()
+    try:
+        if lake.register(con, LEDGER_TABLE, days, name="l") == 0:
+            return {}
+        return dict(con.execute('SELECT test, arg_max(issue_number, "at") FROM l '
+                                "WHERE issue_number IS NOT NULL GROUP BY test").fetchall())
+    finally:
+        con.close()
+
+
+# ---- filing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A test the verdict disables: `platforms` for a new issue's line (PyTorch's names, []
+    for everywhere) and `flaked`, where it flaked, to extend an existing issue's line."""
+
+    test: str
+    platforms: list[str]
+    flaked: list[str]
+    flake_events: int = 0
+
+
+@dataclass
+class FilingReport:
+    dry_run: bool
+    rows: list[dict] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    deferred: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+    open_issues: int = 0
+    skipped: str = ""
+
+    def count(self, action: str) -> int:
+        return sum(1 for r in self.rows if r["action"] == action)
+
+    def tests(self, action: str) -> list[str]:
+        return [r["test"] for r in self.rows if r["action"] == action]
+
+
+def _row(test: str, action: str, issue: dict | None, repo: str, run_id: str, detail: str,
+         platforms: list[str] | None = None) -> dict:
+    return {
+        "test": test, "issue_number": issue["number"] if issue else None, "action": action, "at": utc_now(),
+        "repo": repo, "issue_url": issue.get("html_url", "") if issue else "",
+        "issue_state": issue.get("state", "") if issue else "",
+        "platforms": parse_platforms(issue.get("body")) if issue else (platforms or []),
+        "detail": detail, "run_id": run_id,
+    }
+
+
+def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
+                   log: Callable[[str], None] = lambda s: None) -> FilingReport:
+    """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent."""
+    report = FilingReport(dry_run=True)
+    for w in sorted(wanted, key=lambda w: w.test):
+        title = issue_title(w.test)
+        log(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
+            f"({reason})")
+        report.rows.append(_row(w.test, "dry_run", None, repo, run_id,
+                                f"would find or file {title!r} ({reason})", w.platforms))
+    report.parts.append(record(lake, day, report.rows, f"run-{run_id[:8]}"))
+    return report
+
+
+def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
+                         evidence: dict[str, Evidence], labels: Iterable[str], max_new: int, run_id: str,
+                         log: Callable[[str], None] = lambda s: None,
+                         warn: Callable[[str], None] = lambda s: None) -> FilingReport:
+    """Find, update or create the issue of every wanted test (see the module docstring).
+
+    Writes (created, updated) are recorded in the ledger one by one right after GitHub answers;
+    `found` rows, which change nothing, are recorded together at the end. A GitHub error on one
+    test is reported in `failed` and the others go on; an error reading the open issues raises.
+    """
+    report = FilingReport(dry_run=False)
+    tracker.load_open()
+    tracker.sync_recent()
+    report.open_issues = len(tracker.open_issues())
+    known = ledger_issue_numbers(lake, day)
+    found_rows: list[dict] = []
+    created = 0
+    for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test)):
+        title = issue_title(w.test)
+        try:
+            issue = tracker.find(w.test)
+            if issue is None and w.test in known:
+                tracker.get(known[w.test])
+                issue = tracker.find(w.test)
+            if issue is None and created >= max_new:  # its title search waits with it
+                report.deferred.append(w.test)
+                continue
+            if issue is None:
+                tracker.search_test(w.test)
+                issue = tracker.find(w.test)
+            if issue is None:
+                created += 1
+                issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels, log)
+                row = _row(w.test, action, issue, tracker.repo, run_id, detail)
+            elif issue.get("state") == "open":
+                row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log)
+                if row["action"] == "found" and w.test not in known and MARKER in (issue.get("body") or ""):
+                    row["detail"] += (f"; filed by this project without a ledger row in the last {LEDGER_LOOKBACK_DAYS}"
+                                      " days (a run that stopped between filing and recording it)")
+            else:
+                row = _closed(tracker, w, issue, evidence.get(w.test), run_id, log)
+        except GitHubError as e:
+            report.failed[w.test] = str(e)
+            warn(f"{title!r}: {e} (left for the next run)")
+            continue
+        report.rows.append(row)
+        if row["action"] == "found":
+            found_rows.append(row)
+        else:
+            report.parts.append(record(lake, day, [row], _slug(w.test)))
+    report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
+    return report
+
+
+def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterable[str],
+            log: Callable[[str], None]) -> tuple[dict, str, str]:
+    """(issue, action, detail): `created`, or `found` when the issue appeared meanwhile."""
+    title = issue_title(w.test)
+    body = render_body(evidence, w.platforms)
+    unanswered = False
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        tracker.sync_recent()  # consistent, and cheap: only what changed since the last read
+        existing = tracker.find(w.test)
+        if existing is not None:
+            ours = unanswered and MARKER in (existing.get("body") or "")
+            log(f"{title!r}: #{existing['number']} " + ("is the create GitHub took without answering"
+                if ours else "appeared meanwhile (a concurrent run or a human)") + "; not filing another")
+            return (existing, "created" if ours else "found",
+                    "created (GitHub took the create without answering)" if ours else "appeared while filing")
+        try:
+            issue = tracker.create(title, body, labels)
+        except GitHubError as e:
+            if not e.ambiguous:
+                raise
+            unanswered = True
+            log(f"{title!r}: no clear answer to the create ({e}); checking whether GitHub created it "
+                f"before trying again ({attempt}/{CREATE_ATTEMPTS})")
+            continue
+        log(f"{title!r}: created #{issue['number']} (Platforms: {', '.join(w.platforms) or 'all'})")
+        return _unless_twin(tracker, w.test, issue, log)
+    raise GitHubError(None, f"creating {title!r}: no clear answer after {CREATE_ATTEMPTS} attempts and no such "
+                            "issue on GitHub yet; the next run looks for it again before filing")
+
+
+def _unless_twin(tracker: IssueTracker, test: str, issue: dict, log: Callable[[str], None]) -> tuple[dict, str, str]:
+    """Defence in depth for runs outside the `github_issues` pool (another Dagster instance):
+    read the list again; if an older open issue for the test appeared between our check and
+    our create, ours is the twin: close it as not planned, pointing to the older one, and
+    keep that. Both racers reach the same verdict, so exactly one issue stays open."""
+    tracker.sync_recent()
+    older = [i for i in tracker.by_number.values() if i.get("state") == "open" and i["number"] < issue["number"]
+             and disabled_test(i.get("title")) == test]
+    if not older:
+        return issue, "created", f"created with Platforms: {', '.join(parse_platforms(issue.get('body'))) or 'all'}"
+    keep = min(older, key=lambda i: i["number"])
+    tracker.update(issue["number"], state="closed", state_reason="not_planned")
+    _comment(tracker, issue["number"], f"Duplicate of #{keep['number']}, filed at the same moment by another "
+             "run; closing this one.", None, log)
+    log(f"{issue_title(test)!r}: #{keep['number']} was filed at the same moment; closed #{issue['number']}")
+    return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
+
+
+def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
+                 log: Callable[[str], None]) -> dict:
+    current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
+    add = added_platforms(current, w.flaked)
+    if not add:
+        return _row(w.test, "found", issue, tracker.repo, run_id,
+                    f"open; Platforms: {', '.join(current) or 'all'} covers where it flaked")
+    updated = tracker.update(issue["number"], body=with_platforms(issue.get("body"), current + add))
+    _comment(tracker, issue["number"], f"It flaked on {', '.join(add)} as well: adding "
+             f"{'it' if len(add) == 1 else 'them'} to the platforms.", evidence, log)
+    log(f"{issue_title(w.test)!r}: #{issue['number']} now disabled on {', '.join(current + add)}")
+    return _row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}")
+
+
+def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
+            log: Callable[[str], None]) -> dict:
+    closed_at = _parse_time(issue.get("closed_at"))
+    last = evidence.last_failure_at if evidence else None
+    if last is None or closed_at is None or last <= closed_at:
+        return _row(w.test, "found", issue, tracker.repo, run_id,
+                    f"closed at {issue.get('closed_at')}, no failure seen since: left closed (re-enabled)")
+    current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
+    add = added_platforms(current, w.flaked)
+    fields = {"state": "open", **({"body": with_platforms(issue.get("body"), current + add)} if add else {})}
+    updated = tracker.update(issue["number"], **fields)
+    _comment(tracker, issue["number"], f"It failed again at {_iso(last)}, after this issue was closed: "
+             "reopening to disable it." + (f" Adding {', '.join(add)} to the platforms." if add else ""),
+             evidence, log)
+    log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (failed at {_iso(last)}, closed at "
+        f"{issue.get('closed_at')})")
+    return _row(w.test, "updated", updated, tracker.repo, run_id,
+                f"reopened: failed at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
+
+
+def _comment(tracker: IssueTracker, number: int, text: str, evidence: Evidence | None,
+             log: Callable[[str], None]) -> None:
+    """Say why the bot changed the issue, with the latest failing jobs; a comment that fails is
+    logged, not retried (the change itself is done and recorded)."""
+    links = [f"- [{j.job_name or 'job'}]({j.url})" for j in (evidence.jobs[:5] if evidence else [])]
+    try:
+        tracker.comment(number, "\n".join([text, *(["", "Recent failing jobs:", *links] if links else [])]))
+    except GitHubError as e:
+        log(f"comment on #{number} failed (the change is made): {e}")
+
+
+# ---- one day's run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopMode:
+    """Live (issues are read and written) or dry run, and why not live."""
+
+    live: bool
+    reason: str = ""
+
+
+def loop_mode(github: GitHubResource, settings: DisabledIssuesConfig, config_source: str) -> LoopMode:
+    if not settings.enabled:
+        return LoopMode(False, f"disabled_issues.enabled is false in {config_source or 'the config'}")
+    if github.dry_run:
+        return LoopMode(False, "no GitHub credentials (set GITHUB_TOKEN or a GitHub App)")
+    return LoopMode(True)
+
+
+def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
+    """The tests the verdict disables, with platforms in PyTorch's names: decide_disabled over
+    the `flaky_tests` rows and, of the published file, the entries without an issue (local ids
+    from dry runs, which stay disabled until clean for a window and get their issue when the
+    loop is turned on). An entry with a real issue is the issue's business: closing it is how
+    a human re-enables the test, so it is not wanted back from the file."""
+    decision = decide_disabled(rows, {k: v for k, v in previous.items() if str(v[0]).startswith("local-")})
+    flaked: dict[str, set[str]] = {}
+    events: dict[str, int] = {}
+    for r in rows:
+        key = pytorch_key(r["classname"], r["name"])
+        flaked.setdefault(key, set()).update(r["flaky_platforms"] or [])
+        events[key] = events.get(key, 0) + r["flake_events"]
+    return [Wanted(key, pytorch_platforms(entry[2]), pytorch_platforms(flaked.get(key, ())), events.get(key, 0))
+            for key, entry in sorted(decision.disabled.items())]
+
+
+def superseded_by(lake: Lake, day: str) -> str | None:
+    """The newest `flaky_tests` partition when it is newer than `day`: issues are filed from the
+    newest verdict only, so a backfill of old days does not file what has since been fixed."""
+    newer = [d for d in lake.days("flaky_tests") if d > day]
+    return newer[-1] if newer else None
+
+
+def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str,
+                        config: RelayConfig, log: Callable[[str], None] = lambda s: None,
+                        warn: Callable[[str], None] = lambda s: None) -> tuple[FilingReport, LoopMode]:
+    """The `disabled_issues` asset's work for `day`: find, update or file the issues of the tests
+    the verdict disables (live), or record what would be done (dry run)."""
+    mode = loop_mode(github, config.disabled_issues, config.source)
+    if not lake.files("flaky_tests", [day]):
+        warn(f"flaky_tests has no partition for {day}: no verdict, nothing to file")
+        report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")
+        report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
+        return report, mode
+    rows = flaky_rows(lake, day)
+    wanted = wanted_tests(rows, load_published(outputs))
+    if not mode.live:
+        warn(f"DRY RUN: {mode.reason}; {len(wanted)} test(s) to disable are recorded as dry_run, "
+             "no issue is searched, filed or changed")
+        return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log), mode
+    newer = superseded_by(lake, day)
+    if newer:
+        warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")
+        report = FilingReport(dry_run=False, skipped=f"superseded by the verdict of {newer}")
+        report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
+        return report, mode
+    evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
+    tracker = IssueTracker(github, config.upstream_repo)
+    report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
+                                  config.disabled_issues.max_new_per_run, run_id, log, warn)
+    if report.deferred:
+        warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
+             f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
+    return report, mode
+
+
+def read_back(github: GitHubResource, repo: str) -> list[dict]:
+    """Every open DISABLED-test issue of `repo` as of now: search, made current by the last
+    hour's changes from the consistent issue list (a just-filed issue, a just-closed one)."""
+    tracker = IssueTracker(github, repo)
+    tracker.load_open()
+    tracker.sync_recent()
+    return tracker.open_issues()
