@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", type=int, default=4, help="downstream backends reporting ci-results")
     p.add_argument("--torn-lines-per-day", type=int, default=1,
                    help="webhook lines cut short by a collector crash (each followed by the full delivery)")
+    p.add_argument("--platform-failures", type=int, default=None,
+                   help="tests planted to fail on one platform (default: 0.6%% of the tests, at least 2)")
     return p
 
 
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
     opts = Options(seed=args.seed, commits_per_day=args.commits_per_day, prs_per_day=args.prs_per_day,
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
                    test_reports=not args.no_test_reports, backends=args.backends,
-                   torn_lines_per_day=args.torn_lines_per_day)
+                   torn_lines_per_day=args.torn_lines_per_day, platform_failures=args.platform_failures)
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:
