@@ -20,6 +20,7 @@ EXPECTED_ASSETS = {
     "test_run", "rejects/test_run", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
     "test_time_daily", "test_times", "shard_plans",
     "flaky_tests", "flaky_test_platforms", "disabled_tests", "slow_tests", "smoke_tests",
+    "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site",
 }
 LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
 
