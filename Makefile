@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev bench bench-shards eval clean
+.PHONY: install run test dev bench bench-shards eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ dev: install
 bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_flaky.py
+	$(BIN)/python bench/bench_hud.py
+
+# Refresh the README's HUD screenshots (docs/) from the browser test's simulated archive.
+screenshots: install
+	TORCHCI_SCREENSHOTS=$(CURDIR)/docs $(BIN)/python -m pytest -q tests/test_hud_browser.py
 
 bench-shards: install
 	$(BIN)/python bench/bench_shards.py

@@ -126,8 +126,6 @@ def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, i
 
 # ---- job identities: one per (head, workflow, run, attempt, job name) ----------------------
 
-_JOB_RANK = ("CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 "
-             "WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END")
 _RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END"
 _FAILING = sql_list(FAILING_CONCLUSIONS)
 
@@ -141,51 +139,46 @@ def _identity_steps(as_of: dt.datetime, stale_hours: int) -> list[tuple[str, str
     tests and their failure class."""
     stale = f"{_ts(as_of)} - INTERVAL {int(stale_hours)} HOUR"
     return [
-        # a job's latest state across the window's days: highest status, then the latest delivery
-        ("jobs", f"""
-            WITH ids AS (SELECT DISTINCT id FROM w_jobs WHERE head_sha IN (SELECT sha FROM heads)),
-            latest AS (
-                SELECT id, run_attempt, {_latest(['run_id', 'workflow_name', 'name', 'head_sha', 'status',
-                                                  'conclusion', 'created_at', 'started_at', 'completed_at',
-                                                  'duration_s', 'build_env', 'test_config', 'platform'],
-                                                 f'({_JOB_RANK}, received_at)')},
-                       min(received_at) AS first_seen
-                FROM w_jobs WHERE id IN (SELECT id FROM ids) GROUP BY id, run_attempt
-            ),
-            runs AS (
-                SELECT id AS run_id, run_attempt, {_latest(['name', 'event', 'status'],
-                                                           f'({_RUN_RANK}, updated_at, day)')}
-                FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM latest) GROUP BY id, run_attempt
-            )
-            SELECT l.*, coalesce(l.workflow_name, r.name, 'unknown') AS workflow, r.status AS run_status,
-                   coalesce(l.workflow_name, r.name, 'unknown') || ' / '
-                       || regexp_replace(l.name, ', \\d+, \\d+(,|\\))', '\\1') AS job_group
-            FROM latest l LEFT JOIN runs r USING (run_id, run_attempt)
-            WHERE l.head_sha IN (SELECT sha FROM heads) AND coalesce(r.event, '') <> 'workflow_run'
-        """),
+        # A job identity's rows (every id, attempt-day and delivery state of the window) aggregate
+        # straight into its state: a conclusion appears only once a job completed and never changes,
+        # so "any failing conclusion", "any conclusion" and the ids' latest fields are all order-free.
         ("identities", f"""
             WITH g AS (
-                SELECT head_sha AS sha, workflow, job_group, run_id, run_attempt, name,
+                SELECT head_sha AS sha, run_id, run_attempt, name, any_value(workflow_name) AS workflow_name,
                        coalesce(bool_or(conclusion IN {_FAILING}), false) AS failed,
-                       bool_or(coalesce(conclusion, '') <> '') AS concluded,
-                       coalesce(bool_or(run_status = 'completed'), false) AS run_done,
-                       bool_and(coalesce(conclusion, '') IN ('skipped', 'neutral')) AS skipped,
-                       max(coalesce(created_at, started_at, first_seen)) AS created_at,
-                       -- the job to link to: a failing id first, else the one that got furthest
-                       arg_max(id, (coalesce(conclusion IN {_FAILING}, false), coalesce(conclusion, '') <> '',
-                                    started_at IS NOT NULL, id)) AS job_id,
-                       list(id) FILTER (WHERE conclusion IN {_FAILING}) AS failing_ids,
+                       coalesce(bool_or(coalesce(conclusion, '') <> ''), false) AS concluded,
+                       coalesce(bool_and(conclusion IN ('skipped', 'neutral'))
+                                FILTER (WHERE coalesce(conclusion, '') <> ''), false) AS skipped,
+                       max(coalesce(created_at, started_at, received_at)) AS created_at,
+                       -- the job to link to: a failing id first, else one that concluded, else one that started
+                       arg_max(id, (coalesce(conclusion IN {_FAILING}, false)::BIGINT << 61)
+                                   + ((coalesce(conclusion, '') <> '')::BIGINT << 60)
+                                   + ((started_at IS NOT NULL)::BIGINT << 59) + id) AS job_id,
+                       list(DISTINCT id) FILTER (WHERE conclusion IN {_FAILING}) AS failing_ids,
                        max(duration_s) AS duration_s, min(started_at) AS started_at,
                        max(completed_at) AS completed_at,
                        any_value(build_env) AS build_env, any_value(test_config) AS test_config,
                        any_value(platform) AS platform
-                FROM jobs GROUP BY ALL
+                FROM w_jobs WHERE head_sha IN (SELECT sha FROM heads)
+                GROUP BY head_sha, run_id, run_attempt, name
+            ),
+            runs AS (
+                SELECT id AS run_id, run_attempt, {_latest(['name', 'event', 'status'],
+                                                           f'({_RUN_RANK}, updated_at, day)')}
+                FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM g) GROUP BY id, run_attempt
+            ),
+            i AS (
+                SELECT g.* EXCLUDE (workflow_name), coalesce(g.workflow_name, r.name, 'unknown') AS workflow,
+                       coalesce(r.status = 'completed', false) AS run_done
+                FROM g LEFT JOIN runs r USING (run_id, run_attempt)
+                WHERE coalesce(r.event, '') <> 'workflow_run'
             )
             SELECT *,
+                workflow || ' / ' || regexp_replace(name, ', \\d+, \\d+(,|\\))', '\\1') AS job_group,
                 CASE WHEN failed THEN 'failed' WHEN concluded OR run_done THEN 'resolved'
                      WHEN created_at < {stale} THEN 'failed' ELSE 'pending' END AS identity_state,
                 NOT failed AND NOT concluded AND NOT run_done AND created_at < {stale} AS stale
-            FROM g
+            FROM i
         """),
         # failing tests of failing identities (final failures on that commit, by job id)
         ("identity_tests", """
@@ -320,11 +313,11 @@ def _commit_steps(blocking: tuple[str, ...], min_groups: int, as_of: dt.datetime
             WITH r AS (
                 SELECT id, run_attempt, {_latest(['name', 'status', 'conclusion', 'created_at', 'updated_at'],
                                                  f'({_RUN_RANK}, updated_at, day)')}
-                FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM jobs WHERE workflow IN {sql_list(signal)})
+                FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM identities WHERE workflow IN {sql_list(signal)})
                 GROUP BY id, run_attempt
             ),
             per_sha AS (
-                SELECT DISTINCT j.head_sha AS sha, r.* FROM r JOIN jobs j ON j.run_id = r.id
+                SELECT DISTINCT i.sha, r.* FROM r JOIN identities i ON i.run_id = r.id
             )
             SELECT sha, max(epoch(updated_at) - epoch(created_at)) AS time_to_signal_s, max(updated_at) AS signal_at
             FROM per_sha WHERE name IN {sql_list(signal)}

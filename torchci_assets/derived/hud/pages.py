@@ -43,10 +43,12 @@ table.list td,table.list th{border-bottom:1px solid var(--line)}table.list th{ba
 color:#fff}.badge.red{background:var(--new)}.badge.flaky{background:var(--fla);color:#000}
 .badge.green{background:var(--ok)}.badge.pending{background:var(--pen)}.badge.no_signal{background:#ccc;color:#000}
 table.hud{table-layout:fixed;line-height:1}table.hud td{padding:1px 2px;white-space:nowrap}
-table.hud th.job{height:230px;width:18px;padding:0;vertical-align:bottom}
+table.hud th.job{height:300px;width:18px;padding:0;vertical-align:bottom}
 table.hud th.job div{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:400;
-font-size:12px;max-height:228px;overflow:hidden;text-overflow:ellipsis}
+font-size:12px;max-height:298px;overflow:hidden;text-overflow:ellipsis}
 table.hud th.job.nb div{color:var(--muted);font-style:italic}
+table.hud th.wf{font-size:11px;font-weight:600;border-left:1px solid var(--line);overflow:hidden;
+text-overflow:ellipsis;white-space:nowrap;max-width:1px;text-align:left;padding:0 2px}
 table.hud tr:hover td{background:#eef4fb}
 td.c{width:18px;text-align:center;font:700 13px/1 ui-monospace,Menlo,Consolas,monospace}
 td.c a{text-decoration:none;display:block;color:inherit}
@@ -135,10 +137,20 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
               generated: str, note: str) -> str:
     """index.html: `commits` newest first (sha, pushed_at, conclusion, time_to_signal_s), `groups`
     (job_group, blocking) in column order, `cells[(sha, job_group)]` the commit_health row."""
-    head = ('<tr><th>pushed (UTC)</th><th>commit</th><th>conclusion</th><th>signal</th>'
+    # a row of workflows over their groups, then each group's job name, rotated
+    spans: list[list] = []
+    for g, _ in groups:
+        wf = g.split(" / ", 1)[0]
+        if spans and spans[-1][0] == wf:
+            spans[-1][1] += 1
+        else:
+            spans.append([wf, 1])
+    head = ('<tr><th colspan="4"></th>' + "".join(f'<th class="wf" colspan="{n}" title="{escape(wf)}">{escape(wf)}</th>'
+                                                  for wf, n in spans) + "</tr>"
+            '<tr><th>pushed (UTC)</th><th>commit</th><th>conclusion</th><th>signal</th>'
             + "".join(f'<th class="job{"" if blocking else " nb"}" title="{escape(g)}'
-                      f'{"" if blocking else " (does not block viable/strict)"}"><div>{escape(g)}</div></th>'
-                      for g, blocking in groups) + "</tr>")
+                      f'{"" if blocking else " (does not block viable/strict)"}"><div>{escape(g.split(" / ", 1)[-1])}'
+                      f'</div></th>' for g, blocking in groups) + "</tr>")
     rows = []
     for c in commits:
         tds = []

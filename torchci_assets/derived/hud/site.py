@@ -32,6 +32,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.hud import pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS
+from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
 from torchci_assets.partitions import days_ending
 
@@ -136,12 +137,15 @@ def load_metrics(con, lake: Lake, day: str, metrics_days: int) -> tuple[list[str
     days = days_ending(day, metrics_days)
     if not lake.register(con, "ci_metrics_daily", days, name="m"):
         return days, []
-    return days, _rows(con, "SELECT *, strftime(day, '%Y-%m-%d') AS d FROM m ORDER BY day")
+    rows = _rows(con, "SELECT *, strftime(day, '%Y-%m-%d') AS d FROM m ORDER BY day")
+    # the x axis starts at the first day with metrics (a young lake has less than the window)
+    first = rows[0]["d"] if rows else day
+    return [d for d in days if d >= first], rows
 
 
 def load_tests(con, lake: Lake, day: str) -> list[dict]:
     out = []
-    if lake.register(con, "flaky_tests", [day], name="ft"):
+    if register(con, lake, "flaky_tests", [day], "ft"):
         for r in _rows(con, f"""
                 SELECT * FROM ft WHERE verdict IN ('flaky', 'broken')
                 ORDER BY verdict DESC, flake_rate DESC NULLS LAST, file, classname, name LIMIT {MAX_TESTS_LISTED}"""):
@@ -159,7 +163,7 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
                 platforms = ", ".join(r["platforms"] or [])
             out.append({"verdict": r["verdict"], "test": f"{r['classname']}.{r['name']}", "file": r["file"],
                         "evidence": evidence, "platforms": platforms})
-    if lake.register(con, "disabled_tests", [day], name="dt"):
+    if register(con, lake, "disabled_tests", [day], "dt"):
         for r in _rows(con, f"SELECT * FROM dt WHERE status = 'disabled' ORDER BY test LIMIT {MAX_TESTS_LISTED}"):
             out.append({"verdict": "disabled", "test": r["test"], "file": "",
                         "evidence": f"{r['flake_events']} flake events in {r['runs']} runs; issue {r['id']}"
@@ -196,11 +200,11 @@ def metrics_charts(days: list[str], rows: list[dict]) -> tuple[list[str], str]:
                    days, fmt=lambda v: duration(v)),
         line_chart("Flaky, broken and disabled tests",
                    [_series(day_rows, "flaky", "flaky_tests"), _series(day_rows, "broken", "broken_tests"),
-                    _series(day_rows, "disabled", "disabled_tests")], days, fmt=lambda v: f"{v:.0f}"),
+                    _series(day_rows, "disabled", "disabled_tests")], days, fmt=lambda v: f"{v:g}"),
         line_chart("Failed jobs that are infrastructure failures",
                    [_series(day_rows, "infra share", "infra_failure_pct")], days, fmt=pct),
         line_chart("Main commits per day", [_series(day_rows, "commits", "main_commits")], days,
-                   fmt=lambda v: f"{v:.0f}"),
+                   fmt=lambda v: f"{v:g}"),
     ]
     last = max((r["d"] for r in rows), default=None)
     runner = sorted((r for r in rows if r["dimension"] == "runner" and r["d"] == last),
@@ -229,7 +233,7 @@ def backend_charts(days: list[str], rows: list[dict]) -> list[str]:
                    days, fmt=lambda v: f"{v:.0f}%"),
         line_chart("Downstream callbacks received per day",
                    [_series([r for r in b if r["repo"] == repo], repo, "callbacks") for repo in repos],
-                   days, fmt=lambda v: f"{v:.0f}"),
+                   days, fmt=lambda v: f"{v:g}"),
     ]
 
 
