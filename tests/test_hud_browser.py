@@ -100,10 +100,11 @@ class Page:
         self.page.goto(path.as_uri())
         self.page.wait_for_load_state("load")
 
-    def screenshot(self, name: str, folder: Path, full_page: bool = False) -> Path:
+    def screenshot(self, name: str, folder: Path, full_page: bool = False, readme: bool = True) -> Path:
+        """Save a PNG in `folder`, and in $TORCHCI_SCREENSHOTS too when set and the README shows it."""
         out = folder / name
         self.page.screenshot(path=str(out), full_page=full_page)
-        if os.environ.get("TORCHCI_SCREENSHOTS"):
+        if readme and os.environ.get("TORCHCI_SCREENSHOTS"):
             target = Path(os.environ["TORCHCI_SCREENSHOTS"])
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy(out, target / name)
@@ -163,7 +164,7 @@ def test_every_plot_has_drawn_data(site, browser):
         assert int(chart.get_attribute("data-points")) > 0, chart.get_attribute("aria-label")
         box = chart.locator("circle, rect, polygon").first.bounding_box()
         assert box and box["width"] > 0  # rendered, not only present in the markup
-    p.screenshot("hud-metrics.png", site["root"], full_page=True)
+    p.screenshot("hud-metrics.png", site["root"])
     p.clean()
 
 
@@ -197,7 +198,7 @@ def test_tests_page_filters_and_backends_page(site, browser):
     p.page.select_option("#verdict", "")
     p.page.fill("#q", "no-such-test-anywhere")
     assert p.page.locator("#tests tr[data-verdict]:not([hidden])").count() == 0
-    p.screenshot("hud-tests.png", site["root"])
+    p.screenshot("hud-tests.png", site["root"], readme=False)
     p.clean()
     b = Page(browser, site["hud"] / "backends.html")
     cards = b.page.locator(".card")

@@ -215,3 +215,27 @@ def test_the_stale_bound_is_a_parameter(tmp_path, stale_hours, expected):
     h.job(c, TEST.format(1), None, run_id=10, created=T0 - dt.timedelta(hours=10))
     conclusions, _ = health(tmp_path, h, stale_hours=stale_hours)
     assert conclusions[c] == expected
+
+
+def test_a_pull_request_failure_its_group_also_has_on_main_is_broken_on_main(tmp_path):
+    h = History()
+    c = h.push(1, T0)
+    build, test = "linux-jammy / build", TEST.format(1)
+    h.job(c, build, "failure", run_id=10)  # main's build is broken (no test to compare)
+    h.job(c, test, "success", run_id=10)
+    pr_head = sha(0xB1)
+    h.add("pull_request", DAY, repo=REPO, number=7, state="open", head_sha=pr_head, head_ref="gh/y/1/head",
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    later = T0 + dt.timedelta(hours=1)
+    h.job(pr_head, build, "failure", run_id=40, created=later, branch="gh/y/1/head")
+    h.job(pr_head, test, "failure", run_id=40, created=later, branch="gh/y/1/head")  # green on main: the PR's own
+    h.job(pr_head, "linux-other / build", "failure", run_id=40, created=T0 - dt.timedelta(hours=2),
+          branch="gh/y/1/head")  # started before any main commit of the window: nothing to compare with
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    con = connect()
+    lake.register(con, "pr_jobs", [DAY], name="p")
+    got = dict(con.execute("SELECT name, failure_class FROM p").fetchall())
+    assert got == {build: "broken_on_main", test: "new", "linux-other / build": "new"}

@@ -143,3 +143,17 @@ def test_publishes_to_s3(tmp_path):
     assert listed == ["hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
                       "hud/site.json", "hud/tests.html"]
     assert out.read_bytes("hud/index.html").startswith(b"<!doctype html>")
+
+
+def test_test_time_regressions_are_shown_once_the_table_exists(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    assert 'id="slower"' not in (tmp_path / "out" / "hud" / "tests.html").read_text()
+    lake.write("test_time_regressions", DAY, pa.Table.from_pylist([
+        {"build_env": "linux-jammy", "test_config": "default", "file": "test_nn.py", "before_s": 300.0,
+         "after_s": 900.0, "first_slow_sha": "c" * 40}], schema=schema("test_time_regressions")))
+    publish_site(lake, out, DAY, REPO)
+    html = (tmp_path / "out" / "hud" / "tests.html").read_text()
+    assert 'id="slower"' in html and "test_nn.py" in html and "15m" in html and "cccccccccc" in html

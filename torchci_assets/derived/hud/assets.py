@@ -56,7 +56,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     name="pr_jobs", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result")),
-          "flaky_tests"],
+          "flaky_tests", "commit_health"],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
                 "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo).",

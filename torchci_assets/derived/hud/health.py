@@ -29,6 +29,9 @@ group's latest attempt:
   `new`             a failing job without failing tests (build, lint), or a failing test that is
                     neither flaky nor broken in `flaky_tests`;
   `broken_on_main`  every failing test is `broken` (or flaky) in `flaky_tests`, and one is broken;
+                    on a pull request also a new failure whose group was failing on main (in that
+                    day's `commit_health`) when the job started, with the same failing tests or none
+                    known on either side (a build broken on main);
   `known_flaky`     every failing test is `flaky` in `flaky_tests`.
 
 Windows, and why a partition is a snapshot. Day D's partition holds the commits pushed on
@@ -115,7 +118,7 @@ def _ts(t: dt.datetime) -> str:
 
 _VIEWS = {"w_push": "push", "w_jobs": "workflow_job", "w_runs": "workflow_run", "w_tjobs": "test_jobs",
           "w_outcomes": "test_sha_outcomes", "w_flaky": "flaky_tests", "w_job_failure": "job_failure",
-          "w_pr": "pull_request", "w_ci": "ci_result"}
+          "w_pr": "pull_request", "w_ci": "ci_result", "w_health": "commit_health"}
 
 
 def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, int]:
@@ -425,7 +428,7 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
     try:
         register_inputs(con, lake, {
             "w_pr": window, "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
-            "w_flaky": [day], "w_job_failure": window, "w_ci": window})
+            "w_flaky": [day], "w_job_failure": window, "w_ci": window, "w_health": [day]})
         con.execute(f"""
             CREATE TEMP TABLE prs AS
             SELECT number, {_latest(['head_sha', 'state', 'merged', 'head_ref', 'base_ref', 'labels'],
@@ -448,7 +451,7 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
         """)
         levels = sql_list(downstream_levels)
         table = con.sql(f"""
-            WITH github AS (
+            WITH github0 AS (
                 SELECT i.sha AS head_sha, 'github' AS source, NULL::VARCHAR AS level, i.workflow, i.job_group, i.name,
                        CASE i.identity_state WHEN 'failed' THEN 'failure' WHEN 'pending' THEN 'pending'
                             ELSE CASE WHEN i.skipped THEN 'skipped' ELSE 'success' END END AS state,
@@ -456,6 +459,24 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
                        i.completed_at, i.build_env, i.test_config, i.platform, c.infra_reason, c.failure_line,
                        coalesce(c.failing_tests, []) AS failing_tests, coalesce(c.failing_test_count, 0) AS failing_test_count
                 FROM latest_identities i LEFT JOIN identity_class c USING (sha, run_id, run_attempt, name)
+            ),
+            -- a new failure whose group was failing on main when the job started, with the same failing
+            -- tests (or none known on either side: a build, a lint), came with main: broken on main
+            inherited AS (
+                SELECT g.head_sha, g.workflow, g.name, arg_max(m.state, m.pushed_at) AS main_state,
+                       arg_max(m.failing_tests, m.pushed_at) AS main_tests
+                FROM github0 g JOIN w_health m ON m.job_group = g.job_group
+                     AND m.pushed_at <= coalesce(g.started_at, g.completed_at, {_ts(as_of)})
+                     AND m.state IN ('failure', 'flaky', 'success')
+                WHERE g.state = 'failure' AND g.failure_class = 'new'
+                GROUP BY ALL
+            ),
+            github AS (
+                SELECT g.* REPLACE (
+                    CASE WHEN x.main_state = 'failure' AND (len(g.failing_tests) = 0 AND len(x.main_tests) = 0
+                                                            OR list_has_any(g.failing_tests, x.main_tests))
+                         THEN 'broken_on_main' ELSE g.failure_class END AS failure_class)
+                FROM github0 g LEFT JOIN inherited x USING (head_sha, workflow, name)
             ),
             ci AS (
                 SELECT * FROM (

@@ -1,7 +1,8 @@
 """Lake tables as DuckDB views of exactly the columns the HUD reads, empty when not materialized.
 
 A quiet day (webhooks only, no test reports), the lake's first days and tables that do not exist
-yet (`job_failure`, written by the log classifier when it runs) must not fail the HUD: each view
+yet (`job_failure` of the log classifier, `test_time_regressions` of the sharding domain) must not
+fail the HUD: each view
 is then typed and empty, so every query runs and simply finds nothing. Selecting the columns
 also keeps older partitions, written before a column was added, readable with newer ones.
 """
@@ -39,13 +40,18 @@ COLUMNS: dict[str, dict[str, str]] = {
                        "status": "VARCHAR", "flake_events": "BIGINT", "runs": "BIGINT"},
     # the log classifier's table (ARCHITECTURE "Wave 2"): used as soon as it exists
     "job_failure": {"job_id": "BIGINT", "run_attempt": "BIGINT", "infra": "BOOLEAN", "line": "VARCHAR"},
+    # the sharding domain's table of test files that got slower (ARCHITECTURE "Wave 2"), shown once it exists
+    "test_time_regressions": {"build_env": "VARCHAR", "test_config": "VARCHAR", "file": "VARCHAR",
+                              "before_s": "DOUBLE", "after_s": "DOUBLE", "first_slow_sha": "VARCHAR"},
     "ci_result": {"repo": "VARCHAR", "level": "VARCHAR", "head_sha": "VARCHAR", "workflow_name": "VARCHAR",
                   "run_id": "BIGINT", "run_attempt": "BIGINT", "job_name": "VARCHAR", "status": "VARCHAR",
                   "conclusion": "VARCHAR", "started_at": "TIMESTAMPTZ", "completed_at": "TIMESTAMPTZ",
                   "execution_s": "DOUBLE", "failed": "BIGINT", "callback_at": "TIMESTAMPTZ",
                   "failure_kind": "VARCHAR", "day": "DATE"},
     "ci_callback_minutes": {"repo": "VARCHAR", "callbacks": "BIGINT"},
-    "commit_health": {"sha": "VARCHAR", "pushed_day": "DATE", "conclusion": "VARCHAR", "time_to_signal_s": "DOUBLE"},
+    "commit_health": {"sha": "VARCHAR", "pushed_at": "TIMESTAMPTZ", "pushed_day": "DATE", "job_group": "VARCHAR",
+                      "state": "VARCHAR", "failing_tests": "VARCHAR[]", "conclusion": "VARCHAR",
+                      "time_to_signal_s": "DOUBLE"},
 }
 
 

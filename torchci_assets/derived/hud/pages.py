@@ -209,8 +209,9 @@ q.addEventListener('input',f);v.addEventListener('change',f);f();
 """
 
 
-def tests_page(rows: list[dict], generated: str, note: str) -> str:
-    """tests.html: `rows` with verdict (flaky, broken, disabled), test, file, evidence, platforms."""
+def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] = (), repo: str = "") -> str:
+    """tests.html: `rows` with verdict (flaky, broken, disabled), test, file, evidence, platforms;
+    `slower`: test_time_regressions rows, shown when there are any."""
     verdicts = sorted({r["verdict"] for r in rows})
     options = '<option value="">all</option>' + "".join(f'<option value="{v}">{v}</option>' for v in verdicts)
     body_rows = "".join(
@@ -224,6 +225,13 @@ def tests_page(rows: list[dict], generated: str, note: str) -> str:
             + (table(["verdict", "test", "file", "evidence", "platforms"], [], attrs=' id="tests"')
                .replace("</table>", body_rows + "</table>") if rows
                else '<p class="empty">No flaky, broken or disabled tests.</p>'))
+    if slower:
+        body += '<h2 id="slower">Test files that got slower</h2>' + table(
+            ["build_env", "test_config", "file", "before", "after", "first slow commit"],
+            [[escape(r["build_env"] or ""), escape(r["test_config"] or ""), f'<span class="mono">{escape(r["file"])}</span>',
+              duration(r["before_s"]), duration(r["after_s"]),
+              f'<a class="mono" href="https://github.com/{repo}/commit/{r["first_slow_sha"]}">{r["first_slow_sha"][:10]}</a>'
+              if r["first_slow_sha"] else ""] for r in slower])
     return layout("Flaky, broken and disabled tests", "tests.html", body, generated, script=_FILTER_JS if rows else "")
 
 

@@ -9,7 +9,8 @@ What each page reads (never raw job or test rows):
   pr/<n>.html     `pr_jobs`: each pull request active in the last `pr_days` days, from the newest
                   partition that has it;
   metrics.html    `ci_metrics_daily` of the last `metrics_days` days;
-  tests.html      `flaky_tests` and `disabled_tests` of the day;
+  tests.html      `flaky_tests` and `disabled_tests` of the day, and `test_time_regressions` once the
+                  sharding domain writes it;
   backends.html   `backend-levels.json` (published next to the site) and the `backend` rows of
                   `ci_metrics_daily`.
 
@@ -172,6 +173,11 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
     return out
 
 
+def load_time_regressions(con, lake: Lake, day: str) -> list[dict]:
+    register(con, lake, "test_time_regressions", [day], "ttr")
+    return _rows(con, f"SELECT * FROM ttr ORDER BY after_s - before_s DESC, file LIMIT {MAX_TESTS_LISTED}")
+
+
 # ---- metrics page ------------------------------------------------------------------------
 
 
@@ -251,6 +257,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         prs, pr_jobs = load_prs(con, lake, day, settings.pr_days)
         metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
         tests = load_tests(con, lake, day)
+        slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
@@ -262,7 +269,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
             repo, generated)
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
-                          f"(at most {MAX_TESTS_LISTED} of each).")
+                          f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
     charts, tables = metrics_charts(metric_days, metric_rows)
     files[f"{SITE_DIR}/metrics.html"] = pages.metrics_page(
         charts, tables, generated, f"ci_metrics_daily, {metric_days[0]} to {day}. Commit figures are plotted on the "

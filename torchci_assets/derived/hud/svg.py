@@ -16,7 +16,7 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 DASHES = ("", "6 3", "2 3", "8 3 2 3", "1 2", "10 4", "4 4", "3 6")
 MARKERS = ("circle", "square", "diamond", "triangle")
 W, H = 640, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 30
+LEFT, RIGHT, TOP, BOTTOM = 56, 30, 12, 30
 
 
 @dataclass(frozen=True)
