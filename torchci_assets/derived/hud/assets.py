@@ -3,6 +3,8 @@
 Thin wrappers over `health`, `metrics` and `site`, plain functions the tests call directly.
 """
 
+from pathlib import Path
+
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
@@ -133,7 +135,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
         "job_groups": report.job_groups, "pull_requests": report.pull_requests,
         "bytes": sum(report.pages.values()), "largest_page": largest, "largest_page_bytes": size,
         "stale_pages_removed": len(report.deleted),
-        "index": dg.MetadataValue.url(store.display(f"{SITE_DIR}/index.html")) if store.is_local
+        "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
         else store.display(f"{SITE_DIR}/index.html"),
     })
     over = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}

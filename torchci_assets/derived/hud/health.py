@@ -147,7 +147,7 @@ def _identity_steps(as_of: dt.datetime, stale_hours: int) -> list[tuple[str, str
         # so "any failing conclusion", "any conclusion" and the ids' latest fields are all order-free.
         ("identities", f"""
             WITH g AS (
-                SELECT head_sha AS sha, run_id, run_attempt, name, any_value(workflow_name) AS workflow_name,
+                SELECT any_value(head_sha) AS sha, run_id, run_attempt, name, any_value(workflow_name) AS workflow_name,
                        coalesce(bool_or(conclusion IN {_FAILING}), false) AS failed,
                        coalesce(bool_or(coalesce(conclusion, '') <> ''), false) AS concluded,
                        coalesce(bool_and(conclusion IN ('skipped', 'neutral'))
@@ -157,13 +157,14 @@ def _identity_steps(as_of: dt.datetime, stale_hours: int) -> list[tuple[str, str
                        arg_max(id, (coalesce(conclusion IN {_FAILING}, false)::BIGINT << 61)
                                    + ((coalesce(conclusion, '') <> '')::BIGINT << 60)
                                    + ((started_at IS NOT NULL)::BIGINT << 59) + id) AS job_id,
-                       list(DISTINCT id) FILTER (WHERE conclusion IN {_FAILING}) AS failing_ids,
+                       -- (list_distinct on the result: DISTINCT inside the aggregate is ten times slower)
+                       list_distinct(list(id) FILTER (WHERE conclusion IN {_FAILING})) AS failing_ids,
                        max(duration_s) AS duration_s, min(started_at) AS started_at,
                        max(completed_at) AS completed_at,
                        any_value(build_env) AS build_env, any_value(test_config) AS test_config,
                        any_value(platform) AS platform
                 FROM w_jobs WHERE head_sha IN (SELECT sha FROM heads)
-                GROUP BY head_sha, run_id, run_attempt, name
+                GROUP BY run_id, run_attempt, name  -- a run is of one commit
             ),
             runs AS (
                 SELECT id AS run_id, run_attempt, {_latest(['name', 'event', 'status'],

@@ -54,7 +54,7 @@ _RUNNER_LABEL = "coalesce(list_filter(labels, lambda x: x NOT IN ('self-hosted',
 _FAILING = sql_list(FAILING_CONCLUSIONS)
 
 
-def _sql(day: str, commits_day: str, upstream_repo: str, branches: tuple[str, ...]) -> str:
+def _sql(commits_day: str, upstream_repo: str, branches: tuple[str, ...]) -> str:
     return f"""
     WITH jobs AS (
         SELECT j.* REPLACE (coalesce(j.platform, 'unknown') AS platform),
@@ -162,7 +162,7 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
                                   ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks"),
                                   ("push", [day], "pushes")):
             register(con, lake, table, days, view)
-        table = _with_schema(con.sql(_sql(day, commits_day, upstream_repo, branches)).to_arrow_table())
+        table = _with_schema(con.sql(_sql(commits_day, upstream_repo, branches)).to_arrow_table())
     finally:
         con.close()
     rows = lake.write("ci_metrics_daily", day, table)

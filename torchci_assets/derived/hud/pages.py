@@ -111,6 +111,10 @@ def job_url(repo: str, run_id, job_id) -> str:
     return f"https://github.com/{repo}/actions/runs/{run_id}/job/{job_id}"
 
 
+def commit_link(repo: str, sha: str) -> str:
+    return f'<a href="https://github.com/{repo}/commit/{escape(sha)}">{escape(sha[:10])}</a>'
+
+
 def _cell_title(r: dict) -> str:
     """The cell's tooltip; the group is the column's header, so it is not repeated (pages stay small)."""
     kind = cell_kind(r["state"], r["failure_class"])
@@ -165,8 +169,8 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
                        f'title="{escape(_cell_title(r))}">{glyph}</a></td>')
         concl = c["conclusion"]
         rows.append(
-            f'<tr data-sha="{c["sha"]}" data-conclusion="{concl}"><td class="mono">{_time(c["pushed_at"])}</td>'
-            f'<td class="mono"><a href="https://github.com/{repo}/commit/{c["sha"]}">{c["sha"][:10]}</a></td>'
+            f'<tr data-sha="{escape(c["sha"])}" data-conclusion="{concl}"><td class="mono">{_time(c["pushed_at"])}</td>'
+            f'<td class="mono">{commit_link(repo, c["sha"])}</td>'
             f'<td><span class="badge {concl}">{CONCLUSION_LABELS.get(concl, concl)}</span></td>'
             f'<td class="mono">{duration(c["time_to_signal_s"]) if c["time_to_signal_s"] else ""}</td>'
             + "".join(tds) + "</tr>")
@@ -230,8 +234,8 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
             ["build_env", "test_config", "file", "before", "after", "first slow commit"],
             [[escape(r["build_env"] or ""), escape(r["test_config"] or ""), f'<span class="mono">{escape(r["file"])}</span>',
               duration(r["before_s"]), duration(r["after_s"]),
-              f'<a class="mono" href="https://github.com/{repo}/commit/{r["first_slow_sha"]}">{r["first_slow_sha"][:10]}</a>'
-              if r["first_slow_sha"] else ""] for r in slower])
+              f'<span class="mono">{commit_link(repo, r["first_slow_sha"])}</span>' if r["first_slow_sha"] else ""]
+             for r in slower])
     return layout("Flaky, broken and disabled tests", "tests.html", body, generated, script=_FILTER_JS if rows else "")
 
 
@@ -271,7 +275,7 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
     body = (f'<p><a href="https://github.com/{repo}/pull/{pr["number"]}">{repo}#{pr["number"]}</a> · '
             f'{escape(pr["pr_state"] or "")}{" (merged)" if pr["merged"] else ""} · '
             f'{escape(pr["head_ref"] or "")} → {escape(pr["base_ref"] or "")} · head '
-            f'<a class="mono" href="https://github.com/{repo}/commit/{head}">{head[:10]}</a> · '
+            f'<span class="mono">{commit_link(repo, head)}</span> · '
             f'updated {_time(pr["pr_updated_at"])} UTC'
             + (f' · labels: {escape(", ".join(pr["labels"]))}' if pr["labels"] else "") + "</p>"
             f"<p>{summary or 'No jobs seen for this head yet.'}</p>"
