@@ -202,6 +202,8 @@ def test_pr_jobs_follow_the_latest_head_and_carry_the_l3_l4_downstream_results(t
     names = [d[0] for d in cur.description]
     rows = [dict(zip(names, r)) for r in cur.fetchall()]
     assert report.pull_requests == 1 and {r["head_sha"] for r in rows} == {new}
+    assert report.downstream_rows == 2
+    assert report.failure_classes == {"infra": 1, "new": 1, "broken_on_main": 1, "known_flaky": 0}
     github = [r for r in rows if r["source"] == "github"]
     assert [(r["state"], r["failure_class"]) for r in github] == [("failure", "broken_on_main"), ("success", None)]
     downstream = {r["source"]: (r["level"], r["state"], r["failure_class"]) for r in rows if r["source"] != "github"}

@@ -49,6 +49,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from resources.lake import Lake, connect
 from torchci_assets.derived.hud.inputs import register
@@ -253,8 +254,11 @@ def _run_steps(con, steps: list[tuple[str, str]]) -> None:
 
 def _commit_steps(blocking: tuple[str, ...], min_groups: int, as_of: dt.datetime, stale_hours: int,
                   signal: tuple[str, ...]) -> list[tuple[str, str]]:
-    ignored = " OR ".join(f"name LIKE '{p}'" for p in IGNORED_NAME_PATTERNS)
+    ignored = " OR ".join(f"i.name LIKE '{p}'" for p in IGNORED_NAME_PATTERNS)
     return [
+        # one row per attempt of a group, with what its cell would show if it is the latest: the
+        # failing identities' classes combined (infra only when every failing job is; a real
+        # failure anywhere makes it new), the job to link to, the longest job, the failing tests
         ("attempts", f"""
             SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
                    bool_or(i.identity_state = 'failed') AS has_failure,
@@ -262,54 +266,42 @@ def _commit_steps(blocking: tuple[str, ...], min_groups: int, as_of: dt.datetime
                    bool_and(i.skipped) AS all_skipped,
                    bool_and(i.workflow IN {sql_list(blocking)} AND NOT ({ignored})) AS blocking,
                    count(*) AS jobs, count(*) FILTER (WHERE i.identity_state = 'failed') AS failing_jobs,
-                   min(i.created_at) AS created_at
-            FROM identities i GROUP BY ALL
-        """),
-        ("groups", """
-            SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
-                   bool_and(has_failure) AS all_failed, bool_or(has_failure) AS any_failed,
-                   bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking,
-                   arg_max(run_id, (created_at, run_attempt)) AS last_run_id,
-                   arg_max(run_attempt, (created_at, run_attempt)) AS last_attempt,
-                   arg_max(jobs, (created_at, run_attempt)) AS jobs,
-                   arg_max(failing_jobs, (created_at, run_attempt)) AS failing_jobs
-            FROM attempts GROUP BY ALL
-        """),
-        # the latest attempt's identities, each with its class when it failed
-        ("last", """
-            SELECT i.*, c.failure_class, c.infra_reason, c.failure_line, c.failing_tests, c.failing_test_count
+                   min(i.created_at) AS created_at,
+                   CASE WHEN count(c.failure_class) = 0 THEN NULL
+                        WHEN bool_and(c.failure_class = 'infra') THEN 'infra'
+                        WHEN bool_or(c.failure_class = 'new') THEN 'new'
+                        WHEN bool_or(c.failure_class = 'broken_on_main') THEN 'broken_on_main'
+                        ELSE 'known_flaky' END AS failure_class,
+                   arg_max(i.job_id, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_id,
+                   arg_max(i.name, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_name,
+                   max(i.duration_s) AS duration_s,
+                   any_value(c.infra_reason) AS infra_reason, any_value(c.failure_line) AS failure_line,
+                   list_distinct(flatten(list(c.failing_tests))) AS failing_tests,
+                   coalesce(sum(c.failing_test_count), 0)::BIGINT AS failing_test_count
             FROM identities i
-            JOIN groups g ON g.sha = i.sha AND g.job_group = i.job_group AND g.last_run_id = i.run_id
-                 AND g.last_attempt = i.run_attempt
             LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
                  AND c.name = i.name
+            GROUP BY i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt
         """),
-        ("group_detail", """
-            SELECT sha, job_group,
-                   -- infra only when every failing job is; a real failure anywhere makes the group new
-                   CASE WHEN count(*) FILTER (WHERE failure_class IS NOT NULL) = 0 THEN NULL
-                        WHEN bool_and(failure_class = 'infra') FILTER (WHERE failure_class IS NOT NULL) THEN 'infra'
-                        WHEN bool_or(failure_class = 'new') THEN 'new'
-                        WHEN bool_or(failure_class = 'broken_on_main') THEN 'broken_on_main'
-                        ELSE 'known_flaky' END AS failure_class,
-                   arg_max(job_id, (failure_class IS NOT NULL, coalesce(duration_s, 0), name)) AS job_id,
-                   arg_max(name, (failure_class IS NOT NULL, coalesce(duration_s, 0), name)) AS job_name,
-                   max(duration_s) AS duration_s,
-                   any_value(infra_reason) FILTER (WHERE infra_reason IS NOT NULL) AS infra_reason,
-                   any_value(failure_line) FILTER (WHERE failure_line IS NOT NULL) AS failure_line,
-                   list_distinct(flatten(list(failing_tests) FILTER (WHERE failing_tests IS NOT NULL)))
-                       AS failing_tests,
-                   coalesce(sum(failing_test_count), 0)::BIGINT AS failing_test_count
-            FROM last GROUP BY ALL
-        """),
-        ("group_rows", """
-            SELECT g.sha, g.workflow, g.job_group, g.blocking, g.attempts, g.jobs,
-                CASE WHEN g.has_pending THEN 'pending' WHEN g.all_failed THEN 'failure'
-                     WHEN g.any_failed THEN 'flaky' WHEN g.all_skipped THEN 'skipped' ELSE 'success' END AS state,
-                g.failing_jobs, d.job_id, g.last_run_id AS run_id, g.last_attempt AS run_attempt, d.job_name,
-                d.duration_s, d.infra_reason, d.failure_line, d.failing_tests, d.failing_test_count,
-                CASE WHEN g.all_failed AND NOT g.has_pending THEN coalesce(d.failure_class, 'new') END AS failure_class
-            FROM groups g JOIN group_detail d USING (sha, job_group)
+        # a group over its attempts; its cell is its latest attempt's
+        ("group_rows", f"""
+            WITH g AS (
+                SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
+                       bool_and(has_failure) AS all_failed, bool_or(has_failure) AS any_failed,
+                       bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking,
+                       {", ".join(f"arg_max({c}, epoch_ms(created_at) * 64 + least(run_attempt, 63)) AS {c}"
+                                  for c in ("run_id", "run_attempt", "jobs", "failing_jobs", "failure_class",
+                                            "job_id", "job_name", "duration_s", "infra_reason", "failure_line",
+                                            "failing_tests", "failing_test_count"))}
+                FROM attempts GROUP BY sha, workflow, job_group
+            )
+            SELECT sha, workflow, job_group, blocking, attempts, jobs,
+                CASE WHEN has_pending THEN 'pending' WHEN all_failed THEN 'failure'
+                     WHEN any_failed THEN 'flaky' WHEN all_skipped THEN 'skipped' ELSE 'success' END AS state,
+                failing_jobs, job_id, run_id, run_attempt, job_name, duration_s, infra_reason, failure_line,
+                failing_tests, failing_test_count,
+                CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class
+            FROM g
         """),
         # time to signal (test-infra time_to_signal): the slowest signal workflow run, for commits
         # where every such run succeeded at its first attempt
@@ -441,14 +433,11 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
         """)
         con.execute("CREATE TEMP TABLE heads AS SELECT DISTINCT head_sha AS sha FROM prs WHERE head_sha IS NOT NULL")
         _run_steps(con, _identity_steps(as_of, stale_hours))
+        # each job name's latest attempt (an aggregate of whole rows: cheaper than a window's sort)
         con.execute("""
             CREATE TEMP TABLE latest_identities AS
-            SELECT * FROM (
-                SELECT i.*, count(*) OVER (PARTITION BY sha, workflow, name) AS attempts,
-                       row_number() OVER (PARTITION BY sha, workflow, name ORDER BY run_attempt DESC, created_at DESC,
-                                          run_id DESC) AS rn
-                FROM identities i
-            ) WHERE rn = 1
+            SELECT unnest(arg_max(i, (run_attempt::BIGINT << 44) + epoch_ms(created_at))), count(*) AS attempts
+            FROM identities i GROUP BY sha, workflow, name
         """)
         levels = sql_list(downstream_levels)
         table = con.sql(f"""
@@ -463,14 +452,15 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
             ),
             -- a new failure whose group was failing on main when the job started, with the same failing
             -- tests (or none known on either side: a build, a lint), came with main: broken on main
+            main_states AS (
+                SELECT job_group, pushed_at, state, failing_tests FROM w_health
+                WHERE state IN ('failure', 'flaky', 'success')
+            ),
             inherited AS (
-                SELECT g.head_sha, g.workflow, g.name, arg_max(m.state, m.pushed_at) AS main_state,
-                       arg_max(m.failing_tests, m.pushed_at) AS main_tests
-                FROM github0 g JOIN w_health m ON m.job_group = g.job_group
-                     AND m.pushed_at <= coalesce(g.started_at, g.completed_at, {_ts(as_of)})
-                     AND m.state IN ('failure', 'flaky', 'success')
-                WHERE g.state = 'failure' AND g.failure_class = 'new'
-                GROUP BY ALL
+                SELECT g.head_sha, g.workflow, g.name, m.state AS main_state, m.failing_tests AS main_tests
+                FROM (SELECT *, coalesce(started_at, completed_at, {_ts(as_of)}) AS t FROM github0
+                      WHERE state = 'failure' AND failure_class = 'new') g
+                ASOF JOIN main_states m ON m.job_group = g.job_group AND g.t >= m.pushed_at
             ),
             github AS (
                 SELECT g.* REPLACE (
@@ -509,7 +499,7 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
         prs = con.execute("SELECT count(*) FROM prs").fetchone()[0]
     finally:
         con.close()
-    pylist = table.select(["source", "failure_class"]).to_pylist()
-    classes = {c: sum(1 for r in pylist if r["failure_class"] == c) for c in FAILURE_CLASSES}
-    return PrJobsReport(day, prs, rows, sum(1 for r in pylist if r["source"] != "github"), classes)
+    counts = {v["values"]: v["counts"] for v in pc.value_counts(table["failure_class"]).to_pylist()}
+    downstream = int(pc.sum(pc.not_equal(table["source"], "github")).as_py() or 0)
+    return PrJobsReport(day, prs, rows, downstream, {c: int(counts.get(c, 0)) for c in FAILURE_CLASSES})
 
