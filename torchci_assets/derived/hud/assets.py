@@ -10,8 +10,8 @@ import dagster as dg
 from resources import LakeResource, OutputsResource
 from torchci_assets.checks import unique_key_check
 from torchci_assets.config import load_config
-from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, CONCLUSIONS, FAILURE_CLASSES, LOOKBACK_DAYS,
-                                               MIN_JOB_GROUPS, build_commit_health, build_pr_jobs)
+from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
+                                               build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site
 from torchci_assets.partitions import daily_partitions, window_mapping

@@ -65,7 +65,6 @@ MIN_JOB_GROUPS = 11  # "HAVING COUNT(*) > 10": fewer groups means the commit ran
 FAILING_CONCLUSIONS = ("failure", "timed_out", "cancelled", "startup_failure")
 IGNORED_NAME_PATTERNS = ("%unstable%", "%rerun_disabled_tests%", "ciflow_should_run", "generate-test-matrix")
 MAX_LISTED_TESTS = 5
-BATCH_ROWS = 50_000
 FAILURE_CLASSES = ("infra", "new", "broken_on_main", "known_flaky")
 CONCLUSIONS = ("red", "flaky", "green", "pending", "no_signal")
 
@@ -128,7 +127,7 @@ def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, i
     return {view: register(con, lake, _VIEWS[view], days, view) for view, days in views.items()}
 
 
-# ---- job identities: one per (head, workflow, run, attempt, job name) ----------------------
+# ---- job identities: one per (run, attempt, job name); a run is of one commit and one workflow ----
 
 _RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END"
 _FAILING = sql_list(FAILING_CONCLUSIONS)
@@ -139,8 +138,8 @@ def _latest(columns: list[str], order: str) -> str:
 
 
 def _identity_steps(as_of: dt.datetime, stale_hours: int) -> list[tuple[str, str]]:
-    """Temp tables from the `heads(sha)` table and the w_* views: jobs, identities, their failing
-    tests and their failure class."""
+    """Temp tables from the `heads(sha)` table and the w_* views: the job identities of those heads,
+    the failing tests and infrastructure evidence of the failed ones, and their failure class."""
     stale = f"{_ts(as_of)} - INTERVAL {int(stale_hours)} HOUR"
     return [
         # A job identity's rows (every id, attempt-day and delivery state of the window) aggregate
