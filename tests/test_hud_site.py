@@ -157,3 +157,19 @@ def test_test_time_regressions_are_shown_once_the_table_exists(tmp_path):
     publish_site(lake, out, DAY, REPO)
     html = (tmp_path / "out" / "hud" / "tests.html").read_text()
     assert 'id="slower"' in html and "test_nn.py" in html and "15m" in html and "cccccccccc" in html
+
+
+def test_older_commits_come_from_the_newest_partition_that_has_them_even_across_a_gap(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = History()
+    early = dt.datetime(2026, 10, 1, 12, tzinfo=dt.timezone.utc)
+    c = h.push(9, early)
+    h.job(c, GROUP_JOB.format(1), "success", run_id=90, created=early, day="2026-10-01")
+    h.write(lake)
+    build_commit_health(lake, "2026-10-01", REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    # 10-02 and 10-03 were never materialized (their final word on this commit is missing)
+    lake.write("push", DAY, pa.Table.from_pylist([], schema=schema("push")))
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    publish_site(lake, out, DAY, REPO)
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    assert re.findall(r'data-sha="([0-9a-f]+)"', index) == [c] and 'data-conclusion="green"' in index

@@ -1,10 +1,9 @@
 """The static HUD under `hud/` in the outputs: read bounded windows of the HUD tables, render, publish.
 
 What each page reads (never raw job or test rows):
-  index.html      `commit_health`: the newest state of the last `commits` main commits. A
-                  partition holds LOOKBACK_DAYS+1 days of pushes, and the partition two days
-                  after a push has that commit's final state, so the window's older partitions are
-                  read only for the commits pushed LOOKBACK_DAYS before them;
+  index.html      `commit_health`: the newest state of the last `commits` main commits, each from
+                  the newest partition that has it (a partition holds LOOKBACK_DAYS+1 days of
+                  pushes; the one LOOKBACK_DAYS after a push has that commit's final state);
                   `pr_jobs` likewise for the pull requests listed under the grid;
   pr/<n>.html     `pr_jobs`: each pull request active in the last `pr_days` days, from the newest
                   partition that has it;
@@ -74,19 +73,22 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _newest(con, lake: Lake, table: str, days: list[str], key: str, activity: str, where: str = "true") -> bool:
-    """View `newest_<table>`: for each `key`, the rows of the newest partition of `days` holding it.
-    Older partitions are only read for keys whose `activity` day is LOOKBACK_DAYS before theirs
-    (their final state), which Parquet statistics let DuckDB skip to."""
+def _newest(con, lake: Lake, table: str, days: list[str], key: str, order: str, limit: int) -> bool:
+    """Temp table `newest_<table>`: the rows of the `limit` keys latest by `order`, each from the newest
+    partition of `days` that holds it (its latest word; a day whose partition is missing is skipped).
+
+    Two passes: the keys, their newest partition and `order` first (three columns), then the rows of
+    the chosen keys only, so the window's older partitions cost little."""
     if not lake.register(con, table, days, name=f"w_{table}"):
         return False
     con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE keys_{table} AS
+        SELECT {key}, max(day) AS day, max({order}) AS latest FROM w_{table} GROUP BY {key}
+        ORDER BY latest DESC, {key} DESC LIMIT {int(limit)}
+    """)
+    con.execute(f"""
         CREATE OR REPLACE TEMP TABLE newest_{table} AS
-        WITH r AS (
-            SELECT * FROM w_{table}
-            WHERE ({where}) AND (day = DATE '{days[-1]}' OR {activity} = day - INTERVAL {LOOKBACK_DAYS} DAY)
-        )
-        SELECT * FROM r WHERE (r.{key}, r.day) IN (SELECT ({key}, max(day)) FROM r GROUP BY {key})
+        SELECT w.* FROM w_{table} w JOIN keys_{table} k ON w.{key} = k.{key} AND w.day = k.day
     """)
     return True
 
@@ -100,7 +102,7 @@ def _group_order(groups: list[tuple[str, str, bool]]) -> list[tuple[str, bool]]:
 
 def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list[tuple[str, bool]], dict]:
     days = days_ending(day, max(1, 14 - LOOKBACK_DAYS))
-    if not _newest(con, lake, "commit_health", days, "sha", "pushed_day"):
+    if not _newest(con, lake, "commit_health", days, "sha", "pushed_at", commits):
         return [], [], {}
     heads = _rows(con, f"""
         SELECT sha, any_value(pushed_at) AS pushed_at, any_value(conclusion) AS conclusion,
@@ -114,7 +116,7 @@ def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list
 
 def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[int, list[dict]]]:
     """(one summary per pull request, newest first; its job rows by number)."""
-    if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at::DATE"):
+    if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
         return [], {}
     prs = _rows(con, f"""
         SELECT number, any_value(head_sha) AS head_sha, any_value(pr_state) AS pr_state,
