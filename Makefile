@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency eval clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,14 @@ bench: install
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_flaky.py
 	$(BIN)/python bench/bench_log_classifier.py
+	$(BIN)/python bench/bench_hud.py
 
 bench-logs: install  # the log classifier's part of `make bench` alone
 	$(BIN)/python bench/bench_log_classifier.py
+
+# Refresh the README's HUD screenshots (docs/) from the browser test's simulated archive.
+screenshots: install
+	TORCHCI_SCREENSHOTS=$(CURDIR)/docs $(BIN)/python -m pytest -q tests/test_hud_browser.py
 
 bench-shards: install
 	$(BIN)/python bench/bench_shards.py

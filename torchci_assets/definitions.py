@@ -12,12 +12,13 @@ from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
+from torchci_assets.derived.hud import definitions as hud
 from torchci_assets.derived.results import definitions as results
 from torchci_assets.derived.sharding import definitions as sharding
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
 
-DOMAINS = (ingest, failures, results, flakiness, sharding, backends, relay)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),

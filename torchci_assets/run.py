@@ -216,8 +216,11 @@ def _run(args: argparse.Namespace) -> int:
     rejects = dict(counts).get("rejects", 0)
     print(f"\nRejects: {rejects:,}" + (" (see the `rejects` table: source, location, reason)" if rejects else ""))
     print(f"Lake:    {lake.store.display()}")
-    print(f"Outputs: {Store(resolved_uri('TORCHCI_OUTPUTS_URI')).display()}")
+    outputs = Store(resolved_uri("TORCHCI_OUTPUTS_URI"))
+    print(f"Outputs: {outputs.display()}")
     print("Open the Dagster UI with `make dev` (http://127.0.0.1:3000) to see lineage, runs and checks.")
+    if outputs.exists("hud/index.html"):
+        print(f"HUD:     {outputs.display('hud/index.html')}")
     if failed:
         print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
         return 1

@@ -52,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time-regressions", type=float, default=0.25, metavar="RATE",
                    help="chance per day that a commit makes one test file 1.5-4x slower for a while "
                         "(default 0.25; 0 for none)")
+    p.add_argument("--platform-failures", type=int, default=None,
+                   help="tests planted to fail on one platform (default: 0.6%% of the tests, at least 2)")
     return p
 
 
@@ -66,7 +68,8 @@ def main(argv: list[str]) -> int:
     opts = Options(seed=args.seed, commits_per_day=args.commits_per_day, prs_per_day=args.prs_per_day,
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
                    test_reports=not args.no_test_reports, backends=args.backends,
-                   torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions)
+                   torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions,
+                   platform_failures=args.platform_failures)
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

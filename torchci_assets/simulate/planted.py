@@ -62,7 +62,10 @@ def _runnable(configs: tuple[TestConfig, ...], suite: tuple[TestFile, ...]):
     return by_file
 
 
-def plant_rules(seed: int, suite: tuple[TestFile, ...], configs: tuple[TestConfig, ...]) -> list[Rule]:
+def plant_rules(seed: int, suite: tuple[TestFile, ...], configs: tuple[TestConfig, ...],
+                platform_failures: int | None = None) -> list[Rule]:
+    """Flaky tests (2.5% of the runnable tests) and tests failing on one platform (0.6%, at least 2;
+    `platform_failures` overrides that count, 0 for none)."""
     rng = random.Random(f"{seed}|planted")
     by_file = _runnable(configs, suite)
     candidates = [(t, by_file[f.path]) for f in suite if f.path in by_file for t in f.tests if not t.skip]
@@ -70,7 +73,7 @@ def plant_rules(seed: int, suite: tuple[TestFile, ...], configs: tuple[TestConfi
         return []
     n_tests = len(candidates)
     n_flaky = max(3, round(0.025 * n_tests))
-    n_platform = max(2, round(0.006 * n_tests))
+    n_platform = max(2, round(0.006 * n_tests)) if platform_failures is None else platform_failures
     picks = rng.sample(candidates, min(len(candidates), n_flaky + n_platform))
     rules = []
     for i, (t, cfgs) in enumerate(picks):

@@ -21,7 +21,7 @@ from .catalog import (BUILD_MINUTES, DOCS_JOB, LABEL_JOB, LINT_JOBS, PR_WORKFLOW
                       PUSH_WORKFLOWS, QUEUE_MINUTES, SCHEDULED_WORKFLOWS, WORKFLOW_FILES, TestConfig,
                       build_job_name, build_suite, config_files, plan_shards, queue_family,
                       select_configs, skip_reason, test_job_name)
-from .model import DAY_MS, EPOCH_DAY, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms
+from .model import DAY_MS, EPOCH_DAY, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms, iso_ms
 from .payloads import (MERGEBOT, ZERO_SHA, commit_object, label_object, pull_request_payload,
                        push_payload)
 from .planted import (BROKEN_MESSAGE, TIME_REGRESSION_MAX_DAYS, Breakage, Rule, TimeRegression, breakages_for_day,
@@ -60,6 +60,7 @@ class Options:
     old_payload_rate: float = 0.015
     torn_lines_per_day: int = 1  # a collector crash mid-write: a cut line, then the delivery again
     time_regression_rate: float = 0.25  # chance that a day's commits make one test file slower
+    platform_failures: int | None = None  # tests failing on one platform; None: 0.6% of the tests, at least 2
 
 
 @dataclass(slots=True)
@@ -109,7 +110,7 @@ class World:
         self.configs = select_configs(opts.configs)
         self.suite = build_suite(opts.seed, opts.test_files, opts.tests_per_file)
         self.shards = {cfg: plan_shards(config_files(cfg, self.suite), cfg) for cfg in self.configs}
-        self.rules = plant_rules(opts.seed, self.suite, self.configs)
+        self.rules = plant_rules(opts.seed, self.suite, self.configs, opts.platform_failures)
         self.planted = frozenset(r.template for r in self.rules)
         self.rules_by_file: dict[str, list[Rule]] = {}
         for r in self.rules:
@@ -236,6 +237,7 @@ class World:
             if wf == "Lint" or wf in self.workflows:
                 self._run(act, rng, wf, "push", c.sha, "main", head, MERGEBOT, c.message.split("\n")[0], (),
                           c.time + rng.randint(2_000, 20_000), next_slot(), bad, on_main=True, code=c.index)
+        act.truth.append(("main_commits", c.time, _commit_truth(c, recv, act.jobs, broken)))
         return act
 
     def _scheduled(self, day, wf: str, hour: int, next_slot) -> Activity:
@@ -576,6 +578,22 @@ class World:
                 act.out_of_order_jobs.append((job.id, start_recv))
             self._deliver(act, rng, start_recv, "workflow_job", _uuid(rng), job, "in_progress", old())
         self._deliver(act, rng, done_recv, "workflow_job", _uuid(rng), job, "completed", old())
+
+
+def _commit_truth(c: Commit, pushed: int, jobs: list[Job], broken: list[Breakage]) -> dict:
+    """What happened to a main commit's push-triggered jobs: every job that failed in some attempt,
+    with each attempt's conclusion, and the planted breakages it carries. Enough to tell, without
+    the lake, whether a commit's failures never recovered (red) or all recovered on rerun (flaky)."""
+    attempts: dict[tuple[str, str], dict[int, str]] = {}
+    for j in jobs:
+        attempts.setdefault((j.run.workflow, j.name), {})[j.run.attempt] = j.conclusion
+    failed = [{"workflow": wf, "name": name, "conclusions": [by[a] for a in sorted(by)]}
+              for (wf, name), by in sorted(attempts.items())
+              if any(v in ("failure", "cancelled") for v in by.values())]
+    return {"sha": c.sha, "index": c.index, "pushed_at": iso_ms(pushed),
+            "last_completed_at": iso_ms(max(j.completed for j in jobs)),
+            "broken_tests": [identity(t) for b in broken for t in b.templates],
+            "failed_jobs": failed}
 
 
 def _report_state(job: Job) -> str:

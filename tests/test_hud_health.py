@@ -1,0 +1,243 @@
+"""`commit_health` and `pr_jobs` on hand-made CI histories: PyTorch's red/flaky/green/pending
+semantics, placeholder job ids, the 36 h rule, and how failures are told apart."""
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hud_lake import DAY, REPO, T0, History, schema, sha
+
+from resources.lake import Lake, connect
+from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+
+NOW = dt.datetime(2026, 10, 5, 20, 0, tzinfo=dt.timezone.utc)  # the partition is judged "now", before midnight
+
+
+def health(tmp_path, h: History, now=NOW, **kw) -> tuple[dict, dict]:
+    """({sha: conclusion}, {(sha, job_group): row})."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=kw.pop("min_groups", 1), now=now, **kw)
+    con = connect()
+    lake.register(con, "commit_health", [DAY], name="c")
+    cur = con.execute("SELECT * FROM c")
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    return {r["sha"]: r["conclusion"] for r in rows}, {(r["sha"], r["job_group"]): r for r in rows}
+
+
+TEST = "linux-jammy-py3.10-gcc11 / test (default, {}, 2, linux.4xlarge)"
+GROUP = "pull / linux-jammy-py3.10-gcc11 / test (default, linux.4xlarge)"
+
+
+def test_shards_are_one_group_and_a_group_failing_on_every_attempt_is_red(tmp_path):
+    h = History()
+    c = h.push(1)
+    h.job(c, TEST.format(1), "success", run_id=10)
+    h.job(c, TEST.format(2), "failure", run_id=10)
+    h.job(c, TEST.format(2), "failure", run_id=10, attempt=2, created=T0 + dt.timedelta(hours=1))
+    h.job(c, "lintrunner / linux-job", "success", workflow="Lint", run_id=11)
+    h.run(10, "pull", conclusion="failure")
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[c] == "red"
+    row = rows[(c, GROUP)]
+    assert (row["state"], row["attempts"], row["run_attempt"], row["jobs"]) == ("failure", 2, 2, 1)
+    assert row["failure_class"] == "new"  # no failing test known: a new failure, not an explained one
+    assert rows[(c, "Lint / lintrunner / linux-job")]["state"] == "success"
+
+
+def test_a_group_that_failed_then_passed_on_rerun_makes_the_commit_flaky(tmp_path):
+    h = History()
+    c = h.push(1)
+    h.job(c, TEST.format(1), "success", run_id=10)
+    h.job(c, TEST.format(2), "failure", run_id=10)
+    h.job(c, TEST.format(2), "success", run_id=10, attempt=2, created=T0 + dt.timedelta(hours=1))
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[c] == "flaky"
+    assert rows[(c, GROUP)]["state"] == "flaky" and rows[(c, GROUP)]["failure_class"] is None
+
+
+def test_in_flight_is_pending_until_36_hours_then_a_failure_of_the_infrastructure(tmp_path):
+    h = History()
+    young, old = h.push(1, T0), h.push(2, T0 - dt.timedelta(hours=40))
+    h.job(young, TEST.format(1), None, run_id=10, created=T0)
+    h.run(10, "pull", status="in_progress", created=T0)
+    h.job(old, TEST.format(1), None, run_id=20, created=T0 - dt.timedelta(hours=40), day="2026-10-03")
+    h.run(20, "pull", status="in_progress", created=T0 - dt.timedelta(hours=40), day="2026-10-03")
+    h.push(3, T0 - dt.timedelta(hours=40))  # a push with no job at all after 40 h: nothing ran
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[young] == "pending" and rows[(young, GROUP)]["state"] == "pending"
+    assert conclusions[old] == "red"
+    assert (rows[(old, GROUP)]["failure_class"], rows[(old, GROUP)]["infra_reason"]) == ("infra", "abandoned")
+    assert conclusions[sha(3)] == "no_signal"
+
+
+def test_a_placeholder_job_id_never_finalized_does_not_keep_the_commit_pending(tmp_path):
+    h = History()
+    c = h.push(1)
+    # GitHub's dead placeholder: queued forever, no conclusion; then the id that really ran
+    h.job(c, TEST.format(1), None, run_id=10, status="queued", job_id=501)
+    h.job(c, TEST.format(1), "success", run_id=10, job_id=502)
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[c] == "green"
+    assert rows[(c, GROUP)]["job_id"] == 502 and rows[(c, GROUP)]["jobs"] == 1
+
+
+def test_a_job_of_a_completed_run_is_resolved_even_without_its_own_conclusion(tmp_path):
+    h = History()
+    c = h.push(1)
+    h.job(c, TEST.format(1), None, run_id=10, status="queued")
+    h.run(10, "pull", status="completed", conclusion="success")
+    conclusions, _ = health(tmp_path, h)
+    assert conclusions[c] == "green"
+
+
+def test_only_blocking_workflows_decide_the_conclusion_and_too_few_groups_is_no_signal(tmp_path):
+    h = History()
+    c = h.push(1)
+    h.job(c, TEST.format(1), "success", run_id=10)
+    h.job(c, "linux-noble-rocm / test (default, 1, 1, linux.rocm.gpu)", "failure", workflow="rocm", run_id=12)
+    h.job(c, TEST.format(2) + " (unstable)", "failure", run_id=10)
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[c] == "green"
+    rocm = rows[(c, "rocm / linux-noble-rocm / test (default, linux.rocm.gpu)")]
+    assert rocm["state"] == "failure" and not rocm["blocking"]
+    conclusions, _ = health(tmp_path / "again", h, min_groups=11)  # PyTorch's "more than 10 groups"
+    assert conclusions[c] == "no_signal"
+
+
+def test_failures_are_told_apart_known_flaky_broken_infra_new(tmp_path):
+    h = History()
+    commits = [h.push(i) for i in range(1, 6)]
+    kinds = {}
+    for i, (c, case) in enumerate(zip(commits, ("flaky", "broken", "infra", "new", "log"))):
+        j = h.job(c, TEST.format(1), "failure", run_id=100 + i, test_config="default")
+        kinds[c] = case
+        if case == "infra":
+            h.test_job(j, infra_reason="mass-failure")
+            continue
+        if case == "log":  # the log classifier's job_failure row says infrastructure
+            h.add("job_failure", DAY, job_id=j, run_attempt=1, infra=True, line="##[error]The runner has received "
+                                                                               "a shutdown signal.")
+            h.test_job(j)
+            continue
+        h.test_job(j)
+        h.failing_test(c, j, f"test_{case}")
+    h.verdict("test_flaky", "flaky")
+    h.verdict("test_broken", "broken")
+    h.verdict("test_new", "healthy")
+    _, rows = health(tmp_path, h)
+    got = {kinds[c]: rows[(c, GROUP)] for c in commits}
+    assert {k: r["failure_class"] for k, r in got.items()} == {
+        "flaky": "known_flaky", "broken": "broken_on_main", "infra": "infra", "new": "new", "log": "infra"}
+    assert got["broken"]["failing_tests"] == ["TestNN.test_broken (test_nn.py)"]
+    assert got["infra"]["infra_reason"] == "mass-failure"
+    assert got["log"]["failure_line"].startswith("##[error]The runner")
+
+
+def test_a_real_failure_next_to_an_infra_failure_is_new_and_a_test_job_without_results_is_infra(tmp_path):
+    h = History()
+    c, d = h.push(1), h.push(2)
+    j1 = h.job(c, TEST.format(1), "failure", run_id=10, test_config="default")
+    j2 = h.job(c, TEST.format(2), "failure", run_id=10, test_config="default")
+    h.test_job(j1, infra_reason="job-died")
+    h.test_job(j2)
+    h.failing_test(c, j2, "test_regressed")
+    h.job(d, TEST.format(1), "failure", run_id=20, test_config="default")  # no test_jobs row: no results at all
+    _, rows = health(tmp_path, h)
+    assert rows[(c, GROUP)]["failure_class"] == "new" and rows[(c, GROUP)]["failing_jobs"] == 2
+    assert (rows[(d, GROUP)]["failure_class"], rows[(d, GROUP)]["infra_reason"]) == ("infra", "no-test-results")
+
+
+def test_late_deliveries_of_the_window_count_and_time_to_signal_is_for_first_attempt_greens(tmp_path):
+    h = History()
+    c, r = h.push(1), h.push(2)
+    # queued the day before (the push too), completed today: the latest state across days wins
+    h.push(1, T0 - dt.timedelta(days=1))
+    h.job(c, TEST.format(1), None, run_id=10, job_id=900, created=T0 - dt.timedelta(days=1), day="2026-10-04")
+    h.job(c, TEST.format(1), "success", run_id=10, job_id=900, created=T0 - dt.timedelta(days=1))
+    h.run(10, "pull", created=T0 - dt.timedelta(hours=2), minutes=90)
+    h.run(11, "trunk", created=T0 - dt.timedelta(hours=2), minutes=150)
+    h.job(c, "linux-jammy-cuda / build", "success", workflow="trunk", run_id=11)
+    h.job(r, TEST.format(1), "success", run_id=12)
+    h.run(12, "pull", attempt=1, conclusion="failure")
+    h.run(12, "pull", attempt=2, conclusion="success")
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[c] == "green" and rows[(c, GROUP)]["time_to_signal_s"] == 150 * 60
+    assert rows[(r, GROUP)]["time_to_signal_s"] is None  # needed a second attempt: no first-attempt signal
+
+
+def test_a_quiet_day_writes_an_empty_partition(tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("workflow_job", DAY, pa.Table.from_pylist([], schema=schema("workflow_job")))
+    report = build_commit_health(lake, DAY, REPO, ("refs/heads/main",), now=NOW)
+    assert report.commits == 0 and report.rows == 0 and lake.files("commit_health", [DAY])
+    assert build_pr_jobs(lake, DAY, REPO, now=NOW).rows == 0 and lake.files("pr_jobs", [DAY])
+
+
+def test_pr_jobs_follow_the_latest_head_and_carry_the_l3_l4_downstream_results(tmp_path):
+    h = History()
+    old, new = sha(0xA1), sha(0xA2)
+    for head, at in ((old, T0), (new, T0 + dt.timedelta(hours=1))):
+        h.add("pull_request", DAY, repo=REPO, number=42, state="open", head_sha=head, head_ref="gh/x/1/head",
+              base_ref="main", labels=["ciflow/trunk"], merged=None, updated_at=at, received_at=at)
+    h.job(old, TEST.format(1), "failure", run_id=30, branch="gh/x/1/head")
+    j = h.job(new, TEST.format(1), "failure", run_id=31, branch="gh/x/1/head", test_config="default")
+    h.job(new, TEST.format(2), "success", run_id=31, branch="gh/x/1/head")
+    h.test_job(j)
+    h.failing_test(new, j, "test_broken")
+    h.verdict("test_broken", "broken")
+    for repo, level, kind in (("acme/torch-npu", "L3", "test"), ("acme/torch-tpu", "L4", "infrastructure"),
+                              ("acme/torch-dpu", "L2", "none")):
+        h.add("ci_result", DAY, repo=repo, level=level, head_sha=new, workflow_name="npu-ci", run_id=7, run_attempt=1,
+              job_name="test (default, 1, 1)", status="completed", conclusion="failure", started_at=T0,
+              completed_at=T0 + dt.timedelta(minutes=30), execution_s=1800.0, failed=3, callback_at=T0,
+              failure_kind=kind)
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    report = build_pr_jobs(lake, DAY, REPO, now=NOW)
+    con = connect()
+    lake.register(con, "pr_jobs", [DAY], name="p")
+    cur = con.execute("SELECT * FROM p ORDER BY source, name")
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    assert report.pull_requests == 1 and {r["head_sha"] for r in rows} == {new}
+    assert report.downstream_rows == 2
+    assert report.failure_classes == {"infra": 1, "new": 1, "broken_on_main": 1, "known_flaky": 0}
+    github = [r for r in rows if r["source"] == "github"]
+    assert [(r["state"], r["failure_class"]) for r in github] == [("failure", "broken_on_main"), ("success", None)]
+    downstream = {r["source"]: (r["level"], r["state"], r["failure_class"]) for r in rows if r["source"] != "github"}
+    assert downstream == {"acme/torch-npu": ("L3", "failure", "new"), "acme/torch-tpu": ("L4", "failure", "infra")}
+
+
+@pytest.mark.parametrize("stale_hours,expected", [(36, "pending"), (6, "red")])
+def test_the_stale_bound_is_a_parameter(tmp_path, stale_hours, expected):
+    h = History()
+    c = h.push(1, T0 - dt.timedelta(hours=10))
+    h.job(c, TEST.format(1), None, run_id=10, created=T0 - dt.timedelta(hours=10))
+    conclusions, _ = health(tmp_path, h, stale_hours=stale_hours)
+    assert conclusions[c] == expected
+
+
+def test_a_pull_request_failure_its_group_also_has_on_main_is_broken_on_main(tmp_path):
+    h = History()
+    c = h.push(1, T0)
+    build, test = "linux-jammy / build", TEST.format(1)
+    h.job(c, build, "failure", run_id=10)  # main's build is broken (no test to compare)
+    h.job(c, test, "success", run_id=10)
+    pr_head = sha(0xB1)
+    h.add("pull_request", DAY, repo=REPO, number=7, state="open", head_sha=pr_head, head_ref="gh/y/1/head",
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    later = T0 + dt.timedelta(hours=1)
+    h.job(pr_head, build, "failure", run_id=40, created=later, branch="gh/y/1/head")
+    h.job(pr_head, test, "failure", run_id=40, created=later, branch="gh/y/1/head")  # green on main: the PR's own
+    h.job(pr_head, "linux-other / build", "failure", run_id=40, created=T0 - dt.timedelta(hours=2),
+          branch="gh/y/1/head")  # started before any main commit of the window: nothing to compare with
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    con = connect()
+    lake.register(con, "pr_jobs", [DAY], name="p")
+    got = dict(con.execute("SELECT name, failure_class FROM p").fetchall())
+    assert got == {build: "broken_on_main", test: "new", "linux-other / build": "new"}

@@ -1,0 +1,175 @@
+"""The static site: what it publishes, where, in which order, on a folder and on S3; a quiet day;
+the assets end to end on a hand-made lake."""
+
+import datetime as dt
+import json
+import re
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+from hud_lake import DAY, REPO, T0, History, schema
+
+from resources import LakeResource, OutputsResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.hud.assets import HUD_ASSETS
+from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+from torchci_assets.derived.hud.metrics import build_ci_metrics
+from torchci_assets.derived.hud.pages import CELL_KINDS
+from torchci_assets.derived.hud.site import SiteSettings, publish_site
+
+NOW = dt.datetime(2026, 10, 5, 20, 0, tzinfo=dt.timezone.utc)
+GROUP_JOB = "linux-jammy / test (default, {}, 2, linux.4xlarge)"
+
+
+def history() -> History:
+    h = History()
+    for i in range(1, 4):
+        c = h.push(i, T0 + dt.timedelta(hours=i))
+        h.job(c, GROUP_JOB.format(1), "success", run_id=10 * i, created=T0 + dt.timedelta(hours=i))
+        h.job(c, GROUP_JOB.format(2), "failure" if i == 2 else "success", run_id=10 * i,
+              created=T0 + dt.timedelta(hours=i))
+    for n, head in ((7, "a" * 40), (8, "b" * 40)):
+        h.add("pull_request", DAY, repo=REPO, number=n, state="open", head_sha=head, head_ref=f"gh/u/{n}/head",
+              base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+        h.job(head, GROUP_JOB.format(1), "failure", run_id=100 + n, branch=f"gh/u/{n}/head")
+    return h
+
+
+def build(lake: Lake) -> None:
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    build_ci_metrics(lake, DAY, REPO, ("refs/heads/main",))
+
+
+def test_publishes_every_page_with_relative_links_only(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    report = publish_site(lake, out, DAY, REPO)
+    assert report.published and report.commits == 3 and report.job_groups == 1 and report.pull_requests == 2
+    names = sorted(report.pages)
+    assert names == ["hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
+                     "hud/tests.html"]
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    assert index.count("<tr data-sha=") == 3 and 'data-conclusion="red"' in index
+    assert index.count(f">{CELL_KINDS['new'][0]}</a>") == 1 and index.count(f">{CELL_KINDS['success'][0]}</a>") == 2
+    # links inside the site are relative (file:// and S3 websites), external ones go to GitHub only
+    for path in names:
+        html = (tmp_path / "out" / path).read_text()
+        for href in re.findall(r'href="([^"]+)"', html):
+            assert href.startswith("https://github.com/") or not re.match(r"^[a-z]+:|^/", href), (path, href)
+    assert 'href="../index.html"' in (tmp_path / "out" / "hud" / "pr" / "7.html").read_text()
+    assert json.loads(out.read_bytes("hud/site.json"))["day"] == DAY
+
+
+def test_an_older_day_does_not_replace_a_newer_site_and_stale_pr_pages_go(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    out.write_bytes("hud/pr/1234.html", b"an old pull request's page")
+    report = publish_site(lake, out, DAY, REPO)
+    assert report.deleted == ["hud/pr/1234.html"] and not out.exists("hud/pr/1234.html")
+    assert not publish_site(lake, out, "2026-10-01", REPO).published  # a backfill of an older day
+    assert json.loads(out.read_bytes("hud/site.json"))["day"] == DAY
+
+
+def test_index_is_written_after_the_pages_it_links_to(tmp_path, monkeypatch):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    order = []
+    real = Store.write_bytes
+    monkeypatch.setattr(Store, "write_bytes", lambda self, rel, data: (order.append(rel), real(self, rel, data)))
+    publish_site(lake, out, DAY, REPO)
+    assert order.index("hud/index.html") > max(order.index(p) for p in order if p.startswith("hud/pr/"))
+    assert order[-1] == "hud/site.json"
+
+
+def test_a_quiet_day_publishes_a_site_that_says_so(tmp_path):
+    """Webhooks only (no pushes, no tests): every HUD asset succeeds and the pages say there is nothing."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    for table in ("workflow_job", "workflow_run", "push", "pull_request"):
+        lake.write(table, DAY, pa.Table.from_pylist([], schema=schema(table)))
+    result = dg.materialize(HUD_ASSETS, partition_key=DAY, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
+    assert result.success
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    assert "No main commits in the window yet." in index and "No pull request activity" in index
+    assert "No flaky, broken or disabled tests." in (tmp_path / "out" / "hud" / "tests.html").read_text()
+
+
+def test_assets_emit_numeric_metadata_and_the_size_check(tmp_path):
+    h = history()
+    h.write(Lake.at(str(tmp_path / "lake")))
+    result = dg.materialize(HUD_ASSETS, partition_key=DAY, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))},
+        run_config={"ops": {"commit_health": {"config": {"min_job_groups": 1}}}})
+    assert result.success
+    meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert meta["commit_health"]["commits"].value == 3
+    assert meta["commit_health"]["commits_red"].value == 1 and meta["commit_health"]["commits_green"].value == 2
+    # Dagster plots numeric metadata over partitions: the headline figures must be numbers
+    assert isinstance(meta["ci_metrics_daily"]["main_commits"], dg.IntMetadataValue)
+    assert isinstance(meta["ci_metrics_daily"]["queue_p90_s"], dg.FloatMetadataValue)
+    assert isinstance(meta["ci_metrics_daily"]["queue_p90_s_linux"], dg.FloatMetadataValue)
+    assert meta["hud_site"]["pages"].value == 6
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["pages_under_2mb"] and checks["unique_sha_job_group"]
+
+
+def test_the_grid_shows_the_configured_number_of_commits(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO, SiteSettings(commits=2))
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    assert re.findall(r'data-sha="([0-9a-f]+)"', index) == [f"{3:040x}", f"{2:040x}"]  # newest first
+
+
+@pytest.mark.usefixtures("s3_server")
+def test_publishes_to_s3(tmp_path):
+    from conftest import S3_BUCKET
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    history().write(lake)
+    build(lake)
+    out = Store(f"s3://{S3_BUCKET}/hud-site-test")
+    out.write_bytes("hud/pr/99.html", b"stale")
+    report = publish_site(lake, out, DAY, REPO)
+    assert report.published and report.deleted == ["hud/pr/99.html"]
+    listed = sorted(e.path for e in out.list_files("hud", (".html", ".json")))
+    assert listed == ["hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
+                      "hud/site.json", "hud/tests.html"]
+    assert out.read_bytes("hud/index.html").startswith(b"<!doctype html>")
+
+
+def test_test_time_regressions_are_shown_once_the_table_exists(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    assert 'id="slower"' not in (tmp_path / "out" / "hud" / "tests.html").read_text()
+    lake.write("test_time_regressions", DAY, pa.Table.from_pylist([
+        {"build_env": "linux-jammy", "test_config": "default", "file": "test_nn.py", "before_s": 300.0,
+         "after_s": 900.0, "first_slow_sha": "c" * 40}], schema=schema("test_time_regressions")))
+    publish_site(lake, out, DAY, REPO)
+    html = (tmp_path / "out" / "hud" / "tests.html").read_text()
+    assert 'id="slower"' in html and "test_nn.py" in html and "15m" in html and "cccccccccc" in html
+
+
+def test_older_commits_come_from_the_newest_partition_that_has_them_even_across_a_gap(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = History()
+    early = dt.datetime(2026, 10, 1, 12, tzinfo=dt.timezone.utc)
+    c = h.push(9, early)
+    h.job(c, GROUP_JOB.format(1), "success", run_id=90, created=early, day="2026-10-01")
+    h.write(lake)
+    build_commit_health(lake, "2026-10-01", REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    # 10-02 and 10-03 were never materialized (their final word on this commit is missing)
+    lake.write("push", DAY, pa.Table.from_pylist([], schema=schema("push")))
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    publish_site(lake, out, DAY, REPO)
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    assert re.findall(r'data-sha="([0-9a-f]+)"', index) == [c] and 'data-conclusion="green"' in index

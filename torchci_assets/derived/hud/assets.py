@@ -1,0 +1,147 @@
+"""Dagster assets of the HUD: commit and pull request health, daily CI metrics, and the static site.
+
+Thin wrappers over `health`, `metrics` and `site`, plain functions the tests call directly.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+
+from resources import LakeResource, OutputsResource
+from torchci_assets.checks import unique_key_check
+from torchci_assets.config import load_config
+from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
+                                               build_commit_health, build_pr_jobs)
+from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
+from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site
+from torchci_assets.partitions import daily_partitions, window_mapping
+
+_WINDOW = window_mapping(LOOKBACK_DAYS)
+
+
+class CommitHealthConfig(dg.Config):
+    blocking_workflows: list[str] = list(BLOCKING_WORKFLOWS)
+    min_job_groups: int = MIN_JOB_GROUPS
+
+
+@dg.asset(
+    name="commit_health", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
+    deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
+            for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes")), "flaky_tests"],
+    check_specs=[dg.AssetCheckSpec("unique_sha_job_group", asset="commit_health")],
+    description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
+                "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
+                "failure (infra/new/broken_on_main/known_flaky) with the failing tests, and the commit's conclusion "
+                "(red/flaky/green/pending/no_signal) with PyTorch's master_commit_red semantics; time to signal.",
+)
+def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource):
+    day = context.partition_key
+    lk = lake.lake()
+    relay = load_config()
+    report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),
+                                 config.min_job_groups)
+    if report.commits == 0:
+        context.log.info(f"no push to {', '.join(relay.branches)} of {relay.upstream_repo} on "
+                         f"D-{LOOKBACK_DAYS}..{day}: wrote an empty partition")
+    yield dg.MaterializeResult(metadata={
+        "commits": report.commits, "rows": report.rows,
+        **{f"commits_{c}": n for c, n in report.conclusions.items()},
+        **{f"failures_{c}": n for c, n in report.failure_classes.items()},
+        "group_states": dg.MetadataValue.json(report.states),
+        "partitions_read": dg.MetadataValue.json(report.inputs),
+        "path": lk.store.display(lk.partition_path("commit_health", day)),
+    })
+    yield unique_key_check(lk, "commit_health", day, ["sha", "job_group"])
+
+
+@dg.asset(
+    name="pr_jobs", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
+    deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
+            for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result")),
+          "flaky_tests", "commit_health"],
+    description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
+                "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
+                "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo).",
+)
+def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    day = context.partition_key
+    lk = lake.lake()
+    report = build_pr_jobs(lk, day, load_config().upstream_repo)
+    return dg.MaterializeResult(metadata={
+        "pull_requests": report.pull_requests, "rows": report.rows, "downstream_rows": report.downstream_rows,
+        **{f"failures_{c}": n for c, n in report.failure_classes.items()},
+        "path": lk.store.display(lk.partition_path("pr_jobs", day)),
+    })
+
+
+# the headline figures Dagster plots over partitions (numeric metadata)
+_HEADLINE = ("main_commits", "commits", "red_pct", "flaky_pct", "tts_p50_s", "tts_p90_s", "jobs", "failed_jobs",
+             "infra_failure_pct", "queue_p50_s", "queue_p90_s", "queue_max_s", "flaky_tests", "broken_tests",
+             "disabled_tests")
+
+
+@dg.asset(
+    name="ci_metrics_daily", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
+    deps=["commit_health", dg.AssetDep("workflow_job", partition_mapping=window_mapping(1)),
+          dg.AssetDep("workflow_run", partition_mapping=window_mapping(1)),
+          dg.AssetDep("test_jobs", partition_mapping=window_mapping(1)),
+          "flaky_tests", "disabled_tests", "ci_result", "ci_callback_minutes", "push"],
+    description=f"One row per day and dimension (day, platform, runner, job_group, backend): red and flaky % and "
+                f"time to signal p50/p90 of the main commits pushed {SETTLE_DAYS} day before (settled), queue time "
+                "p50/p90/max per platform and runner label, job duration p50/p90 per job group on main, flaky, "
+                "broken and disabled tests, main commits, share of failed jobs that are infrastructure, downstream "
+                "success rate and callbacks. The headline figures are numeric metadata, plotted over partitions.",
+)
+def ci_metrics_daily_asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    day = context.partition_key
+    lk = lake.lake()
+    relay = load_config()
+    report = build_ci_metrics(lk, day, relay.upstream_repo, relay.branches)
+    h = report.headline
+    metadata = {k: (float(h[k]) if isinstance(h[k], float) else int(h[k])) for k in _HEADLINE if h[k] is not None}
+    metadata.update({f"queue_p90_s_{p}": float(v) for p, v in sorted(report.queue_p90_by_platform.items())})
+    return dg.MaterializeResult(metadata={
+        **metadata, "commits_day": report.commits_day, "rows": report.rows,
+        "path": lk.store.display(lk.partition_path("ci_metrics_daily", day)),
+    })
+
+
+class SiteConfig(dg.Config):
+    commits: int = 50
+    metrics_days: int = 90
+    pr_days: int = 7
+
+
+@dg.asset(
+    name="hud_site", group_name="hud", kinds={"html"}, partitions_def=daily_partitions, pool="torchci_outputs",
+    deps=[dg.AssetDep("commit_health", partition_mapping=window_mapping(11)),
+          dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
+          dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
+          "flaky_tests", "disabled_tests", "backend_levels"],
+    check_specs=[dg.AssetCheckSpec("pages_under_2mb", asset="hud_site")],
+    description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
+                "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "
+                "folder or a static S3 website, replaced page by page atomically, index.html last.",
+)
+def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: LakeResource,
+                   outputs: OutputsResource):
+    day = context.partition_key
+    store = outputs.store()
+    report = publish_site(lake.lake(), store, day, load_config().upstream_repo,
+                          SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info)
+    largest, size = report.largest
+    yield dg.MaterializeResult(metadata={
+        "published": report.published, "pages": len(report.pages), "commits": report.commits,
+        "job_groups": report.job_groups, "pull_requests": report.pull_requests,
+        "bytes": sum(report.pages.values()), "largest_page": largest, "largest_page_bytes": size,
+        "stale_pages_removed": len(report.deleted),
+        "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
+        else store.display(f"{SITE_DIR}/index.html"),
+    })
+    over = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}
+    yield dg.AssetCheckResult(check_name="pages_under_2mb", passed=not over,
+                              metadata={"largest_page": largest, "largest_page_bytes": size,
+                                        "pages_over": dg.MetadataValue.json(over)})
+
+
+HUD_ASSETS = [commit_health_asset, pr_jobs_asset, ci_metrics_daily_asset, hud_site_asset]

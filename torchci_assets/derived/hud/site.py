@@ -1,0 +1,324 @@
+"""The static HUD under `hud/` in the outputs: read bounded windows of the HUD tables, render, publish.
+
+What each page reads (never raw job or test rows):
+  index.html      `commit_health`: the newest state of the last `commits` main commits, each from
+                  the newest partition that has it (a partition holds LOOKBACK_DAYS+1 days of
+                  pushes; the one LOOKBACK_DAYS after a push has that commit's final state);
+                  `pr_jobs` likewise for the pull requests listed under the grid;
+  pr/<n>.html     `pr_jobs`: each pull request active in the last `pr_days` days, from the newest
+                  partition that has it;
+  metrics.html    `ci_metrics_daily` of the last `metrics_days` days;
+  tests.html      `flaky_tests` and `disabled_tests` of the day, and `test_time_regressions` once the
+                  sharding domain writes it;
+  backends.html   `backend-levels.json` (published next to the site) and the `backend` rows of
+                  `ci_metrics_daily`.
+
+Publishing. Each file is written whole under a temporary name and renamed (one PUT on S3), the
+pages index.html links to first and index.html last, then the pages of pull requests no longer
+listed are deleted: a reader never sees a half-written page nor a link to a page not yet there.
+`hud/site.json` records the day the site shows; an older partition (a backfill) does not
+replace a newer site.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape
+
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.derived.hud import pages
+from torchci_assets.derived.hud.health import LOOKBACK_DAYS
+from torchci_assets.derived.hud.inputs import register
+from torchci_assets.derived.hud.svg import Series, duration, line_chart
+from torchci_assets.partitions import days_ending
+
+SITE_DIR = "hud"
+SITE_META = f"{SITE_DIR}/site.json"
+LEVELS_FILE = "backend-levels.json"
+MAX_PAGE_BYTES = 2 * 1024 * 1024
+MAX_TESTS_LISTED = 3000
+MAX_PRS_LISTED = 300
+WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
+
+
+@dataclass
+class SiteSettings:
+    commits: int = 50
+    metrics_days: int = 90
+    pr_days: int = 7
+
+
+@dataclass
+class SiteReport:
+    day: str
+    published: bool
+    pages: dict[str, int] = field(default_factory=dict)  # path -> bytes
+    commits: int = 0
+    job_groups: int = 0
+    pull_requests: int = 0
+    deleted: list[str] = field(default_factory=list)
+
+    @property
+    def largest(self) -> tuple[str, int]:
+        return max(self.pages.items(), key=lambda kv: kv[1], default=("", 0))
+
+
+def _rows(con, sql: str) -> list[dict]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _newest(con, lake: Lake, table: str, days: list[str], key: str, order: str, limit: int) -> bool:
+    """Temp table `newest_<table>`: the rows of the `limit` keys latest by `order`, each from the newest
+    partition of `days` that holds it (its latest word; a day whose partition is missing is skipped).
+
+    Two passes: the keys, their newest partition and `order` first (three columns), then the rows of
+    the chosen keys only, so the window's older partitions cost little."""
+    if not lake.register(con, table, days, name=f"w_{table}"):
+        return False
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE keys_{table} AS
+        SELECT {key}, max(day) AS day, max({order}) AS latest FROM w_{table} GROUP BY {key}
+        ORDER BY latest DESC, {key} DESC LIMIT {int(limit)}
+    """)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE newest_{table} AS
+        SELECT w.* FROM w_{table} w JOIN keys_{table} k ON w.{key} = k.{key} AND w.day = k.day
+    """)
+    return True
+
+
+def _group_order(groups: list[tuple[str, str, bool]]) -> list[tuple[str, bool]]:
+    def rank(g):
+        wf, name, blocking = g
+        return (not blocking, WORKFLOW_ORDER.index(wf) if wf in WORKFLOW_ORDER else len(WORKFLOW_ORDER), wf, name)
+    return [(name, blocking) for _, name, blocking in sorted(groups, key=rank)]
+
+
+def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list[tuple[str, bool]], dict]:
+    days = days_ending(day, max(1, 14 - LOOKBACK_DAYS))
+    if not _newest(con, lake, "commit_health", days, "sha", "pushed_at", commits):
+        return [], [], {}
+    heads = _rows(con, f"""
+        SELECT sha, any_value(pushed_at) AS pushed_at, any_value(conclusion) AS conclusion,
+               any_value(time_to_signal_s) AS time_to_signal_s
+        FROM newest_commit_health GROUP BY sha ORDER BY pushed_at DESC, sha LIMIT {int(commits)}""")
+    shas = ", ".join(f"'{h['sha']}'" for h in heads) or "NULL"
+    rows = _rows(con, f"SELECT * FROM newest_commit_health WHERE sha IN ({shas}) AND job_group IS NOT NULL")
+    groups = {(r["workflow"], r["job_group"], bool(r["blocking"])) for r in rows}
+    return heads, _group_order(list(groups)), {(r["sha"], r["job_group"]): r for r in rows}
+
+
+def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[int, list[dict]]]:
+    """(one summary per pull request, newest first; its job rows by number)."""
+    if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
+        return [], {}
+    prs = _rows(con, f"""
+        SELECT number, any_value(head_sha) AS head_sha, any_value(pr_state) AS pr_state,
+               any_value(merged) AS merged, any_value(head_ref) AS head_ref, any_value(base_ref) AS base_ref,
+               any_value(labels) AS labels, max(pr_updated_at) AS pr_updated_at,
+               count(*) FILTER (WHERE source = 'github') AS jobs,
+               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'new') AS new,
+               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'broken_on_main') AS broken_on_main,
+               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'known_flaky') AS known_flaky,
+               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'infra') AS infra,
+               count(*) FILTER (WHERE state = 'pending') AS pending
+        FROM newest_pr_jobs GROUP BY number ORDER BY pr_updated_at DESC, number DESC LIMIT {MAX_PRS_LISTED}""")
+    jobs: dict[int, list[dict]] = {}
+    numbers = ", ".join(str(p["number"]) for p in prs) or "NULL"
+    for r in _rows(con, f"SELECT * FROM newest_pr_jobs WHERE number IN ({numbers})"):
+        jobs.setdefault(r["number"], []).append(r)
+    return prs, jobs
+
+
+def load_metrics(con, lake: Lake, day: str, metrics_days: int) -> tuple[list[str], list[dict]]:
+    days = days_ending(day, metrics_days)
+    if not lake.register(con, "ci_metrics_daily", days, name="m"):
+        return days, []
+    rows = _rows(con, "SELECT *, strftime(day, '%Y-%m-%d') AS d FROM m ORDER BY day")
+    # the x axis starts at the first day with metrics (a young lake has less than the window)
+    first = rows[0]["d"] if rows else day
+    return [d for d in days if d >= first], rows
+
+
+def load_tests(con, lake: Lake, day: str) -> list[dict]:
+    out = []
+    if register(con, lake, "flaky_tests", [day], "ft"):
+        for r in _rows(con, f"""
+                SELECT * FROM ft WHERE verdict IN ('flaky', 'broken')
+                ORDER BY verdict DESC, flake_rate DESC NULLS LAST, file, classname, name LIMIT {MAX_TESTS_LISTED}"""):
+            if r["verdict"] == "flaky":
+                evidence = (f"{r['flake_events']} flake events in {r['runs']} runs "
+                            f"({100 * (r['flake_rate'] or 0):.1f}%, 95% CI {100 * (r['flake_rate_low'] or 0):.1f}-"
+                            f"{100 * (r['flake_rate_high'] or 0):.1f}%): {r['rerun_passes']} passed on rerun, "
+                            f"{r['same_commit_pairs']} same-commit pass/fail, {r['flips']} flips on main")
+                platforms = ", ".join(r["flaky_platforms"] or []) or "all"
+            else:
+                fixed = r["broken_fixed_sha"]
+                evidence = (f"failing on every run from {(r['broken_from_sha'] or '?')[:10]} "
+                            + (f"until {fixed[:10]}" if fixed else "(still failing)")
+                            + f"; {r['broken_failures']} failures in {r['broken_ranges']} range(s)")
+                platforms = ", ".join(r["platforms"] or [])
+            out.append({"verdict": r["verdict"], "test": f"{r['classname']}.{r['name']}", "file": r["file"],
+                        "evidence": evidence, "platforms": platforms})
+    if register(con, lake, "disabled_tests", [day], "dt"):
+        for r in _rows(con, f"SELECT * FROM dt WHERE status = 'disabled' ORDER BY test LIMIT {MAX_TESTS_LISTED}"):
+            out.append({"verdict": "disabled", "test": r["test"], "file": "",
+                        "evidence": f"{r['flake_events']} flake events in {r['runs']} runs; issue {r['id']}"
+                                    + (f" {r['url']}" if r["url"] else ""),
+                        "platforms": ", ".join(r["platforms"] or []) or "all"})
+    return out
+
+
+def load_time_regressions(con, lake: Lake, day: str) -> list[dict]:
+    register(con, lake, "test_time_regressions", [day], "ttr")
+    return _rows(con, f"SELECT * FROM ttr ORDER BY after_s - before_s DESC, file LIMIT {MAX_TESTS_LISTED}")
+
+
+# ---- metrics page ------------------------------------------------------------------------
+
+
+def _series(rows: list[dict], name: str, column: str, x: str = "d", scale: float = 1.0) -> Series:
+    return Series(name, [(r[x], r[column] * scale) for r in rows if r[column] is not None])
+
+
+def metrics_charts(days: list[str], rows: list[dict]) -> tuple[list[str], str]:
+    day_rows = [r for r in rows if r["dimension"] == "day"]
+    # commit figures are about `commits_day`, the day before the partition (see metrics.py)
+    commit_rows = [dict(r, cd=r["commits_day"].isoformat()) for r in day_rows if r["commits"]]
+    commit_days = [(dt.date.fromisoformat(d) - dt.timedelta(days=1)).isoformat() for d in days]
+    platform_rows = [r for r in rows if r["dimension"] == "platform"]
+    platforms = sorted({r["platform"] for r in platform_rows})
+    pct = (lambda v: f"{v:.0f}%")
+    hours = (lambda v: f"{v / 3600:.1f} h")
+    charts = [
+        line_chart("Main commits red and flaky (% of commits with a signal)",
+                   [_series(commit_rows, "red %", "red_pct", "cd"), _series(commit_rows, "flaky %", "flaky_pct", "cd")],
+                   commit_days, fmt=pct),
+        line_chart("Time to signal of main commits green at the first attempt (pull, trunk)",
+                   [_series(commit_rows, "p50", "tts_p50_s", "cd"), _series(commit_rows, "p90", "tts_p90_s", "cd")],
+                   commit_days, fmt=hours),
+        line_chart("Queue time p90 per platform",
+                   [_series([r for r in platform_rows if r["platform"] == p], p, "queue_p90_s") for p in platforms],
+                   days, fmt=lambda v: duration(v)),
+        line_chart("Flaky, broken and disabled tests",
+                   [_series(day_rows, "flaky", "flaky_tests"), _series(day_rows, "broken", "broken_tests"),
+                    _series(day_rows, "disabled", "disabled_tests")], days, fmt=lambda v: f"{v:g}"),
+        line_chart("Failed jobs that are infrastructure failures",
+                   [_series(day_rows, "infra share", "infra_failure_pct")], days, fmt=pct),
+        line_chart("Main commits per day", [_series(day_rows, "commits", "main_commits")], days,
+                   fmt=lambda v: f"{v:g}"),
+    ]
+    last = max((r["d"] for r in rows), default=None)
+    runner = sorted((r for r in rows if r["dimension"] == "runner" and r["d"] == last),
+                    key=lambda r: -(r["queue_p90_s"] or 0))
+    groups = sorted((r for r in rows if r["dimension"] == "job_group" and r["d"] == last),
+                    key=lambda r: -(r["duration_p90_s"] or 0))
+    tables = ""
+    if last:
+        tables += f"<h2>Queue time per runner label on {last}</h2>" + pages.table(
+            ["platform", "label", "jobs", "p50", "p90", "max"],
+            [[escape(r["platform"] or ""), f'<span class="mono">{escape(r["label"] or "")}</span>', str(r["jobs"]),
+              duration(r["queue_p50_s"]), duration(r["queue_p90_s"]), duration(r["queue_max_s"])] for r in runner])
+        tables += f"<h2>Job duration per job group on main on {last}</h2>" + pages.table(
+            ["job group", "successful jobs", "p50", "p90"],
+            [[escape(r["job_group"] or ""), str(r["jobs"]), duration(r["duration_p50_s"]),
+              duration(r["duration_p90_s"])] for r in groups])
+    return charts, tables
+
+
+def backend_charts(days: list[str], rows: list[dict]) -> list[str]:
+    b = [r for r in rows if r["dimension"] == "backend"]
+    repos = sorted({r["repo"] for r in b})
+    return [
+        line_chart("Downstream success rate per day",
+                   [_series([r for r in b if r["repo"] == repo], repo, "success_rate", scale=100.0) for repo in repos],
+                   days, fmt=lambda v: f"{v:.0f}%"),
+        line_chart("Downstream callbacks received per day",
+                   [_series([r for r in b if r["repo"] == repo], repo, "callbacks") for repo in repos],
+                   days, fmt=lambda v: f"{v:g}"),
+    ]
+
+
+# ---- build and publish ---------------------------------------------------------------------
+
+
+def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings,
+                generated: str | None = None) -> tuple[dict[str, bytes], SiteReport]:
+    """Every page of the site for `day`, as {path under the outputs: bytes}."""
+    generated = generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    report = SiteReport(day, False)
+    con = connect()
+    try:
+        heads, groups, cells = load_grid(con, lake, day, settings.commits)
+        prs, pr_jobs = load_prs(con, lake, day, settings.pr_days)
+        metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
+        tests = load_tests(con, lake, day)
+        slower = load_time_regressions(con, lake, day)
+    finally:
+        con.close()
+    report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
+    files: dict[str, str] = {}
+    for p in prs:
+        jobs = pr_jobs.get(p["number"], [])
+        files[f"{SITE_DIR}/pr/{p['number']}.html"] = pages.pr_page(
+            p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
+            repo, generated)
+    files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
+        tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
+                          f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
+    charts, tables = metrics_charts(metric_days, metric_rows)
+    files[f"{SITE_DIR}/metrics.html"] = pages.metrics_page(
+        charts, tables, generated, f"ci_metrics_daily, {metric_days[0]} to {day}. Commit figures are plotted on the "
+                                   "day the commits were pushed, once they had a day to settle.")
+    levels = json.loads(outputs.read_bytes(LEVELS_FILE)) if outputs.exists(LEVELS_FILE) else {"backends": []}
+    files[f"{SITE_DIR}/backends.html"] = pages.backends_page(
+        [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
+        generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
+                   + "; daily figures from ci_metrics_daily.")
+    files[f"{SITE_DIR}/index.html"] = pages.grid_page(
+        heads, groups, cells, prs, repo, generated,
+        f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
+        "conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
+        "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.")
+    out = {path: html.encode() for path, html in files.items()}
+    report.pages = {path: len(data) for path, data in out.items()}
+    return out, report
+
+
+def published_day(outputs: Store) -> str | None:
+    if not outputs.exists(SITE_META):
+        return None
+    try:
+        day = json.loads(outputs.read_bytes(SITE_META)).get("day")
+    except (ValueError, AttributeError):
+        return None
+    return day if isinstance(day, str) else None
+
+
+def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> SiteReport:
+    """Render and publish the site for `day` (see the module docstring for the order of writes)."""
+    current = published_day(outputs)
+    if current is not None and current > day:
+        log(f"{outputs.display(SITE_META)} shows {current}, later than {day}: not replaced")
+        return SiteReport(day, False)
+    files, report = render_site(lake, outputs, day, repo, settings or SiteSettings())
+    index = f"{SITE_DIR}/index.html"
+    for path in sorted(p for p in files if p != index):
+        outputs.write_bytes(path, files[path])
+    outputs.write_bytes(index, files[index])
+    stale = [e.path for e in outputs.list_files(f"{SITE_DIR}/pr", (".html",)) if e.path not in files]
+    for path in stale:
+        outputs.delete(path)
+    report.deleted = stale
+    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages}, indent=1).encode())
+    report.published = True
+    log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
+        f"{len(stale)} stale pull request pages removed")
+    return report
