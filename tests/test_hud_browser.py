@@ -19,6 +19,7 @@ import dagster as dg
 import pytest
 
 from resources import ArchiveResource, LakeResource, OutputsResource
+from resources.github import GitHubResource
 from torchci_assets.derived.hud.health import BLOCKING_WORKFLOWS
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
@@ -70,7 +71,8 @@ def site(tmp_path_factory) -> dict:
 
     assets = [a for d in DOMAINS for a in d.defs.assets if isinstance(a, dg.AssetsDefinition)]
     resources = {"archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=str(lake)),
-                 "outputs": OutputsResource(uri=str(outputs))}
+                 "outputs": OutputsResource(uri=str(outputs)),
+                 "github": GitHubResource()}  # no credentials: the DISABLED-issue loop is a dry run
     instance = dg.DagsterInstance.ephemeral()
     for day in DAYS:  # day after day, as `torchci run` does
         assert dg.materialize(assets, partition_key=day.isoformat(), resources=resources, instance=instance).success

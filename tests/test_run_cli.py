@@ -93,7 +93,9 @@ def test_a_quiet_day_keeps_every_published_file_and_says_so(quiet):
     tmp, _, before = quiet
     outputs = Store(str(tmp / "outputs"))
     assert {p: outputs.read_bytes(p) for p in PUBLISHED} == before
-    assert sorted(p.path for p in outputs.list_files("", (".json", ".yaml"))) == sorted(PUBLISHED)
+    # the HUD's pages are a view of the lake, redrawn every run; every file CI reads is as it was
+    files = [p.path for p in outputs.list_files("", (".json", ".yaml")) if not p.path.startswith("hud/")]
+    assert sorted(files) == sorted(PUBLISHED)
     instance = instance_at(tmp / "home")
     for asset in PUBLISHING:
         event = instance.get_latest_materialization_event(dg.AssetKey(asset))
