@@ -27,7 +27,8 @@ class CommitHealthConfig(dg.Config):
 @dg.asset(
     name="commit_health", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
-            for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes")), "flaky_tests"],
+            for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
+          "flaky_tests"],
     check_specs=[dg.AssetCheckSpec("unique_sha_job_group", asset="commit_health")],
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
@@ -57,7 +58,8 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
 @dg.asset(
     name="pr_jobs", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
-            for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result")),
+            for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result",
+                      "job_failure")),
           "flaky_tests", "commit_health"],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
@@ -85,6 +87,7 @@ _HEADLINE = ("main_commits", "commits", "red_pct", "flaky_pct", "tts_p50_s", "tt
     deps=["commit_health", dg.AssetDep("workflow_job", partition_mapping=window_mapping(1)),
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(1)),
           dg.AssetDep("test_jobs", partition_mapping=window_mapping(1)),
+          dg.AssetDep("job_failure", partition_mapping=window_mapping(1)),
           "flaky_tests", "disabled_tests", "ci_result", "ci_callback_minutes", "push"],
     description=f"One row per day and dimension (day, platform, runner, job_group, backend): red and flaky % and "
                 f"time to signal p50/p90 of the main commits pushed {SETTLE_DAYS} day before (settled), queue time "
@@ -117,7 +120,7 @@ class SiteConfig(dg.Config):
     deps=[dg.AssetDep("commit_health", partition_mapping=window_mapping(11)),
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
           dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
-          "flaky_tests", "disabled_tests", "backend_levels"],
+          "flaky_tests", "disabled_tests", "test_time_regressions", "backend_levels"],
     check_specs=[dg.AssetCheckSpec("pages_under_2mb", asset="hud_site")],
     description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
                 "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "

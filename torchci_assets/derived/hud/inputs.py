@@ -1,9 +1,9 @@
 """Lake tables as DuckDB views of exactly the columns the HUD reads, empty when not materialized.
 
-A quiet day (webhooks only, no test reports), the lake's first days and tables that do not exist
-yet (`job_failure` of the log classifier, `test_time_regressions` of the sharding domain) must not
-fail the HUD: each view
-is then typed and empty, so every query runs and simply finds nothing. Selecting the columns
+A quiet day (webhooks only, no test reports), the lake's first days and tables not materialized for
+a day (`job_failure` on a day without logs, `test_time_regressions` when only part of the graph
+ran) must not fail the HUD: each view is then typed and empty, so every query runs and simply
+finds nothing. Selecting the columns
 also keeps older partitions, written before a column was added, readable with newer ones.
 """
 
