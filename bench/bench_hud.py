@@ -52,7 +52,7 @@ def generate_day(lake: Lake, d: int) -> int:
     con = connect(memory_limit="2GB")
     try:
         # job templates of a main commit: (workflow, name, platform, label, test_config, minutes)
-        con.execute(f"""
+        con.execute("""
             CREATE TEMP TABLE tmpl AS
             WITH lint AS (SELECT 'Lint' AS wf, 'lint-' || i || ' / linux-job' AS name, 'linux' AS platform,
                                  'linux.2xlarge' AS label, NULL AS test_config, 8 AS minutes FROM range(4) r(i)),
@@ -140,7 +140,7 @@ def generate_day(lake: Lake, d: int) -> int:
                    1 AS runs, 0 AS passed, 1 AS failed, 0 AS errors, 0 AS skipped, 0 AS rerun_passed, 2 AS rerun_count,
                    1 AS jobs, [id] AS failing_job_ids
             FROM jobs, range(2) r(t) WHERE test_config IS NOT NULL AND conclusion = 'failure'""").to_arrow_table())
-        lake.write("flaky_tests", day, con.sql(f"""
+        lake.write("flaky_tests", day, con.sql("""
             SELECT 'test_f' || (i % 500) || '.py' AS file, 'TestC' || (i % 2000) AS classname, 'test_' || i AS name,
                    200 AS runs, 5 AS failures, 3 AS rerun_passes, 0 AS rerun_failures, 1 AS same_commit_pairs,
                    1 AS flips, 5 AS flake_events, 0 AS infra_runs, 0 AS infra_failures, ['linux', 'win'] AS platforms,

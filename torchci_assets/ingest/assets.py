@@ -6,8 +6,6 @@ is written, removes the staging files a killed run left in that partition's fold
 whose run the instance no longer has in progress.
 """
 
-from collections.abc import Callable
-
 import dagster as dg
 
 from resources import ArchiveResource, LakeResource
@@ -19,6 +17,7 @@ from torchci_assets.ingest.rejects import rejects_markdown, write_rejects
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.partitions import daily_partitions
+from torchci_assets.staging import sweep_staging
 
 WEBHOOK_REJECTS = dg.AssetKey(["rejects", "webhooks"])
 TEST_RUN_REJECTS = dg.AssetKey(["rejects", "test_run"])
@@ -44,33 +43,6 @@ _DESCRIPTIONS = {
 }
 
 
-_FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-
-
-def _is_live_run(context: dg.AssetExecutionContext) -> Callable[[str], bool]:
-    """Whether a run id names this run or one the instance still has in progress. The instance is
-    asked once, at the first question: after the staging folder was listed (see `sweep_staging`)."""
-    live: set[str] = set()
-
-    def is_live(run_id: str) -> bool:
-        if not live:
-            statuses = [s for s in dg.DagsterRunStatus if s not in _FINISHED]
-            live.update(r.run_id for r in context.instance.get_runs(dg.RunsFilter(statuses=statuses)))
-            live.add(context.run.run_id)
-        return run_id in live
-    return is_live
-
-
-def _sweep_staging(context: dg.AssetExecutionContext, lk, tables: list[str], day: str) -> int:
-    """Remove the staging files of this partition's folders that no live run owns."""
-    is_live = _is_live_run(context)
-    removed = [path for table in tables for path in lk.sweep_staging(table, day, is_live)]
-    if removed:
-        context.log.info(f"removed {len(removed)} staging file(s) left by runs no longer alive: "
-                         + ", ".join(removed[:10]) + (" ..." if len(removed) > 10 else ""))
-    return len(removed)
-
-
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("webhook_events", description=_DESCRIPTIONS["webhook_events"], group_name="ingest",
@@ -94,7 +66,7 @@ def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
     report = ingest_webhook_day(archive.store(), lk, day, log=context.log.info)
-    swept = _sweep_staging(context, lk, [*WEBHOOK_TABLES, "rejects"], day)
+    swept = sweep_staging(context, lk, [*WEBHOOK_TABLES, "rejects"], day)
     if report.files == 0:
         context.log.warning(f"no webhook files under {archive.store().display(f'webhooks/day={day}')}; "
                             "wrote empty partitions")
@@ -167,7 +139,7 @@ def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
     report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info)
-    swept = _sweep_staging(context, lk, ["test_run", "rejects"], day)
+    swept = sweep_staging(context, lk, ["test_run", "rejects"], day)
     if report.files == 0:
         context.log.warning(f"no test reports or test-runs files for day={day} under "
                             f"{archive.store().display()}; wrote an empty partition")
@@ -223,7 +195,7 @@ def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource
         context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
                             "wrote empty partitions")
     write_rejects(lk, day, "ci-results", report.rejects)
-    swept = _sweep_staging(context, lk, ["ci_result", "ci_callback_minutes", "rejects"], day)
+    swept = sweep_staging(context, lk, ["ci_result", "ci_callback_minutes", "rejects"], day)
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="ci_result", metadata={

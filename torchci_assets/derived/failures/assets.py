@@ -17,6 +17,7 @@ from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build
 from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
 from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.staging import sweep_staging
 
 LOG_REJECTS = dg.AssetKey(["rejects", "logs"])
 
@@ -61,10 +62,11 @@ def _code_version() -> str | None:
 def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Classifies the day's failed-job logs and writes `job_failure` with its rejects."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(owner=context.run.run_id)
     data, source, infra = _rules_and_infra()
     ruleset = parse_ruleset(data, source)
     report = build_job_failure(archive.store(), lk, day, ruleset, data, infra, log=context.log.info)
+    swept = sweep_staging(context, lk, ["job_failure", "rejects"], day)
     if report.logs == 0:
         context.log.info(f"no job logs under {archive.store().display(f'logs/day={day}')}; wrote empty partitions")
     for r in report.rejects[:20]:
@@ -75,7 +77,7 @@ def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResour
         "log_bytes": dg.MetadataValue.int(report.bytes_read), "long_lines_cut": report.long_lines,
         "processes": report.workers, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
         "rules": dg.MetadataValue.json(dict(sorted(report.rules.items(), key=lambda kv: -kv[1]))),
-        "path": lk.store.display(lk.partition_path("job_failure", day)),
+        "path": lk.store.display(lk.partition_path("job_failure", day)), "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key=LOG_REJECTS, metadata={
         "rows": len(report.rejects), "preview": dg.MetadataValue.md(rejects_markdown(report.rejects))})
