@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python bench/bench_flaky.py
 	$(BIN)/python bench/bench_log_classifier.py
 	$(BIN)/python bench/bench_hud.py
+	$(BIN)/python bench/bench_freshness.py
 
 bench-logs: install  # the log classifier's part of `make bench` alone
 	$(BIN)/python bench/bench_log_classifier.py
@@ -65,6 +66,9 @@ bench-serve: install
 
 bench-relay-latency: install
 	$(BIN)/python bench/bench_relay_latency.py
+
+bench-freshness: install  # the intra-day refresh's part of `make bench` alone
+	$(BIN)/python bench/bench_freshness.py
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py

@@ -40,6 +40,12 @@ def test_every_asset_is_daily_partitioned_so_torchci_run_reaches_it():
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == EXPECTED_ASSETS
 
 
+def test_the_intra_day_refresh_runs_every_asset_from_its_sensor():
+    assert defs.resolve_sensor_def("archive_refresh_sensor").job_name == "archive_refresh"
+    job = defs.resolve_job_def("archive_refresh")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == EXPECTED_ASSETS
+
+
 def test_ingest_assets_have_checks():
     checks = {(c.asset_key.to_user_string(), c.name) for c in defs.resolve_asset_graph().asset_check_keys}
     for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):

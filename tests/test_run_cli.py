@@ -200,15 +200,22 @@ def test_an_unreadable_archive_starts_today_and_says_how_to_choose(monkeypatch, 
     assert "cannot list the archive s3://no-such-bucket/archive" in caplog.text and FIRST_DAY_VAR in caplog.text
 
 
-def test_the_nightly_schedule_skips_days_before_the_first_partition():
-    from jobs.daily import daily_schedule
+def test_the_nightly_schedule_skips_days_before_the_first_partition(tmp_path):
+    from jobs.daily import FINGERPRINT_TAG, daily_schedule
+    from resources import ArchiveResource
+    from torchci_assets.ingest.landed import day_fingerprint
     from torchci_assets.partitions import daily_partitions
 
     first = daily_partitions.start  # TORCHCI_FIRST_DAY, pinned by conftest
+    day = first.strftime("%Y-%m-%d")
+    Store(str(tmp_path)).write_bytes(f"webhooks/day={day}/a.jsonl", b"{}\n")
+    resources = {"archive": ArchiveResource(uri=str(tmp_path))}
     at = first.replace(hour=0, minute=30)
-    with dg.build_schedule_context(scheduled_execution_time=at) as context:
+    with dg.build_schedule_context(scheduled_execution_time=at, resources=resources) as context:
         skipped = daily_schedule(context)
     assert isinstance(skipped, dg.SkipReason) and "before the first daily partition" in skipped.skip_message
-    with dg.build_schedule_context(scheduled_execution_time=at + dt.timedelta(days=1)) as context:
+    with dg.build_schedule_context(scheduled_execution_time=at + dt.timedelta(days=1), resources=resources) as context:
         request = daily_schedule(context)
-    assert request.partition_key == first.strftime("%Y-%m-%d")
+    assert request.partition_key == day
+    # the state of the archive it was requested for, which the intra-day refresh takes as its baseline
+    assert request.tags[FINGERPRINT_TAG] == day_fingerprint(Store(str(tmp_path)), day).short

@@ -253,3 +253,40 @@ def test_results_without_their_job_fail_the_check(tmp_path):
                             resources={"lake": LakeResource(uri=str(tmp_path / "lake"))})
     [check] = result.get_asset_check_evaluations()
     assert (check.check_name, check.passed) == ("rows_have_their_job", False)
+
+
+def test_sha_outcomes_keep_exactly_the_groups_with_a_failure_or_a_rerun(tmp_path):
+    """The aggregate only visits groups with a failure or a rerun (a speed-up); it must equal the
+    plain definition, a GROUP BY over every row then HAVING, on rows with nulls in the grouping
+    (a job name that is not PyTorch's has no build_env, test_config or platform)."""
+    con = connect()
+    con.execute("""
+        CREATE TABLE tr AS SELECT
+            i AS workflow_id, 1 AS workflow_run_attempt, i % 97 AS job_id, 'test_ops' AS invoking_file,
+            'test_ops.py' AS file, 'TestOps' AS classname, 'test_' || (i % 13) AS name, 1.0 AS time,
+            CASE WHEN hash(i, 's') % 11 = 0 THEN 'failed' WHEN hash(i, 's') % 17 = 0 THEN 'error'
+                 WHEN hash(i, 's') % 7 = 0 THEN 'skipped' ELSE 'passed' END AS status,
+            CASE WHEN hash(i, 'r') % 9 = 0 THEN 1 ELSE 0 END AS rerun_count, NULL::VARCHAR AS message,
+            CASE WHEN i % 5 = 0 THEN NULL ELSE 'sha' || (i % 4) END AS head_sha, 'main' AS head_branch,
+            CASE WHEN i % 3 = 0 THEN 'main' ELSE 'other' END AS branch_class,
+            CASE WHEN i % 6 = 0 THEN NULL ELSE 'env' || (i % 2) END AS build_env,
+            CASE WHEN i % 6 = 0 THEN NULL ELSE 'default' END AS test_config, 1 AS shard, 2 AS num_shards,
+            CASE WHEN i % 6 = 0 THEN NULL ELSE 'linux' END AS platform, 'job' AS job_name,
+            'success' AS job_conclusion, TIMESTAMPTZ '2026-11-20 10:00:00+00' + to_minutes(i::BIGINT) AS job_completed_at,
+            true AS job_found, hash(i, 'i') % 23 = 0 AS infra_suspect
+        FROM range(3000) r(i)""")
+    lake(tmp_path).write("test_results", D, con.sql("SELECT * FROM tr").to_arrow_table())
+    build_test_daily_stats(lake(tmp_path), D)
+    expected = con.execute("""
+        SELECT file, classname, name, build_env, test_config, platform, branch_class, head_sha, count(*) AS runs,
+               count(*) FILTER (WHERE status = 'failed') AS failed, sum(rerun_count)::BIGINT AS rerun_count,
+               count(DISTINCT job_id) AS jobs,
+               list(DISTINCT job_id ORDER BY job_id) FILTER (WHERE status IN ('failed', 'error') OR rerun_count > 0)
+        FROM tr WHERE NOT infra_suspect AND head_sha IS NOT NULL
+        GROUP BY ALL HAVING count(*) FILTER (WHERE status IN ('failed', 'error')) > 0 OR sum(rerun_count) > 0
+        ORDER BY ALL""").fetchall()
+    got = [tuple(r.values()) for r in query(tmp_path, "test_sha_outcomes", """
+        SELECT file, classname, name, build_env, test_config, platform, branch_class, head_sha, runs, failed,
+               rerun_count, jobs, failing_job_ids FROM t ORDER BY ALL""")]
+    assert len(expected) > 20 and any(r[3] is None for r in expected)
+    assert got == expected

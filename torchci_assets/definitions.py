@@ -7,7 +7,8 @@ imports.
 
 import dagster as dg
 
-from jobs import all_assets_job, daily_schedule, dispatch_job, upstream_commit_sensor
+from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
+                  upstream_commit_sensor)
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
@@ -23,9 +24,9 @@ DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
     dg.Definitions(
-        jobs=[all_assets_job, dispatch_job],
+        jobs=[all_assets_job, archive_refresh_job, dispatch_job],
         schedules=[daily_schedule],
-        sensors=[upstream_commit_sensor],
+        sensors=[upstream_commit_sensor, archive_refresh_sensor],
         resources=default_resources(),
     ),
 )

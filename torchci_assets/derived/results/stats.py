@@ -244,8 +244,17 @@ _DAILY_STATS_SQL = f"""
 # A flip on consecutive main commits is a failure row at one commit and none at its
 # neighbours where the configuration ran (`test_jobs`, not infra) and the test runs
 # (`test_daily_stats`). So a window of these rows plus test_jobs answers both questions.
+# Only the groups with a failure or a rerun are aggregated: most (test, configuration, commit)
+# groups of a day only passed, and the distinct counts over millions of them cost ~20x the rest.
+# The hash picks the groups that had one (a collision only lets a passing group through to the
+# HAVING, which drops it; it never drops a failing group's rows).
+_SHA_GROUP = "file, classname, name, build_env, test_config, platform, branch_class, head_sha"
 _SHA_OUTCOMES_SQL = f"""
-    SELECT file, classname, name, build_env, test_config, platform, branch_class, head_sha,
+    WITH base AS (
+        SELECT *, hash({_SHA_GROUP}) AS group_hash
+        FROM test_results WHERE NOT infra_suspect AND head_sha IS NOT NULL
+    )
+    SELECT {_SHA_GROUP},
         count(*) AS runs,
         count(*) FILTER (WHERE status = 'passed') AS passed,
         count(*) FILTER (WHERE status = 'failed') AS failed,
@@ -257,9 +266,9 @@ _SHA_OUTCOMES_SQL = f"""
         list(DISTINCT job_id ORDER BY job_id) FILTER (WHERE {_FAILING} OR rerun_count > 0) AS failing_job_ids,
         min(job_completed_at) AS first_at,
         max(job_completed_at) AS last_at
-    FROM test_results
-    WHERE NOT infra_suspect AND head_sha IS NOT NULL
-    GROUP BY ALL
+    FROM base
+    WHERE group_hash IN (SELECT group_hash FROM base WHERE {_FAILING} OR rerun_count > 0)
+    GROUP BY {_SHA_GROUP}
     HAVING failed + errors > 0 OR sum(rerun_count) > 0
     ORDER BY build_env, test_config, platform, file, classname, name, head_sha
 """

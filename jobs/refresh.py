@@ -1,0 +1,217 @@
+"""The intra-day refresh: when new files land in the archive, re-materialize the day's partitions.
+
+The daily schedule computes day D at 00:30 on D+1, so without this a test that starts flaking
+waits up to a day to be disabled. `archive_refresh_sensor` lists the archive's day folders every
+minute (a fingerprint of names and sizes, `ingest.landed`: no file is read) and, when something
+landed since the day's last refresh, requests one `archive_refresh` run of that day's partition.
+
+What a refresh runs: every asset, like the daily job. Partition D of every daily asset reads D
+from the lake (the ingest tables D's archive, the windows D-13..D of aggregates), so all of them
+move when D's archive does; the two steps that dominate a refresh (ingesting the day's test
+reports and aggregating its rows) are the ones the disabled list and the HUD need anyway, and the
+rest cost seconds (`make bench-freshness` shows the split). One selection also means every output
+of day D reflects one state of the archive, never test times from 10:00 beside a disabled list
+from 14:00. It includes filing DISABLED issues: disabling a flaky test within the hour is the point.
+
+The rules, each a plain function below so the tests call them directly:
+  * watched days: today's and yesterday's (UTC, by the clock: the archive's `day=` is the UTC day
+    of receipt), from the first daily partition on. Yesterday because files keep landing in its
+    folder after midnight (a spool segment rolled at 00:00:40, a receiver restarted after an
+    outage rolls what it holds). The daily schedule's run of yesterday tags the fingerprint it saw
+    (`FINGERPRINT_TAG`), and the sensor takes it as that day's baseline: the schedule's run is
+    not repeated, and only what lands after it triggers a refresh of yesterday;
+  * a day is refreshed when its fingerprint differs from its baseline (the one the last request,
+    the sensor's or the schedule's, saw); at most once per interval (`TORCHCI_REFRESH_MINUTES`,
+    default 15, 0 turns the refresh off); never while a run of that partition is queued or
+    running (whatever launched it): what lands meanwhile is picked up at the first tick after it;
+  * the cursor (per watched day: the fingerprint requested and when) advances only with the
+    request, and run keys are `<day>:<fingerprint>`, unique per state of the day, since Dagster
+    remembers run keys forever.
+
+A refresh and another run of the same partition (the daily schedule's, a backfill, a re-execution)
+never run at once: dagster.yaml limits runs to one per `dagster/partition` tag value, so the later
+one waits in the queue. (`torchci run` executes in process, outside the queue.) A failed refresh
+is not requested again for the same files: the next landing, or the daily schedule, retries it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from dataclasses import dataclass
+
+import dagster as dg
+
+from jobs.daily import FINGERPRINT_TAG, all_assets_job
+from resources import ArchiveResource
+from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
+from torchci_assets.partitions import daily_partitions
+
+REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
+DEFAULT_REFRESH_MINUTES = 15.0
+# How often the sensor lists the archive: a minute adds at most a minute to the freshness, and
+# a listing of a large day on S3 (tens of thousands of keys) costs a few requests a minute.
+TICK_SECONDS = 60
+PARTITION_TAG = "dagster/partition"
+REFRESH_TAG = "torchci/refresh"
+WATCHED_DAYS = 2  # today and yesterday
+_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+archive_refresh_job = dg.define_asset_job(
+    "archive_refresh",
+    selection=dg.AssetSelection.all(),
+    tags={REFRESH_TAG: "archive"},
+    description="Every asset for the day whose archive folders received new files (intra-day refresh, "
+                "requested by archive_refresh_sensor).",
+)
+
+
+def refresh_interval_s(environ=os.environ) -> float:
+    """Seconds between two refreshes of a day, from TORCHCI_REFRESH_MINUTES (0: refresh off)."""
+    text = (environ.get(REFRESH_MINUTES_VAR) or "").strip()
+    if not text:
+        return DEFAULT_REFRESH_MINUTES * 60
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = -1.0
+    if not minutes >= 0 or minutes == float("inf"):
+        raise ValueError(f"{REFRESH_MINUTES_VAR}={text!r} is not a number of minutes (0 turns the refresh off)")
+    return minutes * 60
+
+
+def watched_days(now: float, first_day: str) -> list[str]:
+    """Yesterday and today (UTC) at `now`, oldest first, leaving out days before the first partition."""
+    today = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
+    days = [(today - dt.timedelta(days=i)).isoformat() for i in range(WATCHED_DAYS - 1, -1, -1)]
+    return [d for d in days if d >= first_day]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A state of a day's archive that a run was requested for, and when (epoch seconds)."""
+
+    fingerprint: str
+    at: float
+
+
+@dataclass
+class RefreshCursor:
+    """The sensor's memory: per watched day, the last state it requested a refresh for."""
+
+    days: dict[str, Seen]
+
+    def to_json(self) -> str:
+        return json.dumps({d: {"fingerprint": s.fingerprint, "at": s.at} for d, s in sorted(self.days.items())},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "RefreshCursor":
+        raw = json.loads(text) if text else {}
+        return cls({d: Seen(s["fingerprint"], float(s["at"])) for d, s in raw.items()})
+
+    def advanced(self, requested: list[tuple[str, str]], now: float, keep: list[str]) -> "RefreshCursor":
+        """The cursor once the (day, fingerprint) refreshes are requested; only the `keep` days stay."""
+        days = {d: s for d, s in self.days.items() if d in keep}
+        days.update({d: Seen(fp, now) for d, fp in requested})
+        return RefreshCursor(days)
+
+
+@dataclass(frozen=True)
+class Decision:
+    day: str
+    request: bool
+    reason: str
+
+
+def baseline(cursor: Seen | None, daily_run: Seen | None) -> Seen | None:
+    """The latest state a run of the day was requested for: the sensor's own, or the daily schedule's."""
+    candidates = [s for s in (cursor, daily_run) if s is not None]
+    return max(candidates, key=lambda s: s.at) if candidates else None
+
+
+def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_flight: str | None,
+           now: float, interval_s: float) -> Decision:
+    """Whether to refresh `fp.day` now.
+
+    `base` is the state the day's last run was requested for (see `baseline`), `last_request` the
+    sensor's own last request of the day (the interval counts from it), `in_flight` the id of a
+    run of that partition still queued or running.
+    """
+    day = fp.day
+    if fp.files == 0:
+        return Decision(day, False, f"{day}: no file in the archive yet")
+    if base is not None and base.fingerprint == fp.short:
+        return Decision(day, False, f"{day}: nothing new since {_hhmm(base.at)} ({fp.files:,} files)")
+    if in_flight:
+        return Decision(day, False, f"{day}: new files, but run {in_flight} of this partition is in flight; "
+                                    "they are picked up after it")
+    if last_request is not None and now - last_request.at < interval_s:
+        wait = interval_s - (now - last_request.at)
+        return Decision(day, False, f"{day}: new files; refreshed at {_hhmm(last_request.at)}, next refresh "
+                                    f"in {wait / 60:.1f} min ({REFRESH_MINUTES_VAR}={interval_s / 60:g})")
+    what = "first refresh" if base is None else f"changed since {_hhmm(base.at)}"
+    return Decision(day, True, f"{day}: {fp.files:,} files, {fp.bytes / 1e6:,.1f} MB ({what})")
+
+
+def run_key(fp: DayFingerprint) -> str:
+    return f"{fp.day}:{fp.short}"
+
+
+def _hhmm(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def in_flight_run(instance: dg.DagsterInstance, day: str) -> str | None:
+    """The id of a run of `day`'s partition (any job) still queued or running, if any."""
+    runs = instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: day}, statuses=_IN_FLIGHT), limit=1)
+    return runs[0].run_id if runs else None
+
+
+def daily_run_seen(instance: dg.DagsterInstance, day: str) -> Seen | None:
+    """The state the daily schedule's latest run of `day` was requested for, when it recorded one."""
+    records = instance.get_run_records(dg.RunsFilter(job_name=all_assets_job.name, tags={PARTITION_TAG: day}),
+                                       limit=1)
+    if not records or FINGERPRINT_TAG not in records[0].dagster_run.tags:
+        return None
+    return Seen(records[0].dagster_run.tags[FINGERPRINT_TAG], records[0].create_timestamp.timestamp())
+
+
+def clock() -> float:
+    """The wall clock (a function, so tests can set the time of day)."""
+    return time.time()
+
+
+@dg.sensor(job=archive_refresh_job, minimum_interval_seconds=TICK_SECONDS,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="New files in today's (or yesterday's) archive folders: re-materializes that day's "
+                       f"partitions, at most every {REFRESH_MINUTES_VAR} minutes (default 15) per day.")
+def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
+    interval = refresh_interval_s()
+    if interval == 0:
+        return dg.SkipReason(f"intra-day refresh is off ({REFRESH_MINUTES_VAR}=0)")
+    now = clock()
+    cursor = RefreshCursor.from_json(context.cursor)
+    days = watched_days(now, daily_partitions.start.strftime("%Y-%m-%d"))
+    store = archive.store()
+    decisions, fps = [], {}
+    for day in days:
+        fp = fps[day] = day_fingerprint(store, day)
+        own = cursor.days.get(day)
+        base = baseline(own, daily_run_seen(context.instance, day))
+        flying = in_flight_run(context.instance, day) if base is None or base.fingerprint != fp.short else None
+        decisions.append(decide(fp, base, own, flying, now, interval))
+    for d in decisions:
+        context.log.info(d.reason)
+    chosen = [d.day for d in decisions if d.request]
+    if not chosen:
+        reasons = "; ".join(d.reason for d in decisions) or "no watched day at or after the first partition"
+        return dg.SkipReason(reasons)  # the cursor stays as it is
+    requests = [dg.RunRequest(run_key=run_key(fps[day]), partition_key=day,
+                              tags={FINGERPRINT_TAG: fps[day].short, "torchci/archive_files": str(fps[day].files)})
+                for day in chosen]
+    return dg.SensorResult(run_requests=requests,
+                           cursor=cursor.advanced([(d, fps[d].short) for d in chosen], now, days).to_json())
