@@ -10,9 +10,11 @@ this volume) for each day, in the lake tables the HUD reads:
   * `flaky_tests` (20,000 tests, 300 flaky, 40 broken), `disabled_tests`, `ci_result` and
     `ci_callback_minutes` for 4 backends, and `backend-levels.json`.
 
-What is timed: `commit_health`, `pr_jobs` and `ci_metrics_daily` for each of the 14 days (what a
-backfill costs; one new day costs one fourteenth), then `hud_site` for the last day (the whole
-site: index.html, metrics.html, backends.html, tests.html and every pr/<n>.html); each page's size.
+What is timed: `commit_health`, `pr_jobs` and `ci_metrics_daily` for each of the 14 days, one day
+after the other (one new day costs one fourteenth), then again as a backfill runs them: one run per
+day partition, --workers at a time (the days are independent; dagster.yaml lets 4 runs go at once),
+then `hud_site` for the last day (the whole site: index.html, metrics.html, backends.html,
+tests.html and every pr/<n>.html); each page's size.
 
 Run as `make bench` (python bench/bench_hud.py [--work DIR] [--fresh]). Data is kept under --work.
 """
@@ -26,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from resources.lake import Lake, connect
@@ -172,6 +175,18 @@ def generate_day(lake: Lake, d: int) -> int:
         con.close()
 
 
+def build_day(lake: Lake, day: str, now: dt.datetime) -> dict[str, float]:
+    """The three daily HUD tables of `day`, as one day-partition run computes them; seconds per table."""
+    took = {}
+    for step, fn in (("commit_health", lambda: build_commit_health(lake, day, REPO, ("refs/heads/main",), now=now)),
+                     ("pr_jobs", lambda: build_pr_jobs(lake, day, REPO, now=now)),
+                     ("ci_metrics_daily", lambda: build_ci_metrics(lake, day, REPO, ("refs/heads/main",)))):
+        t = time.monotonic()
+        fn()
+        took[step] = time.monotonic() - t
+    return took
+
+
 def levels_json() -> bytes:
     crit = [("L2", "min_completed_jobs", "completed_jobs", 7, 150, 20, ">="),
             ("L2", "min_success_rate", "success_rate", 7, 0.9, 0.7, ">="),
@@ -193,6 +208,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("var/bench-hud"))
     ap.add_argument("--fresh", action="store_true", help="regenerate the data")
+    ap.add_argument("--workers", type=int, default=2, help="day-partition runs at once in the backfill timing")
     args = ap.parse_args(argv)
     if args.fresh:
         shutil.rmtree(args.work, ignore_errors=True)
@@ -212,28 +228,30 @@ def main(argv: list[str]) -> int:
     per_step = {"commit_health": 0.0, "pr_jobs": 0.0, "ci_metrics_daily": 0.0}
     t_all, cpu_all = time.monotonic(), time.process_time()
     for day in days:
-        for step, fn in (("commit_health", lambda: build_commit_health(lake, day, REPO, ("refs/heads/main",), now=now)),
-                         ("pr_jobs", lambda: build_pr_jobs(lake, day, REPO, now=now)),
-                         ("ci_metrics_daily", lambda: build_ci_metrics(lake, day, REPO, ("refs/heads/main",)))):
-            t = time.monotonic()
-            fn()
-            per_step[step] += time.monotonic() - t
+        for step, s in build_day(lake, day, now).items():
+            per_step[step] += s
     daily_s, daily_cpu = time.monotonic() - t_all, time.process_time() - cpu_all
+    t = time.monotonic()
+    with ProcessPoolExecutor(args.workers) as pool:
+        list(pool.map(build_day, [lake] * len(days), days, [now] * len(days)))
+    backfill_s = time.monotonic() - t
     shutil.rmtree(args.work / "outputs" / "hud", ignore_errors=True)
     t, cpu = time.monotonic(), time.process_time()
     report = publish_site(lake, outputs, days[-1], REPO, SiteSettings())
     site_s, site_cpu = time.monotonic() - t, time.process_time() - cpu
-    total = daily_s + site_s
+    total, total_backfill = daily_s + site_s, backfill_s + site_s
     print(f"{DAYS} days x {COMMITS} main commits and ~{jobs / DAYS if jobs else 60000:,.0f} jobs a day, {cpus} CPUs")
     print("daily HUD tables for all 14 days: " + ", ".join(f"{k} {v:.1f} s" for k, v in per_step.items())
-          + f" = {daily_s:.1f} s ({daily_s / DAYS:.2f} s for one new day; {daily_cpu:.1f} CPU s)")
+          + f" = {daily_s:.1f} s one day after the other ({daily_s / DAYS:.2f} s for one new day; {daily_cpu:.1f} CPU s);"
+          f" {backfill_s:.1f} s as a backfill, {args.workers} day-partition runs at a time")
     largest, size = report.largest
     print(f"hud_site for {days[-1]}: {site_s:.1f} s ({site_cpu:.1f} CPU s), {len(report.pages)} pages ({report.pull_requests} pull requests,"
           f" {report.commits} commits x {report.job_groups} job groups), {sum(report.pages.values()) / 1e6:.1f} MB;"
           f" largest {largest} {size / 1e6:.2f} MB")
     big = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}
     print(f"target: the whole site for 14 days in under 10 s: the site {site_s:.1f} s, "
-          f"{'met' if site_s < 10 else 'NOT met'}; with the 14 days of HUD tables recomputed too {total:.1f} s, "
+          f"{'met' if site_s < 10 else 'NOT met'}; with the 14 days of HUD tables recomputed too: as a backfill "
+          f"{total_backfill:.1f} s, {'met' if total_backfill < 10 else 'NOT met'}, one day after the other {total:.1f} s, "
           f"{'met' if total < 10 else 'NOT met'} (wall time; the machine's load shows in CPU s vs wall s); "
           f"every page under 2 MB: {'met' if not big else f'NOT met {big}'}")
     return 0
