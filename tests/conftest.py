@@ -134,3 +134,12 @@ def octokit() -> dict:
 def httpserver_listen_address():
     """pytest-httpserver plays the GitHub API on loopback only, on a free port."""
     return ("127.0.0.1", 0)
+
+
+@pytest.fixture
+def instance():
+    """A throwaway Dagster instance (runs, sensors' cursors, the run queue's records)."""
+    import dagster as dg
+
+    with dg.instance_for_test() as inst:
+        yield inst

@@ -112,12 +112,6 @@ def test_the_cursor_round_trips_and_keeps_only_the_watched_days():
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-@pytest.fixture
 def at(monkeypatch):
     """Set the sensor's clock: at(seconds since epoch)."""
     def set_to(now: float) -> None:

@@ -85,12 +85,6 @@ def world(built, tmp_path):
     return World(built, tmp_path)
 
 
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
 def github(httpserver, **kw):
     kw.setdefault("token", TOKEN)
     kw.update(backoff_base_s=0.01, search_interval_s=0, write_interval_s=0)

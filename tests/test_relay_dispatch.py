@@ -5,7 +5,6 @@ import re
 import time
 from collections import Counter
 
-import dagster as dg
 import pytest
 from werkzeug import Response
 
@@ -101,12 +100,6 @@ def run(gh, lake_uri, instance, c=None, **op_config):
 def output_metadata(result) -> dict:
     (event,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     return {k: v.value for k, v in event.event_specific_data.metadata.items()}
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 @pytest.fixture

@@ -58,12 +58,6 @@ def archive(tmp_path) -> Path:
     return root
 
 
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
 def sha(n: int) -> str:
     return f"{n:040x}"
 
