@@ -6,7 +6,8 @@ the simulator, then times, each in a fresh process and several times (median rep
   peak RSS;
 - the floor: a bare DuckDB `SELECT count(*) FROM read_json(...)` over the same files, and,
   for reference, the same count with the columns declared (no schema inference).
-Targets (issue 2): >= 25,000 events/s, within 1.5x of the DuckDB floor, peak RSS < 1.5 GB.
+Targets: >= 30,000 events/s (issue 13; 25,000 before), within 1.5x of the bare DuckDB floor (issue 2),
+peak RSS < 1.5 GB.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def main() -> int:
             while chunk := fh.read(1 << 24):
                 raw += len(chunk)
     listing = "[" + ", ".join(f"'{f}'" for f in files) + "]"
-    bare = f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited')"
-    declared = (f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited', columns = "
+    # The simulator plants malformed lines, as real archives have (truncated uploads): the floor
+    # skips them (ignore_errors), as our ingest turns them into rejects, instead of stopping there.
+    bare = f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited', ignore_errors = true)"
+    declared = (f"SELECT count(*) FROM read_json({listing}, format = 'newline_delimited', ignore_errors = true, columns = "
                 "{event: 'VARCHAR', delivery_id: 'VARCHAR', received_at: 'VARCHAR', payload: 'JSON'})")
 
     ours, floors, declared_floors = [], [], []
@@ -113,7 +116,7 @@ def main() -> int:
     print(f"DuckDB floor, bare read_json:  {floor:6.2f} s  {lines / floor:9,.0f} events/s  -> ours is {t / floor:.2f}x")
     print(f"DuckDB, declared columns:      {floor_declared:6.2f} s  {lines / floor_declared:9,.0f} events/s  "
           f"-> ours is {t / floor_declared:.2f}x")
-    targets = [("events/s >= 25,000", lines / t >= 25_000), ("within 1.5x of the floor", t <= 1.5 * floor),
+    targets = [("events/s >= 30,000", lines / t >= 30_000), ("within 1.5x of the floor", t <= 1.5 * floor),
                ("peak RSS < 1.5 GB", rss < 1536)]
     print("targets: " + ", ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in targets))
     return 0
