@@ -27,6 +27,7 @@ class PartitionCommit:
     def __init__(self, lake: Lake):
         self.lake = lake
         self.pending: list[tuple[str, str]] = []  # (hidden temporary path, final path), store-relative
+        self.replaced: list[tuple[str, str, str]] = []  # (table, day, file name prefix), see replace_parts
 
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
@@ -56,11 +57,23 @@ class PartitionCommit:
         """Take over files another process wrote for this commit."""
         self.pending += pending
 
+    def replace_parts(self, table: str, day: str, prefix: str) -> None:
+        """At commit, also delete the partition's files named `prefix*` that this commit does not
+        write: a table written as a varying number of files leaves none of an earlier run's."""
+        self.replaced.append((table, day, prefix))
+
     def commit(self) -> None:
         store = self.lake.store
         for tmp, final in self.pending:
             store.fs.move(store.full(tmp), store.full(final))
-        self.pending = []
+        written = {final for _, final in self.pending}
+        for table, day, prefix in self.replaced:
+            folder = self.lake.partition_path(table, day).rsplit("/", 1)[0]
+            for entry in store.list_files(folder, (".parquet",)):
+                name = entry.path.rsplit("/", 1)[-1]
+                if name.startswith(prefix) and entry.path not in written:
+                    store.delete(entry.path)
+        self.pending, self.replaced = [], []
 
     def abort(self) -> None:
         for tmp, _ in self.pending:

@@ -119,7 +119,9 @@ def split_lines(chunks: Iterable[bytes], limit: int) -> Iterator[tuple[int, byte
             lineno += 1
             yield lineno, None
             skipping, chunk = False, chunk[newline + 1:]
-        lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
+        lines = chunk.split(b"\n")  # the tail is joined to the first line only: no copy of the chunk
+        if tail:
+            lines[0] = tail + lines[0]
         tail = lines.pop()
         for line in lines:
             lineno += 1

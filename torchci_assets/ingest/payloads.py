@@ -85,7 +85,7 @@ JOB_STAGE = pa.schema([
     ("labels", pa.list_(pa.string())), ("runner_name", pa.string()),
     ("build_env", pa.string()), ("test_config", pa.string()), ("shard", pa.int32()),
     ("num_shards", pa.int32()), ("platform", pa.string()),
-    ("received_at", TS), ("location", pa.string()),
+    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
 
 
@@ -110,7 +110,7 @@ RUN_STAGE = pa.schema([
     ("id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()), ("name", pa.string()),
     ("event", pa.string()), ("head_sha", pa.string()), ("head_branch", pa.string()),
     ("status", pa.string()), ("conclusion", pa.string()), ("created_at", pa.string()),
-    ("updated_at", pa.string()), ("received_at", TS), ("location", pa.string()),
+    ("updated_at", pa.string()), ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
 
 

@@ -3,8 +3,8 @@
 One row per delivery goes to `webhook_events` with its payload as JSON text; the typed
 tables (`workflow_job`, `workflow_run`, `push`, `pull_request`) get the fields users query.
 A day is read file by file in bounded chunks and written in bounded batches, so memory
-does not grow with the day's size; only the set of delivery ids seen (for deduplication)
-does, at about 100 bytes a delivery.
+does not grow with the day's size; only the delivery ids seen (for deduplication) do, at
+about 150 bytes a delivery.
 
 GitHub delivers at least once and in no particular order, so:
 - a delivery id seen before (a redelivery, possibly in another file) is dropped;
@@ -21,20 +21,21 @@ import glob
 import multiprocessing
 import os
 import queue
-import re
 import sys
 import tempfile
 import threading
 import time
-import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from resources.lake import Lake, connect
+from resources.lake import PARQUET_OPTIONS, Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.fields import RowGuard
@@ -46,7 +47,11 @@ from torchci_assets.ingest.rejects import Reject, rejects_table
 
 SOURCE = "webhooks"
 BATCH_ROWS = 20_000
-EVENT_BATCH_ROWS = 4_000  # ~40 MB of payload text per batch
+EVENT_BATCH_ROWS = 4_000
+# Payload text per bronze batch: bounds memory whatever the payloads' size (a line may be up to
+# TORCHCI_MAX_LINE_BYTES), keeps int32 string offsets far from overflowing, and keeps each
+# batch's buffer under glibc's largest mmap threshold, so buffers are reused, not faulted in anew.
+EVENT_BATCH_BYTES = 16 << 20
 
 WEBHOOK_EVENTS_SCHEMA = pa.schema([
     ("event", pa.string()), ("action", pa.string()), ("delivery_id", pa.string()),
@@ -55,14 +60,14 @@ WEBHOOK_EVENTS_SCHEMA = pa.schema([
 
 @dataclass
 class _Typed:
-    """A typed table's staging file: rows are buffered, then flushed to local Parquet."""
+    """A typed table's staging file: rows are buffered, then flushed to local Parquet. Every row
+    carries its delivery id, so the copies of deliveries an earlier scan kept can be dropped."""
 
     table: str
     schema: pa.Schema
     extract: Callable[[dict], tuple]
-    per_delivery: bool  # push and pull_request keep one row per delivery (with its id)
     path: str
-    rejects: list[Reject]  # the scan's: rows Arrow refuses become rejects here (see RowGuard)
+    rejects: list[tuple[str, Reject]]  # the scan's typed rejects: rows Arrow refuses land here too (see RowGuard)
     rows: list = field(default_factory=list)
     count: int = 0
     writer: pq.ParquetWriter | None = None
@@ -91,7 +96,8 @@ class _Typed:
         return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
 
     def _reject(self, row: tuple, problem: str) -> None:
-        self.rejects.append(Reject(SOURCE, row[-1], f"{self.table}: {problem}", None))  # row[-1]: its location
+        # a staging row ends with the delivery id, its receipt and its location
+        self.rejects.append((row[-3], Reject(SOURCE, row[-1], f"{self.table}: {problem}", None)))
 
     def close(self) -> None:
         self.flush()
@@ -120,35 +126,39 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day,
     its unreadable records into the `webhooks` part of `rejects`.
 
-    The bronze table is written as PARTS files, each holding the deliveries whose id hashes to
-    it, so deduplication never crosses parts. A large day is scanned by one process per part
-    (JSON parsing holds the GIL; two cores need two processes); a small one in this process.
-    Both give the same files.
+    A large day's files are cut into `workers` runs of consecutive files, each scanned by its
+    own process (parsing holds the GIL; two cores need two processes), a small day in this
+    process. Every line is read once. A delivery is kept where it is first seen in file
+    order, so the copies a later run found of deliveries an earlier run kept are dropped after
+    the scans (`_drop_later_copies`); any number of workers gives the same tables.
     """
     report = WebhookDayReport(day)
     files = archive.list_files(f"webhooks/day={day}", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
     report.files = len(files)
     report.bytes_read = sum(f.size for f in files)
     if workers is None:
-        workers = PARTS if (report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1
-                            and _can_spawn()) else 1
+        workers = SCAN_PROCESSES if (report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1
+                                     and _can_spawn()) else 1
+    runs = _file_runs(files, workers)
     with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp, PartitionCommit(lake) as out:
-        if workers > 1:
-            scans = _scan_in_processes(archive.uri, lake.store.uri, lake.owner, day, files, tmp, log)
+        args = [(archive.uri, lake.store.uri, lake.owner, day, run, k, tmp) for k, run in enumerate(runs)]
+        if len(args) > 1:
+            scans = _scan_in_processes(args, day, len(files), log)
         else:
             progress = _Progress(log, day, len(files))
-            scans = [_scan(archive.uri, lake.store.uri, lake.owner, day, files, tuple(range(PARTS)), tmp,
-                           progress.update)]
+            scans = [_scan(*a, progress.update) for a in args]
+        _drop_later_copies(scans, lake)
         for scan in scans:
             out.adopt(scan.pending)
             report.lines += scan.lines
             report.deliveries += scan.deliveries
             report.duplicates += scan.duplicates
-            report.rejects += scan.rejects
+            report.rejects += scan.rejects + [r for _, r in scan.typed_rejects]
             for event, n in scan.events.items():
                 report.events[event] = report.events.get(event, 0) + n
         report.rejects.sort(key=_reject_order)
         report.rows["webhook_events"] = report.deliveries
+        out.replace_parts("webhook_events", day, prefix="part-")
         _reduce_typed(out, day, tmp, report)
         out.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
     return report
@@ -159,32 +169,40 @@ def _reject_order(r: Reject) -> tuple:
     return (path, int(line)) if line.isdigit() else (r.location, 0)
 
 
-PARTS = 2
+SCAN_PROCESSES = 2
 PARALLEL_MIN_BYTES = 64 << 20
-_DELIVERY_ID = re.compile(rb'"delivery_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+# Bronze rows per file. A later run's copies of earlier deliveries are removed by rewriting the
+# files that hold them, so smaller files cost less to fix; GitHub redelivers within hours.
+SEGMENT_ROWS = 16_000
 
 
-def _part_of(line: bytes) -> int:
-    """The bronze part a line belongs to, from its delivery id, without parsing the JSON.
-
-    Inside a JSON string every quote is escaped, so the first `"delivery_id": "..."` is a
-    key. Two deliveries with the same id land in the same part, which is all deduplication
-    needs; a line with no id goes to part 0 (which rejects it).
-    """
-    m = _DELIVERY_ID.search(line)
-    return zlib.crc32(m.group(1)) % PARTS if m else 0
+def _file_runs(files: list, workers: int) -> list[list]:
+    """`files` cut into at most `workers` non-empty runs of consecutive files of about equal size."""
+    total = sum(f.size for f in files) or 1
+    runs: list[list] = [[]]
+    done = 0
+    for f in files:
+        if runs[-1] and len(runs) < workers and done >= total * len(runs) / workers:
+            runs.append([])
+        runs[-1].append(f)
+        done += f.size
+    return runs
 
 
 @dataclass
 class _Scan:
-    """What one scan of a day's files found for its parts."""
+    """What one scan of a run of files found."""
 
+    index: int = 0
     lines: int = 0
     deliveries: int = 0
     duplicates: int = 0
-    rejects: list[Reject] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)  # of lines and files: never a delivery's
+    typed_rejects: list[tuple[str, Reject]] = field(default_factory=list)  # (delivery id, reject)
     events: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)  # delivery id -> event, of every delivery kept
     pending: list[tuple[str, str]] = field(default_factory=list)  # bronze files to commit
+    staged: str = ""  # the folder of its typed staging files
 
 
 class _Progress:
@@ -197,28 +215,27 @@ class _Progress:
             self.log(f"webhooks day={self.day}: {files_done}/{self.total} files, {deliveries:,} deliveries so far")
 
 
-def _stage_tables(stage_dir: str, rejects: list[Reject]) -> dict[str, "_Typed"]:
+def _stage_tables(stage_dir: str, rejects: list[tuple[str, Reject]]) -> dict[str, "_Typed"]:
     os.makedirs(stage_dir, exist_ok=True)
     return {
-        name: _Typed(name, schema, extract, per_delivery, os.path.join(stage_dir, f"{name}.parquet"), rejects)
-        for name, schema, extract, per_delivery in (
-            ("workflow_job", JOB_STAGE, workflow_job_row, False), ("workflow_run", RUN_STAGE, workflow_run_row, False),
-            ("push", PUSH_STAGE, push_row, True), ("pull_request", PR_STAGE, pull_request_row, True))
+        name: _Typed(name, schema, extract, os.path.join(stage_dir, f"{name}.parquet"), rejects)
+        for name, schema, extract in (
+            ("workflow_job", JOB_STAGE, workflow_job_row), ("workflow_run", RUN_STAGE, workflow_run_row),
+            ("push", PUSH_STAGE, push_row), ("pull_request", PR_STAGE, pull_request_row))
     }
 
 
-def _scan(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, parts: tuple[int, ...],
-          tmp: str, progress: Callable[[int, int], None]) -> _Scan:
-    """Read every file of the day; for the lines of `parts`, write the bronze part files and
-    stage the typed rows under `tmp/part-K/`. File-level damage is reported by part 0's scan."""
+def _scan(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, index: int, tmp: str,
+          progress: Callable[[int, int], None]) -> _Scan:
+    """Read a run of files: write its bronze files and stage its typed rows under `tmp/run-K/`."""
     archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri), owner))
-    scan = _Scan()
+    scan = _Scan(index=index, staged=os.path.join(tmp, f"run-{index}"))
     # Parsed payloads are acyclic and short-lived, but there are millions of their dicts: the
     # cyclic collector would keep re-walking every live batch row for nothing (~25% of the time).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _scan_files(archive, files_out, day, files, parts, tmp, progress, scan)
+        _scan_files(archive, files_out, day, files, progress, scan)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -226,22 +243,19 @@ def _scan(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: l
     return scan
 
 
-def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: list, parts: tuple[int, ...],
-                tmp: str, progress: Callable[[int, int], None], scan: _Scan) -> None:
-    seen: list[set[str]] = [set() for _ in range(PARTS)]
-    batches: list[list[tuple]] = [[] for _ in range(PARTS)]
-    with contextlib.ExitStack() as stack:
-        outs, typed = {}, {}
-        for k in parts:
-            writer = stack.enter_context(files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-{k}"))
-            outs[k] = stack.enter_context(_Background(writer))
-            typed[k] = _stage_tables(os.path.join(tmp, f"part-{k}"), scan.rejects)
+def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: list,
+                progress: Callable[[int, int], None], scan: _Scan) -> None:
+    seen = scan.ids
+    batch: list[tuple] = []
+    batch_bytes = 0
+
+    def segment(n: int):
+        return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-{scan.index}-{n:03d}")
+
+    with _Background(segment, SEGMENT_ROWS) as out:
+        typed = _stage_tables(scan.staged, scan.typed_rejects)
         for n, entry in enumerate(files, 1):
-            file_rejects: list[Reject] = []
-            for lineno, line in iter_lines(archive, entry.path, SOURCE, file_rejects):
-                k = _part_of(line)
-                if k not in outs:
-                    continue
+            for lineno, line in iter_lines(archive, entry.path, SOURCE, scan.rejects):
                 scan.lines += 1
                 location = f"{entry.path}:{lineno}"
                 try:
@@ -249,39 +263,74 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
                 except ValueError as exc:
                     scan.rejects.append(Reject(SOURCE, location, str(exc), Reject.sample_of(line)))
                     continue
-                if delivery_id in seen[k]:
+                if delivery_id in seen:
                     scan.duplicates += 1
                     continue
-                seen[k].add(delivery_id)
+                seen[delivery_id] = event
                 scan.events[event] = scan.events.get(event, 0) + 1
                 action = payload.get("action")
-                batch = batches[k]
+                text = raw_payload(line, env)
                 batch.append((event, action if isinstance(action, str) else None, delivery_id, received_at,
-                              repo_of(payload), raw_payload(line, env)))
-                if len(batch) >= EVENT_BATCH_ROWS:
-                    outs[k].put(_events_batch(batch))
+                              repo_of(payload), text))
+                batch_bytes += len(text)
+                if len(batch) >= EVENT_BATCH_ROWS or batch_bytes >= EVENT_BATCH_BYTES:
+                    out.put(_events_batch(batch))
                     scan.deliveries += len(batch)
-                    batches[k] = []
-                t = typed[k].get(event)
+                    batch, batch_bytes = [], 0
+                t = typed.get(event)
                 if t is None:
                     continue
                 try:
                     row = t.extract(payload)
                 except FieldError as exc:
-                    scan.rejects.append(Reject(SOURCE, location, f"{event}: {exc}", Reject.sample_of(line)))
+                    scan.typed_rejects.append(
+                        (delivery_id, Reject(SOURCE, location, f"{event}: {exc}", Reject.sample_of(line))))
                     continue
-                if t.per_delivery:
-                    row += (delivery_id,)
-                t.add(row + (received_at, location))
-            if 0 in outs:
-                scan.rejects += file_rejects
-            progress(n, scan.deliveries + sum(len(b) for b in batches))
-        for k in parts:
-            outs[k].put(_events_batch(batches[k]))
-            scan.deliveries += len(batches[k])
-            outs[k].drain()
-            for t in typed[k].values():
-                t.close()
+                t.add(row + (delivery_id, received_at, location))
+            progress(n, scan.deliveries + len(batch))
+        out.put(_events_batch(batch))
+        scan.deliveries += len(batch)
+        out.drain()
+        for t in typed.values():
+            t.close()
+
+
+def _drop_later_copies(scans: list[_Scan], lake: Lake) -> None:
+    """Drop from each scan the deliveries an earlier scan (earlier files) kept: as if one scan
+    had read every file in order. Rewrites only the bronze files and staging files holding
+    such copies."""
+    kept: set[str] = set()
+    for scan in scans:
+        copies = kept.intersection(scan.ids) if kept else set()
+        kept.update(scan.ids)
+        if not copies:
+            continue
+        for delivery_id in copies:
+            event = scan.ids.pop(delivery_id)
+            scan.events[event] -= 1
+        scan.deliveries -= len(copies)
+        scan.duplicates += len(copies)
+        scan.typed_rejects = [(d, r) for d, r in scan.typed_rejects if d not in copies]
+        dropped = pa.array(sorted(copies), pa.string())
+        files = [(lake.store.fs, lake.store.full(tmp)) for tmp, _ in scan.pending]
+        files += [(pafs.LocalFileSystem(), path) for path in sorted(glob.glob(os.path.join(scan.staged, "*.parquet")))]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Parquet and zstd release the GIL
+            list(pool.map(lambda f: _filter_file(*f, dropped), files))
+
+
+def _filter_file(fs: pafs.FileSystem, path: str, dropped: pa.Array) -> None:
+    """Rewrite a Parquet file without the rows whose delivery_id is in `dropped`, a row group at a time."""
+    with fs.open_input_file(path) as f:
+        ids = pq.read_table(f, columns=["delivery_id"]).column("delivery_id")
+    if not pc.any(pc.is_in(ids, value_set=dropped)).as_py():
+        return
+    rewritten = path + ".filtered"
+    with fs.open_input_file(path) as f:
+        source = pq.ParquetFile(f)
+        with fs.open_output_stream(rewritten) as raw, pq.ParquetWriter(raw, source.schema_arrow, **PARQUET_OPTIONS) as w:
+            for batch in source.iter_batches(batch_size=EVENT_BATCH_ROWS):
+                w.write_batch(batch.filter(pc.invert(pc.is_in(batch.column("delivery_id"), value_set=dropped))))
+    fs.move(rewritten, path)
 
 
 def _can_spawn() -> bool:
@@ -298,32 +347,33 @@ def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
         results.put(_scan(*args, progress))
     except BaseException as exc:  # reported by the parent, with the worker's traceback
         import traceback
-        results.put(RuntimeError(f"webhook scan of parts {args[5]} failed:\n{traceback.format_exc()}"))
+        results.put(RuntimeError(f"webhook scan of run {args[5]} failed:\n{traceback.format_exc()}"))
         raise SystemExit(1) from exc
 
 
-def _scan_in_processes(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, tmp: str,
-                       log: Callable[[str], None]) -> list[_Scan]:
+def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Callable[[str], None]) -> list[_Scan]:
+    """Run 0 in this process while runs 1.. each run in a spawned one."""
     ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads and locks
     results = ctx.Queue()
-    counters = [(ctx.Value("q", 0), ctx.Value("q", 0)) for _ in range(PARTS)]
-    procs = [ctx.Process(target=_scan_worker, daemon=True,
-                         args=((archive_uri, lake_uri, owner, day, files, (k,), tmp), *counters[k], results))
-             for k in range(PARTS)]
+    counters = [(ctx.Value("q", 0), ctx.Value("q", 0)) for _ in args[1:]]
+    procs = [ctx.Process(target=_scan_worker, daemon=True, args=(a, *c, results)) for a, c in zip(args[1:], counters)]
     for p in procs:
         p.start()
-    scans: list[_Scan] = []
+    progress = _Progress(log, day, total_files)
+
+    def update(files_done: int, deliveries: int) -> None:
+        progress.update(files_done + sum(c[0].value for c in counters), deliveries + sum(c[1].value for c in counters))
+
     try:
-        while len(scans) < PARTS:
+        scans = [_scan(*args[0], update)]
+        while len(scans) < len(args):
             try:
                 got = results.get(timeout=5)
             except queue.Empty:
                 if not all(p.is_alive() for p in procs):
                     raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
                                        "or unable to start: see its output above)") from None
-                done = min(c[0].value for c in counters)
-                log(f"webhooks day={day}: {done}/{len(files)} files, "
-                    f"{sum(c[1].value for c in counters):,} deliveries so far ({PARTS} processes)")
+                update(len(args[0][4]), scans[0].deliveries)
                 continue
             if isinstance(got, BaseException):
                 raise got
@@ -333,8 +383,7 @@ def _scan_in_processes(archive_uri: str, lake_uri: str, owner: str | None, day: 
             p.join(timeout=5)
             if p.is_alive():
                 p.kill()
-    log(f"webhooks day={day}: {len(files)}/{len(files)} files, {sum(s.deliveries for s in scans):,} deliveries")
-    return scans
+    return sorted(scans, key=lambda s: s.index)
 
 
 def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
@@ -344,31 +393,54 @@ def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
 
 
 def _text_array(texts: tuple[bytes, ...]) -> pa.Array:
-    """A string array from UTF-8 byte strings in one copy (pa.array on large str is ~5x slower)."""
+    """A string array from UTF-8 byte strings in one copy (pa.array on large str is ~5x slower).
+
+    Not validated again: every text is a slice, at ASCII delimiters, of a line the JSON parser
+    accepted (which validates UTF-8), or the parser's own output. The int64 offsets are cast to
+    the column's int32 ones, which checks they fit.
+    """
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
     data = pa.py_buffer(b"".join(texts))
-    binary = pa.Array.from_buffers(pa.large_binary(), len(texts), [None, pa.py_buffer(offsets), data])
-    return binary.cast(pa.string())  # validates UTF-8 and the 2 GB offset limit
+    return pa.Array.from_buffers(pa.large_string(), len(texts), [None, pa.py_buffer(offsets), data]).cast(pa.string())
 
 
 class _Background:
-    """Writes batches on a thread: Parquet encoding and zstd release the GIL, parsing does not."""
+    """Writes batches on a thread (Parquet encoding and zstd release the GIL, parsing does not),
+    into files of about `rows_per_file` rows each opened by `open_file(n)`, n = 0, 1, ..."""
 
-    def __init__(self, writer: pq.ParquetWriter):
-        self.writer = writer
+    def __init__(self, open_file: Callable[[int], contextlib.AbstractContextManager[pq.ParquetWriter]],
+                 rows_per_file: int):
+        self.open_file, self.rows_per_file = open_file, rows_per_file
         self.batches: queue.Queue = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while (batch := self.batches.get()) is not None:
-            if self.error is None:
-                try:
-                    if batch.num_rows:
-                        self.writer.write_batch(batch)
-                except BaseException as exc:  # surfaced on the caller's thread
-                    self.error = exc
+        files = rows = 0
+        current: contextlib.ExitStack | None = None  # holds the open file's writer
+        try:
+            while (batch := self.batches.get()) is not None:
+                if current is None:
+                    current = contextlib.ExitStack()
+                    writer = current.enter_context(self.open_file(files))
+                if batch.num_rows:
+                    writer.write_batch(batch)
+                    rows += batch.num_rows
+                if rows >= self.rows_per_file:
+                    current.close()
+                    current, files, rows = None, files + 1, 0
+            if current is None and files == 0:  # an empty day still has its (empty) file
+                current = contextlib.ExitStack()
+                current.enter_context(self.open_file(files))
+            if current is not None:
+                current.close()
+        except BaseException as exc:  # surfaced on the caller's thread; the open file is discarded
+            self.error = exc
+            if current is not None:
+                current.__exit__(type(exc), exc, exc.__traceback__)
+            while self.batches.get() is not None:
+                pass
 
     def put(self, batch: pa.RecordBatch) -> None:
         if self.error:
@@ -462,7 +534,7 @@ def _reduce_typed(out: PartitionCommit, day: str, tmp: str, report: WebhookDayRe
     con = connect()
     try:
         for name in REDUCE_SQL:
-            staged = sorted(glob.glob(os.path.join(tmp, "part-*", f"{name}.parquet")))
+            staged = sorted(glob.glob(os.path.join(tmp, "run-*", f"{name}.parquet")))
             con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet({staged!r})")
             for col in _TS_COLUMNS[name]:
                 bad = con.execute(

@@ -1,0 +1,87 @@
+"""Dagster resources: where the archive, the lake and the published outputs live.
+
+Imported through `resources` (`from resources import LakeResource`), lazily: see __init__.py.
+
+Each is a small typed resource holding a URI (a local path or `s3://bucket/prefix`); the
+storage logic itself is in `storage.py` and `lake.py`, plain classes that tests use directly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from resources.lake import Lake
+from resources.storage import Store
+
+DEFAULT_URIS = {
+    "TORCHCI_ARCHIVE_URI": "./var/archive",
+    "TORCHCI_LAKE_URI": "./var/lake",
+    "TORCHCI_OUTPUTS_URI": "./var/outputs",
+    "GITHUB_API_URL": "https://api.github.com",
+}
+
+
+def resolved_uri(name: str) -> str:
+    """The URI a resource configured by `env_or_default(name)` will use at run time."""
+    return os.environ.get(name) or DEFAULT_URIS[name]
+
+
+def env_or_default(name: str, default: str | None = None):
+    """`EnvVar(name)` when the variable is set (the UI then shows where the value comes from),
+    else the embedded default, so the demo needs no configuration."""
+    if os.environ.get(name):
+        return dg.EnvVar(name)
+    return DEFAULT_URIS.get(name, default)
+
+
+class ArchiveResource(dg.ConfigurableResource):
+    """The raw, append-only archive of webhooks, test reports and downstream results."""
+
+    uri: str
+
+    def store(self) -> Store:
+        return Store(self.uri)
+
+
+class LakeResource(dg.ConfigurableResource):
+    """The Parquet lake, one folder per table and one `day=` folder per partition."""
+
+    uri: str
+
+    def lake(self, owner: str | None = None) -> Lake:
+        """The lake; files it stages are named for `owner` (the run writing them), see `Lake`."""
+        return Lake(Store(self.uri), owner)
+
+
+class OutputsResource(dg.ConfigurableResource):
+    """Where the files CI consumes are published (test times, disabled tests, shard plans...)."""
+
+    uri: str
+
+    def store(self) -> Store:
+        return Store(self.uri)
+
+
+def _secret(name: str):
+    """A credential as `EnvVar` (Dagster stores the variable's name, never its value), or None."""
+    return dg.EnvVar(name) if os.environ.get(name) else None
+
+
+def default_resources() -> dict:
+    from resources.github import GitHubResource
+
+    return {
+        "archive": ArchiveResource(uri=env_or_default("TORCHCI_ARCHIVE_URI")),
+        "lake": LakeResource(uri=env_or_default("TORCHCI_LAKE_URI")),
+        "outputs": OutputsResource(uri=env_or_default("TORCHCI_OUTPUTS_URI")),
+        # No credentials: dry run (what would be sent is logged and recorded, nothing is sent).
+        "github": GitHubResource(
+            api_url=env_or_default("GITHUB_API_URL"),
+            token=_secret("GITHUB_TOKEN"),
+            app_id=_secret("GITHUB_APP_ID"),
+            app_private_key=_secret("GITHUB_APP_PRIVATE_KEY"),
+            app_installation_id=_secret("GITHUB_APP_INSTALLATION_ID"),
+        ),
+    }

@@ -1,0 +1,90 @@
+"""A large day's files are cut into runs scanned in parallel; the tables must not depend on it.
+
+A delivery is kept where it is first seen in file order, so a later run's copies of deliveries
+an earlier run kept must go, with their typed rows and typed rejects, whatever the copies say.
+"""
+
+import copy
+
+import pyarrow.parquet as pq
+
+from conftest import envelope, write_lines
+from resources.lake import Lake
+from resources.storage import FileEntry, Store
+from torchci_assets.ingest.webhooks import _file_runs, ingest_webhook_day
+
+DAY = "2026-11-01"
+
+
+def _tables(lake_dir):
+    """Every table's rows, whatever files hold them (the bronze is one file per segment of a run)."""
+    out = {}
+    for table_dir in sorted(p for p in lake_dir.iterdir() if p.is_dir()):
+        rows = [r for path in sorted(table_dir.rglob("*.parquet")) for r in pq.read_table(path).to_pylist()]
+        out[table_dir.name] = sorted(rows, key=repr)
+    return out
+
+
+def _archive(tmp_path, octokit):
+    """Four files; later files redeliver earlier deliveries, some received later, some with a bad field."""
+    examples = [(e, p) for events in octokit.values() for e, ps in events.items() for p in ps]
+    assert len(examples) == 52
+    day = tmp_path / "archive" / "webhooks" / f"day={DAY}"
+    for f in range(4):
+        lines = []
+        for i, (event, payload) in enumerate(examples):
+            delivery = f"d-{(f * 31 + i) % 90}"  # the same ids recur across files
+            payload = copy.deepcopy(payload)
+            if event == "workflow_job" and f >= 1:
+                payload["workflow_job"]["id"] = "not a number"  # a typed reject only if this copy is kept
+            lines.append(envelope(event, delivery, payload, received_at=f"2026-11-01T{10 + f:02d}:00:00Z"))
+        write_lines(day / f"f{f}.jsonl.gz", lines + [b"{broken"])
+    return Store(str(tmp_path / "archive"))
+
+
+def test_runs_in_processes_write_what_one_scan_writes(tmp_path, octokit):
+    archive = _archive(tmp_path, octokit)
+    one = ingest_webhook_day(archive, Lake.at(str(tmp_path / "one")), DAY, workers=1)
+    two = ingest_webhook_day(archive, Lake.at(str(tmp_path / "two")), DAY, workers=2)
+    three = ingest_webhook_day(archive, Lake.at(str(tmp_path / "three")), DAY, workers=3)
+    assert one.deliveries == 90 and one.duplicates == one.lines - 90 - 4
+    for other in (two, three):
+        assert (one.deliveries, one.duplicates, one.lines, one.rows, one.events) == \
+            (other.deliveries, other.duplicates, other.lines, other.rows, other.events)
+        assert one.rejects == other.rejects
+    # file 1's new jobs are typed rejects; files 2 and 3 only redeliver them or earlier jobs
+    assert {r.location.split(":")[0].rsplit("/", 1)[1] for r in one.rejects if "workflow_job.id" in r.reason} == {"f1.jsonl.gz"}
+    assert _tables(tmp_path / "one") == _tables(tmp_path / "two") == _tables(tmp_path / "three")
+    # the copy kept is the first: file f's lines are received at 10+f o'clock
+    first_file = {}
+    for f in range(4):
+        for i in range(52):
+            first_file.setdefault(f"d-{(f * 31 + i) % 90}", f)
+    kept = {r["delivery_id"]: r["received_at"].hour for r in pq.read_table(tmp_path / "two" / "webhook_events").to_pylist()}
+    assert kept == {d: 10 + f for d, f in first_file.items()}
+
+
+def test_a_rerun_with_fewer_bronze_files_leaves_none_of_the_earlier_ones(tmp_path, octokit, monkeypatch):
+    archive = _archive(tmp_path, octokit)
+    lake = Lake.at(str(tmp_path / "lake"))
+    monkeypatch.setattr("torchci_assets.ingest.webhooks.SEGMENT_ROWS", 10)
+    monkeypatch.setattr("torchci_assets.ingest.webhooks.EVENT_BATCH_ROWS", 5)
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    folder = tmp_path / "lake" / "webhook_events" / f"day={DAY}"
+    assert len(list(folder.glob("part-*.parquet"))) > 4
+    (folder / "part-0.parquet").write_bytes((folder / "part-0-000.parquet").read_bytes())  # a file of an older layout
+    monkeypatch.undo()
+    report = ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert sorted(p.name for p in folder.glob("*.parquet")) == ["part-0-000.parquet"]
+    assert pq.read_table(folder).num_rows == report.deliveries == 90
+
+
+def test_runs_are_consecutive_files_of_about_equal_size():
+    files = [FileEntry(f"f{i}", size) for i, size in enumerate([5, 1, 1, 1, 1, 1, 5, 5])]
+    runs = _file_runs(files, 2)
+    assert [f.path for run in runs for f in run] == [f.path for f in files]
+    assert [sum(f.size for f in run) for run in runs] == [10, 10]
+    many = _file_runs(files, 8)
+    assert 2 < len(many) <= 8 and all(many) and [f for run in many for f in run] == files
+    assert len(_file_runs(files[:2], 4)) == 2
+    assert _file_runs([], 2) == [[]]
