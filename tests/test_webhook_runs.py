@@ -71,7 +71,9 @@ def test_a_rerun_with_fewer_bronze_files_leaves_none_of_the_earlier_ones(tmp_pat
     monkeypatch.setattr("torchci_assets.ingest.webhooks.EVENT_BATCH_ROWS", 5)
     ingest_webhook_day(archive, lake, DAY, workers=1)
     folder = tmp_path / "lake" / "webhook_events" / f"day={DAY}"
-    assert len(list(folder.glob("part-*.parquet"))) > 4
+    segments = sorted(folder.glob("part-*.parquet"))
+    assert len(segments) == 9  # 90 deliveries, 10 a file, and no empty file after the last
+    assert all(pq.read_metadata(p).num_rows == 10 for p in segments)
     (folder / "part-0.parquet").write_bytes((folder / "part-0-000.parquet").read_bytes())  # a file of an older layout
     monkeypatch.undo()
     report = ingest_webhook_day(archive, lake, DAY, workers=1)

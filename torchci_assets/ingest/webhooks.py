@@ -126,9 +126,9 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day,
     its unreadable records into the `webhooks` part of `rejects`.
 
-    A large day's files are cut into `workers` runs of consecutive files, each scanned by its
-    own process (parsing holds the GIL; two cores need two processes), a small day in this
-    process. Every line is read once. A delivery is kept where it is first seen in file
+    A large day's files are cut into `workers` runs of consecutive files, scanned side by side:
+    the first in this process, each other one in a spawned process (parsing holds the GIL; two
+    cores need two processes). A small day is one run, in this process. Every line is read once. A delivery is kept where it is first seen in file
     order, so the copies a later run found of deliveries an earlier run kept are dropped after
     the scans (`_drop_later_copies`); any number of workers gives the same tables.
     """
@@ -301,7 +301,7 @@ def _drop_later_copies(scans: list[_Scan], lake: Lake) -> None:
     such copies."""
     kept: set[str] = set()
     for scan in scans:
-        copies = kept.intersection(scan.ids) if kept else set()
+        copies = kept.intersection(scan.ids)
         kept.update(scan.ids)
         if not copies:
             continue
@@ -360,6 +360,7 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
     for p in procs:
         p.start()
     progress = _Progress(log, day, total_files)
+    first_run_files = len(args[0][4])
 
     def update(files_done: int, deliveries: int) -> None:
         progress.update(files_done + sum(c[0].value for c in counters), deliveries + sum(c[1].value for c in counters))
@@ -373,7 +374,7 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
                 if not all(p.is_alive() for p in procs):
                     raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
                                        "or unable to start: see its output above)") from None
-                update(len(args[0][4]), scans[0].deliveries)
+                update(first_run_files, scans[0].deliveries)
                 continue
             if isinstance(got, BaseException):
                 raise got
@@ -421,16 +422,17 @@ class _Background:
         current: contextlib.ExitStack | None = None  # holds the open file's writer
         try:
             while (batch := self.batches.get()) is not None:
+                if not batch.num_rows:
+                    continue
                 if current is None:
                     current = contextlib.ExitStack()
                     writer = current.enter_context(self.open_file(files))
-                if batch.num_rows:
-                    writer.write_batch(batch)
-                    rows += batch.num_rows
+                writer.write_batch(batch)
+                rows += batch.num_rows
                 if rows >= self.rows_per_file:
                     current.close()
                     current, files, rows = None, files + 1, 0
-            if current is None and files == 0:  # an empty day still has its (empty) file
+            if current is None and files == 0:  # a run without deliveries still writes its (empty) file
                 current = contextlib.ExitStack()
                 current.enter_context(self.open_file(files))
             if current is not None:
