@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,21 +147,29 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
         else:
             progress = _Progress(log, day, len(files))
             scans = [_scan(*a, progress.update) for a in args]
-        _drop_later_copies(scans, lake)
-        for scan in scans:
-            out.adopt(scan.pending)
-            report.lines += scan.lines
-            report.deliveries += scan.deliveries
-            report.duplicates += scan.duplicates
-            report.rejects += scan.rejects + [r for _, r in scan.typed_rejects]
-            for event, n in scan.events.items():
-                report.events[event] = report.events.get(event, 0) + n
-        report.rejects.sort(key=_reject_order)
-        report.rows["webhook_events"] = report.deliveries
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Parquet and zstd release the GIL
+            bronze = _drop_later_copies(scans, lake, pool)
+            _collect(scans, out, report)
+            _reduce_typed(out, day, scans, report)  # while the bronze files are rewritten
+            for done in bronze:
+                done.result()
         out.replace_parts("webhook_events", day, prefix="part-")
-        _reduce_typed(out, day, tmp, report)
         out.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
     return report
+
+
+def _collect(scans: list[_Scan], out: PartitionCommit, report: WebhookDayReport) -> None:
+    """The scans' files into this commit, their counts and rejects (in archive order) into the report."""
+    for scan in scans:
+        out.adopt(scan.pending)
+        report.lines += scan.lines
+        report.deliveries += scan.deliveries
+        report.duplicates += scan.duplicates
+        report.rejects += scan.rejects + [r for _, r in scan.typed_rejects]
+        for event, n in scan.events.items():
+            report.events[event] = report.events.get(event, 0) + n
+    report.rejects.sort(key=_reject_order)
+    report.rows["webhook_events"] = report.deliveries
 
 
 def _reject_order(r: Reject) -> tuple:
@@ -203,6 +211,7 @@ class _Scan:
     ids: dict[str, str] = field(default_factory=dict)  # delivery id -> event, of every delivery kept
     pending: list[tuple[str, str]] = field(default_factory=list)  # bronze files to commit
     staged: str = ""  # the folder of its typed staging files
+    copies: pa.Array | None = None  # ids of the deliveries an earlier scan kept: its staging rows to skip
 
 
 class _Progress:
@@ -295,11 +304,13 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
             t.close()
 
 
-def _drop_later_copies(scans: list[_Scan], lake: Lake) -> None:
+def _drop_later_copies(scans: list[_Scan], lake: Lake, pool: ThreadPoolExecutor) -> list[Future]:
     """Drop from each scan the deliveries an earlier scan (earlier files) kept: as if one scan
-    had read every file in order. Rewrites only the bronze files and staging files holding
-    such copies."""
+    had read every file in order. The bronze files holding such copies are rewritten in `pool`
+    (the returned futures, to be awaited before the commit); the typed staging files are left
+    as they are, the reduce skips the copies (`_Scan.copies`)."""
     kept: set[str] = set()
+    bronze: list[Future] = []
     for scan in scans:
         copies = kept.intersection(scan.ids)
         kept.update(scan.ids)
@@ -311,15 +322,15 @@ def _drop_later_copies(scans: list[_Scan], lake: Lake) -> None:
         scan.deliveries -= len(copies)
         scan.duplicates += len(copies)
         scan.typed_rejects = [(d, r) for d, r in scan.typed_rejects if d not in copies]
-        dropped = pa.array(sorted(copies), pa.string())
-        files = [(lake.store.fs, lake.store.full(tmp)) for tmp, _ in scan.pending]
-        files += [(pafs.LocalFileSystem(), path) for path in sorted(glob.glob(os.path.join(scan.staged, "*.parquet")))]
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Parquet and zstd release the GIL
-            list(pool.map(lambda f: _filter_file(*f, dropped), files))
+        scan.copies = pa.array(sorted(copies), pa.string())
+        bronze += [pool.submit(_filter_file, lake.store.fs, lake.store.full(tmp), scan.copies)
+                   for tmp, _ in scan.pending]
+    return bronze
 
 
 def _filter_file(fs: pafs.FileSystem, path: str, dropped: pa.Array) -> None:
-    """Rewrite a Parquet file without the rows whose delivery_id is in `dropped`, a row group at a time."""
+    """Rewrite a Parquet file without the rows whose delivery_id is in `dropped`, a row group
+    (one written batch, bounded in bytes) at a time."""
     with fs.open_input_file(path) as f:
         ids = pq.read_table(f, columns=["delivery_id"]).column("delivery_id")
     if not pc.any(pc.is_in(ids, value_set=dropped)).as_py():
@@ -328,8 +339,9 @@ def _filter_file(fs: pafs.FileSystem, path: str, dropped: pa.Array) -> None:
     with fs.open_input_file(path) as f:
         source = pq.ParquetFile(f)
         with fs.open_output_stream(rewritten) as raw, pq.ParquetWriter(raw, source.schema_arrow, **PARQUET_OPTIONS) as w:
-            for batch in source.iter_batches(batch_size=EVENT_BATCH_ROWS):
-                w.write_batch(batch.filter(pc.invert(pc.is_in(batch.column("delivery_id"), value_set=dropped))))
+            for i in range(source.num_row_groups):
+                group = source.read_row_group(i)
+                w.write_table(group.filter(pc.invert(pc.is_in(group.column("delivery_id"), value_set=dropped))))
     fs.move(rewritten, path)
 
 
@@ -532,12 +544,18 @@ REDUCE_SQL = {
 }
 
 
-def _reduce_typed(out: PartitionCommit, day: str, tmp: str, report: WebhookDayReport) -> None:
+def _reduce_typed(out: PartitionCommit, day: str, scans: list[_Scan], report: WebhookDayReport) -> None:
     con = connect()
     try:
+        for scan in scans:
+            if scan.copies is not None:
+                con.register(f"copies_{scan.index}", pa.table({"delivery_id": scan.copies}))
         for name in REDUCE_SQL:
-            staged = sorted(glob.glob(os.path.join(tmp, "run-*", f"{name}.parquet")))
-            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet({staged!r})")
+            runs = " UNION ALL ".join(
+                f"SELECT * FROM read_parquet({os.path.join(scan.staged, name + '.parquet')!r})"
+                + ("" if scan.copies is None else f" WHERE delivery_id NOT IN (SELECT delivery_id FROM copies_{scan.index})")
+                for scan in scans)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS {runs}")
             for col in _TS_COLUMNS[name]:
                 bad = con.execute(
                     f"SELECT location, {col} FROM stage WHERE {col} IS NOT NULL AND TRY_CAST({col} AS TIMESTAMPTZ) IS NULL"
