@@ -30,14 +30,16 @@ class PartitionCommit:
         self.replaced: list[tuple[str, str, str]] = []  # (table, day, file name prefix), see replace_parts
 
     @contextlib.contextmanager
-    def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
+    def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data",
+               options: dict | None = None) -> Iterator[pq.ParquetWriter]:
+        """A writer of the part's file, committed with the others; `options` override PARQUET_OPTIONS."""
         final = self.lake.partition_path(table, day, part)
         folder, name = final.rsplit("/", 1)
         tmp = f"{folder}/{staging_name(name, 'pending', self.lake.owner)}"
         store = self.lake.store
         store.fs.create_dir(store.full(folder), recursive=True)
         try:
-            with store.fs.open_output_stream(store.full(tmp)) as out, pq.ParquetWriter(out, schema, **PARQUET_OPTIONS) as w:
+            with store.fs.open_output_stream(store.full(tmp)) as out, pq.ParquetWriter(out, schema, **(PARQUET_OPTIONS | (options or {}))) as w:
                 yield w
         except BaseException:
             store.delete(tmp)

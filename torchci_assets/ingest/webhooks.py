@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import glob
 import multiprocessing
 import os
 import queue
@@ -26,16 +25,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from resources.lake import PARQUET_OPTIONS, Lake, connect
+from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.fields import RowGuard
@@ -57,6 +55,10 @@ WEBHOOK_EVENTS_SCHEMA = pa.schema([
     ("event", pa.string()), ("action", pa.string()), ("delivery_id", pa.string()),
     ("received_at", TS), ("repo", pa.string()), ("payload", pa.string()),
 ])
+# Bronze files: no dictionary for the payload text (every value is distinct, building one is
+# wasted work) and zstd level 1, ~20% cheaper to write than 3 for ~7% more bytes: bronze is
+# written on every refresh of the day and read rarely (the typed tables serve the queries).
+BRONZE_OPTIONS = dict(use_dictionary=["event", "action", "repo"], compression_level=1)
 
 @dataclass
 class _Typed:
@@ -128,9 +130,12 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
 
     A large day's files are cut into `workers` runs of consecutive files, scanned side by side:
     the first in this process, each other one in a spawned process (parsing holds the GIL; two
-    cores need two processes). A small day is one run, in this process. Every line is read once. A delivery is kept where it is first seen in file
-    order, so the copies a later run found of deliveries an earlier run kept are dropped after
-    the scans (`_drop_later_copies`); any number of workers gives the same tables.
+    cores need two processes). A small day is one run, in this process. Every line is read once.
+    A delivery is kept where it is first seen in file order, so a later run cannot know which of
+    its deliveries an earlier run kept until both are scanned: it holds its bronze rows in local
+    Arrow files (lz4, cheap to write), and they are written to the lake without those copies
+    after the scans, while the typed tables are reduced (`_drop_later_copies`, `_write_held`).
+    Any number of workers gives the same tables.
     """
     report = WebhookDayReport(day)
     files = archive.list_files(f"webhooks/day={day}", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
@@ -147,10 +152,12 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
         else:
             progress = _Progress(log, day, len(files))
             scans = [_scan(*a, progress.update) for a in args]
+        _drop_later_copies(scans)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Parquet and zstd release the GIL
-            bronze = _drop_later_copies(scans, lake, pool)
+            bronze = [pool.submit(_write_held, out, day, path, f"part-{scan.index}-{n:03d}", scan.copies)
+                      for scan in scans for n, path in enumerate(scan.held)]
             _collect(scans, out, report)
-            _reduce_typed(out, day, scans, report)  # while the bronze files are rewritten
+            _reduce_typed(out, day, scans, report)  # while the held bronze files are written
             for done in bronze:
                 done.result()
         out.replace_parts("webhook_events", day, prefix="part-")
@@ -179,8 +186,8 @@ def _reject_order(r: Reject) -> tuple:
 
 SCAN_PROCESSES = 2
 PARALLEL_MIN_BYTES = 64 << 20
-# Bronze rows per file. A later run's copies of earlier deliveries are removed by rewriting the
-# files that hold them, so smaller files cost less to fix; GitHub redelivers within hours.
+# Bronze rows per file: a PyTorch-sized day (~200k deliveries) is about a dozen files, and a
+# later run's held files are several, written side by side after the scans.
 SEGMENT_ROWS = 16_000
 
 
@@ -210,8 +217,9 @@ class _Scan:
     events: dict[str, int] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)  # delivery id -> event, of every delivery kept
     pending: list[tuple[str, str]] = field(default_factory=list)  # bronze files to commit
-    staged: str = ""  # the folder of its typed staging files
-    copies: pa.Array | None = None  # ids of the deliveries an earlier scan kept: its staging rows to skip
+    held: list[str] = field(default_factory=list)  # a later run's bronze files, still to write (`_write_held`)
+    staged: str = ""  # the folder of its typed staging files and held bronze files
+    copies: pa.Array | None = None  # ids of the deliveries an earlier scan kept: its rows to skip
 
 
 class _Progress:
@@ -236,7 +244,8 @@ def _stage_tables(stage_dir: str, rejects: list[tuple[str, Reject]]) -> dict[str
 
 def _scan(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, index: int, tmp: str,
           progress: Callable[[int, int], None]) -> _Scan:
-    """Read a run of files: write its bronze files and stage its typed rows under `tmp/run-K/`."""
+    """Read a run of files: write its bronze files (run 0) or hold them (later runs), and stage its
+    typed rows, under `tmp/run-K/`."""
     archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri), owner))
     scan = _Scan(index=index, staged=os.path.join(tmp, f"run-{index}"))
     # Parsed payloads are acyclic and short-lived, but there are millions of their dicts: the
@@ -259,10 +268,14 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
     batch_bytes = 0
 
     def segment(n: int):
-        return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-{scan.index}-{n:03d}")
+        if scan.index == 0:
+            return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-0-{n:03d}",
+                                    options=BRONZE_OPTIONS)
+        scan.held.append(os.path.join(scan.staged, f"bronze-{n:03d}.arrow"))
+        return pa.ipc.new_file(scan.held[-1], WEBHOOK_EVENTS_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="lz4"))
 
+    typed = _stage_tables(scan.staged, scan.typed_rejects)
     with _Background(segment, SEGMENT_ROWS) as out:
-        typed = _stage_tables(scan.staged, scan.typed_rejects)
         for n, entry in enumerate(files, 1):
             for lineno, line in iter_lines(archive, entry.path, SOURCE, scan.rejects):
                 scan.lines += 1
@@ -304,13 +317,11 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
             t.close()
 
 
-def _drop_later_copies(scans: list[_Scan], lake: Lake, pool: ThreadPoolExecutor) -> list[Future]:
-    """Drop from each scan the deliveries an earlier scan (earlier files) kept: as if one scan
-    had read every file in order. The bronze files holding such copies are rewritten in `pool`
-    (the returned futures, to be awaited before the commit); the typed staging files are left
-    as they are, the reduce skips the copies (`_Scan.copies`)."""
+def _drop_later_copies(scans: list[_Scan]) -> None:
+    """Drop from each scan the deliveries an earlier scan (earlier files) kept, as if one scan had
+    read every file in order: from its counts here; from its held bronze rows and its typed
+    staging rows (`_Scan.copies`) when they are written and reduced."""
     kept: set[str] = set()
-    bronze: list[Future] = []
     for scan in scans:
         copies = kept.intersection(scan.ids)
         kept.update(scan.ids)
@@ -323,26 +334,19 @@ def _drop_later_copies(scans: list[_Scan], lake: Lake, pool: ThreadPoolExecutor)
         scan.duplicates += len(copies)
         scan.typed_rejects = [(d, r) for d, r in scan.typed_rejects if d not in copies]
         scan.copies = pa.array(sorted(copies), pa.string())
-        bronze += [pool.submit(_filter_file, lake.store.fs, lake.store.full(tmp), scan.copies)
-                   for tmp, _ in scan.pending]
-    return bronze
 
 
-def _filter_file(fs: pafs.FileSystem, path: str, dropped: pa.Array) -> None:
-    """Rewrite a Parquet file without the rows whose delivery_id is in `dropped`, a row group
-    (one written batch, bounded in bytes) at a time."""
-    with fs.open_input_file(path) as f:
-        ids = pq.read_table(f, columns=["delivery_id"]).column("delivery_id")
-    if not pc.any(pc.is_in(ids, value_set=dropped)).as_py():
-        return
-    rewritten = path + ".filtered"
-    with fs.open_input_file(path) as f:
-        source = pq.ParquetFile(f)
-        with fs.open_output_stream(rewritten) as raw, pq.ParquetWriter(raw, source.schema_arrow, **PARQUET_OPTIONS) as w:
-            for i in range(source.num_row_groups):
-                group = source.read_row_group(i)
-                w.write_table(group.filter(pc.invert(pc.is_in(group.column("delivery_id"), value_set=dropped))))
-    fs.move(rewritten, path)
+def _write_held(out: PartitionCommit, day: str, path: str, part: str, copies: pa.Array | None) -> None:
+    """A later run's held bronze file, a batch at a time, into the lake's `part` without `copies`."""
+    with pa.OSFile(path) as source, out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=part,
+                                               options=BRONZE_OPTIONS) as w:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            if copies is not None:
+                batch = batch.filter(pc.invert(pc.is_in(batch.column("delivery_id"), value_set=copies)))
+            w.write_batch(batch)
+    os.remove(path)
 
 
 def _can_spawn() -> bool:
@@ -422,7 +426,7 @@ class _Background:
     """Writes batches on a thread (Parquet encoding and zstd release the GIL, parsing does not),
     into files of about `rows_per_file` rows each opened by `open_file(n)`, n = 0, 1, ..."""
 
-    def __init__(self, open_file: Callable[[int], contextlib.AbstractContextManager[pq.ParquetWriter]],
+    def __init__(self, open_file: Callable[[int], contextlib.AbstractContextManager],
                  rows_per_file: int):
         self.open_file, self.rows_per_file = open_file, rows_per_file
         self.batches: queue.Queue = queue.Queue(maxsize=2)
