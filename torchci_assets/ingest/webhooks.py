@@ -37,6 +37,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.fields import RowGuard
+from torchci_assets.ingest.heap import large_blocks_kept
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.payloads import (JOB_STAGE, PR_STAGE, PUSH_STAGE, RUN_STAGE, TS, FieldError, parse_envelope,
                                             pull_request_row, push_row, raw_payload, repo_of, workflow_job_row,
@@ -145,7 +146,8 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
         workers = SCAN_PROCESSES if (report.bytes_read >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) > 1
                                      and _can_spawn()) else 1
     runs = _file_runs(files, workers)
-    with tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp, PartitionCommit(lake) as out:
+    with (large_blocks_kept(), tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp,
+          PartitionCommit(lake) as out):
         args = [(archive.uri, lake.store.uri, lake.owner, day, run, k, tmp) for k, run in enumerate(runs)]
         if len(args) > 1:
             scans = _scan_in_processes(args, day, len(files), log)
@@ -360,7 +362,8 @@ def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
     def progress(n: int, d: int) -> None:
         files_done.value, deliveries.value = n, d
     try:
-        results.put(_scan(*args, progress))
+        with large_blocks_kept():
+            results.put(_scan(*args, progress))
     except BaseException as exc:  # reported by the parent, with the worker's traceback
         import traceback
         results.put(RuntimeError(f"webhook scan of run {args[5]} failed:\n{traceback.format_exc()}"))
