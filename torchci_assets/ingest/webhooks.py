@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
 import multiprocessing
 import os
 import queue
@@ -24,8 +25,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,8 +135,8 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     cores need two processes). A small day is one run, in this process. Every line is read once.
     A delivery is kept where it is first seen in file order, so a later run cannot know which of
     its deliveries an earlier run kept until both are scanned: it holds its bronze rows in local
-    Arrow files (lz4, cheap to write), and they are written to the lake without those copies
-    after the scans, while the typed tables are reduced (`_drop_later_copies`, `_write_held`).
+    Arrow files (lz4, cheap to write), each written to the lake without those copies as soon as
+    the earlier runs are scanned, while the later runs' scans or the reduce go on (`_HeldFiles`).
     Any number of workers gives the same tables.
     """
     report = WebhookDayReport(day)
@@ -147,21 +148,20 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
                                      and _can_spawn()) else 1
     runs = _file_runs(files, workers)
     with (large_blocks_kept(), tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp,
-          PartitionCommit(lake) as out):
+          PartitionCommit(lake) as out,
+          ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool):  # Parquet and zstd release the GIL
         args = [(archive.uri, lake.store.uri, lake.owner, day, run, k, tmp) for k, run in enumerate(runs)]
+        held = _HeldFiles(out, day, tmp, pool)
         if len(args) > 1:
-            scans = _scan_in_processes(args, day, len(files), log)
+            scans = _scan_in_processes(args, day, len(files), log, held)
         else:
             progress = _Progress(log, day, len(files))
             scans = [_scan(*a, progress.update) for a in args]
         _drop_later_copies(scans)
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Parquet and zstd release the GIL
-            bronze = [pool.submit(_write_held, out, day, path, f"part-{scan.index}-{n:03d}", scan.copies)
-                      for scan in scans for n, path in enumerate(scan.held)]
-            _collect(scans, out, report)
-            _reduce_typed(out, day, scans, report)  # while the held bronze files are written
-            for done in bronze:
-                done.result()
+        held.write_ready(scans, len(scans))
+        _collect(scans, out, report)
+        _reduce_typed(out, day, scans, report)  # while the held bronze files are written
+        held.wait(scans)
         out.replace_parts("webhook_events", day, prefix="part-")
         out.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
     return report
@@ -274,7 +274,7 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
             return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-0-{n:03d}",
                                     options=BRONZE_OPTIONS)
         scan.held.append(os.path.join(scan.staged, f"bronze-{n:03d}.arrow"))
-        return pa.ipc.new_file(scan.held[-1], WEBHOOK_EVENTS_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+        return _held_file(scan.held[-1])
 
     typed = _stage_tables(scan.staged, scan.typed_rejects)
     with _Background(segment, SEGMENT_ROWS) as out:
@@ -338,15 +338,56 @@ def _drop_later_copies(scans: list[_Scan]) -> None:
         scan.copies = pa.array(sorted(copies), pa.string())
 
 
-def _write_held(out: PartitionCommit, day: str, path: str, part: str, copies: pa.Array | None) -> None:
-    """A later run's held bronze file, a batch at a time, into the lake's `part` without `copies`."""
+@contextlib.contextmanager
+def _held_file(path: str) -> Iterator[pa.ipc.RecordBatchFileWriter]:
+    """A held bronze file, under its name only once complete (`_HeldFiles` may write it then)."""
+    with pa.ipc.new_file(path + ".open", WEBHOOK_EVENTS_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        yield w
+    os.rename(path + ".open", path)
+
+
+class _HeldFiles:
+    """Writes the later runs' held bronze files to the lake in `pool`. A file of run K can be
+    written once it is complete and runs 0..K-1 are scanned: its copies are then known, the rows
+    whose delivery id an earlier run kept. So run 1's files are written while it is still being
+    scanned, as soon as run 0 is done, not after every scan."""
+
+    def __init__(self, out: PartitionCommit, day: str, tmp: str, pool: ThreadPoolExecutor):
+        self.out, self.day, self.tmp, self.pool = out, day, tmp, pool
+        self.writing: dict[str, Future] = {}
+
+    def write_ready(self, scans: list[_Scan], runs: int) -> None:
+        """Start writing the complete held files of each run whose earlier runs are all in `scans`."""
+        done = {scan.index: scan for scan in scans}
+        for k in range(1, runs):
+            if any(j not in done for j in range(k)):
+                return
+            earlier = [done[j].ids for j in range(k)]
+            for path in sorted(glob.glob(os.path.join(self.tmp, f"run-{k}", "bronze-*.arrow"))):
+                if path not in self.writing:
+                    part = f"part-{k}-{os.path.basename(path)[len('bronze-'):-len('.arrow')]}"
+                    self.writing[path] = self.pool.submit(_write_held, self.out, self.day, path, part, earlier)
+
+    def wait(self, scans: list[_Scan]) -> None:
+        missing = [path for scan in scans for path in scan.held if path not in self.writing]
+        if missing:
+            raise RuntimeError(f"held bronze files never written: {missing}")
+        for done in self.writing.values():
+            done.result()
+
+
+def _write_held(out: PartitionCommit, day: str, path: str, part: str, earlier: list[dict[str, str]]) -> None:
+    """A held bronze file, a batch at a time, into the lake's `part`, without the deliveries
+    an earlier run kept (`earlier`: their ids, by run)."""
     with pa.OSFile(path) as source, out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=part,
                                                options=BRONZE_OPTIONS) as w:
         reader = pa.ipc.open_file(source)
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
-            if copies is not None:
-                batch = batch.filter(pc.invert(pc.is_in(batch.column("delivery_id"), value_set=copies)))
+            ids = batch.column("delivery_id")
+            copies = [d for d in ids.to_pylist() if any(d in kept for kept in earlier)]
+            if copies:
+                batch = batch.filter(pc.invert(pc.is_in(ids, value_set=pa.array(copies, pa.string()))))
             w.write_batch(batch)
     os.remove(path)
 
@@ -370,8 +411,10 @@ def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
         raise SystemExit(1) from exc
 
 
-def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Callable[[str], None]) -> list[_Scan]:
-    """Run 0 in this process while runs 1.. each run in a spawned one."""
+def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Callable[[str], None],
+                       held: _HeldFiles) -> list[_Scan]:
+    """Run 0 in this process while runs 1.. each run in a spawned one; then, while waiting for
+    them, their held bronze files that can be written are."""
     ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold threads and locks
     results = ctx.Queue()
     counters = [(ctx.Value("q", 0), ctx.Value("q", 0)) for _ in args[1:]]
@@ -387,8 +430,9 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
     try:
         scans = [_scan(*args[0], update)]
         while len(scans) < len(args):
+            held.write_ready(scans, len(args))
             try:
-                got = results.get(timeout=5)
+                got = results.get(timeout=0.05)
             except queue.Empty:
                 if not all(p.is_alive() for p in procs):
                     raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
