@@ -5,13 +5,19 @@ an earlier run kept must go, with their typed rows and typed rejects, whatever t
 """
 
 import copy
+import datetime as dt
+import os
+from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import envelope, write_lines
 from resources.lake import Lake
 from resources.storage import FileEntry, Store
-from torchci_assets.ingest.webhooks import _file_runs, ingest_webhook_day
+from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.webhooks import (_events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
+                                            ingest_webhook_day)
 
 DAY = "2026-11-01"
 
@@ -90,3 +96,38 @@ def test_runs_are_consecutive_files_of_about_equal_size():
     assert 2 < len(many) <= 8 and all(many) and [f for run in many for f in run] == files
     assert len(_file_runs(files[:2], 4)) == 2
     assert _file_runs([], 2) == [[]]
+
+
+def _hold(tmp, run: int, n: int, ids: list[str], complete: bool = True) -> None:
+    """A held bronze file of run `run`; an incomplete one has only its ".open" name, as while written."""
+    os.makedirs(os.path.join(tmp, f"run-{run}"), exist_ok=True)
+    path = os.path.join(tmp, f"run-{run}", f"bronze-{n:03d}.arrow")
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    batch = _events_batch([("push", None, d, at, "a/b", b"{}") for d in ids])
+    with _held_file(path) if complete else pa.ipc.new_file(path + ".open", batch.schema) as w:
+        w.write_batch(batch)
+
+
+def test_a_later_runs_held_files_are_written_once_every_earlier_run_is_scanned(tmp_path):
+    tmp = str(tmp_path / "tmp")
+    _hold(tmp, 1, 0, ["a", "b"])
+    _hold(tmp, 1, 1, ["c"], complete=False)
+    _hold(tmp, 2, 0, ["b", "d"])
+    run0, run1, run2 = (_Scan(index=0, ids={"a": "push"}), _Scan(index=1, ids={"b": "push", "c": "push"}),
+                        _Scan(index=2, ids={"d": "push"}))
+    out = PartitionCommit(Lake.at(str(tmp_path / "lake")))
+    with ThreadPoolExecutor(2) as pool:
+        held = _HeldFiles(out, DAY, tmp, pool)
+        held.write_ready([run0, run2], 3)  # run 1 still scanning: only its complete file can go
+        assert [os.path.relpath(p, tmp) for p in held.writing] == ["run-1/bronze-000.arrow"]
+        _hold(tmp, 1, 1, ["c"])
+        run1.held = [os.path.join(tmp, "run-1", f"bronze-{n:03d}.arrow") for n in (0, 1)]
+        run2.held = [os.path.join(tmp, "run-2", "bronze-000.arrow")]
+        held.write_ready([run0, run1, run2], 3)
+        held.wait([run0, run1, run2])
+    out.commit()
+    folder = tmp_path / "lake" / "webhook_events" / f"day={DAY}"
+    ids = {p.name: pq.read_table(p).column("delivery_id").to_pylist() for p in folder.glob("*.parquet")}
+    # a (run 0 kept it) and b (run 1 kept it) are copies where they come again
+    assert ids == {"part-1-000.parquet": ["b"], "part-1-001.parquet": ["c"], "part-2-000.parquet": ["d"]}
+    assert not list((tmp_path / "tmp").rglob("*.arrow"))
