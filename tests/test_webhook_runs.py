@@ -7,9 +7,9 @@ an earlier run kept must go, with their typed rows and typed rejects, whatever t
 import copy
 import datetime as dt
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 
 from conftest import envelope, write_lines
@@ -17,7 +17,7 @@ from resources.lake import Lake
 from resources.storage import FileEntry, Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.webhooks import (_events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
-                                            ingest_webhook_day)
+                                            _scan_in_processes, ingest_webhook_day)
 
 DAY = "2026-11-01"
 
@@ -116,8 +116,7 @@ def test_a_later_runs_held_files_are_written_once_every_earlier_run_is_scanned(t
     run0, run1, run2 = (_Scan(index=0, ids={"a": "push"}), _Scan(index=1, ids={"b": "push", "c": "push"}),
                         _Scan(index=2, ids={"d": "push"}))
     out = PartitionCommit(Lake.at(str(tmp_path / "lake")))
-    with ThreadPoolExecutor(2) as pool:
-        held = _HeldFiles(out, DAY, tmp, pool)
+    with _HeldFiles(out, DAY, tmp) as held:
         held.write_ready([run0, run2], 3)  # run 1 still scanning: only its complete file can go
         assert [os.path.relpath(p, tmp) for p in held.writing] == ["run-1/bronze-000.arrow"]
         _hold(tmp, 1, 1, ["c"])
@@ -131,3 +130,16 @@ def test_a_later_runs_held_files_are_written_once_every_earlier_run_is_scanned(t
     # a (run 0 kept it) and b (run 1 kept it) are copies where they come again
     assert ids == {"part-1-000.parquet": ["b"], "part-1-001.parquet": ["c"], "part-2-000.parquet": ["d"]}
     assert not list((tmp_path / "tmp").rglob("*.arrow"))
+
+
+def test_a_scan_worker_that_fails_fails_the_ingest_with_its_traceback(tmp_path, octokit):
+    archive = _archive(tmp_path, octokit)
+    files = archive.list_files(f"webhooks/day={DAY}", (".jsonl.gz",))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / "run-1").write_text("a file where run 1's folder goes")
+    lake = Lake.at(str(tmp_path / "lake"))
+    args = [(archive.uri, lake.store.uri, None, DAY, run, k, str(tmp)) for k, run in enumerate(_file_runs(files, 2))]
+    with pytest.raises(RuntimeError, match="(?s)webhook scan of run 1 failed.*FileExistsError"):
+        with _HeldFiles(PartitionCommit(lake), DAY, str(tmp)) as held:
+            _scan_in_processes(args, DAY, len(files), lambda s: None, held)

@@ -148,10 +148,8 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
                                      and _can_spawn()) else 1
     runs = _file_runs(files, workers)
     with (large_blocks_kept(), tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp,
-          PartitionCommit(lake) as out,
-          ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool):  # Parquet and zstd release the GIL
+          PartitionCommit(lake) as out, _HeldFiles(out, day, tmp) as held):
         args = [(archive.uri, lake.store.uri, lake.owner, day, run, k, tmp) for k, run in enumerate(runs)]
-        held = _HeldFiles(out, day, tmp, pool)
         if len(args) > 1:
             scans = _scan_in_processes(args, day, len(files), log, held)
         else:
@@ -347,14 +345,21 @@ def _held_file(path: str) -> Iterator[pa.ipc.RecordBatchFileWriter]:
 
 
 class _HeldFiles:
-    """Writes the later runs' held bronze files to the lake in `pool`. A file of run K can be
-    written once it is complete and runs 0..K-1 are scanned: its copies are then known, the rows
-    whose delivery id an earlier run kept. So run 1's files are written while it is still being
-    scanned, as soon as run 0 is done, not after every scan."""
+    """Writes the later runs' held bronze files to the lake, on threads (Parquet and zstd release
+    the GIL). A file of run K can be written once it is complete and runs 0..K-1 are scanned: its
+    copies are then known, the rows whose delivery id an earlier run kept. So run 1's files are
+    written while it is still being scanned, as soon as run 0 is done, not after every scan."""
 
-    def __init__(self, out: PartitionCommit, day: str, tmp: str, pool: ThreadPoolExecutor):
-        self.out, self.day, self.tmp, self.pool = out, day, tmp, pool
+    def __init__(self, out: PartitionCommit, day: str, tmp: str):
+        self.out, self.day, self.tmp = out, day, tmp
+        self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
         self.writing: dict[str, Future] = {}
+
+    def __enter__(self) -> "_HeldFiles":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.pool.shutdown(cancel_futures=exc_type is not None)  # a failed ingest writes no more
 
     def write_ready(self, scans: list[_Scan], runs: int) -> None:
         """Start writing the complete held files of each run whose earlier runs are all in `scans`."""
