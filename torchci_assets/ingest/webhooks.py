@@ -4,7 +4,8 @@ One row per delivery goes to `webhook_events` with its payload as JSON text; the
 tables (`workflow_job`, `workflow_run`, `push`, `pull_request`) get the fields users query.
 A day is read file by file in bounded chunks and written in bounded batches, so memory
 does not grow with the day's size; only the delivery ids seen (for deduplication) do, at
-about 150 bytes a delivery.
+about 150 bytes a delivery. A large day is scanned by two processes; the second one's bronze
+rows wait in the temporary folder (lz4 Arrow files) until the first one's deliveries are known.
 
 GitHub delivers at least once and in no particular order, so:
 - a delivery id seen before (a redelivery, possibly in another file) is dropped;
