@@ -7,6 +7,8 @@ an earlier run kept must go, with their typed rows and typed rejects, whatever t
 import copy
 import datetime as dt
 import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -16,7 +18,7 @@ from conftest import envelope, write_lines
 from resources.lake import Lake
 from resources.storage import FileEntry, Store
 from torchci_assets.ingest.commit import PartitionCommit
-from torchci_assets.ingest.webhooks import (_events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
+from torchci_assets.ingest.webhooks import (_can_spawn, _events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
                                             _scan_in_processes, ingest_webhook_day)
 
 DAY = "2026-11-01"
@@ -143,3 +145,34 @@ def test_a_scan_worker_that_fails_fails_the_ingest_with_its_traceback(tmp_path, 
     with pytest.raises(RuntimeError, match="(?s)webhook scan of run 1 failed.*FileExistsError"):
         with _HeldFiles(PartitionCommit(lake), DAY, str(tmp)) as held:
             _scan_in_processes(args, DAY, len(files), lambda s: None, held)
+
+
+
+def _ingest_in_two_runs(archive_uri: str, lake_dir: str) -> None:
+    assert _can_spawn(), "this process can spawn the second run's worker"
+    ingest_webhook_day(Store(archive_uri), Lake.at(lake_dir), DAY, workers=2)
+
+
+@pytest.mark.parametrize("main", ["python -c", "spawned from python -c"])
+def test_a_main_module_that_is_no_file_still_scans_in_two_processes(tmp_path, octokit, main):
+    """Dagster runs a step in a process spawned from `python -m dagster`: its main module is the
+    spawn bootstrap, no file, and a worker spawned from there works as from anywhere."""
+    archive = _archive(tmp_path, octokit)
+    ingest_webhook_day(archive, Lake.at(str(tmp_path / "one")), DAY, workers=1)
+    args = f"{archive.uri!r}, {str(tmp_path / 'two')!r}"
+    code = f"import test_webhook_runs as t; t._ingest_in_two_runs({args})"
+    if main == "spawned from python -c":
+        code = ("import multiprocessing, test_webhook_runs as t\n"
+                f"p = multiprocessing.get_context('spawn').Process(target=t._ingest_in_two_runs, args=({args}))\n"
+                "p.start(); p.join(); raise SystemExit(p.exitcode)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    assert sorted(p.name for p in (tmp_path / "two" / "webhook_events" / f"day={DAY}").glob("*.parquet")) == \
+        ["part-0-000.parquet", "part-1-000.parquet"]
+    assert _tables(tmp_path / "one") == _tables(tmp_path / "two")
+
+
+def test_a_script_read_from_stdin_cannot_be_rerun_by_a_spawned_worker():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-"], input=b"from torchci_assets.ingest.webhooks import _can_spawn\n"
+                   b"assert not _can_spawn()\n", check=True, env=env)

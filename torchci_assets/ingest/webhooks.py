@@ -399,10 +399,14 @@ def _write_held(out: PartitionCommit, day: str, path: str, part: str, earlier: l
 
 
 def _can_spawn() -> bool:
-    """Spawned workers re-import the parent's main module: impossible from stdin or a REPL."""
+    """A spawned worker first runs the parent's main module again, by its name or its file: it
+    cannot when that file is gone or was never one (a script read from stdin). A main without
+    either (`python -c`, a REPL, or Dagster's step processes, themselves spawned) is not re-run."""
     main = sys.modules.get("__main__")
+    if getattr(main, "__spec__", None) is not None:
+        return True
     path = getattr(main, "__file__", None)
-    return getattr(main, "__spec__", None) is not None or (path is not None and os.path.exists(path))
+    return path is None or os.path.exists(path)
 
 
 def _scan_worker(args: tuple, files_done, deliveries, results) -> None:
