@@ -39,7 +39,8 @@ class PartitionCommit:
         store = self.lake.store
         store.fs.create_dir(store.full(folder), recursive=True)
         try:
-            with store.fs.open_output_stream(store.full(tmp)) as out, pq.ParquetWriter(out, schema, **(PARQUET_OPTIONS | (options or {}))) as w:
+            with (store.fs.open_output_stream(store.full(tmp)) as out,
+                  pq.ParquetWriter(out, schema, **(PARQUET_OPTIONS | (options or {}))) as w):
                 yield w
         except BaseException:
             store.delete(tmp)

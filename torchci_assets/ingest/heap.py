@@ -1,12 +1,11 @@
 """glibc heap tuning for the streaming scans.
 
 A scan allocates and frees the same large blocks over and over (8 MB inflated chunks, 16 MB
-bronze batches, thousands of 10 KB lines). By default glibc serves blocks that large with
-mmap, or gives the top of its heaps back to the kernel as soon as a free leaves a little
-there, so every next block is faulted in anew, page by page: one CPU-second of kernel time in
-two on a PyTorch-sized day of webhooks. Inside `large_blocks_kept()` blocks under 32 MB come
-from the heaps and freed ones stay there for reuse, at the cost of up to a few hundred MB kept
-until the block ends.
+bronze batches). By default glibc serves blocks that large with mmap, or gives the top of its
+heaps back to the kernel as soon as a free leaves a little there, so every next block is
+faulted in anew, page by page: about one CPU-second of kernel time of the ~14 a PyTorch-sized
+day of webhooks costs. Inside `large_blocks_kept()` blocks under 32 MB come from the heaps and
+freed ones stay there for reuse, at the cost of up to a few hundred MB kept until it ends.
 """
 
 from __future__ import annotations

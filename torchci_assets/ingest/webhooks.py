@@ -188,7 +188,7 @@ def _reject_order(r: Reject) -> tuple:
 SCAN_PROCESSES = 2
 PARALLEL_MIN_BYTES = 64 << 20
 # Bronze rows per file: a PyTorch-sized day (~200k deliveries) is about a dozen files, and a
-# later run's held files are several, written side by side after the scans.
+# later run's held files are several, written side by side.
 SEGMENT_ROWS = 16_000
 
 
