@@ -6,7 +6,10 @@ an earlier run kept must go, with their typed rows and typed rejects, whatever t
 
 import copy
 import datetime as dt
+import gzip
+import json
 import os
+import queue
 import subprocess
 import sys
 
@@ -18,8 +21,10 @@ from conftest import envelope, write_lines
 from resources.lake import Lake
 from resources.storage import FileEntry, Store
 from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.simulate.generate import generate_archive
+from torchci_assets.simulate.world import Options
 from torchci_assets.ingest.webhooks import (_can_spawn, _events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
-                                            _scan_in_processes, ingest_webhook_day)
+                                            _next_result, _scan_in_processes, ingest_webhook_day)
 
 DAY = "2026-11-01"
 
@@ -176,3 +181,67 @@ def test_a_script_read_from_stdin_cannot_be_rerun_by_a_spawned_worker():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-"], input=b"from torchci_assets.ingest.webhooks import _can_spawn\n"
                    b"assert not _can_spawn()\n", check=True, env=env)
+
+
+def test_runs_write_what_one_scan_writes_on_a_simulated_day(tmp_path):
+    """The simulator's day: hourly files, redeliveries seconds to hours later (so across runs),
+    torn lines, old payload versions, jobs out of order."""
+    opts = Options(seed=3, prs_per_day=8, configs=4, test_files=6, tests_per_file=3, test_reports=False,
+                   duplicate_rate=0.05, torn_lines_per_day=3)
+    generate_archive(tmp_path / "archive", [dt.date(2026, 10, 31), dt.date(2026, 11, 1)], opts, log=lambda _: None)
+    archive = Store(str(tmp_path / "archive"))
+    reports = {w: ingest_webhook_day(archive, Lake.at(str(tmp_path / f"w{w}")), DAY, workers=w) for w in (1, 2, 3)}
+    one = reports[1]
+    assert one.deliveries > 1000 and one.duplicates > 20 and len(one.rejects) >= 3
+    for w in (2, 3):
+        assert (reports[w].deliveries, reports[w].duplicates, reports[w].rows, reports[w].events) == \
+            (one.deliveries, one.duplicates, one.rows, one.events)
+        assert reports[w].rejects == one.rejects
+        assert _tables(tmp_path / f"w{w}") == _tables(tmp_path / "w1")
+    # and the day does have deliveries that the second of two runs sees again
+    files = archive.list_files(f"webhooks/day={DAY}", (".jsonl.gz",))
+    first, second = _file_runs(files, 2)
+    ids = [_delivery_ids(tmp_path / "archive", run) for run in (first, second)]
+    assert len(ids[0] & ids[1]) >= 5
+
+
+def _delivery_ids(root, files) -> set[str]:
+    ids = set()
+    for f in files:
+        for line in gzip.decompress((root / f.path).read_bytes()).splitlines():
+            try:
+                ids.add(json.loads(line)["delivery_id"])
+            except ValueError:  # a torn line
+                pass
+    return ids
+
+
+class _Pipe:
+    """A results queue whose items arrive late: the first waits find nothing."""
+
+    def __init__(self, items: list, empty_waits: int):
+        self.items, self.empty_waits = items, empty_waits
+
+    def get(self, timeout: float):
+        if self.empty_waits or not self.items:
+            self.empty_waits -= 1
+            raise queue.Empty
+        return self.items.pop(0)
+
+
+class _Worker:
+    def __init__(self, alive: bool):
+        self.alive = alive
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+def test_a_worker_gone_after_sending_is_read_not_reported_lost():
+    # the wait times out, then the worker is found gone: what it sent is read
+    assert _next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=False)]) == "scan"
+    # every awaited worker still running: nothing yet, no error
+    assert _next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=True)]) is None
+    # a worker that exited without sending anything
+    with pytest.raises(RuntimeError, match="exited without a result"):
+        _next_result(_Pipe([], empty_waits=2), [_Worker(alive=True), _Worker(alive=False)])

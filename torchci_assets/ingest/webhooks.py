@@ -441,12 +441,8 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
         scans = [_scan(*args[0], update)]
         while len(scans) < len(args):
             held.write_ready(scans, len(args))
-            try:
-                got = results.get(timeout=0.05)
-            except queue.Empty:
-                if not all(p.is_alive() for p in procs):
-                    raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
-                                       "or unable to start: see its output above)") from None
+            got = _next_result(results, [p for k, p in enumerate(procs, 1) if k not in {s.index for s in scans}])
+            if got is None:
                 update(first_run_files, scans[0].deliveries)
                 continue
             if isinstance(got, BaseException):
@@ -458,6 +454,23 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
             if p.is_alive():
                 p.kill()
     return sorted(scans, key=lambda s: s.index)
+
+
+def _next_result(results, awaited: list) -> object:
+    """What a worker sent next, or None after a short wait while every `awaited` worker runs.
+
+    A worker exits once what it sent is in the pipe, possibly right after the wait timed out:
+    so a worker found gone is first waited for again, and only a silent one is a failure."""
+    try:
+        return results.get(timeout=0.05)
+    except queue.Empty:
+        if all(p.is_alive() for p in awaited):
+            return None
+    try:
+        return results.get(timeout=5)
+    except queue.Empty:
+        raise RuntimeError("a webhook scan worker exited without a result (killed, out of memory, "
+                           "or unable to start: see its output above)") from None
 
 
 def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
