@@ -97,8 +97,8 @@ def test_the_generator_is_deterministic_and_its_verdicts_are_not_all_alike():
 
 
 def test_the_two_process_webhook_scan_accounts_for_hostile_lines_alike(tmp_path, capped):
-    """Large days are scanned by one process per bronze part; damage seen by both (a line over
-    the cap, a cut gzip) must still be one reject, and every verdict the same."""
+    """Large days are scanned in runs of consecutive files, one process each: every verdict must
+    be the contract's still, a redelivery in a later run of a delivery an earlier one kept included."""
     day = webhook_day(SEED + 4, 3000, MAX_LINE)
     archive = Store(str(tmp_path / "archive"))
     day.write(archive.root)
