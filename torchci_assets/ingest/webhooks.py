@@ -448,12 +448,21 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
             if isinstance(got, BaseException):
                 raise got
             scans.append(got)
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
+    except BaseException:
+        _end(procs)
+        raise
+    # A worker takes a few tenths of a second to exit once it has sent its scan (freeing its
+    # heap, its interpreter's teardown): the ingest goes on meanwhile, a thread reaps it.
+    threading.Thread(target=_end, args=(procs, 60), daemon=True, name="webhook-scan-reaper").start()
     return sorted(scans, key=lambda s: s.index)
+
+
+def _end(procs: list, timeout: float = 5) -> None:
+    for p in procs:
+        p.join(timeout=timeout)
+        if p.is_alive():
+            p.kill()
+            p.join()
 
 
 def _next_result(results, awaited: list) -> object:
