@@ -29,21 +29,20 @@ DAY = "2026-11-01"
 MIN_DELIVERIES = 200_000
 RUNS = int(os.environ.get("TORCHCI_BENCH_RUNS", "3"))
 
-# A script file, not `python -c`: the ingest scans a large day in two processes, and a spawned
-# process re-imports the parent's main module, which `-c` code does not have (it would scan in one).
+# Run as `python -c` (as a Dagster step's process, its main module is no file): the ingest still
+# scans the day in two processes.
 INGEST = """
 import json, resource, sys, time
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-if __name__ == "__main__":
-    t = time.perf_counter()
-    r = ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3])
-    elapsed = time.perf_counter() - t
-    print(json.dumps({"seconds": elapsed, "deliveries": r.deliveries, "lines": r.lines, "rejects": len(r.rejects),
-                      "duplicates": r.duplicates, "rows": r.rows,
-                      # this process's peak plus its largest child's: an upper bound of the two together
-                      "rss_mb": sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024}))
+t = time.perf_counter()
+r = ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3])
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "deliveries": r.deliveries, "lines": r.lines, "rejects": len(r.rejects),
+                  "duplicates": r.duplicates, "rows": r.rows,
+                  # this process's peak plus its largest child's: an upper bound of the two together
+                  "rss_mb": sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024}))
 """
 
 FLOOR = """
@@ -72,9 +71,7 @@ def generate() -> list[Path]:
 
 
 def run(code: str, *args: str) -> dict:
-    script = BENCH / "step.py"
-    script.write_text(code)
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode or not lines:
         sys.exit(f"benchmark step failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")

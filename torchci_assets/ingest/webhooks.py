@@ -441,7 +441,8 @@ def _scan_in_processes(args: list[tuple], day: str, total_files: int, log: Calla
         scans = [_scan(*args[0], update)]
         while len(scans) < len(args):
             held.write_ready(scans, len(args))
-            got = _next_result(results, [p for k, p in enumerate(procs, 1) if k not in {s.index for s in scans}])
+            returned = {scan.index for scan in scans}
+            got = _next_result(results, [p for k, p in enumerate(procs, 1) if k not in returned])
             if got is None:
                 update(first_run_files, scans[0].deliveries)
                 continue
