@@ -12,7 +12,11 @@ does (the config's table, else `default[config]`, else `default/default`, unknow
 the table's median), "PyTorch: 600 s cut" being run_test's own rule. "planner, one estimate"
 is the planner on those same times, i.e. before the estimates. "foresight" plans with D+1's
 own times: no plan made on day D can expect to beat it, so the gap between it and "planner"
-is what the day-to-day change of the times cost, not the packing. The planner's ratios are
+is what the day-to-day change of the times cost, not the packing. "best cut, hindsight" is
+the best, under D+1's times, of the plans the planner chooses among (`plan_candidates`: one
+per way of cutting the files, each made from day D's times): no rule for choosing can do
+better with those plans, so it splits the gap into what the choice lost (planner -> it) and
+what plans made from day D's times lack (it -> foresight). The planner's ratios are
 also shown apart for the configs where a file's time rose beyond that day's noise, by the rules
 of test_time_regressions: what no plan could foresee, and what that asset reports.
 
@@ -45,6 +49,7 @@ from torchci_assets.derived.sharding.regressions import DayTime, assess, config_
 from torchci_assets.derived.sharding.planner import (
     DEFAULT_OVERHEAD_SECONDS,
     PYTORCH_SPLIT_SECONDS,
+    plan_candidates,
     plan_longest_first,
     plan_round_robin,
     plan_shards,
@@ -69,7 +74,8 @@ BASELINES = {
         times, tests, n, split_above=PYTORCH_SPLIT_SECONDS
     ),
 }
-NAMES = ("planner", *BASELINES, "foresight")
+HINDSIGHT = "best cut, hindsight"
+NAMES = ("planner", HINDSIGHT, *BASELINES, "foresight")
 COMPARED = ("PyTorch: 600 s cut", "600 s cut, overhead-aware")
 
 
@@ -120,7 +126,11 @@ def bench_pair(stats: Path, day: str, next_day: str) -> dict:
     for (env, cfg, actual), plan in zip(configs, plans):
         tests, n = list(actual), num_shards(sum(actual.values()))
         runtest_times, _ = select_times(before, env, cfg)
-        results = {"planner": plan, "foresight": plan_shards(actual, tests, n)}
+        times = estimator.config_times(env, cfg, tests)
+        candidates = plan_candidates(times.known, tests, n, unknown_estimate=times.fallback,
+                                     estimates={f: e.seconds for f, e in times.estimates.items()})
+        results = {"planner": plan, "foresight": plan_shards(actual, tests, n),
+                   HINDSIGHT: min(candidates, key=lambda c: score_plan(c, actual).makespan)}
         results.update({name: f(runtest_times, tests, n) for name, f in BASELINES.items()})
         unknown += len(plan.unknown_files)
         for name, result in results.items():
@@ -217,10 +227,11 @@ def main() -> int:
         print()
         print("\n".join(report(result)))
         summary.append(result)
-    print("\nsummary (planner | PyTorch: 600 s cut | foresight), ratio mean / max, planning wall time:")
+    print(f"\nsummary (planner | PyTorch: 600 s cut | {HINDSIGHT} | foresight), ratio mean / max, "
+          "planning wall time:")
     for r in summary:
         cells = [f"{statistics.fmean(r['ratios'][n]):.3f} / {max(r['ratios'][n]):.3f}"
-                 for n in ("planner", "PyTorch: 600 s cut", "foresight")]
+                 for n in ("planner", "PyTorch: 600 s cut", HINDSIGHT, "foresight")]
         print(f"  {r['day']} -> {r['next_day']}:  " + "  |  ".join(cells) + f"   {r['wall']:.2f} s")
     return 0
 

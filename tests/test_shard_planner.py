@@ -11,6 +11,7 @@ from torchci_assets.derived.sharding.cli import main as shard_plan_main
 from torchci_assets.derived.sharding.planner import (
     FALLBACK_ESTIMATE_SECONDS,
     PYTORCH_SPLIT_SECONDS,
+    plan_candidates,
     plan_longest_first,
     plan_round_robin,
     plan_shards,
@@ -181,6 +182,24 @@ def test_drift_allowance_spreads_a_dominant_file():
         actual = {f: t * math.exp(rng.gauss(0, 0.1)) for f, t in times.items()}
         worse.append(score_plan(exact, actual).makespan - score_plan(robust, actual).makespan)
     assert statistics.fmean(worse) > 0
+
+
+@pytest.mark.parametrize("seed,files,num_shards", [(11, 60, 4), (12, 300, 16), (13, 25, 9)])
+def test_the_plan_is_the_candidate_it_expects_shortest(seed, files, num_shards):
+    # plan_candidates lists what plan_shards chooses among (the benchmark scores them in
+    # hindsight); without drift allowance the choice is the shortest expected makespan,
+    # the fewest entries on ties
+    times = heavy_tailed(seed, files)
+    candidates = plan_candidates(times, list(times), num_shards)
+    assert len(candidates) > 1
+    for candidate in candidates:
+        assert_complete(candidate, times, num_shards)
+    chosen = plan_shards(times, list(times), num_shards, time_noise=0.0)
+    assert chosen in candidates
+    best = min((makespan(c), len(entries(c))) for c in candidates)
+    assert (makespan(chosen), len(entries(chosen))) == pytest.approx(best)
+    # with drift allowance the choice moves, but stays among them
+    assert plan_shards(times, list(times), num_shards, time_noise=0.2) in candidates
 
 
 def test_score_plan_follows_the_issue_formula():

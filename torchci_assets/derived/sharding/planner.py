@@ -137,8 +137,7 @@ def plan_shards(
     durations = [t for _, t in items]
     spread = time_noise * _expected_max_of_normals(num_shards)
     packed = []
-    for parts in _candidate_parts(durations, num_shards, overhead):
-        bins, loads = _pack(_entries(items, parts, overhead), num_shards)
+    for parts, bins, loads in _packings(items, num_shards, overhead):
         risk = spread * _drift_spread(durations, parts, num_shards)
         # polishing evens out loads, so no polished plan scores below the average load
         hope = (sum(loads) / num_shards + risk, sum(parts))
@@ -153,6 +152,31 @@ def plan_shards(
         if best is None or key < best[0]:
             best = (key, bins)
     return _build_plan(best[1], overhead, unknown, estimate, items)
+
+
+def plan_candidates(
+    times: Mapping[str, float],
+    tests: Iterable[str],
+    num_shards: int,
+    overhead: float = DEFAULT_OVERHEAD_SECONDS,
+    unknown_estimate: float | None = None,
+    estimates: Mapping[str, float] | None = None,
+) -> list[ShardPlan]:
+    """Every plan `plan_shards` chooses among (one per way of cutting the files), each packed
+    and polished.
+
+    For measuring the choice, not for CI: scored under the times that came true, the best of
+    them is the most any rule for choosing could have got out of these cuttings, so the gap
+    between it and `plan_shards`' pick is what the choice lost and the rest is what the
+    cuttings themselves lack (bench/bench_shards.py prints both).
+    """
+    _check_args(num_shards, overhead)
+    items, unknown, estimate = _durations(times, tests, unknown_estimate, estimates)
+    plans = []
+    for _, bins, loads in _packings(items, num_shards, overhead):
+        _improve(bins, loads)
+        plans.append(_build_plan(bins, overhead, unknown, estimate, items))
+    return plans
 
 
 def plan_round_robin(
@@ -361,6 +385,12 @@ def _candidate_parts(durations: Sequence[float], num_shards: int, overhead: floa
         count *= 2
     seen: set[tuple[int, ...]] = set()
     return [p for p in candidates if not (tuple(p) in seen or seen.add(tuple(p)))]
+
+
+def _packings(items: Sequence[tuple[str, float]], num_shards: int, overhead: float) -> list[tuple]:
+    """(parts per file, shards, loads) for each candidate cutting, packed but not yet polished."""
+    return [(parts, *_pack(_entries(items, parts, overhead), num_shards))
+            for parts in _candidate_parts([t for _, t in items], num_shards, overhead)]
 
 
 def _expected_max_of_normals(n: int) -> float:
