@@ -114,21 +114,19 @@ def bench_pair(stats: Path, day: str, next_day: str) -> dict:
     rows = []
     started, started_cpu = time.perf_counter(), time.process_time()
     estimator = Estimator(before)
-    plans = []
+    plans, inputs = [], []  # the planner's plan and its (times, options) per config
     for env, cfg, actual in configs:
         tests = list(actual)
         times = estimator.config_times(env, cfg, tests)
-        plans.append(plan_shards(times.known, tests, num_shards(sum(actual.values())),
-                                 unknown_estimate=times.fallback,
-                                 estimates={f: e.seconds for f, e in times.estimates.items()}))
+        inputs.append((times.known, dict(unknown_estimate=times.fallback,
+                                         estimates={f: e.seconds for f, e in times.estimates.items()})))
+        plans.append(plan_shards(inputs[-1][0], tests, num_shards(sum(actual.values())), **inputs[-1][1]))
     wall, cpu = time.perf_counter() - started, time.process_time() - started_cpu
     unknown = 0
-    for (env, cfg, actual), plan in zip(configs, plans):
+    for (env, cfg, actual), plan, (known, options) in zip(configs, plans, inputs):
         tests, n = list(actual), num_shards(sum(actual.values()))
         runtest_times, _ = select_times(before, env, cfg)
-        times = estimator.config_times(env, cfg, tests)
-        candidates = plan_candidates(times.known, tests, n, unknown_estimate=times.fallback,
-                                     estimates={f: e.seconds for f, e in times.estimates.items()})
+        candidates = plan_candidates(known, tests, n, **options)
         results = {"planner": plan, "foresight": plan_shards(actual, tests, n),
                    HINDSIGHT: min(candidates, key=lambda c: score_plan(c, actual).makespan)}
         results.update({name: f(runtest_times, tests, n) for name, f in BASELINES.items()})
