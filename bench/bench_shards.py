@@ -140,7 +140,23 @@ def bench_pair(stats: Path, day: str, next_day: str) -> dict:
         rows.append((ratios["planner"][-1], ratios["foresight"][-1], env, cfg, n, jumps[-1]))
     return {"day": day, "next_day": next_day, "configs": configs, "ratios": ratios, "ideal": ideal,
             "makespans": makespans, "wall": wall, "cpu": cpu, "rows": rows, "unknown": unknown,
-            "jumped": jumped_configs(before, after, day, next_day)}
+            "jumped": jumped_configs(before, after, day, next_day), "changes": day_to_day_changes(before, after)}
+
+
+def day_to_day_changes(before: dict, after: dict) -> dict:
+    """How a (config, file) time moves from one snapshot to the next: the share that does not move
+    (under 0.1%), the median and 90th percentile of |log change| among those that do, and the share
+    of all the change (squared log change, weighted by the file's time) carried by the 1% of entries
+    that change most. Says what shape a noise model would need, not how well any plan does."""
+    moves = [(abs(math.log(t / was)), was) for env, cfgs in after.items() for cfg, files in cfgs.items()
+             if (files_before := before.get(env, {}).get(cfg)) for f, t in files.items()
+             if t > 0 and (was := files_before.get(f, 0)) > 0]
+    moved = sorted(d for d, _ in moves if d >= 1e-3)
+    weights = sorted((was * d * d for d, was in moves), reverse=True)
+    total = sum(weights) or 1.0
+    return {"entries": len(moves), "unchanged": 1 - len(moved) / len(moves) if moves else 0.0,
+            "median": percentile(moved, 0.5) if moved else 0.0, "p90": percentile(moved, 0.9) if moved else 0.0,
+            "top1": sum(weights[:max(1, len(weights) // 100)]) / total}
 
 
 def jumped_configs(before: dict, after: dict, day: str, next_day: str) -> set[tuple[str, str]]:
@@ -185,6 +201,10 @@ def report(r: dict) -> list[str]:
         x = [ratios["planner"][k] for k in group]
         if x:
             out.append(f"planner on the {len(x)} {label}: mean {statistics.fmean(x):.3f}, max {max(x):.3f}")
+    c = r["changes"]
+    out.append(f"day-to-day changes: {c['unchanged']:.0%} of {c['entries']:,} (config, file) times do not move; the "
+               f"others by {c['median']:.1%} at the median, {c['p90']:.1%} at p90 (|log change|); the 1% that move "
+               f"most carry {c['top1']:.0%} of the change")
     out.append("worst configs (planner, foresight, the file whose time grew most from one day to the next):")
     for ratio, foresight, env, cfg, n, (jump, name) in sorted(r["rows"], reverse=True)[:3]:
         out.append(f"  {ratio:.3f} {foresight:.3f}  {env}/{cfg} ({n} shards): {name} +{jump:.0f} s")
