@@ -17,7 +17,7 @@ from torchci_assets.config import load_config
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.reports import ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-from torchci_assets.relay.pushes import RelayCursor, scan_archive
+from torchci_assets.relay.pushes import scan_archive
 
 DAY = "2026-11-01"
 SECRET = "SECRET-d41d8cd98f"  # in every file outside the root: it must appear in no row and no reject

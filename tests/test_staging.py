@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from resources import ArchiveResource, LakeResource
 from resources.lake import Lake
