@@ -23,7 +23,7 @@ EXPECTED_ASSETS = {
     "job_failure", "rejects/logs",
     "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site",
 }
-LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
+LEDGERS = {"dispatches", "relay_actions"}  # written by the relay jobs, not materialized by `torchci run`
 
 
 def test_asset_keys_snapshot():

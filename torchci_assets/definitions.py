@@ -9,6 +9,7 @@ import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   upstream_commit_sensor)
+from jobs import relay_prs
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
@@ -23,6 +24,7 @@ DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
+    relay_prs.defs,
     dg.Definitions(
         jobs=[all_assets_job, archive_refresh_job, dispatch_job],
         schedules=[daily_schedule],

@@ -114,26 +114,27 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def record_attempt(lake: Lake, row: dict) -> str:
-    """Write one attempt as its own part of the ledger; returns the part's path.
+def record_attempt(lake: Lake, row: dict, table: str = LEDGER_TABLE, schema: pa.Schema = LEDGER_SCHEMA) -> str:
+    """Write one attempt as its own part of the ledger (or of another ledger `table` keyed the
+    same way, by `sha` and `downstream_repo`); returns the part's path.
 
-    `row` has the LEDGER_SCHEMA columns; its `attempted_at` picks the day partition.
+    `row` has the schema's columns; its `attempted_at` picks the day partition.
     """
     day = row["attempted_at"].astimezone(dt.timezone.utc).strftime("%Y-%m-%d")
     part = f"{row['sha']}-{_slug(row['downstream_repo'])}-{uuid.uuid4().hex[:12]}"
-    lake.write(LEDGER_TABLE, day, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), part=part)
-    return lake.partition_path(LEDGER_TABLE, day, part)
+    lake.write(table, day, pa.Table.from_pylist([row], schema=schema), part=part)
+    return lake.partition_path(table, day, part)
 
 
 def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
-                now: dt.datetime | None = None) -> list[dict]:
+                now: dt.datetime | None = None, table: str = LEDGER_TABLE) -> list[dict]:
     """Every recorded attempt for `sha` in the last `lookback_days` days, oldest first."""
     now = now or _utc_now()
     store = lake.store
     rows: list[dict] = []
     for back in range(lookback_days):
         day = (now - dt.timedelta(days=back)).strftime("%Y-%m-%d")
-        for entry in store.list_files(f"{LEDGER_TABLE}/day={day}", (".parquet",)):
+        for entry in store.list_files(f"{table}/day={day}", (".parquet",)):
             if not entry.refused and entry.path.rsplit("/", 1)[-1].startswith(f"{sha}-"):
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])
@@ -170,14 +171,14 @@ def event_rows(lake: Lake, event: Dispatch) -> list[dict]:
             and (not event.per_delivery or r.get("delivery_id") == event.delivery_id)]
 
 
-def target_states(rows: list[dict]) -> dict[str, str]:
-    """Per downstream (lower-cased): `ok` once acknowledged, `in_doubt` while a claim has no
-    outcome row, else `open` (never tried, or refused/failed/dry run: try again)."""
+def target_states(rows: list[dict], field: str = "downstream_repo") -> dict[str, str]:
+    """Per downstream (lower-cased; or per value of `field`): `ok` once acknowledged, `in_doubt`
+    while a claim has no outcome row, else `open` (never tried, or refused/failed/dry run)."""
     settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
     rank = {"open": 0, "in_doubt": 1, "ok": 2}
     states: dict[str, str] = {}
     for row in rows:
-        repo = row["downstream_repo"].lower()
+        repo = row[field].lower()
         state = ("ok" if row["outcome"] == "ok" else
                  "in_doubt" if row["outcome"] == "claimed" and row.get("attempt_id") not in settled else "open")
         if rank[state] >= rank[states.get(repo, "open")]:
@@ -189,13 +190,6 @@ def acknowledged_repos(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBAC
     """Downstreams (lower-cased, as GitHub names are case-insensitive) that acknowledged `sha`."""
     return {r["downstream_repo"].lower() for r in ledger_rows(lake, sha, lookback_days)
             if r["outcome"] == "ok"}
-
-
-def dispatch_commit(github: GitHubResource, lake: Lake, commit: UpstreamCommit,
-                    targets: Iterable[AllowlistEntry], run_id: str,
-                    log: Callable[[str], None] = lambda s: None) -> list[RepoOutcome]:
-    """Send a push's head `commit` to each target not yet acknowledged (see dispatch_event)."""
-    return dispatch_event(github, lake, push_dispatch(commit), targets, run_id, log)
 
 
 def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
@@ -221,7 +215,7 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
         if not github.dry_run:
             _record(lake, event, target, "claimed", run_id, attempt_id)
             time.sleep(settle_s)
-            lost = _claim_lost(event_rows(lake, event), target.repo, attempt_id)
+            lost = claim_lost(event_rows(lake, event), target.repo, attempt_id)
             if lost:
                 outcomes.append(RepoOutcome(target.repo, target.level, lost))
                 continue
@@ -248,11 +242,11 @@ def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, r
     return row
 
 
-def _claim_lost(rows: list[dict], repo: str, attempt_id: str) -> str:
+def claim_lost(rows: list[dict], repo: str, attempt_id: str, field: str = "downstream_repo") -> str:
     """Why this writer must not send after all ("" when its claim stands): another writer's
     attempt was acknowledged meanwhile, or an earlier claim has no outcome yet (a racer about
     to send, or one that died sending: in doubt either way)."""
-    rows = [r for r in rows if r["downstream_repo"].lower() == repo.lower()]
+    rows = [r for r in rows if r[field].lower() == repo.lower()]
     if any(r["outcome"] == "ok" for r in rows):
         return "already_acknowledged"
     settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
