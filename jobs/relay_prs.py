@@ -25,6 +25,7 @@ from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.relay.check_runs import (
     ACTIONS_TABLE,
+    IN_FLIGHT_S,
     JobState,
     backfill_for_label,
     create_check_run,
@@ -111,6 +112,8 @@ def rerun_downstream(context: dg.OpExecutionContext, config: RelayEventConfig, g
     event = _event(config)
     done = handle_rerequest(github, lake.lake(), load_config(), event.event, event.payload, event.delivery_id,
                             context.run_id, context.log.info, config.claim_settle_s)
+    if "in_flight" in done.values():
+        raise dg.RetryRequested(max_retries=3, seconds_to_wait=IN_FLIGHT_S)
     yield dg.AssetMaterialization(asset_key=ACTIONS_TABLE, metadata={"sha": event.sha, "rows": len(done)})
     yield dg.Output(done, metadata={"event": event.event, "outcomes": dg.MetadataValue.json(done)})
 
@@ -129,6 +132,8 @@ def create_upstream_check_run(context: dg.OpExecutionContext, config: CheckRunCo
         return dg.Output("not_wanted", metadata={"name": job.name})
     outcome = create_check_run(github, lake.lake(), relay, job, context.run_id, context.log.info,
                                config.claim_settle_s)
+    if outcome == "in_flight":  # another writer's claim, still young: look again once it is settled or stale
+        raise dg.RetryRequested(max_retries=3, seconds_to_wait=IN_FLIGHT_S)
     context.log_event(dg.AssetMaterialization(asset_key=ACTIONS_TABLE, metadata={"sha": job.head_sha}))
     return dg.Output(outcome, metadata={"name": job.name, "status": job.status, "sha": job.head_sha})
 

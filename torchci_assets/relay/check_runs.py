@@ -47,6 +47,9 @@ ACTIONS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("attempt_id", pa.string()),
 ])
 STATUS_RANK = {"in_progress": 0, "completed": 1}
+# A claim younger than this may belong to a writer still waiting on GitHub (one call with its
+# retries); an older one without an outcome was left by a crash.
+IN_FLIGHT_S = 120.0
 # Callbacks of a pull request's head arrive within days of its dispatch.
 JOB_LOOKBACK_DAYS = 3
 
@@ -127,6 +130,18 @@ def record_action(lake: Lake, row: dict) -> None:
     record_attempt(lake, full, ACTIONS_TABLE, ACTIONS_SCHEMA)
 
 
+def stale_claims(rows: list[dict], key: str, now: dt.datetime | None = None) -> set | None:
+    """The attempt ids of `key`'s claims that have no outcome and are old enough to be a dead
+    writer's; None while one is younger than IN_FLIGHT_S (its writer may be at work: wait)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
+    open_claims = [r for r in rows if r["key"].lower() == key.lower() and r["outcome"] == "claimed"
+                   and r.get("attempt_id") not in settled]
+    if any((now - r["attempted_at"]).total_seconds() < IN_FLIGHT_S for r in open_claims):
+        return None
+    return {r.get("attempt_id") for r in open_claims}
+
+
 def wants_check_run(lake: Lake, config: RelayConfig, job: JobState) -> bool:
     entry = config.entry_for(job.downstream_repo)
     if entry is None or entry.level not in ("L3", "L4"):
@@ -163,11 +178,15 @@ def create_check_run(github: GitHubResource, lake: Lake, config: RelayConfig, jo
             "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
             "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
             "details_url": body["details_url"], "delivery_id": job.delivery_id, "run_id": run_id}
+    stale: set = set()
     if state == "in_doubt":
         found = _find(github, config, job, {r.get("github_id") for r in rows if r.get("github_id")})
         if found is not None:
             record_action(lake, {**base, "outcome": "ok", "github_id": found, "error": "found on GitHub"})
             return "found"
+        stale = stale_claims(rows, job.key)
+        if stale is None:
+            return "in_flight"
     if github.dry_run:
         log(f"DRY RUN: would POST {github.api_url.rstrip('/')}/repos/{config.upstream_repo}/check-runs "
             f"name={job.name} status={job.status} conclusion={job.conclusion} (set GITHUB_TOKEN to send)")
@@ -177,7 +196,6 @@ def create_check_run(github: GitHubResource, lake: Lake, config: RelayConfig, jo
     attempt_id = uuid.uuid4().hex
     record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id})
     time.sleep(settle_s)
-    stale = {r.get("attempt_id") for r in rows if r["outcome"] == "claimed"}  # resolved by _find above
     again = [r for r in ledger_rows(lake, job.head_sha, table=ACTIONS_TABLE)
              if r["action"] == "check_run" and r.get("attempt_id") not in stale]
     lost = claim_lost(again, job.key, attempt_id, field="key")

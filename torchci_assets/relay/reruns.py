@@ -24,7 +24,7 @@ from collections.abc import Callable
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.config import RelayConfig
-from torchci_assets.relay.check_runs import ACTIONS_TABLE, record_action
+from torchci_assets.relay.check_runs import ACTIONS_TABLE, record_action, stale_claims
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, claim_lost, ledger_rows, target_states
 from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_external_id
 
@@ -86,7 +86,9 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: RelayConfig, r
     rows = [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE) if r["action"] == "rerun"]
     if target_states(rows, field="key").get(base["key"], "open") == "ok":
         return "already_rerun"
-    stale = {r.get("attempt_id") for r in rows if r["outcome"] == "claimed"}  # left by a crash: resent
+    stale = stale_claims(rows, base["key"])  # left by a crash: sent again (see the docstring)
+    if stale is None:
+        return "in_flight"
     path = f"/repos/{repo}/actions/runs/{downstream_run}/rerun-failed-jobs"
     if github.dry_run:
         log(f"DRY RUN: would POST {github.api_url.rstrip('/')}{path} (set GITHUB_TOKEN to send)")
