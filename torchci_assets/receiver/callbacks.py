@@ -11,8 +11,8 @@ under `trusted`, as the relay's callback handler forwards it to HUD:
 
 Timings are measured as the relay measures them, on the receiver's clock:
 - `queue_time`: from the dispatch (the first acknowledged attempt in the `dispatches` ledger
-  for this commit, repository and delivery, or its claim, written just before the send) to
-  the job's first `in_progress` callback. A
+  for this commit, repository and delivery; for a dispatch in doubt, its claim, written just
+  before the send) to the job's first `in_progress` callback. A
   re-run (`run_attempt` > 1) reuses the original delivery, so its "queue" would span the
   first run: it gets null rather than a misleading number.
 - `execution_time`: from the job's first `in_progress` callback to its `completed` one.
