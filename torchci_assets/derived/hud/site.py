@@ -30,7 +30,7 @@ from html import escape
 
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.hud import pages
+from torchci_assets.derived.hud import backend_pages, pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
@@ -262,13 +262,15 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
+    backends = backend_pages.load(lake, day)
+    backends_by_head = backend_pages.jobs_by_head(backends)
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
     files: dict[str, str] = {}
     for p in prs:
         jobs = pr_jobs.get(p["number"], [])
         files[f"{SITE_DIR}/pr/{p['number']}.html"] = pages.pr_page(
             p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
-            repo, generated)
+            repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], [])))
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
@@ -280,7 +282,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     files[f"{SITE_DIR}/backends.html"] = pages.backends_page(
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
-                   + "; daily figures from ci_metrics_daily.")
+                   + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
+    files.update(backend_pages.render(backends, repo, generated, SITE_DIR))
     files[f"{SITE_DIR}/index.html"] = pages.grid_page(
         heads, groups, cells, prs, repo, generated,
         f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
