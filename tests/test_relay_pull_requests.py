@@ -17,7 +17,7 @@ import pytest
 from jobs.relay_prs import (
     check_run_job,
     check_run_label_job,
-    event_run_config,
+    event_item,
     pull_request_dispatch_job,
     pull_request_sensor,
     rerun_job,
@@ -108,9 +108,12 @@ def execute(job, op, config: dict, gh, roots, instance):
                                              "archive": ArchiveResource(uri=archive_uri)})
 
 
+def events(*items) -> dict:
+    return {"events_json": json.dumps(list(items))}
+
+
 def dispatch(event, gh, roots, instance):
-    config = event_run_config(event, "dispatch_pull_request")["ops"]["dispatch_pull_request"]["config"]
-    return execute(pull_request_dispatch_job, "dispatch_pull_request", config, gh, roots, instance)
+    return execute(pull_request_dispatch_job, "dispatch_pull_requests", events(event_item(event)), gh, roots, instance)
 
 
 def callback_record(repo: str, level: str, status: str, client_payload: dict, *, run_id: int = 7001,
@@ -131,8 +134,7 @@ def archive_callbacks(roots, records: list[dict]) -> None:
 
 
 def check_run(record: dict, gh, roots, instance):
-    return execute(check_run_job, "create_upstream_check_run", {"record_json": json.dumps(record)},
-                   gh, roots, instance)
+    return execute(check_run_job, "create_upstream_check_runs", events(record), gh, roots, instance)
 
 
 def client_payload_of(server: FakeRelayGitHub, repo: str, n: int = -1) -> dict:
@@ -313,8 +315,8 @@ def test_l3_without_the_label_gets_none(httpserver, instance, roots):
 def label(httpserver, instance, roots):
     event = event_of("pull_request", label_payload("npu"))
     assert event.kind == "labeled"
-    config = event_run_config(event, "label_check_runs")["ops"]["label_check_runs"]["config"]
-    return execute(check_run_label_job, "label_check_runs", config, github(httpserver), roots, instance)
+    return execute(check_run_label_job, "label_check_runs", events(event_item(event)), github(httpserver), roots,
+                   instance)
 
 
 def test_l3_label_added_while_jobs_run_backfills_every_job_then_callbacks_follow(httpserver, instance, roots):
@@ -414,8 +416,7 @@ def checks_example(event: str) -> dict:
 
 def rerun(payload: dict, event: str, httpserver, instance, roots, delivery=None):
     found = event_of(event, payload, delivery)
-    config = event_run_config(found, "rerun_downstream")["ops"]["rerun_downstream"]["config"]
-    return execute(rerun_job, "rerun_downstream", config, github(httpserver), roots, instance)
+    return execute(rerun_job, "rerun_downstream", events(event_item(found)), github(httpserver), roots, instance)
 
 
 def test_check_run_rerequested_reruns_the_failed_jobs_of_that_run_once(httpserver, instance, roots):
@@ -488,6 +489,37 @@ def test_the_sensor_asks_one_run_per_relayed_delivery(tmp_path, instance, roots)
     (folder / "new.jsonl").write_text("\n".join(lines) + "\n")
     with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
         result = pull_request_sensor(ctx)
-    assert [(r.run_key, r.job_name) for r in result.run_requests] == [
-        ("dispatch:d-0", "pull_request_dispatch_job"), ("labeled:d-2", "check_run_label_job"),
-        ("rerun:d-3", "rerun_job")]
+    asked = {r.job_name: [e["delivery_id"] for e in json.loads(
+        r.run_config["ops"][next(iter(r.run_config["ops"]))]["config"]["events_json"])] for r in result.run_requests}
+    assert asked == {"pull_request_dispatch_job": ["d-0"], "check_run_label_job": ["d-2"], "rerun_job": ["d-3"]}
+    # The next tick finds nothing new: each delivery is in one run only.
+    with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources={"archive": archive}) as ctx:
+        assert not pull_request_sensor(ctx).run_requests
+
+
+def test_one_run_relays_every_delivery_of_its_tick_each_once(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    batch = [event_of("pull_request", pr_payload(a)) for a in ("opened", "synchronize", "closed")]
+    result = execute(pull_request_dispatch_job, "dispatch_pull_requests", events(*map(event_item, batch)),
+                     github(httpserver), roots, instance)
+    assert result.success
+    assert Counter(b["client_payload"]["delivery_id"] for _, b in server.dispatches()) == Counter(
+        {e.delivery_id: 4 for e in batch})
+
+
+def test_the_check_run_sensor_asks_one_run_for_the_l3_l4_pull_request_callbacks(instance, roots):
+    folder = Path(roots[1]) / "ci-results" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True)
+    (folder / "old.jsonl").write_text("")
+    archive = ArchiveResource(uri=roots[1])
+    from jobs.relay_prs import check_run_sensor
+
+    with dg.build_sensor_context(instance=instance, resources={"archive": archive}) as ctx:
+        first = check_run_sensor(ctx)
+    cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
+    archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp), callback_record(L2, "L2", "in_progress", cp),
+                              callback_record(L3, "L3", "completed", cp, conclusion="success")])
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
+        (request,) = check_run_sensor(ctx).run_requests
+    records = json.loads(request.run_config["ops"]["create_upstream_check_runs"]["config"]["events_json"])
+    assert sorted(r["trusted"]["verified_repo"] for r in records) == sorted([L4, L3])  # not the L2 one
