@@ -43,7 +43,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from bench_serve import AUDIENCE, ISSUER, Issuer, b64url, serve_jwks  # noqa: F401 (same issuer as bench-serve)
+from bench_relay_latency import listening, wait_for
+from bench_serve import AUDIENCE, ISSUER, Issuer, b64url, serve_jwks
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
@@ -184,21 +185,6 @@ def stop(procs: dict, logs: dict) -> None:
         logs[name].close()
 
 
-def wait_for(what: str, check, timeout: float, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def play_downstream(serve_port: int, issuer: Issuer, completed_acks: dict, errors: list):
     """For each L4 dispatch: in_progress, then completed a second later (in their own threads)."""
     runs = iter(range(50_000, 10**9))
@@ -243,6 +229,55 @@ def completed_head(record: dict) -> str | None:
     return body["payload"]["pull_request"]["head"]["sha"]
 
 
+def environment(github_port: int, jwks_url: str) -> dict:
+    """What `dagster dev` and `torchci serve` run with: this bench's folders, allowlist, fake
+    GitHub (a dummy token, so the relay really sends) and OIDC issuer."""
+    config = WORK / "relay.yaml"
+    config.write_text(f"upstream: {{repo: pytorch/pytorch, branches: [main]}}\npoll_commits: false\n"
+                      f"allowlist:\n  L2: [{L2}]\n  L4:\n    - {L4}: gpu-oncall\nmaintainer_approved: [{L4}]\n")
+    env = {**os.environ, "DAGSTER_HOME": str(WORK / "dagster"), "TORCHCI_ARCHIVE_URI": str(WORK / "archive"),
+           "TORCHCI_LAKE_URI": str(WORK / "lake"), "TORCHCI_OUTPUTS_URI": str(WORK / "outputs"),
+           "TORCHCI_SPOOL_DIR": str(WORK / "spool"), "TORCHCI_WEBHOOK_SECRETS": SECRET.decode(),
+           "TORCHCI_CONFIG": str(config), "TORCHCI_OIDC_JWKS_URL": jwks_url,
+           "GITHUB_TOKEN": "bench-not-a-token", "GITHUB_API_URL": f"http://127.0.0.1:{github_port}"}
+    for name in ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_INSTALLATION_ID"):
+        env.pop(name, None)
+    return env
+
+
+def deliver_events(serve_port: int) -> dict[str, float]:
+    """EVENTS signed pull_request deliveries, a random 0.5-4 s apart; when each was acknowledged."""
+    seed = int(time.time())
+    rng = random.Random(seed)
+    print(f"delivering {EVENTS} pull_request events, spaced with seed {seed}", flush=True)
+    acks: dict[str, float] = {}
+    for i in range(EVENTS):
+        body, _sha = pr_body(i)
+        delivery = str(uuid.uuid4())
+        acks[delivery] = post(f"http://127.0.0.1:{serve_port}/github/webhook", body, {
+            "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()})
+        time.sleep(rng.uniform(0.5, 4.0))
+    return acks
+
+
+def report(dispatch_s: list[float], where_dispatch: dict, check_s: list[float], where_check: dict,
+           errors: list[str]) -> bool:
+    print()
+    print(f"pull_request delivery acknowledged -> dispatch received by GitHub (the last of 2 downstreams), "
+          f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC:")
+    print(f"  {percentiles(dispatch_s)}")
+    print(f"  where the time goes: {where_dispatch}")
+    print("completed callback acknowledged -> upstream check run received by GitHub:")
+    print(f"  {percentiles(check_s)}")
+    print(f"  where the time goes: {where_check}")
+    print(f"  callbacks refused: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
+    ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors
+    print(f"target p95 <= {TARGET_P95_S:g}s for both: {'met' if ok else 'NOT met'}; "
+          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return ok
+
+
 def main() -> int:
     # A TERM (make interrupted, a timeout) still stops what this script started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"stopped by SIGTERM; see {WORK}"))
@@ -255,16 +290,7 @@ def main() -> int:
     threading.Thread(target=github.serve_forever, daemon=True).start()
     issuer = Issuer()
     jwks, jwks_url = serve_jwks(issuer, port=jwks_port)
-    config = WORK / "relay.yaml"
-    config.write_text(f"upstream: {{repo: pytorch/pytorch, branches: [main]}}\npoll_commits: false\n"
-                      f"allowlist:\n  L2: [{L2}]\n  L4:\n    - {L4}: gpu-oncall\nmaintainer_approved: [{L4}]\n")
-    env = {**os.environ, "DAGSTER_HOME": str(WORK / "dagster"), "TORCHCI_ARCHIVE_URI": str(WORK / "archive"),
-           "TORCHCI_LAKE_URI": str(WORK / "lake"), "TORCHCI_OUTPUTS_URI": str(WORK / "outputs"),
-           "TORCHCI_SPOOL_DIR": str(WORK / "spool"), "TORCHCI_WEBHOOK_SECRETS": SECRET.decode(),
-           "TORCHCI_CONFIG": str(config), "TORCHCI_OIDC_JWKS_URL": jwks_url,
-           "GITHUB_TOKEN": "bench-not-a-token", "GITHUB_API_URL": f"http://127.0.0.1:{github_port}"}
-    for name in ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_INSTALLATION_ID"):
-        env.pop(name, None)
+    env = environment(github_port, jwks_url)
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     procs, logs, ui_port, serve_port = start(env, ports)
     completed_acks: dict[str, float] = {}
@@ -285,19 +311,7 @@ def main() -> int:
         wait_for("the relay sensors' first ticks", ticked, 240)
         print(f"dagster dev and torchci serve up; the sensors' first ticks seen after {time.monotonic() - t:.0f}s",
               flush=True)
-        seed = int(time.time())
-        rng = random.Random(seed)
-        print(f"delivering {EVENTS} pull_request events, spaced with seed {seed}", flush=True)
-        acks: dict[str, float] = {}
-        heads: dict[str, str] = {}
-        for i in range(EVENTS):
-            body, sha = pr_body(i)
-            delivery = str(uuid.uuid4())
-            acks[delivery] = post(f"http://127.0.0.1:{serve_port}/github/webhook", body, {
-                "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
-                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()})
-            heads[sha] = delivery
-            time.sleep(rng.uniform(0.5, 4.0))
+        acks = deliver_events(serve_port)
         wait_for("every dispatch", lambda: len(FakeGitHub.dispatches) >= 2 * EVENTS, 900, every=1.0)
         wait_for("every completed check run", lambda: sum(s == "completed" for _, s in FakeGitHub.check_runs)
                  + len(errors) >= EVENTS, 900, every=1.0)
@@ -312,18 +326,7 @@ def main() -> int:
         stop(procs, logs)
         github.shutdown()
         jwks.shutdown()
-    print()
-    print(f"pull_request delivery acknowledged -> dispatch received by GitHub (the last of 2 downstreams), "
-          f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC:")
-    print(f"  {percentiles(dispatch_s)}")
-    print(f"  where the time goes: {where_dispatch}")
-    print("completed callback acknowledged -> upstream check run received by GitHub:")
-    print(f"  {percentiles(check_s)}")
-    print(f"  where the time goes: {where_check}")
-    print(f"  callbacks refused: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
-    ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors
-    print(f"target p95 <= {TARGET_P95_S:g}s for both: {'met' if ok else 'NOT met'}; "
-          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    ok = report(dispatch_s, where_dispatch, check_s, where_check, errors)
     shutil.rmtree(WORK, ignore_errors=True)
     return 0 if ok else 1
 

@@ -209,6 +209,19 @@ class _Found:
         self.run_key, self.received_at, self.delivery_id = job.run_key, str(record.get("received_at") or ""), job.delivery_id
 
 
+WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
+# Relay runs are dequeued before backfills and refreshes: a check run or dispatch is awaited by
+# people on the pull request, a partition's refresh is not.
+PRIORITY = {"dagster/priority": "10"}
+
+
+def waiting_run(context, jobs: list) -> bool:
+    """A run of one of `jobs` is waiting to start: this tick's events join the next one instead, so
+    a slow machine gets fewer, larger runs rather than a queue that grows with every tick."""
+    return any(context.instance.get_run_records(dg.RunsFilter(job_name=j.name, statuses=WAITING), limit=1)
+               for j in jobs)
+
+
 def _tick(context, archive: ArchiveResource, pick, stream: str):
     cursor = RelayCursor.from_json(context.cursor)
     report, nxt = scan_archive(archive.store(), cursor, load_config(), pick=pick, stream=stream)
@@ -226,6 +239,8 @@ def _tick(context, archive: ArchiveResource, pick, stream: str):
            description="Upstream pull_request, check_run and check_suite deliveries in the webhook archive: one "
                        "run per kind and tick.")
 def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
+    if context.cursor and waiting_run(context, [pull_request_dispatch_job, check_run_label_job, rerun_job]):
+        return dg.SensorResult(skip_reason="a relay run is still waiting to start", cursor=context.cursor)
     report, nxt = _tick(context, archive, pick_relay_event, "webhooks")
     by_job: dict[str, list[RelayEvent]] = {}
     for event in report.commits[:MAX_EVENTS_PER_RUN * 3]:
@@ -238,7 +253,7 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
             requests_.append(dg.RunRequest(
                 run_key=batch_key(job_name, [e.run_key for e in chunk]), job_name=job_name,
                 run_config=events_run_config(op, [event_item(e) for e in chunk]),
-                tags={"torchci/deliveries": str(len(chunk)), "torchci/delivery": chunk[0].delivery_id}))
+                tags={**PRIORITY, "torchci/deliveries": str(len(chunk)), "torchci/delivery": chunk[0].delivery_id}))
     if not requests_:
         return dg.SensorResult(skip_reason="no new pull request events", cursor=nxt.to_json())
     return dg.SensorResult(run_requests=requests_, cursor=nxt.to_json())
@@ -247,11 +262,14 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
 @dg.sensor(job=check_run_job, minimum_interval_seconds=TICK_S, default_status=dg.DefaultSensorStatus.RUNNING,
            description="L3/L4 downstream callbacks about pull requests in the ci-results archive: one run per tick.")
 def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
+    if context.cursor and waiting_run(context, [check_run_job]):
+        return dg.SensorResult(skip_reason="a check run job is still waiting to start", cursor=context.cursor)
     report, nxt = _tick(context, archive, pick_callback, "ci-results")
     found = report.commits
     requests_ = [dg.RunRequest(run_key=batch_key("check_run_job", [f.run_key for f in chunk]),
                                run_config=events_run_config("create_upstream_check_runs", [f.record for f in chunk]),
-                               tags={"torchci/callbacks": str(len(chunk)), "torchci/sha": chunk[0].job.head_sha})
+                               tags={**PRIORITY, "torchci/callbacks": str(len(chunk)),
+                                     "torchci/sha": chunk[0].job.head_sha})
                  for chunk in (found[i:i + MAX_EVENTS_PER_RUN] for i in range(0, len(found), MAX_EVENTS_PER_RUN))]
     if not requests_:
         return dg.SensorResult(skip_reason="no new L3/L4 pull request callbacks", cursor=nxt.to_json())

@@ -7,31 +7,18 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import pytest
 
 from resources.lake import Lake
-from tests.receiving import L2_REPO, L3_REPO, Issuer, archived, served
+from tests.receiving import L2_REPO, L3_REPO, archived, served
 from tests.relay_callbacks import action_env, build_payload
-from torchci_assets.receiver.oidc import KeySet
+from tests.test_receiver_callbacks import issuer, keys  # noqa: F401 (the fixtures: a local OIDC issuer)
 from torchci_assets.relay.dispatch import LEDGER_SCHEMA, record_attempt
 
-JWKS_PATH = "/.well-known/jwks"
 DELIVERY = "3f1e8b2a-pr-delivery"
 PAYLOAD = copy.deepcopy(next(p for p in json.loads((Path(__file__).parent / "data" / "octokit" / "examples.json")
                                                    .read_text())["api.github.com"]["pull_request"]
                              if p["action"] == "synchronize"))
 HEAD = PAYLOAD["pull_request"]["head"]["sha"]
-
-
-@pytest.fixture(scope="module")
-def issuer():
-    return Issuer()
-
-
-@pytest.fixture
-def keys(httpserver, issuer):
-    httpserver.expect_request(JWKS_PATH).respond_with_json(issuer.jwks(["key-1"]))
-    return KeySet(httpserver.url_for(JWKS_PATH), min_refresh_s=0.0)
 
 
 def record(tmp_path, repo: str, outcome: str, attempt_id: str = "a1", ago_s: float = 30.0) -> None:

@@ -523,3 +523,34 @@ def test_the_check_run_sensor_asks_one_run_for_the_l3_l4_pull_request_callbacks(
         (request,) = check_run_sensor(ctx).run_requests
     records = json.loads(request.run_config["ops"]["create_upstream_check_runs"]["config"]["events_json"])
     assert sorted(r["trusted"]["verified_repo"] for r in records) == sorted([L4, L3])  # not the L2 one
+
+
+def test_while_a_run_waits_to_start_the_sensor_holds_its_cursor_and_the_next_run_takes_both(instance, roots):
+    folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True)
+    (folder / "old.jsonl").write_text("")
+    archive = ArchiveResource(uri=roots[1])
+
+    def tick(cursor):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"archive": archive}) as ctx:
+            return pull_request_sensor(ctx)
+
+    def deliver(name):
+        line = {"event": "pull_request", "delivery_id": name, "received_at": "2026-11-25T10:00:00Z",
+                "payload": pr_payload("synchronize")}
+        (folder / f"{name}.jsonl").write_text(json.dumps(line) + "\n")
+
+    cursor = tick(None).cursor
+    deliver("d-1")
+    first = tick(cursor)
+    (request,) = first.run_requests
+    instance.create_run_for_job(pull_request_dispatch_job, run_config=request.run_config,
+                                status=dg.DagsterRunStatus.NOT_STARTED, tags=request.tags)
+    deliver("d-2")
+    held = tick(first.cursor)
+    assert not held.run_requests and held.cursor == first.cursor
+    for run in instance.get_runs():
+        instance.report_run_canceled(run)
+    (later,) = tick(held.cursor).run_requests
+    items = json.loads(later.run_config["ops"]["dispatch_pull_requests"]["config"]["events_json"])
+    assert [e["delivery_id"] for e in items] == ["d-2"]
