@@ -493,10 +493,18 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     return report, mode
 
 
-def read_back(github: GitHubResource, repo: str) -> list[dict]:
-    """Every open DISABLED-test issue of `repo` as of now: search, made current by the last
-    hour's changes from the consistent issue list (a just-filed issue, a just-closed one)."""
+def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
+    """Every open issue (not pull request) of `repo` that the DISABLED search and the last hour's
+    changes from the consistent issue list show (a just-filed issue, a just-closed one), whatever
+    its title: disabled tests and disabled jobs come from this one read, as PyTorch's script
+    splits one search."""
     tracker = IssueTracker(github, repo)
     tracker.load_open()
     tracker.sync_recent()
-    return tracker.open_issues()
+    return [i for i in tracker.by_number.values() if i.get("state") == "open" and "pull_request" not in i]
+
+
+def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
+    """The issues with a disabled-test title: the input of the published list."""
+    return [i for i in issues if disabled_test(i.get("title")) is not None]
+
