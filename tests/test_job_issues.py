@@ -9,7 +9,7 @@ from fake_github_issues import FakeIssueTracker, json_response
 
 from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
-from torchci_assets.derived.flakiness.issue_text import disabled_test
+from torchci_assets.derived.flakiness.issue_text import is_test_issue
 from torchci_assets.derived.flakiness.job_issues import (
     DISABLED_JOBS_PATH,
     UNSTABLE_JOBS_PATH,
@@ -57,11 +57,11 @@ def test_unstable_jobs_are_pytorchs_published_file_byte_for_byte(httpserver):
 
 
 def test_disabled_jobs_are_pytorchs_published_file_but_for_titles_it_now_reads_as_tests(httpserver):
-    """Five entries of the published file have titles that today's update_disabled_issues.py reads
-    as disabled tests (`DISABLED test_... (...)`): an earlier version of the script wrote them.
+    """Five entries of the published file have titles that today's update_disabled_issues.py takes
+    for disabled tests (`DISABLED test_... (...)`): another version of the script wrote them.
     Every other entry, and nothing else, comes back byte for byte."""
     published = json.loads(pytorch_bytes("disabled-jobs.json"))
-    as_tests = sorted(k for k in published if disabled_test(f"DISABLED {k}") is not None)
+    as_tests = sorted(k for k in published if is_test_issue(f"DISABLED {k}"))
     assert len(as_tests) == 5 and all(k.startswith("test_") for k in as_tests)
     jobs = {k: v for k, v in published.items() if k not in as_tests}
     fake = FakeIssueTracker(httpserver)

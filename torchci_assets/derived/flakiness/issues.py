@@ -52,6 +52,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     Evidence,
     added_platforms,
     disabled_test,
+    is_test_issue,
     issue_title,
     parse_platforms,
     pytorch_platforms,
@@ -505,6 +506,6 @@ def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
 
 
 def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
-    """The issues with a disabled-test title: the input of the published list."""
-    return [i for i in issues if disabled_test(i.get("title")) is not None]
+    """The issues of disabled tests, one or many (aggregates): the input of the published list."""
+    return [i for i in issues if is_test_issue(i.get("title"))]
 

@@ -10,7 +10,7 @@ This module builds the same files from the same issues, following that script to
 - the open issues whose title contains the prefix (GitHub search `in:title`), read in URL order
   (a string sort: of two issues for one job the later URL wins);
 - a title counts when it starts with the prefix and is not a disabled-test title (the script
-  tests every title, UNSTABLE ones included, against its DISABLED test-title pattern);
+  tests every title, UNSTABLE ones included, against its DISABLED test-title patterns);
 - the job is the rest of the title, stripped; an empty one is skipped;
 - only an author with `admin` or `write` permission on the repository may disable or mark a job
   (anyone can open an issue: this keeps a stranger from switching CI jobs off);
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
-from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, disabled_test, issue_number
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, is_test_issue, issue_number
 from torchci_assets.derived.flakiness.lists import dumps
 
 UNSTABLE_PREFIX = "UNSTABLE"
@@ -41,7 +41,7 @@ _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 def job_name(title: str | None, prefix: str) -> str | None:
     """The job an issue titled `title` disables (prefix DISABLED) or marks unstable (UNSTABLE),
     or None: another prefix, a disabled test's title, nothing after the prefix."""
-    if not title or not title.startswith(prefix) or disabled_test(title) is not None:
+    if not title or not title.startswith(prefix) or is_test_issue(title):
         return None
     return title[len(prefix):].strip() or None
 
