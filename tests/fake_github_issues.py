@@ -11,6 +11,8 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   `POST /repos/{o}/{r}/issues/{n}/comments`.
 - `GET /repos/{o}/{r}/collaborators/{user}/permission`: from `permissions` ({login: "write"}),
   404 for a user who is not a collaborator.
+- `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
+  content-file shape (base64 in 60-character lines), else 404.
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -18,7 +20,9 @@ create and failing to say so). Every request is logged in `requests` as (method,
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import json
 import re
 import threading
@@ -26,6 +30,7 @@ from urllib.parse import urlencode
 
 from werkzeug import Request, Response
 
+CONTENTS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)$")
 PERMISSION_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<user>[^/]+)/permission$")
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
 
@@ -60,10 +65,12 @@ class FakeIssueTracker:
         self.scripts: dict[str, list[Scripted]] = {}
         self.next_number = 190_000
         self.permissions: dict[str, str] = {}
+        self.files: dict[str, str] = {}
         self.lock = threading.Lock()
         httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
         httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
         httpserver.expect_request(PERMISSION_PATH, method="GET").respond_with_handler(self.permission)
+        httpserver.expect_request(CONTENTS_PATH, method="GET").respond_with_handler(self.contents)
 
     # ---- test helpers ------------------------------------------------------------------
 
@@ -191,6 +198,23 @@ class FakeIssueTracker:
         # GitHub's example (repos/get-collaborator-permission-level), with this user
         return json_response(200, {"permission": level, "role_name": level,
                                    "user": {"login": m["user"], "type": "User", "site_admin": False}})
+
+    def contents(self, request: Request) -> Response:
+        m = CONTENTS_PATH.match(request.path)
+        with self.lock:
+            self.requests.append(("GET", request.path, dict(request.args)))
+            text = self.files.get(m["path"]) if m["repo"] == self.repo else None
+        if text is None:
+            return json_response(404, {"message": "Not Found", "status": "404"})
+        data = text.encode()
+        encoded = base64.b64encode(data).decode()
+        # GitHub's example (repos/get-content, content-file), for this file
+        return json_response(200, {
+            "type": "file", "encoding": "base64", "size": len(data), "name": m["path"].rsplit("/", 1)[-1],
+            "path": m["path"], "sha": hashlib.sha1(data).hexdigest(),
+            "content": "\n".join(encoded[i:i + 60] for i in range(0, len(encoded), 60)) + "\n",
+            "url": f"https://api.github.com/repos/{self.repo}/contents/{m['path']}?ref={request.args.get('ref', 'main')}",
+        })
 
     def issues_api(self, request: Request) -> Response:
         m = ISSUE_PATH.match(request.path)

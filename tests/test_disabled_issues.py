@@ -119,6 +119,7 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
     job = fake.add("DISABLED pull / linux-jammy / test (default)", "a job", user="a-maintainer")  # not a test
     fake.add("UNSTABLE trunk / rocm / test (default)", "a job", user="a-stranger")  # may not mark jobs
     fake.permissions["a-maintainer"] = "admin"
+    fake.files["test/test_x.py"] = '# Owner(s): ["module: nn"]\n\nimport torch\n'
     fake.add("DISABLED test_pr (__main__.TestZ)", "", pull_request=True)
     fake.add("test_conv is flaky, please DISABLED it", "")
 
@@ -129,7 +130,9 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
     (b,) = fake.titled(f"DISABLED {TEST_B}")
     assert parse_platforms(a["body"]) == ["linux"] and a["body"].startswith("Platforms: linux\n")
     assert parse_platforms(b["body"]) == [] and b["body"].startswith("Platforms:\n")
-    assert [x["name"] for x in a["labels"]] == ["skipped", "module: flaky-tests"]
+    # the configured labels, then the owners' from the test file's header (read once for both tests)
+    assert [x["name"] for x in a["labels"]] == ["skipped", "module: flaky-tests", "module: nn", "triaged"]
+    assert fake.count("GET", "/repos/pytorch/pytorch/contents/test/test_x.py") == 1
     assert MARKER in a["body"] and "| linux | 40 | 0 | 3 | 3 | 0 | 0 |" in a["body"]
     # a link to every job of the history where the test flaked (6, within the 10), with its run id
     flaked = {(r["workflow_id"], r["job_id"]) for rows in world.history.rows.values() for r in rows
