@@ -161,6 +161,10 @@ class IssueTracker:
         closed = sorted(mine, key=lambda i: (i.get("closed_at") or "", i["number"]))
         return closed[-1] if closed else None
 
+    def open_any(self) -> list[dict]:
+        """Every open issue read so far, whatever its title (pull requests left out)."""
+        return [i for i in self.by_number.values() if i.get("state") == "open" and "pull_request" not in i]
+
     def open_issues(self) -> list[dict]:
         """Every open issue with a disabled-test title: the input of the published list."""
         return [i for i in self.by_number.values()
@@ -239,6 +243,8 @@ class FilingReport:
     parts: list[str] = field(default_factory=list)
     open_issues: int = 0
     skipped: str = ""
+    # every open issue the filing read, and the ones it filed: the retirement step reads no more
+    open_list: list[dict] | None = None
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -327,6 +333,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
         else:
             report.parts.append(record(lake, day, [row], _slug(w.test)))
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
+    report.open_list = tracker.open_any()
     return report
 
 
@@ -509,7 +516,7 @@ def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
     tracker = IssueTracker(github, repo)
     tracker.load_open()
     tracker.sync_recent()
-    return [i for i in tracker.by_number.values() if i.get("state") == "open" and "pull_request" not in i]
+    return tracker.open_any()
 
 
 def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
