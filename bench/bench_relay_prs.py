@@ -24,6 +24,7 @@ Run as `make bench-relay-latency` (with the push benchmark). Servers use ports 3
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -174,14 +175,17 @@ def start(env: dict, ports: set[int]) -> tuple[dict, dict, int, int]:
 
 
 def stop(procs: dict, logs: dict) -> None:
+    """TERM to each process group this script started (dagster dev's code servers included)."""
     for proc in procs.values():
-        proc.send_signal(signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGTERM)
     for name, proc in procs.items():
         try:
             proc.wait(90)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the session this script started for it
+            proc.kill()
             proc.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of its session is left
         logs[name].close()
 
 
