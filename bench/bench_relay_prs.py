@@ -44,7 +44,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from bench_relay_latency import listening, wait_for
+from bench_relay_latency import listening, port_in_range, wait_for
 from bench_serve import AUDIENCE, ISSUER, Issuer, b64url, serve_jwks
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
@@ -56,20 +56,6 @@ SECRET = b"bench-secret"
 EVENTS = 50
 TARGET_P95_S = 15.0
 L2, L4 = "fabrikam/torch-dpu", "big-co/torch-gpu"
-
-
-def port_in_range(used: set[int]) -> int:
-    for port in range(3400, 3500):
-        if port in used:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        used.add(port)
-        return port
-    raise SystemExit("no free port in 3400-3499")
 
 
 class FakeGitHub(http.server.BaseHTTPRequestHandler):
