@@ -40,11 +40,13 @@ class BuildReport:
     refresh_requests: int = 0
     refreshed_heads: int = 0
     estimated_merge_bases: int = 0
+    verdicts: dict[int, list] = field(default_factory=dict)  # pr -> its failing jobs' verdicts
 
 
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, repo: str, web_url: str,
-             hud_url: str | None, now: dt.datetime, refreshed: int) -> dict:
+             hud_url: str | None, now: dt.datetime, refreshed: int, report: BuildReport) -> dict:
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr))
+    report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
     body = render(head, verdicts, pending)
     n = counts(verdicts)
@@ -80,7 +82,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         pr = prs[number]
         mb = merge_bases.get(pr.head_sha) or MergeBase(None, "not resolved: the pull request is closed")
         report.rows.append(_comment(pr, mb, main, sightings, repo, github.web_url, hud_url, now,
-                                    refreshed.get(number, 0)))
+                                    refreshed.get(number, 0), report))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report
@@ -92,8 +94,6 @@ def load_comments(lake: Lake, day: str) -> dict[int, dict]:
     try:
         if not lake.register(con, TABLE, [day], name="dc"):
             return {}
-        cur = con.execute("SELECT * FROM dc")
-        names = [d[0] for d in cur.description]
-        return {r["pr"]: r for r in (dict(zip(names, row)) for row in cur.fetchall())}
+        return {r["pr"]: r for r in inputs.rows(con, "comments")}
     finally:
         con.close()

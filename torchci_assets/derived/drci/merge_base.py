@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from torchci_assets.derived.drci.inputs import rows
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,7 @@ def cached(lake: Lake, day: str, lookback_days: int = LOOKBACK_DAYS) -> dict[str
     try:
         if not lake.register(con, TABLE, days, name="mb"):
             return {}
-        return dict(con.execute("SELECT head_sha, any_value(merge_base) FROM mb "
-                                "WHERE merge_base IS NOT NULL GROUP BY head_sha").fetchall())
+        return {r["head_sha"]: r["merge_base"] for r in rows(con, "cached_merge_bases")}
     finally:
         con.close()
 
@@ -75,7 +75,7 @@ def resolve(lake: Lake, github: GitHubResource, day: str, repo: str,
     compare answers appended to the cache."""
     known = cached(lake, day)
     out: dict[str, MergeBase] = {}
-    rows = []
+    new = []
     now = dt.datetime.now(dt.timezone.utc)
     for head_sha, base_ref, base_sha in heads:
         if head_sha in known:
@@ -93,8 +93,8 @@ def resolve(lake: Lake, github: GitHubResource, day: str, repo: str,
             continue
         out[head_sha] = MergeBase(sha, fetched=True)
         at = dt.datetime.fromisoformat(when.replace("Z", "+00:00")) if when else None
-        rows.append({"head_sha": head_sha, "repo": repo, "base_ref": base_ref, "merge_base": sha,
+        new.append({"head_sha": head_sha, "repo": repo, "base_ref": base_ref, "merge_base": sha,
                      "merge_base_at": at, "resolved_at": now})
-    if rows:
-        lake.write(TABLE, day, pa.Table.from_pylist(rows, schema=SCHEMA), part=f"part-{uuid.uuid4().hex[:12]}")
+    if new:
+        lake.write(TABLE, day, pa.Table.from_pylist(new, schema=SCHEMA), part=f"part-{uuid.uuid4().hex[:12]}")
     return out

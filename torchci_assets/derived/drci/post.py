@@ -40,17 +40,25 @@ class Posted:
 
 def ours(github: GitHubResource, repo: str, number: int) -> list[dict]:
     """Every comment on the pull request that carries the marker, oldest first (all pages)."""
-    comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
+    try:
+        comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
+    except GitHubError as e:
+        raise _rate_limited(e) from None
     return sorted((c for c in comments if MARKER_START in (c.get("body") or "")), key=lambda c: c["id"])
+
+
+def _rate_limited(e: GitHubError) -> GitHubError:
+    """`e` as RateLimited when GitHub refused for a rate limit, else `e` itself."""
+    if e.status in (403, 429) and "rate limit" in str(e).lower():
+        return RateLimited(e.status, str(e))
+    return e
 
 
 def _call(github: GitHubResource, method: str, path: str, **kwargs):
     try:
         return github.request(method, path, **kwargs)
     except GitHubError as e:
-        if e.status in (403, 429) and "rate limit" in str(e).lower():
-            raise RateLimited(e.status, str(e)) from None
-        raise
+        raise _rate_limited(e) from None
 
 
 def _create(github: GitHubResource, repo: str, number: int, body: str) -> None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.derived.drci.inputs import rows
 from torchci_assets.derived.drci.post import RateLimited, upsert
 
 LEDGER = "drci_posts"
@@ -57,8 +58,7 @@ def last_posted(lake: Lake, day: str) -> dict[int, str]:
     try:
         if not lake.register(con, LEDGER, days, name="lp"):
             return {}
-        return dict(con.execute("SELECT pr, arg_max(body_sha256, at) FROM lp "
-                                "WHERE action IN ('created', 'edited', 'unchanged') GROUP BY pr").fetchall())
+        return {r["pr"]: r["body_sha256"] for r in rows(con, "last_posted")}
     finally:
         con.close()
 
