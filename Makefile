@@ -72,6 +72,7 @@ bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py
+	$(BIN)/python bench/eval_drci.py
 
 clean:
 	rm -rf var

@@ -42,10 +42,16 @@ def failing_job(tests=(), name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, 
                      tests=tuple(c.FailedTest(k, c.message_key(m)) for k, m in tests), **kw)
 
 
-def trunk(failing: dict[str, list[str]], tests: dict[str, set[str]] | None = None) -> c.Trunk:
-    """Main with `failing` groups per sha and failing tests per sha (default config)."""
+BROKEN = "AssertionError: False is not true"
+
+
+def trunk(failing: dict[str, list[str]], tests: dict[str, set] | None = None) -> c.Trunk:
+    """Main with `failing` groups per sha and failing tests per sha (default config): a test key
+    fails with BROKEN, a (key, message) pair with its message."""
+    def pairs(ts):
+        return frozenset((t, c.message_key(BROKEN)) if isinstance(t, str) else (t[0], c.message_key(t[1])) for t in ts)
     main = Main(order=list(MAIN), failures={sha: [(g, 90, 9) for g in groups] for sha, groups in failing.items()},
-                tests={(sha, "linux-jammy-py3.10-gcc11", "default"): frozenset(t) for sha, t in (tests or {}).items()})
+                tests={(sha, "linux-jammy-py3.10-gcc11", "default"): pairs(t) for sha, t in (tests or {}).items()})
     return main.trunk(BASE)
 
 
@@ -84,17 +90,19 @@ def test_the_same_failure_on_an_earlier_head_of_the_same_pull_request_is_no_evid
 
 
 def test_broken_trunk_needs_the_same_group_and_every_failing_test_on_the_merge_base():
-    job = failing_job([(T1, "AssertionError: False is not true")])
+    job = failing_job([(T1, BROKEN)])
     v = c.classify(job, trunk({BASE: [GROUP]}, {BASE: {T1, T2}}), c.Flaky())
     assert (v.cls, v.main.sha, v.main.merge_base) == (c.BROKEN_TRUNK, BASE, True)
     # the merge base fails in that group, but with other tests: the PR's failure is its own
     assert c.classify(job, trunk({BASE: [GROUP]}, {BASE: {T2}}), c.Flaky()).cls == c.NEW
     # the test fails on main, but the group does not (it recovered on rerun): not broken
     assert c.classify(job, trunk({}, {BASE: {T1}}), c.Flaky()).cls == c.NEW
+    # the test fails on the merge base with another message: the PR broke it another way
+    assert c.classify(job, trunk({BASE: [GROUP]}, {BASE: {(T1, "RuntimeError: CUDA error")}}), c.Flaky()).cls == c.NEW
 
 
 def test_broken_trunk_looks_at_commits_near_the_merge_base_only():
-    job = failing_job([(T1, "AssertionError")])
+    job = failing_job([(T1, BROKEN)])
     near, far = MAIN[3 + c.NEAR_COMMITS], MAIN[3 + c.NEAR_COMMITS + 1]
     v = c.classify(job, trunk({near: [GROUP]}, {near: {T1}}), c.Flaky())
     assert (v.cls, v.main.distance) == (c.BROKEN_TRUNK, c.NEAR_COMMITS)

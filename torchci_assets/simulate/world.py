@@ -367,7 +367,9 @@ class World:
         if bad or not flaky or rng.random() >= self.opts.pr_breaks_flaky_rate:
             return []
         rule = rng.choice(sorted(flaky, key=lambda r: (r.template.file, r.template.class_base, r.template.name_base)))
-        return [(rule.template, "pr", PR_BREAKS_FLAKY_MESSAGE)]
+        # the message names the PR's change, so two such PRs do not fail alike
+        change = "".join(chr(97 + int(x, 16)) for x in hashlib.sha1(str(number).encode()).hexdigest()[:8])
+        return [(rule.template, "pr", f"{PR_BREAKS_FLAKY_MESSAGE} after change {change}")]
 
     # ------------------------------------------------------------------ runs and jobs
 
@@ -633,7 +635,7 @@ def _pr_job_truth(run: RunAttempt, job: Job) -> dict:
         cls = "NEW"
     return {"pr": run.pr_numbers[0] if run.pr_numbers else None, "head_sha": run.head_sha, "job_id": job.id,
             "run_id": run.run_id, "run_attempt": run.attempt, "workflow": run.workflow, "name": job.name,
-            "class": cls, "flaky_elsewhere": any(o.kind == "pr" and o.message == PR_BREAKS_FLAKY_MESSAGE
+            "class": cls, "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE)
                                                  for o in failing)}
 
 

@@ -56,6 +56,16 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
             "as_of": now}
 
 
+def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: dict[int, inputs.PullRequest],
+                 bases: dict[str, tuple[str | None, str | None]]) -> dict[str, MergeBase]:
+    """The merge base of every head: open ones from the compare API, closed ones from the cache or
+    the webhook's base sha (no request is spent on a comment that is no longer written)."""
+    def wanted(state_open: bool):
+        return [(p.head_sha, p.base_ref or (bases.get(p.head_sha) or (None, None))[1],
+                 (bases.get(p.head_sha) or (None, None))[0]) for p in prs.values() if (p.state == "open") == state_open]
+    return {**resolve(lake, github, day, repo, wanted(False), ask=False), **resolve(lake, github, day, repo, wanted(True))}
+
+
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
                    limits: RefreshLimits | None = None, now: dt.datetime | None = None,
                    log: Callable[[str], None] = lambda s: None) -> BuildReport:
@@ -69,10 +79,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log)
         report.refreshed_heads = len(refreshed)
         inputs.attach_tests(con, lake, day, prs)
-        bases = inputs.base_shas(con, lake, day)
-        wanted = [(p.head_sha, p.base_ref or (bases.get(p.head_sha) or (None, None))[1],
-                   (bases.get(p.head_sha) or (None, None))[0]) for p in open_prs.values()]
-        merge_bases = resolve(lake, github, day, repo, wanted)
+        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day))
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha})
         sightings = inputs.load_flaky(con, lake, day, prs)
@@ -80,7 +87,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         con.close()
     for number in sorted(prs):
         pr = prs[number]
-        mb = merge_bases.get(pr.head_sha) or MergeBase(None, "not resolved: the pull request is closed")
+        mb = merge_bases[pr.head_sha]
         report.rows.append(_comment(pr, mb, main, sightings, repo, github.web_url, hud_url, now,
                                     refreshed.get(number, 0), report))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])

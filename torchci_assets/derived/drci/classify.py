@@ -14,7 +14,8 @@ A failing job of the head (its latest attempt failed) gets the first class that 
 the error users resent most:
   - a job with failing tests: the same job group (workflow and job name without shard numbers)
     failed on the reference main commit, and every one of the job's failing tests failed there
-    in the same build environment and test config;
+    in the same build environment and test config, with the same message (its first line, with
+    numbers masked: `message_key`);
   - a job without failing tests (a build, lint, docs): the same job group failed there at all.
 A test that is flaky somewhere but fails here with another message is a new failure: flakiness
 is a property of a failure (test and message), not of a test name, so it is never FLAKY, and
@@ -90,11 +91,11 @@ class MainFailure:
 
 @dataclass
 class Trunk:
-    """What main looked like around the merge base: failing groups, and failing tests per
-    (sha, build_env, test_config)."""
+    """What main looked like around the merge base: failing groups, and failing (test, message
+    key) pairs per (sha, build_env, test_config)."""
 
     failures: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
-    tests: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
+    tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk) -> bool:
     if not job.tests:
         return True
     failed_there = trunk.tests.get((failure.sha, job.build_env or "", job.test_config or ""), frozenset())
-    return all(t.key in failed_there for t in job.tests)
+    return all((t.key, t.message) in failed_there for t in job.tests)
 
 
 def trunk_failure(job: HeadJob, trunk: Trunk) -> MainFailure | None:

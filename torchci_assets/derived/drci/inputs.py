@@ -92,7 +92,7 @@ class Main:
 
     order: list[str] = field(default_factory=list)
     failures: dict[str, list[tuple[str, int | None, int | None]]] = field(default_factory=dict)
-    tests: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
+    tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
         """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
@@ -120,12 +120,13 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"]))
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
-    if refs and lake.register(con, "test_sha_outcomes", days_ending(day, TRUNK_DAYS), name="so"):
+    if refs and lake.register(con, "test_results", days_ending(day, TRUNK_DAYS), name="tr"):
         con.execute("CREATE OR REPLACE TEMP TABLE ref_shas (sha VARCHAR)")
         con.executemany("INSERT INTO ref_shas VALUES (?)", [(s,) for s in refs])
-        tests: dict[tuple[str, str, str], set[str]] = {}
+        tests: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         for r in rows(con, "main_tests"):
-            tests.setdefault((r["sha"], r["build_env"], r["test_config"]), set()).add(r["test"])
+            tests.setdefault((r["sha"], r["build_env"], r["test_config"]), set()).add(
+                (r["test"], message_key(r["message"])))
         main.tests = {k: frozenset(v) for k, v in tests.items()}
     return main
 

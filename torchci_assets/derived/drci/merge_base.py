@@ -32,6 +32,7 @@ SCHEMA = pa.schema([
     ("head_sha", pa.string()), ("repo", pa.string()), ("base_ref", pa.string()), ("merge_base", pa.string()),
     ("merge_base_at", pa.timestamp("ms", tz="UTC")), ("resolved_at", pa.timestamp("ms", tz="UTC")),
 ])
+NOT_ASKED = "estimated from the pull request's base sha: the pull request is closed"
 NO_CREDENTIALS = "estimated from the pull request's base sha: no GitHub credentials for the compare API"
 
 
@@ -70,9 +71,10 @@ def compare(github: GitHubResource, repo: str, base_ref: str, head_sha: str) -> 
 
 
 def resolve(lake: Lake, github: GitHubResource, day: str, repo: str,
-            heads: list[tuple[str, str | None, str | None]]) -> dict[str, MergeBase]:
+            heads: list[tuple[str, str | None, str | None]], ask: bool = True) -> dict[str, MergeBase]:
     """head sha -> MergeBase for `heads` [(head sha, base ref, base sha from the webhook)], new
-    compare answers appended to the cache."""
+    compare answers appended to the cache. With `ask` false (closed pull requests, whose comments
+    are no longer written) only the cache and the estimate are used."""
     known = cached(lake, day)
     out: dict[str, MergeBase] = {}
     new = []
@@ -81,8 +83,8 @@ def resolve(lake: Lake, github: GitHubResource, day: str, repo: str,
         if head_sha in known:
             out[head_sha] = MergeBase(known[head_sha])
             continue
-        if github.dry_run:
-            out[head_sha] = MergeBase(base_sha, NO_CREDENTIALS)
+        if github.dry_run or not ask:
+            out[head_sha] = MergeBase(base_sha, NO_CREDENTIALS if github.dry_run else NOT_ASKED)
             continue
         try:
             sha, when = compare(github, repo, base_ref or "main", head_sha)
