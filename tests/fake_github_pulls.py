@@ -6,7 +6,8 @@ it shares).
   GitHub lists them), `POST` (201), `PATCH` and `DELETE /repos/{o}/{r}/issues/comments/{id}`;
 - `GET /repos/{o}/{r}/compare/{base}...{head}`: `merge_base_commit` from `merge_bases`;
 - `GET /repos/{o}/{r}/actions/runs?head_sha=` and `/actions/runs/{id}/jobs`, from `runs`.
-Response shapes are those of GitHub's REST reference for these endpoints (the fields the loop reads).
+Answers are GitHub's own examples (tests/data/github-rest, from @octokit/openapi) with the fields a
+test sets replaced.
 `fail(kind, *responses)` serves scripted answers first (kinds: list, create, edit, delete, compare,
 runs, jobs); `Scripted(..., after_effect=True)` is served after the request took effect.
 `on_create` runs inside a create (a racing run's create, say). Requests are logged in `requests`.
@@ -14,15 +15,18 @@ runs, jobs); `Scripted(..., after_effect=True)` is served after the request took
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
+from pathlib import Path
 from urllib.parse import urlencode
 
 from fake_github_issues import Scripted, iso, json_response, now
 from werkzeug import Request, Response
 
-BOT = {"login": "torchci-bot[bot]", "type": "Bot"}
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "github-rest" / "examples.json").read_text())
+BOT = {**EXAMPLES["issue-comment"]["user"], "login": "torchci-bot[bot]", "type": "Bot"}
 COMMENTS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<number>\d+)/comments$")
 COMMENT = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)$")
 COMPARE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/compare/(?P<base>.+)\.\.\.(?P<head>[0-9a-f]+)$")
@@ -51,10 +55,11 @@ class FakePullRequests:
     def add_comment(self, number: int, body: str, user: dict | None = None) -> dict:
         with self.lock:
             self.next_id += 1
-            c = {"id": self.next_id, "node_id": f"IC_{self.next_id}", "body": body, "user": user or BOT,
-                 "html_url": f"https://github.com/{self.repo}/pull/{number}#issuecomment-{self.next_id}",
-                 "issue_url": f"https://api.github.com/repos/{self.repo}/issues/{number}",
-                 "created_at": iso(now()), "updated_at": iso(now()), "author_association": "NONE"}
+            c = copy.deepcopy(EXAMPLES["issue-comment"])
+            c.update(id=self.next_id, node_id=f"IC_{self.next_id}", body=body, user=user or BOT,
+                     html_url=f"https://github.com/{self.repo}/pull/{number}#issuecomment-{self.next_id}",
+                     issue_url=f"https://api.github.com/repos/{self.repo}/issues/{number}",
+                     created_at=iso(now()), updated_at=iso(now()))
             self.comments.setdefault(number, []).append(c)
             return c
 
@@ -126,9 +131,13 @@ class FakePullRequests:
             base = self.merge_bases.get(m["head"])
             if base is None:
                 return json_response(404, {"message": "Not Found"})
-            commit = {"sha": base, "commit": {"committer": {"date": "2026-11-01T10:00:00Z"}}}
-            return json_response(200, {"status": "ahead", "ahead_by": 1, "behind_by": 0, "merge_base_commit": commit,
-                                       "base_commit": commit, "commits": [], "files": []})
+            answer = copy.deepcopy(EXAMPLES["commit-comparison"])
+            answer["merge_base_commit"]["sha"] = base
+            return json_response(200, answer)
         if kind == "runs":
-            return self._page(request, self.runs.get(request.args.get("head_sha", ""), []), wrap="workflow_runs")
-        return self._page(request, self.jobs.get(int(m["run"]), []), wrap="jobs")
+            template = EXAMPLES["workflow-run-paginated"]["workflow_runs"][0]
+            runs = [{**copy.deepcopy(template), **r} for r in self.runs.get(request.args.get("head_sha", ""), [])]
+            return self._page(request, runs, wrap="workflow_runs")
+        template = EXAMPLES["job-paginated"]["jobs"][0]
+        return self._page(request, [{**copy.deepcopy(template), **j} for j in self.jobs.get(int(m["run"]), [])],
+                          wrap="jobs")
