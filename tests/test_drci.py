@@ -324,3 +324,27 @@ def test_a_head_stuck_in_progress_is_read_from_the_rest_api(httpserver, fake):
     assert (stuck.state, stuck.job_id, stuck.from_rest) == ("failure", 701, True)
     assert fresh.state == "success" and prs[1].jobs[-1].job_group == "pull / lint / lintrunner"
     assert fake.requests[0][2]["head_sha"] == HEAD
+
+
+# ---- through the lake: drci_comments, drci/<pr>.md and the PR page show the same text --------
+
+
+def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, httpserver):
+    from hud_lake import DAY as HUD_DAY
+    from test_hud_site import build, history
+    from torchci_assets.derived.drci.build import build_comments, load_comments
+    from torchci_assets.derived.hud.site import publish_site
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    dry = GitHubResource(api_url=httpserver.url_for(""))
+    report = build_comments(lake, dry, HUD_DAY, REPO)
+    assert [r["pr"] for r in report.rows] == [7, 8] and all(r["new"] == 1 for r in report.rows)
+    publish(lake, out, dry, HUD_DAY, REPO, report.rows, enabled=False)
+    publish_site(lake, out, HUD_DAY, REPO)
+    body = load_comments(lake, HUD_DAY)[7]["body"]
+    assert out.read_bytes("drci/7.md").decode() == body and "## :x: 1 New Failure" in body
+    page = re.sub(r"<[^>]+>", "", (tmp_path / "out" / "hud" / "pr" / "7.html").read_text())
+    shown = re.sub(r"<[^>]+>", "", to_html(body))
+    assert shown in page and "❌ 1 New Failure" in shown and "As of commit " + "a" * 40 in shown
