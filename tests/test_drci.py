@@ -348,3 +348,15 @@ def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, htt
     page = re.sub(r"<[^>]+>", "", (tmp_path / "out" / "hud" / "pr" / "7.html").read_text())
     shown = re.sub(r"<[^>]+>", "", to_html(body))
     assert shown in page and "❌ 1 New Failure" in shown and "As of commit " + "a" * 40 in shown
+
+
+def test_drci_config_defaults_and_refusals():
+    from torchci_assets.config import ConfigError, parse_config
+
+    base = {"upstream": {"repo": REPO, "branches": ["main"]}}
+    assert parse_config(base, "t.yaml").drci.enabled is False
+    cfg = parse_config({**base, "drci": {"enabled": True, "stuck_after_minutes": 240}}, "t.yaml").drci
+    assert (cfg.enabled, cfg.stuck_after_minutes, cfg.missing_after_minutes) == (True, 240, 30)
+    for bad in ({"enabled": "yes"}, {"stuck_after_minutes": 0}, {"cadence": 5}):
+        with pytest.raises(ConfigError, match="drci"):
+            parse_config({**base, "drci": bad}, "t.yaml")
