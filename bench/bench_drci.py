@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--prs-per-day", type=int, default=150)
     p.add_argument("--intervals", type=float, nargs="+", default=[15, 5, 3, 1], help="refresh intervals, minutes")
-    p.add_argument("--step-s", type=float, default=5.0, help="drci_comments step time, seconds (measured apart)")
+    p.add_argument("--step-s", type=float, default=10.0, help="drci_comments step time, seconds (measured apart)")
     args = p.parse_args(argv)
     archive = simulate(args.prs_per_day)
     jobs, prs = deliveries(archive)
