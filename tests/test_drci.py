@@ -20,7 +20,7 @@ from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, Head, 
 from torchci_assets.derived.drci.inputs import Main, PullRequest, flaky_for
 from torchci_assets.derived.drci.merge_base import NO_CREDENTIALS, resolve
 from torchci_assets.derived.drci.page import to_html, with_drci_section
-from torchci_assets.derived.drci.post import RateLimited, upsert
+from torchci_assets.derived.drci.post import StopPosting, upsert
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
@@ -212,7 +212,7 @@ def test_a_rate_limit_that_outlasts_the_retries_stops_the_run(httpserver, fake, 
     limited = json_response(403, {"message": "API rate limit exceeded for installation."},
                             {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9999999999"})
     fake.fail("list", limited)
-    with pytest.raises(RateLimited):
+    with pytest.raises(StopPosting):
         upsert(gh(httpserver), REPO, 5, body())
     fake.fail("list", limited)
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
@@ -221,6 +221,26 @@ def test_a_rate_limit_that_outlasts_the_retries_stops_the_run(httpserver, fake, 
     assert sorted(report.failed) == [5, 6, 7]
     assert fake.count("GET") == 2  # one list each time; 6 and 7 were not tried
     assert fake.comments == {}
+
+
+def test_a_refusal_stops_the_run_instead_of_repeating_for_every_pr(httpserver, fake, tmp_path):
+    fake.fail("create", json_response(403, {"message": "Resource not accessible by integration"}))
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6)]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True)
+    assert report.failed == {5: "stopped: HTTP 403", 6: "stopped: HTTP 403"}
+    assert fake.count("POST") == 1 and fake.count("GET") == 1
+
+
+def test_only_our_own_comment_is_taken(httpserver, fake):
+    other_bot = {"login": "pytorch-bot[bot]", "type": "Bot"}
+    theirs = fake.add_comment(5, body("## :x: theirs"), user=other_bot)
+    fake.add_comment(5, "> " + body("## quoted by a human"), user={"login": "ada", "type": "User"})
+    posted = upsert(gh(httpserver), REPO, 5, body(), author="torchci-bot[bot]")
+    assert posted.action == "created" and posted.removed == ()
+    assert fake.bodies(5)[0] == theirs["body"] and fake.bodies(5)[-1] == body() and len(fake.bodies(5)) == 3
+    # without an author, the first marker comment is edited and a twin by another login is not deleted
+    assert upsert(gh(httpserver), REPO, 5, body()).removed == ()
 
 
 def test_two_runs_racing_leave_one_comment(httpserver, fake):
@@ -357,6 +377,7 @@ def test_drci_config_defaults_and_refusals():
     assert parse_config(base, "t.yaml").drci.enabled is False
     cfg = parse_config({**base, "drci": {"enabled": True, "stuck_after_minutes": 240}}, "t.yaml").drci
     assert (cfg.enabled, cfg.stuck_after_minutes, cfg.missing_after_minutes) == (True, 240, 30)
-    for bad in ({"enabled": "yes"}, {"stuck_after_minutes": 0}, {"cadence": 5}):
+    assert parse_config({**base, "drci": {"author": "my-app[bot]"}}, "t.yaml").drci.author == "my-app[bot]"
+    for bad in ({"enabled": "yes"}, {"stuck_after_minutes": 0}, {"cadence": 5}, {"author": "two words"}):
         with pytest.raises(ConfigError, match="drci"):
             parse_config({**base, "drci": bad}, "t.yaml")

@@ -118,6 +118,9 @@ class DrciConfig:
     # refreshed from the REST API before its comment is written (a lost webhook).
     missing_after_minutes: int = 30
     stuck_after_minutes: int = 300
+    # The login that posts (a GitHub App's `<slug>[bot]`): when set, only its comments with the
+    # marker are taken as ours, so another bot's Dr. CI comment on the same PR is left alone.
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -382,8 +385,8 @@ def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
 def _parse_drci(raw: Any, where: str) -> DrciConfig:
     if raw is None:
         return DrciConfig()
-    _expect(raw, dict, where, "a mapping with enabled, missing_after_minutes and stuck_after_minutes")
-    _check_keys(raw, ("enabled", "missing_after_minutes", "stuck_after_minutes"), where)
+    _expect(raw, dict, where, "a mapping with enabled, missing_after_minutes, stuck_after_minutes and author")
+    _check_keys(raw, ("enabled", "missing_after_minutes", "stuck_after_minutes", "author"), where)
     default = DrciConfig()
     enabled = _expect(raw.get("enabled", default.enabled), bool, f"{where}.enabled", "true or false")
     minutes = {}
@@ -392,7 +395,10 @@ def _parse_drci(raw: Any, where: str) -> DrciConfig:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where}.{key}: must be a whole number of minutes of at least 1, got {value!r}")
         minutes[key] = value
-    return DrciConfig(enabled, **minutes)
+    author = raw.get("author")
+    if author is not None and (not isinstance(author, str) or not author.strip() or " " in author):
+        raise ConfigError(f"{where}.author: must be a GitHub login such as my-app[bot], got {author!r}")
+    return DrciConfig(enabled, **minutes, author=author)
 
 
 def _branch(raw: Any, where: str) -> str:

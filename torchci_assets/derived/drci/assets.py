@@ -40,7 +40,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
                            limits=limits, log=context.log.info)
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
-                     log=context.log.info)
+                     log=context.log.info, author=relay.drci.author)
     totals = {c: sum(r[c] for r in built.rows) for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},

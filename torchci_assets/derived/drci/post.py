@@ -12,8 +12,13 @@ costs nothing, since the next run finds the comment and edits it. The steps:
   4. edit the kept comment only when its body differs.
 The `drci` pool lets one Dagster run post at a time, so step 3 is the rare case, not the rule.
 
-A rate limit (403/429 that outlasted the client's retry budget) stops this run's posting: the
-remaining pull requests wait for the next run rather than extending the limit.
+A comment counts as ours when its body starts with the marker (a human quoting it does not) and,
+when `author` is given (the app's `<slug>[bot]` login), when that account wrote it; a duplicate is
+deleted only when the kept comment's author wrote it too.
+
+A rate limit (403/429 that outlasted the client's retry budget) or a refusal (401/403: the
+credentials may not comment) stops this run's posting: the remaining pull requests wait for the
+next run rather than extending the limit or repeating the refusal for each.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from torchci_assets.derived.drci.comment import MARKER_START
 log = logging.getLogger(__name__)
 
 
-class RateLimited(GitHubError):
-    """GitHub refused for a rate limit and the retries ran out: stop posting in this run."""
+class StopPosting(GitHubError):
+    """GitHub refused for a reason that holds for every pull request (a rate limit that outlasted
+    the retries, credentials that may not comment): stop posting in this run."""
 
 
 @dataclass(frozen=True)
@@ -38,19 +44,24 @@ class Posted:
     removed: tuple[int, ...] = ()   # duplicate comments deleted
 
 
-def ours(github: GitHubResource, repo: str, number: int) -> list[dict]:
-    """Every comment on the pull request that carries the marker, oldest first (all pages)."""
+def _login(comment: dict) -> str | None:
+    return (comment.get("user") or {}).get("login")
+
+
+def ours(github: GitHubResource, repo: str, number: int, author: str | None = None) -> list[dict]:
+    """Every comment on the pull request that is ours (see the module docstring), oldest first (all pages)."""
     try:
         comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
     except GitHubError as e:
-        raise _rate_limited(e) from None
-    return sorted((c for c in comments if MARKER_START in (c.get("body") or "")), key=lambda c: c["id"])
+        raise _stop(e) from None
+    return sorted((c for c in comments if (c.get("body") or "").startswith(MARKER_START)
+                   and (author is None or _login(c) == author)), key=lambda c: c["id"])
 
 
-def _rate_limited(e: GitHubError) -> GitHubError:
-    """`e` as RateLimited when GitHub refused for a rate limit, else `e` itself."""
-    if e.status in (403, 429) and "rate limit" in str(e).lower():
-        return RateLimited(e.status, str(e))
+def _stop(e: GitHubError) -> GitHubError:
+    """`e` as StopPosting when the refusal holds for every pull request, else `e` itself."""
+    if e.status in (401, 403, 429):
+        return StopPosting(e.status, str(e))
     return e
 
 
@@ -58,7 +69,7 @@ def _call(github: GitHubResource, method: str, path: str, **kwargs):
     try:
         return github.request(method, path, **kwargs)
     except GitHubError as e:
-        raise _rate_limited(e) from None
+        raise _stop(e) from None
 
 
 def _create(github: GitHubResource, repo: str, number: int, body: str) -> None:
@@ -72,7 +83,8 @@ def _create(github: GitHubResource, repo: str, number: int, body: str) -> None:
 
 
 def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict, tuple[int, ...]]:
-    keep, extra = found[0], found[1:]
+    keep = found[0]
+    extra = [c for c in found[1:] if _login(c) == _login(keep)]
     for c in extra:
         try:
             _call(github, "DELETE", f"/repos/{repo}/issues/comments/{c['id']}")
@@ -82,13 +94,13 @@ def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict,
     return keep, tuple(c["id"] for c in extra)
 
 
-def upsert(github: GitHubResource, repo: str, number: int, body: str) -> Posted:
+def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None) -> Posted:
     """Make the pull request carry exactly one comment with `body` (see the module docstring)."""
-    found = ours(github, repo, number)
+    found = ours(github, repo, number, author)
     created = False
     if not found:
         _create(github, repo, number, body)
-        found = ours(github, repo, number)
+        found = ours(github, repo, number, author)
         if not found:
             raise GitHubError(None, f"PR #{number}: the comment was not created (not found after the create)")
         created = True

@@ -22,7 +22,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.drci.inputs import rows
-from torchci_assets.derived.drci.post import RateLimited, upsert
+from torchci_assets.derived.drci.post import StopPosting, upsert
 
 LEDGER = "drci_posts"
 OUTPUT_DIR = "drci"
@@ -64,7 +64,7 @@ def last_posted(lake: Lake, day: str) -> dict[int, str]:
 
 
 def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[int, str], report: PublishReport,
-              log: Callable[[str], None]) -> list[dict]:
+              log: Callable[[str], None], author: str | None) -> list[dict]:
     ledger, now = [], dt.datetime.now(dt.timezone.utc)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
@@ -73,11 +73,11 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             continue
         entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": now}
         try:
-            posted = upsert(github, repo, r["pr"], r["body"])
-        except RateLimited as e:
+            posted = upsert(github, repo, r["pr"], r["body"], author)
+        except StopPosting as e:
             left = len(rows) - i
-            log(f"rate limited by GitHub ({e}); {left} pull request(s) wait for the next run")
-            report.failed.update({x["pr"]: "rate limited" for x in rows[i:]})
+            log(f"GitHub refused ({e}); {left} pull request(s) wait for the next run")
+            report.failed.update({x["pr"]: f"stopped: HTTP {e.status}" for x in rows[i:]})
             ledger.append({**entry, "action": "failed", "error": str(e)[:500]})
             break
         except GitHubError as e:
@@ -93,7 +93,7 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
 
 
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
-            enabled: bool, log: Callable[[str], None] = lambda s: None) -> PublishReport:
+            enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None) -> PublishReport:
     """Write `drci/<pr>.md` for every open pull request and post the changed bodies (see the module
     docstring); returns what was done."""
     open_rows = [r for r in rows if r["pr_state"] == "open"]
@@ -111,7 +111,7 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
             log(f"DRY RUN (no GitHub credentials): would post or edit the Dr. CI comment on {repo}#{r['pr']} ({path})")
         report.add("dry_run")
         return report
-    ledger = _post_all(github, repo, open_rows, last_posted(lake, day), report, log)
+    ledger = _post_all(github, repo, open_rows, last_posted(lake, day), report, log, author)
     if ledger:
         lake.write(LEDGER, day, pa.Table.from_pylist(ledger, schema=LEDGER_SCHEMA),
                    part=f"part-{uuid.uuid4().hex[:12]}")
