@@ -381,3 +381,26 @@ def test_drci_config_defaults_and_refusals():
     for bad in ({"enabled": "yes"}, {"stuck_after_minutes": 0}, {"cadence": 5}, {"author": "two words"}):
         with pytest.raises(ConfigError, match="drci"):
             parse_config({**base, "drci": bad}, "t.yaml")
+
+
+def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path, httpserver, fake):
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0
+    from test_hud_site import NOW, build, history
+    from torchci_assets.derived.drci.build import build_comments
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    h = history()
+    lost = "c" * 40
+    h.add("pull_request", HUD_DAY, repo=REPO, number=9, state="open", head_sha=lost, head_ref="gh/u/9/head",
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.write(lake)
+    build(lake)
+    fake.runs[lost] = [{"id": 990, "name": "pull", "head_sha": lost}]
+    fake.jobs[990] = [{"id": 9901, "run_id": 990, "workflow_name": "pull", "name": "linux-jammy / build",
+                       "status": "completed", "conclusion": "failure"}]
+    report = build_comments(lake, gh(httpserver), HUD_DAY, REPO, now=NOW)
+    assert report.refreshed_heads == 1 and report.refresh_requests == 2
+    row = next(r for r in report.rows if r["pr"] == 9)
+    assert row["new"] == 1 and row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
+    assert "compare API failed (404)" in row["merge_base_note"]

@@ -74,10 +74,11 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     report = BuildReport()
     con = connect()
     try:
-        prs = inputs.load_heads(con, lake, day)
+        prs = inputs.load_heads(con, lake, day, repo)
         open_prs = {n: p for n, p in prs.items() if p.state == "open"}
         refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log)
         report.refreshed_heads = len(refreshed)
+        prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day))
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)

@@ -46,11 +46,16 @@ class PullRequest:
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
 
 
-def load_heads(con, lake: Lake, day: str) -> dict[int, PullRequest]:
-    """Each pull request of the day's `pr_jobs` with its head's GitHub jobs."""
+def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
+    """Each pull request of the day's `pr_jobs` with its head's GitHub jobs, and the open ones of
+    the window's pull_request webhooks whose head has no job at all (for the lost-webhook refresh)."""
     if not lake.register(con, "pr_jobs", [day], name="pj"):
         return {}
     prs: dict[int, PullRequest] = {}
+    if lake.register(con, "pull_request", days_ending(day, WINDOW_DAYS), name="pr"):
+        for r in rows(con, "heads_without_jobs", {"repo": repo}):
+            prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
+                                           r["updated_at"])
     for r in rows(con, "head_jobs"):
         pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
                                                      r["base_ref"], r["head_ref"], r["pr_updated_at"]))
