@@ -34,6 +34,12 @@ FLAKY = "FLAKY"
 UNSTABLE = "UNSTABLE"
 INFRA = "INFRA"
 CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA)
+# `pr_jobs`' infra reasons as a reader of the comment understands them.
+INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": "the log shows an infrastructure failure",
+                 "no-test-results": "no test results", "abandoned": "no conclusion for 36 hours: abandoned",
+                 "job-died": "the job died", "failed-outside-tests": "failed outside the tests",
+                 "mass-failure": "most of its tests failed at once",
+                 "shared-message": "many tests failed with one message"}
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
 
@@ -159,7 +165,7 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky) -> Verdict:
     if "unstable" in job.name.lower():
         return Verdict(job, UNSTABLE, "marked unstable")
     if job.failure_class == "infra":
-        return Verdict(job, INFRA, job.infra_reason or "infrastructure")
+        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
     main = trunk_failure(job, trunk)
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"

@@ -19,7 +19,7 @@ MAX_LINE_CHARS = 300
 _SECTIONS = (
     (NEW, ("NEW FAILURE", "NEW FAILURES"), "{has} failed", "", False),
     (INFRA, ("INFRA FAILURE", "INFRA FAILURES"),
-     "{was} failed by the infrastructure (runner lost, timed out, no test results), not by the code",
+     "failed because of the infrastructure (runner lost, timed out, no test results), not the code",
      "Retry the failed jobs", True),
     (FLAKY, ("FLAKY", "FLAKY"), "failed but {was} likely due to flakiness present on trunk", "", True),
     (BROKEN_TRUNK, ("BROKEN TRUNK", "BROKEN TRUNK"), "failed but {was} present on the merge base",
