@@ -31,6 +31,7 @@ BUILD = "pull / linux-jammy-py3.10-gcc11 / build"
 MAIN = [f"{i:040x}" for i in range(1, 9)]  # main commits, oldest first
 BASE = MAIN[3]
 HEAD = "ab" * 20
+TODAY = dt.date(2026, 11, 2)  # the publishing tests' day is today
 T1 = "TestOps.test_add (test_ops.py)"
 T2 = "TestNN.test_conv (test_nn.py)"
 
@@ -217,7 +218,7 @@ def test_a_rate_limit_that_outlasts_the_retries_stops_the_run(httpserver, fake, 
     fake.fail("list", limited)
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6, 7)]
-    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True)
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
     assert sorted(report.failed) == [5, 6, 7]
     assert fake.count("GET") == 2  # one list each time; 6 and 7 were not tried
     assert fake.comments == {}
@@ -227,7 +228,7 @@ def test_a_refusal_stops_the_run_instead_of_repeating_for_every_pr(httpserver, f
     fake.fail("create", json_response(403, {"message": "Resource not accessible by integration"}))
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6)]
-    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True)
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
     assert report.failed == {5: "stopped: HTTP 403", 6: "stopped: HTTP 403"}
     assert fake.count("POST") == 1 and fake.count("GET") == 1
 
@@ -280,11 +281,11 @@ def test_a_crash_between_create_and_record_costs_no_second_comment(httpserver, f
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     upsert(gh(httpserver), REPO, 5, body())  # posted, then the run died before its ledger row
     rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]
-    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True)
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
     assert report.actions.get("unchanged") == 1 and fake.count("POST") == 1
     # recorded now: the next run with the same body sends nothing at all
     before = len(fake.requests)
-    assert publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True).actions["recorded"] == 1
+    assert publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY).actions["recorded"] == 1
     assert len(fake.requests) == before
 
 
@@ -294,7 +295,7 @@ def test_dry_run_writes_the_markdown_and_skips_closed_prs(httpserver, fake, tmp_
             {"pr": 6, "head_sha": HEAD, "pr_state": "closed", "body": body()}]
     lines = []
     report = publish(lake, outputs, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, rows,
-                     enabled=True, log=lines.append)
+                     enabled=True, log=lines.append, today=TODAY)
     assert report.dry_run and outputs.read_bytes("drci/5.md").decode() == body()
     assert not outputs.exists("drci/6.md") and report.actions["closed"] == 1
     assert any(line.startswith("DRY RUN") and "#5" in line for line in lines)
@@ -361,7 +362,7 @@ def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, htt
     dry = GitHubResource(api_url=httpserver.url_for(""))
     report = build_comments(lake, dry, HUD_DAY, REPO)
     assert [r["pr"] for r in report.rows] == [7, 8] and all(r["new"] == 1 for r in report.rows)
-    publish(lake, out, dry, HUD_DAY, REPO, report.rows, enabled=False)
+    publish(lake, out, dry, HUD_DAY, REPO, report.rows, enabled=False, today=dt.date.fromisoformat(HUD_DAY))
     publish_site(lake, out, HUD_DAY, REPO)
     body = load_comments(lake, HUD_DAY)[7]["body"]
     assert out.read_bytes("drci/7.md").decode() == body and "## :x: 1 New Failure" in body
@@ -404,3 +405,12 @@ def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path,
     row = next(r for r in report.rows if r["pr"] == 9)
     assert row["new"] == 1 and row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
     assert "compare API failed (404)" in row["merge_base_note"]
+
+
+def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]
+    report = publish(lake, outputs, gh(httpserver), "2026-10-30", REPO, rows, enabled=True, today=TODAY)
+    assert report.actions == {"backfill": 1} and fake.requests == [] and not outputs.exists("drci/5.md")
+    assert publish(lake, outputs, gh(httpserver), "2026-11-01", REPO, rows, enabled=True,
+                   today=TODAY).actions["created"] == 1  # yesterday's partition still posts

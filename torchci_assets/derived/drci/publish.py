@@ -1,6 +1,8 @@
 """Where the comments go: GitHub (with credentials and `drci.enabled`), and always `drci/<pr>.md`.
 
-Only open pull requests are written; a closed one keeps its last comment. Every post is a row of
+Only open pull requests are written; a closed one keeps its last comment. Only the partitions of
+today and yesterday (UTC) write anything: a backfill of older days recomputes `drci_comments`
+but must not put an old day's verdicts back on pull requests, nor over a newer `drci/<pr>.md`. Every post is a row of
 the `drci_posts` ledger (pr, head_sha, action, comment_id, body_sha256, error). The ledger saves
 requests, not correctness: a pull request whose last recorded body is the one about to be posted
 is skipped without a request, and anything else goes through `post.upsert`, which finds the
@@ -93,11 +95,17 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
 
 
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
-            enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None) -> PublishReport:
+            enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None,
+            today: dt.date | None = None) -> PublishReport:
     """Write `drci/<pr>.md` for every open pull request and post the changed bodies (see the module
     docstring); returns what was done."""
     open_rows = [r for r in rows if r["pr_state"] == "open"]
     report = PublishReport(dry_run=github.dry_run or not enabled)
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    if dt.date.fromisoformat(day) < today - dt.timedelta(days=1):
+        log(f"{day} is older than yesterday (a backfill): drci_comments recomputed, nothing posted or written")
+        report.actions["backfill"] = len(open_rows)
+        return report
     report.actions["closed"] = len(rows) - len(open_rows)
     for r in open_rows:
         outputs.write_bytes(f"{OUTPUT_DIR}/{r['pr']}.md", r["body"].encode())
