@@ -51,7 +51,8 @@ def trunk(failing: dict[str, list[str]], tests: dict[str, set] | None = None) ->
     fails with BROKEN, a (key, message) pair with its message."""
     def pairs(ts):
         return frozenset((t, c.message_key(BROKEN)) if isinstance(t, str) else (t[0], c.message_key(t[1])) for t in ts)
-    main = Main(order=list(MAIN), failures={sha: [(g, 90, 9) for g in groups] for sha, groups in failing.items()},
+    main = Main(order=list(MAIN), failures={sha: [(g, 90, 9, "") if isinstance(g, str) else (g[0], 90, 9, c.message_key(g[1]))
+                                                  for g in groups] for sha, groups in failing.items()},
                 tests={(sha, "linux-jammy-py3.10-gcc11", "default"): pairs(t) for sha, t in (tests or {}).items()})
     return main.trunk(BASE)
 
@@ -115,6 +116,14 @@ def test_a_build_failing_at_all_on_the_merge_base_is_broken_trunk_and_never_flak
                       workflow="pull")
     assert c.classify(build, trunk({BASE: [BUILD]}), c.Flaky()).cls == c.BROKEN_TRUNK
     assert c.classify(build, trunk({BASE: [GROUP]}), c.Flaky()).cls == c.NEW
+    # with both logs classified, the lines must agree: a lint error in another file is another failure
+    lint = c.HeadJob(name="lintrunner-clang / linux-job", job_group="Lint / lintrunner-clang / linux-job",
+                     state="failure", failure_class="new", workflow="Lint",
+                     failure_line=">>> Lint for torch/nn/modules/conv.py:")
+    there = [(lint.job_group, ">>> Lint for torch/distributed/fsdp/_fully_shard/_fsdp_param.py:")]
+    assert c.classify(lint, trunk({BASE: there}), c.Flaky()).cls == c.NEW
+    same = [(lint.job_group, ">>> Lint for torch/nn/modules/conv.py:")]
+    assert c.classify(lint, trunk({BASE: same}), c.Flaky()).cls == c.BROKEN_TRUNK
 
 
 def test_unstable_and_infra_come_first():

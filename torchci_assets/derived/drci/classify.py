@@ -16,7 +16,9 @@ the error users resent most:
     failed on the reference main commit, and every one of the job's failing tests failed there
     in the same build environment and test config, with the same message (its first line, with
     numbers masked: `message_key`);
-  - a job without failing tests (a build, lint, docs): the same job group failed there at all.
+  - a job without failing tests (a build, lint, docs): the same job group failed there at all,
+    and when both jobs' logs were classified, with the same line (`message_key` of the log
+    classifier's line: a lint error in another file is another failure).
 A test that is flaky somewhere but fails here with another message is a new failure: flakiness
 is a property of a failure (test and message), not of a test name, so it is never FLAKY, and
 unless main fails the same way, never BROKEN TRUNK either.
@@ -93,6 +95,7 @@ class MainFailure:
     run_id: int | None
     merge_base: bool                # this commit is the merge base itself
     distance: int = 0               # commits away from the merge base
+    line: str = ""                  # message_key of the log classifier's line, "" when none
 
 
 @dataclass
@@ -135,7 +138,8 @@ def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk) -> bool:
     if failure.job_group != job.job_group:
         return False
     if not job.tests:
-        return True
+        mine = message_key(job.failure_line)
+        return not (mine and failure.line) or mine == failure.line
     failed_there = trunk.tests.get((failure.sha, job.build_env or "", job.test_config or ""), frozenset())
     return all((t.key, t.message) in failed_there for t in job.tests)
 

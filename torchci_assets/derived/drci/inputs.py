@@ -96,7 +96,7 @@ class Main:
     """Main's commits in order and their failures, to build each head's `Trunk` from."""
 
     order: list[str] = field(default_factory=list)
-    failures: dict[str, list[tuple[str, int | None, int | None]]] = field(default_factory=dict)
+    failures: dict[str, list[tuple[str, int | None, int | None, str]]] = field(default_factory=dict)
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
@@ -110,9 +110,9 @@ class Main:
     def trunk(self, merge_base: str | None) -> Trunk:
         t = Trunk()
         for sha, distance in self.refs(merge_base).items():
-            for group, job_id, run_id in self.failures.get(sha, ()):
+            for group, job_id, run_id, line in self.failures.get(sha, ()):
                 t.failures.setdefault(group, []).append(
-                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance))
+                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line))
         t.tests = self.tests
         return t
 
@@ -123,7 +123,8 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
         return main
     main.order = [r["sha"] for r in rows(con, "main_commits")]
     for r in rows(con, "main_failures"):
-        main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"]))
+        main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
+                                                       message_key(r["failure_line"])))
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
     if refs and lake.register(con, "test_results", days_ending(day, TRUNK_DAYS), name="tr"):
         con.execute("CREATE OR REPLACE TEMP TABLE ref_shas (sha VARCHAR)")
