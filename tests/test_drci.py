@@ -423,3 +423,25 @@ def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp
     assert report.actions == {"backfill": 1} and fake.requests == [] and not outputs.exists("drci/5.md")
     assert publish(lake, outputs, gh(httpserver), "2026-11-01", REPO, rows, enabled=True,
                    today=TODAY).actions["created"] == 1  # yesterday's partition still posts
+
+
+def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver):
+    import dagster as dg
+    from hud_lake import DAY as HUD_DAY
+    from resources import LakeResource, OutputsResource
+    from test_hud_site import build, history
+    from torchci_assets.derived.drci.assets import drci_comments_asset
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    history().write(lake)
+    build(lake)
+    result = dg.materialize([drci_comments_asset], partition_key=HUD_DAY, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource(api_url=httpserver.url_for(""))})
+    assert result.success
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["pull_requests"].value == 2 and meta["jobs_new"].value == 2 and meta["dry_run"].value is True
+    assert meta["merge_bases_estimated"].value == 2 and "no credentials" in meta["merge_base_note"].value
+    assert meta["posts_backfill"].value == 2  # an old day: recomputed, nothing written
+    from torchci_assets.derived.drci.build import load_comments
+    assert sorted(load_comments(lake, HUD_DAY)) == [7, 8]
