@@ -242,6 +242,15 @@ def test_a_refusal_stops_the_run_instead_of_repeating_for_every_pr(httpserver, f
     assert fake.count("POST") == 1 and fake.count("GET") == 1
 
 
+def test_a_locked_conversation_fails_that_pr_only(httpserver, fake, tmp_path):
+    fake.fail("create", json_response(403, {"message": "Unable to create comment because issue is locked."}))
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6)]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
+    assert list(report.failed) == [5] and "locked" in report.failed[5]
+    assert report.actions["created"] == 1 and fake.bodies(6) == [body()]
+
+
 def test_only_our_own_comment_is_taken(httpserver, fake):
     other_bot = {"login": "pytorch-bot[bot]", "type": "Bot"}
     theirs = fake.add_comment(5, body("## :x: theirs"), user=other_bot)

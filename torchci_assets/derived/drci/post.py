@@ -16,9 +16,11 @@ A comment counts as ours when its body starts with the marker (a human quoting i
 when `author` is given (the app's `<slug>[bot]` login), when that account wrote it; a duplicate is
 deleted only when the kept comment's author wrote it too.
 
-A rate limit (403/429 that outlasted the client's retry budget) or a refusal (401/403: the
-credentials may not comment) stops this run's posting: the remaining pull requests wait for the
-next run rather than extending the limit or repeating the refusal for each.
+A rate limit (403/429 that outlasted the client's retry budget) or a refusal that holds for every
+pull request (401, or 403 "Resource not accessible": the credentials may not comment) stops this
+run's posting: the remaining pull requests wait for the next run rather than extending the limit
+or repeating the refusal for each. Any other refusal (a locked conversation) fails that pull
+request only.
 """
 
 from __future__ import annotations
@@ -59,8 +61,10 @@ def ours(github: GitHubResource, repo: str, number: int, author: str | None = No
 
 
 def _stop(e: GitHubError) -> GitHubError:
-    """`e` as StopPosting when the refusal holds for every pull request, else `e` itself."""
-    if e.status in (401, 403, 429):
+    """`e` as StopPosting when the refusal holds for every pull request (bad credentials, a rate
+    limit, an app without access), else `e` itself (a 403 for one locked conversation, say)."""
+    text = str(e).lower()
+    if e.status in (401, 429) or e.status == 403 and ("rate limit" in text or "not accessible" in text):
         return StopPosting(e.status, str(e))
     return e
 
