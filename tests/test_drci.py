@@ -423,6 +423,11 @@ def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path,
     row = next(r for r in report.rows if r["pr"] == 9)
     assert row["new"] == 1 and row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
     assert "compare API failed (404)" in row["merge_base_note"]
+    # the same day recomputed three days later (a backfill) is the lake's view: nothing read
+    before = fake.count("GET", "/actions/")
+    later = build_comments(lake, gh(httpserver), HUD_DAY, REPO, now=NOW + dt.timedelta(days=3))
+    assert later.refresh_requests == 0 and fake.count("GET", "/actions/") == before
+    assert 9 not in {r["pr"] for r in later.rows}  # no job known: no comment
 
 
 def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):

@@ -75,7 +75,9 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
-        open_prs = {n: p for n, p in prs.items() if p.state == "open"}
+        # only the live partitions (today's, yesterday's) mix in GitHub's current state
+        live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
+        open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}
         refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log)
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet

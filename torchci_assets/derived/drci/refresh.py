@@ -9,7 +9,8 @@ has its workflow runs (`GET /repos/{repo}/actions/runs?head_sha=`) and their lat
 (`GET /repos/{repo}/actions/runs/{id}/jobs`) listed, and the jobs' states in the comment are
 GitHub's. A job that failed this way has no classified log or test results yet: it is shown as a
 new failure and marked as read from the REST API, until its webhook or a backfill brings the rest.
-Without credentials nothing is read (a dry run logs which heads would be).
+Without credentials nothing is read (a dry run logs which heads would be); nor for a partition
+older than yesterday (a backfill), whose comment is the lake's view of that day.
 """
 
 from __future__ import annotations
