@@ -11,6 +11,7 @@ from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, d
                   upstream_commit_sensor)
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
+from torchci_assets.derived.drci import definitions as drci
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
 from torchci_assets.derived.hud import definitions as hud
@@ -19,7 +20,7 @@ from torchci_assets.derived.sharding import definitions as sharding
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
 
-DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, drci)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
