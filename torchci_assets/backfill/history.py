@@ -40,6 +40,7 @@ class BackfillOptions:
     branch: str = "main"
     prs: bool = False
     part_runs: int = 50
+    page_size: int = 100  # items per list page (GitHub's most)
 
 
 @dataclass
@@ -76,7 +77,7 @@ def _stamp(t: dt.datetime) -> str:
 def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: dt.datetime) -> Iterator[dict]:
     """Runs created in [lo, hi], split while GitHub would cut the list at LIST_CAP."""
     path = f"/repos/{repo}/actions/runs"
-    params = {**filters, "created": f"{_stamp(lo)}..{_stamp(hi)}", "per_page": 100}
+    params = {**filters, "created": f"{_stamp(lo)}..{_stamp(hi)}", "per_page": reader.per_page}
     resp = reader.get(path, params)
     body = resp.json()
     if body.get("total_count", 0) > LIST_CAP and hi - lo > dt.timedelta(minutes=1):
@@ -120,10 +121,15 @@ def _day_of(*stamps: str | None) -> str:
 def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, part: Part,
                  progress: Progress) -> list[dict]:
     """One attempt's run object and jobs as deliveries, and its failed jobs' logs; its jobs."""
-    jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run['id']}/attempts/{run.get('run_attempt') or 1}/jobs",
-                             "jobs"))
+    attempt = run.get("run_attempt") or 1
+    jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run['id']}/attempts/{attempt}/jobs", "jobs"))
     sender = run.get("triggering_actor") or run.get("actor")
     for job in jobs:
+        # older API versions leave these out of a job; the run attempt it was listed under has them
+        for key, value in (("run_attempt", attempt), ("workflow_name", run.get("name")),
+                           ("head_branch", run.get("head_branch"))):
+            if job.get(key) is None:
+                job[key] = value
         part.add(shapes.job_deliveries(job, repository, sender))
         if job.get("conclusion") in FAILED:
             log = reader.download(f"/repos/{repo}/actions/jobs/{job['id']}/logs")
@@ -232,7 +238,7 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     part read so far written and recorded in the cursor."""
     today = today or dt.datetime.now(dt.timezone.utc).date()
     progress = progress or Progress()
-    reader = RestReader(gh, progress.budget)
+    reader = RestReader(gh, progress.budget, opts.page_size)
     repository = reader.json(f"/repos/{opts.repo}")
     cursor = Cursor(store, opts.repo)
     for day in _days(opts):

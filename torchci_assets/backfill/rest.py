@@ -44,9 +44,10 @@ class Budget:
 
 
 class RestReader:
-    def __init__(self, gh: GitHubResource, budget: Budget | None = None):
+    def __init__(self, gh: GitHubResource, budget: Budget | None = None, per_page: int = PER_PAGE):
         self.gh = gh
         self.budget = budget or Budget()
+        self.per_page = per_page
 
     def get(self, path: str, params: dict | None = None):
         try:
@@ -63,7 +64,7 @@ class RestReader:
     def pages(self, path: str, key: str | None, params: dict | None = None) -> Iterator[dict]:
         """Items of a list endpoint across its `Link: rel="next"` pages; `key` names the list in
         an object body (`workflow_runs`, `jobs`, `artifacts`), None for a bare list."""
-        params = {"per_page": PER_PAGE, **(params or {})}
+        params = {"per_page": self.per_page, **(params or {})}
         for _ in range(MAX_PAGES):
             resp = self.get(path, params)
             body = resp.json()
