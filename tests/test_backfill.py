@@ -287,3 +287,26 @@ def test_a_skipped_job_only_completes_and_a_simple_pull_request_knows_if_it_merg
     opened, closed = (orjson.loads(x)["payload"] for _, x in shapes.pull_request_deliveries(pr, {"full_name": "o/r"}))
     assert (opened["action"], opened["pull_request"]["state"], opened["pull_request"]["merged"]) == ("opened", "open", False)
     assert (closed["action"], closed["pull_request"]["state"], closed["pull_request"]["merged"]) == ("closed", "closed", True)
+
+
+# ---- the command ----------------------------------------------------------------------------------
+
+def test_the_command_reads_credentials_from_the_environment_and_reports_the_budget(tmp_path, httpserver,
+                                                                                 monkeypatch, capsys):
+    from torchci_assets.backfill.cli import EXIT_STOPPED
+    from torchci_assets.cli import main
+
+    api = simulated_api(httpserver, [dt.date.today()], reports=False, logs=False)
+    monkeypatch.setenv("GITHUB_API_URL", httpserver.url_for("").rstrip("/"))
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_SECRETvalue0123456789")
+    monkeypatch.setenv("TORCHCI_ARCHIVE_URI", str(tmp_path))
+    assert main(["backfill", "--repo", REPO, "--days", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "budget left" in out and "done" in out
+    assert api.count(r"/actions/runs$") >= 1 and list(tmp_path.glob("webhooks/day=*/rest-pytorch-pytorch-*.jsonl.gz"))
+    api.fail(r"^/repos/pytorch/pytorch$", reply(401, {"message": "Bad credentials"}))
+    assert main(["backfill", "--repo", REPO, "--since", dt.date.today().isoformat()]) == EXIT_STOPPED
+    captured = capsys.readouterr()
+    assert "run the same command again" in captured.err and "ghp_SECRET" not in captured.out + captured.err
+    with pytest.raises(SystemExit):
+        main(["backfill", "--repo", "not a repo", "--days", "1"])
