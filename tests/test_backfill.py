@@ -228,22 +228,21 @@ def test_a_crash_mid_backfill_then_the_same_command_gives_the_same_archive(tmp_p
     simulated_api(httpserver, WEEK[:2])
     opts = BackfillOptions(REPO, WEEK[0], WEEK[1], part_runs=4, prs=True)
     backfill(client(httpserver), Store(str(tmp_path / "clean")), opts, log=lambda s: None, today=TODAY)
-    commit = Part.commit
+    write_day = Part.write_day
     calls = []
 
-    def crash_on_the_fifth(self):
+    def crash_on_the_fifth_part(self, day):
         calls.append(self.name)
-        if len(calls) == 5:
-            self.blobs = self.blobs[:1]  # the process dies after writing part of the part's files
-            commit(self)
+        write_day(self, day)
+        if len(set(calls)) == 5:  # the process dies with the part's first file written, the cursor not saved
             raise KeyboardInterrupt("killed")
-        return commit(self)
 
-    monkeypatch.setattr(Part, "commit", crash_on_the_fifth)
+    monkeypatch.setattr(Part, "write_day", crash_on_the_fifth_part)
     store = Store(str(tmp_path / "crashed"))
     with pytest.raises(KeyboardInterrupt):
         backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
-    monkeypatch.setattr(Part, "commit", commit)
+    assert len(set(calls)) == 5
+    monkeypatch.setattr(Part, "write_day", write_day)
     backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
     assert files(tmp_path / "crashed") == files(tmp_path / "clean")
     ids = [line["delivery_id"] for line in lines(files(tmp_path / "crashed"))]

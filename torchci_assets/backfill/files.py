@@ -2,9 +2,10 @@
 
 A part (a batch of workflow runs, a day of commits, the pull requests) is written as one gzipped
 JSON-lines file per day of arrival, all named for the part, and only after the whole part was
-read: a crash leaves either the previous files or the new ones, never half a part. The gzip
-stream has no timestamp, so the same records give the same bytes, and a part written again after
-a crash replaces its earlier copy rather than adding to it. Memory holds one part's lines.
+read (its lines wait in local temporary files, so memory does not grow with a part). A crash
+leaves each file either absent or whole; the gzip stream has no timestamp, so the same records
+give the same bytes, and a part read again after a crash replaces its earlier files rather than
+adding to them.
 
 The cursor (`backfill/<owner>/<repo>.json` in the archive) records what is done: the days fully
 read, and inside the current day the last workflow run written. It is saved after each part, so
@@ -14,40 +15,68 @@ a re-run continues where the last one stopped and never writes a part twice unde
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import zlib
-from collections import defaultdict
 
 from resources.storage import Store
 
 
-def gzip_bytes(data: bytes) -> bytes:
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)  # header mtime 0: same lines, same bytes
-    return c.compress(data) + c.flush()
+class _DayFile:
+    """One day's lines of a part, gzipped into a local temporary file as they come."""
+
+    def __init__(self, folder: str, day: str):
+        self.path = os.path.join(folder, f"{day}.jsonl.gz")
+        self.fh = open(self.path, "wb")
+        self.z = zlib.compressobj(6, zlib.DEFLATED, 31)  # header mtime 0: same lines, same bytes
+        self.lines = 0
+
+    def write(self, line: bytes) -> None:
+        self.fh.write(self.z.compress(line))
+        self.lines += 1
+
+    def close(self) -> None:
+        self.fh.write(self.z.flush())
+        self.fh.close()
 
 
 class Part:
-    """The lines of one part, by day, until `commit` writes them."""
+    """The lines of one part, by day, spooled to local disk until `commit` puts them in the archive.
+
+    Test-report zips and logs are written at once (`add_file`): each is its own file, keyed by its
+    path, so a copy written before a crash is replaced by the same bytes when the part is read again.
+    """
 
     def __init__(self, store: Store, name: str):
         self.store = store
         self.name = name
-        self.lines: dict[str, list[bytes]] = defaultdict(list)
-        self.blobs: list[tuple[str, bytes]] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="torchci-backfill-")
+        self.days: dict[str, _DayFile] = {}
 
     def add(self, deliveries: list[tuple[str, bytes]]) -> None:
         for day, line in deliveries:
-            self.lines[day].append(line)
+            if day not in self.days:
+                self.days[day] = _DayFile(self._tmp.name, day)
+            self.days[day].write(line)
 
     def add_file(self, rel: str, data: bytes) -> None:
-        """A test-report zip or a log, written with the part."""
-        self.blobs.append((rel, data))
+        self.store.write_bytes(rel, data)
 
     def commit(self) -> int:
-        for rel, data in self.blobs:
-            self.store.write_bytes(rel, data)
-        for day, lines in sorted(self.lines.items()):
-            self.store.write_bytes(f"webhooks/day={day}/{self.name}.jsonl.gz", gzip_bytes(b"".join(lines)))
-        return sum(len(v) for v in self.lines.values())
+        """Put the part's day files in the archive; returns the number of lines."""
+        try:
+            for day in sorted(self.days):
+                self.days[day].close()
+                self.write_day(day)
+            return sum(f.lines for f in self.days.values())
+        finally:
+            self._tmp.cleanup()
+
+    def write_day(self, day: str) -> None:
+        with open(self.days[day].path, "rb") as src, \
+                self.store.atomic_output(f"webhooks/day={day}/{self.name}.jsonl.gz") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
 
 
 class Cursor:
