@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import multiprocessing
 import os
+import resource
 import socket
 import statistics
 import sys
@@ -129,6 +130,7 @@ def report(stats: dict, times: list[float]) -> None:
     print(f"\nsimulated day: {stats['runs']:,} workflow runs, {stats['jobs']:,} jobs")
     print(f"wall time, median of {len(times)}: {wall:.1f} s  ->  {3600 / wall:.0f} days of history per hour "
           "(CPU-bound against a local fake; GitHub's own latency is the bound in practice, see below)")
+    print(f"peak memory of the backfilling process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     print("API requests for the day:")
     for k, n in sorted(by_kind.items(), key=lambda kv: -kv[1]):
         print(f"  {k:<20} {n:>7,}")
