@@ -69,7 +69,7 @@ def test_bombs_traversal_and_broken_members_are_rejected_and_the_rest_is_read(tm
     root = tmp_path / "archive"
     bomb = b"<testsuite>" + b" " * (40 << 20) + b"</testsuite>"  # 40 MB of spaces: ~1000x
     zname = f"{JOB}/test-reports-x_42000000007.zip"
-    put(root, zname, make_zip({"../../../etc/cron.d/evil.xml": real("test_ops.xml"),
+    put(root, zname, make_zip({"test/../../evil.xml": real("test_ops.xml"),
                                "/abs/test_ops.xml": real("test_ops.xml"),
                                "test/test-reports/python-pytest/bomb/bomb.xml": bomb,
                                OPS: real("test_ops.xml")}))
@@ -78,7 +78,7 @@ def test_bombs_traversal_and_broken_members_are_rejected_and_the_rest_is_read(tm
     report, rows = ingest(tmp_path)
     where = f"test-reports/day={DAY}/{zname}"
     assert sorted(_rejects(report)) == sorted([
-        (f"{where}/../../../etc/cron.d/evil.xml", "unsafe-path"), (f"{where}//abs/test_ops.xml", "unsafe-path"),
+        (f"{where}/test/../../evil.xml", "unsafe-path"), (f"{where}//abs/test_ops.xml", "unsafe-path"),
         (f"{where}/test/test-reports/python-pytest/bomb/bomb.xml", "zip-bomb")])
     assert {r[2] for r in rows} == {42000000007, 42000000008} and len(rows) == 6
 
