@@ -133,7 +133,8 @@ class FakeActions:
     # ---- the API ----------------------------------------------------------------------
 
     def _headers(self) -> dict:
-        self.remaining = max(0, self.remaining - 1)
+        # the hour's budget counts down; once an answer said 0, the next finds it reset
+        self.remaining = self.limit - 1 if self.remaining == 0 else self.remaining - 1
         return {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
                 "X-RateLimit-Reset": str(self.reset), "X-RateLimit-Resource": "core"}
 

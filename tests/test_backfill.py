@@ -201,6 +201,16 @@ def test_a_secondary_rate_limit_is_waited_out_and_the_result_is_unchanged(tmp_pa
     assert files(tmp_path / "limited") == files(tmp_path / "clean")
 
 
+def test_a_spent_hourly_budget_is_waited_out_until_its_reset(tmp_path, httpserver):
+    api = simulated_api(httpserver, WEEK[:1], reports=False, logs=False)
+    api.limit, api.remaining, api.reset = 5_000, 12, int(dt.datetime.now().timestamp()) + 600
+    gh = client(httpserver, max_total_wait_s=3900)
+    progress = backfill(gh, Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0]), log=lambda s: None,
+                        today=TODAY)
+    assert len(gh._sleep) == 1 and 590 < gh._sleep[0] <= 602  # until X-RateLimit-Reset, once
+    assert progress.budget.limit == 5_000 and progress.budget.requests == api.count(r"^/repos/")
+
+
 def test_a_limit_that_outlasts_the_wait_budget_stops_and_the_same_command_continues(tmp_path, httpserver):
     api = simulated_api(httpserver, WEEK[:2])
     backfill(client(httpserver), Store(str(tmp_path / "clean")), BackfillOptions(REPO, WEEK[0], WEEK[1], part_runs=3),

@@ -223,7 +223,8 @@ def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repo
 
     params = {"state": "all", "sort": "updated", "direction": "desc"}
     for pr in reader.pages(f"/repos/{opts.repo}/pulls", None, params):
-        if shapes.parse_time(pr.get("updated_at")) < since:
+        updated = shapes.parse_time(pr.get("updated_at"))
+        if updated is not None and updated < since:
             break
         batch.append(pr)
         if len(batch) >= part_size:
