@@ -188,6 +188,31 @@ def test_a_run_with_three_attempts_expired_artifact_and_missing_log(tmp_path, ht
     assert tests == [(9003, 3, 4)]
 
 
+def test_a_run_still_going_is_read_again_until_it_completes(tmp_path, httpserver):
+    api = FakeActions(httpserver)
+    run, jobs = _attempt_objects(1, "success")
+    api.add_run(run, jobs)
+    going, going_jobs = _attempt_objects(1, None)
+    going.update(id=556, status="in_progress")
+    going_jobs[0].update(id=9101, run_id=556, status="in_progress", completed_at=None)
+    api.add_run(going, going_jobs)
+    store, opts = Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0])
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
+    cursor = orjson.loads((tmp_path / "backfill" / "pytorch" / "pytorch.json").read_bytes())
+    assert cursor["unfinished"] == {WEEK[0].isoformat(): [556]} and cursor["days_done"] == []
+    # it completes; the next backfill reads that run alone, and the day is done
+    api.add_run(dict(going, status="completed", conclusion="success"),
+                [dict(going_jobs[0], status="completed", conclusion="success", completed_at=jobs[0]["completed_at"])])
+    api.requests.clear()
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
+    assert api.count(r"/runs/\d+/attempts/1/jobs$") == 1 and api.count(r"/runs/556/") == 2
+    cursor = orjson.loads((tmp_path / "backfill" / "pytorch" / "pytorch.json").read_bytes())
+    assert cursor["days_done"] == [WEEK[0].isoformat()] and cursor["unfinished"] == {}
+    _ingest(tmp_path, tmp_path / "lake", WEEK[:1])
+    states = duckdb.sql(f"SELECT id, status FROM '{tmp_path}/lake/workflow_job/*/*.parquet' ORDER BY id").fetchall()
+    assert states == [(9001, "completed"), (9101, "completed")]
+
+
 def test_a_secondary_rate_limit_is_waited_out_and_the_result_is_unchanged(tmp_path, httpserver):
     api = simulated_api(httpserver, WEEK[:1])
     backfill(client(httpserver), Store(str(tmp_path / "clean")), BackfillOptions(REPO, WEEK[0], WEEK[0]),

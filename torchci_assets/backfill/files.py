@@ -8,8 +8,10 @@ give the same bytes, and a part read again after a crash replaces its earlier fi
 adding to them.
 
 The cursor (`backfill/<owner>/<repo>.json` in the archive) records what is done: the days fully
-read, and inside the current day the last workflow run written. It is saved after each part, so
-a re-run continues where the last one stopped and never writes a part twice under two names.
+read, inside the current day the last workflow run written, and the runs that were still going
+when read. It is saved after each part, so a re-run continues where the last one stopped and never
+writes a part twice under two names; the unfinished runs are read again (into a part named for
+that reading) until they complete, and only then is their day done.
 """
 
 from __future__ import annotations
@@ -96,8 +98,19 @@ class Cursor:
     def last_run_id(self, day: str) -> int:
         return self.state["last_run_id"] if self.state["day"] == day else 0
 
-    def runs_written(self, day: str, last_run_id: int) -> None:
-        self.state.update(day=day, last_run_id=last_run_id)
+    def unfinished(self, day: str) -> set[int]:
+        """Runs of the day that were still going when read: read again until they complete."""
+        return set(self.state.setdefault("unfinished", {}).get(day, []))
+
+    def runs_written(self, day: str, runs: list[dict], last_run_id: int | None = None) -> None:
+        """Record `runs` as written (`last_run_id`: the day's listing is done up to there)."""
+        unfinished = self.unfinished(day) - {r["id"] for r in runs}
+        unfinished |= {r["id"] for r in runs if r.get("status") != "completed"}
+        self.state["unfinished"][day] = sorted(unfinished)
+        if not self.state["unfinished"][day]:
+            del self.state["unfinished"][day]
+        if last_run_id is not None:
+            self.state.update(day=day, last_run_id=last_run_id)
         self._save()
 
     def finish_day(self, day: str) -> None:

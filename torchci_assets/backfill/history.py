@@ -182,18 +182,26 @@ def _chunks(items: list, n: int) -> Iterator[list]:
 
 
 def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
-                 cursor: Cursor, progress: Progress, log: Callable[[str], None]) -> None:
+                 cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime) -> None:
     key = day.isoformat()
     owner, name = opts.repo.split("/")
     runs = list_runs(reader, opts, day)
-    todo = [r for r in runs if r["id"] > cursor.last_run_id(key)]
+    last, unfinished = cursor.last_run_id(key), cursor.unfinished(key)
+    again = [r for r in runs if r["id"] <= last and r["id"] in unfinished]
+    if again:  # runs still going when last read; this reading is a part of its own
+        part = Part(store, f"rest-{owner}-{name}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
+        for run in again:
+            read_run(reader, opts.repo, run, repository, part, progress)
+        progress.deliveries += part.commit()
+        cursor.runs_written(key, again)
+    todo = [r for r in runs if r["id"] > last]
     done = len(runs) - len(todo)
     for chunk in _chunks(todo, opts.part_runs):
         part = Part(store, f"rest-{owner}-{name}-runs-{chunk[0]['id']}")
         for run in chunk:
             read_run(reader, opts.repo, run, repository, part, progress)
         progress.deliveries += part.commit()
-        cursor.runs_written(key, chunk[-1]["id"])
+        cursor.runs_written(key, chunk, chunk[-1]["id"])
         done += len(chunk)
         log(f"backfill {opts.repo} {key}: {done}/{len(runs)} runs of the day; {progress.line()}")
     part = Part(store, f"rest-{owner}-{name}-push-{key}")
@@ -237,7 +245,8 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
              today: dt.date | None = None, progress: Progress | None = None) -> Progress:
     """Run (or continue) the backfill; raises GitHubError when GitHub stops answering, with every
     part read so far written and recorded in the cursor."""
-    today = today or dt.datetime.now(dt.timezone.utc).date()
+    now = dt.datetime.now(dt.timezone.utc)
+    today = today or now.date()
     progress = progress or Progress()
     reader = RestReader(gh, progress.budget, opts.page_size)
     repository = reader.json(f"/repos/{opts.repo}")
@@ -245,9 +254,9 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     for day in _days(opts):
         if cursor.day_done(day.isoformat()):
             continue
-        backfill_day(reader, store, opts, day, repository, cursor, progress, log)
+        backfill_day(reader, store, opts, day, repository, cursor, progress, log, now)
         progress.days += 1
-        if day < today:  # today's runs are still coming
+        if day < today and not cursor.unfinished(day.isoformat()):  # today's runs are still coming
             cursor.finish_day(day.isoformat())
     if opts.prs and not cursor.pulls_done(opts.since.isoformat()):
         backfill_pulls(reader, store, opts, repository, progress)
