@@ -51,11 +51,11 @@ def free_port() -> int:
 
 
 def kind(path: str) -> str:
-    for pattern, name in (("/_blob/", "blob (not counted)"), ("/attempts/", "attempt"), ("/jobs", "jobs"),
-                          ("/artifacts/", "artifact zip"), ("/artifacts", "artifact list"), ("/logs", "log"),
+    for pattern, name in (("/_blob/", "blob (not counted)"), ("/logs", "log"), ("/artifacts/", "artifact zip"),
+                          ("/artifacts", "artifact list"), ("/jobs", "attempt jobs"), ("/attempts/", "attempt run"),
                           ("/actions/runs", "run list"), ("/commits", "commits"), ("/pulls", "pulls")):
         if pattern in path:
-            return "attempt jobs" if name == "attempt" and path.endswith("/jobs") else name
+            return name
     return "repository"
 
 
@@ -75,7 +75,11 @@ def serve(port: int, ready) -> None:
     stats = lambda _r: Response(json.dumps({"requests": [p for p, _ in api.requests],  # noqa: E731
                                             "runs": len(api.runs), "jobs": sum(len(j) for j in api.jobs.values())}))
     server.expect_request("/_stats").respond_with_handler(stats)
-    server.expect_request("/_reset").respond_with_handler(lambda _r: (api.requests.clear(), Response("ok"))[1])
+    def reset(_request):  # a new hour's budget for each run
+        api.requests.clear()
+        api.remaining = api.limit
+        return Response("ok")
+    server.expect_request("/_reset").respond_with_handler(reset)
     server.start()
     ready.put(round(time.perf_counter() - t, 1))
     while True:

@@ -84,7 +84,11 @@ class FakeActions:
         self.reset = int(time.time()) + 3600
         self.lock = threading.Lock()
         self._next_artifact = 7_000_000_000
+        self.authorizations: list[str | None] = []  # the Authorization header of each API request
+        self.minted: list[str] = []  # installation tokens handed to a GitHub App
         server.expect_request(re.compile(r"^/(repos|_blob)/.*")).respond_with_handler(self.handle)
+        server.expect_request(re.compile(r"^/app/installations/\d+/access_tokens$"),
+                              method="POST").respond_with_handler(self.mint)
 
     # ---- filling ----------------------------------------------------------------------
 
@@ -138,9 +142,20 @@ class FakeActions:
         return {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
                 "X-RateLimit-Reset": str(self.reset), "X-RateLimit-Resource": "core"}
 
+    def mint(self, request: Request) -> Response:
+        """An App's installation token, for a request signed with the App's JWT (not checked here)."""
+        if not (request.headers.get("Authorization") or "").startswith("Bearer ey"):
+            return reply(401, {"message": "A JSON web token could not be decoded"})
+        token = f"ghs_fakeinstallation{len(self.minted):04d}"
+        self.minted.append(token)
+        expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+        return reply(201, {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
     def handle(self, request: Request) -> Response:
         with self.lock:
             self.requests.append((request.path, dict(request.args)))
+            if request.path.startswith("/repos/"):
+                self.authorizations.append(request.headers.get("Authorization"))
             for rx, responses in self.scripts:
                 if responses and rx.search(request.path):
                     return responses.pop(0)

@@ -344,3 +344,25 @@ def test_the_command_reads_credentials_from_the_environment_and_reports_the_budg
     assert "run the same command again" in captured.err and "ghp_SECRET" not in captured.out + captured.err
     with pytest.raises(SystemExit):
         main(["backfill", "--repo", "not a repo", "--days", "1"])
+
+
+def test_the_command_acts_as_a_github_app_installation(tmp_path, httpserver, monkeypatch, capsys):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from torchci_assets.cli import main
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    api = simulated_api(httpserver, [dt.date.today()], reports=False, logs=False)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    for name, value in (("GITHUB_API_URL", httpserver.url_for("").rstrip("/")), ("GITHUB_APP_ID", "123456"),
+                        ("GITHUB_APP_PRIVATE_KEY", pem), ("GITHUB_APP_INSTALLATION_ID", "7890"),
+                        ("TORCHCI_ARCHIVE_URI", str(tmp_path))):
+        monkeypatch.setenv(name, value)
+    assert main(["backfill", "--repo", REPO, "--days", "1"]) == 0
+    assert api.minted == ["ghs_fakeinstallation0000"]
+    assert api.authorizations and set(api.authorizations) == {"Bearer ghs_fakeinstallation0000"}
+    out = capsys.readouterr()
+    assert "ghs_fake" not in out.out + out.err and "PRIVATE KEY" not in out.out + out.err
