@@ -251,7 +251,7 @@ def test_a_limit_that_outlasts_the_wait_budget_stops_and_the_same_command_contin
         backfill(client(httpserver, max_total_wait_s=100), store, opts, log=lambda s: None, today=TODAY)
     assert stop.value.status == 403
     cursor = orjson.loads((tmp_path / "resumed" / "backfill" / "pytorch" / "pytorch.json").read_bytes())
-    assert cursor["day"] == WEEK[0].isoformat() and cursor["last_run_id"] == run_ids[5]  # two parts of 3
+    assert cursor["last_run_ids"] == {WEEK[0].isoformat(): run_ids[5]}  # two parts of 3
     api.requests.clear()
     backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
     # the parts written before the stop are not read again

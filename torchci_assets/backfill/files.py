@@ -87,7 +87,7 @@ class Cursor:
     def __init__(self, store: Store, repo: str):
         self.store = store
         self.path = f"backfill/{repo}.json"
-        self.state: dict = {"repo": repo, "days_done": [], "day": None, "last_run_id": 0,
+        self.state: dict = {"repo": repo, "days_done": [], "last_run_ids": {}, "unfinished": {},
                             "pulls_done_since": None}
         if store.exists(self.path):
             self.state.update(json.loads(store.read_bytes(self.path)))
@@ -96,11 +96,11 @@ class Cursor:
         return day in self.state["days_done"]
 
     def last_run_id(self, day: str) -> int:
-        return self.state["last_run_id"] if self.state["day"] == day else 0
+        return self.state["last_run_ids"].get(day, 0)
 
     def unfinished(self, day: str) -> set[int]:
         """Runs of the day that were still going when read: read again until they complete."""
-        return set(self.state.setdefault("unfinished", {}).get(day, []))
+        return set(self.state["unfinished"].get(day, []))
 
     def runs_written(self, day: str, runs: list[dict], last_run_id: int | None = None) -> None:
         """Record `runs` as written (`last_run_id`: the day's listing is done up to there)."""
@@ -110,12 +110,12 @@ class Cursor:
         if not self.state["unfinished"][day]:
             del self.state["unfinished"][day]
         if last_run_id is not None:
-            self.state.update(day=day, last_run_id=last_run_id)
+            self.state["last_run_ids"][day] = last_run_id
         self._save()
 
     def finish_day(self, day: str) -> None:
         self.state["days_done"] = sorted(set(self.state["days_done"]) | {day})
-        self.state.update(day=None, last_run_id=0)
+        self.state["last_run_ids"].pop(day, None)
         self._save()
 
     def pulls_done(self, since: str) -> bool:
