@@ -143,7 +143,8 @@ def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
     from jobs.gap_repair import gap_repair_job, gap_repair_schedule, repair_limit
     from torchci_assets.definitions import defs
 
-    assert defs.get_schedule_def(gap_repair_schedule.name).cron_schedule == "*/5 * * * *"
+    (schedule,) = [s for s in defs.schedules if s.name == gap_repair_schedule.name]
+    assert schedule.cron_schedule == "*/5 * * * *" and schedule.job_name == gap_repair_job.name
     assert repair_limit() == dt.timedelta(minutes=25)
     monkeypatch.setenv("TORCHCI_GAP_REPAIR_MINUTES", "3")
     with pytest.raises(ValueError, match="more than the 5-minute"):
