@@ -61,7 +61,7 @@ class Progress:
 
     def line(self) -> str:
         return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs), reports {self.reports} "
-                f"({self.reports_expired} expired), logs {self.logs} ({self.logs_missing} missing), "
+                f"({self.reports_expired} expired, {self.reports_unattributed} without a job id), logs {self.logs} ({self.logs_missing} missing), "
                 f"pushes {self.pushes}, pull requests {self.pull_requests}; {self.budget.describe()}")
 
 
@@ -136,7 +136,8 @@ def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, par
             if log is None:
                 progress.logs_missing += 1
             else:
-                part.add_file(f"logs/day={_day_of(job.get('completed_at'), job.get('started_at'))}/{job['id']}.log", log)
+                day = _day_of(job.get("completed_at"), job.get("started_at"), job.get("created_at"), run.get("updated_at"))
+                part.add_file(f"logs/day={day}/{job['id']}.log", log)
                 progress.logs += 1
     part.add(shapes.run_deliveries(run, _first_started(jobs), repository))
     progress.attempts += 1
