@@ -9,6 +9,7 @@ import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   upstream_commit_sensor)
+from jobs.gap_repair import gap_repair_job, gap_repair_schedule
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.drci import definitions as drci
@@ -25,8 +26,8 @@ DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay,
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
     dg.Definitions(
-        jobs=[all_assets_job, archive_refresh_job, dispatch_job],
-        schedules=[daily_schedule],
+        jobs=[all_assets_job, archive_refresh_job, dispatch_job, gap_repair_job],
+        schedules=[daily_schedule, gap_repair_schedule],
         sensors=[upstream_commit_sensor, archive_refresh_sensor],
         resources=default_resources(),
     ),
