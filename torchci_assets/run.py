@@ -153,6 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     from resources import Lake, Store, resolved_uri
 
     try:
+        from torchci_assets.day_runs import day_tags, execute_day
         from torchci_assets.definitions import defs
         from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
     except ValueError as exc:
@@ -181,7 +182,6 @@ def _run(args: argparse.Namespace) -> int:
     if not days:
         return 1
     instance, where = instance_for_runs()
-    job = defs.resolve_implicit_global_asset_job_def()
     what = "every asset" if keys is None else f"{len(keys)} asset(s) selected by {args.select!r}"
     print(f"torchci run: {what}, {len(days)} day(s) {days[0]}..{days[-1]} from {archive.display()} "
           f"into {lake.store.display()}")
@@ -192,8 +192,7 @@ def _run(args: argparse.Namespace) -> int:
     failed = []
     for i, day in enumerate(days, 1):
         t0 = time.monotonic()
-        result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        asset_selection=keys, tags=tags, run_config=LOG_CONFIG)
+        result = execute_day(defs, instance, day, day_tags(archive, day, keys is None, tags), keys, LOG_CONFIG)
         failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                          if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
         quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
