@@ -1,0 +1,79 @@
+"""`make run`, then `make dev`: the UI and the daemon take the shell's runs as their own.
+
+The real processes: `torchci run` on a simulated archive of yesterday and today (UTC, the days the
+refresh sensor watches by the clock), then `dagster dev` (webserver, daemon, code server) on the
+same instance. The sensor's first tick must find nothing new, the shell's runs must be the code
+location's `all_assets_daily` runs at its current snapshot (a clean re-execution), and a day
+launched from the UI must execute in one process, as the shell's does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+
+import pytest
+from conftest import free_port
+from dagster_dev import BIN, DagsterDev, dev_env
+
+from jobs.daily import FINGERPRINT_TAG
+from torchci_assets.simulate.generate import generate_archive
+from torchci_assets.simulate.world import Options
+
+SIM = Options(seed=3, commits_per_day=4, prs_per_day=2, configs=3, test_files=6, tests_per_file=5,
+              backends=1, platform_failures=0)
+
+
+def utc_days() -> list[dt.date]:
+    today = dt.datetime.now(dt.timezone.utc).date()
+    return [today - dt.timedelta(days=1), today]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dev")
+    days = utc_days()
+    generate_archive(root / "archive", days, SIM, log=lambda _: None)
+    env = dev_env(root)
+    cli = subprocess.run([str(BIN / "torchci"), "run"], env=env, cwd=root, capture_output=True, text=True,
+                         timeout=600)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    server = DagsterDev(env, free_port(), root / "dagster-dev.log")
+    try:
+        server.wait_loaded()
+        tick = server.wait_for_tick("archive_refresh_sensor")
+        yield {"server": server, "tick": tick, "days": [d.isoformat() for d in days], "cli": cli.stdout,
+               "log": root / "dagster-dev.log"}
+    finally:
+        server.stop()
+
+
+def test_the_sensor_takes_torchci_runs_as_the_baseline_and_launches_nothing(dev):
+    tick = dev["tick"]
+    assert tick["status"] == "SKIPPED", tick
+    for day in dev["days"]:
+        assert f"{day}: nothing new since" in tick["skipReason"]
+    assert not [r for r in dev["server"].runs() if r["jobName"] == "archive_refresh"]
+
+
+def test_torchci_runs_are_the_code_location_s_daily_runs_at_its_current_snapshot(dev):
+    server = dev["server"]
+    runs = [r for r in server.runs() if {"key": "torchci/source", "value": "torchci run"} in r["tags"]]
+    assert sorted(next(t["value"] for t in r["tags"] if t["key"] == "dagster/partition") for r in runs) == dev["days"]
+    snapshot = server.job_snapshot_id("all_assets_daily")
+    for run in runs:
+        assert run["jobName"] == "all_assets_daily" and run["status"] == "SUCCESS"
+        assert run["repositoryOrigin"] == {"repositoryLocationName": "torchci", "repositoryName": "__repository__"}
+        assert run["pipelineSnapshotId"] == snapshot  # the UI re-executes it without a version warning
+        assert any(t["key"] == FINGERPRINT_TAG and len(t["value"]) == 16 for t in run["tags"])
+
+
+def test_a_day_launched_from_the_ui_runs_its_steps_in_one_process(dev):
+    server = dev["server"]
+    run_id = server.launch_day("all_assets_daily", dev["days"][1])
+    assert server.wait_run(run_id)["status"] == "SUCCESS"
+    events = server.graphql("""query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
+        events { __typename ... on MessageEvent { message } } } } }""", id=run_id)["logsForRun"]["events"]
+    messages = [e.get("message") or "" for e in events]
+    assert any(m.startswith("Executing steps in process") for m in messages), messages[:20]
+    assert not any("multiprocess executor" in m for m in messages)
