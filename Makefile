@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-ui-run eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,9 @@ bench-relay-latency: install
 
 bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 	$(BIN)/python bench/bench_freshness.py
+
+bench-ui-run: install  # a day launched from the Dagster UI against the same day from `torchci run`
+	$(BIN)/python bench/bench_ui_run.py
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py
