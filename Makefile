@@ -34,8 +34,10 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# Started in DAGSTER_HOME, the instance's folder: from here Dagster would note on every start that
+# the repository's dagster.yaml (the template copied there) is not the one in use.
 dev: install
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p 3000
 
 # The webhook and relay-callback receiver (README, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install

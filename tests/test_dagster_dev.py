@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 from conftest import free_port
-from dagster_dev import BIN, DagsterDev, dev_env
+from dagster_dev import BIN, ROOT, DagsterDev, dev_env
 
 from jobs.daily import FINGERPRINT_TAG
 from torchci_assets.simulate.generate import generate_archive
@@ -35,14 +35,14 @@ def dev(tmp_path_factory):
     days = utc_days()
     generate_archive(root / "archive", days, SIM, log=lambda _: None)
     env = dev_env(root)
-    cli = subprocess.run([str(BIN / "torchci"), "run"], env=env, cwd=root, capture_output=True, text=True,
-                         timeout=600)
+    cli = subprocess.run([str(BIN / "torchci"), "run", "--quiet"], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr[-3000:]
     server = DagsterDev(env, free_port(), root / "dagster-dev.log")
     try:
         server.wait_loaded()
         tick = server.wait_for_tick("archive_refresh_sensor")
-        yield {"server": server, "tick": tick, "days": [d.isoformat() for d in days], "cli": cli.stdout,
+        yield {"server": server, "tick": tick, "days": [d.isoformat() for d in days], "cli": cli,
                "log": root / "dagster-dev.log"}
     finally:
         server.stop()
@@ -66,6 +66,7 @@ def test_torchci_runs_are_the_code_location_s_daily_runs_at_its_current_snapshot
         assert run["repositoryOrigin"] == {"repositoryLocationName": "torchci", "repositoryName": "__repository__"}
         assert run["pipelineSnapshotId"] == snapshot  # the UI re-executes it without a version warning
         assert any(t["key"] == FINGERPRINT_TAG and len(t["value"]) == 16 for t in run["tags"])
+        assert {"key": "dagster/code_location", "value": "torchci"} in run["tags"]
 
 
 def test_a_day_launched_from_the_ui_runs_its_steps_in_one_process(dev):
@@ -77,3 +78,30 @@ def test_a_day_launched_from_the_ui_runs_its_steps_in_one_process(dev):
     messages = [e.get("message") or "" for e in events]
     assert any(m.startswith("Executing steps in process") for m in messages), messages[:20]
     assert not any("multiprocess executor" in m for m in messages)
+
+
+def test_quiet_prints_one_line_per_day_and_the_ui_keeps_the_whole_log(dev):
+    out = dev["cli"].stdout + dev["cli"].stderr
+    assert " - INFO - " not in out  # no asset's progress lines
+    assert [line.split(":")[0].strip() for line in out.splitlines() if line.strip().startswith("[")] == \
+        [f"[{i}/2] {day}" for i, day in enumerate(dev["days"], 1)]
+    server = dev["server"]
+    (run, *_) = [r for r in server.runs() if {"key": "torchci/source", "value": "torchci run"} in r["tags"]]
+    events = server.graphql("""query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
+        events { ... on MessageEvent { message level } } } } }""", id=run["runId"])["logsForRun"]["events"]
+    progress = [e["message"] for e in events if e.get("level") == "INFO"]
+    assert any(m.startswith(f"webhooks day={run_day(run)}: ") for m in progress), progress
+    assert not any(m in out for m in progress)
+
+
+def run_day(run: dict) -> str:
+    return next(t["value"] for t in run["tags"] if t["key"] == "dagster/partition")
+
+
+def test_make_dev_starts_quietly_as_the_torchci_code_location(dev):
+    log = dev["log"].read_text()
+    assert "BetaWarning" not in log and "PreviewWarning" not in log
+    assert "Found a dagster instance configuration" not in log  # started in DAGSTER_HOME, as `make dev` is
+    dry = subprocess.run(["make", "-n", "dev"], cwd=ROOT, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": "/somewhere/home"})
+    assert 'cd "/somewhere/home" && ' in dry.stdout

@@ -15,20 +15,57 @@ from torchci_assets.definitions import defs
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_ASSETS = {
-    "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "rejects/webhooks",
-    "ci_result", "ci_callback_minutes", "rejects/ci-results", "backend_health", "backend_levels",
-    "test_run", "rejects/test_run", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
+    "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "webhook_rejects",
+    "ci_result", "ci_callback_minutes", "ci_result_rejects", "backend_health", "backend_levels",
+    "test_run", "test_run_rejects", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions",
     "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "slow_tests", "smoke_tests",
-    "job_failure", "rejects/logs",
+    "job_failure", "log_rejects",
     "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site",
 }
 LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
+ARCHIVE = {"webhook_archive", "test_report_archive", "test_run_archive", "ci_result_archive", "log_archive"}
+# One group per domain folder (the folder the asset's code lives in).
+GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.results",
+          "flakiness": "torchci_assets.derived.flakiness", "sharding": "torchci_assets.derived.sharding",
+          "failures": "torchci_assets.derived.failures", "hud": "torchci_assets.derived.hud",
+          "backends": "torchci_assets.derived.backends", "relay": "torchci_assets.relay"}
 
 
 def test_asset_keys_snapshot():
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert keys == EXPECTED_ASSETS | LEDGERS
+    assert keys == EXPECTED_ASSETS | LEDGERS | ARCHIVE
+
+
+def test_groups_are_the_domains_and_lineage_starts_at_the_archive():
+    from torchci_assets.definitions import DOMAINS
+
+    graph = defs.resolve_asset_graph()
+    for domain in DOMAINS:
+        package = domain.__name__.rsplit(".", 1)[0]
+        keys = [k for a in domain.defs.assets for k in ([a.key] if isinstance(a, dg.AssetSpec) else a.keys)]
+        (group,) = {graph.get(k).group_name for k in keys}
+        assert GROUPS[group] == package
+    assert {graph.get(k).group_name for k in graph.get_all_asset_keys()} == set(GROUPS)
+    roots = {k.to_user_string() for k in graph.get_all_asset_keys() if not graph.get(k).parent_keys}
+    assert roots == ARCHIVE | LEDGERS  # every asset's lineage goes back to an archive folder
+    assert not any(graph.get(dg.AssetKey(k)).is_materializable for k in ARCHIVE)
+
+
+def test_asset_functions_follow_one_naming_rule():
+    """`<key>_asset` for an asset function (the key given by `name=`), `<what it reads>_assets` for a
+    multi-asset: never the bare key, so a module can import the plain function of the same name."""
+    from torchci_assets.definitions import DOMAINS
+
+    for domain in DOMAINS:
+        for assets in domain.defs.assets:
+            if not isinstance(assets, dg.AssetsDefinition):
+                continue
+            fn = assets.op.compute_fn.decorated_fn.__name__
+            if len(assets.keys) == 1:
+                assert fn == f"{assets.key.to_user_string()}_asset", fn
+            else:
+                assert fn.endswith("_assets") and fn == assets.op.name, fn
 
 
 def test_every_asset_is_daily_partitioned_so_torchci_run_reaches_it():

@@ -34,6 +34,7 @@ REPOSITORY = "__repository__"  # the name Dagster gives the repository a Definit
 DEFINITIONS_MODULE = "torchci_assets.definitions"
 WORKING_DIRECTORY = str(Path(__file__).resolve().parent.parent)  # workspace.yaml's working_directory
 PARTITION_TAG = "dagster/partition"
+CODE_LOCATION_TAG = "dagster/code_location"
 
 
 def remote_origin(job_name: str) -> RemoteJobOrigin:
@@ -51,9 +52,9 @@ def reconstructable(job_name: str) -> ReconstructableJob:
 
 
 def day_tags(archive: Store, day: str, whole_day: bool, extra: dict[str, str]) -> dict[str, str]:
-    """The schedule's tags for a run of `day`: the partition and, for a run of every asset, the
+    """The schedule's tags for a run of `day`: the partition, the code location and, for a run of every asset, the
     fingerprint of the archive it reads (a partial run is no baseline for the refresh sensor)."""
-    tags = {**extra, PARTITION_TAG: day}
+    tags = {**extra, PARTITION_TAG: day, CODE_LOCATION_TAG: CODE_LOCATION}
     if whole_day:
         tags[FINGERPRINT_TAG] = day_fingerprint(archive, day).short
     return tags

@@ -7,11 +7,12 @@ import dagster as dg
 
 from resources import LakeResource, OutputsResource
 from resources.lake import connect
-from torchci_assets.checks import unique_key_check
+from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import L4Thresholds, load_config
 from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, LEVELS_FILE, PROPOSAL_FILE, allowlist_proposal,
                                                    assess_backends, compute_health, health_windows, levels_json,
                                                    levels_table, publish_levels)
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import kept_note, nothing_new
 
@@ -20,12 +21,13 @@ _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
 
 
 @dg.asset(
-    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "duckdb"},
+    name="backend_health", partitions_def=daily_partitions, group_name="backends", kinds={"parquet", "duckdb"},
     deps=[dg.AssetDep("ci_result", partition_mapping=_LOOKBACK),
           dg.AssetDep("ci_callback_minutes", partition_mapping=_LOOKBACK)],
-    check_specs=[dg.AssetCheckSpec("unique_repo_window_days", asset="backend_health")],
+    check_specs=[check_spec("unique_repo_window_days", "backend_health")],
 )
-def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
+@lake_metadata
+def backend_health_asset(context: dg.AssetExecutionContext, lake: LakeResource):
     """Per downstream repo, its health over the windows ending on the partition's day (7 and 28
     days by default): jobs, success rate, infrastructure availability, queue time, commit time,
     timeouts, callback peak."""
@@ -44,10 +46,12 @@ def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 @dg.asset(
-    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "json", "yaml"}, pool="torchci_outputs",
+    name="backend_levels", partitions_def=daily_partitions, group_name="backends", kinds={"parquet", "json", "yaml"},
+    pool="torchci_outputs",
     deps=["backend_health"],
 )
-def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):
+@lake_metadata
+def backend_levels_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):
     """The relay level each downstream repo has earned, a one-step recommendation, and an allowlist
     proposal: publishes `backend-levels.json` and `allowlist-proposal.yaml`. Without any
     downstream result in the windows there is nothing to judge: the published files stay."""
@@ -109,4 +113,4 @@ def _levels_md(assessments) -> str:
     return "\n".join(lines)
 
 
-BACKEND_ASSETS = [backend_health, backend_levels]
+BACKEND_ASSETS = [backend_health_asset, backend_levels_asset]

@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
             raise InputError(f"--time-noise must be >= 0, got {args.time_noise}")
         snapshots = [_read_test_times(path) for path in args.test_times]
         tests = _read_test_list(args.tests)
+        _check_known(snapshots, args.build_env, tests, args.tests)
     except InputError as exc:
         print(f"torchci shard-plan: {exc}", file=sys.stderr)
         return 2
@@ -87,6 +88,17 @@ def format_table(plan: ShardPlan, build_env: str, test_config: str, times: Confi
     return "\n".join(lines)
 
 
+def _check_known(snapshots: list, build_env: str, tests: list[str], list_file: str) -> None:
+    """A build_env no test-times file has is a typo, not a new configuration (a new test_config of a
+    known build_env is planned from estimates); an empty list would plan empty shards."""
+    envs = sorted({env for doc in snapshots for env in doc})
+    if envs and build_env not in envs:
+        shown = ", ".join(envs[:20]) + (f" and {len(envs) - 20} more" if len(envs) > 20 else "")
+        raise InputError(f"--build-env {build_env!r} is in no --test-times file; they have: {shown}")
+    if not tests:
+        raise InputError(f"--tests {list_file}: no test file listed")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchci shard-plan",
@@ -95,9 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--test-times", required=True, metavar="FILE", nargs="+", action="extend",
                         help="test-times.json: {build_env: {test_config: {file: seconds}}}; give several "
                              "(say the last three days') to plan from each entry's median over them")
-    parser.add_argument("--build-env", required=True, metavar="E")
-    parser.add_argument("--test-config", required=True, metavar="C")
-    parser.add_argument("--shards", required=True, type=int, metavar="N")
+    parser.add_argument("--build-env", required=True, metavar="E",
+                        help="the build environment, as in test-times.json (e.g. linux-jammy-py3.10-gcc11)")
+    parser.add_argument("--test-config", required=True, metavar="C",
+                        help="the test configuration (e.g. default, distributed); one without times is estimated")
+    parser.add_argument("--shards", required=True, type=int, metavar="N", help="number of shards to balance over")
     parser.add_argument("--tests", required=True, metavar="LISTFILE",
                         help="test files to run, one per line (blank lines and # comments ignored)")
     parser.add_argument("--process-overhead", type=float, default=DEFAULT_OVERHEAD_SECONDS,
