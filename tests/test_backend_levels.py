@@ -402,6 +402,15 @@ def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatc
     assert proposal == {"L1": ["quiet/torch-zpu"], "L2": [REPO]}
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == [
         "backend_health", "backend_levels", "ci_callback_minutes", "ci_result", "rejects"]
+    # re-running D once a later day is published leaves the files, and says why beside `published`
+    later = b'{"day": "2026-11-30", "backends": []}'
+    (tmp_path / "outputs" / LEVELS_FILE).write_bytes(later)
+    again = dg.materialize([backend_levels_asset], partition_key=D, resources=resources)
+    [meta] = [e.materialization.metadata for e in again.get_asset_materialization_events()]
+    assert meta["published"].value is False and (tmp_path / "outputs" / LEVELS_FILE).read_bytes() == later
+    assert meta["not_published"].value == (f"{LEVELS_FILE} is for a later day than {D}: left as it is, as a re-run "
+                                           "of an earlier day never replaces the current outputs")
+    assert meta["dagster/row_count"].value == 3  # the lake partition is written all the same
 
 
 def test_no_downstream_result_in_the_windows_keeps_the_published_levels(tmp_path, monkeypatch):

@@ -1,22 +1,29 @@
 """`make run`, then `make dev`: the UI and the daemon take the shell's runs as their own.
 
-The real processes: `torchci run` on a simulated archive of yesterday and today (UTC, the days the
-refresh sensor watches by the clock), then `dagster dev` (webserver, daemon, code server) on the
-same instance. The sensor's first tick must find nothing new, the shell's runs must be the code
-location's `all_assets_daily` runs at its current snapshot (a clean re-execution), and a day
-launched from the UI must execute in one process, as the shell's does.
+The real processes: `torchci run` on a simulated archive of the two days before today (UTC), as
+`make run` simulates days ending yesterday, then `dagster dev` (webserver, daemon, code server) on
+the same instance. The refresh sensor's first tick must find nothing new, the shell's runs must be
+the code location's `all_assets_daily` runs at its current snapshot (a clean re-execution), a day
+launched from the UI must execute in one process as the shell's does, and in a real browser
+(Chromium, as tests/test_hud_browser.py drives it) the asset catalog shows every partition
+materialized, the Columns view of `workflow_job` and the checks' descriptions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import shutil
 import subprocess
+import time
 
 import pytest
 from conftest import free_port
 from dagster_dev import BIN, ROOT, DagsterDev, dev_env
 
 from jobs.daily import FINGERPRINT_TAG
+from torchci_assets.checks import DESCRIPTIONS
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
 
@@ -26,7 +33,7 @@ SIM = Options(seed=3, commits_per_day=4, prs_per_day=2, configs=3, test_files=6,
 
 def utc_days() -> list[dt.date]:
     today = dt.datetime.now(dt.timezone.utc).date()
-    return [today - dt.timedelta(days=1), today]
+    return [today - dt.timedelta(days=2), today - dt.timedelta(days=1)]
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +58,9 @@ def dev(tmp_path_factory):
 def test_the_sensor_takes_torchci_runs_as_the_baseline_and_launches_nothing(dev):
     tick = dev["tick"]
     assert tick["status"] == "SKIPPED", tick
-    for day in dev["days"]:
-        assert f"{day}: nothing new since" in tick["skipReason"]
+    # yesterday is watched and unchanged; today has no partition (the archive ends yesterday)
+    assert tick["skipReason"].startswith(f"{dev['days'][1]}: nothing new since"), tick
+    assert ";" not in tick["skipReason"]
     assert not [r for r in dev["server"].runs() if r["jobName"] == "archive_refresh"]
 
 
@@ -105,3 +113,73 @@ def test_make_dev_starts_quietly_as_the_torchci_code_location(dev):
     dry = subprocess.run(["make", "-n", "dev"], cwd=ROOT, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": "/somewhere/home"})
     assert 'cd "/somewhere/home" && ' in dry.stdout
+
+
+# ---- in a browser ------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("no Chromium (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-background-networking",
+                                                                 "--no-first-run"])
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str, height: int = 1200):
+    page = browser.new_page(viewport={"width": 1600, "height": height})
+    page.set_default_timeout(180_000)  # the machine is shared: the UI's first load can take a while
+    page.goto(url)
+    return page
+
+
+def wait_text(page, predicate, timeout: float = 180.0) -> str:
+    """The page's text once `predicate` holds for it (the UI fills in asset status asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = page.inner_text("body")
+        if predicate(text) or time.monotonic() > deadline:
+            return text
+        time.sleep(2.0)
+
+
+def test_the_catalog_shows_every_partition_materialized_after_make_run(dev, browser):
+    from torchci_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    materializable = {k.to_user_string() for k in graph.materializable_asset_keys}
+    page = open_page(browser, f"{dev['server'].url}/assets", height=6000)  # every row rendered at once
+    want = f"{len(dev['days'])} partitions"
+    text = wait_text(page, lambda t: t.count(want) >= len(materializable))
+    page.screenshot(path=str(dev["log"].parent / "catalog.png"))
+    assert text.count(want) == len(materializable), text[:3000]
+    assert len(re.findall(r"^All$", text, re.M)) == len(materializable)  # the status of a complete asset
+    assert "missing" not in text.lower()
+    partitions = open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=partitions")
+    text = wait_text(partitions, lambda t: "Missing (" in t)
+    assert "Missing (0)" in text and f"Materialized ({len(dev['days'])})" in text
+
+
+def test_workflow_job_shows_its_columns(dev, browser):
+    page = open_page(browser, f"{dev['server'].url}/assets/workflow_job")
+    text = wait_text(page, lambda t: "Column name" in t)
+    page.screenshot(path=str(dev["log"].parent / "columns.png"), full_page=True)
+    columns = text[text.index("Column name"):]
+    for name, kind in (("build_env", "string"), ("run_attempt", "int64"), ("received_at", "timestamp[us, tz=UTC]")):
+        assert re.search(rf"^{name}\s*\n\s*{re.escape(kind)}", columns, re.M), name
+    assert "Row count" in text
+
+
+def test_checks_show_their_description_and_blocking(dev, browser):
+    page = open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=checks")
+    text = wait_text(page, lambda t: "This is a blocking asset check." in t)
+    page.screenshot(path=str(dev["log"].parent / "checks.png"), full_page=True)
+    assert "This is a blocking asset check." in text
+    assert DESCRIPTIONS["required_columns_not_null"] in text
+    assert f"Partition\n{dev['days'][-1]}" in text  # a result per day partition

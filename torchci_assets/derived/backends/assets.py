@@ -14,7 +14,7 @@ from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, LEVELS_FILE, 
                                                    levels_table, publish_levels)
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
-from torchci_assets.publishing import kept_note, nothing_new
+from torchci_assets.publishing import kept_note, later_day_kept, nothing_new
 
 # Lineage only: the windows actually read come from the config at run time.
 _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
@@ -82,13 +82,12 @@ def backend_levels_asset(context: dg.AssetExecutionContext, lake: LakeResource, 
     lk.write("backend_levels", day, levels_table(assessments))
     published = publish_levels(store, day, levels_json(assessments, day, config),
                                allowlist_proposal(assessments, day, config))
-    if not published:
-        context.log.warning(f"outputs already hold levels for a later day than {day}: not overwritten")
+    kept = {} if published else later_day_kept(context, day, None, LEVELS_FILE)
     changes = {a.repo: f"{a.current_level} -> {a.recommended_level}" for a in assessments if a.change != "keep"}
     return dg.MaterializeResult(metadata={
         "repos": len(assessments), "published": published, "changes": dg.MetadataValue.json(changes),
         "levels": dg.MetadataValue.md(_levels_md(assessments)),
-        "path": lk.store.display(lk.partition_path("backend_levels", day)),
+        "path": lk.store.display(lk.partition_path("backend_levels", day)), **kept,
     })
 
 

@@ -13,9 +13,10 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
-from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site
+from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.publishing import later_day_kept
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 
@@ -145,6 +146,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
         "stale_pages_removed": len(report.deleted),
         "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
         else store.display(f"{SITE_DIR}/index.html"),
+        **({} if report.published else later_day_kept(context, day, published_day(store), "the HUD")),
     })
     over = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}
     yield dg.AssetCheckResult(check_name="pages_under_2mb", passed=not over,
