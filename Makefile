@@ -39,7 +39,7 @@ test: install
 dev: install
 	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p 3000
 
-# The webhook and relay-callback receiver (README, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
+# The webhook and relay-callback receiver (docs/relay.md, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install
 	$(BIN)/torchci serve --host 127.0.0.1 --port 8080
 

@@ -13,7 +13,9 @@ from resources.github import GitHubResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
-from torchci_assets.derived.flakiness.issues import LEDGER_TABLE, loop_mode, read_back, run_disabled_issues
+from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, disabled_test_issues, loop_mode, read_back_open,
+                                                     run_disabled_issues)
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
@@ -135,13 +137,17 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     relay = load_config()
     mode = loop_mode(github, relay.disabled_issues, relay.source)
     if mode.live:
-        issues = read_back(github, relay.upstream_repo)
-        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, issues,
-                                                config.allow_mass_reenable)
+        open_issues = read_back_open(github, relay.upstream_repo)
+        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key,
+                                                disabled_test_issues(open_issues), config.allow_mass_reenable)
+        counts = publish_job_lists(github, relay.upstream_repo, store, open_issues)
+        job_lists = {"disabled_jobs": counts[DISABLED_JOBS_PATH], "unstable_jobs": counts[UNSTABLE_JOBS_PATH]}
         source = f"open DISABLED issues of {relay.upstream_repo}"
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
-                            "with local ids, not from DISABLED issues")
+                            f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} and "
+                            f"{UNSTABLE_JOBS_PATH} are not published (they exist only as issues)")
+        job_lists = {}
         decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
         source = "flaky verdict (dry run)"
     return dg.MaterializeResult(metadata={
@@ -151,6 +157,7 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
         "published": store.display(DISABLED_TESTS_PATH),
+        **job_lists,
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
     })
 

@@ -46,12 +46,14 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig, RelayConfig
 from torchci_assets.derived.flakiness.evidence import gather_evidence
+from torchci_assets.derived.flakiness.owners import OwnerLookup
 from torchci_assets.derived.flakiness.issue_text import (
     DISABLED_PREFIX,
     MARKER,
     Evidence,
     added_platforms,
     disabled_test,
+    is_test_issue,
     issue_title,
     parse_platforms,
     pytorch_platforms,
@@ -273,8 +275,10 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
 def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
                          evidence: dict[str, Evidence], labels: Iterable[str], max_new: int, run_id: str,
                          log: Callable[[str], None] = lambda s: None,
-                         warn: Callable[[str], None] = lambda s: None) -> FilingReport:
-    """Find, update or create the issue of every wanted test (see the module docstring).
+                         warn: Callable[[str], None] = lambda s: None,
+                         owners: Callable[[str], list[str]] = lambda file: []) -> FilingReport:
+    """Find, update or create the issue of every wanted test (see the module docstring). A new
+    issue gets `labels` and the owner labels of its test file (`owners`).
 
     Writes (created, updated) are recorded in the ledger one by one right after GitHub answers;
     `found` rows, which change nothing, are recorded together at the end. A GitHub error on one
@@ -302,7 +306,9 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
                 issue = tracker.find(w.test)
             if issue is None:
                 created += 1
-                issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels, log)
+                ev = evidence.get(w.test) or Evidence(w.test)
+                with_owners = list(dict.fromkeys([*labels, *(owners(ev.file) if ev.file else [])]))
+                issue, action, detail = _create(tracker, w, ev, with_owners, log)
                 row = _row(w.test, action, issue, tracker.repo, run_id, detail)
             elif issue.get("state") == "open":
                 row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log)
@@ -485,18 +491,28 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         return report, mode
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
     tracker = IssueTracker(github, config.upstream_repo)
+    owners = OwnerLookup(github, config.upstream_repo, config.branches[0].removeprefix("refs/heads/"),
+                         config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
-                                  config.disabled_issues.max_new_per_run, run_id, log, warn)
+                                  config.disabled_issues.max_new_per_run, run_id, log, warn, owners)
     if report.deferred:
         warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
              f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
     return report, mode
 
 
-def read_back(github: GitHubResource, repo: str) -> list[dict]:
-    """Every open DISABLED-test issue of `repo` as of now: search, made current by the last
-    hour's changes from the consistent issue list (a just-filed issue, a just-closed one)."""
+def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
+    """Every open issue (not pull request) of `repo` that the DISABLED search and the last hour's
+    changes from the consistent issue list show (a just-filed issue, a just-closed one), whatever
+    its title: disabled tests and disabled jobs come from this one read, as PyTorch's script
+    splits one search."""
     tracker = IssueTracker(github, repo)
     tracker.load_open()
     tracker.sync_recent()
-    return tracker.open_issues()
+    return [i for i in tracker.by_number.values() if i.get("state") == "open" and "pull_request" not in i]
+
+
+def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
+    """The issues of disabled tests, one or many (aggregates): the input of the published list."""
+    return [i for i in issues if is_test_issue(i.get("title"))]
+
