@@ -96,3 +96,44 @@ def test_dagster_validates_the_workspace(tmp_path):
                          env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(tmp_path), "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert "All code locations passed validation" in out.stderr + out.stdout
+
+
+def test_every_asset_has_an_owner_its_domain_tag_and_a_link_to_its_code():
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.owners == ["team:pytorch-dev-infra"], key
+        assert node.tags["domain"] == node.group_name, key
+        if node.is_materializable:
+            (ref,) = node.metadata["dagster/code_references"].code_references
+            assert ref.file_path.startswith(str(ROOT / "torchci_assets")) and not ref.file_path.endswith(
+                "lake_metadata.py"), (key, ref)  # the asset function, not the decorator wrapping it
+
+
+def test_the_files_ci_reads_have_a_freshness_policy_and_nothing_else_does():
+    graph = defs.resolve_asset_graph()
+    fresh = {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()
+             if graph.get(k).freshness_policy is not None}
+    assert set(fresh) == {"test_times", "disabled_tests", "slow_tests", "smoke_tests", "shard_plans",
+                          "backend_levels", "hud_site"}
+    policy = fresh["test_times"]  # published nightly: late after a day and an hour, failed after 27 h
+    assert (policy.warn_window.to_timedelta().total_seconds(), policy.fail_window.to_timedelta().total_seconds()) == \
+        (25 * 3600, 27 * 3600)
+
+
+def test_every_check_is_described_and_per_partition_and_the_ingest_key_checks_block():
+    from torchci_assets.partitions import daily_partitions
+
+    graph = defs.resolve_asset_graph()
+    specs = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}
+    assert len(specs) >= 27
+    for key, spec in specs.items():
+        assert spec.description and len(spec.description) > 40, key
+        assert spec.partitions_def == daily_partitions, key
+    blocking = {k for k, s in specs.items() if s.blocking}
+    assert ("workflow_job", "required_columns_not_null") in blocking and ("test_run", "unique_test_per_job") in blocking
+    assert {name for _, name in blocking} <= {"required_columns_not_null", "unique_test_per_job"} | {
+        name for _, name in specs if name.startswith("unique_")}
+    assert {asset for asset, _ in blocking} <= {"webhook_events", "workflow_job", "workflow_run", "push",
+                                                "pull_request", "test_run", "ci_result"}
+    assert not any(s.blocking for (asset, name), s in specs.items() if name == "reject_rate_below_threshold")
