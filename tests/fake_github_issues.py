@@ -13,6 +13,7 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   404 for a user who is not a collaborator.
 - `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
   content-file shape (base64 in 60-character lines), else 404.
+`GET .../issues/{n}/comments` lists `comments[n]`, paginated.
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -221,7 +222,8 @@ class FakeIssueTracker:
         if m["repo"] != self.repo:
             return json_response(404, {"message": "Not Found"})
         number = int(m["number"]) if m["number"] else None
-        kind = ("comment" if m["comments"] else "list" if number is None and request.method == "GET" else
+        kind = ("comments" if m["comments"] and request.method == "GET" else
+                "comment" if m["comments"] else "list" if number is None and request.method == "GET" else
                 "create" if number is None else "get" if request.method == "GET" else "update")
         with self.lock:
             self.requests.append((request.method, request.path, dict(request.args)))
@@ -250,6 +252,10 @@ class FakeIssueTracker:
             return json_response(404, {"message": "Not Found"})
         if kind == "get":
             return json_response(200, issue)
+        if kind == "comments":
+            listed = [{"id": i + 1, "body": b, "user": {"login": "torchci-bot[bot]"}}
+                      for i, b in enumerate(self.comments.get(number, []))]
+            return self._page(request, request.path, listed)
         if kind == "update":
             self._patch(issue, json.loads(request.data))
             return json_response(200, issue)

@@ -16,6 +16,7 @@ from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_
 from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
 from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, disabled_test_issues, loop_mode, read_back_open,
                                                      run_disabled_issues)
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
@@ -77,8 +78,9 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
                 "with their evidence, or updated with new platforms), one ledger row per action: test, "
-                "issue_number, action (found/created/updated/dry_run), at. Dry run without credentials or "
-                "with disabled_issues.enabled false.",
+                "issue_number, action (found/created/updated/closed/dry_run), at. Issues of tests deleted "
+                "from the code (absent from every report for 7 days while their file kept reporting) are "
+                "closed. Dry run without credentials or with disabled_issues.enabled false.",
 )
 @lake_metadata
 def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
@@ -95,12 +97,21 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     relay = load_config()
     report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                                        relay, log=context.log.info, warn=context.log.warning)
+    life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                         relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
+                         log=context.log.info, warn=context.log.warning)
+    retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
     yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
         **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
         "failed_count": len(report.failed), "deferred_count": len(report.deferred),
+        "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),
+        "deleted_file_gone": dg.MetadataValue.json([a.test for a in retired.of("file_gone")][:50]),
+        "retire_skipped": retired.skipped,
+        **{f"{a}_on_evidence": dg.MetadataValue.json([d.test for d in reenabled.decisions if d.action == a][:50])
+           for a in ("close", "narrow", "evidence")},
         "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
                                                   for r in created[:50]) or "none"),
         "updated_tests": dg.MetadataValue.json(report.tests("updated")[:50]),
