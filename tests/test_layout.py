@@ -24,6 +24,8 @@ LAYERS = [
     ("torchci_assets.config", 1),
     ("torchci_assets.publishing", 1),
     ("torchci_assets.staging", 1),
+    ("torchci_assets.lake_metadata", 1),
+    ("torchci_assets.conventions", 1),
     ("torchci_assets.ingest", 2),
     ("torchci_assets.derived", 3),
     ("torchci_assets.relay", 3),
