@@ -29,7 +29,8 @@ ARCHIVE = {"webhook_archive", "test_report_archive", "test_run_archive", "ci_res
 GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.results",
           "flakiness": "torchci_assets.derived.flakiness", "sharding": "torchci_assets.derived.sharding",
           "failures": "torchci_assets.derived.failures", "hud": "torchci_assets.derived.hud",
-          "backends": "torchci_assets.derived.backends", "relay": "torchci_assets.relay"}
+          "backends": "torchci_assets.derived.backends", "relay": "torchci_assets.relay",
+          "drci": "torchci_assets.derived.drci"}
 
 
 def test_asset_keys_snapshot():
