@@ -8,7 +8,8 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
 - `GET /repos/{o}/{r}/issues`: state, sort (created/updated), direction, since, pagination;
   pull requests included, as GitHub does. Always current.
 - `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201),
-  `POST /repos/{o}/{r}/issues/{n}/comments`.
+  `GET/POST /repos/{o}/{r}/issues/{n}/comments` (pull requests' conversation comments too);
+  the list filters by `labels` (comma-separated, all required) as GitHub's does.
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -93,7 +94,7 @@ class FakeIssueTracker:
             self._patch(self.issues[number], {"state": "closed"})
 
     def fail(self, kind: str, *responses: Response | Scripted) -> None:
-        """Serve these first for `kind`: search, list, get, create, update, comment."""
+        """Serve these first for `kind`: search, list, get, create, update, comment, list_comments."""
         self.scripts.setdefault(kind, []).extend(r if isinstance(r, Scripted) else Scripted(r) for r in responses)
 
     def titled(self, title: str, state: str | None = None) -> list[dict]:
@@ -175,7 +176,8 @@ class FakeIssueTracker:
         if m["repo"] != self.repo:
             return json_response(404, {"message": "Not Found"})
         number = int(m["number"]) if m["number"] else None
-        kind = ("comment" if m["comments"] else "list" if number is None and request.method == "GET" else
+        kind = ("list_comments" if m["comments"] and request.method == "GET" else
+                "comment" if m["comments"] else "list" if number is None and request.method == "GET" else
                 "create" if number is None else "get" if request.method == "GET" else "update")
         with self.lock:
             self.requests.append((request.method, request.path, dict(request.args)))
@@ -189,6 +191,8 @@ class FakeIssueTracker:
         if kind == "list":
             state = request.args.get("state", "open")
             items = [i for i in self.issues.values() if state == "all" or i["state"] == state]
+            wanted = [x for x in request.args.get("labels", "").split(",") if x]
+            items = [i for i in items if all(w in {lb["name"] for lb in i["labels"]} for w in wanted)]
             since = request.args.get("since")
             if since:
                 items = [i for i in items if i["updated_at"] >= since]
@@ -207,6 +211,9 @@ class FakeIssueTracker:
         if kind == "update":
             self._patch(issue, json.loads(request.data))
             return json_response(200, issue)
+        if kind == "list_comments":
+            return self._page(request, request.path, [{"id": i + 1, "body": b}
+                                                      for i, b in enumerate(self.comments.get(number, []))])
         self.comments.setdefault(number, []).append(json.loads(request.data)["body"])
         issue["updated_at"] = iso(now())
         return json_response(201, {"id": len(self.comments[number]), "body": self.comments[number][-1]})

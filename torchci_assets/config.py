@@ -119,6 +119,7 @@ class RelayConfig:
     disabled_issues: DisabledIssuesConfig = field(default_factory=DisabledIssuesConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
+    guardians: Any = None  # the `autorevert` and `alerts` sections (guardian_config.GuardianSettings)
 
     def entry_for(self, repo: str) -> AllowlistEntry | None:
         """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""
@@ -331,7 +332,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier",
-             "disabled_issues")
+             "disabled_issues", "autorevert", "alerts")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -423,7 +424,13 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
         disabled_issues=_parse_disabled_issues(raw.get("disabled_issues"), "disabled_issues"),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
+        guardians=_guardians(raw),
     )
+
+
+def _guardians(raw: dict):
+    from torchci_assets.guardian_config import guardian_settings  # it raises this module's ConfigError
+    return guardian_settings(raw)
 
 
 def load_config(path: str | None = None) -> RelayConfig:
