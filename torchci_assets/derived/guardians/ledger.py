@@ -59,11 +59,12 @@ def read(lake: Lake, now: dt.datetime, lookback_days: int = LOOKBACK_DAYS) -> li
 
 
 def actions(rows: list[dict]) -> list[dict]:
-    """One record per action key: its intent row updated by its done row; `open` when the run
-    that made it died before writing `done`."""
+    """One record per action key: its intent row updated by its done row, timed by the first
+    (when the call was made); `open` when the run that made it died before writing `done`."""
     by_key: dict[str, dict] = {}
     for r in rows:
-        merged = {**by_key.get(r["key"], {}), **{k: v for k, v in r.items() if v is not None}}
+        first = by_key.get(r["key"], {})
+        merged = {**first, **{k: v for k, v in r.items() if v is not None}, "at": first.get("at", r["at"])}
         merged["open"] = r["phase"] == "intent" and merged.get("outcome") is None
         by_key[r["key"]] = merged
     return list(by_key.values())
