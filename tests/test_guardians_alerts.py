@@ -1,0 +1,168 @@
+"""Alerts: each condition, and each alert's issue opened, updated and closed (a local fake GitHub),
+never two open for one condition; dry run records the same changes and sends nothing."""
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+from werkzeug import Response
+
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from tests.fake_github_issues import FakeIssueTracker, Scripted
+from tests.trunk_history import T0, history, row
+from torchci_assets.derived.guardians import alert_conditions as cond
+from torchci_assets.derived.guardians.alert_issues import AlertIssues, marker
+from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
+
+REPO = "pytorch/pytorch"
+BLOCKING = "pull / linux-jammy / test (default, linux.4xlarge)"
+
+
+def blocking(rows):
+    return [{**r, "blocking": True} for r in rows]
+
+
+@pytest.mark.parametrize("states, fires", [
+    ("gggrr", True), ("ggggr", False), ("ggrrg", False), ("grrfr", False),
+    ("grpsr", True),   # pending and skipped are passed over
+    ("rrrrr", True),
+])
+def test_a_blocking_group_failing_on_two_commits_in_a_row_alerts(states, fires):
+    alert = cond.recurrently_failing(blocking(history(states, group=BLOCKING)), REPO, 2)
+    assert alert.firing == fires
+    if fires:
+        assert alert.lines[0].startswith(BLOCKING + ": failed on the last")
+        assert alert.title == f"[Pytorch] There are 1 Recurrently Failing Jobs on {REPO} main"
+
+
+def test_non_blocking_groups_do_not_alert():
+    assert not cond.recurrently_failing(history("grrr", group=BLOCKING), REPO, 2).firing
+
+
+@pytest.mark.parametrize("machine, jobs, wait_min, fires", [
+    ("linux.rocm.gpu.2", 51, 121, True), ("linux.rocm.gpu.2", 51, 119, False),
+    ("linux.4xlarge", 51, 31, True), ("linux.2xlarge", 51, 29, False),
+    ("linux.g5.4xlarge.nvidia.gpu", 51, 61, True), ("linux.g5.4xlarge.nvidia.gpu", 51, 59, False),
+    ("windows.4xlarge", 50, 600, False),  # more than 50 waiting, not 50
+])
+def test_queue_thresholds_per_machine_type(machine, jobs, wait_min, fires):
+    alert = cond.long_queues([{"machine": machine, "jobs": jobs, "max_wait_s": wait_min * 60.0}], DEFAULT_QUEUE_RULES)
+    assert alert.firing == fires
+
+
+def test_the_disabled_bot_alert_needs_both_silence_and_failing_tests():
+    now = T0
+    assert cond.disabled_bot_silent(now - dt.timedelta(days=15), 3, now, 14).firing
+    assert cond.disabled_bot_silent(None, 3, now, 14).firing
+    assert not cond.disabled_bot_silent(now - dt.timedelta(days=13), 3, now, 14).firing
+    assert not cond.disabled_bot_silent(None, 0, now, 14).firing
+
+
+def test_archive_silence_is_read_from_the_newest_webhook_file(tmp_path):
+    archive = Store(str(tmp_path / "archive"))
+    folder = tmp_path / "archive" / "webhooks" / "day=2026-11-20"
+    folder.mkdir(parents=True)
+    f = folder / "receiver-1.jsonl.gz"
+    f.write_bytes(b"")
+    written = T0 - dt.timedelta(minutes=40)
+    os.utime(f, (written.timestamp(), written.timestamp()))
+    assert cond.last_archived(archive, T0) == written
+    assert cond.archive_silent(written, T0, 30).firing
+    assert not cond.archive_silent(written, T0, 45).firing
+    assert cond.archive_silent(cond.last_archived(Store(str(tmp_path / "empty")), T0), T0, 30).firing
+
+
+def test_current_alerts_reads_queues_and_the_disabled_bot_from_the_lake(tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    now = T0
+    jobs = [{"id": i, "run_attempt": 1, "status": "queued", "created_at": now - dt.timedelta(minutes=35 + i % 5),
+             "labels": ["linux.4xlarge"]} for i in range(60)]
+    jobs += [{"id": 0, "run_attempt": 1, "status": "in_progress", "created_at": now - dt.timedelta(minutes=35),
+              "labels": ["linux.4xlarge"]}]  # job 0 started: 59 still wait
+    lake.write("workflow_job", "2026-11-20", pa.Table.from_pylist(jobs))
+    lake.write("disabled_issues", "2026-11-01", pa.Table.from_pylist(
+        [{"test": "test_a (__main__.T)", "issue_number": 1, "action": "created", "at": now - dt.timedelta(days=19)}]))
+    lake.write("flaky_tests", "2026-11-20", pa.Table.from_pylist([{"name": "test_a", "verdict": "flaky"}]))
+    archive = Store(str(tmp_path / "archive"))
+    alerts = {a.kind: a for a in cond.current_alerts(lake, archive, [], REPO, AlertsConfig(), now)}
+    assert alerts["queue"].lines == ("linux.4xlarge, 59 machines, 0.65 hours",)
+    assert alerts["disabled_bot_silent"].firing and alerts["archive_silent"].firing
+    assert not alerts["recurrently_failing"].firing
+
+
+# ---- the issues --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tracker(httpserver):
+    return FakeIssueTracker(httpserver, REPO)
+
+
+def client(httpserver, token="ghp_FAKEalerts0123456789"):
+    gh = GitHubResource(api_url=httpserver.url_for(""), token=token, write_interval_s=0.0)
+    gh._sleep = lambda s: None
+    return gh
+
+
+def queue_alert(*machines):
+    return cond.Alert("queue", f"[Pytorch] There are {len(machines)} machines with long queues",
+                      tuple(f"{m}, 60 machines, 1.00 hours" for m in machines), "See the HUD.")
+
+
+def check(httpserver, tmp_path, alert, minutes=0, token="ghp_FAKEalerts0123456789", enabled=True, log=None):
+    issues = AlertIssues(client(httpserver, token), Lake.at(str(tmp_path / "lake")), REPO, ("pytorch-alert",),
+                         enabled, T0 + dt.timedelta(minutes=minutes), log or (lambda s: None))
+    return issues.sync([alert])
+
+
+def test_an_alert_issue_is_opened_updated_and_closed(httpserver, tmp_path, tracker):
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"))] == ["opened"]
+    (issue,) = tracker.issues.values()
+    assert issue["labels"] == [{"name": "pytorch-alert"}] and marker("queue") in issue["body"]
+    assert "- linux.4xlarge, 60 machines, 1.00 hours" in issue["body"]
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5) == []  # unchanged: nothing sent
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.rocm.gpu"), 10)] == ["updated"]
+    assert "linux.rocm.gpu" in issue["body"] and issue["title"].startswith("[Pytorch] There are 1 machines")
+    (comment,) = tracker.comments[issue["number"]]
+    assert "These stopped:\n* linux.4xlarge" in comment and "These started:\n* linux.rocm.gpu" in comment
+    closed = check(httpserver, tmp_path, queue_alert(), 15)
+    assert [r["action"] for r in closed] == ["closed"] and issue["state"] == "closed"
+    assert check(httpserver, tmp_path, queue_alert(), 20) == []
+    reopened = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 25)
+    assert [r["action"] for r in reopened] == ["opened"] and len(tracker.titled(issue["title"], "open")) == 1
+    assert len(tracker.issues) == 2
+
+
+def test_an_issue_github_created_without_answering_is_adopted_not_duplicated(httpserver, tmp_path, tracker):
+    tracker.fail("create", Scripted(Response("", status=502), after_effect=True))
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    assert [r["action"] for r in rows] == ["opened"] and len(tracker.issues) == 1
+    assert rows[0]["issue_number"] == next(iter(tracker.issues))
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5) == [] and len(tracker.issues) == 1
+
+
+def test_a_human_opened_issue_of_another_kind_is_left_alone(httpserver, tmp_path, tracker):
+    tracker.add("Something else", "no marker here", labels=["pytorch-alert"])
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    assert len(tracker.issues) == 2
+
+
+def test_dry_run_records_each_change_once_and_sends_nothing(httpserver, tmp_path, tracker):
+    said = []
+    for minutes, alert, expected in [(0, queue_alert("linux.4xlarge"), ["opened"]),
+                                     (5, queue_alert("linux.4xlarge"), []),
+                                     (10, queue_alert("linux.2xlarge"), ["updated"]),
+                                     (15, queue_alert(), ["closed"]), (20, queue_alert(), [])]:
+        rows = check(httpserver, tmp_path, alert, minutes, token=None, log=said.append)
+        assert [r["action"] for r in rows] == expected and all(r["dry_run"] for r in rows)
+    assert tracker.requests == []
+    assert said[0].startswith("DRY RUN would open an issue: [Pytorch] There are 1 machines with long queues")
+    assert any(s.startswith("DRY RUN would close issue") for s in said)
+
+
+def test_alerts_enabled_false_is_a_dry_run_with_a_token(httpserver, tmp_path, tracker):
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), enabled=False)
+    assert rows[0]["dry_run"] and tracker.requests == []
