@@ -8,24 +8,25 @@ imports.
 import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
-                  upstream_commit_sensor)
+                  trunk_guardians_job, trunk_guardians_schedule, upstream_commit_sensor)
 from resources import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
+from torchci_assets.derived.guardians import definitions as guardians
 from torchci_assets.derived.hud import definitions as hud
 from torchci_assets.derived.results import definitions as results
 from torchci_assets.derived.sharding import definitions as sharding
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
 
-DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, guardians)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
     dg.Definitions(
-        jobs=[all_assets_job, archive_refresh_job, dispatch_job],
-        schedules=[daily_schedule],
+        jobs=[all_assets_job, archive_refresh_job, dispatch_job, trunk_guardians_job],
+        schedules=[daily_schedule, trunk_guardians_schedule],
         sensors=[upstream_commit_sensor, archive_refresh_sensor],
         resources=default_resources(),
     ),
