@@ -61,7 +61,7 @@ def rows(tmp_path):
 
 def test_plan_coalesces_signals_and_prefers_the_revert(tmp_path):
     other = "trunk / linux / build"
-    h = build_history(history("ggrr") + history("ggr", group="trunk / linux-jammy / test (x, linux.2xlarge)")
+    h = build_history(history("ggRr") + history("ggr", group="trunk / linux-jammy / test (x, linux.2xlarge)")
                       + history("ggss", group=other) + [row(4, "failure", group=other), row(5, "failure", group=other)])
     planned = actions.plan(judge_all(h), h)
     kinds = [(p.action, p.commit_sha, p.mode) for p in planned]

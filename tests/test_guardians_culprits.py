@@ -7,6 +7,7 @@ from tests.trunk_history import GROUP, history, row, sha
 PULL = "pull / linux-jammy-py3.10-gcc11 / build"
 from torchci_assets.derived.guardians.culprits import judge, judge_all, plan_bisection
 from torchci_assets.derived.guardians.signals import build_history
+from torchci_assets.guardian_config import AutorevertConfig
 
 
 def verdict(states, **kw):
@@ -16,19 +17,22 @@ def verdict(states, **kw):
     return judge(signal, h, **kw)
 
 
-def test_green_then_two_reds_confirms_the_first_red():
-    v = verdict("gggrr")
-    assert (v.kind, v.culprit, v.failures) == ("confirmed", sha(3), 2)
+def test_green_then_reds_with_the_first_failing_its_rerun_confirms_the_first_red():
+    v = verdict("gggRr")
+    assert (v.kind, v.culprit, v.failures) == ("confirmed", sha(3), 3)
 
 
-def test_a_single_red_on_the_newest_commit_is_restarted_to_confirm():
-    v = verdict("gggr")
+@pytest.mark.parametrize("states", ["gggr", "gggrr", "gggrrr"])
+def test_a_first_red_that_failed_once_is_restarted_to_confirm(states):
+    v = verdict(states)
     assert (v.kind, v.culprit, v.restarts) == ("restart", sha(3), (sha(3),))
 
 
-def test_a_red_that_failed_on_both_attempts_is_confirmed_alone():
-    h = build_history([*history("gg"), row(2, "failure", attempts=2)])
-    assert judge(h.signals[0], h).kind == "confirmed"
+def test_a_confirmed_failure_waits_for_a_newer_red_commit():
+    v = verdict("gggR")
+    assert (v.kind, v.culprit, v.restarts) == ("suspect", sha(3), ())
+    assert verdict("gggRp").kind == "suspect"
+    assert (verdict("gggRp", cfg=AutorevertConfig(min_red_commits=1)).kind) == "confirmed"
 
 
 @pytest.mark.parametrize("states, why", [
@@ -46,7 +50,7 @@ def test_no_suspicion_without_a_real_failure_after_a_green(states, why):
 
 
 def test_infra_and_pending_between_reds_do_not_break_the_pattern():
-    v = verdict("ggrirp")
+    v = verdict("ggRirp")
     assert (v.kind, v.culprit) == ("confirmed", sha(2))
 
 
@@ -62,15 +66,15 @@ def test_after_the_restarts_answer_the_culprit_is_pinned():
     # restarts showed 3 green and 5 red; 4 still skipped: bisect again there
     v = verdict("gssgsrsrr")
     assert v.restarts == (sha(4),)
-    v = verdict("gssgrrsrr")  # 4 red: it directly follows the green 3
+    v = verdict("gssgRrsrr")  # 4 red (twice): it directly follows the green 3
     assert (v.kind, v.culprit) == ("confirmed", sha(4))
 
 
 def test_runs_in_flight_count_against_the_bisection_budget():
-    waiting = verdict("gssppssrr", bisection_limit=2)
+    waiting = verdict("gssppssrr", cfg=AutorevertConfig(bisection_limit=2))
     assert (waiting.kind, waiting.restarts, waiting.reason) == ("suspect", (), "waiting for the runs in flight")
     # of the two stretches left (1-2 and 5-6) the older goes first
-    assert verdict("gssppssrr", bisection_limit=3).restarts == (sha(1),)
+    assert verdict("gssppssrr", cfg=AutorevertConfig(bisection_limit=3)).restarts == (sha(1),)
 
 
 def test_commits_that_never_ran_the_workflow_leave_a_suspect_range():
@@ -80,7 +84,7 @@ def test_commits_that_never_ran_the_workflow_leave_a_suspect_range():
 
 def test_a_new_test_failure_in_a_group_already_red_is_pinned_by_its_test_signal():
     rows = [row(0, "failure", tests=["test_a"]), row(1, "failure", tests=["test_a"]),
-            row(2, "failure", tests=["test_a", "test_b"]), row(3, "failure", tests=["test_a", "test_b"])]
+            row(2, "failure", tests=["test_a", "test_b"], attempts=2), row(3, "failure", tests=["test_a", "test_b"])]
     h = build_history(rows)
     verdicts = {v.signal.key: v for v in judge_all(h)}
     assert verdicts[GROUP].kind == "ineligible"
@@ -99,7 +103,7 @@ def test_a_test_is_unknown_where_its_group_stopped_before_it():
 
 
 def test_watched_workflows_filter_the_signals():
-    rows = history("ggrr") + history("ggrr", group="periodic / x / test (default, linux.2xlarge)")
+    rows = history("ggRr") + history("ggRr", group="periodic / x / test (default, linux.2xlarge)")
     assert {s.workflow for s in build_history(rows, ("periodic",)).signals} == {"periodic"}
     assert len(build_history(rows).signals) == 2
 

@@ -27,7 +27,7 @@ def write_health(lake: Lake, day: str, rows: list[dict]) -> None:
 def test_each_commit_is_judged_by_its_newest_partition(tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
     write_health(lake, "2026-11-19", history("gggp"))  # commit 3 still running then
-    write_health(lake, "2026-11-20", history("gggrr"))
+    write_health(lake, "2026-11-20", history("gggRr"))
     rows = main_signal_rows(lake, NOW)
     assert [r["state"] for r in rows] == ["success"] * 3 + ["failure"] * 2
     summary = autorevert_pass(GitHubResource(), lake, "pytorch/pytorch", AutorevertConfig(), NOW)
@@ -37,7 +37,7 @@ def test_each_commit_is_judged_by_its_newest_partition(tmp_path):
 
 def test_commits_older_than_the_window_are_not_read(tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
-    write_health(lake, "2026-11-20", history("gggrr"))
+    write_health(lake, "2026-11-20", history("gggRr"))
     assert main_signal_rows(lake, NOW + dt.timedelta(days=3)) == []
     assert main_signal_rows(Lake.at(str(tmp_path / "empty")), NOW) == []
 
@@ -46,7 +46,7 @@ def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
     lake_uri = str(tmp_path / "lake")
     write_health(Lake.at(lake_uri), dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
                  [{**r, "pushed_at": dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=50 - 10 * i)}
-                  for i, r in enumerate(history("gggrr"))])
+                  for i, r in enumerate(history("gggRr"))])
     result = trunk_guardians_job.execute_in_process(resources={
         "github": GitHubResource(), "lake": LakeResource(uri=lake_uri),
         "archive": ArchiveResource(uri=str(tmp_path / "archive"))})

@@ -26,13 +26,15 @@ def row(i: int, state: str | None, group: str = GROUP, failure_class: str | None
 
 
 def history(states: str, group: str = GROUP, **kw) -> list[dict]:
-    """One row per character: g green, r red (new failure), f flaky, p pending, i infra failure,
-    k known-flaky failure, s skipped (run exists), . not run at all (no row)."""
-    names = {"g": "success", "r": "failure", "f": "flaky", "p": "pending", "i": "failure", "k": "failure", "s": None}
+    """One row per character: g green, r red (new failure), R red on two attempts (its rerun
+    failed too), f flaky, p pending, i infra failure, k known-flaky failure, s skipped (the run
+    exists), . not run at all (no row)."""
+    names = {"g": "success", "r": "failure", "R": "failure", "f": "flaky", "p": "pending", "i": "failure",
+             "k": "failure", "s": None}
     out = []
     for i, c in enumerate(states):
         if c == ".":
             continue
         fc = {"i": "infra", "k": "known_flaky"}.get(c)
-        out.append(row(i, names[c], group, failure_class=fc, **kw))
+        out.append(row(i, names[c], group, failure_class=fc, **{"attempts": 2 if c == "R" else 1, **kw}))
     return out

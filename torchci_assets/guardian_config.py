@@ -29,8 +29,10 @@ class AutorevertConfig:
     backoff_min: tuple[int, ...] = (20, 40, 60)
     # Restarts planned at once inside one gap of commits that did not run a signal (bisection).
     bisection_limit: int = 2
-    # Failures a culprit needs behind it before a revert is proposed (its own, its successors').
-    min_failures: int = 2
+    # Before a revert is proposed the culprit must have failed on this many attempts (a restart
+    # of its failed jobs failing again), and this many commits from it on must be red.
+    confirm_attempts: int = 2
+    min_red_commits: int = 2
     revert_classification: str = "nosignal"
     revert_message: str = ("Reverted automatically by the trunk guardian: {signals} failed on this "
                            "commit and every later one that ran them, and passed on the commit before")
@@ -121,7 +123,8 @@ def parse_autorevert(raw: Any, where: str = "autorevert") -> AutorevertConfig:
         restart_interval_min=_whole(raw, "restart_interval_min", d.restart_interval_min, where),
         max_restarts_per_commit=_whole(raw, "max_restarts_per_commit", d.max_restarts_per_commit, where),
         backoff_min=tuple(backoff), bisection_limit=_whole(raw, "bisection_limit", d.bisection_limit, where, 1),
-        min_failures=_whole(raw, "min_failures", d.min_failures, where, 1),
+        confirm_attempts=_whole(raw, "confirm_attempts", d.confirm_attempts, where, 1),
+        min_red_commits=_whole(raw, "min_red_commits", d.min_red_commits, where, 1),
         revert_classification=classification, revert_message=message)
 
 

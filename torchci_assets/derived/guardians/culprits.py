@@ -11,9 +11,11 @@ Between the last green and the first red there may be commits that did not run t
 test). Any of them could be the culprit, so their workflow is restarted there: not all at once
 but by bisection, the middle of the largest unexplored stretch first (`plan_bisection`, as
 `bisection_planner.py` does), so that a gap of n commits is pinned in about log2(n) rounds.
-Once the first red directly follows the last green, the first red is the culprit; it is
-confirmed when the failure was seen `min_failures` times (every attempt on it, and the newer
-commits'), else its own run is restarted to see the failure again (ruling out a one-off).
+Once the first red directly follows the last green, the first red is the culprit. A flaky test
+can fake that pattern (fail once, pass on the next commit), so it is confirmed only when the
+culprit failed on `confirm_attempts` attempts (its failed jobs are restarted until then) and
+`min_red_commits` commits from it on are red; a flaky test at rate p passes both with
+probability about p**3 per commit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import heapq
 from dataclasses import dataclass
 
 from torchci_assets.derived.guardians.signals import Event, MainHistory, Signal
+from torchci_assets.guardian_config import AutorevertConfig
+
+DEFAULT = AutorevertConfig()
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,20 @@ def _failures(signal: Signal, commits: tuple[str, ...], reds: list[int]) -> int:
     return sum(signal.events[commits[i]].attempts for i in reds)
 
 
-def judge(signal: Signal, history: MainHistory, bisection_limit: int = 2, min_failures: int = 2) -> Verdict:
+def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig) -> Verdict:
+    """The first red directly follows the last green: confirm it, or restart it to."""
+    attempts = signal.events[culprit].attempts
+    if attempts < cfg.confirm_attempts:
+        return Verdict(signal, "restart", f"failed on {attempts} attempt(s): restart its failed jobs to confirm",
+                       culprit, (culprit,), (culprit,), failures)
+    if len(reds) < cfg.min_red_commits:
+        return Verdict(signal, "suspect", f"failed on {attempts} attempts; waiting for a newer commit to run it",
+                       culprit, (culprit,), failures=failures)
+    return Verdict(signal, "confirmed", f"failed on {attempts} attempts and on the {len(reds) - 1} newer commit(s) "
+                   "that ran it, passed on the one before", culprit, (culprit,), failures=failures)
+
+
+def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> Verdict:
     """The signal's verdict (see the module docstring)."""
     commits = history.commits
     green, reds, why = _walk(signal, commits)
@@ -92,18 +110,13 @@ def judge(signal: Signal, history: MainHistory, bisection_limit: int = 2, min_fa
     failures = _failures(signal, commits, reds)
     gap = list(range(green + 1, first_red))
     if not gap:
-        culprit = commits[first_red]
-        if failures >= min_failures:
-            return Verdict(signal, "confirmed", f"failed {failures} times from this commit on, passed on the one before",
-                           culprit, (culprit,), failures=failures)
-        return Verdict(signal, "restart", "one failure seen: restart to confirm", culprit, (culprit,), (culprit,),
-                       failures)
+        return _pinned(signal, commits[first_red], reds, failures, cfg)
     suspects = tuple(commits[i] for i in [*gap, first_red])
     pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending" for i in gap]
     restartable = [(signal.workflow, commits[i]) in history.runs for i in gap]
     # commits without a run cannot be covered: count them as covered so bisection skips them
     covered = [p or not r for p, r in zip(pending, restartable)]
-    picks = plan_bisection(covered, bisection_limit + sum(not r for r in restartable))
+    picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
     if picks:
         return Verdict(signal, "restart", f"{len(gap)} commit(s) between green and red did not run it: bisect",
                        suspects=suspects, restarts=tuple(commits[gap[i]] for i in picks), failures=failures)
@@ -113,5 +126,5 @@ def judge(signal: Signal, history: MainHistory, bisection_limit: int = 2, min_fa
                    f"{signal.workflow} to restart", suspects=suspects, failures=failures)
 
 
-def judge_all(history: MainHistory, bisection_limit: int = 2, min_failures: int = 2) -> list[Verdict]:
-    return [judge(s, history, bisection_limit, min_failures) for s in history.signals]
+def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> list[Verdict]:
+    return [judge(s, history, cfg) for s in history.signals]

@@ -40,7 +40,7 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
                     log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None) -> AutorevertSummary:
     rows = main_signal_rows(lake, now) if rows is None else rows
     history = build_history(rows, cfg.workflows)
-    verdicts: list[Verdict] = judge_all(history, cfg.bisection_limit, cfg.min_failures)
+    verdicts: list[Verdict] = judge_all(history, cfg)
     guardian = Guardian(github, lake, repo, cfg, now, log)
     report = guardian.run(actions.plan(verdicts, history))
     return AutorevertSummary(
