@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness eval eval-guardians screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,10 @@ bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 
 eval: install
 	$(BIN)/python bench/eval_flaky.py
+	$(BIN)/python bench/eval_guardians.py
+
+eval-guardians: install  # the trunk guardians' part of `make eval` alone
+	$(BIN)/python bench/eval_guardians.py
 
 clean:
 	rm -rf var

@@ -54,9 +54,10 @@ def recurrently_failing(rows: list[dict], repo: str, min_commits: int) -> Alert:
                 break
             chain += r["state"] == "failure"
         if chain >= min_commits:
-            failing.append(f"{group}: failed on the last {chain} main commits that ran it (newest {history[0]['sha'][:10]})")
+            failing.append(group)  # the group alone: the issue changes when the set of groups does
     return Alert("recurrently_failing", f"[Pytorch] There are {len(failing)} Recurrently Failing Jobs on {repo} main",
-                 tuple(failing), "Please review the errors and revert if needed.")
+                 tuple(failing), f"Each failed on at least {min_commits} consecutive main commits. Please review the "
+                 "errors and revert if needed.")
 
 
 def rule_for(machine: str, rules: tuple[QueueRule, ...]) -> QueueRule | None:
