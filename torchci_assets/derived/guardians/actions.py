@@ -63,8 +63,6 @@ def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
             restarts.setdefault((v.signal.workflow, sha), []).append((source, confirm))
     out = [Planned("revert", sha, "", tuple(sorted(set(src)))) for sha, src in sorted(reverts.items())]
     for (workflow, sha), items in sorted(restarts.items()):
-        if sha in reverts:
-            continue  # already pinned by another signal
         mode = "rerun-failed-jobs" if all(confirm for _, confirm in items) else "rerun"
         out.append(Planned("restart", sha, workflow, tuple(sorted({s for s, _ in items})),
                            history.runs.get((workflow, sha)), mode))
