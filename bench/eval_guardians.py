@@ -30,7 +30,7 @@ from pathlib import Path
 from resources.github import GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians.alert_conditions import recurrently_failing
-from torchci_assets.derived.guardians.alert_issues import AlertIssues
+from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in
 from torchci_assets.derived.guardians.passes import autorevert_pass
 from torchci_assets.guardian_config import AutorevertConfig
 from torchci_assets.simulate.trunk import CULPRIT_KINDS, T0, TrunkWorld
@@ -39,10 +39,6 @@ REPO = "pytorch/pytorch"
 CADENCE_MIN = 5
 TAIL_MIN = 420
 TARGETS = {"precision": 0.95, "recall": 0.90, "innocent_proposals": 0, "alert_open_max_min": 10}
-
-
-def _groups_in(body: str) -> set[str]:
-    return {line[2:] for line in body.splitlines() if line.startswith("- ")}
 
 
 def episodes(world: TrunkWorld, end: int) -> list[tuple[str, int, int | None]]:
@@ -65,7 +61,7 @@ def alert_latencies(world: TrunkWorld, changes: list[dict], end: int) -> dict:
     opened, cleared, missed, short, short_seen = [], [], 0, 0, 0
     for group, start, stop in episodes(world, end):
         hit = next((t for t, r in timeline if t >= start and r["action"] != "closed"
-                    and group in _groups_in(r["body"])), None)
+                    and group in firing_in(r["body"])), None)
         if stop is not None and stop - start < CADENCE_MIN:
             short += 1
             short_seen += hit is not None and hit < stop
@@ -76,7 +72,7 @@ def alert_latencies(world: TrunkWorld, changes: list[dict], end: int) -> dict:
             opened.append(int(hit - start))
         if stop is not None:
             gone = next((t for t, r in timeline if t >= stop and (r["action"] == "closed"
-                         or group not in _groups_in(r["body"]))), None)
+                         or group not in firing_in(r["body"]))), None)
             cleared.append(int(gone - stop)) if gone is not None else None
     actions = [r["action"] for r in changes]
     double_open, is_open = 0, False

@@ -3,6 +3,8 @@ never two open for one condition; dry run records the same changes and sends not
 
 import datetime as dt
 import os
+import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -15,6 +17,7 @@ from tests.fake_github_issues import FakeIssueTracker, Scripted
 from tests.trunk_history import T0, history, row
 from torchci_assets.derived.guardians import alert_conditions as cond
 from torchci_assets.derived.guardians.alert_issues import AlertIssues, marker
+from torchci_assets.derived.guardians.passes import alerts_pass
 from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
 
 REPO = "pytorch/pytorch"
@@ -88,7 +91,8 @@ def test_current_alerts_reads_queues_and_the_disabled_bot_from_the_lake(tmp_path
     lake.write("flaky_tests", "2026-11-20", pa.Table.from_pylist([{"name": "test_a", "verdict": "flaky"}]))
     archive = Store(str(tmp_path / "archive"))
     alerts = {a.kind: a for a in cond.current_alerts(lake, archive, [], REPO, AlertsConfig(), now)}
-    assert alerts["queue"].lines == ("linux.4xlarge, 59 machines, 0.65 hours",)
+    assert alerts["queue"].lines == ("linux.4xlarge",)
+    assert alerts["queue"].details == ("59 jobs waiting, the oldest for 0.65 hours",)
     assert alerts["disabled_bot_silent"].firing and alerts["archive_silent"].firing
     assert not alerts["recurrently_failing"].firing
 
@@ -107,9 +111,9 @@ def client(httpserver, token="ghp_FAKEalerts0123456789"):
     return gh
 
 
-def queue_alert(*machines):
-    return cond.Alert("queue", f"[Pytorch] There are {len(machines)} machines with long queues",
-                      tuple(f"{m}, 60 machines, 1.00 hours" for m in machines), "See the HUD.")
+def queue_alert(*machines, hours=1.0):
+    return cond.Alert("queue", f"[Pytorch] There are {len(machines)} machines with long queues", machines,
+                      "See the HUD.", tuple(f"60 jobs waiting, the oldest for {hours:.2f} hours" for _ in machines))
 
 
 def check(httpserver, tmp_path, alert, minutes=0, token="ghp_FAKEalerts0123456789", enabled=True, log=None):
@@ -122,8 +126,9 @@ def test_an_alert_issue_is_opened_updated_and_closed(httpserver, tmp_path, track
     assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"))] == ["opened"]
     (issue,) = tracker.issues.values()
     assert issue["labels"] == [{"name": "pytorch-alert"}] and marker("queue") in issue["body"]
-    assert "- linux.4xlarge, 60 machines, 1.00 hours" in issue["body"]
-    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5) == []  # unchanged: nothing sent
+    assert "- linux.4xlarge — 60 jobs waiting, the oldest for 1.00 hours" in issue["body"]
+    # the same machines (their figures moved): nothing sent
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge", hours=1.5), 5) == []
     assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.rocm.gpu"), 10)] == ["updated"]
     assert "linux.rocm.gpu" in issue["body"] and issue["title"].startswith("[Pytorch] There are 1 machines")
     (comment,) = tracker.comments[issue["number"]]
@@ -166,3 +171,84 @@ def test_dry_run_records_each_change_once_and_sends_nothing(httpserver, tmp_path
 def test_alerts_enabled_false_is_a_dry_run_with_a_token(httpserver, tmp_path, tracker):
     rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), enabled=False)
     assert rows[0]["dry_run"] and tracker.requests == []
+
+
+# ---- each alert, from the lake and the archive to its issue -----------------------------------
+
+
+class Sick:
+    """A lake and an archive where nothing fires, and the one change that makes `kind` fire."""
+
+    def __init__(self, tmp_path, now):
+        self.now, self.day = now, now.strftime("%Y-%m-%d")
+        self.lake = Lake.at(str(tmp_path / "lake"))
+        self.archive = Store(str(tmp_path / "archive"))
+        self.webhooks = tmp_path / "archive" / "webhooks" / f"day={self.day}" / "receiver-1.jsonl.gz"
+        self.webhooks.parent.mkdir(parents=True)
+        self.webhooks.write_bytes(b"")
+        self.lake.write("flaky_tests", self.day, pa.Table.from_pylist([{"name": "test_a", "verdict": "flaky"}]))
+        self.health("gggg")
+        self.queue(0)
+        self.bot(dt.timedelta(days=1))
+
+    def health(self, states):
+        from tests.test_guardians_job import write_health
+        rows = [{**r, "pushed_at": self.now - dt.timedelta(minutes=100 - 10 * i)}
+                for i, r in enumerate(history(states, group=BLOCKING))]
+        write_health(self.lake, self.day, rows)
+
+    def queue(self, jobs):
+        rows = [{"id": i, "run_attempt": 1, "status": "queued" if i < jobs else "completed",
+                 "created_at": self.now - dt.timedelta(minutes=40), "labels": ["linux.4xlarge"]} for i in range(60)]
+        self.lake.write("workflow_job", self.day, pa.Table.from_pylist(rows))
+
+    def bot(self, ago):
+        at = self.now - ago
+        self.lake.write("disabled_issues", at.strftime("%Y-%m-%d"), pa.Table.from_pylist(
+            [{"test": "test_a (__main__.T)", "issue_number": 1, "action": "found", "at": at}]), part=f"bot-{ago.days}")
+
+    def archive_written(self, ago):
+        t = (self.now - ago).timestamp()
+        os.utime(self.webhooks, (t, t))
+
+    def make(self, kind, sick=True):
+        if kind == "recurrently_failing":
+            self.health("gggRr" if sick else "gggRrg")
+        elif kind == "queue":
+            self.queue(60 if sick else 10)
+        elif kind == "disabled_bot_silent" and sick:
+            for day in self.lake.days("disabled_issues"):
+                shutil.rmtree(Path(self.lake.store.full(f"disabled_issues/day={day}")))
+            self.bot(dt.timedelta(days=20))
+        elif kind == "disabled_bot_silent":
+            self.bot(dt.timedelta(0))
+        elif kind == "archive_silent":
+            self.archive_written(dt.timedelta(minutes=40 if sick else 0))
+
+
+KINDS = ["recurrently_failing", "queue", "disabled_bot_silent", "archive_silent"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_alert_opens_its_issue_from_the_lake_and_closes_it_when_clear(httpserver, tmp_path, tracker, kind):
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    world = Sick(tmp_path, now)
+    world.archive_written(dt.timedelta(0))
+    cfg = AlertsConfig(enabled=True)
+
+    def check(at):
+        return alerts_pass(client(httpserver), world.lake, world.archive, REPO, cfg, at)
+
+    alerts, changes = check(now)
+    assert [a.kind for a in alerts if a.firing] == [] and changes == [] and tracker.issues == {}
+    world.make(kind)
+    alerts, changes = check(now + dt.timedelta(minutes=5))
+    assert [a.kind for a in alerts if a.firing] == [kind]
+    assert [(r["kind"], r["action"]) for r in changes] == [(kind, "opened")]
+    (issue,) = tracker.issues.values()
+    assert marker(kind) in issue["body"] and issue["state"] == "open"
+    assert check(now + dt.timedelta(minutes=10))[1] == []  # still firing, unchanged: nothing sent
+    world.make(kind, sick=False)
+    alerts, changes = check(now + dt.timedelta(minutes=15))
+    assert [(r["kind"], r["action"]) for r in changes] == [(kind, "closed")] and issue["state"] == "closed"
+    assert len(tracker.issues) == 1

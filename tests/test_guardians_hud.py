@@ -23,7 +23,7 @@ def test_marks_and_page_show_culprits_suspects_and_restarts(tmp_path):
     write_health(lake, "2026-11-20", history("gggRrr") + history("ggggggr", group=OTHER))
     autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(), NOW)
     AlertIssues(GitHubResource(), lake, REPO, ("pytorch-alert",), False, NOW).sync(
-        [Alert("queue", "[Pytorch] There are 1 machines with long queues", ("linux.4xlarge, 60 machines, 1.00 hours",))])
+        [Alert("queue", "[Pytorch] There are 1 machines with long queues", ("linux.4xlarge",))])
     marks = guardian_marks(lake, NOW)
     assert marks == {sha(3): ["culprit", "suspect"], sha(6): ["restarting", "suspect"]}
     # three days on, the commits are out of the signals' window and the restart long done; the ledger remains

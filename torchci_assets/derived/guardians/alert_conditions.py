@@ -11,7 +11,9 @@ PyTorch's rules (test-infra `tools/torchci/check_alerts.py`, `queue_alert.py`):
                         the flaky verdicts list tests it should act on;
   archive_silent        no webhook reached the archive for `archive_silent_min` minutes: the pipe
                         from GitHub is broken and everything downstream is stale.
-Each returns an `Alert` whose body lists what fires (empty when clear), so the issue shows it.
+Each returns an `Alert` listing what fires (empty when clear): a job group, a machine type. Its
+issue changes when that list does; the figures beside each entry (`details`) are refreshed then,
+not at every check, as in PyTorch's issues ("exact numbers may be out of date").
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Alert:
     title: str
     lines: tuple[str, ...]  # what fires; empty when the condition is clear
     note: str = ""
+    details: tuple[str, ...] = ()  # a figure per line, shown beside it
 
     @property
     def firing(self) -> bool:
@@ -66,31 +69,31 @@ def rule_for(machine: str, rules: tuple[QueueRule, ...]) -> QueueRule | None:
 
 def long_queues(queued: list[dict], rules: tuple[QueueRule, ...]) -> Alert:
     """`queued`: per machine, jobs waiting now and the oldest wait in seconds."""
-    lines = []
+    lines, details = [], []
     for q in sorted(queued, key=lambda q: q["machine"]):
         rule = rule_for(q["machine"], rules)
         if rule and q["jobs"] > rule.max_jobs and q["max_wait_s"] > rule.max_wait_min * 60:
-            lines.append(f"{q['machine']}, {q['jobs']} machines, {q['max_wait_s'] / 3600:.2f} hours")
+            lines.append(q["machine"])
+            details.append(f"{q['jobs']} jobs waiting, the oldest for {q['max_wait_s'] / 3600:.2f} hours")
     return Alert("queue", f"[Pytorch] There are {len(lines)} machines with long queues", tuple(lines),
-                 "Please look at the HUD metrics page for more info.")
+                 "Please look at the HUD metrics page for more info.", tuple(details))
 
 
 def disabled_bot_silent(last_action_at: dt.datetime | None, failing_tests: int, now: dt.datetime,
                         days: int) -> Alert:
-    quiet = last_action_at is None or now - last_action_at > dt.timedelta(days=days)
-    lines = ((f"the disabled-issue bot recorded nothing for {days} days while {failing_tests} tests are flaky "
-              "or broken",) if quiet and failing_tests else ())
+    fires = (last_action_at is None or now - last_action_at > dt.timedelta(days=days)) and failing_tests > 0
     return Alert("disabled_bot_silent", f"[Pytorch][Warning] No flaky test issues have been filed in the past "
-                 f"{days} days!", lines, "This can be an indication that the flaky test bot has stopped filing tests.")
+                 f"{days} days!", ("the disabled-issue bot",) if fires else (),
+                 "This can be an indication that the flaky test bot has stopped filing tests.",
+                 (f"recorded nothing for {days} days while {failing_tests} tests are flaky or broken",) if fires else ())
 
 
 def archive_silent(last_received: dt.datetime | None, now: dt.datetime, minutes: int) -> Alert:
-    lines = ()
-    if last_received is None or now - last_received > dt.timedelta(minutes=minutes):
-        when = last_received.strftime("%Y-%m-%d %H:%M UTC") if last_received else "not in the last two days"
-        lines = (f"no webhook reached the archive for over {minutes} minutes (last: {when})",)
-    return Alert("archive_silent", "[Pytorch] The CI archive is receiving no webhooks", lines,
-                 "The webhook pipe from GitHub is broken: the HUD, the lake and every alert are stale.")
+    fires = last_received is None or now - last_received > dt.timedelta(minutes=minutes)
+    when = last_received.strftime("%Y-%m-%d %H:%M UTC") if last_received else "not in the last two days"
+    return Alert("archive_silent", "[Pytorch] The CI archive is receiving no webhooks", ("webhooks",) if fires else (),
+                 "The webhook pipe from GitHub is broken: the HUD, the lake and every alert are stale.",
+                 (f"none reached the archive for over {minutes} minutes (last: {when})",) if fires else ())
 
 
 # ---- the inputs, from the lake and the archive ------------------------------------------

@@ -37,14 +37,24 @@ def marker(kind: str) -> str:
     return f"<!-- torchci-alert: {kind} -->"
 
 
+DETAIL = " — "
+
+
 def issue_body(alert: Alert) -> str:
-    return "\n".join(["Within the last checks, the following fire:", *(f"- {x}" for x in alert.lines), "",
+    details = alert.details or ("",) * len(alert.lines)
+    return "\n".join(["Within the last checks, the following fire:",
+                      *(f"- {x}{DETAIL + d if d else ''}" for x, d in zip(alert.lines, details)), "",
                       alert.note, marker(alert.kind)])
+
+
+def firing_in(body: str) -> set[str]:
+    """What an issue's body lists as firing (without the figures beside each)."""
+    return {line[2:].split(DETAIL)[0] for line in (body or "").splitlines() if line.startswith("- ")}
 
 
 def change_comment(old_body: str, alert: Alert) -> str:
     """What changed, as PyTorch's update comments say it (started / stopped)."""
-    before = {line[2:] for line in old_body.splitlines() if line.startswith("- ")}
+    before = firing_in(old_body)
     now = set(alert.lines)
     parts = []
     if before - now:
@@ -112,7 +122,7 @@ class AlertIssues:
         body = issue_body(alert)
         if alert.firing and issue is None:
             return [self._open(alert, body)]
-        if alert.firing and issue["body"] != body:
+        if alert.firing and firing_in(issue["body"]) != set(alert.lines):
             comment = change_comment(issue["body"], alert)
             self._write(f"update issue #{issue['number']} of {alert.kind}: {comment}", "PATCH",
                         f"issues/{issue['number']}", {"title": alert.title, "body": body})
