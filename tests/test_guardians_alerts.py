@@ -14,7 +14,7 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from tests.fake_github_issues import FakeIssueTracker, Scripted
-from tests.trunk_history import T0, history, row
+from tests.trunk_history import T0, history
 from torchci_assets.derived.guardians import alert_conditions as cond
 from torchci_assets.derived.guardians.alert_issues import AlertIssues, marker
 from torchci_assets.derived.guardians.passes import alerts_pass
