@@ -16,7 +16,7 @@ from resources.storage import Store
 from tests.fake_github_issues import FakeIssueTracker, Scripted
 from tests.trunk_history import T0, history
 from torchci_assets.derived.guardians import alert_conditions as cond
-from torchci_assets.derived.guardians.alert_issues import AlertIssues, marker
+from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in, marker
 from torchci_assets.derived.guardians.passes import alerts_pass
 from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
 
@@ -191,15 +191,18 @@ class Sick:
         self.queue(0)
         self.bot(dt.timedelta(days=1))
 
-    def health(self, states):
+    def health(self, states, other=""):
         from tests.test_guardians_job import write_health
-        rows = [{**r, "pushed_at": self.now - dt.timedelta(minutes=100 - 10 * i)}
-                for i, r in enumerate(history(states, group=BLOCKING))]
-        write_health(self.lake, self.day, rows)
+        rows = history(states, group=BLOCKING) + (history(other, group=BLOCKING + " 2") if other else [])
+        # commit i (sha(i) is i in hex) pushed 10 minutes after commit i - 1, the newest 50 minutes ago
+        write_health(self.lake, self.day, [{**r, "pushed_at": self.now - dt.timedelta(minutes=100 - 10 * int(r["sha"], 16))}
+                                           for r in rows])
 
-    def queue(self, jobs):
+    def queue(self, jobs, rocm=0):
         rows = [{"id": i, "run_attempt": 1, "status": "queued" if i < jobs else "completed",
                  "created_at": self.now - dt.timedelta(minutes=40), "labels": ["linux.4xlarge"]} for i in range(60)]
+        rows += [{"id": 1000 + i, "run_attempt": 1, "status": "queued", "created_at": self.now - dt.timedelta(hours=3),
+                  "labels": ["linux.rocm.gpu.2"]} for i in range(rocm)]
         self.lake.write("workflow_job", self.day, pa.Table.from_pylist(rows))
 
     def bot(self, ago):
@@ -211,11 +214,12 @@ class Sick:
         t = (self.now - ago).timestamp()
         os.utime(self.webhooks, (t, t))
 
-    def make(self, kind, sick=True):
+    def make(self, kind, sick=True, more=False):
+        """`more`: a second job group or machine fires too (the two alerts with several entries)."""
         if kind == "recurrently_failing":
-            self.health("gggRr" if sick else "gggRrg")
+            self.health("gggRr" if sick else "gggRrg", other="gggrr" if more else "")
         elif kind == "queue":
-            self.queue(60 if sick else 10)
+            self.queue(60 if sick else 10, rocm=51 if more else 0)
         elif kind == "disabled_bot_silent" and sick:
             for day in self.lake.days("disabled_issues"):
                 shutil.rmtree(Path(self.lake.store.full(f"disabled_issues/day={day}")))
@@ -248,6 +252,11 @@ def test_each_alert_opens_its_issue_from_the_lake_and_closes_it_when_clear(https
     (issue,) = tracker.issues.values()
     assert marker(kind) in issue["body"] and issue["state"] == "open"
     assert check(now + dt.timedelta(minutes=10))[1] == []  # still firing, unchanged: nothing sent
+    if kind in ("recurrently_failing", "queue"):
+        world.make(kind, more=True)
+        alerts, changes = check(now + dt.timedelta(minutes=12))
+        assert [(r["kind"], r["action"]) for r in changes] == [(kind, "updated")]
+        assert len(firing_in(issue["body"])) == 2 and "These started:" in tracker.comments[issue["number"]][-1]
     world.make(kind, sick=False)
     alerts, changes = check(now + dt.timedelta(minutes=15))
     assert [(r["kind"], r["action"]) for r in changes] == [(kind, "closed")] and issue["state"] == "closed"
