@@ -12,7 +12,8 @@ push to the proposal and restarts spent per breakage; alerts: minutes from a job
 consecutive failure (checked every simulated minute) to the issue naming it, and from its
 recovery to the issue dropping it.
 
-Run as `make eval-guardians` (python bench/eval_guardians.py [--seeds 1 2 ...] [--work DIR]).
+Run as `make eval-guardians` (python bench/eval_guardians.py [--seeds 1 2 ...] [--work DIR]
+[--flaky-rate P], the per-attempt failure rate of the test not known to be flaky, default 0.05).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from torchci_assets.derived.guardians.alert_conditions import recurrently_failin
 from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in
 from torchci_assets.derived.guardians.passes import autorevert_pass
 from torchci_assets.guardian_config import AutorevertConfig
-from torchci_assets.simulate.trunk import CULPRIT_KINDS, T0, TrunkWorld
+from torchci_assets.simulate.trunk import CULPRIT_KINDS, FLAKY_RATE, T0, TrunkWorld
 
 REPO = "pytorch/pytorch"
 CADENCE_MIN = 5
@@ -84,11 +85,11 @@ def alert_latencies(world: TrunkWorld, changes: list[dict], end: int) -> dict:
             "alert_changes": Counter(actions)}
 
 
-def run_world(seed: int, work: Path) -> dict:
+def run_world(seed: int, work: Path, flaky_rate: float = FLAKY_RATE) -> dict:
     folder = work / f"seed-{seed}"
     shutil.rmtree(folder, ignore_errors=True)
     lake = Lake.at(str(folder / "lake"))
-    world, github, cfg = TrunkWorld(seed), GitHubResource(), AutorevertConfig()
+    world, github, cfg = TrunkWorld(seed, flaky_rate=flaky_rate), GitHubResource(), AutorevertConfig()
     end = world.pushed_min(len(world.shas) - 1) + TAIL_MIN
     proposals: dict[str, tuple[int, list[str]]] = {}
     restarts: list[dict] = []
@@ -170,10 +171,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
     parser.add_argument("--work", type=Path, default=Path("var/eval-guardians"))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--flaky-rate", type=float, default=FLAKY_RATE,
+                        help="per-attempt failure rate of the test not known to be flaky")
     args = parser.parse_args(argv)
     start = time.monotonic()
+    n = len(args.seeds)
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(run_world, args.seeds, [args.work] * len(args.seeds)))
+        results = list(pool.map(run_world, args.seeds, [args.work] * n, [args.flaky_rate] * n))
     ok = report(results, time.monotonic() - start)
     print("targets met" if ok else "TARGETS NOT MET")
     return 0 if ok else 1

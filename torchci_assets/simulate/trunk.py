@@ -67,9 +67,9 @@ def sha(seed: int, i: int) -> str:
 
 
 class TrunkWorld:
-    def __init__(self, seed: int, commits: int = 48, push_every_min: int = 10):
+    def __init__(self, seed: int, commits: int = 48, push_every_min: int = 10, flaky_rate: float = FLAKY_RATE):
         rng = random.Random(seed)
-        self.seed, self.push_every = seed, push_every_min
+        self.seed, self.push_every, self.flaky_rate = seed, push_every_min, flaky_rate
         self.shas = [sha(seed, i) for i in range(commits)]
         self.index = {s: i for i, s in enumerate(self.shas)}
         culprits = rng.sample(range(6, commits // 2), len(CULPRIT_KINDS) + 1)
@@ -107,7 +107,7 @@ class TrunkWorld:
                 new.append(p.test)
             elif p.kind == "breaks_build" and i >= p.commit:
                 classes.append("new")
-            elif p.kind == "flaky_only" and rng.random() < FLAKY_RATE:
+            elif p.kind == "flaky_only" and rng.random() < self.flaky_rate:
                 new.append(p.test)
             elif p.kind == "infra_only" and 0 <= end_min - self.pushed_min(p.commit) < INFRA_OUTAGE_MIN:
                 classes.append("infra")
