@@ -235,3 +235,23 @@ def test_the_token_never_reaches_the_ledger_or_the_log(gh, fakes, tmp_path, capl
     caplog.set_level(logging.DEBUG)
     guardian(gh(), tmp_path).run([restart()])
     assert TOKEN not in caplog.text and all(TOKEN not in (r["notes"] or "") for r in rows(tmp_path))
+
+
+def test_the_whole_loop_live_restarts_to_confirm_then_proposes_once(gh, fakes, tmp_path):
+    from torchci_assets.derived.guardians.passes import autorevert_pass
+    fake_actions, tracker = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    lake = Lake.at(str(tmp_path / "lake"))
+
+    def run_pass(states, minutes):
+        return autorevert_pass(gh(), lake, REPO, ON, T0 + dt.timedelta(minutes=minutes), rows=history(states))
+
+    first = run_pass("gggr", 0)  # one failure: its failed jobs are restarted to confirm
+    assert first.verdicts == {"restart": 1} and fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+    assert run_pass("gggp", 5).taken == []  # the re-run in flight
+    second = run_pass("gggRr", 60)  # it failed again, and so did the next commit
+    assert [(r["action"], r["outcome"], r["pr_number"]) for r in second.taken] == [("revert", "ok", pr["number"])]
+    assert run_pass("gggRrr", 65).taken == [] and len(tracker.comments[pr["number"]]) == 1
+    assert not second.dry_run and len(fake_actions.reruns) == 1
