@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill bench-ui-run eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill bench-ui-run eval eval-guardians screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,10 @@ bench-ui-run: install  # a day launched from the Dagster UI against the same day
 eval: install
 	$(BIN)/python bench/eval_flaky.py
 	$(BIN)/python bench/eval_drci.py
+	$(BIN)/python bench/eval_guardians.py
+
+eval-guardians: install  # the trunk guardians' part of `make eval` alone
+	$(BIN)/python bench/eval_guardians.py
 
 clean:
 	rm -rf var

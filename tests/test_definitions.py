@@ -30,7 +30,8 @@ GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.
           "flakiness": "torchci_assets.derived.flakiness", "sharding": "torchci_assets.derived.sharding",
           "failures": "torchci_assets.derived.failures", "hud": "torchci_assets.derived.hud",
           "backends": "torchci_assets.derived.backends", "relay": "torchci_assets.relay",
-          "drci": "torchci_assets.derived.drci"}
+          "drci": "torchci_assets.derived.drci", "guardians": "torchci_assets.derived.guardians"}
+LEDGERS |= {"autorevert_events", "alerts"}  # written by trunk_guardians_job
 
 
 def test_asset_keys_snapshot():

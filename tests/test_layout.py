@@ -22,6 +22,7 @@ LAYERS = [
     ("torchci_assets.partitions", 1),
     ("torchci_assets.checks", 1),
     ("torchci_assets.config", 1),
+    ("torchci_assets.guardian_config", 1),
     ("torchci_assets.publishing", 1),
     ("torchci_assets.staging", 1),
     ("torchci_assets.lake_metadata", 1),
