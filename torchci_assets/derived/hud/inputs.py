@@ -9,6 +9,8 @@ also keeps older partitions, written before a column was added, readable with ne
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from resources.lake import Lake
 
 # table -> the columns read, with the type an empty view gives them
@@ -55,13 +57,21 @@ COLUMNS: dict[str, dict[str, str]] = {
 }
 
 
+# the Arrow type of each type name above (an empty view is an empty Arrow table of these)
+ARROW_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
+               "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(),
+               "VARCHAR[]": pa.list_(pa.string()), "BIGINT[]": pa.list_(pa.int64())}
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    return pa.schema([(c, ARROW_TYPES[t]) for c, t in COLUMNS[table].items()])
+
+
 def register(con, lake: Lake, table: str, days: list[str], view: str) -> int:
     """View `view` over `table`'s partitions for `days` with COLUMNS[table]; returns the files read."""
-    columns = COLUMNS[table]
     files = lake.register(con, table, days, name=f"{view}__all")
     if files:
-        source = f"SELECT {', '.join(columns)} FROM {view}__all"
+        con.view(f"{view}__all").select(*COLUMNS[table]).create_view(view, replace=True)
     else:
-        source = "SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items()) + " WHERE false"
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")
+        con.register(view, arrow_schema(table).empty_table())
     return files

@@ -1,0 +1,134 @@
+"""SQL lives in .sql files and values are bound, never formatted into SQL text.
+
+The source check parses every module of the code location and flags an f-string, a `.format`,
+a `%` or a `+` whose literal text reads as SQL: that is how a configuration value (a repository,
+a day, a list of workflows) ends up pasted into a query. The one place that may build SQL text is
+`resources/sql.py`'s `compose`, which admits plain identifiers only.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from resources.sql import SqlFiles, bind, compose, execute, identifier, parameters, relation, run_steps
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("torchci_assets", "jobs", "resources")
+ALLOWED = {"resources/sql.py"}
+
+# Upper-case keywords as this code base writes SQL, and lower-case statements too.
+_SQL = re.compile(
+    r"\b(SELECT|FROM|WHERE|JOIN|GROUP BY|ORDER BY|HAVING|UNION|CREATE|INSERT|COPY|ATTACH|PRAGMA|"
+    r"FILTER \(|CASE WHEN|INTERVAL|TIMESTAMPTZ '|DATE '|SET \w+ =)"
+    r"|(?i:\bselect\b[\s\S]*\bfrom\b|\b(create|insert|copy)\b[\s\S]*\b(table|view|into|to)\b)"
+)
+
+
+def _literal_text(node: ast.AST) -> str | None:
+    """The constant text of a string-building expression, if it builds one from a non-constant."""
+    if isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+        return node.func.value.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        sides = [s for s in (node.left, node.right) if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+        if sides and len(sides) < 2:
+            return sides[0].value
+    return None
+
+
+def sql_formatting(source: str, filename: str = "<module>") -> list[tuple[int, str]]:
+    """(line, text) of each expression that formats something into SQL text."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        text = _literal_text(node)
+        if text and _SQL.search(text):
+            found.append((node.lineno, " ".join(text.split())[:80]))
+    return found
+
+
+def _modules() -> list[Path]:
+    return [p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+
+
+def test_no_module_formats_values_into_sql():
+    offenders = [f"{p.relative_to(ROOT)}:{line}: {text}" for p in _modules()
+                 if str(p.relative_to(ROOT)) not in ALLOWED
+                 for line, text in sql_formatting(p.read_text(), str(p))]
+    assert not offenders, "SQL built with formatting (bind $parameters, or compose identifiers):\n" + \
+        "\n".join(offenders)
+
+
+@pytest.mark.parametrize("source", [
+    "con.execute(f\"SELECT * FROM push WHERE lower(repo) = lower('{upstream_repo}')\")",
+    "sql = f'''\n  SELECT sha\n  FROM heads WHERE ref IN {sql_list(branches)}\n'''",
+    "con.execute('DELETE FROM t WHERE day = %s' % day)",
+    "q = 'SELECT * FROM t WHERE a IN ({})'.format(values)",
+    "q = \"select x from t where repo = '\" + repo + \"'\"",
+    "con.execute(f\"SET memory_limit = '{limit}'\")",
+    "q = f\"CREATE TEMP VIEW {name} AS SELECT 1\"",
+])
+def test_the_check_flags_values_formatted_into_sql(source):
+    assert sql_formatting(source), source
+
+
+@pytest.mark.parametrize("source", [
+    "msg = f'{table} has no partition for {day} in {where}: materialize it first'",
+    "log.info(f'selected {n} tests from {m} files')",
+    "con.execute('SELECT * FROM heads WHERE sha = $sha', {'sha': sha})",
+    "path = f'{table}/day={day}/{part}.parquet'",
+])
+def test_the_check_lets_plain_text_and_bound_sql_through(source):
+    assert not sql_formatting(source), source
+
+
+def test_every_sql_file_is_utf8_and_its_steps_parse():
+    files = sorted(f for package in PACKAGES for f in (ROOT / package).rglob("sql/*.sql"))
+    assert files, "no .sql files found"
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        assert text.strip(), f
+        if "-- step:" in text:
+            steps = SqlFiles(str(f.parent.parent / "module.py")).steps(f.stem)
+            assert steps and all(sql for _, sql in steps), f
+
+
+def test_steps_bind_only_what_each_statement_names(tmp_path):
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "pipe.sql").write_text(
+        "-- a pipeline\n-- step: a\nCREATE TEMP TABLE a AS SELECT $x::INTEGER AS v\n"
+        "-- step: b\nCREATE TEMP TABLE b AS SELECT v + $y AS v FROM a WHERE list_contains($names, 'o''k')\n")
+    files = SqlFiles(str(tmp_path / "module.py"))
+    assert [n for n, _ in files.steps("pipe")] == ["a", "b"]
+    con = duckdb.connect()
+    run_steps(con, files.steps("pipe"), {"x": 1, "y": 2, "names": ["o'k"], "unused": 3})
+    assert con.execute("SELECT v FROM b").fetchall() == [(3,)]
+    assert relation(con, "SELECT v * $k AS w FROM b", {"k": 5}).fetchall() == [(15,)]
+    with pytest.raises(KeyError, match="without a value"):
+        execute(con, "SELECT $missing")
+
+
+def test_a_value_that_looks_like_sql_stays_a_value():
+    con = duckdb.connect()
+    hostile = "x') OR 1=1 --"
+    assert execute(con, "SELECT lower($repo) = lower('x')", {"repo": hostile}).fetchall() == [(False,)]
+
+
+def test_parameters_ignore_dollars_that_are_not_parameters():
+    assert parameters("SELECT $a, $$b$$, x$c, $d_2 FROM t") == {"a", "d_2"}
+    assert parameters("-- $in_comment\nSELECT '$in_literal', 'it''s $x', $real -- $after") == {"real"}
+    assert bind("SELECT 1", {"a": 1}) is None
+
+
+def test_compose_admits_identifiers_only():
+    assert compose("SELECT {{cols}} FROM {{view}}", cols=["job_id", "run_attempt"], view="t") == \
+        'SELECT "job_id", "run_attempt" FROM "t"'
+    for bad in ["a; DROP TABLE t", "a b", '"a"', "", "1a"]:
+        with pytest.raises(ValueError):
+            identifier(bad)
+    with pytest.raises(ValueError):
+        compose("SELECT {{cols}} FROM t", cols=[])
