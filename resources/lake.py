@@ -21,10 +21,15 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from resources.sql import Literals, compose
 from resources.storage import Store
 
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
 DAY_PARTITION = pa.schema([("day", pa.date32())])
+# A view per table and set of days (file paths go in as quoted literals: a view takes no parameter).
+_PARQUET_VIEW = ("CREATE OR REPLACE TEMP VIEW {{name}} AS "
+                 "SELECT * FROM read_parquet([{{files}}], hive_partitioning = true, union_by_name = true)")
+_ARROW_VIEW = "CREATE OR REPLACE TEMP VIEW {{name}} AS SELECT * FROM {{source}}"
 
 
 class Lake:
@@ -99,7 +104,7 @@ class Lake:
         if not files:
             return 0
         if self.store.is_local:
-            con.read_parquet(files, hive_partitioning=True, union_by_name=True).create_view(name, replace=True)
+            con.execute(compose(_PARQUET_VIEW, name=name, files=Literals(files)))
         else:
             # DuckDB cannot read s3:// here (no httpfs offline), so S3 goes through a pyarrow
             # dataset, made to look like the local view: footers unified by name and the
@@ -109,7 +114,8 @@ class Lake:
                                       promote_options="permissive")
             dataset = pads.dataset(files, schema=schema, filesystem=fs, format="parquet",
                                    partitioning=pads.partitioning(DAY_PARTITION, flavor="hive"))
-            con.register(name, dataset)
+            con.register(f"{name}__arrow", dataset)
+            con.execute(compose(_ARROW_VIEW, name=name, source=f"{name}__arrow"))
         return len(files)
 
 

@@ -22,6 +22,7 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|--[^\n]*|(?<![\w$])\$([A-Za-z_]\w*)")
 _STEP = re.compile(r"^-- step: (\w+)\s*$", re.MULTILINE)
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE = re.compile(r"[A-Z]+(\[\])?")
 
 
 @functools.cache
@@ -85,14 +86,39 @@ def identifier(name: str) -> str:
     return f'"{name}"'
 
 
-def compose(sql: str, **slots: str | Iterable[str]) -> str:
-    """Fill the `{{slot}}`s of `sql` with identifiers: a name, or names joined by commas.
+class Literals(tuple):
+    """Strings to write as quoted SQL literals where DuckDB takes no parameter (a view's file list)."""
 
-    The one place SQL text is built at run time, and it admits nothing but identifiers."""
+
+class Columns(dict):
+    """Column name -> DuckDB type name, for a typed empty relation (`NULL::TYPE AS name, ...`)."""
+
+
+def literal(text: str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _typed_null(name: str, type_name: str) -> str:
+    if not _TYPE.fullmatch(type_name):
+        raise ValueError(f"not a plain DuckDB type name: {type_name!r}")
+    return f"NULL::{type_name} AS {identifier(name)}"
+
+
+def compose(sql: str, **slots: str | Iterable[str]) -> str:
+    """Fill the `{{slot}}`s of `sql`: a name or names (quoted identifiers, joined by commas),
+    `Literals` (quoted string literals) or `Columns` (typed NULL columns).
+
+    The one place SQL text is built at run time: it admits identifiers, type names and quoted
+    literals, never raw text."""
     def fill(match: re.Match) -> str:
         value = slots[match.group(1)]
-        names = [value] if isinstance(value, str) else list(value)
-        if not names:
+        if isinstance(value, Columns):
+            parts = [_typed_null(n, t) for n, t in value.items()]
+        elif isinstance(value, Literals):
+            parts = [literal(v) for v in value]
+        else:
+            parts = [identifier(n) for n in ([value] if isinstance(value, str) else value)]
+        if not parts:
             raise ValueError(f"slot {match.group(1)} is empty")
-        return ", ".join(identifier(n) for n in names)
+        return ", ".join(parts)
     return _SLOT.sub(fill, sql)

@@ -2,10 +2,9 @@
 
 import datetime as dt
 import json
-import os
-from pathlib import Path
 
 import pytest
+from conftest import REAL_STATS
 
 from torchci_assets.derived.flakiness.issue_text import (
     MARKER,
@@ -24,9 +23,8 @@ from torchci_assets.derived.flakiness.issue_text import (
 )
 from torchci_assets.derived.flakiness.lists import dumps
 
-# PyTorch's published file of a day (see test_shard_planner.py for where the shared data lives)
-REAL = (Path(os.environ.get("TORCHCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-        / "pytorch-generated-stats" / "disabled-tests-condensed.2026-08-22.json")
+# PyTorch's published file of a day (see conftest.py for where the shared data lives)
+REAL = REAL_STATS / "disabled-tests-condensed.2026-08-22.json"
 
 
 def issue(number, title, body, repo="pytorch/pytorch"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from resources.sql import SqlFiles, bind, compose, execute, identifier, parameters, relation, run_steps
+from resources.sql import Columns, Literals, SqlFiles, bind, compose, execute, identifier, parameters, relation, run_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torchci_assets", "jobs", "resources")
@@ -132,3 +132,14 @@ def test_compose_admits_identifiers_only():
             identifier(bad)
     with pytest.raises(ValueError):
         compose("SELECT {{cols}} FROM t", cols=[])
+
+
+def test_compose_quotes_literals_and_checks_type_names():
+    con = duckdb.connect()
+    paths = Literals(["a.parquet", "it's.parquet"])
+    assert compose("SELECT [{{files}}]", files=paths) == "SELECT ['a.parquet', 'it''s.parquet']"
+    assert con.execute(compose("SELECT [{{files}}]", files=paths)).fetchall() == [(["a.parquet", "it's.parquet"],)]
+    sql = compose("SELECT {{cols}} WHERE false", cols=Columns({"job_id": "BIGINT", "tests": "VARCHAR[]"}))
+    assert [d[0] for d in con.execute(sql).description] == ["job_id", "tests"]
+    with pytest.raises(ValueError):
+        compose("SELECT {{cols}}", cols=Columns({"x": "INT) ; DROP TABLE t; --"}))

@@ -1,9 +1,9 @@
 """disabled-tests-condensed.json and slow-tests.json: PyTorch's formats, disabling and re-enabling rules."""
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
+from conftest import REAL_STATS
 
 from resources.lake import Lake
 from resources.storage import Store
@@ -22,7 +22,7 @@ from torchci_assets.derived.flakiness.lists import (
     stable_id,
 )
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "pytorch-generated-stats"
+REAL = REAL_STATS  # see conftest: where the shared snapshots live
 D = "2026-11-14"
 
 

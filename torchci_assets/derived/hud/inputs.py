@@ -12,6 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from resources.lake import Lake
+from resources.sql import Columns, compose
 
 # table -> the columns read, with the type an empty view gives them
 COLUMNS: dict[str, dict[str, str]] = {
@@ -57,10 +58,12 @@ COLUMNS: dict[str, dict[str, str]] = {
 }
 
 
-# the Arrow type of each type name above (an empty view is an empty Arrow table of these)
+# the Arrow type of each type name above (the tests write their tables with these)
 ARROW_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
                "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(),
                "VARCHAR[]": pa.list_(pa.string()), "BIGINT[]": pa.list_(pa.int64())}
+_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} FROM {{source}}"
+_EMPTY_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} WHERE false"
 
 
 def arrow_schema(table: str) -> pa.Schema:
@@ -71,7 +74,7 @@ def register(con, lake: Lake, table: str, days: list[str], view: str) -> int:
     """View `view` over `table`'s partitions for `days` with COLUMNS[table]; returns the files read."""
     files = lake.register(con, table, days, name=f"{view}__all")
     if files:
-        con.view(f"{view}__all").select(*COLUMNS[table]).create_view(view, replace=True)
+        con.execute(compose(_VIEW, view=view, columns=list(COLUMNS[table]), source=f"{view}__all"))
     else:
-        con.register(view, arrow_schema(table).empty_table())
+        con.execute(compose(_EMPTY_VIEW, view=view, columns=Columns(COLUMNS[table])))
     return files
