@@ -41,14 +41,44 @@ def _literal_text(node: ast.AST) -> str | None:
     return None
 
 
+def _named_strings(tree: ast.AST) -> dict[str, str]:
+    """Names assigned a string constant anywhere in the module (`_QUERY = "SELECT ..."`)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
 def sql_formatting(source: str, filename: str = "<module>") -> list[tuple[int, str]]:
-    """(line, text) of each expression that formats something into SQL text."""
+    """(line, text) of each expression that formats something into SQL text, including a
+    `.format` or `%` applied to a name that holds a string."""
+    tree = ast.parse(source, filename)
+    named = _named_strings(tree)
     found = []
-    for node in ast.walk(ast.parse(source, filename)):
+    for node in ast.walk(tree):
         text = _literal_text(node)
+        if text is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "format" and isinstance(node.func.value, ast.Name):
+            text = named.get(node.func.value.id)
+        if text is None and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) \
+                and isinstance(node.left, ast.Name):
+            text = named.get(node.left.id)
         if text and _SQL.search(text):
             found.append((node.lineno, " ".join(text.split())[:80]))
     return found
+
+
+def long_sql_strings(source: str, filename: str = "<module>") -> list[tuple[int, str]]:
+    """(line, text) of each string constant of more than two lines that is a query (docstrings
+    aside): a query that long belongs in a .sql file."""
+    tree = ast.parse(source, filename)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, " ".join(n.value.split())[:80]) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and len(n.value.strip().splitlines()) > 2 and re.search(r"(?i)\bselect\b[\s\S]*\bfrom\b", n.value)]
 
 
 def _modules() -> list[Path]:
@@ -63,6 +93,14 @@ def test_no_module_formats_values_into_sql():
         "\n".join(offenders)
 
 
+def test_queries_of_more_than_two_lines_live_in_sql_files():
+    offenders = [f"{p.relative_to(ROOT)}:{line}: {text}" for p in _modules()
+                 for line, text in long_sql_strings(p.read_text(), str(p))]
+    assert not offenders, "move these queries to a .sql file beside the module:\n" + "\n".join(offenders)
+    assert long_sql_strings('Q = """\n  SELECT a\n  FROM t\n  WHERE b\n"""')
+    assert not long_sql_strings('def f():\n    """Reads\n    SELECT a\n    FROM t."""')
+
+
 @pytest.mark.parametrize("source", [
     "con.execute(f\"SELECT * FROM push WHERE lower(repo) = lower('{upstream_repo}')\")",
     "sql = f'''\n  SELECT sha\n  FROM heads WHERE ref IN {sql_list(branches)}\n'''",
@@ -71,6 +109,8 @@ def test_no_module_formats_values_into_sql():
     "q = \"select x from t where repo = '\" + repo + \"'\"",
     "con.execute(f\"SET memory_limit = '{limit}'\")",
     "q = f\"CREATE TEMP VIEW {name} AS SELECT 1\"",
+    "_Q = 'SELECT * FROM t WHERE x > {limit}'\ncon.execute(_Q.format(limit=n))",
+    "_Q = 'SELECT * FROM t WHERE repo = %s'\ncon.execute(_Q % repo)",
 ])
 def test_the_check_flags_values_formatted_into_sql(source):
     assert sql_formatting(source), source

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
+from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.fields import RowGuard
@@ -569,84 +570,25 @@ _TS_COLUMNS = {
     "pull_request": ("updated_at",),
 }
 
-_JOB_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END"
-_RUN_RANK = "CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END"
-
-
-def _latest(cols: list[str], order: str) -> str:
-    """For each column: its value on the highest-ranked delivery that has it (the ordering
-    breaks exact ties on the archive location, so the result never depends on scan order)."""
-    return ",\n".join(f"arg_max({c}, {order}) FILTER (WHERE {c} IS NOT NULL) AS {c}" for c in cols)
-
-
-REDUCE_SQL = {
-    "workflow_job": f"""
-        WITH ranked AS (SELECT *, {_JOB_RANK} AS rank FROM stage),
-        -- one HUGEINT ordering key (state, then arrival, then a hash of the archive location
-        -- for exact ties): arg_max on it is several times faster than on a struct
-        obs AS (SELECT *, (rank::HUGEINT << 110) + (epoch_ms(received_at)::HUGEINT << 64)
-                          + hash(location)::HUGEINT AS key FROM ranked),
-        job AS (
-            SELECT id, run_attempt,
-                {_latest(['run_id', 'repo', 'workflow_name', 'name', 'head_sha', 'head_branch',
-                          'status', 'conclusion', 'created_at', 'started_at', 'completed_at', 'labels',
-                          'runner_name', 'build_env', 'test_config', 'shard', 'num_shards', 'platform'],
-                         'key')},
-                min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
-                max(received_at) AS received_at
-            FROM obs GROUP BY id, run_attempt
-        )
-        SELECT id, run_id, run_attempt, repo, workflow_name, name, head_sha, head_branch, status,
-               conclusion, created_at, started_at, completed_at, labels, runner_name,
-               epoch(started_at) - epoch(coalesce(created_at, first_queued_at)) AS queue_s,
-               epoch(completed_at) - epoch(started_at) AS duration_s,
-               build_env, test_config, shard, num_shards, platform, received_at
-        FROM (SELECT * REPLACE (TRY_CAST(created_at AS TIMESTAMPTZ) AS created_at,
-                                TRY_CAST(started_at AS TIMESTAMPTZ) AS started_at,
-                                TRY_CAST(completed_at AS TIMESTAMPTZ) AS completed_at) FROM job)
-        ORDER BY run_id, id, run_attempt
-    """,
-    "workflow_run": f"""
-        SELECT id, run_attempt,
-            {_latest(['repo', 'name', 'event', 'head_sha', 'head_branch', 'status', 'conclusion'],
-                     f'({_RUN_RANK}, updated_at, received_at, location)')},
-            min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
-            max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
-        FROM stage GROUP BY id, run_attempt ORDER BY id, run_attempt
-    """,
-    "push": """
-        SELECT repo, ref, before, after, forced, created, deleted, head_commit_id,
-               TRY_CAST(head_commit_timestamp AS TIMESTAMPTZ) AS head_commit_timestamp, commit_count,
-               received_at, delivery_id
-        FROM stage ORDER BY received_at, delivery_id
-    """,
-    "pull_request": """
-        SELECT repo, number, action, state, head_sha, head_ref, base_ref, labels, merged,
-               TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, received_at, delivery_id
-        FROM stage ORDER BY received_at, delivery_id
-    """,
-}
+SQL = dict(SqlFiles(__file__).steps("webhook_tables"))
+TYPED_TABLES = ("workflow_job", "workflow_run", "push", "pull_request")
 
 
 def _reduce_typed(out: PartitionCommit, day: str, scans: list[_Scan], report: WebhookDayReport) -> None:
     con = connect()
     try:
-        for scan in scans:
-            if scan.copies is not None:
-                con.register(f"copies_{scan.index}", pa.table({"delivery_id": scan.copies}))
-        for name in REDUCE_SQL:
-            runs = " UNION ALL ".join(
-                f"SELECT * FROM read_parquet({os.path.join(scan.staged, name + '.parquet')!r})"
-                + ("" if scan.copies is None else f" WHERE delivery_id NOT IN (SELECT delivery_id FROM copies_{scan.index})")
-                for scan in scans)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW stage AS {runs}")
+        for name in TYPED_TABLES:
+            files = [os.path.join(scan.staged, name + ".parquet") for scan in scans]
+            copies = [(f, d) for scan, f in zip(scans, files)
+                      for d in ([] if scan.copies is None else scan.copies.to_pylist())]
+            con.register("copies", pa.table({"filename": [f for f, _ in copies], "delivery_id": [d for _, d in copies]},
+                                            schema=pa.schema([("filename", pa.string()), ("delivery_id", pa.string())])))
+            con.execute(compose(SQL["stage"], files=Literals(files)))
             for col in _TS_COLUMNS[name]:
-                bad = con.execute(
-                    f"SELECT location, {col} FROM stage WHERE {col} IS NOT NULL AND TRY_CAST({col} AS TIMESTAMPTZ) IS NULL"
-                ).fetchall()
+                bad = con.execute(compose(SQL["bad_timestamps"], column=col)).fetchall()
                 report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
                                    for loc, val in bad]
-            reader = con.sql(REDUCE_SQL[name]).to_arrow_reader(BATCH_ROWS)
+            reader = con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS)
             report.rows[name] = out.write(name, day, reader)
     finally:
         con.close()
