@@ -189,26 +189,41 @@ def _run(args: argparse.Namespace) -> int:
     for run_id in fail_dead_runs(instance):
         print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
     tags = {"torchci/source": "torchci run", "torchci/host": socket.gethostname(), "torchci/pid": str(os.getpid())}
-    failed = []
-    for i, day in enumerate(days, 1):
-        t0 = time.monotonic()
-        result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        asset_selection=keys, tags=tags, run_config=LOG_CONFIG)
-        failed_checks = [e.asset_check_evaluation_data for e in result.all_events
-                         if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
-        quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
-                       if "nothing_new" in e.materialization.metadata)
-        status = "ok" if result.success else "FAILED"
-        print(f"  [{i}/{len(days)}] {day}: {status} in {time.monotonic() - t0:.1f}s"
-              + (f", {len(failed_checks)} check(s) failed: "
-                 + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
-                 if failed_checks else "")
-              + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
-        if not result.success:
-            failed.append(day)
-            for event in result.all_events:
-                if event.is_step_failure:
-                    print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+    failed = [day for i, day in enumerate(days, 1)
+              if not _run_day(job, day, f"[{i}/{len(days)}]", instance, keys, tags)]
+    _print_summary(lake, days)
+    if failed:
+        print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_day(job, day: str, counter: str, instance, keys, tags: dict) -> bool:
+    """Materialize one day in process and print its line (failed checks, quiet assets, failed steps)."""
+    t0 = time.monotonic()
+    result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
+                                    asset_selection=keys, tags=tags, run_config=LOG_CONFIG)
+    failed_checks = [e.asset_check_evaluation_data for e in result.all_events
+                     if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
+    quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                   if "nothing_new" in e.materialization.metadata)
+    status = "ok" if result.success else "FAILED"
+    print(f"  {counter} {day}: {status} in {time.monotonic() - t0:.1f}s"
+          + (f", {len(failed_checks)} check(s) failed: "
+             + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
+             if failed_checks else "")
+          + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
+    if not result.success:
+        for event in result.all_events:
+            if event.is_step_failure:
+                print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+    return result.success
+
+
+def _print_summary(lake, days: list[str]) -> None:
+    """What the run left: rows per table, rejects, and where the lake, the outputs and the HUD are."""
+    from resources import Store, resolved_uri
+
     print("\nRows per table:")
     counts = summarize(lake, days)
     for table, rows in counts:
@@ -221,7 +236,3 @@ def _run(args: argparse.Namespace) -> int:
     print("Open the Dagster UI with `make dev` (http://127.0.0.1:3000) to see lineage, runs and checks.")
     if outputs.exists("hud/index.html"):
         print(f"HUD:     {outputs.display('hud/index.html')}")
-    if failed:
-        print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
-        return 1
-    return 0
