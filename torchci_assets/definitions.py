@@ -9,7 +9,7 @@ import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   upstream_commit_sensor)
-from resources import default_resources
+from resources.configured import default_resources
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness

@@ -150,7 +150,8 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from resources import Lake, Store, resolved_uri
+    from resources import Lake, Store
+    from resources.configured import resolved_uri
 
     try:
         from torchci_assets.definitions import defs
@@ -222,7 +223,8 @@ def _run_day(job, day: str, counter: str, instance, keys, tags: dict) -> bool:
 
 def _print_summary(lake, days: list[str]) -> None:
     """What the run left: rows per table, rejects, and where the lake, the outputs and the HUD are."""
-    from resources import Store, resolved_uri
+    from resources import Store
+    from resources.configured import resolved_uri
 
     print("\nRows per table:")
     counts = summarize(lake, days)
