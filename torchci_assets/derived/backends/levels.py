@@ -48,7 +48,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import Columns, SqlFiles, compose, relation
 from resources.storage import Store
-from torchci_assets.config import LEVELS, AllowlistEntry, RelayConfig, dump_allowlist
+from torchci_assets.config import LEVELS, AllowlistEntry, TorchciConfig, dump_allowlist
 from torchci_assets.ingest.ci_results import (
     CALLBACK_MINUTES_SCHEMA,
     CI_RESULT_SCHEMA,
@@ -79,7 +79,7 @@ LEVELS_SCHEMA = pa.schema([
 ])
 
 
-def health_windows(config: RelayConfig) -> tuple[int, ...]:
+def health_windows(config: TorchciConfig) -> tuple[int, ...]:
     """The window lengths the criteria need: the L2/L3 window and the L4 window."""
     return tuple(sorted({config.thresholds.L2.window_days, config.thresholds.L4.window_days}))
 
@@ -162,7 +162,7 @@ def _criterion(level: str, name: str, metric: str, health: dict, window: int, th
     return Criterion(level, name, metric, window, value, threshold, op, met)
 
 
-def criteria_for(repo: str, health_by_window: dict[int, dict], config: RelayConfig) -> list[Criterion]:
+def criteria_for(repo: str, health_by_window: dict[int, dict], config: TorchciConfig) -> list[Criterion]:
     """Every criterion of L2..L4 for `repo`, measured on its health rows (keyed by window length)."""
     t = config.thresholds
     short, long_ = t.L2.window_days, t.L4.window_days
@@ -243,7 +243,7 @@ class Assessment:
         return self.current_level is not None
 
 
-def assess_backends(health_rows: list[dict], config: RelayConfig) -> list[Assessment]:
+def assess_backends(health_rows: list[dict], config: TorchciConfig) -> list[Assessment]:
     """An assessment for every allowlisted repo and every repo with results, sorted by repo."""
     by_repo: dict[str, dict[int, dict]] = {}
     for row in health_rows:
@@ -281,7 +281,7 @@ def assess_backends(health_rows: list[dict], config: RelayConfig) -> list[Assess
     return out
 
 
-def levels_document(assessments: list[Assessment], day: str, config: RelayConfig) -> dict:
+def levels_document(assessments: list[Assessment], day: str, config: TorchciConfig) -> dict:
     """The content of `backend-levels.json`."""
     t = config.thresholds
     return {
@@ -305,11 +305,11 @@ def levels_document(assessments: list[Assessment], day: str, config: RelayConfig
     }
 
 
-def levels_json(assessments: list[Assessment], day: str, config: RelayConfig) -> bytes:
+def levels_json(assessments: list[Assessment], day: str, config: TorchciConfig) -> bytes:
     return (json.dumps(levels_document(assessments, day, config), indent=2) + "\n").encode()
 
 
-def allowlist_proposal(assessments: list[Assessment], day: str, config: RelayConfig) -> str:
+def allowlist_proposal(assessments: list[Assessment], day: str, config: TorchciConfig) -> str:
     """The allowlist with every listed repo at its recommended level, in the relay's YAML format.
 
     L3 and L4 entries are keyed by device (the existing one, else a placeholder named in a
