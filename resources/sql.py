@@ -3,8 +3,8 @@
 Why files: a query reads as SQL (an editor highlights it, a reviewer diffs it) and a value never
 becomes SQL text. Values (days, repositories, thresholds, lists of workflows) are bound as DuckDB
 parameters, `$name` in the file. What parameters cannot express (a table or column name, a list
-of columns chosen at run time) fills a `{{slot}}` through `compose`, which accepts only plain
-identifiers; `tests/test_sql_files.py` fails if a module formats anything into SQL itself.
+of columns chosen at run time) fills a `{{slot}}` through `compose`, which accepts only quoted
+identifiers, type names and quoted literals; `tests/test_sql_files.py` fails if a module formats anything into SQL itself.
 
 A file may hold several statements, each after a `-- step: <name>` line; `steps` returns them
 in order (a pipeline of temp tables, each reading the ones before).
@@ -21,7 +21,6 @@ from pathlib import Path
 _TOKENS = re.compile(r"'(?:[^']|'')*'|--[^\n]*|(?<![\w$])\$([A-Za-z_]\w*)")
 _STEP = re.compile(r"^-- step: (\w+)\s*$", re.MULTILINE)
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPE = re.compile(r"[A-Z]+(\[\])?")
 
 
@@ -80,10 +79,11 @@ def run_steps(con, steps: Iterable[tuple[str, str]], values: Mapping[str, object
 
 
 def identifier(name: str) -> str:
-    """`name` double-quoted, if it is a plain identifier; anything else is refused."""
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        raise ValueError(f"not a plain SQL identifier: {name!r}")
-    return f'"{name}"'
+    """`name` as one quoted identifier (a lake table may be any folder name, `odd-name` too): its
+    double quotes doubled, so it can never end the identifier early; an empty name is refused."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ValueError(f"not an SQL identifier: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
 
 
 class Literals(tuple):
