@@ -22,13 +22,17 @@ LAYERS = [
     ("torchci_assets.partitions", 1),
     ("torchci_assets.checks", 1),
     ("torchci_assets.config", 1),
+    ("torchci_assets.guardian_config", 1),
     ("torchci_assets.publishing", 1),
     ("torchci_assets.staging", 1),
+    ("torchci_assets.lake_metadata", 1),
+    ("torchci_assets.conventions", 1),
     ("torchci_assets.ingest", 2),
     ("torchci_assets.derived", 3),
     ("torchci_assets.relay", 3),
     ("torchci_assets.simulate", 3),
     ("torchci_assets.receiver", 3),
+    ("torchci_assets.backfill", 3),
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
 ]

@@ -12,6 +12,7 @@ import sys
 SUBCOMMANDS = {
     "run": ("torchci_assets.run", "materialize every asset for every archive day"),
     "simulate": ("torchci_assets.simulate.cli", "write a simulated PyTorch CI archive"),
+    "backfill": ("torchci_assets.backfill.cli", "read a repository's CI history from GitHub's REST API"),
     "shard-plan": ("torchci_assets.derived.sharding.cli", "plan test shards from test times"),
     "classify-log": ("torchci_assets.derived.failures.cli", "find the failure line of a job log"),
     "query": ("torchci_assets.query", "run DuckDB SQL over the lake and print a table"),
@@ -19,10 +20,17 @@ SUBCOMMANDS = {
 }
 
 
+def version() -> str:
+    """This package's version and Dagster's, as a bug report needs them."""
+    from importlib.metadata import version as installed
+
+    return f"torchci {installed('torchci-dagster')} (dagster {installed('dagster')})"
+
+
 def _usage() -> str:
     lines = ["usage: torchci <command> [options]", "", "commands:"]
     lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
-    lines += ["", "Run `torchci <command> --help` for a command's options."]
+    lines += ["", "Run `torchci <command> --help` for a command's options, `torchci --version` for the version."]
     return "\n".join(lines)
 
 
@@ -31,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(version())
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
         print(f"torchci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
