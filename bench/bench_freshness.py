@@ -60,7 +60,7 @@ TICK = """
 import json, resource, sys, time
 import dagster as dg
 from jobs.refresh import archive_refresh_sensor
-from resources import ArchiveResource
+from resources.configured import ArchiveResource
 t = time.perf_counter()
 with dg.build_sensor_context(instance=dg.DagsterInstance.get(), cursor=sys.argv[2] or None,
                              resources={"archive": ArchiveResource(uri=sys.argv[1])}) as ctx:

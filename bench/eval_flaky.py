@@ -33,7 +33,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource, OutputsResource
+from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS
 from torchci_assets.derived.results.assets import test_daily_stats_assets, test_results_assets

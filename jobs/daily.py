@@ -4,7 +4,7 @@ import datetime as dt
 
 import dagster as dg
 
-from resources import ArchiveResource
+from resources.configured import ArchiveResource
 from torchci_assets.ingest.landed import day_fingerprint
 from torchci_assets.partitions import FIRST_DAY_VAR, daily_partitions, last_partition
 

@@ -17,7 +17,7 @@ import os
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps
 

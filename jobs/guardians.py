@@ -10,7 +10,7 @@ import datetime as dt
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import alert_issues, ledger

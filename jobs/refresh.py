@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
-from resources import ArchiveResource
+from resources.configured import ArchiveResource
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
 

@@ -21,7 +21,7 @@ from collections import Counter
 import dagster as dg
 import requests
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch

@@ -23,7 +23,7 @@ from collections import Counter
 import dagster as dg
 
 from jobs.relay import CLAIM_SETTLE_S, report_outcomes
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.relay.check_runs import (

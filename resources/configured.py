@@ -1,6 +1,7 @@
 """Dagster resources: where the archive, the lake and the published outputs live.
 
-Imported through `resources` (`from resources import LakeResource`), lazily: see __init__.py.
+Imported from here (`from resources.configured import LakeResource`): `resources` itself does not
+import Dagster (see __init__.py).
 
 Each is a small typed resource holding a URI (a local path or `s3://bucket/prefix`); the
 storage logic itself is in `storage.py` and `lake.py`, plain classes that tests use directly.

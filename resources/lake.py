@@ -21,10 +21,15 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from resources.sql import Literals, compose
 from resources.storage import Store
 
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
 DAY_PARTITION = pa.schema([("day", pa.date32())])
+# A view per table and set of days (file paths go in as quoted literals: a view takes no parameter).
+_PARQUET_VIEW = ("CREATE OR REPLACE TEMP VIEW {{name}} AS "
+                 "SELECT * FROM read_parquet([{{files}}], hive_partitioning = true, union_by_name = true)")
+_ARROW_VIEW = "CREATE OR REPLACE TEMP VIEW {{name}} AS SELECT * FROM {{source}}"
 
 
 class Lake:
@@ -99,11 +104,7 @@ class Lake:
         if not files:
             return 0
         if self.store.is_local:
-            listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-            con.execute(
-                f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM read_parquet([{listing}], '
-                "hive_partitioning = true, union_by_name = true)"
-            )
+            con.execute(compose(_PARQUET_VIEW, name=name, files=Literals(files)))
         else:
             # DuckDB cannot read s3:// here (no httpfs offline), so S3 goes through a pyarrow
             # dataset, made to look like the local view: footers unified by name and the
@@ -114,20 +115,22 @@ class Lake:
             dataset = pads.dataset(files, schema=schema, filesystem=fs, format="parquet",
                                    partitioning=pads.partitioning(DAY_PARTITION, flavor="hive"))
             con.register(f"{name}__arrow", dataset)
-            con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM "{name}__arrow"')
+            con.execute(compose(_ARROW_VIEW, name=name, source=f"{name}__arrow"))
         return len(files)
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with bounded memory that spills to a temp folder."""
-    con = duckdb.connect(":memory:")
-    con.execute(f"SET memory_limit = '{memory_limit or os.environ.get('TORCHCI_DUCKDB_MEMORY', '512MB')}'")
+    # Settings go in as configuration, not as SQL text: the memory limit comes from the environment.
+    config = {
+        "memory_limit": memory_limit or os.environ.get("TORCHCI_DUCKDB_MEMORY", "512MB"),
+        "preserve_insertion_order": False,
+        # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
+        "temp_directory": os.path.join(tempfile.gettempdir(), "torchci-duckdb"),
+    }
     if threads:
-        con.execute(f"SET threads = {int(threads)}")
-    con.execute("SET preserve_insertion_order = false")
+        config["threads"] = int(threads)
+    con = duckdb.connect(":memory:", config=config)
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
-    # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
-    spill = os.path.join(tempfile.gettempdir(), "torchci-duckdb")
-    con.execute(f"SET temp_directory = '{spill}'")
     return con

@@ -8,19 +8,17 @@ import itertools
 import pyarrow as pa
 
 from resources.lake import Lake
-from torchci_assets.derived.hud.inputs import COLUMNS
+from torchci_assets.derived.hud.inputs import arrow_schema
 
 DAY = "2026-10-05"
 T0 = dt.datetime(2026, 10, 5, 8, 0, tzinfo=dt.timezone.utc)
 REPO = "pytorch/pytorch"
 BRANCHES = ("refs/heads/main",)
-_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
-          "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(), "VARCHAR[]": pa.list_(pa.string()),
-          "BIGINT[]": pa.list_(pa.int64())}
 
 
 def schema(table: str) -> pa.Schema:
-    return pa.schema([(c, _TYPES[t]) for c, t in COLUMNS[table].items() if c != "day"])
+    full = arrow_schema(table)
+    return full.remove(full.get_field_index("day")) if "day" in full.names else full
 
 
 def sha(i: int) -> str:

@@ -15,7 +15,7 @@ from jobs.daily import FINGERPRINT_TAG
 from jobs.refresh import (PARTITION_TAG, REFRESH_MINUTES_VAR, DayFingerprint, Decision, RefreshCursor, Seen,
                           archive_refresh_job, archive_refresh_sensor, baseline, decide, refresh_interval_s,
                           watched_days)
-from resources import ArchiveResource, LakeResource, OutputsResource
+from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store

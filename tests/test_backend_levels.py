@@ -12,7 +12,7 @@ import yaml
 from conftest import write_lines
 from test_ci_results import record
 
-from resources import ArchiveResource, LakeResource, OutputsResource
+from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import parse_allowlist, parse_config

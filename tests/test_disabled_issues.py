@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from fake_github_issues import FakeIssueTracker, Scripted, json_response
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from test_flaky import LINUX, WIN, History

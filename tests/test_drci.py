@@ -442,7 +442,7 @@ def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp
 def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver):
     import dagster as dg
     from hud_lake import DAY as HUD_DAY
-    from resources import LakeResource, OutputsResource
+    from resources.configured import LakeResource, OutputsResource
     from test_hud_site import build, history
     from torchci_assets.derived.drci.assets import drci_comments_asset
 

@@ -11,7 +11,7 @@ import itertools
 import dagster as dg
 import pyarrow as pa
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS

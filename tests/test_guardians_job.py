@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 import pyarrow as pa
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from tests.trunk_history import GROUP, T0, history, sha

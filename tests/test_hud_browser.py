@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from resources import ArchiveResource, LakeResource, OutputsResource
+from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from torchci_assets.derived.hud.health import BLOCKING_WORKFLOWS
 from torchci_assets.simulate.generate import generate_archive

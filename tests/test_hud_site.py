@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from hud_lake import DAY, REPO, T0, History, schema
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.hud.assets import HUD_ASSETS

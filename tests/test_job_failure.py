@@ -16,7 +16,7 @@ import pytest
 from conftest import Roots, envelope
 from test_test_stats import D, day, job_payload, lake, query, run_row, webhooks, write_test_run
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DEFAULT_INFRA_RULES, ConfigError, parse_config

@@ -27,7 +27,7 @@ from dagster._daemon.sensor import execute_sensor_iteration
 
 from conftest import envelope, free_port, write_lines
 from jobs.relay import upstream_commit_sensor
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.ingest.assets import webhook_assets
 from torchci_assets.relay.pushes import RelayCursor

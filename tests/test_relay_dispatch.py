@@ -9,7 +9,7 @@ import pytest
 from werkzeug import Response
 
 from jobs.relay import dispatch_job, run_config_for
-from resources import LakeResource
+from resources.configured import LakeResource
 from resources.github import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_KEYS, GitHubResource, validate_dispatch
 from resources.lake import Lake
 from torchci_assets.relay import dispatch

@@ -22,7 +22,7 @@ from jobs.relay_prs import (
     pull_request_sensor,
     rerun_job,
 )
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from tests.fake_github_relay import FakeRelayGitHub

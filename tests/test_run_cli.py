@@ -217,7 +217,7 @@ def test_an_unreadable_archive_starts_today_and_says_how_to_choose(monkeypatch, 
 
 def test_the_nightly_schedule_skips_days_before_the_first_partition(tmp_path):
     from jobs.daily import FINGERPRINT_TAG, daily_schedule
-    from resources import ArchiveResource
+    from resources.configured import ArchiveResource
     from torchci_assets.ingest.landed import day_fingerprint
     from torchci_assets.partitions import daily_partitions
 

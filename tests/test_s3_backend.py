@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 
 from conftest import S3_BUCKET, Roots, envelope, jsonl_bytes
 from jobs.relay import upstream_commit_sensor
-from resources import ArchiveResource
+from resources.configured import ArchiveResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store, s3_options

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake
 from resources.storage import Store, staging_name, staging_owner
 from torchci_assets.ingest.assets import webhook_assets

@@ -8,7 +8,7 @@ from conftest import DATA
 from test_junit import run_real_pytest
 
 import torchci_assets.ingest.assets as assets
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.reports import ingest_test_run_day

@@ -7,7 +7,7 @@ import pyarrow as pa
 from conftest import envelope, write_lines
 
 import torchci_assets.derived.results.assets as assets
-from resources import LakeResource
+from resources.configured import LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.results.stats import (

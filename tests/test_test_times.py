@@ -18,7 +18,7 @@ from test_test_stats import (
 )
 
 import torchci_assets.derived.sharding.assets as assets
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.storage import Store
 from torchci_assets.derived.results.stats import (
     build_test_daily_stats,

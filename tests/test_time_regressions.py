@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from conftest import pytorch_json
 
-from resources import LakeResource
+from resources.configured import LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.results.stats import build_test_daily_stats, build_test_results

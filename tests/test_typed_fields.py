@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import envelope, write_lines
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.assets import webhook_assets
@@ -208,10 +208,10 @@ def test_guard_convert_keeps_what_fits_and_rejects_the_rest():
 
 def test_a_value_an_extractor_let_through_is_a_reject_of_its_record_not_a_failed_day(tmp_path, monkeypatch):
     """Should a reader ever forget a check, the staging batch does not fail: its misfit is a reject."""
-    from torchci_assets.ingest import reports, webhooks
+    from torchci_assets.ingest import reports, webhook_scan
 
-    real_row = webhooks.workflow_job_row
-    monkeypatch.setattr(webhooks, "workflow_job_row",
+    real_row = webhook_scan.workflow_job_row
+    monkeypatch.setattr(webhook_scan, "workflow_job_row",
                         lambda p: (p["workflow_job"]["id"],) + real_row({**p, "workflow_job": {**p["workflow_job"], "id": 1}})[1:])
     write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "a.jsonl",
                 [envelope("workflow_job", "ok", job(1)), envelope("workflow_job", "huge", job(2**63))])

@@ -11,7 +11,7 @@ import pytest
 from werkzeug import Response
 
 from jobs.relay import POLL_INTERVAL_S, dispatch_job, upstream_commit_sensor
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.storage import Store
 from torchci_assets.config import load_config

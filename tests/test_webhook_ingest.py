@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import Roots, envelope
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest import webhooks

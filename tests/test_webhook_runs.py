@@ -23,8 +23,9 @@ from resources.storage import FileEntry, Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
-from torchci_assets.ingest.webhooks import (_can_spawn, _events_batch, _file_runs, _held_file, _HeldFiles, _Scan,
-                                            _next_result, _scan_in_processes, ingest_webhook_day)
+from torchci_assets.ingest.webhook_runs import HeldFiles, can_spawn, file_runs, next_result, scan_in_processes
+from torchci_assets.ingest.webhook_scan import RunScan, events_batch, held_file
+from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 DAY = "2026-11-01"
 
@@ -80,8 +81,8 @@ def test_runs_in_processes_write_what_one_scan_writes(tmp_path, octokit):
 def test_a_rerun_with_fewer_bronze_files_leaves_none_of_the_earlier_ones(tmp_path, octokit, monkeypatch):
     archive = _archive(tmp_path, octokit)
     lake = Lake.at(str(tmp_path / "lake"))
-    monkeypatch.setattr("torchci_assets.ingest.webhooks.SEGMENT_ROWS", 10)
-    monkeypatch.setattr("torchci_assets.ingest.webhooks.EVENT_BATCH_ROWS", 5)
+    monkeypatch.setattr("torchci_assets.ingest.webhook_scan.SEGMENT_ROWS", 10)
+    monkeypatch.setattr("torchci_assets.ingest.webhook_scan.EVENT_BATCH_ROWS", 5)
     ingest_webhook_day(archive, lake, DAY, workers=1)
     folder = tmp_path / "lake" / "webhook_events" / f"day={DAY}"
     segments = sorted(folder.glob("part-*.parquet"))
@@ -96,13 +97,13 @@ def test_a_rerun_with_fewer_bronze_files_leaves_none_of_the_earlier_ones(tmp_pat
 
 def test_runs_are_consecutive_files_of_about_equal_size():
     files = [FileEntry(f"f{i}", size) for i, size in enumerate([5, 1, 1, 1, 1, 1, 5, 5])]
-    runs = _file_runs(files, 2)
+    runs = file_runs(files, 2)
     assert [f.path for run in runs for f in run] == [f.path for f in files]
     assert [sum(f.size for f in run) for run in runs] == [10, 10]
-    many = _file_runs(files, 8)
+    many = file_runs(files, 8)
     assert 2 < len(many) <= 8 and all(many) and [f for run in many for f in run] == files
-    assert len(_file_runs(files[:2], 4)) == 2
-    assert _file_runs([], 2) == [[]]
+    assert len(file_runs(files[:2], 4)) == 2
+    assert file_runs([], 2) == [[]]
 
 
 def _hold(tmp, run: int, n: int, ids: list[str], complete: bool = True) -> None:
@@ -110,8 +111,8 @@ def _hold(tmp, run: int, n: int, ids: list[str], complete: bool = True) -> None:
     os.makedirs(os.path.join(tmp, f"run-{run}"), exist_ok=True)
     path = os.path.join(tmp, f"run-{run}", f"bronze-{n:03d}.arrow")
     at = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    batch = _events_batch([("push", None, d, at, "a/b", b"{}") for d in ids])
-    with _held_file(path) if complete else pa.ipc.new_file(path + ".open", batch.schema) as w:
+    batch = events_batch([("push", None, d, at, "a/b", b"{}") for d in ids])
+    with held_file(path) if complete else pa.ipc.new_file(path + ".open", batch.schema) as w:
         w.write_batch(batch)
 
 
@@ -120,10 +121,10 @@ def test_a_later_runs_held_files_are_written_once_every_earlier_run_is_scanned(t
     _hold(tmp, 1, 0, ["a", "b"])
     _hold(tmp, 1, 1, ["c"], complete=False)
     _hold(tmp, 2, 0, ["b", "d"])
-    run0, run1, run2 = (_Scan(index=0, ids={"a": "push"}), _Scan(index=1, ids={"b": "push", "c": "push"}),
-                        _Scan(index=2, ids={"d": "push"}))
+    run0, run1, run2 = (RunScan(index=0, ids={"a": "push"}), RunScan(index=1, ids={"b": "push", "c": "push"}),
+                        RunScan(index=2, ids={"d": "push"}))
     out = PartitionCommit(Lake.at(str(tmp_path / "lake")))
-    with _HeldFiles(out, DAY, tmp) as held:
+    with HeldFiles(out, DAY, tmp) as held:
         held.write_ready([run0, run2], 3)  # run 1 still scanning: only its complete file can go
         assert [os.path.relpath(p, tmp) for p in held.writing] == ["run-1/bronze-000.arrow"]
         _hold(tmp, 1, 1, ["c"])
@@ -146,15 +147,15 @@ def test_a_scan_worker_that_fails_fails_the_ingest_with_its_traceback(tmp_path, 
     tmp.mkdir()
     (tmp / "run-1").write_text("a file where run 1's folder goes")
     lake = Lake.at(str(tmp_path / "lake"))
-    args = [(archive.uri, lake.store.uri, None, DAY, run, k, str(tmp)) for k, run in enumerate(_file_runs(files, 2))]
+    args = [(archive.uri, lake.store.uri, None, DAY, run, k, str(tmp)) for k, run in enumerate(file_runs(files, 2))]
     with pytest.raises(RuntimeError, match="(?s)webhook scan of run 1 failed.*FileExistsError"):
-        with _HeldFiles(PartitionCommit(lake), DAY, str(tmp)) as held:
-            _scan_in_processes(args, DAY, len(files), lambda s: None, held)
+        with HeldFiles(PartitionCommit(lake), DAY, str(tmp)) as held:
+            scan_in_processes(args, DAY, len(files), lambda s: None, held)
 
 
 
 def _ingest_in_two_runs(archive_uri: str, lake_dir: str) -> None:
-    assert _can_spawn(), "this process can spawn the second run's worker"
+    assert can_spawn(), "this process can spawn the second run's worker"
     ingest_webhook_day(Store(archive_uri), Lake.at(lake_dir), DAY, workers=2)
 
 
@@ -177,10 +178,20 @@ def test_a_main_module_that_is_no_file_still_scans_in_two_processes(tmp_path, oc
     assert _tables(tmp_path / "one") == _tables(tmp_path / "two")
 
 
+def test_a_scan_worker_starts_without_importing_dagster():
+    """A spawned worker imports what `scan_run` needs, and `resources` no longer hides Dagster behind
+    its attributes: importing the scan modules must not pull it in (~0.5 s a worker)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    code = ("import sys, resources, torchci_assets.ingest.webhook_runs, torchci_assets.ingest.webhook_scan\n"
+            "assert 'dagster' not in sys.modules, 'dagster imported'\n"
+            "import resources.configured\nassert 'dagster' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
 def test_a_script_read_from_stdin_cannot_be_rerun_by_a_spawned_worker():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run([sys.executable, "-"], input=b"from torchci_assets.ingest.webhooks import _can_spawn\n"
-                   b"assert not _can_spawn()\n", check=True, env=env)
+    subprocess.run([sys.executable, "-"], input=b"from torchci_assets.ingest.webhook_runs import can_spawn\n"
+                   b"assert not can_spawn()\n", check=True, env=env)
 
 
 def test_runs_write_what_one_scan_writes_on_a_simulated_day(tmp_path):
@@ -200,7 +211,7 @@ def test_runs_write_what_one_scan_writes_on_a_simulated_day(tmp_path):
         assert _tables(tmp_path / f"w{w}") == _tables(tmp_path / "w1")
     # and the day does have deliveries that the second of two runs sees again
     files = archive.list_files(f"webhooks/day={DAY}", (".jsonl.gz",))
-    first, second = _file_runs(files, 2)
+    first, second = file_runs(files, 2)
     ids = [_delivery_ids(tmp_path / "archive", run) for run in (first, second)]
     assert len(ids[0] & ids[1]) >= 5
 
@@ -239,9 +250,9 @@ class _Worker:
 
 def test_a_worker_gone_after_sending_is_read_not_reported_lost():
     # the wait times out, then the worker is found gone: what it sent is read
-    assert _next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=False)]) == "scan"
+    assert next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=False)]) == "scan"
     # every awaited worker still running: nothing yet, no error
-    assert _next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=True)]) is None
+    assert next_result(_Pipe(["scan"], empty_waits=1), [_Worker(alive=True)]) is None
     # a worker that exited without sending anything
     with pytest.raises(RuntimeError, match="exited without a result"):
-        _next_result(_Pipe([], empty_waits=2), [_Worker(alive=True), _Worker(alive=False)])
+        next_result(_Pipe([], empty_waits=2), [_Worker(alive=True), _Worker(alive=False)])

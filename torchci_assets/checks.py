@@ -12,7 +12,10 @@ import warnings
 import dagster as dg
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, compose
 from torchci_assets.partitions import daily_partitions
+
+SQL = SqlFiles(__file__)
 
 # A day's share of unreadable records above which ingest is flagged: real archives have a
 # handful of truncated uploads, not percent-level damage.
@@ -58,13 +61,8 @@ def unique_key_check(lake: Lake, table: str, day: str, key: list[str]) -> dg.Ass
     con = connect()
     try:
         lake.register(con, table, [day], name="t")
-        cols = ", ".join(key)
-        total, dupes = con.execute(
-            f"SELECT count(*), count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} FROM t)) FROM t"
-        ).fetchone()
-        sample = con.execute(
-            f"SELECT {cols}, count(*) AS n FROM t GROUP BY ALL HAVING n > 1 ORDER BY n DESC LIMIT 5"
-        ).fetchall()
+        total, dupes = con.execute(compose(SQL["duplicate_keys"], key=key)).fetchone()
+        sample = con.execute(compose(SQL["duplicate_key_examples"], key=key)).fetchall()
     finally:
         con.close()
     return dg.AssetCheckResult(
@@ -77,9 +75,7 @@ def not_null_check(lake: Lake, table: str, day: str, columns: list[str]) -> dg.A
     con = connect()
     try:
         lake.register(con, table, [day], name="t")
-        counts = con.execute(
-            "SELECT " + ", ".join(f"count(*) FILTER (WHERE {c} IS NULL)" for c in columns) + " FROM t"
-        ).fetchone()
+        counts = con.execute(compose(SQL["null_counts"], columns=columns)).fetchone()
     finally:
         con.close()
     nulls = {c: int(n) for c, n in zip(columns, counts)}

@@ -126,7 +126,11 @@ class DrciConfig:
 
 
 @dataclass(frozen=True)
-class RelayConfig:
+class TorchciConfig:
+    """The whole of TORCHCI_CONFIG: the relay (upstream, allowlist, approvals, thresholds), the
+    DISABLED-issue loop, Dr. CI, the guardians and the log classifier's infrastructure rules, read
+    once and passed around."""
+
     upstream_repo: str
     branches: tuple[str, ...]
     allowlist: tuple[AllowlistEntry, ...]
@@ -415,15 +419,15 @@ def _branch(raw: Any, where: str) -> str:
     return ref if ref.startswith("refs/heads/") else f"refs/heads/{ref}"
 
 
-def parse_config(raw: Any, source: str = "<config>") -> RelayConfig:
-    """A validated `RelayConfig` from the already-read YAML document `raw`."""
+def parse_config(raw: Any, source: str = "<config>") -> TorchciConfig:
+    """A validated `TorchciConfig` from the already-read YAML document `raw`."""
     try:
         return _parse_config(raw, source)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
 
 
-def _parse_config(raw: Any, source: str) -> RelayConfig:
+def _parse_config(raw: Any, source: str) -> TorchciConfig:
     _expect(raw, dict, "top level", "a mapping")
     _check_keys(raw, _TOP_KEYS, "top level")
 
@@ -452,7 +456,7 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
             raise ConfigError(f"allowlist.L4: {e.repo!r} is not in maintainer_approved "
                               "(L4 requires the maintainers' approval)")
 
-    return RelayConfig(
+    return TorchciConfig(
         upstream_repo=upstream_repo,
         branches=branches,
         allowlist=allowlist,
@@ -472,7 +476,7 @@ def _guardians(raw: dict):
     return guardian_settings(raw)
 
 
-def load_config(path: str | None = None) -> RelayConfig:
+def load_config(path: str | None = None) -> TorchciConfig:
     """The config at `path`, else at $TORCHCI_CONFIG, else the bundled default."""
     path = path or os.environ.get(CONFIG_ENV_VAR) or str(DEFAULT_CONFIG_PATH)
     try:

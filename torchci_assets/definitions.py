@@ -13,7 +13,7 @@ from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, d
                   trunk_guardians_job, trunk_guardians_schedule, upstream_commit_sensor)
 from jobs import relay_prs
 from jobs.gap_repair import gap_repair_job, gap_repair_schedule
-from resources import default_resources
+from resources.configured import default_resources
 from torchci_assets.conventions import apply_conventions
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.drci import definitions as drci

@@ -20,7 +20,7 @@ import warnings
 import dagster as dg
 import pyarrow as pa
 
-from resources import DEFAULT_URIS
+from resources.configured import DEFAULT_URIS
 from resources.storage import Store
 
 FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"

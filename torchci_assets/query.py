@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 import duckdb
 
-from resources import resolved_uri
+from resources.configured import resolved_uri
 from resources.lake import Lake, connect
 
 FETCH_ROWS = 10_000

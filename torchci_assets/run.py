@@ -165,10 +165,11 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from resources import Lake, Store, resolved_uri
+    from resources import Lake, Store
+    from resources.configured import resolved_uri
 
     try:
-        from torchci_assets.day_runs import day_tags, execute_day
+        from torchci_assets.day_runs import day_tags
         from torchci_assets.definitions import defs
         from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
     except ValueError as exc:
@@ -201,26 +202,45 @@ def _run(args: argparse.Namespace) -> int:
     for run_id in fail_dead_runs(instance):
         print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
     tags = {"torchci/source": "torchci run", "torchci/host": socket.gethostname(), "torchci/pid": str(os.getpid())}
-    failed = []
-    for i, day in enumerate(days, 1):
-        t0 = time.monotonic()
-        result = execute_day(defs, instance, day, day_tags(archive, day, keys is None, tags), keys,
-                             QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG)
-        failed_checks = [e.asset_check_evaluation_data for e in result.all_events
-                         if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
-        quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
-                       if "nothing_new" in e.materialization.metadata)
-        status = "ok" if result.success else "FAILED"
-        print(f"  [{i}/{len(days)}] {day}: {status} in {time.monotonic() - t0:.1f}s"
-              + (f", {len(failed_checks)} check(s) failed: "
-                 + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
-                 if failed_checks else "")
-              + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
-        if not result.success:
-            failed.append(day)
-            for event in result.all_events:
-                if event.is_step_failure:
-                    print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+    log_config = QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG
+    failed = [day for i, day in enumerate(days, 1)
+              if not _run_day(defs, instance, day, f"[{i}/{len(days)}]", day_tags(archive, day, keys is None, tags),
+                              keys, log_config)]
+    _print_summary(lake, days)
+    if failed:
+        print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_day(defs, instance, day: str, counter: str, tags: dict, keys, log_config: dict) -> bool:
+    """Materialize one day in process and print its line (failed checks, quiet assets, failed steps)."""
+    from torchci_assets.day_runs import execute_day
+
+    t0 = time.monotonic()
+    result = execute_day(defs, instance, day, tags, keys, log_config)
+    failed_checks = [e.asset_check_evaluation_data for e in result.all_events
+                     if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
+    quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                   if "nothing_new" in e.materialization.metadata)
+    status = "ok" if result.success else "FAILED"
+    print(f"  {counter} {day}: {status} in {time.monotonic() - t0:.1f}s"
+          + (f", {len(failed_checks)} check(s) failed: "
+             + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
+             if failed_checks else "")
+          + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
+    if not result.success:
+        for event in result.all_events:
+            if event.is_step_failure:
+                print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+    return result.success
+
+
+def _print_summary(lake, days: list[str]) -> None:
+    """What the run left: rows per table, rejects, and where the lake, the outputs and the HUD are."""
+    from resources import Store
+    from resources.configured import resolved_uri
+
     print("\nRows per table:")
     counts = summarize(lake, days)
     for table, rows in counts:
@@ -233,7 +253,3 @@ def _run(args: argparse.Namespace) -> int:
     print("Open the Dagster UI with `make dev` (http://127.0.0.1:3000) to see lineage, runs and checks.")
     if outputs.exists("hud/index.html"):
         print(f"HUD:     {outputs.display('hud/index.html')}")
-    if failed:
-        print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
-        return 1
-    return 0

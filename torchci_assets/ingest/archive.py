@@ -6,7 +6,7 @@ assets that read them, with where they are, and `torchci run` and the jobs never
 
 import dagster as dg
 
-from resources import resolved_uri
+from resources.configured import resolved_uri
 from resources.storage import Store
 
 # source folder -> (asset key, kind, what lands there)

@@ -8,7 +8,7 @@ whose run the instance no longer has in progress.
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from resources.lake import connect
 from torchci_assets.checks import check_spec, not_null_check, reject_rate_check, unique_key_check
 from torchci_assets.ingest.archive import archive_key

@@ -61,6 +61,7 @@ import orjson
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, compose, relation, run_steps
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.ingest.fields import RowGuard, checked
@@ -218,43 +219,18 @@ def parse_record(line: bytes) -> dict:
     }
 
 
-def started_at_sql() -> str:
-    """A merged job's start: the earliest reported by any of its rows (`any_started_at`), else
-    the relay's measure, `completed_at - execution_time`.
-
-    A completed callback alone has no `started_at` (report_callback.py sends it only with
-    `in_progress`, which may have been lost or landed on another day), and the relay's
-    `execution_time` runs from the in_progress callback to the completed one. An absurd
-    execution time (negative, over 30 years) is ignored rather than computed with.
-    """
-    return ("coalesce(any_started_at, CASE WHEN execution_s BETWEEN 0 AND 1e9 "
-            "THEN completed_at - to_milliseconds(CAST(round(execution_s * 1000) AS BIGINT)) END)")
+SQL = SqlFiles(__file__)
 
 
-def state_rank_sql(status: str = "status") -> str:
-    cases = " ".join(f"WHEN '{s}' THEN {r}" for s, r in STATE_RANK.items())
-    return f"(CASE {status} {cases} ELSE 0 END)"
+def define_callback_macros(con) -> None:
+    """The SQL macros that judge a downstream job (callback_macros.sql), in `con`."""
+    run_steps(con, SQL.steps("callback_macros"))
 
 
-def failure_kind_sql(as_of_ms: int) -> str:
-    """The SQL expression classifying a job row (see the module docstring) as of `as_of_ms`.
-
-    It reads the columns status, conclusion, started_at, completed_at, callback_at, passed,
-    failed and skipped; ingest and the health windows share it so both judge alike.
-    """
-    ok = ", ".join(f"'{c}'" for c in SUCCESS_CONCLUSIONS)
-    return f"""(CASE
-        WHEN status = 'completed' AND epoch_ms(completed_at) - epoch_ms(started_at) > {LOST_AFTER_MS}
-            THEN 'infrastructure'
-        WHEN status = 'completed' AND conclusion = 'timed_out' THEN 'infrastructure'
-        WHEN status = 'completed' AND conclusion IN ({ok}) THEN 'none'
-        WHEN status = 'completed' AND coalesce(passed, 0) + coalesce(failed, 0) + coalesce(skipped, 0) = 0
-            THEN 'infrastructure'
-        WHEN status = 'completed' THEN 'test'
-        WHEN epoch_ms(coalesce(started_at, callback_at)) + {LOST_AFTER_MS} <= {int(as_of_ms)}
-            THEN 'infrastructure'
-        ELSE 'pending'
-    END)"""
+def judgement(as_of_ms: int) -> dict:
+    """The parameters `failure_kind` is called with: what a job is judged against."""
+    return {"as_of_ms": int(as_of_ms), "lost_after_ms": LOST_AFTER_MS,
+            "success_conclusions": list(SUCCESS_CONCLUSIONS)}
 
 
 def judged_as_of_ms(day: str, now_ms: int | None = None) -> int:
@@ -268,38 +244,15 @@ def judged_as_of_ms(day: str, now_ms: int | None = None) -> int:
 
 def reduce_callbacks(stage: pa.Table, as_of_ms: int) -> tuple[pa.Table, pa.Table]:
     """(ci_result rows, ci_callback_minutes rows) from every callback of a day."""
-    key = ", ".join(KEY)
+    steps = dict(SQL.steps("ci_result"))
+    columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
     con = connect()
     try:
+        define_callback_macros(con)
         con.register("stage_arrow", stage)
-        con.execute(f"""CREATE TEMP TABLE stage AS SELECT *,
-            coalesce(received_at, completed_at, started_at) AS callback_at,
-            {state_rank_sql()} AS state_rank FROM stage_arrow""")
-        kept = con.sql(f"""
-            WITH ranked AS (
-                SELECT *,
-                    row_number() OVER (PARTITION BY {key}
-                        ORDER BY state_rank DESC, callback_at DESC NULLS LAST, seq DESC) AS rn,
-                    count(*) OVER (PARTITION BY {key}) AS n_callbacks,
-                    -- fields a later callback leaves out are taken from the job's earlier ones
-                    min(started_at) OVER (PARTITION BY {key}) AS any_started_at,
-                    max(queue_s) OVER (PARTITION BY {key}) AS any_queue_s,
-                    max(head_sha) OVER (PARTITION BY {key}) AS any_head_sha
-                FROM stage
-            ), winners AS (
-                SELECT * REPLACE ({started_at_sql()} AS started_at,
-                                  coalesce(queue_s, any_queue_s) AS queue_s,
-                                  coalesce(head_sha, any_head_sha) AS head_sha)
-                FROM ranked WHERE rn = 1
-            )
-            SELECT {", ".join(f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind"))},
-                   n_callbacks AS callbacks, {failure_kind_sql(as_of_ms)} AS failure_kind
-            FROM winners ORDER BY repo, delivery_id, run_id, run_attempt, job_name
-        """).to_arrow_table()
-        minutes = con.sql("""
-            SELECT repo, date_trunc('minute', callback_at) AS minute, count(*) AS callbacks
-            FROM stage WHERE callback_at IS NOT NULL GROUP BY ALL ORDER BY repo, minute
-        """).to_arrow_table()
+        con.execute(steps["stage"])
+        kept = relation(con, compose(steps["jobs"], columns=columns), judgement(as_of_ms)).to_arrow_table()
+        minutes = con.sql(steps["minutes"]).to_arrow_table()
     finally:
         con.close()
     return kept.cast(CI_RESULT_SCHEMA), minutes.cast(CALLBACK_MINUTES_SCHEMA)

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
+from resources.sql import Literals, SqlFiles, compose
 from resources.storage import RefusedPath, Store
 from torchci_assets.ingest.fields import RowGuard
 from torchci_assets.ingest.junit import (
@@ -61,24 +62,9 @@ REQUIRED_COLUMNS = [*KEY_COLUMNS[:3], "file", "classname", "name", "time", "stat
 _STAGE_SCHEMA = TEST_RUN_SCHEMA.append(pa.field("seq", pa.int64()))
 _GUARD = RowGuard(_STAGE_SCHEMA)
 
-# Final status of entries of one test found in several files (see the module docstring).
-CROSS_FILE_STATUS = """
-    CASE WHEN bool_or(status = 'passed') THEN 'passed'
-         WHEN bool_or(status = 'skipped') THEN 'skipped'
-         WHEN bool_or(status = 'failed') THEN 'failed'
-         ELSE 'error' END
-"""
-
-_FOLD_SQL = f"""
-    SELECT workflow_id, workflow_run_attempt, job_id, invoking_file, file, classname, name,
-           sum(time) AS time,
-           {CROSS_FILE_STATUS} AS status,
-           sum(rerun_count) + count(*) - 1 AS rerun_count,
-           arg_min(message, seq) FILTER (WHERE message IS NOT NULL) AS message
-    FROM stage
-    GROUP BY ALL
-    ORDER BY job_id, workflow_run_attempt, invoking_file, file, classname, name
-"""
+SQL = SqlFiles(__file__)
+# The staged rows of the day as a view (a view takes no parameter: the path is a quoted literal).
+_STAGE_VIEW = "CREATE TEMP VIEW stage AS SELECT * FROM read_parquet({{path}})"
 
 
 @dataclass
@@ -237,8 +223,8 @@ def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str
         con = connect()
         try:
             con.execute("SET enable_progress_bar = false")
-            con.execute(f"CREATE TEMP VIEW stage AS SELECT * FROM read_parquet('{stage.path}')")
-            reader = con.sql(_FOLD_SQL).to_arrow_reader(OUTPUT_BATCH_ROWS)
+            con.execute(compose(_STAGE_VIEW, path=Literals([stage.path])))
+            reader = con.sql(SQL["test_run_fold"]).to_arrow_reader(OUTPUT_BATCH_ROWS)
             report.rows = lake.write(TABLE, day, _as_schema(reader, TEST_RUN_SCHEMA))
         finally:
             con.close()

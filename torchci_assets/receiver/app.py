@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, ConfigError, RelayConfig, load_config
+from torchci_assets.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, ConfigError, TorchciConfig, load_config
 from torchci_assets.receiver.callbacks import (
     BodyError,
     DispatchLedger,
@@ -92,7 +92,7 @@ class ConfigWatcher:
         except OSError:
             return None
 
-    def current(self) -> RelayConfig:
+    def current(self) -> TorchciConfig:
         now = time.monotonic()
         if now - self._checked >= self.check_s:
             self._checked = now

@@ -31,7 +31,7 @@ import pyarrow as pa
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.config import RelayConfig
+from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, claim_lost, ledger_rows, record_attempt, target_states
 from torchci_assets.relay.pull_requests import LABEL_PREFIX, check_run_name, needs_check_run, pr_labels
@@ -117,7 +117,7 @@ def check_run_wanted(lake: Lake, head_sha: str, repo: str) -> bool:
     return any(r["downstream_repo"].lower() == repo.lower() for r in wanted)
 
 
-def mark_wanted(lake: Lake, config: RelayConfig, head_sha: str, repo: str, delivery_id: str, run_id: str) -> None:
+def mark_wanted(lake: Lake, config: TorchciConfig, head_sha: str, repo: str, delivery_id: str, run_id: str) -> None:
     record_action(lake, {"action": "wanted", "key": f"wanted|{repo.lower()}", "sha": head_sha,
                    "upstream_repo": config.upstream_repo, "downstream_repo": repo,
                    "delivery_id": delivery_id, "outcome": "ok", "run_id": run_id})
@@ -142,7 +142,7 @@ def stale_claims(rows: list[dict], key: str, now: dt.datetime | None = None) -> 
     return {r.get("attempt_id") for r in open_claims}
 
 
-def wants_check_run(lake: Lake, config: RelayConfig, job: JobState) -> bool:
+def wants_check_run(lake: Lake, config: TorchciConfig, job: JobState) -> bool:
     entry = config.entry_for(job.downstream_repo)
     if entry is None or entry.level not in ("L3", "L4"):
         return False
@@ -163,7 +163,7 @@ def request_body(job: JobState, web_url: str = "https://github.com") -> dict:
     return body
 
 
-def create_check_run(github: GitHubResource, lake: Lake, config: RelayConfig, job: JobState, run_id: str,
+def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, job: JobState, run_id: str,
                      log: Callable[[str], None] = lambda s: None, settle_s: float = CLAIM_SETTLE_S) -> str:
     """Create the check run for `job` unless done already; returns what happened."""
     rows = [r for r in ledger_rows(lake, job.head_sha, table=ACTIONS_TABLE) if r["action"] == "check_run"]
@@ -204,7 +204,7 @@ def create_check_run(github: GitHubResource, lake: Lake, config: RelayConfig, jo
     return _send(github, lake, config, job, body, base, attempt_id, log)
 
 
-def _send(github: GitHubResource, lake: Lake, config: RelayConfig, job: JobState, body: dict, base: dict,
+def _send(github: GitHubResource, lake: Lake, config: TorchciConfig, job: JobState, body: dict, base: dict,
           attempt_id: str, log: Callable[[str], None]) -> str:
     try:
         resp = github.request("POST", f"/repos/{config.upstream_repo}/check-runs", json_body=body,
@@ -224,7 +224,7 @@ def _send(github: GitHubResource, lake: Lake, config: RelayConfig, job: JobState
     return "created"
 
 
-def _find(github: GitHubResource, config: RelayConfig, job: JobState, known: set) -> int | None:
+def _find(github: GitHubResource, config: TorchciConfig, job: JobState, known: set) -> int | None:
     """The id of a check run GitHub has for `job` that the ledger does not know yet, or None."""
     resp = github.request("GET", f"/repos/{config.upstream_repo}/commits/{job.head_sha}/check-runs",
                           params={"check_name": job.name, "filter": "all", "per_page": 100})
@@ -257,7 +257,7 @@ def recorded_jobs(store: Store, head_sha: str, repo: str, lookback_days: int = J
     return sorted(latest.values(), key=lambda j: j.name)
 
 
-def backfill_for_label(github: GitHubResource, lake: Lake, store: Store, config: RelayConfig, payload: dict,
+def backfill_for_label(github: GitHubResource, lake: Lake, store: Store, config: TorchciConfig, payload: dict,
                        delivery_id: str, run_id: str, log: Callable[[str], None] = lambda s: None,
                        settle_s: float = CLAIM_SETTLE_S) -> dict[str, str]:
     """A `ciflow/crcr/<device>` label: every L3 repository of the device wants check runs on this

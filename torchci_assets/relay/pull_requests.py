@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 
 from resources.github import MAX_PAYLOAD_BYTES
-from torchci_assets.config import AllowlistEntry, RelayConfig
+from torchci_assets.config import AllowlistEntry, TorchciConfig
 from torchci_assets.ingest.payloads import parse_envelope
 
 PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
@@ -127,7 +127,7 @@ def _utc_text(at: dt.datetime) -> str:
 
 
 def relay_event(event: str, delivery_id: str, received_at: dt.datetime, payload: dict,
-                config: RelayConfig) -> tuple[RelayEvent | None, str]:
+                config: TorchciConfig) -> tuple[RelayEvent | None, str]:
     """The relay's action for one delivery, or None and why not ("" when not the relay's)."""
     repo = (payload.get("repository") or {}).get("full_name") if isinstance(payload.get("repository"), dict) else None
     if event not in ("pull_request", "check_run", "check_suite") or not isinstance(repo, str) \
@@ -156,7 +156,7 @@ def relay_event(event: str, delivery_id: str, received_at: dt.datetime, payload:
     return RelayEvent("rerun_suite", event, delivery_id, received, str(suite.get("head_sha") or ""), payload), ""
 
 
-def pick_relay_event(line: bytes, config: RelayConfig) -> tuple[bool, RelayEvent | None, str]:
+def pick_relay_event(line: bytes, config: TorchciConfig) -> tuple[bool, RelayEvent | None, str]:
     """For scan_archive: (is a pull_request/check_run/check_suite delivery, its event, why not)."""
     event, delivery_id, received_at, payload, _env = parse_envelope(line)
     if event not in ("pull_request", "check_run", "check_suite"):

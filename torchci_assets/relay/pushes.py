@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from resources.storage import Store
-from torchci_assets.config import RelayConfig
+from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.payloads import FieldError, parse_envelope, push_row
 from torchci_assets.ingest.rejects import Reject
@@ -142,7 +142,7 @@ def _person(value) -> dict | None:
 
 
 def push_commit(payload: dict, delivery_id: str, received_at: dt.datetime,
-                config: RelayConfig) -> tuple[UpstreamCommit | None, str]:
+                config: TorchciConfig) -> tuple[UpstreamCommit | None, str]:
     """The commit a push delivery asks to dispatch, or None and why not ("" when the push is
     simply not for the upstream's configured branches)."""
     try:
@@ -170,7 +170,7 @@ def recent_days(store: Store, lookback_days: int = LOOKBACK_DAYS, stream: str = 
     return store.list_days(stream)[-lookback_days:]
 
 
-def pick_push(line: bytes, config: RelayConfig) -> tuple[bool, UpstreamCommit | None, str]:
+def pick_push(line: bytes, config: TorchciConfig) -> tuple[bool, UpstreamCommit | None, str]:
     """For scan_archive: (is a push, the commit to dispatch or None, why not)."""
     event, delivery_id, received_at, payload, _env = parse_envelope(line)
     if event != "push":
@@ -181,10 +181,10 @@ def pick_push(line: bytes, config: RelayConfig) -> tuple[bool, UpstreamCommit | 
 
 # (line, config) -> (counted, item with run_key/received_at/delivery_id or None, why not);
 # raises ValueError for an unreadable line.
-Picker = Callable[[bytes, RelayConfig], tuple[bool, object, str]]
+Picker = Callable[[bytes, TorchciConfig], tuple[bool, object, str]]
 
 
-def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
+def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig,
                  budget_s: float = TICK_READ_BUDGET_S,
                  clock: Callable[[], float] = time.monotonic,
                  pick: Picker = pick_push, stream: str = "webhooks") -> tuple[ScanReport, RelayCursor]:
@@ -230,7 +230,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
     return report, next_cursor
 
 
-def _read_file(store: Store, path: str, config: RelayConfig, report: ScanReport,
+def _read_file(store: Store, path: str, config: TorchciConfig, report: ScanReport,
                found: dict[str, UpstreamCommit], seen_keys: set[str], pick: Picker = pick_push,
                stream: str = "webhooks") -> None:
     for lineno, line in iter_lines(store, path, stream, report.rejects):
@@ -254,7 +254,7 @@ def _read_file(store: Store, path: str, config: RelayConfig, report: ScanReport,
             found[item.run_key] = item
 
 
-def poll_commit(github, config: RelayConfig, ref: str, previous_head: str | None,
+def poll_commit(github, config: TorchciConfig, ref: str, previous_head: str | None,
                 now: dt.datetime) -> UpstreamCommit | None:
     """The branch's head if it moved since `previous_head` (polled with one small request).
 

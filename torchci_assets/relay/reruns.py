@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
-from torchci_assets.config import RelayConfig
+from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, record_action, stale_claims
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, claim_lost, ledger_rows, target_states
 from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_external_id
@@ -32,7 +32,7 @@ from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_
 MAX_SUITE_PAGES = 10
 
 
-def suite_check_runs(github: GitHubResource, config: RelayConfig, suite_id: int) -> list[dict]:
+def suite_check_runs(github: GitHubResource, config: TorchciConfig, suite_id: int) -> list[dict]:
     """Every check run of a check suite (GitHub answers `{total_count, check_runs}` pages)."""
     runs: list[dict] = []
     for page in range(1, MAX_SUITE_PAGES + 1):
@@ -56,7 +56,7 @@ def rerun_targets(check_runs: list[dict]) -> list[tuple[str, int]]:
     return seen
 
 
-def handle_rerequest(github: GitHubResource, lake: Lake, config: RelayConfig, event: str, payload: dict,
+def handle_rerequest(github: GitHubResource, lake: Lake, config: TorchciConfig, event: str, payload: dict,
                      delivery_id: str, run_id: str, log: Callable[[str], None] = lambda s: None,
                      settle_s: float = CLAIM_SETTLE_S) -> dict[str, str]:
     """Re-run what a `check_run` / `check_suite` `rerequested` asks; returns the outcome per
@@ -71,7 +71,7 @@ def handle_rerequest(github: GitHubResource, lake: Lake, config: RelayConfig, ev
             for repo, rid in targets}
 
 
-def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: RelayConfig, repo: str, downstream_run: int,
+def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig, repo: str, downstream_run: int,
                       sha: str, delivery_id: str, run_id: str, log: Callable[[str], None] = lambda s: None,
                       settle_s: float = CLAIM_SETTLE_S) -> str:
     entry = config.entry_for(repo)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from torchci_assets.config import RelayConfig
+from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.pull_requests import relay_event
 from torchci_assets.relay.pushes import push_commit
 
 
 def relay_waits_for(event: str, payload: dict, delivery_id: str, received_at: dt.datetime,
-                    config: RelayConfig) -> bool:
+                    config: TorchciConfig) -> bool:
     if event == "push":
         return push_commit(payload, delivery_id, received_at, config)[0] is not None
     return relay_event(event, delivery_id, received_at, payload, config)[0] is not None

@@ -56,13 +56,25 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
         shutil.rmtree(out / section / folder, ignore_errors=True)
     lo = day_start_ms(day)
     acts = world.activities(day - dt.timedelta(days=1)) + world.activities(day)
+    _write_webhooks(world, out / "webhooks" / folder, day, acts, truth, first_day, stats)
+    if world.opts.test_reports:
+        _write_test_reports(world, out, folder, lo, acts, stats)
+    _write_logs(world, out / "logs" / folder, day, lo, acts, truth, stats)
+    _write_ci_results(world, out / "ci-results" / folder, day, lo, acts, stats)
+    _record_truth(lo, acts, truth)
+    stats.seconds = round(time.perf_counter() - t_start, 2)
+    return stats
 
-    # --- webhooks: every delivery received today, in arrival order
+
+def _write_webhooks(world: World, where: Path, day: dt.date, acts: list, truth: dict, first_day: dt.date,
+                    stats: DayStats) -> None:
+    """Every delivery received today, in arrival order, and the quirks they carry."""
+    lo = day_start_ms(day)
     todays = [d for a in acts for d in a.deliveries if _in_day(d.received, lo, a)]
     for i, d in enumerate(todays):
         d.seq = i
     todays.sort(key=lambda d: (d.received, d.seq))
-    hooks = RollingJsonl(out / "webhooks" / folder, "hooks", level=1)
+    hooks = RollingJsonl(where, "hooks", level=1)
     by_event: dict[str, int] = {}
     dups = 0
     # The collector dies mid-write now and then: the archive keeps a cut line, and the
@@ -94,30 +106,35 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
     q["old_version_payloads"] += sum(1 for d in todays if d.old)
     q["out_of_order_jobs"] += sum(1 for a in acts for _, t in a.out_of_order_jobs if _in_day(t, lo, a))
 
-    # --- test reports and test-runs rows of the jobs that completed today
-    if world.opts.test_reports:
-        rows_out = RollingJsonl(out / "test-runs" / folder, "test-runs", level=3)
-        for a in acts:
-            for job in a.jobs:
-                if job.kind == "test" and job.conclusion != "skipped" and _in_day(job.completed, lo, a):
-                    files = _job_results(world, out / "test-reports" / folder, job, rows_out, stats)
-                    if files:
-                        _write_files(files)
-        rows_out.close()
-        stats.test_run_rows = rows_out.lines
-        stats.disk_bytes += rows_out.gz_bytes
 
-    # --- raw logs of the failed jobs whose log was uploaded today
+def _write_test_reports(world: World, out: Path, folder: str, lo: int, acts: list, stats: DayStats) -> None:
+    """Test reports and test-runs rows of the jobs that completed today."""
+    rows_out = RollingJsonl(out / "test-runs" / folder, "test-runs", level=3)
+    for a in acts:
+        for job in a.jobs:
+            if job.kind == "test" and job.conclusion != "skipped" and _in_day(job.completed, lo, a):
+                files = _job_results(world, out / "test-reports" / folder, job, rows_out, stats)
+                if files:
+                    _write_files(files)
+    rows_out.close()
+    stats.test_run_rows = rows_out.lines
+    stats.disk_bytes += rows_out.gz_bytes
+
+
+def _write_logs(world: World, where: Path, day: dt.date, lo: int, acts: list, truth: dict, stats: DayStats) -> None:
+    """Raw logs of the failed jobs whose log was uploaded today."""
     for a in acts:
         for job in a.jobs:
             if log_kind(job) and _in_day(log_arrival(job, world.seed), lo, a):
-                rec = write_job_log(out / "logs" / folder, job, world.seed)
+                rec = write_job_log(where, job, world.seed)
                 truth["job_logs"].append({**rec, "log_day": day.isoformat()})
                 stats.logs += 1
-                stats.disk_bytes += (out / "logs" / folder / rec["path"]).stat().st_size
+                stats.disk_bytes += (where / rec["path"]).stat().st_size
 
-    # --- downstream backends: callbacks about today's and yesterday's main pushes, and a nightly
-    # self-report a day about the day's first main commit
+
+def _write_ci_results(world: World, where: Path, day: dt.date, lo: int, acts: list, stats: DayStats) -> None:
+    """Downstream backends' callbacks about today's and yesterday's main pushes, and a nightly
+    self-report a day about the day's first main commit."""
     results = []
     for b in backends(world.opts.backends):
         for a in acts:
@@ -127,14 +144,16 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
                     records += nightly_records(world.seed, b, c)
                 results += [(t, rec) for t, rec in records if _in_day(t, lo, a)]
     results.sort(key=lambda x: x[0])
-    ci = RollingJsonl(out / "ci-results" / folder, "relay", level=3)
+    ci = RollingJsonl(where, "relay", level=3)
     for t, rec in results:
         ci.write(f"{day.strftime('%Y%m%d')}T{(t - lo) // 3_600_000:02d}", orjson.dumps(rec) + b"\n")
     ci.close()
     stats.ci_results = ci.lines
     stats.disk_bytes += ci.gz_bytes
 
-    # --- planted events that happened today; a PR's planted failure counts wherever its runs show
+
+def _record_truth(lo: int, acts: list, truth: dict) -> None:
+    """Planted events that happened today; a PR's planted failure counts wherever its runs show."""
     for a in acts:
         for kind, t, rec in a.truth:
             if kind == "pr_caused_failures":
@@ -142,8 +161,6 @@ def generate_day(world: World, out: Path, day: dt.date, truth: dict, first_day: 
                     truth[kind].append(rec)
             elif _in_day(t, lo, a):
                 truth[kind].append(rec)
-    stats.seconds = round(time.perf_counter() - t_start, 2)
-    return stats
 
 
 def _write_files(files: list[tuple[str, str, bytes]]) -> None:

@@ -291,15 +291,7 @@ class World:
         base = self.head_at(t_open)
         title = f"[{rng.choice(AREAS)}] {rng.choice(VERBS)} {rng.choice(THINGS)}"
         labels: list[str] = ["open source"] if rng.random() < 0.3 else []
-        # a PR that breaks a test: consistent failures in every run of this PR
-        bad = []
-        if rng.random() < 0.12:
-            cands = [t for cfg in self.workflows.get("pull", []) for f in config_files(cfg, self.suite)
-                     for t in f.tests if not t.device_generic and not t.skip and t not in self.planted]
-            if cands:
-                t = rng.choice(sorted(set(cands), key=lambda x: (x.file, x.class_base, x.name_base)))
-                bad = [(t, "pr", "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 64")]
-                act.truth.append(("pr_caused_failures", t_open, {"pr": number, **identity(t)}))
+        bad = self._breaking_test(act, rng, number, t_open)
         bad += self._flaky_test_broken_by_pr(number, t_open, bad)
         # a PR branched off a broken main commit fails the same way (Dr. CI's BROKEN TRUNK)
         bad += [(tt, "broken", BROKEN_MESSAGE) for b in self.breakages(day_of(base.time))
@@ -334,17 +326,7 @@ class World:
                               t + rng.randint(3_000, 30_000), next_slot(), bad, on_main=False, td=td,
                               code=base.index)
             if k == 0:
-                for name, p, who in (("ciflow/trunk", 0.4, "pytorch-bot[bot]"),
-                                     ("topic: not user facing", 0.3, author),
-                                     (f"release notes: {rng.choice(AREAS)}", 0.3, author)):
-                    if rng.random() < p:
-                        labels = labels + [name]
-                        tl = t + rng.randint(60_000, 1_800_000)
-                        payload = pull_request_payload("labeled", number, author, branch, sha, base.sha, title,
-                                                       labels, t_open, tl, actor=who,
-                                                       extra={"label": label_object(name)})
-                        self._deliver(act, rng, tl + rng.randint(200, 2000), "pull_request", _uuid(rng),
-                                      payload, "")
+                labels = self._label(act, rng, number, author, branch, sha, base.sha, title, labels, t_open, t)
             before = sha
             t += rng.randint(20 * 60_000, 2 * 3_600_000)
         t_close = t + rng.randint(10 * 60_000, 6 * 3_600_000)
@@ -357,6 +339,32 @@ class World:
             push = push_payload(ref, shas[-1], ZERO_SHA, [], author, deleted=True)
             self._deliver(act, rng, t_close + rng.randint(60_000, 300_000), "push", _uuid(rng), push, "")
         return act
+
+    def _breaking_test(self, act: Activity, rng: random.Random, number: int, t_open: int) -> list:
+        """Now and then a PR that breaks a test: consistent failures in every run of this PR."""
+        if rng.random() >= 0.12:
+            return []
+        cands = [t for cfg in self.workflows.get("pull", []) for f in config_files(cfg, self.suite)
+                 for t in f.tests if not t.device_generic and not t.skip and t not in self.planted]
+        if not cands:
+            return []
+        t = rng.choice(sorted(set(cands), key=lambda x: (x.file, x.class_base, x.name_base)))
+        act.truth.append(("pr_caused_failures", t_open, {"pr": number, **identity(t)}))
+        return [(t, "pr", "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 64")]
+
+    def _label(self, act: Activity, rng: random.Random, number: int, author: str, branch: str, sha: str,
+               base_sha: str, title: str, labels: list[str], t_open: int, t: int) -> list[str]:
+        """The labels a new PR gets from the bot and its author, each a `labeled` delivery."""
+        for name, p, who in (("ciflow/trunk", 0.4, "pytorch-bot[bot]"),
+                             ("topic: not user facing", 0.3, author),
+                             (f"release notes: {rng.choice(AREAS)}", 0.3, author)):
+            if rng.random() < p:
+                labels = labels + [name]
+                tl = t + rng.randint(60_000, 1_800_000)
+                payload = pull_request_payload("labeled", number, author, branch, sha, base_sha, title,
+                                               labels, t_open, tl, actor=who, extra={"label": label_object(name)})
+                self._deliver(act, rng, tl + rng.randint(200, 2000), "pull_request", _uuid(rng), payload, "")
+        return labels
 
     def _flaky_test_broken_by_pr(self, number: int, t_open: int, bad: list) -> list:
         """Sometimes a PR breaks a test that is flaky elsewhere, with a message of its own: a new

@@ -5,7 +5,7 @@ Thin wrappers: the work is in `derived.backends.levels`, plain functions the tes
 
 import dagster as dg
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.lake import connect
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import L4Thresholds, load_config

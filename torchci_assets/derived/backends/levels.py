@@ -36,6 +36,7 @@ a repository to the relay is a maintainer's decision.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -45,18 +46,16 @@ import duckdb
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import Columns, SqlFiles, compose, relation
 from resources.storage import Store
-from torchci_assets.config import LEVELS, AllowlistEntry, RelayConfig, dump_allowlist
+from torchci_assets.config import LEVELS, AllowlistEntry, TorchciConfig, dump_allowlist
 from torchci_assets.ingest.ci_results import (
     CALLBACK_MINUTES_SCHEMA,
     CI_RESULT_SCHEMA,
-    KEY,
-    LOST_AFTER_MS,
     SELF_REPORT_EVENTS,
-    failure_kind_sql,
+    define_callback_macros,
     judged_as_of_ms,
-    started_at_sql,
-    state_rank_sql,
+    judgement,
 )
 from torchci_assets.partitions import days_ending
 
@@ -71,6 +70,8 @@ HEALTH_SCHEMA = pa.schema([
     ("callbacks", pa.int64()), ("callback_peak_per_minute", pa.int64()),
 ])
 
+SQL = SqlFiles(__file__)
+
 LEVELS_SCHEMA = pa.schema([
     ("repo", pa.string()), ("in_allowlist", pa.bool_()), ("current_level", pa.string()),
     ("eligible_level", pa.string()), ("recommended_level", pa.string()), ("change", pa.string()),
@@ -78,9 +79,13 @@ LEVELS_SCHEMA = pa.schema([
 ])
 
 
-def health_windows(config: RelayConfig) -> tuple[int, ...]:
+def health_windows(config: TorchciConfig) -> tuple[int, ...]:
     """The window lengths the criteria need: the L2/L3 window and the L4 window."""
     return tuple(sorted({config.thresholds.L2.window_days, config.thresholds.L4.window_days}))
+
+
+_AS_IS = "CREATE TEMP VIEW {{view}} AS SELECT * FROM {{files}}"
+_WITH_ADDED = "CREATE TEMP VIEW {{view}} AS SELECT *, {{added}} FROM {{files}}"
 
 
 def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list[str], schema: pa.Schema) -> None:
@@ -92,9 +97,9 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list
         empty = pa.Table.from_pylist([], schema=schema.append(pa.field("day", pa.string())))
         con.register(table, empty)
         return
-    have = {row[0] for row in con.execute(f'DESCRIBE "{table}_files"').fetchall()}
-    added = "".join(f', NULL::VARCHAR AS "{f.name}"' for f in schema if f.name not in have)
-    con.execute(f'CREATE TEMP VIEW "{table}" AS SELECT *{added} FROM "{table}_files"')
+    have = {row[0] for row in con.execute(compose("DESCRIBE {{files}}", files=f"{table}_files")).fetchall()}
+    added = Columns({f.name: "VARCHAR" for f in schema if f.name not in have})
+    con.execute(compose(_WITH_ADDED if added else _AS_IS, view=table, files=f"{table}_files", added=added))
 
 
 def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None) -> pa.Table:
@@ -106,89 +111,13 @@ def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int |
         days = days_ending(day, max(windows))
         _register(con, lake, "ci_result", days, CI_RESULT_SCHEMA)
         _register(con, lake, "ci_callback_minutes", days, CALLBACK_MINUTES_SCHEMA)
-        return con.sql(_health_query(firsts, judged_as_of_ms(day, now_ms))).to_arrow_table().cast(HEALTH_SCHEMA)
+        define_callback_macros(con)
+        values = {**judgement(judged_as_of_ms(day, now_ms)), "window_days": list(firsts),
+                  "first_days": [dt.date.fromisoformat(f) for f in firsts.values()],
+                  "self_report_events": list(SELF_REPORT_EVENTS)}
+        return relation(con, SQL["backend_health"], values).to_arrow_table().cast(HEALTH_SCHEMA)
     finally:
         con.close()
-
-
-def _health_query(firsts: dict[int, str], as_of_ms: int) -> str:
-    windows = ", ".join(f"({w}, DATE '{first}')" for w, first in firsts.items())
-    key = ", ".join(KEY)
-    start_ms = "epoch_ms(coalesce(started_at, callback_at))"
-    self_reports = ", ".join(f"'{e}'" for e in SELF_REPORT_EVENTS)
-    return f"""
-    WITH windows(window_days, first_day) AS (VALUES {windows}),
-    rows AS (
-        SELECT w.window_days, r.* EXCLUDE (day), CAST(r.day AS DATE) AS day, {state_rank_sql()} AS state_rank
-        FROM ci_result r JOIN windows w ON CAST(r.day AS DATE) >= w.first_day
-        WHERE coalesce(r.event_type, '') NOT IN ({self_reports})
-    ),
-    merged AS (
-        SELECT * REPLACE ({started_at_sql()} AS started_at,
-                          coalesce(queue_s, any_queue_s) AS queue_s)
-        FROM (
-            SELECT *,
-                row_number() OVER (PARTITION BY window_days, {key}
-                                   ORDER BY state_rank DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
-                min(started_at) OVER (PARTITION BY window_days, {key}) AS any_started_at,
-                max(queue_s) OVER (PARTITION BY window_days, {key}) AS any_queue_s
-            FROM rows
-        ) WHERE rn = 1
-    ),
-    judged AS (SELECT *, {failure_kind_sql(as_of_ms)} AS kind FROM merged),
-    job_stats AS (
-        SELECT window_days, repo,
-            count(*) FILTER (WHERE kind <> 'pending') AS jobs,
-            count(*) FILTER (WHERE kind <> 'pending' AND status = 'completed') AS completed_jobs,
-            count(*) FILTER (WHERE kind = 'none') AS successes,
-            count(*) FILTER (WHERE kind = 'test') AS test_failures,
-            count(*) FILTER (WHERE kind = 'infrastructure') AS infra_failures,
-            count(*) FILTER (WHERE status = 'completed' AND conclusion = 'timed_out') AS timeouts,
-            count(*) FILTER (WHERE kind = 'infrastructure' AND status <> 'completed') AS lost,
-            count(*) FILTER (WHERE kind = 'pending') AS pending,
-            quantile_cont(queue_s, 0.5) FILTER (WHERE kind <> 'pending') AS queue_p50_s,
-            quantile_cont(queue_s, 0.9) FILTER (WHERE kind <> 'pending') AS queue_p90_s
-        FROM judged GROUP BY window_days, repo
-    ),
-    commit_times AS (
-        SELECT window_days, repo, delivery_id,
-            (max(CASE WHEN status = 'completed' THEN epoch_ms(completed_at)
-                      ELSE {start_ms} + {LOST_AFTER_MS} END)
-             - min({start_ms} - coalesce(queue_s, 0) * 1000)) / 1000.0 AS commit_s
-        FROM judged GROUP BY window_days, repo, delivery_id
-        HAVING count(*) FILTER (WHERE kind = 'pending') = 0
-    ),
-    commit_stats AS (
-        SELECT window_days, repo, count(*) AS commits, quantile_cont(commit_s, 0.95) AS commit_time_p95_s
-        FROM commit_times GROUP BY window_days, repo
-    ),
-    per_minute AS (
-        SELECT w.window_days, m.repo, m.minute, sum(m.callbacks) AS n
-        FROM ci_callback_minutes m JOIN windows w ON CAST(m.day AS DATE) >= w.first_day
-        GROUP BY w.window_days, m.repo, m.minute
-    ),
-    peaks AS (
-        SELECT window_days, repo, sum(n) AS callbacks, max(n) AS callback_peak_per_minute
-        FROM per_minute GROUP BY window_days, repo
-    ),
-    repos AS (SELECT window_days, repo FROM job_stats UNION SELECT window_days, repo FROM peaks)
-    SELECT repos.repo, repos.window_days,
-        coalesce(jobs, 0) AS jobs, coalesce(completed_jobs, 0) AS completed_jobs,
-        coalesce(successes, 0) AS successes, coalesce(test_failures, 0) AS test_failures,
-        coalesce(infra_failures, 0) AS infra_failures, coalesce(timeouts, 0) AS timeouts,
-        coalesce(lost, 0) AS lost, coalesce(pending, 0) AS pending,
-        successes / nullif(jobs, 0)::DOUBLE AS success_rate,
-        (jobs - infra_failures) / nullif(jobs, 0)::DOUBLE AS infra_availability,
-        test_failures / nullif(jobs, 0)::DOUBLE AS test_failure_rate,
-        queue_p50_s, queue_p90_s,
-        coalesce(commits, 0) AS commits, commit_time_p95_s,
-        coalesce(callbacks, 0) AS callbacks, callback_peak_per_minute
-    FROM repos
-    LEFT JOIN job_stats USING (window_days, repo)
-    LEFT JOIN commit_stats USING (window_days, repo)
-    LEFT JOIN peaks USING (window_days, repo)
-    ORDER BY repos.repo, repos.window_days
-    """
 
 
 # ---- levels ----------------------------------------------------------------------------
@@ -233,7 +162,7 @@ def _criterion(level: str, name: str, metric: str, health: dict, window: int, th
     return Criterion(level, name, metric, window, value, threshold, op, met)
 
 
-def criteria_for(repo: str, health_by_window: dict[int, dict], config: RelayConfig) -> list[Criterion]:
+def criteria_for(repo: str, health_by_window: dict[int, dict], config: TorchciConfig) -> list[Criterion]:
     """Every criterion of L2..L4 for `repo`, measured on its health rows (keyed by window length)."""
     t = config.thresholds
     short, long_ = t.L2.window_days, t.L4.window_days
@@ -314,7 +243,7 @@ class Assessment:
         return self.current_level is not None
 
 
-def assess_backends(health_rows: list[dict], config: RelayConfig) -> list[Assessment]:
+def assess_backends(health_rows: list[dict], config: TorchciConfig) -> list[Assessment]:
     """An assessment for every allowlisted repo and every repo with results, sorted by repo."""
     by_repo: dict[str, dict[int, dict]] = {}
     for row in health_rows:
@@ -352,7 +281,7 @@ def assess_backends(health_rows: list[dict], config: RelayConfig) -> list[Assess
     return out
 
 
-def levels_document(assessments: list[Assessment], day: str, config: RelayConfig) -> dict:
+def levels_document(assessments: list[Assessment], day: str, config: TorchciConfig) -> dict:
     """The content of `backend-levels.json`."""
     t = config.thresholds
     return {
@@ -376,11 +305,11 @@ def levels_document(assessments: list[Assessment], day: str, config: RelayConfig
     }
 
 
-def levels_json(assessments: list[Assessment], day: str, config: RelayConfig) -> bytes:
+def levels_json(assessments: list[Assessment], day: str, config: TorchciConfig) -> bytes:
     return (json.dumps(levels_document(assessments, day, config), indent=2) + "\n").encode()
 
 
-def allowlist_proposal(assessments: list[Assessment], day: str, config: RelayConfig) -> str:
+def allowlist_proposal(assessments: list[Assessment], day: str, config: TorchciConfig) -> str:
     """The allowlist with every listed repo at its recommended level, in the relay's YAML format.
 
     L3 and L4 entries are keyed by device (the existing one, else a placeholder named in a

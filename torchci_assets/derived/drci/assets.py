@@ -5,7 +5,7 @@ import os
 
 import dagster as dg
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments

@@ -10,7 +10,7 @@ import hashlib
 
 import dagster as dg
 
-from resources import ArchiveResource, LakeResource
+from resources.configured import ArchiveResource, LakeResource
 from torchci_assets.checks import check_spec, reject_rate_check, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build_job_failure

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles
 from resources.storage import Store
 from torchci_assets.derived.failures.classifier import Classifier
 from torchci_assets.derived.failures.rules import Ruleset, parse_ruleset
@@ -49,8 +50,7 @@ JOB_FAILURE_SCHEMA = pa.schema([
     ("log_path", pa.string()), ("log_lines", pa.int64()), ("log_bytes", pa.int64()), ("log_complete", pa.bool_()),
 ])
 
-_JOB_RANK = ("CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 "
-             "WHEN 'queued' THEN 1 ELSE 0 END")
+SQL = SqlFiles(__file__)
 
 
 @dataclass
@@ -102,12 +102,7 @@ def _jobs(lake: Lake, day: str, job_ids: list[int]) -> dict[int, tuple]:
         if not job_ids or not lake.register(con, "workflow_job", days_around(day, JOB_LOOKBACK_DAYS), name="j"):
             return {}
         con.register("wanted", pa.table({"id": pa.array(job_ids, pa.int64())}))
-        order = f"({_JOB_RANK}, received_at, day)"
-        rows = con.execute(f"""
-            SELECT id, arg_max(run_attempt, {order}) FILTER (WHERE run_attempt IS NOT NULL),
-                   arg_max(name, {order}) FILTER (WHERE name IS NOT NULL),
-                   arg_max(conclusion, {order}) FILTER (WHERE status = 'completed')
-            FROM j SEMI JOIN wanted USING (id) GROUP BY id""").fetchall()
+        rows = con.execute(SQL["failed_jobs"]).fetchall()
     finally:
         con.close()
     return {r[0]: r[1:] for r in rows}

@@ -8,7 +8,7 @@ of `derived.results`.
 
 import dagster as dg
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config

@@ -44,7 +44,7 @@ import pyarrow as pa
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.config import DisabledIssuesConfig, RelayConfig
+from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
 from torchci_assets.derived.flakiness.evidence import gather_evidence
@@ -551,7 +551,7 @@ def superseded_by(lake: Lake, day: str) -> str | None:
 
 
 def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str,
-                        config: RelayConfig, log: Callable[[str], None] = lambda s: None,
+                        config: TorchciConfig, log: Callable[[str], None] = lambda s: None,
                         warn: Callable[[str], None] = lambda s: None) -> tuple[FilingReport, LoopMode]:
     """The `disabled_issues` asset's work for `day`: find, update or file the issues of the tests
     the verdict disables (live), or record what would be done (dry run)."""

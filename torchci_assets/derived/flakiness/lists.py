@@ -38,6 +38,7 @@ import orjson
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
@@ -47,6 +48,7 @@ DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
 MASS_REENABLE_MIN = 10
 SLOW_TEST_SECONDS = 60.0
+SQL = SqlFiles(__file__)
 DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
 REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
 SLOW_TESTS_PATH = "stats/slow-tests.json"
@@ -126,8 +128,8 @@ def load_published(store: Store) -> dict:
     return orjson.loads(store.read_bytes(DISABLED_TESTS_PATH)) if store.exists(DISABLED_TESTS_PATH) else {}
 
 
-def _rows(con, sql: str) -> list[dict]:
-    cur = con.execute(sql)
+def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
+    cur = execute(con, sql, values)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
@@ -221,13 +223,7 @@ def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
         (measured,) = con.execute("SELECT count(*) FROM s WHERE branch_class = 'main' AND clean_passes > 0").fetchone()
         if not measured:
             return None
-        rows = _rows(con, f"""
-            SELECT classname, name, build_env, test_config, sum(pass_time) / sum(clean_passes) AS seconds,
-                   sum(clean_passes)::BIGINT AS clean_passes
-            FROM s WHERE branch_class = 'main' AND clean_passes > 0
-            GROUP BY ALL HAVING seconds > {SLOW_TEST_SECONDS}
-            ORDER BY seconds DESC, build_env, test_config, classname, name
-        """)
+        rows = _rows(con, SQL["slow_tests"], {"slow_seconds": SLOW_TEST_SECONDS})
     finally:
         con.close()
     best: dict[str, dict] = {}

@@ -23,13 +23,12 @@ Greens from jobs suspected of infrastructure trouble do not count; reds always d
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
@@ -42,7 +41,7 @@ WINDOW_DAYS = 14
 MIN_JOBS = 3
 MIN_DAYS = 2
 REENABLED_MARKER = "<!-- torchci-dagster: re-enabled on rerun evidence -->"
-_SQL_FILE = Path(__file__).parent / "sql" / "rerun_evidence.sql"
+SQL = SqlFiles(__file__)
 
 
 @dataclass
@@ -71,11 +70,6 @@ class Decision:
     dropped: list[str] = field(default_factory=list)
 
 
-@functools.cache
-def _query() -> str:
-    return _SQL_FILE.read_text()
-
-
 def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime]) -> dict[str, dict[str, PlatformRuns]]:
     """Per test (counted from its `since` on) and PyTorch platform, the rerun jobs' counts over
     the WINDOW_DAYS days ending on `day` (the days of test_results that exist)."""
@@ -89,7 +83,7 @@ def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime]) -> dict[
         if lake.register(con, "test_results", days, name="r_results") == 0:
             return out
         tests = sorted(since)
-        rows = con.execute(_query(), {"tests": tests, "since": [since[t] for t in tests]}).fetchall()
+        rows = execute(con, SQL["rerun_evidence"], {"tests": tests, "since": [since[t] for t in tests]}).fetchall()
     finally:
         con.close()
     for test, platform, green, red, jobs, n_days, _first, _last in rows:

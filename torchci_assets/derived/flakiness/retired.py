@@ -19,13 +19,12 @@ between them finds its comment by the marker and only closes: never two comments
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import disabled_test
 from torchci_assets.derived.flakiness.issues import (
@@ -41,7 +40,7 @@ RECENT_DAYS = 2
 MAX_CLOSED_PER_RUN = 20
 MASS_MIN = 10
 RETIRED_MARKER = "<!-- torchci-dagster: test retired -->"
-_SQL_FILE = Path(__file__).parent / "sql" / "retired_tests.sql"
+SQL = SqlFiles(__file__)
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,6 @@ def _days(day: str, first: int, last: int) -> list[str]:
     return [(d - dt.timedelta(days=n)).isoformat() for n in range(last, first - 1, -1)]
 
 
-@functools.cache
-def _query() -> str:
-    return _SQL_FILE.read_text()
-
-
 def find_absent(lake: Lake, day: str, tests: list[str], window_days: int = RETIRE_AFTER_DAYS,
                 lookback_days: int = LOOKBACK_DAYS) -> Retirement:
     """The disabled `tests` absent from every report of the `window_days` days ending on `day`."""
@@ -94,7 +88,7 @@ def find_absent(lake: Lake, day: str, tests: list[str], window_days: int = RETIR
         if not history or lake.register(con, "test_daily_stats", history, name="h_stats") == 0:
             con.execute("CREATE TEMP VIEW h_stats AS SELECT * FROM w_stats WHERE false")
         recent_from = dt.datetime.fromisoformat(window[-RECENT_DAYS]).replace(tzinfo=dt.timezone.utc)
-        rows = con.execute(_query(), {"tests": sorted(set(tests)), "recent_from": recent_from}).fetchall()
+        rows = execute(con, SQL["retired_tests"], {"tests": sorted(set(tests)), "recent_from": recent_from}).fetchall()
     finally:
         con.close()
     return Retirement([Absent(*r) for r in rows])

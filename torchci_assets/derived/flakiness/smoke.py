@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from resources.storage import Store
-from torchci_assets.derived.flakiness.flaky import MIN_FLAKE_EVENTS, wilson_sql
+from torchci_assets.derived.flakiness.flaky import MIN_FLAKE_EVENTS, Z
 from torchci_assets.derived.flakiness.lists import dumps, pytorch_key
 
 SMOKE_MIN_RUNS = 30
@@ -47,38 +48,7 @@ SMOKE_SCHEMA = pa.schema(
     + [(c, pa.int64()) for c in ("failing_shas", "exclusive_failing_shas", "flake_events", "flake_events_elsewhere")]
     + [("score", pa.float64())])
 
-_SMOKE_SQL = f"""
-    WITH t AS (
-        SELECT file, classname, name, sum(runs) AS all_runs, sum(failures) AS all_failures,
-               sum(flake_events) AS all_flake_events
-        FROM ev GROUP BY ALL
-    ),
-    c AS (
-        SELECT ev.platform, ev.file, ev.classname, ev.name, ev.runs, ev.failures, ev.failing_shas,
-               ev.exclusive_failing_shas, ev.flake_events,
-               t.all_runs - ev.runs AS runs_elsewhere, t.all_failures - ev.failures AS failures_elsewhere,
-               t.all_flake_events - ev.flake_events AS flake_events_elsewhere
-        FROM ev JOIN t USING (file, classname, name)
-    ),
-    s AS (
-        SELECT *, failures / nullif(runs, 0) AS failure_rate,
-               {wilson_sql('failures', 'runs', '-')} AS failure_rate_low,
-               failures_elsewhere / nullif(runs_elsewhere, 0) AS failure_rate_elsewhere,
-               {wilson_sql('failures_elsewhere', 'runs_elsewhere', '+')} AS failure_rate_elsewhere_high,
-               failure_rate_low - failure_rate_elsewhere_high AS score
-        FROM c
-    )
-    SELECT platform, row_number() OVER (PARTITION BY platform ORDER BY score DESC, file, classname, name) AS rank,
-           file, classname, name, runs, failures, failure_rate, failure_rate_low, runs_elsewhere,
-           failures_elsewhere, failure_rate_elsewhere, failure_rate_elsewhere_high, failing_shas,
-           exclusive_failing_shas, flake_events, flake_events_elsewhere, score
-    FROM s
-    WHERE runs >= {SMOKE_MIN_RUNS} AND runs_elsewhere > 0
-      AND exclusive_failing_shas >= {SMOKE_MIN_EXCLUSIVE_SHAS}
-      AND score > 0 AND failure_rate_low >= {SMOKE_MIN_FAILURE_RATE}
-      AND flake_events_elsewhere < {MIN_FLAKE_EVENTS}
-    ORDER BY platform, rank
-"""
+SQL = SqlFiles(__file__)
 
 
 def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, str]]:
@@ -91,7 +61,10 @@ def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, 
         platforms = [p for (p,) in con.execute(
             "SELECT DISTINCT platform FROM ev WHERE platform IS NOT NULL ORDER BY 1").fetchall()]
         start, end = con.execute("SELECT min(window_start)::VARCHAR, max(window_end)::VARCHAR FROM ev").fetchone()
-        cur = con.execute(_SMOKE_SQL)
+        con.execute(SQL["wilson"])
+        cur = execute(con, SQL["smoke_tests"], {
+            "z": Z, "min_runs": SMOKE_MIN_RUNS, "min_exclusive_shas": SMOKE_MIN_EXCLUSIVE_SHAS,
+            "min_failure_rate": SMOKE_MIN_FAILURE_RATE, "min_flake_events": MIN_FLAKE_EVENTS})
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur.fetchall()]
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,

@@ -9,7 +9,10 @@ also keeps older partitions, written before a column was added, readable with ne
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from resources.lake import Lake
+from resources.sql import Columns, compose
 
 # table -> the columns read, with the type an empty view gives them
 COLUMNS: dict[str, dict[str, str]] = {
@@ -55,14 +58,25 @@ COLUMNS: dict[str, dict[str, str]] = {
 }
 
 
+# the Arrow type of each type name above (the tests write their tables with these)
+ARROW_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
+               "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(),
+               "VARCHAR[]": pa.list_(pa.string()), "BIGINT[]": pa.list_(pa.int64())}
+_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} FROM {{source}}"
+_EMPTY_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} WHERE false"
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    return pa.schema([(c, ARROW_TYPES[t]) for c, t in COLUMNS[table].items()])
+
+
 def register(con, lake: Lake, table: str, days: list[str], view: str, columns: dict[str, str] | None = None) -> int:
     """View `view` over `table`'s partitions for `days` with COLUMNS[table] (or `columns`); returns
     the files read."""
     columns = columns or COLUMNS[table]
     files = lake.register(con, table, days, name=f"{view}__all")
     if files:
-        source = f"SELECT {', '.join(columns)} FROM {view}__all"
+        con.execute(compose(_VIEW, view=view, columns=list(columns), source=f"{view}__all"))
     else:
-        source = "SELECT " + ", ".join(f"NULL::{t} AS {c}" for c, t in columns.items()) + " WHERE false"
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")
+        con.execute(compose(_EMPTY_VIEW, view=view, columns=Columns(columns)))
     return files

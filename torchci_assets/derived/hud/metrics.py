@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from resources.lake import Lake, connect
-from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS, sql_list
+from resources.sql import SqlFiles, relation
+from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS
 from torchci_assets.derived.hud.inputs import register
 
 SETTLE_DAYS = 1
@@ -50,94 +51,7 @@ METRICS_SCHEMA = pa.schema([
     ("success_rate", pa.float64()), ("callbacks", pa.int64()),
 ])
 
-_RUNNER_LABEL = "coalesce(list_filter(labels, lambda x: x NOT IN ('self-hosted', 'linux', 'x64', 'ARM64'))[1], 'unknown')"
-_FAILING = sql_list(FAILING_CONCLUSIONS)
-
-
-def _sql(commits_day: str, upstream_repo: str, branches: tuple[str, ...]) -> str:
-    return f"""
-    WITH jobs AS (
-        SELECT j.* REPLACE (coalesce(j.platform, 'unknown') AS platform),
-               coalesce(j.workflow_name, r.name, 'unknown') AS workflow, {_RUNNER_LABEL} AS label
-        FROM (SELECT * FROM jobs_today WHERE status = 'completed' AND coalesce(conclusion, '') <> 'skipped'
-              AND (id, run_attempt) NOT IN (SELECT (id, run_attempt) FROM jobs_before WHERE status = 'completed')) j
-        LEFT JOIN (SELECT id, any_value(name) AS name FROM runs GROUP BY id) r ON r.id = j.run_id
-    ),
-    failed AS (
-        SELECT j.id, j.run_attempt,
-               coalesce(bool_or(tj.infra_suspect), false) OR coalesce(bool_or(jf.infra), false)
-                   OR (count(tj.job_id) = 0 AND any_value(j.test_config) IS NOT NULL) AS infra
-        FROM jobs j
-        LEFT JOIN tjobs tj ON tj.job_id = j.id AND tj.workflow_run_attempt = j.run_attempt
-        LEFT JOIN jfail jf ON jf.job_id = j.id AND jf.run_attempt = j.run_attempt
-        WHERE j.conclusion IN {_FAILING}
-        GROUP BY j.id, j.run_attempt
-    ),
-    commits AS (
-        SELECT DISTINCT sha, conclusion, time_to_signal_s FROM health
-        WHERE pushed_day = DATE '{commits_day}' AND conclusion <> 'no_signal'
-    ),
-    pushed AS (
-        SELECT count(DISTINCT after) AS main_commits FROM pushes
-        WHERE ref IN {sql_list(branches)} AND (repo IS NULL OR lower(repo) = lower('{upstream_repo}'))
-          AND NOT coalesce(deleted, false) AND after <> '{'0' * 40}'
-    ),
-    c AS (
-        SELECT count(*) AS commits, count(*) FILTER (WHERE conclusion = 'red') AS red,
-               count(*) FILTER (WHERE conclusion = 'flaky') AS flaky,
-               count(*) FILTER (WHERE conclusion = 'green') AS green,
-               count(*) FILTER (WHERE conclusion = 'pending') AS pending,
-               quantile_cont(time_to_signal_s, 0.5) AS tts_p50_s, quantile_cont(time_to_signal_s, 0.9) AS tts_p90_s,
-               count(time_to_signal_s) AS tts_commits
-        FROM commits
-    ),
-    q AS (
-        SELECT count(*) AS jobs, quantile_cont(queue_s, 0.5) AS queue_p50_s,
-               quantile_cont(queue_s, 0.9) AS queue_p90_s, max(queue_s) AS queue_max_s
-        FROM jobs
-    ),
-    f AS (SELECT count(*) AS failed_jobs, count(*) FILTER (WHERE infra) AS infra_failed_jobs FROM failed),
-    t AS (SELECT count(*) FILTER (WHERE verdict = 'flaky') AS flaky_tests,
-                 count(*) FILTER (WHERE verdict = 'broken') AS broken_tests FROM flaky),
-    d AS (SELECT count(*) FILTER (WHERE status = 'disabled') AS disabled_tests FROM disabled),
-    day_row AS (
-        SELECT 'day' AS dimension, DATE '{commits_day}' AS commits_day, *,
-               100.0 * red / nullif(commits, 0) AS red_pct, 100.0 * flaky / nullif(commits, 0) AS flaky_pct,
-               100.0 * infra_failed_jobs / nullif(failed_jobs, 0) AS infra_failure_pct
-        FROM pushed, c, q, f, t, d
-    ),
-    runner_rows AS (
-        SELECT CASE WHEN grouping(label) = 1 THEN 'platform' ELSE 'runner' END AS dimension, platform, label,
-               count(*) AS jobs, quantile_cont(queue_s, 0.5) AS queue_p50_s, quantile_cont(queue_s, 0.9) AS queue_p90_s,
-               max(queue_s) AS queue_max_s
-        FROM jobs GROUP BY GROUPING SETS ((platform, label), (platform))
-    ),
-    group_rows AS (
-        SELECT 'job_group' AS dimension, workflow || ' / ' || regexp_replace(name, ', \\d+, \\d+(,|\\))', '\\1')
-                   AS job_group,
-               count(*) AS jobs, quantile_cont(duration_s, 0.5) AS duration_p50_s,
-               quantile_cont(duration_s, 0.9) AS duration_p90_s
-        FROM jobs WHERE head_branch IN {sql_list(tuple(b.removeprefix('refs/heads/') for b in branches))}
-            AND conclusion = 'success'
-        GROUP BY ALL
-    ),
-    backend_rows AS (
-        SELECT 'backend' AS dimension, repo,
-               count(*) FILTER (WHERE failure_kind <> 'pending') AS jobs,
-               count(*) FILTER (WHERE failure_kind = 'none') / nullif(count(*) FILTER (WHERE failure_kind <> 'pending'), 0)
-                   AS success_rate,
-               (SELECT coalesce(sum(callbacks), 0) FROM callbacks c WHERE c.repo = r.repo)::BIGINT AS callbacks
-        FROM ci r GROUP BY repo
-        UNION ALL BY NAME
-        SELECT 'backend' AS dimension, repo, 0 AS jobs, NULL AS success_rate, sum(callbacks)::BIGINT AS callbacks
-        FROM callbacks WHERE repo NOT IN (SELECT repo FROM ci) GROUP BY repo
-    )
-    SELECT * FROM day_row
-    UNION ALL BY NAME SELECT * FROM runner_rows
-    UNION ALL BY NAME SELECT * FROM group_rows
-    UNION ALL BY NAME SELECT * FROM backend_rows
-    ORDER BY dimension, platform, label, job_group, repo
-    """
+SQL = SqlFiles(__file__)
 
 
 @dataclass
@@ -162,7 +76,10 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
                                   ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks"),
                                   ("push", [day], "pushes")):
             register(con, lake, table, days, view)
-        table = _with_schema(con.sql(_sql(commits_day, upstream_repo, branches)).to_arrow_table())
+        values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,
+                  "branches": list(branches), "branch_names": [b.removeprefix("refs/heads/") for b in branches],
+                  "failing_conclusions": list(FAILING_CONCLUSIONS)}
+        table = _with_schema(relation(con, SQL["ci_metrics_daily"], values).to_arrow_table())
     finally:
         con.close()
     rows = lake.write("ci_metrics_daily", day, table)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, compose, execute
 from resources.storage import Store
 from torchci_assets.derived.drci.build import load_comments
 from torchci_assets.derived.drci.page import with_drci_section
@@ -46,6 +47,7 @@ MAX_PAGE_BYTES = 2 * 1024 * 1024
 MAX_TESTS_LISTED = 3000
 MAX_PRS_LISTED = 300
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
+SQL = SqlFiles(__file__)
 
 
 @dataclass
@@ -70,8 +72,8 @@ class SiteReport:
         return max(self.pages.items(), key=lambda kv: kv[1], default=("", 0))
 
 
-def _rows(con, sql: str) -> list[dict]:
-    cur = con.execute(sql)
+def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
+    cur = execute(con, sql, values)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
@@ -84,15 +86,9 @@ def _newest(con, lake: Lake, table: str, days: list[str], key: str, order: str, 
     the chosen keys only, so the window's older partitions cost little."""
     if not lake.register(con, table, days, name=f"w_{table}"):
         return False
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE keys_{table} AS
-        SELECT {key}, max(day) AS day, max({order}) AS latest FROM w_{table} GROUP BY {key}
-        ORDER BY latest DESC, {key} DESC LIMIT {int(limit)}
-    """)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE newest_{table} AS
-        SELECT w.* FROM w_{table} w JOIN keys_{table} k ON w.{key} = k.{key} AND w.day = k.day
-    """)
+    names = {"source": f"w_{table}", "keys": f"keys_{table}", "newest": f"newest_{table}", "key": key}
+    execute(con, compose(SQL["newest_keys"], order=order, **names), {"limit": int(limit)})
+    execute(con, compose(SQL["newest_rows"], **names))
     return True
 
 
@@ -107,12 +103,8 @@ def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list
     days = days_ending(day, max(1, 14 - LOOKBACK_DAYS))
     if not _newest(con, lake, "commit_health", days, "sha", "pushed_at", commits):
         return [], [], {}
-    heads = _rows(con, f"""
-        SELECT sha, any_value(pushed_at) AS pushed_at, any_value(conclusion) AS conclusion,
-               any_value(time_to_signal_s) AS time_to_signal_s
-        FROM newest_commit_health GROUP BY sha ORDER BY pushed_at DESC, sha LIMIT {int(commits)}""")
-    shas = ", ".join(f"'{h['sha']}'" for h in heads) or "NULL"
-    rows = _rows(con, f"SELECT * FROM newest_commit_health WHERE sha IN ({shas}) AND job_group IS NOT NULL")
+    heads = _rows(con, SQL["grid_commits"], {"commits": int(commits)})
+    rows = _rows(con, SQL["grid_cells"], {"shas": [h["sha"] for h in heads]})
     groups = {(r["workflow"], r["job_group"], bool(r["blocking"])) for r in rows}
     return heads, _group_order(list(groups)), {(r["sha"], r["job_group"]): r for r in rows}
 
@@ -121,20 +113,9 @@ def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[
     """(one summary per pull request, newest first; its job rows by number)."""
     if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
         return [], {}
-    prs = _rows(con, f"""
-        SELECT number, any_value(head_sha) AS head_sha, any_value(pr_state) AS pr_state,
-               any_value(merged) AS merged, any_value(head_ref) AS head_ref, any_value(base_ref) AS base_ref,
-               any_value(labels) AS labels, max(pr_updated_at) AS pr_updated_at,
-               count(*) FILTER (WHERE source = 'github') AS jobs,
-               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'new') AS new,
-               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'broken_on_main') AS broken_on_main,
-               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'known_flaky') AS known_flaky,
-               count(*) FILTER (WHERE state = 'failure' AND failure_class = 'infra') AS infra,
-               count(*) FILTER (WHERE state = 'pending') AS pending
-        FROM newest_pr_jobs GROUP BY number ORDER BY pr_updated_at DESC, number DESC LIMIT {MAX_PRS_LISTED}""")
+    prs = _rows(con, SQL["pr_summaries"], {"limit": MAX_PRS_LISTED})
     jobs: dict[int, list[dict]] = {}
-    numbers = ", ".join(str(p["number"]) for p in prs) or "NULL"
-    for r in _rows(con, f"SELECT * FROM newest_pr_jobs WHERE number IN ({numbers})"):
+    for r in _rows(con, SQL["pr_job_rows"], {"numbers": [p["number"] for p in prs]}):
         jobs.setdefault(r["number"], []).append(r)
     return prs, jobs
 
@@ -152,9 +133,7 @@ def load_metrics(con, lake: Lake, day: str, metrics_days: int) -> tuple[list[str
 def load_tests(con, lake: Lake, day: str) -> list[dict]:
     out = []
     if register(con, lake, "flaky_tests", [day], "ft"):
-        for r in _rows(con, f"""
-                SELECT * FROM ft WHERE verdict IN ('flaky', 'broken')
-                ORDER BY verdict DESC, flake_rate DESC NULLS LAST, file, classname, name LIMIT {MAX_TESTS_LISTED}"""):
+        for r in _rows(con, SQL["listed_tests"], {"limit": MAX_TESTS_LISTED}):
             if r["verdict"] == "flaky":
                 evidence = (f"{r['flake_events']} flake events in {r['runs']} runs "
                             f"({100 * (r['flake_rate'] or 0):.1f}%, 95% CI {100 * (r['flake_rate_low'] or 0):.1f}-"
@@ -170,7 +149,7 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
             out.append({"verdict": r["verdict"], "test": f"{r['classname']}.{r['name']}", "file": r["file"],
                         "evidence": evidence, "platforms": platforms})
     if register(con, lake, "disabled_tests", [day], "dt"):
-        for r in _rows(con, f"SELECT * FROM dt WHERE status = 'disabled' ORDER BY test LIMIT {MAX_TESTS_LISTED}"):
+        for r in _rows(con, SQL["listed_disabled"], {"limit": MAX_TESTS_LISTED}):
             out.append({"verdict": "disabled", "test": r["test"], "file": "",
                         "evidence": f"{r['flake_events']} flake events in {r['runs']} runs; issue {r['id']}"
                                     + (f" {r['url']}" if r["url"] else ""),
@@ -180,7 +159,7 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
 
 def load_time_regressions(con, lake: Lake, day: str) -> list[dict]:
     register(con, lake, "test_time_regressions", [day], "ttr")
-    return _rows(con, f"SELECT * FROM ttr ORDER BY after_s - before_s DESC, file LIMIT {MAX_TESTS_LISTED}")
+    return _rows(con, SQL["listed_regressions"], {"limit": MAX_TESTS_LISTED})
 
 
 # ---- metrics page ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Thin wrappers: the work is in `derived.results.stats`, plain functions the tests
 
 import dagster as dg
 
-from resources import LakeResource
+from resources.configured import LakeResource
 from torchci_assets.checks import check_spec
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
                                                   build_test_results, daily_stats_totals)

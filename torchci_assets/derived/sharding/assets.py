@@ -7,7 +7,7 @@ functions the tests call directly.
 
 import dagster as dg
 
-from resources import LakeResource, OutputsResource
+from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec
 from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,

@@ -69,6 +69,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from torchci_assets.partitions import days_ending
 
 WINDOW_DAYS = 14
@@ -224,23 +225,7 @@ def first_slow_commit(commits: Sequence[CommitTime], before: float, after: float
 
 # ---- the daily table ------------------------------------------------------------------------
 
-# one day at a time (medians hold their values: a whole window at once would not fit in memory
-# at PyTorch's size), into a table of a few values per file and config
-_DAILY_SQL = """
-    INSERT INTO daily
-    SELECT build_env, test_config, file, strftime(day, '%Y-%m-%d') AS day,
-           median(time / runs) AS seconds, count(*)::INTEGER AS commits,
-           coalesce({mad_to_sd} * mad(time / runs), 0.0) AS run_spread
-    FROM sha_day WHERE runs > 0 AND build_env IS NOT NULL
-    GROUP BY ALL
-"""
-_LEVELS_SQL = """
-    SELECT build_env, test_config, file,
-           median(seconds) FILTER (WHERE day < $day) AS before_s,
-           any_value(seconds) FILTER (WHERE day = $day) AS today_s
-    FROM daily GROUP BY ALL
-    HAVING before_s IS NOT NULL
-"""
+SQL = dict(SqlFiles(__file__).steps("regressions"))
 
 
 class RegressionsReport(NamedTuple):
@@ -258,12 +243,11 @@ def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules()) -> 
         read = lake.register(con, "test_time_sha_daily", window, name="sha_daily")
         if read == 0:
             return RegressionsReport(day, 0, 0, [])
-        con.execute("CREATE TEMP TABLE daily (build_env VARCHAR, test_config VARCHAR, file VARCHAR, day VARCHAR, "
-                    "seconds DOUBLE, commits INTEGER, run_spread DOUBLE)")
+        con.execute(SQL["daily_table"])
         for d in window:
             if lake.register(con, "test_time_sha_daily", [d], name="sha_day"):
-                con.execute(_DAILY_SQL.format(mad_to_sd=_MAD_TO_SD))
-        levels = con.execute(_LEVELS_SQL, {"day": day}).fetchall()
+                execute(con, SQL["add_day"], {"mad_to_sd": _MAD_TO_SD})
+        levels = execute(con, SQL["levels"], {"day": day}).fetchall()
         totals: dict[tuple[str, str], float] = defaultdict(float)
         for env, cfg, _, before, _ in levels:
             totals[(env, cfg)] += before
@@ -288,14 +272,9 @@ def _series(con, keys: list[Key]) -> dict[Key, list[DayTime]]:
         return {}
     con.register("wanted", pa.table(list(zip(*keys)), names=["build_env", "test_config", "file"]))
     out: dict[Key, list[DayTime]] = defaultdict(list)
-    for env, cfg, f, d, seconds, commits, spread in con.execute(
-            "SELECT build_env, test_config, file, day, seconds, commits, run_spread "
-            "FROM daily JOIN wanted USING (build_env, test_config, file) ORDER BY ALL").fetchall():
+    for env, cfg, f, d, seconds, commits, spread in con.execute(SQL["series"]).fetchall():
         out[(env, cfg, f)].append(DayTime(d, seconds, commits, spread))
     return out
-
-
-_NO_PUSHES = "SELECT NULL::VARCHAR AS ref, NULL::VARCHAR AS after, NULL::TIMESTAMPTZ AS received_at WHERE false"
 
 
 def _commits(con, lake: Lake, moves: list[Move], day: str, window_days: int) -> dict[Key, list[CommitTime]]:
@@ -305,26 +284,11 @@ def _commits(con, lake: Lake, moves: list[Move], day: str, window_days: int) -> 
     if not moves:
         return {}
     if lake.register(con, "push", days_ending(day, window_days + 1), name="pushes") == 0:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW pushes AS {_NO_PUSHES}")
+        con.execute(SQL["no_pushes"])
     con.register("moved", pa.table(list(zip(*[(*m.key, m.since) for m in moves])),
                                    names=["build_env", "test_config", "file", "since"]))
     out: dict[Key, list[CommitTime]] = defaultdict(list)
-    for env, cfg, f, sha, at, seconds, runs in con.execute("""
-            WITH pushed AS (
-                SELECT after AS head_sha, min(received_at) AS pushed_at FROM pushes
-                WHERE ref = 'refs/heads/main' GROUP BY 1
-            ),
-            runs AS (
-                SELECT build_env, test_config, file, head_sha, min(first_at) AS first_at,
-                       sum(time) / sum(runs) AS seconds, sum(runs)::BIGINT AS runs
-                FROM sha_daily JOIN moved USING (build_env, test_config, file)
-                WHERE runs > 0 AND day >= moved.since::DATE - 1 AND day <= $day::DATE
-                GROUP BY ALL
-            )
-            SELECT build_env, test_config, file, head_sha, coalesce(pushed_at, first_at) AS ordered_at, seconds, runs
-            FROM runs LEFT JOIN pushed USING (head_sha)
-            ORDER BY build_env, test_config, file, ordered_at NULLS LAST, head_sha
-            """, {"day": day}).fetchall():
+    for env, cfg, f, sha, at, seconds, runs in execute(con, SQL["commits"], {"day": day}).fetchall():
         out[(env, cfg, f)].append(CommitTime(sha, at, seconds, runs))
     return out
 

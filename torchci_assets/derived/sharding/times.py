@@ -40,6 +40,7 @@ import orjson
 import pyarrow as pa
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note
@@ -60,6 +61,9 @@ CLASS_TIMES_SCHEMA = pa.schema([
 ])
 
 
+SQL = SqlFiles(__file__)
+
+
 class PublishRefused(Exception):
     """The new files would replace the published ones with much less: keep the old ones."""
 
@@ -74,13 +78,8 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     try:
         if lake.register(con, "test_time_daily", days_ending(day, window_days), name="daily") == 0:
             return [], []
-        query = """
-            SELECT build_env, test_config, file, classname, sum(time) / sum(runs) AS time, sum(runs)::BIGINT AS runs
-            FROM daily WHERE runs > 0 AND build_env <> '{default}'
-            GROUP BY ALL ORDER BY build_env, test_config, file, classname NULLS FIRST
-        """.format(default=DEFAULT)
         rows = [dict(zip(("build_env", "test_config", "file", "classname", "time", "runs"), r))
-                for r in con.execute(query).fetchall()]
+                for r in execute(con, SQL["window_times"], {"default": DEFAULT}).fetchall()]
     finally:
         con.close()
     files = [{k: v for k, v in r.items() if k != "classname"} for r in rows if r["classname"] is None]

@@ -1,0 +1,10 @@
+-- The jobs of the day's logs (table wanted) at their highest state in the window (view j over
+-- workflow_job): run attempt, name, and the conclusion once completed.
+SELECT id,
+       arg_max(run_attempt, (rank, received_at, day)) FILTER (WHERE run_attempt IS NOT NULL),
+       arg_max(name, (rank, received_at, day)) FILTER (WHERE name IS NOT NULL),
+       arg_max(conclusion, (rank, received_at, day)) FILTER (WHERE status = 'completed')
+FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
+                            WHEN 'queued' THEN 1 ELSE 0 END AS rank
+      FROM j SEMI JOIN wanted USING (id))
+GROUP BY id

@@ -1,0 +1,103 @@
+-- commit_health's steps after job_identities.sql: each group's attempts, its state, the commit's
+-- time to signal and conclusion. Parameters: $blocking and $signal (workflow names), $min_groups,
+-- $stale_before (a commit pushed since then with nothing blocking yet is pending).
+
+-- step: attempts
+-- one row per attempt of a group, with what its cell would show if it is the latest: the
+-- failing identities' classes combined (infra only when every failing job is; a real
+-- failure anywhere makes it new), the job to link to, the longest job, the failing tests
+CREATE OR REPLACE TEMP TABLE attempts AS
+SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
+       bool_or(i.identity_state = 'failed') AS has_failure,
+       bool_or(i.identity_state = 'pending') AS has_pending,
+       bool_and(i.skipped) AS all_skipped,
+       -- jobs PyTorch ignores on viable/strict do not block
+       bool_and(list_contains($blocking, i.workflow)
+                AND NOT (i.name LIKE '%unstable%' OR i.name LIKE '%rerun_disabled_tests%'
+                         OR i.name LIKE 'ciflow_should_run' OR i.name LIKE 'generate-test-matrix')) AS blocking,
+       count(*) AS jobs, count(*) FILTER (WHERE i.identity_state = 'failed') AS failing_jobs,
+       min(i.created_at) AS created_at,
+       CASE WHEN count(c.failure_class) = 0 THEN NULL
+            WHEN bool_and(c.failure_class = 'infra') THEN 'infra'
+            WHEN bool_or(c.failure_class = 'new') THEN 'new'
+            WHEN bool_or(c.failure_class = 'broken_on_main') THEN 'broken_on_main'
+            ELSE 'known_flaky' END AS failure_class,
+       arg_max(i.job_id, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_id,
+       arg_max(i.name, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_name,
+       max(i.duration_s) AS duration_s,
+       any_value(c.infra_reason) AS infra_reason, any_value(c.failure_line) AS failure_line,
+       list_distinct(flatten(list(c.failing_tests))) AS failing_tests,
+       coalesce(sum(c.failing_test_count), 0)::BIGINT AS failing_test_count
+FROM identities i
+LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
+     AND c.name = i.name
+GROUP BY i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt
+
+-- step: group_rows
+-- a group over its attempts; its cell is its latest attempt's
+CREATE OR REPLACE TEMP TABLE group_rows AS
+WITH g AS (
+    SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
+           bool_and(has_failure) AS all_failed, bool_or(has_failure) AS any_failed,
+           bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking,
+           -- the latest attempt's cell: by creation time, then attempt number
+           arg_max(run_id, latest) AS run_id,
+           arg_max(run_attempt, latest) AS run_attempt,
+           arg_max(jobs, latest) AS jobs,
+           arg_max(failing_jobs, latest) AS failing_jobs,
+           arg_max(failure_class, latest) AS failure_class,
+           arg_max(job_id, latest) AS job_id,
+           arg_max(job_name, latest) AS job_name,
+           arg_max(duration_s, latest) AS duration_s,
+           arg_max(infra_reason, latest) AS infra_reason,
+           arg_max(failure_line, latest) AS failure_line,
+           arg_max(failing_tests, latest) AS failing_tests,
+           arg_max(failing_test_count, latest) AS failing_test_count
+    FROM (SELECT *, epoch_ms(created_at) * 64 + least(run_attempt, 63) AS latest FROM attempts)
+    GROUP BY sha, workflow, job_group
+)
+SELECT sha, workflow, job_group, blocking, attempts, jobs,
+    CASE WHEN has_pending THEN 'pending' WHEN all_failed THEN 'failure'
+         WHEN any_failed THEN 'flaky' WHEN all_skipped THEN 'skipped' ELSE 'success' END AS state,
+    failing_jobs, job_id, run_id, run_attempt, job_name, duration_s, infra_reason, failure_line,
+    failing_tests, failing_test_count,
+    CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class
+FROM g
+
+-- step: signal
+-- time to signal (test-infra time_to_signal): the slowest signal workflow run, for commits
+-- where every such run succeeded at its first attempt
+CREATE OR REPLACE TEMP TABLE signal AS
+WITH r AS (
+    SELECT id, run_attempt,
+           arg_max(name, (rank, updated_at, day)) FILTER (WHERE name IS NOT NULL) AS name,
+           arg_max(status, (rank, updated_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
+           arg_max(conclusion, (rank, updated_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
+           arg_max(created_at, (rank, updated_at, day)) FILTER (WHERE created_at IS NOT NULL) AS created_at,
+           arg_max(updated_at, (rank, updated_at, day)) FILTER (WHERE updated_at IS NOT NULL) AS updated_at
+    FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
+                                ELSE 1 END AS rank
+          FROM w_runs
+          WHERE id IN (SELECT DISTINCT run_id FROM identities WHERE list_contains($signal, workflow)))
+    GROUP BY id, run_attempt
+),
+per_sha AS (
+    SELECT DISTINCT i.sha, r.* FROM r JOIN identities i ON i.run_id = r.id
+)
+SELECT sha, max(epoch(updated_at) - epoch(created_at)) AS time_to_signal_s, max(updated_at) AS signal_at
+FROM per_sha WHERE list_contains($signal, name)
+GROUP BY sha
+HAVING bool_and(run_attempt = 1 AND status = 'completed' AND conclusion = 'success')
+
+-- step: commit_conclusion
+CREATE OR REPLACE TEMP TABLE commit_conclusion AS
+SELECT h.sha,
+    count(g.sha) FILTER (WHERE g.blocking) AS blocking_groups,
+    CASE WHEN bool_or(g.blocking AND g.state = 'pending') THEN 'pending'
+         WHEN count(g.sha) FILTER (WHERE g.blocking) = 0 AND h.pushed_at >= $stale_before THEN 'pending'
+         WHEN count(g.sha) FILTER (WHERE g.blocking) < $min_groups THEN 'no_signal'
+         WHEN bool_or(g.blocking AND g.state = 'failure') THEN 'red'
+         WHEN bool_or(g.blocking AND g.state = 'flaky') THEN 'flaky'
+         ELSE 'green' END AS conclusion
+FROM heads h LEFT JOIN group_rows g USING (sha)
+GROUP BY h.sha, h.pushed_at

@@ -1,0 +1,78 @@
+-- test_jobs: one row per job attempt with test rows (test_run), joined with its job's latest
+-- webhook fields (job_window, run_window), its log's verdict (failure_window) and the infrastructure
+-- rule that applies to it, if any (see stats.py). Parameters: $main_branches,
+-- $pull_request_events, $died_conclusions, $infra_min_failures, $infra_failing_share.
+CREATE TEMP TABLE test_jobs AS
+WITH job AS (  -- each job's latest fields: from its highest-ranked delivery that has them
+    SELECT id,
+           arg_max(run_id, (rank, received_at, day)) FILTER (WHERE run_id IS NOT NULL) AS run_id,
+           arg_max(name, (rank, received_at, day)) FILTER (WHERE name IS NOT NULL) AS name,
+           arg_max(head_sha, (rank, received_at, day)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
+           arg_max(head_branch, (rank, received_at, day)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
+           arg_max(status, (rank, received_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
+           arg_max(conclusion, (rank, received_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
+           arg_max(build_env, (rank, received_at, day)) FILTER (WHERE build_env IS NOT NULL) AS build_env,
+           arg_max(test_config, (rank, received_at, day)) FILTER (WHERE test_config IS NOT NULL) AS test_config,
+           arg_max(shard, (rank, received_at, day)) FILTER (WHERE shard IS NOT NULL) AS shard,
+           arg_max(num_shards, (rank, received_at, day)) FILTER (WHERE num_shards IS NOT NULL) AS num_shards,
+           arg_max(platform, (rank, received_at, day)) FILTER (WHERE platform IS NOT NULL) AS platform,
+           arg_max(started_at, (rank, received_at, day)) FILTER (WHERE started_at IS NOT NULL) AS started_at,
+           arg_max(completed_at, (rank, received_at, day)) FILTER (WHERE completed_at IS NOT NULL) AS completed_at
+    FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
+                            WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END AS rank
+          FROM job_window)
+    GROUP BY id
+),
+run AS (
+    SELECT id, arg_max(event, (updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event
+    FROM run_window GROUP BY id
+),
+tests AS (
+    SELECT workflow_id, workflow_run_attempt, job_id,
+           count(*) AS tests,
+           count(*) FILTER (WHERE status <> 'skipped') AS executed,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'error') AS errors,
+           count(*) FILTER (WHERE status = 'skipped') AS skipped,
+           count(*) FILTER (WHERE status = 'passed' AND rerun_count > 0) AS rerun_passed,
+           sum(time) AS time
+    FROM test_run GROUP BY ALL
+),
+failure AS (  -- a log archived twice (a re-upload on a later day): the latest copy
+    SELECT job_id, arg_max(rule, day) AS failure_rule, arg_max(infra, day) AS failure_infra
+    FROM failure_window GROUP BY job_id
+),
+messages AS (
+    SELECT job_id, workflow_run_attempt, max(n) AS top_message_failures
+    FROM (SELECT job_id, workflow_run_attempt, message, count(*) AS n FROM test_run
+          WHERE status IN ('failed', 'error') AND message IS NOT NULL GROUP BY ALL)
+    GROUP BY ALL
+),
+joined AS (
+    SELECT t.*, coalesce(m.top_message_failures, 0) AS top_message_failures,
+           job.id IS NOT NULL AS job_found, job.name AS job_name, job.head_sha, job.head_branch,
+           CASE WHEN job.id IS NULL THEN 'unknown'
+                WHEN list_contains($main_branches, job.head_branch)
+                     AND NOT list_contains($pull_request_events, coalesce(run.event, ''))
+                THEN 'main' ELSE 'other' END AS branch_class,
+           job.build_env, job.test_config, job.shard, job.num_shards, job.platform,
+           job.status AS job_status, job.conclusion AS job_conclusion,
+           job.started_at AS job_started_at, job.completed_at AS job_completed_at,
+           f.failure_rule, coalesce(f.failure_infra, false) AS failure_infra
+    FROM tests t
+    LEFT JOIN messages m USING (job_id, workflow_run_attempt)
+    LEFT JOIN failure f USING (job_id)
+    LEFT JOIN job ON job.id = t.job_id
+    LEFT JOIN run ON run.id = job.run_id
+)
+SELECT *,
+    CASE WHEN list_contains($died_conclusions, job_conclusion) THEN 'job-died'
+         WHEN failure_infra THEN 'log-infra'
+         WHEN job_conclusion = 'failure' AND failed + errors = 0 THEN 'failed-outside-tests'
+         WHEN failed + errors >= $infra_min_failures
+              AND failed + errors >= $infra_failing_share * executed THEN 'mass-failure'
+         WHEN top_message_failures >= $infra_min_failures THEN 'shared-message'
+    END AS infra_reason,
+    infra_reason IS NOT NULL AS infra_suspect
+FROM joined
+ORDER BY job_id, workflow_run_attempt

@@ -1,0 +1,86 @@
+-- The typed webhook tables of a day, each reduced from its staged rows (view stage: every
+-- delivery of the day for that table, copies left out) to one row per key. A field's value is the
+-- one on the highest-ranked delivery that has it; the ordering breaks exact ties on the archive
+-- location, so the result never depends on scan order.
+
+-- step: stage
+-- the staged rows of every scan, without the deliveries that table copies lists for their file
+CREATE OR REPLACE TEMP VIEW stage AS
+SELECT * EXCLUDE (filename) FROM read_parquet([{{files}}], filename = true) s
+WHERE s.delivery_id NOT IN (SELECT c.delivery_id FROM copies c WHERE c.filename = s.filename)
+
+-- step: bad_timestamps
+-- the rows whose value of the column is not a timestamp (each one is a reject)
+SELECT location, {{column}} FROM stage
+WHERE {{column}} IS NOT NULL AND TRY_CAST({{column}} AS TIMESTAMPTZ) IS NULL
+
+-- step: workflow_job
+WITH ranked AS (
+    SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
+                          WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END AS rank
+    FROM stage
+),
+-- one HUGEINT ordering key (state, then arrival, then a hash of the archive location
+-- for exact ties): arg_max on it is several times faster than on a struct
+obs AS (SELECT *, (rank::HUGEINT << 110) + (epoch_ms(received_at)::HUGEINT << 64)
+                  + hash(location)::HUGEINT AS key FROM ranked),
+job AS (
+    SELECT id, run_attempt,
+           arg_max(run_id, key) FILTER (WHERE run_id IS NOT NULL) AS run_id,
+           arg_max(repo, key) FILTER (WHERE repo IS NOT NULL) AS repo,
+           arg_max(workflow_name, key) FILTER (WHERE workflow_name IS NOT NULL) AS workflow_name,
+           arg_max(name, key) FILTER (WHERE name IS NOT NULL) AS name,
+           arg_max(head_sha, key) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
+           arg_max(head_branch, key) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
+           arg_max(status, key) FILTER (WHERE status IS NOT NULL) AS status,
+           arg_max(conclusion, key) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
+           arg_max(created_at, key) FILTER (WHERE created_at IS NOT NULL) AS created_at,
+           arg_max(started_at, key) FILTER (WHERE started_at IS NOT NULL) AS started_at,
+           arg_max(completed_at, key) FILTER (WHERE completed_at IS NOT NULL) AS completed_at,
+           arg_max(labels, key) FILTER (WHERE labels IS NOT NULL) AS labels,
+           arg_max(runner_name, key) FILTER (WHERE runner_name IS NOT NULL) AS runner_name,
+           arg_max(build_env, key) FILTER (WHERE build_env IS NOT NULL) AS build_env,
+           arg_max(test_config, key) FILTER (WHERE test_config IS NOT NULL) AS test_config,
+           arg_max(shard, key) FILTER (WHERE shard IS NOT NULL) AS shard,
+           arg_max(num_shards, key) FILTER (WHERE num_shards IS NOT NULL) AS num_shards,
+           arg_max(platform, key) FILTER (WHERE platform IS NOT NULL) AS platform,
+           min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
+           max(received_at) AS received_at
+    FROM obs GROUP BY id, run_attempt
+)
+SELECT id, run_id, run_attempt, repo, workflow_name, name, head_sha, head_branch, status,
+       conclusion, created_at, started_at, completed_at, labels, runner_name,
+       epoch(started_at) - epoch(coalesce(created_at, first_queued_at)) AS queue_s,
+       epoch(completed_at) - epoch(started_at) AS duration_s,
+       build_env, test_config, shard, num_shards, platform, received_at
+FROM (SELECT * REPLACE (TRY_CAST(created_at AS TIMESTAMPTZ) AS created_at,
+                        TRY_CAST(started_at AS TIMESTAMPTZ) AS started_at,
+                        TRY_CAST(completed_at AS TIMESTAMPTZ) AS completed_at) FROM job)
+ORDER BY run_id, id, run_attempt
+
+-- step: workflow_run
+SELECT id, run_attempt,
+       arg_max(repo, (rank, updated_at, received_at, location)) FILTER (WHERE repo IS NOT NULL) AS repo,
+       arg_max(name, (rank, updated_at, received_at, location)) FILTER (WHERE name IS NOT NULL) AS name,
+       arg_max(event, (rank, updated_at, received_at, location)) FILTER (WHERE event IS NOT NULL) AS event,
+       arg_max(head_sha, (rank, updated_at, received_at, location)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
+       arg_max(head_branch, (rank, updated_at, received_at, location)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
+       arg_max(status, (rank, updated_at, received_at, location)) FILTER (WHERE status IS NOT NULL) AS status,
+       arg_max(conclusion, (rank, updated_at, received_at, location)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
+       min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
+       max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
+FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
+                            ELSE 1 END AS rank
+      FROM stage)
+GROUP BY id, run_attempt ORDER BY id, run_attempt
+
+-- step: push
+SELECT repo, ref, before, after, forced, created, deleted, head_commit_id,
+       TRY_CAST(head_commit_timestamp AS TIMESTAMPTZ) AS head_commit_timestamp, commit_count,
+       received_at, delivery_id
+FROM stage ORDER BY received_at, delivery_id
+
+-- step: pull_request
+SELECT repo, number, action, state, head_sha, head_ref, base_ref, labels, merged,
+       TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, received_at, delivery_id
+FROM stage ORDER BY received_at, delivery_id
