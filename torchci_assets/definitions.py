@@ -10,6 +10,7 @@ import dagster as dg
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   upstream_commit_sensor)
 from resources import default_resources
+from torchci_assets import preflight
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
@@ -18,6 +19,9 @@ from torchci_assets.derived.results import definitions as results
 from torchci_assets.derived.sharding import definitions as sharding
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
+
+# A bad setting stops the code location's load with one line naming it, before any run reads it.
+preflight.check()
 
 DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
 

@@ -20,6 +20,8 @@ import warnings
 
 import dagster as dg
 
+from torchci_assets import preflight
+
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
 
@@ -33,6 +35,10 @@ NEW_INSTANCE_YAML = """\
 telemetry:
   enabled: false
 """
+
+
+# Dagster's wrappers around the exception a step raised.
+STEP_WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError")
 
 
 class UsageError(Exception):
@@ -139,9 +145,23 @@ def selected_keys(defs: dg.Definitions, selection: str | None) -> list[dg.AssetK
     return sorted({member for k in keys for member in graph.get(k).execution_set_asset_keys})
 
 
+def failure_line(error) -> str:
+    """What a failed step's own code raised, on one line: Dagster wraps it in an error that says only
+    'Error occurred while executing op', and a configuration error's message is the one to read."""
+    while error.cause is not None and error.cls_name in STEP_WRAPPERS:
+        error = error.cause
+    first = error.message.strip().split("\n", 1)[0]
+    marker = f"{error.cls_name}: "
+    if marker in first:  # "package.module.ConfigError: text" -> "ConfigError: text"
+        first = marker + first.split(marker, 1)[1]
+    return first
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
+    if not preflight.report("torchci run"):
+        return 2
     try:
         return _run(args)
     except UsageError as exc:
@@ -208,7 +228,7 @@ def _run(args: argparse.Namespace) -> int:
             failed.append(day)
             for event in result.all_events:
                 if event.is_step_failure:
-                    print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+                    print(f"      {event.step_key}: {failure_line(event.step_failure_data.error)}")
     print("\nRows per table:")
     counts = summarize(lake, days)
     for table, rows in counts:
