@@ -32,6 +32,10 @@ HELP = {
     "torchci_receiver_spool_bytes": ("gauge", "Bytes in the spool not yet in the archive, by stream."),
     "torchci_receiver_oldest_segment_age_seconds": ("gauge", "Age of the oldest sealed segment waiting for the archive."),
     "torchci_receiver_jwks_fetches_total": ("counter", "Attempts to fetch the OIDC issuer's key set."),
+    "torchci_receiver_disconnects_total": ("counter", "Clients that hung up before their request's body was read, by endpoint."),
+    "torchci_receiver_timeouts_total": ("counter", "Connections closed because their headers or body came too slowly, by phase."),
+    "torchci_receiver_inflight_body_bytes": ("gauge", "Request-body bytes held in memory now, across connections."),
+    "torchci_receiver_ready": ("gauge", "1 while this replica would keep a delivery sent now (GET /readyz), else 0."),
 }
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 

@@ -1,0 +1,210 @@
+"""What clients without a valid signature can hold on a real `torchci serve`: memory, connections,
+time, and the log. The attacks run against the real command (a separate process, its RSS read from
+/proc) while a signed delivery is sent; the log and readiness tests use a receiver in this process."""
+
+import asyncio
+import errno
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import free_port, wait_for_port
+from receiving import SECRET, config_file, served, webhook_headers
+from slow_clients import hang_up_mid_body, slowloris, withheld_body
+from torchci_assets.receiver import spool
+
+TORCHCI = str(Path(sys.executable).parent / "torchci")
+MIB = 1 << 20
+HEADER_TIMEOUT_S, BODY_TIMEOUT_S = 2.0, 4.0
+
+
+def serve(tmp_path: Path, **env_overrides) -> tuple[subprocess.Popen, int]:
+    env = {**os.environ, "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive"), "TORCHCI_LAKE_URI": str(tmp_path / "lake"),
+           "TORCHCI_SPOOL_DIR": str(tmp_path / "spool"), "TORCHCI_WEBHOOK_SECRETS": SECRET,
+           "TORCHCI_CONFIG": config_file(tmp_path), "TORCHCI_RECEIVER_HOST": "limits-test",
+           "TORCHCI_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S), "TORCHCI_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
+           **env_overrides}
+    port = free_port()
+    log = open(tmp_path / "serve.log", "ab")
+    proc = subprocess.Popen([TORCHCI, "serve", "--port", str(port)], env=env, stdout=log, stderr=log,
+                            start_new_session=True)
+    log.close()
+    wait_for_port(port, proc, timeout=60)
+    return proc, port
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    raise AssertionError("no VmHWM")
+
+
+def metric(port: int, name: str) -> float:
+    for line in requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def signed_delivery(port: int, delivery: str) -> requests.Response:
+    body = json.dumps({"action": "queued", "workflow_job": {"id": 1}}).encode()
+    return requests.post(f"http://127.0.0.1:{port}/github/webhook", data=body, timeout=10,
+                         headers=webhook_headers(body, delivery=delivery))
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) in (0, -signal.SIGTERM)
+
+
+def test_forty_withheld_24_mib_bodies_are_bounded_and_closed_while_a_signed_delivery_is_acknowledged(tmp_path):
+    proc, port = serve(tmp_path)
+    try:
+        async def attack():
+            attackers = [asyncio.create_task(withheld_body(port, 24 * MIB, give_up_s=60)) for _ in range(40)]
+            await asyncio.sleep(1.0)  # the admitted bodies are being read by now
+            held = metric(port, "torchci_receiver_inflight_body_bytes")
+            ack = await asyncio.to_thread(signed_delivery, port, "during-the-attack")
+            return held, ack, await asyncio.gather(*attackers)
+
+        held, ack, outcomes = asyncio.run(attack())
+        peak = peak_rss_mb(proc.pid)
+        body_timeouts = metric(port, 'torchci_receiver_timeouts_total{phase="body"}')
+        busy = metric(port, 'torchci_receiver_rejected_total{endpoint="webhook",reason="busy"}')
+    finally:
+        stop(proc)
+    assert ack.status_code == 200, ack.text
+    # eight 24 MiB bodies fill the large bodies' share of the default 256 MiB budget (192 MiB)
+    assert 8 * 24 * MIB <= held < 192 * MIB + MIB
+    assert peak < 600, f"peak RSS {peak:.0f} MB"
+    statuses = sorted(o.status for o in outcomes)
+    assert all(o.closed_after_s is not None for o in outcomes), "a connection was left open"
+    assert set(statuses) == {408, 503}, statuses
+    # the ones admitted were cut off at the body timeout, the rest refused before their body was read
+    read = [o for o in outcomes if o.status == 408]
+    assert all(BODY_TIMEOUT_S - 0.5 < o.closed_after_s < BODY_TIMEOUT_S + 3 for o in read), read
+    assert all(o.closed_after_s < BODY_TIMEOUT_S for o in outcomes if o.status == 503)
+    assert (body_timeouts, busy) == (len(read), 40 - len(read))
+
+
+def test_slowloris_connections_are_closed_by_the_header_timeout(tmp_path):
+    proc, port = serve(tmp_path)
+    try:
+        async def attack():
+            clients = [asyncio.create_task(slowloris(port, every_s=1.0, give_up_s=30)) for _ in range(200)]
+            await asyncio.sleep(0.5)
+            ack = await asyncio.to_thread(signed_delivery, port, "during-slowloris")
+            return ack, await asyncio.gather(*clients)
+
+        ack, outcomes = asyncio.run(attack())
+        header_timeouts = metric(port, 'torchci_receiver_timeouts_total{phase="header"}')
+    finally:
+        stop(proc)
+    assert ack.status_code == 200
+    assert all(o.closed_after_s is not None and o.closed_after_s < HEADER_TIMEOUT_S + 3 for o in outcomes)
+    assert {o.status for o in outcomes} == {408}
+    assert header_timeouts == 200
+
+
+def test_a_client_hanging_up_mid_body_is_counted_and_logged_once_without_a_traceback(tmp_path, caplog, capfd):
+    caplog.set_level(logging.INFO)
+    with served(tmp_path) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+
+        async def hang_ups():
+            await asyncio.gather(*(hang_up_mid_body(port) for _ in range(20)))
+
+        asyncio.run(hang_ups())
+        deadline = time.monotonic() + 10
+        while srv.receiver.metrics.counter("torchci_receiver_disconnects_total", endpoint="webhook") < 20:
+            assert time.monotonic() < deadline, "the disconnects were not counted"
+            time.sleep(0.05)
+        text = requests.get(f"{srv.url}/metrics", timeout=10).text
+        assert srv.receiver.budget.held == 0  # what the bodies held was given back
+    assert 'torchci_receiver_disconnects_total{endpoint="webhook"} 20' in text
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    lines = [r.getMessage() for r in caplog.records if "hung up" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_readiness_fails_while_deliveries_are_refused_and_recovers_with_them(tmp_path, monkeypatch):
+    body = json.dumps({"action": "queued", "workflow_job": {"id": 7}}).encode()
+    spool_dir = str(tmp_path / "spool")
+    real_write = os.write
+
+    def disk_full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(spool_dir):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    with served(tmp_path) as srv:
+        def ready() -> requests.Response:
+            time.sleep(1.1)  # readiness is probed at most once a second
+            return requests.get(f"{srv.url}/readyz", timeout=10)
+
+        assert ready().status_code == 200
+        assert srv.post_webhook(body, delivery="before").status_code == 200
+        monkeypatch.setattr(os, "write", disk_full)
+        refused = srv.post_webhook(body, delivery="while-full")
+        not_ready = ready()
+        metrics_text = requests.get(f"{srv.url}/metrics", timeout=10).text
+        assert requests.get(f"{srv.url}/healthz", timeout=10).status_code == 200  # alive, only not ready
+        monkeypatch.setattr(os, "write", real_write)
+        back = ready()
+        accepted = srv.post_webhook(body, delivery="after")
+    assert refused.status_code == 503
+    assert not_ready.status_code == 503 and "No space left on device" in not_ready.json()["reasons"][0]
+    assert "torchci_receiver_ready 0" in metrics_text
+    assert back.status_code == 200 and back.json() == {"ready": True, "reasons": []}
+    assert accepted.status_code == 200
+
+
+def test_a_spool_over_its_high_water_mark_refuses_deliveries_until_it_is_rolled(tmp_path):
+    body = json.dumps({"action": "queued", "pad": "x" * 4000}).encode()
+    with served(tmp_path, spool_high_water=2000, roll_interval_s=3.0) as srv:
+        assert srv.post_webhook(body, delivery="fills-it").status_code == 200
+        time.sleep(1.1)
+        over = requests.get(f"{srv.url}/readyz", timeout=10)
+        refused = srv.post_webhook(body, delivery="refused")
+        deadline = time.monotonic() + 15
+        while requests.get(f"{srv.url}/readyz", timeout=10).status_code != 200:  # the roll empties the spool
+            assert time.monotonic() < deadline, "readiness did not recover after the roll"
+            time.sleep(0.2)
+        accepted = srv.post_webhook(body, delivery="after-the-roll")
+    assert over.status_code == 503 and "high-water" in over.json()["reasons"][0]
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "30"
+    assert accepted.status_code == 200
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_serve_with_an_unusable_spool_says_so_in_one_line_and_exits_2(tmp_path, below):
+    (tmp_path / "a-file").write_text("x")
+    spool_dir = tmp_path / "a-file" / "spool" if below else tmp_path / "a-file"
+    env = {**os.environ, "TORCHCI_SPOOL_DIR": str(spool_dir), "TORCHCI_CONFIG": config_file(tmp_path),
+           "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive"), "TORCHCI_LAKE_URI": str(tmp_path / "lake")}
+    done = subprocess.run([TORCHCI, "serve", "--port", str(free_port())], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    what = f"is below {tmp_path / 'a-file'}, which is a file" if below else "is a file"
+    assert done.stderr.strip().splitlines() == [
+        f"torchci serve: TORCHCI_SPOOL_DIR={str(spool_dir)!r}: {what}; expected a folder"]
+
+
+def test_a_spool_on_a_disk_that_refuses_writes_is_found_before_listening(tmp_path, monkeypatch):
+    def read_only(fd, data):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "write", read_only)
+    with pytest.raises(spool.SpoolError, match=r"TORCHCI_SPOOL_DIR=.*Read-only file system"):
+        spool.check_spool_dir(tmp_path / "spool")

@@ -1,0 +1,64 @@
+"""A cap on request-body bytes held in memory across all connections.
+
+The signature of a webhook covers its whole body, so a body is read before anyone knows whether
+it is GitHub's; without a cap, 40 clients each sending 24 MiB and withholding the last byte hold
+about 1 GB. A body takes its declared length (or, without one, each chunk as it arrives) from the
+budget before it is read and gives it back when its request is answered; a body that does not fit
+is refused with 503 and `Retry-After` before it is read.
+
+Large bodies (over `small_body` bytes) may use only three quarters of the budget: the rest stays
+for the small bodies nearly every delivery is, so clients holding large bodies cannot starve
+GitHub's ordinary deliveries. Used from the event loop only, so it needs no lock.
+"""
+
+from __future__ import annotations
+
+MIB = 1 << 20
+
+
+class OverBudget(Exception):
+    """The body does not fit in what is left of the budget."""
+
+
+class BodyBudget:
+    def __init__(self, limit: int, small_body: int = MIB):
+        self.limit = limit
+        self.large_limit = limit * 3 // 4
+        self.small_body = small_body
+        self.held = 0
+        self.held_large = 0
+
+    def take(self, n: int, large: bool) -> None:
+        if self.held + n > self.limit or (large and self.held_large + n > self.large_limit):
+            raise OverBudget
+        self.held += n
+        if large:
+            self.held_large += n
+
+    def give(self, n: int, large: bool) -> None:
+        self.held -= n
+        if large:
+            self.held_large -= n
+
+
+class Hold:
+    """What one request took from the budget; `release` gives all of it back."""
+
+    def __init__(self, budget: BodyBudget):
+        self.budget = budget
+        self.small = self.large = 0
+        self.complete = False  # the whole body was read
+
+    def take(self, n: int, declared: int | None) -> None:
+        """Take `n` more bytes; a body is large when its declared length (else its size so far) is."""
+        large = (declared if declared is not None else self.small + self.large + n) > self.budget.small_body
+        self.budget.take(n, large)
+        if large:
+            self.large += n
+        else:
+            self.small += n
+
+    def release(self) -> None:
+        self.budget.give(self.small, False)
+        self.budget.give(self.large, True)
+        self.small = self.large = 0
