@@ -20,6 +20,8 @@ from conftest import free_port, wait_for_port
 from receiving import SECRET, config_file, served, webhook_headers
 from slow_clients import hang_up_mid_body, slowloris, withheld_body
 from torchci_assets.receiver import spool
+from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
+from torchci_assets.receiver.throttled_log import ThrottledLog
 
 TORCHCI = str(Path(sys.executable).parent / "torchci")
 MIB = 1 << 20
@@ -208,3 +210,42 @@ def test_a_spool_on_a_disk_that_refuses_writes_is_found_before_listening(tmp_pat
     monkeypatch.setattr(os, "write", read_only)
     with pytest.raises(spool.SpoolError, match=r"TORCHCI_SPOOL_DIR=.*Read-only file system"):
         spool.check_spool_dir(tmp_path / "spool")
+
+
+def test_repeated_events_are_logged_once_per_interval_with_their_count(caplog):
+    now = [0.0]
+    noise = ThrottledLog(logging.getLogger("torchci.test"), interval_s=60, clock=lambda: now[0])
+    caplog.set_level(logging.INFO, logger="torchci.test")
+    for i in range(1000):
+        noise.log("disconnect:webhook", logging.INFO, f"hang-up {i}")
+    noise.log("spool", logging.ERROR, "disk full")
+    now[0] = 59.0
+    noise.flush()  # the interval has not ended: nothing yet
+    now[0] = 61.0
+    noise.flush()
+    noise.log("disconnect:webhook", logging.INFO, "hang-up 1000")  # a new interval starts with a line
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "hang-up 0"), ("ERROR", "disk full"), ("INFO", "999 more in the last 60s, the last: hang-up 999"),
+        ("INFO", "hang-up 1000")]
+
+
+def test_large_bodies_leave_a_quarter_of_the_budget_to_small_ones():
+    budget = BodyBudget(limit=100 * MIB)
+    large = [Hold(budget) for _ in range(4)]
+    for hold in large[:3]:
+        hold.take(24 * MIB, declared=24 * MIB)
+    with pytest.raises(OverBudget):
+        large[3].take(24 * MIB, declared=24 * MIB)  # 96 MiB would pass the large share of 75 MiB
+    small = Hold(budget)
+    for _ in range(20):
+        small.take(512 * 1024, declared=512 * 1024)  # 10 MiB of ordinary deliveries still fit
+    chunked = Hold(budget)
+    chunked.take(MIB, declared=None)
+    assert budget.held_large == 72 * MIB
+    with pytest.raises(OverBudget):  # without a declared length, large (all of it) once its size so far is
+        chunked.take(3 * MIB, declared=None)
+    chunked.take(MIB, declared=None)
+    assert budget.held_large == 74 * MIB
+    for hold in (*large, small, chunked):
+        hold.release()
+    assert (budget.held, budget.held_large) == (0, 0)

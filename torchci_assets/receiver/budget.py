@@ -52,11 +52,19 @@ class Hold:
     def take(self, n: int, declared: int | None) -> None:
         """Take `n` more bytes; a body is large when its declared length (else its size so far) is."""
         large = (declared if declared is not None else self.small + self.large + n) > self.budget.small_body
-        self.budget.take(n, large)
-        if large:
-            self.large += n
-        else:
+        if not large:
+            self.budget.take(n, False)
             self.small += n
+            return
+        moved, self.small = self.small, 0  # a body grown past small_body counts as large, all of it
+        self.budget.give(moved, False)
+        try:
+            self.budget.take(moved + n, True)
+        except OverBudget:
+            self.budget.take(moved, False)
+            self.small = moved
+            raise
+        self.large += moved + n
 
     def release(self) -> None:
         self.budget.give(self.small, False)
