@@ -258,7 +258,8 @@ class Receiver:
 
     def answer(self, endpoint: str, status: int, body: dict, t0: float, headers: dict | None = None) -> Response:
         self.metrics.inc("torchci_receiver_requests_total", endpoint=endpoint, code=str(status))
-        self.metrics.observe("torchci_receiver_ack_seconds", time.perf_counter() - t0, endpoint=endpoint)
+        if status == 200:  # refusals are not acknowledgements: their speed would hide a slow acknowledgement
+            self.metrics.observe("torchci_receiver_ack_seconds", time.perf_counter() - t0, endpoint=endpoint)
         return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
     def refuse(self, endpoint: str, status: int, reason: str, message: str, t0: float,

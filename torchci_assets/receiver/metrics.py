@@ -22,7 +22,7 @@ HELP = {
     "torchci_receiver_write_errors_total": ("counter", "Spool appends that failed (the requests got 503), by stream."),
     "torchci_receiver_fsync_seconds": ("histogram", "Duration of one spool write + fdatasync (a group of records)."),
     "torchci_receiver_fsync_batch_records": ("histogram", "Records made durable by one fdatasync."),
-    "torchci_receiver_ack_seconds": ("histogram", "Time from the request's start to its answer, by endpoint."),
+    "torchci_receiver_ack_seconds": ("histogram", "Time from the request's start to its acknowledgement (200), by endpoint."),
     "torchci_receiver_loop_lag_seconds": ("histogram", "How late the event loop wakes from a 100 ms sleep."),
     "torchci_receiver_rolled_total": ("counter", "Spool segments published to the archive, by stream."),
     "torchci_receiver_rolled_records_total": ("counter", "Records published to the archive, by stream."),
