@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import requests
 
 from conftest import free_port, wait_for_port
 from receiving import SECRET, config_file, served, webhook_headers
-from slow_clients import hang_up_mid_body, slowloris, withheld_body
+from slow_clients import hang_up_mid_body, request_head, slowloris, withheld_body
 from torchci_assets.receiver import spool
 from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
 from torchci_assets.receiver.throttled_log import ThrottledLog
@@ -249,3 +250,23 @@ def test_large_bodies_leave_a_quarter_of_the_budget_to_small_ones():
     for hold in (*large, small, chunked):
         hold.release()
     assert (budget.held, budget.held_large) == (0, 0)
+
+
+def test_requests_without_a_signature_or_token_are_refused_before_their_body_is_read(tmp_path):
+    def refused_unread(port: int, head: bytes) -> tuple[bytes, bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(head)  # and none of the 1 MB body
+            answer = b""
+            while chunk := s.recv(65536):  # the server answers, then closes the connection
+                answer += chunk
+        return answer.split(b"\r\n", 1)[0], answer
+
+    with served(tmp_path) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        webhook = request_head(1_000_000).replace(b"X-Hub-Signature-256", b"X-Not-A-Signature")
+        callback = request_head(1_000_000, path="/relay/callback")  # no Authorization header
+        (status_w, answer_w), (status_c, answer_c) = refused_unread(port, webhook), refused_unread(port, callback)
+        held = srv.receiver.budget.held
+    assert (status_w, status_c) == (b"HTTP/1.1 401 Unauthorized", b"HTTP/1.1 401 Unauthorized")
+    assert b"connection: close" in answer_w.lower() and b"connection: close" in answer_c.lower()
+    assert held == 0

@@ -352,10 +352,9 @@ class Receiver:
 
     async def callback(self, request: Request) -> Response:
         t0, ep = time.perf_counter(), "callback"
-        try:
-            raw = await read_body(request, self.settings.callback_max_bytes)
-        except TooLarge:
-            return self.refuse(ep, 413, "too_large", f"the body is over {self.settings.callback_max_bytes} bytes", t0)
+        too_large = f"the body is over {self.settings.callback_max_bytes} bytes"
+        if declared_length(request, self.settings.callback_max_bytes) is TOO_LARGE:
+            return self.refuse(ep, 413, "too_large", too_large, t0)
         try:
             repo = await self.oidc.repository(request.headers.get("authorization"))
         except TokenError as exc:
@@ -371,6 +370,10 @@ class Receiver:
         if wait:
             return self.refuse(ep, 429, "rate_limited", f"rate limit exceeded for {repo}", t0,
                                {"Retry-After": str(max(1, math.ceil(wait)))})
+        try:  # the body of an authenticated, allowlisted caller within its rate: the token is in the headers
+            raw = await read_body(request, self.settings.callback_max_bytes)
+        except TooLarge:
+            return self.refuse(ep, 413, "too_large", too_large, t0)
         try:
             callback = parse_callback(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
@@ -421,6 +424,16 @@ class Receiver:
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+TOO_LARGE = -1
+
+
+def declared_length(request: Request, limit: int) -> int | None:
+    """The body's Content-Length, None without one, TOO_LARGE when it is over `limit`."""
+    text = request.headers.get("content-length")
+    declared = int(text) if text is not None and text.isdigit() else None
+    return TOO_LARGE if declared is not None and declared > limit else declared
+
+
 async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
     """The request body, refused (TooLarge) as soon as it is known to exceed `limit` bytes.
 
@@ -428,9 +441,8 @@ async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
     they do not fit): its declared length before anything is read, else each chunk as it comes.
     `on_chunk(chunk)` sees each chunk as it arrives (the signature is computed so).
     """
-    text = request.headers.get("content-length")
-    declared = int(text) if text is not None and text.isdigit() else None
-    if declared is not None and declared > limit:
+    declared = declared_length(request, limit)
+    if declared is TOO_LARGE:
         raise TooLarge
     hold: Hold | None = getattr(request.state, "hold", None)
     if hold is not None and declared is not None:
