@@ -95,7 +95,7 @@ def test_forty_withheld_24_mib_bodies_are_bounded_and_closed_while_a_signed_deli
     assert set(statuses) == {408, 503}, statuses
     # the ones admitted were cut off at the body timeout, the rest refused before their body was read
     read = [o for o in outcomes if o.status == 408]
-    assert all(BODY_TIMEOUT_S - 0.5 < o.closed_after_s < BODY_TIMEOUT_S + 3 for o in read), read
+    assert all(BODY_TIMEOUT_S - 0.5 < o.closed_after_s < BODY_TIMEOUT_S + 5 for o in read), read
     assert all(o.closed_after_s < BODY_TIMEOUT_S for o in outcomes if o.status == 503)
     assert (body_timeouts, busy) == (len(read), 40 - len(read))
 
@@ -114,7 +114,7 @@ def test_slowloris_connections_are_closed_by_the_header_timeout(tmp_path):
     finally:
         stop(proc)
     assert ack.status_code == 200
-    assert all(o.closed_after_s is not None and o.closed_after_s < HEADER_TIMEOUT_S + 3 for o in outcomes)
+    assert all(o.closed_after_s is not None and o.closed_after_s < HEADER_TIMEOUT_S + 5 for o in outcomes)
     assert {o.status for o in outcomes} == {408}
     assert header_timeouts == 200
 
