@@ -37,7 +37,7 @@ test: install
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
-# The webhook and relay-callback receiver (README, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
+# The webhook and relay-callback receiver (docs/relay.md, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install
 	$(BIN)/torchci serve --host 127.0.0.1 --port 8080
 

@@ -28,13 +28,17 @@ would only shrink the sample.
 Targets (issue 13), on each pair: mean ratio <= 1.02, max <= 1.3, every config planned
 in under 2 s.
 
-Run as `make bench-shards`. Data directory: $TORCHCI_SHARED_DATA, default the nearest
-`shared/data` folder above the repository.
+Run as `make bench-shards`, or `python bench/bench_shards.py --data DIR` with a folder of
+`test-times.<day>.json[.gz]` snapshots (PyTorch's `generated-stats` branch). Without --data:
+$TORCHCI_SHARED_DATA/pytorch-generated-stats, else a `shared/data/pytorch-generated-stats`
+folder above the checkout, else the two pairs the repository carries in tests/data/pytorch.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import gzip
 import json
 import math
 import os
@@ -60,7 +64,7 @@ from torchci_assets.derived.sharding.planner import (
 SECONDS_PER_SHARD = 2400.0
 MAX_SHARDS = 16
 TARGET_MEAN, TARGET_MAX, TARGET_SECONDS = 1.02, 1.3, 2.0
-SNAPSHOT = re.compile(r"^test-times\.(\d{4}-\d\d-\d\d)\.json$")
+SNAPSHOT = re.compile(r"^test-times\.(\d{4}-\d\d-\d\d)\.json(\.gz)?$")
 
 # name -> plan(times as run_test picks them, tests, shards); "planner" and "foresight" are apart
 BASELINES = {
@@ -79,16 +83,28 @@ NAMES = ("planner", HINDSIGHT, *BASELINES, "foresight")
 COMPARED = ("PyTorch: 600 s cut", "600 s cut, overhead-aware")
 
 
-def data_dir() -> Path:
+def data_dir(given: str | None) -> Path:
+    """Where the snapshots are: --data, else $TORCHCI_SHARED_DATA, else a team checkout's
+    shared/data above the repository, else the repository's own two pairs."""
+    if given:
+        return Path(given)
     if "TORCHCI_SHARED_DATA" in os.environ:
-        return Path(os.environ["TORCHCI_SHARED_DATA"])
+        return Path(os.environ["TORCHCI_SHARED_DATA"]) / "pytorch-generated-stats"
     here = Path(__file__).resolve()
-    found = [p / "shared" / "data" for p in here.parents if (p / "shared" / "data").is_dir()]
-    return found[0] if found else here.parent.parent.parent / "shared" / "data"
+    found = [p / "shared" / "data" / "pytorch-generated-stats" for p in here.parents
+             if (p / "shared" / "data" / "pytorch-generated-stats").is_dir()]
+    return found[0] if found else here.parents[1] / "tests" / "data" / "pytorch"
+
+
+def load_snapshot(stats: Path, day: str) -> dict:
+    plain = stats / f"test-times.{day}.json"
+    if plain.exists():
+        return json.loads(plain.read_bytes())
+    return json.loads(gzip.decompress((stats / f"test-times.{day}.json.gz").read_bytes()))
 
 
 def day_pairs(stats: Path) -> list[tuple[str, str]]:
-    days = sorted(m.group(1) for p in stats.iterdir() if (m := SNAPSHOT.match(p.name)))
+    days = sorted({m.group(1) for p in stats.iterdir() if (m := SNAPSHOT.match(p.name))})
     return [(a, b) for a, b in zip(days, days[1:])
             if dt.date.fromisoformat(b) - dt.date.fromisoformat(a) == dt.timedelta(days=1)]
 
@@ -104,8 +120,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_pair(stats: Path, day: str, next_day: str) -> dict:
-    before = json.loads((stats / f"test-times.{day}.json").read_text())
-    after = json.loads((stats / f"test-times.{next_day}.json").read_text())
+    before = load_snapshot(stats, day)
+    after = load_snapshot(stats, next_day)
     configs = [(env, cfg, files) for env, per_config in sorted(after.items())
                for cfg, files in sorted(per_config.items()) if files]
     ratios = {name: [] for name in NAMES}
@@ -219,11 +235,15 @@ def report(r: dict) -> list[str]:
 
 
 def main() -> int:
-    stats = data_dir() / "pytorch-generated-stats"
+    parser = argparse.ArgumentParser(description="Shard plans on consecutive days of PyTorch's test times.")
+    parser.add_argument("--data", help="folder of test-times.<day>.json[.gz] snapshots")
+    stats = data_dir(parser.parse_args().data)
     try:
         pairs = day_pairs(stats)
     except OSError as exc:
-        print(f"bench_shards: cannot list the snapshots in {stats}: {exc}", file=sys.stderr)
+        print(f"bench_shards: cannot list the snapshots in {stats}: {exc}\n"
+              "  pass --data DIR (or set TORCHCI_SHARED_DATA) with a folder of test-times.<day>.json "
+              "files from pytorch/test-infra's generated-stats branch", file=sys.stderr)
         return 2
     if not pairs:
         print(f"bench_shards: no snapshots of consecutive days in {stats}", file=sys.stderr)

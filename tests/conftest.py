@@ -15,11 +15,17 @@ from resources.storage import Store
 
 DATA = Path(__file__).parent / "data"
 S3_BUCKET = "torchci-test"
-# PyTorch's published test-times snapshots: $TORCHCI_SHARED_DATA, else the nearest shared/data
-# above the checkout (../shared/data for the main checkout, further up for a worktree)
-REAL_STATS = Path(os.environ.get("TORCHCI_SHARED_DATA") or next(
-    (p / "shared" / "data" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
-    Path(__file__).resolve().parents[2] / "shared" / "data")) / "pytorch-generated-stats"
+# PyTorch's published files (tests/data/pytorch/README.md says where each comes from)
+PYTORCH_DATA = DATA / "pytorch"
+
+
+def pytorch_bytes(name: str) -> bytes:
+    """A published file's exact bytes (stored gzipped: `name` is the file's own name)."""
+    return gzip.decompress((PYTORCH_DATA / f"{name}.gz").read_bytes())
+
+
+def pytorch_json(name: str):
+    return json.loads(pytorch_bytes(name))
 
 # The tests pick their own days (autumn 2026): pin the first daily partition, so that whatever
 # archive TORCHCI_ARCHIVE_URI points to (`make test` exports ./var/archive) does not decide which

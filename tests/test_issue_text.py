@@ -2,10 +2,9 @@
 
 import datetime as dt
 import json
-import os
-from pathlib import Path
 
 import pytest
+from conftest import pytorch_bytes
 
 from torchci_assets.derived.flakiness.issue_text import (
     MARKER,
@@ -24,9 +23,6 @@ from torchci_assets.derived.flakiness.issue_text import (
 )
 from torchci_assets.derived.flakiness.lists import dumps
 
-# PyTorch's published file of a day (see test_shard_planner.py for where the shared data lives)
-REAL = (Path(os.environ.get("TORCHCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-        / "pytorch-generated-stats" / "disabled-tests-condensed.2026-08-22.json")
 
 
 def issue(number, title, body, repo="pytorch/pytorch"):
@@ -73,7 +69,7 @@ def test_platforms_are_parsed_as_pytorch_parses_them(body, platforms):
 def test_condensing_the_real_issues_gives_pytorchs_published_file_byte_for_byte():
     """PyTorch's file of a day, turned back into the issues it came from (title and a
     `Platforms:` line), condenses to the same bytes."""
-    raw = REAL.read_bytes()
+    raw = pytorch_bytes("disabled-tests-condensed.2026-08-22.json")
     published = json.loads(raw)
     issues = [issue(int(number), f"DISABLED {test}", f"Platforms: {', '.join(platforms)}\n\nThis test was "
                     "disabled because it is failing in CI.", ) for test, (number, _, platforms) in published.items()]

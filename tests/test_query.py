@@ -105,7 +105,7 @@ def test_the_lake_reads_with_hive_partitioning_in_duckdb_and_pyarrow(roots):
     expected = [(d, 100 * i + k) for i, d in enumerate(DAYS) for k in [*range(i), 99]]
     assert got == sorted(expected)
     if store.is_local:
-        # DuckDB with a plain glob, as the README shows
+        # DuckDB with a plain glob, as docs/ingest.md shows
         rows = duckdb.sql(f"SELECT day, count(*) FROM read_parquet('{store.full('workflow_job')}/*/*.parquet', "
                           "hive_partitioning = true) GROUP BY day ORDER BY day").fetchall()
         assert rows == [(dt.date.fromisoformat(d), i + 1) for i, d in enumerate(DAYS)]

@@ -1,12 +1,11 @@
 """Times for shard plans: smoothing several snapshots, and estimates for files a config never ran."""
 
 import copy
-import json
 import math
 import random
 
 import pytest
-from conftest import REAL_STATS
+from conftest import pytorch_json
 
 from torchci_assets.derived.sharding.estimates import (
     MIN_SHARED_FILES,
@@ -23,7 +22,7 @@ from torchci_assets.derived.sharding.planner import (
 
 
 def real(day: str) -> dict:
-    return json.loads((REAL_STATS / f"test-times.{day}.json").read_text())
+    return pytorch_json(f"test-times.{day}.json")
 
 
 def config(seed: int, files: int = 40, scale: float = 1.0, noise: float = 0.05) -> dict[str, float]:

@@ -5,7 +5,7 @@ import statistics
 from collections import Counter
 
 import pytest
-from conftest import REAL_STATS
+from conftest import pytorch_json
 
 from torchci_assets.derived.sharding.cli import main as shard_plan_main
 from torchci_assets.derived.sharding.planner import (
@@ -236,9 +236,8 @@ def test_planner_rejects_bad_shard_counts(bad):
 
 def test_real_snapshot_slice():
     """Plan with one real day, score with the next, on a few kinds of config."""
-    stats = REAL_STATS
-    day = json.loads((stats / "test-times.2026-08-19.json").read_text())
-    next_day = json.loads((stats / "test-times.2026-08-20.json").read_text())
+    day = pytorch_json("test-times.2026-08-19.json")
+    next_day = pytorch_json("test-times.2026-08-20.json")
     for env, config in [
         ("linux-jammy-py3.10-gcc11", "default"),  # ~600 files, one of 22,000 s
         ("unit-test / inductor-test", "inductor"),  # 22 files, a few of several hours

@@ -1,9 +1,9 @@
 """disabled-tests-condensed.json and slow-tests.json: PyTorch's formats, disabling and re-enabling rules."""
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
+from conftest import pytorch_bytes
 
 from resources.lake import Lake
 from resources.storage import Store
@@ -22,7 +22,6 @@ from torchci_assets.derived.flakiness.lists import (
     stable_id,
 )
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "pytorch-generated-stats"
 D = "2026-11-14"
 
 
@@ -36,7 +35,7 @@ def test_keys_and_layout_are_pytorchs():
     assert pytorch_key("test_nn.TestNN", "test_conv") == "test_conv (__main__.TestNN)"
     # the real published files round-trip byte for byte through our serializer
     for name in ("disabled-tests-condensed.2026-08-22.json", "slow-tests.2026-08-22.json"):
-        raw = (REAL / name).read_bytes()
+        raw = pytorch_bytes(name)
         assert dumps(json.loads(raw)) == raw
 
 

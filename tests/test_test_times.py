@@ -2,11 +2,11 @@
 
 import json
 import re
-from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
 import pytest
+from conftest import pytorch_json
 from test_test_stats import (
     LINUX,
     day,
@@ -34,7 +34,6 @@ from torchci_assets.derived.sharding.times import (
     publish_test_times,
 )
 
-REAL = Path("/work/shared/data/pytorch-generated-stats/test-times.2026-08-20.json")
 WIN = "win-vs2022-cpu-py3"
 NN, OPS, C10D = "nn/test_nn.py", "test_ops.py", "distributed/test_c10d.py"
 
@@ -107,7 +106,7 @@ def test_times_are_pytorch_averages_in_pytorchs_shape(tmp_path):
     assert (report.window_files, report.entries, report.previous_entries) == (4, 8, None)
 
     # Structurally the same as the file PyTorch publishes.
-    real = json.loads(REAL.read_text())
+    real = pytorch_json("test-times.2026-08-20.json")
     assert set(leaves(times)) == set(leaves(real)) == {(3, "number")}
     assert {d for d, _ in leaves(classes)} == {4}
     assert "default" in real and "default" in real["default"]

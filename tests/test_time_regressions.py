@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pytest
-from conftest import REAL_STATS
+from conftest import pytorch_json
 
 from resources import LakeResource
 from resources.lake import Lake, connect
@@ -300,8 +300,8 @@ def snapshot_lake(tmp_path: Path, day: str, next_day: str, edit=None) -> Lake:
     commit a day. A snapshot is a multi-day average; an entry equal on both days was not
     measured again, so only entries that changed are the second day's runs."""
     lake = Lake.at(str(tmp_path / "lake"))
-    before = json.loads((REAL_STATS / f"test-times.{day}.json").read_text())
-    after = json.loads((REAL_STATS / f"test-times.{next_day}.json").read_text())
+    before = pytorch_json(f"test-times.{day}.json")
+    after = pytorch_json(f"test-times.{next_day}.json")
     if edit:
         edit(after)
     for name, doc, changed_only in ((day, before, False), (next_day, after, True)):

@@ -31,7 +31,7 @@ LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TO
 NEW_INSTANCE_YAML = """\
 # Created by `torchci run`: runs, event logs and schedules are kept in SQLite files in this folder.
 # For the project's settings (run concurrency, pools) copy its dagster.yaml here; for PostgreSQL,
-# dagster.postgres.yaml (README, "Beyond one machine").
+# dagster.postgres.yaml (docs/operations.md, "Beyond one machine").
 telemetry:
   enabled: false
 """

@@ -1,6 +1,6 @@
 """`torchci serve`: the webhook and relay-callback receiver, one ASGI process (uvicorn).
 
-Settings come from the environment (README, "Receiving webhooks"); a setting, the relay config
+Settings come from the environment (docs/relay.md, "Receiving webhooks"); a setting, the relay config
 or a spool that cannot be used stops it before it listens, with exit status 2. SIGTERM (or
 Ctrl-C) stops accepting, answers what is in flight, and rolls the spool into the archive.
 """
