@@ -415,6 +415,14 @@ def archived_deliveries(archive: Path) -> set[str]:
     return found
 
 
+def print_attack(phase: Phase) -> None:
+    print(f"attack: {ATTACK_BODIES} clients withholding the last byte of {ATTACK_BODY_BYTES >> 20} MiB bodies and "
+          f"{SLOWLORIS} slowloris clients, reconnecting when closed")
+    print(f"  receiver RSS: {phase.rss[0]:.0f} MB before, {phase.rss[1]:.0f} MB at most, "
+          f"{phase.rss[2]:.0f} MB 1 s after; their connections ended by status: {phase.attack_ended}")
+    print()
+
+
 def throughput_targets(web: dict, cb: dict) -> list[tuple[str, bool]]:
     return [
         (f"webhooks >= {TARGETS['webhooks_per_s']}/s sustained", web["ok_per_s"] >= 0.98 * WEBHOOK_RATE
@@ -528,11 +536,7 @@ def main() -> int:
     print(f"  one fdatasync per 10 KB record instead, same disk: {probe}")
     print()
     attacked = results[-1][0]
-    print(f"attack: {ATTACK_BODIES} clients withholding the last byte of {ATTACK_BODY_BYTES >> 20} MiB bodies and "
-          f"{SLOWLORIS} slowloris clients, reconnecting when closed")
-    print(f"  receiver RSS: {attacked.rss[0]:.0f} MB before, {attacked.rss[1]:.0f} MB at most, "
-          f"{attacked.rss[2]:.0f} MB 1 s after; their connections ended by status: {attacked.attack_ended}")
-    print()
+    print_attack(attacked)
     lost = acked - found
     print(f"archive: {len(found):,} webhook deliveries rolled; acknowledged but missing: {len(lost)}")
     targets = [("nothing acknowledged is lost", not lost),

@@ -22,6 +22,7 @@ from receiving import SECRET, config_file, served, webhook_headers
 from slow_clients import hang_up_mid_body, request_head, slowloris, withheld_body
 from torchci_assets.receiver import spool
 from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
+from torchci_assets.receiver.readiness import Readiness
 from torchci_assets.receiver.throttled_log import ThrottledLog
 
 TORCHCI = str(Path(sys.executable).parent / "torchci")
@@ -270,3 +271,16 @@ def test_requests_without_a_signature_or_token_are_refused_before_their_body_is_
     assert (status_w, status_c) == (b"HTTP/1.1 401 Unauthorized", b"HTTP/1.1 401 Unauthorized")
     assert b"connection: close" in answer_w.lower() and b"connection: close" in answer_c.lower()
     assert held == 0
+
+
+def test_a_segment_waiting_too_long_for_the_archive_fails_readiness_only_when_asked(tmp_path):
+    sealed = tmp_path / "spool" / "webhooks" / "host-20261101T000000000000Z.jsonl"
+    sealed.parent.mkdir(parents=True)
+    sealed.write_bytes(b'{"event": "push"}\n')
+    an_hour_ago = time.time() - 3600
+    os.utime(sealed, (an_hour_ago, an_hour_ago))
+    assert Readiness(tmp_path / "spool", high_water=1 << 30).refresh() == []  # off by default
+    [reason] = Readiness(tmp_path / "spool", high_water=1 << 30, backlog_s=600).refresh()
+    assert reason.startswith("a spool segment has waited 3600s for the archive, over TORCHCI_ROLL_BACKLOG_S=600")
+    [reason] = Readiness(tmp_path / "spool", high_water=10).refresh()
+    assert "over its high-water mark of 10" in reason

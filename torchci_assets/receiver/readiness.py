@@ -11,11 +11,13 @@ would be kept. GitHub does not retry a failed delivery by itself, so a replica t
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from torchci_assets.receiver.spool import probe_write, spool_depth
+
 
 class Readiness:
     def __init__(self, spool_dir: Path, high_water: int, backlog_s: float = 0.0, every_s: float = 1.0,
@@ -23,6 +25,7 @@ class Readiness:
         self.spool_dir, self.high_water, self.backlog_s = spool_dir, high_water, backlog_s
         self.every_s, self._clock = every_s, clock
         self._checked = -float("inf")
+        self._lock = threading.Lock()  # the periodic refresh and a probe's must not race on the probe file
         self._spool_bytes = 0
         self.reasons: list[str] = []
 
@@ -31,6 +34,10 @@ class Readiness:
 
     def refresh(self) -> list[str]:
         """Probe now (blocking: run it in a thread); the reasons for not being ready, empty when ready."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> list[str]:
         reasons = []
         if problem := probe_write(self.spool_dir):
             reasons.append(problem)
