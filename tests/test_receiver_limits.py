@@ -284,3 +284,22 @@ def test_a_segment_waiting_too_long_for_the_archive_fails_readiness_only_when_as
     assert reason.startswith("a spool segment has waited 3600s for the archive, over TORCHCI_ROLL_BACKLOG_S=600")
     [reason] = Readiness(tmp_path / "spool", high_water=10).refresh()
     assert "over its high-water mark of 10" in reason
+
+
+def test_a_failing_disk_logs_one_error_line_with_a_count_not_one_per_request(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(spool, "WRITE_ERRORS", ThrottledLog(spool.log))  # a fresh interval for this test
+    caplog.set_level(logging.INFO, logger="torchci.receiver")
+    body = b'{"action": "queued"}'
+
+    def broken_disk(fd):
+        raise OSError(errno.EIO, "I/O error")
+
+    with served(tmp_path) as srv:
+        monkeypatch.setattr(spool.os, "fdatasync", broken_disk)
+        codes = [srv.post_webhook(body, delivery=f"d-{i}").status_code for i in range(20)]
+        errors = srv.receiver.metrics.counter("torchci_receiver_write_errors_total", stream="webhooks")
+        monkeypatch.undo()
+    assert codes == [503] * 20 and errors == 20
+    lines = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in lines] == ["spool webhooks: [Errno 5] I/O error; the 1 request(s) get 503"]
+    assert not [r for r in caplog.records if r.exc_info]
