@@ -37,6 +37,7 @@ from starlette.routing import Route
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, ConfigError, RelayConfig, load_config
+from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
 from torchci_assets.receiver.callbacks import (
     BodyError,
     DispatchLedger,
@@ -46,11 +47,10 @@ from torchci_assets.receiver.callbacks import (
     parse_callback,
     seconds_between,
 )
-from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
 from torchci_assets.receiver.metrics import Metrics
 from torchci_assets.receiver.oidc import KeySet, KeysUnavailable, OidcVerifier, TokenError
-from torchci_assets.receiver.records import ci_result_line, webhook_line
 from torchci_assets.receiver.readiness import Readiness
+from torchci_assets.receiver.records import ci_result_line, webhook_line
 from torchci_assets.receiver.settings import ReceiverSettings
 from torchci_assets.receiver.signatures import SignatureCheck
 from torchci_assets.receiver.spool import (
@@ -218,7 +218,11 @@ class Receiver:
         """Keep readiness (and the high-water refusal) current without waiting for a probe, and
         report the counts of throttled log lines."""
         while True:
-            await self.refresh_readiness()
+            try:
+                await self.refresh_readiness()
+            except Exception as exc:  # e.g. the spool folder unreadable: not ready, and keep checking
+                self.readiness.reasons = [f"readiness cannot be checked: {exc}"]
+                self.noise.log("readiness", logging.ERROR, f"readiness cannot be checked: {exc}")
             self.noise.flush()
             WRITE_ERRORS.flush()
             await asyncio.sleep(READINESS_EVERY_S)
@@ -353,7 +357,7 @@ class Receiver:
     async def callback(self, request: Request) -> Response:
         t0, ep = time.perf_counter(), "callback"
         too_large = f"the body is over {self.settings.callback_max_bytes} bytes"
-        if declared_length(request, self.settings.callback_max_bytes) is TOO_LARGE:
+        if declared_length(request, self.settings.callback_max_bytes) == TOO_LARGE:
             return self.refuse(ep, 413, "too_large", too_large, t0)
         try:
             repo = await self.oidc.repository(request.headers.get("authorization"))
@@ -442,7 +446,7 @@ async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
     `on_chunk(chunk)` sees each chunk as it arrives (the signature is computed so).
     """
     declared = declared_length(request, limit)
-    if declared is TOO_LARGE:
+    if declared == TOO_LARGE:
         raise TooLarge
     hold: Hold | None = getattr(request.state, "hold", None)
     if hold is not None and declared is not None:
