@@ -441,8 +441,8 @@ def declared_length(request: Request, limit: int) -> int | None:
 async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
     """The request body, refused (TooLarge) as soon as it is known to exceed `limit` bytes.
 
-    Under `guarded`, the body's bytes are taken from the in-flight budget first (OverBudget when
-    they do not fit): its declared length before anything is read, else each chunk as it comes.
+    Under `guarded`, a body whose declared length does not fit in the in-flight budget is refused
+    (OverBudget) before anything is read, and each chunk is taken from the budget as it comes.
     `on_chunk(chunk)` sees each chunk as it arrives (the signature is computed so).
     """
     declared = declared_length(request, limit)
@@ -450,13 +450,13 @@ async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
         raise TooLarge
     hold: Hold | None = getattr(request.state, "hold", None)
     if hold is not None and declared is not None:
-        hold.take(declared, declared)
+        hold.admit(declared)
     body = bytearray()
     async for chunk in request.stream():
         if len(body) + len(chunk) > limit:
             raise TooLarge
-        if hold is not None and declared is None:
-            hold.take(len(chunk), None)
+        if hold is not None:
+            hold.take(len(chunk), declared)
         if on_chunk is not None:
             on_chunk(chunk)
         body += chunk

@@ -2,9 +2,11 @@
 
 The signature of a webhook covers its whole body, so a body is read before anyone knows whether
 it is GitHub's; without a cap, 40 clients each sending 24 MiB and withholding the last byte hold
-about 1 GB. A body takes its declared length (or, without one, each chunk as it arrives) from the
-budget before it is read and gives it back when its request is answered; a body that does not fit
-is refused with 503 and `Retry-After` before it is read.
+about 1 GB. A body whose declared length does not fit in what is left is refused with 503 and
+`Retry-After` before it is read; its bytes are taken from the budget as they arrive, a body whose
+next chunk does not fit is cut off the same way, and all of it is given back when its request is
+answered. Taking the declared length up front instead would let clients that declare large bodies
+and send nothing hold the whole budget at no cost.
 
 Large bodies (over `small_body` bytes) may use only three quarters of the budget: the rest stays
 for the small bodies nearly every delivery is, so clients holding large bodies cannot starve
@@ -28,8 +30,11 @@ class BodyBudget:
         self.held = 0
         self.held_large = 0
 
+    def fits(self, n: int, large: bool) -> bool:
+        return self.held + n <= self.limit and (not large or self.held_large + n <= self.large_limit)
+
     def take(self, n: int, large: bool) -> None:
-        if self.held + n > self.limit or (large and self.held_large + n > self.large_limit):
+        if not self.fits(n, large):
             raise OverBudget
         self.held += n
         if large:
@@ -48,6 +53,11 @@ class Hold:
         self.budget = budget
         self.small = self.large = 0
         self.complete = False  # the whole body was read
+
+    def admit(self, declared: int) -> None:
+        """Refuse (OverBudget) a body whose declared length does not fit now; nothing is taken yet."""
+        if not self.budget.fits(declared, declared > self.budget.small_body):
+            raise OverBudget
 
     def take(self, n: int, declared: int | None) -> None:
         """Take `n` more bytes; a body is large when its declared length (else its size so far) is."""
