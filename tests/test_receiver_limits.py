@@ -96,14 +96,15 @@ def test_forty_withheld_24_mib_bodies_are_bounded_and_closed_while_a_signed_deli
     # at most the large bodies' share of the default 256 MiB budget (192 MiB), and the signed delivery
     assert 0 < held <= 192 * MIB + MIB
     assert peak < 600, f"peak RSS {peak:.0f} MB"
-    statuses = sorted(o.status for o in outcomes)
     assert all(o.closed_after_s is not None for o in outcomes), "a connection was left open"
-    assert set(statuses) == {408, 503}, statuses
     # the ones admitted were cut off at the body timeout, the rest refused before their body was read
+    # (503; a client still sending when the server closes may get a reset instead of the answer)
     read = [o for o in outcomes if o.status == 408]
+    refused = [o for o in outcomes if o.status != 408]
+    assert read and {o.status for o in refused} <= {503, None}, outcomes
     assert all(BODY_TIMEOUT_S - 0.5 < o.closed_after_s < BODY_TIMEOUT_S + 5 for o in read), read
-    assert all(o.closed_after_s < BODY_TIMEOUT_S for o in outcomes if o.status == 503)
-    assert (body_timeouts, busy) == (len(read), 40 - len(read))
+    assert all(o.closed_after_s < BODY_TIMEOUT_S for o in refused)
+    assert (body_timeouts, busy) == (len(read), len(refused))
 
 
 def test_slowloris_connections_are_closed_by_the_header_timeout(tmp_path):
@@ -240,9 +241,10 @@ def test_large_bodies_leave_a_quarter_of_the_budget_to_small_ones():
     budget = BodyBudget(limit=100 * MIB)
     large = [Hold(budget) for _ in range(4)]
     for hold in large[:3]:
-        hold.take(24 * MIB, declared=24 * MIB)
+        hold.admit(24 * MIB)  # taken whole before a byte is read
+        hold.take(MIB, declared=24 * MIB)  # and its bytes are not counted twice
     with pytest.raises(OverBudget):
-        large[3].take(24 * MIB, declared=24 * MIB)  # 96 MiB would pass the large share of 75 MiB
+        large[3].admit(24 * MIB)  # 96 MiB would pass the large share of 75 MiB
     small = Hold(budget)
     for _ in range(20):
         small.take(512 * 1024, declared=512 * 1024)  # 10 MiB of ordinary deliveries still fit
@@ -253,10 +255,10 @@ def test_large_bodies_leave_a_quarter_of_the_budget_to_small_ones():
         chunked.take(3 * MIB, declared=None)
     chunked.take(MIB, declared=None)
     assert budget.held_large == 74 * MIB
-    with pytest.raises(OverBudget):  # a declared length is refused before reading when it does not fit now
+    with pytest.raises(OverBudget):  # a large declared length is refused before reading when it does not fit
         Hold(budget).admit(2 * MIB)
     idle = Hold(budget)
-    idle.admit(512 * 1024)  # admitted, but holds nothing until its bytes arrive
+    idle.admit(512 * 1024)  # a small one is admitted, but holds nothing until its bytes arrive
     assert budget.held == 74 * MIB + 10 * MIB
     for hold in (*large, small, chunked, idle):
         hold.release()

@@ -3,14 +3,15 @@
 The signature of a webhook covers its whole body, so a body is read before anyone knows whether
 it is GitHub's; without a cap, 40 clients each sending 24 MiB and withholding the last byte hold
 about 1 GB. A body whose declared length does not fit in what is left is refused with 503 and
-`Retry-After` before it is read; its bytes are taken from the budget as they arrive, a body whose
-next chunk does not fit is cut off the same way, and all of it is given back when its request is
-answered. Taking the declared length up front instead would let clients that declare large bodies
-and send nothing hold the whole budget at no cost.
+`Retry-After` before it is read, and everything a request took is given back when it is answered.
 
 Large bodies (over `small_body` bytes) may use only three quarters of the budget: the rest stays
 for the small bodies nearly every delivery is, so clients holding large bodies cannot starve
-GitHub's ordinary deliveries. Used from the event loop only, so it needs no lock.
+GitHub's ordinary deliveries. A large body takes its declared length before it is read, so the
+clients beyond the large share are refused without a byte read. A small body takes its bytes as
+they arrive (one whose next chunk does not fit is cut off with the same 503): taking its declared
+length up front would let a few dozen connections that declare a body and send nothing hold the
+small share, and so every delivery, at no cost. Used from the event loop only: no lock.
 """
 
 from __future__ import annotations
@@ -52,15 +53,22 @@ class Hold:
     def __init__(self, budget: BodyBudget):
         self.budget = budget
         self.small = self.large = 0
+        self.reserved = False  # a large body's declared length was taken whole
         self.complete = False  # the whole body was read
 
     def admit(self, declared: int) -> None:
-        """Refuse (OverBudget) a body whose declared length does not fit now; nothing is taken yet."""
-        if not self.budget.fits(declared, declared > self.budget.small_body):
+        """Before reading a body of `declared` bytes: take it whole if large, else check it fits now;
+        OverBudget when it does not."""
+        if declared > self.budget.small_body:
+            self.budget.take(declared, True)
+            self.large, self.reserved = declared, True
+        elif not self.budget.fits(declared, False):
             raise OverBudget
 
     def take(self, n: int, declared: int | None) -> None:
         """Take `n` more bytes; a body is large when its declared length (else its size so far) is."""
+        if self.reserved:
+            return
         large = (declared if declared is not None else self.small + self.large + n) > self.budget.small_body
         if not large:
             self.budget.take(n, False)
