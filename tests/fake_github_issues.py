@@ -9,6 +9,11 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   pull requests included, as GitHub does. Always current.
 - `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201),
   `POST /repos/{o}/{r}/issues/{n}/comments`.
+- `GET /repos/{o}/{r}/collaborators/{user}/permission`: from `permissions` ({login: "write"}),
+  404 for a user who is not a collaborator.
+- `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
+  content-file shape (base64 in 60-character lines), else 404.
+`GET .../issues/{n}/comments` lists `comments[n]`, paginated.
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -16,7 +21,9 @@ create and failing to say so). Every request is logged in `requests` as (method,
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import json
 import re
 import threading
@@ -24,6 +31,8 @@ from urllib.parse import urlencode
 
 from werkzeug import Request, Response
 
+CONTENTS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)$")
+PERMISSION_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<user>[^/]+)/permission$")
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
 
 
@@ -56,17 +65,23 @@ class FakeIssueTracker:
         self.requests: list[tuple[str, str, dict]] = []
         self.scripts: dict[str, list[Scripted]] = {}
         self.next_number = 190_000
+        self.permissions: dict[str, str] = {}
+        self.files: dict[str, str] = {}
         self.lock = threading.Lock()
         httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
         httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
+        httpserver.expect_request(PERMISSION_PATH, method="GET").respond_with_handler(self.permission)
+        httpserver.expect_request(CONTENTS_PATH, method="GET").respond_with_handler(self.contents)
 
     # ---- test helpers ------------------------------------------------------------------
 
     def add(self, title: str, body: str | None = "", state: str = "open", *, user: str = "a-human",
-            age: dt.timedelta = dt.timedelta(days=3), pull_request: bool = False, labels=()) -> dict:
-        """An issue (or PR) that exists already, indexed by search, last changed `age` ago."""
+            age: dt.timedelta = dt.timedelta(days=3), pull_request: bool = False, labels=(),
+            number: int | None = None) -> dict:
+        """An issue (or PR) that exists already, indexed by search, last changed `age` ago
+        (numbered `number`, else the next free number)."""
         with self.lock:
-            issue = self._new(title, body, user, labels, now() - age)
+            issue = self._new(title, body, user, labels, now() - age, number)
             if pull_request:
                 issue["pull_request"] = {"url": issue["url"].replace("/issues/", "/pulls/")}
             if state == "closed":
@@ -93,7 +108,7 @@ class FakeIssueTracker:
             self._patch(self.issues[number], {"state": "closed"})
 
     def fail(self, kind: str, *responses: Response | Scripted) -> None:
-        """Serve these first for `kind`: search, list, get, create, update, comment."""
+        """Serve these first for `kind`: search, list, get, create, update, comment, permission."""
         self.scripts.setdefault(kind, []).extend(r if isinstance(r, Scripted) else Scripted(r) for r in responses)
 
     def titled(self, title: str, state: str | None = None) -> list[dict]:
@@ -104,9 +119,10 @@ class FakeIssueTracker:
 
     # ---- the API ----------------------------------------------------------------------
 
-    def _new(self, title, body, user, labels, at: dt.datetime) -> dict:
-        n = self.next_number
-        self.next_number += 1
+    def _new(self, title, body, user, labels, at: dt.datetime, number: int | None = None) -> dict:
+        n = self.next_number if number is None else number
+        if number is None:
+            self.next_number += 1
         issue = {
             "id": 10_000_000 + n, "number": n, "title": title, "body": body, "state": "open",
             "url": f"https://api.github.com/repos/{self.repo}/issues/{n}",
@@ -170,12 +186,44 @@ class FakeIssueTracker:
             hits.sort(key=lambda i: -i["number"])
             return self._page(request, request.path, hits, {"total_count": len(hits), "incomplete_results": False})
 
+    def permission(self, request: Request) -> Response:
+        m = PERMISSION_PATH.match(request.path)
+        with self.lock:
+            self.requests.append(("GET", request.path, dict(request.args)))
+            scripted = self._scripted("permission")
+            if scripted:
+                return scripted.response
+            level = self.permissions.get(m["user"])
+        if m["repo"] != self.repo or level is None:
+            return json_response(404, {"message": f"{m['user']} is not a user", "status": "404"})
+        # GitHub's example (repos/get-collaborator-permission-level), with this user
+        return json_response(200, {"permission": level, "role_name": level,
+                                   "user": {"login": m["user"], "type": "User", "site_admin": False}})
+
+    def contents(self, request: Request) -> Response:
+        m = CONTENTS_PATH.match(request.path)
+        with self.lock:
+            self.requests.append(("GET", request.path, dict(request.args)))
+            text = self.files.get(m["path"]) if m["repo"] == self.repo else None
+        if text is None:
+            return json_response(404, {"message": "Not Found", "status": "404"})
+        data = text.encode()
+        encoded = base64.b64encode(data).decode()
+        # GitHub's example (repos/get-content, content-file), for this file
+        return json_response(200, {
+            "type": "file", "encoding": "base64", "size": len(data), "name": m["path"].rsplit("/", 1)[-1],
+            "path": m["path"], "sha": hashlib.sha1(data).hexdigest(),
+            "content": "\n".join(encoded[i:i + 60] for i in range(0, len(encoded), 60)) + "\n",
+            "url": f"https://api.github.com/repos/{self.repo}/contents/{m['path']}?ref={request.args.get('ref', 'main')}",
+        })
+
     def issues_api(self, request: Request) -> Response:
         m = ISSUE_PATH.match(request.path)
         if m["repo"] != self.repo:
             return json_response(404, {"message": "Not Found"})
         number = int(m["number"]) if m["number"] else None
-        kind = ("comment" if m["comments"] else "list" if number is None and request.method == "GET" else
+        kind = ("comments" if m["comments"] and request.method == "GET" else
+                "comment" if m["comments"] else "list" if number is None and request.method == "GET" else
                 "create" if number is None else "get" if request.method == "GET" else "update")
         with self.lock:
             self.requests.append((request.method, request.path, dict(request.args)))
@@ -204,6 +252,10 @@ class FakeIssueTracker:
             return json_response(404, {"message": "Not Found"})
         if kind == "get":
             return json_response(200, issue)
+        if kind == "comments":
+            listed = [{"id": i + 1, "body": b, "user": {"login": "torchci-bot[bot]"}}
+                      for i, b in enumerate(self.comments.get(number, []))]
+            return self._page(request, request.path, listed)
         if kind == "update":
             self._patch(issue, json.loads(request.data))
             return json_response(200, issue)

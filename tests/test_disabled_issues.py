@@ -116,7 +116,10 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
         httpserver, world, instance):
     fake = FakeIssueTracker(httpserver)
     human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac\r\n\r\nflaky on M1")
-    fake.add("DISABLED pull / linux-jammy / test (default)", "a job")  # a disabled job, not a test
+    job = fake.add("DISABLED pull / linux-jammy / test (default)", "a job", user="a-maintainer")  # not a test
+    fake.add("UNSTABLE trunk / rocm / test (default)", "a job", user="a-stranger")  # may not mark jobs
+    fake.permissions["a-maintainer"] = "admin"
+    fake.files["test/test_x.py"] = '# Owner(s): ["module: nn"]\n\nimport torch\n'
     fake.add("DISABLED test_pr (__main__.TestZ)", "", pull_request=True)
     fake.add("test_conv is flaky, please DISABLED it", "")
 
@@ -127,7 +130,9 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
     (b,) = fake.titled(f"DISABLED {TEST_B}")
     assert parse_platforms(a["body"]) == ["linux"] and a["body"].startswith("Platforms: linux\n")
     assert parse_platforms(b["body"]) == [] and b["body"].startswith("Platforms:\n")
-    assert [x["name"] for x in a["labels"]] == ["skipped", "module: flaky-tests"]
+    # the configured labels, then the owners' from the test file's header (read once for both tests)
+    assert [x["name"] for x in a["labels"]] == ["skipped", "module: flaky-tests", "module: nn", "triaged"]
+    assert fake.count("GET", "/repos/pytorch/pytorch/contents/test/test_x.py") == 1
     assert MARKER in a["body"] and "| linux | 40 | 0 | 3 | 3 | 0 | 0 |" in a["body"]
     # a link to every job of the history where the test flaked (6, within the 10), with its run id
     flaked = {(r["workflow_id"], r["job_id"]) for rows in world.history.rows.values() for r in rows
@@ -145,6 +150,12 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
     meta = metadata(result, "disabled_issues")
     assert (meta["dry_run"], meta["created_count"], meta["found_count"], meta["open_issues"]) == (False, 2, 0, 1)
     assert metadata(result, "disabled_tests")["source"] == "open DISABLED issues of pytorch/pytorch"
+    # the job lists come from the same read-back: the maintainer's job issue, not the stranger's
+    assert world.published("stats/disabled-jobs.json") == {"pull / linux-jammy / test (default)": [
+        "a-maintainer", number(job), job["html_url"], "pull", "linux-jammy", "test (default)"]}
+    assert world.published("stats/unstable-jobs.json") == {}
+    assert (metadata(result, "disabled_tests")["disabled_jobs"], metadata(result, "disabled_tests")["unstable_jobs"]) \
+        == (1, 0)
     assert all(c.passed for c in result.get_asset_check_evaluations())
     assert all(TOKEN not in e.user_message for e in instance.all_logs(result.run_id))
 
@@ -221,7 +232,8 @@ def test_every_open_disabled_issue_is_read_back_across_pages(httpserver, world):
     assert len(published) == 232
     assert all(published[f"test_h{i} (__main__.TestH)"] == entry(f, ["win" if i % 2 else "linux"])
                for i, f in enumerate(filed))
-    pages = [a.get("page", "1") for m, p, a in fake.requests if p == "/search/issues" and "is:open" in a["q"]]
+    pages = [a.get("page", "1") for m, p, a in fake.requests
+             if p == "/search/issues" and "is:open" in a["q"] and "DISABLED" in a["q"]]
     assert pages == ["1", "2", "3"] * 2  # per asset: the filing and the read-back
 
 
@@ -233,7 +245,9 @@ def test_a_secondary_rate_limit_on_search_is_waited_out(httpserver, world):
     assert result.success
     searches = [a["q"] for m, p, a in fake.requests if p == "/search/issues"]
     open_query = "repo:pytorch/pytorch is:issue is:open in:title DISABLED"
-    assert searches[:2] == [open_query, open_query] and searches[-1] == open_query  # refused, retried; read-back
+    unstable_query = "repo:pytorch/pytorch is:issue is:open in:title UNSTABLE"
+    # refused, retried; the read-back, then the unstable jobs
+    assert searches[:2] == [open_query, open_query] and searches[-2:] == [open_query, unstable_query]
     assert len(world.published()) == 2
 
 
@@ -331,6 +345,8 @@ def test_without_credentials_it_is_todays_list_labelled_dry_run(httpserver, worl
     logs = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any(m.startswith(f"DRY RUN: would find or file 'DISABLED {TEST_A}' in pytorch/pytorch") for m in logs)
     assert any(m.startswith("DRY RUN: no GitHub credentials") for m in logs)
+    assert any("stats/disabled-jobs.json and stats/unstable-jobs.json are not published" in m for m in logs)
+    assert not (Path(world.outputs_uri) / "stats" / "unstable-jobs.json").exists()
 
 
 def test_a_token_alone_does_not_file_issues(httpserver, world, tmp_path, monkeypatch):

@@ -40,6 +40,10 @@ def issue(number, title, body, repo="pytorch/pytorch"):
     ("disabled test_conv (__main__.TestNN)", None),  # the prefix is case-sensitive
     ("[DISABLED] test_conv (__main__.TestNN)", None),
     ("DISABLED test_conv", None),
+    ("DISABLED test_conv   (__main__.TestNN) on ROCm", "test_conv (__main__.TestNN)"),  # read up to ")"
+    ("DISABLED test_gemm/2d_cuda (__main__.TestMatmul)", None),  # a name it cannot read: neither list
+    ("DISABLED test_addmm_ATen,Triton (__main__.TestCK)", None),
+    ("DISABLED MULTIPLE test_nn", None),  # an aggregate: its tests are in the body
     (None, None),
 ])
 def test_titles_are_read_as_update_disabled_issues_reads_them(title, test):
@@ -77,12 +81,40 @@ def test_condensing_the_real_issues_gives_pytorchs_published_file_byte_for_byte(
     assert dumps(condense(issues)) == raw
 
 
-def test_of_two_issues_for_one_test_the_later_url_wins_as_in_pytorch():
+def test_of_two_issues_for_one_test_the_later_url_wins_and_the_platforms_add_up_as_in_pytorch():
     # "…/issues/99" sorts after "…/issues/100" as text, which is what PyTorch compares
     old, new = issue(99, "DISABLED test_a (__main__.T)", "Platforms: win"), \
         issue(100, "DISABLED test_a (__main__.T)", "Platforms: linux")
     assert condense([old, new]) == condense([new, old]) == {
-        "test_a (__main__.T)": ["99", "https://github.com/pytorch/pytorch/issues/99", ["win"]]}
+        "test_a (__main__.T)": ["99", "https://github.com/pytorch/pytorch/issues/99", ["linux", "win"]]}
+    everywhere = issue(101, "DISABLED test_a (__main__.T)", "no platforms line")
+    assert condense([old, new, everywhere])["test_a (__main__.T)"][2] == []
+
+
+AGGREGATE = """Many tests of test_nn flaked together.
+
+disable the following tests:
+```
+test_conv (__main__.TestNN): Mac, windows
+test_pool  (__main__.TestNN)
+test_gemm/2d (__main__.TestNN): linux
+not a test line
+test_relu (__main__.TestNN): rocm: extra
+```
+test_after_the_block (__main__.TestNN): linux
+"""
+
+
+def test_an_aggregate_issue_disables_each_test_of_its_block_with_its_own_platforms():
+    agg = issue(300, "DISABLED MULTIPLE test_nn", AGGREGATE)
+    single = issue(301, "DISABLED test_conv (__main__.TestNN)", "Platforms: linux")
+    url = "https://github.com/pytorch/pytorch/issues/"
+    assert condense([agg, single]) == {
+        "test_conv (__main__.TestNN)": ["301", url + "301", ["linux", "mac", "windows"]],
+        "test_pool (__main__.TestNN)": ["300", url + "300", []],
+        "test_relu (__main__.TestNN)": ["300", url + "300", ["rocm"]],
+    }
+    assert condense([issue(302, "DISABLED MULTIPLE broken", None)]) == {}  # no body: skipped, as PyTorch does
 
 
 def test_project_platforms_map_to_names_pytorch_acts_on():

@@ -249,9 +249,11 @@ def test_the_disabled_issue_loop_is_off_unless_the_config_turns_it_on(tmp_path, 
     assert (bundled.enabled, bundled.labels, bundled.max_new_per_run) == (False, ("skipped", "module: flaky-tests"), 10)
     assert load_text(tmp_path, "upstream: {repo: a/b}\n").disabled_issues == bundled  # omitted: the defaults
     on = load_text(tmp_path, """
-        disabled_issues: {enabled: true, labels: [flaky, "module: ci"], max_new_per_run: 0}
+        disabled_issues: {enabled: true, labels: [flaky, "module: ci"], max_new_per_run: 0,
+                          unknown_owner_label: "needs triage"}
     """).disabled_issues
     assert (on.enabled, on.labels, on.max_new_per_run) == (True, ("flaky", "module: ci"), 0)
+    assert (on.unknown_owner_label, bundled.unknown_owner_label) == ("needs triage", "module: unknown")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -260,6 +262,7 @@ def test_the_disabled_issue_loop_is_off_unless_the_config_turns_it_on(tmp_path, 
     ("disabled_issues: {labels: skipped}", "disabled_issues.labels: must be a list of label names"),
     ("disabled_issues: {labels: ['']}", "disabled_issues.labels[0]: must be a label name"),
     ("disabled_issues: {file: true}", "disabled_issues: unknown key 'file'"),
+    ("disabled_issues: {unknown_owner_label: 7}", "disabled_issues.unknown_owner_label: must be a label name"),
 ])
 def test_disabled_issue_settings_are_checked(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -106,6 +106,8 @@ class DisabledIssuesConfig:
     labels: tuple[str, ...] = ("skipped", "module: flaky-tests")
     # A bound on new issues per run, so a wrong verdict cannot flood the tracker.
     max_new_per_run: int = 10
+    # The label of an issue whose test file names no owner (PyTorch's flaky bot: module: unknown).
+    unknown_owner_label: str = "module: unknown"
 
 
 @dataclass(frozen=True)
@@ -351,19 +353,20 @@ def _infra_rules(raw: Any) -> tuple[str, ...]:
 def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
     if raw is None:
         return DisabledIssuesConfig()
-    _expect(raw, dict, where, "a mapping with enabled, labels and max_new_per_run")
-    _check_keys(raw, ("enabled", "labels", "max_new_per_run"), where)
+    _expect(raw, dict, where, "a mapping with enabled, labels, max_new_per_run and unknown_owner_label")
+    _check_keys(raw, ("enabled", "labels", "max_new_per_run", "unknown_owner_label"), where)
     default = DisabledIssuesConfig()
     enabled = _expect(raw.get("enabled", default.enabled), bool, f"{where}.enabled", "true or false")
     labels = raw.get("labels", list(default.labels))
     _expect(labels, list, f"{where}.labels", "a list of label names")
-    for i, label in enumerate(labels):
+    unknown = raw.get("unknown_owner_label", default.unknown_owner_label)
+    for name, label in [*((f"labels[{i}]", x) for i, x in enumerate(labels)), ("unknown_owner_label", unknown)]:
         if not isinstance(label, str) or not label.strip() or len(label) > 50:
-            raise ConfigError(f"{where}.labels[{i}]: must be a label name of 1 to 50 characters, got {label!r}")
+            raise ConfigError(f"{where}.{name}: must be a label name of 1 to 50 characters, got {label!r}")
     limit = raw.get("max_new_per_run", default.max_new_per_run)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ConfigError(f"{where}.max_new_per_run: must be a whole number of at least 0, got {limit!r}")
-    return DisabledIssuesConfig(enabled, tuple(labels), limit)
+    return DisabledIssuesConfig(enabled, tuple(labels), limit, unknown)
 
 
 def _branch(raw: Any, where: str) -> str:

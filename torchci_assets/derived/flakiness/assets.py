@@ -13,10 +13,13 @@ from resources.github import GitHubResource
 from torchci_assets.checks import unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
-from torchci_assets.derived.flakiness.issues import LEDGER_TABLE, loop_mode, read_back, run_disabled_issues
+from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, disabled_test_issues, loop_mode, read_back_open,
+                                                     run_disabled_issues)
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
+from torchci_assets.derived.flakiness.retired import retire_disabled_tests
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
@@ -73,8 +76,9 @@ def flaky_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, l
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
                 "with their evidence, or updated with new platforms), one ledger row per action: test, "
-                "issue_number, action (found/created/updated/dry_run), at. Dry run without credentials or "
-                "with disabled_issues.enabled false.",
+                "issue_number, action (found/created/updated/closed/dry_run), at. Issues of tests deleted "
+                "from the code (absent from every report for 7 days while their file kept reporting) are "
+                "closed. Dry run without credentials or with disabled_issues.enabled false.",
 )
 def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
                           github: GitHubResource):
@@ -90,12 +94,18 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     relay = load_config()
     report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                                        relay, log=context.log.info, warn=context.log.warning)
+    retired = retire_disabled_tests(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                                    relay.upstream_repo, relay.disabled_issues, relay.source,
+                                    log=context.log.info, warn=context.log.warning, open_issues=report.open_list)
     created = [r for r in report.rows if r["action"] == "created"]
     yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
         **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
         "failed_count": len(report.failed), "deferred_count": len(report.deferred),
+        "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),
+        "deleted_file_gone": dg.MetadataValue.json([a.test for a in retired.of("file_gone")][:50]),
+        "retire_skipped": retired.skipped,
         "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
                                                   for r in created[:50]) or "none"),
         "updated_tests": dg.MetadataValue.json(report.tests("updated")[:50]),
@@ -131,13 +141,17 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     relay = load_config()
     mode = loop_mode(github, relay.disabled_issues, relay.source)
     if mode.live:
-        issues = read_back(github, relay.upstream_repo)
-        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, issues,
-                                                config.allow_mass_reenable)
+        open_issues = read_back_open(github, relay.upstream_repo)
+        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key,
+                                                disabled_test_issues(open_issues), config.allow_mass_reenable)
+        counts = publish_job_lists(github, relay.upstream_repo, store, open_issues)
+        job_lists = {"disabled_jobs": counts[DISABLED_JOBS_PATH], "unstable_jobs": counts[UNSTABLE_JOBS_PATH]}
         source = f"open DISABLED issues of {relay.upstream_repo}"
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
-                            "with local ids, not from DISABLED issues")
+                            f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} and "
+                            f"{UNSTABLE_JOBS_PATH} are not published (they exist only as issues)")
+        job_lists = {}
         decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
         source = "flaky verdict (dry run)"
     return dg.MaterializeResult(metadata={
@@ -147,6 +161,7 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
         "published": store.display(DISABLED_TESTS_PATH),
+        **job_lists,
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
     })
 

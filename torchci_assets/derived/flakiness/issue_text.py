@@ -5,11 +5,15 @@ body may carry a `Platforms: linux, win` line (none, or an empty one, means ever
 pieces of pytorch/test-infra define the format, and both are followed here to the letter:
 
 - `.github/scripts/update_disabled_issues.py` builds disabled-tests-condensed.json from the open
-  issues: a title counts when it starts with "DISABLED" and matches
-  `DISABLED\\s*test_.+\\s*\\(.+\\)`; the test is the rest of the title, stripped; every body line
-  that starts with "platforms:" (case-insensitive, not indented) adds its comma-separated,
-  stripped, lower-cased entries; the number is the URL's last segment, as a string; issues are
-  read in URL order, so of two issues for one test the later URL wins.
+  issues: an issue is a test's when its title starts with "DISABLED" and matches
+  `DISABLED\\s*test_.+\\s*\\(.+\\)` or `DISABLED MULTIPLE`. A single-test title names the test
+  `test_<name> (<suite>)` (names of letters, digits, `-`, `_` and `.`; anything after the
+  closing parenthesis ignored); every body line that starts with "platforms:" (case-insensitive,
+  not indented) adds its comma-separated, stripped, lower-cased entries. An aggregate issue
+  (`DISABLED MULTIPLE ...`) lists its tests in the block after "disable the following tests:",
+  one `test_x (Suite): mac, windows` line each (no platforms: everywhere). The number is the
+  URL's last segment, as a string; issues are read in URL order, and a test named by several
+  issues takes the later URL and the union of their platforms (everywhere if either says so).
 - `torchci/lib/flakyBot/singleDisableIssue.ts` files them: title `DISABLED <test>`, the body
   starting with the `Platforms:` line, and on new flakiness the missing platforms appended to
   the issue's own (never narrowing a list a human wrote, never touching an empty one, which
@@ -28,6 +32,9 @@ from dataclasses import dataclass, field
 
 DISABLED_PREFIX = "DISABLED"
 _TEST_TITLE = re.compile(r"DISABLED\s*test_.+\s*\(.+\)")
+_MULTIPLE_TITLE = re.compile(r"DISABLED MULTIPLE")
+_TEST_NAME = re.compile(r"(test_[a-zA-Z0-9-_\.]+)\s+\(([a-zA-Z0-9-_\.]+)\)")
+_MULTIPLE_START = "disable the following tests:"
 _PLATFORMS_KEY = "platforms:"
 MARKER = "<!-- torchci-dagster: disabled-test -->"
 MAX_JOB_LINKS = 10
@@ -48,12 +55,42 @@ def issue_title(test: str) -> str:
     return f"{DISABLED_PREFIX} {test}"
 
 
+def is_test_issue(title: str | None) -> bool:
+    """Whether update_disabled_issues.py takes an issue so titled for tests (one, or an aggregate),
+    and so not for a disabled job."""
+    return bool(title) and title.startswith(DISABLED_PREFIX) and bool(
+        _TEST_TITLE.match(title) or _MULTIPLE_TITLE.match(title))
+
+
+def test_key(text: str) -> str | None:
+    """`test_x (Suite)` from the start of `text` (whitespace between the two normalized), or None."""
+    m = _TEST_NAME.match(text)
+    return f"{m.group(1)} ({m.group(2)})" if m else None
+
+
 def disabled_test(title: str | None) -> str | None:
-    """The test a DISABLED issue disables, read as update_disabled_issues.py reads it, or None
-    when the title is not a disabled-test title (a DISABLED job, anything else)."""
-    if not title or not title.startswith(DISABLED_PREFIX) or not _TEST_TITLE.match(title):
+    """The test a single-test DISABLED issue disables, read as update_disabled_issues.py reads
+    it, or None (a DISABLED job, an aggregate issue, a title it cannot read)."""
+    if not is_test_issue(title):
         return None
-    return title[len(DISABLED_PREFIX):].strip()
+    return test_key(title.strip()[len(DISABLED_PREFIX):].strip())
+
+
+def multiple_tests(title: str | None, body: str | None) -> list[tuple[str, list[str]]]:
+    """The tests of an aggregate issue (`DISABLED MULTIPLE ...`) with their platforms, in order."""
+    if not is_test_issue(title) or not _MULTIPLE_TITLE.match(title.strip()) or body is None:
+        return []
+    start = body.lower().find(_MULTIPLE_START)
+    tests = []
+    for line in body[start:].splitlines()[2:]:  # the "disable ..." line, then the opening fence
+        if "```" in line:
+            break
+        name, *rest = line.split(":")
+        key = test_key(name.strip())
+        if key is not None:
+            platforms = rest[0].strip().lower() if rest else ""
+            tests.append((key, [x.strip() for x in platforms.split(",") if x.strip()]))
+    return tests
 
 
 def parse_platforms(body: str | None) -> list[str]:
@@ -77,9 +114,14 @@ def condense(issues: Iterable[dict]) -> dict[str, list]:
     `{test: [number, html_url, [platforms]]}`."""
     out: dict[str, list] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
-        test = disabled_test(issue.get("title"))
-        if test is not None:
-            out[test] = [issue_number(issue["html_url"]), issue["html_url"], parse_platforms(issue.get("body"))]
+        url, title, body = issue["html_url"], issue.get("title"), issue.get("body")
+        test = disabled_test(title)
+        named = [(test, parse_platforms(body))] if test is not None else multiple_tests(title, body)
+        for key, platforms in named:
+            if key in out:
+                before = out[key][2]
+                platforms = [] if not before or not platforms else sorted(set(before + platforms))
+            out[key] = [issue_number(url), url, platforms]
     return out
 
 

@@ -45,13 +45,17 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig, RelayConfig
+from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
+                                                         is_aggregate, listed, with_tests)
 from torchci_assets.derived.flakiness.evidence import gather_evidence
+from torchci_assets.derived.flakiness.owners import OwnerLookup
 from torchci_assets.derived.flakiness.issue_text import (
     DISABLED_PREFIX,
     MARKER,
     Evidence,
     added_platforms,
     disabled_test,
+    is_test_issue,
     issue_title,
     parse_platforms,
     pytorch_platforms,
@@ -152,12 +156,22 @@ class IssueTracker:
     def find(self, test: str) -> dict | None:
         """The issue that disables `test`: an open one (of several, the one PyTorch's list
         would use: the last by URL), else the most recently closed."""
-        mine = [i for i in self.by_number.values() if disabled_test(i.get("title")) == test]
+        mine = [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
+                or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
         open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
         if open_:
             return open_[-1]
         closed = sorted(mine, key=lambda i: (i.get("closed_at") or "", i["number"]))
         return closed[-1] if closed else None
+
+    def find_titled(self, title: str) -> dict | None:
+        """The open issue titled exactly `title` (of several, the oldest)."""
+        same = [i for i in self.open_any() if i.get("title") == title]
+        return min(same, key=lambda i: i["number"]) if same else None
+
+    def open_any(self) -> list[dict]:
+        """Every open issue read so far, whatever its title (pull requests left out)."""
+        return [i for i in self.by_number.values() if i.get("state") == "open" and "pull_request" not in i]
 
     def open_issues(self) -> list[dict]:
         """Every open issue with a disabled-test title: the input of the published list."""
@@ -237,6 +251,8 @@ class FilingReport:
     parts: list[str] = field(default_factory=list)
     open_issues: int = 0
     skipped: str = ""
+    # every open issue the filing read, and the ones it filed: the retirement step reads no more
+    open_list: list[dict] | None = None
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -273,8 +289,10 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
 def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
                          evidence: dict[str, Evidence], labels: Iterable[str], max_new: int, run_id: str,
                          log: Callable[[str], None] = lambda s: None,
-                         warn: Callable[[str], None] = lambda s: None) -> FilingReport:
-    """Find, update or create the issue of every wanted test (see the module docstring).
+                         warn: Callable[[str], None] = lambda s: None,
+                         owners: Callable[[str], list[str]] = lambda file: []) -> FilingReport:
+    """Find, update or create the issue of every wanted test (see the module docstring). A new
+    issue gets `labels` and the owner labels of its test file (`owners`).
 
     Writes (created, updated) are recorded in the ledger one by one right after GitHub answers;
     `found` rows, which change nothing, are recorded together at the end. A GitHub error on one
@@ -286,8 +304,11 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     report.open_issues = len(tracker.open_issues())
     known = ledger_issue_numbers(lake, day)
     found_rows: list[dict] = []
-    created = 0
+    aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, labels, owners, max_new, run_id,
+                                           report, log, warn)
     for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test)):
+        if w.test in aggregated:
+            continue
         title = issue_title(w.test)
         try:
             issue = tracker.find(w.test)
@@ -302,7 +323,8 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
                 issue = tracker.find(w.test)
             if issue is None:
                 created += 1
-                issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels, log)
+                issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels,
+                                                owners, log)
                 row = _row(w.test, action, issue, tracker.repo, run_id, detail)
             elif issue.get("state") == "open":
                 row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log)
@@ -321,18 +343,85 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
         else:
             report.parts.append(record(lake, day, [row], _slug(w.test)))
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
+    report.open_list = tracker.open_any()
     return report
 
 
+def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
+                     evidence: dict[str, Evidence], labels: Iterable[str], owners: Callable[[str], list[str]],
+                     max_new: int, run_id: str, report: FilingReport, log: Callable[[str], None],
+                     warn: Callable[[str], None]) -> tuple[set[str], int]:
+    """One aggregate issue per file with more than AGGREGATE_ABOVE new flaky tests (see
+    aggregates.py): the tests it handled, and how many issues it created (each counts as one
+    against `max_new`)."""
+    file_of = {w.test: (evidence.get(w.test) or Evidence(w.test)).file for w in wanted}
+    handled: set[str] = set()
+    created = 0
+    aggregate_of = {f: tracker.find_titled(aggregate_title(f)) for f in set(file_of.values()) if f}
+    for file, members in groups(wanted, file_of.get, lambda t: tracker.find(t) is None,
+                                lambda f: aggregate_of.get(f) is not None).items():
+        tests = [w.test for w in members]
+        handled.update(tests)
+        if created >= max_new:
+            report.deferred.extend(tests)
+            continue
+        try:
+            issue, action, detail = _aggregate(tracker, file, members, evidence, [*labels, AGGREGATE_LABEL,
+                                                                                   *owners(file)], log)
+        except GitHubError as e:
+            report.failed.update({t: str(e) for t in tests})
+            warn(f"aggregate issue for {file}: {e} (left for the next run)")
+            continue
+        created += action == "created"
+        rows = [_row(w.test, action, issue, tracker.repo, run_id, detail, w.platforms) for w in members]
+        report.rows.extend(rows)
+        report.parts.append(record(lake, day, rows, _slug(file)))
+    return handled, created
+
+
+def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence: dict[str, Evidence],
+               labels: list[str], log: Callable[[str], None]) -> tuple[dict, str, str]:
+    """Add `members` to the file's open aggregate issue, or create it."""
+    title = aggregate_title(file)
+    platforms = {w.test: w.platforms for w in members}
+    existing = tracker.find_titled(title)
+    if existing is not None:
+        body = with_tests(title, existing.get("body") or "", platforms)
+        tracker.update(existing["number"], body=body)
+        tracker.comment(existing["number"], f"{len(members)} more flaky test(s) of `{file}` added to the list: "
+                                            + ", ".join(f"`{t}`" for t in sorted(platforms)))
+        log(f"{title!r}: #{existing['number']}: {len(members)} test(s) added")
+        return existing, "updated", f"added to aggregate #{existing['number']}"
+    example = render_body(evidence.get(members[0].test) or Evidence(members[0].test), members[0].platforms)
+    issue, action, detail = _create_once(tracker, title, aggregate_body(file, platforms, example),
+                                         list(dict.fromkeys(labels)), lambda: tracker.find_titled(title), log)
+    log(f"{title!r}: #{issue['number']} {action} for {len(members)} tests")
+    return issue, action, detail or f"aggregate of {len(members)} tests of {file}"
+
+
 def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterable[str],
-            log: Callable[[str], None]) -> tuple[dict, str, str]:
-    """(issue, action, detail): `created`, or `found` when the issue appeared meanwhile."""
+            owners: Callable[[str], list[str]], log: Callable[[str], None]) -> tuple[dict, str, str]:
+    """(issue, action, detail): `created`, or `found` when the issue appeared meanwhile. The
+    issue gets `labels` and the owner labels of its test file."""
     title = issue_title(w.test)
-    body = render_body(evidence, w.platforms)
+    labels = list(dict.fromkeys([*labels, *(owners(evidence.file) if evidence.file else [])]))
+    issue, action, detail = _create_once(tracker, title, render_body(evidence, w.platforms), labels,
+                                         lambda: tracker.find(w.test), log)
+    if detail:
+        return issue, action, detail
+    log(f"{title!r}: created #{issue['number']} (Platforms: {', '.join(w.platforms) or 'all'})")
+    return _unless_twin(tracker, w.test, issue, log)
+
+
+def _create_once(tracker: IssueTracker, title: str, body: str, labels: Iterable[str],
+                 find: Callable[[], dict | None], log: Callable[[str], None]) -> tuple[dict, str, str]:
+    """Create an issue unless `find` sees it (re-reading the list before each attempt, never
+    resending a create GitHub may have taken): (issue, "created", "") when this call created it,
+    else (issue, action, why) for one that appeared meanwhile."""
     unanswered = False
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         tracker.sync_recent()  # consistent, and cheap: only what changed since the last read
-        existing = tracker.find(w.test)
+        existing = find()
         if existing is not None:
             ours = unanswered and MARKER in (existing.get("body") or "")
             log(f"{title!r}: #{existing['number']} " + ("is the create GitHub took without answering"
@@ -348,8 +437,7 @@ def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterab
             log(f"{title!r}: no clear answer to the create ({e}); checking whether GitHub created it "
                 f"before trying again ({attempt}/{CREATE_ATTEMPTS})")
             continue
-        log(f"{title!r}: created #{issue['number']} (Platforms: {', '.join(w.platforms) or 'all'})")
-        return _unless_twin(tracker, w.test, issue, log)
+        return issue, "created", ""
     raise GitHubError(None, f"creating {title!r}: no clear answer after {CREATE_ATTEMPTS} attempts and no such "
                             "issue on GitHub yet; the next run looks for it again before filing")
 
@@ -374,6 +462,8 @@ def _unless_twin(tracker: IssueTracker, test: str, issue: dict, log: Callable[[s
 
 def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
                  log: Callable[[str], None]) -> dict:
+    if is_aggregate(issue.get("title")):  # its list is extended only when a group is filed
+        return _row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     if not add:
@@ -485,18 +575,28 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         return report, mode
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
     tracker = IssueTracker(github, config.upstream_repo)
+    owners = OwnerLookup(github, config.upstream_repo, config.branches[0].removeprefix("refs/heads/"),
+                         config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
-                                  config.disabled_issues.max_new_per_run, run_id, log, warn)
+                                  config.disabled_issues.max_new_per_run, run_id, log, warn, owners)
     if report.deferred:
         warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
              f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
     return report, mode
 
 
-def read_back(github: GitHubResource, repo: str) -> list[dict]:
-    """Every open DISABLED-test issue of `repo` as of now: search, made current by the last
-    hour's changes from the consistent issue list (a just-filed issue, a just-closed one)."""
+def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
+    """Every open issue (not pull request) of `repo` that the DISABLED search and the last hour's
+    changes from the consistent issue list show (a just-filed issue, a just-closed one), whatever
+    its title: disabled tests and disabled jobs come from this one read, as PyTorch's script
+    splits one search."""
     tracker = IssueTracker(github, repo)
     tracker.load_open()
     tracker.sync_recent()
-    return tracker.open_issues()
+    return tracker.open_any()
+
+
+def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
+    """The issues of disabled tests, one or many (aggregates): the input of the published list."""
+    return [i for i in issues if is_test_issue(i.get("title"))]
+

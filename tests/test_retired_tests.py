@@ -1,0 +1,139 @@
+"""DISABLED issues of deleted tests: found from the daily test aggregates and closed once, against
+the fake GitHub API."""
+
+import datetime as dt
+import shutil
+
+import pyarrow as pa
+import pytest
+from fake_github_issues import FakeIssueTracker, json_response
+
+from resources.github import GitHubResource
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.config import DisabledIssuesConfig
+from torchci_assets.derived.flakiness.issues import LEDGER_TABLE
+from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
+from torchci_assets.derived.flakiness.retired import (
+    RETIRED_MARKER,
+    find_absent,
+    retire_disabled_tests,
+)
+
+DAY = "2026-11-20"
+REPO = "pytorch/pytorch"
+ON = DisabledIssuesConfig(enabled=True)
+GONE, ALIVE = "test_gone (__main__.TestA)", "test_alive (__main__.TestA)"
+MOVED, NEVER = "test_moved (__main__.TestB)", "test_never (__main__.TestC)"
+EARLY = "test_early (__main__.TestD)"
+
+
+def day(offset: int) -> str:
+    return (dt.date.fromisoformat(DAY) - dt.timedelta(days=offset)).isoformat()
+
+
+def stats(rows: list[tuple[str, str, str]], on: str) -> pa.Table:
+    """test_daily_stats rows (file, classname, name) of one day, with the columns the search reads."""
+    at = dt.datetime.fromisoformat(f"{on}T12:00:00+00:00")
+    return pa.Table.from_pylist([{"file": f, "classname": c, "name": n, "skipped": 1, "last_seen": at}
+                                 for f, c, n in rows])
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    """Twenty days before the window: every test runs. In the window (the 7 days up to DAY):
+    test_gone is gone while test_a.py reports; test_b.py stopped altogether; test_d.py reported
+    (another test) only on the window's first day; test_never never ran."""
+    lk = Lake.at(str(tmp_path / "lake"))
+    before = [("test_a.py", "test_a.TestA", "test_gone"), ("test_a.py", "test_a.TestA", "test_alive"),
+              ("test_b.py", "TestB", "test_moved"), ("test_d.py", "TestD", "test_early")]
+    for n in range(7, 27):
+        lk.write("test_daily_stats", day(n), stats(before, day(n)))
+    for n in range(0, 7):
+        today = [("test_a.py", "test_a.TestA", "test_alive")] + ([("test_d.py", "TestD", "test_other")] if n == 6 else [])
+        lk.write("test_daily_stats", day(n), stats(today, day(n)))
+    return lk
+
+
+def test_a_test_gone_while_its_file_reports_is_retired_and_the_others_are_not(lake):
+    found = find_absent(lake, DAY, [GONE, ALIVE, MOVED, NEVER, EARLY])
+    assert [(a.test, a.status, a.file) for a in found.absent] == [
+        (EARLY, "file_gone", "test_d.py"), (GONE, "retired", "test_a.py"),
+        (MOVED, "file_gone", "test_b.py"), (NEVER, "unknown", None)]
+    assert found.of("retired")[0].last_seen.date().isoformat() == day(7)
+
+
+def test_a_window_with_a_missing_day_decides_nothing(lake, tmp_path):
+    shutil.rmtree(tmp_path / "lake" / "test_daily_stats" / f"day={day(3)}")
+    found = find_absent(lake, DAY, [GONE])
+    assert found.absent == [] and day(3) in found.skipped
+
+
+def github(httpserver, **kw) -> GitHubResource:
+    kw.setdefault("backoff_base_s", 0.0)
+    return GitHubResource(api_url=httpserver.url_for(""), token="t0ken", search_interval_s=0.0, **kw)
+
+
+def retire(lake, gh, outputs, settings=ON, log=None):
+    return retire_disabled_tests(gh, lake, outputs, DAY, "run-0001", REPO, settings, "test config",
+                                 log=(log.append if log is not None else lambda s: None))
+
+
+def ledger(lake) -> list[dict]:
+    con = connect()
+    if not lake.register(con, LEDGER_TABLE, [DAY], name="l"):
+        return []
+    return con.sql('SELECT * FROM l ORDER BY "at"').to_arrow_table().to_pylist()
+
+
+def test_the_issue_of_a_deleted_test_is_commented_and_closed_once(httpserver, lake, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux")
+    moved = fake.add(f"DISABLED {MOVED}", "Platforms: win")
+    fake.add(f"DISABLED {ALIVE}", "")
+    outputs = Store(str(tmp_path / "outputs"))
+    result = retire(lake, github(httpserver), outputs)
+    assert [r["test"] for r in result.rows] == [GONE] and [a.test for a in result.of("file_gone")] == [MOVED]
+    assert fake.issues[gone["number"]]["state"] == "closed" and fake.issues[moved["number"]]["state"] == "open"
+    (comment,) = fake.comments[gone["number"]]
+    assert RETIRED_MARKER in comment and "test_a.py" in comment and "reopen" in comment
+    assert [(r["test"], r["action"], r["issue_number"]) for r in ledger(lake)] == [(GONE, "closed", gone["number"])]
+
+    again = retire(lake, github(httpserver), outputs)  # closed now: nothing more to do
+    assert again.rows == [] and len(fake.comments[gone["number"]]) == 1
+
+
+def test_a_crash_between_the_comment_and_the_close_comments_once(httpserver, lake, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux")
+    fake.fail("update", json_response(502, {"message": "Bad Gateway"}))
+    outputs = Store(str(tmp_path / "outputs"))
+    first = retire(lake, github(httpserver, max_retries=0), outputs)
+    assert first.rows == [] and GONE in first.failed and fake.issues[gone["number"]]["state"] == "open"
+    second = retire(lake, github(httpserver, max_retries=0), outputs)
+    assert [r["action"] for r in second.rows] == ["closed"] and "already there" in second.rows[0]["detail"]
+    assert fake.issues[gone["number"]]["state"] == "closed" and len(fake.comments[gone["number"]]) == 1
+
+
+def test_many_deletions_at_once_are_refused_as_a_likely_outage(httpserver, lake, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    for i in range(12):
+        fake.add(f"DISABLED test_gone{i} (__main__.TestA)", "")
+    for n in range(7, 27):  # twelve tests of test_a.py that ran before the window and not in it
+        lake.write("test_daily_stats", day(n), stats(
+            [("test_a.py", "TestA", f"test_gone{i}") for i in range(12)] + [("test_a.py", "TestA", "test_alive")], day(n)))
+    result = retire(lake, github(httpserver), Store(str(tmp_path / "outputs")))
+    assert result.rows == [] and "12 of 12" in result.skipped
+    assert all(i["state"] == "open" for i in fake.issues.values())
+
+
+def test_without_credentials_it_logs_and_records_what_it_would_close(httpserver, lake, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    outputs = Store(str(tmp_path / "outputs"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({GONE: ["local-1", "", []], ALIVE: ["local-2", "", []]}))
+    logs = []
+    result = retire(lake, GitHubResource(api_url=httpserver.url_for("")), outputs, log=logs)
+    assert fake.requests == []
+    assert [(r["test"], r["action"]) for r in ledger(lake)] == [(GONE, "dry_run")] == \
+        [(r["test"], r["action"]) for r in result.rows]
+    assert any(m.startswith(f"DRY RUN: would close the DISABLED issue of {GONE}") for m in logs)

@@ -1,0 +1,82 @@
+"""Many tests of one file flaking at once: one aggregate DISABLED issue, not one issue each.
+
+When a file's fixture or a shared helper breaks, dozens of its tests flake together; one issue
+per test floods the tracker and the owners. PyTorch's flaky bot (pytorch/test-infra
+`torchci/lib/flakyBot/aggregateDisableIssue.ts`) then files one issue for the file, and
+`update_disabled_issues.py` reads every test listed in it into the disabled list. The format,
+followed here to the letter:
+
+    title   DISABLED MULTIPLE There are multiple flaky tests in <file>
+    body    There are multiple flaky tests in <file>. Please investigate and fix the flakiness.
+
+            disable the following tests:
+            ```
+            test_a (__main__.TestX): linux, win
+            test_b (__main__.TestX):
+            ```
+            (then the example of one test, as a single issue's body)
+
+A line with no platforms disables the test everywhere. An aggregate is filed when more than
+AGGREGATE_ABOVE tests of one file would get a new issue in the same run; tests added later to a
+file that already has an open aggregate are added to its list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, multiple_tests
+
+# PyTorch's flaky bot files an aggregate above this many tests of one file
+AGGREGATE_ABOVE = 4
+AGGREGATE_LABEL = "aggregate flaky test issue"
+_START = "disable the following tests:"
+_FENCE = "```"
+
+
+def aggregate_title(file: str) -> str:
+    return f"{DISABLED_PREFIX} MULTIPLE There are multiple flaky tests in {file}"
+
+
+def is_aggregate(title: str | None) -> bool:
+    return bool(title) and title.startswith(f"{DISABLED_PREFIX} MULTIPLE ")
+
+
+def tests_block(platforms: dict[str, list[str]]) -> str:
+    """The list PyTorch parses: one `test: platforms` line per test, sorted."""
+    lines = [f"{test}: {', '.join(platforms[test])}".strip() for test in sorted(platforms)]
+    return "\n".join([_START, _FENCE, *lines, _FENCE]) + "\n"
+
+
+def aggregate_body(file: str, platforms: dict[str, list[str]], example: str) -> str:
+    """A new aggregate's body: the list, then one test's single-issue body as the example (it
+    ends with this project's marker)."""
+    return (f"There are multiple flaky tests in {file}. Please investigate and fix the flakiness.\n\n"
+            f"{tests_block(platforms)}\nHere is an example:\n{example}")
+
+
+def listed(title: str | None, body: str | None) -> dict[str, list[str]]:
+    """The tests an aggregate issue lists, with their platforms."""
+    return dict(multiple_tests(title, body))
+
+
+def with_tests(title: str, body: str, added: dict[str, list[str]]) -> str:
+    """`body` with `added` tests in its list (the list rewritten sorted, the rest kept as it is)."""
+    start = body.lower().find(_START)
+    if start < 0:
+        return f"{tests_block(added)}\n{body}"
+    tail = _FENCE.join(body[start:].split(_FENCE)[2:])  # what follows the list's closing fence
+    return body[:start] + tests_block({**listed(title, body), **added}) + tail.removeprefix("\n")
+
+
+def groups(tests: Iterable, file_of: Callable[[str], str], is_new: Callable[[str], bool],
+           has_aggregate: Callable[[str], bool] = lambda file: False) -> dict[str, list]:
+    """Per file, the wanted tests (objects with `.test`) that have no issue yet and go to the
+    file's aggregate: all of them when there are more than AGGREGATE_ABOVE, or when the file has
+    an open aggregate already."""
+    by_file: dict[str, list] = {}
+    for w in tests:
+        if file_of(w.test) and is_new(w.test):
+            by_file.setdefault(file_of(w.test), []).append(w)
+    return {f: sorted(ws, key=lambda w: w.test) for f, ws in sorted(by_file.items())
+            if len(ws) > AGGREGATE_ABOVE or has_aggregate(f)}

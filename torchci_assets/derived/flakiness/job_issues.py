@@ -1,0 +1,116 @@
+"""DISABLED and UNSTABLE job issues, read back as PyTorch's CI reads them.
+
+Besides tests, PyTorch disables whole CI jobs (`DISABLED pull / linux-jammy-py3.10 / test
+(default)`: the job is skipped) and marks jobs unstable (`UNSTABLE ...`: the job runs, but its
+failure does not block a merge or turn trunk red). pytorch/test-infra's
+`.github/scripts/update_disabled_issues.py` publishes both lists on its `generated-stats` branch
+as `disabled-jobs.json` and `unstable-jobs.json`, and PyTorch's workflows read them from there.
+This module builds the same files from the same issues, following that script to the letter:
+
+- the open issues whose title contains the prefix (GitHub search `in:title`), read in URL order
+  (a string sort: of two issues for one job the later URL wins);
+- a title counts when it starts with the prefix and is not a disabled-test title (the script
+  tests every title, UNSTABLE ones included, against its DISABLED test-title patterns);
+- the job is the rest of the title, stripped; an empty one is skipped;
+- only an author with `admin` or `write` permission on the repository may disable or mark a job
+  (anyone can open an issue: this keeps a stranger from switching CI jobs off);
+- the entry is `[author, number, url, workflow, platform, config]`, the job name split on its
+  first two `/` and each part stripped; the number is the URL's last segment, a string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from resources.github import GitHubError, GitHubResource
+from resources.storage import Store
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, is_test_issue, issue_number
+from torchci_assets.derived.flakiness.lists import dumps
+
+UNSTABLE_PREFIX = "UNSTABLE"
+DISABLED_JOBS_PATH = "stats/disabled-jobs.json"
+UNSTABLE_JOBS_PATH = "stats/unstable-jobs.json"
+JOB_LISTS = {DISABLED_PREFIX: DISABLED_JOBS_PATH, UNSTABLE_PREFIX: UNSTABLE_JOBS_PATH}
+MAY_CHANGE_JOBS = frozenset({"admin", "write"})
+_JOB_NAME_MAXSPLIT = 2
+# GitHub logins: letters, digits and single hyphens; apps' bot accounts end in [bot]
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+
+
+def job_name(title: str | None, prefix: str) -> str | None:
+    """The job an issue titled `title` disables (prefix DISABLED) or marks unstable (UNSTABLE),
+    or None: another prefix, a disabled test's title, nothing after the prefix."""
+    if not title or not title.startswith(prefix) or is_test_issue(title):
+        return None
+    return title[len(prefix):].strip() or None
+
+
+def job_entry(name: str, author: str, url: str) -> list[str]:
+    parts = [p.strip() for p in name.split("/", _JOB_NAME_MAXSPLIT)]
+    workflow, platform, config = (parts + ["", ""])[:3]
+    return [author, issue_number(url), url, workflow, platform, config]
+
+
+def condense_jobs(issues: Iterable[dict], prefix: str, may_change_jobs: Callable[[str], bool]) -> dict[str, list]:
+    """disabled-jobs.json (prefix DISABLED) or unstable-jobs.json (UNSTABLE) from open issues
+    (REST issue objects): `{job: [author, number, url, workflow, platform, config]}`."""
+    out: dict[str, list] = {}
+    for issue in sorted(issues, key=lambda i: i["html_url"]):
+        name = job_name(issue.get("title"), prefix)
+        author = (issue.get("user") or {}).get("login") or ""
+        if name is not None and author and may_change_jobs(author):
+            out[name] = job_entry(name, author, issue["html_url"])
+    return out
+
+
+def job_issues_query(repo: str, prefix: str) -> str:
+    """PyTorch's query for the open issues of one prefix."""
+    return f"repo:{repo} is:issue is:open in:title {prefix}"
+
+
+class Permissions:
+    """Whether a user may disable or mark jobs: their permission on the repository, asked once
+    per user and run. A user GitHub does not know as a collaborator (404) may not."""
+
+    def __init__(self, github: GitHubResource, repo: str):
+        self.github = github
+        self.repo = repo
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, user: str) -> bool:
+        if user not in self.known:
+            self.known[user] = self._ask(user)
+        return self.known[user]
+
+    def _ask(self, user: str) -> bool:
+        if not _LOGIN.fullmatch(user):  # not a GitHub login: never put it in a URL
+            return False
+        try:
+            answer = self.github.request("GET", f"/repos/{self.repo}/collaborators/{user}/permission").json()
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return str(answer.get("permission") or "").lower() in MAY_CHANGE_JOBS
+
+
+def read_job_lists(github: GitHubResource, repo: str,
+                   open_disabled: list[dict] | None = None) -> dict[str, dict[str, list]]:
+    """Both lists as of now, keyed by their output path. `open_disabled`: the open DISABLED
+    issues when the caller has read them already (the disabled-test read-back has), else searched."""
+    allowed = Permissions(github, repo)
+    issues = {prefix: open_disabled if prefix == DISABLED_PREFIX and open_disabled is not None
+              else github.search_issues(job_issues_query(repo, prefix)) for prefix in JOB_LISTS}
+    return {path: condense_jobs(issues[prefix], prefix, allowed) for prefix, path in JOB_LISTS.items()}
+
+
+def publish_job_lists(github: GitHubResource, repo: str, outputs: Store,
+                      open_disabled: list[dict] | None = None) -> dict[str, int]:
+    """Read both lists and write them to the outputs (each replaced whole, atomically, as the
+    store writes); the number of jobs in each, by path. Reading both before writing either keeps
+    a GitHub error from leaving one list of this run beside one of the last."""
+    lists = read_job_lists(github, repo, open_disabled)
+    for path, doc in lists.items():
+        outputs.write_bytes(path, dumps(doc))
+    return {path: len(doc) for path, doc in lists.items()}

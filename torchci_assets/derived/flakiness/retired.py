@@ -1,0 +1,189 @@
+"""DISABLED issues of tests that no longer exist: closed once the test has been gone long enough.
+
+A disabled test keeps appearing in its file's reports: PyTorch's runner reports it as skipped
+("disabled by issue ..."), and the rerun_disabled_tests jobs run it. So a test absent from every
+report for RETIRE_AFTER_DAYS days while its file kept reporting was deleted or renamed, and its
+issue is only noise in the disabled list (PyTorch's own lists carry such issues for months). Its
+issue is closed with a comment that says why and how to undo it.
+
+A test whose whole file stopped reporting is left alone and flagged: the file may have moved, be
+skipped on every configuration, or CI may be broken; closing on that evidence would re-enable
+tests by accident. A window with a missing day decides nothing (a gap is not an absence), more
+than half of a list of MASS_MIN or more at once is refused as a likely data outage, and at most
+MAX_CLOSED_PER_RUN issues are closed per run.
+
+Closing is two writes, a comment (with RETIRED_MARKER) then the close. A retry after a crash
+between them finds its comment by the marker and only closes: never two comments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.config import DisabledIssuesConfig
+from torchci_assets.derived.flakiness.issue_text import disabled_test
+from torchci_assets.derived.flakiness.issues import (
+    _row,
+    loop_mode,
+    read_back_open,
+    record,
+    superseded_by,
+)
+from torchci_assets.derived.flakiness.lists import load_published
+
+RETIRE_AFTER_DAYS = 7
+# Before the window, how far back a test's file is looked up.
+LOOKBACK_DAYS = 30
+# The file must have reported on one of the window's last this many days.
+RECENT_DAYS = 2
+MAX_CLOSED_PER_RUN = 20
+MASS_MIN = 10
+RETIRED_MARKER = "<!-- torchci-dagster: test retired -->"
+_SQL_FILE = Path(__file__).parent / "sql" / "retired_tests.sql"
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A disabled test missing from the window's reports: `retired` (its file still reports),
+    `file_gone` (its file stopped too) or `unknown` (never seen in the lookback either)."""
+
+    test: str
+    file: str | None
+    last_seen: dt.datetime | None
+    status: str
+
+
+@dataclass
+class Retirement:
+    absent: list[Absent]
+    skipped: str = ""
+    rows: list[dict] = field(default_factory=list)  # the ledger rows of what was (or would be) closed
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def of(self, status: str) -> list[Absent]:
+        return [a for a in self.absent if a.status == status]
+
+
+def _days(day: str, first: int, last: int) -> list[str]:
+    d = dt.date.fromisoformat(day)
+    return [(d - dt.timedelta(days=n)).isoformat() for n in range(last, first - 1, -1)]
+
+
+@functools.cache
+def _query() -> str:
+    return _SQL_FILE.read_text()
+
+
+def find_absent(lake: Lake, day: str, tests: list[str], window_days: int = RETIRE_AFTER_DAYS,
+                lookback_days: int = LOOKBACK_DAYS) -> Retirement:
+    """The disabled `tests` absent from every report of the `window_days` days ending on `day`."""
+    window = _days(day, 0, window_days - 1)
+    have = set(lake.days("test_daily_stats"))
+    missing = [d for d in window if d not in have]
+    if missing:
+        return Retirement([], f"test_daily_stats has no partition for {', '.join(missing[:5])}: "
+                              f"a {window_days}-day window with gaps decides nothing")
+    if not tests:
+        return Retirement([])
+    history = [d for d in _days(day, window_days, window_days + lookback_days - 1) if d in have]
+    con = connect()
+    try:
+        lake.register(con, "test_daily_stats", window, name="w_stats")
+        if not history or lake.register(con, "test_daily_stats", history, name="h_stats") == 0:
+            con.execute("CREATE TEMP VIEW h_stats AS SELECT * FROM w_stats WHERE false")
+        recent_from = dt.datetime.fromisoformat(window[-RECENT_DAYS]).replace(tzinfo=dt.timezone.utc)
+        rows = con.execute(_query(), {"tests": sorted(set(tests)), "recent_from": recent_from}).fetchall()
+    finally:
+        con.close()
+    return Retirement([Absent(*r) for r in rows])
+
+
+def refusal(retirement: Retirement, open_tests: int) -> str:
+    """Why nothing may be closed this run, or "" (see the module docstring)."""
+    retired = len(retirement.of("retired"))
+    if open_tests >= MASS_MIN and retired > open_tests / 2:
+        return (f"{retired} of {open_tests} disabled tests look deleted at once: more likely missing reports "
+                "than deleted tests; nothing closed")
+    return retirement.skipped
+
+
+def comment_text(a: Absent, window_days: int = RETIRE_AFTER_DAYS) -> str:
+    seen = f"last seen {a.last_seen:%Y-%m-%d}" if a.last_seen else "not seen"
+    return (f"Closing: `{a.test}` has not appeared in any test report for {window_days} days ({seen}, in "
+            f"`{a.file}`), while `{a.file}` kept reporting: the test was deleted or renamed, so this issue no "
+            "longer disables anything. If the test still exists, reopen this issue and it is disabled again."
+            f"\n\n{RETIRED_MARKER}")
+
+
+def close_retired(github: GitHubResource, repo: str, issue: dict, a: Absent) -> str:
+    """Comment (once, found by its marker after a crash) and close; the ledger's detail."""
+    number = issue["number"]
+    comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
+    commented = any(RETIRED_MARKER in (c.get("body") or "") for c in comments)
+    if not commented:
+        github.request("POST", f"/repos/{repo}/issues/{number}/comments",
+                       json_body={"body": comment_text(a)}, retry_ambiguous=False)
+    github.request("PATCH", f"/repos/{repo}/issues/{number}", json_body={"state": "closed",
+                                                                        "state_reason": "not_planned"})
+    return (f"closed: not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting"
+            + ("" if not commented else " (its comment was already there)"))
+
+
+def open_single_test_issues(issues: list[dict]) -> dict[str, dict]:
+    """Open single-test DISABLED issues by test (aggregates are never closed for one test)."""
+    return {t: i for i in issues if i.get("state") == "open" and (t := disabled_test(i.get("title")))}
+
+
+def describe(retirement: Retirement, log: Callable[[str], None]) -> None:
+    for a in retirement.of("file_gone"):
+        log(f"{a.test}: its file {a.file} stopped reporting too (last seen "
+            f"{a.last_seen:%Y-%m-%d}); left open")
+
+
+def retire_disabled_tests(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str, repo: str,
+                          settings: DisabledIssuesConfig, config_source: str,
+                          log: Callable[[str], None] = lambda s: None,
+                          warn: Callable[[str], None] = lambda s: None,
+                          open_issues: list[dict] | None = None) -> Retirement:
+    """Close the issues of disabled tests that were deleted (live), or log and record what would be
+    closed (dry run, over the published list's tests); rows go to the `disabled_issues` ledger.
+    `open_issues`: the open issues as the filing just read them (else they are read here)."""
+    mode = loop_mode(github, settings, config_source)
+    newer = superseded_by(lake, day)
+    if newer:
+        return Retirement([], f"{day} is not the newest verdict ({newer} is)")
+    if mode.live and open_issues is None:
+        open_issues = read_back_open(github, repo)
+    issues = open_single_test_issues(open_issues or [])
+    tests = list(issues) if mode.live else list(load_published(outputs))
+    retirement = find_absent(lake, day, tests)
+    describe(retirement, log)
+    why = refusal(retirement, len(tests))
+    if why:
+        warn(f"retiring deleted tests: {why}")
+        retirement.skipped = why
+        return retirement
+    for a in retirement.of("retired")[:MAX_CLOSED_PER_RUN]:
+        if not mode.live:
+            log(f"DRY RUN: would close the DISABLED issue of {a.test} as deleted (not in any report for "
+                f"{RETIRE_AFTER_DAYS} days while {a.file} kept reporting) ({mode.reason})")
+            retirement.rows.append(_row(a.test, "dry_run", None, repo, run_id, "would close: test deleted"))
+            continue
+        try:
+            detail = close_retired(github, repo, issues[a.test], a)
+        except GitHubError as e:
+            retirement.failed[a.test] = str(e)
+            warn(f"closing the issue of {a.test}: {e} (left for the next run)")
+            continue
+        log(f"closed #{issues[a.test]['number']} ({a.test}): deleted")
+        retirement.rows.append(_row(a.test, "closed", {**issues[a.test], "state": "closed"}, repo, run_id, detail))
+    if retirement.rows:
+        record(lake, day, retirement.rows, f"retired-{run_id[:8]}")
+    return retirement
