@@ -6,6 +6,7 @@ written to the lake."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -144,3 +145,11 @@ def test_a_step_failing_on_a_configuration_error_shows_that_line_in_the_summary(
     assert run.failure_line(failure.step_failure_data.error) == (
         "ConfigError: relay.yaml: thresholds.L3.min_success_rate: must be a fraction between 0 and 1 (0.9 for 90%), "
         "got 90")
+
+
+def test_every_variable_the_code_reads_is_known_to_the_preflight():
+    """A variable added without a place here would be warned about as a typo where it is set."""
+    root = Path(__file__).resolve().parent.parent
+    read = {name for folder in ("torchci_assets", "resources", "jobs") for path in (root / folder).rglob("*.py")
+            for name in re.findall(r"TORCHCI_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
+    assert read and read - preflight.known_variables() == set()
