@@ -19,6 +19,11 @@ SUBCOMMANDS = {
 }
 
 
+# Commands that check every setting first (torchci_assets/preflight.py; they check again when
+# called directly, which reports nothing twice).
+PREFLIGHT = ("run", "serve")
+
+
 def _usage() -> str:
     lines = ["usage: torchci <command> [options]", "", "commands:"]
     lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
@@ -35,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"torchci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    if name in PREFLIGHT:  # before the command's module loads Dagster: a bad setting stops it in a moment
+        from torchci_assets import preflight
+        if not preflight.report(f"torchci {name}"):
+            return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
     return module.main(rest)
 

@@ -204,9 +204,20 @@ def check() -> None:
         raise PreflightError("\n".join(found))
 
 
+_reported: dict[tuple, bool] = {}
+
+
 def report(prog: str) -> bool:
     """For a command: print each problem as `prog: problem` on stderr (unknown variables as
-    warnings); False when the command must stop (exit status 2)."""
+    warnings); False when the command must stop (exit status 2). Once per environment: the
+    `torchci` dispatcher and the command it runs both call it."""
+    key = (prog, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TORCHCI_"))))
+    if key not in _reported:
+        _reported[key] = _report(prog)
+    return _reported[key]
+
+
+def _report(prog: str) -> bool:
     for line in unknown_variables():
         print(f"{prog}: warning: {line}", file=sys.stderr)
     found = problems()
