@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill eval screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,8 +70,15 @@ bench-relay-latency: install
 bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 	$(BIN)/python bench/bench_freshness.py
 
+bench-drci: install  # Dr. CI's GitHub requests and freshness on a PyTorch-sized day of pull requests
+	$(BIN)/python bench/bench_drci.py
+
+bench-backfill: install  # torchci backfill against the fake GitHub API serving a simulated PyTorch-sized day
+	$(BIN)/python bench/bench_backfill.py
+
 eval: install
 	$(BIN)/python bench/eval_flaky.py
+	$(BIN)/python bench/eval_drci.py
 
 clean:
 	rm -rf var

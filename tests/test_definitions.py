@@ -21,7 +21,7 @@ EXPECTED_ASSETS = {
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions",
     "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "slow_tests", "smoke_tests",
     "job_failure", "rejects/logs",
-    "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site",
+    "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site", "drci_comments",
 }
 LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
 

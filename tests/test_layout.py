@@ -29,6 +29,7 @@ LAYERS = [
     ("torchci_assets.relay", 3),
     ("torchci_assets.simulate", 3),
     ("torchci_assets.receiver", 3),
+    ("torchci_assets.backfill", 3),
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
     ("torchci_assets.receiver.cli", 5),  # `torchci serve`: an entry point (it runs the preflight)

@@ -64,6 +64,11 @@ def bad_settings(tmp: Path) -> list[tuple[dict, str]]:
         ({"TORCHCI_WEBHOOK_MAX_BYTES": "huge"},
          "TORCHCI_WEBHOOK_MAX_BYTES='huge': expected a size such as 65536, 64MB or 64MiB"),
         ({"TORCHCI_BODY_TIMEOUT_S": "soon"}, "TORCHCI_BODY_TIMEOUT_S='soon': expected a number"),
+        ({"TORCHCI_MAX_ZIP_BYTES": "4GB"}, "TORCHCI_MAX_ZIP_BYTES='4GB': expected a positive number of bytes"),
+        ({"TORCHCI_GAP_REPAIR_MINUTES": "5"},
+         "TORCHCI_GAP_REPAIR_MINUTES='5': expected a number of minutes over the 5-minute schedule interval"),
+        ({"TORCHCI_HUD_URL": "hud.example.org"},
+         "TORCHCI_HUD_URL='hud.example.org': expected the address hud/ is served at, such as https://hud.example.org"),
     ]
 
 
@@ -106,6 +111,17 @@ def test_the_real_command_with_a_typo_in_the_config_exits_2_with_one_line(tmp_pa
         "(expected one of: window_days, min_completed_jobs, min_success_rate, max_commit_time_p95_s, "
         "max_callbacks_per_minute)"]
     assert not (tmp_path / "lake").exists()
+
+
+def test_backfill_checks_the_settings_before_it_reads_anything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHCI_")}
+    env.update(TORCHCI_DUCKDB_MEMORY="lots", TORCHCI_ARCHIVE_URI=str(tmp_path / "archive"))
+    done = subprocess.run([sys.executable, "-m", "torchci_assets.cli", "backfill", "pytorch/pytorch", "--days", "1"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "torchci backfill: TORCHCI_DUCKDB_MEMORY='lots': expected a memory size such as 512MB, 4GB or 2GiB"]
+    assert not (tmp_path / "archive").exists()
 
 
 def test_every_bad_setting_is_reported_at_once(archive_env, monkeypatch):

@@ -14,11 +14,8 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.issues import LEDGER_TABLE
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
-from torchci_assets.derived.flakiness.retired import (
-    RETIRED_MARKER,
-    find_absent,
-    retire_disabled_tests,
-)
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
+from torchci_assets.derived.flakiness.retired import RETIRED_MARKER, find_absent
 
 DAY = "2026-11-20"
 REPO = "pytorch/pytorch"
@@ -75,8 +72,9 @@ def github(httpserver, **kw) -> GitHubResource:
 
 
 def retire(lake, gh, outputs, settings=ON, log=None):
-    return retire_disabled_tests(gh, lake, outputs, DAY, "run-0001", REPO, settings, "test config",
-                                 log=(log.append if log is not None else lambda s: None))
+    """The lifecycle step as the asset runs it (no filing before it: the open issues are read)."""
+    return run_lifecycle(gh, lake, outputs, DAY, "run-0001", REPO, settings, "test config",
+                         log=(log.append if log is not None else lambda s: None)).retirement
 
 
 def ledger(lake) -> list[dict]:

@@ -12,6 +12,7 @@ import sys
 SUBCOMMANDS = {
     "run": ("torchci_assets.run", "materialize every asset for every archive day"),
     "simulate": ("torchci_assets.simulate.cli", "write a simulated PyTorch CI archive"),
+    "backfill": ("torchci_assets.backfill.cli", "read a repository's CI history from GitHub's REST API"),
     "shard-plan": ("torchci_assets.derived.sharding.cli", "plan test shards from test times"),
     "classify-log": ("torchci_assets.derived.failures.cli", "find the failure line of a job log"),
     "query": ("torchci_assets.query", "run DuckDB SQL over the lake and print a table"),
@@ -21,7 +22,7 @@ SUBCOMMANDS = {
 
 # Commands that check every setting first (torchci_assets/preflight.py; they check again when
 # called directly, which reports nothing twice).
-PREFLIGHT = ("run", "serve")
+PREFLIGHT = ("run", "serve", "backfill")
 
 
 def _usage() -> str:

@@ -111,6 +111,21 @@ class DisabledIssuesConfig:
 
 
 @dataclass(frozen=True)
+class DrciConfig:
+    """Dr. CI comments on pull requests (needs credentials to post; off by default for the same
+    reason as DISABLED issues: the bundled config names the real pytorch/pytorch)."""
+
+    enabled: bool = False
+    # A head whose jobs are missing this long after its push, or in progress this long, is
+    # refreshed from the REST API before its comment is written (a lost webhook).
+    missing_after_minutes: int = 30
+    stuck_after_minutes: int = 300
+    # The login that posts (a GitHub App's `<slug>[bot]`): when set, only its comments with the
+    # marker are taken as ours, so another bot's Dr. CI comment on the same PR is left alone.
+    author: str | None = None
+
+
+@dataclass(frozen=True)
 class RelayConfig:
     upstream_repo: str
     branches: tuple[str, ...]
@@ -119,6 +134,7 @@ class RelayConfig:
     thresholds: Thresholds
     poll_commits: bool = True
     disabled_issues: DisabledIssuesConfig = field(default_factory=DisabledIssuesConfig)
+    drci: DrciConfig = field(default_factory=DrciConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
 
@@ -333,7 +349,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier",
-             "disabled_issues")
+             "disabled_issues", "drci")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -367,6 +383,25 @@ def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ConfigError(f"{where}.max_new_per_run: must be a whole number of at least 0, got {limit!r}")
     return DisabledIssuesConfig(enabled, tuple(labels), limit, unknown)
+
+
+def _parse_drci(raw: Any, where: str) -> DrciConfig:
+    if raw is None:
+        return DrciConfig()
+    _expect(raw, dict, where, "a mapping with enabled, missing_after_minutes, stuck_after_minutes and author")
+    _check_keys(raw, ("enabled", "missing_after_minutes", "stuck_after_minutes", "author"), where)
+    default = DrciConfig()
+    enabled = _expect(raw.get("enabled", default.enabled), bool, f"{where}.enabled", "true or false")
+    minutes = {}
+    for key in ("missing_after_minutes", "stuck_after_minutes"):
+        value = raw.get(key, getattr(default, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}.{key}: must be a whole number of minutes of at least 1, got {value!r}")
+        minutes[key] = value
+    author = raw.get("author")
+    if author is not None and (not isinstance(author, str) or not author.strip() or " " in author):
+        raise ConfigError(f"{where}.author: must be a GitHub login such as my-app[bot], got {author!r}")
+    return DrciConfig(enabled, **minutes, author=author)
 
 
 def _branch(raw: Any, where: str) -> str:
@@ -424,6 +459,7 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
         thresholds=_parse_thresholds(raw.get("thresholds"), "thresholds"),
         poll_commits=poll,
         disabled_issues=_parse_disabled_issues(raw.get("disabled_issues"), "disabled_issues"),
+        drci=_parse_drci(raw.get("drci"), "drci"),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
     )

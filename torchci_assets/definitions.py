@@ -9,9 +9,11 @@ import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   upstream_commit_sensor)
+from jobs.gap_repair import gap_repair_job, gap_repair_schedule
 from resources import default_resources
 from torchci_assets import preflight
 from torchci_assets.derived.backends import definitions as backends
+from torchci_assets.derived.drci import definitions as drci
 from torchci_assets.derived.failures import definitions as failures
 from torchci_assets.derived.flakiness import definitions as flakiness
 from torchci_assets.derived.hud import definitions as hud
@@ -23,13 +25,13 @@ from torchci_assets.relay import definitions as relay
 # A bad setting stops the code location's load with one line naming it, before any run reads it.
 preflight.check()
 
-DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, drci)
 
 defs = dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
     dg.Definitions(
-        jobs=[all_assets_job, archive_refresh_job, dispatch_job],
-        schedules=[daily_schedule],
+        jobs=[all_assets_job, archive_refresh_job, dispatch_job, gap_repair_job],
+        schedules=[daily_schedule, gap_repair_schedule],
         sensors=[upstream_commit_sensor, archive_refresh_sensor],
         resources=default_resources(),
     ),

@@ -22,6 +22,7 @@ from pathlib import Path
 from torchci_assets.config import CONFIG_ENV_VAR, ConfigError, load_config
 
 _S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+_URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 _ENDPOINT_RE = re.compile(r"^(https?://)?[A-Za-z0-9.-]+(:\d{1,5})?/?$")
 _DUCKDB_SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|[KMGT]i?B)\s*$", re.I)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -109,6 +110,29 @@ def _report_bytes() -> object:
     return None
 
 
+def _zip_bytes() -> object:
+    from torchci_assets.ingest.report_zips import max_zip_bytes
+
+    text = os.environ["TORCHCI_MAX_ZIP_BYTES"]
+    try:
+        ok = max_zip_bytes() > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"TORCHCI_MAX_ZIP_BYTES={text!r}: expected a positive number of bytes")
+    return None
+
+
+def _gap_repair() -> object:
+    from jobs.gap_repair import LIMIT_VAR, REPAIR_EVERY_MIN, repair_limit
+
+    try:
+        return repair_limit()
+    except ValueError:
+        raise ValueError(f"{LIMIT_VAR}={os.environ[LIMIT_VAR]!r}: expected a number of minutes over the "
+                         f"{REPAIR_EVERY_MIN}-minute schedule interval") from None
+
+
 def _regression_share() -> object:
     from torchci_assets.derived.sharding.regressions import max_cost_share
 
@@ -133,6 +157,12 @@ def _log_level(value: str) -> str | None:
     return None
 
 
+def _hud_url(value: str) -> str | None:
+    if not _URL_RE.match(value):
+        return f"TORCHCI_HUD_URL={value!r}: expected the address hud/ is served at, such as https://hud.example.org"
+    return None
+
+
 def _s3_endpoint(value: str) -> str | None:
     if not _ENDPOINT_RE.match(value):
         return f"TORCHCI_S3_ENDPOINT={value!r}: expected http://host:port or https://host"
@@ -145,6 +175,7 @@ VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
     "TORCHCI_DUCKDB_MEMORY": _duckdb_memory,
     "TORCHCI_LOG_LEVEL": _log_level,
     "TORCHCI_S3_ENDPOINT": _s3_endpoint,
+    "TORCHCI_HUD_URL": _hud_url,
 }
 # Variables checked by the parser their module uses: name -> parse() raising ValueError.
 PARSER_CHECKS: dict[str, Callable[[], object]] = {
@@ -155,6 +186,8 @@ PARSER_CHECKS: dict[str, Callable[[], object]] = {
     "TORCHCI_MAX_REPORT_BYTES": _report_bytes,
     "TORCHCI_MAX_REGRESSION_SHARE": _regression_share,
     "TORCHCI_MAX_REJECT_RATE": _reject_rate,
+    "TORCHCI_MAX_ZIP_BYTES": _zip_bytes,
+    "TORCHCI_GAP_REPAIR_MINUTES": _gap_repair,
 }
 
 

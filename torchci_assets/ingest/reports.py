@@ -41,12 +41,13 @@ from torchci_assets.ingest.junit import (
     parse_report_path,
 )
 from torchci_assets.ingest.rejects import Reject, write_rejects
+from torchci_assets.ingest.report_zips import ZIP_SUFFIX, zip_members
 from torchci_assets.ingest.runs_jsonl import parse_test_runs_jsonl
 
 TABLE = "test_run"
 REPORTS_SOURCE = "test-reports"
 RUNS_SOURCE = "test-runs"
-REPORT_SUFFIXES = (".xml", ".xml.gz")
+REPORT_SUFFIXES = (".xml", ".xml.gz", ZIP_SUFFIX)
 RUNS_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PROGRESS_EVERY = 1000  # files between two progress log lines
 OUTPUT_BATCH_ROWS = 50_000
@@ -172,6 +173,24 @@ def _stage_report(archive: Store, path: str, seq: int, stage: _Stage, report: In
         _stage_batch(batch, REPORTS_SOURCE, seq, stage, report)
 
 
+def _stage_zip(archive: Store, path: str, seq: int, stage: _Stage, report: IngestReport) -> None:
+    """Each report in an artifact zip, all or nothing per member; a refused member is a reject
+    located at `<zip path>/<member>` and the zip's other members are still read."""
+    for member, stream in zip_members(archive, path):
+        try:
+            if member.problem is not None:
+                raise member.problem
+            workflow_id, attempt, job_id, invoking_file = parse_report_path(member.path)
+            batches = list(parse_junit(stream, workflow_id=workflow_id, run_attempt=attempt, job_id=job_id,
+                                       invoking_file_hint=invoking_file, source_name=member.path))
+        except ReportRejected as exc:
+            report.records += 1
+            report.rejects[REPORTS_SOURCE].append(_reject(REPORTS_SOURCE, member.path, exc))
+            continue
+        for batch in batches:
+            _stage_batch(batch, REPORTS_SOURCE, seq, stage, report)
+
+
 def _stage_runs_file(archive: Store, path: str, seq: int, stage: _Stage, report: IngestReport) -> None:
     with _open(archive, path) as stream:
         batches = list(parse_test_runs_jsonl(stream, path))
@@ -200,7 +219,9 @@ def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str
             for seq, (source, entry) in enumerate(sources):
                 report.bytes_read += entry.size
                 try:
-                    if source == REPORTS_SOURCE:
+                    if source == REPORTS_SOURCE and entry.path.endswith(ZIP_SUFFIX):
+                        _stage_zip(archive, entry.path, seq, stage, report)
+                    elif source == REPORTS_SOURCE:
                         _stage_report(archive, entry.path, seq, stage, report)
                     else:
                         _stage_runs_file(archive, entry.path, seq, stage, report)

@@ -197,7 +197,7 @@ def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
                         "tests": len(f.tests)} for f in world.suite],
         "flaky_tests": [], "platform_failures": [], "broken_tests": [], "pr_caused_failures": [],
         "infra_failed_jobs": [], "reattempted_runs": [], "job_logs": [], "time_regressions": [],
-        "main_commits": [],
+        "main_commits": [], "pr_failed_jobs": [],
         "quirks": {"deliveries": 0, "duplicate_deliveries": 0, "out_of_order_jobs": 0,
                    "old_version_payloads": 0, "torn_lines": 0},
         "backends": [{"repo": b.repo, "profile": b.profile.name, "current_level": b.profile.current_level,

@@ -27,6 +27,7 @@ from .payloads import (MERGEBOT, ZERO_SHA, commit_object, label_object, pull_req
 from .planted import (BROKEN_MESSAGE, TIME_REGRESSION_MAX_DAYS, Breakage, Rule, TimeRegression, breakages_for_day,
                       day_number, identity, overlaps, plant_rules, time_regressions_for_day)
 
+PR_BREAKS_FLAKY_MESSAGE = "RuntimeError: expected the fused kernel's output to be contiguous, got strides (1, 64)"
 JOB_BASE = 30_000_000_000
 RUN_BASE = 15_000_000_000
 MAX_RUNS_PER_DAY = 12_500
@@ -61,6 +62,7 @@ class Options:
     torn_lines_per_day: int = 1  # a collector crash mid-write: a cut line, then the delivery again
     time_regression_rate: float = 0.25  # chance that a day's commits make one test file slower
     platform_failures: int | None = None  # tests failing on one platform; None: 0.6% of the tests, at least 2
+    pr_breaks_flaky_rate: float = 0.04  # chance that a PR breaks a test flaky elsewhere (another message)
 
 
 @dataclass(slots=True)
@@ -298,6 +300,10 @@ class World:
                 t = rng.choice(sorted(set(cands), key=lambda x: (x.file, x.class_base, x.name_base)))
                 bad = [(t, "pr", "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 64")]
                 act.truth.append(("pr_caused_failures", t_open, {"pr": number, **identity(t)}))
+        bad += self._flaky_test_broken_by_pr(number, t_open, bad)
+        # a PR branched off a broken main commit fails the same way (Dr. CI's BROKEN TRUNK)
+        bad += [(tt, "broken", BROKEN_MESSAGE) for b in self.breakages(day_of(base.time))
+                if b.first <= base.index < b.fixed for tt in b.templates]
         # target determination: PR jobs run only the files relevant to the change
         paths = sorted(f.path for f in self.suite)
         td = frozenset(rng.sample(paths, max(1, len(paths) // 5)) + [t.file for t, _, _ in bad])
@@ -351,6 +357,19 @@ class World:
             push = push_payload(ref, shas[-1], ZERO_SHA, [], author, deleted=True)
             self._deliver(act, rng, t_close + rng.randint(60_000, 300_000), "push", _uuid(rng), push, "")
         return act
+
+    def _flaky_test_broken_by_pr(self, number: int, t_open: int, bad: list) -> list:
+        """Sometimes a PR breaks a test that is flaky elsewhere, with a message of its own: a new
+        failure that must never be called flaky. Drawn from its own generator, so the other
+        draws of the PR (and every figure built on them) stay as they were."""
+        rng = random.Random(f"{self.seed}|pr-breaks-flaky|{number}")
+        flaky = [r for r in self.rules if r.kind == "flaky" and r.platforms is None and not r.template.skip]
+        if bad or not flaky or rng.random() >= self.opts.pr_breaks_flaky_rate:
+            return []
+        rule = rng.choice(sorted(flaky, key=lambda r: (r.template.file, r.template.class_base, r.template.name_base)))
+        # the message names the PR's change, so two such PRs do not fail alike
+        change = "".join(chr(97 + int(x, 16)) for x in hashlib.sha1(str(number).encode()).hexdigest()[:8])
+        return [(rule.template, "pr", f"{PR_BREAKS_FLAKY_MESSAGE} after change {change}")]
 
     # ------------------------------------------------------------------ runs and jobs
 
@@ -444,6 +463,8 @@ class World:
             jobs.append(job)
         for job in jobs:
             self._job_deliveries(act, rng, job)
+            if not on_main and job.conclusion in ("failure", "cancelled"):
+                act.truth.append(("pr_failed_jobs", job.completed, _pr_job_truth(run, job)))
             if job.infra:
                 act.truth.append(("infra_failed_jobs", job.completed, {
                     "job_id": job.id, "run_id": run.run_id, "run_attempt": run.attempt, "name": job.name,
@@ -594,6 +615,28 @@ def _commit_truth(c: Commit, pushed: int, jobs: list[Job], broken: list[Breakage
             "last_completed_at": iso_ms(max(j.completed for j in jobs)),
             "broken_tests": [identity(t) for b in broken for t in b.templates],
             "failed_jobs": failed}
+
+
+def _pr_job_truth(run: RunAttempt, job: Job) -> dict:
+    """What a failed PR job's failure is, as Dr. CI should class it: the PR's own (a build or lint
+    failure, or a test the PR broke), the infrastructure's, the broken main's it branched from,
+    or a flaky test's; `flaky_elsewhere` marks a PR-broken test that is flaky on other commits."""
+    failing = [o for o in job.outcomes.values() if o.tries[-1]]
+    kinds = {o.kind for o in failing}
+    if job.infra:
+        cls = "INFRA"
+    elif job.kind != "test" or "pr" in kinds:
+        cls = "NEW"
+    elif "broken" in kinds:
+        cls = "BROKEN TRUNK"
+    elif kinds:
+        cls = "FLAKY"
+    else:
+        cls = "NEW"
+    return {"pr": run.pr_numbers[0] if run.pr_numbers else None, "head_sha": run.head_sha, "job_id": job.id,
+            "run_id": run.run_id, "run_attempt": run.attempt, "workflow": run.workflow, "name": job.name,
+            "class": cls, "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE)
+                                                 for o in failing)}
 
 
 def _report_state(job: Job) -> str:

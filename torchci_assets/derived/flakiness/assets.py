@@ -16,10 +16,10 @@ from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_
 from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
 from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, disabled_test_issues, loop_mode, read_back_open,
                                                      run_disabled_issues)
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
-from torchci_assets.derived.flakiness.retired import retire_disabled_tests
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
@@ -94,9 +94,10 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     relay = load_config()
     report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                                        relay, log=context.log.info, warn=context.log.warning)
-    retired = retire_disabled_tests(github, lk, outputs.store(), context.partition_key, context.run.run_id,
-                                    relay.upstream_repo, relay.disabled_issues, relay.source,
-                                    log=context.log.info, warn=context.log.warning, open_issues=report.open_list)
+    life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                         relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
+                         log=context.log.info, warn=context.log.warning)
+    retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
     yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
@@ -106,6 +107,8 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),
         "deleted_file_gone": dg.MetadataValue.json([a.test for a in retired.of("file_gone")][:50]),
         "retire_skipped": retired.skipped,
+        **{f"{a}_on_evidence": dg.MetadataValue.json([d.test for d in reenabled.decisions if d.action == a][:50])
+           for a in ("close", "narrow", "evidence")},
         "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
                                                   for r in created[:50]) or "none"),
         "updated_tests": dg.MetadataValue.json(report.tests("updated")[:50]),

@@ -26,17 +26,12 @@ from pathlib import Path
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
-from resources.storage import Store
-from torchci_assets.config import DisabledIssuesConfig
+from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import disabled_test
 from torchci_assets.derived.flakiness.issues import (
     _row,
-    loop_mode,
-    read_back_open,
     record,
-    superseded_by,
 )
-from torchci_assets.derived.flakiness.lists import load_published
 
 RETIRE_AFTER_DAYS = 7
 # Before the window, how far back a test's file is looked up.
@@ -118,22 +113,17 @@ def comment_text(a: Absent, window_days: int = RETIRE_AFTER_DAYS) -> str:
     seen = f"last seen {a.last_seen:%Y-%m-%d}" if a.last_seen else "not seen"
     return (f"Closing: `{a.test}` has not appeared in any test report for {window_days} days ({seen}, in "
             f"`{a.file}`), while `{a.file}` kept reporting: the test was deleted or renamed, so this issue no "
-            "longer disables anything. If the test still exists, reopen this issue and it is disabled again."
-            f"\n\n{RETIRED_MARKER}")
+            "longer disables anything. If the test still exists, reopen this issue and it is disabled again.")
 
 
 def close_retired(github: GitHubResource, repo: str, issue: dict, a: Absent) -> str:
     """Comment (once, found by its marker after a crash) and close; the ledger's detail."""
     number = issue["number"]
-    comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
-    commented = any(RETIRED_MARKER in (c.get("body") or "") for c in comments)
-    if not commented:
-        github.request("POST", f"/repos/{repo}/issues/{number}/comments",
-                       json_body={"body": comment_text(a)}, retry_ambiguous=False)
+    posted = comment_once(github, repo, number, RETIRED_MARKER, comment_text(a))
     github.request("PATCH", f"/repos/{repo}/issues/{number}", json_body={"state": "closed",
                                                                         "state_reason": "not_planned"})
     return (f"closed: not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting"
-            + ("" if not commented else " (its comment was already there)"))
+            + ("" if posted else " (its comment was already there)"))
 
 
 def open_single_test_issues(issues: list[dict]) -> dict[str, dict]:
@@ -147,33 +137,22 @@ def describe(retirement: Retirement, log: Callable[[str], None]) -> None:
             f"{a.last_seen:%Y-%m-%d}); left open")
 
 
-def retire_disabled_tests(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str, repo: str,
-                          settings: DisabledIssuesConfig, config_source: str,
-                          log: Callable[[str], None] = lambda s: None,
-                          warn: Callable[[str], None] = lambda s: None,
-                          open_issues: list[dict] | None = None) -> Retirement:
-    """Close the issues of disabled tests that were deleted (live), or log and record what would be
-    closed (dry run, over the published list's tests); rows go to the `disabled_issues` ledger.
-    `open_issues`: the open issues as the filing just read them (else they are read here)."""
-    mode = loop_mode(github, settings, config_source)
-    newer = superseded_by(lake, day)
-    if newer:
-        return Retirement([], f"{day} is not the newest verdict ({newer} is)")
-    if mode.live and open_issues is None:
-        open_issues = read_back_open(github, repo)
-    issues = open_single_test_issues(open_issues or [])
-    tests = list(issues) if mode.live else list(load_published(outputs))
-    retirement = find_absent(lake, day, tests)
+def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str,
+                          issues: dict[str, dict], live: bool, log: Callable[[str], None] = lambda s: None,
+                          warn: Callable[[str], None] = lambda s: None) -> Retirement:
+    """Close the issues (`issues`, open single-test issues by test) of disabled tests that were
+    deleted (live), or log and record what would be closed (dry run); rows go to the ledger."""
+    retirement = find_absent(lake, day, list(issues))
     describe(retirement, log)
-    why = refusal(retirement, len(tests))
+    why = refusal(retirement, len(issues))
     if why:
         warn(f"retiring deleted tests: {why}")
         retirement.skipped = why
         return retirement
     for a in retirement.of("retired")[:MAX_CLOSED_PER_RUN]:
-        if not mode.live:
+        if not live:
             log(f"DRY RUN: would close the DISABLED issue of {a.test} as deleted (not in any report for "
-                f"{RETIRE_AFTER_DAYS} days while {a.file} kept reporting) ({mode.reason})")
+                f"{RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
             retirement.rows.append(_row(a.test, "dry_run", None, repo, run_id, "would close: test deleted"))
             continue
         try:

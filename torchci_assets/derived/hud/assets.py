@@ -120,7 +120,7 @@ class SiteConfig(dg.Config):
     deps=[dg.AssetDep("commit_health", partition_mapping=window_mapping(11)),
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
           dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
-          "flaky_tests", "disabled_tests", "test_time_regressions", "backend_levels"],
+          "flaky_tests", "disabled_tests", "test_time_regressions", "backend_levels", "drci_comments"],
     check_specs=[dg.AssetCheckSpec("pages_under_2mb", asset="hud_site")],
     description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
                 "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "

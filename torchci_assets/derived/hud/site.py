@@ -30,6 +30,8 @@ from html import escape
 
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.derived.drci.build import load_comments
+from torchci_assets.derived.drci.page import with_drci_section
 from torchci_assets.derived.hud import pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS
 from torchci_assets.derived.hud.inputs import register
@@ -264,11 +266,12 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         con.close()
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
     files: dict[str, str] = {}
+    drci = load_comments(lake, day)
     for p in prs:
         jobs = pr_jobs.get(p["number"], [])
-        files[f"{SITE_DIR}/pr/{p['number']}.html"] = pages.pr_page(
+        files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
             p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
-            repo, generated)
+            repo, generated), (drci.get(p["number"]) or {}).get("body"))
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)

@@ -1,0 +1,306 @@
+"""GitHub's Actions REST API for one repository, played by a real HTTP server on 127.0.0.1.
+
+Bodies are GitHub's own OpenAPI examples (`tests/data/octokit-openapi/examples.json`) with the
+repository's values laid over them, so every key GitHub documents is present. Served:
+- `GET /repos/{o}/{r}`; `GET .../actions/runs` (branch, event, `created=lo..hi`, newest first,
+  `total_count`, `per_page`/`page` with `Link` headers); `.../actions/runs/{id}` (latest attempt),
+  `.../runs/{id}/attempts/{n}`, `.../runs/{id}/attempts/{n}/jobs`, `.../runs/{id}/artifacts`;
+  `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
+  (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
+  log GitHub does not have); `.../commits` (sha, since, until); `.../pulls` (state=all, sorted
+  by update, newest first).
+- `X-RateLimit-Limit/Remaining/Reset/Resource` on every answer, counting down.
+`fail(pattern, *responses)` serves scripted answers first to requests whose path matches (a
+secondary rate limit, a 502); `requests` logs every (path, args).
+
+`from_world` fills it from the simulator's world, the same objects its webhooks were written from.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import io
+import json
+import random
+import re
+import threading
+import time
+import zipfile
+from pathlib import Path
+from urllib.parse import urlencode
+
+import orjson
+from werkzeug import Request, Response
+
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "octokit-openapi" / "examples.json").read_text())
+RUNS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)(?P<rest>/.*)?$")
+
+
+def shaped(example: str, values: dict) -> dict:
+    """GitHub's example object with `values` laid over it."""
+    base = EXAMPLES[example]
+    base = copy.deepcopy(base[0] if isinstance(base, list) else base)
+    base.update(values)
+    return base
+
+
+def plain(obj) -> dict:
+    """The simulator's payload pieces (orjson fragments inside) as plain JSON values."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def _t(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def reply(status: int, body, headers: dict | None = None) -> Response:
+    return Response(json.dumps(body), status=status, headers=headers, content_type="application/json")
+
+
+def secondary_limit(retry_after: int = 60) -> Response:
+    return reply(403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before "
+                                  "you try again.",
+                       "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"},
+                 {"Retry-After": str(retry_after)})
+
+
+class FakeActions:
+    def __init__(self, server, repo: str = "pytorch/pytorch", budget: int = 15_000):
+        self.server = server
+        self.repo = repo
+        owner, name = repo.split("/")
+        self.repository = shaped("full-repository", {"name": name, "full_name": repo})
+        self.repository["owner"] = dict(self.repository["owner"], login=owner)
+        self.runs: dict[int, dict[int, dict]] = {}  # run id -> attempt -> run object
+        self.jobs: dict[tuple[int, int], list[dict]] = {}
+        self.artifacts: dict[int, list[dict]] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.commits: dict[str, list[dict]] = {}  # branch -> commits, newest first
+        self.pulls: list[dict] = []
+        self.requests: list[tuple[str, dict]] = []
+        self.scripts: list[tuple[re.Pattern, list[Response]]] = []
+        self.limit = self.remaining = budget
+        self.reset = int(time.time()) + 3600
+        self.lock = threading.Lock()
+        self._next_artifact = 7_000_000_000
+        self.authorizations: list[str | None] = []  # the Authorization header of each API request
+        self.minted: list[str] = []  # installation tokens handed to a GitHub App
+        server.expect_request(re.compile(r"^/(repos|_blob)/.*")).respond_with_handler(self.handle)
+        server.expect_request(re.compile(r"^/app/installations/\d+/access_tokens$"),
+                              method="POST").respond_with_handler(self.mint)
+
+    # ---- filling ----------------------------------------------------------------------
+
+    def add_run(self, run: dict, jobs: list[dict]) -> None:
+        full = shaped("workflow-run", run)
+        self.runs.setdefault(full["id"], {})[full.get("run_attempt") or 1] = full
+        self.jobs[(full["id"], full.get("run_attempt") or 1)] = [shaped("job", j) for j in jobs]
+
+    def add_artifact(self, run_id: int, name: str, data: bytes | None, created_at: str) -> dict:
+        """A run's artifact; `data=None` makes it expired (listed, but 410 on download)."""
+        self._next_artifact += 1
+        aid = self._next_artifact
+        url = f"https://api.github.com/repos/{self.repo}/actions/artifacts/{aid}"
+        art = shaped("artifact", {"id": aid, "name": name, "size_in_bytes": len(data or b""), "url": url,
+                                  "archive_download_url": f"{url}/zip", "expired": False,
+                                  "created_at": created_at, "updated_at": created_at})
+        art["workflow_run"] = dict(art["workflow_run"], id=run_id)
+        self.artifacts.setdefault(run_id, []).append(art)
+        if data is not None:
+            self.blobs[f"artifacts/{aid}"] = data
+        return art
+
+    def add_log(self, job_id: int, data: bytes) -> None:
+        self.blobs[f"logs/{job_id}"] = data
+
+    def add_commit(self, branch: str, sha: str, parent: str, message: str, date: str, author: str) -> None:
+        person = {"name": author, "email": f"{author}@users.noreply.github.com", "date": date}
+        commit = shaped("commit-items", {"sha": sha, "parents": [{"sha": parent, "url": "", "html_url": ""}]})
+        commit["commit"] = dict(commit["commit"], message=message, author=person,
+                                committer=dict(person, name="PyTorch MergeBot",
+                                               email="pytorchmergebot@users.noreply.github.com"),
+                                tree=dict(commit["commit"]["tree"], sha=sha[::-1]))
+        self.commits.setdefault(branch, []).insert(0, commit)
+        self.commits[branch].sort(key=lambda c: c["commit"]["committer"]["date"], reverse=True)
+
+    def add_pull(self, pr: dict) -> None:
+        self.pulls = [p for p in self.pulls if p["number"] != pr["number"]] + [shaped("pull-request-simple-items", pr)]
+
+    def fail(self, pattern: str, *responses: Response) -> None:
+        self.scripts.append((re.compile(pattern), list(responses)))
+
+    def count(self, pattern: str) -> int:
+        rx = re.compile(pattern)
+        return sum(1 for p, _ in self.requests if rx.search(p))
+
+    # ---- the API ----------------------------------------------------------------------
+
+    def _headers(self) -> dict:
+        # the hour's budget counts down; once an answer said 0, the next finds it reset
+        self.remaining = self.limit - 1 if self.remaining == 0 else self.remaining - 1
+        return {"X-RateLimit-Limit": str(self.limit), "X-RateLimit-Remaining": str(self.remaining),
+                "X-RateLimit-Reset": str(self.reset), "X-RateLimit-Resource": "core"}
+
+    def mint(self, request: Request) -> Response:
+        """An App's installation token, for a request signed with the App's JWT (not checked here)."""
+        if not (request.headers.get("Authorization") or "").startswith("Bearer ey"):
+            return reply(401, {"message": "A JSON web token could not be decoded"})
+        token = f"ghs_fakeinstallation{len(self.minted):04d}"
+        self.minted.append(token)
+        expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+        return reply(201, {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+    def handle(self, request: Request) -> Response:
+        with self.lock:
+            self.requests.append((request.path, dict(request.args)))
+            if request.path.startswith("/repos/"):
+                self.authorizations.append(request.headers.get("Authorization"))
+            for rx, responses in self.scripts:
+                if responses and rx.search(request.path):
+                    return responses.pop(0)
+            if request.path.startswith("/_blob/"):
+                data = self.blobs.get(request.path[len("/_blob/"):])
+                return Response(data, content_type="application/zip") if data else reply(404, {"message": "Not Found"})
+            m = RUNS_PATH.match(request.path)
+            if m["repo"] != self.repo:
+                return reply(404, {"message": "Not Found"}, self._headers())
+            resp = self._route(request, m["rest"] or "")
+            resp.headers.update(self._headers())
+            return resp
+
+    def _route(self, request: Request, rest: str) -> Response:
+        if rest == "":
+            return reply(200, self.repository)
+        if rest == "/actions/runs":
+            return self._list_runs(request)
+        if m := re.fullmatch(r"/actions/runs/(\d+)(?:/attempts/(\d+))?", rest):
+            attempts = self.runs.get(int(m[1]))
+            run = attempts and attempts.get(int(m[2]) if m[2] else max(attempts))
+            return reply(200, run) if run else reply(404, {"message": "Not Found"})
+        if m := re.fullmatch(r"/actions/runs/(\d+)/attempts/(\d+)/jobs", rest):
+            jobs = self.jobs.get((int(m[1]), int(m[2])))
+            return self._page(request, rest, jobs or [], "jobs") if jobs is not None else reply(404, {"message": "Not Found"})
+        if m := re.fullmatch(r"/actions/runs/(\d+)/artifacts", rest):
+            return self._page(request, rest, self.artifacts.get(int(m[1]), []), "artifacts")
+        if m := re.fullmatch(r"/actions/jobs/(\d+)", rest):
+            job = next((j for jobs in self.jobs.values() for j in jobs if j["id"] == int(m[1])), None)
+            return reply(200, job) if job else reply(404, {"message": "Not Found"})
+        if m := re.fullmatch(r"/actions/artifacts/(\d+)/zip", rest):
+            key = f"artifacts/{m[1]}"
+            if key not in self.blobs:
+                return reply(410, {"message": "Artifact has expired"})
+            return Response(status=302, headers={"Location": self.server.url_for(f"/_blob/{key}")})
+        if m := re.fullmatch(r"/actions/jobs/(\d+)/logs", rest):
+            key = f"logs/{m[1]}"
+            if key not in self.blobs:
+                return reply(404, {"message": "Not Found"})
+            return Response(status=302, headers={"Location": self.server.url_for(f"/_blob/{key}")})
+        if rest == "/commits":
+            return self._list_commits(request, rest)
+        if rest == "/pulls":
+            pulls = sorted(self.pulls, key=lambda p: (p["updated_at"], p["number"]), reverse=True)
+            return self._page(request, rest, pulls, None)
+        return reply(404, {"message": "Not Found"})
+
+    def _page(self, request: Request, rest: str, items: list, key: str | None, extra: dict | None = None) -> Response:
+        per_page = min(100, int(request.args.get("per_page", 30)))
+        page = int(request.args.get("page", 1))
+        chunk = items[(page - 1) * per_page: page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            args = {k: v for k, v in request.args.items() if k != "page"}
+            url = self.server.url_for(f"/repos/{self.repo}{rest}")
+            headers["Link"] = (f'<{url}?{urlencode({**args, "page": page + 1})}>; rel="next", '
+                               f'<{url}?{urlencode({**args, "page": -(-len(items) // per_page)})}>; rel="last"')
+        body = chunk if key is None else {"total_count": len(items), key: chunk}
+        return reply(200, body, headers)
+
+    def _list_runs(self, request: Request) -> Response:
+        args = request.args
+        lo, hi = None, None
+        if "created" in args:
+            lo, hi = (_t(x) for x in args["created"].split(".."))
+        out = []
+        for attempts in self.runs.values():
+            first, latest = attempts[min(attempts)], attempts[max(attempts)]
+            created = _t(first["created_at"])
+            if lo is not None and not lo <= created <= hi:
+                continue
+            if "branch" in args and latest["head_branch"] != args["branch"]:
+                continue
+            if "event" in args and latest["event"] != args["event"]:
+                continue
+            out.append(latest)
+        out.sort(key=lambda r: r["id"], reverse=True)
+        return self._page(request, "/actions/runs", out, "workflow_runs")
+
+    def _list_commits(self, request: Request, rest: str) -> Response:
+        commits = self.commits.get(request.args.get("sha", "main"), [])
+        since, until = request.args.get("since"), request.args.get("until")
+        keep = [c for c in commits
+                if (not since or _t(c["commit"]["committer"]["date"]) >= _t(since))
+                and (not until or _t(c["commit"]["committer"]["date"]) <= _t(until))]
+        return self._page(request, rest, keep, None)
+
+
+# ---- the simulator's world through the REST API ---------------------------------------------
+
+def report_zip(job, seed: int) -> bytes | None:
+    """The job's JUnit reports as PyTorch uploads them: `test/test-reports/python-pytest/<module>/*.xml`
+    zipped (what `generate_day` writes as bare files for the same job, byte for byte)."""
+    from torchci_assets.simulate.junit import job_cases, render_xml
+
+    cases = job_cases(job, seed)
+    if not cases or job.cfg.upload != "xml":
+        return None
+    rng = random.Random(f"{seed}|upload|{job.id}")
+    rng.random()  # the draw that chooses gzip for the bare files
+    buf = io.BytesIO()
+    t = job.started + 5 * 60_000
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, module, cs in cases:
+            data = render_xml(path, cs, job, job.cfg.dialect, t)
+            t += int(sum(c.time for c in cs) * 1000)
+            zf.writestr(f"test/test-reports/python-pytest/{module}/{module}-{rng.getrandbits(64):016x}.xml", data)
+    return buf.getvalue()
+
+
+def from_world(api: FakeActions, world, days: list[dt.date], reports: bool = True, logs: bool = True) -> None:
+    """Every run, job, report, failed job's log, main commit and pull request of the activities
+    triggered on `days` (a run created late on the last day completes after it, as on GitHub)."""
+    from torchci_assets.simulate.catalog import WORKFLOW_FILES
+    from torchci_assets.simulate.logs import render_log
+    from torchci_assets.simulate.model import iso_s
+    from torchci_assets.simulate.payloads import workflow_job_payload, workflow_run_payload
+
+    for day in days:
+        for act in world.activities(day):
+            by_run: dict[int, list] = {}
+            for job in act.jobs:
+                by_run.setdefault(id(job.run), []).append(job)
+            for run in act.runs:
+                obj = plain(workflow_run_payload(run, "completed", WORKFLOW_FILES[run.workflow])["workflow_run"])
+                jobs = by_run.get(id(run), [])
+                api.add_run(obj, [plain(workflow_job_payload(j, "completed", "")["workflow_job"]) for j in jobs])
+                for job in jobs:
+                    _job_files(api, world, job, reports, logs, render_log, iso_s)
+            for commit, _did, _recv in act.pushes:
+                api.add_commit("main", commit.sha, commit.parent, commit.message, iso_s(commit.time), commit.author)
+            for d in act.deliveries:
+                if d.event == "pull_request":
+                    api.add_pull(plain(d.obj["pull_request"]))
+
+
+def _job_files(api: FakeActions, world, job, reports: bool, logs: bool, render_log, iso_s) -> None:
+    run = job.run
+    if reports and job.kind == "test" and job.conclusion != "skipped":
+        data = report_zip(job, world.seed)
+        if data is not None:
+            name = (f"test-reports-runattempt{run.attempt}-test-{job.cfg.test_config}-{job.shard}-"
+                    f"{job.cfg.num_shards}-{job.labels[0]}_{job.id}")
+            api.add_artifact(run.run_id, name, data, iso_s(job.completed))
+    if logs:
+        rendered = render_log(job, world.seed)
+        if rendered is not None:
+            api.add_log(job.id, rendered[0])

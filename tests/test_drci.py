@@ -1,0 +1,461 @@
+"""Dr. CI: the classification of a head's failures, the comment, and posting it exactly once.
+
+Classification and rendering are plain functions fed by hand-made jobs; posting, merge bases and
+the lost-webhook refresh run against a real HTTP server on 127.0.0.1 playing GitHub's comments,
+compare and Actions APIs (fake_github_pulls.py).
+"""
+
+import datetime as dt
+import re
+import threading
+
+import pytest
+from fake_github_issues import Scripted, json_response
+from fake_github_pulls import FakePullRequests
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.drci import classify as c
+from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, Head, render
+from torchci_assets.derived.drci.inputs import Main, PullRequest, flaky_for
+from torchci_assets.derived.drci.merge_base import NO_CREDENTIALS, resolve
+from torchci_assets.derived.drci.page import to_html, with_drci_section
+from torchci_assets.derived.drci.post import StopPosting, upsert
+from torchci_assets.derived.drci.publish import publish
+from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
+
+TOKEN = "ghp_drcitest00000000000000000000000000"
+REPO = "pytorch/pytorch"
+GROUP = "pull / linux-jammy-py3.10-gcc11 / test (default, linux.4xlarge)"
+BUILD = "pull / linux-jammy-py3.10-gcc11 / build"
+MAIN = [f"{i:040x}" for i in range(1, 9)]  # main commits, oldest first
+BASE = MAIN[3]
+HEAD = "ab" * 20
+TODAY = dt.date(2026, 11, 2)  # the publishing tests' day is today
+T1 = "TestOps.test_add (test_ops.py)"
+T2 = "TestNN.test_conv (test_nn.py)"
+
+
+def failing_job(tests=(), name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)", failure_class="new",
+                **kw):
+    return c.HeadJob(name=name, job_group=GROUP, state="failure", failure_class=failure_class, job_id=7, run_id=3,
+                     workflow="pull", build_env="linux-jammy-py3.10-gcc11", test_config="default",
+                     tests=tuple(c.FailedTest(k, c.message_key(m)) for k, m in tests), **kw)
+
+
+BROKEN = "AssertionError: False is not true"
+
+
+def trunk(failing: dict[str, list[str]], tests: dict[str, set] | None = None) -> c.Trunk:
+    """Main with `failing` groups per sha and failing tests per sha (default config): a test key
+    fails with BROKEN, a (key, message) pair with its message."""
+    def pairs(ts):
+        return frozenset((t, c.message_key(BROKEN)) if isinstance(t, str) else (t[0], c.message_key(t[1])) for t in ts)
+    main = Main(order=list(MAIN), failures={sha: [(g, 90, 9, "") if isinstance(g, str) else (g[0], 90, 9, c.message_key(g[1]))
+                                                  for g in groups] for sha, groups in failing.items()},
+                tests={(sha, "linux-jammy-py3.10-gcc11", "default"): pairs(t) for sha, t in (tests or {}).items()})
+    return main.trunk(BASE)
+
+
+def flaky(*sightings):
+    pr = PullRequest(1, HEAD, "open", "main", "gh/ada/1/head", None)
+    return flaky_for([(t, c.message_key(m), branch, c.FlakySighting(sha, 5, 6)) for t, m, sha, branch in sightings], pr)
+
+
+# ---- classification --------------------------------------------------------------------
+
+
+def test_a_new_failure_in_a_test_flaky_elsewhere_with_another_message_is_new():
+    job = failing_job([(T1, "RuntimeError: expected the fused kernel's output to be contiguous")])
+    seen = flaky((T1, "AssertionError: Tensor-likes are not close!", MAIN[0], "main"))
+    assert c.classify(job, trunk({}), seen).cls == c.NEW
+
+
+def test_the_same_flaky_failure_seen_elsewhere_is_flaky_with_its_evidence():
+    job = failing_job([(T1, "AssertionError: Tensor-likes are not close!\nMismatched elements: 3 / 64")])
+    seen = flaky((T1, "AssertionError: Tensor-likes are not close!\nMismatched elements: 9 / 64", MAIN[0], "main"))
+    v = c.classify(job, trunk({}), seen)
+    assert (v.cls, v.sighting.sha) == (c.FLAKY, MAIN[0])
+
+
+def test_every_failing_test_must_be_a_known_flake_for_the_job_to_be_flaky():
+    job = failing_job([(T1, "AssertionError: Tensor-likes are not close!"), (T2, "AssertionError: boom")])
+    seen = flaky((T1, "AssertionError: Tensor-likes are not close!", MAIN[0], "main"))
+    assert c.classify(job, trunk({}), seen).cls == c.NEW
+
+
+def test_the_same_failure_on_an_earlier_head_of_the_same_pull_request_is_no_evidence():
+    job = failing_job([(T1, "AssertionError: Tensor-likes are not close!")])
+    seen = flaky((T1, "AssertionError: Tensor-likes are not close!", MAIN[0], "gh/ada/1/head"),
+                 (T1, "AssertionError: Tensor-likes are not close!", HEAD, None))
+    assert c.classify(job, trunk({}), seen).cls == c.NEW
+
+
+def test_broken_trunk_needs_the_same_group_and_every_failing_test_on_the_merge_base():
+    job = failing_job([(T1, BROKEN)])
+    v = c.classify(job, trunk({BASE: [GROUP]}, {BASE: {T1, T2}}), c.Flaky())
+    assert (v.cls, v.main.sha, v.main.merge_base) == (c.BROKEN_TRUNK, BASE, True)
+    # the merge base fails in that group, but with other tests: the PR's failure is its own
+    assert c.classify(job, trunk({BASE: [GROUP]}, {BASE: {T2}}), c.Flaky()).cls == c.NEW
+    # the test fails on main, but the group does not (it recovered on rerun): not broken
+    assert c.classify(job, trunk({}, {BASE: {T1}}), c.Flaky()).cls == c.NEW
+    # the test fails on the merge base with another message: the PR broke it another way
+    assert c.classify(job, trunk({BASE: [GROUP]}, {BASE: {(T1, "RuntimeError: CUDA error")}}), c.Flaky()).cls == c.NEW
+
+
+def test_broken_trunk_looks_at_commits_near_the_merge_base_only():
+    job = failing_job([(T1, BROKEN)])
+    near, far = MAIN[3 + c.NEAR_COMMITS], MAIN[3 + c.NEAR_COMMITS + 1]
+    v = c.classify(job, trunk({near: [GROUP]}, {near: {T1}}), c.Flaky())
+    assert (v.cls, v.main.distance) == (c.BROKEN_TRUNK, c.NEAR_COMMITS)
+    assert c.classify(job, trunk({far: [GROUP]}, {far: {T1}}), c.Flaky()).cls == c.NEW
+
+
+def test_a_build_failing_at_all_on_the_merge_base_is_broken_trunk_and_never_flaky():
+    build = c.HeadJob(name="linux-jammy-py3.10-gcc11 / build", job_group=BUILD, state="failure", failure_class="new",
+                      workflow="pull")
+    assert c.classify(build, trunk({BASE: [BUILD]}), c.Flaky()).cls == c.BROKEN_TRUNK
+    assert c.classify(build, trunk({BASE: [GROUP]}), c.Flaky()).cls == c.NEW
+    # with both logs classified, the lines must agree: a lint error in another file is another failure
+    lint = c.HeadJob(name="lintrunner-clang / linux-job", job_group="Lint / lintrunner-clang / linux-job",
+                     state="failure", failure_class="new", workflow="Lint",
+                     failure_line=">>> Lint for torch/nn/modules/conv.py:")
+    there = [(lint.job_group, ">>> Lint for torch/distributed/fsdp/_fully_shard/_fsdp_param.py:")]
+    assert c.classify(lint, trunk({BASE: there}), c.Flaky()).cls == c.NEW
+    same = [(lint.job_group, ">>> Lint for torch/nn/modules/conv.py:")]
+    assert c.classify(lint, trunk({BASE: same}), c.Flaky()).cls == c.BROKEN_TRUNK
+
+
+def test_unstable_and_infra_come_first():
+    assert c.classify(failing_job(name="linux / test (default, 1, 1, unstable)"), trunk({}), c.Flaky()).cls == c.UNSTABLE
+    v = c.classify(failing_job(failure_class="infra", infra_reason="runner lost"), trunk({}), c.Flaky())
+    assert (v.cls, v.evidence) == (c.INFRA, "runner lost")
+
+
+# ---- the comment -----------------------------------------------------------------------
+
+
+def head(**kw):
+    return Head(REPO, 123, HEAD, BASE, **kw)
+
+
+def test_comment_header_counts_and_markers():
+    new = c.Verdict(failing_job([(T1, "RuntimeError: x")]), c.NEW)
+    infra = c.Verdict(failing_job(failure_class="infra", infra_reason="runner lost"), c.INFRA, "runner lost")
+    body = render(head(), [new, infra], pending=2)
+    assert body.startswith(MARKER_START + "\n") and body.endswith(MARKER_END)
+    assert "## :x: 1 New Failure, 2 Pending, 1 Unrelated Failure\n" in body
+    assert f"As of commit {HEAD} with merge base {BASE}:" in body
+    assert "<b>NEW FAILURE</b> - The following job has failed:" in body
+    assert f"(https://github.com/{REPO}/actions/runs/3/job/7)" in body
+    assert "`TestOps.test_add (test_ops.py): RuntimeError: x`" in body  # no log line: the first failing test
+
+
+def test_comment_without_failures_and_with_an_estimated_merge_base():
+    body = render(head(merge_base_note=NO_CREDENTIALS), [], pending=0)
+    assert "## :white_check_mark: No Failures\n" in body
+    assert f"with merge base {BASE} ({NO_CREDENTIALS}):" in body
+    only_unrelated = render(head(), [c.Verdict(failing_job(), c.FLAKY)], pending=0)
+    assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)" in only_unrelated
+
+
+def test_the_pr_page_shows_the_comment_text_escaped():
+    job = failing_job(failure_line="<script>alert(1)</script> Error: `x` failed")
+    body = render(head(), [c.Verdict(job, c.NEW)], pending=0)
+    page = with_drci_section("<html><main><p>jobs</p></main></html>", body)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    text = re.sub(r"<[^>]+>", "", to_html(body))
+    assert "❌ 1 New Failure" in text and f"As of commit {HEAD} with merge base {BASE}:" in text
+    assert job.name in text
+    assert page.index('<section id="drci">') < page.index("</main>")
+
+
+# ---- posting ---------------------------------------------------------------------------
+
+
+def gh(httpserver, **kw) -> GitHubResource:
+    kw.setdefault("token", TOKEN)
+    kw.update(backoff_base_s=0.01, search_interval_s=0, write_interval_s=0)
+    client = GitHubResource(api_url=httpserver.url_for(""), **kw)
+    client._sleep = lambda s: None
+    return client
+
+
+@pytest.fixture
+def fake(httpserver):
+    return FakePullRequests(httpserver, REPO)
+
+
+def body(text="## :x: 1 New Failure"):
+    return f"{MARKER_START}\n{text}\n{MARKER_END}"
+
+
+def test_create_once_then_edit_only_when_the_body_changed(httpserver, fake):
+    client = gh(httpserver)
+    assert upsert(client, REPO, 5, body()).action == "created"
+    assert upsert(client, REPO, 5, body()).action == "unchanged"
+    assert fake.count("PATCH") == 0
+    assert upsert(client, REPO, 5, body("## :white_check_mark: No Failures")).action == "edited"
+    assert fake.bodies(5) == [body("## :white_check_mark: No Failures")]
+    assert (fake.count("POST"), fake.count("PATCH")) == (1, 1)
+
+
+def test_the_marker_is_found_over_paginated_comments(httpserver, fake):
+    for i in range(230):
+        fake.add_comment(9, f"LGTM {i}", user={"login": f"human{i}", "type": "User"})
+    old = fake.add_comment(9, body("## :x: 2 New Failures"))
+    posted = upsert(gh(httpserver), REPO, 9, body())
+    assert (posted.action, posted.comment_id) == ("edited", old["id"])
+    assert fake.count("GET", r"/issues/9/comments$") == 3  # 100 + 100 + 31
+    assert fake.count("POST") == 0 and fake.bodies(9).count(body()) == 1
+
+
+def test_a_secondary_rate_limit_is_waited_out(httpserver, fake):
+    limited = json_response(403, {"message": "You have exceeded a secondary rate limit. Please wait."},
+                            {"Retry-After": "1"})
+    fake.fail("create", limited)
+    assert upsert(gh(httpserver), REPO, 5, body()).action == "created"
+    assert fake.count("POST") == 2 and fake.bodies(5) == [body()]
+
+
+def test_a_rate_limit_that_outlasts_the_retries_stops_the_run(httpserver, fake, tmp_path):
+    limited = json_response(403, {"message": "API rate limit exceeded for installation."},
+                            {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9999999999"})
+    fake.fail("list", limited)
+    with pytest.raises(StopPosting):
+        upsert(gh(httpserver), REPO, 5, body())
+    fake.fail("list", limited)
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6, 7)]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
+    assert sorted(report.failed) == [5, 6, 7]
+    assert fake.count("GET") == 2  # one list each time; 6 and 7 were not tried
+    assert fake.comments == {}
+
+
+def test_a_refusal_stops_the_run_instead_of_repeating_for_every_pr(httpserver, fake, tmp_path):
+    fake.fail("create", json_response(403, {"message": "Resource not accessible by integration"}))
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6)]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
+    assert report.failed == {5: "stopped: HTTP 403", 6: "stopped: HTTP 403"}
+    assert fake.count("POST") == 1 and fake.count("GET") == 1
+
+
+def test_a_locked_conversation_fails_that_pr_only(httpserver, fake, tmp_path):
+    fake.fail("create", json_response(403, {"message": "Unable to create comment because issue is locked."}))
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in (5, 6)]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
+    assert list(report.failed) == [5] and "locked" in report.failed[5]
+    assert report.actions["created"] == 1 and fake.bodies(6) == [body()]
+
+
+def test_only_our_own_comment_is_taken(httpserver, fake):
+    other_bot = {"login": "pytorch-bot[bot]", "type": "Bot"}
+    theirs = fake.add_comment(5, body("## :x: theirs"), user=other_bot)
+    fake.add_comment(5, "> " + body("## quoted by a human"), user={"login": "ada", "type": "User"})
+    posted = upsert(gh(httpserver), REPO, 5, body(), author="torchci-bot[bot]")
+    assert posted.action == "created" and posted.removed == ()
+    assert fake.bodies(5)[0] == theirs["body"] and fake.bodies(5)[-1] == body() and len(fake.bodies(5)) == 3
+    # without an author, the first marker comment is edited and a twin by another login is not deleted
+    assert upsert(gh(httpserver), REPO, 5, body()).removed == ()
+
+
+def test_two_runs_racing_leave_one_comment(httpserver, fake):
+    client = gh(httpserver)
+    # the other run creates its comment while ours is being created: both saw none before
+    fake.on_create = lambda: fake.add_comment(5, body())
+    posted = upsert(client, REPO, 5, body())
+    assert fake.bodies(5) == [body()] and len(posted.removed) == 1
+    assert posted.comment_id == fake.comments[5][0]["id"]  # the older one is kept
+
+
+def test_racing_runs_in_threads_leave_one_comment(httpserver, fake):
+    barrier = threading.Barrier(2)
+    results = []
+
+    def run():
+        client = gh(httpserver)
+        barrier.wait()
+        results.append(upsert(client, REPO, 8, body()))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake.comments[8]) == 1 and fake.bodies(8) == [body()]
+    assert {r.comment_id for r in results} == {fake.comments[8][0]["id"]}
+
+
+def test_a_create_without_answer_is_adopted_not_resent(httpserver, fake):
+    fake.fail("create", Scripted(json_response(502, {"message": "Bad Gateway"}), after_effect=True))
+    assert upsert(gh(httpserver), REPO, 5, body()).action == "created"
+    assert fake.count("POST") == 1 and fake.bodies(5) == [body()]
+
+
+def test_a_crash_between_create_and_record_costs_no_second_comment(httpserver, fake, tmp_path):
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    upsert(gh(httpserver), REPO, 5, body())  # posted, then the run died before its ledger row
+    rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY)
+    assert report.actions.get("unchanged") == 1 and fake.count("POST") == 1
+    # recorded now: the next run with the same body sends nothing at all
+    before = len(fake.requests)
+    assert publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=True, today=TODAY).actions["recorded"] == 1
+    assert len(fake.requests) == before
+
+
+def test_dry_run_writes_the_markdown_and_skips_closed_prs(httpserver, fake, tmp_path, caplog):
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()},
+            {"pr": 6, "head_sha": HEAD, "pr_state": "closed", "body": body()}]
+    lines = []
+    report = publish(lake, outputs, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, rows,
+                     enabled=True, log=lines.append, today=TODAY)
+    assert report.dry_run and outputs.read_bytes("drci/5.md").decode() == body()
+    assert not outputs.exists("drci/6.md") and report.actions["closed"] == 1
+    assert any(line.startswith("DRY RUN") and "#5" in line for line in lines)
+    assert fake.requests == []
+
+
+# ---- merge bases and lost webhooks --------------------------------------------------------
+
+
+def test_merge_base_from_the_compare_api_is_cached_per_head(httpserver, fake, tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    fake.merge_bases[HEAD] = BASE
+    first = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])
+    assert (first[HEAD].sha, first[HEAD].exact, first[HEAD].fetched) == (BASE, True, True)
+    again = resolve(lake, gh(httpserver), "2026-11-03", REPO, [(HEAD, "main", MAIN[6])])
+    assert (again[HEAD].sha, again[HEAD].fetched) == (BASE, False)
+    assert fake.count("GET", "/compare/") == 1
+    assert fake.requests[0][1] == f"/repos/{REPO}/compare/main...{HEAD}"
+
+
+def test_merge_base_without_credentials_or_answer_is_an_explicit_estimate(httpserver, fake, tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    dry = resolve(lake, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])
+    assert (dry[HEAD].sha, dry[HEAD].note) == (MAIN[6], NO_CREDENTIALS) and fake.requests == []
+    missing = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])  # compare: 404
+    assert missing[HEAD].sha == MAIN[6] and "compare API failed (404)" in missing[HEAD].note
+    assert not lake.days("drci_merge_bases")  # estimates are not cached
+
+
+def test_a_head_stuck_in_progress_is_read_from_the_rest_api(httpserver, fake):
+    now = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+    stuck = c.HeadJob("linux / test (default, 1, 2, linux.4xlarge)", GROUP, "pending", workflow="pull",
+                      started_at=now - dt.timedelta(hours=6))
+    fresh = c.HeadJob("linux / test (default, 2, 2, linux.4xlarge)", GROUP, "pending", workflow="pull",
+                      started_at=now - dt.timedelta(minutes=20))
+    prs = {1: PullRequest(1, HEAD, "open", "main", "gh/ada/1/head", now - dt.timedelta(hours=6), [stuck, fresh]),
+           2: PullRequest(2, "cd" * 20, "open", "main", "b", now - dt.timedelta(minutes=5), [])}
+    fake.runs[HEAD] = [{"id": 77, "name": "pull", "head_sha": HEAD, "status": "completed"}]
+    fake.jobs[77] = [{"id": 701, "run_id": 77, "workflow_name": "pull", "name": stuck.name, "status": "completed",
+                      "conclusion": "failure"},
+                     {"id": 702, "run_id": 77, "workflow_name": "pull", "name": fresh.name, "status": "completed",
+                      "conclusion": "success"},
+                     {"id": 703, "run_id": 77, "workflow_name": "pull", "name": "lint / lintrunner",
+                      "status": "completed", "conclusion": "success"}]
+    changed, requests = refresh_heads(gh(httpserver), REPO, prs, RefreshLimits(), now)
+    assert changed == {1: 3} and requests == 2  # PR 2 is young: not read
+    assert (stuck.state, stuck.job_id, stuck.from_rest) == ("failure", 701, True)
+    assert fresh.state == "success" and prs[1].jobs[-1].job_group == "pull / lint / lintrunner"
+    assert fake.requests[0][2]["head_sha"] == HEAD
+
+
+# ---- through the lake: drci_comments, drci/<pr>.md and the PR page show the same text --------
+
+
+def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, httpserver):
+    from hud_lake import DAY as HUD_DAY
+    from test_hud_site import build, history
+    from torchci_assets.derived.drci.build import build_comments, load_comments
+    from torchci_assets.derived.hud.site import publish_site
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    dry = GitHubResource(api_url=httpserver.url_for(""))
+    report = build_comments(lake, dry, HUD_DAY, REPO)
+    assert [r["pr"] for r in report.rows] == [7, 8] and all(r["new"] == 1 for r in report.rows)
+    publish(lake, out, dry, HUD_DAY, REPO, report.rows, enabled=False, today=dt.date.fromisoformat(HUD_DAY))
+    publish_site(lake, out, HUD_DAY, REPO)
+    body = load_comments(lake, HUD_DAY)[7]["body"]
+    assert out.read_bytes("drci/7.md").decode() == body and "## :x: 1 New Failure" in body
+    page = re.sub(r"<[^>]+>", "", (tmp_path / "out" / "hud" / "pr" / "7.html").read_text())
+    shown = re.sub(r"<[^>]+>", "", to_html(body))
+    assert shown in page and "❌ 1 New Failure" in shown and "As of commit " + "a" * 40 in shown
+
+
+def test_drci_config_defaults_and_refusals():
+    from torchci_assets.config import ConfigError, parse_config
+
+    base = {"upstream": {"repo": REPO, "branches": ["main"]}}
+    assert parse_config(base, "t.yaml").drci.enabled is False
+    cfg = parse_config({**base, "drci": {"enabled": True, "stuck_after_minutes": 240}}, "t.yaml").drci
+    assert (cfg.enabled, cfg.stuck_after_minutes, cfg.missing_after_minutes) == (True, 240, 30)
+    assert parse_config({**base, "drci": {"author": "my-app[bot]"}}, "t.yaml").drci.author == "my-app[bot]"
+    for bad in ({"enabled": "yes"}, {"stuck_after_minutes": 0}, {"cadence": 5}, {"author": "two words"}):
+        with pytest.raises(ConfigError, match="drci"):
+            parse_config({**base, "drci": bad}, "t.yaml")
+
+
+def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path, httpserver, fake):
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0
+    from test_hud_site import NOW, build, history
+    from torchci_assets.derived.drci.build import build_comments
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    h = history()
+    lost = "c" * 40
+    h.add("pull_request", HUD_DAY, repo=REPO, number=9, state="open", head_sha=lost, head_ref="gh/u/9/head",
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.write(lake)
+    build(lake)
+    fake.runs[lost] = [{"id": 990, "name": "pull", "head_sha": lost}]
+    fake.jobs[990] = [{"id": 9901, "run_id": 990, "workflow_name": "pull", "name": "linux-jammy / build",
+                       "status": "completed", "conclusion": "failure"}]
+    report = build_comments(lake, gh(httpserver), HUD_DAY, REPO, now=NOW)
+    assert report.refreshed_heads == 1 and report.refresh_requests == 2
+    row = next(r for r in report.rows if r["pr"] == 9)
+    assert row["new"] == 1 and row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
+    assert "compare API failed (404)" in row["merge_base_note"]
+    # the same day recomputed three days later (a backfill) is the lake's view: nothing read
+    before = fake.count("GET", "/actions/")
+    later = build_comments(lake, gh(httpserver), HUD_DAY, REPO, now=NOW + dt.timedelta(days=3))
+    assert later.refresh_requests == 0 and fake.count("GET", "/actions/") == before
+    assert 9 not in {r["pr"] for r in later.rows}  # no job known: no comment
+
+
+def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]
+    report = publish(lake, outputs, gh(httpserver), "2026-10-30", REPO, rows, enabled=True, today=TODAY)
+    assert report.actions == {"backfill": 1} and fake.requests == [] and not outputs.exists("drci/5.md")
+    assert publish(lake, outputs, gh(httpserver), "2026-11-01", REPO, rows, enabled=True,
+                   today=TODAY).actions["created"] == 1  # yesterday's partition still posts
+
+
+def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver):
+    import dagster as dg
+    from hud_lake import DAY as HUD_DAY
+    from resources import LakeResource, OutputsResource
+    from test_hud_site import build, history
+    from torchci_assets.derived.drci.assets import drci_comments_asset
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    history().write(lake)
+    build(lake)
+    result = dg.materialize([drci_comments_asset], partition_key=HUD_DAY, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource(api_url=httpserver.url_for(""))})
+    assert result.success
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["pull_requests"].value == 2 and meta["jobs_new"].value == 2 and meta["dry_run"].value is True
+    assert meta["merge_bases_estimated"].value == 2 and "no credentials" in meta["merge_base_note"].value
+    assert meta["posts_backfill"].value == 2  # an old day: recomputed, nothing written
+    from torchci_assets.derived.drci.build import load_comments
+    assert sorted(load_comments(lake, HUD_DAY)) == [7, 8]

@@ -1,0 +1,158 @@
+"""Gap repair: a job whose completion webhook was lost is looked up through the (fake) REST API,
+written as a `rest` record, and merged with the webhook when that arrives after all."""
+
+import copy
+import datetime as dt
+import json
+
+import dagster as dg
+import duckdb
+import orjson
+import pytest
+
+from conftest import write_lines
+from fake_github_actions import FakeActions
+from resources.configured import ArchiveResource, LakeResource
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.backfill.gaps import find_gaps, repair_gaps
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+
+REPO = "Codertocat/Hello-World"
+DAY = "2021-09-13"
+JOB, RUN = 289782451, 2202229078
+JOBLESS_RUN = 2202229500
+NOW = dt.datetime(2021, 9, 13, 3, 30, tzinfo=dt.timezone.utc)
+
+
+def hook(octokit, event: str, action: str, received_at: str, edit=None) -> dict:
+    """A real webhook payload of @octokit/webhooks-examples, in the archive's envelope."""
+    payload = copy.deepcopy(next(p for p in octokit["api.github.com"][event] if p["action"] == action
+                                 and p["repository"]["full_name"] == REPO or (event == "workflow_run" and p["action"] == action)))
+    if edit:
+        edit(payload)
+    return {"event": event, "delivery_id": f"gh-{event}-{action}-{received_at}", "received_at": received_at,
+            "payload": payload}
+
+
+def completed_job(octokit) -> dict:
+    """The job as GitHub shows it once done: the `completed` example, on the day the queued and
+    in_progress examples happened."""
+    job = copy.deepcopy(next(p for p in octokit["api.github.com"]["workflow_job"]
+                             if p["action"] == "completed")["workflow_job"])
+    job.update(created_at="2021-09-13T02:21:13Z", started_at="2021-09-13T02:21:13Z",
+               completed_at="2021-09-13T02:27:40Z", run_attempt=1)
+    return job
+
+
+def jobless_run(octokit, payload) -> None:
+    payload["repository"] = octokit["api.github.com"]["workflow_job"][1]["repository"]
+    payload["workflow_run"].update(id=JOBLESS_RUN, status="queued", created_at="2021-09-13T02:00:00Z",
+                                   updated_at="2021-09-13T02:00:00Z", run_attempt=1, conclusion=None)
+
+
+def fake_api(httpserver, octokit, job: dict) -> FakeActions:
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run({"id": RUN, "run_attempt": 1, "status": "completed", "conclusion": "success", "name": "CI",
+                 "created_at": "2021-09-13T02:21:00Z", "run_started_at": "2021-09-13T02:21:00Z",
+                 "updated_at": "2021-09-13T02:28:00Z", "head_branch": "main"}, [job])
+    lost = [dict(job, id=JOBLESS_RUN * 10 + i, run_id=JOBLESS_RUN, name=f"build ({i})") for i in (1, 2)]
+    api.add_run({"id": JOBLESS_RUN, "run_attempt": 1, "status": "completed", "conclusion": "success", "name": "CI",
+                 "created_at": "2021-09-13T02:00:00Z", "run_started_at": "2021-09-13T02:00:00Z",
+                 "updated_at": "2021-09-13T02:30:00Z", "head_branch": "main"}, lost)
+    return api
+
+
+def archive_with_lost_completion(tmp_path, octokit) -> tuple[Store, Lake]:
+    day = tmp_path / "archive" / "webhooks" / f"day={DAY}"
+    write_lines(day / "hooks-1.jsonl", [
+        hook(octokit, "workflow_job", "queued", "2021-09-13T02:21:14.100Z"),
+        hook(octokit, "workflow_job", "in_progress", "2021-09-13T02:21:15.200Z"),
+        hook(octokit, "workflow_run", "requested", "2021-09-13T02:00:01.000Z", lambda p: jobless_run(octokit, p)),
+    ], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    return archive, lake
+
+
+def jobs_in_lake(tmp_path) -> list[tuple]:
+    return duckdb.sql(f"SELECT id, run_id, status, conclusion, completed_at::VARCHAR FROM "
+                      f"'{tmp_path}/lake/workflow_job/day={DAY}/*.parquet' ORDER BY id").fetchall()
+
+
+def client(httpserver) -> GitHubResource:
+    return GitHubResource(api_url=httpserver.url_for("").rstrip("/"), token="ghp_FAKE0123456789")
+
+
+def test_a_lost_completion_is_repaired_and_the_late_webhook_adds_no_row(tmp_path, httpserver, octokit):
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    assert jobs_in_lake(tmp_path) == [(JOB, RUN, "in_progress", None, None)]
+    gaps = find_gaps(lake, NOW)
+    assert gaps.stale_jobs == {(REPO, RUN, 1): {JOB}} and gaps.jobless_runs == {(REPO, JOBLESS_RUN, 1)}
+    # not yet stale 30 minutes after it was last heard of
+    assert not find_gaps(lake, dt.datetime(2021, 9, 13, 2, 50, tzinfo=dt.timezone.utc)).stale_jobs
+
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    report = repair_gaps(client(httpserver), archive, lake, NOW)
+    assert (report.stale_jobs, report.jobless_runs, report.looked_up, report.repaired_jobs) == (1, 1, 2, 1)
+    assert report.failed == []
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    repaired = jobs_in_lake(tmp_path)
+    assert repaired == [(JOB, RUN, "completed", "failure", "2021-09-13 02:27:40+00"),
+                        (JOBLESS_RUN * 10 + 1, JOBLESS_RUN, "completed", "failure", "2021-09-13 02:27:40+00"),
+                        (JOBLESS_RUN * 10 + 2, JOBLESS_RUN, "completed", "failure", "2021-09-13 02:27:40+00")]
+    sources = duckdb.sql(f"SELECT delivery_id FROM '{tmp_path}/lake/webhook_events/day={DAY}/*.parquet' "
+                         "WHERE delivery_id LIKE 'rest-%' ORDER BY 1").fetchall()
+    assert (f"rest-workflow_job-{JOB}-1-completed",) in sources
+
+    # nothing left to repair: the next pass asks GitHub nothing
+    api.requests.clear()
+    assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=5)).looked_up == 0
+    assert api.requests == []
+
+    # GitHub's own completion arrives after all (a redelivery): one row, the same state
+    def as_completed(p):
+        p["workflow_job"].update(completed_job(octokit))
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-2.jsonl",
+                [hook(octokit, "workflow_job", "completed", "2021-09-13T03:40:00.000Z", as_completed)], gz=False)
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert jobs_in_lake(tmp_path) == repaired
+
+
+def test_a_repair_that_finds_the_job_still_running_loses_to_the_webhook_completion(tmp_path, httpserver, octokit):
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    running = dict(completed_job(octokit), status="in_progress", conclusion=None, completed_at=None)
+    fake_api(httpserver, octokit, running)
+    for minutes in (0, 5):  # two passes write the same record under two file names
+        repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=minutes))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert jobs_in_lake(tmp_path)[0] == (JOB, RUN, "in_progress", None, None)
+    rest_ids = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/lake/webhook_events/day={DAY}/*.parquet' "
+                          f"WHERE delivery_id = 'rest-workflow_job-{JOB}-1-in_progress'").fetchall()
+    assert rest_ids == [(1,)]  # deduplicated
+    def as_completed(p):
+        p["workflow_job"].update(completed_job(octokit))
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-2.jsonl",
+                [hook(octokit, "workflow_job", "completed", "2021-09-13T02:27:41.000Z", as_completed)], gz=False)
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert jobs_in_lake(tmp_path)[0] == (JOB, RUN, "completed", "failure", "2021-09-13 02:27:40+00")
+
+
+def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
+    from jobs.gap_repair import gap_repair_job, gap_repair_schedule, repair_limit
+    from torchci_assets.definitions import defs
+
+    (schedule,) = [s for s in defs.schedules if s.name == gap_repair_schedule.name]
+    assert schedule.cron_schedule == "*/5 * * * *" and schedule.job_name == gap_repair_job.name
+    assert repair_limit() == dt.timedelta(minutes=25)
+    monkeypatch.setenv("TORCHCI_GAP_REPAIR_MINUTES", "3")
+    with pytest.raises(ValueError, match="more than the 5-minute"):
+        repair_limit()
+    monkeypatch.delenv("TORCHCI_GAP_REPAIR_MINUTES")
+    result = gap_repair_job.execute_in_process(resources={
+        "github": client(httpserver), "archive": ArchiveResource(uri=str(tmp_path / "archive")),
+        "lake": LakeResource(uri=str(tmp_path / "lake"))})
+    assert result.success
+    (mat,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert mat.event_specific_data.metadata["looked_up"].value == 0

@@ -1,0 +1,136 @@
+"""Disabled tests re-enabled on the evidence of PyTorch's rerun_disabled_tests jobs, against the
+fake GitHub API: closed when clean everywhere, narrowed where clean, evidence when still red."""
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+from fake_github_issues import FakeIssueTracker
+
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.config import DisabledIssuesConfig
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
+from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
+from torchci_assets.derived.flakiness.reenable import REENABLED_MARKER, PlatformRuns, decide
+
+DAY = "2026-11-20"
+REPO = "pytorch/pytorch"
+FIXED, HALF = "test_fixed (__main__.TestR)", "test_half (__main__.TestR)"
+STILL, LATE = "test_still (__main__.TestR)", "test_late (__main__.TestR)"
+JOB = "linux-jammy-py3.10-gcc11 / test (default, 1, 1, linux.2xlarge, rerun_disabled_tests)"
+_job_ids = iter(range(1_000_000, 2_000_000))
+
+
+def at(days_ago: int) -> dt.datetime:
+    return dt.datetime.fromisoformat(f"{DAY}T06:00:00+00:00") - dt.timedelta(days=days_ago)
+
+
+def rerun(test: str, platform: str, days_ago: int, status="passed", message=None, infra=False,
+          job_name=JOB) -> dict:
+    name, cls = test.split(" (__main__.")
+    return {"name": name, "classname": f"test_r.{cls[:-1]}", "platform": platform, "job_id": next(_job_ids),
+            "job_completed_at": at(days_ago), "infra_suspect": infra, "status": status, "message": message,
+            "job_name": job_name}
+
+
+def flaky(red, green) -> str:
+    return json.dumps({"flaky": True, "num_red": red, "num_green": green, "max_num_retries": 50})
+
+
+def lake_with(tmp_path, rows: list[dict]) -> Lake:
+    lake = Lake.at(str(tmp_path / "lake"))
+    by_day: dict[str, list[dict]] = {}
+    for r in rows:
+        by_day.setdefault(r["job_completed_at"].date().isoformat(), []).append(r)
+    for day, day_rows in by_day.items():
+        lake.write("test_results", day, pa.Table.from_pylist(day_rows))
+    return lake
+
+
+def clean(test, platform, days=(1, 3, 5)) -> list[dict]:
+    return [rerun(test, platform, d) for d in days]
+
+
+def github(httpserver) -> GitHubResource:
+    return GitHubResource(api_url=httpserver.url_for(""), token="t0ken", search_interval_s=0.0,
+                          write_interval_s=0.0, backoff_base_s=0.0)
+
+
+def lifecycle(httpserver, lake, tmp_path, gh=None, log=None):
+    return run_lifecycle(gh or github(httpserver), lake, Store(str(tmp_path / "outputs")), DAY, "run-0001", REPO,
+                         DisabledIssuesConfig(enabled=True), "test config",
+                         log=log.append if log is not None else lambda s: None).reenabling
+
+
+def test_clean_everywhere_closes_clean_somewhere_narrows_red_comments_once_a_day(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    old = dt.timedelta(days=20)
+    fixed = fake.add(f"DISABLED {FIXED}", "Platforms: linux, win\n\nflaky", age=old)
+    half = fake.add(f"DISABLED {HALF}", "Platforms: linux, win\n\nflaky", age=old)
+    still = fake.add(f"DISABLED {STILL}", "Platforms: linux", age=old)
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(FIXED, "win") + clean(HALF, "linux")
+                     + clean(HALF, "win", (2,)) + [rerun(HALF, "win", 4, "skipped", flaky(1, 49))]
+                     + clean(STILL, "linux", (1, 2)) + [rerun(STILL, "linux", 3, "failed", "AssertionError")])
+    result = lifecycle(httpserver, lake, tmp_path)
+    assert sorted((d.test, d.action) for d in result.decisions) == [
+        (FIXED, "close"), (HALF, "narrow"), (STILL, "evidence")]
+    assert fake.issues[fixed["number"]]["state"] == "closed"
+    assert fake.issues[fixed["number"]]["state_reason"] == "completed"
+    assert REENABLED_MARKER in fake.comments[fixed["number"]][0]
+    assert fake.issues[half["number"]]["state"] == "open"
+    assert fake.issues[half["number"]]["body"].startswith("Platforms: win\n")  # linux re-enabled, win stays
+    assert "| win | 2 | 2 | 50 | 1 |" in fake.comments[half["number"]][0]
+    assert "Still flaky" in fake.comments[still["number"]][0]
+    assert sorted(r["action"] for r in result.rows) == ["evidence", "narrowed", "reenabled"]
+
+    again = lifecycle(httpserver, lake, tmp_path)  # now disabled on win only, where it still fails
+    assert [(r["test"], r["action"]) for r in again.rows] == [(HALF, "evidence")]
+    third = lifecycle(httpserver, lake, tmp_path)  # the same day: nothing new to say
+    assert third.rows == [] and len(fake.comments[still["number"]]) == 1 and len(fake.comments[half["number"]]) == 2
+
+
+def test_runs_before_the_issue_was_filed_and_greens_of_infra_jobs_do_not_count(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    late = fake.add(f"DISABLED {LATE}", "Platforms: linux", age=dt.timedelta(days=2))  # filed two days ago
+    other = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20))
+    lake = lake_with(tmp_path, clean(LATE, "linux", (1, 5, 9)) + [rerun(FIXED, "linux", d, infra=True) for d in (1, 3, 5)])
+    assert lifecycle(httpserver, lake, tmp_path).decisions == []
+    assert fake.issues[late["number"]]["state"] == fake.issues[other["number"]]["state"] == "open"
+
+
+def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20))
+    lake = lake_with(tmp_path, [rerun(FIXED, "linux", d, job_name="linux-jammy / test (default, 1, 3)") for d in (1, 3, 5)]
+                     + [rerun(FIXED, "linux", d, "skipped", "Test is disabled because an issue exists") for d in (2, 4)])
+    assert lifecycle(httpserver, lake, tmp_path).decisions == []
+
+
+def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    outputs = Store(str(tmp_path / "outputs"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]]}))
+    lake = lake_with(tmp_path, clean(FIXED, "linux"))
+    logs = []
+    result = run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-1", REPO,
+                           DisabledIssuesConfig(enabled=True), "test config", log=logs.append).reenabling
+    assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [(FIXED, "dry_run")]
+    assert any(m.startswith(f"DRY RUN: would close the DISABLED issue of {FIXED}") for m in logs)
+
+
+@pytest.mark.parametrize("disabled_on, runs, action", [
+    (["linux"], {"linux": PlatformRuns(3, 0, 3, 3)}, "close"),
+    (["linux"], {"linux": PlatformRuns(2, 0, 2, 2)}, "wait"),  # too few jobs
+    (["linux"], {"linux": PlatformRuns(3, 0, 3, 1)}, "wait"),  # all on one day
+    (["linux", "win"], {"linux": PlatformRuns(3, 0, 3, 3)}, "narrow"),
+    (["linux"], {"linux": PlatformRuns(40, 1, 3, 3)}, "evidence"),
+    (["linux"], {"win": PlatformRuns(0, 3, 3, 3)}, "wait"),  # red where it is not disabled
+    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(3, 0, 3, 3)}, "close"),
+    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(1, 0, 1, 1)}, "wait"),
+    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(1, 2, 3, 3)}, "evidence"),
+])
+def test_the_rule_per_platform(disabled_on, runs, action):
+    assert decide("test_x (__main__.T)", disabled_on, runs).action == action

@@ -1,0 +1,68 @@
+"""`torchci backfill --repo OWNER/NAME (--since YYYY-MM-DD | --days N) [--branch main] [--prs]`."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+
+from resources.configured import resolved_uri
+from resources.github import GitHubError, GitHubResource
+from resources.names import repo_name_problem
+from resources.storage import Store
+from torchci_assets.backfill.history import BackfillOptions, backfill
+
+EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
+# A backfill outlives an hour's budget: wait for the reset (an hour and a bit) instead of stopping.
+MAX_WAIT_S = 3900.0
+
+
+def github_from_env() -> GitHubResource:
+    """The client with the project's credentials, read from the environment (never printed)."""
+    env = {k: os.environ.get(v) or None for k, v in (
+        ("token", "GITHUB_TOKEN"), ("app_id", "GITHUB_APP_ID"), ("app_private_key", "GITHUB_APP_PRIVATE_KEY"),
+        ("app_installation_id", "GITHUB_APP_INSTALLATION_ID"))}
+    return GitHubResource(api_url=resolved_uri("GITHUB_API_URL"), max_total_wait_s=MAX_WAIT_S, **env)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="torchci backfill",
+        description="Read a repository's CI history from GitHub's REST API (workflow runs with every attempt, "
+                    "jobs, test-reports* artifacts, failed jobs' logs, branch commits, pull requests) into "
+                    "ordinary archive files under TORCHCI_ARCHIVE_URI; `torchci run` then builds the lake. "
+                    "Credentials: GITHUB_TOKEN, or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY + "
+                    "GITHUB_APP_INSTALLATION_ID (none: unauthenticated, 60 requests an hour). Interrupted, "
+                    "the same command continues where it stopped.")
+    p.add_argument("--repo", required=True, help="OWNER/NAME")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--since", type=dt.date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
+    when.add_argument("--days", type=int, help="the last N days, today included")
+    p.add_argument("--branch", default="main", help="branch whose runs and commits to read (default main)")
+    p.add_argument("--prs", action="store_true", help="also pull requests and their workflow runs")
+    p.add_argument("--archive", default=None, help="archive root (default TORCHCI_ARCHIVE_URI)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    problem = repo_name_problem(args.repo)
+    if problem:
+        parser().error(problem)
+    today = dt.datetime.now(dt.timezone.utc).date()
+    if args.days is not None and args.days < 1:
+        parser().error("--days must be at least 1")
+    since = args.since or today - dt.timedelta(days=args.days - 1)
+    if since > today:
+        parser().error("--since is in the future")
+    gh = github_from_env()
+    store = Store(args.archive or resolved_uri("TORCHCI_ARCHIVE_URI"))
+    opts = BackfillOptions(repo=args.repo, since=since, until=today, branch=args.branch, prs=args.prs)
+    try:
+        backfill(gh, store, opts, log=lambda s: print(s, flush=True), today=today)
+    except GitHubError as exc:
+        print(f"backfill {args.repo} stopped: {exc}. What was read is written and recorded; run the same "
+              "command again to continue.", file=sys.stderr)
+        return EXIT_STOPPED
+    return 0

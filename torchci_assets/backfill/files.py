@@ -1,0 +1,130 @@
+"""Archive files a backfill writes, and the per-repository cursor that makes it resumable.
+
+A part (a batch of workflow runs, a day of commits, the pull requests) is written as one gzipped
+JSON-lines file per day of arrival, all named for the part, and only after the whole part was
+read (its lines wait in local temporary files, so memory does not grow with a part). A crash
+leaves each file either absent or whole; the gzip stream has no timestamp, so the same records
+give the same bytes, and a part read again after a crash replaces its earlier files rather than
+adding to them.
+
+The cursor (`backfill/<owner>/<repo>.json` in the archive) records what is done: the days fully
+read, inside the current day the last workflow run written, and the runs that were still going
+when read. It is saved after each part, so a re-run continues where the last one stopped and never
+writes a part twice under two names; the unfinished runs are read again (into a part named for
+that reading) until they complete, and only then is their day done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zlib
+
+from resources.storage import Store
+
+
+class _DayFile:
+    """One day's lines of a part, gzipped into a local temporary file as they come."""
+
+    def __init__(self, folder: str, day: str):
+        self.path = os.path.join(folder, f"{day}.jsonl.gz")
+        self.fh = open(self.path, "wb")
+        self.z = zlib.compressobj(6, zlib.DEFLATED, 31)  # header mtime 0: same lines, same bytes
+        self.lines = 0
+
+    def write(self, line: bytes) -> None:
+        self.fh.write(self.z.compress(line))
+        self.lines += 1
+
+    def close(self) -> None:
+        self.fh.write(self.z.flush())
+        self.fh.close()
+
+
+class Part:
+    """The lines of one part, by day, spooled to local disk until `commit` puts them in the archive.
+
+    Test-report zips and logs are written at once (`add_file`): each is its own file, keyed by its
+    path, so a copy written before a crash is replaced by the same bytes when the part is read again.
+    """
+
+    def __init__(self, store: Store, name: str):
+        self.store = store
+        self.name = name
+        self._tmp = tempfile.TemporaryDirectory(prefix="torchci-backfill-")
+        self.days: dict[str, _DayFile] = {}
+
+    def add(self, deliveries: list[tuple[str, bytes]]) -> None:
+        for day, line in deliveries:
+            if day not in self.days:
+                self.days[day] = _DayFile(self._tmp.name, day)
+            self.days[day].write(line)
+
+    def add_file(self, rel: str, data: bytes) -> None:
+        self.store.write_bytes(rel, data)
+
+    def commit(self) -> int:
+        """Put the part's day files in the archive; returns the number of lines."""
+        try:
+            for day in sorted(self.days):
+                self.days[day].close()
+                self.write_day(day)
+            return sum(f.lines for f in self.days.values())
+        finally:
+            self._tmp.cleanup()
+
+    def write_day(self, day: str) -> None:
+        with open(self.days[day].path, "rb") as src, \
+                self.store.atomic_output(f"webhooks/day={day}/{self.name}.jsonl.gz") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+
+
+class Cursor:
+    """What a repository's backfill has done, kept in the archive beside the data it wrote."""
+
+    def __init__(self, store: Store, repo: str):
+        self.store = store
+        self.path = f"backfill/{repo}.json"
+        self.state: dict = {"repo": repo, "days_done": [], "last_run_ids": {}, "unfinished": {},
+                            "pulls_done_since": None}
+        if store.exists(self.path):
+            self.state.update(json.loads(store.read_bytes(self.path)))
+
+    def day_done(self, day: str) -> bool:
+        return day in self.state["days_done"]
+
+    def last_run_id(self, day: str) -> int:
+        return self.state["last_run_ids"].get(day, 0)
+
+    def unfinished(self, day: str) -> set[int]:
+        """Runs of the day that were still going when read: read again until they complete."""
+        return set(self.state["unfinished"].get(day, []))
+
+    def runs_written(self, day: str, runs: list[dict], last_run_id: int | None = None) -> None:
+        """Record `runs` as written (`last_run_id`: the day's listing is done up to there)."""
+        unfinished = self.unfinished(day) - {r["id"] for r in runs}
+        unfinished |= {r["id"] for r in runs if r.get("status") != "completed"}
+        self.state["unfinished"][day] = sorted(unfinished)
+        if not self.state["unfinished"][day]:
+            del self.state["unfinished"][day]
+        if last_run_id is not None:
+            self.state["last_run_ids"][day] = last_run_id
+        self._save()
+
+    def finish_day(self, day: str) -> None:
+        self.state["days_done"] = sorted(set(self.state["days_done"]) | {day})
+        self.state["last_run_ids"].pop(day, None)
+        self._save()
+
+    def pulls_done(self, since: str) -> bool:
+        done = self.state.get("pulls_done_since")
+        return done is not None and done <= since
+
+    def finish_pulls(self, since: str) -> None:
+        self.state["pulls_done_since"] = since
+        self._save()
+
+    def _save(self) -> None:
+        self.store.write_bytes(self.path, json.dumps(self.state, indent=1, sort_keys=True).encode())

@@ -1,0 +1,123 @@
+"""Gap repair: find what lost webhook deliveries left incomplete in the lake, and ask GitHub.
+
+GitHub does not retry a delivery that failed, so a lost `workflow_job completed` leaves a job
+`in_progress` forever (and Dr. CI comments, the HUD and the flaky-test evidence stale with it).
+Every few minutes (a Dagster schedule) this reads the last days of `workflow_job` and
+`workflow_run` and finds
+- jobs whose highest known state is not `completed` and was last heard of more than `limit` ago,
+- run attempts with no job heard of at all, created more than `limit` ago;
+then reads each such run attempt's jobs from the REST API (one request per hundred jobs, not one
+per job) and writes what it finds as `rest` records (`shapes.py`): the current state of each stale
+job, and every job of a run that had none. The ingest merges them with the webhooks by the state
+lattice, and the delivery ids are those `torchci backfill` writes, so a repair repeated, or
+followed by the late webhook itself, adds no row.
+
+A job that really runs for hours is looked up on each pass until it completes: that is the cost
+(one request per running run attempt per pass) of noticing a lost completion within `limit`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.backfill import shapes
+from torchci_assets.backfill.files import Part
+from torchci_assets.backfill.rest import RestReader
+
+DEFAULT_LIMIT = dt.timedelta(minutes=30)
+LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
+MAX_JOBS = 5_000
+MAX_RUNS = 500
+_SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text() for name in ("stale_jobs", "jobless_runs")}
+
+
+@dataclass
+class Gaps:
+    stale_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # (repo, run, attempt) -> job ids
+    jobless_runs: set[tuple[str, int, int]] = field(default_factory=set)
+
+    @property
+    def attempts(self) -> list[tuple[str, int, int]]:
+        return sorted(set(self.stale_jobs) | self.jobless_runs)
+
+
+@dataclass
+class RepairReport:
+    stale_jobs: int = 0
+    jobless_runs: int = 0
+    looked_up: int = 0
+    repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
+    deliveries: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT) -> Gaps:
+    days = [(now.date() - dt.timedelta(days=i)).isoformat() for i in range(LOOKBACK_DAYS, -1, -1)]
+    gaps = Gaps()
+    con = connect()
+    try:
+        if not lake.register(con, "workflow_job", days):
+            return gaps
+        cutoff = now - limit
+        for repo, run_id, attempt, job_id, _status, _heard in con.execute(
+                _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
+            gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
+        if lake.register(con, "workflow_run", days):
+            rows = con.execute(_SQL["jobless_runs"], {"cutoff": cutoff, "max_runs": MAX_RUNS}).fetchall()
+            gaps.jobless_runs = {(repo, run_id, attempt) for repo, run_id, attempt in rows}
+    finally:
+        con.close()
+    return gaps
+
+
+
+def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], gaps: Gaps,
+                    repositories: dict[str, dict], report: RepairReport) -> None:
+    repo, run_id, attempt = key
+    if repo not in repositories:
+        repositories[repo] = reader.json(f"/repos/{repo}")
+    repository = repositories[repo]
+    run = reader.json(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}")
+    jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}/jobs", "jobs"))
+    report.looked_up += 1
+    sender = run.get("triggering_actor") or run.get("actor")
+    stale = gaps.stale_jobs.get(key)
+    for job in jobs:
+        job.setdefault("run_attempt", attempt)
+        if stale is None:  # a run none of whose jobs was heard of: all of them, all their states
+            part.add(shapes.job_deliveries(job, repository, sender))
+        elif job["id"] in stale:  # the state GitHub shows now
+            part.add(shapes.job_deliveries(job, repository, sender)[-1:])
+            report.repaired_jobs += job.get("status") == "completed"
+    starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("status") in ("in_progress", "completed")]
+    part.add(shapes.run_deliveries(run, min(starts, default=None), repository)[-1:] if stale else
+             shapes.run_deliveries(run, min(starts, default=None), repository))
+
+
+def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime,
+                limit: dt.timedelta = DEFAULT_LIMIT, log: Callable[[str], None] = lambda s: None) -> RepairReport:
+    """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
+    for is reported and left for the next pass."""
+    gaps = find_gaps(lake, now, limit)
+    report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), jobless_runs=len(gaps.jobless_runs))
+    if not gaps.attempts:
+        return report
+    reader = RestReader(gh)
+    part = Part(archive, f"rest-repair-{now.strftime('%Y%m%dT%H%M%S')}")
+    repositories: dict[str, dict] = {}
+    for key in gaps.attempts:
+        try:
+            _repair_attempt(reader, part, key, gaps, repositories, report)
+        except GitHubError as exc:
+            report.failed.append(f"{key[0]} run {key[1]} attempt {key[2]}: {exc}")
+    report.deliveries = part.commit()
+    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs; "
+        f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.deliveries} records "
+        f"written, {len(report.failed)} failed; {reader.budget.describe()}")
+    return report

@@ -1,0 +1,266 @@
+"""`torchci backfill`: a repository's CI history from GitHub's REST API into the archive.
+
+Day by day (the day a workflow run was created), oldest first: the day's runs of the branch (and
+with `prs`, of pull requests) are listed, then read in parts of `part_runs` runs, each run with
+every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
+branch's commits of the day become pushes. Each part is written, then the cursor saved (files.py),
+so an interrupted backfill (a crash, a rate limit that outlasted the wait budget) is continued by
+running the same command again, and the result is the same as one uninterrupted run.
+
+GitHub returns at most 1,000 runs for a filtered list, so a window holding more (a busy day of a
+large repository) is split in halves until each fits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from resources.github import GitHubResource
+from resources.storage import Store
+from torchci_assets.backfill import shapes
+from torchci_assets.backfill.files import Cursor, Part
+from torchci_assets.backfill.rest import Budget, RestReader
+
+LIST_CAP = 1000  # GitHub's most results for one filtered workflow-run list
+ARTIFACT_PREFIX = "test-reports"
+# PyTorch names its report artifacts `test-reports-...-<runner>_<job id>` (upload_test_stats reads
+# the job id from there); a name without one is attributed when the run attempt had a single job.
+_JOB_ID_IN_NAME = re.compile(r"_(\d+)$")
+FAILED = ("failure", "timed_out")
+
+
+@dataclass
+class BackfillOptions:
+    repo: str
+    since: dt.date
+    until: dt.date  # last day, inclusive
+    branch: str = "main"
+    prs: bool = False
+    part_runs: int = 50
+    page_size: int = 100  # items per list page (GitHub's most)
+
+
+@dataclass
+class Progress:
+    budget: Budget = field(default_factory=Budget)
+    days: int = 0
+    runs: int = 0
+    attempts: int = 0
+    jobs: int = 0
+    deliveries: int = 0
+    reports: int = 0
+    reports_expired: int = 0
+    reports_unattributed: int = 0
+    logs: int = 0
+    logs_missing: int = 0
+    pushes: int = 0
+    pull_requests: int = 0
+
+    def line(self) -> str:
+        return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs), reports {self.reports} "
+                f"({self.reports_expired} expired, {self.reports_unattributed} without a job id), logs {self.logs} ({self.logs_missing} missing), "
+                f"pushes {self.pushes}, pull requests {self.pull_requests}; {self.budget.describe()}")
+
+
+def _days(opts: BackfillOptions) -> list[dt.date]:
+    n = (opts.until - opts.since).days + 1
+    return [opts.since + dt.timedelta(days=i) for i in range(max(0, n))]
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: dt.datetime) -> Iterator[dict]:
+    """Runs created in [lo, hi], split while GitHub would cut the list at LIST_CAP."""
+    path = f"/repos/{repo}/actions/runs"
+    params = {**filters, "created": f"{_stamp(lo)}..{_stamp(hi)}", "per_page": reader.per_page}
+    resp = reader.get(path, params)
+    body = resp.json()
+    if body.get("total_count", 0) > LIST_CAP and hi - lo > dt.timedelta(minutes=1):
+        mid = lo + (hi - lo) / 2
+        mid = mid.replace(microsecond=0)
+        yield from _window(reader, repo, filters, lo, mid)
+        yield from _window(reader, repo, filters, mid + dt.timedelta(seconds=1), hi)
+        return
+    yield from body.get("workflow_runs") or []
+    nxt = resp.links.get("next", {}).get("url")
+    if nxt:
+        yield from reader.pages(nxt, "workflow_runs")
+
+
+def list_runs(reader: RestReader, opts: BackfillOptions, day: dt.date) -> list[dict]:
+    """The day's runs (latest attempt each) of the branch, and of pull requests with `prs`, by id."""
+    lo = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+    hi = lo + dt.timedelta(days=1, seconds=-1)
+    queries = [{"branch": opts.branch}] + ([{"event": "pull_request"}] if opts.prs else [])
+    runs: dict[int, dict] = {}
+    for filters in queries:
+        for run in _window(reader, opts.repo, filters, lo, hi):
+            runs[run["id"]] = run
+    return [runs[k] for k in sorted(runs)]
+
+
+def _first_started(jobs: list[dict]) -> str | None:
+    starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("conclusion") != "skipped"
+              and j.get("status") in ("in_progress", "completed")]
+    return min(starts, key=shapes.parse_time) if starts else None
+
+
+def _day_of(*stamps: str | None) -> str:
+    for s in stamps:
+        t = shapes.parse_time(s)
+        if t is not None:
+            return t.date().isoformat()
+    raise ValueError("no timestamp")
+
+
+def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, part: Part,
+                 progress: Progress) -> list[dict]:
+    """One attempt's run object and jobs as deliveries, and its failed jobs' logs; its jobs."""
+    attempt = run.get("run_attempt") or 1
+    jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run['id']}/attempts/{attempt}/jobs", "jobs"))
+    sender = run.get("triggering_actor") or run.get("actor")
+    for job in jobs:
+        # older API versions leave these out of a job; the run attempt it was listed under has them
+        for key, value in (("run_attempt", attempt), ("workflow_name", run.get("name")),
+                           ("head_branch", run.get("head_branch"))):
+            if job.get(key) is None:
+                job[key] = value
+        part.add(shapes.job_deliveries(job, repository, sender))
+        if job.get("conclusion") in FAILED:
+            log = reader.download(f"/repos/{repo}/actions/jobs/{job['id']}/logs")
+            if log is None:
+                progress.logs_missing += 1
+            else:
+                day = _day_of(job.get("completed_at"), job.get("started_at"), job.get("created_at"), run.get("updated_at"))
+                part.add_file(f"logs/day={day}/{job['id']}.log", log)
+                progress.logs += 1
+    part.add(shapes.run_deliveries(run, _first_started(jobs), repository))
+    progress.attempts += 1
+    progress.jobs += len(jobs)
+    return jobs
+
+
+def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, dict], part: Part,
+                   progress: Progress) -> None:
+    """The run's test-report zips, filed under the job (and attempt) each belongs to."""
+    for art in reader.pages(f"/repos/{repo}/actions/runs/{run_id}/artifacts", "artifacts"):
+        name = art.get("name") or ""
+        if not name.startswith(ARTIFACT_PREFIX):
+            continue
+        m = _JOB_ID_IN_NAME.search(name)
+        job = jobs.get(int(m.group(1))) if m else None
+        if job is None:
+            progress.reports_unattributed += 1
+            continue
+        data = None if art.get("expired") else reader.download(f"/repos/{repo}/actions/artifacts/{art['id']}/zip")
+        if data is None:
+            progress.reports_expired += 1
+            continue
+        day = _day_of(job.get("completed_at"), art.get("created_at"))
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        part.add_file(f"test-reports/day={day}/{run_id}/{job.get('run_attempt') or 1}/{job['id']}/{safe}.zip", data)
+        progress.reports += 1
+
+
+def read_run(reader: RestReader, repo: str, run: dict, repository: dict, part: Part, progress: Progress) -> None:
+    latest = run.get("run_attempt") or 1
+    jobs: dict[int, dict] = {}
+    for n in range(1, latest + 1):
+        attempt = run if n == latest else reader.json(f"/repos/{repo}/actions/runs/{run['id']}/attempts/{n}")
+        jobs.update((j["id"], j) for j in read_attempt(reader, repo, attempt, repository, part, progress))
+    read_artifacts(reader, repo, run["id"], jobs, part, progress)
+    progress.runs += 1
+
+
+def _chunks(items: list, n: int) -> Iterator[list]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
+                 cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime) -> None:
+    key = day.isoformat()
+    owner, name = opts.repo.split("/")
+    runs = list_runs(reader, opts, day)
+    last, unfinished = cursor.last_run_id(key), cursor.unfinished(key)
+    again = [r for r in runs if r["id"] <= last and r["id"] in unfinished]
+    if again:  # runs still going when last read; this reading is a part of its own
+        part = Part(store, f"rest-{owner}-{name}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
+        for run in again:
+            read_run(reader, opts.repo, run, repository, part, progress)
+        progress.deliveries += part.commit()
+        cursor.runs_written(key, again)
+    todo = [r for r in runs if r["id"] > last]
+    done = len(runs) - len(todo)
+    for chunk in _chunks(todo, opts.part_runs):
+        part = Part(store, f"rest-{owner}-{name}-runs-{chunk[0]['id']}")
+        for run in chunk:
+            read_run(reader, opts.repo, run, repository, part, progress)
+        progress.deliveries += part.commit()
+        cursor.runs_written(key, chunk, chunk[-1]["id"])
+        done += len(chunk)
+        log(f"backfill {opts.repo} {key}: {done}/{len(runs)} runs of the day; {progress.line()}")
+    part = Part(store, f"rest-{owner}-{name}-push-{key}")
+    params = {"sha": opts.branch, "since": f"{key}T00:00:00Z", "until": f"{key}T23:59:59Z"}
+    for commit in reader.pages(f"/repos/{opts.repo}/commits", None, params):
+        delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository)
+        if delivery is not None:
+            part.add([delivery])
+            progress.pushes += 1
+    progress.deliveries += part.commit()
+
+
+def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repository: dict,
+                   progress: Progress, part_size: int = 500) -> None:
+    """Pull requests updated since `since` (newest first, as GitHub sorts them)."""
+    owner, name = opts.repo.split("/")
+    since = dt.datetime.combine(opts.since, dt.time(), dt.timezone.utc)
+    batch: list[dict] = []
+
+    def flush() -> None:
+        part = Part(store, f"rest-{owner}-{name}-pulls-{batch[0]['number']}")
+        for pr in batch:
+            part.add(shapes.pull_request_deliveries(pr, repository))
+        progress.deliveries += part.commit()
+        progress.pull_requests += len(batch)
+        batch.clear()
+
+    params = {"state": "all", "sort": "updated", "direction": "desc"}
+    for pr in reader.pages(f"/repos/{opts.repo}/pulls", None, params):
+        updated = shapes.parse_time(pr.get("updated_at"))
+        if updated is not None and updated < since:
+            break
+        batch.append(pr)
+        if len(batch) >= part_size:
+            flush()
+    if batch:
+        flush()
+
+
+def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Callable[[str], None] = print,
+             today: dt.date | None = None, progress: Progress | None = None) -> Progress:
+    """Run (or continue) the backfill; raises GitHubError when GitHub stops answering, with every
+    part read so far written and recorded in the cursor."""
+    now = dt.datetime.now(dt.timezone.utc)
+    today = today or now.date()
+    progress = progress or Progress()
+    reader = RestReader(gh, progress.budget, opts.page_size)
+    repository = reader.json(f"/repos/{opts.repo}")
+    cursor = Cursor(store, opts.repo)
+    for day in _days(opts):
+        if cursor.day_done(day.isoformat()):
+            continue
+        backfill_day(reader, store, opts, day, repository, cursor, progress, log, now)
+        progress.days += 1
+        if day < today and not cursor.unfinished(day.isoformat()):  # today's runs are still coming
+            cursor.finish_day(day.isoformat())
+    if opts.prs and not cursor.pulls_done(opts.since.isoformat()):
+        backfill_pulls(reader, store, opts, repository, progress)
+        cursor.finish_pulls(opts.since.isoformat())
+    log(f"backfill {opts.repo}: done; {progress.line()}")
+    return progress

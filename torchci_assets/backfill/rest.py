@@ -1,0 +1,88 @@
+"""Reading GitHub's REST API for a backfill: list pages, downloads, and the budget left.
+
+Every call goes through `GitHubResource.request`, so credentials (token or App), retries and
+GitHub's rate-limit advice (Retry-After, X-RateLimit-Reset, a minute for secondary limits) are
+the rest of the project's. What this adds is counting: requests made, and the budget GitHub
+reported on its last answer, which the progress lines show so a user sees how much of the hour's
+allowance a backfill takes before it runs dry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from resources.github import GitHubError, GitHubResource
+
+PER_PAGE = 100
+MAX_PAGES = 1000  # a bound against a server whose Link headers never end
+
+
+@dataclass
+class Budget:
+    requests: int = 0
+    remaining: int | None = None
+    limit: int | None = None
+    reset: int | None = None
+    missing: int = 0  # downloads GitHub no longer has (410 expired artifact, 404 log)
+
+    def note(self, headers) -> None:
+        self.requests += 1
+        for attr, name in (("remaining", "X-RateLimit-Remaining"), ("limit", "X-RateLimit-Limit"),
+                           ("reset", "X-RateLimit-Reset")):
+            value = headers.get(name, "")
+            if value.isdigit():
+                setattr(self, attr, int(value))
+
+    def describe(self) -> str:
+        if self.remaining is None:
+            return f"{self.requests} requests"
+        left = f"{self.remaining}/{self.limit}" if self.limit else str(self.remaining)
+        resets = f", resets in {max(0, self.reset - int(time.time())) // 60} min" if self.reset else ""
+        return f"{self.requests} requests, budget left {left}{resets}"
+
+
+class RestReader:
+    def __init__(self, gh: GitHubResource, budget: Budget | None = None, per_page: int = PER_PAGE):
+        self.gh = gh
+        self.budget = budget or Budget()
+        self.per_page = per_page
+
+    def get(self, path: str, params: dict | None = None):
+        try:
+            resp = self.gh.request("GET", path, params=params)
+        except GitHubError as exc:
+            self.budget.requests += 1
+            raise exc
+        self.budget.note(resp.headers)
+        return resp
+
+    def json(self, path: str, params: dict | None = None) -> dict:
+        return self.get(path, params).json()
+
+    def pages(self, path: str, key: str | None, params: dict | None = None) -> Iterator[dict]:
+        """Items of a list endpoint across its `Link: rel="next"` pages; `key` names the list in
+        an object body (`workflow_runs`, `jobs`, `artifacts`), None for a bare list."""
+        params = {"per_page": self.per_page, **(params or {})}
+        for _ in range(MAX_PAGES):
+            resp = self.get(path, params)
+            body = resp.json()
+            yield from (body if key is None else body.get(key) or [])
+            nxt = resp.links.get("next", {}).get("url")
+            if not nxt:
+                return
+            path, params = nxt, None
+        raise GitHubError(None, f"GET {path}: more than {MAX_PAGES} pages")
+
+    def download(self, path: str) -> bytes | None:
+        """A file behind GitHub's redirect (artifact zip, job log); None when GitHub no longer has
+        it (410: the artifact expired; 404: the log was deleted or never kept)."""
+        try:
+            resp = self.get(path)
+        except GitHubError as exc:
+            if exc.status in (404, 410):
+                self.budget.missing += 1
+                return None
+            raise
+        return resp.content

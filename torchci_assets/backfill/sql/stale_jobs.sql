@@ -1,0 +1,14 @@
+-- Jobs whose highest known state, over the days read, is not `completed` and was last heard of
+-- before $cutoff: a delivery GitHub never made (or made to a collector that was down).
+WITH ranked AS (
+    SELECT id, run_attempt, run_id, repo, status, received_at,
+           CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END AS rank
+    FROM workflow_job
+    WHERE id IS NOT NULL AND run_id IS NOT NULL AND repo IS NOT NULL
+)
+SELECT repo, run_id, run_attempt, id, arg_max(status, rank) AS status, max(received_at) AS last_heard
+FROM ranked
+GROUP BY repo, run_id, run_attempt, id
+HAVING max(rank) < 4 AND max(received_at) < $cutoff
+ORDER BY repo, run_id, run_attempt, id
+LIMIT $max_jobs

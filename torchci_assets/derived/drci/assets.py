@@ -1,0 +1,58 @@
+"""Dagster asset of Dr. CI: thin over `build` (the comments) and `publish` (where they go)."""
+
+import datetime as dt
+import os
+
+import dagster as dg
+
+from resources import LakeResource, OutputsResource
+from resources.github import GitHubResource
+from torchci_assets.config import load_config
+from torchci_assets.derived.drci.build import TABLE, build_comments
+from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.drci.publish import publish
+from torchci_assets.derived.drci.refresh import RefreshLimits
+from torchci_assets.partitions import daily_partitions, window_mapping
+
+HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the comment (optional)
+
+
+@dg.asset(
+    name=TABLE, group_name="hud", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
+    deps=["pr_jobs", "flaky_tests",
+          dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          dg.AssetDep("test_results", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
+          dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
+    description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
+                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA, pending). Bodies of open pull requests are "
+                "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
+                "request, edited only when the body changed.",
+)
+def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
+                        github: GitHubResource) -> dg.MaterializeResult:
+    """Runs in the `drci` pool (one step at a time across runs), so two runs never post at once."""
+    day = context.partition_key
+    lk = lake.lake()
+    relay = load_config()
+    limits = RefreshLimits(dt.timedelta(minutes=relay.drci.missing_after_minutes),
+                           dt.timedelta(minutes=relay.drci.stuck_after_minutes))
+    built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
+                           limits=limits, log=context.log.info)
+    posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
+                     log=context.log.info, author=relay.drci.author)
+    totals = {c: sum(r[c] for r in built.rows) for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "pending")}
+    return dg.MaterializeResult(metadata={
+        "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
+        "dry_run": posted.dry_run, **{f"posts_{a}": n for a, n in sorted(posted.actions.items())},
+        "post_failures": len(posted.failed), "files": posted.files,
+        "merge_bases_estimated": built.estimated_merge_bases,
+        "merge_base_note": "estimated from the pull request's base sha (no credentials for the compare API)"
+        if built.estimated_merge_bases and github.dry_run else "",
+        "compare_requests": built.compare_requests, "refresh_requests": built.refresh_requests,
+        "refreshed_heads": built.refreshed_heads,
+        "path": lk.store.display(lk.partition_path(TABLE, day)),
+    })
+
+
+DRCI_ASSETS = [drci_comments_asset]

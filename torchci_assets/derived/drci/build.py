@@ -1,0 +1,109 @@
+"""`drci_comments`: for each pull request of the day's `pr_jobs`, the comment on its latest head.
+
+One row per pull request head: pr, head_sha, merge_base (and whether it is the compare API's or an
+estimate, and why), the body, and the count per class. The rows replace the day's partition, so
+the table is the last word of the day on each head; the HUD's PR page and `drci/<pr>.md` show
+the same body that is posted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from resources.github import GitHubResource
+from resources.lake import Lake, connect
+from torchci_assets.derived.drci import inputs
+from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts
+from torchci_assets.derived.drci.comment import Head, render
+from torchci_assets.derived.drci.merge_base import MergeBase, resolve
+from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
+
+TABLE = "drci_comments"
+COUNT_COLUMNS = {"NEW": "new", "BROKEN TRUNK": "broken_trunk", "FLAKY": "flaky", "UNSTABLE": "unstable",
+                 "INFRA": "infra"}
+SCHEMA = pa.schema([
+    ("pr", pa.int64()), ("head_sha", pa.string()), ("pr_state", pa.string()), ("merge_base", pa.string()),
+    ("merge_base_exact", pa.bool_()), ("merge_base_note", pa.string()), ("body", pa.string()),
+    *((COUNT_COLUMNS[c], pa.int64()) for c in CLASSES), ("pending", pa.int64()),
+    ("refreshed_jobs", pa.int64()), ("as_of", pa.timestamp("ms", tz="UTC")),
+])
+
+
+@dataclass
+class BuildReport:
+    rows: list[dict] = field(default_factory=list)
+    compare_requests: int = 0
+    refresh_requests: int = 0
+    refreshed_heads: int = 0
+    estimated_merge_bases: int = 0
+    verdicts: dict[int, list] = field(default_factory=dict)  # pr -> its failing jobs' verdicts
+
+
+def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, repo: str, web_url: str,
+             hud_url: str | None, now: dt.datetime, refreshed: int, report: BuildReport) -> dict:
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr))
+    report.verdicts[pr.number] = verdicts
+    head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
+    body = render(head, verdicts, pending)
+    n = counts(verdicts)
+    return {"pr": pr.number, "head_sha": pr.head_sha, "pr_state": pr.state, "merge_base": mb.sha,
+            "merge_base_exact": mb.exact, "merge_base_note": mb.note, "body": body,
+            **{COUNT_COLUMNS[c]: n[c] for c in CLASSES}, "pending": pending, "refreshed_jobs": refreshed,
+            "as_of": now}
+
+
+def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: dict[int, inputs.PullRequest],
+                 bases: dict[str, tuple[str | None, str | None]]) -> dict[str, MergeBase]:
+    """The merge base of every head: open ones from the compare API, closed ones from the cache or
+    the webhook's base sha (no request is spent on a comment that is no longer written)."""
+    def wanted(state_open: bool):
+        return [(p.head_sha, p.base_ref or (bases.get(p.head_sha) or (None, None))[1],
+                 (bases.get(p.head_sha) or (None, None))[0]) for p in prs.values() if (p.state == "open") == state_open]
+    return {**resolve(lake, github, day, repo, wanted(False), ask=False), **resolve(lake, github, day, repo, wanted(True))}
+
+
+def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
+                   limits: RefreshLimits | None = None, now: dt.datetime | None = None,
+                   log: Callable[[str], None] = lambda s: None) -> BuildReport:
+    """Compute and write the day's `drci_comments` (see the module docstring)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    report = BuildReport()
+    con = connect()
+    try:
+        prs = inputs.load_heads(con, lake, day, repo)
+        # only the live partitions (today's, yesterday's) mix in GitHub's current state
+        live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
+        open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}
+        refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log)
+        report.refreshed_heads = len(refreshed)
+        prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
+        inputs.attach_tests(con, lake, day, prs)
+        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day))
+        report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
+        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha})
+        sightings = inputs.load_flaky(con, lake, day, prs)
+    finally:
+        con.close()
+    for number in sorted(prs):
+        pr = prs[number]
+        mb = merge_bases[pr.head_sha]
+        report.rows.append(_comment(pr, mb, main, sightings, repo, github.web_url, hud_url, now,
+                                    refreshed.get(number, 0), report))
+    report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
+    lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
+    return report
+
+
+def load_comments(lake: Lake, day: str) -> dict[int, dict]:
+    """pr -> its row of the day's `drci_comments` (empty when the table has no such partition)."""
+    con = connect()
+    try:
+        if not lake.register(con, TABLE, [day], name="dc"):
+            return {}
+        return {r["pr"]: r for r in inputs.rows(con, "comments")}
+    finally:
+        con.close()

@@ -1,0 +1,194 @@
+"""Which failures of a pull request's head are its own: Dr. CI's classes, as plain functions.
+
+A failing job of the head (its latest attempt failed) gets the first class that applies:
+  UNSTABLE      the job is marked unstable (PyTorch puts "unstable" in the job's name);
+  INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
+                classifier's infra rules, a test job without any test result, a job abandoned);
+  BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
+                it (`NEAR_COMMITS` on each side): see `same_failure`;
+  FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
+                another commit, with the same message as here: see `known_flaky`;
+  NEW           anything else: the pull request's own failure.
+
+"Same failure" (BROKEN TRUNK) is precise on purpose, since calling a real breakage unrelated is
+the error users resent most:
+  - a job with failing tests: the same job group (workflow and job name without shard numbers)
+    failed on the reference main commit, and every one of the job's failing tests failed there
+    in the same build environment and test config, with the same message (its first line, with
+    numbers masked: `message_key`);
+  - a job without failing tests (a build, lint, docs): the same job group failed there at all,
+    and when both jobs' logs were classified, with the same line (`message_key` of the log
+    classifier's line: a lint error in another file is another failure).
+A test that is flaky somewhere but fails here with another message is a new failure: flakiness
+is a property of a failure (test and message), not of a test name, so it is never FLAKY, and
+unless main fails the same way, never BROKEN TRUNK either.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+
+NEW = "NEW"
+BROKEN_TRUNK = "BROKEN TRUNK"
+FLAKY = "FLAKY"
+UNSTABLE = "UNSTABLE"
+INFRA = "INFRA"
+CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA)
+# `pr_jobs`' infra reasons as a reader of the comment understands them.
+INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": "the log shows an infrastructure failure",
+                 "no-test-results": "no test results", "abandoned": "no conclusion for 36 hours: abandoned",
+                 "job-died": "the job died", "failed-outside-tests": "failed outside the tests",
+                 "mass-failure": "most of its tests failed at once",
+                 "shared-message": "many tests failed with one message"}
+# Main commits on each side of the merge base whose failures count as the trunk's.
+NEAR_COMMITS = 2
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUMBER = re.compile(r"\d+")
+
+
+def message_key(message: str | None) -> str:
+    """A failure message as compared between runs: its first non-empty line, addresses and numbers
+    masked (a port, a pid, an element count differ between two runs of the same failure)."""
+    for line in (message or "").splitlines():
+        line = " ".join(line.split())
+        if line:
+            return _NUMBER.sub("N", _HEX.sub("0x", line))[:300]
+    return ""
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    key: str      # "classname.name (file)", as pr_jobs and commit_health list tests
+    message: str  # message_key of its failure here
+
+
+@dataclass
+class HeadJob:
+    """A job of the pull request's head, latest attempt (a `pr_jobs` row)."""
+
+    name: str
+    job_group: str
+    state: str                      # failure, pending, success, skipped
+    failure_class: str | None = None
+    job_id: int | None = None
+    run_id: int | None = None
+    workflow: str = ""
+    build_env: str | None = None
+    test_config: str | None = None
+    infra_reason: str | None = None
+    failure_line: str | None = None
+    tests: tuple[FailedTest, ...] = ()
+    started_at: dt.datetime | None = None
+    from_rest: bool = False         # its state was read from the REST API (a lost webhook)
+
+
+@dataclass(frozen=True)
+class MainFailure:
+    """A job group that failed (every attempt) on a main commit near the merge base."""
+
+    sha: str
+    job_group: str
+    job_id: int | None
+    run_id: int | None
+    merge_base: bool                # this commit is the merge base itself
+    distance: int = 0               # commits away from the merge base
+    line: str = ""                  # message_key of the log classifier's line, "" when none
+
+
+@dataclass
+class Trunk:
+    """What main looked like around the merge base: failing groups, and failing (test, message
+    key) pairs per (sha, build_env, test_config)."""
+
+    failures: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
+    tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlakySighting:
+    """A flaky test's failure on another commit: the evidence a FLAKY verdict cites."""
+
+    sha: str
+    job_id: int | None
+    run_id: int | None
+
+
+@dataclass
+class Flaky:
+    """Tests `flaky_tests` calls flaky, with the messages they failed with elsewhere."""
+
+    sightings: dict[tuple[str, str], FlakySighting] = field(default_factory=dict)  # (test key, message key)
+    tests: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    job: HeadJob
+    cls: str
+    evidence: str = ""
+    main: MainFailure | None = None
+    sighting: FlakySighting | None = None
+
+
+def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk) -> bool:
+    """True when `failure` on main is the job's own failure (see the module docstring)."""
+    if failure.job_group != job.job_group:
+        return False
+    if not job.tests:
+        mine = message_key(job.failure_line)
+        return not (mine and failure.line) or mine == failure.line
+    failed_there = trunk.tests.get((failure.sha, job.build_env or "", job.test_config or ""), frozenset())
+    return all((t.key, t.message) in failed_there for t in job.tests)
+
+
+def trunk_failure(job: HeadJob, trunk: Trunk) -> MainFailure | None:
+    """The main failure that is the same as the job's, the merge base's first, else the nearest."""
+    candidates = sorted(trunk.failures.get(job.job_group, ()), key=lambda f: (not f.merge_base, f.distance, f.sha))
+    return next((f for f in candidates if same_failure(job, f, trunk)), None)
+
+
+def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
+    """A sighting elsewhere of each failing test with the same message, or None. Jobs without
+    failing tests (builds, lint) are never flaky: PyTorch's Dr. CI excludes them too."""
+    if not job.tests:
+        return None
+    first = None
+    for t in job.tests:
+        seen = flaky.sightings.get((t.key, t.message)) if t.key in flaky.tests else None
+        if seen is None:
+            return None
+        first = first or seen
+    return first
+
+
+def classify(job: HeadJob, trunk: Trunk, flaky: Flaky) -> Verdict:
+    """The class of one failing job (see the module docstring for the order)."""
+    if "unstable" in job.name.lower():
+        return Verdict(job, UNSTABLE, "marked unstable")
+    if job.failure_class == "infra":
+        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
+    main = trunk_failure(job, trunk)
+    if main is not None:
+        where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
+        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
+    seen = known_flaky(job, flaky)
+    if seen is not None:
+        return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
+    return Verdict(job, NEW)
+
+
+def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky) -> tuple[list[Verdict], int]:
+    """(a verdict per failing job, the number of pending jobs)."""
+    verdicts = [classify(j, trunk, flaky) for j in jobs if j.state == "failure"]
+    pending = sum(1 for j in jobs if j.state == "pending")
+    return verdicts, pending
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    out = {c: 0 for c in CLASSES}
+    for v in verdicts:
+        out[v.cls] += 1
+    return out

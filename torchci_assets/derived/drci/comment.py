@@ -1,0 +1,130 @@
+"""The comment's text, Dr. CI's layout: a header with the verdict, then one section per class.
+
+The body is a pure function of the classification, with no timestamp in it, so that an unchanged
+head gives a byte-identical body and posting can skip the write (at most one write per changed
+body). The markers are Dr. CI's own, so a comment is found the same way PyTorch's bot finds its.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchci_assets.derived.drci.classify import BROKEN_TRUNK, FLAKY, INFRA, NEW, UNSTABLE, Verdict
+
+MARKER_START = "<!-- drci-comment-start -->"
+MARKER_END = "<!-- drci-comment-end -->"
+MAX_LINE_CHARS = 300
+
+# (class, section title singular/plural, description, suggestion, collapsed)
+_SECTIONS = (
+    (NEW, ("NEW FAILURE", "NEW FAILURES"), "{has} failed", "", False),
+    (INFRA, ("INFRA FAILURE", "INFRA FAILURES"),
+     "failed because of the infrastructure (runner lost, timed out, no test results), not the code",
+     "Retry the failed jobs", True),
+    (FLAKY, ("FLAKY", "FLAKY"), "failed but {was} likely due to flakiness present on trunk", "", True),
+    (BROKEN_TRUNK, ("BROKEN TRUNK", "BROKEN TRUNK"), "failed but {was} present on the merge base",
+     "Rebase onto the `viable/strict` branch to avoid these failures", True),
+    (UNSTABLE, ("UNSTABLE", "UNSTABLE"), "{is} marked as unstable, possibly due to flakiness on trunk", "", True),
+)
+
+
+@dataclass(frozen=True)
+class Head:
+    """The pull request head a comment is about."""
+
+    repo: str
+    number: int
+    head_sha: str
+    merge_base: str | None
+    merge_base_note: str = ""     # how the merge base was found when not from the compare API
+    web_url: str = "https://github.com"
+    hud_url: str | None = None    # where the HUD is served, for the link to the PR's page
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def _job_url(head: Head, run_id, job_id) -> str:
+    if job_id is None:
+        return f"{head.web_url}/{head.repo}/actions/runs/{run_id}" if run_id else ""
+    return f"{head.web_url}/{head.repo}/actions/runs/{run_id}/job/{job_id}"
+
+
+def _code(text: str) -> str:
+    """Inline code that no backtick in the text can end early."""
+    text = " ".join(text.split())[:MAX_LINE_CHARS].replace("`", "'")
+    return f"`{text}`"
+
+
+def _job_item(head: Head, v: Verdict) -> str:
+    j = v.job
+    url = _job_url(head, j.run_id, j.job_id)
+    line = f"* [{j.name}]({url})" if url else f"* {j.name}"
+    if v.main is not None:
+        where = "merge base" if v.main.merge_base else "main"
+        line += f" ([trunk failure]({_job_url(head, v.main.run_id, v.main.job_id)}) on {where} {v.main.sha[:10]})"
+    elif v.sighting is not None:
+        line += (f" ([similar failure]({_job_url(head, v.sighting.run_id, v.sighting.job_id)})"
+                 f" on {v.sighting.sha[:10]})")
+    elif v.cls == INFRA and v.evidence:
+        line += f" ({v.evidence})"
+    if j.from_rest:
+        line += " (state read from the REST API: its webhook was lost; log not classified yet)"
+    detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].message}" if j.tests else "")
+    if detail:
+        line += "\n    " + _code(detail)
+    return line + "\n"
+
+
+def _section(head: Head, cls: str, verdicts: list[Verdict]) -> str:
+    mine = sorted((v for v in verdicts if v.cls == cls), key=lambda v: (v.job.name, v.job.job_id or 0))
+    if not mine:
+        return ""
+    _, (one, many), description, suggestion, collapsed = next(s for s in _SECTIONS if s[0] == cls)
+    n = len(mine)
+    subject = f"The following {_plural(n, 'job', 'jobs')} "
+    text = subject + description.format(**{"has": _plural(n, "has", "have"), "was": _plural(n, "was", "were"),
+                                           "is": _plural(n, "is", "are")})
+    out = f"\n<details{'' if collapsed else ' open'}><summary><b>{_plural(n, one, many)}</b> - {text}:</summary>"
+    if suggestion:
+        out += f"<p>👉 <b>{suggestion}</b></p>"
+    out += "<p>\n\n" + "".join(_job_item(head, v) for v in mine) + "</p></details>\n"
+    return out
+
+
+def title(verdicts: list[Verdict], pending: int) -> str:
+    """The header line: an icon and the counts, as Dr. CI words them."""
+    new = sum(1 for v in verdicts if v.cls == NEW)
+    unrelated = len(verdicts) - new
+    parts = []
+    if new:
+        parts.append(f"{new} New {_plural(new, 'Failure', 'Failures')}")
+    if not verdicts:
+        parts.append("No Failures")
+    if pending:
+        parts.append(f"{pending} Pending")
+    if unrelated:
+        text = f"{unrelated} Unrelated {_plural(unrelated, 'Failure', 'Failures')}"
+        parts.append(text if parts else f"You can merge normally! ({text})")
+    icon = ":x:" if new else ":hourglass_flowing_sand:" if pending else ":white_check_mark:"
+    return f"## {icon} " + ", ".join(parts)
+
+
+def render(head: Head, verdicts: list[Verdict], pending: int, cadence: str = "15 minutes") -> str:
+    """The whole comment body, markers included."""
+    links = ""
+    if head.hud_url:
+        url = f"{head.hud_url.rstrip('/')}/pr/{head.number}.html"
+        links = f"## :link: Helpful Links\n### :test_tube: See every job of this pull request at [{url}]({url})\n\n"
+    base = head.merge_base or "unknown"
+    as_of = f"As of commit {head.head_sha} with merge base {base}"
+    if head.merge_base_note:
+        as_of += f" ({head.merge_base_note})"
+    body = links + title(verdicts, pending) + "\n" + as_of + ":"
+    if not verdicts:
+        body += "\n:green_heart: Looks good so far! There are no failures yet. :green_heart:\n"
+    body += "".join(_section(head, cls, verdicts) for cls in (NEW, INFRA, FLAKY, BROKEN_TRUNK, UNSTABLE))
+    return (f"{MARKER_START}\n{body}\n"
+            f"This comment was automatically generated by torchci-dagster and updates every {cadence}.\n"
+            f"{MARKER_END}")

@@ -1,0 +1,165 @@
+"""What a Dr. CI comment is computed from, read from the lake with the SQL beside this module.
+
+Heads and their jobs come from the day's `pr_jobs` (the HUD's per-job view, already latest attempt
+per job name, infra failures marked); failing tests and their messages from `test_results`; the
+trunk from `commit_health` and `test_sha_outcomes`; flakiness from `flaky_tests`. Windows are
+bounded (WINDOW_DAYS, TRUNK_DAYS) so a day costs the same whatever the history.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from resources.lake import Lake
+from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
+                                                  MainFailure, Trunk, message_key)
+from torchci_assets.partitions import days_ending
+
+SQL_DIR = Path(__file__).parent / "sql"
+WINDOW_DAYS = 3    # test results and webhooks: a head's jobs run within hours of its push
+TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their neighbours
+
+
+@cache
+def sql(name: str) -> str:
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def rows(con, name: str, params: dict | None = None) -> list[dict]:
+    cur = con.execute(sql(name), params or {})
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+@dataclass
+class PullRequest:
+    number: int
+    head_sha: str
+    state: str
+    base_ref: str | None
+    head_ref: str | None
+    updated_at: dt.datetime | None
+    jobs: list[HeadJob] = field(default_factory=list)
+    pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
+
+
+def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
+    """Each pull request of the day's `pr_jobs` with its head's GitHub jobs, and the open ones of
+    the window's pull_request webhooks whose head has no job at all (for the lost-webhook refresh)."""
+    if not lake.register(con, "pr_jobs", [day], name="pj"):
+        return {}
+    prs: dict[int, PullRequest] = {}
+    if lake.register(con, "pull_request", days_ending(day, WINDOW_DAYS), name="pr"):
+        for r in rows(con, "heads_without_jobs", {"repo": repo}):
+            prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
+                                           r["updated_at"])
+    for r in rows(con, "head_jobs"):
+        pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
+                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"]))
+        pr.jobs.append(HeadJob(name=r["name"] or "", job_group=r["job_group"] or "", state=r["state"],
+                               failure_class=r["failure_class"], job_id=r["job_id"], run_id=r["run_id"],
+                               workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
+                               infra_reason=r["infra_reason"], failure_line=r["failure_line"],
+                               started_at=r["started_at"]))
+        started = r["started_at"]
+        if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
+            pr.pushed_at = started
+    return prs
+
+
+def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
+    """Fill each failing job's failing tests and messages from `test_results`."""
+    failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
+    if not failing or not lake.register(con, "test_results", days_ending(day, WINDOW_DAYS), name="tr"):
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE failing_jobs (job_id BIGINT)")
+    con.executemany("INSERT INTO failing_jobs VALUES (?)", [(i,) for i in failing])
+    tests: dict[int, list[FailedTest]] = {}
+    for r in rows(con, "head_tests"):
+        tests.setdefault(r["job_id"], []).append(FailedTest(r["test"], message_key(r["message"])))
+    for job_id, found in tests.items():
+        failing[job_id].tests = tuple(found)
+
+
+def base_shas(con, lake: Lake, day: str) -> dict[str, tuple[str | None, str | None]]:
+    """head sha -> (base sha, base ref) as the pull_request webhooks carried them."""
+    if not lake.register(con, "webhook_events", days_ending(day, WINDOW_DAYS), name="we"):
+        return {}
+    return {r["head_sha"]: (r["base_sha"], r["base_ref"]) for r in rows(con, "base_shas")}
+
+
+@dataclass
+class Main:
+    """Main's commits in order and their failures, to build each head's `Trunk` from."""
+
+    order: list[str] = field(default_factory=list)
+    failures: dict[str, list[tuple[str, int | None, int | None, str]]] = field(default_factory=dict)
+    tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
+
+    def refs(self, merge_base: str | None) -> dict[str, int]:
+        """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
+        if merge_base is None or merge_base not in self.order:
+            return {}
+        i = self.order.index(merge_base)
+        lo, hi = max(0, i - NEAR_COMMITS), min(len(self.order), i + NEAR_COMMITS + 1)
+        return {self.order[k]: abs(k - i) for k in range(lo, hi)}
+
+    def trunk(self, merge_base: str | None) -> Trunk:
+        t = Trunk()
+        for sha, distance in self.refs(merge_base).items():
+            for group, job_id, run_id, line in self.failures.get(sha, ()):
+                t.failures.setdefault(group, []).append(
+                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line))
+        t.tests = self.tests
+        return t
+
+
+def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
+    main = Main()
+    if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
+        return main
+    main.order = [r["sha"] for r in rows(con, "main_commits")]
+    for r in rows(con, "main_failures"):
+        main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
+                                                       message_key(r["failure_line"])))
+    refs = {sha for mb in merge_bases for sha in main.refs(mb)}
+    if refs and lake.register(con, "test_results", days_ending(day, TRUNK_DAYS), name="tr"):
+        con.execute("CREATE OR REPLACE TEMP TABLE ref_shas (sha VARCHAR)")
+        con.executemany("INSERT INTO ref_shas VALUES (?)", [(s,) for s in refs])
+        tests: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        for r in rows(con, "main_tests"):
+            tests.setdefault((r["sha"], r["build_env"], r["test_config"]), set()).add(
+                (r["test"], message_key(r["message"])))
+        main.tests = {k: frozenset(v) for k, v in tests.items()}
+    return main
+
+
+Sighting = tuple[str, str, str | None, FlakySighting]
+
+
+def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> list[Sighting]:
+    """(test, message key, branch, sighting) for every failure in the window of a flaky test that fails on a head."""
+    keys = {t.key for p in prs.values() for j in p.jobs for t in j.tests}
+    if not keys or not lake.register(con, "flaky_tests", [day], name="ft"):
+        return []
+    if not lake.register(con, "test_results", days_ending(day, WINDOW_DAYS), name="tr"):
+        return []
+    con.execute("CREATE OR REPLACE TEMP TABLE head_tests (test VARCHAR)")
+    con.executemany("INSERT INTO head_tests VALUES (?)", [(k,) for k in keys])
+    return [(r["test"], message_key(r["message"]), r["head_branch"],
+             FlakySighting(r["sha"], r["job_id"], r["run_id"])) for r in rows(con, "flaky_sightings")]
+
+
+def flaky_for(sightings: list[Sighting], pr: PullRequest) -> Flaky:
+    """The sightings off this pull request's branch: a failure is not evidence for itself, nor is
+    the same failure on an earlier head of the same pull request (PyTorch's Dr. CI likewise
+    ignores similar failures by the same author)."""
+    flaky = Flaky()
+    for test, message, branch, seen in sightings:
+        flaky.tests.add(test)
+        if seen.sha != pr.head_sha and (branch is None or branch != pr.head_ref):
+            flaky.sightings.setdefault((test, message), seen)
+    return flaky

@@ -1,0 +1,115 @@
+"""Posting a comment exactly once per pull request, edited in place only when its body changed.
+
+The comment is found by its marker over every page of the pull request's comments (Dr. CI's
+own way), so the lake is never the guard: a crash between GitHub's 201 and the ledger write
+costs nothing, since the next run finds the comment and edits it. The steps:
+  1. list the comments (all pages); those carrying the start marker are ours;
+  2. none: create it; a create without a clear answer (timeout, 5xx) is not resent but looked
+     for again, and adopted when GitHub did create it;
+  3. after a create, list again: two runs that raced (each saw none, each created) both see
+     both comments now, and both keep the oldest (lowest id) and delete the others, so one is
+     left whichever finishes first; a twin left by an older crash is removed the same way;
+  4. edit the kept comment only when its body differs.
+The `drci` pool lets one Dagster run post at a time, so step 3 is the rare case, not the rule.
+
+A comment counts as ours when its body starts with the marker (a human quoting it does not) and,
+when `author` is given (the app's `<slug>[bot]` login), when that account wrote it; a duplicate is
+deleted only when the kept comment's author wrote it too.
+
+A rate limit (403/429 that outlasted the client's retry budget) or a refusal that holds for every
+pull request (401, or 403 "Resource not accessible": the credentials may not comment) stops this
+run's posting: the remaining pull requests wait for the next run rather than extending the limit
+or repeating the refusal for each. Any other refusal (a locked conversation) fails that pull
+request only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from resources.github import GitHubError, GitHubResource
+from torchci_assets.derived.drci.comment import MARKER_START
+
+log = logging.getLogger(__name__)
+
+
+class StopPosting(GitHubError):
+    """GitHub refused for a reason that holds for every pull request (a rate limit that outlasted
+    the retries, credentials that may not comment): stop posting in this run."""
+
+
+@dataclass(frozen=True)
+class Posted:
+    action: str             # created, edited, unchanged
+    comment_id: int
+    removed: tuple[int, ...] = ()   # duplicate comments deleted
+
+
+def _login(comment: dict) -> str | None:
+    return (comment.get("user") or {}).get("login")
+
+
+def ours(github: GitHubResource, repo: str, number: int, author: str | None = None) -> list[dict]:
+    """Every comment on the pull request that is ours (see the module docstring), oldest first (all pages)."""
+    try:
+        comments = github.paginate(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
+    except GitHubError as e:
+        raise _stop(e) from None
+    return sorted((c for c in comments if (c.get("body") or "").startswith(MARKER_START)
+                   and (author is None or _login(c) == author)), key=lambda c: c["id"])
+
+
+def _stop(e: GitHubError) -> GitHubError:
+    """`e` as StopPosting when the refusal holds for every pull request (bad credentials, a rate
+    limit, an app without access), else `e` itself (a 403 for one locked conversation, say)."""
+    text = str(e).lower()
+    if e.status in (401, 429) or e.status == 403 and ("rate limit" in text or "not accessible" in text):
+        return StopPosting(e.status, str(e))
+    return e
+
+
+def _call(github: GitHubResource, method: str, path: str, **kwargs):
+    try:
+        return github.request(method, path, **kwargs)
+    except GitHubError as e:
+        raise _stop(e) from None
+
+
+def _create(github: GitHubResource, repo: str, number: int, body: str) -> None:
+    try:
+        _call(github, "POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body},
+              retry_ambiguous=False)
+    except GitHubError as e:
+        if not e.ambiguous:
+            raise
+        log.warning("PR #%d: creating the comment got no clear answer (%s); looking before sending again", number, e)
+
+
+def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict, tuple[int, ...]]:
+    keep = found[0]
+    extra = [c for c in found[1:] if _login(c) == _login(keep)]
+    for c in extra:
+        try:
+            _call(github, "DELETE", f"/repos/{repo}/issues/comments/{c['id']}")
+        except GitHubError as e:
+            if e.status != 404:  # the racing run deleted it first
+                raise
+    return keep, tuple(c["id"] for c in extra)
+
+
+def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None) -> Posted:
+    """Make the pull request carry exactly one comment with `body` (see the module docstring)."""
+    found = ours(github, repo, number, author)
+    created = False
+    if not found:
+        _create(github, repo, number, body)
+        found = ours(github, repo, number, author)
+        if not found:
+            raise GitHubError(None, f"PR #{number}: the comment was not created (not found after the create)")
+        created = True
+    keep, removed = _dedupe(github, repo, found)
+    if keep.get("body") == body:
+        return Posted("created" if created else "unchanged", keep["id"], removed)
+    _call(github, "PATCH", f"/repos/{repo}/issues/comments/{keep['id']}", json_body={"body": body})
+    return Posted("created" if created else "edited", keep["id"], removed)

@@ -1,0 +1,127 @@
+"""Lost webhooks: a head whose jobs are missing or stuck in progress is read from the REST API.
+
+GitHub does not redeliver a webhook that failed, so a lost `completed` delivery would leave a job
+pending in the lake, and its comment frozen, forever. Before the comments are written, a head
+  - with no job at all `missing_after` after the pull request's last update, or
+  - with a job queued or in progress for longer than `stuck_after` (PyTorch's test jobs time out
+    after 4 hours, so the default of 5 hours is never a job still legitimately running)
+has its workflow runs (`GET /repos/{repo}/actions/runs?head_sha=`) and their latest jobs
+(`GET /repos/{repo}/actions/runs/{id}/jobs`) listed, and the jobs' states in the comment are
+GitHub's. A job that failed this way has no classified log or test results yet: it is shown as a
+new failure and marked as read from the REST API, until its webhook or a backfill brings the rest.
+Without credentials nothing is read (a dry run logs which heads would be); nor for a partition
+older than yesterday (a backfill), whose comment is the lake's view of that day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from resources.github import GitHubError, GitHubResource
+from torchci_assets.derived.drci.classify import HeadJob
+
+FAILING = ("failure", "timed_out", "cancelled", "startup_failure")
+_SHARD = re.compile(r", \d+, \d+(,|\))")
+
+
+@dataclass(frozen=True)
+class RefreshLimits:
+    missing_after: dt.timedelta = dt.timedelta(minutes=30)
+    stuck_after: dt.timedelta = dt.timedelta(minutes=300)
+
+
+def job_group(workflow: str, name: str) -> str:
+    """`pr_jobs`' job group: the workflow and the job name without its shard numbers."""
+    return workflow + " / " + _SHARD.sub(r"\1", name)
+
+
+def stale_reason(jobs: list[HeadJob], updated_at: dt.datetime | None, limits: RefreshLimits,
+                 now: dt.datetime) -> str | None:
+    """Why a head must be read from the REST API, or None."""
+    if not jobs:
+        if updated_at is not None and now - updated_at > limits.missing_after:
+            return f"no job seen {int((now - updated_at).total_seconds() // 60)} min after its last update"
+        return None
+    stuck = [j for j in jobs if j.state == "pending" and (j.started_at or updated_at) is not None
+             and now - (j.started_at or updated_at) > limits.stuck_after]
+    if stuck:
+        return f"{len(stuck)} job(s) pending for more than {int(limits.stuck_after.total_seconds() // 60)} min"
+    return None
+
+
+def _list(github: GitHubResource, path: str, key: str, params: dict) -> tuple[list[dict], int]:
+    """Every item under `key` of a paginated REST answer that wraps its list in an object."""
+    items, requests = [], 0
+    for _ in range(github.max_pages):
+        resp = github.request("GET", path, params=params)
+        requests += 1
+        items.extend(resp.json().get(key) or [])
+        next_url = resp.links.get("next", {}).get("url")
+        if not next_url:
+            break
+        path, params = next_url, None
+    return items, requests
+
+
+def _state(job: dict) -> str:
+    if job.get("status") != "completed":
+        return "pending"
+    conclusion = job.get("conclusion") or ""
+    return "failure" if conclusion in FAILING else "skipped" if conclusion in ("skipped", "neutral") else "success"
+
+
+def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:
+    """Apply GitHub's job states to `jobs` (matched by workflow and name; new ones appended); returns
+    how many changed."""
+    by_key = {(j.workflow, j.name): j for j in jobs}
+    workflow_of = {r["id"]: r.get("name") or "" for r in runs}
+    changed = 0
+    for run_id, listed in rest_jobs.items():
+        for rj in listed:
+            workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
+            state = _state(rj)
+            mine = by_key.get((workflow, rj["name"]))
+            if mine is None:
+                mine = HeadJob(rj["name"], job_group(workflow, rj["name"]), state, job_id=rj["id"], run_id=run_id,
+                               workflow=workflow, from_rest=True)
+                jobs.append(mine)
+                by_key[(workflow, rj["name"])] = mine
+                changed += 1
+            elif mine.state != state and mine.state == "pending":
+                mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
+                changed += 1
+    return changed
+
+
+def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshLimits, now: dt.datetime,
+                  log: Callable[[str], None] = lambda s: None) -> tuple[dict[int, int], int]:
+    """Refresh the stale heads of `prs` (number -> inputs.PullRequest) in place; returns
+    ({number: jobs changed}, requests sent)."""
+    stale = {n: why for n, p in prs.items() if (why := stale_reason(p.jobs, p.updated_at, limits, now))}
+    if not stale:
+        return {}, 0
+    if github.dry_run:
+        log(f"DRY RUN (no GitHub credentials): would read {len(stale)} stale head(s) from the REST API: "
+            + ", ".join(f"#{n} ({why})" for n, why in sorted(stale.items())[:10]))
+        return {}, 0
+    changed, requests = {}, 0
+    for number, why in sorted(stale.items()):
+        pr = prs[number]
+        try:
+            runs, n = _list(github, f"/repos/{repo}/actions/runs", "workflow_runs",
+                            {"head_sha": pr.head_sha, "per_page": 100})
+            requests += n
+            rest_jobs = {}
+            for run in runs:
+                rest_jobs[run["id"]], n = _list(github, f"/repos/{repo}/actions/runs/{run['id']}/jobs", "jobs",
+                                                {"filter": "latest", "per_page": 100})
+                requests += n
+        except GitHubError as e:
+            log(f"PR #{number}: could not read its head from the REST API ({e}); the comment uses the lake")
+            continue
+        changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs)
+        log(f"PR #{number}: {why}; read {len(runs)} run(s) from the REST API, {changed[number]} job(s) updated")
+    return changed, requests

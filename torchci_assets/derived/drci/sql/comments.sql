@@ -1,0 +1,2 @@
+-- The day's drci_comments rows (view dc).
+SELECT * FROM dc

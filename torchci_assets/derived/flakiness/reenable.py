@@ -1,0 +1,186 @@
+"""Disabled tests come back on evidence: PyTorch's rerun_disabled_tests jobs show them fixed.
+
+A disabled test is skipped in ordinary CI, so nothing ordinary says when it is fixed. PyTorch's
+scheduled `rerun_disabled_tests` jobs run exactly the disabled tests, each many times in one go
+(a test that failed some of those reruns is reported skipped with `{"num_red": .., "num_green":
+..}`), and `tools/stats/check_disabled_tests.py` counts them; its flaky bot then closes issues
+of tests with greens and no reds. Users' complaint is the other side: tests re-enabled that
+fail again at once. So the rule here is stricter, per platform the issue disables:
+
+- clean: no red in any rerun since the issue was filed, and greens from at least MIN_JOBS rerun
+  jobs on at least MIN_DAYS different days within the last WINDOW_DAYS (PyTorch's two weeks). A
+  rerun green stands for up to 50 passing runs, so three jobs are ~150 passes in a row: a test
+  that still fails 2% of its runs passes that bar about 5% of the time;
+- every disabled platform clean: the issue is closed with the evidence (a comment, once);
+- some clean: those are dropped from the issue's `Platforms:` line, the others stay;
+- an issue for every platform (an empty line) closes only when every platform that reran the
+  test is clean (it cannot be narrowed without listing the others);
+- still red somewhere: the evidence is appended as a comment, at most once a day.
+
+Greens from jobs suspected of infrastructure trouble do not count; reds always do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake, connect
+from torchci_assets.derived.flakiness.comments import comment_once
+from torchci_assets.derived.flakiness.issue_text import (
+    parse_platforms,
+    pytorch_platforms,
+    with_platforms,
+)
+from torchci_assets.derived.flakiness.issues import _row, record
+
+WINDOW_DAYS = 14
+MIN_JOBS = 3
+MIN_DAYS = 2
+REENABLED_MARKER = "<!-- torchci-dagster: re-enabled on rerun evidence -->"
+_SQL_FILE = Path(__file__).parent / "sql" / "rerun_evidence.sql"
+
+
+@dataclass
+class PlatformRuns:
+    green: int = 0
+    red: int = 0
+    jobs: int = 0
+    days: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return self.red == 0 and self.jobs >= MIN_JOBS and self.days >= MIN_DAYS
+
+    def add(self, green: int, red: int, jobs: int, days: int) -> None:
+        self.green, self.red = self.green + green, self.red + red
+        self.jobs, self.days = self.jobs + jobs, max(self.days, days)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`close`, `narrow` (to `keep`), `evidence` (a comment) or `wait`."""
+
+    test: str
+    action: str
+    keep: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+@functools.cache
+def _query() -> str:
+    return _SQL_FILE.read_text()
+
+
+def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime]) -> dict[str, dict[str, PlatformRuns]]:
+    """Per test (counted from its `since` on) and PyTorch platform, the rerun jobs' counts over
+    the WINDOW_DAYS days ending on `day` (the days of test_results that exist)."""
+    end = dt.date.fromisoformat(day)
+    days = [d for d in lake.days("test_results") if (end - dt.timedelta(days=WINDOW_DAYS - 1)).isoformat() <= d <= day]
+    out: dict[str, dict[str, PlatformRuns]] = {}
+    if not since or not days:
+        return out
+    con = connect()
+    try:
+        if lake.register(con, "test_results", days, name="r_results") == 0:
+            return out
+        tests = sorted(since)
+        rows = con.execute(_query(), {"tests": tests, "since": [since[t] for t in tests]}).fetchall()
+    finally:
+        con.close()
+    for test, platform, green, red, jobs, n_days, _first, _last in rows:
+        for name in pytorch_platforms([platform]) or [platform]:
+            out.setdefault(test, {}).setdefault(name, PlatformRuns()).add(green or 0, red or 0, jobs, n_days)
+    return out
+
+
+def decide(test: str, disabled_on: list[str], runs: dict[str, PlatformRuns]) -> Decision:
+    """What the evidence says of one open issue disabling `test` on `disabled_on` ([]: everywhere)."""
+    red = sorted(p for p, r in runs.items() if r.red)
+    if not disabled_on:
+        everywhere_clean = bool(runs) and all(r.clean for r in runs.values())
+        return Decision(test, "close" if everywhere_clean else "evidence" if red else "wait")
+    clean = [p for p in disabled_on if p in runs and runs[p].clean]
+    if clean and len(clean) == len(set(disabled_on)):
+        return Decision(test, "close", dropped=clean)
+    if clean:
+        return Decision(test, "narrow", keep=[p for p in disabled_on if p not in clean], dropped=clean)
+    return Decision(test, "evidence" if set(red) & set(disabled_on) else "wait")
+
+
+def evidence_table(runs: dict[str, PlatformRuns]) -> str:
+    rows = [f"| {p} | {r.jobs} | {r.days} | {r.green} | {r.red} |" for p, r in sorted(runs.items())]
+    return "\n".join(["| platform | rerun jobs | days | green | red |", "|---|---:|---:|---:|---:|", *rows])
+
+
+@dataclass
+class Reenabling:
+    decisions: list[Decision] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[str, PlatformRuns],
+        day: str) -> str | None:
+    """Carry out one decision on GitHub; the ledger's detail, or None when nothing was to be done."""
+    n, table = issue["number"], evidence_table(runs)
+    window = f"over the last {WINDOW_DAYS} days"
+    if d.action == "close":
+        comment_once(github, repo, n, REENABLED_MARKER, f"Re-enabling `{d.test}`: every rerun of it in PyTorch's "
+                     f"rerun_disabled_tests jobs {window} passed, on every platform it was disabled for "
+                     f"(at least {MIN_JOBS} jobs on {MIN_DAYS} days each).\n\n{table}")
+        github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"state": "closed", "state_reason": "completed"})
+        return "closed: clean reruns on every disabled platform"
+    if d.action == "narrow":
+        marker = f"<!-- torchci-dagster: re-enabled on {','.join(d.dropped)} -->"
+        comment_once(github, repo, n, marker, f"Re-enabling `{d.test}` on {', '.join(d.dropped)}: every rerun "
+                     f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}")
+        github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": with_platforms(issue.get("body"), d.keep)})
+        return f"narrowed to {', '.join(d.keep)}: clean on {', '.join(d.dropped)}"
+    if d.action == "evidence":
+        marker = f"<!-- torchci-dagster: rerun evidence {day} -->"
+        if comment_once(github, repo, n, marker, f"Still flaky in PyTorch's rerun_disabled_tests jobs {window}:"
+                        f"\n\n{table}"):
+            return "evidence appended: still failing reruns"
+    return None
+
+
+def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str,
+                            issues: dict[str, dict], live: bool, log: Callable[[str], None] = lambda s: None,
+                            warn: Callable[[str], None] = lambda s: None) -> Reenabling:
+    """Decide for every open single-test issue (`issues`, by test) and act (live) or log and record
+    what would be done (dry run); rows go to the `disabled_issues` ledger."""
+    since = {t: _created(i) for t, i in issues.items()}
+    evidence = rerun_evidence(lake, day, since)
+    out = Reenabling()
+    for test, runs in sorted(evidence.items()):
+        d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
+        if d.action == "wait":
+            continue
+        out.decisions.append(d)
+        if not live:
+            log(f"DRY RUN: would {d.action} the DISABLED issue of {test} ({', '.join(d.dropped) or 'evidence'})")
+            out.rows.append(_row(test, "dry_run", None, repo, run_id, f"would {d.action}"))
+            continue
+        try:
+            detail = act(github, repo, issues[test], d, runs, day)
+        except GitHubError as e:
+            out.failed[test] = str(e)
+            warn(f"{d.action} for {test}: {e} (left for the next run)")
+            continue
+        if detail:
+            log(f"#{issues[test]['number']} ({test}): {detail}")
+            action = {"close": "reenabled", "narrow": "narrowed"}.get(d.action, d.action)
+            out.rows.append(_row(test, action, issues[test], repo, run_id, detail))
+    if out.rows:
+        record(lake, day, out.rows, f"reenable-{run_id[:8]}")
+    return out
+
+
+def _created(issue: dict) -> dt.datetime:
+    text = issue.get("created_at") or "1970-01-01T00:00:00Z"
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
