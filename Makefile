@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill eval screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill bench-ui-run eval eval-guardians screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,10 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# Started in DAGSTER_HOME, the instance's folder: from here Dagster would note on every start that
+# the repository's dagster.yaml (the template copied there) is not the one in use.
 dev: install
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p 3000
 
 # The webhook and relay-callback receiver (docs/relay.md, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install
@@ -76,9 +78,16 @@ bench-drci: install  # Dr. CI's GitHub requests and freshness on a PyTorch-sized
 bench-backfill: install  # torchci backfill against the fake GitHub API serving a simulated PyTorch-sized day
 	$(BIN)/python bench/bench_backfill.py
 
+bench-ui-run: install  # a day launched from the Dagster UI against the same day from `torchci run`
+	$(BIN)/python bench/bench_ui_run.py
+
 eval: install
 	$(BIN)/python bench/eval_flaky.py
 	$(BIN)/python bench/eval_drci.py
+	$(BIN)/python bench/eval_guardians.py
+
+eval-guardians: install  # the trunk guardians' part of `make eval` alone
+	$(BIN)/python bench/eval_guardians.py
 
 clean:
 	rm -rf var

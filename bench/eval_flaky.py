@@ -36,8 +36,8 @@ import dagster as dg
 from resources import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS
-from torchci_assets.derived.results.assets import test_daily_stats_asset, test_results_asset
-from torchci_assets.ingest.assets import test_run_asset, webhook_tables
+from torchci_assets.derived.results.assets import test_daily_stats_assets, test_results_assets
+from torchci_assets.ingest.assets import test_run_assets, webhook_assets
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
 
@@ -62,7 +62,7 @@ def materialize(work: Path, days: list[str]) -> None:
     """Ingest every day first (a day's test rows look one day ahead for their jobs), then derive."""
     resources = {"archive": ArchiveResource(uri=str(work / "archive")), "lake": LakeResource(uri=str(work / "lake")),
                  "outputs": OutputsResource(uri=str(work / "outputs"))}
-    for step in ([webhook_tables, test_run_asset], [test_results_asset, test_daily_stats_asset, *FLAKINESS_ASSETS]):
+    for step in ([webhook_assets, test_run_assets], [test_results_assets, test_daily_stats_assets, *FLAKINESS_ASSETS]):
         for day in days:
             result = dg.materialize(step, partition_key=day, resources=resources, raise_on_error=False,
                                     run_config=QUIET)

@@ -6,7 +6,7 @@ import dagster as dg
 
 from resources import ArchiveResource
 from torchci_assets.ingest.landed import day_fingerprint
-from torchci_assets.partitions import FIRST_DAY_VAR, daily_partitions
+from torchci_assets.partitions import FIRST_DAY_VAR, daily_partitions, last_partition
 
 # The state of the day's archive a run was requested for (`ingest.landed`): the intra-day
 # refresh sensor compares it with what the archive holds now (see `jobs.refresh`).
@@ -33,6 +33,9 @@ def daily_schedule(context: dg.ScheduleEvaluationContext, archive: ArchiveResour
     first = daily_partitions.start.strftime("%Y-%m-%d")
     if day < first:
         return dg.SkipReason(f"{day} is before the first daily partition {first} ({FIRST_DAY_VAR})")
+    if day > last_partition():
+        return dg.SkipReason(f"{day} is after the last daily partition {last_partition()}: the archive ended "
+                             "before it (the code location extends its partitions when it reloads)")
     try:
         tags = {FINGERPRINT_TAG: day_fingerprint(archive.store(), day).short}
     except OSError as exc:  # pyarrow's S3 and local errors are OSErrors

@@ -47,7 +47,7 @@ import dagster as dg
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
 from resources import ArchiveResource
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
-from torchci_assets.partitions import daily_partitions
+from torchci_assets.partitions import daily_partitions, last_partition
 
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
 DEFAULT_REFRESH_MINUTES = 15.0
@@ -83,11 +83,12 @@ def refresh_interval_s(environ=os.environ) -> float:
     return minutes * 60
 
 
-def watched_days(now: float, first_day: str) -> list[str]:
-    """Yesterday and today (UTC) at `now`, oldest first, leaving out days before the first partition."""
+def watched_days(now: float, first_day: str, last_day: str | None = None) -> list[str]:
+    """Yesterday and today (UTC) at `now`, oldest first, leaving out days outside the partitions
+    (an archive that ended before today has no partition for it until the code location reloads)."""
     today = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
     days = [(today - dt.timedelta(days=i)).isoformat() for i in range(WATCHED_DAYS - 1, -1, -1)]
-    return [d for d in days if d >= first_day]
+    return [d for d in days if d >= first_day and (last_day is None or d <= last_day)]
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
         return dg.SkipReason(f"intra-day refresh is off ({REFRESH_MINUTES_VAR}=0)")
     now = clock()
     cursor = RefreshCursor.from_json(context.cursor)
-    days = watched_days(now, daily_partitions.start.strftime("%Y-%m-%d"))
+    days = watched_days(now, daily_partitions.start.strftime("%Y-%m-%d"), last_partition())
     store = archive.store()
     decisions, fps = [], {}
     for day in days:
@@ -208,7 +209,9 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
         context.log.info(d.reason)
     chosen = [d.day for d in decisions if d.request]
     if not chosen:
-        reasons = "; ".join(d.reason for d in decisions) or "no watched day at or after the first partition"
+        reasons = "; ".join(d.reason for d in decisions) or (
+            f"no watched day within the partitions {daily_partitions.start:%Y-%m-%d}..{last_partition()} "
+            "(an archive that ended before today gets today's partition when the code location reloads)")
         return dg.SkipReason(reasons)  # the cursor stays as it is
     requests = [dg.RunRequest(run_key=run_key(fps[day]), partition_key=day,
                               tags={FINGERPRINT_TAG: fps[day].short, "torchci/archive_files": str(fps[day].files)})

@@ -8,7 +8,8 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
 - `GET /repos/{o}/{r}/issues`: state, sort (created/updated), direction, since, pagination;
   pull requests included, as GitHub does. Always current.
 - `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201),
-  `POST /repos/{o}/{r}/issues/{n}/comments`.
+  `POST /repos/{o}/{r}/issues/{n}/comments` (pull requests' conversation comments too); the
+  issue list filters by `labels` (comma-separated, all required) as GitHub's does.
 - `GET /repos/{o}/{r}/collaborators/{user}/permission`: from `permissions` ({login: "write"}),
   404 for a user who is not a collaborator.
 - `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
@@ -108,7 +109,7 @@ class FakeIssueTracker:
             self._patch(self.issues[number], {"state": "closed"})
 
     def fail(self, kind: str, *responses: Response | Scripted) -> None:
-        """Serve these first for `kind`: search, list, get, create, update, comment, permission."""
+        """Serve these first for `kind`: search, list, get, create, update, comment, comments, permission."""
         self.scripts.setdefault(kind, []).extend(r if isinstance(r, Scripted) else Scripted(r) for r in responses)
 
     def titled(self, title: str, state: str | None = None) -> list[dict]:
@@ -237,6 +238,8 @@ class FakeIssueTracker:
         if kind == "list":
             state = request.args.get("state", "open")
             items = [i for i in self.issues.values() if state == "all" or i["state"] == state]
+            wanted = [x for x in request.args.get("labels", "").split(",") if x]
+            items = [i for i in items if all(w in {lb["name"] for lb in i["labels"]} for w in wanted)]
             since = request.args.get("since")
             if since:
                 items = [i for i in items if i["updated_at"] >= since]

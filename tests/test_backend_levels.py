@@ -16,8 +16,8 @@ from resources import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import parse_allowlist, parse_config
-from torchci_assets.derived.backends.assets import backend_health, backend_levels
-from torchci_assets.ingest.assets import ci_result_tables
+from torchci_assets.derived.backends.assets import backend_health_asset, backend_levels_asset
+from torchci_assets.ingest.assets import ci_result_assets
 from torchci_assets.derived.backends.levels import (
     LEVELS_FILE,
     PROPOSAL_FILE,
@@ -387,7 +387,7 @@ def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatc
     resources = {"archive": ArchiveResource(uri=str(tmp_path / "archive")),
                  "lake": LakeResource(uri=str(tmp_path / "lake")),
                  "outputs": OutputsResource(uri=str(tmp_path / "outputs"))}
-    result = dg.materialize([ci_result_tables, backend_health, backend_levels], partition_key=D,
+    result = dg.materialize([ci_result_assets, backend_health_asset, backend_levels_asset], partition_key=D,
                             resources=resources, raise_on_error=False)
     assert result.success
     checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in result.get_asset_check_evaluations()}
@@ -402,6 +402,15 @@ def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatc
     assert proposal == {"L1": ["quiet/torch-zpu"], "L2": [REPO]}
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == [
         "backend_health", "backend_levels", "ci_callback_minutes", "ci_result", "rejects"]
+    # re-running D once a later day is published leaves the files, and says why beside `published`
+    later = b'{"day": "2026-11-30", "backends": []}'
+    (tmp_path / "outputs" / LEVELS_FILE).write_bytes(later)
+    again = dg.materialize([backend_levels_asset], partition_key=D, resources=resources)
+    [meta] = [e.materialization.metadata for e in again.get_asset_materialization_events()]
+    assert meta["published"].value is False and (tmp_path / "outputs" / LEVELS_FILE).read_bytes() == later
+    assert meta["not_published"].value == (f"{LEVELS_FILE} is for a later day than {D}: left as it is, as a re-run "
+                                           "of an earlier day never replaces the current outputs")
+    assert meta["dagster/row_count"].value == 3  # the lake partition is written all the same
 
 
 def test_no_downstream_result_in_the_windows_keeps_the_published_levels(tmp_path, monkeypatch):
@@ -414,7 +423,7 @@ def test_no_downstream_result_in_the_windows_keeps_the_published_levels(tmp_path
     for path, data in published.items():
         outputs.write_bytes(path, data)
     (tmp_path / "archive" / "ci-results" / f"day={D}").mkdir(parents=True)
-    result = dg.materialize([ci_result_tables, backend_health, backend_levels], partition_key=D, resources={
+    result = dg.materialize([ci_result_assets, backend_health_asset, backend_levels_asset], partition_key=D, resources={
         "archive": ArchiveResource(uri=str(tmp_path / "archive")), "lake": LakeResource(uri=str(tmp_path / "lake")),
         "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
     assert result.success

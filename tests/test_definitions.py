@@ -15,20 +15,59 @@ from torchci_assets.definitions import defs
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_ASSETS = {
-    "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "rejects/webhooks",
-    "ci_result", "ci_callback_minutes", "rejects/ci-results", "backend_health", "backend_levels",
-    "test_run", "rejects/test_run", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
+    "webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "webhook_rejects",
+    "ci_result", "ci_callback_minutes", "ci_result_rejects", "backend_health", "backend_levels",
+    "test_run", "test_run_rejects", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions",
     "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "slow_tests", "smoke_tests",
-    "job_failure", "rejects/logs",
+    "job_failure", "log_rejects",
     "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site", "drci_comments",
 }
 LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
+ARCHIVE = {"webhook_archive", "test_report_archive", "test_run_archive", "ci_result_archive", "log_archive"}
+# One group per domain folder (the folder the asset's code lives in).
+GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.results",
+          "flakiness": "torchci_assets.derived.flakiness", "sharding": "torchci_assets.derived.sharding",
+          "failures": "torchci_assets.derived.failures", "hud": "torchci_assets.derived.hud",
+          "backends": "torchci_assets.derived.backends", "relay": "torchci_assets.relay",
+          "drci": "torchci_assets.derived.drci", "guardians": "torchci_assets.derived.guardians"}
+GUARDIAN_LEDGERS = {"autorevert_events", "alerts"}  # written by trunk_guardians_job, from commit_health
 
 
 def test_asset_keys_snapshot():
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert keys == EXPECTED_ASSETS | LEDGERS
+    assert keys == EXPECTED_ASSETS | LEDGERS | GUARDIAN_LEDGERS | ARCHIVE
+
+
+def test_groups_are_the_domains_and_lineage_starts_at_the_archive():
+    from torchci_assets.definitions import DOMAINS
+
+    graph = defs.resolve_asset_graph()
+    for domain in DOMAINS:
+        package = domain.__name__.rsplit(".", 1)[0]
+        keys = [k for a in domain.defs.assets for k in ([a.key] if isinstance(a, dg.AssetSpec) else a.keys)]
+        (group,) = {graph.get(k).group_name for k in keys}
+        assert GROUPS[group] == package
+    assert {graph.get(k).group_name for k in graph.get_all_asset_keys()} == set(GROUPS)
+    roots = {k.to_user_string() for k in graph.get_all_asset_keys() if not graph.get(k).parent_keys}
+    assert roots == ARCHIVE | LEDGERS  # every asset's lineage goes back to an archive folder
+    assert not any(graph.get(dg.AssetKey(k)).is_materializable for k in ARCHIVE)
+
+
+def test_asset_functions_follow_one_naming_rule():
+    """`<key>_asset` for an asset function (the key given by `name=`), `<what it reads>_assets` for a
+    multi-asset: never the bare key, so a module can import the plain function of the same name."""
+    from torchci_assets.definitions import DOMAINS
+
+    for domain in DOMAINS:
+        for assets in domain.defs.assets:
+            if not isinstance(assets, dg.AssetsDefinition):
+                continue
+            fn = assets.op.compute_fn.decorated_fn.__name__
+            if len(assets.keys) == 1:
+                assert fn == f"{assets.key.to_user_string()}_asset", fn
+            else:
+                assert fn.endswith("_assets") and fn == assets.op.name, fn
 
 
 def test_every_asset_is_daily_partitioned_so_torchci_run_reaches_it():
@@ -59,3 +98,44 @@ def test_dagster_validates_the_workspace(tmp_path):
                          env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(tmp_path), "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert "All code locations passed validation" in out.stderr + out.stdout
+
+
+def test_every_asset_has_an_owner_its_domain_tag_and_a_link_to_its_code():
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.owners == ["team:pytorch-dev-infra"], key
+        assert node.tags["domain"] == node.group_name, key
+        if node.is_materializable:
+            (ref,) = node.metadata["dagster/code_references"].code_references
+            assert ref.file_path.startswith(str(ROOT / "torchci_assets")) and not ref.file_path.endswith(
+                "lake_metadata.py"), (key, ref)  # the asset function, not the decorator wrapping it
+
+
+def test_the_files_ci_reads_have_a_freshness_policy_and_nothing_else_does():
+    graph = defs.resolve_asset_graph()
+    fresh = {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()
+             if graph.get(k).freshness_policy is not None}
+    assert set(fresh) == {"test_times", "disabled_tests", "slow_tests", "smoke_tests", "shard_plans",
+                          "backend_levels", "hud_site"}
+    policy = fresh["test_times"]  # published nightly: late after a day and an hour, failed after 27 h
+    assert (policy.warn_window.to_timedelta().total_seconds(), policy.fail_window.to_timedelta().total_seconds()) == \
+        (25 * 3600, 27 * 3600)
+
+
+def test_every_check_is_described_and_per_partition_and_the_ingest_key_checks_block():
+    from torchci_assets.partitions import daily_partitions
+
+    graph = defs.resolve_asset_graph()
+    specs = {(k.asset_key.to_user_string(), k.name): graph.get_check_spec(k) for k in graph.asset_check_keys}
+    assert len(specs) >= 27
+    for key, spec in specs.items():
+        assert spec.description and len(spec.description) > 40, key
+        assert spec.partitions_def == daily_partitions, key
+    blocking = {k for k, s in specs.items() if s.blocking}
+    assert ("workflow_job", "required_columns_not_null") in blocking and ("test_run", "unique_test_per_job") in blocking
+    assert {name for _, name in blocking} <= {"required_columns_not_null", "unique_test_per_job"} | {
+        name for _, name in specs if name.startswith("unique_")}
+    assert {asset for asset, _ in blocking} <= {"webhook_events", "workflow_job", "workflow_run", "push",
+                                                "pull_request", "test_run", "ci_result"}
+    assert not any(s.blocking for (asset, name), s in specs.items() if name == "reject_rate_below_threshold")

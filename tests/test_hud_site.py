@@ -50,7 +50,7 @@ def test_publishes_every_page_with_relative_links_only(tmp_path):
     report = publish_site(lake, out, DAY, REPO)
     assert report.published and report.commits == 3 and report.job_groups == 1 and report.pull_requests == 2
     names = sorted(report.pages)
-    assert names == ["hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
+    assert names == ["hud/autorevert.html", "hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
                      "hud/tests.html"]
     index = (tmp_path / "out" / "hud" / "index.html").read_text()
     assert index.count("<tr data-sha=") == 3 and 'data-conclusion="red"' in index
@@ -114,7 +114,7 @@ def test_assets_emit_numeric_metadata_and_the_size_check(tmp_path):
     assert isinstance(meta["ci_metrics_daily"]["main_commits"], dg.IntMetadataValue)
     assert isinstance(meta["ci_metrics_daily"]["queue_p90_s"], dg.FloatMetadataValue)
     assert isinstance(meta["ci_metrics_daily"]["queue_p90_s_linux"], dg.FloatMetadataValue)
-    assert meta["hud_site"]["pages"].value == 6
+    assert meta["hud_site"]["pages"].value == 7
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks["pages_under_2mb"] and checks["unique_sha_job_group"]
 
@@ -140,8 +140,8 @@ def test_publishes_to_s3(tmp_path):
     report = publish_site(lake, out, DAY, REPO)
     assert report.published and report.deleted == ["hud/pr/99.html"]
     listed = sorted(e.path for e in out.list_files("hud", (".html", ".json")))
-    assert listed == ["hud/backends.html", "hud/index.html", "hud/metrics.html", "hud/pr/7.html", "hud/pr/8.html",
-                      "hud/site.json", "hud/tests.html"]
+    assert listed == ["hud/autorevert.html", "hud/backends.html", "hud/index.html", "hud/metrics.html",
+                      "hud/pr/7.html", "hud/pr/8.html", "hud/site.json", "hud/tests.html"]
     assert out.read_bytes("hud/index.html").startswith(b"<!doctype html>")
 
 

@@ -20,7 +20,7 @@ from resources import ArchiveResource, LakeResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DEFAULT_INFRA_RULES, ConfigError, parse_config
-from torchci_assets.derived.failures.assets import job_failure_tables
+from torchci_assets.derived.failures.assets import job_failure_assets
 from torchci_assets.derived.failures.job_failure import build_job_failure, classify_log
 from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
 from torchci_assets.derived.results.stats import build_test_results
@@ -218,7 +218,7 @@ def test_asset_materializes_with_checks_and_metadata(tmp_path, monkeypatch):
     roots = Roots(str(tmp_path))
     roots.write_bytes(f"logs/day={D}/7.log", pytest_log("t1"))
     roots.write_bytes(f"logs/day={D}/readme.md", b"hello\n")
-    result = dg.materialize([job_failure_tables], partition_key=D, resources={
+    result = dg.materialize([job_failure_assets], partition_key=D, resources={
         "archive": ArchiveResource(uri=roots.archive_uri), "lake": LakeResource(uri=roots.lake_uri)})
     assert result.success
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
@@ -226,8 +226,8 @@ def test_asset_materializes_with_checks_and_metadata(tmp_path, monkeypatch):
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["job_failure"]["rows"].value == 1 and meta["job_failure"]["rules"].value == {"pytest failure": 1}
     assert meta["job_failure"]["ruleset"].value.startswith(f"{DEFAULT_RULES_PATH} (")
-    assert meta["rejects/logs"]["rows"].value == 1
-    assert job_failure_tables.specs_by_key[dg.AssetKey("job_failure")].code_version.startswith("rules-")
+    assert meta["log_rejects"]["rows"].value == 1
+    assert job_failure_assets.specs_by_key[dg.AssetKey("job_failure")].code_version.startswith("rules-")
 
 
 def test_infra_rules_are_configurable_and_checked():
@@ -259,7 +259,7 @@ def test_classify_log_cli_prints_the_contract(tmp_path):
 def test_classify_log_cli_errors_and_text_output(tmp_path, capsys):
     from torchci_assets.derived.failures.cli import main
     (tmp_path / "ok.log").write_bytes(gha("nothing here"))
-    assert main([str(tmp_path / "ok.log")]) == 0
+    assert main([str(tmp_path / "ok.log")]) == 3  # no rule matched: not the exit status of a match
     assert capsys.readouterr().out == "no rule matched (1 lines)\n"
     (tmp_path / "bad.toml").write_text("[[rule]]\nname = 'x'\npattern = '('\n")
     assert main(["--rules", str(tmp_path / "bad.toml"), str(tmp_path / "ok.log")]) == 1

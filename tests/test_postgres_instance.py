@@ -29,7 +29,7 @@ from conftest import envelope, free_port, write_lines
 from jobs.relay import upstream_commit_sensor
 from resources import ArchiveResource, LakeResource
 from resources.github import GitHubResource
-from torchci_assets.ingest.assets import webhook_tables
+from torchci_assets.ingest.assets import webhook_assets
 from torchci_assets.relay.pushes import RelayCursor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ DAY = "2026-11-01"
 # The code location the daemon's sensor loop loads in process: the real sensor and asset,
 # with resources read from the environment at run time so the test points them at tmp folders.
 defs = dg.Definitions(
-    assets=[webhook_tables],
+    assets=[webhook_assets],
     sensors=[upstream_commit_sensor],
     resources={"archive": ArchiveResource(uri=dg.EnvVar("TORCHCI_ARCHIVE_URI")),
                "lake": LakeResource(uri=dg.EnvVar("TORCHCI_LAKE_URI")),
@@ -125,7 +125,7 @@ def test_documented_postgres_instance_stores_runs_events_and_sensor_ticks(postgr
     with dg.DagsterInstance.get() as instance:
         assert {type(s).__name__ for s in (instance.run_storage, instance.event_log_storage, instance.schedule_storage)} \
             == {"PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"}
-        result = dg.materialize([webhook_tables], partition_key=DAY, instance=instance,
+        result = dg.materialize([webhook_assets], partition_key=DAY, instance=instance,
                                 resources=defs.resources)
         assert result.success
 
@@ -146,6 +146,6 @@ def test_documented_postgres_instance_stores_runs_events_and_sensor_ticks(postgr
     assert _sql(postgres, f"SELECT status FROM runs WHERE run_id = '{result.run_id}'") == [("SUCCESS",)]
     materialized = _sql(postgres, "SELECT DISTINCT asset_key FROM event_logs WHERE dagster_event_type = "
                                   f"'ASSET_MATERIALIZATION' AND run_id = '{result.run_id}'")
-    assert {'["webhook_events"]', '["push"]', '["rejects", "webhooks"]'} <= {k for (k,) in materialized}
+    assert {'["webhook_events"]', '["push"]', '["webhook_rejects"]'} <= {k for (k,) in materialized}
     assert _sql(postgres, "SELECT count(*) FROM job_ticks WHERE status = 'SKIPPED'") == [(1,)]
     assert not list(home.rglob("*.db"))

@@ -165,8 +165,23 @@ def test_the_code_location_starts_its_partitions_at_the_archive_s_first_day(tmp_
                          env={**clean, "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive")}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     first, count = out.stdout.split()
-    today = dt.datetime.now(dt.timezone.utc).date()  # the last partition (end_offset=1)
-    assert first == "2026-11-17" and int(count) == (today - dt.date(2026, 11, 17)).days + 1
+    assert (first, int(count)) == ("2026-11-17", 5)  # 2026-11-17..D2: they end with the archive's data
+
+
+def test_partitions_end_on_the_archive_s_last_day_or_today_for_a_live_archive(tmp_path):
+    from torchci_assets.partitions import partitions_for
+
+    today = dt.datetime.now(dt.timezone.utc).date()
+    archive = tmp_path / "archive"
+    (archive / "webhooks" / "day=2026-11-03").mkdir(parents=True)
+    (archive / "logs" / "day=2026-11-05").mkdir(parents=True)
+    ended = partitions_for({"TORCHCI_ARCHIVE_URI": str(archive)})
+    assert ended.get_partition_keys() == ["2026-11-03", "2026-11-04", "2026-11-05"]
+    (archive / "webhooks" / f"day={today}").mkdir(parents=True)  # files landing today: it rolls with the clock
+    live = partitions_for({"TORCHCI_ARCHIVE_URI": str(archive)})
+    assert (live.get_partition_keys()[0], live.get_last_partition_key()) == ("2026-11-03", today.isoformat())
+    deployed = partitions_for({"TORCHCI_ARCHIVE_URI": str(tmp_path / "none"), FIRST_DAY_VAR: "2026-11-01"})
+    assert (deployed.get_partition_keys()[0], deployed.get_last_partition_key()) == ("2026-11-01", today.isoformat())
 
 
 def test_first_day_is_the_setting_else_the_archive_s_else_today(tmp_path):

@@ -17,7 +17,7 @@ import dagster as dg
 from resources import ArchiveResource, LakeResource
 from resources.lake import Lake
 from resources.storage import Store, staging_name, staging_owner
-from torchci_assets.ingest.assets import webhook_tables
+from torchci_assets.ingest.assets import webhook_assets
 from torchci_assets.run import fail_dead_runs
 
 DAY = "2026-11-01"
@@ -125,11 +125,11 @@ def test_a_run_after_kill_9_removes_the_dead_runs_staging_files_and_keeps_a_live
     instance.add_run(dg.DagsterRun(job_name="__ephemeral_asset_job__", run_id=live_id,
                                    status=dg.DagsterRunStatus.STARTED))
 
-    result = dg.materialize([webhook_tables], partition_key=DAY, instance=instance, resources={
+    result = dg.materialize([webhook_assets], partition_key=DAY, instance=instance, resources={
         "archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=str(lake))})
     assert result.success
     assert staged(lake) == [live_file]
-    [meta] = [m for m in result.asset_materializations_for_node("webhook_tables") if m.asset_key.path == ["webhook_events"]]
+    [meta] = [m for m in result.asset_materializations_for_node("webhook_assets") if m.asset_key.path == ["webhook_events"]]
     assert meta.metadata["stale_staging_files_removed"].value == len(left)
     assert Lake.at(str(lake)).files("webhook_events", [DAY])  # and the partition is there
 

@@ -38,7 +38,7 @@ def rows(tmp_path, table="test_run", where="true"):
 
 
 def materialize(tmp_path):
-    return dg.materialize([assets.test_run_asset], partition_key=DAY, raise_on_error=False, resources={
+    return dg.materialize([assets.test_run_assets], partition_key=DAY, raise_on_error=False, resources={
         "archive": ArchiveResource(uri=str(tmp_path / "archive")), "lake": LakeResource(uri=str(tmp_path / "lake"))})
 
 

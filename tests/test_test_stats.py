@@ -237,7 +237,7 @@ def test_daily_stats_numbers(tmp_path):
 
 def test_assets_materialize_with_checks(tmp_path):
     history(tmp_path)
-    result = dg.materialize([assets.test_results_asset, assets.test_daily_stats_asset], partition_key=D,
+    result = dg.materialize([assets.test_results_assets, assets.test_daily_stats_assets], partition_key=D,
                             resources={"lake": LakeResource(uri=str(tmp_path / "lake"))})
     assert result.success
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
@@ -249,7 +249,7 @@ def test_assets_materialize_with_checks(tmp_path):
 
 def test_results_without_their_job_fail_the_check(tmp_path):
     write_test_run(tmp_path, D, [run_row(1, 100, "t")])
-    result = dg.materialize([assets.test_results_asset], partition_key=D,
+    result = dg.materialize([assets.test_results_assets], partition_key=D,
                             resources={"lake": LakeResource(uri=str(tmp_path / "lake"))})
     [check] = result.get_asset_check_evaluations()
     assert (check.check_name, check.passed) == ("rows_have_their_job", False)

@@ -13,7 +13,7 @@ from conftest import envelope, write_lines
 from resources import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.ingest.assets import webhook_tables
+from torchci_assets.ingest.assets import webhook_assets
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.fields import INT64_MAX, RowGuard, checked
 from torchci_assets.ingest.reports import ingest_test_run_day
@@ -97,7 +97,7 @@ def test_a_job_id_of_two_to_the_63_is_a_reject_not_a_failed_day(tmp_path):
         envelope("workflow_job", "repo", job(10, **{}) | {"repository": {"full_name": 12}}),
         envelope("workflow_job", "ok-2", job(INT64_MAX)),
     ])
-    result = dg.materialize([webhook_tables], partition_key=DAY, resources={
+    result = dg.materialize([webhook_assets], partition_key=DAY, resources={
         "archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=lake_uri)})
     assert result.success
     con = connect()

@@ -15,7 +15,7 @@ from resources import ArchiveResource, LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest import webhooks
-from torchci_assets.ingest.assets import webhook_tables
+from torchci_assets.ingest.assets import webhook_assets
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 DAY = "2026-11-01"
@@ -272,7 +272,7 @@ def test_a_run_killed_mid_write_leaves_the_previous_partition(roots, octokit, mo
 
 def _materialize(roots, day=DAY, instance=None):
     return dg.materialize(
-        [webhook_tables], partition_key=day, raise_on_error=False, instance=instance,
+        [webhook_assets], partition_key=day, raise_on_error=False, instance=instance,
         resources={"archive": ArchiveResource(uri=roots.archive_uri),
                    "lake": LakeResource(uri=roots.lake_uri)},
     )
@@ -284,9 +284,15 @@ def test_asset_materializes_with_metadata_and_checks(roots, octokit):
                 + [envelope("workflow_job", "d0", octokit["api.github.com"]["workflow_job"][0])])
     result = _materialize(roots)
     assert result.success
-    meta = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("webhook_tables")}
+    meta = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("webhook_assets")}
     assert meta["webhook_events"]["rows"].value == 8 and meta["webhook_events"]["duplicates_dropped"].value == 1
-    assert meta["rejects/webhooks"]["rows"].value == 0
+    assert meta["webhook_rejects"]["rows"].value == 0
+    # the catalog's own keys, read back from the Parquet footers (torchci_assets.lake_metadata)
+    jobs = meta["workflow_job"]
+    assert jobs["dagster/row_count"].value == jobs["rows"].value == 4  # 8 deliveries of 4 jobs' states
+    assert {"id", "run_attempt", "build_env"} <= {c.name for c in jobs["dagster/column_schema"].schema.columns}
+    assert jobs["dagster/uri"].value.endswith(f"workflow_job/day={DAY}")
+    assert meta["webhook_rejects"]["dagster/uri"].value.endswith(f"rejects/day={DAY}")
     checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in result.get_asset_check_evaluations()}
     assert len(checks) == 11 and all(checks.values())
 

@@ -7,10 +7,12 @@ bug in the writer shows up as a failed check in the UI.
 from __future__ import annotations
 
 import os
+import warnings
 
 import dagster as dg
 
 from resources.lake import Lake, connect
+from torchci_assets.partitions import daily_partitions
 
 # A day's share of unreadable records above which ingest is flagged: real archives have a
 # handful of truncated uploads, not percent-level damage.
@@ -31,6 +33,41 @@ def max_reject_rate() -> float:
     if not 0 <= value <= 1:
         raise ValueError(f"{MAX_REJECT_RATE_VAR}={text!r}: expected a fraction in [0, 1], such as 0.01 for 1%")
     return value
+
+
+# Why each check exists, as the UI shows it beside the result. Checks named `unique_<columns>`
+# share one sentence.
+DESCRIPTIONS = {
+    "required_columns_not_null": "The columns every reader relies on (ids, status, times) are never null: a null "
+                                 "there means the payload changed shape or the parser has a bug.",
+    "reject_rate_below_threshold": "Records that could not be read stay under TORCHCI_MAX_REJECT_RATE (1%) of the "
+                                   "day's: a handful of truncated uploads is normal, more means a broken writer "
+                                   "or a format change (the rejects asset lists them).",
+    "unique_test_per_job": "One row per test and job attempt: a test counted twice would skew pass rates and times.",
+    "unique_sha_job_group": "One row per commit and job group, as the HUD grid draws one cell for each.",
+    "pages_under_2mb": "Every HUD page stays under 2 MB, so it opens quickly from a static site.",
+    "unique_file_classname_name": "One flaky verdict per test: two would file or disable it twice.",
+    "every_disabled_test_has_an_issue": "Every test the verdict disables was found or filed as a DISABLED issue "
+                                        "(GitHub errors leave it for the next run).",
+    "rows_have_their_job": "Test rows whose job is unknown stay rare: their platform and branch cannot be told.",
+    "every_test_row_counted_once": "The daily aggregates count each test row exactly once.",
+    "regression_cost_below_share": "WARN when one file's jump adds more than max_cost_share of its config's total "
+                                   "test time.",
+}
+
+
+def check_spec(name: str, asset, blocking: bool = False) -> dg.AssetCheckSpec:
+    """A check of one day partition, with its description. `blocking` for checks whose failure
+    means the table itself is wrong (duplicates, missing ids): downstream assets do not run on it."""
+    description = DESCRIPTIONS.get(name) or (
+        "No two rows share the table's key (the columns after `unique_`): a duplicate means a record was "
+        "ingested twice and would be counted twice downstream.")
+    # Per-partition check results are a preview feature, worth it here: the UI shows each day's
+    # result on that day, not one result for the asset; the warning would repeat in every process.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=blocking,
+                                 partitions_def=daily_partitions)
 
 
 def unique_key_check(lake: Lake, table: str, day: str, key: list[str]) -> dg.AssetCheckResult:

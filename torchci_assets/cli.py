@@ -25,10 +25,17 @@ SUBCOMMANDS = {
 PREFLIGHT = ("run", "serve", "backfill")
 
 
+def version() -> str:
+    """This package's version and Dagster's, as a bug report needs them."""
+    from importlib.metadata import version as installed
+
+    return f"torchci {installed('torchci-dagster')} (dagster {installed('dagster')})"
+
+
 def _usage() -> str:
     lines = ["usage: torchci <command> [options]", "", "commands:"]
     lines += [f"  {name:<12} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
-    lines += ["", "Run `torchci <command> --help` for a command's options."]
+    lines += ["", "Run `torchci <command> --help` for a command's options, `torchci --version` for the version."]
     return "\n".join(lines)
 
 
@@ -37,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(version())
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
         print(f"torchci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)

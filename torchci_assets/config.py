@@ -137,6 +137,7 @@ class RelayConfig:
     drci: DrciConfig = field(default_factory=DrciConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
+    guardians: Any = None  # the `autorevert` and `alerts` sections (guardian_config.GuardianSettings)
 
     def entry_for(self, repo: str) -> AllowlistEntry | None:
         """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""
@@ -349,7 +350,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier",
-             "disabled_issues", "drci")
+             "disabled_issues", "drci", "autorevert", "alerts")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -462,7 +463,13 @@ def _parse_config(raw: Any, source: str) -> RelayConfig:
         drci=_parse_drci(raw.get("drci"), "drci"),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
+        guardians=_guardians(raw),
     )
+
+
+def _guardians(raw: dict):
+    from torchci_assets.guardian_config import guardian_settings  # it raises this module's ConfigError
+    return guardian_settings(raw)
 
 
 def load_config(path: str | None = None) -> RelayConfig:

@@ -2,7 +2,8 @@
 arithmetic every window over those partitions uses.
 
 The partitions start on `TORCHCI_FIRST_DAY` when it is set, else on the archive's first day,
-so a fresh install shows the days it has, not years of "missing" partitions. The definitions
+so a fresh install shows the days it has, not years of "missing" partitions; they end today, or
+on the archive's last day when that is earlier (`partitions_for`). The definitions
 are loaded by every Dagster process (webserver, daemon, each run), and they must all agree
 on the partitions: a deployment (archive on S3, runs in pods) should set `TORCHCI_FIRST_DAY`,
 so that no process has to list the archive, and a failing listing cannot leave one process
@@ -38,28 +39,65 @@ def archive_days(store: Store) -> list[str]:
     return sorted(days)
 
 
-def first_day(environ=os.environ, today: dt.date | None = None) -> str:
-    """The first daily partition: `TORCHCI_FIRST_DAY`, else the archive's first day, else today."""
+def _today(today: dt.date | None) -> dt.date:
+    return today or dt.datetime.now(dt.timezone.utc).date()
+
+
+def _setting(environ) -> str | None:
     text = (environ.get(FIRST_DAY_VAR) or "").strip()
-    if text:
-        try:
-            return dt.date.fromisoformat(text).isoformat()
-        except ValueError:
-            raise FirstDayError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
+    if not text:
+        return None
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise FirstDayError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
+
+
+def _listed(environ) -> list[str]:
+    """The archive's days, or none when it cannot be listed (said once, with what to do)."""
     uri = environ.get("TORCHCI_ARCHIVE_URI") or DEFAULT_URIS["TORCHCI_ARCHIVE_URI"]
     try:
-        days = archive_days(Store(uri))
+        return archive_days(Store(uri))
     except (OSError, pa.ArrowException) as exc:
         logging.getLogger(__name__).warning(f"cannot list the archive {uri} for the first partition ({exc}); "
                                             f"partitions start today. Set {FIRST_DAY_VAR} to choose.")
-        days = []
-    return days[0] if days else (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
+        return []
 
 
-# end_offset=1 includes today's partition, so data landing today can be ingested before
-# midnight (the sensor-driven relay and ad-hoc runs use it); the schedule processes
-# yesterday once it is complete.
-daily_partitions = dg.DailyPartitionsDefinition(start_date=first_day(), end_offset=1, timezone="UTC")
+def first_day(environ=os.environ, today: dt.date | None = None) -> str:
+    """The first daily partition: `TORCHCI_FIRST_DAY`, else the archive's first day, else today."""
+    setting = _setting(environ)
+    if setting:
+        return setting
+    days = _listed(environ)
+    return days[0] if days else _today(today).isoformat()
+
+
+def partitions_for(environ=os.environ, today: dt.date | None = None) -> dg.DailyPartitionsDefinition:
+    """The daily partitions, from the first day to the last day there is data for.
+
+    A live archive (one with `TORCHCI_FIRST_DAY` set, as a deployment has, or with a folder for
+    today) ends today: `end_offset=1` includes today's partition, so data landing today can be
+    ingested before midnight (the intra-day refresh, ad-hoc runs), and it rolls over at midnight.
+    An archive whose last day is before today (a sample, a copy) ends on that day, so that its
+    partitions all fill once processed instead of showing the days after it as missing.
+    """
+    setting = _setting(environ)
+    days = [] if setting else _listed(environ)
+    today_s = _today(today).isoformat()
+    start = setting or (days[0] if days else today_s)
+    if setting or not days or days[-1] >= today_s:
+        return dg.DailyPartitionsDefinition(start_date=start, end_offset=1, timezone="UTC")
+    end = (dt.date.fromisoformat(days[-1]) + dt.timedelta(days=1)).isoformat()  # end_date is exclusive
+    return dg.DailyPartitionsDefinition(start_date=start, end_date=end, timezone="UTC")
+
+
+daily_partitions = partitions_for()
+
+
+def last_partition(partitions: dg.DailyPartitionsDefinition = daily_partitions) -> str:
+    """The last day with a partition now (today's for a live archive)."""
+    return partitions.get_last_partition_key()
 
 
 def days_around(day: str, before: int, after: int = 0) -> list[str]:

@@ -163,6 +163,12 @@ def _hud_url(value: str) -> str | None:
     return None
 
 
+def _source_url(value: str) -> str | None:
+    if not _URL_RE.match(value):
+        return f"TORCHCI_SOURCE_URL={value!r}: expected the repository's address, such as https://github.com/org/repo"
+    return None
+
+
 def _s3_endpoint(value: str) -> str | None:
     if not _ENDPOINT_RE.match(value):
         return f"TORCHCI_S3_ENDPOINT={value!r}: expected http://host:port or https://host"
@@ -176,7 +182,10 @@ VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
     "TORCHCI_LOG_LEVEL": _log_level,
     "TORCHCI_S3_ENDPOINT": _s3_endpoint,
     "TORCHCI_HUD_URL": _hud_url,
+    "TORCHCI_SOURCE_URL": _source_url,
 }
+# Variables any value of which is usable.
+FREE_FORM = ("TORCHCI_SOURCE_BRANCH",)
 # Variables checked by the parser their module uses: name -> parse() raising ValueError.
 PARSER_CHECKS: dict[str, Callable[[], object]] = {
     "TORCHCI_LOG_RULES": _log_rules,
@@ -194,7 +203,7 @@ PARSER_CHECKS: dict[str, Callable[[], object]] = {
 def known_variables() -> set[str]:
     from torchci_assets.receiver.settings import ENV_VARS
 
-    return {*VALUE_CHECKS, *PARSER_CHECKS, *ENV_VARS, CONFIG_ENV_VAR}
+    return {*VALUE_CHECKS, *PARSER_CHECKS, *FREE_FORM, *ENV_VARS, CONFIG_ENV_VAR}
 
 
 def problems() -> list[str]:

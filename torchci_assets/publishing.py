@@ -26,3 +26,16 @@ def nothing_new(context: dg.AssetExecutionContext, reason: str) -> dict:
     """Warn that the asset had nothing new to publish; the metadata that says so."""
     context.log.warning(f"nothing new to publish: {reason}")
     return {"nothing_new": reason}
+
+
+def later_day_kept(context: dg.AssetExecutionContext, day: str, shown: str | None, what: str) -> dict:
+    """Warn that re-running `day` left the outputs at the later day `shown`; the metadata that says so.
+
+    Dagster shows the latest materialization of an asset, whatever its partition: after a re-run
+    of an old day that is the old day, with `published: false`. This key says, beside it, that
+    the outputs still show the later day and how to publish the old one anyway.
+    """
+    where = f"{what} shows {shown}, later than {day}" if shown else f"{what} is for a later day than {day}"
+    why = f"{where}: left as it is, as a re-run of an earlier day never replaces the current outputs"
+    context.log.warning(f"not published: {why}")
+    return {"not_published": why}

@@ -98,6 +98,9 @@ def main(argv: list[str]) -> int:
             hint = f"\ntables in {lake.store.display()}: {', '.join(views) or 'none'}"
             print(f"torchci query: {exc}{hint}", file=sys.stderr)
             return 1
+        if cur is None:  # DuckDB runs nothing for empty text or only comments
+            print("torchci query: no SQL statement to run (the text is empty or only comments)", file=sys.stderr)
+            return 2
         columns = [d[0] for d in cur.description]
         out = sys.stdout
         if args.format == "table":

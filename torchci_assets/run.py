@@ -22,8 +22,10 @@ import dagster as dg
 
 from torchci_assets import preflight
 
-# Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
+# Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
+# (`--quiet`: warnings only; the run's full log stays in the instance, for the UI).
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
+QUIET_LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 # Written into a DAGSTER_HOME that `torchci run` creates: Dagster's defaults (SQLite storage in
@@ -87,8 +89,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--to", dest="end", type=_day, help="last day to process (default: the archive's last)")
     p.add_argument("--select", metavar="SELECTION",
                    help="only these assets, in Dagster's asset selection syntax, e.g. 'key:test_times+' "
-                        "(test_times and everything downstream), 'group:relay', '+smoke_tests', "
+                        "(test_times and everything downstream), 'group:flakiness', '+smoke_tests', "
                         "'key:disabled_tests or key:slow_tests' (default: every asset)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print warnings and one line per day, not each asset's progress (DRY RUN details "
+                        "included); every run's full log stays in the Dagster UI")
     return p.parse_args(argv)
 
 
@@ -157,6 +162,16 @@ def failure_line(error) -> str:
     return first
 
 
+def _no_days_message(archive, every_day: list[str], start: str | None, end: str | None) -> str:
+    """Why there is nothing to run, and what the archive has instead."""
+    if not every_day:
+        return (f"torchci run: no archive days found under {archive.display()}. Generate a sample with "
+                "`torchci simulate --out DIR`, or set TORCHCI_ARCHIVE_URI.")
+    wanted = f"{start}..{end}" if start and end else f"from {start}" if start else f"up to {end}"
+    return (f"torchci run: no archive day {wanted}: {archive.display()} has {len(every_day)} day(s), "
+            f"{every_day[0]}..{every_day[-1]}")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
@@ -173,6 +188,7 @@ def _run(args: argparse.Namespace) -> int:
     from resources import Lake, Store, resolved_uri
 
     try:
+        from torchci_assets.day_runs import day_tags, execute_day
         from torchci_assets.definitions import defs
         from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
     except ValueError as exc:
@@ -187,10 +203,7 @@ def _run(args: argparse.Namespace) -> int:
     days = [d for d in archive_days(archive)
             if (args.start is None or d >= args.start) and (args.end is None or d <= args.end)]
     if not days:
-        print(f"torchci run: no archive days found under {archive.display()}"
-              + (" in the given range" if args.start or args.end else "")
-              + ". Generate a sample with `torchci simulate --out DIR`, or set TORCHCI_ARCHIVE_URI.",
-              file=sys.stderr)
+        print(_no_days_message(archive, archive_days(archive), args.start, args.end), file=sys.stderr)
         return 1
     first = daily_partitions.start.date().isoformat()
     before = [d for d in days if d < first]
@@ -201,7 +214,6 @@ def _run(args: argparse.Namespace) -> int:
     if not days:
         return 1
     instance, where = instance_for_runs()
-    job = defs.resolve_implicit_global_asset_job_def()
     what = "every asset" if keys is None else f"{len(keys)} asset(s) selected by {args.select!r}"
     print(f"torchci run: {what}, {len(days)} day(s) {days[0]}..{days[-1]} from {archive.display()} "
           f"into {lake.store.display()}")
@@ -212,8 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     failed = []
     for i, day in enumerate(days, 1):
         t0 = time.monotonic()
-        result = job.execute_in_process(partition_key=day, instance=instance, raise_on_error=False,
-                                        asset_selection=keys, tags=tags, run_config=LOG_CONFIG)
+        result = execute_day(defs, instance, day, day_tags(archive, day, keys is None, tags), keys,
+                             QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG)
         failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                          if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
         quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()

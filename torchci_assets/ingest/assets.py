@@ -10,18 +10,20 @@ import dagster as dg
 
 from resources import ArchiveResource, LakeResource
 from resources.lake import connect
-from torchci_assets.checks import not_null_check, reject_rate_check, unique_key_check
+from torchci_assets.checks import check_spec, not_null_check, reject_rate_check, unique_key_check
+from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.rejects import rejects_markdown, write_rejects
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions
 from torchci_assets.staging import sweep_staging
 
-WEBHOOK_REJECTS = dg.AssetKey(["rejects", "webhooks"])
-TEST_RUN_REJECTS = dg.AssetKey(["rejects", "test_run"])
-CI_REJECTS = dg.AssetKey(["rejects", "ci-results"])
+WEBHOOK_REJECTS = dg.AssetKey("webhook_rejects")
+TEST_RUN_REJECTS = dg.AssetKey("test_run_rejects")
+CI_REJECTS = dg.AssetKey("ci_result_rejects")
 
 # (table, key columns, required columns) for the typed tables the webhook pass writes.
 WEBHOOK_TABLES = {
@@ -46,22 +48,23 @@ _DESCRIPTIONS = {
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("webhook_events", description=_DESCRIPTIONS["webhook_events"], group_name="ingest",
-                     kinds={"parquet"}),
+                     kinds={"parquet"}, deps=[archive_key("webhooks")]),
         *[dg.AssetSpec(t, deps=["webhook_events"], description=_DESCRIPTIONS[t], group_name="ingest",
                        kinds={"parquet"}) for t in WEBHOOK_TABLES if t != "webhook_events"],
-        dg.AssetSpec(WEBHOOK_REJECTS, description="Webhook archive lines that could not be read, with file, "
+        dg.AssetSpec(WEBHOOK_REJECTS, deps=[archive_key("webhooks")], description="Webhook archive lines that could not be read, with file, "
                      "line and reason (part `webhooks` of the `rejects` table).", group_name="ingest",
                      kinds={"parquet"}),
     ],
     check_specs=[
-        *[dg.AssetCheckSpec(f"unique_{'_'.join(key)}", asset=t) for t, (key, _) in WEBHOOK_TABLES.items()],
-        *[dg.AssetCheckSpec("required_columns_not_null", asset=t) for t in WEBHOOK_TABLES],
-        dg.AssetCheckSpec("reject_rate_below_threshold", asset="webhook_events"),
+        *[check_spec(f"unique_{'_'.join(key)}", t, blocking=True) for t, (key, _) in WEBHOOK_TABLES.items()],
+        *[check_spec("required_columns_not_null", t, blocking=True) for t in WEBHOOK_TABLES],
+        check_spec("reject_rate_below_threshold", "webhook_events"),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def webhook_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+@lake_metadata
+def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's webhook archive once and writes the bronze and typed tables."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
@@ -119,22 +122,25 @@ def _events_table(events: dict[str, int]) -> str:
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("test_run", group_name="ingest", kinds={"parquet"},
+                     deps=[archive_key("test-reports"), archive_key("test-runs")],
                      description="One row per test per job attempt from the day's JUnit XML reports "
                                  "(test-reports/) and PyTorch's JSONL rows (test-runs/): final status, failed "
                                  "attempts before it (rerun_count), summed time, first failure line."),
         dg.AssetSpec(TEST_RUN_REJECTS, group_name="ingest", kinds={"parquet"},
+                     deps=[archive_key("test-reports"), archive_key("test-runs")],
                      description="Test reports, JSONL files and lines that could not be read, with location and "
                                  "reason (parts `test-reports` and `test-runs` of the `rejects` table)."),
     ],
     check_specs=[
-        dg.AssetCheckSpec("unique_test_per_job", asset="test_run"),
-        dg.AssetCheckSpec("required_columns_not_null", asset="test_run"),
-        dg.AssetCheckSpec("reject_rate_below_threshold", asset="test_run"),
+        check_spec("unique_test_per_job", "test_run", blocking=True),
+        check_spec("required_columns_not_null", "test_run", blocking=True),
+        check_spec("reject_rate_below_threshold", "test_run"),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+@lake_metadata
+def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's test reports and test-runs files and writes `test_run` and its rejects."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
@@ -167,26 +173,27 @@ def test_run_asset(context: dg.AssetExecutionContext, archive: ArchiveResource, 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("ci_result", group_name="ingest", kinds={"parquet"},
+        dg.AssetSpec("ci_result", group_name="ingest", kinds={"parquet"}, deps=[archive_key("ci-results")],
                      description="Downstream backend results: one row per (delivery, repo, run_id, run_attempt, "
                                  "job_name) at its latest state, identified by the relay-verified repo, with "
                                  "failure_kind none/test/infrastructure/pending."),
-        dg.AssetSpec("ci_callback_minutes", group_name="ingest", kinds={"parquet"},
+        dg.AssetSpec("ci_callback_minutes", group_name="ingest", kinds={"parquet"}, deps=[archive_key("ci-results")],
                      description="Callbacks received per downstream repo and minute (every callback, "
                                  "duplicates included), for the callback-rate criterion."),
-        dg.AssetSpec(CI_REJECTS, group_name="ingest", kinds={"parquet"},
+        dg.AssetSpec(CI_REJECTS, group_name="ingest", kinds={"parquet"}, deps=[archive_key("ci-results")],
                      description="ci-results archive lines that could not be read, with file, line and reason "
                                  "(part `ci-results` of the `rejects` table)."),
     ],
     check_specs=[
-        dg.AssetCheckSpec(f"unique_{'_'.join(CI_RESULT_KEY)}", asset="ci_result"),
-        dg.AssetCheckSpec("required_columns_not_null", asset="ci_result"),
-        dg.AssetCheckSpec("reject_rate_below_threshold", asset="ci_result"),
+        check_spec(f"unique_{'_'.join(CI_RESULT_KEY)}", "ci_result", blocking=True),
+        check_spec("required_columns_not_null", "ci_result", blocking=True),
+        check_spec("reject_rate_below_threshold", "ci_result"),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+@lake_metadata
+def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
@@ -214,4 +221,4 @@ def ci_result_tables(context: dg.AssetExecutionContext, archive: ArchiveResource
     yield reject_rate_check("ci_result", len(report.rejects), report.lines)
 
 
-INGEST_ASSETS = [webhook_tables, test_run_asset, ci_result_tables]
+INGEST_ASSETS = [webhook_assets, test_run_assets, ci_result_assets]

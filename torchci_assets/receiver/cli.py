@@ -37,8 +37,9 @@ def return_freed_memory() -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="torchci serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                        help="lowest level of the log lines printed (default info)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not preflight.report("torchci serve"):

@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="archive root to write")
     p.add_argument("--days", type=int, default=3, help="number of days (default 3)")
     p.add_argument("--start", type=_date, help="first day, YYYY-MM-DD (default: the N days ending yesterday, UTC)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed: the same seed and options write the same files")
     p.add_argument("--commits-per-day", type=int, default=24, help="main-branch pushes per day")
     p.add_argument("--prs-per-day", type=int, default=30, help="pull requests opened per day")
     p.add_argument("--configs", type=_configs, default=12,

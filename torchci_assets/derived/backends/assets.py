@@ -7,25 +7,27 @@ import dagster as dg
 
 from resources import LakeResource, OutputsResource
 from resources.lake import connect
-from torchci_assets.checks import unique_key_check
+from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import L4Thresholds, load_config
 from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, LEVELS_FILE, PROPOSAL_FILE, allowlist_proposal,
                                                    assess_backends, compute_health, health_windows, levels_json,
                                                    levels_table, publish_levels)
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
-from torchci_assets.publishing import kept_note, nothing_new
+from torchci_assets.publishing import kept_note, later_day_kept, nothing_new
 
 # Lineage only: the windows actually read come from the config at run time.
 _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
 
 
 @dg.asset(
-    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "duckdb"},
+    name="backend_health", partitions_def=daily_partitions, group_name="backends", kinds={"parquet", "duckdb"},
     deps=[dg.AssetDep("ci_result", partition_mapping=_LOOKBACK),
           dg.AssetDep("ci_callback_minutes", partition_mapping=_LOOKBACK)],
-    check_specs=[dg.AssetCheckSpec("unique_repo_window_days", asset="backend_health")],
+    check_specs=[check_spec("unique_repo_window_days", "backend_health")],
 )
-def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
+@lake_metadata
+def backend_health_asset(context: dg.AssetExecutionContext, lake: LakeResource):
     """Per downstream repo, its health over the windows ending on the partition's day (7 and 28
     days by default): jobs, success rate, infrastructure availability, queue time, commit time,
     timeouts, callback peak."""
@@ -44,10 +46,12 @@ def backend_health(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 @dg.asset(
-    partitions_def=daily_partitions, group_name="relay", kinds={"parquet", "json", "yaml"}, pool="torchci_outputs",
+    name="backend_levels", partitions_def=daily_partitions, group_name="backends", kinds={"parquet", "json", "yaml"},
+    pool="torchci_outputs",
     deps=["backend_health"],
 )
-def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):
+@lake_metadata
+def backend_levels_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource):
     """The relay level each downstream repo has earned, a one-step recommendation, and an allowlist
     proposal: publishes `backend-levels.json` and `allowlist-proposal.yaml`. Without any
     downstream result in the windows there is nothing to judge: the published files stay."""
@@ -78,13 +82,12 @@ def backend_levels(context: dg.AssetExecutionContext, lake: LakeResource, output
     lk.write("backend_levels", day, levels_table(assessments))
     published = publish_levels(store, day, levels_json(assessments, day, config),
                                allowlist_proposal(assessments, day, config))
-    if not published:
-        context.log.warning(f"outputs already hold levels for a later day than {day}: not overwritten")
+    kept = {} if published else later_day_kept(context, day, None, LEVELS_FILE)
     changes = {a.repo: f"{a.current_level} -> {a.recommended_level}" for a in assessments if a.change != "keep"}
     return dg.MaterializeResult(metadata={
         "repos": len(assessments), "published": published, "changes": dg.MetadataValue.json(changes),
         "levels": dg.MetadataValue.md(_levels_md(assessments)),
-        "path": lk.store.display(lk.partition_path("backend_levels", day)),
+        "path": lk.store.display(lk.partition_path("backend_levels", day)), **kept,
     })
 
 
@@ -109,4 +112,4 @@ def _levels_md(assessments) -> str:
     return "\n".join(lines)
 
 
-BACKEND_ASSETS = [backend_health, backend_levels]
+BACKEND_ASSETS = [backend_health_asset, backend_levels_asset]

@@ -12,13 +12,14 @@ from torchci_assets.derived.drci.build import TABLE, build_comments
 from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 
 HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the comment (optional)
 
 
 @dg.asset(
-    name=TABLE, group_name="hud", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
+    name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
     deps=["pr_jobs", "flaky_tests",
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
@@ -29,6 +30,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed.",
 )
+@lake_metadata
 def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
                         github: GitHubResource) -> dg.MaterializeResult:
     """Runs in the `drci` pool (one step at a time across runs), so two runs never post at once."""

@@ -1,5 +1,5 @@
 """Dagster assets for failure logs: each failed job's log classified (`job_failure`), with the
-logs that could not be read (`rejects/logs`).
+logs that could not be read (`log_rejects`).
 
 Thin wrapper: the work is in `job_failure.build_job_failure`, a plain function the tests call.
 The asset's code version is derived from the rules file and the infra list, so changing either
@@ -11,15 +11,17 @@ import hashlib
 import dagster as dg
 
 from resources import ArchiveResource, LakeResource
-from torchci_assets.checks import reject_rate_check, unique_key_check
+from torchci_assets.checks import check_spec, reject_rate_check, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build_job_failure
 from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
+from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.rejects import rejects_markdown
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.staging import sweep_staging
 
-LOG_REJECTS = dg.AssetKey(["rejects", "logs"])
+LOG_REJECTS = dg.AssetKey("log_rejects")
 
 
 def _rules_and_infra() -> tuple[bytes, str, tuple[str, ...]]:
@@ -43,23 +45,25 @@ def _code_version() -> str | None:
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("job_failure", group_name="failures", kinds={"parquet"}, code_version=_code_version(),
-                     deps=[dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_LOOKBACK_DAYS))],
+                     deps=[dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_LOOKBACK_DAYS)),
+                           archive_key("logs")],
                      description="One row per failed job whose log arrived that day (logs/day=D/): the log "
                                  "rule that explains the failure (PyTorch's ruleset.toml semantics, rules from "
                                  "TORCHCI_LOG_RULES), its line number, line, captures and the 5 lines before, "
                                  "and `infra` when the rule is one of log_classifier.infra_rules."),
-        dg.AssetSpec(LOG_REJECTS, group_name="failures", kinds={"parquet"},
+        dg.AssetSpec(LOG_REJECTS, group_name="failures", kinds={"parquet"}, deps=[archive_key("logs")],
                      description="Job logs that could not be read or only in part, and files in logs/ that are "
                                  "no job log (part `logs` of the `rejects` table)."),
     ],
     check_specs=[
-        dg.AssetCheckSpec("unique_job_id", asset="job_failure"),
-        dg.AssetCheckSpec("reject_rate_below_threshold", asset="job_failure"),
+        check_spec("unique_job_id", "job_failure"),
+        check_spec("reject_rate_below_threshold", "job_failure"),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
+@lake_metadata
+def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Classifies the day's failed-job logs and writes `job_failure` with its rejects."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
@@ -85,4 +89,4 @@ def job_failure_tables(context: dg.AssetExecutionContext, archive: ArchiveResour
     yield reject_rate_check("job_failure", len(report.rejects), report.files)
 
 
-FAILURE_ASSETS = [job_failure_tables]
+FAILURE_ASSETS = [job_failure_assets]

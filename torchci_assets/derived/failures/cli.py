@@ -3,8 +3,8 @@
 LOGFILE is a raw GitHub Actions log as downloaded (timestamps and ANSI codes are handled), plain
 or gzipped (by its .gz name), a local path or an s3:// URI; `-` reads standard input. The rules
 are FILE, else $TORCHCI_LOG_RULES, else the bundled default; PyTorch's own ruleset.toml works
-unchanged. Exit status 0 whether or not a rule matched (the output says), 1 if the log or the
-rules cannot be read.
+unchanged. Exit status 0 when a rule matched, 3 when none did (scripts can tell an explained
+failure from an unexplained one), 1 if the log or the rules cannot be read.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torchci_assets.derived.failures.job_failure import classify_log
 from torchci_assets.derived.failures.rules import RULES_ENV_VAR, RulesetError, load_ruleset
 
 STDIN_BLOCK = 8 << 20
+NO_MATCH = 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"rules in PyTorch's ruleset.toml format (default: ${RULES_ENV_VAR}, else the bundled rules)")
     p.add_argument("--json", action="store_true",
                    help='print {"rule", "line_number", "line", "captures"} as JSON')
+    p.epilog = "exit status: 0 a rule matched, 3 no rule matched, 1 the log or the rules cannot be read"
     return p
 
 
@@ -79,4 +81,4 @@ def main(argv: list[str]) -> int:
         result = Classification(rule=r.rule, line_number=r.line_number, line=r.line, captures=r.captures,
                                 context=r.context, lines=r.lines)
     _print(result, args.json)
-    return 0
+    return 0 if result.rule is not None else NO_MATCH

@@ -10,7 +10,7 @@ import dagster as dg
 
 from resources import LakeResource, OutputsResource
 from resources.github import GitHubResource
-from torchci_assets.checks import unique_key_check
+from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
 from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
@@ -21,6 +21,7 @@ from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABL
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
 
@@ -34,24 +35,25 @@ class WindowConfig(dg.Config):
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("flaky_tests", group_name="tests", kinds={"parquet"},
+        dg.AssetSpec("flaky_tests", group_name="flakiness", kinds={"parquet"},
                      deps=[dg.AssetDep(t, partition_mapping=_WINDOW)
                            for t in ("test_daily_stats", "test_sha_outcomes", "test_jobs", "push")],
                      description="One row per test over the window ending on the day: runs, failures, rerun "
                                  "passes, same-commit pairs, main-branch flips, flake rate with its Wilson "
                                  "interval, the platforms where it flaked, broken range, and the verdict "
                                  "(flaky, broken, healthy, insufficient_data)."),
-        dg.AssetSpec("flaky_test_platforms", group_name="tests", kinds={"parquet"},
+        dg.AssetSpec("flaky_test_platforms", group_name="flakiness", kinds={"parquet"},
                      deps=[dg.AssetDep(t, partition_mapping=_WINDOW)
                            for t in ("test_daily_stats", "test_sha_outcomes", "test_jobs", "push")],
                      description="The same evidence per test and platform, with failing and platform-exclusive "
                                  "failing commits (the smoke sets' input)."),
     ],
-    check_specs=[dg.AssetCheckSpec("unique_file_classname_name", asset="flaky_tests")],
+    check_specs=[check_spec("unique_file_classname_name", "flaky_tests")],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def flaky_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource):
+@lake_metadata
+def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource):
     day = context.partition_key
     lk = lake.lake()
     report = build_flaky_tests(lk, day, config.window_days)
@@ -68,11 +70,11 @@ def flaky_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, l
 
 
 @dg.asset(
-    name=LEDGER_TABLE, group_name="tests", kinds={"parquet", "github"}, pool="github_issues",
+    name=LEDGER_TABLE, group_name="flakiness", kinds={"parquet", "github"}, pool="github_issues",
     deps=["flaky_tests", "flaky_test_platforms", dg.AssetDep("test_sha_outcomes", partition_mapping=_WINDOW),
           dg.AssetDep("test_jobs", partition_mapping=_WINDOW),
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(WINDOW_DAYS - 1, 1))],
-    check_specs=[dg.AssetCheckSpec("every_disabled_test_has_an_issue", asset=LEDGER_TABLE)],
+    check_specs=[check_spec("every_disabled_test_has_an_issue", LEDGER_TABLE)],
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
                 "with their evidence, or updated with new platforms), one ledger row per action: test, "
@@ -80,6 +82,7 @@ def flaky_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, l
                 "from the code (absent from every report for 7 days while their file kept reporting) are "
                 "closed. Dry run without credentials or with disabled_issues.enabled false.",
 )
+@lake_metadata
 def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
                           github: GitHubResource):
     """Filing issues acts on the world, so it is an asset of its own rather than a step inside
@@ -129,7 +132,7 @@ class DisabledTestsConfig(dg.Config):
 
 
 @dg.asset(
-    name="disabled_tests", group_name="tests", kinds={"parquet", "json"}, deps=["flaky_tests", LEDGER_TABLE],
+    name="disabled_tests", group_name="flakiness", kinds={"parquet", "json"}, deps=["flaky_tests", LEDGER_TABLE],
     pool="torchci_outputs", partitions_def=daily_partitions,
     description=f"{DISABLED_TESTS_PATH} in PyTorch's format. With the DISABLED-issue loop on: built from the open "
                 "DISABLED issues of the upstream repo as PyTorch builds it (real issue numbers and URLs, "
@@ -138,6 +141,7 @@ class DisabledTestsConfig(dg.Config):
                 f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. "
                 "Lake table disabled_tests.",
 )
+@lake_metadata
 def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lake: LakeResource,
                          outputs: OutputsResource, github: GitHubResource) -> dg.MaterializeResult:
     store = outputs.store()
@@ -170,11 +174,12 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
 
 
 @dg.asset(
-    name="slow_tests", group_name="tests", kinds={"parquet", "json"}, pool="torchci_outputs",
+    name="slow_tests", group_name="flakiness", kinds={"parquet", "json"}, pool="torchci_outputs",
     deps=[dg.AssetDep("test_daily_stats", partition_mapping=_WINDOW)], partitions_def=daily_partitions,
     description=f"{SLOW_TESTS_PATH} in PyTorch's format: tests averaging over 60 s on clean passes of the main "
                 "branch in the window (slowest configuration). Lake table slow_tests.",
 )
+@lake_metadata
 def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource,
                      outputs: OutputsResource) -> dg.MaterializeResult:
     store = outputs.store()
@@ -185,12 +190,13 @@ def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, la
 
 
 @dg.asset(
-    name="smoke_tests", group_name="tests", kinds={"parquet", "json"}, deps=["flaky_test_platforms"], pool="torchci_outputs",
+    name="smoke_tests", group_name="flakiness", kinds={"parquet", "json"}, deps=["flaky_test_platforms"], pool="torchci_outputs",
     partitions_def=daily_partitions,
     description=f"{SMOKE_DIR}/<platform>.json: per platform, the tests failing there significantly more than "
                 "elsewhere on distinct commits (not flaky elsewhere), ranked, with their evidence. "
                 "Lake table smoke_tests.",
 )
+@lake_metadata
 def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                       outputs: OutputsResource) -> dg.MaterializeResult:
     report = publish_smoke_tests(lake.lake(), outputs.store(), context.partition_key)
@@ -201,5 +207,5 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     })
 
 
-FLAKINESS_ASSETS = [flaky_tests_asset, disabled_issues_asset, disabled_tests_asset, slow_tests_asset,
+FLAKINESS_ASSETS = [flaky_tests_assets, disabled_issues_asset, disabled_tests_asset, slow_tests_asset,
                     smoke_tests_asset]

@@ -8,13 +8,15 @@ from pathlib import Path
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
-from torchci_assets.checks import unique_key_check
+from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
-from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site
+from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.publishing import later_day_kept
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 
@@ -29,12 +31,13 @@ class CommitHealthConfig(dg.Config):
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
           "flaky_tests"],
-    check_specs=[dg.AssetCheckSpec("unique_sha_job_group", asset="commit_health")],
+    check_specs=[check_spec("unique_sha_job_group", "commit_health")],
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
                 "failure (infra/new/broken_on_main/known_flaky) with the failing tests, and the commit's conclusion "
                 "(red/flaky/green/pending/no_signal) with PyTorch's master_commit_red semantics; time to signal.",
 )
+@lake_metadata
 def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource):
     day = context.partition_key
     lk = lake.lake()
@@ -65,6 +68,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
                 "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo).",
 )
+@lake_metadata
 def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     day = context.partition_key
     lk = lake.lake()
@@ -95,6 +99,7 @@ _HEADLINE = ("main_commits", "commits", "red_pct", "flaky_pct", "tts_p50_s", "tt
                 "broken and disabled tests, main commits, share of failed jobs that are infrastructure, downstream "
                 "success rate and callbacks. The headline figures are numeric metadata, plotted over partitions.",
 )
+@lake_metadata
 def ci_metrics_daily_asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     day = context.partition_key
     lk = lake.lake()
@@ -121,11 +126,12 @@ class SiteConfig(dg.Config):
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
           dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
           "flaky_tests", "disabled_tests", "test_time_regressions", "backend_levels", "drci_comments"],
-    check_specs=[dg.AssetCheckSpec("pages_under_2mb", asset="hud_site")],
+    check_specs=[check_spec("pages_under_2mb", "hud_site")],
     description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
                 "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "
                 "folder or a static S3 website, replaced page by page atomically, index.html last.",
 )
+@lake_metadata
 def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: LakeResource,
                    outputs: OutputsResource):
     day = context.partition_key
@@ -140,6 +146,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
         "stale_pages_removed": len(report.deleted),
         "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
         else store.display(f"{SITE_DIR}/index.html"),
+        **({} if report.published else later_day_kept(context, day, published_day(store), "the HUD")),
     })
     over = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}
     yield dg.AssetCheckResult(check_name="pages_under_2mb", passed=not over,

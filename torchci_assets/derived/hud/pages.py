@@ -72,7 +72,7 @@ input[type=search],select{font:inherit;padding:2px 6px;margin-right:.6em}
 """
 
 _NAV = (("index.html", "HUD"), ("metrics.html", "Metrics"), ("tests.html", "Tests"),
-        ("backends.html", "Backends"), ("index.html#prs", "Pull requests"))
+        ("backends.html", "Backends"), ("index.html#prs", "Pull requests"), ("autorevert.html", "Guardians"))
 
 
 def layout(title: str, here: str, body: str, generated: str, depth: int = 0, script: str = "") -> str:
@@ -138,9 +138,11 @@ def _cell_title(r: dict) -> str:
 
 
 def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, prs: list[dict], repo: str,
-              generated: str, note: str) -> str:
+              generated: str, note: str, marks: dict | None = None) -> str:
     """index.html: `commits` newest first (sha, pushed_at, conclusion, time_to_signal_s), `groups`
-    (job_group, blocking) in column order, `cells[(sha, job_group)]` the commit_health row."""
+    (job_group, blocking) in column order, `cells[(sha, job_group)]` the commit_health row;
+    `marks[sha]` the HTML of the trunk guardians' marks of a commit."""
+    marks = marks or {}
     # a row of workflows over their groups, then each group's job name, rotated
     spans: list[list] = []
     for g, _ in groups:
@@ -170,7 +172,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
         concl = c["conclusion"]
         rows.append(
             f'<tr data-sha="{escape(c["sha"])}" data-conclusion="{concl}"><td class="mono">{_time(c["pushed_at"])}</td>'
-            f'<td class="mono">{commit_link(repo, c["sha"])}</td>'
+            f'<td class="mono">{commit_link(repo, c["sha"])}{marks.get(c["sha"], "")}</td>'
             f'<td><span class="badge {concl}">{CONCLUSION_LABELS.get(concl, concl)}</span></td>'
             f'<td class="mono">{duration(c["time_to_signal_s"]) if c["time_to_signal_s"] else ""}</td>'
             + "".join(tds) + "</tr>")

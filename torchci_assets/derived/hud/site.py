@@ -32,8 +32,9 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.drci.build import load_comments
 from torchci_assets.derived.drci.page import with_drci_section
+from torchci_assets.derived.guardians import hud as guardians_hud
 from torchci_assets.derived.hud import pages
-from torchci_assets.derived.hud.health import LOOKBACK_DAYS
+from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
 from torchci_assets.partitions import days_ending
@@ -284,11 +285,15 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
                    + "; daily figures from ci_metrics_daily.")
+    now = as_of_instant(day)
+    files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, now, repo, generated)
+    marks = {sha: guardians_hud.mark_badges(m) for sha, m in guardians_hud.guardian_marks(lake, now).items()}
     files[f"{SITE_DIR}/index.html"] = pages.grid_page(
         heads, groups, cells, prs, repo, generated,
         f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
         "conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
-        "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.")
+        "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.",
+        marks)
     out = {path: html.encode() for path, html in files.items()}
     report.pages = {path: len(data) for path, data in out.items()}
     return out, report

@@ -7,8 +7,10 @@ Thin wrappers: the work is in `derived.results.stats`, plain functions the tests
 import dagster as dg
 
 from resources import LakeResource
+from torchci_assets.checks import check_spec
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
                                                   build_test_results, daily_stats_totals)
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 
 # Share of test rows whose job is in no workflow_job partition of the look-back window above
@@ -19,7 +21,7 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("test_results", group_name="tests", kinds={"parquet"},
+        dg.AssetSpec("test_results", group_name="results", kinds={"parquet"},
                      deps=["test_run", dg.AssetDep("workflow_job", partition_mapping=_JOB_WINDOW),
                            dg.AssetDep("workflow_run", partition_mapping=_JOB_WINDOW),
                            dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
@@ -27,17 +29,18 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
                                  f"unknown, build_env, test_config, shard, platform, conclusion) from workflow_job "
                                  f"days D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}, and the job's infra_suspect "
                                  "flag."),
-        dg.AssetSpec("test_jobs", group_name="tests", kinds={"parquet"},
+        dg.AssetSpec("test_jobs", group_name="results", kinds={"parquet"},
                      deps=["test_run", dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
                      description="One row per job attempt with test rows that day: test counts, job context, "
                                  "the log's failure_rule, and infra_reason (job-died, log-infra, "
                                  "failed-outside-tests, mass-failure, shared-message)."),
     ],
-    check_specs=[dg.AssetCheckSpec("rows_have_their_job", asset="test_results")],
+    check_specs=[check_spec("rows_have_their_job", "test_results")],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def test_results_asset(context: dg.AssetExecutionContext, lake: LakeResource):
+@lake_metadata
+def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     """Joins the day's test rows with their jobs and flags infra-suspect jobs."""
     day = context.partition_key
     lk = lake.lake()
@@ -65,27 +68,28 @@ def test_results_asset(context: dg.AssetExecutionContext, lake: LakeResource):
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("test_daily_stats", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_daily_stats", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, test and (build_env, test_config, platform, branch_class): runs, "
                                  "outcomes, reruns, failed-then-passed, clean-pass time, distinct shas and jobs, "
                                  "infra-suspect runs counted apart."),
-        dg.AssetSpec("test_sha_outcomes", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_sha_outcomes", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, test, configuration and commit where the test failed or needed a "
                                  "rerun (non-infra jobs): its outcomes on that commit and the failing job ids. "
                                  "With test_jobs, enough for same-commit pairs and flips over any window."),
-        dg.AssetSpec("test_time_daily", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_time_daily", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config and invoking file (classname null) or class: "
                                  "successful main-branch run attempts and their summed test time."),
-        dg.AssetSpec("test_time_sha_daily", group_name="tests", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_time_sha_daily", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config, invoking file and commit (head_sha): the "
                                  "same successful main-branch run attempts and their summed test time, with "
                                  "when the commit's first run finished (first_at)."),
     ],
-    check_specs=[dg.AssetCheckSpec("every_test_row_counted_once", asset="test_daily_stats")],
+    check_specs=[check_spec("every_test_row_counted_once", "test_daily_stats")],
     partitions_def=daily_partitions,
     can_subset=False,
 )
-def test_daily_stats_asset(context: dg.AssetExecutionContext, lake: LakeResource):
+@lake_metadata
+def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     """Aggregates the day's test_results so that windows never re-read raw rows."""
     day = context.partition_key
     lk = lake.lake()
@@ -99,4 +103,4 @@ def test_daily_stats_asset(context: dg.AssetExecutionContext, lake: LakeResource
                               metadata={"test_results_rows": results, "counted_runs": counted})
 
 
-RESULTS_ASSETS = [test_results_asset, test_daily_stats_asset]
+RESULTS_ASSETS = [test_results_assets, test_daily_stats_assets]

@@ -8,11 +8,13 @@ functions the tests call directly.
 import dagster as dg
 
 from resources import LakeResource, OutputsResource
+from torchci_assets.checks import check_spec
 from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,
                                                          markdown_table, max_cost_share, write_test_time_regressions)
 from torchci_assets.derived.sharding.times import (MAX_LOSS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS,
                                                    PublishRefused, publish_test_times)
+from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
 
@@ -29,7 +31,7 @@ class TimesConfig(dg.Config):
 @dg.asset(
     name="test_times",
     pool="torchci_outputs",
-    group_name="tests",
+    group_name="sharding",
     kinds={"parquet", "json"},
     deps=[dg.AssetDep("test_time_daily", partition_mapping=_TIMES_WINDOW)],
     partitions_def=daily_partitions,
@@ -37,6 +39,7 @@ class TimesConfig(dg.Config):
                 "for the window ending on the day, merged with the published files and published to "
                 f"outputs {TEST_TIMES_PATH} and {TEST_CLASS_TIMES_PATH}; lake tables test_times, test_class_times.",
 )
+@lake_metadata
 def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lake: LakeResource,
                      outputs: OutputsResource) -> dg.MaterializeResult:
     day = context.partition_key
@@ -60,13 +63,14 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
 @dg.asset(
     name="shard_plans",
     pool="torchci_outputs",
-    group_name="tests",
+    group_name="sharding",
     kinds={"parquet", "json"},
     deps=["test_times", dg.AssetDep("workflow_job", partition_mapping=_TIMES_WINDOW)],
     partitions_def=daily_partitions,
     description="A shard plan for every build_env/test_config from the day's test times, published to "
                 "outputs shard-plans/<build_env>/<test_config>.json; lake table shard_plans.",
 )
+@lake_metadata
 def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, lake: LakeResource,
                       outputs: OutputsResource) -> dg.MaterializeResult:
     store = outputs.store()
@@ -90,19 +94,18 @@ class RegressionsConfig(dg.Config):
 
 @dg.asset(
     name="test_time_regressions",
-    group_name="tests",
+    group_name="sharding",
     kinds={"parquet"},
     deps=[dg.AssetDep("test_time_sha_daily", partition_mapping=_TIMES_WINDOW),
           dg.AssetDep("push", partition_mapping=window_mapping(WINDOW_DAYS))],
     partitions_def=daily_partitions,
-    check_specs=[dg.AssetCheckSpec("regression_cost_below_share", asset="test_time_regressions",
-                                   description="WARN when one file's jump adds more than max_cost_share "
-                                               "of its config's total test time")],
+    check_specs=[check_spec("regression_cost_below_share", "test_time_regressions")],
     description="Test files whose time in a build_env/test_config rose beyond their own day-to-day noise "
                 "(robust: median and MAD of daily times over the window): before/after, the jump, the "
                 "noise it beat, since when, the first commit seen slow and the last fast one, and the "
                 "share of the config's total it costs; lake table test_time_regressions.",
 )
+@lake_metadata
 def test_time_regressions_asset(context: dg.AssetExecutionContext, config: RegressionsConfig,
                                 lake: LakeResource) -> dg.MaterializeResult:
     lk = lake.lake()

@@ -42,6 +42,8 @@ def main(argv: list[str]) -> int:
             raise InputError(f"--time-noise must be >= 0, got {args.time_noise}")
         snapshots = [_read_test_times(path) for path in args.test_times]
         tests = _read_test_list(args.tests)
+        if not tests:  # planning nothing would print empty shards
+            raise InputError(f"--tests {args.tests}: no test file listed")
     except InputError as exc:
         print(f"torchci shard-plan: {exc}", file=sys.stderr)
         return 2
@@ -50,7 +52,8 @@ def main(argv: list[str]) -> int:
     if not times.source:
         print(
             f"torchci shard-plan: no times for {args.build_env}/{args.test_config}; every file is "
-            "estimated from the same file in other configs and the \"default\" averages",
+            "estimated from the same file in other configs and the \"default\" averages"
+            + _unknown_build_env(snapshots, args.build_env),
             file=sys.stderr,
         )
     plan = plan_shards(times.known, tests, args.shards, args.process_overhead, unknown_estimate=times.fallback,
@@ -87,6 +90,16 @@ def format_table(plan: ShardPlan, build_env: str, test_config: str, times: Confi
     return "\n".join(lines)
 
 
+def _unknown_build_env(snapshots: list, build_env: str) -> str:
+    """A build_env no snapshot has is planned from estimates (a new one has no times yet), but is
+    more often a typo: the warning then names the build environments the files have."""
+    envs = sorted({env for doc in snapshots for env in doc} - {"default"})
+    if not envs or build_env in envs:
+        return ""
+    return (f". No file has build_env {build_env!r}; they have: " + ", ".join(envs[:20])
+            + (f" and {len(envs) - 20} more" if len(envs) > 20 else ""))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchci shard-plan",
@@ -95,9 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--test-times", required=True, metavar="FILE", nargs="+", action="extend",
                         help="test-times.json: {build_env: {test_config: {file: seconds}}}; give several "
                              "(say the last three days') to plan from each entry's median over them")
-    parser.add_argument("--build-env", required=True, metavar="E")
-    parser.add_argument("--test-config", required=True, metavar="C")
-    parser.add_argument("--shards", required=True, type=int, metavar="N")
+    parser.add_argument("--build-env", required=True, metavar="E",
+                        help="the build environment, as in test-times.json (e.g. linux-jammy-py3.10-gcc11)")
+    parser.add_argument("--test-config", required=True, metavar="C",
+                        help="the test configuration (e.g. default, distributed); one without times is estimated")
+    parser.add_argument("--shards", required=True, type=int, metavar="N", help="number of shards to balance over")
     parser.add_argument("--tests", required=True, metavar="LISTFILE",
                         help="test files to run, one per line (blank lines and # comments ignored)")
     parser.add_argument("--process-overhead", type=float, default=DEFAULT_OVERHEAD_SECONDS,

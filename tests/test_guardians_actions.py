@@ -1,0 +1,257 @@
+"""The autorevert's actions against a local fake GitHub: restarts (pacing, cap, backoff, a crash
+between the call and the ledger) and revert proposals (once only), live and in dry run."""
+
+import datetime as dt
+import logging
+
+import pytest
+from werkzeug import Response
+
+from resources.github import GitHubResource
+from resources.lake import Lake
+from tests.fake_github_reruns import FakeActions
+from tests.fake_github_issues import FakeIssueTracker, Scripted, json_response
+from tests.trunk_history import T0, history, row, sha
+from torchci_assets.derived.guardians import actions, ledger
+from torchci_assets.derived.guardians.actions import Guardian, Planned
+from torchci_assets.derived.guardians.culprits import judge_all
+from torchci_assets.derived.guardians.signals import build_history
+from torchci_assets.guardian_config import AutorevertConfig
+
+REPO = "pytorch/pytorch"
+TOKEN = "ghp_FAKEtokenGUARDIANS0123456789"
+ON = AutorevertConfig(enabled=True)
+SIGNAL = ("trunk", "trunk / linux / test (default, linux.4xlarge)")
+
+
+class Crash(BaseException):
+    """The process dying (not an error any code handles)."""
+
+
+@pytest.fixture
+def gh(httpserver):
+    def make(token=TOKEN):
+        client = GitHubResource(api_url=httpserver.url_for(""), token=token, write_interval_s=0.0)
+        client._sleep = lambda s: None
+        return client
+    return make
+
+
+@pytest.fixture
+def fakes(httpserver):
+    return FakeActions(httpserver, REPO), FakeIssueTracker(httpserver, REPO)
+
+
+def restart(i=3, mode="rerun-failed-jobs") -> Planned:
+    return Planned("restart", sha(i), "trunk", (SIGNAL,), (1000 + i, 1), mode)
+
+
+def revert(i=3) -> Planned:
+    return Planned("revert", sha(i), "", (SIGNAL,))
+
+
+def guardian(client, tmp_path, minutes=0.0, cfg=ON, log=None):
+    return Guardian(client, Lake.at(str(tmp_path / "lake")), REPO, cfg, T0 + dt.timedelta(minutes=minutes),
+                    log or (lambda s: None))
+
+
+def rows(tmp_path):
+    return ledger.read(Lake.at(str(tmp_path / "lake")), T0 + dt.timedelta(hours=5))
+
+
+def test_plan_coalesces_signals_and_prefers_the_revert(tmp_path):
+    other = "trunk / linux / build"
+    h = build_history(history("ggRr") + history("ggr", group="trunk / linux-jammy / test (x, linux.2xlarge)")
+                      + history("ggss", group=other) + [row(4, "failure", group=other), row(5, "failure", group=other)])
+    planned = actions.plan(judge_all(h), h)
+    kinds = [(p.action, p.commit_sha, p.mode) for p in planned]
+    # commit 2: confirmed by the first group; the second group still confirms its own red there (another
+    # signal's culprit is not this signal's answer), and the build group's gap (skipped 2 and 3) is bisected:
+    # one whole-run rerun of trunk on commit 2 serves both
+    assert kinds == [("revert", sha(2), "rerun"), ("restart", sha(2), "rerun"), ("restart", sha(3), "rerun")]
+    (both,) = [p for p in planned if p.action == "restart" and p.commit_sha == sha(2)]
+    assert {k for _, k in both.signals} == {"trunk / linux-jammy / test (x, linux.2xlarge)", other}
+
+
+def test_dry_run_without_credentials_sends_nothing_and_records_once(gh, fakes, tmp_path, caplog):
+    fake_actions, tracker = fakes
+    said = []
+    report = guardian(gh(token=None), tmp_path, log=said.append).run([restart(), revert()])
+    assert [r["outcome"] for r in report.taken] == ["dry_run", "dry_run"]
+    assert fake_actions.reruns == [] and tracker.requests == []
+    assert any(s.startswith("DRY RUN would rerun-failed-jobs trunk run 1003") for s in said)
+    assert any(s.startswith("DRY RUN would propose reverting") and "@pytorchbot revert -m" in s for s in said)
+    again = guardian(gh(token=None), tmp_path, minutes=30, log=said.append).run([restart(), revert()])
+    assert [r["action"] for r in again.taken] == ["restart"]  # the revert intent is recorded once
+    assert [why for _, why in again.skipped] == ["already proposed (dry_run)"]
+    assert all(r["dry_run"] for r in rows(tmp_path))
+
+
+def test_enabled_false_is_a_dry_run_even_with_a_token(gh, fakes, tmp_path):
+    fake_actions, _ = fakes
+    report = guardian(gh(), tmp_path, cfg=AutorevertConfig(enabled=False)).run([restart()])
+    assert report.taken[0]["dry_run"] and fake_actions.reruns == []
+
+
+def test_a_restart_is_sent_and_recorded_before_and_after(gh, fakes, tmp_path):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    report = guardian(gh(), tmp_path).run([restart()])
+    assert fake_actions.reruns == [(1003, "rerun-failed-jobs")] and fake_actions.attempt(1003) == 2
+    assert [(r["phase"], r["outcome"]) for r in rows(tmp_path)] == [("intent", None), ("done", "ok")]
+    assert report.taken[0]["key"] == rows(tmp_path)[0]["key"] and not report.taken[0]["dry_run"]
+
+
+def test_restarts_are_paced_per_workflow_and_commit_and_capped_per_commit(gh, fakes, tmp_path):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    fake_actions.add_run(2003, sha(3), "periodic")
+    client = gh()
+    assert guardian(client, tmp_path, 0).run([restart()]).taken
+    paced = guardian(client, tmp_path, 19).run([restart()])
+    assert not paced.taken and paced.skipped[0][1] == "paced: restarted 19 min ago"
+    # another workflow on the same commit is not paced by trunk's restart
+    assert guardian(client, tmp_path, 19).run([Planned("restart", sha(3), "periodic", (SIGNAL,), (2003, 1))]).taken
+    for k in range(1, 4):
+        assert guardian(client, tmp_path, 21 * k).run([restart()]).taken
+    capped = guardian(client, tmp_path, 200).run([restart()])
+    assert capped.skipped[0][1] == "cap: 5 restarts of this commit already"
+    assert len(fake_actions.reruns) == 5
+
+
+def test_failed_restarts_back_off_20_40_60_minutes(gh, fakes, tmp_path):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    refuse = json_response(403, {"message": "This workflow is already running"})
+    fake_actions.fail("rerun", refuse, refuse, refuse)
+    client = gh()
+    sent = []
+    for minute in (0, 10, 20, 50, 60, 100, 121):
+        report = guardian(client, tmp_path, minute).run([restart()])
+        sent += [(minute, r["outcome"]) for r in report.taken]
+    # failed at 0 -> wait 20 (until 20); failed at 20 -> wait 40 (until 60); failed at 60 -> wait 60 (until 120)
+    assert sent == [(0, "failed"), (20, "failed"), (60, "failed"), (121, "ok")]
+    assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+
+
+def test_a_crash_after_the_restart_and_before_the_ledger_never_restarts_twice(gh, fakes, tmp_path, monkeypatch):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    real_append = ledger.append
+
+    def die_on_done(lake, row):
+        if row["phase"] == "done":
+            raise Crash()
+        return real_append(lake, row)
+
+    monkeypatch.setattr(ledger, "append", die_on_done)
+    with pytest.raises(Crash):
+        guardian(gh(), tmp_path, 0).run([restart()])
+    monkeypatch.setattr(ledger, "append", real_append)
+    assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+    report = guardian(gh(), tmp_path, 5).run([restart()])
+    assert [r["outcome"] for r in report.recovered] == ["ok"]
+    assert report.skipped[0][1] == "paced: restarted 5 min ago"
+    assert len(fake_actions.reruns) == 1
+
+
+def test_a_crash_before_the_call_lets_the_next_run_restart(gh, fakes, tmp_path, monkeypatch):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    real_request = GitHubResource.request
+
+    def die_before_posting(self, method, path, **kw):
+        if method == "POST":
+            raise Crash()
+        return real_request(self, method, path, **kw)
+
+    monkeypatch.setattr(GitHubResource, "request", die_before_posting)
+    with pytest.raises(Crash):
+        guardian(gh(), tmp_path, 0).run([restart()])
+    monkeypatch.setattr(GitHubResource, "request", real_request)
+    report = guardian(gh(), tmp_path, 1).run([restart()])
+    assert [r["outcome"] for r in report.recovered] == ["not_sent"]
+    assert [r["outcome"] for r in report.taken] == ["ok"] and fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+
+
+def test_a_restart_github_did_but_did_not_acknowledge_counts_once(gh, fakes, tmp_path):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    fake_actions.fail("rerun", Scripted(Response("bad gateway", status=502), after_effect=True))
+    report = guardian(gh(), tmp_path).run([restart()])
+    assert report.taken[0]["outcome"] == "ok" and "502" in report.taken[0]["notes"]
+    assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+
+
+def test_a_revert_is_proposed_on_the_pull_request_once(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    report = guardian(gh(), tmp_path).run([revert()])
+    (body,) = tracker.comments[pr["number"]]
+    assert body.startswith('@pytorchbot revert -m "Reverted automatically by the trunk guardian: '
+                           f'{SIGNAL[1]} failed on this commit')
+    assert '" -c nosignal\n' in body and f"<!-- torchci-autorevert sha={sha(3)} -->" in body
+    assert report.taken[0]["pr_number"] == pr["number"] and report.taken[0]["outcome"] == "ok"
+    again = guardian(gh(), tmp_path, 60).run([revert()])
+    assert not again.taken and len(tracker.comments[pr["number"]]) == 1
+
+
+def test_a_crash_after_the_comment_is_recovered_from_the_marker(gh, fakes, tmp_path, monkeypatch):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    real_append = ledger.append
+    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
+                        else real_append(lake, r))
+    with pytest.raises(Crash):
+        guardian(gh(), tmp_path).run([revert()])
+    monkeypatch.setattr(ledger, "append", real_append)
+    report = guardian(gh(), tmp_path, 5).run([revert()])
+    assert [r["outcome"] for r in report.recovered] == ["ok"] and not report.taken
+    assert len(tracker.comments[pr["number"]]) == 1
+
+
+def test_an_unacknowledged_comment_is_adopted_not_resent(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    tracker.fail("comment", Scripted(Response("", status=504), after_effect=True))
+    report = guardian(gh(), tmp_path).run([revert()])
+    assert report.taken[0]["outcome"] == "ok" and len(tracker.comments[pr["number"]]) == 1
+
+
+def test_a_commit_without_a_pull_request_gets_no_proposal_and_is_not_asked_again(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    assert guardian(gh(), tmp_path).run([revert()]).taken[0]["outcome"] == "no_pr"
+    assert guardian(gh(), tmp_path, 30).run([revert()]).skipped[0][1] == "already proposed (no_pr)"
+    assert fake_actions.pulls == {} and tracker.comments == {}
+
+
+def test_the_token_never_reaches_the_ledger_or_the_log(gh, fakes, tmp_path, caplog):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    fake_actions.fail("rerun", json_response(422, {"message": f"bad credentials {TOKEN}"}))
+    caplog.set_level(logging.DEBUG)
+    guardian(gh(), tmp_path).run([restart()])
+    assert TOKEN not in caplog.text and all(TOKEN not in (r["notes"] or "") for r in rows(tmp_path))
+
+
+def test_the_whole_loop_live_restarts_to_confirm_then_proposes_once(gh, fakes, tmp_path):
+    from torchci_assets.derived.guardians.passes import autorevert_pass
+    fake_actions, tracker = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    lake = Lake.at(str(tmp_path / "lake"))
+
+    def run_pass(states, minutes):
+        return autorevert_pass(gh(), lake, REPO, ON, T0 + dt.timedelta(minutes=minutes), rows=history(states))
+
+    first = run_pass("gggr", 0)  # one failure: its failed jobs are restarted to confirm
+    assert first.verdicts == {"restart": 1} and fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+    assert run_pass("gggp", 5).taken == []  # the re-run in flight
+    second = run_pass("gggRr", 60)  # it failed again, and so did the next commit
+    assert [(r["action"], r["outcome"], r["pr_number"]) for r in second.taken] == [("revert", "ok", pr["number"])]
+    assert run_pass("gggRrr", 65).taken == [] and len(tracker.comments[pr["number"]]) == 1
+    assert not second.dry_run and len(fake_actions.reruns) == 1

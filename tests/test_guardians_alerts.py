@@ -1,0 +1,263 @@
+"""Alerts: each condition, and each alert's issue opened, updated and closed (a local fake GitHub),
+never two open for one condition; dry run records the same changes and sends nothing."""
+
+import datetime as dt
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from werkzeug import Response
+
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from tests.fake_github_issues import FakeIssueTracker, Scripted
+from tests.trunk_history import T0, history
+from torchci_assets.derived.guardians import alert_conditions as cond
+from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in, marker
+from torchci_assets.derived.guardians.passes import alerts_pass
+from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
+
+REPO = "pytorch/pytorch"
+BLOCKING = "pull / linux-jammy / test (default, linux.4xlarge)"
+
+
+def blocking(rows):
+    return [{**r, "blocking": True} for r in rows]
+
+
+@pytest.mark.parametrize("states, fires", [
+    ("gggrr", True), ("ggggr", False), ("ggrrg", False), ("grrfr", False),
+    ("grpsr", True),   # pending and skipped are passed over
+    ("rrrrr", True),
+])
+def test_a_blocking_group_failing_on_two_commits_in_a_row_alerts(states, fires):
+    alert = cond.recurrently_failing(blocking(history(states, group=BLOCKING)), REPO, 2)
+    assert alert.firing == fires
+    if fires:
+        assert alert.lines == (BLOCKING,)
+        assert alert.title == f"[Pytorch] There are 1 Recurrently Failing Jobs on {REPO} main"
+
+
+def test_non_blocking_groups_do_not_alert():
+    assert not cond.recurrently_failing(history("grrr", group=BLOCKING), REPO, 2).firing
+
+
+@pytest.mark.parametrize("machine, jobs, wait_min, fires", [
+    ("linux.rocm.gpu.2", 51, 121, True), ("linux.rocm.gpu.2", 51, 119, False),
+    ("linux.4xlarge", 51, 31, True), ("linux.2xlarge", 51, 29, False),
+    ("linux.g5.4xlarge.nvidia.gpu", 51, 61, True), ("linux.g5.4xlarge.nvidia.gpu", 51, 59, False),
+    ("windows.4xlarge", 50, 600, False),  # more than 50 waiting, not 50
+])
+def test_queue_thresholds_per_machine_type(machine, jobs, wait_min, fires):
+    alert = cond.long_queues([{"machine": machine, "jobs": jobs, "max_wait_s": wait_min * 60.0}], DEFAULT_QUEUE_RULES)
+    assert alert.firing == fires
+
+
+def test_the_disabled_bot_alert_needs_both_silence_and_failing_tests():
+    now = T0
+    assert cond.disabled_bot_silent(now - dt.timedelta(days=15), 3, now, 14).firing
+    assert cond.disabled_bot_silent(None, 3, now, 14).firing
+    assert not cond.disabled_bot_silent(now - dt.timedelta(days=13), 3, now, 14).firing
+    assert not cond.disabled_bot_silent(None, 0, now, 14).firing
+
+
+def test_archive_silence_is_read_from_the_newest_webhook_file(tmp_path):
+    archive = Store(str(tmp_path / "archive"))
+    folder = tmp_path / "archive" / "webhooks" / "day=2026-11-20"
+    folder.mkdir(parents=True)
+    f = folder / "receiver-1.jsonl.gz"
+    f.write_bytes(b"")
+    written = T0 - dt.timedelta(minutes=40)
+    os.utime(f, (written.timestamp(), written.timestamp()))
+    assert cond.last_archived(archive, T0) == written
+    assert cond.archive_silent(written, T0, 30).firing
+    assert not cond.archive_silent(written, T0, 45).firing
+    assert cond.archive_silent(cond.last_archived(Store(str(tmp_path / "empty")), T0), T0, 30).firing
+
+
+def test_current_alerts_reads_queues_and_the_disabled_bot_from_the_lake(tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+    now = T0
+    jobs = [{"id": i, "run_attempt": 1, "status": "queued", "created_at": now - dt.timedelta(minutes=35 + i % 5),
+             "labels": ["linux.4xlarge"]} for i in range(60)]
+    jobs += [{"id": 0, "run_attempt": 1, "status": "in_progress", "created_at": now - dt.timedelta(minutes=35),
+              "labels": ["linux.4xlarge"]}]  # job 0 started: 59 still wait
+    lake.write("workflow_job", "2026-11-20", pa.Table.from_pylist(jobs))
+    lake.write("disabled_issues", "2026-11-01", pa.Table.from_pylist(
+        [{"test": "test_a (__main__.T)", "issue_number": 1, "action": "created", "at": now - dt.timedelta(days=19)}]))
+    lake.write("flaky_tests", "2026-11-20", pa.Table.from_pylist([{"name": "test_a", "verdict": "flaky"}]))
+    archive = Store(str(tmp_path / "archive"))
+    alerts = {a.kind: a for a in cond.current_alerts(lake, archive, [], REPO, AlertsConfig(), now)}
+    assert alerts["queue"].lines == ("linux.4xlarge",)
+    assert alerts["queue"].details == ("59 jobs waiting, the oldest for 0.65 hours",)
+    assert alerts["disabled_bot_silent"].firing and alerts["archive_silent"].firing
+    assert not alerts["recurrently_failing"].firing
+
+
+# ---- the issues --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tracker(httpserver):
+    return FakeIssueTracker(httpserver, REPO)
+
+
+def client(httpserver, token="ghp_FAKEalerts0123456789"):
+    gh = GitHubResource(api_url=httpserver.url_for(""), token=token, write_interval_s=0.0)
+    gh._sleep = lambda s: None
+    return gh
+
+
+def queue_alert(*machines, hours=1.0):
+    return cond.Alert("queue", f"[Pytorch] There are {len(machines)} machines with long queues", machines,
+                      "See the HUD.", tuple(f"60 jobs waiting, the oldest for {hours:.2f} hours" for _ in machines))
+
+
+def check(httpserver, tmp_path, alert, minutes=0, token="ghp_FAKEalerts0123456789", enabled=True, log=None):
+    issues = AlertIssues(client(httpserver, token), Lake.at(str(tmp_path / "lake")), REPO, ("pytorch-alert",),
+                         enabled, T0 + dt.timedelta(minutes=minutes), log or (lambda s: None))
+    return issues.sync([alert])
+
+
+def test_an_alert_issue_is_opened_updated_and_closed(httpserver, tmp_path, tracker):
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"))] == ["opened"]
+    (issue,) = tracker.issues.values()
+    assert issue["labels"] == [{"name": "pytorch-alert"}] and marker("queue") in issue["body"]
+    assert "- linux.4xlarge — 60 jobs waiting, the oldest for 1.00 hours" in issue["body"]
+    # the same machines (their figures moved): nothing sent
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge", hours=1.5), 5) == []
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.rocm.gpu"), 10)] == ["updated"]
+    assert "linux.rocm.gpu" in issue["body"] and issue["title"].startswith("[Pytorch] There are 1 machines")
+    (comment,) = tracker.comments[issue["number"]]
+    assert "These stopped:\n* linux.4xlarge" in comment and "These started:\n* linux.rocm.gpu" in comment
+    closed = check(httpserver, tmp_path, queue_alert(), 15)
+    assert [r["action"] for r in closed] == ["closed"] and issue["state"] == "closed"
+    assert check(httpserver, tmp_path, queue_alert(), 20) == []
+    reopened = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 25)
+    assert [r["action"] for r in reopened] == ["opened"] and len(tracker.titled(issue["title"], "open")) == 1
+    assert len(tracker.issues) == 2
+
+
+def test_an_issue_github_created_without_answering_is_adopted_not_duplicated(httpserver, tmp_path, tracker):
+    tracker.fail("create", Scripted(Response("", status=502), after_effect=True))
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    assert [r["action"] for r in rows] == ["opened"] and len(tracker.issues) == 1
+    assert rows[0]["issue_number"] == next(iter(tracker.issues))
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5) == [] and len(tracker.issues) == 1
+
+
+def test_a_human_opened_issue_of_another_kind_is_left_alone(httpserver, tmp_path, tracker):
+    tracker.add("Something else", "no marker here", labels=["pytorch-alert"])
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    assert len(tracker.issues) == 2
+
+
+def test_dry_run_records_each_change_once_and_sends_nothing(httpserver, tmp_path, tracker):
+    said = []
+    for minutes, alert, expected in [(0, queue_alert("linux.4xlarge"), ["opened"]),
+                                     (5, queue_alert("linux.4xlarge"), []),
+                                     (10, queue_alert("linux.2xlarge"), ["updated"]),
+                                     (15, queue_alert(), ["closed"]), (20, queue_alert(), [])]:
+        rows = check(httpserver, tmp_path, alert, minutes, token=None, log=said.append)
+        assert [r["action"] for r in rows] == expected and all(r["dry_run"] for r in rows)
+    assert tracker.requests == []
+    assert said[0].startswith("DRY RUN would open an issue: [Pytorch] There are 1 machines with long queues")
+    assert any(s.startswith("DRY RUN would close issue") for s in said)
+
+
+def test_alerts_enabled_false_is_a_dry_run_with_a_token(httpserver, tmp_path, tracker):
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), enabled=False)
+    assert rows[0]["dry_run"] and tracker.requests == []
+
+
+# ---- each alert, from the lake and the archive to its issue -----------------------------------
+
+
+class Sick:
+    """A lake and an archive where nothing fires, and the one change that makes `kind` fire."""
+
+    def __init__(self, tmp_path, now):
+        self.now, self.day = now, now.strftime("%Y-%m-%d")
+        self.lake = Lake.at(str(tmp_path / "lake"))
+        self.archive = Store(str(tmp_path / "archive"))
+        self.webhooks = tmp_path / "archive" / "webhooks" / f"day={self.day}" / "receiver-1.jsonl.gz"
+        self.webhooks.parent.mkdir(parents=True)
+        self.webhooks.write_bytes(b"")
+        self.lake.write("flaky_tests", self.day, pa.Table.from_pylist([{"name": "test_a", "verdict": "flaky"}]))
+        self.health("gggg")
+        self.queue(0)
+        self.bot(dt.timedelta(days=1))
+
+    def health(self, states, other=""):
+        from tests.test_guardians_job import write_health
+        rows = history(states, group=BLOCKING) + (history(other, group=BLOCKING + " 2") if other else [])
+        # commit i (sha(i) is i in hex) pushed 10 minutes after commit i - 1, the newest 50 minutes ago
+        write_health(self.lake, self.day, [{**r, "pushed_at": self.now - dt.timedelta(minutes=100 - 10 * int(r["sha"], 16))}
+                                           for r in rows])
+
+    def queue(self, jobs, rocm=0):
+        rows = [{"id": i, "run_attempt": 1, "status": "queued" if i < jobs else "completed",
+                 "created_at": self.now - dt.timedelta(minutes=40), "labels": ["linux.4xlarge"]} for i in range(60)]
+        rows += [{"id": 1000 + i, "run_attempt": 1, "status": "queued", "created_at": self.now - dt.timedelta(hours=3),
+                  "labels": ["linux.rocm.gpu.2"]} for i in range(rocm)]
+        self.lake.write("workflow_job", self.day, pa.Table.from_pylist(rows))
+
+    def bot(self, ago):
+        at = self.now - ago
+        self.lake.write("disabled_issues", at.strftime("%Y-%m-%d"), pa.Table.from_pylist(
+            [{"test": "test_a (__main__.T)", "issue_number": 1, "action": "found", "at": at}]), part=f"bot-{ago.days}")
+
+    def archive_written(self, ago):
+        t = (self.now - ago).timestamp()
+        os.utime(self.webhooks, (t, t))
+
+    def make(self, kind, sick=True, more=False):
+        """`more`: a second job group or machine fires too (the two alerts with several entries)."""
+        if kind == "recurrently_failing":
+            self.health("gggRr" if sick else "gggRrg", other="gggrr" if more else "")
+        elif kind == "queue":
+            self.queue(60 if sick else 10, rocm=51 if more else 0)
+        elif kind == "disabled_bot_silent" and sick:
+            for day in self.lake.days("disabled_issues"):
+                shutil.rmtree(Path(self.lake.store.full(f"disabled_issues/day={day}")))
+            self.bot(dt.timedelta(days=20))
+        elif kind == "disabled_bot_silent":
+            self.bot(dt.timedelta(0))
+        elif kind == "archive_silent":
+            self.archive_written(dt.timedelta(minutes=40 if sick else 0))
+
+
+KINDS = ["recurrently_failing", "queue", "disabled_bot_silent", "archive_silent"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_alert_opens_its_issue_from_the_lake_and_closes_it_when_clear(httpserver, tmp_path, tracker, kind):
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    world = Sick(tmp_path, now)
+    world.archive_written(dt.timedelta(0))
+    cfg = AlertsConfig(enabled=True)
+
+    def check(at):
+        return alerts_pass(client(httpserver), world.lake, world.archive, REPO, cfg, at)
+
+    alerts, changes = check(now)
+    assert [a.kind for a in alerts if a.firing] == [] and changes == [] and tracker.issues == {}
+    world.make(kind)
+    alerts, changes = check(now + dt.timedelta(minutes=5))
+    assert [a.kind for a in alerts if a.firing] == [kind]
+    assert [(r["kind"], r["action"]) for r in changes] == [(kind, "opened")]
+    (issue,) = tracker.issues.values()
+    assert marker(kind) in issue["body"] and issue["state"] == "open"
+    assert check(now + dt.timedelta(minutes=10))[1] == []  # still firing, unchanged: nothing sent
+    if kind in ("recurrently_failing", "queue"):
+        world.make(kind, more=True)
+        alerts, changes = check(now + dt.timedelta(minutes=12))
+        assert [(r["kind"], r["action"]) for r in changes] == [(kind, "updated")]
+        assert len(firing_in(issue["body"])) == 2 and "These started:" in tracker.comments[issue["number"]][-1]
+    world.make(kind, sick=False)
+    alerts, changes = check(now + dt.timedelta(minutes=15))
+    assert [(r["kind"], r["action"]) for r in changes] == [(kind, "closed")] and issue["state"] == "closed"
+    assert len(tracker.issues) == 1

@@ -1,0 +1,227 @@
+"""From verdicts to actions on GitHub, paced, capped and exactly once, recorded in the ledger.
+
+Rules (PyTorch's SIGNAL_ACTIONS.md), counted from the `autorevert_events` ledger, dry-run rows
+against dry-run rows and live ones against live ones (so a dry run never blocks the real thing):
+  restart  per (workflow, commit): none within `restart_interval_min` of the last successful
+           one; after k failed ones in a row, wait `backoff_min[k-1]` (20, 40, 60 min) from the
+           last; at most `max_restarts_per_commit` per commit in all;
+  revert   at most one proposal per commit, ever.
+
+Exactly once: a live action writes `intent`, calls GitHub, writes `done`. If the run dies in
+between, the next run finds the open intent and asks GitHub what happened before anything
+else: a restart took effect when the run's attempt number moved past the one recorded; a
+proposal was posted when the culprit's pull request has a comment with its marker. Writes to
+GitHub that time out are not resent blindly either (`retry_ambiguous=False`) but checked the
+same way. Without credentials, or with `autorevert.enabled: false`, nothing is sent: each
+decision is logged as "DRY RUN ..." and recorded with `dry_run` true.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake
+from torchci_assets.derived.guardians import ledger
+from torchci_assets.derived.guardians.culprits import Verdict
+from torchci_assets.derived.guardians.proposal import has_marker, revert_comment
+from torchci_assets.derived.guardians.signals import MainHistory
+from torchci_assets.guardian_config import AutorevertConfig
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One action for GitHub, coalesced from every signal that asks for it."""
+
+    action: str  # restart or revert
+    commit_sha: str
+    workflow: str  # the restart's workflow; "" for a revert
+    signals: tuple[tuple[str, str], ...]  # (workflow, signal key)
+    run: tuple[int, int] | None = None  # (run_id, run_attempt) to restart
+    mode: str = "rerun"  # rerun (the whole run) or rerun-failed-jobs
+
+
+@dataclass
+class Report:
+    taken: list[dict] = field(default_factory=list)  # done rows written by this pass
+    skipped: list[tuple[Planned, str]] = field(default_factory=list)
+    recovered: list[dict] = field(default_factory=list)
+
+
+def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
+    """Restarts per (workflow, commit) and reverts per culprit, each with its signals."""
+    restarts: dict[tuple[str, str], list] = {}
+    reverts: dict[str, list] = {}
+    for v in verdicts:
+        source = (v.signal.workflow, v.signal.key)
+        if v.kind == "confirmed":
+            reverts.setdefault(v.culprit, []).append(source)
+        for sha in v.restarts:
+            confirm = v.culprit == sha
+            restarts.setdefault((v.signal.workflow, sha), []).append((source, confirm))
+    out = [Planned("revert", sha, "", tuple(sorted(set(src)))) for sha, src in sorted(reverts.items())]
+    for (workflow, sha), items in sorted(restarts.items()):
+        mode = "rerun-failed-jobs" if all(confirm for _, confirm in items) else "rerun"
+        out.append(Planned("restart", sha, workflow, tuple(sorted({s for s, _ in items})),
+                           history.runs.get((workflow, sha)), mode))
+    return out
+
+
+def _minutes_since(row: dict, now: dt.datetime) -> float:
+    return (now - row["at"]).total_seconds() / 60
+
+
+def restart_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: AutorevertConfig, dry_run: bool) -> str:
+    """Why the restart must wait ("" when it may go now)."""
+    mine = sorted((a for a in acts if a["action"] == "restart" and a["commit_sha"] == p.commit_sha
+                   and bool(a["dry_run"]) == dry_run and a.get("outcome") != "not_sent"), key=lambda a: a["at"])
+    if len(mine) >= cfg.max_restarts_per_commit:
+        return f"cap: {len(mine)} restarts of this commit already"
+    same = [a for a in mine if a["workflow"] == p.workflow]
+    if not same:
+        return ""
+    failed_in_row = 0
+    for a in reversed(same):
+        if not a.get("failed"):
+            break
+        failed_in_row += 1
+    waited = _minutes_since(same[-1], now)
+    if failed_in_row:
+        wait = cfg.backoff_min[min(failed_in_row, len(cfg.backoff_min)) - 1]
+        return f"backoff: {failed_in_row} failed restart(s), {waited:.0f} of {wait} min waited" if waited < wait else ""
+    if waited < cfg.restart_interval_min:
+        return f"paced: restarted {waited:.0f} min ago"
+    return ""
+
+
+def revert_block(acts: list[dict], p: Planned, dry_run: bool) -> str:
+    done = [a for a in acts if a["action"] == "revert" and a["commit_sha"] == p.commit_sha
+            and bool(a["dry_run"]) == dry_run and a.get("outcome") != "not_sent"]
+    return f"already proposed ({done[0].get('outcome') or 'in flight'})" if done else ""
+
+
+class Guardian:
+    """One pass of the autorevert over `repo`: recover, then act on the plan."""
+
+    def __init__(self, github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig,
+                 now: dt.datetime, log: Callable[[str], None] = lambda s: None):
+        self.github, self.lake, self.repo, self.cfg, self.now, self.log = github, lake, repo, cfg, now, log
+        self.live = cfg.enabled and not github.dry_run
+
+    def _row(self, p: Planned, key: str, phase: str, **fields) -> dict:
+        return ledger.append(self.lake, {
+            "ts": self.now, "at": self.now, "repo": self.repo,
+            "action": p.action, "commit_sha": p.commit_sha, "workflow": p.workflow,
+            "workflows": sorted({w for w, _ in p.signals}), "source_signal_keys": [k for _, k in p.signals],
+            "run_id": p.run[0] if p.run else None, "run_attempt": p.run[1] if p.run else None,
+            "key": key, "phase": phase, "dry_run": not self.live, **fields})
+
+    def run(self, planned: list[Planned]) -> Report:
+        report = Report()
+        acts = ledger.actions(ledger.read(self.lake, self.now))
+        if self.live:
+            report.recovered = [r for a in acts if a["open"] and not a["dry_run"] for r in self.recover(a)]
+            acts = ledger.actions(ledger.read(self.lake, self.now))
+        for p in planned:
+            why = (restart_block(acts, p, self.now, self.cfg, not self.live) if p.action == "restart"
+                   else revert_block(acts, p, not self.live))
+            if not why and p.action == "restart" and p.run is None:
+                why = f"no run of {p.workflow} on this commit to restart"
+            if why:
+                report.skipped.append((p, why))
+                continue
+            try:
+                row = self.restart(p) if p.action == "restart" else self.revert(p)
+            except GitHubError as e:  # before any intent was written (finding the pull request)
+                report.skipped.append((p, f"GitHub: {e}"))
+                continue
+            report.taken.append(row)
+            acts.append({**row, "open": False})
+        return report
+
+    # ---- restarts ----------------------------------------------------------------------
+
+    def _attempt_now(self, run_id: int) -> int | None:
+        try:
+            return int(self.github.request("GET", f"/repos/{self.repo}/actions/runs/{run_id}").json()["run_attempt"])
+        except (GitHubError, KeyError, ValueError):
+            return None
+
+    def restart(self, p: Planned) -> dict:
+        key = ledger.new_key()
+        what = f"{p.mode} {p.workflow} run {p.run[0]} (attempt {p.run[1]}) of {p.commit_sha[:10]}"
+        if not self.live:
+            self.log(f"DRY RUN would {what}, for {', '.join(k for _, k in p.signals)}")
+            return self._row(p, key, "done", outcome="dry_run", failed=False, notes=p.mode)
+        self._row(p, key, "intent", notes=p.mode)
+        try:
+            self.github.request("POST", f"/repos/{self.repo}/actions/runs/{p.run[0]}/{p.mode}",
+                                retry_ambiguous=False)
+            outcome, notes = "ok", p.mode
+        except GitHubError as e:
+            attempt = self._attempt_now(p.run[0]) if e.ambiguous else None
+            outcome = "ok" if attempt is not None and attempt > p.run[1] else "failed"
+            notes = f"{p.mode}: {e}"[:500]
+        self.log(f"{what}: {outcome}")
+        return self._row(p, key, "done", outcome=outcome, failed=outcome == "failed", notes=notes)
+
+    # ---- revert proposals --------------------------------------------------------------
+
+    def _pull_request(self, sha: str) -> int | None:
+        pulls = self.github.request("GET", f"/repos/{self.repo}/commits/{sha}/pulls").json()
+        merged = [p for p in pulls if p.get("merged_at")] or pulls
+        return merged[0]["number"] if merged else None
+
+    def _comments(self, number: int) -> list[dict]:
+        return self.github.paginate(f"/repos/{self.repo}/issues/{number}/comments", {"per_page": 100})
+
+    def revert(self, p: Planned) -> dict:
+        key = ledger.new_key()
+        body = revert_comment(p.commit_sha, list(p.signals), self.cfg.revert_message, self.cfg.revert_classification)
+        if not self.live:
+            self.log(f"DRY RUN would propose reverting {p.commit_sha[:10]} on its pull request:\n{body}")
+            return self._row(p, key, "done", outcome="dry_run", failed=False, notes=body)
+        number = self._pull_request(p.commit_sha)
+        if number is None:
+            self.log(f"{p.commit_sha[:10]} has no pull request: no revert proposal")
+            return self._row(p, key, "done", outcome="no_pr", failed=False, notes="no pull request for the commit")
+        self._row(p, key, "intent", pr_number=number, notes=body)
+        return self._row(p, key, "done", pr_number=number, **self._post_once(number, p.commit_sha, body))
+
+    def _post_once(self, number: int, sha: str, body: str) -> dict:
+        if has_marker(self._comments(number), sha):
+            return {"outcome": "ok", "failed": False, "notes": "found an earlier proposal"}
+        try:
+            self.github.request("POST", f"/repos/{self.repo}/issues/{number}/comments", json_body={"body": body},
+                                retry_ambiguous=False)
+        except GitHubError as e:
+            if not (e.ambiguous and has_marker(self._comments(number), sha)):
+                return {"outcome": "failed", "failed": True, "notes": str(e)[:500]}
+        self.log(f"proposed reverting {sha[:10]} on pull request #{number}")
+        return {"outcome": "ok", "failed": False, "notes": body}
+
+    # ---- crashes -----------------------------------------------------------------------
+
+    def recover(self, act: dict) -> list[dict]:
+        """Close an intent a dead run left open, with what GitHub shows happened; while GitHub
+        cannot tell, it stays open and blocks the action like a done one."""
+        p = Planned(act["action"], act["commit_sha"], act.get("workflow") or "", (),
+                    (act["run_id"], act["run_attempt"]) if act.get("run_id") is not None else None)
+        try:
+            if p.action == "restart":
+                attempt = self._attempt_now(p.run[0])
+                if attempt is None:
+                    return []
+                happened = attempt > p.run[1]
+            else:
+                happened = has_marker(self._comments(act["pr_number"]), p.commit_sha)
+        except GitHubError as e:
+            self.log(f"cannot tell yet what became of an interrupted {p.action} of {p.commit_sha[:10]}: {e}")
+            return []
+        outcome = "ok" if happened else "not_sent"
+        self.log(f"recovered an interrupted {p.action} of {p.commit_sha[:10]}: {outcome}")
+        return [self._row(p, act["key"], "done", pr_number=act.get("pr_number"), outcome=outcome, failed=False,
+                          workflows=act.get("workflows"), source_signal_keys=act.get("source_signal_keys"),
+                          notes="recovered after an interrupted run")]

@@ -1,0 +1,160 @@
+"""Alerts as GitHub issues: one open issue per alert, updated while it fires, closed when it clears.
+
+Each issue carries a hidden marker with its alert's kind and one label (PyTorch's `pytorch-alert`
+by default), and is found by listing the repository's open issues with that label: the list is
+consistent at once, where search lags writes. An issue is created only when no open issue has
+the marker, and a create that got no clear answer is never resent blindly: the list is read
+again and the issue adopted if GitHub made it. Every change of state (opened, updated, closed)
+is a row of the `alerts` lake table. In dry run (no credentials, or `alerts.enabled: false`) the
+state is kept by that table alone: what would be opened, updated or closed is logged as
+"DRY RUN ..." and recorded once per change, not at every check.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake
+from torchci_assets.derived.guardians.alert_conditions import Alert
+from torchci_assets.derived.guardians.inputs import days_back
+
+TABLE = "alerts"
+# An alert open longer than this without a state change is still found: its issue is on GitHub.
+LOOKBACK_DAYS = 30
+SCHEMA = pa.schema([
+    ("at", pa.timestamp("ms", tz="UTC")), ("repo", pa.string()), ("kind", pa.string()), ("action", pa.string()),
+    ("issue_number", pa.int64()), ("title", pa.string()), ("body", pa.string()), ("dry_run", pa.bool_()),
+])
+
+
+def marker(kind: str) -> str:
+    return f"<!-- torchci-alert: {kind} -->"
+
+
+DETAIL = " — "
+
+
+def issue_body(alert: Alert) -> str:
+    details = alert.details or ("",) * len(alert.lines)
+    return "\n".join(["Within the last checks, the following fire:",
+                      *(f"- {x}{DETAIL + d if d else ''}" for x, d in zip(alert.lines, details)), "",
+                      alert.note, marker(alert.kind)])
+
+
+def firing_in(body: str) -> set[str]:
+    """What an issue's body lists as firing (without the figures beside each)."""
+    return {line[2:].split(DETAIL)[0] for line in (body or "").splitlines() if line.startswith("- ")}
+
+
+def change_comment(old_body: str, alert: Alert) -> str:
+    """What changed, as PyTorch's update comments say it (started / stopped)."""
+    before = firing_in(old_body)
+    now = set(alert.lines)
+    parts = []
+    if before - now:
+        parts += ["These stopped:", *(f"* {x}" for x in sorted(before - now)), ""]
+    if now - before:
+        parts += ["These started:", *(f"* {x}" for x in sorted(now - before))]
+    return "\n".join(parts).strip()
+
+
+def record(lake: Lake, row: dict) -> dict:
+    day = row["at"].astimezone(dt.timezone.utc).strftime("%Y-%m-%d")
+    lake.write(TABLE, day, pa.Table.from_pylist([row], schema=SCHEMA), part=f"{row['kind']}-{uuid.uuid4().hex[:12]}")
+    return row
+
+
+def history(lake: Lake, now: dt.datetime) -> list[dict]:
+    files = lake.files(TABLE, days_back(now, LOOKBACK_DAYS))
+    rows = [r for f in files for r in pq.read_table(f, filesystem=lake.store.fs, schema=SCHEMA).to_pylist()]
+    return sorted(rows, key=lambda r: r["at"])
+
+
+class AlertIssues:
+    """One alert pass over `repo`; `live` when credentials and `alerts.enabled` allow writes."""
+
+    def __init__(self, github: GitHubResource, lake: Lake, repo: str, labels: tuple[str, ...], enabled: bool,
+                 now: dt.datetime, log: Callable[[str], None] = lambda s: None):
+        self.github, self.lake, self.repo, self.labels, self.now, self.log = github, lake, repo, labels, now, log
+        self.live = enabled and not github.dry_run
+
+    def _row(self, alert: Alert, action: str, number: int | None, body: str) -> dict:
+        return record(self.lake, {"at": self.now, "repo": self.repo, "kind": alert.kind, "action": action,
+                                  "issue_number": number, "title": alert.title, "body": body,
+                                  "dry_run": not self.live})
+
+    def sync(self, alerts: list[Alert]) -> list[dict]:
+        """Bring each alert's issue in line with it; returns the state changes recorded."""
+        if self.live:
+            issues = self.github.paginate(f"/repos/{self.repo}/issues", {
+                "state": "open", "labels": ",".join(self.labels), "per_page": 100})
+            current = {a.kind: self._find(issues, a.kind) for a in alerts}
+        else:
+            current = self._dry_state()
+        rows = []
+        for a in alerts:
+            try:
+                rows += self._one(a, current.get(a.kind))
+            except GitHubError as e:  # one alert's trouble does not hold back the others
+                self.log(f"alert {a.kind}: GitHub refused or failed ({e}); next check tries again")
+        return rows
+
+    @staticmethod
+    def _find(issues: list[dict], kind: str) -> dict | None:
+        mine = sorted((i for i in issues if marker(kind) in (i.get("body") or "")), key=lambda i: i["number"])
+        return mine[0] if mine else None
+
+    def _dry_state(self) -> dict[str, dict]:
+        """Per kind, the issue a dry run would have open, from the dry-run rows of the table."""
+        state: dict[str, dict | None] = {}
+        for r in history(self.lake, self.now):
+            if r["dry_run"]:
+                state[r["kind"]] = None if r["action"] == "closed" else {"number": None, "body": r["body"]}
+        return {k: v for k, v in state.items() if v}
+
+    def _one(self, alert: Alert, issue: dict | None) -> list[dict]:
+        body = issue_body(alert)
+        if alert.firing and issue is None:
+            return [self._open(alert, body)]
+        if alert.firing and firing_in(issue["body"]) != set(alert.lines):
+            comment = change_comment(issue["body"], alert)
+            self._write(f"update issue #{issue['number']} of {alert.kind}: {comment}", "PATCH",
+                        f"issues/{issue['number']}", {"title": alert.title, "body": body})
+            if comment:
+                self._write("", "POST", f"issues/{issue['number']}/comments", {"body": comment})
+            return [self._row(alert, "updated", issue["number"], body)]
+        if not alert.firing and issue is not None:
+            self._write(f"close issue #{issue['number']} of {alert.kind}", "POST",
+                        f"issues/{issue['number']}/comments", {"body": "The condition cleared; closing."})
+            self._write("", "PATCH", f"issues/{issue['number']}", {"state": "closed", "state_reason": "completed"})
+            return [self._row(alert, "closed", issue["number"], issue["body"])]
+        return []
+
+    def _write(self, what: str, method: str, path: str, body: dict) -> None:
+        if not self.live:
+            if what:
+                self.log(f"DRY RUN would {what}")
+            return
+        self.github.request(method, f"/repos/{self.repo}/{path}", json_body=body, retry_ambiguous=method != "POST")
+
+    def _open(self, alert: Alert, body: str) -> dict:
+        if not self.live:
+            self.log(f"DRY RUN would open an issue: {alert.title}\n{body}")
+            return self._row(alert, "opened", None, body)
+        try:
+            issue = self.github.request("POST", f"/repos/{self.repo}/issues", retry_ambiguous=False, json_body={
+                "title": alert.title, "body": body, "labels": list(self.labels)}).json()
+        except GitHubError as e:
+            issues = self.github.paginate(f"/repos/{self.repo}/issues", {
+                "state": "open", "labels": ",".join(self.labels), "per_page": 100}) if e.ambiguous else []
+            issue = self._find(issues, alert.kind)
+            if issue is None:
+                raise
+        self.log(f"opened issue #{issue['number']}: {alert.title}")
+        return self._row(alert, "opened", issue["number"], body)

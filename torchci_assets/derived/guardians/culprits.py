@@ -1,0 +1,130 @@
+"""From a signal's events on main to a verdict: nothing to do, restart to learn more, or a culprit.
+
+The pattern is PyTorch's (test-infra `pytorch-auto-revert`, SIGNAL_EXTRACTION.md): walking main
+from the newest commit back, the signal must be failing now, fail on every commit that ran it
+down to its first red commit, and pass on the commit that ran it before (the last green). No
+last green in the window means the failure was there before: not this window's doing, never a
+revert.
+
+Between the last green and the first red there may be commits that did not run the signal
+(periodic and trunk jobs skip commits) or gave no usable answer (infrastructure, a known flaky
+test). Any of them could be the culprit, so their workflow is restarted there: not all at once
+but by bisection, the middle of the largest unexplored stretch first (`plan_bisection`, as
+`bisection_planner.py` does), so that a gap of n commits is pinned in about log2(n) rounds.
+Once the first red directly follows the last green, the first red is the culprit. A flaky test
+can fake that pattern (fail once, pass on the next commit), so it is confirmed only when the
+culprit failed on `confirm_attempts` attempts (its failed jobs are restarted until then) and
+`min_red_commits` commits from it on are red; a flaky test at rate p passes both with
+probability about p**3 per commit.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from torchci_assets.derived.guardians.signals import Event, MainHistory, Signal
+from torchci_assets.guardian_config import AutorevertConfig
+
+DEFAULT = AutorevertConfig()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one signal says. `kind`: ineligible, restart, confirmed, or suspect (a range that
+    cannot be narrowed: its commits have no run to restart)."""
+
+    signal: Signal
+    kind: str
+    reason: str
+    culprit: str | None = None
+    suspects: tuple[str, ...] = ()
+    restarts: tuple[str, ...] = ()  # commits whose run of signal.workflow is to be restarted
+    failures: int = 0
+
+
+def plan_bisection(covered: list[bool], limit: int) -> list[int]:
+    """Positions to cover now: the middles of the largest uncovered stretches, until `limit`
+    positions (those already covered included) are taken. Ties go to the older stretch, so
+    every run plans the same."""
+    allowed = max(0, limit - sum(covered))
+    heap: list[tuple[int, int, int]] = []
+    start = None
+    for i, c in enumerate([*covered, True]):
+        if not c and start is None:
+            start = i
+        elif c and start is not None:
+            heapq.heappush(heap, (-(i - start), start, i - 1))
+            start = None
+    chosen = []
+    while allowed > 0 and heap:
+        _, lo, hi = heapq.heappop(heap)
+        mid = (lo + hi) // 2
+        chosen.append(mid)
+        allowed -= 1
+        for a, b in ((lo, mid - 1), (mid + 1, hi)):
+            if a <= b:
+                heapq.heappush(heap, (-(b - a + 1), a, b))
+    return sorted(chosen)
+
+
+def _walk(signal: Signal, commits: tuple[str, ...]) -> tuple[int | None, list[int], str]:
+    """From the newest commit back: (index of the last green, indexes of the red commits newest
+    first, reason when the signal is not failing now)."""
+    reds: list[int] = []
+    for i in range(len(commits) - 1, -1, -1):
+        ev = signal.events.get(commits[i])
+        if ev is None or ev.outcome in ("skipped", "unknown", "pending"):
+            continue
+        if ev.outcome == "pass":
+            return (i, reds, "") if reds else (None, [], "passing on the newest commit that ran it")
+        reds.append(i)
+    return None, reds, ("failing since before the window (no green commit ran it)" if reds
+                        else "no result on any commit")
+
+
+def _failures(signal: Signal, commits: tuple[str, ...], reds: list[int]) -> int:
+    return sum(signal.events[commits[i]].attempts for i in reds)
+
+
+def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig) -> Verdict:
+    """The first red directly follows the last green: confirm it, or restart it to."""
+    attempts = signal.events[culprit].attempts
+    if attempts < cfg.confirm_attempts:
+        return Verdict(signal, "restart", f"failed on {attempts} attempt(s): restart its failed jobs to confirm",
+                       culprit, (culprit,), (culprit,), failures)
+    if len(reds) < cfg.min_red_commits:
+        return Verdict(signal, "suspect", f"failed on {attempts} attempts; waiting for a newer commit to run it",
+                       culprit, (culprit,), failures=failures)
+    return Verdict(signal, "confirmed", f"failed on {attempts} attempts and on the {len(reds) - 1} newer commit(s) "
+                   "that ran it, passed on the one before", culprit, (culprit,), failures=failures)
+
+
+def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> Verdict:
+    """The signal's verdict (see the module docstring)."""
+    commits = history.commits
+    green, reds, why = _walk(signal, commits)
+    if green is None:
+        return Verdict(signal, "ineligible", why)
+    first_red = reds[-1]
+    failures = _failures(signal, commits, reds)
+    gap = list(range(green + 1, first_red))
+    if not gap:
+        return _pinned(signal, commits[first_red], reds, failures, cfg)
+    suspects = tuple(commits[i] for i in [*gap, first_red])
+    pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending" for i in gap]
+    restartable = [(signal.workflow, commits[i]) in history.runs for i in gap]
+    # commits without a run cannot be covered: count them as covered so bisection skips them
+    covered = [p or not r for p, r in zip(pending, restartable)]
+    picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
+    if picks:
+        return Verdict(signal, "restart", f"{len(gap)} commit(s) between green and red did not run it: bisect",
+                       suspects=suspects, restarts=tuple(commits[gap[i]] for i in picks), failures=failures)
+    if any(pending):
+        return Verdict(signal, "suspect", "waiting for the runs in flight", suspects=suspects, failures=failures)
+    return Verdict(signal, "suspect", f"{len(gap)} commit(s) between green and red have no run of "
+                   f"{signal.workflow} to restart", suspects=suspects, failures=failures)
+
+
+def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> list[Verdict]:
+    return [judge(s, history, cfg) for s in history.signals]

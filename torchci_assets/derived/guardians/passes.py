@@ -1,0 +1,57 @@
+"""One pass of each guardian, as plain functions the job's ops (and the tests, and the eval) call.
+
+The autorevert reads main's signals from `commit_health` (the newest partitions: each commit's
+latest word), judges every signal, plans the restarts and revert proposals, and acts on them
+through the ledger's rules. The alerts pass checks every condition and syncs the issues.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from resources.github import GitHubResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.guardians import actions
+from torchci_assets.derived.guardians.actions import Guardian
+from torchci_assets.derived.guardians.alert_conditions import current_alerts
+from torchci_assets.derived.guardians.alert_issues import AlertIssues
+from torchci_assets.derived.guardians.culprits import Verdict, judge_all
+from torchci_assets.derived.guardians.inputs import main_signal_rows
+from torchci_assets.derived.guardians.signals import build_history
+from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
+
+
+@dataclass(frozen=True)
+class AutorevertSummary:
+    commits: int
+    signals: int
+    verdicts: dict  # kind -> count
+    taken: list  # ledger rows written (done rows)
+    skipped: list  # (action, sha, why)
+    dry_run: bool
+    confirmed: list  # Verdicts pinning a culprit
+
+
+def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig, now: dt.datetime,
+                    log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None) -> AutorevertSummary:
+    rows = main_signal_rows(lake, now) if rows is None else rows
+    history = build_history(rows, cfg.workflows)
+    verdicts: list[Verdict] = judge_all(history, cfg)
+    guardian = Guardian(github, lake, repo, cfg, now, log)
+    report = guardian.run(actions.plan(verdicts, history))
+    return AutorevertSummary(
+        len(history.commits), len(history.signals), dict(Counter(v.kind for v in verdicts)),
+        [*report.recovered, *report.taken], [(p.action, p.commit_sha, why) for p, why in report.skipped],
+        not guardian.live, [v for v in verdicts if v.kind == "confirmed"])
+
+
+def alerts_pass(github: GitHubResource, lake: Lake, archive: Store, repo: str, cfg: AlertsConfig,
+                now: dt.datetime, log: Callable[[str], None] = lambda s: None) -> tuple[list, list[dict]]:
+    """(the alerts as of now, the state changes recorded)."""
+    alerts = current_alerts(lake, archive, main_signal_rows(lake, now), repo, cfg, now)
+    issues = AlertIssues(github, lake, cfg.repo or repo, cfg.labels, cfg.enabled, now, log)
+    return alerts, issues.sync(alerts)

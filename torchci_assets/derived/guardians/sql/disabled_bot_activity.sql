@@ -1,0 +1,2 @@
+-- The disabled-issue bot's last action in the window.
+SELECT max("at") AS last_at, count(*) AS actions FROM disabled_issues WHERE "at" >= $since

@@ -1,0 +1,16 @@
+-- Jobs waiting for a runner now, per machine (the first runner label): how many, and the oldest wait.
+-- A job's state is the highest it reached (queued < waiting < in_progress < completed).
+WITH latest AS (
+    SELECT id, run_attempt, arg_max(status, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
+                                                 WHEN 'waiting' THEN 2 ELSE 1 END) AS status,
+           min(created_at) AS created_at, any_value(labels) AS labels
+    FROM workflow_job
+    WHERE created_at >= $since
+    GROUP BY id, run_attempt
+)
+SELECT coalesce(labels[1], 'unlabelled') AS machine, count(*) AS jobs,
+       max(epoch($now) - epoch(created_at)) AS max_wait_s
+FROM latest
+WHERE status IN ('queued', 'waiting')
+GROUP BY ALL
+ORDER BY machine

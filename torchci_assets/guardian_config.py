@@ -1,0 +1,165 @@
+"""The `autorevert` and `alerts` sections of the config file: what the trunk guardians may do.
+
+Both are off by default. The bundled config names the real pytorch/pytorch, and a token set for
+the relay must not start re-running its workflows, commenting on its pull requests or filing
+issues from a simulated archive: with `enabled: false` (or no credentials) every decision is
+still made and recorded in the lake, marked dry run, and nothing is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchci_assets.config import ConfigError
+
+REVERT_CLASSIFICATIONS = ("ignoredsignal", "nosignal", "landrace", "weird", "ghfirst")
+
+
+@dataclass(frozen=True)
+class AutorevertConfig:
+    enabled: bool = False
+    # Workflows whose signals are watched; empty means every workflow seen on main.
+    workflows: tuple[str, ...] = ()
+    # PyTorch's pacing: one restart per (workflow, commit) per 20 min, at most 5 per commit,
+    # 20/40/60 min after failed restarts.
+    restart_interval_min: int = 20
+    max_restarts_per_commit: int = 5
+    backoff_min: tuple[int, ...] = (20, 40, 60)
+    # Restarts planned at once inside one gap of commits that did not run a signal (bisection).
+    bisection_limit: int = 2
+    # Before a revert is proposed the culprit must have failed on this many attempts (a restart
+    # of its failed jobs failing again), and this many commits from it on must be red.
+    confirm_attempts: int = 2
+    min_red_commits: int = 2
+    revert_classification: str = "nosignal"
+    revert_message: str = ("Reverted automatically by the trunk guardian: {signals} failed on this "
+                           "commit and every later one that ran them, and passed on the commit before")
+
+
+@dataclass(frozen=True)
+class QueueRule:
+    """Machines whose runner label matches `pattern` alert with more than `max_jobs` waiting and
+    the oldest waiting over `max_wait_min`."""
+
+    pattern: str
+    max_jobs: int
+    max_wait_min: int
+
+
+DEFAULT_QUEUE_RULES = (
+    QueueRule("rocm", 50, 120),
+    QueueRule(r"linux\.2xlarge|linux\.4xlarge", 50, 30),
+    QueueRule(".*", 50, 60),
+)
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    enabled: bool = False
+    # PyTorch's check_alerts: a blocking job group failing on this many consecutive main commits.
+    failing_commits: int = 2
+    queue_rules: tuple[QueueRule, ...] = DEFAULT_QUEUE_RULES
+    disabled_bot_silent_days: int = 14
+    archive_silent_min: int = 30
+    labels: tuple[str, ...] = ("pytorch-alert",)
+    repo: str | None = None  # where alert issues are filed; None means the upstream repo
+
+
+@dataclass(frozen=True)
+class GuardianSettings:
+    autorevert: AutorevertConfig = field(default_factory=AutorevertConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+
+
+def _whole(raw: dict, key: str, default: int, where: str, least: int = 0) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{where}.{key}: must be a whole number of at least {least}, got {value!r}")
+    return value
+
+
+def _flag(raw: dict, where: str) -> bool:
+    value = raw.get("enabled", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.enabled: must be true or false, got {value!r}")
+    return value
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) and x.strip() for x in raw):
+        raise ConfigError(f"{where}: must be a list of names, got {raw!r}")
+    return tuple(raw)
+
+
+def _mapping(raw: Any, where: str, keys: tuple[str, ...]) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(keys))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; known: {', '.join(keys)}")
+    return raw
+
+
+def parse_autorevert(raw: Any, where: str = "autorevert") -> AutorevertConfig:
+    d = AutorevertConfig()
+    raw = _mapping(raw, where, tuple(d.__dataclass_fields__))
+    backoff = raw.get("backoff_min", list(d.backoff_min))
+    if not isinstance(backoff, list) or not backoff or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in backoff):
+        raise ConfigError(f"{where}.backoff_min: must be a non-empty list of minutes, got {backoff!r}")
+    classification = raw.get("revert_classification", d.revert_classification)
+    if classification not in REVERT_CLASSIFICATIONS:
+        raise ConfigError(f"{where}.revert_classification: must be one of {', '.join(REVERT_CLASSIFICATIONS)}, "
+                          f"got {classification!r}")
+    message = raw.get("revert_message", d.revert_message)
+    if not isinstance(message, str) or not message.strip() or '"' in message:
+        raise ConfigError(f"{where}.revert_message: must be text without double quotes, got {message!r}")
+    return AutorevertConfig(
+        enabled=_flag(raw, where), workflows=_names(raw.get("workflows", []), f"{where}.workflows"),
+        restart_interval_min=_whole(raw, "restart_interval_min", d.restart_interval_min, where),
+        max_restarts_per_commit=_whole(raw, "max_restarts_per_commit", d.max_restarts_per_commit, where),
+        backoff_min=tuple(backoff), bisection_limit=_whole(raw, "bisection_limit", d.bisection_limit, where, 1),
+        confirm_attempts=_whole(raw, "confirm_attempts", d.confirm_attempts, where, 1),
+        min_red_commits=_whole(raw, "min_red_commits", d.min_red_commits, where, 1),
+        revert_classification=classification, revert_message=message)
+
+
+def _queue_rules(raw: Any, where: str) -> tuple[QueueRule, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: must be a non-empty list of {{pattern, max_jobs, max_wait_min}}")
+    rules = []
+    for i, item in enumerate(raw):
+        here = f"{where}[{i}]"
+        item = _mapping(item, here, ("pattern", "max_jobs", "max_wait_min"))
+        pattern = item.get("pattern")
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError):
+            raise ConfigError(f"{here}.pattern: must be a regular expression, got {pattern!r}") from None
+        rules.append(QueueRule(pattern, _whole(item, "max_jobs", 50, here), _whole(item, "max_wait_min", 60, here)))
+    return tuple(rules)
+
+
+def parse_alerts(raw: Any, where: str = "alerts") -> AlertsConfig:
+    d = AlertsConfig()
+    raw = _mapping(raw, where, tuple(d.__dataclass_fields__))
+    repo = raw.get("repo")
+    if repo is not None and (not isinstance(repo, str) or repo.count("/") != 1):
+        raise ConfigError(f"{where}.repo: must be owner/name, got {repo!r}")
+    return AlertsConfig(
+        enabled=_flag(raw, where),
+        failing_commits=_whole(raw, "failing_commits", d.failing_commits, where, 1),
+        queue_rules=_queue_rules(raw["queue_rules"], f"{where}.queue_rules") if "queue_rules" in raw
+        else d.queue_rules,
+        disabled_bot_silent_days=_whole(raw, "disabled_bot_silent_days", d.disabled_bot_silent_days, where, 1),
+        archive_silent_min=_whole(raw, "archive_silent_min", d.archive_silent_min, where, 1),
+        labels=_names(raw.get("labels", list(d.labels)), f"{where}.labels"), repo=repo)
+
+
+def guardian_settings(raw: dict) -> GuardianSettings:
+    """Both sections of the whole config document `raw`."""
+    return GuardianSettings(parse_autorevert(raw.get("autorevert")), parse_alerts(raw.get("alerts")))

@@ -1,0 +1,64 @@
+"""Dagster's own metadata on every lake table's materialization: row count, columns, location.
+
+The asset catalog reads `dagster/row_count` (plotted over time), `dagster/column_schema` (the
+Columns view) and `dagster/uri` from these keys only. They are read back from the Parquet footers
+of the partition just written (no data scan), so they say what the lake holds, not what the writer
+meant to write. `@lake_metadata` adds them to each `MaterializeResult` an asset function returns or
+yields, so the asset functions keep their own metadata and stay unaware of the convention.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from resources.lake import Lake
+
+# The rejects assets are the parts of the shared `rejects` table their ingest writes.
+REJECT_PARTS = {"webhook_rejects": ("webhooks",), "test_run_rejects": ("test-reports", "test-runs"),
+                "ci_result_rejects": ("ci-results",), "log_rejects": ("logs",)}
+
+
+def table_metadata(lake: Lake, key: str, day: str) -> dict:
+    """The catalog's metadata of asset `key`'s lake partition `day`; empty when it is no lake table."""
+    table, parts = ("rejects", REJECT_PARTS[key]) if key in REJECT_PARTS else (key, None)
+    files = [f for f in lake.files(table, [day])
+             if parts is None or f.rsplit("/", 1)[-1].removesuffix(".parquet") in parts]
+    if not files:
+        return {}
+    footers = [pq.ParquetFile(f, filesystem=lake.store.fs).metadata for f in files]
+    schema = footers[0].schema.to_arrow_schema()
+    columns = [dg.TableColumn(field.name, str(field.type)) for field in schema]
+    return {"dagster/row_count": sum(m.num_rows for m in footers),
+            "dagster/column_schema": dg.TableSchema(columns=columns),
+            "dagster/uri": lake.store.display(f"{table}/day={day}")}
+
+
+def _with_table_metadata(result, context: dg.AssetExecutionContext, lake_resource):
+    if not isinstance(result, dg.MaterializeResult) or lake_resource is None:
+        return result
+    key = (dg.AssetKey.from_coercible(result.asset_key) if result.asset_key else context.asset_key).to_user_string()
+    extra = table_metadata(lake_resource.lake(), key, context.partition_key)
+    if not extra:
+        return result
+    return dg.MaterializeResult(asset_key=result.asset_key, metadata={**(result.metadata or {}), **extra},
+                                check_results=result.check_results, data_version=result.data_version,
+                                tags=result.tags)
+
+
+def lake_metadata(fn):
+    """Decorate an asset function (under `@asset`/`@multi_asset`) taking `context` and `lake`."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generating(context, *args, **kwargs):
+            for item in fn(context, *args, **kwargs):
+                yield _with_table_metadata(item, context, kwargs.get("lake"))
+        return generating
+
+    @functools.wraps(fn)
+    def returning(context, *args, **kwargs):
+        return _with_table_metadata(fn(context, *args, **kwargs), context, kwargs.get("lake"))
+    return returning
