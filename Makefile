@@ -68,6 +68,7 @@ bench-serve: install
 
 bench-relay-latency: install
 	$(BIN)/python bench/bench_relay_latency.py
+	$(BIN)/python bench/bench_relay_prs.py
 
 bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 	$(BIN)/python bench/bench_freshness.py

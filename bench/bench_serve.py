@@ -266,7 +266,7 @@ class Issuer:
         return f"{header}.{claims}.{b64url(signature)}"
 
 
-def serve_jwks(issuer: Issuer) -> tuple[http.server.HTTPServer, str]:
+def serve_jwks(issuer: Issuer, port: int = 0) -> tuple[http.server.HTTPServer, str]:
     body = json.dumps(issuer.jwks).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -280,7 +280,7 @@ def serve_jwks(issuer: Issuer) -> tuple[http.server.HTTPServer, str]:
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks"
 

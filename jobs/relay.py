@@ -24,7 +24,7 @@ import requests
 from resources import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
 from torchci_assets.config import load_config
-from torchci_assets.relay.dispatch import LEDGER_TABLE, dispatch_commit, outcome_table
+from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch
 from torchci_assets.relay.pushes import (
     SHA_RE,
     RelayCursor,
@@ -34,6 +34,7 @@ from torchci_assets.relay.pushes import (
 )
 
 OP_NAME = "dispatch_to_downstreams"
+OUTCOMES = ("ok", "refused", "dry_run", "already_acknowledged", "in_doubt", "claimed_elsewhere")
 # Polling is the safety net for lost webhooks: every 5 minutes keeps within the API's rate
 # limit (one request per branch) and bounds how late a head can be relayed.
 POLL_INTERVAL_S = 300.0
@@ -56,6 +57,7 @@ class DispatchConfig(dg.Config):
     payload_json: str = "{}"
     max_retries: int = 3
     retry_wait_s: float = 60.0
+    claim_settle_s: float = CLAIM_SETTLE_S
 
 
 def run_config_for(commit: UpstreamCommit) -> dict:
@@ -86,31 +88,40 @@ def dispatch_to_downstreams(context: dg.OpExecutionContext, config: DispatchConf
     if github.dry_run:
         context.log.warning("DRY RUN: no GitHub credentials; dispatches are logged and recorded "
                             "as dry_run, not sent (set GITHUB_TOKEN to send)")
-    outcomes = dispatch_commit(github, lake.lake(), commit, relay.allowlist, context.run_id,
-                               log=context.log.info)
+    outcomes = dispatch_event(github, lake.lake(), push_dispatch(commit), relay.allowlist, context.run_id,
+                              log=context.log.info, settle_s=config.claim_settle_s)
+    yield from report_outcomes(context, github, lake, outcomes, commit.sha, config,
+                               {"sha": commit.sha, "ref": commit.ref, "source": commit.source})
+
+
+def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource, outcomes: list,
+                    sha: str, config: DispatchConfig, metadata: dict):
+    """Log, retry what failed, and yield the ledger's materialization and the op's output."""
     counts = Counter(o.outcome for o in outcomes)
     table = outcome_table(outcomes)
     for o in outcomes:
         if o.outcome == "refused":
-            context.log.warning(f"{o.repo} refused the dispatch of {commit.sha} "
+            context.log.warning(f"{o.repo} refused the dispatch of {sha} "
                                 f"(HTTP {o.status_code}): {o.error}")
+        elif o.outcome == "in_doubt":
+            context.log.warning(f"{o.repo}: an earlier attempt for {sha} was claimed and its "
+                                "answer never recorded; not sent again (see the dispatches ledger)")
     failed = [o.repo for o in outcomes if o.outcome == "failed"]
     if failed:
-        context.log.error(f"dispatch of {commit.sha} failed for {', '.join(failed)}; the retry "
+        context.log.error(f"dispatch of {sha} failed for {', '.join(failed)}; the retry "
                           f"sends only those not acknowledged\n{table}")
         raise dg.RetryRequested(max_retries=config.max_retries,
                                 seconds_to_wait=config.retry_wait_s) from dg.Failure(
-            f"{len(failed)} downstream(s) did not acknowledge {commit.sha}: {', '.join(failed)}")
+            f"{len(failed)} downstream(s) did not acknowledge {sha}: {', '.join(failed)}")
     written = sum(counts[k] for k in ("ok", "refused", "dry_run"))
     metadata = {
-        "sha": commit.sha, "ref": commit.ref, "source": commit.source,
-        "dry_run": github.dry_run, "targets": len(outcomes),
-        **{f"{k}_count": counts.get(k, 0) for k in ("ok", "refused", "dry_run", "already_acknowledged")},
+        **metadata, "dry_run": github.dry_run, "targets": len(outcomes),
+        **{f"{k}_count": counts.get(k, 0) for k in OUTCOMES},
         "outcomes": dg.MetadataValue.md(table),
     }
     if written:
         yield dg.AssetMaterialization(asset_key=LEDGER_TABLE, metadata={
-            "rows": written, "sha": commit.sha, "path": lake.lake().store.display(LEDGER_TABLE)})
+            "rows": written, "sha": sha, "path": lake.lake().store.display(LEDGER_TABLE)})
     yield dg.Output(dict(counts), metadata=metadata)
 
 

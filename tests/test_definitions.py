@@ -23,7 +23,7 @@ EXPECTED_ASSETS = {
     "job_failure", "log_rejects",
     "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site", "drci_comments",
 }
-LEDGERS = {"dispatches"}  # written by dispatch_job, not materialized by `torchci run`
+LEDGERS = {"dispatches", "relay_actions"}  # written by the relay jobs, not materialized by `torchci run`
 ARCHIVE = {"webhook_archive", "test_report_archive", "test_run_archive", "ci_result_archive", "log_archive"}
 # One group per domain folder (the folder the asset's code lives in).
 GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.results",

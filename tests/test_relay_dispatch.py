@@ -12,6 +12,7 @@ from jobs.relay import dispatch_job, run_config_for
 from resources import LakeResource
 from resources.github import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_KEYS, GitHubResource, validate_dispatch
 from resources.lake import Lake
+from torchci_assets.relay import dispatch
 from torchci_assets.relay.dispatch import client_payload, ledger_rows
 from torchci_assets.relay.pushes import UpstreamCommit, trim_push_payload
 
@@ -90,7 +91,13 @@ def github(httpserver, **kw):
     return GitHubResource(api_url=httpserver.url_for(""), **kw)
 
 
+def outcome_rows(lake_uri, sha=SHA) -> list[dict]:
+    """The ledger's outcome rows (the claims written before each send left out)."""
+    return [r for r in ledger_rows(Lake.at(lake_uri), sha) if r["outcome"] != "claimed"]
+
+
 def run(gh, lake_uri, instance, c=None, **op_config):
+    op_config.setdefault("claim_settle_s", 0.01)
     config = run_config_for(c or commit())
     config["ops"]["dispatch_to_downstreams"]["config"].update(op_config)
     return dispatch_job.execute_in_process(run_config=config, instance=instance, raise_on_error=False,
@@ -122,7 +129,7 @@ def test_every_allowlisted_repo_gets_one_dispatch_in_the_relay_shape(httpserver,
     assert cp["payload"]["repository"]["full_name"] == "pytorch/pytorch"
     assert cp["payload"]["after"] == SHA and cp["payload"]["ref"].startswith("refs/")
 
-    rows = ledger_rows(Lake.at(lake_uri), SHA)
+    rows = outcome_rows(lake_uri)
     assert sorted(r["downstream_repo"] for r in rows) == sorted(REPOS)
     assert {(r["outcome"], r["status_code"], r["run_id"]) for r in rows} == {("ok", 204, result.run_id)}
     assert {r["level"] for r in rows if r["downstream_repo"] == "acme-ai/torch-npu"} == {"L3"}
@@ -138,7 +145,7 @@ def test_a_second_run_for_the_same_commit_sends_nothing(httpserver, instance, la
     assert again.success
     assert len(server.log) == 4
     assert output_metadata(again)["already_acknowledged_count"] == 4
-    assert len(ledger_rows(Lake.at(lake_uri), SHA)) == 4
+    assert len(outcome_rows(lake_uri)) == 4
     # A different commit is not covered by the first one's acknowledgements.
     other = "a" * 40
     assert run(github(httpserver), lake_uri, instance, commit(other)).success
@@ -151,7 +158,7 @@ def test_a_repo_that_refuses_is_recorded_and_does_not_block_the_others(httpserve
     result = run(github(httpserver), lake_uri, instance)
     assert result.success
     assert Counter(repo for repo, _ in server.log) == Counter(REPOS)  # no retries of a refusal
-    rows = {r["downstream_repo"]: r for r in ledger_rows(Lake.at(lake_uri), SHA)}
+    rows = {r["downstream_repo"]: r for r in outcome_rows(lake_uri)}
     assert (rows["org-two/torch-tpu"]["outcome"], rows["org-two/torch-tpu"]["status_code"]) == ("refused", 403)
     assert "not accessible" in rows["org-two/torch-tpu"]["error"]
     assert (rows["org-three/torch-dsp"]["outcome"], rows["org-three/torch-dsp"]["status_code"]) == ("refused", 404)
@@ -168,7 +175,7 @@ def test_429_with_retry_after_is_waited_out(httpserver, instance, lake_uri):
     assert result.success
     assert time.monotonic() - start >= 1.0
     assert [r for r, _ in server.log].count("org-one/torch-fpga") == 2
-    (row,) = [r for r in ledger_rows(Lake.at(lake_uri), SHA) if r["downstream_repo"] == "org-one/torch-fpga"]
+    (row,) = [r for r in outcome_rows(lake_uri) if r["downstream_repo"] == "org-one/torch-fpga"]
     assert (row["outcome"], row["http_attempts"], row["waited_s"]) == ("ok", 2, 1.0)
 
 
@@ -181,7 +188,7 @@ def test_a_502_storm_is_retried_by_the_run_and_only_the_unacknowledged_repo_is_r
     assert Counter(r for r, _ in server.log) == Counter({"org-one/torch-fpga": 1, "org-two/torch-tpu": 1,
                                                          "acme-ai/torch-npu": 1, "org-three/torch-dsp": 5})
     assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
-    dsp = [r["outcome"] for r in ledger_rows(Lake.at(lake_uri), SHA) if r["downstream_repo"] == "org-three/torch-dsp"]
+    dsp = [r["outcome"] for r in outcome_rows(lake_uri) if r["downstream_repo"] == "org-three/torch-dsp"]
     assert dsp == ["failed", "ok"]
     assert output_metadata(result)["already_acknowledged_count"] == 3
 
@@ -197,33 +204,76 @@ def test_a_storm_outlasting_the_retries_fails_the_run_and_a_reexecution_finishes
 
 
 class CrashingGitHub(GitHubResource):
-    """Dies (as a killed process would, with no chance to record anything) before sending the
-    `crash_at`-th dispatch."""
+    """Dies (as a killed process would, with no chance to record anything) on the `crash_at`-th
+    dispatch: before sending it, or after GitHub answered it (`after_answer`)."""
 
     crash_at: int
+    after_answer: bool = False
 
     def dispatch(self, owner_repo, event_type, client_payload):
         calls = getattr(type(self), "calls", 0) + 1
         type(self).calls = calls
+        if calls == self.crash_at and not self.after_answer:
+            raise RuntimeError("simulated crash while sending")
+        result = super().dispatch(owner_repo, event_type, client_payload)
         if calls == self.crash_at:
-            raise RuntimeError("simulated crash between two dispatches")
-        return super().dispatch(owner_repo, event_type, client_payload)
+            raise RuntimeError("simulated crash between GitHub's answer and the ledger write")
+        return result
 
 
-def test_a_crash_between_two_dispatches_then_reexecution_sends_each_repo_exactly_once(httpserver, instance, lake_uri):
+def test_a_crash_between_two_dispatches_then_reexecution_sends_each_repo_exactly_once(
+        httpserver, instance, lake_uri, monkeypatch):
     server = FakeGitHub(httpserver)
-    CrashingGitHub.calls = 0
-    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3, write_interval_s=0),
-                  lake_uri, instance)
+    writes = []
+    real_record = dispatch.record_attempt
+
+    def record_then_die(lake, row):  # claim, outcome, claim, outcome, then killed before the 3rd claim
+        writes.append(row["outcome"])
+        if len(writes) == 5:
+            raise RuntimeError("simulated crash between two dispatches")
+        return real_record(lake, row)
+
+    monkeypatch.setattr(dispatch, "record_attempt", record_then_die)
+    crashed = run(github(httpserver), lake_uri, instance)
+    monkeypatch.setattr(dispatch, "record_attempt", real_record)
     assert not crashed.success
     assert len(server.log) == 2
     reexecuted = run(github(httpserver), lake_uri, instance)
     assert reexecuted.success
     assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
     assert len(server.log) == 4
-    rows = ledger_rows(Lake.at(lake_uri), SHA)
+    rows = outcome_rows(lake_uri)
     assert len(rows) == 4 and {r["outcome"] for r in rows} == {"ok"}
     assert Counter(r["run_id"] for r in rows) == Counter({crashed.run_id: 2, reexecuted.run_id: 2})
+
+
+def test_a_crash_between_githubs_answer_and_the_ledger_write_is_not_sent_again(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    CrashingGitHub.calls = 0
+    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3, after_answer=True,
+                                 write_interval_s=0), lake_uri, instance)
+    assert not crashed.success
+    assert len(server.log) == 3
+    reexecuted = run(github(httpserver), lake_uri, instance)
+    assert reexecuted.success
+    # GitHub saw each downstream exactly once; the third is in doubt in the ledger, not re-sent.
+    assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
+    assert output_metadata(reexecuted)["in_doubt_count"] == 1
+    third = server.log[2][0]
+    assert [r["outcome"] for r in ledger_rows(Lake.at(lake_uri), SHA) if r["downstream_repo"] == third] == ["claimed"]
+
+
+def test_a_crash_while_sending_leaves_that_one_downstream_in_doubt_and_the_rest_sent(httpserver, instance, lake_uri):
+    server = FakeGitHub(httpserver)
+    CrashingGitHub.calls = 0
+    crashed = run(CrashingGitHub(api_url=httpserver.url_for(""), token=TOKEN, crash_at=3, write_interval_s=0),
+                  lake_uri, instance)
+    assert not crashed.success
+    reexecuted = run(github(httpserver), lake_uri, instance)
+    assert reexecuted.success
+    assert len(server.log) == 3  # nobody can tell whether the third left: it is not sent twice
+    assert output_metadata(reexecuted)["in_doubt_count"] == 1
+    assert output_metadata(reexecuted)["ok_count"] == 1
 
 
 def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, instance, lake_uri):
@@ -231,7 +281,7 @@ def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, inst
     dry = run(GitHubResource(api_url=httpserver.url_for("")), lake_uri, instance)
     assert dry.success
     assert server.log == []
-    assert {r["outcome"] for r in ledger_rows(Lake.at(lake_uri), SHA)} == {"dry_run"}
+    assert {r["outcome"] for r in outcome_rows(lake_uri)} == {"dry_run"}
     meta = output_metadata(dry)
     assert (meta["dry_run"], meta["dry_run_count"], meta["ok_count"]) == (True, 4, 0)
     logs = [e.user_message for e in instance.all_logs(dry.run_id)]

@@ -11,6 +11,7 @@ import dagster as dg
 
 from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, daily_schedule, dispatch_job,
                   trunk_guardians_job, trunk_guardians_schedule, upstream_commit_sensor)
+from jobs import relay_prs
 from jobs.gap_repair import gap_repair_job, gap_repair_schedule
 from resources import default_resources
 from torchci_assets import preflight
@@ -37,6 +38,7 @@ DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay,
 
 defs = apply_conventions(dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),
+    relay_prs.defs,
     dg.Definitions(
         jobs=[all_assets_job, archive_refresh_job, dispatch_job, gap_repair_job, trunk_guardians_job],
         schedules=[daily_schedule, gap_repair_schedule, trunk_guardians_schedule],

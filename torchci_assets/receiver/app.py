@@ -66,7 +66,7 @@ from torchci_assets.receiver.spool import (
 )
 from torchci_assets.receiver.throttled_log import ThrottledLog
 from torchci_assets.receiver.timeouts import TIMED_OUT_KEY, DeadlineProtocol, deadline_protocol
-from torchci_assets.relay.pushes import push_commit
+from torchci_assets.relay.waiting import makes_check_run, relay_waits_for
 
 log = logging.getLogger("torchci.receiver")
 
@@ -345,8 +345,8 @@ class Receiver:
         received = dt.datetime.now(dt.timezone.utc)
         line = webhook_line(event, delivery, received, body)
         seal = None
-        if event == "push" and push_commit(payload, delivery, received, self.config.current())[0] is not None:
-            seal = self.settings.push_roll_s  # the relay sensor is waiting for this one
+        if relay_waits_for(event, payload, delivery, received, self.config.current()):
+            seal = self.settings.push_roll_s  # a relay sensor is waiting for this one
         try:
             await self.writers["webhooks"].append(line, received, seal)
         except SpoolError as exc:
@@ -404,7 +404,8 @@ class Receiver:
                 execution_time = seconds_between(self.starts.get(job), now)
         line = ci_result_line(repo, entry.level, queue_time, execution_time, raw, received)
         try:
-            await self.writers["ci-results"].append(line, received)
+            await self.writers["ci-results"].append(line, received, self.settings.push_roll_s
+                                                     if makes_check_run(entry.level, raw) else None)
         except SpoolError as exc:
             return self.refuse(ep, 503, "spool", f"not stored, retry: {exc}", t0, {"Retry-After": "10"})
         if callback.status == "in_progress" and not callback.self_report:

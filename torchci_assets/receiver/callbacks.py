@@ -11,7 +11,8 @@ under `trusted`, as the relay's callback handler forwards it to HUD:
 
 Timings are measured as the relay measures them, on the receiver's clock:
 - `queue_time`: from the dispatch (the first acknowledged attempt in the `dispatches` ledger
-  for this commit, repository and delivery) to the job's first `in_progress` callback. A
+  for this commit, repository and delivery; for a dispatch in doubt, its claim, written just
+  before the send) to the job's first `in_progress` callback. A
   re-run (`run_attempt` > 1) reuses the original delivery, so its "queue" would span the
   first run: it gets null rather than a misleading number.
 - `execution_time`: from the job's first `in_progress` callback to its `completed` one.
@@ -296,7 +297,16 @@ class DispatchLedger:
         except Exception as exc:  # an unreachable lake (S3 down), a broken part
             raise LedgerUnavailable(f"the dispatches ledger is unreadable: {exc}") from exc
         return [(r["downstream_repo"].lower(), r["delivery_id"], r["attempted_at"].timestamp())
-                for r in rows if r.get("outcome") == "ok" and r.get("attempted_at") is not None]
+                for r in dispatch_evidence(rows)]
+
+
+def dispatch_evidence(rows: list[dict]) -> list[dict]:
+    """The ledger rows that show a dispatch may have reached the repository: acknowledged ones,
+    and claims whose answer was never recorded (a crash in between, or a send still under way:
+    the callback itself then shows it landed). A claim settled as refused or failed is not."""
+    settled = {r.get("attempt_id") for r in rows if r.get("outcome") != "claimed"}
+    return [r for r in rows if r.get("attempted_at") is not None and (
+        r.get("outcome") == "ok" or (r.get("outcome") == "claimed" and r.get("attempt_id") not in settled))]
 
 
 def _first_ack(acks: list[tuple[str, str, float]], repo: str, delivery_id: str) -> float | None:

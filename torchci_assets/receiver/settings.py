@@ -18,7 +18,8 @@ GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 RELAY_AUDIENCE = "pytorch-cross-repo-ci-relay"
 # The events the lake reads (webhook_events keeps any event; the typed tables read these) and
 # `issues`, which DISABLED-test issues come from. "*" accepts every event.
-DEFAULT_EVENTS = ("workflow_job", "workflow_run", "push", "pull_request", "issues", "issue_comment")
+DEFAULT_EVENTS = ("workflow_job", "workflow_run", "push", "pull_request", "issues", "issue_comment", "check_run",
+                  "check_suite")  # the last two: re-runs from the Checks tab (the relay)
 MIB = 1 << 20
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*$", re.I)

@@ -1,15 +1,28 @@
-"""Relaying one upstream commit to every allowlisted downstream, exactly once each.
+"""Relaying one upstream event (a push's head commit, a pull request's delivery) to every
+allowlisted downstream, exactly once each.
 
-Exactly once rests on the `dispatches` ledger, a lake table with one row per attempt:
-before sending, the ledger is read for this sha and every downstream that already
-acknowledged it (HTTP 2xx) is skipped; after each attempt its row is written, atomically and
-before the next send. So a run that crashed half-way, was retried, or was launched twice sends
-only what GitHub has not acknowledged. The one window left is between GitHub's 204 and the
-ledger write (milliseconds): a crash exactly there re-sends that one dispatch, which the
-payload's `delivery_id` lets the downstream recognize; the alternative, writing first, would
-lose dispatches instead.
+Exactly once rests on the `dispatches` ledger, a lake table with one row per attempt, keyed
+by commit: a push is acknowledged once per (sha, downstream), whatever delivery carried it; a
+pull request once per (delivery, downstream), since `opened`, `synchronize` and `closed` of one
+head are distinct events a downstream wants each of.
 
-Each attempt is its own small immutable Parquet part named `<sha>-<repo>-<uuid>.parquet`, so
+Every send is bracketed by two rows. Before the POST, a `claimed` row; after GitHub's answer,
+the outcome row (`ok`, `refused`, `failed`) with the same `attempt_id`. So:
+- A run that crashed, was retried or launched twice skips every downstream already `ok`.
+- A downstream whose last row is a `claimed` with no outcome is *in doubt*: the process died
+  between the claim and recording GitHub's answer, and nobody can tell whether the dispatch
+  landed (repository_dispatch has no idempotency key and no way to look it up). It is not
+  sent again: the relay prefers a missed dispatch, visible as `in_doubt` in the run and in the
+  ledger, to a second downstream CI run of the same event on scarce hardware. The downstream's
+  callback, which the receiver accepts on the claim, shows it did land.
+- Two writers racing on the same event both write a claim, wait `CLAIM_SETTLE_S` and read the
+  ledger back: only the earliest claim (time, then id) without an outcome sends; the other
+  stands down, as does a writer that finds the target acknowledged meanwhile. Claims are
+  timestamped just before they are written, so the wait need only cover one write's latency
+  and the clock difference between the replicas. Targets are claimed one at a time, just
+  before their own send, so a crash leaves at most one downstream in doubt.
+
+Each row is its own small immutable Parquet part named `<sha>-<repo>-<uuid>.parquet`, so
 writers never rewrite each other's rows and finding a commit's rows means listing a few day
 folders and opening only the files whose names start with its sha.
 
@@ -21,9 +34,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,8 +48,12 @@ from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import UpstreamCommit
 
 LEDGER_TABLE = "dispatches"
-# The relay's event type: downstream workflows listen with `repository_dispatch: types: [push]`.
+# The relay's event types: downstream workflows listen with `repository_dispatch: types: [push]`
+# (trunk and nightly signal) or `types: [pull_request]` (the relay's README).
 EVENT_TYPE = "push"
+PR_EVENT_TYPE = "pull_request"
+# How long a writer waits between writing its claims and reading them back (see the docstring).
+CLAIM_SETTLE_S = 0.5
 # Re-executions happen within hours; a week bounds the listing while covering any retry.
 LEDGER_LOOKBACK_DAYS = 7
 
@@ -45,6 +63,7 @@ LEDGER_SCHEMA = pa.schema([
     ("source", pa.string()), ("attempted_at", pa.timestamp("ms", tz="UTC")),
     ("status_code", pa.int32()), ("outcome", pa.string()), ("error", pa.string()),
     ("http_attempts", pa.int32()), ("waited_s", pa.float64()), ("run_id", pa.string()),
+    ("attempt_id", pa.string()), ("check_run_wanted", pa.bool_()),
 ])
 
 
@@ -54,8 +73,10 @@ class RepoOutcome:
 
     `outcome` is `ok` (GitHub acknowledged), `refused` (a final 4xx such as 403/404: retrying
     will not help), `failed` (transient errors outlasted the retries), `dry_run` (no
-    credentials, nothing sent), or `already_acknowledged` (an earlier attempt was acknowledged,
-    nothing was sent). Only the first four are ledger rows.
+    credentials, nothing sent), `already_acknowledged` (an earlier attempt was acknowledged,
+    nothing was sent), `in_doubt` (an earlier writer claimed it and never recorded GitHub's
+    answer: not sent again) or `claimed_elsewhere` (a concurrent writer won the claim). Only
+    the first four are outcome rows.
     """
 
     repo: str
@@ -65,6 +86,7 @@ class RepoOutcome:
     error: str = ""
     http_attempts: int = 0
     waited_s: float = 0.0
+    attempt_id: str = ""
 
 
 def client_payload(commit: UpstreamCommit) -> dict:
@@ -92,29 +114,76 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def record_attempt(lake: Lake, row: dict) -> str:
-    """Write one attempt as its own part of the ledger; returns the part's path.
+def record_attempt(lake: Lake, row: dict, table: str = LEDGER_TABLE, schema: pa.Schema = LEDGER_SCHEMA) -> str:
+    """Write one attempt as its own part of the ledger (or of another ledger `table` keyed the
+    same way, by `sha` and `downstream_repo`); returns the part's path.
 
-    `row` has the LEDGER_SCHEMA columns; its `attempted_at` picks the day partition.
+    `row` has the schema's columns; its `attempted_at` picks the day partition.
     """
     day = row["attempted_at"].astimezone(dt.timezone.utc).strftime("%Y-%m-%d")
     part = f"{row['sha']}-{_slug(row['downstream_repo'])}-{uuid.uuid4().hex[:12]}"
-    lake.write(LEDGER_TABLE, day, pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), part=part)
-    return lake.partition_path(LEDGER_TABLE, day, part)
+    lake.write(table, day, pa.Table.from_pylist([row], schema=schema), part=part)
+    return lake.partition_path(table, day, part)
 
 
 def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
-                now: dt.datetime | None = None) -> list[dict]:
+                now: dt.datetime | None = None, table: str = LEDGER_TABLE) -> list[dict]:
     """Every recorded attempt for `sha` in the last `lookback_days` days, oldest first."""
     now = now or _utc_now()
     store = lake.store
     rows: list[dict] = []
     for back in range(lookback_days):
         day = (now - dt.timedelta(days=back)).strftime("%Y-%m-%d")
-        for entry in store.list_files(f"{LEDGER_TABLE}/day={day}", (".parquet",)):
+        for entry in store.list_files(f"{table}/day={day}", (".parquet",)):
             if not entry.refused and entry.path.rsplit("/", 1)[-1].startswith(f"{sha}-"):
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One event to relay, whatever its kind: what the ledger keys it by and what is sent.
+
+    `per_delivery` says whether each delivery is its own event (pull requests) or only the
+    commit counts (pushes). `check_run_wanted` lists the downstreams (lower-cased) that get an
+    upstream check run for this head whatever labels their callbacks echo: the relay's flag.
+    """
+
+    sha: str
+    upstream_repo: str
+    event_type: str
+    delivery_id: str
+    source: str
+    client_payload: dict
+    per_delivery: bool = False
+    check_run_wanted: frozenset[str] = field(default_factory=frozenset)
+
+
+def push_dispatch(commit: UpstreamCommit) -> Dispatch:
+    return Dispatch(commit.sha, commit.upstream_repo, EVENT_TYPE, client_payload(commit)["delivery_id"],
+                    commit.source, client_payload(commit))
+
+
+def event_rows(lake: Lake, event: Dispatch) -> list[dict]:
+    """The ledger rows of this event (its commit and kind, and its delivery when per delivery)."""
+    return [r for r in ledger_rows(lake, event.sha)
+            if (r.get("event_type") or EVENT_TYPE) == event.event_type
+            and (not event.per_delivery or r.get("delivery_id") == event.delivery_id)]
+
+
+def target_states(rows: list[dict], field: str = "downstream_repo") -> dict[str, str]:
+    """Per downstream (lower-cased; or per value of `field`): `ok` once acknowledged, `in_doubt`
+    while a claim has no outcome row, else `open` (never tried, or refused/failed/dry run)."""
+    settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
+    rank = {"open": 0, "in_doubt": 1, "ok": 2}
+    states: dict[str, str] = {}
+    for row in rows:
+        repo = row[field].lower()
+        state = ("ok" if row["outcome"] == "ok" else
+                 "in_doubt" if row["outcome"] == "claimed" and row.get("attempt_id") not in settled else "open")
+        if rank[state] >= rank[states.get(repo, "open")]:
+            states[repo] = state
+    return states
 
 
 def acknowledged_repos(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> set[str]:
@@ -123,50 +192,88 @@ def acknowledged_repos(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBAC
             if r["outcome"] == "ok"}
 
 
-def dispatch_commit(github: GitHubResource, lake: Lake, commit: UpstreamCommit,
-                    targets: Iterable[AllowlistEntry], run_id: str,
-                    log: Callable[[str], None] = lambda s: None) -> list[RepoOutcome]:
-    """Send `commit` to each target not yet acknowledged, recording every attempt.
+def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
+                   targets: Iterable[AllowlistEntry], run_id: str,
+                   log: Callable[[str], None] = lambda s: None,
+                   settle_s: float = CLAIM_SETTLE_S) -> list[RepoOutcome]:
+    """Send `event` to each target not yet acknowledged nor in doubt, recording every attempt.
 
-    A refusal or failure of one downstream never stops the others; the caller decides what a
-    `failed` outcome means for the run (it retries them).
+    Targets go one after the other, each claimed just before its own send, so a crash leaves
+    at most the one being sent in doubt. A refusal or failure of one downstream never stops
+    the others; the caller decides what a `failed` outcome means for the run (it retries them).
     """
-    acked = acknowledged_repos(lake, commit.sha)
-    payload = client_payload(commit)
+    targets = list(targets)
+    states = target_states(event_rows(lake, event))
+    skipped = {"ok": "already_acknowledged", "in_doubt": "in_doubt"}
     outcomes = []
     for target in targets:
-        if target.repo.lower() in acked:
-            outcomes.append(RepoOutcome(target.repo, target.level, "already_acknowledged"))
+        state = states.get(target.repo.lower(), "open")
+        if state in skipped:
+            outcomes.append(RepoOutcome(target.repo, target.level, skipped[state]))
             continue
-        outcome = _attempt(github, target, payload)
-        if outcome.outcome == "dry_run":
-            log(f"DRY RUN: would POST {github.api_url.rstrip('/')}/repos/{target.repo}/dispatches "
-                f"event_type={EVENT_TYPE} sha={commit.sha} ({target.level}) "
-                "(set GITHUB_TOKEN to send)")
-        else:
-            detail = outcome.error or (f"HTTP {outcome.status_code}" if outcome.status_code else "")
-            log(f"dispatch {commit.sha[:12]} -> {target.repo} ({target.level}): {outcome.outcome}"
-                + (f" ({detail})" if detail else ""))
-        record_attempt(lake, {
-            "sha": commit.sha, "upstream_repo": commit.upstream_repo,
-            "downstream_repo": target.repo, "level": target.level, "event_type": EVENT_TYPE,
-            "delivery_id": payload["delivery_id"], "source": commit.source,
-            "attempted_at": _utc_now(), "status_code": outcome.status_code,
-            "outcome": outcome.outcome, "error": outcome.error,
-            "http_attempts": outcome.http_attempts, "waited_s": outcome.waited_s,
-            "run_id": run_id,
-        })
+        attempt_id = uuid.uuid4().hex
+        if not github.dry_run:
+            _record(lake, event, target, "claimed", run_id, attempt_id)
+            time.sleep(settle_s)
+            lost = claim_lost(event_rows(lake, event), target.repo, attempt_id)
+            if lost:
+                outcomes.append(RepoOutcome(target.repo, target.level, lost))
+                continue
+        outcome = _attempt(github, target, event, attempt_id)
+        _log_outcome(github, event, target, outcome, log)
+        _record(lake, event, target, outcome.outcome, run_id, attempt_id, outcome)
         outcomes.append(outcome)
     return outcomes
 
 
-def _attempt(github: GitHubResource, target: AllowlistEntry, payload: dict) -> RepoOutcome:
+def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, run_id: str,
+            attempt_id: str, result: RepoOutcome | None = None) -> dict:
+    row = {
+        "sha": event.sha, "upstream_repo": event.upstream_repo,
+        "downstream_repo": target.repo, "level": target.level, "event_type": event.event_type,
+        "delivery_id": event.delivery_id, "source": event.source,
+        "attempted_at": _utc_now(), "status_code": result.status_code if result else None,
+        "outcome": outcome, "error": result.error if result else "",
+        "http_attempts": result.http_attempts if result else 0,
+        "waited_s": result.waited_s if result else 0.0, "run_id": run_id, "attempt_id": attempt_id,
+        "check_run_wanted": target.repo.lower() in event.check_run_wanted,
+    }
+    record_attempt(lake, row)
+    return row
+
+
+def claim_lost(rows: list[dict], repo: str, attempt_id: str, field: str = "downstream_repo") -> str:
+    """Why this writer must not send after all ("" when its claim stands): another writer's
+    attempt was acknowledged meanwhile, or an earlier claim has no outcome yet (a racer about
+    to send, or one that died sending: in doubt either way)."""
+    rows = [r for r in rows if r[field].lower() == repo.lower()]
+    if any(r["outcome"] == "ok" for r in rows):
+        return "already_acknowledged"
+    settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
+    open_claims = [r for r in rows if r["outcome"] == "claimed" and r.get("attempt_id") not in settled]
+    first = min(open_claims, key=lambda r: (r["attempted_at"], r.get("attempt_id") or ""), default=None)
+    return "" if first is not None and first.get("attempt_id") == attempt_id else "claimed_elsewhere"
+
+
+def _log_outcome(github: GitHubResource, event: Dispatch, target: AllowlistEntry,
+                 outcome: RepoOutcome, log: Callable[[str], None]) -> None:
+    if outcome.outcome == "dry_run":
+        log(f"DRY RUN: would POST {github.api_url.rstrip('/')}/repos/{target.repo}/dispatches "
+            f"event_type={event.event_type} sha={event.sha} delivery={event.delivery_id} "
+            f"({target.level}) (set GITHUB_TOKEN to send)")
+        return
+    detail = outcome.error or (f"HTTP {outcome.status_code}" if outcome.status_code else "")
+    log(f"dispatch {event.event_type} {event.sha[:12]} -> {target.repo} ({target.level}): "
+        f"{outcome.outcome}" + (f" ({detail})" if detail else ""))
+
+
+def _attempt(github: GitHubResource, target: AllowlistEntry, event: Dispatch, attempt_id: str) -> RepoOutcome:
     try:
-        result = github.dispatch(target.repo, EVENT_TYPE, payload)
+        result = github.dispatch(target.repo, event.event_type, event.client_payload)
     except ValueError as exc:  # a payload GitHub would reject: sending again cannot help
-        return RepoOutcome(target.repo, target.level, "refused", None, str(exc))
+        return RepoOutcome(target.repo, target.level, "refused", None, str(exc), attempt_id=attempt_id)
     except GitHubError as exc:  # e.g. an App installation token that could not be minted
-        return RepoOutcome(target.repo, target.level, "failed", exc.status, str(exc))
+        return RepoOutcome(target.repo, target.level, "failed", exc.status, str(exc), attempt_id=attempt_id)
     if result.dry_run:
         outcome = "dry_run"
     elif result.ok:
@@ -176,7 +283,7 @@ def _attempt(github: GitHubResource, target: AllowlistEntry, payload: dict) -> R
     else:
         outcome = "failed"
     return RepoOutcome(target.repo, target.level, outcome, result.status, result.error,
-                       result.attempts, result.waited_s)
+                       result.attempts, result.waited_s, attempt_id)
 
 
 def outcome_table(outcomes: Iterable[RepoOutcome]) -> str:

@@ -161,26 +161,42 @@ def push_commit(payload: dict, delivery_id: str, received_at: dt.datetime,
                           delivery_id, received, "webhook", trim_push_payload(payload)), ""
 
 
-def recent_days(store: Store, lookback_days: int = LOOKBACK_DAYS) -> list[str]:
-    """The newest `lookback_days` day folders of the webhook archive.
+def recent_days(store: Store, lookback_days: int = LOOKBACK_DAYS, stream: str = "webhooks") -> list[str]:
+    """The newest `lookback_days` day folders of an archive stream.
 
     Chosen by folder name, not by the wall clock, so a replayed or simulated archive whose
     days are not today's is followed the same way.
     """
-    return store.list_days("webhooks")[-lookback_days:]
+    return store.list_days(stream)[-lookback_days:]
+
+
+def pick_push(line: bytes, config: RelayConfig) -> tuple[bool, UpstreamCommit | None, str]:
+    """For scan_archive: (is a push, the commit to dispatch or None, why not)."""
+    event, delivery_id, received_at, payload, _env = parse_envelope(line)
+    if event != "push":
+        return False, None, ""
+    commit, why = push_commit(payload, delivery_id, received_at, config)
+    return True, commit, why
+
+
+# (line, config) -> (counted, item with run_key/received_at/delivery_id or None, why not);
+# raises ValueError for an unreadable line.
+Picker = Callable[[bytes, RelayConfig], tuple[bool, object, str]]
 
 
 def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
                  budget_s: float = TICK_READ_BUDGET_S,
-                 clock: Callable[[], float] = time.monotonic) -> tuple[ScanReport, RelayCursor]:
+                 clock: Callable[[], float] = time.monotonic,
+                 pick: Picker = pick_push, stream: str = "webhooks") -> tuple[ScanReport, RelayCursor]:
     """New pushes to the configured branches in files not read before; and the next cursor.
 
     With no cursor, the files present are recorded as read and nothing is returned (see the
     module's docstring). Files are read in path order until `budget_s` is spent; the others
-    are left out of the next cursor so the next tick reads them.
+    are left out of the next cursor so the next tick reads them. `pick` says what a line asks
+    for (pushes by default: other relay events use their own picker over the same files).
     """
     report = ScanReport()
-    days = recent_days(store)
+    days = recent_days(store, stream=stream)
     first_tick = cursor is None
     cursor = cursor or RelayCursor()
     files = {d: dict(cursor.files.get(d, {})) for d in days}
@@ -189,7 +205,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
     baseline: dict[str, UpstreamCommit] = {}  # heads already in the archive on the first tick
     start = clock()
     for day in days:
-        for entry in store.list_files(f"webhooks/day={day}", WEBHOOK_SUFFIXES):
+        for entry in store.list_files(f"{stream}/day={day}", WEBHOOK_SUFFIXES):
             name = entry.path.split("/", 2)[2]
             if files[day].get(name) == entry.size:
                 continue
@@ -197,13 +213,13 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
                 # Read (within the budget) only to remember the heads already there: if the
                 # file grows later, its old pushes are then known and not dispatched.
                 if clock() - start <= budget_s:
-                    _read_file(store, entry.path, config, ScanReport(), baseline, seen_keys)
+                    _read_file(store, entry.path, config, ScanReport(), baseline, seen_keys, pick, stream)
                 files[day][name] = entry.size
                 continue
             if clock() - start > budget_s:
                 report.files_deferred += 1
                 continue
-            _read_file(store, entry.path, config, report, found, seen_keys)
+            _read_file(store, entry.path, config, report, found, seen_keys, pick, stream)
             files[day][name] = entry.size
             report.files_read.append(entry.path)
     report.commits = sorted(found.values(), key=lambda c: (c.received_at, c.delivery_id))
@@ -215,27 +231,27 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: RelayConfig,
 
 
 def _read_file(store: Store, path: str, config: RelayConfig, report: ScanReport,
-               found: dict[str, UpstreamCommit], seen_keys: set[str]) -> None:
-    for lineno, line in iter_lines(store, path, "webhooks", report.rejects):
+               found: dict[str, UpstreamCommit], seen_keys: set[str], pick: Picker = pick_push,
+               stream: str = "webhooks") -> None:
+    for lineno, line in iter_lines(store, path, stream, report.rejects):
         try:
-            event, delivery_id, received_at, payload, _env = parse_envelope(line)
+            counted, item, why = pick(line, config)
         except ValueError as exc:
-            report.rejects.append(Reject("webhooks", f"{path}:{lineno}", str(exc), Reject.sample_of(line)))
+            report.rejects.append(Reject(stream, f"{path}:{lineno}", str(exc), Reject.sample_of(line)))
             continue
-        if event != "push":
+        if not counted:
             continue
         report.push_events += 1
-        commit, why = push_commit(payload, delivery_id, received_at, config)
-        if commit is None:
+        if item is None:
             if why:
                 report.skipped.append(why)
             continue
-        if commit.run_key in seen_keys:
+        if item.run_key in seen_keys:
             continue
-        earlier = found.get(commit.sha)
-        # The first delivery of a head wins, so a redelivery does not change the delivery id.
-        if earlier is None or (commit.received_at, commit.delivery_id) < (earlier.received_at, earlier.delivery_id):
-            found[commit.sha] = commit
+        earlier = found.get(item.run_key)
+        # The first delivery wins, so a redelivery does not change the delivery id.
+        if earlier is None or (item.received_at, item.delivery_id) < (earlier.received_at, earlier.delivery_id):
+            found[item.run_key] = item
 
 
 def poll_commit(github, config: RelayConfig, ref: str, previous_head: str | None,

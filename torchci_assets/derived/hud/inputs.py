@@ -55,9 +55,10 @@ COLUMNS: dict[str, dict[str, str]] = {
 }
 
 
-def register(con, lake: Lake, table: str, days: list[str], view: str) -> int:
-    """View `view` over `table`'s partitions for `days` with COLUMNS[table]; returns the files read."""
-    columns = COLUMNS[table]
+def register(con, lake: Lake, table: str, days: list[str], view: str, columns: dict[str, str] | None = None) -> int:
+    """View `view` over `table`'s partitions for `days` with COLUMNS[table] (or `columns`); returns
+    the files read."""
+    columns = columns or COLUMNS[table]
     files = lake.register(con, table, days, name=f"{view}__all")
     if files:
         source = f"SELECT {', '.join(columns)} FROM {view}__all"

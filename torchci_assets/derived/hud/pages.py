@@ -241,7 +241,8 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
     return layout("Flaky, broken and disabled tests", "tests.html", body, generated, script=_FILTER_JS if rows else "")
 
 
-def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str) -> str:
+def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str,
+            backends: str = "") -> str:
     """pr/<number>.html: every job of the PR's latest head, failures classified, then downstream results."""
     order = {"new": 0, "broken_on_main": 1, "infra": 2, "known_flaky": 3, "pending": 4, "flaky": 5,
              "success": 6, "skipped": 7}
@@ -286,12 +287,13 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
             + '<h2 id="downstream">Downstream backends (L3, L4)</h2>'
             + (table(["backend", "level", "result", "workflow", "job", "attempts", "duration", "failed tests / reason"],
                      ds_rows, attrs=' id="downstream-results"') if ds
-               else '<p class="empty">No downstream backend has reported on this head.</p>'))
+               else '<p class="empty">No downstream backend has reported on this head.</p>')
+            + backends)
     return layout(f"PR #{pr['number']}", "", body, generated, depth=1)
 
 
-def backends_page(cards: list[str], charts: list[str], generated: str, note: str) -> str:
-    body = (f'<p class="muted">{escape(note)}</p>'
+def backends_page(cards: list[str], charts: list[str], generated: str, note: str, links: str = "") -> str:
+    body = (f'<p class="muted">{escape(note)}</p>' + links
             + (f'<div class="cards">{"".join(cards)}</div>' if cards
                else '<p class="empty">No downstream backend is allowlisted or has reported results.</p>')
             + f'<h2>Over time</h2><div class="plots">{"".join(charts)}</div>')

@@ -33,7 +33,7 @@ from resources.storage import Store
 from torchci_assets.derived.drci.build import load_comments
 from torchci_assets.derived.drci.page import with_drci_section
 from torchci_assets.derived.guardians import hud as guardians_hud
-from torchci_assets.derived.hud import pages
+from torchci_assets.derived.hud import backend_pages, pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
@@ -265,6 +265,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
+    backends = backend_pages.load(lake, day)
+    backends_by_head = backend_pages.jobs_by_head(backends)
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
     files: dict[str, str] = {}
     drci = load_comments(lake, day)
@@ -272,7 +274,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         jobs = pr_jobs.get(p["number"], [])
         files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
             p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
-            repo, generated), (drci.get(p["number"]) or {}).get("body"))
+            repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
+            (drci.get(p["number"]) or {}).get("body"))
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
@@ -284,7 +287,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     files[f"{SITE_DIR}/backends.html"] = pages.backends_page(
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
-                   + "; daily figures from ci_metrics_daily.")
+                   + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
+    files.update(backend_pages.render(backends, repo, generated, SITE_DIR))
     now = as_of_instant(day)
     files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, now, repo, generated)
     marks = {sha: guardians_hud.mark_badges(m) for sha, m in guardians_hud.guardian_marks(lake, now).items()}

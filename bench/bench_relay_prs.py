@@ -1,0 +1,325 @@
+"""Relay latency for pull requests, end to end, with `dagster dev` and `torchci serve` running:
+
+1. a signed `pull_request` delivery acknowledged by `torchci serve` -> its repository_dispatch
+   received by the GitHub API (the last of the allowlisted downstreams);
+2. a downstream's `completed` callback acknowledged by `torchci serve` -> its upstream check run
+   received by the GitHub API.
+
+Target (issue 25): p95 <= 15 s for both, over at least 50 events.
+
+The GitHub API is a small fake on 127.0.0.1 (answers 204 to dispatches and 201 to check runs,
+and records when each arrived), so the relay really sends (a dummy GITHUB_TOKEN, GITHUB_API_URL
+pointing at the fake). The callbacks are signed by a bench OIDC issuer whose keys the receiver
+reads from TORCHCI_OIDC_JWKS_URL. The allowlist has one L2 and one L4 downstream; for every
+dispatch to the L4 one, the bench plays its workflow: an `in_progress` callback, then a
+`completed` one a second later, echoing the dispatch's client_payload as report_callback.py does.
+
+Where the time goes is read from the Dagster instance: delivery -> the sensor's run request
+(receiver roll + sensor tick), run created -> run started (queue and process launch), run
+started -> GitHub call (the run's own work).
+
+Run as `make bench-relay-latency` (with the push benchmark). Servers use ports 3400-3499 on
+127.0.0.1 only; everything started is stopped and ./var/bench-relay-prs removed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from bench_relay_latency import listening, port_in_range, wait_for
+from bench_serve import AUDIENCE, ISSUER, Issuer, b64url, serve_jwks
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "var" / "bench-relay-prs"
+BIN = Path(sys.executable).parent
+SECRET = b"bench-secret"
+EVENTS = 50
+TARGET_P95_S = 15.0
+L2, L4 = "fabrikam/torch-dpu", "big-co/torch-gpu"
+
+
+class FakeGitHub(http.server.BaseHTTPRequestHandler):
+    """Records when each dispatch and check run arrived; never fails."""
+
+    dispatches: dict[tuple[str, str], tuple[float, dict]] = {}  # (delivery, repo) -> (time, client_payload)
+    check_runs: dict[tuple[str, str], float] = {}  # (head sha, status) -> time
+    lock = threading.Lock()
+    on_dispatch = None
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        now = time.time()
+        if self.path.endswith("/dispatches"):
+            repo = self.path[len("/repos/"):-len("/dispatches")]
+            with self.lock:
+                self.dispatches.setdefault((body["client_payload"]["delivery_id"], repo), (now, body["client_payload"]))
+            self._answer(204, None)
+            if repo == L4 and FakeGitHub.on_dispatch:
+                FakeGitHub.on_dispatch(body["client_payload"])
+        elif self.path.endswith("/check-runs"):
+            with self.lock:
+                self.check_runs.setdefault((body["head_sha"], body["status"]), now)
+            self._answer(201, {"id": len(self.check_runs), **body})
+        else:
+            self._answer(404, {"message": "Not Found"})
+
+    def do_GET(self):  # noqa: N802
+        self._answer(200, {"total_count": 0, "check_runs": []})
+
+    def _answer(self, status: int, body) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def token(issuer: Issuer, repo: str) -> str:
+    now = int(time.time())
+    header = b64url(json.dumps({"typ": "JWT", "alg": "RS256", "kid": "bench"}).encode())
+    claims = b64url(json.dumps({"iss": ISSUER, "aud": AUDIENCE, "repository": repo, "jti": uuid.uuid4().hex,
+                                "iat": now, "nbf": now, "exp": now + 3600}).encode())
+    signature = issuer.key.sign(f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{header}.{claims}.{b64url(signature)}"
+
+
+def pr_body(i: int) -> tuple[bytes, str]:
+    examples = json.loads((ROOT / "tests/data/octokit/examples.json").read_text())["api.github.com"]["pull_request"]
+    payload = json.loads(json.dumps(next(p for p in examples if p["action"] == "synchronize")))
+    sha = hashlib.sha1(f"pr-head-{i}-{uuid.uuid4()}".encode()).hexdigest()
+    payload["repository"] = {**payload["repository"], "full_name": "pytorch/pytorch"}
+    payload["pull_request"]["head"]["sha"] = sha
+    payload["pull_request"]["number"] = 1000 + i
+    return json.dumps(payload).encode(), sha
+
+
+def post(url: str, body: bytes, headers: dict) -> float:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200, resp.status
+    return time.time()
+
+
+def callback(client_payload: dict, status: str, run_id: int) -> bytes:
+    """The body report_callback.py builds for a job started by our dispatch."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return json.dumps({**client_payload, "workflow": {
+        "schema_version": "1", "status": status, "conclusion": "success" if status == "completed" else None,
+        "name": "gpu-upstream-ci", "url": f"https://github.com/{L4}/actions/runs/{run_id}", "run_id": str(run_id),
+        "run_attempt": "1", "job_name": "test", "check_run_id": str(run_id),
+        "started_at": now if status == "in_progress" else None,
+        "completed_at": now if status == "completed" else None}}).encode()
+
+
+def percentiles(xs: list[float]) -> str:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, int(0.95 * len(xs)))]
+    return (f"n {len(xs)}  min {xs[0]:.1f}s  p50 {statistics.median(xs):.1f}s  p95 {p95:.1f}s  "
+            f"max {xs[-1]:.1f}s")
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(0.95 * len(xs)))]
+
+
+def start(env: dict, ports: set[int]) -> tuple[dict, dict, int, int]:
+    ui_port, serve_port = port_in_range(ports), port_in_range(ports)
+    logs = {name: open(WORK / f"{name}.log", "wb") for name in ("dev", "serve")}
+    procs = {
+        "dev": subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+                                 "-p", str(ui_port)], cwd=ROOT, env=env, stdout=logs["dev"], stderr=logs["dev"],
+                                start_new_session=True),
+        "serve": subprocess.Popen([str(BIN / "torchci"), "serve", "--port", str(serve_port)], cwd=ROOT, env=env,
+                                  stdout=logs["serve"], stderr=logs["serve"], start_new_session=True),
+    }
+    return procs, logs, ui_port, serve_port
+
+
+def stop(procs: dict, logs: dict) -> None:
+    """TERM to each process group this script started (dagster dev's code servers included)."""
+    for proc in procs.values():
+        os.killpg(proc.pid, signal.SIGTERM)
+    for name, proc in procs.items():
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of its session is left
+        logs[name].close()
+
+
+def play_downstream(serve_port: int, issuer: Issuer, completed_acks: dict, errors: list):
+    """For each L4 dispatch: in_progress, then completed a second later (in their own threads)."""
+    runs = iter(range(50_000, 10**9))
+
+    def job(client_payload: dict) -> None:
+        run_id, sha = next(runs), client_payload["payload"]["pull_request"]["head"]["sha"]
+        url = f"http://127.0.0.1:{serve_port}/relay/callback"
+        try:
+            post(url, callback(client_payload, "in_progress", run_id), {"Authorization": f"Bearer {token(issuer, L4)}"})
+            time.sleep(1.0)
+            completed_acks[sha] = post(url, callback(client_payload, "completed", run_id),
+                                       {"Authorization": f"Bearer {token(issuer, L4)}"})
+        except Exception as exc:  # reported at the end: a refused callback is a finding
+            errors.append(f"{sha[:12]}: {exc}")
+
+    return lambda cp: threading.Thread(target=job, args=(cp,), daemon=True).start()
+
+
+def breakdown(instance, job_name: str, op: str, acks: dict[str, float], key_of) -> dict:
+    """Medians and p95 of: ack -> run created, created -> started, started -> ended, over the
+    events of `acks` (a run carries a tick's events in its config; `key_of` names an event)."""
+    from dagster import RunsFilter
+
+    parts: dict[str, list[float]] = {"ack -> run created": [], "created -> started": [], "started -> ended": []}
+    for record in instance.get_run_records(RunsFilter(job_name=job_name)):
+        items = json.loads(record.dagster_run.run_config["ops"][op]["config"]["events_json"])
+        created = record.create_timestamp.timestamp()
+        for key in filter(None, map(key_of, items)):
+            if key not in acks:
+                continue
+            parts["ack -> run created"].append(created - acks[key])
+            if record.start_time and record.end_time:
+                parts["created -> started"].append(record.start_time - created)
+                parts["started -> ended"].append(record.end_time - record.start_time)
+    return {k: f"p50 {statistics.median(v):.1f}s p95 {p95(v):.1f}s" for k, v in parts.items() if v}
+
+
+def completed_head(record: dict) -> str | None:
+    body = record["untrusted"]["callback_payload"]
+    if body["workflow"]["status"] != "completed":
+        return None
+    return body["payload"]["pull_request"]["head"]["sha"]
+
+
+def environment(github_port: int, jwks_url: str) -> dict:
+    """What `dagster dev` and `torchci serve` run with: this bench's folders, allowlist, fake
+    GitHub (a dummy token, so the relay really sends) and OIDC issuer."""
+    config = WORK / "relay.yaml"
+    config.write_text(f"upstream: {{repo: pytorch/pytorch, branches: [main]}}\npoll_commits: false\n"
+                      f"allowlist:\n  L2: [{L2}]\n  L4:\n    - {L4}: gpu-oncall\nmaintainer_approved: [{L4}]\n")
+    env = {**os.environ, "DAGSTER_HOME": str(WORK / "dagster"), "TORCHCI_ARCHIVE_URI": str(WORK / "archive"),
+           "TORCHCI_LAKE_URI": str(WORK / "lake"), "TORCHCI_OUTPUTS_URI": str(WORK / "outputs"),
+           "TORCHCI_SPOOL_DIR": str(WORK / "spool"), "TORCHCI_WEBHOOK_SECRETS": SECRET.decode(),
+           "TORCHCI_CONFIG": str(config), "TORCHCI_OIDC_JWKS_URL": jwks_url,
+           "GITHUB_TOKEN": "bench-not-a-token", "GITHUB_API_URL": f"http://127.0.0.1:{github_port}"}
+    for name in ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_INSTALLATION_ID"):
+        env.pop(name, None)
+    return env
+
+
+def deliver_events(serve_port: int) -> dict[str, float]:
+    """EVENTS signed pull_request deliveries, a random 0.5-4 s apart; when each was acknowledged."""
+    seed = int(time.time())
+    rng = random.Random(seed)
+    print(f"delivering {EVENTS} pull_request events, spaced with seed {seed}", flush=True)
+    acks: dict[str, float] = {}
+    for i in range(EVENTS):
+        body, _sha = pr_body(i)
+        delivery = str(uuid.uuid4())
+        acks[delivery] = post(f"http://127.0.0.1:{serve_port}/github/webhook", body, {
+            "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()})
+        time.sleep(rng.uniform(0.5, 4.0))
+    return acks
+
+
+def report(dispatch_s: list[float], where_dispatch: dict, check_s: list[float], where_check: dict,
+           errors: list[str]) -> bool:
+    print()
+    print(f"pull_request delivery acknowledged -> dispatch received by GitHub (the last of 2 downstreams), "
+          f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC:")
+    print(f"  {percentiles(dispatch_s)}")
+    print(f"  where the time goes: {where_dispatch}")
+    print("completed callback acknowledged -> upstream check run received by GitHub:")
+    print(f"  {percentiles(check_s)}")
+    print(f"  where the time goes: {where_check}")
+    print(f"  callbacks refused: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
+    ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors
+    print(f"target p95 <= {TARGET_P95_S:g}s for both: {'met' if ok else 'NOT met'}; "
+          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return ok
+
+
+def main() -> int:
+    # A TERM (make interrupted, a timeout) still stops what this script started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"stopped by SIGTERM; see {WORK}"))
+    shutil.rmtree(WORK, ignore_errors=True)
+    (WORK / "dagster").mkdir(parents=True)
+    shutil.copy(ROOT / "dagster.yaml", WORK / "dagster" / "dagster.yaml")
+    ports: set[int] = set()
+    github_port, jwks_port = port_in_range(ports), port_in_range(ports)
+    github = http.server.ThreadingHTTPServer(("127.0.0.1", github_port), FakeGitHub)
+    threading.Thread(target=github.serve_forever, daemon=True).start()
+    issuer = Issuer()
+    jwks, jwks_url = serve_jwks(issuer, port=jwks_port)
+    env = environment(github_port, jwks_url)
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    procs, logs, ui_port, serve_port = start(env, ports)
+    completed_acks: dict[str, float] = {}
+    errors: list[str] = []
+    FakeGitHub.on_dispatch = play_downstream(serve_port, issuer, completed_acks, errors)
+    try:
+        from dagster import DagsterInstance
+
+        wait_for("torchci serve", lambda: listening(serve_port), 60)
+        wait_for("dagster dev", lambda: listening(ui_port), 180)
+        instance = DagsterInstance.get()
+
+        def ticked():
+            names = {s.name for s in instance.all_instigator_state() if getattr(s.instigator_data, "cursor", None)}
+            return {"pull_request_sensor", "check_run_sensor"} <= names
+
+        t = time.monotonic()
+        wait_for("the relay sensors' first ticks", ticked, 240)
+        print(f"dagster dev and torchci serve up; the sensors' first ticks seen after {time.monotonic() - t:.0f}s",
+              flush=True)
+        acks = deliver_events(serve_port)
+        wait_for("every dispatch", lambda: len(FakeGitHub.dispatches) >= 2 * EVENTS, 900, every=1.0)
+        wait_for("every completed check run", lambda: sum(s == "completed" for _, s in FakeGitHub.check_runs)
+                 + len(errors) >= EVENTS, 900, every=1.0)
+        dispatch_s = [max(FakeGitHub.dispatches[(d, r)][0] for r in (L2, L4)) - ack for d, ack in acks.items()]
+        check_s = [FakeGitHub.check_runs[(sha, "completed")] - at for sha, at in completed_acks.items()
+                   if (sha, "completed") in FakeGitHub.check_runs]
+        where_dispatch = breakdown(instance, "pull_request_dispatch_job", "dispatch_pull_requests", acks,
+                                   lambda item: item["delivery_id"])
+        where_check = breakdown(instance, "check_run_job", "create_upstream_check_runs", completed_acks,
+                                completed_head)
+    finally:
+        stop(procs, logs)
+        github.shutdown()
+        jwks.shutdown()
+    ok = report(dispatch_s, where_dispatch, check_s, where_check, errors)
+    shutil.rmtree(WORK, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

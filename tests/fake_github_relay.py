@@ -1,0 +1,116 @@
+"""The GitHub API the relay writes to, played by a real HTTP server on 127.0.0.1.
+
+- `POST /repos/{o}/{r}/dispatches`: 204, or the replies scripted per repository.
+- `POST /repos/{o}/{r}/check-runs`: 201 with the created check run (ids from 1000, one check
+  suite per head sha, as GitHub groups one App's check runs of a commit).
+- `GET /repos/{o}/{r}/commits/{sha}/check-runs` (`check_name`, `filter`) and
+  `GET /repos/{o}/{r}/check-suites/{id}/check-runs` (`per_page`, `page`): GitHub's
+  `{total_count, check_runs}` shape.
+- `POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs`: 201, or 403 "This workflow is
+  already running" for the runs in `running`.
+Every request is logged in `requests` as (method, path, json body or None). `crash_after`
+makes a write take effect and then drop the connection, as GitHub committing a write whose
+answer is lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+
+from werkzeug import Request, Response
+
+DISPATCH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/dispatches$")
+CHECK_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
+FOR_REF = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[0-9a-f]{40})/check-runs$")
+IN_SUITE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-suites/(?P<suite>\d+)/check-runs$")
+RERUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/rerun-failed-jobs$")
+
+
+def reply(status: int, body=None, headers: dict | None = None) -> Response:
+    return Response(json.dumps(body) if body is not None else "", status=status, headers=headers,
+                    content_type="application/json")
+
+
+class FakeRelayGitHub:
+    def __init__(self, httpserver, **dispatch_replies):
+        self.dispatch_replies = {repo: list(r) for repo, r in dispatch_replies.items()}
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.check_runs: list[dict] = []
+        self.suites: dict[str, int] = {}
+        self.running: set[tuple[str, int]] = set()
+        self.crash_after: set[str] = set()  # "check-runs", "rerun"
+        self.ids = itertools.count(1000)
+        self.lock = threading.Lock()
+        httpserver.expect_request(re.compile(r"^/repos/.*")).respond_with_handler(self)
+
+    # ---- what tests read --------------------------------------------------------------
+
+    def dispatches(self) -> list[tuple[str, dict]]:
+        return [(p[len("/repos/"):-len("/dispatches")], b) for m, p, b in self.requests
+                if m == "POST" and DISPATCH.match(p)]
+
+    def reruns(self) -> list[tuple[str, int]]:
+        return [(m_.group("repo"), int(m_.group("run"))) for m, p, _ in self.requests
+                if m == "POST" and (m_ := RERUN.match(p))]
+
+    def check_run_names(self, sha: str | None = None) -> list[tuple[str, str, str | None]]:
+        return [(c["name"], c["status"], c.get("conclusion")) for c in self.check_runs
+                if sha is None or c["head_sha"] == sha]
+
+    def add_check_run(self, name: str, head_sha: str, external_id: str, status: str = "completed",
+                      conclusion: str | None = "failure") -> dict:
+        """A check run that exists already (created by an earlier relay run)."""
+        with self.lock:
+            return self._create({"name": name, "head_sha": head_sha, "external_id": external_id,
+                                 "status": status, "conclusion": conclusion})
+
+    # ---- the API -----------------------------------------------------------------------
+
+    def __call__(self, request: Request) -> Response:
+        body = json.loads(request.data) if request.data else None
+        with self.lock:
+            self.requests.append((request.method, request.path, body))
+            return self._route(request, body)
+
+    def _route(self, request: Request, body) -> Response:
+        path, method = request.path, request.method
+        if method == "POST" and (m := DISPATCH.match(path)):
+            script = self.dispatch_replies.get(m.group("repo")) or [reply(204)]
+            n = sum(1 for repo, _ in self.dispatches() if repo == m.group("repo"))
+            return script[min(n, len(script)) - 1]
+        if method == "POST" and CHECK_RUNS.match(path):
+            created = self._create(body)
+            if "check-runs" in self.crash_after:
+                self.crash_after.discard("check-runs")
+                return reply(502, {"message": "Server Error"})  # committed, answer lost
+            return reply(201, created)
+        if method == "GET" and (m := FOR_REF.match(path)):
+            name = request.args.get("check_name")
+            runs = [c for c in self.check_runs if c["head_sha"] == m.group("sha") and (not name or c["name"] == name)]
+            return reply(200, {"total_count": len(runs), "check_runs": runs})
+        if method == "GET" and (m := IN_SUITE.match(path)):
+            runs = [c for c in self.check_runs if c["check_suite"]["id"] == int(m.group("suite"))]
+            per_page, page = int(request.args.get("per_page", 30)), int(request.args.get("page", 1))
+            return reply(200, {"total_count": len(runs), "check_runs": runs[(page - 1) * per_page:page * per_page]})
+        if method == "POST" and (m := RERUN.match(path)):
+            key = (m.group("repo"), int(m.group("run")))
+            if key in self.running:
+                return reply(403, {"message": "This workflow is already running"})
+            self.running.add(key)
+            if "rerun" in self.crash_after:
+                self.crash_after.discard("rerun")
+                return reply(502, {"message": "Server Error"})
+            return reply(201, {})
+        return reply(404, {"message": "Not Found"})
+
+    def _create(self, body: dict) -> dict:
+        suite = self.suites.setdefault(body["head_sha"], 5000 + len(self.suites))
+        created = {"id": next(self.ids), "name": body["name"], "head_sha": body["head_sha"],
+                   "status": body.get("status", "queued"), "conclusion": body.get("conclusion"),
+                   "external_id": body.get("external_id"), "details_url": body.get("details_url"),
+                   "output": body.get("output"), "check_suite": {"id": suite}}
+        self.check_runs.append(created)
+        return created

@@ -1,0 +1,36 @@
+"""Backend health counts pull-request callbacks and push callbacks alike: callbacks built by the
+vendored report_callback.py for both dispatch kinds, through the ci_result ingest."""
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from conftest import write_lines
+from resources.lake import Lake
+from resources.storage import Store
+from tests.relay_callbacks import job_callbacks
+from torchci_assets.derived.backends.levels import compute_health
+from torchci_assets.ingest.ci_results import ingest_ci_results_day
+
+DAY = "2026-11-20"
+T0 = dt.datetime(2026, 11, 20, 6, 0, tzinfo=dt.timezone.utc)
+REPO = "acme-ai/torch-npu"
+PAYLOAD = next(p for p in json.loads((Path(__file__).parent / "data" / "octokit" / "examples.json").read_text())
+               ["api.github.com"]["pull_request"] if p["action"] == "synchronize")
+
+
+def test_pull_request_and_push_callbacks_both_count_towards_the_level(tmp_path):
+    lines = []
+    for i in range(6):
+        push = {"event_type": "push", "delivery_id": f"push-{i}", "payload": {"after": f"{i:040x}"}}
+        pr = {"event_type": "pull_request", "delivery_id": f"pr-{i}", "payload": PAYLOAD}
+        start = T0 + dt.timedelta(minutes=10 * i)
+        lines += job_callbacks(REPO, start, run_id=100 + i, job_name="build", client_payload=push)
+        lines += job_callbacks(REPO, start, run_id=200 + i, job_name="build", client_payload=pr,
+                               conclusion="failure" if i == 0 else "success")
+    write_lines(tmp_path / "archive" / "ci-results" / f"day={DAY}" / "relay-1.jsonl", lines)
+    lake = Lake.at(str(tmp_path / "lake"))
+    ingest_ci_results_day(Store(str(tmp_path / "archive")), lake, DAY)
+    (health,) = [h for h in compute_health(lake, DAY, (7,)).to_pylist() if h["repo"] == REPO]
+    assert (health["completed_jobs"], health["successes"]) == (12, 11)
+    assert health["commits"] == 12  # each delivery, push or pull request, is one relayed event

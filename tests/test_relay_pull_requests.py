@@ -1,0 +1,556 @@
+"""The relay's pull-request side against a real HTTP server on 127.0.0.1 playing GitHub: dispatch of
+@octokit/webhooks-examples pull_request deliveries, upstream check runs from callbacks built by the
+vendored report_callback.py, the three ciflow/crcr label orderings, reopen with stale labels, and
+re-runs from check_run / check_suite rerequested."""
+
+import copy
+import datetime as dt
+import json
+import threading
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from jobs.relay_prs import (
+    check_run_job,
+    check_run_label_job,
+    event_item,
+    pull_request_dispatch_job,
+    pull_request_sensor,
+    rerun_job,
+)
+from resources import ArchiveResource, LakeResource
+from resources.github import GitHubResource
+from resources.lake import Lake
+from tests.fake_github_relay import FakeRelayGitHub
+from tests.relay_callbacks import action_env, build_payload, forwarded
+from torchci_assets.config import load_config
+from torchci_assets.relay import dispatch as dispatch_module
+from torchci_assets.relay.check_runs import ACTIONS_TABLE, create_check_run, job_state
+from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows
+from torchci_assets.relay.pull_requests import relay_event
+
+DATA = Path(__file__).parent / "data" / "octokit"
+UPSTREAM = "Codertocat/Hello-World"  # the repository of the octokit examples
+TOKEN = "ghp_testtoken000000000000000000000000"
+L1, L2, L3, L4 = "org-one/torch-fpga", "org-two/torch-tpu", "acme-ai/torch-npu", "big-co/torch-gpu"
+REPOS = [L1, L2, L3, L4]
+CONFIG = f"""
+upstream: {{repo: {UPSTREAM}, branches: [main]}}
+poll_commits: false
+allowlist:
+  L1: [{L1}]
+  L2: [{L2}]
+  L3:
+    npu:
+      {L3}: [npu-oncall]
+  L4:
+    - {L4}: gpu-oncall
+maintainer_approved: [{L4}]
+"""
+NOW = dt.datetime(2026, 11, 25, 10, 0, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def relay_config(tmp_path, monkeypatch):
+    path = tmp_path / "relay.yaml"
+    path.write_text(CONFIG)
+    monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+@pytest.fixture
+def roots(tmp_path):
+    return str(tmp_path / "lake"), str(tmp_path / "archive")
+
+
+def pr_payload(action: str, labels=(), fork: bool = False) -> dict:
+    """The octokit example for `action` (`edited` is the `opened` one renamed: the package has
+    none), with the given label names."""
+    examples = json.loads((DATA / "examples.json").read_text())["api.github.com"]["pull_request"]
+    payload = copy.deepcopy(next(p for p in examples if p["action"] == ("opened" if action == "edited" else action)))
+    payload["action"] = action
+    template = {"id": 1, "node_id": "x", "url": "", "name": "", "color": "ededed", "default": False}
+    payload["pull_request"]["labels"] = [{**template, "name": name} for name in labels]
+    if fork:
+        head_repo = payload["pull_request"]["head"]["repo"]
+        head_repo.update(full_name="a-contributor/Hello-World", fork=True)
+        payload["pull_request"]["head"]["label"] = "a-contributor:changes"
+    return payload
+
+
+def label_payload(device: str) -> dict:
+    payload = pr_payload("labeled", labels=["bug", f"ciflow/crcr/{device}"])
+    payload["label"] = {**payload["label"], "name": f"ciflow/crcr/{device}"}
+    return payload
+
+
+def event_of(event: str, payload: dict, delivery: str | None = None):
+    found, why = relay_event(event, delivery or str(uuid.uuid4()), NOW, payload, load_config())
+    return found
+
+
+def github(httpserver, **kw):
+    kw.setdefault("token", TOKEN)
+    kw.setdefault("backoff_base_s", 0.01)
+    kw.setdefault("write_interval_s", 0)
+    return GitHubResource(api_url=httpserver.url_for(""), **kw)
+
+
+def execute(job, op, config: dict, gh, roots, instance):
+    lake_uri, archive_uri = roots
+    config = {**config, "claim_settle_s": 0.01}
+    return job.execute_in_process(run_config={"ops": {op: {"config": config}}}, instance=instance,
+                                  raise_on_error=False,
+                                  resources={"github": gh, "lake": LakeResource(uri=lake_uri),
+                                             "archive": ArchiveResource(uri=archive_uri)})
+
+
+def events(*items) -> dict:
+    return {"events_json": json.dumps(list(items))}
+
+
+def dispatch(event, gh, roots, instance):
+    return execute(pull_request_dispatch_job, "dispatch_pull_requests", events(event_item(event)), gh, roots, instance)
+
+
+def callback_record(repo: str, level: str, status: str, client_payload: dict, *, run_id: int = 7001,
+                    job_name: str = "build", conclusion: str = "", run_attempt: int = 1) -> dict:
+    """The ci-results archive record of a callback report_callback.py builds in a job started by
+    our dispatch (its `client_payload` echoed)."""
+    env = action_env(status, repo=repo, run_id=run_id, run_attempt=run_attempt, job_name=job_name,
+                     workflow="upstream-ci", conclusion=conclusion, client_payload=client_payload)
+    return forwarded(build_payload(env, NOW), repo, NOW, level)
+
+
+def archive_callbacks(roots, records: list[dict]) -> None:
+    folder = Path(roots[1]) / "ci-results" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"cb-{uuid.uuid4().hex[:6]}.jsonl", "a") as out:
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+
+
+def check_run(record: dict, gh, roots, instance):
+    return execute(check_run_job, "create_upstream_check_runs", events(record), gh, roots, instance)
+
+
+def client_payload_of(server: FakeRelayGitHub, repo: str, n: int = -1) -> dict:
+    return [b for r, b in server.dispatches() if r == repo][n]["client_payload"]
+
+
+# ---- dispatch ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["opened", "reopened", "synchronize", "closed"])
+def test_each_action_is_dispatched_once_per_downstream_in_the_relays_shape(action, httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    payload = pr_payload(action)
+    event = event_of("pull_request", payload, "delivery-1")
+    assert event.kind == "dispatch"
+    assert dispatch(event, github(httpserver), roots, instance).success
+    assert Counter(r for r, _ in server.dispatches()) == Counter(REPOS)
+    body = server.dispatches()[0][1]
+    # What a downstream written as the relay's README (`types: [pull_request]`) receives.
+    assert body["event_type"] == "pull_request"
+    assert body["client_payload"] == {"event_type": "pull_request", "delivery_id": "delivery-1", "payload": payload}
+    # Re-executing the run sends nothing more.
+    assert dispatch(event, github(httpserver), roots, instance).success
+    assert len(server.dispatches()) == 4
+
+
+def test_two_deliveries_of_the_same_head_are_two_events(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    for action in ("opened", "closed"):
+        assert dispatch(event_of("pull_request", pr_payload(action)), github(httpserver), roots, instance).success
+    assert Counter(r for r, _ in server.dispatches()) == Counter({r: 2 for r in REPOS})
+    assert {b["client_payload"]["payload"]["action"] for _, b in server.dispatches()} == {"opened", "closed"}
+
+
+@pytest.mark.parametrize("action", ["edited", "assigned", "unlabeled", "ready_for_review"])
+def test_other_actions_are_not_dispatched(action):
+    assert event_of("pull_request", pr_payload(action)) is None
+
+
+def test_a_label_other_than_ciflow_crcr_does_nothing():
+    assert event_of("pull_request", pr_payload("labeled", labels=["bug"])) is None
+
+
+def test_a_pull_request_from_a_fork_is_dispatched_with_the_forks_head(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    payload = pr_payload("opened", fork=True)
+    event = event_of("pull_request", payload)
+    assert event.sha == payload["pull_request"]["head"]["sha"]
+    assert dispatch(event, github(httpserver), roots, instance).success
+    sent = client_payload_of(server, L1)["payload"]["pull_request"]["head"]["repo"]
+    assert (sent["full_name"], sent["fork"]) == ("a-contributor/Hello-World", True)
+
+
+def test_another_repositorys_pull_request_is_not_relayed():
+    payload = pr_payload("opened")
+    payload["repository"] = {**payload["repository"], "full_name": "someone/else"}
+    assert event_of("pull_request", payload) is None
+
+
+def test_a_huge_description_is_trimmed_to_fit_githubs_limit_and_nothing_else_changes():
+    payload = pr_payload("opened")
+    payload["pull_request"]["body"] = "x" * 70_000
+    event = event_of("pull_request", payload)
+    assert len(json.dumps({"event_type": "pull_request", "delivery_id": "d", "payload": event.payload})) < 65535
+    assert event.payload["pull_request"]["body"] == "x" * 2000
+    assert event.payload["pull_request"]["head"]["sha"] == payload["pull_request"]["head"]["sha"]
+    assert event.payload["repository"]["full_name"] == UPSTREAM
+
+
+def test_a_crash_between_githubs_answer_and_the_ledger_write_sends_once(httpserver, instance, roots, monkeypatch):
+    server = FakeRelayGitHub(httpserver)
+    event = event_of("pull_request", pr_payload("synchronize"))
+    real = dispatch_module.record_attempt
+
+    def die_after_the_third_answer(lake, row, *a):
+        if row["outcome"] == "ok" and row["downstream_repo"] == sorted(REPOS)[2]:
+            raise RuntimeError("killed between GitHub's 204 and the ledger write")
+        return real(lake, row, *a)
+
+    monkeypatch.setattr(dispatch_module, "record_attempt", die_after_the_third_answer)
+    assert not dispatch(event, github(httpserver), roots, instance).success
+    monkeypatch.setattr(dispatch_module, "record_attempt", real)
+    again = dispatch(event, github(httpserver), roots, instance)
+    assert again.success
+    assert Counter(r for r, _ in server.dispatches()) == Counter(REPOS)
+
+
+def test_two_replicas_racing_on_one_delivery_send_each_downstream_once(httpserver, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = event_of("pull_request", pr_payload("opened"))
+    config = load_config()
+    payload = {"event_type": PR_EVENT_TYPE, "delivery_id": event.delivery_id, "payload": event.payload}
+    work = Dispatch(event.sha, UPSTREAM, PR_EVENT_TYPE, event.delivery_id, "webhook", payload, per_delivery=True)
+    results = {}
+
+    def replica(name):
+        results[name] = dispatch_event(github(httpserver), Lake.at(roots[0]), work, config.allowlist, name,
+                                       settle_s=0.3)
+
+    threads = [threading.Thread(target=replica, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Counter(r for r, _ in server.dispatches()) == Counter(REPOS)
+    outcomes = Counter(o.outcome for res in results.values() for o in res)
+    assert outcomes["ok"] == 4 and outcomes["ok"] + outcomes["claimed_elsewhere"] + outcomes["in_doubt"] \
+        + outcomes["already_acknowledged"] == 8
+
+
+def test_dry_run_records_what_would_be_sent(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = event_of("pull_request", pr_payload("opened"))
+    result = dispatch(event, GitHubResource(api_url=httpserver.url_for("")), roots, instance)
+    assert result.success and server.requests == []
+    logs = [e.user_message for e in instance.all_logs(result.run_id)]
+    assert sum(m.startswith("DRY RUN: would POST") and "event_type=pull_request" in m for m in logs) == 4
+
+
+# ---- check runs ----------------------------------------------------------------------
+
+
+def dispatched(server, httpserver, instance, roots, action="opened", labels=()):
+    payload = pr_payload(action, labels=labels)
+    event = event_of("pull_request", payload)
+    assert dispatch(event, github(httpserver), roots, instance).success
+    return event
+
+
+def test_l4_gets_an_in_progress_then_a_completed_check_run_named_as_the_relay_names_it(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L4)
+    for status, conclusion in (("in_progress", ""), ("completed", "success")):
+        assert check_run(callback_record(L4, "L4", status, cp, conclusion=conclusion), github(httpserver),
+                         roots, instance).success
+    name = f"crcr/{L4}/upstream-ci/build"
+    assert server.check_run_names(event.sha) == [(name, "in_progress", None), (name, "completed", "success")]
+    created = server.check_runs[-1]
+    assert created["external_id"] == "7001"
+    assert created["details_url"] == f"{httpserver.url_for('')}{L4}/actions/runs/7001"  # GitHub's web address
+    assert created["output"]["title"] == "Success"
+
+
+def test_the_same_callback_twice_creates_one_check_run(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    record = callback_record(L4, "L4", "in_progress", client_payload_of(server, L4))
+    for _ in range(2):
+        assert check_run(record, github(httpserver), roots, instance).success
+    assert len(server.check_runs) == 1
+
+
+def test_l2_and_push_callbacks_get_no_check_run(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    assert job_state(callback_record(L2, "L2", "in_progress", client_payload_of(server, L2))) is None
+    push = {"event_type": "push", "delivery_id": "d-1", "payload": {"after": "a" * 40}}
+    assert job_state(callback_record(L4, "L4", "in_progress", push)) is None
+
+
+def test_l3_label_before_dispatch(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/npu"])
+    cp = client_payload_of(server, L3)
+    assert check_run(callback_record(L3, "L3", "in_progress", cp), github(httpserver), roots, instance).success
+    assert server.check_run_names(event.sha) == [(f"crcr/{L3}/upstream-ci/build", "in_progress", None)]
+
+
+def test_l3_without_the_label_gets_none(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/other-device"])
+    cp = client_payload_of(server, L3)
+    result = check_run(callback_record(L3, "L3", "in_progress", cp), github(httpserver), roots, instance)
+    assert result.success and server.check_runs == []
+
+
+def label(httpserver, instance, roots):
+    event = event_of("pull_request", label_payload("npu"))
+    assert event.kind == "labeled"
+    return execute(check_run_label_job, "label_check_runs", events(event_item(event)), github(httpserver), roots,
+                   instance)
+
+
+def test_l3_label_added_while_jobs_run_backfills_every_job_then_callbacks_follow(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L3)
+    started = [callback_record(L3, "L3", "in_progress", cp, job_name=job) for job in ("build", "test-1")]
+    for record in started:
+        assert check_run(record, github(httpserver), roots, instance).success
+    assert server.check_runs == []  # no label yet
+    archive_callbacks(roots, started)
+    assert label(httpserver, instance, roots).success
+    assert sorted(server.check_run_names(event.sha)) == [(f"crcr/{L3}/upstream-ci/build", "in_progress", None),
+                                                         (f"crcr/{L3}/upstream-ci/test-1", "in_progress", None)]
+    # The completed callback echoes the unlabeled dispatch payload: the label's flag still counts.
+    done = callback_record(L3, "L3", "completed", cp, job_name="build", conclusion="failure")
+    assert check_run(done, github(httpserver), roots, instance).success
+    assert server.check_run_names(event.sha)[-1] == (f"crcr/{L3}/upstream-ci/build", "completed", "failure")
+
+
+def test_l3_label_added_after_the_jobs_finished_creates_completed_check_runs_only(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L3)
+    records = [callback_record(L3, "L3", "in_progress", cp),
+               callback_record(L3, "L3", "completed", cp, conclusion="success")]
+    for record in records:
+        assert check_run(record, github(httpserver), roots, instance).success
+    archive_callbacks(roots, records)
+    assert label(httpserver, instance, roots).success
+    assert server.check_run_names(event.sha) == [(f"crcr/{L3}/upstream-ci/build", "completed", "success")]
+    assert label(httpserver, instance, roots).success  # a second label event: nothing new
+    assert len(server.check_runs) == 1
+
+
+def test_reopen_with_stale_labels_in_the_echoed_payload_still_gets_its_check_run(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots, action="reopened", labels=["ciflow/crcr/npu"])
+    stale = copy.deepcopy(client_payload_of(server, L3))
+    stale["payload"]["pull_request"]["labels"] = []  # what the downstream echoes is not today's PR
+    assert check_run(callback_record(L3, "L3", "in_progress", stale), github(httpserver), roots, instance).success
+    assert server.check_run_names(event.sha) == [(f"crcr/{L3}/upstream-ci/build", "in_progress", None)]
+
+
+def test_a_check_run_whose_answer_was_lost_is_found_not_created_twice(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    record = callback_record(L4, "L4", "completed", client_payload_of(server, L4), conclusion="success")
+    server.crash_after.add("check-runs")  # GitHub creates it, the answer is a 502
+    assert not check_run(record, github(httpserver), roots, instance).success
+    assert check_run(record, github(httpserver), roots, instance).success
+    assert len(server.check_runs) == 1
+    rows = ledger_rows(Lake.at(roots[0]), server.check_runs[0]["head_sha"], table=ACTIONS_TABLE)
+    assert [r["outcome"] for r in rows if r["action"] == "check_run"] == ["claimed", "ok"]
+    assert rows[-1]["github_id"] == server.check_runs[0]["id"]
+
+
+def test_two_replicas_racing_on_one_callback_create_one_check_run(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    job = job_state(callback_record(L4, "L4", "in_progress", client_payload_of(server, L4)))
+    config, results = load_config(), []
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        create_check_run(github(httpserver), Lake.at(roots[0]), config, job, n, settle_s=0.3))) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # The loser either lost the claim or saw the winner's claim still young ("in_flight": its run
+    # retries later and then finds the check run).
+    assert len(server.check_runs) == 1 and "created" in results
+    assert set(results) - {"created"} <= {"claimed_elsewhere", "in_flight"}
+
+
+def test_an_in_progress_callback_after_the_completed_one_does_not_hide_it(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L4)
+    assert check_run(callback_record(L4, "L4", "completed", cp, conclusion="success"), github(httpserver),
+                     roots, instance).success
+    assert check_run(callback_record(L4, "L4", "in_progress", cp), github(httpserver), roots, instance).success
+    assert [c["status"] for c in server.check_runs] == ["completed"]
+    # A re-run (attempt 2) of the same run is new work: its in-progress check run is created.
+    assert check_run(callback_record(L4, "L4", "in_progress", cp, run_attempt=2), github(httpserver),
+                     roots, instance).success
+    assert [c["status"] for c in server.check_runs] == ["completed", "in_progress"]
+
+
+# ---- re-runs -------------------------------------------------------------------------
+
+
+def checks_example(event: str) -> dict:
+    payload = copy.deepcopy(json.loads((DATA / "checks.json").read_text())[event][0])
+    payload["repository"] = {**payload["repository"], "full_name": UPSTREAM}
+    return payload
+
+
+def rerun(payload: dict, event: str, httpserver, instance, roots, delivery=None):
+    found = event_of(event, payload, delivery)
+    return execute(rerun_job, "rerun_downstream", events(event_item(found)), github(httpserver), roots, instance)
+
+
+def test_check_run_rerequested_reruns_the_failed_jobs_of_that_run_once(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L3}/upstream-ci/build", external_id="7001")
+    assert rerun(payload, "check_run", httpserver, instance, roots, "rr-1").success
+    assert rerun(payload, "check_run", httpserver, instance, roots, "rr-1").success  # the same request again
+    assert server.reruns() == [(L3, 7001)]
+
+
+def test_rerequested_while_the_run_is_already_running_is_a_no_op(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    server.running.add((L4, 7002))
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L4}/upstream-ci/test", external_id="7002:2")  # the relay's form
+    result = rerun(payload, "check_run", httpserver, instance, roots)
+    assert result.success
+    assert result.output_for_node("rerun_downstream") == {f"{L4}#7002": "already_running"}
+
+
+def test_rerequested_on_an_l2_repository_is_refused(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L2}/upstream-ci/build", external_id="7003")
+    result = rerun(payload, "check_run", httpserver, instance, roots)
+    assert result.success and server.reruns() == []
+    assert result.output_for_node("rerun_downstream") == {f"{L2}#7003": "refused"}
+
+
+def test_a_check_run_not_created_by_the_relay_is_not_acted_on():
+    assert event_of("check_run", checks_example("check_run")) is None  # octokit's own "randscape"
+
+
+def test_check_suite_rerequested_reruns_each_l3_plus_run_once(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    sha = checks_example("check_suite")["check_suite"]["head_sha"]
+    for name, run_id in ((f"crcr/{L3}/upstream-ci/build", "8001"), (f"crcr/{L3}/upstream-ci/test", "8001"),
+                         (f"crcr/{L4}/upstream-ci/build", "8002"), (f"crcr/{L2}/upstream-ci/build", "8003"),
+                         ("some-other-app-check", "8004")):
+        server.add_check_run(name, sha, run_id)
+    payload = checks_example("check_suite")
+    payload["check_suite"]["id"] = server.suites[sha]
+    result = rerun(payload, "check_suite", httpserver, instance, roots)
+    assert result.success
+    assert sorted(server.reruns()) == [(L3, 8001), (L4, 8002)]
+    assert result.output_for_node("rerun_downstream")[f"{L2}#8003"] == "refused"
+
+
+# ---- the sensor ----------------------------------------------------------------------
+
+
+def test_the_sensor_asks_one_run_per_relayed_delivery(tmp_path, instance, roots):
+    folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True)
+    (folder / "old.jsonl").write_text("")
+    archive = ArchiveResource(uri=roots[1])
+    with dg.build_sensor_context(instance=instance, resources={"archive": archive}) as ctx:
+        first = pull_request_sensor(ctx)
+    lines = []
+    for n, (event, payload) in enumerate([("pull_request", pr_payload("opened")),
+                                          ("pull_request", pr_payload("edited")),
+                                          ("pull_request", label_payload("npu")),
+                                          ("check_run", {**checks_example("check_run"), "check_run": {
+                                              **checks_example("check_run")["check_run"],
+                                              "name": f"crcr/{L3}/ci/build", "external_id": "1"}}),
+                                          ("push", {"ref": "refs/heads/main"})]):
+        lines.append(json.dumps({"event": event, "delivery_id": f"d-{n}", "received_at": "2026-11-25T10:00:00Z",
+                                 "payload": payload}))
+    (folder / "new.jsonl").write_text("\n".join(lines) + "\n")
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
+        result = pull_request_sensor(ctx)
+    asked = {r.job_name: [e["delivery_id"] for e in json.loads(
+        r.run_config["ops"][next(iter(r.run_config["ops"]))]["config"]["events_json"])] for r in result.run_requests}
+    assert asked == {"pull_request_dispatch_job": ["d-0"], "check_run_label_job": ["d-2"], "rerun_job": ["d-3"]}
+    # The next tick finds nothing new: each delivery is in one run only.
+    with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources={"archive": archive}) as ctx:
+        assert not pull_request_sensor(ctx).run_requests
+
+
+def test_one_run_relays_every_delivery_of_its_tick_each_once(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    batch = [event_of("pull_request", pr_payload(a)) for a in ("opened", "synchronize", "closed")]
+    result = execute(pull_request_dispatch_job, "dispatch_pull_requests", events(*map(event_item, batch)),
+                     github(httpserver), roots, instance)
+    assert result.success
+    assert Counter(b["client_payload"]["delivery_id"] for _, b in server.dispatches()) == Counter(
+        {e.delivery_id: 4 for e in batch})
+
+
+def test_the_check_run_sensor_asks_one_run_for_the_l3_l4_pull_request_callbacks(instance, roots):
+    folder = Path(roots[1]) / "ci-results" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True)
+    (folder / "old.jsonl").write_text("")
+    archive = ArchiveResource(uri=roots[1])
+    from jobs.relay_prs import check_run_sensor
+
+    with dg.build_sensor_context(instance=instance, resources={"archive": archive}) as ctx:
+        first = check_run_sensor(ctx)
+    cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
+    archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp), callback_record(L2, "L2", "in_progress", cp),
+                              callback_record(L3, "L3", "completed", cp, conclusion="success")])
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
+        (request,) = check_run_sensor(ctx).run_requests
+    records = json.loads(request.run_config["ops"]["create_upstream_check_runs"]["config"]["events_json"])
+    assert sorted(r["trusted"]["verified_repo"] for r in records) == sorted([L4, L3])  # not the L2 one
+
+
+def test_while_a_run_waits_to_start_the_sensor_holds_its_cursor_and_the_next_run_takes_both(instance, roots):
+    folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
+    folder.mkdir(parents=True)
+    (folder / "old.jsonl").write_text("")
+    archive = ArchiveResource(uri=roots[1])
+
+    def tick(cursor):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"archive": archive}) as ctx:
+            return pull_request_sensor(ctx)
+
+    def deliver(name):
+        line = {"event": "pull_request", "delivery_id": name, "received_at": "2026-11-25T10:00:00Z",
+                "payload": pr_payload("synchronize")}
+        (folder / f"{name}.jsonl").write_text(json.dumps(line) + "\n")
+
+    cursor = tick(None).cursor
+    deliver("d-1")
+    first = tick(cursor)
+    (request,) = first.run_requests
+    instance.create_run_for_job(pull_request_dispatch_job, run_config=request.run_config,
+                                status=dg.DagsterRunStatus.NOT_STARTED, tags=request.tags)
+    deliver("d-2")
+    held = tick(first.cursor)
+    assert not held.run_requests and held.cursor == first.cursor
+    for run in instance.get_runs():
+        instance.report_run_canceled(run)
+    (later,) = tick(held.cursor).run_requests
+    items = json.loads(later.run_config["ops"]["dispatch_pull_requests"]["config"]["events_json"])
+    assert [e["delivery_id"] for e in items] == ["d-2"]

@@ -1,0 +1,146 @@
+"""The HUD's downstream backend views (the relay RFC's "dedicated OOT HUD pages"), from `ci_result`:
+
+- on each pull request's page, the jobs every downstream backend ran for the PR's head: level,
+  status, conclusion, queue and execution time as the relay measures them, a link to the run;
+  L3/L4 (the ones with upstream check runs) in their own table, L2 below;
+- `backends/<owner>/<repo>.html` per backend: its recent heads (pull requests and commits) and
+  its success rate and queue time over the windows the levels are judged on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from resources.lake import Lake, connect
+from resources.names import repo_name_problem
+from torchci_assets.derived.hud import pages
+from torchci_assets.derived.hud.inputs import register
+from torchci_assets.derived.hud.svg import duration
+from torchci_assets.partitions import days_ending
+
+SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text()
+       for name in ("backend_jobs", "backend_windows")}
+CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "head_sha": "VARCHAR",
+              "workflow_name": "VARCHAR", "run_id": "BIGINT", "run_attempt": "BIGINT", "job_name": "VARCHAR",
+              "status": "VARCHAR", "conclusion": "VARCHAR", "queue_s": "DOUBLE", "execution_s": "DOUBLE",
+              "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "day": "DATE"}
+RECENT_HEADS = 50
+
+
+@dataclass
+class BackendViews:
+    jobs: list[dict] = field(default_factory=list)  # latest attempt per (repo, head, workflow, job)
+    windows: list[dict] = field(default_factory=list)  # per repo and window
+    pr_numbers: dict[str, int] = field(default_factory=dict)  # head sha -> pull request
+    window_days: tuple[int, ...] = (7, 28)
+
+
+def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28)) -> BackendViews:
+    """The ci_result rows of the longest window ending `day`, as the pages need them."""
+    con = connect()
+    try:
+        days = days_ending(day, max(window_days))
+        register(con, lake, "ci_result", days, "backend_ci", columns=CI_COLUMNS)
+        register(con, lake, "pull_request", days, "backend_prs")
+        jobs = _rows(con.sql(SQL["backend_jobs"]))
+        windows = _rows(con.sql(SQL["backend_windows"], params={"windows": list(window_days), "day": day}))
+        numbers = {r["head_sha"]: r["number"] for r in _rows(con.sql(
+            "SELECT head_sha, max(number) AS number FROM backend_prs WHERE head_sha IS NOT NULL GROUP BY head_sha"))}
+    finally:
+        con.close()
+    return BackendViews(jobs, windows, numbers, window_days)
+
+
+def _rows(rel) -> list[dict]:
+    table = rel.to_arrow_table()
+    return table.to_pylist()
+
+
+def backend_path(repo: str) -> str:
+    """Where a backend's page lives under the site, `backends/<owner>/<repo>.html`."""
+    owner, name = repo.lower().split("/", 1)
+    return f"backends/{owner}/{name}.html"
+
+
+def _run_link(job: dict) -> str:
+    url = f"https://github.com/{job['repo']}/actions/runs/{job['run_id']}"
+    return f'<a href="{escape(url)}">run {job["run_id"]}</a>' + (
+        f" (attempt {job['run_attempt']})" if (job["run_attempt"] or 1) > 1 else "")
+
+
+def _job_row(job: dict, up: str) -> list[str]:
+    return [f'<a href="{up}{escape(backend_path(job["repo"]))}">{escape(job["repo"])}</a>', escape(job["level"] or ""),
+            escape(f'{job["workflow_name"] or ""} / {job["job_name"] or ""}'), escape(job["status"] or ""),
+            escape(job["conclusion"] or "-"), duration(job["queue_s"]), duration(job["execution_s"]),
+            _run_link(job)]
+
+
+HEADERS = ["backend", "level", "workflow / job", "status", "conclusion", "queue", "execution", "downstream run"]
+
+
+def pr_section(jobs: list[dict]) -> str:
+    """The downstream part of a pull request's page (pr/<n>.html, one folder down), for its head's jobs."""
+    checked = [j for j in jobs if j["level"] in ("L3", "L4")]
+    reported = [j for j in jobs if j["level"] == "L2"]
+    body = '<h2 id="backends">Downstream backends on this head</h2>'
+    body += ("<h3>L3 / L4: mirrored on the pull request as crcr/&lt;repo&gt;/&lt;workflow&gt;/&lt;job&gt; check runs</h3>"
+             + (pages.table(HEADERS, [_job_row(j, "../") for j in checked], attrs=' id="backends-checked"')
+                if checked else '<p class="empty">No L3 or L4 backend has reported on this head.</p>'))
+    body += ("<h3>L2: reported to the HUD</h3>"
+             + (pages.table(HEADERS, [_job_row(j, "../") for j in reported], attrs=' id="backends-reported"')
+                if reported else '<p class="empty">No L2 backend has reported on this head.</p>'))
+    return body
+
+
+def backend_page(repo: str, views: BackendViews, upstream: str, generated: str) -> str:
+    """backends/<owner>/<repo>.html: windows, then the recent heads with their jobs."""
+    mine = [j for j in views.jobs if j["repo"] == repo]
+    level = mine[-1]["level"] if mine else ""
+    windows = [w for w in views.windows if w["repo"] == repo]
+    summary = pages.table(["window", "completed jobs", "success rate", "queue p50", "queue p90"], [
+        [f'{w["window_days"]} days', str(w["completed"]),
+         "-" if w["success_rate"] is None else f'{100 * w["success_rate"]:.1f}%',
+         duration(w["queue_p50_s"]), duration(w["queue_p90_s"])] for w in windows], attrs=' id="windows"')
+    heads: dict[str, list[dict]] = {}
+    for job in sorted(mine, key=lambda j: j["callback_at"] or 0, reverse=True):
+        heads.setdefault(job["head_sha"], []).append(job)
+    rows = []
+    for sha, jobs in list(heads.items())[:RECENT_HEADS]:
+        number = views.pr_numbers.get(sha)
+        what = (f'<a href="../../pr/{number}.html">PR #{number}</a>' if number
+                else escape(jobs[0]["event_type"] or "push"))
+        failed = sum(1 for j in jobs if j["status"] == "completed" and j["conclusion"] not in ("success", "neutral", "skipped"))
+        running = sum(1 for j in jobs if j["status"] != "completed")
+        rows.append([what, f'<span class="mono">{pages.commit_link(upstream, sha)}</span>', str(len(jobs)),
+                     str(failed), str(running), pages._time(max((j["callback_at"] for j in jobs if j["callback_at"]),
+                                                                default=None))])
+    body = (f'<p>{escape(repo)} · level {escape(level or "-")} · '
+            f'<a href="https://github.com/{escape(repo)}">repository</a></p>'
+            f"<h2>Over the level windows</h2>{summary}"
+            f"<h2>Recent heads</h2>"
+            + (pages.table(["upstream event", "head", "jobs", "failed", "running", "last callback (UTC)"], rows,
+                           attrs=' id="heads"') if rows else '<p class="empty">No results reported.</p>'))
+    return pages.layout(f"Backend {repo}", "backends.html", body, generated, depth=2)
+
+
+def backend_links(views: BackendViews) -> str:
+    repos = sorted({j["repo"] for j in views.jobs})
+    if not repos:
+        return ""
+    return ("<h2>Per backend</h2><p>" + " · ".join(
+        f'<a href="{escape(backend_path(r))}">{escape(r)}</a>' for r in repos) + "</p>")
+
+
+def render(views: BackendViews, upstream: str, generated: str, site_dir: str) -> dict[str, str]:
+    """Every backend page, as {path under the outputs: html}."""
+    return {f"{site_dir}/{backend_path(r)}": backend_page(r, views, upstream, generated)
+            for r in sorted({j["repo"] for j in views.jobs}) if not repo_name_problem(r)}
+
+
+def jobs_by_head(views: BackendViews) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for job in views.jobs:
+        out.setdefault(job["head_sha"], []).append(job)
+    return out

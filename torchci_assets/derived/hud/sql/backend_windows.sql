@@ -1,0 +1,13 @@
+-- Per backend and window (the days the level criteria look back over, ending at $day): completed
+-- jobs, the share that succeeded, and the relay's queue time (dispatch -> first in_progress).
+WITH windows AS (SELECT unnest($windows::INTEGER[]) AS window_days)
+SELECT lower(c.repo) AS repo, w.window_days,
+       count(*) FILTER (WHERE c.status = 'completed') AS completed,
+       avg(CASE WHEN c.conclusion IN ('success', 'neutral', 'skipped') THEN 1.0 ELSE 0.0 END)
+           FILTER (WHERE c.status = 'completed') AS success_rate,
+       quantile_cont(c.queue_s, 0.5) AS queue_p50_s,
+       quantile_cont(c.queue_s, 0.9) AS queue_p90_s
+FROM backend_ci c CROSS JOIN windows w
+WHERE c.day > $day::DATE - w.window_days AND c.level IN ('L2', 'L3', 'L4')
+GROUP BY ALL
+ORDER BY repo, w.window_days
