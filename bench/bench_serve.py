@@ -21,6 +21,11 @@ The fsync cost is read from the receiver's own /metrics (write + fdatasync per g
 records), next to the cost of one fdatasync per 10 KB record measured on the same disk: what
 acknowledging each delivery on its own would cost.
 
+Under attack: the webhook open loop again at 200/s, first alone, then while 40 clients each send a 24 MiB body with a made-up
+signature and withhold its last byte, and 200 send their headers one byte a second (slowloris),
+every one reconnecting as soon as the receiver closes it (from another process). Reported: the signed deliveries' latency,
+the receiver's largest RSS during the phase (sampled every 100 ms from /proc) and what it closed.
+
 Run as `make bench-serve`; it keeps nothing (its folders under ./var/bench-serve are removed).
 """
 
@@ -50,6 +55,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from slow_clients import slowloris, withheld_body  # noqa: E402  (the tests' hostile clients)
+
 WORK = ROOT / "var" / "bench-serve"
 TORCHCI = str(Path(sys.executable).parent / "torchci")
 SECRET = b"bench-secret"
@@ -61,6 +69,9 @@ WEBHOOK_RATE, WEBHOOK_SECONDS = 2000, 15
 CALLBACK_RATE, CALLBACK_SECONDS = 500, 10
 CLOSED_SECONDS, CONNECTIONS = 8, 32
 TOKENS = 600
+ATTACK_BODIES, ATTACK_BODY_BYTES, SLOWLORIS = 40, 24 << 20, 200
+ATTACK_RATE = 200  # signed deliveries a second during the attack: the latency of a busy day, not a ceiling
+ATTACK_ONLY = "--attack-only" in sys.argv  # skip the other phases (for repeated runs of the attack)
 TARGETS = {"webhooks_per_s": 2000, "webhook_p99_ms": 50.0, "callbacks_per_s": 500}
 
 
@@ -157,6 +168,62 @@ async def closed_loop(port: int, make_request, seconds: float, name: str) -> Pha
     phase.started = time.perf_counter()
     await asyncio.gather(*(_connection(port, next_job, phase) for _ in range(CONNECTIONS)))
     phase.ended = time.perf_counter()
+    return phase
+
+
+async def attackers(port: int, until: float) -> dict[str, int]:
+    """The attack's clients, each reconnecting when closed, until `until`; how their connections ended."""
+    ended: dict[str, int] = {}
+
+    async def again(attack) -> None:
+        while time.perf_counter() < until:
+            try:
+                outcome = await attack()
+            except OSError:
+                outcome = None
+            key = "refused to connect" if outcome is None else str(outcome.status)
+            ended[key] = ended.get(key, 0) + 1
+
+    await asyncio.gather(*(again(lambda: withheld_body(port, ATTACK_BODY_BYTES, give_up_s=60))
+                           for _ in range(ATTACK_BODIES)),
+                         *(again(lambda: slowloris(port, every_s=1.0, give_up_s=60)) for _ in range(SLOWLORIS)))
+    return ended
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return float("nan")
+
+
+def attacker_main(port: int, seconds: float) -> int:
+    """`bench_serve.py --attacker PORT SECONDS`: the attack in its own process, so its clients do
+    not stall the event loop timing the signed deliveries; prints how the connections ended."""
+    ended = asyncio.run(attackers(port, time.perf_counter() + seconds))
+    print(json.dumps(ended))
+    return 0
+
+
+async def under_attack(port: int, make_request, pid: int, name: str) -> Phase:
+    """The webhook open loop while the attack runs; the receiver's RSS sampled throughout."""
+    rss = [rss_mb(pid)]
+
+    async def sample() -> None:
+        while True:
+            rss.append(rss_mb(pid))
+            await asyncio.sleep(0.1)
+
+    sampler = asyncio.create_task(sample())
+    attack = await asyncio.create_subprocess_exec(sys.executable, __file__, "--attacker", str(port),
+                                                  str(WEBHOOK_SECONDS + 2.0), stdout=asyncio.subprocess.PIPE)
+    await asyncio.sleep(2.0)  # the attack is established
+    phase = await open_loop(port, make_request, ATTACK_RATE, WEBHOOK_SECONDS, name)
+    out, _ = await attack.communicate()
+    phase.attack_ended = json.loads(out)
+    await asyncio.sleep(1.0)
+    sampler.cancel()
+    phase.rss = (rss[0], max(rss), rss[-1])
     return phase
 
 
@@ -348,6 +415,24 @@ def archived_deliveries(archive: Path) -> set[str]:
     return found
 
 
+def print_attack(phase: Phase) -> None:
+    print(f"attack: {ATTACK_BODIES} clients withholding the last byte of {ATTACK_BODY_BYTES >> 20} MiB bodies and "
+          f"{SLOWLORIS} slowloris clients, reconnecting when closed")
+    print(f"  receiver RSS: {phase.rss[0]:.0f} MB before, {phase.rss[1]:.0f} MB at most, "
+          f"{phase.rss[2]:.0f} MB 1 s after; their connections ended by status: {phase.attack_ended}")
+    print()
+
+
+def throughput_targets(web: dict, cb: dict) -> list[tuple[str, bool]]:
+    return [
+        (f"webhooks >= {TARGETS['webhooks_per_s']}/s sustained", web["ok_per_s"] >= 0.98 * WEBHOOK_RATE
+         and web["ok"] == web["sent"]),
+        (f"webhook p99 ack <= {TARGETS['webhook_p99_ms']:g} ms", web["p99_ms"] <= TARGETS["webhook_p99_ms"]),
+        (f"callbacks >= {TARGETS['callbacks_per_s']}/s sustained", cb["ok_per_s"] >= 0.98 * CALLBACK_RATE
+         and cb["ok"] == cb["sent"]),
+    ]
+
+
 def main() -> int:
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
@@ -393,7 +478,7 @@ def main() -> int:
             out = []
             watcher = asyncio.create_task(watch_client_loop())
             await closed_loop(port, make_webhook, 2.0, "warm-up")
-            for name, runner in [
+            phases = [
                 ("webhooks open loop", lambda: open_loop(port, make_webhook, WEBHOOK_RATE, WEBHOOK_SECONDS,
                                                          f"webhooks, {WEBHOOK_RATE}/s scheduled")),
                 ("webhooks closed loop", lambda: closed_loop(port, make_webhook, CLOSED_SECONDS,
@@ -402,7 +487,12 @@ def main() -> int:
                                                           f"callbacks, {CALLBACK_RATE}/s scheduled")),
                 ("callbacks closed loop", lambda: closed_loop(port, make_callback, CLOSED_SECONDS,
                                                               f"callbacks, {CONNECTIONS} connections flat out")),
-            ]:
+                ("webhooks before the attack", lambda: open_loop(port, make_webhook, ATTACK_RATE, WEBHOOK_SECONDS,
+                                                                 f"webhooks, {ATTACK_RATE}/s, no attack")),
+                ("webhooks under attack", lambda: under_attack(port, make_webhook, proc.pid,
+                                                               f"webhooks, {ATTACK_RATE}/s, under attack")),
+            ]
+            for name, runner in phases[-2:] if ATTACK_ONLY else phases:
                 before, cpu0 = metrics(port), cpu_seconds(proc.pid)
                 len_before = len(client_lag)
                 phase = await runner()
@@ -445,22 +535,22 @@ def main() -> int:
         print(f"  {phase.name:44} {fs}")
     print(f"  one fdatasync per 10 KB record instead, same disk: {probe}")
     print()
+    attacked = results[-1][0]
+    print_attack(attacked)
     lost = acked - found
     print(f"archive: {len(found):,} webhook deliveries rolled; acknowledged but missing: {len(lost)}")
-    web = results[0][0].summary()
-    cb = results[2][0].summary()
-    targets = [
-        (f"webhooks >= {TARGETS['webhooks_per_s']}/s sustained", web["ok_per_s"] >= 0.98 * WEBHOOK_RATE
-         and web["ok"] == web["sent"]),
-        (f"webhook p99 ack <= {TARGETS['webhook_p99_ms']:g} ms", web["p99_ms"] <= TARGETS["webhook_p99_ms"]),
-        (f"callbacks >= {TARGETS['callbacks_per_s']}/s sustained", cb["ok_per_s"] >= 0.98 * CALLBACK_RATE
-         and cb["ok"] == cb["sent"]),
-        ("nothing acknowledged is lost", not lost),
-    ]
+    targets = [("nothing acknowledged is lost", not lost),
+               ("under attack: every signed delivery acknowledged, RSS < 600 MB",
+                attacked.codes == {200: len(attacked.latencies)} and attacked.rss[1] < 600)]
+    if not ATTACK_ONLY:
+        targets += throughput_targets(results[0][0].summary(), results[2][0].summary())
     print("targets: " + "; ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in targets))
     shutil.rmtree(WORK, ignore_errors=True)
     return 0 if all(ok for _, ok in targets) else 1
 
 
 if __name__ == "__main__":
+    if "--attacker" in sys.argv:
+        at = sys.argv.index("--attacker")
+        sys.exit(attacker_main(int(sys.argv[at + 1]), float(sys.argv[at + 2])))
     sys.exit(main())

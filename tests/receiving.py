@@ -147,7 +147,8 @@ def served(tmp_path: Path, keys: KeySet | None = None, config: str | None = None
     receiver = Receiver(settings, keys=keys, config=ConfigWatcher(config or config_file(tmp_path)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(receiver), host="127.0.0.1", port=port, loop="asyncio",
-                                           lifespan="on", log_level="warning", access_log=False))
+                                           lifespan="on", log_level="warning", access_log=False,
+                                           http=receiver.protocol()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import free_port, wait_for_port
 from receiving import config_file
-from torchci_assets.receiver.settings import ENV_VARS
+from torchci_assets.receiver.settings import ENV_VARS, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHCI = str(Path(sys.executable).parent / "torchci")
@@ -53,12 +53,16 @@ def test_service_probes_spool_and_settings_fit_together(manifests):
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert pod["metadata"]["labels"].items() >= service["spec"]["selector"].items()
     assert service["spec"]["ports"][0]["targetPort"] == c["ports"][0]["name"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     env = {e["name"]: e for e in c["env"]}
     assert set(env) <= set(ENV_VARS) | STORAGE_VARS, set(env) - set(ENV_VARS) - STORAGE_VARS
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert mounts["spool"] == env["TORCHCI_SPOOL_DIR"]["value"]
+    # the receiver refuses deliveries before its spool reaches the volume's limit (an overrun evicts the pod)
+    [spool_volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "spool"]
+    high_water = parse_size(env["TORCHCI_SPOOL_HIGH_WATER"]["value"], "TORCHCI_SPOOL_HIGH_WATER")
+    assert high_water < parse_size(spool_volume["emptyDir"]["sizeLimit"], "sizeLimit")
     assert os.path.dirname(env["TORCHCI_CONFIG"]["value"]) == mounts["relay-config"]
     assert env["TORCHCI_RECEIVER_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert {"secretRef": {"name": "torchci-receiver"}} in c["envFrom"]  # TORCHCI_WEBHOOK_SECRETS, never inline
@@ -67,7 +71,7 @@ def test_service_probes_spool_and_settings_fit_together(manifests):
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 55
 
 
-def test_the_deployments_command_serves_healthz_with_its_environment(manifests, tmp_path):
+def test_the_deployments_command_serves_healthz_and_readyz_with_its_environment(manifests, tmp_path):
     c = container(manifests)
     env = {**os.environ, **{e["name"]: e["value"] for e in c["env"] if "value" in e},
            "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive"), "TORCHCI_LAKE_URI": str(tmp_path / "lake"),
@@ -84,6 +88,8 @@ def test_the_deployments_command_serves_healthz_with_its_environment(manifests, 
         wait_for_port(port, server, timeout=60)
         health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
         assert health.status_code == 200 and health.json()["ok"] is True
+        ready = requests.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+        assert ready.status_code == 200 and ready.json() == {"ready": True, "reasons": []}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)

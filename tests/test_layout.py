@@ -35,6 +35,7 @@ LAYERS = [
     ("torchci_assets.backfill", 3),
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
+    ("torchci_assets.receiver.cli", 5),  # `torchci serve`: an entry point (it runs the preflight)
 ]
 
 

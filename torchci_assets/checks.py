@@ -19,7 +19,23 @@ SQL = SqlFiles(__file__)
 
 # A day's share of unreadable records above which ingest is flagged: real archives have a
 # handful of truncated uploads, not percent-level damage.
-MAX_REJECT_RATE = float(os.environ.get("TORCHCI_MAX_REJECT_RATE", "0.01"))
+MAX_REJECT_RATE = 0.01
+MAX_REJECT_RATE_VAR = "TORCHCI_MAX_REJECT_RATE"
+
+
+def max_reject_rate() -> float:
+    """$TORCHCI_MAX_REJECT_RATE, else MAX_REJECT_RATE; read when a check runs, so a bad value fails
+    with its name (and the code location's preflight reports it before anything runs)."""
+    text = (os.environ.get(MAX_REJECT_RATE_VAR) or "").strip()
+    if not text:
+        return MAX_REJECT_RATE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise ValueError(f"{MAX_REJECT_RATE_VAR}={text!r}: expected a fraction in [0, 1], such as 0.01 for 1%")
+    return value
 
 
 # Why each check exists, as the UI shows it beside the result. Checks named `unique_<columns>`
@@ -87,9 +103,10 @@ def not_null_check(lake: Lake, table: str, day: str, columns: list[str]) -> dg.A
 
 def reject_rate_check(table: str, rejects: int, records: int) -> dg.AssetCheckResult:
     rate = rejects / records if records else 0.0
+    threshold = max_reject_rate()
     return dg.AssetCheckResult(
-        asset_key=table, check_name="reject_rate_below_threshold", passed=rate <= MAX_REJECT_RATE,
+        asset_key=table, check_name="reject_rate_below_threshold", passed=rate <= threshold,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={"rejects": rejects, "records": records, "reject_rate": round(rate, 6),
-                  "threshold": MAX_REJECT_RATE},
+                  "threshold": threshold},
     )

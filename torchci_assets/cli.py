@@ -20,6 +20,11 @@ SUBCOMMANDS = {
 }
 
 
+# Commands that check every setting first (torchci_assets/preflight.py; they check again when
+# called directly, which reports nothing twice).
+PREFLIGHT = ("run", "serve", "backfill")
+
+
 def version() -> str:
     """This package's version and Dagster's, as a bug report needs them."""
     from importlib.metadata import version as installed
@@ -46,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"torchci: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    if name in PREFLIGHT:  # before the command's module loads Dagster: a bad setting stops it in a moment
+        from torchci_assets import preflight
+        if not preflight.report(f"torchci {name}"):
+            return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
     return module.main(rest)
 

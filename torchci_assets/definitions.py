@@ -14,6 +14,7 @@ from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, d
 from jobs import relay_prs
 from jobs.gap_repair import gap_repair_job, gap_repair_schedule
 from resources.configured import default_resources
+from torchci_assets import preflight
 from torchci_assets.conventions import apply_conventions
 from torchci_assets.derived.backends import definitions as backends
 from torchci_assets.derived.drci import definitions as drci
@@ -29,6 +30,9 @@ from torchci_assets.relay import definitions as relay
 # Dagster copies each sensor with its `owners` parameter (None here), which warns BetaWarning in
 # every process that loads the code location: noise no user can act on.
 warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition", category=dg.BetaWarning)
+
+# A bad setting stops the code location's load with one line naming it, before any run reads it.
+preflight.check()
 
 DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, drci, guardians)
 

@@ -20,6 +20,8 @@ import warnings
 
 import dagster as dg
 
+from torchci_assets import preflight
+
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
 # (`--quiet`: warnings only; the run's full log stays in the instance, for the UI).
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
@@ -35,6 +37,10 @@ NEW_INSTANCE_YAML = """\
 telemetry:
   enabled: false
 """
+
+
+# Dagster's wrappers around the exception a step raised.
+STEP_WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError")
 
 
 class UsageError(Exception):
@@ -144,6 +150,18 @@ def selected_keys(defs: dg.Definitions, selection: str | None) -> list[dg.AssetK
     return sorted({member for k in keys for member in graph.get(k).execution_set_asset_keys})
 
 
+def failure_line(error) -> str:
+    """What a failed step's own code raised, on one line: Dagster wraps it in an error that says only
+    'Error occurred while executing op', and a configuration error's message is the one to read."""
+    while error.cause is not None and error.cls_name in STEP_WRAPPERS:
+        error = error.cause
+    first = error.message.strip().split("\n", 1)[0]
+    marker = f"{error.cls_name}: "
+    if marker in first:  # "package.module.ConfigError: text" -> "ConfigError: text"
+        first = marker + first.split(marker, 1)[1]
+    return first
+
+
 def _no_days_message(archive, every_day: list[str], start: str | None, end: str | None) -> str:
     """Why there is nothing to run, and what the archive has instead."""
     if not every_day:
@@ -157,6 +175,8 @@ def _no_days_message(archive, every_day: list[str], start: str | None, end: str 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
+    if not preflight.report("torchci run"):
+        return 2
     try:
         return _run(args)
     except UsageError as exc:
@@ -232,7 +252,7 @@ def _run_day(defs, instance, day: str, counter: str, tags: dict, keys, log_confi
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure:
-                print(f"      {event.step_key}: {event.step_failure_data.error.message.strip()}")
+                print(f"      {event.step_key}: {failure_line(event.step_failure_data.error)}")
     return result.success
 
 

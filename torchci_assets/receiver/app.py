@@ -4,11 +4,16 @@
 |---|---|
 | `POST /github/webhook` | 200 once the delivery is fsynced (or `ping` / an event not configured: acknowledged, not kept); 400 no event or delivery header, form-encoded or not a JSON object; 401 missing or bad `X-Hub-Signature-256`; 413 over the size limit; 503 the spool cannot write, or no secret is configured |
 | `POST /relay/callback` | 200 once fsynced; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 403 the token's repository is not allowlisted at L2 or above; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
-| `GET /healthz` | 200 while both spool writers run, else 503; the spool depth |
+| `GET /healthz` | liveness: 200 while both spool writers run, else 503; the spool depth |
+| `GET /readyz` | readiness: 200 while a delivery sent now would be kept, else 503 with the reasons |
 | `GET /metrics` | Prometheus text |
 
 Checks run cheapest and least trusting first: size, then authentication, then whether the
-caller may use the endpoint, then the body. Nothing unauthenticated is parsed.
+caller may use the endpoint, then the body. Nothing unauthenticated is parsed. Before any body is
+read: a spool over its high-water mark answers 503 (`Retry-After`), a body that does not fit in
+the in-flight budget (`budget.py`) 503 (`Retry-After`), a webhook without a signature 401; these
+answers close the connection instead of reading the body. Headers and bodies that come too slowly
+are cut off by `timeouts.py` (408, connection closed).
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ import time
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, ConfigError, TorchciConfig, load_config
+from torchci_assets.receiver.budget import BodyBudget, Hold, OverBudget
 from torchci_assets.receiver.callbacks import (
     BodyError,
     DispatchLedger,
@@ -43,11 +49,13 @@ from torchci_assets.receiver.callbacks import (
 )
 from torchci_assets.receiver.metrics import Metrics
 from torchci_assets.receiver.oidc import KeySet, KeysUnavailable, OidcVerifier, TokenError
+from torchci_assets.receiver.readiness import Readiness
 from torchci_assets.receiver.records import ci_result_line, webhook_line
 from torchci_assets.receiver.settings import ReceiverSettings
-from torchci_assets.receiver.signatures import signature_matches
+from torchci_assets.receiver.signatures import SignatureCheck
 from torchci_assets.receiver.spool import (
     STREAMS,
+    WRITE_ERRORS,
     Roller,
     RollResult,
     SpoolError,
@@ -56,6 +64,8 @@ from torchci_assets.receiver.spool import (
     spool_depth,
     spool_lock,
 )
+from torchci_assets.receiver.throttled_log import ThrottledLog
+from torchci_assets.receiver.timeouts import TIMED_OUT_KEY, DeadlineProtocol, deadline_protocol
 from torchci_assets.relay.waiting import makes_check_run, relay_waits_for
 
 log = logging.getLogger("torchci.receiver")
@@ -65,7 +75,7 @@ DELIVERY_RE = re.compile(r"^[\x21-\x7e]{1,200}$")
 CALLBACK_LEVELS = ("L2", "L3", "L4")
 CATCH_UP_EVERY_S = 30.0
 SHUTDOWN_ROLL_S = 20.0
-LOG_PER_REASON_PER_MINUTE = 5
+READINESS_EVERY_S = 1.0
 
 
 class TooLarge(Exception):
@@ -124,10 +134,13 @@ class Receiver:
         self.writers = {s: SpoolWriter(settings.spool_dir, s, settings.host, self.metrics, settings.roll_interval_s,
                                        settings.roll_bytes, on_sealed=self.roller.sealed) for s in STREAMS}
         self.metrics.gauges = self._gauges
+        self.budget = BodyBudget(settings.inflight_bytes)
+        self.readiness = Readiness(settings.spool_dir, settings.spool_high_water, settings.roll_backlog_s,
+                                   READINESS_EVERY_S)
+        self.noise = ThrottledLog(log)
         self._exit = contextlib.ExitStack()
         self._locked = False
         self._tasks: list[asyncio.Task] = []
-        self._logged: dict[str, tuple[int, int]] = {}
 
     # ---- lifecycle -----------------------------------------------------------------
 
@@ -156,6 +169,7 @@ class Receiver:
         self.roller.start()
         self._tasks.append(asyncio.create_task(self._catch_up_forever()))
         self._tasks.append(asyncio.create_task(self._watch_loop()))
+        self._tasks.append(asyncio.create_task(self._readiness_loop()))
         if not self.settings.webhook_secrets:
             log.warning("TORCHCI_WEBHOOK_SECRETS is not set: POST /github/webhook answers 503 until it is")
         log.info("receiving into %s (spool %s, roll every %gs or %d bytes); callbacks from %s for audience %r",
@@ -200,6 +214,35 @@ class Receiver:
             await asyncio.sleep(every_s)
             self.metrics.observe("torchci_receiver_loop_lag_seconds", max(0.0, time.perf_counter() - t - every_s))
 
+    async def _readiness_loop(self) -> None:
+        """Keep readiness (and the high-water refusal) current without waiting for a probe, and
+        report the counts of throttled log lines."""
+        while True:
+            try:
+                await self.refresh_readiness()
+            except Exception as exc:  # e.g. the spool folder unreadable: not ready, and keep checking
+                self.readiness.reasons = [f"readiness cannot be checked: {exc}"]
+                self.noise.log("readiness", logging.ERROR, f"readiness cannot be checked: {exc}")
+            self.noise.flush()
+            WRITE_ERRORS.flush()
+            await asyncio.sleep(READINESS_EVERY_S)
+
+    async def refresh_readiness(self) -> list[str]:
+        reasons = await asyncio.to_thread(self.readiness.refresh)
+        if not all(w.alive for w in self.writers.values()):
+            reasons = self.readiness.reasons = [*reasons, "a spool writer thread stopped"]
+        return reasons
+
+    def protocol(self) -> type[DeadlineProtocol]:
+        """The HTTP protocol class for uvicorn (`http=`), with this receiver's read deadlines."""
+        return deadline_protocol(self.settings.header_timeout_s, self.settings.body_timeout_s, self._timed_out)
+
+    def _timed_out(self, phase: str) -> None:
+        self.metrics.inc("torchci_receiver_timeouts_total", phase=phase)
+        limit = self.settings.header_timeout_s if phase == "header" else self.settings.body_timeout_s
+        self.noise.log(f"timeout:{phase}", logging.INFO,
+                       f"closed a connection whose request {phase} took over {limit:g}s")
+
     def _rolled(self, stream: str, result: RollResult) -> None:
         if stream == "ci-results":
             self.starts.mark_read(result.archive_path)
@@ -211,13 +254,16 @@ class Receiver:
             out[("torchci_receiver_spool_bytes", (("stream", stream),))] = nbytes
             out[("torchci_receiver_oldest_segment_age_seconds", (("stream", stream),))] = round(oldest, 3)
         out[("torchci_receiver_jwks_fetches_total", ())] = self.keys.attempts
+        out[("torchci_receiver_inflight_body_bytes", ())] = self.budget.held
+        out[("torchci_receiver_ready", ())] = int(self.readiness.ready)
         return out
 
     # ---- answers -------------------------------------------------------------------
 
     def answer(self, endpoint: str, status: int, body: dict, t0: float, headers: dict | None = None) -> Response:
         self.metrics.inc("torchci_receiver_requests_total", endpoint=endpoint, code=str(status))
-        self.metrics.observe("torchci_receiver_ack_seconds", time.perf_counter() - t0, endpoint=endpoint)
+        if status == 200:  # refusals are not acknowledgements: their speed would hide a slow acknowledgement
+            self.metrics.observe("torchci_receiver_ack_seconds", time.perf_counter() - t0, endpoint=endpoint)
         return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
     def refuse(self, endpoint: str, status: int, reason: str, message: str, t0: float,
@@ -227,29 +273,57 @@ class Receiver:
         return self.answer(endpoint, status, {"detail": message}, t0, headers)
 
     def _log_refusal(self, endpoint: str, status: int, reason: str, message: str) -> None:
-        """At most a few lines per reason and minute: a misconfigured sender must not flood the log."""
-        minute = int(time.time() // 60)
-        key = f"{endpoint}:{reason}"
-        seen_minute, count = self._logged.get(key, (minute, 0))
-        count = count + 1 if seen_minute == minute else 1
-        self._logged[key] = (minute, count)
-        if count <= LOG_PER_REASON_PER_MINUTE:
-            log.info("%s %d %s: %s", endpoint, status, reason, message)
+        """One line per reason and minute, with a count: a misconfigured sender must not flood the log."""
+        self.noise.log(f"{endpoint}:{reason}", logging.INFO, f"{endpoint} {status} {reason}: {message}")
+
+    def guarded(self, endpoint: str, handler):
+        """`handler` behind the checks made before any body is read, with the body budget held for
+        the request's life and a client hanging up counted (never a traceback)."""
+        async def handle(request: Request) -> Response:
+            t0 = time.perf_counter()
+            hold = request.state.hold = Hold(self.budget)
+            try:
+                if self.readiness.over_high_water:
+                    response = self.refuse(endpoint, 503, "spool_full", "the spool is over its high-water mark, "
+                                           "retry", t0, {"Retry-After": "30"})
+                else:
+                    response = await handler(request)
+            except OverBudget:
+                response = self.refuse(endpoint, 503, "busy", "too many request bodies in flight, retry", t0,
+                                       {"Retry-After": "5"})
+            except ClientDisconnect:
+                response = self._disconnected(request, endpoint)
+            finally:
+                hold.release()
+            if not hold.complete:  # answered before the body was read: do not read it now
+                response.headers["connection"] = "close"
+            return response
+        return handle
+
+    def _disconnected(self, request: Request, endpoint: str) -> Response:
+        if request.scope.get(TIMED_OUT_KEY) is None:  # a timeout is counted where it closed the connection
+            self.metrics.inc("torchci_receiver_disconnects_total", endpoint=endpoint)
+            self.noise.log(f"disconnect:{endpoint}", logging.INFO,
+                           f"{endpoint}: a client hung up before its body was read")
+        return Response(status_code=400)  # nobody is there to read it
 
     # ---- endpoints -----------------------------------------------------------------
 
     async def webhook(self, request: Request) -> Response:
         t0, ep = time.perf_counter(), "webhook"
-        try:
-            body = await read_body(request, self.settings.webhook_max_bytes)
-        except TooLarge:
-            return self.refuse(ep, 413, "too_large", f"the body is over {self.settings.webhook_max_bytes} bytes", t0)
         secrets = self.settings.webhook_secrets.values
         if not secrets:
             return self.refuse(ep, 503, "no_secret", "the receiver has no webhook secret (TORCHCI_WEBHOOK_SECRETS)", t0)
-        if not signature_matches(secrets, body, request.headers.get("x-hub-signature-256")):
-            why = "missing_signature" if not request.headers.get("x-hub-signature-256") else "bad_signature"
-            return self.refuse(ep, 401, why, "missing or invalid X-Hub-Signature-256 for this body", t0)
+        signature = request.headers.get("x-hub-signature-256")
+        if not signature:
+            return self.refuse(ep, 401, "missing_signature", "missing X-Hub-Signature-256", t0)
+        check = SignatureCheck(secrets)
+        try:
+            body = await read_body(request, self.settings.webhook_max_bytes, check.update)
+        except TooLarge:
+            return self.refuse(ep, 413, "too_large", f"the body is over {self.settings.webhook_max_bytes} bytes", t0)
+        if not check.matches(signature):
+            return self.refuse(ep, 401, "bad_signature", "invalid X-Hub-Signature-256 for this body", t0)
         event = request.headers.get("x-github-event", "")
         delivery = request.headers.get("x-github-delivery", "")
         if not EVENT_RE.match(event) or not DELIVERY_RE.match(delivery):
@@ -282,10 +356,9 @@ class Receiver:
 
     async def callback(self, request: Request) -> Response:
         t0, ep = time.perf_counter(), "callback"
-        try:
-            raw = await read_body(request, self.settings.callback_max_bytes)
-        except TooLarge:
-            return self.refuse(ep, 413, "too_large", f"the body is over {self.settings.callback_max_bytes} bytes", t0)
+        too_large = f"the body is over {self.settings.callback_max_bytes} bytes"
+        if declared_length(request, self.settings.callback_max_bytes) == TOO_LARGE:
+            return self.refuse(ep, 413, "too_large", too_large, t0)
         try:
             repo = await self.oidc.repository(request.headers.get("authorization"))
         except TokenError as exc:
@@ -301,6 +374,10 @@ class Receiver:
         if wait:
             return self.refuse(ep, 429, "rate_limited", f"rate limit exceeded for {repo}", t0,
                                {"Retry-After": str(max(1, math.ceil(wait)))})
+        try:  # the body of an authenticated, allowlisted caller within its rate: the token is in the headers
+            raw = await read_body(request, self.settings.callback_max_bytes)
+        except TooLarge:
+            return self.refuse(ep, 413, "too_large", too_large, t0)
         try:
             callback = parse_callback(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
@@ -343,22 +420,50 @@ class Receiver:
         return Response(orjson.dumps({"ok": alive, "spool": depth}), status_code=200 if alive else 503,
                         media_type="application/json")
 
+    async def readyz(self, request: Request) -> Response:
+        reasons = await self.refresh_readiness() if self.readiness.due() else self.readiness.reasons
+        return Response(orjson.dumps({"ready": not reasons, "reasons": reasons}), status_code=503 if reasons else 200,
+                        media_type="application/json")
+
     async def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (TooLarge) as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+TOO_LARGE = -1
+
+
+def declared_length(request: Request, limit: int) -> int | None:
+    """The body's Content-Length, None without one, TOO_LARGE when it is over `limit`."""
+    text = request.headers.get("content-length")
+    declared = int(text) if text is not None and text.isdigit() else None
+    return TOO_LARGE if declared is not None and declared > limit else declared
+
+
+async def read_body(request: Request, limit: int, on_chunk=None) -> bytearray:
+    """The request body, refused (TooLarge) as soon as it is known to exceed `limit` bytes.
+
+    Under `guarded`, a body whose declared length does not fit in the in-flight budget is refused
+    (OverBudget) before anything is read, and each chunk is taken from the budget as it comes.
+    `on_chunk(chunk)` sees each chunk as it arrives (the signature is computed so).
+    """
+    declared = declared_length(request, limit)
+    if declared == TOO_LARGE:
         raise TooLarge
-    chunks, size = [], 0
+    hold: Hold | None = getattr(request.state, "hold", None)
+    if hold is not None and declared is not None:
+        hold.admit(declared)
+    body = bytearray()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+        if len(body) + len(chunk) > limit:
             raise TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if hold is not None:
+            hold.take(len(chunk), declared)
+        if on_chunk is not None:
+            on_chunk(chunk)
+        body += chunk
+    if hold is not None:
+        hold.complete = True
+    return body  # not copied into bytes: a 25 MiB body would be held twice
 
 
 def build_app(receiver: Receiver) -> Starlette:
@@ -371,8 +476,9 @@ def build_app(receiver: Receiver) -> Starlette:
             await receiver.stop()
 
     return Starlette(routes=[
-        Route("/github/webhook", receiver.webhook, methods=["POST"]),
-        Route("/relay/callback", receiver.callback, methods=["POST"]),
+        Route("/github/webhook", receiver.guarded("webhook", receiver.webhook), methods=["POST"]),
+        Route("/relay/callback", receiver.guarded("callback", receiver.callback), methods=["POST"]),
         Route("/healthz", receiver.healthz, methods=["GET"]),
+        Route("/readyz", receiver.readyz, methods=["GET"]),
         Route("/metrics", receiver.metrics_text, methods=["GET"]),
     ], lifespan=lifespan)

@@ -22,7 +22,7 @@ HELP = {
     "torchci_receiver_write_errors_total": ("counter", "Spool appends that failed (the requests got 503), by stream."),
     "torchci_receiver_fsync_seconds": ("histogram", "Duration of one spool write + fdatasync (a group of records)."),
     "torchci_receiver_fsync_batch_records": ("histogram", "Records made durable by one fdatasync."),
-    "torchci_receiver_ack_seconds": ("histogram", "Time from the request's start to its answer, by endpoint."),
+    "torchci_receiver_ack_seconds": ("histogram", "Time from the request's start to its acknowledgement (200), by endpoint."),
     "torchci_receiver_loop_lag_seconds": ("histogram", "How late the event loop wakes from a 100 ms sleep."),
     "torchci_receiver_rolled_total": ("counter", "Spool segments published to the archive, by stream."),
     "torchci_receiver_rolled_records_total": ("counter", "Records published to the archive, by stream."),
@@ -32,6 +32,10 @@ HELP = {
     "torchci_receiver_spool_bytes": ("gauge", "Bytes in the spool not yet in the archive, by stream."),
     "torchci_receiver_oldest_segment_age_seconds": ("gauge", "Age of the oldest sealed segment waiting for the archive."),
     "torchci_receiver_jwks_fetches_total": ("counter", "Attempts to fetch the OIDC issuer's key set."),
+    "torchci_receiver_disconnects_total": ("counter", "Clients that hung up before their request's body was read, by endpoint."),
+    "torchci_receiver_timeouts_total": ("counter", "Connections closed because their headers or body came too slowly, by phase."),
+    "torchci_receiver_inflight_body_bytes": ("gauge", "Request-body bytes held in memory now, across connections."),
+    "torchci_receiver_ready": ("gauge", "1 while this replica would keep a delivery sent now (GET /readyz), else 0."),
 }
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 

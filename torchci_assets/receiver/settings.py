@@ -32,7 +32,8 @@ ENV_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_SPOOL_DIR", "TOR
             "TORCHCI_WEBHOOK_SECRETS", "TORCHCI_WEBHOOK_EVENTS", "TORCHCI_WEBHOOK_MAX_BYTES",
             "TORCHCI_CALLBACK_MAX_BYTES", "TORCHCI_OIDC_ISSUER", "TORCHCI_OIDC_AUDIENCE", "TORCHCI_OIDC_JWKS_URL",
             "TORCHCI_OIDC_LEEWAY_S", "TORCHCI_CALLBACK_RATE_LIMIT", "TORCHCI_ROLL_INTERVAL_S", "TORCHCI_ROLL_BYTES",
-            "TORCHCI_PUSH_ROLL_S")
+            "TORCHCI_PUSH_ROLL_S", "TORCHCI_HEADER_TIMEOUT_S", "TORCHCI_BODY_TIMEOUT_S", "TORCHCI_INFLIGHT_BYTES",
+            "TORCHCI_SPOOL_HIGH_WATER", "TORCHCI_ROLL_BACKLOG_S")
 
 
 class SettingsError(ValueError):
@@ -101,6 +102,17 @@ class ReceiverSettings:
     roll_interval_s: float = 60.0
     roll_bytes: int = 64 * MIB
     push_roll_s: float = 1.0
+    # What an unauthenticated client can hold: a request's headers must arrive within
+    # header_timeout_s and its body within body_timeout_s (GitHub gives up on a delivery after
+    # 10 s); bodies held in memory across all connections are capped at inflight_bytes.
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 15.0
+    inflight_bytes: int = 256 * MIB
+    # Readiness: not ready (and deliveries refused) above this many spool bytes, so the pod's
+    # emptyDir (2 GiB in deploy/receiver.yaml) never fills; not ready while the oldest sealed
+    # segment waits longer than roll_backlog_s for the archive (0: never).
+    spool_high_water: int = 1536 * MIB
+    roll_backlog_s: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "ReceiverSettings":
@@ -114,7 +126,7 @@ class ReceiverSettings:
         else:
             events = frozenset(DEFAULT_EVENTS)
         issuer = (env.get("TORCHCI_OIDC_ISSUER") or GITHUB_ISSUER).strip().rstrip("/")
-        return cls(
+        settings = cls(
             archive_uri=env.get("TORCHCI_ARCHIVE_URI") or "./var/archive",
             lake_uri=env.get("TORCHCI_LAKE_URI") or "./var/lake",
             spool_dir=Path(env.get("TORCHCI_SPOOL_DIR") or "./var/spool"),
@@ -131,4 +143,14 @@ class ReceiverSettings:
             roll_interval_s=_number(env, "TORCHCI_ROLL_INTERVAL_S", 60.0, 0.1),
             roll_bytes=parse_size(env.get("TORCHCI_ROLL_BYTES") or "64MiB", "TORCHCI_ROLL_BYTES"),
             push_roll_s=_number(env, "TORCHCI_PUSH_ROLL_S", 1.0, 0.0),
+            header_timeout_s=_number(env, "TORCHCI_HEADER_TIMEOUT_S", 10.0, 0.1),
+            body_timeout_s=_number(env, "TORCHCI_BODY_TIMEOUT_S", 15.0, 0.1),
+            inflight_bytes=parse_size(env.get("TORCHCI_INFLIGHT_BYTES") or "256MiB", "TORCHCI_INFLIGHT_BYTES"),
+            spool_high_water=parse_size(env.get("TORCHCI_SPOOL_HIGH_WATER") or "1536MiB", "TORCHCI_SPOOL_HIGH_WATER"),
+            roll_backlog_s=_number(env, "TORCHCI_ROLL_BACKLOG_S", 0.0, 0.0),
         )
+        if settings.inflight_bytes * 3 // 4 < settings.webhook_max_bytes:
+            raise SettingsError(f"TORCHCI_INFLIGHT_BYTES={settings.inflight_bytes}: must be at least 4/3 of "
+                                f"TORCHCI_WEBHOOK_MAX_BYTES ({settings.webhook_max_bytes}), or no delivery of the "
+                                "largest size could be read")
+        return settings

@@ -39,8 +39,11 @@ from isal import isal_zlib
 
 from resources.storage import Store
 from torchci_assets.receiver.metrics import Metrics
+from torchci_assets.receiver.throttled_log import ThrottledLog
 
 log = logging.getLogger("torchci.receiver")
+# A full or failing disk fails every write: one line a minute with the count, not one per request.
+WRITE_ERRORS = ThrottledLog(log)
 
 STREAMS = ("webhooks", "ci-results")
 OPEN_SUFFIX = ".jsonl.open"
@@ -83,6 +86,35 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def probe_write(folder: Path) -> str | None:
+    """Why `folder` cannot take a durable write (a small file written, fsynced, removed), or None."""
+    path = folder / ".write-probe"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, b"ok\n")
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(path)
+    except OSError as exc:
+        return f"the spool {folder} cannot be written: {exc.strerror or exc}"
+    return None
+
+
+def check_spool_dir(root: Path) -> None:
+    """Raise SpoolError, naming TORCHCI_SPOOL_DIR, when `root` cannot hold the spool (a file, a
+    read-only or full disk): found before the server listens rather than as a 503 per delivery."""
+    try:
+        for folder in (root, *(root / s for s in STREAMS)):
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        what = "is a file or below one" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        raise SpoolError(f"TORCHCI_SPOOL_DIR={str(root)!r}: {what}; expected a writable folder") from None
+    if problem := probe_write(root):
+        raise SpoolError(f"TORCHCI_SPOOL_DIR={str(root)!r}: {problem}") from None
 
 
 @contextlib.contextmanager
@@ -234,7 +266,8 @@ class SpoolWriter:
                 self._append(segment, b"".join(r.line for r in run))
             except OSError as exc:
                 error = SpoolError(f"spool write failed: {exc}")
-                log.error("spool %s: %s; the %d request(s) get 503", self.stream, exc, len(run))
+                WRITE_ERRORS.log(f"write:{self.stream}", logging.ERROR,
+                                 f"spool {self.stream}: {exc}; the {len(run)} request(s) get 503")
                 self.metrics.inc("torchci_receiver_write_errors_total", len(run), stream=self.stream)
                 self._abandon_active()
             else:

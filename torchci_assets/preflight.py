@@ -1,0 +1,268 @@
+"""The configuration every entry point checks before it does anything: the configuration file
+(`TORCHCI_CONFIG`) and every `TORCHCI_*` variable.
+
+A bad value found late costs a re-ingested day, a run failing in two assets and a message buried
+in a traceback; found here it costs one line naming the variable or key, what it got and what it
+expects. `torchci run`, `torchci serve`, the Dagster code location and any other command call
+`problems()` (or `check()`) first, before they open the lake.
+
+Each variable is checked by the parser its own module uses at run time, so the check and the use
+cannot disagree; this module only adds the variable's name where a parser's message lacks it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from torchci_assets.config import CONFIG_ENV_VAR, ConfigError, load_config
+
+_S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+_URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+_ENDPOINT_RE = re.compile(r"^(https?://)?[A-Za-z0-9.-]+(:\d{1,5})?/?$")
+_DUCKDB_SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|[KMGT]i?B)\s*$", re.I)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FOLDER_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI", "TORCHCI_SPOOL_DIR")
+
+
+class PreflightError(ConfigError):
+    """One or more unusable settings; the message has one line per problem."""
+
+
+def folder_problem(name: str, value: str) -> str | None:
+    """Why `value` cannot be the folder (or s3://bucket/prefix) `name` names, or None.
+
+    A local folder need not exist yet (it is created on first write), but nothing on its path
+    may be a file: that fails only when an asset first writes, deep inside a run.
+    """
+    if value.startswith("s3://"):
+        if not _S3_RE.match(value):
+            return f"{name}={value!r}: expected s3://bucket/prefix with a valid bucket name"
+        return None
+    if "://" in value:
+        return f"{name}={value!r}: expected a local folder or s3://bucket/prefix"
+    path = Path(value).expanduser()
+    for at in (path, *path.parents):
+        if at.exists():
+            if not at.is_dir():
+                what = "is a file" if at == path else f"is below {at}, which is a file"
+                return f"{name}={value!r}: {what}; expected a folder"
+            return None
+    return None
+
+
+def _duckdb_memory(value: str) -> str | None:
+    """DuckDB's own parser decides; the pattern first keeps the value a plain size (it is set in SQL)."""
+    if _DUCKDB_SIZE_RE.match(value):
+        import duckdb
+
+        try:
+            duckdb.connect(":memory:", config={"memory_limit": value}).close()
+            return None
+        except duckdb.Error:
+            pass
+    return f"TORCHCI_DUCKDB_MEMORY={value!r}: expected a memory size such as 512MB, 4GB or 2GiB"
+
+
+def _from_parser(parse: Callable[[], object], name: str) -> str | None:
+    """Run a module's own parser of `name`; its message, prefixed with the name if it lacks it."""
+    try:
+        parse()
+    except (ValueError, OSError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return message if name in message else f"{name}: {message}"
+    return None
+
+
+def _log_rules() -> object:
+    from torchci_assets.derived.failures.rules import load_ruleset
+
+    return load_ruleset()
+
+
+def _first_day() -> object:
+    from torchci_assets.partitions import FIRST_DAY_VAR, first_day
+
+    return first_day({FIRST_DAY_VAR: os.environ[FIRST_DAY_VAR]})
+
+
+def _refresh() -> object:
+    from jobs.refresh import refresh_interval_s
+
+    return refresh_interval_s()
+
+
+def _line_bytes() -> object:
+    from torchci_assets.ingest.lines import max_line_bytes
+
+    return max_line_bytes()
+
+
+def _report_bytes() -> object:
+    from torchci_assets.ingest.junit import max_report_bytes
+
+    if max_report_bytes() < 1:
+        raise ValueError(f"TORCHCI_MAX_REPORT_BYTES={os.environ['TORCHCI_MAX_REPORT_BYTES']!r}: must be positive")
+    return None
+
+
+def _zip_bytes() -> object:
+    from torchci_assets.ingest.report_zips import max_zip_bytes
+
+    text = os.environ["TORCHCI_MAX_ZIP_BYTES"]
+    try:
+        ok = max_zip_bytes() > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"TORCHCI_MAX_ZIP_BYTES={text!r}: expected a positive number of bytes")
+    return None
+
+
+def _gap_repair() -> object:
+    from jobs.gap_repair import LIMIT_VAR, REPAIR_EVERY_MIN, repair_limit
+
+    try:
+        return repair_limit()
+    except ValueError:
+        raise ValueError(f"{LIMIT_VAR}={os.environ[LIMIT_VAR]!r}: expected a number of minutes over the "
+                         f"{REPAIR_EVERY_MIN}-minute schedule interval") from None
+
+
+def _regression_share() -> object:
+    from torchci_assets.derived.sharding.regressions import max_cost_share
+
+    return max_cost_share()
+
+
+def _reject_rate() -> object:
+    from torchci_assets.checks import max_reject_rate
+
+    return max_reject_rate()
+
+
+def _receiver() -> object:
+    from torchci_assets.receiver.settings import ReceiverSettings
+
+    return ReceiverSettings.from_env()
+
+
+def _log_level(value: str) -> str | None:
+    if value.upper() not in LOG_LEVELS:
+        return f"TORCHCI_LOG_LEVEL={value!r}: expected one of {', '.join(LOG_LEVELS)}"
+    return None
+
+
+def _hud_url(value: str) -> str | None:
+    if not _URL_RE.match(value):
+        return f"TORCHCI_HUD_URL={value!r}: expected the address hud/ is served at, such as https://hud.example.org"
+    return None
+
+
+def _source_url(value: str) -> str | None:
+    if not _URL_RE.match(value):
+        return f"TORCHCI_SOURCE_URL={value!r}: expected the repository's address, such as https://github.com/org/repo"
+    return None
+
+
+def _s3_endpoint(value: str) -> str | None:
+    if not _ENDPOINT_RE.match(value):
+        return f"TORCHCI_S3_ENDPOINT={value!r}: expected http://host:port or https://host"
+    return None
+
+
+# Variables checked on their value: name -> check(value) -> problem or None.
+VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
+    **{name: (lambda value, name=name: folder_problem(name, value)) for name in FOLDER_VARS},
+    "TORCHCI_DUCKDB_MEMORY": _duckdb_memory,
+    "TORCHCI_LOG_LEVEL": _log_level,
+    "TORCHCI_S3_ENDPOINT": _s3_endpoint,
+    "TORCHCI_HUD_URL": _hud_url,
+    "TORCHCI_SOURCE_URL": _source_url,
+}
+# Variables any value of which is usable.
+FREE_FORM = ("TORCHCI_SOURCE_BRANCH",)
+# Variables checked by the parser their module uses: name -> parse() raising ValueError.
+PARSER_CHECKS: dict[str, Callable[[], object]] = {
+    "TORCHCI_LOG_RULES": _log_rules,
+    "TORCHCI_FIRST_DAY": _first_day,
+    "TORCHCI_REFRESH_MINUTES": _refresh,
+    "TORCHCI_MAX_LINE_BYTES": _line_bytes,
+    "TORCHCI_MAX_REPORT_BYTES": _report_bytes,
+    "TORCHCI_MAX_REGRESSION_SHARE": _regression_share,
+    "TORCHCI_MAX_REJECT_RATE": _reject_rate,
+    "TORCHCI_MAX_ZIP_BYTES": _zip_bytes,
+    "TORCHCI_GAP_REPAIR_MINUTES": _gap_repair,
+}
+
+
+def known_variables() -> set[str]:
+    from torchci_assets.receiver.settings import ENV_VARS
+
+    return {*VALUE_CHECKS, *PARSER_CHECKS, *FREE_FORM, *ENV_VARS, CONFIG_ENV_VAR}
+
+
+def problems() -> list[str]:
+    """Every unusable setting in this process's environment, one line each (empty when all is well)."""
+    env = os.environ
+    found = []
+    for name, check in VALUE_CHECKS.items():
+        value = (env.get(name) or "").strip()
+        if value and (problem := check(value)):
+            found.append(problem)
+    for name, parse in PARSER_CHECKS.items():
+        if (env.get(name) or "").strip() and (problem := _from_parser(parse, name)):
+            found.append(problem)
+    if problem := _from_parser(_receiver, "TORCHCI_"):
+        found.append(problem)
+    try:
+        load_config(env.get(CONFIG_ENV_VAR) or None)
+    except ConfigError as exc:
+        origin = f"{CONFIG_ENV_VAR}: " if env.get(CONFIG_ENV_VAR) else ""
+        found.append(origin + str(exc).strip().splitlines()[0])
+    return found
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """`TORCHCI_*` variables nothing reads, each with the known name it most resembles (a typo
+    here silently falls back to a default, such as the demo lake under ./var)."""
+    env = os.environ if env is None else env
+    known = known_variables()
+    out = []
+    for name in sorted(n for n in env if n.startswith("TORCHCI_") and n not in known):
+        close = difflib.get_close_matches(name, known, n=1)
+        out.append(f"{name} is not a setting of this project" + (f" (did you mean {close[0]}?)" if close else ""))
+    return out
+
+
+def check() -> None:
+    """Raise PreflightError, one line per problem, if any setting is unusable."""
+    found = problems()
+    if found:
+        raise PreflightError("\n".join(found))
+
+
+_reported: dict[tuple, bool] = {}
+
+
+def report(prog: str) -> bool:
+    """For a command: print each problem as `prog: problem` on stderr (unknown variables as
+    warnings); False when the command must stop (exit status 2). Once per environment: the
+    `torchci` dispatcher and the command it runs both call it."""
+    key = (prog, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TORCHCI_"))))
+    if key not in _reported:
+        _reported[key] = _report(prog)
+    return _reported[key]
+
+
+def _report(prog: str) -> bool:
+    for line in unknown_variables():
+        print(f"{prog}: warning: {line}", file=sys.stderr)
+    found = problems()
+    for line in found:
+        print(f"{prog}: {line}", file=sys.stderr)
+    return not found
