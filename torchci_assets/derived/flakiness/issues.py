@@ -261,7 +261,7 @@ class FilingReport:
         return [r["test"] for r in self.rows if r["action"] == action]
 
 
-def _row(test: str, action: str, issue: dict | None, repo: str, run_id: str, detail: str,
+def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: str, detail: str,
          platforms: list[str] | None = None) -> dict:
     return {
         "test": test, "issue_number": issue["number"] if issue else None, "action": action, "at": utc_now(),
@@ -280,7 +280,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
         title = issue_title(w.test)
         log(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
             f"({reason})")
-        report.rows.append(_row(w.test, "dry_run", None, repo, run_id,
+        report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id,
                                 f"would find or file {title!r} ({reason})", w.platforms))
     report.parts.append(record(lake, day, report.rows, f"run-{run_id[:8]}"))
     return report
@@ -325,7 +325,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
                 created += 1
                 issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels,
                                                 owners, log)
-                row = _row(w.test, action, issue, tracker.repo, run_id, detail)
+                row = ledger_row(w.test, action, issue, tracker.repo, run_id, detail)
             elif issue.get("state") == "open":
                 row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log)
                 if row["action"] == "found" and w.test not in known and MARKER in (issue.get("body") or ""):
@@ -373,7 +373,7 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
             warn(f"aggregate issue for {file}: {e} (left for the next run)")
             continue
         created += action == "created"
-        rows = [_row(w.test, action, issue, tracker.repo, run_id, detail, w.platforms) for w in members]
+        rows = [ledger_row(w.test, action, issue, tracker.repo, run_id, detail, w.platforms) for w in members]
         report.rows.extend(rows)
         report.parts.append(record(lake, day, rows, _slug(file)))
     return handled, created
@@ -463,17 +463,17 @@ def _unless_twin(tracker: IssueTracker, test: str, issue: dict, log: Callable[[s
 def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
                  log: Callable[[str], None]) -> dict:
     if is_aggregate(issue.get("title")):  # its list is extended only when a group is filed
-        return _row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
+        return ledger_row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     if not add:
-        return _row(w.test, "found", issue, tracker.repo, run_id,
+        return ledger_row(w.test, "found", issue, tracker.repo, run_id,
                     f"open; Platforms: {', '.join(current) or 'all'} covers where it flaked")
     updated = tracker.update(issue["number"], body=with_platforms(issue.get("body"), current + add))
     _comment(tracker, issue["number"], f"It flaked on {', '.join(add)} as well: adding "
              f"{'it' if len(add) == 1 else 'them'} to the platforms.", evidence, log)
     log(f"{issue_title(w.test)!r}: #{issue['number']} now disabled on {', '.join(current + add)}")
-    return _row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}")
+    return ledger_row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}")
 
 
 def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
@@ -481,7 +481,7 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
     closed_at = _parse_time(issue.get("closed_at"))
     last = evidence.last_failure_at if evidence else None
     if last is None or closed_at is None or last <= closed_at:
-        return _row(w.test, "found", issue, tracker.repo, run_id,
+        return ledger_row(w.test, "found", issue, tracker.repo, run_id,
                     f"closed at {issue.get('closed_at')}, no failure seen since: left closed (re-enabled)")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
@@ -492,7 +492,7 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
              evidence, log)
     log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (failed at {_iso(last)}, closed at "
         f"{issue.get('closed_at')})")
-    return _row(w.test, "updated", updated, tracker.repo, run_id,
+    return ledger_row(w.test, "updated", updated, tracker.repo, run_id,
                 f"reopened: failed at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
 
 

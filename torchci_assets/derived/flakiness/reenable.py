@@ -35,7 +35,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     pytorch_platforms,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.issues import _row, record
+from torchci_assets.derived.flakiness.issues import ledger_row, record
 
 WINDOW_DAYS = 14
 MIN_JOBS = 3
@@ -158,7 +158,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
         out.decisions.append(d)
         if not live:
             log(f"DRY RUN: would {d.action} the DISABLED issue of {test} ({', '.join(d.dropped) or 'evidence'})")
-            out.rows.append(_row(test, "dry_run", None, repo, run_id, f"would {d.action}"))
+            out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, f"would {d.action}"))
             continue
         try:
             detail = act(github, repo, issues[test], d, runs, day)
@@ -169,7 +169,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
         if detail:
             log(f"#{issues[test]['number']} ({test}): {detail}")
             action = {"close": "reenabled", "narrow": "narrowed"}.get(d.action, d.action)
-            out.rows.append(_row(test, action, issues[test], repo, run_id, detail))
+            out.rows.append(ledger_row(test, action, issues[test], repo, run_id, detail))
     if out.rows:
         record(lake, day, out.rows, f"reenable-{run_id[:8]}")
     return out

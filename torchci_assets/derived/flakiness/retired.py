@@ -28,7 +28,7 @@ from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import disabled_test
 from torchci_assets.derived.flakiness.issues import (
-    _row,
+    ledger_row,
     record,
 )
 
@@ -147,7 +147,7 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         if not live:
             log(f"DRY RUN: would close the DISABLED issue of {a.test} as deleted (not in any report for "
                 f"{RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
-            retirement.rows.append(_row(a.test, "dry_run", None, repo, run_id, "would close: test deleted"))
+            retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, "would close: test deleted"))
             continue
         try:
             detail = close_retired(github, repo, issues[a.test], a)
@@ -156,7 +156,7 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
             warn(f"closing the issue of {a.test}: {e} (left for the next run)")
             continue
         log(f"closed #{issues[a.test]['number']} ({a.test}): deleted")
-        retirement.rows.append(_row(a.test, "closed", {**issues[a.test], "state": "closed"}, repo, run_id, detail))
+        retirement.rows.append(ledger_row(a.test, "closed", {**issues[a.test], "state": "closed"}, repo, run_id, detail))
     if retirement.rows:
         record(lake, day, retirement.rows, f"retired-{run_id[:8]}")
     return retirement
