@@ -63,7 +63,7 @@ def test_the_fingerprint_changes_with_a_new_file_or_a_growing_one_and_nothing_el
 
 
 def test_the_interval_comes_from_the_environment_in_minutes():
-    assert refresh_interval_s({}) == 15 * MIN
+    assert refresh_interval_s({}) == 1 * MIN  # the default keeps landing -> outputs within minutes
     assert refresh_interval_s({REFRESH_MINUTES_VAR: "2.5"}) == 150
     assert refresh_interval_s({REFRESH_MINUTES_VAR: "0"}) == 0
     for bad in ("soon", "-1", "nan", "inf"):
@@ -154,7 +154,8 @@ def test_new_files_request_one_refresh_of_todays_partition_and_nothing_new_skips
     assert isinstance(quiet, dg.SkipReason) and f"{DAY}: nothing new since 2026-11-20 12:00 UTC" in quiet.skip_message
 
 
-def test_within_the_interval_new_files_wait_and_are_refreshed_once_it_has_passed(instance, tmp_path, at):
+def test_within_the_interval_new_files_wait_and_are_refreshed_once_it_has_passed(instance, tmp_path, at, monkeypatch):
+    monkeypatch.setenv(REFRESH_MINUTES_VAR, "15")  # an operator trading freshness for cost
     land(tmp_path, f"webhooks/day={DAY}/h-0900.jsonl.gz")
     first = tick(instance, tmp_path, None)
     at(NOON + 4 * MIN)
@@ -203,7 +204,7 @@ def test_refresh_minutes_zero_turns_it_off(instance, tmp_path, at, monkeypatch):
 
 def test_the_sensor_is_on_by_default_and_ticks_every_minute():
     assert archive_refresh_sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    assert archive_refresh_sensor.minimum_interval_seconds == 60
+    assert archive_refresh_sensor.minimum_interval_seconds == 30
 
 
 # ---- the run queue: one run per day partition --------------------------------------------------

@@ -79,10 +79,21 @@ def test_every_asset_is_daily_partitioned_so_torchci_run_reaches_it():
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == EXPECTED_ASSETS
 
 
-def test_the_intra_day_refresh_runs_every_asset_from_its_sensor():
+def test_the_intra_day_refresh_runs_what_users_wait_for_in_one_process_and_leaves_windows_to_the_daily_run():
+    from jobs.refresh import DAILY_ONLY_ASSETS
+
     assert defs.resolve_sensor_def("archive_refresh_sensor").job_name == "archive_refresh"
     job = defs.resolve_job_def("archive_refresh")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == EXPECTED_ASSETS
+    refreshed = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    assert refreshed == EXPECTED_ASSETS - set(DAILY_ONLY_ASSETS)
+    assert {"test_run", "workflow_job", "test_daily_stats", "disabled_tests", "commit_health", "pr_jobs",
+            "drci_comments", "hud_site"} <= refreshed
+    assert not refreshed & {"test_time_daily", "test_times", "shard_plans", "smoke_tests", "ci_metrics_daily"}
+    assert job.executor_def.name == "in_process"  # no process per step
+    graph = defs.resolve_asset_graph()
+    for key in refreshed:  # whatever a refreshed asset reads of its own day is refreshed too
+        same_day = {p.to_user_string() for p in graph.get(dg.AssetKey(key)).parent_keys} - ARCHIVE
+        assert same_day - refreshed <= {"backend_levels", "ci_metrics_daily", "test_time_regressions"}, key
 
 
 def test_ingest_assets_have_checks():

@@ -12,6 +12,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.results.stats import (
     build_test_daily_stats,
+    build_test_time_daily,
     build_test_results,
 )
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
@@ -193,7 +194,8 @@ def history(tmp_path):
 def test_daily_stats_numbers(tmp_path):
     A, B, P = history(tmp_path)
     build_test_results(lake(tmp_path), D)
-    rows = build_test_daily_stats(lake(tmp_path), D)
+    rows = build_test_daily_stats(lake(tmp_path), D).rows
+    rows.update(build_test_time_daily(lake(tmp_path), D))
 
     stats = {(r["name"], r["build_env"], r["branch_class"]): r
              for r in query(tmp_path, "test_daily_stats", "SELECT * FROM t")}

@@ -99,7 +99,7 @@ class ReceiverSettings:
     oidc_jwks_url: str = f"{GITHUB_ISSUER}/.well-known/jwks"
     oidc_leeway_s: float = 60.0
     callbacks_per_minute: float = 100.0
-    roll_interval_s: float = 60.0
+    roll_interval_s: float = 30.0  # half of what landing -> outputs may add (docs/operations.md, "Freshness")
     roll_bytes: int = 64 * MIB
     push_roll_s: float = 1.0
     # What an unauthenticated client can hold: a request's headers must arrive within
@@ -140,7 +140,7 @@ class ReceiverSettings:
             oidc_jwks_url=(env.get("TORCHCI_OIDC_JWKS_URL") or f"{issuer}/.well-known/jwks").strip(),
             oidc_leeway_s=_number(env, "TORCHCI_OIDC_LEEWAY_S", 60.0, 0.0),
             callbacks_per_minute=_number(env, "TORCHCI_CALLBACK_RATE_LIMIT", 100.0, 1.0),
-            roll_interval_s=_number(env, "TORCHCI_ROLL_INTERVAL_S", 60.0, 0.1),
+            roll_interval_s=_number(env, "TORCHCI_ROLL_INTERVAL_S", 30.0, 0.1),
             roll_bytes=parse_size(env.get("TORCHCI_ROLL_BYTES") or "64MiB", "TORCHCI_ROLL_BYTES"),
             push_roll_s=_number(env, "TORCHCI_PUSH_ROLL_S", 1.0, 0.0),
             header_timeout_s=_number(env, "TORCHCI_HEADER_TIMEOUT_S", 10.0, 0.1),

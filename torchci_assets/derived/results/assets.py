@@ -8,8 +8,9 @@ import dagster as dg
 
 from resources.configured import LakeResource
 from torchci_assets.checks import check_spec
+from torchci_assets.derived.results.increments import REFRESH_ARCHIVE, REFRESH_TAG
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
-                                                  build_test_results, daily_stats_totals)
+                                                  build_test_results, build_test_time_daily, daily_stats_totals)
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 
@@ -76,6 +77,30 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
                      description="Per day, test, configuration and commit where the test failed or needed a "
                                  "rerun (non-infra jobs): its outcomes on that commit and the failing job ids. "
                                  "With test_jobs, enough for same-commit pairs and flips over any window."),
+    ],
+    check_specs=[check_spec("every_test_row_counted_once", "test_daily_stats")],
+    partitions_def=daily_partitions,
+    can_subset=False,
+)
+@lake_metadata
+def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResource):
+    """Aggregates the day's test_results so that windows never re-read raw rows. In an intra-day
+    refresh it adds only the test_run parts it has not counted yet to its previous result."""
+    day = context.partition_key
+    lk = lake.lake()
+    built = build_test_daily_stats(lk, day, incremental=context.run.tags.get(REFRESH_TAG) == REFRESH_ARCHIVE)
+    for table, n in built.rows.items():
+        yield dg.MaterializeResult(asset_key=table, metadata={
+            "rows": n, "path": lk.store.display(lk.partition_path(table, day)),
+            "mode": built.mode, "mode_reason": built.reason, "test_run_parts_added": built.parts_added})
+    results, counted = daily_stats_totals(lk, day)
+    yield dg.AssetCheckResult(asset_key="test_daily_stats", check_name="every_test_row_counted_once",
+                              passed=results == counted,
+                              metadata={"test_results_rows": results, "counted_runs": counted})
+
+
+@dg.multi_asset(
+    specs=[
         dg.AssetSpec("test_time_daily", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config and invoking file (classname null) or class: "
                                  "successful main-branch run attempts and their summed test time."),
@@ -84,23 +109,18 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
                                  "same successful main-branch run attempts and their summed test time, with "
                                  "when the commit's first run finished (first_at)."),
     ],
-    check_specs=[check_spec("every_test_row_counted_once", "test_daily_stats")],
     partitions_def=daily_partitions,
     can_subset=False,
 )
 @lake_metadata
-def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResource):
-    """Aggregates the day's test_results so that windows never re-read raw rows."""
+def test_time_daily_assets(context: dg.AssetExecutionContext, lake: LakeResource):
+    """The day's test times from test_results: only test times and shard plans read them, which
+    the daily run refreshes, so the intra-day refresh leaves them out."""
     day = context.partition_key
     lk = lake.lake()
-    rows = build_test_daily_stats(lk, day)
-    for table, n in rows.items():
+    for table, n in build_test_time_daily(lk, day).items():
         yield dg.MaterializeResult(asset_key=table, metadata={
             "rows": n, "path": lk.store.display(lk.partition_path(table, day))})
-    results, counted = daily_stats_totals(lk, day)
-    yield dg.AssetCheckResult(asset_key="test_daily_stats", check_name="every_test_row_counted_once",
-                              passed=results == counted,
-                              metadata={"test_results_rows": results, "counted_runs": counted})
 
 
-RESULTS_ASSETS = [test_results_assets, test_daily_stats_assets]
+RESULTS_ASSETS = [test_results_assets, test_daily_stats_assets, test_time_daily_assets]

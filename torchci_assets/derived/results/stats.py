@@ -45,8 +45,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, execute
+from torchci_assets.derived.results import increments
 from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
@@ -63,6 +66,7 @@ CONFIG_KEY = ["build_env", "test_config", "platform", "branch_class"]
 
 SQL = SqlFiles(__file__)
 _EMPTY = dict(SQL.steps("empty_views"))
+_INCREMENT = dict(SQL.steps("increments"))
 # what test_jobs.sql needs to know: which jobs are main's and which ones count as infrastructure
 _JOB_PARAMETERS = {"main_branches": list(MAIN_BRANCHES), "pull_request_events": list(PULL_REQUEST_EVENTS),
                    "died_conclusions": list(DIED_CONCLUSIONS), "infra_min_failures": INFRA_MIN_FAILURES,
@@ -87,8 +91,8 @@ def _register_or_empty(con, lake: Lake, table: str, days: list[str], name: str) 
     return n
 
 
-def _require(con, lake: Lake, table: str, days: list[str]) -> None:
-    if lake.register(con, table, days) == 0:
+def _require(con, lake: Lake, table: str, days: list[str], name: str | None = None) -> None:
+    if lake.register(con, table, days, name=name) == 0:
         raise FileNotFoundError(f"{table} has no partition for {', '.join(days)} in {lake.store.display(table)}: "
                                 "materialize it first")
 
@@ -118,17 +122,99 @@ def build_test_results(lake: Lake, day: str) -> ResultsReport:
 
 # ---- daily aggregates ----------------------------------------------------------------------
 
-# The day's aggregates of test_results, each in its .sql file (which says what a row is).
-DAILY_TABLES = ("test_daily_stats", "test_sha_outcomes", "test_time_daily", "test_time_sha_daily")
+# The day's aggregates of test_results, each in its .sql file (which says what a row is): those
+# the intra-day refresh keeps up to date (following test_run's parts, `increments`), and the
+# test times, which only the daily run's test times and shard plans read.
+DAILY_TABLES = ("test_daily_stats", "test_sha_outcomes")
+TIME_TABLES = ("test_time_daily", "test_time_sha_daily")
 
 
-def build_test_daily_stats(lake: Lake, day: str) -> dict[str, int]:
-    """Write the day's aggregates of `test_results` (the tables of DAILY_TABLES); returns rows per table."""
+@dataclass
+class DailyStats:
+    rows: dict[str, int]
+    mode: str  # recompute, append or unchanged (see `increments`)
+    reason: str
+    parts_added: int = 0
+
+
+def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> DailyStats:
+    """Write the day's test_daily_stats and test_sha_outcomes; in an intra-day refresh
+    (`incremental`) by adding the test_run parts not counted yet, when that is an append."""
+    parts = increments.source_parts(lake, day)
+    previous = increments.read_record(lake, day)
+    plan = increments.plan(previous, parts, incremental)
+    con = connect()
+    try:
+        _require(con, lake, "test_results", [day], name="all_results")
+        if lake.register(con, "test_jobs", [day]) == 0:  # test_results written by hand (a test)
+            return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition")
+        fresh = increments.new_jobs(lake, plan.new_parts)
+        if plan.mode != "recompute" and _digest(con, fresh) != previous.jobs_digest:
+            plan = increments.Plan("recompute", "a job counted before changed since (a later webhook or log "
+                                                "classification, or its reports in two parts)", [])
+            fresh = increments.new_jobs(lake, [])
+        if plan.mode == "unchanged":
+            return DailyStats(_stats_rows(con, lake, day), plan.mode, plan.reason)
+        con.register("new_jobs", fresh)
+        tables = _appended(con, lake, day) if plan.mode == "append" else _recomputed(con)
+        record = increments.Record(parts, _digest(con, increments.new_jobs(lake, [])))
+        return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(plan.new_parts))
+    finally:
+        con.close()
+
+
+def _write(con, lake: Lake, day: str, tables: dict[str, pa.Table], record: increments.Record | None, mode: str,
+           reason: str, parts_added: int = 0) -> DailyStats:
+    increments.drop_record(lake, day)  # a run killed from here on leaves no base to add to
+    rows = {t: lake.write(t, day, tables[t]) for t in DAILY_TABLES}
+    if record is not None:
+        increments.write_record(lake, day, record)
+    return DailyStats(rows, mode, reason, parts_added)
+
+
+def _digest(con, leaving_out: pa.Table) -> str:
+    """The digest of the day's test_jobs rows but those of the jobs `leaving_out`."""
+    con.register("new_jobs", leaving_out)
+    return execute(con, _INCREMENT["jobs_digest"]).fetchall()[0][0]
+
+
+def _recomputed(con) -> dict[str, pa.Table]:
+    con.execute(_INCREMENT["all_rows"])
+    return {t: con.sql(SQL[t]).to_arrow_table() for t in DAILY_TABLES}
+
+
+def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table]:
+    """The previous aggregates with the new jobs' rows added (`increments` says why it is exact)."""
+    _require(con, lake, "test_daily_stats", [day], name="previous_stats")
+    _require(con, lake, "test_sha_outcomes", [day], name="previous_outcomes")
+    con.execute(_INCREMENT["touched_commits"])
+    con.execute(_INCREMENT["rows_a"])
+    agg_a = con.sql(SQL["test_daily_stats"]).to_arrow_table()
+    outcomes_a = con.sql(SQL["test_sha_outcomes"]).to_arrow_table()
+    con.execute(_INCREMENT["rows_b"])
+    agg_b = con.sql(SQL["test_daily_stats"]).to_arrow_table()
+    for name, table in (("agg_a", agg_a), ("agg_b", agg_b), ("outcomes_a", outcomes_a)):
+        con.register(name, table)
+    return {"test_daily_stats": con.sql(SQL["test_daily_stats_append"]).to_arrow_table(),
+            "test_sha_outcomes": con.sql(SQL["test_sha_outcomes_append"]).to_arrow_table()}
+
+
+def _stats_rows(con, lake: Lake, day: str) -> dict[str, int]:
+    """Rows per table of the previous result, when there is nothing to add."""
+    out = {}
+    for table in DAILY_TABLES:
+        _require(con, lake, table, [day], name="previous")
+        out[table] = con.execute("SELECT count(*) FROM previous").fetchone()[0]
+    return out
+
+
+def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
+    """Write the day's test times (the tables of TIME_TABLES); returns rows per table."""
     con = connect()
     try:
         _require(con, lake, "test_results", [day])
         return {table: lake.write(table, day, con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS))
-                for table in DAILY_TABLES}
+                for table in TIME_TABLES}
     finally:
         con.close()
 

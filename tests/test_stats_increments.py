@@ -1,0 +1,209 @@
+"""test_daily_stats and test_sha_outcomes following test_run's parts in intra-day refreshes.
+
+A day whose test rows land in several parts, aggregated after each one by adding the new parts to
+the previous result, must equal the same day aggregated at once, table by table; whatever is not
+an append (a job counted before that changed, a job whose reports came in two parts, a rewritten
+partition, a refresh killed midway) is recomputed and equals it too.
+"""
+
+import random
+import shutil
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+from test_test_stats import D, job_payload, lake, query, run_payload, run_row, webhooks
+
+import torchci_assets.derived.results.assets as assets
+from jobs.refresh import archive_refresh_job
+from resources.configured import LakeResource
+from torchci_assets.derived.results import increments
+from torchci_assets.derived.results.stats import DAILY_TABLES, build_test_daily_stats, build_test_results
+from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
+
+SHAS = [c * 40 for c in "abcdefgh"]
+ENVS = ["linux-jammy-py3.10-gcc11", "linux-jammy-cuda12.8-py3.10-gcc11"]
+TESTS = [(f, c, f"test_{i}") for f, c in (("test_ops.py", "TestOps"), ("nn/test_nn.py", "TestNN")) for i in range(8)]
+JOBS = 48
+SORT = {"test_daily_stats": "build_env, test_config, platform, branch_class, file, classname, name",
+        "test_sha_outcomes": "build_env, test_config, platform, branch_class, file, classname, name, head_sha"}
+
+
+def job_rows(job: int, rng: random.Random) -> list[dict]:
+    """A job's test rows: mostly passes, some failures and reruns; every 11th job fails 12 tests with
+    one message (an infra suspect), times in quarters of a second (sums exact in any order)."""
+    run, attempt = 1000 + job, 1 + job % 2
+    rows = []
+    for file, cls, name in TESTS[: 10 + job % 7]:
+        if job % 11 == 0 and len(rows) < 12:
+            status, message = "failed", "RuntimeError: CUDA error: an illegal memory access"
+        else:
+            status = rng.choices(["passed", "failed", "error", "skipped"], [80, 8, 3, 9])[0]
+            message = None
+        rows.append(run_row(job, run, name, status, attempt=attempt, time=rng.randint(1, 40) / 4,
+                            reruns=rng.choice([0, 0, 0, 1, 2]), message=message, file=file, classname=cls))
+    return rows
+
+
+def job_hooks(jobs: range, conclusions: dict[int, str] | None = None) -> list[tuple[str, dict]]:
+    """Webhooks of the jobs (every 13th has none: its rows stay without a job) and their runs."""
+    conclusions = conclusions or {}
+    hooks = []
+    for job in jobs:
+        if job % 13 == 5:
+            continue
+        sha = SHAS[job % len(SHAS)]
+        branch = "main" if job % 4 else f"gh/dev/{job}/head"
+        hooks.append(("workflow_job", job_payload(job, 1000 + job, sha, branch=branch, attempt=1 + job % 2,
+                                                  env=ENVS[job % 2], conclusion=conclusions.get(job, "success"),
+                                                  shard=1 + job % 3, shards=3)))
+        hooks.append(("workflow_run", run_payload(1000 + job, sha, "push" if job % 4 else "pull_request",
+                                                  branch)))
+    return hooks
+
+
+@pytest.fixture
+def rows():
+    rng = random.Random(7)
+    return {job: job_rows(job, rng) for job in range(1, JOBS + 1)}
+
+
+def land(tmp_path, name: str, rows: list[dict]) -> None:
+    lake(tmp_path).write("test_run", D, pa.Table.from_pylist(rows, schema=TEST_RUN_SCHEMA), part=name)
+
+
+def refresh(tmp_path, incremental: bool = True):
+    build_test_results(lake(tmp_path), D)
+    return build_test_daily_stats(lake(tmp_path), D, incremental=incremental)
+
+
+def tables(tmp_path) -> dict[str, list[tuple]]:
+    return {t: [tuple(r.values()) for r in query(tmp_path, t, f"SELECT * EXCLUDE (day) FROM t ORDER BY {SORT[t]}")]
+            for t in DAILY_TABLES}
+
+
+def at_once(tmp_path, where) -> dict[str, list[tuple]]:
+    """The same lake aggregated from scratch, in a copy."""
+    shutil.copytree(tmp_path / "lake", where / "lake")
+    built = refresh(where, incremental=False)
+    assert built.mode == "recompute"
+    return tables(where)
+
+
+def first_half_counted(tmp_path, rows) -> None:
+    """Every job's webhooks ingested, the first half of the jobs' rows landed and counted."""
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1)))
+    land(tmp_path, "part-0", [r for job in range(1, 25) for r in rows[job]])
+    refresh(tmp_path)
+
+
+def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, rows):
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1)))
+    modes = []
+    for k in range(4):  # four parts of twelve jobs each; commits recur across parts
+        land(tmp_path, f"part-{k}", [r for job in range(1 + 12 * k, 13 + 12 * k) for r in rows[job]])
+        built = refresh(tmp_path)
+        modes.append((built.mode, built.parts_added))
+    assert modes == [("recompute", 0), ("append", 1), ("append", 1), ("append", 1)]
+    incremental = tables(tmp_path)
+    assert incremental == at_once(tmp_path, tmp_path / "once")
+    assert len(incremental["test_daily_stats"]) > 40 and len(incremental["test_sha_outcomes"]) > 40
+    assert refresh(tmp_path).mode == "unchanged"  # nothing new: the previous result stands
+    assert tables(tmp_path) == incremental
+
+
+def test_two_parts_landing_between_refreshes_are_added_together(tmp_path, rows):
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1)))
+    land(tmp_path, "part-0", [r for job in range(1, 20) for r in rows[job]])
+    refresh(tmp_path)
+    land(tmp_path, "part-1", [r for job in range(20, 35) for r in rows[job]])
+    land(tmp_path, "part-2", [r for job in range(35, JOBS + 1) for r in rows[job]])
+    built = refresh(tmp_path)
+    assert (built.mode, built.parts_added) == ("append", 2)
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def test_a_job_counted_before_that_changed_is_recomputed(tmp_path, rows):
+    """Job 3's `completed` arrives as cancelled after its rows were counted: its rows become infra
+    suspects, which an append of the new part alone would miss."""
+    first_half_counted(tmp_path, rows)
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1), conclusions={3: "cancelled"}))
+    land(tmp_path, "part-1", [r for job in range(25, JOBS + 1) for r in rows[job]])
+    built = refresh(tmp_path)
+    assert built.mode == "recompute" and "changed" in built.reason
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+    died = query(tmp_path, "test_daily_stats", "SELECT sum(infra_runs) AS n FROM t")[0]["n"]
+    assert died >= len(rows[3])
+
+
+def test_a_job_whose_reports_span_two_parts_is_recomputed(tmp_path, rows):
+    """Job 10's first rows counted alone may be a mass failure or not; with the rest they are one job."""
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1)))
+    land(tmp_path, "part-0", [r for job in range(1, 10) for r in rows[job]] + rows[10][:4])
+    refresh(tmp_path)
+    land(tmp_path, "part-1", rows[10][4:] + [r for job in range(11, JOBS + 1) for r in rows[job]])
+    assert refresh(tmp_path).mode == "recompute"
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def test_a_rewritten_partition_is_recomputed(tmp_path, rows):
+    first_half_counted(tmp_path, rows)
+    lake(tmp_path).store.delete(f"test_run/day={D}/part-0.parquet")  # a rebuild: all parts replaced
+    land(tmp_path, "data", [r for job in range(1, JOBS + 1) for r in rows[job]])
+    built = refresh(tmp_path)
+    assert built.mode == "recompute" and "rewritten or removed" in built.reason
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def test_a_refresh_killed_while_writing_leaves_no_base_and_the_next_one_recomputes(tmp_path, rows, monkeypatch):
+    first_half_counted(tmp_path, rows)
+    land(tmp_path, "part-1", [r for job in range(25, 37) for r in rows[job]])
+    build_test_results(lake(tmp_path), D)
+    write = type(lake(tmp_path)).write
+
+    def dies_on_outcomes(self, table, day, data, part="data"):
+        if table == "test_sha_outcomes":
+            raise KeyboardInterrupt("killed")
+        return write(self, table, day, data, part)
+
+    monkeypatch.setattr(type(lake(tmp_path)), "write", dies_on_outcomes)
+    with pytest.raises(KeyboardInterrupt):
+        build_test_daily_stats(lake(tmp_path), D, incremental=True)
+    monkeypatch.undo()
+    # test_daily_stats has the new parts, test_sha_outcomes not: no record says what they hold
+    assert increments.read_record(lake(tmp_path), D) is None
+    land(tmp_path, "part-2", [r for job in range(37, JOBS + 1) for r in rows[job]])
+    assert refresh(tmp_path).mode == "recompute"
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
+    first_half_counted(tmp_path, rows)
+    land(tmp_path, "part-1", [r for job in range(25, JOBS + 1) for r in rows[job]])
+    assert refresh(tmp_path, incremental=False).mode == "recompute"
+
+    def materialize(tags):
+        return dg.materialize([assets.test_results_assets, assets.test_daily_stats_assets], partition_key=D,
+                              resources={"lake": LakeResource(uri=str(tmp_path / "lake"))}, tags=tags)
+
+    land(tmp_path, "part-2", [run_row(999, 999, "test_late")])
+    result = materialize(archive_refresh_job.tags)
+    meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert meta["test_daily_stats"]["mode"].value == "append"
+    assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()}["every_test_row_counted_once"]
+    land(tmp_path, "part-3", [run_row(998, 998, "test_later")])
+    result = materialize({})
+    meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert meta["test_daily_stats"]["mode"].value == "recompute"
+
+
+def test_plan_reads_the_parts_alone():
+    rec = increments.Record({"test_run/day=D/a.parquet": 10}, "0")
+    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, True).mode == "unchanged"
+    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}, True).new_parts == [
+        "test_run/day=D/b.parquet"]
+    assert increments.plan(rec, {"test_run/day=D/a.parquet": 11}, True).mode == "recompute"  # grew: rewritten
+    assert increments.plan(rec, {"test_run/day=D/b.parquet": 5}, True).mode == "recompute"
+    assert increments.plan(None, {"test_run/day=D/a.parquet": 10}, True).mode == "recompute"
+    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, False).mode == "recompute"
+    assert increments.Record.from_json(rec.to_json()) == rec

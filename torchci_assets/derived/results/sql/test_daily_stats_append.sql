@@ -1,0 +1,38 @@
+-- test_daily_stats after an append: previous - agg(B) + agg(A), per test and configuration
+-- (increments.py says why that equals aggregating the whole day). The extremes combine the
+-- previous result with A: rows are only ever added. Same columns, types and order as
+-- test_daily_stats.sql.
+WITH signed AS (
+    SELECT *, 1 AS sign FROM previous_stats
+    UNION ALL BY NAME SELECT *, -1 AS sign FROM agg_b
+    UNION ALL BY NAME SELECT *, 1 AS sign FROM agg_a
+),
+summed AS (
+    SELECT file, classname, name, build_env, test_config, platform, branch_class,
+        sum(sign * runs)::BIGINT AS runs,
+        sum(sign * passed)::BIGINT AS passed,
+        sum(sign * failed)::BIGINT AS failed,
+        sum(sign * errors)::BIGINT AS errors,
+        sum(sign * skipped)::BIGINT AS skipped,
+        sum(sign * rerun_count)::BIGINT AS rerun_count,
+        sum(sign * rerun_passed)::BIGINT AS rerun_passed,
+        sum(sign * rerun_failed)::BIGINT AS rerun_failed,
+        sum(sign * clean_passes)::BIGINT AS clean_passes,
+        sum(sign * pass_time) AS pass_time,
+        max(max_pass_time) FILTER (WHERE sign = 1) AS max_pass_time,
+        sum(sign * shas)::BIGINT AS shas,
+        sum(sign * failing_shas)::BIGINT AS failing_shas,
+        sum(sign * jobs)::BIGINT AS jobs,
+        sum(sign * infra_runs)::BIGINT AS infra_runs,
+        sum(sign * infra_failures)::BIGINT AS infra_failures,
+        min(first_seen) FILTER (WHERE sign = 1) AS first_seen,
+        max(last_seen) FILTER (WHERE sign = 1) AS last_seen
+    FROM signed
+    GROUP BY file, classname, name, build_env, test_config, platform, branch_class
+)
+SELECT file, classname, name, build_env, test_config, platform, branch_class, runs, passed, failed, errors,
+    skipped, rerun_count, rerun_passed, rerun_failed, clean_passes, pass_time,
+    pass_time / nullif(clean_passes, 0) AS avg_pass_time, max_pass_time, shas, failing_shas, jobs, infra_runs,
+    infra_failures, first_seen, last_seen
+FROM summed
+ORDER BY build_env, test_config, platform, branch_class, file, classname, name
