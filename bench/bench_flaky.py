@@ -8,7 +8,7 @@ would take most of an hour; this generates the same tables directly with DuckDB)
     3% of jobs re-attempted, 1% infra-suspect jobs; 2.5% of tests flaky (0.5%..30% per try,
     up to two reruns), 40 tests broken for 5 main commits each;
   * `test_jobs` for the same jobs.
-The daily aggregates (`test_daily_stats`, `test_sha_outcomes`, `test_time_daily`) are then
+The daily aggregates (`test_daily_stats`, `test_sha_outcomes`) are then
 built from them by the production code (`derived.results.stats.build_test_daily_stats`), day by day.
 
 What is timed: `build_flaky_tests` for the window ending on the last day (reads the 14 days

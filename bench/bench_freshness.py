@@ -1,43 +1,45 @@
-"""Freshness of the intra-day refresh on a PyTorch-sized day: a test report landing in the archive ->
-disabled-tests-condensed.json (and the HUD) reflecting it. Target (issue 13): p95 <= 20 minutes.
+"""Freshness and cost of the intra-day refresh on a PyTorch-sized day (`make bench-freshness`).
 
-Data: two simulated days of ~3.6 M test rows each (the simulator with every configuration, 80 test
+Targets: landing in the archive -> disabled list, HUD and Dr. CI body p50 <= 90 s and p95 <= 3 min;
+one refresh with 5 minutes of new files at the end of the day <= 5 CPU-seconds; a day's refreshes
+<= 2x one full-day run; the full-day run's peak RSS < 1.5 GB.
+
+Data: two simulated days of ~3.5 M test rows each (the simulator with every configuration, 80 test
 files of ~115 tests: ~25,000 JUnit reports and ~20,000 webhook deliveries a day, ~450 MB on disk),
-generated once under var/bench-freshness/cache with the first day materialized. Each bench run
-links them in as yesterday and today (UTC, by the clock the sensor reads), so the refresh sees a
-full day of files in today's folder, the worst case: the last refresh before midnight.
+generated once under var/bench-freshness/cache with the first day materialized, and linked in as
+yesterday and today (UTC, by the clock the sensor reads).
 
-1. Cost of one refresh (separate processes, median of --repeats): the sensor's tick over the archive
-   (nothing new, and new files), wall time and peak RSS; the `archive_refresh` run of today's
-   partition executed in process, wall time, peak RSS, each step's time, and when the disabled list
-   and the HUD were published within it.
-2. Freshness model. Files land all day (the receiver rolls a segment a minute), so every tick sees
-   new files, and refreshes start every P = the interval rounded up to the sensor's 60 s ticks, or
-   back to back when a run outlasts the interval (a tick never requests while one is in flight).
-   A report landing at a uniformly random time waits for the next refresh to start, then for the
-   run to publish: latency = wait + queue/launch delay + time to publish. Simulated over 20,000
-   landings with the measured run times.
-3. Validation (--landings N, default 3): `dagster dev` (daemon, run queue, multiprocess executor) on
-   the same archive with TORCHCI_REFRESH_MINUTES=--validate-minutes, an empty file landing every
-   minute as background traffic, and N reports of a new flaky test landing at random times; each
-   latency is measured until the published files name the test, and compared with the model's
-   distribution for that interval and dagster dev's own run times.
+1. Cost, in separate processes as the daemon launches runs. Today's archive is linked in without
+   its last 15 minutes (the deliveries received from 23:45 on, and the test reports of the jobs
+   they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land,
+   each followed by the sensor's tick and its `archive_refresh` run, executed in process: the
+   process's CPU (user + system, its children included: the webhook ingest scans in two), of
+   which loading the code location, the wall time, peak RSS and each step's time. Then one
+   full-day run of every asset (`all_assets_daily`) of the same day, and a day of refreshes
+   modelled as refreshes per day x the measured cost of one (a day of real refreshes would take
+   a day).
+2. Freshness, measured end to end (--minutes, default 10): `dagster dev` (daemon, sensor, run
+   queue) on port 3120 with the default settings. At random times a landing: three new
+   main-branch jobs (their `completed` deliveries in a new webhook file, as the receiver rolls
+   them) whose reports show a new flaky test, and a new failed job on an open pull request's
+   head. Each landing is timed until the disabled list names the test, the HUD's tests.html
+   shows it and the pull request's drci/<pr>.md lists the failed job. Webhook deliveries reach
+   the archive up to the receiver's roll interval (TORCHCI_ROLL_INTERVAL_S, 30 s) after
+   `torchci serve` acknowledges them; the figures from the archive add that wait for Dr. CI's.
 
-The machine is shared (2 cores): figures are medians of several runs and vary with the load.
-Run as `make bench-freshness` (also part of `make bench`): ~25 minutes with validation, the first
-run ~5 minutes more to generate and materialize the cache (~2 GB under var/bench-freshness).
+The machine is shared (2 cores): the load average is printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,16 +50,19 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench-freshness"
 CACHE = WORK / "cache"
 RUN = WORK / "run"
+HELD = WORK / "held"
 BIN = Path(sys.executable).parent
 DAYS = ("2026-10-01", "2026-10-02")  # the cache's days, linked in as yesterday and today
 SIMULATE = ["--days", "2", "--start", DAYS[0], "--seed", "11", "--configs", "all", "--test-files", "80",
             "--tests-per-file", "115"]
-TICK_S = 60.0
-TARGET_P95_MIN = 20.0
 SECTIONS = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
+SLICES, SLICE_MIN = 3, 5
+PORT = 3120
+TARGET_P50_S, TARGET_P95_S, TARGET_CPU_S, TARGET_DAY_X, TARGET_RSS_MB = 90.0, 180.0, 5.0, 2.0, 1536
+ROLL_S = 30.0
 
 TICK = """
-import json, resource, sys, time
+import json, sys, time
 import dagster as dg
 from jobs.refresh import archive_refresh_sensor
 from resources.configured import ArchiveResource
@@ -65,20 +70,22 @@ t = time.perf_counter()
 with dg.build_sensor_context(instance=dg.DagsterInstance.get(), cursor=sys.argv[2] or None,
                              resources={"archive": ArchiveResource(uri=sys.argv[1])}) as ctx:
     r = archive_refresh_sensor(ctx)
-s = time.perf_counter() - t
 reqs = [{"run_key": q.run_key, "partition": q.partition_key, "tags": q.tags} for q in (getattr(r, "run_requests", None) or [])]
-print(json.dumps({"seconds": s, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "requests": reqs, "cursor": getattr(r, "cursor", None), "skip": getattr(r, "skip_message", None)}))
+print(json.dumps({"seconds": time.perf_counter() - t, "requests": reqs, "cursor": getattr(r, "cursor", None)}))
 """
 
-REFRESH = """
+RUN_JOB = """
 import json, resource, sys, time
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 import dagster as dg
 from torchci_assets.definitions import defs
+loaded = cpu()
 instance = dg.DagsterInstance.get()
-job = defs.resolve_job_def("archive_refresh")
+job = defs.resolve_job_def(sys.argv[1])
 t0 = time.time()
-res = job.execute_in_process(partition_key=sys.argv[1], tags=json.loads(sys.argv[2]), instance=instance,
+res = job.execute_in_process(partition_key=sys.argv[2], tags=json.loads(sys.argv[3]), instance=instance,
                              raise_on_error=False,
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
 wall = time.time() - t0
@@ -91,11 +98,13 @@ for e in instance.all_logs(res.run_id):
         steps[ev.step_key] = e.timestamp
     elif ev.event_type_value == "STEP_SUCCESS":
         done[ev.step_key] = e.timestamp
-print(json.dumps({"success": res.success, "seconds": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+stats = instance.get_latest_materialization_event(dg.AssetKey("test_daily_stats"))
+mode = stats.asset_materialization.metadata.get("mode") if stats else None
+print(json.dumps({"success": res.success, "seconds": wall, "cpu_s": cpu(), "load_cpu_s": loaded,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "steps": {k: done[k] - steps[k] for k in done if k in steps},
-                  "published_s": {k: done[k] - t0 for k in ("disabled_tests", "hud_site") if k in done}}))
+                  "stats_mode": mode.value if mode else None}))
 """
-
 
 def utc_days() -> tuple[str, str]:
     today = dt.datetime.now(dt.timezone.utc).date()
@@ -131,18 +140,82 @@ def link_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=os.link)
 
 
-def prepare_run(yesterday: str, today: str) -> None:
+def prepare_run(yesterday: str, today: str) -> list[list[tuple[Path, Path]]]:
+    """Link the cache in as yesterday and today, today without its last SLICES x SLICE_MIN minutes:
+    the webhook deliveries received from then on and the test reports of the jobs they complete.
+    Returns, per slice, the (held file, where it lands) pairs."""
     shutil.rmtree(RUN, ignore_errors=True)
+    held_jobs, slices = hold_last_webhooks(today)
     for section in SECTIONS:
         for old, new in zip(DAYS, (yesterday, today)):
             src = CACHE / "archive" / section / f"day={old}"
-            if src.exists():
+            if not src.exists():
+                continue
+            if section == "webhooks" and new == today:
+                for f in src.iterdir():
+                    if not (RUN / "archive" / section / f"day={new}" / f.name).exists():
+                        (RUN / "archive" / section / f"day={new}").mkdir(parents=True, exist_ok=True)
+                        os.link(f, RUN / "archive" / section / f"day={new}" / f.name)
+            elif section == "test-reports" and new == today:
+                for run in src.iterdir():
+                    for job in run.glob("*/*"):
+                        k = held_jobs.get(int(job.name))
+                        dst = RUN / "archive" / section / f"day={new}" / run.name / job.parent.name / job.name
+                        if k is None:
+                            link_tree(job, dst)
+                        else:
+                            slices[k].append((job, dst))
+            else:
                 link_tree(src, RUN / "archive" / section / f"day={new}")
     for table in (CACHE / "lake").iterdir():
         link_tree(table / f"day={DAYS[0]}", RUN / "lake" / table.name / f"day={yesterday}")
     link_tree(CACHE / "outputs", RUN / "outputs")
     (RUN / "dagster").mkdir(parents=True)
     shutil.copy(ROOT / "dagster.yaml", RUN / "dagster" / "dagster.yaml")
+    return slices
+
+
+def hold_last_webhooks(today: str) -> tuple[dict[int, int], list[list[tuple[Path, Path]]]]:
+    """Split the cache's last webhook file at END - SLICES x SLICE_MIN minutes: the earlier lines go
+    into today's folder, each later slice into a file of its own under HELD (landing later as a
+    file the receiver rolled). Returns job id -> slice of the jobs completed in a slice, and the slices."""
+    last = CACHE / "archive" / "webhooks" / f"day={DAYS[1]}" / f"hooks-{DAYS[1].replace('-', '')}T23-000.jsonl.gz"
+    folder = RUN / "archive" / "webhooks" / f"day={today}"
+    folder.mkdir(parents=True)
+    shutil.rmtree(HELD, ignore_errors=True)
+    HELD.mkdir(parents=True)
+    kept, parts = [], [[] for _ in range(SLICES)]
+    held_jobs: dict[int, int] = {}
+    with gzip.open(last, "rt") as f:
+        for line in f:
+            minute = int(json.loads(line)["received_at"][14:16])
+            k = (minute - (60 - SLICES * SLICE_MIN)) // SLICE_MIN
+            if k < 0:
+                kept.append(line)
+                continue
+            parts[k].append(line)
+            rec = json.loads(line)
+            if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
+                held_jobs[int(rec["payload"]["workflow_job"]["id"])] = k
+    with gzip.open(folder / last.name, "wt") as f:
+        f.writelines(kept)
+    slices = []
+    for k, lines in enumerate(parts):
+        held = HELD / f"{last.name[:-len('-000.jsonl.gz')]}-{k + 1:03d}.jsonl.gz"
+        with gzip.open(held, "wt") as f:
+            f.writelines(lines)
+        slices.append([(held, folder / held.name)])
+    return held_jobs, slices
+
+
+def land_slice(files: list[tuple[Path, Path]]) -> int:
+    """Put a held slice in place (reports first, the webhook file last, as they would arrive)."""
+    for src, dst in sorted(files, key=lambda p: p[0].name.endswith(".gz")):
+        if src.is_dir():
+            link_tree(src, dst)
+        else:
+            shutil.copy(src, dst)
+    return len(files)
 
 
 def run_script(code: str, env: dict, *args: str) -> dict:
@@ -169,251 +242,233 @@ print("{{}}")
     run_script(code, env)
 
 
-def land(today: str, index: int) -> tuple[str, float]:
-    """A report of a new flaky test in three main-branch linux jobs of today; (its PyTorch key, when it landed)."""
-    code = f"""
-import json
-from resources.lake import Lake, connect
-from resources.storage import Store
-from torchci_assets.simulate.landing import land_flaky_test
-lake = Lake.at({str(RUN / "lake")!r}); con = connect()
-lake.register(con, "test_jobs", [{today!r}], name="j")
-jobs = con.execute("SELECT workflow_id, workflow_run_attempt, job_id FROM j WHERE branch_class = 'main' AND "
-                   "job_conclusion = 'success' AND NOT infra_suspect AND platform = 'linux' "
-                   "ORDER BY hash(job_id, {index}) LIMIT 3").fetchall()
-land_flaky_test(Store({str(RUN / "archive")!r}), {today!r}, jobs, "test_freshness", "TestFreshness", "test_landed_{index}")
-print("{{}}")
-"""
-    run_script(code, os.environ.copy())
-    return f"test_landed_{index} (__main__.TestFreshness)", time.time()
-
-
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def model(interval_s: float, runs: list[tuple[float, float]], launch_s: float, n: int = 20_000,
-          seed: int = 13) -> tuple[list[float], list[float]]:
-    """Latencies (disabled list, HUD) of landings at uniformly random times, files landing every minute.
-
-    A tick every TICK_S requests a refresh when none is in flight and the interval has passed since
-    the last request; that run publishes the disabled list `launch_s + d` later and the HUD `launch_s
-    + h` later, (d, h) drawn from `runs`, and ends with the HUD. A landing is in the first run
-    requested at or after it.
-    """
-    rng = random.Random(seed)
-    starts, t, last, busy_until = [], 0.0, -1e18, -1.0
-    horizon = n / 20 * max(interval_s, TICK_S) + 10 * interval_s
-    while t < horizon:
-        if t >= busy_until and t - last >= interval_s:
-            d, h = rng.choice(runs)
-            starts.append((t, t + launch_s + d, t + launch_s + h))
-            last, busy_until = t, t + launch_s + h
-        t += TICK_S
-    lat_d, lat_h, i = [], [], 0
-    for x in sorted(rng.uniform(interval_s, horizon - 3 * interval_s) for _ in range(n)):
-        while starts[i][0] < x:
-            i += 1
-        lat_d.append(starts[i][1] - x)
-        lat_h.append(starts[i][2] - x)
-    return lat_d, lat_h
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def summary(name: str, xs: list[float]) -> str:
-    return f"{name:<34} p50 {median(xs) / 60:5.1f} min   p95 {pct(xs, 0.95) / 60:5.1f} min   max {max(xs) / 60:5.1f} min"
+# ---- 1. the cost of a refresh ------------------------------------------------------------------
 
 
-# ---- validation under dagster dev --------------------------------------------------------------
+def refresh_once(env: dict, today: str, cursor: str) -> tuple[dict, str]:
+    t = run_script(TICK, env, str(RUN / "archive"), cursor)
+    (req,) = [r for r in t["requests"] if r["partition"] == today]
+    r = run_script(RUN_JOB, env, "archive_refresh", today, json.dumps(req["tags"]))
+    if not r["success"]:
+        sys.exit(f"the refresh run failed; see the runs in {RUN / 'dagster'}")
+    return {**r, "tick_s": t["seconds"]}, t["cursor"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def print_run(label: str, r: dict) -> None:
+    print(f"  {label:<34} wall {r['seconds']:5.1f} s  CPU {r['cpu_s']:5.1f} s (loading the code location "
+          f"{r['load_cpu_s']:.1f}, steps {sum(r['steps'].values()):.1f} s)  peak RSS {r['rss_mb']:4.0f} MB  "
+          f"test_daily_stats: {r['stats_mode']}", flush=True)
 
 
-def published(key: str, name: str) -> tuple[bool, bool]:
-    disabled = RUN / "outputs" / "stats" / "disabled-tests-condensed.json"
-    tests = RUN / "outputs" / "hud" / "tests.html"
-    try:
-        in_list = key in json.loads(disabled.read_text())
-    except (OSError, ValueError):
-        in_list = False
-    try:
-        in_hud = name in tests.read_text()
-    except OSError:
-        in_hud = False
-    return in_list, in_hud
+def print_steps(runs: list[dict], top: int = 8) -> None:
+    steps = {k: median([r["steps"].get(k, 0.0) for r in runs]) for k in runs[0]["steps"]}
+    total = sum(steps.values())
+    print(f"    steps (median s, share of the steps' {total:.1f} s):")
+    for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"      {k:<28} {v:6.2f}  {100 * v / total:4.0f}%")
 
 
-def refresh_runs(env: dict, after: float = 0.0) -> list[dict]:
-    """The archive_refresh runs created after `after`: when created, started, ended, and when their
-    disabled_tests and hud_site steps succeeded (seconds after the run started)."""
-    code = """
-import json, sys, dagster as dg
-instance = dg.DagsterInstance.get()
-out = []
-for r in instance.get_run_records(dg.RunsFilter(job_name="archive_refresh")):
-    if r.create_timestamp.timestamp() <= float(sys.argv[1]):
-        continue
-    done = {e.dagster_event.step_key: e.timestamp for e in instance.all_logs(r.dagster_run.run_id)
-            if e.dagster_event is not None and e.dagster_event.event_type_value == "STEP_SUCCESS"}
-    start = r.start_time
-    out.append({"created": r.create_timestamp.timestamp(), "start": start, "end": r.end_time,
-                "status": r.dagster_run.status.value,
-                "disabled_s": done["disabled_tests"] - start if start and "disabled_tests" in done else None,
-                "hud_s": done["hud_site"] - start if start and "hud_site" in done else None})
-print(json.dumps(out))
+def measure_cost(env: dict, today: str, slices: list) -> dict:
+    print(f"\n1. Cost ({load()})", flush=True)
+    first, cursor = refresh_once(env, today, "")
+    print_run("first refresh, day up to 23:45", first)
+    runs = []
+    for k, files in enumerate(slices):
+        land_slice(files)
+        r, cursor = refresh_once(env, today, cursor)
+        runs.append(r)
+        print_run(f"refresh {k + 1}/{len(slices)}, +{SLICE_MIN} min ({len(files)} files)", r)
+    print_steps(runs)
+    full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}")
+    print_run("full-day run, every asset", full)
+    return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs])}
+
+
+def day_model(cost: dict, interval_s: float) -> str:
+    """A day of refreshes: one per interval (rounded up to the sensor's ticks), or back to back."""
+    per = median([r["cpu_s"] for r in cost["runs"]])
+    steps = median([sum(r["steps"].values()) for r in cost["runs"]])
+    wall = median([r["seconds"] for r in cost["runs"]])
+    period = max(interval_s, wall + 30)  # a tick never requests while one is in flight
+    n = 86400 / period
+    full = cost["full"]["cpu_s"]
+    return (f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s = {n * per / 3600:.1f} CPU-h "
+            f"({n * steps / 3600:.1f} h of steps) vs one full-day run {full:.0f} CPU-s: "
+            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)")
+
+
+# ---- 2. freshness under dagster dev ------------------------------------------------------------
+
+TEMPLATES = """
+import json, sys
+from resources.lake import Lake, connect
+lake = Lake.at(sys.argv[1]); day = sys.argv[2]; con = connect()
+for t in ("test_jobs", "webhook_events", "pr_jobs", "drci_comments"):
+    lake.register(con, t, [day])
+main = con.execute("SELECT job_id FROM test_jobs WHERE branch_class = 'main' AND job_conclusion = 'success' "
+                   "AND NOT infra_suspect AND platform = 'linux' ORDER BY job_id LIMIT 3").fetchall()
+pr = con.execute("SELECT p.number, p.job_id FROM pr_jobs p JOIN drci_comments d ON d.pr = p.number "
+                 "AND d.head_sha = p.head_sha WHERE p.pr_state = 'open' AND p.job_id IS NOT NULL "
+                 "AND p.state = 'success' ORDER BY p.number DESC, p.job_id LIMIT 1").fetchall()
+def payload(job_id):
+    return con.execute("SELECT payload FROM webhook_events WHERE event = 'workflow_job' AND "
+                       "json_extract_string(payload, '$.action') = 'completed' AND "
+                       "json_extract(payload, '$.workflow_job.id')::BIGINT = ? LIMIT 1", [job_id]).fetchall()[0][0]
+print(json.dumps({"main": [payload(j) for (j,) in main], "pr": pr[0][0], "pr_job": payload(pr[0][1])}))
 """
-    out = subprocess.run([sys.executable, "-c", code, str(after)], capture_output=True, text=True, cwd=ROOT, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else []
 
 
-def validate(env: dict, today: str, landings: int, minutes: float, seed: int) -> dict:
-    rng = random.Random(seed)
-    env = {**env, "TORCHCI_REFRESH_MINUTES": f"{minutes:g}"}
-    log = open(RUN / "dagster-dev.log", "wb")
-    port = free_port()
-    proc = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    results, background, started = [], 0, time.time()
+def new_job(payload: str, job_id: int, conclusion: str, now: dt.datetime, suffix: str = "") -> str:
+    """A `completed` delivery of a new job shaped like the template's, received now."""
+    p = json.loads(payload)
+    j = p["workflow_job"]
+    j.update(id=job_id, name=j["name"] + suffix, conclusion=conclusion, completed_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+             html_url=f"{j['html_url'].rsplit('/', 1)[0]}/{job_id}", url=f"{j['url'].rsplit('/', 1)[0]}/{job_id}")
+    return json.dumps({"event": "workflow_job", "delivery_id": f"bench-{job_id}", "payload": p,
+                       "received_at": now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}) + "\n"
+
+
+def land_landing(templates: dict, today: str, index: int) -> tuple[str, int, int, float]:
+    """Three new main jobs with a new flaky test, a new failed job on a PR head; (test key, PR, its job, when)."""
+    from resources.storage import Store
+    from torchci_assets.simulate.landing import land_flaky_test
+
+    now = dt.datetime.now(dt.timezone.utc)
+    base = 90_000_000_000 + 10 * index + 1_000 * random.randrange(10**6)
+    lines, jobs = [], []
+    for i, payload in enumerate(templates["main"]):
+        j = json.loads(payload)["workflow_job"]
+        lines.append(new_job(payload, base + i, "success", now))
+        jobs.append((j["run_id"], j["run_attempt"], base + i))
+    pr_job = base + 5
+    lines.append(new_job(templates["pr_job"], pr_job, "failure", now, f" landed-{index}"))  # a job of its own
+    name = f"test_landed_{index}"
+    land_flaky_test(Store(str(RUN / "archive")), today, jobs, "test_freshness", "TestFreshness", name)
+    folder = RUN / "archive" / "webhooks" / f"day={today}"
+    tmp = folder / f".landing-{index}.tmp"
+    with gzip.open(tmp, "wt") as f:
+        f.writelines(lines)
+    tmp.rename(folder / f"hooks-landed-{index:03d}.jsonl.gz")  # whole, as the receiver rolls a segment
+    return f"{name} (__main__.TestFreshness)", templates["pr"], pr_job, time.time()
+
+
+def observed(key: str, pr: int, pr_job: int) -> dict[str, bool]:
+    out = {}
     try:
-        deadline = time.time() + 600
-        while not refresh_runs(env, started):  # the first tick refreshes today: the steady state begins
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"dagster dev did not start a refresh (see {RUN / 'dagster-dev.log'})")
-            time.sleep(5)
-        next_bg = time.time()
-        for i in range(landings):
-            at = time.time() + rng.uniform(0, minutes * 60)
-            key, landed = None, 0.0
+        out["disabled list"] = key in json.loads((RUN / "outputs/stats/disabled-tests-condensed.json").read_text())
+    except (OSError, ValueError):
+        out["disabled list"] = False
+    try:
+        out["HUD tests.html"] = key.split(" ")[0] in (RUN / "outputs/hud/tests.html").read_text()
+    except OSError:
+        out["HUD tests.html"] = False
+    try:
+        out["Dr. CI body"] = str(pr_job) in (RUN / f"outputs/drci/{pr}.md").read_text()
+    except OSError:
+        out["Dr. CI body"] = False
+    return out
+
+
+def start_dev(env: dict) -> subprocess.Popen:
+    log = open(RUN / "dagster-dev.log", "wb")
+    return subprocess.Popen([str(BIN / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1",
+                             "-p", str(PORT)], cwd=RUN / "dagster", env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop_dev(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def measure_freshness(env: dict, today: str, minutes: float, seed: int) -> list[dict]:
+    templates = run_script(TEMPLATES, env, str(RUN / "lake"), today)
+    rng = random.Random(seed)
+    print(f"\n2. Freshness under dagster dev (port {PORT}, default settings, {minutes:g} minutes, {load()})",
+          flush=True)
+    proc = start_dev(env)
+    results, i = [], 0
+    try:
+        end = time.time() + minutes * 60
+        time.sleep(rng.uniform(20, 60))
+        while time.time() < end:
+            key, pr, pr_job, landed = land_landing(templates, today, i)
             got: dict[str, float] = {}
-            while len(got) < 2:
-                now = time.time()
-                if now >= next_bg:  # background traffic: files keep landing all day
-                    (RUN / "archive" / "webhooks" / f"day={today}" / f"bg-{background:05d}.jsonl").touch()
-                    background += 1
-                    next_bg = now + 60
-                if key is None and now >= at:
-                    key, landed = land(today, i)
-                    name = key.split(" ")[0]
-                if key is not None:
-                    in_list, in_hud = published(key, name)
-                    if in_list and "list" not in got:
-                        got["list"] = time.time() - landed
-                    if in_hud and "hud" not in got:
-                        got["hud"] = time.time() - landed
-                    if time.time() - landed > 3600:
-                        raise RuntimeError(f"{key} not published an hour after landing")
-                time.sleep(2)
+            while len(got) < 3 and time.time() - landed < 900:
+                for what, yes in observed(key, pr, pr_job).items():
+                    if yes and what not in got:
+                        got[what] = time.time() - landed
+                time.sleep(1)
+            if proc.poll() is not None:
+                raise RuntimeError(f"dagster dev stopped (see {RUN / 'dagster-dev.log'})")
             results.append(got)
-            print(f"  landing {i + 1}/{landings}: disabled list after {got['list'] / 60:.1f} min, "
-                  f"HUD after {got['hud'] / 60:.1f} min", flush=True)
+            print(f"  landing {i + 1}: " + ", ".join(f"{w} {s:.0f} s" for w, s in got.items()), flush=True)
+            i += 1
+            time.sleep(rng.uniform(0, 60))  # the next landing at a random time
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-    runs = [r for r in refresh_runs(env, started) if r["status"] == "SUCCESS" and r["hud_s"] is not None]
-    return {"landings": results, "runs": runs}
+        stop_dev(proc)
+    return results
+
+
+def print_freshness(results: list[dict]) -> bool:
+    met = True
+    print(f"  {len(results)} landings, {load()}")
+    for what in ("disabled list", "HUD tests.html", "Dr. CI body"):
+        xs = [r[what] for r in results if what in r]
+        missed = len(results) - len(xs)
+        ok = bool(xs) and not missed and median(xs) <= TARGET_P50_S and pct(xs, 0.95) <= TARGET_P95_S
+        met &= ok
+        print(f"  landing -> {what:<15} p50 {median(xs):5.0f} s  p95 {pct(xs, 0.95):5.0f} s  max {max(xs, default=0):5.0f} s"
+              f"{f'  ({missed} not within 15 min)' if missed else ''}  [{'met' if ok else 'NOT MET'}]")
+    xs = [r["Dr. CI body"] + ROLL_S / 2 for r in results if "Dr. CI body" in r]
+    print(f"  receipt by torchci serve -> Dr. CI body (+ the roll's wait, {ROLL_S:.0f} s at most): p50 "
+          f"{median(xs):.0f} s, p95 {pct(xs, 0.95) + ROLL_S / 2:.0f} s at most")
+    return met
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=3, help="refresh runs and ticks measured (median)")
-    ap.add_argument("--interval-minutes", type=float, default=15.0, help="TORCHCI_REFRESH_MINUTES for the model")
-    ap.add_argument("--landings", type=int, default=3, help="real end-to-end landings under dagster dev (0: none)")
-    ap.add_argument("--validate-minutes", type=float, default=4.0,
-                    help="TORCHCI_REFRESH_MINUTES during the validation (short, to keep the bench short)")
+    ap.add_argument("--minutes", type=float, default=10.0, help="landings under dagster dev for this long (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help=f"keep {RUN} afterwards")
     args = ap.parse_args()
 
     ensure_cache()
     yesterday, today = utc_days()
-    prepare_run(yesterday, today)
+    slices = prepare_run(yesterday, today)
     env = env_for(yesterday)
+    env.pop("TORCHCI_REFRESH_MINUTES", None)  # the defaults are what is measured
     seed_yesterday(env, yesterday)
-    print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}")
-
-    # 1. cost of one tick and one refresh
-    ticks_new, ticks_quiet, refreshes, cursor = [], [], [], ""
-    for i in range(args.repeats):
-        if i:
-            (RUN / "archive" / "webhooks" / f"day={today}" / f"tick-{i}.jsonl").touch()  # something new
-        t = run_script(TICK, env, str(RUN / "archive"), "")
-        (req,) = [r for r in t["requests"] if r["partition"] == today]
-        ticks_new.append(t)
-        cursor = t["cursor"]
-        r = run_script(REFRESH, env, today, json.dumps(req["tags"]))
-        if not r["success"]:
-            sys.exit(f"the refresh run failed; see the runs in {RUN / 'dagster'}")
-        refreshes.append(r)
-        ticks_quiet.append(run_script(TICK, env, str(RUN / "archive"), cursor))
-        print(f"  refresh {i + 1}/{args.repeats}: {r['seconds']:.0f} s, peak RSS {r['rss_mb']:.0f} MB; "
-              f"disabled list after {r['published_s']['disabled_tests']:.0f} s, HUD after "
-              f"{r['published_s']['hud_site']:.0f} s", flush=True)
-    files = ticks_new[0]["requests"][0]["tags"]["torchci/archive_files"]
-    print(f"\nOne refresh of today's partition ({files} archive files; median of {args.repeats}, shared 2-core machine):")
-    print(f"  sensor tick, new files        {median([t['seconds'] for t in ticks_new]):6.2f} s   peak RSS "
-          f"{median([t['rss_mb'] for t in ticks_new]):5.0f} MB (process with Dagster loaded)")
-    print(f"  sensor tick, nothing new      {median([t['seconds'] for t in ticks_quiet]):6.2f} s   peak RSS "
-          f"{median([t['rss_mb'] for t in ticks_quiet]):5.0f} MB")
-    print(f"  refresh run (in process)      {median([r['seconds'] for r in refreshes]):6.1f} s   peak RSS "
-          f"{median([r['rss_mb'] for r in refreshes]):5.0f} MB")
-    print(f"    disabled list published at  {median([r['published_s']['disabled_tests'] for r in refreshes]):6.1f} s")
-    print(f"    HUD published at            {median([r['published_s']['hud_site'] for r in refreshes]):6.1f} s")
-    steps = {k: median([r["steps"].get(k, 0.0) for r in refreshes]) for k in refreshes[0]["steps"]}
-    total = sum(steps.values())
-    print("    where the time goes (step, median s, share of step time):")
-    for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:8]:
-        print(f"      {k:<28} {v:6.1f}  {100 * v / total:4.0f}%")
-
-    # 2. the model, with the in-process run times
-    interval = args.interval_minutes * 60
-    runs = [(r["published_s"]["disabled_tests"], r["published_s"]["hud_site"]) for r in refreshes]
-    d, h = model(interval, runs, launch_s=0.0)
-    print(f"\nFreshness model, TORCHCI_REFRESH_MINUTES={args.interval_minutes:g}, ticks every {TICK_S:.0f} s, "
-          "in-process run times, 20,000 landings:")
-    print("  " + summary("landing -> disabled list", d))
-    print("  " + summary("landing -> HUD (tests.html)", h))
-
-    # 3. validation under dagster dev
-    if args.landings:
-        print(f"\nValidation: dagster dev, TORCHCI_REFRESH_MINUTES={args.validate_minutes:g}, {args.landings} "
-              "landings at random times, an empty file landing every minute:", flush=True)
-        v = validate(env, today, args.landings, args.validate_minutes, args.seed)
-        dev = v["runs"]
-        print(f"  dagster dev refresh runs: {len(dev)}, median {median([r['end'] - r['start'] for r in dev]):.0f} s "
-              f"(multiprocess executor); disabled list published at {median([r['disabled_s'] for r in dev]):.0f} s, "
-              f"HUD at {median([r['hud_s'] for r in dev]):.0f} s; queue and launch "
-              f"{median([r['start'] - r['created'] for r in dev]):.1f} s")
-        if dev:
-            dev_runs = [(r["disabled_s"], r["hud_s"]) for r in dev]
-            launch = median([r["start"] - r["created"] for r in dev])
-            vd, vh = model(args.validate_minutes * 60, dev_runs, launch)
-            hud = [x["hud"] for x in v["landings"]]
-            listed = [x["list"] for x in v["landings"]]
-            print("  model for this interval:  " + summary("landing -> disabled list", vd).strip())
-            print(f"  measured landings:        disabled list {', '.join(f'{x / 60:.1f}' for x in listed)} min "
-                  f"(model range {min(vd) / 60:.1f}..{max(vd) / 60:.1f})")
-            print(f"                            HUD           {', '.join(f'{x / 60:.1f}' for x in hud)} min "
-                  f"(model range {min(vh) / 60:.1f}..{max(vh) / 60:.1f})")
-            fd, fh = model(interval, dev_runs, launch)
-            print(f"\nFreshness under dagster dev, TORCHCI_REFRESH_MINUTES={args.interval_minutes:g} (the model with "
-                  "dagster dev's runs):")
-            print("  " + summary("landing -> disabled list", fd))
-            print("  " + summary("landing -> HUD (tests.html)", fh))
-            d = fd
-    p95 = pct(d, 0.95) / 60
-    print(f"\nTarget: p95 <= {TARGET_P95_MIN:.0f} min -> {p95:.1f} min: {'met' if p95 <= TARGET_P95_MIN else 'NOT MET'}")
+    print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
+          f"today without its last {SLICES * SLICE_MIN} minutes")
+    cost = measure_cost(env, today, slices)
+    per = median([r["cpu_s"] for r in cost["runs"]])
+    steps = median([sum(r["steps"].values()) for r in cost["runs"]])
+    print(f"  one refresh with {SLICE_MIN} min of new files (median of {SLICES}): {per:.1f} CPU-s of which the steps "
+          f"{steps:.1f} s (target <= {TARGET_CPU_S:g} CPU-s: {'met' if per <= TARGET_CPU_S else 'NOT MET'}); "
+          f"sensor tick {cost['tick_s']:.2f} s")
+    from jobs.refresh import DEFAULT_REFRESH_MINUTES
+    print(day_model(cost, DEFAULT_REFRESH_MINUTES * 60))
+    rss = cost["full"]["rss_mb"]
+    print(f"  full-day run peak RSS {rss:.0f} MB (target < {TARGET_RSS_MB} MB: {'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
+    if args.minutes:
+        print_freshness(measure_freshness(env, today, args.minutes, args.seed))
     if not args.keep:
         shutil.rmtree(RUN, ignore_errors=True)
     return 0

@@ -21,8 +21,8 @@ import torchci_assets.derived.sharding.assets as assets
 from resources.configured import LakeResource, OutputsResource
 from resources.storage import Store
 from torchci_assets.derived.results.stats import (
-    build_test_daily_stats,
     build_test_results,
+    build_test_time_daily,
 )
 from torchci_assets.derived.sharding.times import (
     TEST_CLASS_TIMES_PATH,
@@ -71,7 +71,7 @@ def two_days(tmp_path):
     ])
     for d in (day(-1), day(0)):
         build_test_results(lake(tmp_path), d)
-        build_test_daily_stats(lake(tmp_path), d)
+        build_test_time_daily(lake(tmp_path), d)
 
 
 def outputs(tmp_path) -> Store:

@@ -19,7 +19,7 @@ from conftest import pytorch_json
 from resources.configured import LakeResource
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.results.stats import build_test_daily_stats, build_test_results
+from torchci_assets.derived.results.stats import build_test_results, build_test_time_daily
 from torchci_assets.derived.sharding import assets as sharding_assets
 from torchci_assets.derived.sharding.regressions import (
     MAX_COST_SHARE_ENV,
@@ -180,7 +180,7 @@ def simulated(tmp_path_factory) -> tuple[Lake, dict]:
         ingest_test_run_day(archive, lake, day)
     for day in names:
         build_test_results(lake, day)
-        build_test_daily_stats(lake, day)
+        build_test_time_daily(lake, day)
     return lake, json.loads((root / "archive" / "ground-truth.json").read_text())
 
 
