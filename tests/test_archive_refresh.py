@@ -71,6 +71,16 @@ def test_the_interval_comes_from_the_environment_in_minutes():
             refresh_interval_s({REFRESH_MINUTES_VAR: bad})
 
 
+def test_the_receiver_rolls_its_segments_often_enough_for_the_refresh_cadence():
+    """Landing -> outputs adds the roll's wait: half a minute at most by default, still a setting."""
+    from torchci_assets.receiver.settings import ReceiverSettings
+
+    assert ReceiverSettings.from_env({}).roll_interval_s == 30
+    assert ReceiverSettings().roll_interval_s == 30
+    assert ReceiverSettings.from_env({"TORCHCI_ROLL_INTERVAL_S": "60"}).roll_interval_s == 60
+    assert archive_refresh_sensor.minimum_interval_seconds <= 30
+
+
 def test_watched_days_are_yesterday_and_today_from_the_first_partition_on():
     just_after_midnight = dt.datetime(2026, 11, 21, 0, 5, tzinfo=dt.timezone.utc).timestamp()
     assert watched_days(just_after_midnight, "2026-01-01") == ["2026-11-20", "2026-11-21"]
