@@ -10,7 +10,7 @@ generated once under var/bench-freshness/cache with the first day materialized, 
 yesterday and today (UTC, by the clock the sensor reads).
 
 1. Cost, in separate processes as the daemon launches runs. Today's archive is linked in without
-   its last 15 minutes (the deliveries received from 23:45 on, and the test reports of the jobs
+   its last 15 minutes (the deliveries received from 23:45 on, and the test reports and test-runs rows of the jobs
    they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land,
    each followed by the sensor's tick and its `archive_refresh` run, executed in process: the
    process's CPU (user + system, its children included: the webhook ingest scans in two), of
@@ -142,7 +142,7 @@ def link_tree(src: Path, dst: Path) -> None:
 
 def prepare_run(yesterday: str, today: str) -> list[list[tuple[Path, Path]]]:
     """Link the cache in as yesterday and today, today without its last SLICES x SLICE_MIN minutes:
-    the webhook deliveries received from then on and the test reports of the jobs they complete.
+    the webhook deliveries received from then on and the test reports and test-runs rows of the jobs they complete.
     Returns, per slice, the (held file, where it lands) pairs."""
     shutil.rmtree(RUN, ignore_errors=True)
     held_jobs, slices = hold_last_webhooks(today)
@@ -156,6 +156,8 @@ def prepare_run(yesterday: str, today: str) -> list[list[tuple[Path, Path]]]:
                     if not (RUN / "archive" / section / f"day={new}" / f.name).exists():
                         (RUN / "archive" / section / f"day={new}").mkdir(parents=True, exist_ok=True)
                         os.link(f, RUN / "archive" / section / f"day={new}" / f.name)
+            elif section == "test-runs" and new == today:
+                hold_test_runs(src, RUN / "archive" / section / f"day={new}", held_jobs, slices)
             elif section == "test-reports" and new == today:
                 for run in src.iterdir():
                     for job in run.glob("*/*"):
@@ -208,9 +210,28 @@ def hold_last_webhooks(today: str) -> tuple[dict[int, int], list[list[tuple[Path
     return held_jobs, slices
 
 
+def hold_test_runs(src: Path, dst: Path, held_jobs: dict[int, int], slices: list) -> None:
+    """The test-runs files without the rows of the held jobs, which go into a file per slice."""
+    dst.mkdir(parents=True)
+    held = [[] for _ in slices]
+    for f in sorted(src.iterdir()):
+        with gzip.open(f, "rt") as r, gzip.open(dst / f.name, "wt") as w:
+            for line in r:
+                k = held_jobs.get(json.loads(line).get("job_id"))
+                if k is None:
+                    w.write(line)
+                else:
+                    held[k].append(line)
+    for k, lines in enumerate(held):
+        name = f"test-runs-held-{k + 1:03d}.jsonl.gz"
+        with gzip.open(HELD / name, "wt") as w:
+            w.writelines(lines)
+        slices[k].append((HELD / name, dst / name))
+
+
 def land_slice(files: list[tuple[Path, Path]]) -> int:
     """Put a held slice in place (reports first, the webhook file last, as they would arrive)."""
-    for src, dst in sorted(files, key=lambda p: p[0].name.endswith(".gz")):
+    for src, dst in sorted(files, key=lambda p: p[0].name.startswith("hooks-")):
         if src.is_dir():
             link_tree(src, dst)
         else:
