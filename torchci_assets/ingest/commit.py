@@ -14,7 +14,7 @@ those whose run is no longer alive (`Lake.sweep_staging`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,7 +27,7 @@ class PartitionCommit:
     def __init__(self, lake: Lake):
         self.lake = lake
         self.pending: list[tuple[str, str]] = []  # (hidden temporary path, final path), store-relative
-        self.replaced: list[tuple[str, str, str]] = []  # (table, day, file name prefix), see replace_parts
+        self.replaced: list[tuple[str, str, Callable[[str], bool]]] = []  # (table, day, name test), see replace_matching
 
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data",
@@ -61,21 +61,29 @@ class PartitionCommit:
         self.pending += pending
 
     def replace_parts(self, table: str, day: str, prefix: str) -> None:
-        """At commit, also delete the partition's files named `prefix*` that this commit does not
-        write: a table written as a varying number of files leaves none of an earlier run's."""
-        self.replaced.append((table, day, prefix))
+        """At commit, also delete the partition's Parquet files named `prefix*` that this commit
+        does not write: a table written as a varying number of files leaves none of an earlier run's."""
+        self.replace_matching(table, day, lambda name: name.startswith(prefix) and name.endswith(".parquet"))
+
+    def replace_matching(self, table: str, day: str, match: Callable[[str], bool]) -> None:
+        """At commit, also delete the files of the partition's folder (hidden `_` ones included,
+        staging files not) whose name passes `match` and that this commit does not write."""
+        self.replaced.append((table, day, match))
 
     def commit(self) -> None:
+        """Stale files go first (what is left is an earlier state, never one with duplicates), then
+        the files under new names, then those replacing a file: a commit that adds a part and is
+        killed before its replacements shows a name its manifest does not list (see `increments`)."""
         store = self.lake.store
-        for tmp, final in self.pending:
-            store.fs.move(store.full(tmp), store.full(final))
         written = {final for _, final in self.pending}
-        for table, day, prefix in self.replaced:
+        for table, day, match in self.replaced:
             folder = self.lake.partition_path(table, day).rsplit("/", 1)[0]
-            for entry in store.list_files(folder, (".parquet",)):
-                name = entry.path.rsplit("/", 1)[-1]
-                if name.startswith(prefix) and entry.path not in written:
+            for entry in store.list_folder(folder):
+                if match(entry.path.rsplit("/", 1)[-1]) and entry.path not in written:
                     store.delete(entry.path)
+        fresh = [(tmp, final) for tmp, final in self.pending if not store.exists(final)]
+        for tmp, final in fresh + [p for p in self.pending if p not in fresh]:
+            store.fs.move(store.full(tmp), store.full(final))
         self.pending, self.replaced = [], []
 
     def abort(self) -> None:
