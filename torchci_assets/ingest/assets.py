@@ -15,7 +15,7 @@ from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.increments import is_refresh
-from torchci_assets.ingest.rejects import rejects_markdown, write_rejects
+from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.lake_metadata import lake_metadata
@@ -209,19 +209,21 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
 )
 @lake_metadata
 def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
-    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
+    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects;
+    in a refresh, parses only the files that landed since the partition's last ingest."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
-    report = ingest_ci_results_day(archive.store(), lk, day)
-    if report.files == 0:
+    report = ingest_ci_results_day(archive.store(), lk, day, incremental=is_refresh(context.run.tags),
+                                   log=context.log.info)
+    if report.files == 0 and report.mode == "rebuild":
         context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
                             "wrote empty partitions")
-    write_rejects(lk, day, "ci-results", report.rejects)
     swept = sweep_staging(context, lk, ["ci_result", "ci_callback_minutes", "rejects"], day)
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="ci_result", metadata={
-        "rows": report.rows, "files": report.files, "lines": report.lines, "callbacks": report.callbacks,
+        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.callbacks),
+        "rows": report.rows, "lines": report.lines, "callbacks": report.callbacks,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
         "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),
         "callbacks_per_repo": dg.MetadataValue.json(report.repos),
@@ -229,11 +231,12 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
         "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
     })
-    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": len(report.rejects)})
+    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": report.day_rejects,
+                                                               "new_rows": len(report.rejects)})
     yield unique_key_check(lk, "ci_result", day, list(CI_RESULT_KEY))
     yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",
                                                 "status", "failure_kind"])
-    yield reject_rate_check("ci_result", len(report.rejects), report.lines)
+    yield reject_rate_check("ci_result", report.day_rejects, report.day_lines)
 
 
 INGEST_ASSETS = [webhook_assets, test_run_assets, ci_result_assets]
