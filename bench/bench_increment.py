@@ -72,7 +72,9 @@ if checks:
     unique_key_check(lake, "test_run", day, KEY_COLUMNS)
     not_null_check(lake, "test_run", day, REQUIRED_COLUMNS)
     out["test_run checks"] = {"cpu_s": cpu() - c0, "wall_s": time.perf_counter() - t0}
+import torchci_assets
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["code"] = torchci_assets.__file__
 print(json.dumps(out))
 """
 
@@ -191,6 +193,7 @@ def full_runs(code: Path, label: str, repeats: int) -> list[dict]:
         lake = WORK / f"lake-{label}"
         shutil.rmtree(lake, ignore_errors=True)
         runs.append(run_ingest(code, SOURCE, lake, incremental=False))
+        assert runs[-1]["code"].startswith(str(code)), f"ran {runs[-1]['code']}, not the code under {code}"
         print(f"  full day, {label} code, run {i + 1}: {total(runs[-1]):.1f} CPU-s, "
               f"{total(runs[-1], 'wall_s'):.1f} s wall", flush=True)
     return runs

@@ -6,6 +6,7 @@ downstream readers rely on (`increments.partition_parts`)."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import hashlib
 import json
 import shutil
@@ -18,6 +19,10 @@ import pytest
 from conftest import envelope, jsonl_bytes
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.derived.failures import job_failure
+from torchci_assets.derived.failures.job_failure import build_job_failure
+from torchci_assets.config import DEFAULT_INFRA_RULES
+from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
 from torchci_assets.ingest import ci_results, reports, webhooks
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.increments import APPEND, REWRITE, is_refresh, partition_parts
@@ -33,7 +38,7 @@ NOW_MS = int(dt.datetime(2026, 11, 20, 23, 0, tzinfo=dt.timezone.utc).timestamp(
 SIM = Options(seed=3, commits_per_day=4, prs_per_day=2, configs=3, test_files=5, tests_per_file=5, backends=1,
               platform_failures=0)
 TABLES = ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "test_run", "ci_result",
-          "ci_callback_minutes", "rejects")
+          "ci_callback_minutes", "rejects", "job_failure")
 JOB = 990_001
 
 
@@ -71,7 +76,7 @@ def increments(source: Path, k: int = 3) -> list[dict[str, bytes]]:
     job's reports together), then the quirks, and in the last one a new report of a job already
     in the first (a new test of that job: an append)."""
     out: list[dict[str, bytes]] = [{} for _ in range(k)]
-    for section in ("webhooks", "test-runs", "ci-results"):
+    for section in ("webhooks", "test-runs", "ci-results", "logs"):
         files = sorted((source / section / f"day={DAY}").glob("*"))
         for i, f in enumerate(files):
             out[i * k // len(files)][str(f.relative_to(source))] = f.read_bytes()
@@ -80,7 +85,6 @@ def increments(source: Path, k: int = 3) -> list[dict[str, bytes]]:
         for p in sorted(source.joinpath(*job).rglob("*.xml*")):
             out[i * k // len(jobs)][str(p.relative_to(source))] = p.read_bytes()
     first_hooks = min(p for p in out[0] if p.startswith("webhooks/"))
-    import gzip
     first_line = gzip.decompress(out[0][first_hooks]).split(b"\n")[0]
     for landing, files in zip(out, quirks(first_line)):
         landing.update(files)
@@ -206,6 +210,41 @@ def test_the_parts_say_what_each_refresh_changed_and_names_never_change_content(
     assert rebuilt.generation != test_run[-1].generation
     assert sorted(p.rsplit("/", 1)[-1] for p in lake.files("rejects", [DAY])) == \
         ["ci-results.parquet", "test-reports.parquet", "test-runs.parquet", "webhooks.parquet"]
+
+
+def test_a_refresh_classifies_only_the_job_logs_it_has_not_classified_yet(tmp_path, landings, monkeypatch):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ruleset = load_ruleset(DEFAULT_RULES_PATH)
+    rules = Path(DEFAULT_RULES_PATH).read_bytes()
+    read: list[str] = []
+    real = job_failure.classify_log
+    monkeypatch.setattr(job_failure, "classify_log", lambda store, path, rs: read.append(path) or real(store, path, rs))
+
+    def refresh(target: Lake, reuse: bool = True):
+        ingest_webhook_day(archive, target, DAY)
+        return build_job_failure(archive, target, DAY, ruleset, rules, DEFAULT_INFRA_RULES, workers=1, reuse=reuse)
+
+    logs = [sorted(p for p in files if p.startswith("logs/")) for files in landings]
+    assert logs[0] and logs[2]
+    land(archive, landings[0])
+    refresh(lake)
+    assert read == logs[0]
+    for files in landings[1:]:
+        land(archive, files)
+    read.clear()
+    report = refresh(lake)
+    assert read == sorted(logs[1] + logs[2]) and report.reused == len(logs[0])
+    grown = logs[0][0]
+    archive.write_bytes(grown, landings[0][grown])  # written again, the same bytes: kept
+    read.clear()
+    refresh(lake)
+    assert read == []
+    archive.write_bytes(grown, landings[0][grown] + gzip.compress(b"one more line\n"))  # grown: read again
+    refresh(lake)
+    assert read == [grown]
+    once = Lake.at(str(tmp_path / "once"))
+    assert refresh(once, reuse=False).reused == 0
+    assert snapshot(lake)["job_failure"] == snapshot(once)["job_failure"] != []
 
 
 def test_only_the_refresh_runs_ingest_increments():
