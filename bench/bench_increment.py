@@ -13,7 +13,7 @@ ingest calls, imports left out.
 
 1. Increment: the day before 23:55 ingested in full (with its manifests), the last 5 minutes'
    files land, and the refresh's ingest (`incremental=True`) runs; then the same with the checks
-   the assets run on test_run (unique key, required columns) over the whole partition.
+   the asset runs on test_run (unique key, required columns: on the part the increment added).
 2. Full re-ingest of the whole day (what every refresh did before), this branch's code.
 3. The same with the code before incremental ingest (`--before REV`, default the merge base with
    main, exported with `git archive`), for "no slower".
@@ -57,20 +57,21 @@ kw = {"incremental": True} if incremental else {}
 def cpu():
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-out = {}
+out, reports = {}, {}
 for name, fn in (("webhooks", lambda: ingest_webhook_day(archive, lake, day, **kw)),
                  ("test_run", lambda: ingest_test_run_day(archive, lake, day, **kw)),
                  ("ci_result", lambda: ingest_ci_results_day(archive, lake, day, **kw))):
     c0, t0 = cpu(), time.perf_counter()
-    report = fn()
+    report = reports[name] = fn()
     out[name] = {"cpu_s": cpu() - c0, "wall_s": time.perf_counter() - t0, "mode": getattr(report, "mode", "rebuild"),
                  "files": report.files}
 if checks:
     from torchci_assets.checks import not_null_check, unique_key_check
     from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS
     c0, t0 = cpu(), time.perf_counter()
-    unique_key_check(lake, "test_run", day, KEY_COLUMNS)
-    not_null_check(lake, "test_run", day, REQUIRED_COLUMNS)
+    parts = reports["test_run"].parts_added  # as the asset: an increment checks its new part
+    unique_key_check(lake, "test_run", day, KEY_COLUMNS, parts)
+    not_null_check(lake, "test_run", day, REQUIRED_COLUMNS, parts)
     out["test_run checks"] = {"cpu_s": cpu() - c0, "wall_s": time.perf_counter() - t0}
 import torchci_assets
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

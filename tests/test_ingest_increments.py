@@ -351,3 +351,40 @@ def test_increments_on_s3_equal_the_day_at_once(roots, landings, tmp_path):
     assert partition_parts(lake, "test_run", DAY).last_change == APPEND
     assert json.loads(lake.store.read_bytes(f"test_run/day={DAY}/_manifest.json"))["seq"] == 2
     assert snapshot(lake) == at_once(tmp_path, small)
+
+
+def test_a_refresh_run_materializes_increments_and_says_so_and_other_runs_rebuild(tmp_path, landings):
+    import dagster as dg
+
+    from resources.configured import ArchiveResource, LakeResource
+    from torchci_assets.ingest.assets import INGEST_ASSETS
+
+    archive = Store(str(tmp_path / "archive"))
+    resources = {"archive": ArchiveResource(uri=archive.uri), "lake": LakeResource(uri=str(tmp_path / "lake"))}
+
+    def run(tags: dict) -> tuple[dict, dict]:
+        result = dg.materialize(INGEST_ASSETS, partition_key=DAY, resources=resources, tags=tags)
+        assert result.success
+        metadata = {m.asset_key.to_user_string(): {k: v.value for k, v in m.metadata.items()}
+                    for m in result.get_asset_materialization_events() for m in [m.materialization]}
+        checks = {(c.asset_key.to_user_string(), c.check_name): c for c in result.get_asset_check_evaluations()}
+        return metadata, checks
+
+    refresh = {"torchci/refresh": "archive"}
+    land(archive, landings[0])
+    first, _ = run(refresh)
+    assert first["test_run"]["mode"] == "rebuild" and "no manifest" in first["test_run"]["rebuild_reason"]
+    land(archive, landings[1])
+    second, checks = run(refresh)
+    for key in ("webhook_events", "test_run", "ci_result"):
+        assert second[key]["mode"] == "increment", key
+    new_reports = sum(1 for p in landings[1] if p.startswith("test-reports/"))
+    assert second["test_run"]["files"] == new_reports and second["test_run"]["rows_added"] > 0
+    assert second["test_run"]["rows"] > second["test_run"]["rows_added"]
+    check = checks[("test_run", "unique_test_per_job")]
+    assert check.passed and check.metadata["scope"].value == "the parts this run added: inc-1.parquet"
+    assert check.metadata["rows"].value == second["test_run"]["rows_added"]
+    land(archive, landings[2])
+    daily, checks = run({})
+    assert daily["test_run"]["mode"] == "rebuild" and daily["test_run"]["rebuild_reason"] == "a full run of the day"
+    assert checks[("test_run", "unique_test_per_job")].metadata["scope"].value == "the whole partition"

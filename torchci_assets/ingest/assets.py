@@ -97,9 +97,10 @@ def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         "rows": report.day_rejects, "new_rows": len(report.rejects),
         "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
     })
-    for table, (key, required) in WEBHOOK_TABLES.items():
-        yield unique_key_check(lk, table, day, key)
-        yield not_null_check(lk, table, day, required)
+    for table, (key, required) in WEBHOOK_TABLES.items():  # an appended table: its new parts (see the checks)
+        parts = None if report.parts_added is None else report.parts_added.get(table)
+        yield unique_key_check(lk, table, day, key, parts)
+        yield not_null_check(lk, table, day, required, parts)
     yield reject_rate_check("webhook_events", report.day_rejects, report.day_lines)
 
 
@@ -179,10 +180,10 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
         "by_source": dg.MetadataValue.json({s: len(r) for s, r in report.rejects.items()}),
         "preview": dg.MetadataValue.md(rejects_markdown(rejects)),
     })
-    unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS)
+    unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS, report.parts_added)
     yield dg.AssetCheckResult(asset_key="test_run", check_name="unique_test_per_job", passed=unique.passed,
                               metadata=unique.metadata)
-    yield not_null_check(lk, "test_run", day, REQUIRED_COLUMNS)
+    yield not_null_check(lk, "test_run", day, REQUIRED_COLUMNS, report.parts_added)
     yield reject_rate_check("test_run", report.day_rejects, report.day_records)
 
 

@@ -88,6 +88,7 @@ class IngestReport:
     rows_added: int = 0  # rows this run wrote (the whole partition's, for a rebuild)
     day_records: int = 0  # records and rejects of the whole day, for its reject rate
     day_rejects: int = 0
+    parts_added: list[str] | None = None  # an increment's new parts of test_run; None: the partition was rewritten
 
     @property
     def files(self) -> int:
@@ -243,7 +244,7 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
                    log: Callable[[str], None], progress_every: int) -> bool:
     """Add the rows of the `new` files as part `inc-<seq>`; False (nothing written) when one of
     their tests is already in the partition for the same job, which needs a rebuild."""
-    report.new_files = len(new)
+    report.new_files, report.parts_added = len(new), []
     counts = manifest.counts
     if not new:
         report.rows, report.day_records, report.day_rejects = counts["rows"], counts["records"], counts["rejects"]
@@ -262,8 +263,8 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
             for source, rejects in report.rejects.items():
                 if rejects:
                     out.write("rejects", day, rejects_table(rejects), part=part_name(source, seq))
-    parts = [f"{part}.parquet"] if stage.rows else []
-    after = next_manifest(manifest, new, {TABLE: (APPEND, parts)})
+    report.parts_added = [f"{part}.parquet"] if stage.rows else []
+    after = next_manifest(manifest, new, {TABLE: (APPEND, report.parts_added)})
     after.counts = {"rows": counts["rows"] + report.rows_added, "records": counts["records"] + report.records,
                     "rejects": counts["rejects"] + report.reject_count}
     report.rows, report.day_records, report.day_rejects = (after.counts[k] for k in ("rows", "records", "rejects"))
@@ -274,7 +275,7 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
 def _reset(report: IngestReport) -> None:
     """Forget what an abandoned increment counted: the rebuild counts the whole day again."""
     report.report_files = report.runs_files = report.bytes_read = report.records = report.staged_rows = 0
-    report.new_files = 0
+    report.new_files, report.parts_added = 0, None
     report.rejects = {REPORTS_SOURCE: [], RUNS_SOURCE: []}
 
 

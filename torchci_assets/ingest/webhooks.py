@@ -54,6 +54,7 @@ class WebhookDayReport:
     day_lines: int = 0  # the day's totals, for its reject rate
     day_rejects: int = 0
     day_deliveries: int = 0
+    parts_added: dict[str, list[str]] | None = None  # an increment's new parts per appended table; None: a rebuild
 
     @property
     def reject_rate(self) -> float:
@@ -117,6 +118,7 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
     """The `new` files as one more increment: bronze and push/pull_request rows appended as
     `inc-<seq>` parts, workflow_job/workflow_run reduced again from the day's staged rows."""
     report.mode, report.files, report.bytes_read = "increment", len(new), sum(f.size for f in new)
+    report.parts_added = {t: [] for t in (PRIMARY, *TYPED_TABLES) if t not in MERGED_TABLES}
     if not new:
         _day_totals(report, manifest.counts, {})
         return
@@ -132,6 +134,7 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
         if report.rejects:
             out.write("rejects", day, rejects_table(report.rejects), part=part_name(SOURCE, seq))
     after = next_manifest(manifest, new, changes)
+    report.parts_added = {t: names for t, (kind, names) in changes.items() if kind == APPEND}
     after.counts = _counts(report, manifest.counts)
     _day_totals(report, manifest.counts, report.rows)
     write_manifests(lake, day, PRIMARY, after, OWNERSHIP)
