@@ -66,7 +66,7 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, relation, run_steps
 from resources.names import repo_name_problem
 from resources.storage import Store
-from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.commit import PartitionCommit, hidden_files
 from torchci_assets.ingest.fields import RowGuard, checked
 from torchci_assets.ingest.increments import (REWRITE, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
                                               part_name, plan_increment, write_manifests)
@@ -281,7 +281,7 @@ class CiResultReport:
 
 TABLES = ("ci_result", "ci_callback_minutes")
 OWNERSHIP = Ownership(TABLES, [SOURCE])
-STAGE_PART = "_stage"  # every callback of the day, parsed, kept hidden in the partition for the increments
+STAGE_PART = "stage"  # every callback of the day, parsed, kept hidden in the partition (`_stage*.pq`)
 
 
 def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None = None,
@@ -320,7 +320,7 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
     rows, minutes = reduce_callbacks(_in_archive_order(pa.concat_tables([*earlier, staged])),
                                      judged_as_of_ms(day, now_ms))
     with PartitionCommit(lake) as out:
-        out.write(TABLES[0], day, staged, part=part_name(STAGE_PART, seq) if seq else STAGE_PART)
+        out.write(TABLES[0], day, staged, part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
         report.rows = out.write("ci_result", day, rows)
         report.minutes = out.write("ci_callback_minutes", day, minutes)
         rejects_part = part_name(SOURCE, seq) if seq else SOURCE
@@ -371,8 +371,7 @@ def _parse_files(store: Store, files: list, report: CiResultReport) -> pa.Table:
 
 
 def _staged_earlier(lake: Lake, day: str) -> pa.Table:
-    files = [lake.store.full(e.path) for e in lake.store.list_folder(f"{TABLES[0]}/day={day}")
-             if e.path.rsplit("/", 1)[-1].startswith(STAGE_PART)]
+    files = hidden_files(lake, TABLES[0], day, STAGE_PART)
     return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table().cast(STAGE_SCHEMA)
 
 

@@ -23,6 +23,22 @@ from resources.lake import PARQUET_OPTIONS, Lake
 from resources.storage import staging_name
 
 
+HIDDEN_SUFFIX = ".pq"
+
+
+def hidden_path(lake: Lake, table: str, day: str, name: str) -> str:
+    """A Parquet file in the partition's folder that readers never see: its name starts with '_'
+    (pyarrow's and Hive's hidden files) and does not end in `.parquet` (DuckDB's `*.parquet` glob,
+    `Lake.files`)."""
+    return f"{table}/day={day}/_{name}{HIDDEN_SUFFIX}"
+
+
+def hidden_files(lake: Lake, table: str, day: str, name: str) -> list[str]:
+    """Full paths of the partition's hidden files `_<name>*.pq`, in name order."""
+    return [lake.store.full(e.path) for e in lake.store.list_folder(f"{table}/day={day}")
+            if e.path.rsplit("/", 1)[-1].startswith(f"_{name}") and e.path.endswith(HIDDEN_SUFFIX)]
+
+
 class PartitionCommit:
     def __init__(self, lake: Lake):
         self.lake = lake
@@ -31,9 +47,10 @@ class PartitionCommit:
 
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data",
-               options: dict | None = None) -> Iterator[pq.ParquetWriter]:
-        """A writer of the part's file, committed with the others; `options` override PARQUET_OPTIONS."""
-        final = self.lake.partition_path(table, day, part)
+               options: dict | None = None, hidden: bool = False) -> Iterator[pq.ParquetWriter]:
+        """A writer of the part's file, committed with the others; `options` override PARQUET_OPTIONS.
+        `hidden`: a file the ingest keeps for itself, which no reader of the table sees (`hidden_path`)."""
+        final = hidden_path(self.lake, table, day, part) if hidden else self.lake.partition_path(table, day, part)
         folder, name = final.rsplit("/", 1)
         tmp = f"{folder}/{staging_name(name, 'pending', self.lake.owner)}"
         store = self.lake.store
@@ -47,9 +64,10 @@ class PartitionCommit:
             raise
         self.pending.append((tmp, final))
 
-    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data") -> int:
+    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data",
+              hidden: bool = False) -> int:
         rows = 0
-        with self.writer(table, day, data.schema, part) as w:
+        with self.writer(table, day, data.schema, part, hidden=hidden) as w:
             for batch in data.to_batches() if isinstance(data, pa.Table) else data:
                 if batch.num_rows:
                     w.write_batch(batch)

@@ -27,7 +27,7 @@ import pyarrow.dataset as pads
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
-from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.commit import PartitionCommit, hidden_files
 from torchci_assets.ingest.heap import large_blocks_kept
 from torchci_assets.ingest.increments import (APPEND, REWRITE, Manifest, Ownership, fresh_manifest, log_mode,
                                               next_manifest, part_name, parts_of, plan_increment, write_manifests)
@@ -204,10 +204,10 @@ TYPED_TABLES = ("workflow_job", "workflow_run", "push", "pull_request")
 PRIMARY = "webhook_events"
 OWNERSHIP = Ownership([PRIMARY, *TYPED_TABLES], [SOURCE])
 # Reduced to one row per key from every delivery of the day: an increment reduces them again from
-# the day's staged rows, kept in the partition as hidden `_stage*.parquet` files. The other typed
+# the day's staged rows, kept in the partition as hidden `_stage*.pq` files. The other typed
 # tables hold one row per delivery, so an increment's rows are new keys, appended.
 MERGED_TABLES = ("workflow_job", "workflow_run")
-STAGE_PART = "_stage"
+STAGE_PART = "stage"  # hidden: `_stage.pq`, `_stage-inc-<n>.pq`
 
 
 def _reduce_typed(out: PartitionCommit, day: str, scans: list[RunScan], report: WebhookDayReport) -> None:
@@ -220,7 +220,7 @@ def _reduce_typed(out: PartitionCommit, day: str, scans: list[RunScan], report: 
             _stage_view(con, files, copies)
             _reject_bad_timestamps(con, name, report)
             if name in MERGED_TABLES:
-                out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS), part=STAGE_PART)
+                out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS), part=STAGE_PART, hidden=True)
             reader = con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS)
             report.rows[name] = out.write(name, day, reader)
     finally:
@@ -256,7 +256,7 @@ def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan
                 continue
             if name in MERGED_TABLES:
                 out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS),
-                          part=part_name(STAGE_PART, seq))
+                          part=part_name(STAGE_PART, seq), hidden=True)
                 con.execute(SQL["keep_increment"])
                 con.register("earlier", _staged_earlier(lake, name, day))
                 con.execute(SQL["stage_with_earlier"])
@@ -274,6 +274,5 @@ def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan
 
 def _staged_earlier(lake: Lake, table: str, day: str) -> pa.Table:
     """The staged rows the day's earlier ingests kept in the partition (its `_stage*` files)."""
-    files = [lake.store.full(e.path) for e in lake.store.list_folder(f"{table}/day={day}")
-             if e.path.rsplit("/", 1)[-1].startswith(STAGE_PART)]
+    files = hidden_files(lake, table, day, STAGE_PART)
     return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table()

@@ -34,7 +34,7 @@ from resources.sql import SqlFiles
 from resources.storage import Store
 from torchci_assets.derived.failures.classifier import Classifier
 from torchci_assets.derived.failures.rules import Ruleset, parse_ruleset
-from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.commit import PartitionCommit, hidden_path
 from torchci_assets.ingest.logs import SOURCE, JobLog, LogBlocks, list_job_logs
 from torchci_assets.ingest.rejects import Reject, rejects_table
 from torchci_assets.partitions import days_around
@@ -53,7 +53,7 @@ JOB_FAILURE_SCHEMA = pa.schema([
 ])
 
 # Each classified log's result, kept hidden in the partition so a refresh reads only new logs.
-CLASSIFIED_PART = "_classified"
+CLASSIFIED_PART = "classified"  # hidden: `_classified.pq`
 CLASSIFIED_SCHEMA = pa.schema([
     ("log_path", pa.string()), ("log_size", pa.int64()), ("rules_digest", pa.string()),
     ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()), ("captures", pa.list_(pa.string())),
@@ -158,7 +158,7 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
     """Classify the day's logs of failed jobs and write `job_failure` and the `logs` rejects together.
 
     `rules_data` is the rules file's bytes (worker processes parse their own copy). Each log's
-    classification is kept in the partition (hidden `_classified.parquet`): with `reuse` (the
+    classification is kept in the partition (hidden `_classified.pq`): with `reuse` (the
     intra-day refresh) a log already classified with the same rules, and the same size, is not
     read again. Which logs count, and their jobs, are decided again each time, so the table is
     the one a full run gives.
@@ -201,7 +201,8 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
     with PartitionCommit(lake) as commit:
         commit.write("job_failure", day, pa.Table.from_pylist(rows, schema=JOB_FAILURE_SCHEMA))
         commit.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
-        commit.write("job_failure", day, _classified_table(todo, results, ruleset.digest), part=CLASSIFIED_PART)
+        commit.write("job_failure", day, _classified_table(todo, results, ruleset.digest), part=CLASSIFIED_PART,
+                     hidden=True)
     return report
 
 
@@ -230,7 +231,7 @@ def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str)
 
 def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int], LogResult]:
     """(log path, size) -> its classification with the rules of `digest`, as the partition kept it."""
-    path = lake.partition_path("job_failure", day, CLASSIFIED_PART)
+    path = hidden_path(lake, "job_failure", day, CLASSIFIED_PART)
     if not lake.store.exists(path):
         return {}
     table = pq.read_table(lake.store.full(path), filesystem=lake.store.fs)
