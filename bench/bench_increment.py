@@ -188,34 +188,43 @@ def export_before(rev: str) -> Path:
     return dst
 
 
-def full_runs(code: Path, label: str, repeats: int) -> list[dict]:
-    runs = []
+def full_runs(codes: dict[str, Path], repeats: int) -> dict[str, list[dict]]:
+    """Each code's full-day ingest `repeats` times, alternating (A B, B A, ...): under a load
+    that changes, both see the same."""
+    runs: dict[str, list[dict]] = {label: [] for label in codes}
     for i in range(repeats):
-        lake = WORK / f"lake-{label}"
-        shutil.rmtree(lake, ignore_errors=True)
-        runs.append(run_ingest(code, SOURCE, lake, incremental=False))
-        assert runs[-1]["code"].startswith(str(code)), f"ran {runs[-1]['code']}, not the code under {code}"
-        print(f"  full day, {label} code, run {i + 1}: {total(runs[-1]):.1f} CPU-s, "
-              f"{total(runs[-1], 'wall_s'):.1f} s wall", flush=True)
+        for label in (list(codes) if i % 2 == 0 else list(codes)[::-1]):
+            lake = WORK / f"lake-{label}"
+            shutil.rmtree(lake, ignore_errors=True)
+            run = run_ingest(codes[label], SOURCE, lake, incremental=False)
+            assert run["code"].startswith(str(codes[label])), f"ran {run['code']}, not the code under {codes[label]}"
+            runs[label].append(run)
+            print(f"  full day, {label} code, run {i + 1}: {total(run):.1f} CPU-s, {total(run, 'wall_s'):.1f} s wall",
+                  flush=True)
     return runs
 
 
-def increment_runs(repeats: int, checks: bool) -> list[dict]:
+def increment_runs(repeats: int, checks: bool, label: str = "increment", only: str | None = None) -> list[dict]:
+    """The refresh's ingest after the late files (or only those under `only`, "" for none) land
+    on the day before 23:55."""
     runs = []
+    late = sorted(p for p in (WORK / "late").rglob("*") if p.is_file())
+    if only is not None:
+        late = [p for p in late if only and str(p.relative_to(WORK / "late")).startswith(only)]
     for i in range(repeats):
         archive, lake = WORK / "run-archive", WORK / "run-lake"
         for d in (archive, lake):
             shutil.rmtree(d, ignore_errors=True)
         link_tree(WORK / "base", archive)
         link_tree(WORK / "base-lake", lake)
-        for src in sorted(p for p in (WORK / "late").rglob("*") if p.is_file()):
+        for src in late:
             dst = archive / src.relative_to(WORK / "late")
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.link(src, dst)
         runs.append(run_ingest(ROOT, archive, lake, incremental=True, checks=checks))
         modes = {k: v["mode"] for k, v in runs[-1].items() if isinstance(v, dict) and "mode" in v}
-        print(f"  increment{' + checks' if checks else ''}, run {i + 1}: {total(runs[-1]):.2f} CPU-s, "
-              f"{total(runs[-1], 'wall_s'):.2f} s wall {modes}", flush=True)
+        print(f"  {label}{' + checks' if checks else ''} ({len(late)} files), run {i + 1}: {total(runs[-1]):.2f} "
+              f"CPU-s, {total(runs[-1], 'wall_s'):.2f} s wall {modes}", flush=True)
     return runs
 
 
@@ -228,8 +237,8 @@ def main() -> None:
     before_rev = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True,
                                                capture_output=True, text=True).stdout.strip()
     print(f"{DAY}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
-    after = full_runs(ROOT, "after", args.repeats)
-    before = full_runs(export_before(before_rev), "before", args.repeats)
+    full = full_runs({"after": ROOT, "before": export_before(before_rev)}, args.repeats)
+    after, before = full["after"], full["before"]
     since = int(dt.datetime.fromisoformat(DAY).replace(tzinfo=dt.timezone.utc).timestamp() * 1000) + 86_400_000 - LATE_MS
     late_jobs = set(json.loads(subprocess.run([sys.executable, "-c", LATE_JOBS, str(WORK / "lake-after"), DAY,
                                                str(since)], cwd=ROOT, check=True, capture_output=True,
@@ -241,11 +250,14 @@ def main() -> None:
     run_ingest(ROOT, WORK / "base", WORK / "base-lake", incremental=True)  # the day before 23:55, with manifests
     inc = increment_runs(args.repeats, checks=False)
     inc_checks = increment_runs(args.repeats, checks=True)
-    report(after, before, inc, inc_checks, cut, len(late_jobs))
+    one_job = "/".join(next((WORK / "late").glob("test-reports/*/*/*/*")).relative_to(WORK / "late").parts)
+    small = {"one job's reports": increment_runs(args.repeats, True, "one job's reports", only=one_job),
+             "nothing new": increment_runs(args.repeats, True, "nothing new", only="")}
+    report(after, before, inc, inc_checks, cut, len(late_jobs), small)
 
 
 def report(after: list[dict], before: list[dict], inc: list[dict], inc_checks: list[dict], cut: dict,
-           jobs: int) -> None:
+           jobs: int, small: dict[str, list[dict]]) -> None:
     print(f"\nmedians of {len(after)} runs, load average {os.getloadavg()[0]:.1f} at the end "
           f"({os.cpu_count()} cores shared)")
     print(f"{'':34}{'CPU-s':>8}{'wall s':>8}")
@@ -253,7 +265,7 @@ def report(after: list[dict], before: list[dict], inc: list[dict], inc_checks: l
         for label, runs in (("full day, before", before), ("full day, after", after), ("increment", inc)):
             print(f"{name + ', ' + label:34}{median_of(runs, name):8.2f}{median_of(runs, name, 'wall_s'):8.2f}")
     rows = (("full day, before", before), ("full day, after", after), ("5-minute increment", inc),
-            ("5-minute increment + checks", inc_checks))
+            ("5-minute increment + checks", inc_checks), *((f"{k} + checks", v) for k, v in small.items()))
     for label, runs in rows:
         cpu = statistics.median(total(r) + r.get("test_run checks", {}).get("cpu_s", 0) for r in runs)
         wall = statistics.median(total(r, "wall_s") + r.get("test_run checks", {}).get("wall_s", 0) for r in runs)
@@ -261,6 +273,13 @@ def report(after: list[dict], before: list[dict], inc: list[dict], inc_checks: l
         print(f"{'ingest, ' + label:34}{cpu:8.2f}{wall:8.2f}   peak RSS {rss:.0f} MB")
     print(f"(increment: {jobs} jobs completed in the last 5 minutes, {cut['files']} files, "
           f"{cut['lines']} JSONL lines)")
+    fixed = statistics.median(total(r) + r["test_run checks"]["cpu_s"] for r in small["one job's reports"])
+    five = statistics.median(total(r) + r["test_run checks"]["cpu_s"] for r in inc_checks)
+    full = statistics.median(total(r) for r in after)
+    for minutes in (5, 2, 1):
+        day = 1440 / minutes * fixed + 1440 / 5 * max(0.0, five - fixed)
+        print(f"a day of refreshes every {minutes} min, modelled (end-of-day cost of one job's reports per refresh, "
+              f"plus the 5-minute increment's excess per 5 minutes): {day:.0f} CPU-s = {day / full:.1f}x the full day")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ class PartitionCommit:
     def __init__(self, lake: Lake):
         self.lake = lake
         self.pending: list[tuple[str, str]] = []  # (hidden temporary path, final path), store-relative
-        self.replaced: list[tuple[str, str, Callable[[str], bool]]] = []  # (table, day, name test), see replace_matching
+        # (table, day, which names), see replace_matching
+        self.replaced: list[tuple[str, str, Callable[[str], bool]]] = []
 
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data",

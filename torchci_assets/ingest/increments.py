@@ -12,9 +12,9 @@ A table's day partition is a set of immutable Parquet part files. A run either
   `ci_result`, `ci_callback_minutes`).
 
 A part's name is never reused for different content except by a rewrite, and every rewrite
-starts a new `generation` of the table. So a reader that aggregated parts A of generation G before, and now
-finds generation G with parts A + B, may aggregate B alone and merge; any other generation means
-start again. `partition_parts` is the one way to ask; the rest of this module is how the ingest
+starts a new `generation` of the table. So a reader that aggregated parts A of generation G
+before, and now finds generation G with parts A + B, may aggregate B alone and merge; any other
+generation means start again. `partition_parts` is the one way to ask; the rest of this module is how the ingest
 keeps the `_manifest.json` it reads (hidden from readers, who glob `*.parquet`).
 
 The manifest of an ingest (`<primary table>/day=D/_manifest.json`) also records which archive

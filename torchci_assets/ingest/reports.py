@@ -289,7 +289,8 @@ def _stage_files(archive: Store, listing: list, tmp: str, report: IngestReport, 
 
     def refused(row: dict, problem: str) -> None:
         source, entry = sources[row["seq"]]
-        report.rejects[source].append(Reject(source, entry.path, f"test {str(row.get('name'))[:200]!r}: {problem}", None))
+        reason = f"test {str(row.get('name'))[:200]!r}: {problem}"
+        report.rejects[source].append(Reject(source, entry.path, reason, None))
 
     stage = _Stage(os.path.join(tmp, "stage.parquet"), refused)
     try:
