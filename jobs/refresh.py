@@ -50,7 +50,7 @@ import dagster as dg
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
 from resources.configured import ArchiveResource
-from torchci_assets.derived.results.increments import REFRESH_ARCHIVE, REFRESH_TAG
+from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
 
@@ -86,7 +86,7 @@ REFRESH_SELECTION = (dg.AssetSelection.groups("ingest") | dg.AssetSelection.asse
 archive_refresh_job = dg.define_asset_job(
     "archive_refresh",
     selection=REFRESH_SELECTION,
-    tags={REFRESH_TAG: REFRESH_ARCHIVE},
+    tags={REFRESH_TAG: REFRESH_VALUE},
     # One process for the whole run: a process per step would spend more time starting Python
     # than most steps take. The UI still shows each step and its timing.
     executor_def=dg.in_process_executor,

@@ -207,3 +207,31 @@ def test_plan_reads_the_parts_alone():
     assert increments.plan(None, {"test_run/day=D/a.parquet": 10}, True).mode == "recompute"
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, False).mode == "recompute"
     assert increments.Record.from_json(rec.to_json()) == rec
+    # the ingest's manifest names a generation, changed at every rewrite of the partition
+    gen = increments.Record({"test_run/day=D/a.parquet": 10}, "0", "g1")
+    grown = {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}
+    assert increments.plan(gen, grown, True, "g1").mode == "append"
+    rewritten = increments.plan(gen, grown, True, "g2")
+    assert rewritten.mode == "recompute" and "generation" in rewritten.reason
+    assert increments.Record.from_json(gen.to_json()) == gen
+
+
+def test_the_ingests_own_parts_are_added_as_they_land(tmp_path):
+    """With the real ingest: reports of new jobs ingested by a refresh become a new test_run part,
+    which the aggregates add; the result equals the day aggregated at once."""
+    from resources.storage import Store
+    from torchci_assets.ingest.reports import ingest_test_run_day
+    from torchci_assets.simulate.landing import land_flaky_test
+
+    archive = Store(str(tmp_path / "archive"))
+    webhooks(tmp_path, D, job_hooks(range(1, 13)))
+    jobs = {job: (1000 + job, 1 + job % 2, job) for job in range(1, 13)}
+    land_flaky_test(archive, D, [jobs[j] for j in range(1, 7)], "test_ops", "TestOps", "test_early")
+    ingest_test_run_day(archive, lake(tmp_path), D, incremental=True)
+    assert refresh(tmp_path).mode == "recompute"  # the first refresh of the day
+    land_flaky_test(archive, D, [jobs[j] for j in range(7, 13)], "test_ops", "TestOps", "test_late")
+    ingest_test_run_day(archive, lake(tmp_path), D, incremental=True)
+    assert len(lake(tmp_path).files("test_run", [D])) == 2  # the ingest added a part
+    built = refresh(tmp_path)
+    assert (built.mode, built.parts_added) == ("append", 1)
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")

@@ -8,9 +8,9 @@ import dagster as dg
 
 from resources.configured import LakeResource
 from torchci_assets.checks import check_spec
-from torchci_assets.derived.results.increments import REFRESH_ARCHIVE, REFRESH_TAG
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
                                                   build_test_results, build_test_time_daily, daily_stats_totals)
+from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 
@@ -88,7 +88,7 @@ def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResourc
     refresh it adds only the test_run parts it has not counted yet to its previous result."""
     day = context.partition_key
     lk = lake.lake()
-    built = build_test_daily_stats(lk, day, incremental=context.run.tags.get(REFRESH_TAG) == REFRESH_ARCHIVE)
+    built = build_test_daily_stats(lk, day, incremental=is_refresh(context.run.tags))
     for table, n in built.rows.items():
         yield dg.MaterializeResult(asset_key=table, metadata={
             "rows": n, "path": lk.store.display(lk.partition_path(table, day)),

@@ -34,10 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake
+from torchci_assets.ingest.increments import partition_parts
 
-# Runs requested by the intra-day refresh carry this tag (`jobs.refresh`); only they add increments.
-REFRESH_TAG = "torchci/refresh"
-REFRESH_ARCHIVE = "archive"
 RECORD_NAME = "_parts.json"  # a leading '_': listings of the lake's Parquet parts skip it
 RECORD_TABLE = "test_daily_stats"
 SOURCE_TABLE = "test_run"
@@ -46,18 +44,22 @@ JOB_KEY = ["workflow_id", "workflow_run_attempt", "job_id"]
 
 @dataclass(frozen=True)
 class Record:
-    """What the aggregates of a day counted: test_run parts (name -> bytes) and the jobs' digest."""
+    """What the aggregates of a day counted: test_run parts (name -> bytes), the partition's
+    generation (the ingest's manifest changes it at every rewrite; None without one) and the
+    jobs' digest."""
 
     parts: dict[str, int]
     jobs_digest: str
+    generation: str | None = None
 
     def to_json(self) -> bytes:
-        return json.dumps({"parts": self.parts, "jobs_digest": self.jobs_digest}, sort_keys=True).encode()
+        return json.dumps({"parts": self.parts, "jobs_digest": self.jobs_digest, "generation": self.generation},
+                          sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "Record":
         raw = json.loads(data)
-        return cls({str(k): int(v) for k, v in raw["parts"].items()}, str(raw["jobs_digest"]))
+        return cls({str(k): int(v) for k, v in raw["parts"].items()}, str(raw["jobs_digest"]), raw.get("generation"))
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,10 @@ def record_path(day: str) -> str:
     return f"{RECORD_TABLE}/day={day}/{RECORD_NAME}"
 
 
-def source_parts(lake: Lake, day: str) -> dict[str, int]:
-    """The day's test_run parts: path in the lake -> size in bytes."""
+def source_parts(lake: Lake, day: str) -> tuple[dict[str, int], str | None]:
+    """The day's test_run parts (path in the lake -> size in bytes) and their generation."""
     entries = lake.store.list_files(f"{SOURCE_TABLE}/day={day}", (".parquet",))
-    return {e.path: e.size for e in entries if not e.refused}
+    return {e.path: e.size for e in entries if not e.refused}, partition_parts(lake, SOURCE_TABLE, day).generation
 
 
 def read_record(lake: Lake, day: str) -> Record | None:
@@ -96,12 +98,14 @@ def drop_record(lake: Lake, day: str) -> None:
     lake.store.delete(record_path(day))
 
 
-def plan(previous: Record | None, parts: dict[str, int], incremental: bool) -> Plan:
+def plan(previous: Record | None, parts: dict[str, int], incremental: bool, generation: str | None = None) -> Plan:
     """Append, nothing to do, or recompute, from the parts alone (the jobs' digest is checked after)."""
     if not incremental:
         return Plan("recompute", "not an intra-day refresh: the whole day is aggregated", [])
     if previous is None:
         return Plan("recompute", "no record of what the previous result counted", [])
+    if previous.generation != generation:
+        return Plan("recompute", "the test_run partition was rewritten since (a new generation)", [])
     gone = sorted(p for p, size in previous.parts.items() if parts.get(p) != size)
     if gone:
         return Plan("recompute", f"{len(gone)} test_run part(s) counted before were rewritten or removed "

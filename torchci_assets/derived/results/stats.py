@@ -140,9 +140,9 @@ class DailyStats:
 def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> DailyStats:
     """Write the day's test_daily_stats and test_sha_outcomes; in an intra-day refresh
     (`incremental`) by adding the test_run parts not counted yet, when that is an append."""
-    parts = increments.source_parts(lake, day)
+    parts, generation = increments.source_parts(lake, day)
     previous = increments.read_record(lake, day)
-    plan = increments.plan(previous, parts, incremental)
+    plan = increments.plan(previous, parts, incremental, generation)
     con = connect()
     try:
         _require(con, lake, "test_results", [day], name="all_results")
@@ -157,7 +157,7 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
             return DailyStats(_stats_rows(con, lake, day), plan.mode, plan.reason)
         con.register("new_jobs", fresh)
         tables = _appended(con, lake, day) if plan.mode == "append" else _recomputed(con)
-        record = increments.Record(parts, _digest(con, increments.new_jobs(lake, [])))
+        record = increments.Record(parts, _digest(con, increments.new_jobs(lake, [])), generation)
         return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(plan.new_parts))
     finally:
         con.close()
