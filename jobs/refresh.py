@@ -55,9 +55,10 @@ from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
 
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
-# A refresh costs what landed plus a fixed part (the run's process and Dagster's events, a few
-# CPU-seconds), so a minute keeps landing -> disabled list, HUD and Dr. CI within the targets
-# (p50 90 s, p95 3 min; `make bench-freshness`) for a few CPU-seconds a minute.
+# A minute keeps landing -> disabled list, HUD and Dr. CI within p50 90 s and p95 3 min
+# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part (the run's
+# process, Dagster's events, the steps that still read the whole day: ~25 CPU-s on a
+# PyTorch-sized day), and refreshes run back to back when a run outlasts the minute.
 DEFAULT_REFRESH_MINUTES = 1.0
 # How often the sensor lists the archive: half the interval, so a refresh starts within 30 s of
 # its interval ending; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
