@@ -69,6 +69,8 @@ def _job_item(head: Head, v: Verdict) -> str:
                  f" on {v.sighting.sha[:10]})")
     elif v.cls == INFRA and v.evidence:
         line += f" ({v.evidence})"
+    elif v.cls == UNSTABLE and v.evidence:
+        line += f" ([{v.evidence}]({v.issue}))" if v.issue else f" ({v.evidence})"
     if j.from_rest:
         line += " (state read from the REST API: its webhook was lost; log not classified yet)"
     detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].message}" if j.tests else "")
