@@ -11,7 +11,9 @@ last day's.
 The planted UNSTABLE issues (`unstable_issues` in the truth) are published as
 `stats/unstable-jobs.json` in the outputs the way the flakiness domain publishes the open issues
 it reads back from GitHub (`condense_jobs`; every planted author has write access), and Dr. CI
-reads that file as the asset does. Not scored, and counted apart: jobs of the first day, and jobs
+reads that file as the asset does. A second matrix classifies the same jobs without that file
+and scores them against each job's `cause` (the class it has beneath its UNSTABLE mark), so the
+jobs the marks take do not hide how the other classes fare. Not scored, and counted apart: jobs of the first day, and jobs
 whose pull request branched off a main commit pushed before the archive begins (no lake could
 know how that commit failed).
 
@@ -38,7 +40,7 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.drci.build import build_comments
-from torchci_assets.derived.drci.classify import CLASSES, Verdict
+from torchci_assets.derived.drci.classify import CLASSES, UNSTABLE, Verdict
 from torchci_assets.derived.drci.inputs import load_unstable
 from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX, condense_jobs
 from torchci_assets.derived.flakiness.lists import dumps
@@ -68,12 +70,11 @@ def publish_unstable(truth: dict, outputs: Store) -> None:
     outputs.write_bytes(UNSTABLE_JOBS_PATH, dumps(doc))
 
 
-def verdicts_by_job(lake: Lake, outputs: Store) -> dict[int, Verdict]:
+def verdicts_by_job(lake: Lake, unstable: dict[str, list]) -> dict[int, Verdict]:
     """job id -> Dr. CI's verdict on the last day that shows the job. The first simulated day is
     left out: its pull requests branch off main commits pushed before the archive begins, whose
     failures no lake could know."""
     github = GitHubResource(api_url="http://127.0.0.1:9")  # no credentials: nothing is sent
-    unstable = load_unstable(outputs, print)
     out: dict[int, Verdict] = {}
     for day in lake.days("pr_jobs")[1:]:
         report = build_comments(lake, github, day, "pytorch/pytorch", unstable=unstable)
@@ -84,7 +85,9 @@ def verdicts_by_job(lake: Lake, outputs: Store) -> dict[int, Verdict]:
     return out
 
 
-def score(truth: dict, verdicts: dict[int, Verdict]) -> tuple[Counter, dict]:
+def score(truth: dict, verdicts: dict[int, Verdict], field: str = "class") -> tuple[Counter, dict]:
+    """The confusion matrix of `field` (the truth's class, or its cause beneath an UNSTABLE mark)
+    against the verdicts, and the counts around it."""
     last = {}
     for rec in truth["pr_failed_jobs"]:
         if rec["job_id"] not in last or rec["run_attempt"] >= last[rec["job_id"]]["run_attempt"]:
@@ -92,25 +95,43 @@ def score(truth: dict, verdicts: dict[int, Verdict]) -> tuple[Counter, dict]:
     archived = {c["sha"] for c in truth["main_commits"]}
     before = {j for j, rec in last.items() if j in verdicts and rec.get("merge_base", "") not in archived}
     scored = {j: rec for j, rec in last.items() if j in verdicts and j not in before}
-    matrix: Counter = Counter((rec["class"], verdicts[j].cls) for j, rec in scored.items())
+    matrix: Counter = Counter((rec[field], verdicts[j].cls) for j, rec in scored.items())
     flaky_elsewhere = Counter(verdicts[j].cls for j, rec in scored.items() if rec["flaky_elsewhere"])
     extra = {"jobs_scored": sum(matrix.values()), "truth_jobs": len(last), "merge_base_before_archive": len(before),
-             "not_classified": sum(1 for j in last if j not in verdicts),
-             "verdicts_without_truth": sum(1 for j in verdicts if j not in last),
              "flaky_elsewhere": dict(flaky_elsewhere),
-             "wrong": [(rec, verdicts[j]) for j, rec in sorted(scored.items()) if rec["class"] != verdicts[j].cls]}
+             "wrong": [(rec, verdicts[j]) for j, rec in sorted(scored.items()) if rec[field] != verdicts[j].cls]}
     return matrix, extra
 
 
-def explain(wrong: list[tuple[dict, Verdict]]) -> None:
+def explain(wrong: list[tuple[dict, Verdict]], field: str) -> None:
     for rec, v in wrong:
         j = v.job
-        print(f"  PR {rec['pr']} job {rec['job_id']} {rec['workflow']} / {rec['name']}: truth {rec['class']}, "
+        print(f"  PR {rec['pr']} job {rec['job_id']} {rec['workflow']} / {rec['name']}: truth {rec[field]}, "
               f"Dr. CI {v.cls} ({v.evidence or 'no evidence'})")
         for t in j.tests:
             print(f"      {t.key}: {t.message}")
         if not j.tests and j.failure_line:
             print(f"      log: {j.failure_line}")
+
+
+def report(title: str, matrix: Counter, extra: dict, field: str, explaining: bool) -> bool:
+    """Print one confusion matrix and its targets; whether the targets are met."""
+    classes = [c for c in CLASSES if field == "class" or c != UNSTABLE]
+    width = max(len(c) for c in CLASSES) + 2
+    print(title)
+    print("truth \\ Dr. CI".ljust(16) + "".join(c.rjust(width) for c in classes))
+    for t in classes:
+        print(t.ljust(16) + "".join(str(matrix[(t, v)]).rjust(width) for v in classes))
+    correct = sum(matrix[(c, c)] for c in classes)
+    print(f"accuracy {correct}/{extra['jobs_scored']} = {correct / max(1, extra['jobs_scored']):.3f}")
+    if explaining:
+        explain(extra["wrong"], field)
+    new_as_unrelated = matrix[("NEW", "FLAKY")] + matrix[("NEW", "BROKEN TRUNK")]
+    print(f"planted new failures called FLAKY or BROKEN TRUNK: {new_as_unrelated} (target 0) "
+          f"[{'met' if new_as_unrelated == 0 else 'NOT met'}]")
+    print(f"PR-broken tests flaky elsewhere (another message): {extra['flaky_elsewhere']} (target: no FLAKY) "
+          f"[{'met' if not extra['flaky_elsewhere'].get('FLAKY') else 'NOT met'}]")
+    return new_as_unrelated == 0 and not extra["flaky_elsewhere"].get("FLAKY")
 
 
 def main(argv: list[str]) -> int:
@@ -123,26 +144,18 @@ def main(argv: list[str]) -> int:
     work = args.work / f"seed{args.seed}-days{args.days}"
     t0 = time.perf_counter()
     truth = simulate_and_run(work, args.seed, args.days)
-    matrix, extra = score(truth, verdicts_by_job(Lake.at(str(work / "lake")), Store(str(work / "outputs"))))
+    lake = Lake.at(str(work / "lake"))
+    matrix, extra = score(truth, verdicts_by_job(lake, load_unstable(Store(str(work / "outputs")), print)))
     print(f"Dr. CI on seed {args.seed}, {args.days} simulated days ({time.perf_counter() - t0:.0f} s): "
           f"{extra['jobs_scored']} failed PR jobs scored of {extra['truth_jobs']} planted (not scored: "
           f"{extra['merge_base_before_archive']} whose PR branched off main before the archive; the others on "
           f"the first day, or not a head's latest attempt); "
           f"{len(truth.get('unstable_issues', []))} open UNSTABLE issues planted")
-    width = max(len(c) for c in CLASSES) + 2
-    print("truth \\ Dr. CI".ljust(16) + "".join(c.rjust(width) for c in CLASSES))
-    for t in CLASSES:
-        print(t.ljust(16) + "".join(str(matrix[(t, v)]).rjust(width) for v in CLASSES))
-    correct = sum(matrix[(c, c)] for c in CLASSES)
-    print(f"accuracy {correct}/{extra['jobs_scored']} = {correct / max(1, extra['jobs_scored']):.3f}")
-    if args.explain:
-        explain(extra["wrong"])
-    new_as_unrelated = matrix[("NEW", "FLAKY")] + matrix[("NEW", "BROKEN TRUNK")]
-    print(f"planted new failures called FLAKY or BROKEN TRUNK: {new_as_unrelated} (target 0) "
-          f"[{'met' if new_as_unrelated == 0 else 'NOT met'}]")
-    print(f"PR-broken tests flaky elsewhere (another message): {extra['flaky_elsewhere']} (target: no FLAKY) "
-          f"[{'met' if not extra['flaky_elsewhere'].get('FLAKY') else 'NOT met'}]")
-    return 0 if new_as_unrelated == 0 and not extra["flaky_elsewhere"].get("FLAKY") else 1
+    ok = report("the comment's classes:", matrix, extra, "class", args.explain)
+    beneath, extra = score(truth, verdicts_by_job(lake, {}), "cause")
+    ok = report("beneath the UNSTABLE marks (the same jobs classified without unstable-jobs.json, against "
+                "each job's cause):", beneath, extra, "cause", args.explain) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

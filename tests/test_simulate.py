@@ -372,6 +372,7 @@ def test_unstable_issues_mark_pr_jobs_and_every_failed_one_is_unstable_in_the_tr
             env == env_mark["build_env"]
             or (env == config_mark["build_env"] and rest.startswith(f"test ({config_mark['test_config']},")))
         assert (rec["class"] == "UNSTABLE") == marked, rec
+        assert rec["cause"] in ("NEW", "BROKEN TRUNK", "FLAKY", "INFRA") and (marked or rec["cause"] == rec["class"])
         seen[marked] += 1
         assert re.fullmatch(r"[0-9a-f]{40}", rec["merge_base"])
         assert [w for w in jobs[rec["job_id"]] if w["status"] == "completed"][0]["conclusion"] in ("failure", "cancelled")

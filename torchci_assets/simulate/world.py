@@ -629,32 +629,32 @@ def _commit_truth(c: Commit, pushed: int, jobs: list[Job], broken: list[Breakage
 
 
 def _pr_job_truth(run: RunAttempt, job: Job, unstable: tuple[UnstableJob, ...] = ()) -> dict:
-    """What a failed PR job's failure is, as Dr. CI should class it: a job marked unstable by an
-    open issue (whatever its failure, as PyTorch's Dr. CI puts it first), the PR's own (a build or
-    lint failure, or a test the PR broke), the infrastructure's, the broken main's it branched
-    from, or a flaky test's (one planted flaky, or failing on one platform at a rate below 1: both
-    strike intermittently, on main too, and rebasing does not make them go away); `flaky_elsewhere`
-    marks a PR-broken test that is flaky on other commits; `merge_base` is the main commit the PR
-    branched from (a scorer cannot expect a verdict about main before the archive)."""
+    """What a failed PR job's failure is, as Dr. CI should class it (`class`): UNSTABLE for a job
+    marked by an open issue, whatever broke it (PyTorch's Dr. CI puts that first), else its `cause`:
+    the PR's own (NEW: a build or lint failure, or a test the PR broke), the infrastructure's, the
+    broken main's it branched from, or a flaky test's (one planted flaky, or failing on one platform
+    at a rate below 1: both strike intermittently, on main too, and rebasing does not make them go
+    away). `cause` is kept for marked jobs too, so a scorer can check the classes beneath the marks;
+    `flaky_elsewhere` marks a PR-broken test that is flaky on other commits; `merge_base` is the main
+    commit the PR branched from (a scorer cannot expect a verdict about main before the archive)."""
     failing = [o for o in job.outcomes.values() if o.tries[-1]]
     kinds = {o.kind for o in failing}
-    if any(u.marks(run.workflow, job.cfg, job.kind) for u in unstable):
-        cls = "UNSTABLE"
-    elif job.infra:
-        cls = "INFRA"
+    if job.infra:
+        cause = "INFRA"
     elif job.kind != "test" or "pr" in kinds:
-        cls = "NEW"
+        cause = "NEW"
     elif "broken" in kinds:
-        cls = "BROKEN TRUNK"
+        cause = "BROKEN TRUNK"
     elif kinds:
-        cls = "FLAKY"
+        cause = "FLAKY"
     else:
-        cls = "NEW"
+        cause = "NEW"
+    marked = any(u.marks(run.workflow, job.cfg, job.kind) for u in unstable)
     return {"pr": run.pr_numbers[0] if run.pr_numbers else None, "head_sha": run.head_sha,
             "merge_base": run.head_commit.get("base_sha"), "job_id": job.id,
             "run_id": run.run_id, "run_attempt": run.attempt, "workflow": run.workflow, "name": job.name,
-            "class": cls, "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE)
-                                                 for o in failing)}
+            "class": "UNSTABLE" if marked else cause, "cause": cause,
+            "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE) for o in failing)}
 
 
 def _report_state(job: Job) -> str:
