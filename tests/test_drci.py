@@ -263,6 +263,21 @@ def test_comment_header_counts_and_markers():
     assert "`TestOps.test_add (test_ops.py): RuntimeError: x`" in body  # no log line: the first failing test
 
 
+def test_an_unstable_job_links_its_issue_and_a_url_that_could_break_the_comment_is_not_linked():
+    job = failing_job(name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)")
+    entry = ["a-maintainer", "170001", "https://github.com/pytorch/pytorch/issues/170001", "pull", "x", ""]
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11": entry})
+    body = render(head(), [v], pending=0)
+    assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)" in body
+    assert "([UNSTABLE pull / linux-jammy-py3.10-gcc11](https://github.com/pytorch/pytorch/issues/170001))" in body
+    hostile = ["a", "1", "https://evil.example/x) [click](javascript:alert(1)", "pull", "x", ""]
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11 / test [": hostile})
+    assert v.cls == c.NEW  # "... / test [" is no prefix of "... / test (default)"
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11": hostile})
+    item = next(line for line in render(head(), [v], pending=0).splitlines() if line.startswith("* ["))
+    assert item.endswith("(UNSTABLE pull / linux-jammy-py3.10-gcc11)") and "evil" not in item
+
+
 def test_comment_without_failures_and_with_an_estimated_merge_base():
     body = render(head(merge_base_note=NO_CREDENTIALS), [], pending=0)
     assert "## :white_check_mark: No Failures\n" in body
