@@ -112,13 +112,18 @@ def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
 def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     outputs = Store(str(tmp_path / "outputs"))
-    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]]}))
-    lake = lake_with(tmp_path, clean(FIXED, "linux"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]],
+                                                    HALF: ["local-2", "", ["linux", "win"]]}))
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(HALF, "linux") + [rerun(HALF, "win", 2, "failed")])
     logs = []
     result = run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-1", REPO,
                            DisabledIssuesConfig(enabled=True), "test config", log=logs.append).reenabling
-    assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [(FIXED, "dry_run")]
-    assert any(m.startswith(f"DRY RUN: would close the DISABLED issue of {FIXED}") for m in logs)
+    assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [
+        (FIXED, "dry_run"), (HALF, "dry_run")]
+    assert logs == [f"DRY RUN: {r['detail']}" for r in result.rows]  # the ledger says what the log says
+    assert logs[0].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {FIXED} and close it")
+    assert logs[1].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {HALF} and narrow "
+                              "its Platforms line to win (clean on linux)")
 
 
 @pytest.mark.parametrize("disabled_on, runs, action", [

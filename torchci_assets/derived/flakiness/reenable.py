@@ -111,6 +111,18 @@ def evidence_table(runs: dict[str, PlatformRuns]) -> str:
     return "\n".join(["| platform | rerun jobs | days | green | red |", "|---|---:|---:|---:|---:|", *rows])
 
 
+def dry_run_plan(d: Decision, runs: dict[str, PlatformRuns]) -> str:
+    """What `act` would do for `d`, in words: each write it would make."""
+    issue = f"the DISABLED issue of {d.test}"
+    if d.action == "close":
+        return f"would comment its rerun evidence on {issue} and close it (clean on {', '.join(d.dropped) or 'every platform that reran it'})"
+    if d.action == "narrow":
+        return (f"would comment its rerun evidence on {issue} and narrow its Platforms line to {', '.join(d.keep)} "
+                f"(clean on {', '.join(d.dropped)})")
+    red = sorted(p for p, r in runs.items() if r.red)
+    return f"would comment its rerun evidence on {issue} (still failing reruns on {', '.join(red)}), once a day"
+
+
 @dataclass
 class Reenabling:
     decisions: list[Decision] = field(default_factory=list)
@@ -157,8 +169,9 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             continue
         out.decisions.append(d)
         if not live:
-            log(f"DRY RUN: would {d.action} the DISABLED issue of {test} ({', '.join(d.dropped) or 'evidence'})")
-            out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, f"would {d.action}"))
+            plan = dry_run_plan(d, runs)
+            log(f"DRY RUN: {plan}")
+            out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, plan))
             continue
         try:
             detail = act(github, repo, issues[test], d, runs, day)
