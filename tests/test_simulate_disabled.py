@@ -16,6 +16,7 @@ from torchci_assets.derived.results import assets as results
 from torchci_assets.ingest import assets as ingest
 from torchci_assets.ingest.jobnames import parse_job_name
 from torchci_assets.simulate.disabled import BURST_SIZE, ENABLED_MESSAGE, MAX_NUM_RETRIES, RERUN_MODE
+from torchci_assets.simulate.cli import main
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options, World
 
@@ -85,3 +86,13 @@ def test_reports_are_ingested_and_counted_as_the_reenabling_counts_them(tmp_path
         assert all(r.red == 0 and r.green > 0 for r in runs.values()) and sum(r.jobs for r in runs.values()) >= 2
     assert sum(r.red for t in fixed_after for r in evidence[t].values()) > 0
     assert not any(t["kind"] == "burst" and t["test"] in evidence for t in truth["tests"])
+
+
+def test_the_cli_flag_starts_the_lifecycle_on_the_first_day(tmp_path):
+    assert main(["--out", str(tmp_path), "--days", "1", "--start", D1.isoformat(), "--configs", "3",
+                 "--test-files", "10", "--prs-per-day", "1", "--commits-per-day", "2", "--backends", "1",
+                 "--disabled-lifecycle"]) == 0
+    truth = json.loads((tmp_path / "ground-truth.json").read_text())
+    assert truth["generator"]["options"]["lifecycle_from"] == D1.isoformat()
+    fixed = [t for t in truth["disabled_lifecycle"]["tests"] if t["kind"] == "fixed"]
+    assert fixed and all(t["start"] is None and t["fixed"] > D1.isoformat() for t in fixed)
