@@ -17,7 +17,7 @@ Scored, over every seed:
   published disabled list names;
 - issues filed twice (two issues with one title, target 0).
 
-Run as part of `make eval` (python bench/eval_lifecycle.py [--seeds 1 2] [--days 30] [--work DIR]).
+Run as part of `make eval` (python bench/eval_lifecycle.py [--seeds 1 2 3] [--days 30] [--work DIR]).
 Simulated archives are kept under --work and reused when their options match.
 """
 
@@ -217,7 +217,7 @@ def report(results: dict[int, dict], n_days: int) -> None:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--days", type=int, default=30, help=f"simulated days (at least {2 * WINDOW_DAYS})")
     ap.add_argument("--work", type=Path, default=Path("var/eval-lifecycle"))
     args = ap.parse_args(argv)

@@ -435,7 +435,7 @@ def built_lifecycle(tmp_path_factory):
     h = History([*BURST, "test_fixed", "test_still"])
     for i in range(40):
         h.run(i, LINUX, {BURST[i % 6]: "flake"} if i < 24 else None)
-    for i in (2, 26, 30):
+    for i in range(2, 24 * 7, 24):  # a rerun job a day for a week
         h.run(i, RERUN, {"test_still": "fail"} if i == 26 else None)
     root = tmp_path_factory.mktemp("lifecycle")
     lake = Lake.at(str(root / "lake"))
