@@ -66,7 +66,8 @@ def test_the_published_list_is_read_and_none_published_is_none(tmp_path):
     store = Store(str(tmp_path))
     assert load_unstable_jobs(store) == []
     entry = ["huydhn", "1", "https://github.com/pytorch/pytorch/issues/1", "pull", "linux-jammy-py3.10-gcc11", ""]
-    store.write_bytes(UNSTABLE_JOBS_PATH, json.dumps({"pull / linux-jammy-py3.10-gcc11": entry}).encode())
+    bare = ["a-writer", "2", "https://github.com/pytorch/pytorch/issues/2", "", "", ""]  # a title of just UNSTABLE
+    store.write_bytes(UNSTABLE_JOBS_PATH, json.dumps({"pull / linux-jammy-py3.10-gcc11": entry, "": bare}).encode())
     assert load_unstable_jobs(store) == ["pull / linux-jammy-py3.10-gcc11"]
 
 

@@ -27,10 +27,12 @@ _JOB_NAME = re.compile(r"^(.*) \(([^,]*),.*\)")
 
 
 def load_unstable_jobs(outputs: Store) -> list[str]:
-    """The jobs of the published unstable-jobs.json (none when nothing is published)."""
+    """The jobs of the published unstable-jobs.json (none when nothing is published). An empty job
+    name (an issue titled just `UNSTABLE`, which PyTorch's list keeps) is left out: its title is in
+    every job's, and would make every job unstable; Dr. CI leaves it out too."""
     if not outputs.exists(UNSTABLE_JOBS_PATH):
         return []
-    return sorted(json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH)))
+    return sorted(job for job in json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH)) if job.strip())
 
 
 def transform_job_name(name: str) -> str:
