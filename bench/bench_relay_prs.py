@@ -14,18 +14,20 @@ reads from TORCHCI_OIDC_JWKS_URL. The allowlist has one L2 and one L4 downstream
 dispatch to the L4 one, the bench plays its workflow: an `in_progress` callback, then a
 `completed` one a second later, echoing the dispatch's client_payload as report_callback.py does.
 
-Where the time goes is read from the Dagster instance: delivery -> the sensor's run request
-(receiver roll + sensor tick), run created -> run started (queue and process launch), run
-started -> GitHub call (the run's own work).
+Where the time goes: acknowledged -> in the archive (the receiver's roll: the archive file's
+time), archive -> the start of the sensor tick that acted (waiting for the tick, from the
+instance's tick history and the ledgers' materializations, which each tick writes), tick
+start -> GitHub's receipt (the tick's own work); and how far apart the sensors' ticks were.
 
-Run as `make bench-relay-latency` (with the push benchmark). Servers use ports 3400-3499 on
-127.0.0.1 only; everything started is stopped and ./var/bench-relay-prs removed at the end.
+Run as `make bench-relay-latency` (with the push benchmark). Servers use ports 3400-3499 (or
+BENCH_PORTS=first-last) on 127.0.0.1 only; everything started is stopped and
+./var/bench-relay-prs removed at the end.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
+import gzip
 import hashlib
 import hmac
 import http.server
@@ -34,9 +36,7 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -44,14 +44,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from bench_relay_latency import listening, port_in_range, wait_for
 from bench_serve import AUDIENCE, ISSUER, Issuer, b64url, serve_jwks
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
+from relay_servers import fresh_instance, port_in_range, sensor_cursors, start, stop, wait_for, wait_until_up
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench-relay-prs"
-BIN = Path(sys.executable).parent
 SECRET = b"bench-secret"
 EVENTS = 50
 TARGET_P95_S = 15.0
@@ -147,34 +146,6 @@ def p95(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, int(0.95 * len(xs)))]
 
 
-def start(env: dict, ports: set[int]) -> tuple[dict, dict, int, int]:
-    ui_port, serve_port = port_in_range(ports), port_in_range(ports)
-    logs = {name: open(WORK / f"{name}.log", "wb") for name in ("dev", "serve")}
-    procs = {
-        "dev": subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-                                 "-p", str(ui_port)], cwd=ROOT, env=env, stdout=logs["dev"], stderr=logs["dev"],
-                                start_new_session=True),
-        "serve": subprocess.Popen([str(BIN / "torchci"), "serve", "--port", str(serve_port)], cwd=ROOT, env=env,
-                                  stdout=logs["serve"], stderr=logs["serve"], start_new_session=True),
-    }
-    return procs, logs, ui_port, serve_port
-
-
-def stop(procs: dict, logs: dict) -> None:
-    """TERM to each process group this script started (dagster dev's code servers included)."""
-    for proc in procs.values():
-        os.killpg(proc.pid, signal.SIGTERM)
-    for name, proc in procs.items():
-        try:
-            proc.wait(90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever of its session is left
-        logs[name].close()
-
-
 def play_downstream(serve_port: int, issuer: Issuer, completed_acks: dict, errors: list):
     """For each L4 dispatch: in_progress, then completed a second later (in their own threads)."""
     runs = iter(range(50_000, 10**9))
@@ -193,28 +164,67 @@ def play_downstream(serve_port: int, issuer: Issuer, completed_acks: dict, error
     return lambda cp: threading.Thread(target=job, args=(cp,), daemon=True).start()
 
 
-def breakdown(instance, job_name: str, op: str, acks: dict[str, float], key_of) -> dict:
-    """Medians and p95 of: ack -> run created, created -> started, started -> ended, over the
-    events of `acks` (a run carries a tick's events in its config; `key_of` names an event)."""
-    from dagster import RunsFilter
-
-    parts: dict[str, list[float]] = {"ack -> run created": [], "created -> started": [], "started -> ended": []}
-    for record in instance.get_run_records(RunsFilter(job_name=job_name)):
-        items = json.loads(record.dagster_run.run_config["ops"][op]["config"]["events_json"])
-        created = record.create_timestamp.timestamp()
-        for key in filter(None, map(key_of, items)):
-            if key not in acks:
-                continue
-            parts["ack -> run created"].append(created - acks[key])
-            if record.start_time and record.end_time:
-                parts["created -> started"].append(record.start_time - created)
-                parts["started -> ended"].append(record.end_time - record.start_time)
-    return {k: f"p50 {statistics.median(v):.1f}s p95 {p95(v):.1f}s" for k, v in parts.items() if v}
+def rolled_at(stream: str, key_of) -> dict[str, float]:
+    """When each record reached the archive (its file's modification time), by `key_of(record)`."""
+    out: dict[str, float] = {}
+    for path in (WORK / "archive" / stream).glob("day=*/*.jsonl.gz"):
+        with gzip.open(path, "rt") as lines:
+            for line in lines:
+                key = key_of(json.loads(line))
+                if key:
+                    out.setdefault(key, path.stat().st_mtime)
+    return out
 
 
-def completed_head(record: dict) -> str | None:
-    body = record["untrusted"]["callback_payload"]
-    if body["workflow"]["status"] != "completed":
+def ticks_of(instance, sensor: str) -> list:
+    state = next(s for s in instance.all_instigator_state() if s.name == sensor)
+    return sorted(instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10_000),
+                  key=lambda t: t.timestamp)
+
+
+def acted_in(instance, table: str, sensor: str, event_of) -> dict[str, tuple[float, float]]:
+    """Event -> (start, end) of the sensor tick that wrote it, from the ledger's materializations
+    (a tick's asset events are stored when it ends)."""
+    from dagster import AssetKey
+
+    ticks = ticks_of(instance, sensor)
+    out: dict[str, tuple[float, float]] = {}
+    for record in instance.fetch_materializations(AssetKey(table), limit=10_000).records:
+        meta = record.asset_materialization.metadata
+        if getattr(meta.get("written_by"), "value", None) != sensor:
+            continue
+        tick = max((t for t in ticks if t.timestamp <= record.timestamp), key=lambda t: t.timestamp, default=None)
+        for name in meta["outcomes"].data:
+            if tick is not None and event_of(name):
+                out[event_of(name)] = (tick.timestamp, record.timestamp)
+    return out
+
+
+def breakdown(acks: dict[str, float], rolled: dict[str, float], ticks: dict[str, tuple[float, float]],
+              github: dict[str, float]) -> dict[str, str]:
+    """p50 and p95 of each stage: the receiver's roll into the archive, waiting for the sensor's
+    next tick, and the tick's own work up to GitHub's receipt."""
+    parts: dict[str, list[float]] = {"ack -> in the archive": [], "archive -> tick started": [],
+                                     "tick started -> GitHub received": []}
+    for key, ack in acks.items():
+        if key in rolled and key in ticks and key in github:
+            parts["ack -> in the archive"].append(rolled[key] - ack)
+            parts["archive -> tick started"].append(ticks[key][0] - rolled[key])
+            parts["tick started -> GitHub received"].append(github[key] - ticks[key][0])
+    out = {k: f"p50 {statistics.median(v):.1f}s p95 {p95(v):.1f}s" for k, v in parts.items() if v}
+    out["events acted on by a tick"] = f"{len(parts['ack -> in the archive'])} of {len(acks)}"
+    return out
+
+
+def tick_spacing(instance, sensor: str) -> str:
+    starts = [t.timestamp for t in ticks_of(instance, sensor)]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    return f"{sensor}: {len(starts)} ticks, spacing p50 {statistics.median(gaps):.1f}s p95 {p95(gaps):.1f}s"
+
+
+def callback_key(record: dict) -> str | None:
+    body = (record.get("untrusted") or {}).get("callback_payload") or {}
+    if (body.get("workflow") or {}).get("status") != "completed":
         return None
     return body["payload"]["pull_request"]["head"]["sha"]
 
@@ -252,15 +262,19 @@ def deliver_events(serve_port: int) -> dict[str, float]:
 
 
 def report(dispatch_s: list[float], where_dispatch: dict, check_s: list[float], where_check: dict,
-           errors: list[str]) -> bool:
+           spacing: list[str], errors: list[str]) -> bool:
     print()
     print(f"pull_request delivery acknowledged -> dispatch received by GitHub (the last of 2 downstreams), "
           f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC:")
     print(f"  {percentiles(dispatch_s)}")
-    print(f"  where the time goes: {where_dispatch}")
+    for stage, figure in where_dispatch.items():
+        print(f"    {stage:<34} {figure}")
     print("completed callback acknowledged -> upstream check run received by GitHub:")
     print(f"  {percentiles(check_s)}")
-    print(f"  where the time goes: {where_check}")
+    for stage, figure in where_check.items():
+        print(f"    {stage:<34} {figure}")
+    for line in spacing:
+        print(f"  {line}")
     print(f"  callbacks refused: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
     ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors
     print(f"target p95 <= {TARGET_P95_S:g}s for both: {'met' if ok else 'NOT met'}; "
@@ -271,9 +285,7 @@ def report(dispatch_s: list[float], where_dispatch: dict, check_s: list[float], 
 def main() -> int:
     # A TERM (make interrupted, a timeout) still stops what this script started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"stopped by SIGTERM; see {WORK}"))
-    shutil.rmtree(WORK, ignore_errors=True)
-    (WORK / "dagster").mkdir(parents=True)
-    shutil.copy(ROOT / "dagster.yaml", WORK / "dagster" / "dagster.yaml")
+    fresh_instance(WORK)
     ports: set[int] = set()
     github_port, jwks_port = port_in_range(ports), port_in_range(ports)
     github = http.server.ThreadingHTTPServer(("127.0.0.1", github_port), FakeGitHub)
@@ -282,41 +294,40 @@ def main() -> int:
     jwks, jwks_url = serve_jwks(issuer, port=jwks_port)
     env = environment(github_port, jwks_url)
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
-    procs, logs, ui_port, serve_port = start(env, ports)
+    procs, logs, ui_port, serve_port = start(env, WORK, ports)
     completed_acks: dict[str, float] = {}
     errors: list[str] = []
     FakeGitHub.on_dispatch = play_downstream(serve_port, issuer, completed_acks, errors)
     try:
         from dagster import DagsterInstance
 
-        wait_for("torchci serve", lambda: listening(serve_port), 60)
-        wait_for("dagster dev", lambda: listening(ui_port), 180)
+        wait_until_up(ui_port, serve_port)
         instance = DagsterInstance.get()
-
-        def ticked():
-            names = {s.name for s in instance.all_instigator_state() if getattr(s.instigator_data, "cursor", None)}
-            return {"pull_request_sensor", "check_run_sensor"} <= names
-
         t = time.monotonic()
-        wait_for("the relay sensors' first ticks", ticked, 240)
+        wait_for("the relay sensors' first ticks",
+                 lambda: {"pull_request_sensor", "check_run_sensor"} <= set(sensor_cursors(instance)), 240)
         print(f"dagster dev and torchci serve up; the sensors' first ticks seen after {time.monotonic() - t:.0f}s",
               flush=True)
         acks = deliver_events(serve_port)
         wait_for("every dispatch", lambda: len(FakeGitHub.dispatches) >= 2 * EVENTS, 900, every=1.0)
         wait_for("every completed check run", lambda: sum(s == "completed" for _, s in FakeGitHub.check_runs)
                  + len(errors) >= EVENTS, 900, every=1.0)
-        dispatch_s = [max(FakeGitHub.dispatches[(d, r)][0] for r in (L2, L4)) - ack for d, ack in acks.items()]
-        check_s = [FakeGitHub.check_runs[(sha, "completed")] - at for sha, at in completed_acks.items()
-                   if (sha, "completed") in FakeGitHub.check_runs]
-        where_dispatch = breakdown(instance, "pull_request_dispatch_job", "dispatch_pull_requests", acks,
-                                   lambda item: item["delivery_id"])
-        where_check = breakdown(instance, "check_run_job", "create_upstream_check_runs", completed_acks,
-                                completed_head)
+        sent = {d: max(FakeGitHub.dispatches[(d, r)][0] for r in (L2, L4)) for d in acks}
+        created = {sha: at for (sha, status), at in FakeGitHub.check_runs.items() if status == "completed"}
+        dispatch_s = [sent[d] - ack for d, ack in acks.items()]
+        check_s = [created[sha] - at for sha, at in completed_acks.items() if sha in created]
+        where_dispatch = breakdown(acks, rolled_at("webhooks", lambda r: r.get("delivery_id")),
+                                   acted_in(instance, "dispatches", "pull_request_sensor", lambda d: d), sent)
+        where_check = breakdown(completed_acks, rolled_at("ci-results", callback_key),
+                                acted_in(instance, "relay_actions", "check_run_sensor",
+                                         lambda key: key.split(":")[1] if key.endswith("|completed") else None),
+                                created)
+        spacing = [tick_spacing(instance, s) for s in ("pull_request_sensor", "check_run_sensor")]
     finally:
         stop(procs, logs)
         github.shutdown()
         jwks.shutdown()
-    ok = report(dispatch_s, where_dispatch, check_s, where_check, errors)
+    ok = report(dispatch_s, where_dispatch, check_s, where_check, spacing, errors)
     shutil.rmtree(WORK, ignore_errors=True)
     return 0 if ok else 1
 

@@ -42,8 +42,8 @@ from torchci_assets.relay.acting import (
 )
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, IN_FLIGHT_S, JobState, job_state
 from torchci_assets.relay.dispatch import LEDGER_TABLE
+from torchci_assets.relay.listening import Listening, listen
 from torchci_assets.relay.pull_requests import RelayEvent, pick_relay_event
-from torchci_assets.relay.pushes import RelayCursor, scan_archive
 
 # The daemon evaluates sensors in a loop that starts at most every 5 s (dagster 1.13's
 # MIN_INTERVAL_LOOP_TIME); a smaller minimum interval lets these sensors tick on every pass
@@ -51,14 +51,12 @@ from torchci_assets.relay.pushes import RelayCursor, scan_archive
 TICK_S = 1
 # Events handled by one run at most; the rest wait for the next tick's run.
 MAX_EVENTS_PER_RUN = 100
-# A tick must end within Dagster's 60 s: it reads the archive for at most SCAN_BUDGET_S, starts
-# no new GitHub write after ACT_BUDGET_S, and each write gives up after CLIENT_LIMITS
-# (a timeout, one retry) so the last one cannot run long. What is left goes to a run.
-SCAN_BUDGET_S = 10.0
-ACT_BUDGET_S = 20.0
+# A tick must end within Dagster's 60 s: it listens to the archive and acts for at most 15 s
+# (`torchci_assets.relay.listening`: each read of the archive is bounded too), starts no new
+# GitHub write after that, and each write gives up after CLIENT_LIMITS (a timeout, one retry)
+# so the last one cannot run long. What is left goes to a run.
+LISTENING = Listening(budget_s=15.0, listen_s=4.0, poll_s=0.5)
 CLIENT_LIMITS = {"max_retries": 1, "max_total_wait_s": 3.0, "read_timeout_s": 5.0, "connect_timeout_s": 3.0}
-# Events a tick takes from the archive: about what ACT_BUDGET_S covers; more wait in the archive.
-MAX_EVENTS_PER_TICK = 40
 
 
 class RelayEventsConfig(dg.Config):
@@ -204,27 +202,18 @@ class _Found:
 PRIORITY = {"dagster/priority": "10"}
 
 
-def _tick(context, archive: ArchiveResource, pick, stream: str):
-    cursor = RelayCursor.from_json(context.cursor)
-    report, nxt = scan_archive(archive.store(), cursor, load_config(), budget_s=SCAN_BUDGET_S, pick=pick,
-                               stream=stream, max_items=MAX_EVENTS_PER_TICK)
-    if cursor is None:
-        context.log.info(f"first tick: {sum(len(f) for f in nxt.files.values())} {stream} archive files "
-                         "already present are taken as read")
-    context.log.info(f"read {len(report.files_read)} {stream} file(s) ({report.files_deferred} deferred), "
-                     f"{report.push_events} relevant record(s), {len(report.rejects)} unreadable; "
-                     f"{len(report.commits)} new")
-    return report, nxt
-
-
 def tick_writer(context, sensor: str, github: GitHubResource, lake: LakeResource, archive: ArchiveResource) -> Writer:
-    """The writer of a sensor tick: a GitHub client that gives up fast, and a deadline."""
+    """The writer of a sensor tick: a GitHub client that gives up fast, and the tick's deadline."""
     if github.dry_run:
         context.log.warning("DRY RUN: no GitHub credentials; what would be sent is logged and recorded "
                             "as dry_run (set GITHUB_TOKEN to send)")
     run_id = f"{sensor}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
     return Writer(github.model_copy(update=CLIENT_LIMITS), lake.lake(), archive.store(), load_config(), run_id,
-                  context.log.info, CLAIM_SETTLE_S, time.monotonic() + ACT_BUDGET_S)
+                  context.log.info, CLAIM_SETTLE_S, time.monotonic() + LISTENING.budget_s)
+
+
+def tick_listen(context, archive: ArchiveResource, pick, stream: str, act):
+    return listen(archive.store(), context.cursor, load_config(), pick, stream, act, LISTENING, context.log.info)
 
 
 def tick_result(context, sensor: str, acted: Acted, requests_: list, cursor: str, table: str,
@@ -261,17 +250,23 @@ def run_requests(job: dg.JobDefinition, op: str, items: list[dict], keys: list[s
                        "labels, re-runs and what a tick could not finish go to runs.")
 def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
                         lake: LakeResource):
-    report, nxt = _tick(context, archive, pick_relay_event, "webhooks")
-    now = [e for e in report.commits if e.kind == "dispatch"]
-    w = tick_writer(context, "pull_request_sensor", github, lake, archive) if now else None
-    acted = act_within(now, lambda e: act_on_event(e, w), lambda e: e.delivery_id, ACT_BUDGET_S)
-    later = acted.left + [e for e in report.commits if e.kind != "dispatch"]
-    requests_ = []
+    writer: list[Writer] = []  # made at the first delivery to act on: a quiet tick logs nothing about GitHub
+
+    def act(events: list[RelayEvent], seconds_left: float) -> Acted:
+        now = [e for e in events if e.kind == "dispatch"]
+        if now and not writer:
+            writer.append(tick_writer(context, "pull_request_sensor", github, lake, archive))
+        acted = act_within(now, lambda e: act_on_event(e, writer[0]), lambda e: e.delivery_id, seconds_left)
+        acted.left += [e for e in events if e.kind != "dispatch"]
+        return acted
+
+    heard = tick_listen(context, archive, pick_relay_event, "webhooks", act)
+    later, requests_ = heard.acted.left, []
     for job, op in {j.name: (j, o) for j, o in (JOB_FOR_KIND[e.kind] for e in later)}.values():
         mine = [e for e in later if JOB_FOR_KIND[e.kind][0] is job]
         requests_ += run_requests(job, op, [event_item(e) for e in mine], [e.run_key for e in mine],
                                   {"torchci/delivery": mine[0].delivery_id})
-    return tick_result(context, "pull_request_sensor", acted, requests_, nxt.to_json(), LEDGER_TABLE,
+    return tick_result(context, "pull_request_sensor", heard.acted, requests_, heard.cursor, LEDGER_TABLE,
                        "pull request deliveries")
 
 
@@ -280,13 +275,18 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
                        "creates their upstream check runs; what it could not finish goes to a run.")
 def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
                      lake: LakeResource):
-    report, nxt = _tick(context, archive, pick_callback, "ci-results")
-    w = tick_writer(context, "check_run_sensor", github, lake, archive) if report.commits else None
-    acted = act_within(report.commits, lambda f: act_on_callback(f.record, w), lambda f: f.run_key, ACT_BUDGET_S)
-    requests_ = run_requests(check_run_job, "create_upstream_check_runs", [f.record for f in acted.left],
-                             [f.run_key for f in acted.left],
-                             {"torchci/sha": acted.left[0].job.head_sha} if acted.left else {})
-    return tick_result(context, "check_run_sensor", acted, requests_, nxt.to_json(), ACTIONS_TABLE,
+    writer: list[Writer] = []
+
+    def act(found: list, seconds_left: float) -> Acted:
+        if not writer:
+            writer.append(tick_writer(context, "check_run_sensor", github, lake, archive))
+        return act_within(found, lambda f: act_on_callback(f.record, writer[0]), lambda f: f.run_key, seconds_left)
+
+    heard = tick_listen(context, archive, pick_callback, "ci-results", act)
+    left = heard.acted.left
+    requests_ = run_requests(check_run_job, "create_upstream_check_runs", [f.record for f in left],
+                             [f.run_key for f in left], {"torchci/sha": left[0].job.head_sha} if left else {})
+    return tick_result(context, "check_run_sensor", heard.acted, requests_, heard.cursor, ACTIONS_TABLE,
                        "L3/L4 pull request callbacks")
 
 

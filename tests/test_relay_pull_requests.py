@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from jobs import relay_prs
 from jobs.relay_prs import (
     check_run_job,
     check_run_label_job,
@@ -31,6 +32,7 @@ from torchci_assets.config import load_config
 from torchci_assets.relay import dispatch as dispatch_module
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, create_check_run, job_state
 from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows
+from torchci_assets.relay.listening import Listening
 from torchci_assets.relay.pull_requests import relay_event
 
 DATA = Path(__file__).parent / "data" / "octokit"
@@ -59,6 +61,12 @@ def relay_config(tmp_path, monkeypatch):
     path = tmp_path / "relay.yaml"
     path.write_text(CONFIG)
     monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+@pytest.fixture(autouse=True)
+def quick_ticks(monkeypatch):
+    """A sensor tick reads the archive once here (in service it listens a few seconds more)."""
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=15.0, listen_s=0.0, poll_s=0.01))
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ payloads, the callbacks built by the vendored report_callback.py."""
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -21,7 +22,7 @@ from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from tests.fake_github_relay import FakeRelayGitHub, reply
-from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config: the allowlist, autouse)
+from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config, quick_ticks: autouse)
     L2,
     L4,
     NOW,
@@ -30,6 +31,7 @@ from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config: the a
     callback_record,
     github,
     pr_payload,
+    quick_ticks,
     relay_config,
     roots,
 )
@@ -38,6 +40,7 @@ from torchci_assets.relay import dispatch as dispatch_module
 from torchci_assets.relay.acting import act_within
 from torchci_assets.relay.check_runs import ACTIONS_TABLE
 from torchci_assets.relay.dispatch import ledger_rows
+from torchci_assets.relay.listening import Listening
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,7 +110,7 @@ def test_a_tick_out_of_time_hands_its_deliveries_to_one_run_that_sends_each_once
     server = FakeRelayGitHub(httpserver)
     cursor = started(roots, github(httpserver))
     ids, _ = deliver(roots, pr_payload("opened"), pr_payload("synchronize"))
-    monkeypatch.setattr(relay_prs, "ACT_BUDGET_S", -1.0)  # no time left: every downstream deferred
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=-1.0))  # no time left: nothing sent
     result = tick(pull_request_sensor, roots, github(httpserver), cursor)
     assert server.dispatches() == []
     (request,) = result.run_requests
@@ -115,6 +118,25 @@ def test_a_tick_out_of_time_hands_its_deliveries_to_one_run_that_sends_each_once
     assert [e["delivery_id"] for e in run_items(request)] == ids
     assert execute(request, github(httpserver), roots, instance).success
     assert sent(server) == Counter({(d, r): 1 for d in ids for r in REPOS})
+
+
+def test_a_tick_listens_and_dispatches_a_delivery_that_lands_while_it_runs(httpserver, roots, monkeypatch):
+    server = FakeRelayGitHub(httpserver)
+    cursor = started(roots, github(httpserver))
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=15.0, listen_s=2.0, poll_s=0.05))
+    later: list = []
+    timer = threading.Timer(0.5, lambda: later.append(deliver(roots, pr_payload("synchronize"))))
+    timer.start()
+    began = time.monotonic()
+    result = tick(pull_request_sensor, roots, github(httpserver), cursor)
+    took = time.monotonic() - began
+    timer.join()
+    ((delivery,), _sha) = later[0]
+    assert sent(server) == Counter({(delivery, r): 1 for r in REPOS})  # by the tick that was running
+    assert result.asset_events[0].metadata["outcomes"].data == {delivery: {r: "ok" for r in REPOS}}
+    assert 2.0 <= took < 14.0  # it listened 2 s past its find, and stopped
+    again = tick(pull_request_sensor, roots, github(httpserver), result.cursor)
+    assert not again.asset_events and len(server.dispatches()) == 4
 
 
 def test_a_transient_failure_in_a_tick_goes_to_a_run_that_sends_only_what_is_missing(httpserver, instance, roots):

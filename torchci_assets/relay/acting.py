@@ -94,6 +94,11 @@ class Acted:
     left: list = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
+    def merge(self, other: Acted) -> None:
+        self.done.update(other.done)
+        self.left += other.left
+        self.errors += other.errors
+
 
 def act_within(items: Iterable, act: Callable[[object], dict[str, str]], name: Callable[[object], str],
                budget_s: float, clock: Callable[[], float] = time.monotonic) -> Acted:
