@@ -15,9 +15,10 @@ dispatch to the L4 one, the bench plays its workflow: an `in_progress` callback,
 `completed` one a second later, echoing the dispatch's client_payload as report_callback.py does.
 
 Where the time goes: acknowledged -> in the archive (the receiver's roll: the archive file's
-time), archive -> the start of the sensor tick that acted (waiting for the tick, from the
-instance's tick history and the ledgers' materializations, which each tick writes), tick
-start -> GitHub's receipt (the tick's own work); and how far apart the sensors' ticks were.
+time), archive -> the first write claimed in the ledger (waiting for a sensor tick, and for the
+writes before it in that tick), first claim -> GitHub's receipt (the sends: claim, settle,
+GitHub's one write a second); who sent it (a sensor tick or a run, from the ledger's run ids);
+and how far apart the sensors' ticks started (the instance's tick history).
 
 Run as `make bench-relay-latency` (with the push benchmark). Servers use ports 3400-3499 (or
 BENCH_PORTS=first-last) on 127.0.0.1 only; everything started is stopped and
@@ -182,37 +183,33 @@ def ticks_of(instance, sensor: str) -> list:
                   key=lambda t: t.timestamp)
 
 
-def acted_in(instance, table: str, sensor: str, event_of) -> dict[str, tuple[float, float]]:
-    """Event -> (start, end) of the sensor tick that wrote it, from the ledger's materializations
-    (a tick's asset events are stored when it ends)."""
-    from dagster import AssetKey
+def first_claims(table: str, key_of) -> dict[str, tuple[float, str]]:
+    """Event -> (when its first write was claimed, by whom: a sensor tick or a run), from the ledger."""
+    import pyarrow.dataset as ds
 
-    ticks = ticks_of(instance, sensor)
-    out: dict[str, tuple[float, float]] = {}
-    for record in instance.fetch_materializations(AssetKey(table), limit=10_000).records:
-        meta = record.asset_materialization.metadata
-        if getattr(meta.get("written_by"), "value", None) != sensor:
-            continue
-        tick = max((t for t in ticks if t.timestamp <= record.timestamp), key=lambda t: t.timestamp, default=None)
-        for name in meta["outcomes"].data:
-            if tick is not None and event_of(name):
-                out[event_of(name)] = (tick.timestamp, record.timestamp)
+    rows = ds.dataset(str(WORK / "lake" / table), format="parquet", partitioning="hive").to_table().to_pylist()
+    out: dict[str, tuple[float, str]] = {}
+    for row in sorted(rows, key=lambda r: r["attempted_at"]):
+        key = key_of(row)
+        if row["outcome"] == "claimed" and key and key not in out:
+            out[key] = (row["attempted_at"].timestamp(), "tick" if "_sensor@" in row["run_id"] else "run")
     return out
 
 
-def breakdown(acks: dict[str, float], rolled: dict[str, float], ticks: dict[str, tuple[float, float]],
+def breakdown(acks: dict[str, float], rolled: dict[str, float], claims: dict[str, tuple[float, str]],
               github: dict[str, float]) -> dict[str, str]:
-    """p50 and p95 of each stage: the receiver's roll into the archive, waiting for the sensor's
-    next tick, and the tick's own work up to GitHub's receipt."""
-    parts: dict[str, list[float]] = {"ack -> in the archive": [], "archive -> tick started": [],
-                                     "tick started -> GitHub received": []}
+    """p50 and p95 of each stage: the receiver's roll into the archive, waiting for a sensor tick
+    (and for the writes before it in that tick), and the sends themselves (claim, settle, pacing)."""
+    parts: dict[str, list[float]] = {"ack -> in the archive": [], "archive -> first write claimed": [],
+                                     "first claim -> GitHub received": []}
     for key, ack in acks.items():
-        if key in rolled and key in ticks and key in github:
+        if key in rolled and key in claims and key in github:
             parts["ack -> in the archive"].append(rolled[key] - ack)
-            parts["archive -> tick started"].append(ticks[key][0] - rolled[key])
-            parts["tick started -> GitHub received"].append(github[key] - ticks[key][0])
+            parts["archive -> first write claimed"].append(claims[key][0] - rolled[key])
+            parts["first claim -> GitHub received"].append(github[key] - claims[key][0])
     out = {k: f"p50 {statistics.median(v):.1f}s p95 {p95(v):.1f}s" for k, v in parts.items() if v}
-    out["events acted on by a tick"] = f"{len(parts['ack -> in the archive'])} of {len(acks)}"
+    by = [claims[k][1] for k in acks if k in claims]
+    out["sent by"] = f"a sensor tick {by.count('tick')}, a run {by.count('run')}, of {len(acks)}"
     return out
 
 
@@ -317,11 +314,9 @@ def main() -> int:
         dispatch_s = [sent[d] - ack for d, ack in acks.items()]
         check_s = [created[sha] - at for sha, at in completed_acks.items() if sha in created]
         where_dispatch = breakdown(acks, rolled_at("webhooks", lambda r: r.get("delivery_id")),
-                                   acted_in(instance, "dispatches", "pull_request_sensor", lambda d: d), sent)
-        where_check = breakdown(completed_acks, rolled_at("ci-results", callback_key),
-                                acted_in(instance, "relay_actions", "check_run_sensor",
-                                         lambda key: key.split(":")[1] if key.endswith("|completed") else None),
-                                created)
+                                   first_claims("dispatches", lambda r: r["delivery_id"]), sent)
+        completed = first_claims("relay_actions", lambda r: r["sha"] if r["status"] == "completed" else None)
+        where_check = breakdown(completed_acks, rolled_at("ci-results", callback_key), completed, created)
         spacing = [tick_spacing(instance, s) for s in ("pull_request_sensor", "check_run_sensor")]
     finally:
         stop(procs, logs)

@@ -66,7 +66,7 @@ def relay_config(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def quick_ticks(monkeypatch):
     """A sensor tick reads the archive once here (in service it listens a few seconds more)."""
-    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=15.0, listen_s=0.0, poll_s=0.01))
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=10.0, listen_s=0.0, poll_s=0.01))
 
 
 @pytest.fixture

@@ -110,7 +110,8 @@ def test_a_tick_out_of_time_hands_its_deliveries_to_one_run_that_sends_each_once
     server = FakeRelayGitHub(httpserver)
     cursor = started(roots, github(httpserver))
     ids, _ = deliver(roots, pr_payload("opened"), pr_payload("synchronize"))
-    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=-1.0))  # no time left: nothing sent
+    no_time = Listening(budget_s=10.0, listen_s=0.0, act_s=-1.0)  # past the time to act: nothing is sent
+    monkeypatch.setattr(relay_prs, "LISTENING", no_time)
     result = tick(pull_request_sensor, roots, github(httpserver), cursor)
     assert server.dispatches() == []
     (request,) = result.run_requests
@@ -123,7 +124,7 @@ def test_a_tick_out_of_time_hands_its_deliveries_to_one_run_that_sends_each_once
 def test_a_tick_listens_and_dispatches_a_delivery_that_lands_while_it_runs(httpserver, roots, monkeypatch):
     server = FakeRelayGitHub(httpserver)
     cursor = started(roots, github(httpserver))
-    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=15.0, listen_s=2.0, poll_s=0.05))
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=10.0, listen_s=2.0, poll_s=0.05))
     later: list = []
     timer = threading.Timer(0.5, lambda: later.append(deliver(roots, pr_payload("synchronize"))))
     timer.start()

@@ -5,9 +5,11 @@ tick that read the archive once and stopped would leave a delivery that lands ju
 wait for the next pass of the loop, and every delivery that lands while a busy tick is sending
 to wait for the tick after that. So a tick reads, acts on what it found, reads again at once
 while it keeps finding something, and otherwise looks every `poll_s` until `listen_s` passed
-without anything new or `budget_s` since its start, well within Dagster's 60 s. What it could
-not act on is returned for runs, with the cursor past everything read (the caller returns that
-cursor only when the tick ends, so a tick that dies is read again by the next).
+without anything new or `budget_s` since its start. It then finishes what it read, starting
+nothing after `act_s` (within Dagster's 60 s): what it could not act on is returned for runs,
+with the cursor past everything read (the caller returns that cursor only when the tick ends,
+so a tick that dies is read again by the next). Each read takes a few files at most, so a
+backlog is read a little per tick instead of handed to runs.
 """
 
 from __future__ import annotations
@@ -23,18 +25,20 @@ from torchci_assets.relay.pushes import Picker, RelayCursor, scan_archive
 
 # Files one read of the archive takes at most, and how long it may read: a few seconds of
 # deliveries are a file or two; a backlog (the code location was down) is read tick after tick.
-MAX_ITEMS_PER_READ = 40
+MAX_ITEMS_PER_READ = 10
 READ_BUDGET_S = 8.0
 
 
 @dataclass
 class Listening:
-    """How long a tick listens: at most `budget_s` in all, `listen_s` after its last find, reading
-    every `poll_s` meanwhile."""
+    """How long a tick listens: it reads the archive for at most `budget_s`, and `listen_s` after
+    its last find, every `poll_s` meanwhile; it acts on what it read until `act_s` after its
+    start (what is left then goes to runs: only a backlog leaves anything)."""
 
-    budget_s: float = 15.0
+    budget_s: float = 10.0
     listen_s: float = 4.0
     poll_s: float = 0.5
+    act_s: float = 35.0
 
 
 @dataclass
@@ -70,7 +74,7 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
                 f"{report.push_events} relevant record(s), {len(report.rejects)} unreadable; "
                 f"{len(report.commits)} new")
         if report.commits:
-            heard.acted.merge(act(report.commits, how.budget_s - (clock() - start)))
+            heard.acted.merge(act(report.commits, how.act_s - (clock() - start)))
             last_found = clock()
         if clock() - start >= how.budget_s or clock() - last_found >= how.listen_s:
             return heard
