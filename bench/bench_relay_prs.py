@@ -54,6 +54,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench-relay-prs"
 SECRET = b"bench-secret"
 EVENTS = 50
+# Each event makes four GitHub writes (two dispatches, two check runs). GitHub allows an App 80
+# content-creating requests a minute (its secondary rate limit) and asks for one a second per
+# client: 1-6 s apart (3.5 s, 69 writes a minute) stays within that.
+SPACING = (1.0, 6.0)
 TARGET_P95_S = 15.0
 L2, L4 = "fabrikam/torch-dpu", "big-co/torch-gpu"
 
@@ -242,11 +246,19 @@ def environment(github_port: int, jwks_url: str) -> dict:
     return env
 
 
+def spacing() -> tuple[float, float]:
+    """Seconds between two deliveries, drawn uniformly (BENCH_PR_SPACING=low-high to change)."""
+    low, _, high = os.environ.get("BENCH_PR_SPACING", f"{SPACING[0]}-{SPACING[1]}").partition("-")
+    return float(low), float(high)
+
+
 def deliver_events(serve_port: int) -> dict[str, float]:
-    """EVENTS signed pull_request deliveries, a random 0.5-4 s apart; when each was acknowledged."""
+    """EVENTS signed pull_request deliveries, spaced as `spacing()`; when each was acknowledged."""
     seed = int(time.time())
     rng = random.Random(seed)
-    print(f"delivering {EVENTS} pull_request events, spaced with seed {seed}", flush=True)
+    low, high = spacing()
+    print(f"delivering {EVENTS} pull_request events {low:g}-{high:g} s apart (mean {(low + high) / 2:g} s: "
+          f"{4 * 60 / ((low + high) / 2):.0f} GitHub writes a minute), spaced with seed {seed}", flush=True)
     acks: dict[str, float] = {}
     for i in range(EVENTS):
         body, _sha = pr_body(i)
@@ -254,7 +266,7 @@ def deliver_events(serve_port: int) -> dict[str, float]:
         acks[delivery] = post(f"http://127.0.0.1:{serve_port}/github/webhook", body, {
             "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
             "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()})
-        time.sleep(rng.uniform(0.5, 4.0))
+        time.sleep(rng.uniform(low, high))
     return acks
 
 

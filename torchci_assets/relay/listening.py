@@ -35,10 +35,10 @@ class Listening:
     its last find, every `poll_s` meanwhile; it acts on what it read until `act_s` after its
     start (what is left then goes to runs: only a backlog leaves anything)."""
 
-    budget_s: float = 10.0
+    budget_s: float = 20.0
     listen_s: float = 4.0
     poll_s: float = 0.5
-    act_s: float = 35.0
+    act_s: float = 30.0
 
 
 @dataclass
