@@ -247,3 +247,27 @@ def test_two_replica_processes_ticking_at_once_create_each_check_run_once(httpse
         seen = sorted(o for rep in replicas for o in rep["outcomes"].get(key, {}).values())
         assert seen.count("created") == 1 and set(seen) - {"created"} <= {
             "claimed_elsewhere", "in_flight", "already_created", "found"}, seen
+
+
+def test_a_backlog_is_read_a_few_files_at_a_time_and_all_of_it_acted_on_in_order(roots):
+    from torchci_assets.config import load_config
+    from torchci_assets.relay.acting import Acted
+    from torchci_assets.relay.listening import MAX_ITEMS_PER_READ, listen
+    from torchci_assets.relay.pull_requests import pick_relay_event
+
+    cursor = started(roots, GitHubResource(api_url="http://127.0.0.1:9"))
+    ids = [deliver(roots, pr_payload("synchronize"))[0][0] for _ in range(MAX_ITEMS_PER_READ + 5)]
+    batches: list[list[str]] = []
+
+    def act(events, seconds_left):
+        batches.append([e.delivery_id for e in events])
+        return Acted(done={e.delivery_id: {"x": "ok"} for e in events})
+
+    store = ArchiveResource(uri=roots[1]).store()
+    heard = listen(store, cursor, load_config(), pick_relay_event, "webhooks", act,
+                   Listening(budget_s=10.0, listen_s=0.0, poll_s=0.01))
+    assert [len(b) for b in batches] == [MAX_ITEMS_PER_READ, 5]  # two reads, one right after the other
+    assert sorted(sum(batches, [])) == sorted(ids) and not heard.acted.left
+    again = listen(store, heard.cursor, load_config(), pick_relay_event, "webhooks", act,
+                   Listening(budget_s=10.0, listen_s=0.0, poll_s=0.01))
+    assert len(batches) == 2 and not again.acted.done  # the cursor covers all of it

@@ -76,7 +76,10 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
         if report.commits:
             heard.acted.merge(act(report.commits, how.act_s - (clock() - start)))
             last_found = clock()
-        if clock() - start >= how.budget_s or clock() - last_found >= how.listen_s:
+        if clock() - start >= how.budget_s:
             return heard
-        if not report.commits and not report.files_deferred:
-            sleep(how.poll_s)
+        if report.commits or report.files_deferred:
+            continue  # more may be there already: read again at once
+        if clock() - last_found >= how.listen_s:
+            return heard
+        sleep(how.poll_s)
