@@ -68,6 +68,7 @@ class FakeGitHub(http.server.BaseHTTPRequestHandler):
 
     dispatches: dict[tuple[str, str], tuple[float, dict]] = {}  # (delivery, repo) -> (time, client_payload)
     check_runs: dict[tuple[str, str], float] = {}  # (head sha, status) -> time
+    received: Counter = Counter()  # every write, by its key: more than one is a write sent twice
     lock = threading.Lock()
     on_dispatch = None
 
@@ -78,12 +79,14 @@ class FakeGitHub(http.server.BaseHTTPRequestHandler):
             repo = self.path[len("/repos/"):-len("/dispatches")]
             with self.lock:
                 self.dispatches.setdefault((body["client_payload"]["delivery_id"], repo), (now, body["client_payload"]))
+                self.received[("dispatch", body["client_payload"]["delivery_id"], repo)] += 1
             self._answer(204, None)
             if repo == L4 and FakeGitHub.on_dispatch:
                 FakeGitHub.on_dispatch(body["client_payload"])
         elif self.path.endswith("/check-runs"):
             with self.lock:
                 self.check_runs.setdefault((body["head_sha"], body["status"]), now)
+                self.received[("check run", body["head_sha"], body["status"])] += 1
             self._answer(201, {"id": len(self.check_runs), **body})
         else:
             self._answer(404, {"message": "Not Found"})
@@ -289,7 +292,9 @@ def report(dispatch_s: list[float], where_dispatch: dict, check_s: list[float], 
     for line in spacing:
         print(f"  {line}")
     print(f"  callbacks refused: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
-    ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors
+    twice = sum(n > 1 for n in FakeGitHub.received.values())
+    print(f"  writes GitHub received more than once: {twice} of {len(FakeGitHub.received)}")
+    ok = p95(dispatch_s) <= TARGET_P95_S and p95(check_s) <= TARGET_P95_S and not errors and not twice
     print(f"target p95 <= {TARGET_P95_S:g}s for both: {'met' if ok else 'NOT met'}; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return ok

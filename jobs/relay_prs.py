@@ -9,8 +9,8 @@ reads pushes (`torchci_assets.relay.pushes.scan_archive`):
 - `check_run_sensor` (ci-results): the tick creates the check runs of L3/L4 callbacks about
   pull requests.
 Where a person waits on GitHub for the relay (a dispatch, a check run), the sensor tick writes,
-within a bounded budget: starting a run costs tens of seconds on a busy machine, a tick costs
-none. The cursor is returned only after the ledgers recorded what was sent; what the tick could
+listening to the archive for a few seconds (`torchci_assets.relay.listening`) within a bounded
+budget: starting a run costs tens of seconds on a busy machine, a tick costs none. The cursor is returned only after the ledgers recorded what was sent; what the tick could
 not finish (past its budget, a transient failure, another writer's young claim) goes to a run
 of the job that does the same thing with retries. Labels and re-runs always go to a run: they
 list and write an unbounded number of things, and their users wait on a downstream run anyway.
