@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-drci bench-backfill bench-ui-run eval eval-guardians screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-increment bench-drci bench-backfill bench-ui-run eval eval-guardians screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,9 @@ bench-relay-latency: install
 
 bench-freshness: install  # the intra-day refresh's part of `make bench` alone
 	$(BIN)/python bench/bench_freshness.py
+
+bench-increment: install  # the refresh's ingest: a 5-minute increment against re-ingesting the day
+	$(BIN)/python bench/bench_increment.py
 
 bench-drci: install  # Dr. CI's GitHub requests and freshness on a PyTorch-sized day of pull requests
 	$(BIN)/python bench/bench_drci.py

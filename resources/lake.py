@@ -99,8 +99,11 @@ class Lake:
         The `day` column comes from the Hive folder. Returns the number of files; with none the
         view is not created and a query against it fails loudly rather than reading nothing.
         """
-        name = name or table
-        files = self.files(table, days)
+        return self.register_files(con, self.files(table, days), name or table)
+
+    def register_files(self, con: duckdb.DuckDBPyConnection, files: list[str], name: str) -> int:
+        """Expose the given Parquet files of the lake (full paths, as `files` returns them) as view
+        `name`, like `register`; returns their number (none: no view)."""
         if not files:
             return 0
         if self.store.is_local:

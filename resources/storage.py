@@ -159,6 +159,18 @@ class Store:
         out.sort(key=lambda e: e.path)
         return out
 
+    def list_folder(self, folder: str) -> list[FileEntry]:
+        """The regular files directly in `folder`, sorted, with the writer's own hidden ones (a
+        leading '_', such as a manifest) but not staging files (a leading '.') nor links."""
+        selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
+        out = []
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File and not info.base_name.startswith("."):
+                if self.is_local and os.path.islink(info.path):
+                    continue
+                out.append(FileEntry(f"{folder}/{info.base_name}", info.size))
+        return sorted(out, key=lambda e: e.path)
+
     def _list_local(self, prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
         link = self._link_on_path(prefix)
         if link is not None:

@@ -300,7 +300,7 @@ def test_a_landed_report_reaches_the_disabled_list_through_the_sensors_refresh(r
 
 
 def test_the_refresh_replaced_the_partition_rather_than_adding_to_it(refreshed, tmp_path):
-    """The second refresh read the whole day again: each landed report's test is in test_run once."""
+    """The second refresh added the landed reports to the day: each landed report's test is in test_run once."""
     lake = Lake.at(str(refreshed["outputs"].parent / "lake"))
     con = connect()
     try:

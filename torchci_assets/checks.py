@@ -73,31 +73,51 @@ def check_spec(name: str, asset, blocking: bool = False) -> dg.AssetCheckSpec:
                                  partitions_def=daily_partitions)
 
 
-def unique_key_check(lake: Lake, table: str, day: str, key: list[str]) -> dg.AssetCheckResult:
+def _register(con, lake: Lake, table: str, day: str, parts: list[str] | None) -> str:
+    """View t: the partition, or only its `parts` (file names) when given; what it holds, in words."""
+    if parts is None:
+        lake.register(con, table, [day], name="t")
+        return "the whole partition"
+    lake.register_files(con, [f for f in lake.files(table, [day]) if f.rsplit("/", 1)[-1] in parts], "t")
+    return "the parts this run added: " + ", ".join(parts)
+
+
+def unique_key_check(lake: Lake, table: str, day: str, key: list[str],
+                     parts: list[str] | None = None) -> dg.AssetCheckResult:
+    """No key twice in the partition, or in its `parts` (an increment's, whose keys the ingest
+    found in no earlier part before adding them)."""
+    name = f"unique_{'_'.join(key)}"
+    if parts == []:
+        return dg.AssetCheckResult(asset_key=table, check_name=name, passed=True,
+                                   metadata={"rows": 0, "duplicate_rows": 0, "scope": "nothing added"})
     con = connect()
     try:
-        lake.register(con, table, [day], name="t")
+        scope = _register(con, lake, table, day, parts)
         total, dupes = con.execute(compose(SQL["duplicate_keys"], key=key)).fetchone()
         sample = con.execute(compose(SQL["duplicate_key_examples"], key=key)).fetchall()
     finally:
         con.close()
     return dg.AssetCheckResult(
-        asset_key=table, check_name=f"unique_{'_'.join(key)}", passed=dupes == 0,
-        metadata={"rows": total, "duplicate_rows": dupes, "examples": str(sample)},
+        asset_key=table, check_name=name, passed=dupes == 0,
+        metadata={"rows": total, "duplicate_rows": dupes, "examples": str(sample), "scope": scope},
     )
 
 
-def not_null_check(lake: Lake, table: str, day: str, columns: list[str]) -> dg.AssetCheckResult:
+def not_null_check(lake: Lake, table: str, day: str, columns: list[str],
+                   parts: list[str] | None = None) -> dg.AssetCheckResult:
+    if parts == []:
+        return dg.AssetCheckResult(asset_key=table, check_name="required_columns_not_null", passed=True,
+                                   metadata={"scope": "nothing added"})
     con = connect()
     try:
-        lake.register(con, table, [day], name="t")
+        scope = _register(con, lake, table, day, parts)
         counts = con.execute(compose(SQL["null_counts"], columns=columns)).fetchone()
     finally:
         con.close()
     nulls = {c: int(n) for c, n in zip(columns, counts)}
     return dg.AssetCheckResult(
         asset_key=table, check_name="required_columns_not_null", passed=not any(nulls.values()),
-        metadata={f"nulls_{c}": n for c, n in nulls.items()},
+        metadata={**{f"nulls_{c}": n for c, n in nulls.items()}, "scope": scope},
     )
 
 

@@ -25,8 +25,7 @@ REJECT_PARTS = {"webhook_rejects": ("webhooks",), "test_run_rejects": ("test-rep
 def table_metadata(lake: Lake, key: str, day: str) -> dict:
     """The catalog's metadata of asset `key`'s lake partition `day`; empty when it is no lake table."""
     table, parts = ("rejects", REJECT_PARTS[key]) if key in REJECT_PARTS else (key, None)
-    files = [f for f in lake.files(table, [day])
-             if parts is None or f.rsplit("/", 1)[-1].removesuffix(".parquet") in parts]
+    files = [f for f in lake.files(table, [day]) if parts is None or _reject_part(f, parts)]
     if not files:
         return {}
     footers = [pq.ParquetFile(f, filesystem=lake.store.fs).metadata for f in files]
@@ -35,6 +34,13 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
     return {"dagster/row_count": sum(m.num_rows for m in footers),
             "dagster/column_schema": dg.TableSchema(columns=columns),
             "dagster/uri": lake.store.display(f"{table}/day={day}")}
+
+
+def _reject_part(path: str, sources: tuple[str, ...]) -> bool:
+    """Whether a `rejects` file is one of the sources' parts: `<source>.parquet`, or an
+    increment's `<source>-inc-<n>.parquet`."""
+    name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+    return any(name == s or name.startswith(f"{s}-inc-") for s in sources)
 
 
 def _with_table_metadata(result, context: dg.AssetExecutionContext, lake_resource):

@@ -14,7 +14,8 @@ from torchci_assets.checks import check_spec, not_null_check, reject_rate_check,
 from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
-from torchci_assets.ingest.rejects import rejects_markdown, write_rejects
+from torchci_assets.ingest.increments import is_refresh
+from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.lake_metadata import lake_metadata
@@ -65,37 +66,49 @@ _DESCRIPTIONS = {
 )
 @lake_metadata
 def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
-    """Reads the day's webhook archive once and writes the bronze and typed tables."""
+    """Reads the day's webhook archive once and writes the bronze and typed tables; in a refresh,
+    only the files that landed since the partition's last ingest."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
-    report = ingest_webhook_day(archive.store(), lk, day, log=context.log.info)
+    report = ingest_webhook_day(archive.store(), lk, day, log=context.log.info,
+                                incremental=is_refresh(context.run.tags))
     swept = sweep_staging(context, lk, [*WEBHOOK_TABLES, "rejects"], day)
-    if report.files == 0:
+    if report.files == 0 and report.mode == "rebuild":
         context.log.warning(f"no webhook files under {archive.store().display(f'webhooks/day={day}')}; "
                             "wrote empty partitions")
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
 
     yield dg.MaterializeResult(asset_key="webhook_events", metadata={
-        "rows": report.deliveries, "files": report.files, "lines": report.lines,
+        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.deliveries),
+        "rows": report.day_deliveries, "lines": report.lines,
         "bytes_read": dg.MetadataValue.int(report.bytes_read), "duplicates_dropped": report.duplicates,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("webhook_events", day)),
         "events": dg.MetadataValue.md(_events_table(report.events)), "stale_staging_files_removed": swept,
     })
     for table in WEBHOOK_TABLES:
         if table != "webhook_events":
-            metadata = {"rows": report.rows.get(table, 0), "path": lk.store.display(lk.partition_path(table, day))}
+            metadata = {"rows": report.rows.get(table, 0), "rows_added": report.added.get(table, 0),
+                        "mode": report.mode, "path": lk.store.display(lk.partition_path(table, day))}
             if table == "workflow_job":
                 metadata["preview"] = dg.MetadataValue.md(_jobs_preview(lk, day))
             yield dg.MaterializeResult(asset_key=table, metadata=metadata)
     yield dg.MaterializeResult(asset_key=WEBHOOK_REJECTS, metadata={
-        "rows": len(report.rejects),
+        "rows": report.day_rejects, "new_rows": len(report.rejects),
         "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
     })
-    for table, (key, required) in WEBHOOK_TABLES.items():
-        yield unique_key_check(lk, table, day, key)
-        yield not_null_check(lk, table, day, required)
-    yield reject_rate_check("webhook_events", len(report.rejects), report.lines)
+    for table, (key, required) in WEBHOOK_TABLES.items():  # an appended table: its new parts (see the checks)
+        parts = None if report.parts_added is None else report.parts_added.get(table)
+        yield unique_key_check(lk, table, day, key, parts)
+        yield not_null_check(lk, table, day, required, parts)
+    yield reject_rate_check("webhook_events", report.day_rejects, report.day_lines)
+
+
+def increment_metadata(mode: str, why: str | None, files: int, rows_added: int) -> dict:
+    """What a user asks of a refresh first: did it add to the day or rebuild it, from how many
+    files, how many rows, and why a rebuild."""
+    return {"mode": mode, "files": files, "rows_added": rows_added,
+            "rebuild_reason": why or ("a full run of the day" if mode == "rebuild" else "-")}
 
 
 def _jobs_preview(lake, day: str) -> str:
@@ -141,34 +154,37 @@ def _events_table(events: dict[str, int]) -> str:
 )
 @lake_metadata
 def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
-    """Reads the day's test reports and test-runs files and writes `test_run` and its rejects."""
+    """Reads the day's test reports and test-runs files and writes `test_run` and its rejects; in a
+    refresh, only the files that landed since the partition's last ingest."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
-    report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info)
+    report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info,
+                                 incremental=is_refresh(context.run.tags))
     swept = sweep_staging(context, lk, ["test_run", "rejects"], day)
-    if report.files == 0:
+    if report.files == 0 and report.mode == "rebuild":
         context.log.warning(f"no test reports or test-runs files for day={day} under "
                             f"{archive.store().display()}; wrote an empty partition")
     rejects = [r for source in report.rejects.values() for r in source]
     for r in rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="test_run", metadata={
-        "rows": report.rows, "files": report.files, "report_files": report.report_files,
+        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.rows_added),
+        "rows": report.rows, "report_files": report.report_files,
         "test_runs_files": report.runs_files, "rejects": report.reject_count,
         "bytes": dg.MetadataValue.int(report.bytes_read),
-        "entries_folded_across_files": report.staged_rows - report.rows,
+        "entries_folded_across_files": report.staged_rows - report.rows_added,
         "path": lk.store.display(lk.partition_path("test_run", day)), "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
-        "rows": report.reject_count,
+        "rows": report.day_rejects, "new_rows": report.reject_count,
         "by_source": dg.MetadataValue.json({s: len(r) for s, r in report.rejects.items()}),
         "preview": dg.MetadataValue.md(rejects_markdown(rejects)),
     })
-    unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS)
+    unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS, report.parts_added)
     yield dg.AssetCheckResult(asset_key="test_run", check_name="unique_test_per_job", passed=unique.passed,
                               metadata=unique.metadata)
-    yield not_null_check(lk, "test_run", day, REQUIRED_COLUMNS)
-    yield reject_rate_check("test_run", report.reject_count, report.records)
+    yield not_null_check(lk, "test_run", day, REQUIRED_COLUMNS, report.parts_added)
+    yield reject_rate_check("test_run", report.day_rejects, report.day_records)
 
 
 @dg.multi_asset(
@@ -194,19 +210,21 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
 )
 @lake_metadata
 def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
-    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects."""
+    """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects;
+    in a refresh, parses only the files that landed since the partition's last ingest."""
     day = context.partition_key
     lk = lake.lake(owner=context.run.run_id)
-    report = ingest_ci_results_day(archive.store(), lk, day)
-    if report.files == 0:
+    report = ingest_ci_results_day(archive.store(), lk, day, incremental=is_refresh(context.run.tags),
+                                   log=context.log.info)
+    if report.files == 0 and report.mode == "rebuild":
         context.log.warning(f"no ci-results files under {archive.store().display(f'ci-results/day={day}')}; "
                             "wrote empty partitions")
-    write_rejects(lk, day, "ci-results", report.rejects)
     swept = sweep_staging(context, lk, ["ci_result", "ci_callback_minutes", "rejects"], day)
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="ci_result", metadata={
-        "rows": report.rows, "files": report.files, "lines": report.lines, "callbacks": report.callbacks,
+        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.callbacks),
+        "rows": report.rows, "lines": report.lines, "callbacks": report.callbacks,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
         "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),
         "callbacks_per_repo": dg.MetadataValue.json(report.repos),
@@ -214,11 +232,12 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
         "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
     })
-    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": len(report.rejects)})
+    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": report.day_rejects,
+                                                               "new_rows": len(report.rejects)})
     yield unique_key_check(lk, "ci_result", day, list(CI_RESULT_KEY))
     yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",
                                                 "status", "failure_kind"])
-    yield reject_rate_check("ci_result", len(report.rejects), report.lines)
+    yield reject_rate_check("ci_result", report.day_rejects, report.day_lines)
 
 
 INGEST_ASSETS = [webhook_assets, test_run_assets, ci_result_assets]

@@ -59,14 +59,19 @@ from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, relation, run_steps
 from resources.names import repo_name_problem
 from resources.storage import Store
+from torchci_assets.ingest.commit import PartitionCommit, hidden_files
 from torchci_assets.ingest.fields import RowGuard, checked
+from torchci_assets.ingest.increments import (REWRITE, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
+                                              part_name, plan_increment, write_manifests)
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.ingest.rejects import Reject
+from torchci_assets.ingest.rejects import Reject, rejects_table
 
 SOURCE = "ci-results"
 LOST_AFTER_MS = 6 * 3600 * 1000
@@ -268,18 +273,81 @@ class CiResultReport:
     repos: dict[str, int] = field(default_factory=dict)  # repo -> callbacks
     kinds: dict[str, int] = field(default_factory=dict)  # failure_kind -> rows
     rejects: list[Reject] = field(default_factory=list)
+    mode: str = "rebuild"  # or "increment": only the files the manifest did not list were read
+    rebuild_reason: str | None = None  # why a refresh rebuilt the day instead
+    day_lines: int = 0  # the day's totals, for its reject rate
+    day_rejects: int = 0
 
 
-def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None = None) -> CiResultReport:
-    """Read `ci-results/day=<day>/` and write the day's `ci_result` and `ci_callback_minutes`.
+TABLES = ("ci_result", "ci_callback_minutes")
+OWNERSHIP = Ownership(TABLES, [SOURCE])
+STAGE_PART = "stage"  # every callback of the day, parsed, kept hidden in the partition (`_stage*.pq`)
 
-    Rejects are returned, not written, so the asset can write them with its own metadata.
-    The day's callbacks (a few hundred bytes each) are staged in memory as Arrow batches.
+
+def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None = None,
+                          incremental: bool = False, log=lambda s: None) -> CiResultReport:
+    """Read `ci-results/day=<day>/` and write the day's `ci_result`, `ci_callback_minutes` and the
+    `ci-results` part of `rejects`.
+
+    The day's callbacks (a few hundred bytes each) are staged in memory as Arrow batches, and kept
+    in the partition (hidden `_stage*` files): `incremental` (the intra-day refresh) parses only
+    the files the manifest does not list yet and reduces the day again from all the staged ones.
     """
     report = CiResultReport()
+    listing = store.list_files(f"{SOURCE}/day={day}", (".jsonl", ".jsonl.gz"))
+    if incremental:
+        manifest, new, report.rebuild_reason = plan_increment(lake, day, TABLES[0], OWNERSHIP, listing)
+        log_mode(log, TABLES[0], day, new if manifest else None, report.rebuild_reason)
+        if manifest is not None:
+            report.mode = "increment"
+            if new:
+                _write_day(store, lake, day, new, now_ms, report, manifest)
+            else:
+                report.rows, report.minutes = manifest.counts["rows"], manifest.counts["minutes"]
+                report.day_lines, report.day_rejects = manifest.counts["lines"], manifest.counts["rejects"]
+            return report
+    _write_day(store, lake, day, listing, now_ms, report, None)
+    return report
+
+
+def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | None, report: CiResultReport,
+               manifest: Manifest | None) -> None:
+    """Parse `files`; with the staged callbacks of `manifest`'s increments (a rebuild: none), reduce
+    the day and write it, then the manifest."""
+    staged = _parse_files(store, files, report)
+    seq = 0 if manifest is None else manifest.seq + 1
+    earlier = [] if manifest is None else [_staged_earlier(lake, day)]
+    rows, minutes = reduce_callbacks(_in_archive_order(pa.concat_tables([*earlier, staged])),
+                                     judged_as_of_ms(day, now_ms))
+    with PartitionCommit(lake) as out:
+        out.write(TABLES[0], day, staged, part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
+        report.rows = out.write("ci_result", day, rows)
+        report.minutes = out.write("ci_callback_minutes", day, minutes)
+        rejects_part = part_name(SOURCE, seq) if seq else SOURCE
+        if report.rejects or not seq:
+            out.write("rejects", day, rejects_table(report.rejects), part=rejects_part)
+        if not seq:
+            for table in TABLES:
+                out.replace_matching(table, day, lambda name: True)
+            out.replace_matching("rejects", day, lambda name: name.startswith(f"{SOURCE}-inc-"))
+    for kind in rows.column("failure_kind").to_pylist():
+        report.kinds[kind] = report.kinds.get(kind, 0) + 1
+    before = {} if manifest is None else manifest.counts
+    report.day_lines = before.get("lines", 0) + report.lines
+    report.day_rejects = before.get("rejects", 0) + len(report.rejects)
+    changes = {t: (REWRITE, ["data.parquet"]) for t in TABLES}
+    after = (fresh_manifest(files, {t: ["data.parquet"] for t in TABLES}) if manifest is None
+             else next_manifest(manifest, files, changes))
+    after.counts = {"rows": report.rows, "minutes": report.minutes, "lines": report.day_lines,
+                    "rejects": report.day_rejects}
+    write_manifests(lake, day, TABLES[0], after, OWNERSHIP)
+
+
+def _parse_files(store: Store, files: list, report: CiResultReport) -> pa.Table:
+    """The staging rows of every readable callback in `files`; the rest into `report.rejects`."""
     batches: list[pa.Table] = []
     staged: list[dict] = []
-    for entry in store.list_files(f"{SOURCE}/day={day}", (".jsonl", ".jsonl.gz")):
+    for entry in files:
         report.files += 1
         for lineno, line in iter_lines(store, entry.path, SOURCE, report.rejects):
             report.lines += 1
@@ -299,9 +367,20 @@ def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None
                 batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
                 staged.clear()
     batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
-    rows, minutes = reduce_callbacks(pa.concat_tables(batches), judged_as_of_ms(day, now_ms))
-    report.rows = lake.write("ci_result", day, rows)
-    report.minutes = lake.write("ci_callback_minutes", day, minutes)
-    for kind in rows.column("failure_kind").to_pylist():
-        report.kinds[kind] = report.kinds.get(kind, 0) + 1
-    return report
+    return pa.concat_tables(batches)
+
+
+def _staged_earlier(lake: Lake, day: str) -> pa.Table:
+    files = hidden_files(lake, TABLES[0], day, STAGE_PART)
+    return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table().cast(STAGE_SCHEMA)
+
+
+def _in_archive_order(stage: pa.Table) -> pa.Table:
+    """The callbacks numbered (`seq`, the last tie-break of the reduction) in archive order, file
+    path then line, as one read of the whole day numbers them, whatever increment read each."""
+    location = stage.column("location")
+    keys = pa.table({"path": pc.replace_substring_regex(location, r":[0-9]+$", ""),
+                     "line": pc.cast(pc.struct_field(pc.extract_regex(location, r":(?P<n>[0-9]+)$"), "n"),
+                                     pa.int64())})
+    ordered = stage.take(pc.sort_indices(keys, sort_keys=[("path", "ascending"), ("line", "ascending")]))
+    return ordered.set_column(ordered.schema.get_field_index("seq"), "seq", pa.array(range(len(ordered)), pa.int64()))

@@ -14,7 +14,7 @@ those whose run is no longer alive (`Lake.sweep_staging`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,17 +23,35 @@ from resources.lake import PARQUET_OPTIONS, Lake
 from resources.storage import staging_name
 
 
+HIDDEN_SUFFIX = ".pq"
+
+
+def hidden_path(lake: Lake, table: str, day: str, name: str) -> str:
+    """A Parquet file in the partition's folder that readers never see: its name starts with '_'
+    (pyarrow's and Hive's hidden files) and does not end in `.parquet` (DuckDB's `*.parquet` glob,
+    `Lake.files`)."""
+    return f"{table}/day={day}/_{name}{HIDDEN_SUFFIX}"
+
+
+def hidden_files(lake: Lake, table: str, day: str, name: str) -> list[str]:
+    """Full paths of the partition's hidden files `_<name>*.pq`, in name order."""
+    return [lake.store.full(e.path) for e in lake.store.list_folder(f"{table}/day={day}")
+            if e.path.rsplit("/", 1)[-1].startswith(f"_{name}") and e.path.endswith(HIDDEN_SUFFIX)]
+
+
 class PartitionCommit:
     def __init__(self, lake: Lake):
         self.lake = lake
         self.pending: list[tuple[str, str]] = []  # (hidden temporary path, final path), store-relative
-        self.replaced: list[tuple[str, str, str]] = []  # (table, day, file name prefix), see replace_parts
+        # (table, day, which names), see replace_matching
+        self.replaced: list[tuple[str, str, Callable[[str], bool]]] = []
 
     @contextlib.contextmanager
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data",
-               options: dict | None = None) -> Iterator[pq.ParquetWriter]:
-        """A writer of the part's file, committed with the others; `options` override PARQUET_OPTIONS."""
-        final = self.lake.partition_path(table, day, part)
+               options: dict | None = None, hidden: bool = False) -> Iterator[pq.ParquetWriter]:
+        """A writer of the part's file, committed with the others; `options` override PARQUET_OPTIONS.
+        `hidden`: a file the ingest keeps for itself, which no reader of the table sees (`hidden_path`)."""
+        final = hidden_path(self.lake, table, day, part) if hidden else self.lake.partition_path(table, day, part)
         folder, name = final.rsplit("/", 1)
         tmp = f"{folder}/{staging_name(name, 'pending', self.lake.owner)}"
         store = self.lake.store
@@ -47,9 +65,10 @@ class PartitionCommit:
             raise
         self.pending.append((tmp, final))
 
-    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data") -> int:
+    def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data",
+              hidden: bool = False) -> int:
         rows = 0
-        with self.writer(table, day, data.schema, part) as w:
+        with self.writer(table, day, data.schema, part, hidden=hidden) as w:
             for batch in data.to_batches() if isinstance(data, pa.Table) else data:
                 if batch.num_rows:
                     w.write_batch(batch)
@@ -61,21 +80,29 @@ class PartitionCommit:
         self.pending += pending
 
     def replace_parts(self, table: str, day: str, prefix: str) -> None:
-        """At commit, also delete the partition's files named `prefix*` that this commit does not
-        write: a table written as a varying number of files leaves none of an earlier run's."""
-        self.replaced.append((table, day, prefix))
+        """At commit, also delete the partition's Parquet files named `prefix*` that this commit
+        does not write: a table written as a varying number of files leaves none of an earlier run's."""
+        self.replace_matching(table, day, lambda name: name.startswith(prefix) and name.endswith(".parquet"))
+
+    def replace_matching(self, table: str, day: str, match: Callable[[str], bool]) -> None:
+        """At commit, also delete the files of the partition's folder (hidden `_` ones included,
+        staging files not) whose name passes `match` and that this commit does not write."""
+        self.replaced.append((table, day, match))
 
     def commit(self) -> None:
+        """Stale files go first (what is left is an earlier state, never one with duplicates), then
+        the files under new names, then those replacing a file: a commit that adds a part and is
+        killed before its replacements shows a name its manifest does not list (see `increments`)."""
         store = self.lake.store
-        for tmp, final in self.pending:
-            store.fs.move(store.full(tmp), store.full(final))
         written = {final for _, final in self.pending}
-        for table, day, prefix in self.replaced:
+        for table, day, match in self.replaced:
             folder = self.lake.partition_path(table, day).rsplit("/", 1)[0]
-            for entry in store.list_files(folder, (".parquet",)):
-                name = entry.path.rsplit("/", 1)[-1]
-                if name.startswith(prefix) and entry.path not in written:
+            for entry in store.list_folder(folder):
+                if match(entry.path.rsplit("/", 1)[-1]) and entry.path not in written:
                     store.delete(entry.path)
+        fresh = [(tmp, final) for tmp, final in self.pending if not store.exists(final)]
+        for tmp, final in fresh + [p for p in self.pending if p not in fresh]:
+            store.fs.move(store.full(tmp), store.full(final))
         self.pending, self.replaced = [], []
 
     def abort(self) -> None:

@@ -33,7 +33,10 @@ import pyarrow.parquet as pq
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
 from resources.storage import RefusedPath, Store
+from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.fields import RowGuard
+from torchci_assets.ingest.increments import (APPEND, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
+                                              part_name, plan_increment, write_manifests)
 from torchci_assets.ingest.junit import (
     TEST_RUN_SCHEMA,
     ParsedBatch,
@@ -41,7 +44,7 @@ from torchci_assets.ingest.junit import (
     parse_junit,
     parse_report_path,
 )
-from torchci_assets.ingest.rejects import Reject, write_rejects
+from torchci_assets.ingest.rejects import Reject, rejects_table
 from torchci_assets.ingest.report_zips import ZIP_SUFFIX, zip_members
 from torchci_assets.ingest.runs_jsonl import parse_test_runs_jsonl
 
@@ -58,6 +61,8 @@ STAGE_BATCH_ROWS = 20_000
 # files runs twice in a job, so the invoking file is part of it).
 KEY_COLUMNS = ["workflow_id", "workflow_run_attempt", "job_id", "invoking_file", "file", "classname", "name"]
 REQUIRED_COLUMNS = [*KEY_COLUMNS[:3], "file", "classname", "name", "time", "status", "rerun_count"]
+
+OWNERSHIP = Ownership([TABLE], [REPORTS_SOURCE, RUNS_SOURCE])
 
 _STAGE_SCHEMA = TEST_RUN_SCHEMA.append(pa.field("seq", pa.int64()))
 _GUARD = RowGuard(_STAGE_SCHEMA)
@@ -77,6 +82,13 @@ class IngestReport:
     staged_rows: int = 0
     rows: int = 0
     rejects: dict[str, list[Reject]] = field(default_factory=lambda: {REPORTS_SOURCE: [], RUNS_SOURCE: []})
+    mode: str = "rebuild"  # or "increment": only the files the manifest did not list were read
+    rebuild_reason: str | None = None  # why a refresh rebuilt the day instead
+    new_files: int = 0  # files read by an increment
+    rows_added: int = 0  # rows this run wrote (the whole partition's, for a rebuild)
+    day_records: int = 0  # records and rejects of the whole day, for its reject rate
+    day_rejects: int = 0
+    parts_added: list[str] | None = None  # an increment's new parts of test_run; None: the partition was rewritten
 
     @property
     def files(self) -> int:
@@ -185,52 +197,145 @@ def _stage_runs_file(archive: Store, path: str, seq: int, stage: _Stage, report:
 
 
 def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
-                        progress_every: int = PROGRESS_EVERY) -> IngestReport:
+                        progress_every: int = PROGRESS_EVERY, incremental: bool = False) -> IngestReport:
     """Ingest `test-reports/day=<day>/` and `test-runs/day=<day>/` into `test_run` for that day,
-    unreadable reports, files and lines into the `test-reports` and `test-runs` parts of `rejects`."""
+    unreadable reports, files and lines into the `test-reports` and `test-runs` parts of `rejects`.
+
+    `incremental` (the intra-day refresh): read only the files the partition's manifest does not
+    list yet and add their rows as a new part. A test of a job whose new report repeats a test
+    that job already has (a test re-run in a report landing later) would need its rows re-folded:
+    the day is then rebuilt, as it is when a file read before changed size or vanished.
+    """
     report = IngestReport(day)
-    reports = archive.list_files(f"test-reports/day={day}", REPORT_SUFFIXES)
-    runs_files = archive.list_files(f"test-runs/day={day}", RUNS_SUFFIXES)
-    report.report_files, report.runs_files = len(reports), len(runs_files)
-    total = len(reports) + len(runs_files)
-    with tempfile.TemporaryDirectory(prefix=f"torchci-test-run-{day}-") as tmp:
-        sources = [(REPORTS_SOURCE, e) for e in reports] + [(RUNS_SOURCE, e) for e in runs_files]
-
-        def refused(row: dict, problem: str) -> None:
-            source, entry = sources[row["seq"]]
-            report.rejects[source].append(Reject(source, entry.path, f"test {str(row.get('name'))[:200]!r}: {problem}", None))
-
-        stage = _Stage(os.path.join(tmp, "stage.parquet"), refused)
-        try:
-            for seq, (source, entry) in enumerate(sources):
-                report.bytes_read += entry.size
-                try:
-                    if source == REPORTS_SOURCE and entry.path.endswith(ZIP_SUFFIX):
-                        _stage_zip(archive, entry.path, seq, stage, report)
-                    elif source == REPORTS_SOURCE:
-                        _stage_report(archive, entry.path, seq, stage, report)
-                    else:
-                        _stage_runs_file(archive, entry.path, seq, stage, report)
-                except ReportRejected as exc:
-                    report.records += 1
-                    report.rejects[source].append(_reject(source, entry.path, exc))
-                if (seq + 1) % progress_every == 0 or seq + 1 == total:
-                    log(f"test_run day={day}: file {seq + 1}/{total}, {stage.rows} rows staged, "
-                        f"{report.reject_count} rejects")
-        finally:
-            stage.close()
-        report.staged_rows = stage.rows
-        con = connect()
-        try:
-            con.execute("SET enable_progress_bar = false")
-            con.execute(compose(_STAGE_VIEW, path=Literals([stage.path])))
-            reader = con.sql(SQL["test_run_fold"]).to_arrow_reader(OUTPUT_BATCH_ROWS)
-            report.rows = lake.write(TABLE, day, _as_schema(reader, TEST_RUN_SCHEMA))
-        finally:
-            con.close()
-    for source, rejects in report.rejects.items():
-        write_rejects(lake, day, source, rejects)
+    listing = (archive.list_files(f"test-reports/day={day}", REPORT_SUFFIXES)
+               + archive.list_files(f"test-runs/day={day}", RUNS_SUFFIXES))
+    if incremental:
+        manifest, new, report.rebuild_reason = plan_increment(lake, day, TABLE, OWNERSHIP, listing)
+        if manifest is not None:
+            report.mode = "increment"
+            log_mode(log, TABLE, day, new, None)
+            if _add_increment(archive, lake, day, manifest, new, report, log, progress_every):
+                return report
+            report.mode = "rebuild"
+        log_mode(log, TABLE, day, None, report.rebuild_reason)
+    _rebuild(archive, lake, day, listing, report, log, progress_every)
     return report
+
+
+def _rebuild(archive: Store, lake: Lake, day: str, listing: list, report: IngestReport,
+             log: Callable[[str], None], progress_every: int) -> None:
+    """The whole day from scratch: one `data` part, every earlier part removed, a fresh manifest."""
+    _reset(report)
+    with tempfile.TemporaryDirectory(prefix=f"torchci-test-run-{day}-") as tmp:
+        stage = _stage_files(archive, listing, tmp, report, log, progress_every)
+        with PartitionCommit(lake) as out:
+            report.rows = report.rows_added = _write_fold(out, day, stage.path, "data")
+            for source, rejects in report.rejects.items():
+                out.write("rejects", day, rejects_table(rejects), part=source)
+                out.replace_matching("rejects", day, lambda n, s=source: n.startswith(f"{s}-inc-"))
+            out.replace_matching(TABLE, day, lambda n: n != "data.parquet")
+    manifest = fresh_manifest(listing, {TABLE: ["data.parquet"]})
+    manifest.counts = {"rows": report.rows, "records": report.records, "rejects": report.reject_count}
+    report.day_records, report.day_rejects = report.records, report.reject_count
+    write_manifests(lake, day, TABLE, manifest, OWNERSHIP)
+
+
+def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new: list, report: IngestReport,
+                   log: Callable[[str], None], progress_every: int) -> bool:
+    """Add the rows of the `new` files as part `inc-<seq>`; False (nothing written) when one of
+    their tests is already in the partition for the same job, which needs a rebuild."""
+    report.new_files, report.parts_added = len(new), []
+    counts = manifest.counts
+    if not new:
+        report.rows, report.day_records, report.day_rejects = counts["rows"], counts["records"], counts["rejects"]
+        return True
+    seq = manifest.seq + 1
+    with tempfile.TemporaryDirectory(prefix=f"torchci-test-run-{day}-") as tmp:
+        stage = _stage_files(archive, new, tmp, report, log, progress_every)
+        repeated = _repeated_tests(lake, day, stage.path) if stage.rows else 0
+        if repeated:
+            report.rebuild_reason = (f"{repeated} test(s) of the new files are already in the partition for "
+                                     "the same job: their rows are folded again from the whole day")
+            return False
+        with PartitionCommit(lake) as out:
+            part = part_name("", seq)
+            report.rows_added = _write_fold(out, day, stage.path, part) if stage.rows else 0
+            for source, rejects in report.rejects.items():
+                if rejects:
+                    out.write("rejects", day, rejects_table(rejects), part=part_name(source, seq))
+    report.parts_added = [f"{part}.parquet"] if stage.rows else []
+    after = next_manifest(manifest, new, {TABLE: (APPEND, report.parts_added)})
+    after.counts = {"rows": counts["rows"] + report.rows_added, "records": counts["records"] + report.records,
+                    "rejects": counts["rejects"] + report.reject_count}
+    report.rows, report.day_records, report.day_rejects = (after.counts[k] for k in ("rows", "records", "rejects"))
+    write_manifests(lake, day, TABLE, after, OWNERSHIP)
+    return True
+
+
+def _reset(report: IngestReport) -> None:
+    """Forget what an abandoned increment counted: the rebuild counts the whole day again."""
+    report.report_files = report.runs_files = report.bytes_read = report.records = report.staged_rows = 0
+    report.new_files, report.parts_added = 0, None
+    report.rejects = {REPORTS_SOURCE: [], RUNS_SOURCE: []}
+
+
+def _stage_files(archive: Store, listing: list, tmp: str, report: IngestReport, log: Callable[[str], None],
+                 progress_every: int) -> _Stage:
+    """Parse every file of `listing` (reports and test-runs files, in that order) into a local stage."""
+    sources = [(REPORTS_SOURCE if e.path.startswith(f"{REPORTS_SOURCE}/") else RUNS_SOURCE, e) for e in listing]
+    report.report_files = sum(1 for s, _ in sources if s == REPORTS_SOURCE)
+    report.runs_files = len(sources) - report.report_files
+    total = len(sources)
+
+    def refused(row: dict, problem: str) -> None:
+        source, entry = sources[row["seq"]]
+        reason = f"test {str(row.get('name'))[:200]!r}: {problem}"
+        report.rejects[source].append(Reject(source, entry.path, reason, None))
+
+    stage = _Stage(os.path.join(tmp, "stage.parquet"), refused)
+    try:
+        for seq, (source, entry) in enumerate(sources):
+            report.bytes_read += entry.size
+            try:
+                if source == REPORTS_SOURCE and entry.path.endswith(ZIP_SUFFIX):
+                    _stage_zip(archive, entry.path, seq, stage, report)
+                elif source == REPORTS_SOURCE:
+                    _stage_report(archive, entry.path, seq, stage, report)
+                else:
+                    _stage_runs_file(archive, entry.path, seq, stage, report)
+            except ReportRejected as exc:
+                report.records += 1
+                report.rejects[source].append(_reject(source, entry.path, exc))
+            if (seq + 1) % progress_every == 0 or seq + 1 == total:
+                log(f"test_run day={report.day}: file {seq + 1}/{total}, {stage.rows} rows staged, "
+                    f"{report.reject_count} rejects")
+    finally:
+        stage.close()
+    report.staged_rows = stage.rows
+    return stage
+
+
+def _write_fold(out: PartitionCommit, day: str, stage_path: str, part: str) -> int:
+    """The staged rows folded to one row per test run, written as `part` of the partition."""
+    con = connect()
+    try:
+        con.execute(compose(_STAGE_VIEW, path=Literals([stage_path])))
+        reader = con.sql(SQL["test_run_fold"]).to_arrow_reader(OUTPUT_BATCH_ROWS)
+        return out.write(TABLE, day, _as_schema(reader, TEST_RUN_SCHEMA), part=part)
+    finally:
+        con.close()
+
+
+def _repeated_tests(lake: Lake, day: str, stage_path: str) -> int:
+    """How many tests staged are already in the partition for the same job attempt."""
+    con = connect()
+    try:
+        con.execute(compose(_STAGE_VIEW, path=Literals([stage_path])))
+        if not lake.register(con, TABLE, [day], name="existing"):
+            return 0
+        return con.execute(SQL["test_run_repeated"]).fetchall()[0][0]
+    finally:
+        con.close()
 
 
 def _as_schema(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:

@@ -126,6 +126,7 @@ class RunScan:
     held: list[str] = field(default_factory=list)  # a later run's bronze files, still to write (`webhook_runs.HeldFiles`)
     staged: str = ""  # the folder of its typed staging files and held bronze files
     copies: pa.Array | None = None  # ids of the deliveries an earlier scan kept: its rows to skip
+    bronze_prefix: str = "part-0"  # the names of run 0's bronze files in the lake
 
 
 def _stage_tables(stage_dir: str, rejects: list[tuple[str, Reject]]) -> dict[str, "_Typed"]:
@@ -139,11 +140,14 @@ def _stage_tables(stage_dir: str, rejects: list[tuple[str, Reject]]) -> dict[str
 
 
 def scan_run(archive_uri: str, lake_uri: str, owner: str | None, day: str, files: list, index: int, tmp: str,
-          progress: Callable[[int, int], None]) -> RunScan:
-    """Read a run of files: write its bronze files (run 0) or hold them (later runs), and stage its
-    typed rows, under `tmp/run-K/`."""
+             progress: Callable[[int, int], None], seen: dict[str, str] | None = None,
+             bronze_prefix: str = "part-0") -> RunScan:
+    """Read a run of files: write its bronze files (run 0, as `<bronze_prefix>-NNN`) or hold them
+    (later runs), and stage its typed rows, under `tmp/run-K/`. A delivery id in `seen` (id ->
+    event: the day's earlier increments) is a copy, dropped like any redelivery."""
     archive, files_out = Store(archive_uri), PartitionCommit(Lake(Store(lake_uri), owner))
-    scan = RunScan(index=index, staged=os.path.join(tmp, f"run-{index}"))
+    scan = RunScan(index=index, staged=os.path.join(tmp, f"run-{index}"), ids=dict(seen or {}),
+                   bronze_prefix=bronze_prefix)
     # Parsed payloads are acyclic and short-lived, but there are millions of their dicts: the
     # cyclic collector would keep re-walking every live batch row for nothing (~25% of the time).
     gc_was_enabled = gc.isenabled()
@@ -165,7 +169,7 @@ def _scan_files(archive: Store, files_out: PartitionCommit, day: str, files: lis
 
     def segment(n: int):
         if scan.index == 0:
-            return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"part-0-{n:03d}",
+            return files_out.writer("webhook_events", day, WEBHOOK_EVENTS_SCHEMA, part=f"{scan.bronze_prefix}-{n:03d}",
                                     options=BRONZE_OPTIONS)
         scan.held.append(os.path.join(scan.staged, f"bronze-{n:03d}.arrow"))
         return held_file(scan.held[-1])

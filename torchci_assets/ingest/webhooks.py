@@ -22,15 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
-from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.commit import PartitionCommit, hidden_files
 from torchci_assets.ingest.heap import large_blocks_kept
+from torchci_assets.ingest.increments import (APPEND, REWRITE, Manifest, Ownership, fresh_manifest, log_mode,
+                                              next_manifest, part_name, parts_of, plan_increment, write_manifests)
 from torchci_assets.ingest.rejects import Reject, rejects_table
-from torchci_assets.ingest.webhook_runs import PARALLEL_MIN_BYTES, SCAN_PROCESSES, HeldFiles, can_spawn, file_runs, scan_day
-from torchci_assets.ingest.webhook_scan import BATCH_ROWS, SOURCE, RunScan
+from torchci_assets.ingest.webhook_runs import (PARALLEL_MIN_BYTES, SCAN_PROCESSES, HeldFiles, Progress, can_spawn,
+                                                file_runs, scan_day)
+from torchci_assets.ingest.webhook_scan import BATCH_ROWS, SOURCE, RunScan, scan_run
 
 
 @dataclass
@@ -44,6 +48,13 @@ class WebhookDayReport:
     rows: dict[str, int] = field(default_factory=dict)
     rejects: list[Reject] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
+    mode: str = "rebuild"  # or "increment": only the files the manifest did not list were read
+    rebuild_reason: str | None = None  # why a refresh rebuilt the day instead
+    added: dict[str, int] = field(default_factory=dict)  # rows each table gained in this run
+    day_lines: int = 0  # the day's totals, for its reject rate
+    day_rejects: int = 0
+    day_deliveries: int = 0
+    parts_added: dict[str, list[str]] | None = None  # an increment's new parts per appended table; None: a rebuild
 
     @property
     def reject_rate(self) -> float:
@@ -51,7 +62,7 @@ class WebhookDayReport:
 
 
 def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str], None] = lambda s: None,
-                       workers: int | None = None) -> WebhookDayReport:
+                       workers: int | None = None, incremental: bool = False) -> WebhookDayReport:
     """Ingest `webhooks/day=<day>/` from the archive into the lake's tables for that day,
     its unreadable records into the `webhooks` part of `rejects`.
 
@@ -63,9 +74,24 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
     Arrow files (lz4, cheap to write), each written to the lake without those copies as soon as
     the earlier runs are scanned, while the later runs' scans or the reduce go on (see
     `webhook_runs`). Any number of workers gives the same tables.
+
+    `incremental` (the intra-day refresh): read only the files the manifest does not list yet
+    (`_add_increment`), unless the day must be rebuilt (`increments.plan_increment`).
     """
     report = WebhookDayReport(day)
     files = archive.list_files(f"webhooks/day={day}", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
+    if incremental:
+        manifest, new, report.rebuild_reason = plan_increment(lake, day, PRIMARY, OWNERSHIP, files)
+        log_mode(log, PRIMARY, day, new if manifest else None, report.rebuild_reason)
+        if manifest is not None:
+            _add_increment(archive, lake, day, manifest, new, report, log)
+            return report
+    _rebuild(archive, lake, day, files, report, log, workers)
+    return report
+
+
+def _rebuild(archive: Store, lake: Lake, day: str, files: list, report: WebhookDayReport,
+             log: Callable[[str], None], workers: int | None) -> None:
     report.files = len(files)
     report.bytes_read = sum(f.size for f in files)
     if workers is None:
@@ -77,9 +103,70 @@ def ingest_webhook_day(archive: Store, lake: Lake, day: str, log: Callable[[str]
         _collect(scans, out, report)
         _reduce_typed(out, day, scans, report)  # while the held bronze files are written
         held.wait(scans)
-        out.replace_parts("webhook_events", day, prefix="part-")
+        for table in OWNERSHIP.tables:
+            out.replace_matching(table, day, lambda name: True)
         out.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
-    return report
+        out.replace_matching("rejects", day, lambda name: name.startswith(f"{SOURCE}-inc-"))
+    manifest = fresh_manifest(files, {t: parts_of(_names(lake, t, day)) for t in OWNERSHIP.tables})
+    manifest.counts = _counts(report, {})
+    _day_totals(report, {}, report.rows)
+    write_manifests(lake, day, PRIMARY, manifest, OWNERSHIP)
+
+
+def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new: list,
+                   report: WebhookDayReport, log: Callable[[str], None]) -> None:
+    """The `new` files as one more increment: bronze and push/pull_request rows appended as
+    `inc-<seq>` parts, workflow_job/workflow_run reduced again from the day's staged rows."""
+    report.mode, report.files, report.bytes_read = "increment", len(new), sum(f.size for f in new)
+    report.parts_added = {t: [] for t in (PRIMARY, *TYPED_TABLES) if t not in MERGED_TABLES}
+    if not new:
+        _day_totals(report, manifest.counts, {})
+        return
+    seq = manifest.seq + 1
+    with (large_blocks_kept(), tempfile.TemporaryDirectory(prefix=f"torchci-webhooks-{day}-") as tmp,
+          PartitionCommit(lake) as out):
+        progress = Progress(log, day, len(new))
+        scan = scan_run(archive.uri, lake.store.uri, lake.owner, day, new, 0, tmp, progress.update,
+                        seen=_day_deliveries(lake, day), bronze_prefix=part_name("", seq))
+        _collect([scan], out, report)
+        changes = {PRIMARY: (APPEND, [final.rsplit("/", 1)[-1] for _, final in out.pending])}
+        changes.update(_reduce_increment(out, lake, day, seq, scan, report, manifest.counts))
+        if report.rejects:
+            out.write("rejects", day, rejects_table(report.rejects), part=part_name(SOURCE, seq))
+    after = next_manifest(manifest, new, changes)
+    report.parts_added = {t: names for t, (kind, names) in changes.items() if kind == APPEND}
+    after.counts = _counts(report, manifest.counts)
+    _day_totals(report, manifest.counts, report.rows)
+    write_manifests(lake, day, PRIMARY, after, OWNERSHIP)
+
+
+def _counts(report: WebhookDayReport, before: dict[str, int]) -> dict[str, int]:
+    """The day's running totals after this run: `before` (an earlier state's) plus this run's."""
+    now = {"lines": report.lines, "deliveries": report.deliveries, "duplicates": report.duplicates,
+           "rejects": len(report.rejects), **{f"rows.{t}": n for t, n in report.rows.items()}}
+    return {k: before.get(k, 0) + now.get(k, 0) for k in set(before) | set(now)}
+
+
+def _day_totals(report: WebhookDayReport, before: dict[str, int], added: dict[str, int]) -> None:
+    """Set the report's day totals (what the partition holds now) beside this run's own counts."""
+    report.added = dict(added)
+    report.day_lines = before.get("lines", 0) + report.lines
+    report.day_rejects = before.get("rejects", 0) + len(report.rejects)
+    report.day_deliveries = before.get("deliveries", 0) + report.deliveries
+    report.rows = {t: before.get(f"rows.{t}", 0) + added.get(t, 0) for t in OWNERSHIP.tables}
+
+
+def _names(lake: Lake, table: str, day: str) -> list[str]:
+    return [e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(f"{table}/day={day}")]
+
+
+def _day_deliveries(lake: Lake, day: str) -> dict[str, str]:
+    """Delivery id -> event of every delivery the day's partition holds (two columns, not the payloads)."""
+    files = lake.files(PRIMARY, [day])
+    if not files:
+        return {}
+    table = pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table(columns=["delivery_id", "event"])
+    return dict(zip(table.column("delivery_id").to_pylist(), table.column("event").to_pylist()))
 
 
 def _collect(scans: list[RunScan], out: PartitionCommit, report: WebhookDayReport) -> None:
@@ -114,6 +201,15 @@ SQL = dict(SqlFiles(__file__).steps("webhook_tables"))
 TYPED_TABLES = ("workflow_job", "workflow_run", "push", "pull_request")
 
 
+PRIMARY = "webhook_events"
+OWNERSHIP = Ownership([PRIMARY, *TYPED_TABLES], [SOURCE])
+# Reduced to one row per key from every delivery of the day: an increment reduces them again from
+# the day's staged rows, kept in the partition as hidden `_stage*.pq` files. The other typed
+# tables hold one row per delivery, so an increment's rows are new keys, appended.
+MERGED_TABLES = ("workflow_job", "workflow_run")
+STAGE_PART = "stage"  # hidden: `_stage.pq`, `_stage-inc-<n>.pq`
+
+
 def _reduce_typed(out: PartitionCommit, day: str, scans: list[RunScan], report: WebhookDayReport) -> None:
     con = connect()
     try:
@@ -121,14 +217,62 @@ def _reduce_typed(out: PartitionCommit, day: str, scans: list[RunScan], report: 
             files = [os.path.join(scan.staged, name + ".parquet") for scan in scans]
             copies = [(f, d) for scan, f in zip(scans, files)
                       for d in ([] if scan.copies is None else scan.copies.to_pylist())]
-            con.register("copies", pa.table({"filename": [f for f, _ in copies], "delivery_id": [d for _, d in copies]},
-                                            schema=pa.schema([("filename", pa.string()), ("delivery_id", pa.string())])))
-            con.execute(compose(SQL["stage"], files=Literals(files)))
-            for col in _TS_COLUMNS[name]:
-                bad = con.execute(compose(SQL["bad_timestamps"], column=col)).fetchall()
-                report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
-                                   for loc, val in bad]
+            _stage_view(con, files, copies)
+            _reject_bad_timestamps(con, name, report)
+            if name in MERGED_TABLES:
+                out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS), part=STAGE_PART, hidden=True)
             reader = con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS)
             report.rows[name] = out.write(name, day, reader)
     finally:
         con.close()
+
+
+def _stage_view(con, files: list[str], copies: list[tuple[str, str]]) -> None:
+    """View `stage`: the staged rows of `files`, without the (file, delivery id) `copies`."""
+    con.register("copies", pa.table({"filename": [f for f, _ in copies], "delivery_id": [d for _, d in copies]},
+                                    schema=pa.schema([("filename", pa.string()), ("delivery_id", pa.string())])))
+    con.execute(compose(SQL["stage"], files=Literals(files)))
+
+
+def _reject_bad_timestamps(con, name: str, report: WebhookDayReport) -> None:
+    for col in _TS_COLUMNS[name]:
+        bad = con.execute(compose(SQL["bad_timestamps"], column=col)).fetchall()
+        report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
+                           for loc, val in bad]
+
+
+def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan: RunScan,
+                      report: WebhookDayReport, before: dict[str, int]) -> dict[str, tuple[str, list[str]]]:
+    """The typed rows of an increment's deliveries: appended, or (MERGED_TABLES) kept as staged rows
+    and the table reduced again from all of the day's; returns the changes for the manifest."""
+    changes = {}
+    con = connect()
+    try:
+        for name in TYPED_TABLES:
+            _stage_view(con, [os.path.join(scan.staged, name + ".parquet")], [])
+            _reject_bad_timestamps(con, name, report)
+            if not con.execute(SQL["staged_count"]).fetchall()[0][0]:
+                report.rows[name] = 0
+                continue
+            if name in MERGED_TABLES:
+                out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS),
+                          part=part_name(STAGE_PART, seq), hidden=True)
+                con.execute(SQL["keep_increment"])
+                con.register("earlier", _staged_earlier(lake, name, day))
+                con.execute(SQL["stage_with_earlier"])
+                written = out.write(name, day, con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS))
+                report.rows[name] = written - before.get(f"rows.{name}", 0)
+                changes[name] = (REWRITE, ["data.parquet"])
+            else:
+                part = part_name("", seq)
+                report.rows[name] = out.write(name, day, con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS), part=part)
+                changes[name] = (APPEND, [f"{part}.parquet"])
+    finally:
+        con.close()
+    return changes
+
+
+def _staged_earlier(lake: Lake, table: str, day: str) -> pa.Table:
+    """The staged rows the day's earlier ingests kept in the partition (its `_stage*` files)."""
+    files = hidden_files(lake, table, day, STAGE_PART)
+    return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table()

@@ -16,6 +16,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build_job_failure
 from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
 from torchci_assets.ingest.archive import archive_key
+from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -69,7 +70,8 @@ def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResour
     lk = lake.lake(owner=context.run.run_id)
     data, source, infra = _rules_and_infra()
     ruleset = parse_ruleset(data, source)
-    report = build_job_failure(archive.store(), lk, day, ruleset, data, infra, log=context.log.info)
+    report = build_job_failure(archive.store(), lk, day, ruleset, data, infra, log=context.log.info,
+                               reuse=is_refresh(context.run.tags))
     swept = sweep_staging(context, lk, ["job_failure", "rejects"], day)
     if report.logs == 0:
         context.log.info(f"no job logs under {archive.store().display(f'logs/day={day}')}; wrote empty partitions")
@@ -79,7 +81,7 @@ def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResour
         "rows": report.rows, "files": report.files, "logs": report.logs, "classified": report.classified, "infra": report.infra,
         "skipped_successful_jobs": report.skipped_successful, "jobs_not_found": report.jobs_not_found,
         "log_bytes": dg.MetadataValue.int(report.bytes_read), "long_lines_cut": report.long_lines,
-        "processes": report.workers, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
+        "processes": report.workers, "classifications_reused": report.reused, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
         "rules": dg.MetadataValue.json(dict(sorted(report.rules.items(), key=lambda kv: -kv[1]))),
         "path": lk.store.display(lk.partition_path("job_failure", day)), "stale_staging_files_removed": swept,
     })

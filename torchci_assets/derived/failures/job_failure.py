@@ -20,19 +20,21 @@ Infrastructure. A row's `infra` is true when its rule's name is in the configure
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles
 from resources.storage import Store
 from torchci_assets.derived.failures.classifier import Classifier
 from torchci_assets.derived.failures.rules import Ruleset, parse_ruleset
-from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.commit import PartitionCommit, hidden_path
 from torchci_assets.ingest.logs import SOURCE, JobLog, LogBlocks, list_job_logs
 from torchci_assets.ingest.rejects import Reject, rejects_table
 from torchci_assets.partitions import days_around
@@ -48,6 +50,15 @@ JOB_FAILURE_SCHEMA = pa.schema([
     ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()),
     ("captures", pa.list_(pa.string())), ("context", pa.list_(pa.string())), ("infra", pa.bool_()),
     ("log_path", pa.string()), ("log_lines", pa.int64()), ("log_bytes", pa.int64()), ("log_complete", pa.bool_()),
+])
+
+# Each classified log's result, kept hidden in the partition so a refresh reads only new logs.
+CLASSIFIED_PART = "classified"  # hidden: `_classified.pq`
+CLASSIFIED_SCHEMA = pa.schema([
+    ("log_path", pa.string()), ("log_size", pa.int64()), ("rules_digest", pa.string()),
+    ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()), ("captures", pa.list_(pa.string())),
+    ("context", pa.list_(pa.string())), ("lines", pa.int64()), ("bytes_read", pa.int64()),
+    ("long_lines", pa.int64()), ("error", pa.string()),
 ])
 
 SQL = SqlFiles(__file__)
@@ -91,6 +102,7 @@ class JobFailureReport:
     bytes_read: int = 0
     long_lines: int = 0
     workers: int = 1
+    reused: int = 0  # logs whose classification was kept from an earlier run of the day
     rules: dict[str, int] = field(default_factory=dict)
     rejects: list[Reject] = field(default_factory=list)
 
@@ -142,10 +154,14 @@ def _classify_all(archive: Store, logs: list[JobLog], ruleset: Ruleset, rules_da
 
 def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, rules_data: bytes,
                       infra_rules: tuple[str, ...], workers: int | None = None,
-                      log: Callable[[str], None] = lambda _: None) -> JobFailureReport:
+                      log: Callable[[str], None] = lambda _: None, reuse: bool = False) -> JobFailureReport:
     """Classify the day's logs of failed jobs and write `job_failure` and the `logs` rejects together.
 
-    `rules_data` is the rules file's bytes (worker processes parse their own copy).
+    `rules_data` is the rules file's bytes (worker processes parse their own copy). Each log's
+    classification is kept in the partition (hidden `_classified.pq`): with `reuse` (the
+    intra-day refresh) a log already classified with the same rules, and the same size, is not
+    read again. Which logs count, and their jobs, are decided again each time, so the table is
+    the one a full run gives.
     """
     report = JobFailureReport()
     logs, report.rejects = list_job_logs(archive, day)
@@ -159,13 +175,7 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
         else:
             report.jobs_not_found += j.job_id not in jobs
             todo.append(j)
-    total = sum(j.size for j in todo)
-    if workers is None:
-        workers = min(MAX_WORKERS, os.cpu_count() or 1, len(todo)) if total >= PARALLEL_MIN_BYTES else 1
-    report.workers = max(1, workers)
-    log(f"classifying {len(todo):,} logs ({total / 1e6:.1f} MB stored) with {len(ruleset)} rules from "
-        f"{ruleset.source}" + (f" in {report.workers} processes" if report.workers > 1 else ""))
-    results = _classify_all(archive, todo, ruleset, rules_data, report.workers, log)
+    results = _results(archive, lake, day, todo, ruleset, rules_data, workers, log, reuse, report)
     infra = set(infra_rules)
     rows = []
     for j, r in zip(todo, results):
@@ -191,4 +201,40 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
     with PartitionCommit(lake) as commit:
         commit.write("job_failure", day, pa.Table.from_pylist(rows, schema=JOB_FAILURE_SCHEMA))
         commit.write("rejects", day, rejects_table(report.rejects), part=SOURCE)
+        commit.write("job_failure", day, _classified_table(todo, results, ruleset.digest), part=CLASSIFIED_PART,
+                     hidden=True)
     return report
+
+
+def _results(archive: Store, lake: Lake, day: str, todo: list[JobLog], ruleset: Ruleset, rules_data: bytes,
+             workers: int | None, log: Callable[[str], None], reuse: bool, report: JobFailureReport) -> list[LogResult]:
+    """Each log's classification, in `todo`'s order: kept ones (`reuse`) or read now."""
+    kept = _classified_before(lake, day, ruleset.digest) if reuse else {}
+    fresh = [j for j in todo if (j.path, j.size) not in kept]
+    report.reused = len(todo) - len(fresh)
+    total = sum(j.size for j in fresh)
+    if workers is None:
+        workers = min(MAX_WORKERS, os.cpu_count() or 1, len(fresh)) if total >= PARALLEL_MIN_BYTES else 1
+    report.workers = max(1, workers)
+    log(f"classifying {len(fresh):,} logs ({total / 1e6:.1f} MB stored) with {len(ruleset)} rules from "
+        f"{ruleset.source}" + (f" in {report.workers} processes" if report.workers > 1 else "")
+        + (f"; {report.reused:,} classified before" if report.reused else ""))
+    done = dict(zip([j.path for j in fresh], _classify_all(archive, fresh, ruleset, rules_data, report.workers, log)))
+    return [done[j.path] if j.path in done else kept[(j.path, j.size)] for j in todo]
+
+
+def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str) -> pa.Table:
+    rows = [{"log_path": j.path, "log_size": j.size, "rules_digest": digest, **dataclasses.asdict(r),
+             "line": _cut(r.line), "context": [_cut(c) for c in r.context]} for j, r in zip(logs, results)]
+    return pa.Table.from_pylist(rows, schema=CLASSIFIED_SCHEMA)
+
+
+def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int], LogResult]:
+    """(log path, size) -> its classification with the rules of `digest`, as the partition kept it."""
+    path = hidden_path(lake, "job_failure", day, CLASSIFIED_PART)
+    if not lake.store.exists(path):
+        return {}
+    table = pq.read_table(lake.store.full(path), filesystem=lake.store.fs)
+    fields = [f.name for f in dataclasses.fields(LogResult)]
+    return {(row["log_path"], row["log_size"]): LogResult(**{k: row[k] for k in fields})
+            for row in table.to_pylist() if row["rules_digest"] == digest}

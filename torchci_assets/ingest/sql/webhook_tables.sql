@@ -84,3 +84,18 @@ FROM stage ORDER BY received_at, delivery_id
 SELECT repo, number, action, state, head_sha, head_ref, base_ref, labels, merged,
        TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, received_at, delivery_id
 FROM stage ORDER BY received_at, delivery_id
+
+-- step: staged
+-- the staged rows as they are kept in the partition (hidden `_stage*` files) for the increments
+SELECT * FROM stage
+
+-- step: staged_count
+SELECT count(*) FROM stage
+
+-- step: keep_increment
+CREATE OR REPLACE TEMP TABLE increment AS SELECT * FROM stage
+
+-- step: stage_with_earlier
+-- an increment's staged rows (table increment) with those the day's earlier ingests kept (earlier)
+CREATE OR REPLACE TEMP VIEW stage AS
+SELECT * FROM earlier UNION ALL BY NAME SELECT * FROM increment

@@ -1,0 +1,390 @@
+"""The intra-day refresh's ingest: a day built from increments equals the same day built at once,
+table by table, with redeliveries and out-of-order states spread across the increments, a refresh
+killed between its data and its manifest (by an exception, and by SIGKILL), and the part contract
+downstream readers rely on (`increments.partition_parts`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import envelope, jsonl_bytes
+from resources.lake import Lake, connect
+from resources.storage import Store
+from torchci_assets.derived.failures import job_failure
+from torchci_assets.derived.failures.job_failure import build_job_failure
+from torchci_assets.config import DEFAULT_INFRA_RULES
+from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
+from torchci_assets.ingest import ci_results, reports, webhooks
+from torchci_assets.ingest.ci_results import ingest_ci_results_day
+from torchci_assets.ingest.increments import APPEND, REWRITE, is_refresh, partition_parts
+from torchci_assets.ingest.reports import ingest_test_run_day
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+from torchci_assets.simulate.generate import generate_archive
+from torchci_assets.simulate.landing import flaky_report
+from torchci_assets.simulate.world import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY = "2026-11-20"
+NOW_MS = int(dt.datetime(2026, 11, 20, 23, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
+SIM = Options(seed=3, commits_per_day=4, prs_per_day=2, configs=3, test_files=5, tests_per_file=5, backends=1,
+              platform_failures=0)
+TABLES = ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request", "test_run", "ci_result",
+          "ci_callback_minutes", "rejects", "job_failure")
+JOB = 990_001
+
+
+def job_payload(status: str, **fields) -> dict:
+    job = {"id": JOB, "run_id": 77, "run_attempt": 1, "status": status, "head_sha": "abc",
+           "name": "linux-jammy-py3.10-gcc11 / test (default, 2, 5, linux.4xlarge)", "labels": ["linux.4xlarge"],
+           "workflow_name": "pull", "head_branch": "main", "created_at": "2026-11-20T10:00:00Z",
+           "started_at": None, "completed_at": None, "conclusion": None, "runner_name": None, **fields}
+    return {"action": status, "workflow_job": job, "repository": {"full_name": "pytorch/pytorch"}}
+
+
+def quirks(first_hooks_line: bytes) -> list[dict[str, bytes]]:
+    """Files landing with increments 1 and 2: a job whose `completed` (from an older GitHub, without
+    created_at and run_attempt) lands before its `queued` and `in_progress`, redeliveries of a
+    delivery of increment 1 (ours and one of the simulator's), a torn line and a bad timestamp."""
+    done = job_payload("completed", started_at="2026-11-20T10:05:00Z", completed_at="2026-11-20T10:35:30Z",
+                       conclusion="success", runner_name="i-0abc")
+    del done["workflow_job"]["created_at"], done["workflow_job"]["run_attempt"]
+    first = [envelope("workflow_job", "q-done", done, "2026-11-20T10:35:31Z")]
+    second = [envelope("workflow_job", "q-queued", job_payload("queued"), "2026-11-20T10:00:01Z"),
+              envelope("workflow_job", "q-started", job_payload("in_progress", started_at="2026-11-20T10:05:00Z"),
+                       "2026-11-20T10:05:01Z"),
+              envelope("workflow_job", "q-done", done, "2026-11-20T11:00:00Z"),  # redelivered later
+              first_hooks_line.rstrip(b"\n"), b'{"event": "push", "delivery_id": "cut', 
+              envelope("workflow_job", "q-bad-ts", {**job_payload("queued", created_at="yesterday"),
+                                                    "workflow_job": {**job_payload("queued")["workflow_job"],
+                                                                     "id": JOB + 1, "created_at": "yesterday"}},
+                       "2026-11-20T12:00:00Z")]
+    return [{f"webhooks/day={DAY}/zz-quirks-1.jsonl": jsonl_bytes("a.jsonl", first)},
+            {f"webhooks/day={DAY}/zz-quirks-2.jsonl": jsonl_bytes("a.jsonl", second)}]
+
+
+def increments(source: Path, k: int = 3) -> list[dict[str, bytes]]:
+    """The simulated day's files cut into `k` landings: each source's files in name order (a
+    job's reports together), then the quirks, and in the last one a new report of a job already
+    in the first (a new test of that job: an append)."""
+    out: list[dict[str, bytes]] = [{} for _ in range(k)]
+    for section in ("webhooks", "test-runs", "ci-results", "logs"):
+        files = sorted((source / section / f"day={DAY}").glob("*"))
+        for i, f in enumerate(files):
+            out[i * k // len(files)][str(f.relative_to(source))] = f.read_bytes()
+    jobs = sorted({p.relative_to(source).parts[:5] for p in (source / "test-reports").rglob("*.xml*")})
+    for i, job in enumerate(jobs):
+        for p in sorted(source.joinpath(*job).rglob("*.xml*")):
+            out[i * k // len(jobs)][str(p.relative_to(source))] = p.read_bytes()
+    first_hooks = min(p for p in out[0] if p.startswith("webhooks/"))
+    first_line = gzip.decompress(out[0][first_hooks]).split(b"\n")[0]
+    for landing, files in zip(out, quirks(first_line)):
+        landing.update(files)
+    early_job = "/".join(jobs[0])
+    out[-1][f"{early_job}/test/test-reports/python-pytest/test_late/test_late-0123456789abcdef.xml"] = \
+        flaky_report("test_late", "TestLate", "test_lands_late")
+    return out
+
+
+@pytest.fixture(scope="module")
+def landings(tmp_path_factory) -> list[dict[str, bytes]]:
+    source = tmp_path_factory.mktemp("sim")
+    generate_archive(source, [dt.date.fromisoformat(DAY)], SIM, log=lambda _: None)
+    return increments(source)
+
+
+def land(archive: Store, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        archive.write_bytes(rel, data)
+
+
+def ingest(archive: Store, lake: Lake, incremental: bool) -> dict[str, str]:
+    """The three ingests of the day; their modes."""
+    w = ingest_webhook_day(archive, lake, DAY, incremental=incremental)
+    t = ingest_test_run_day(archive, lake, DAY, incremental=incremental)
+    c = ingest_ci_results_day(archive, lake, DAY, now_ms=NOW_MS, incremental=incremental)
+    return {"webhooks": w.mode, "test_run": t.mode, "ci_result": c.mode,
+            "reasons": [r.rebuild_reason for r in (w, t, c)]}
+
+
+def snapshot(lake: Lake) -> dict[str, list]:
+    """Every table's rows of the day, sorted: what a reader sees, whatever the parts."""
+    con = connect()
+    try:
+        out = {}
+        for table in TABLES:
+            if lake.register(con, table, [DAY], name="t"):
+                out[table] = sorted(con.execute("SELECT * EXCLUDE (day) FROM t").fetchall(), key=repr)
+            else:
+                out[table] = []
+    finally:
+        con.close()
+    return out
+
+
+def at_once(tmp_path: Path, landings: list[dict[str, bytes]]) -> dict[str, list]:
+    archive, lake = Store(str(tmp_path / "once-archive")), Lake.at(str(tmp_path / "once-lake"))
+    for files in landings:
+        land(archive, files)
+    ingest(archive, lake, incremental=False)
+    return snapshot(lake)
+
+
+def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, landings):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    modes = []
+    for files in landings:
+        land(archive, files)
+        modes.append(ingest(archive, lake, incremental=True))
+    assert [m["webhooks"] for m in modes] == ["rebuild", "increment", "increment"]  # no manifest yet, then adds
+    assert [m["test_run"] for m in modes] == ["rebuild", "increment", "increment"]
+    assert [m["ci_result"] for m in modes] == ["rebuild", "increment", "increment"]
+    assert "no manifest" in modes[0]["reasons"][0]
+    built, once = snapshot(lake), at_once(tmp_path, landings)
+    for table in TABLES:
+        assert built[table] == once[table], table
+    assert len(built["test_run"]) > 100 and len(built["workflow_job"]) > 50 and built["ci_result"]
+    # the quirks: one row for the job, its highest state, created_at filled from the queued delivery
+    con = connect()
+    lake.register(con, "workflow_job", [DAY], name="j")
+    lake.register(con, "webhook_events", [DAY], name="e")
+    lake.register(con, "rejects", [DAY], name="r")
+    assert con.execute("SELECT status, conclusion, created_at IS NOT NULL, queue_s FROM j WHERE id = ?",
+                       [JOB]).fetchall() == [("completed", "success", True, 300.0)]
+    assert con.execute("SELECT count(*) FROM e WHERE delivery_id LIKE 'q-%'").fetchall() == [(4,)]
+    reasons = [r for (r,) in con.execute("SELECT reason FROM r WHERE source = 'webhooks'").fetchall()]
+    assert any("created_at" in r for r in reasons) and len(reasons) >= 2  # the cut line and the bad timestamp
+    con.close()
+
+
+def test_a_report_repeating_a_test_of_its_job_rebuilds_test_run_and_still_equals(tmp_path, landings):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    for files in landings:
+        land(archive, files)
+    ingest(archive, lake, incremental=True)
+    # the same report again under another name in its job's folder: each test there is a rerun
+    rel, data = next((p, d) for p, d in landings[0].items() if p.startswith("test-reports/"))
+    repeated = {rel.rsplit("/", 1)[0] + "/again-" + rel.rsplit("/", 1)[1]: data}
+    land(archive, repeated)
+    report = ingest_test_run_day(archive, lake, DAY, incremental=True)
+    assert report.mode == "rebuild" and "already in the partition" in report.rebuild_reason
+    assert partition_parts(lake, "test_run", DAY).last_change == REWRITE
+    once = at_once(tmp_path, [*landings, repeated])
+    assert snapshot(lake)["test_run"] == once["test_run"]
+
+
+def test_the_parts_say_what_each_refresh_changed_and_names_never_change_content(tmp_path, landings):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    seen: dict[tuple, str] = {}  # (table, generation, part) -> content digest
+    history = []
+    for files in landings:
+        land(archive, files)
+        ingest(archive, lake, incremental=True)
+        for table in ("test_run", "webhook_events", "push", "workflow_job", "ci_result"):
+            parts = partition_parts(lake, table, DAY)
+            history.append(parts)
+            on_disk = sorted(p.rsplit("/", 1)[-1] for p in lake.files(table, [DAY]))
+            assert sorted(parts.names) == on_disk  # every part readers glob, and only those
+            for name in parts.names:
+                digest = hashlib.sha256(Path(tmp_path / "lake" / table / f"day={DAY}" / name).read_bytes()).hexdigest()
+                assert seen.setdefault((table, parts.generation, name), digest) == digest
+    test_run = [p for p in history if p.table == "test_run"]
+    assert [p.last_change for p in test_run] == [REWRITE, APPEND, APPEND]
+    assert len({p.generation for p in test_run}) == 1  # appends keep the generation
+    assert test_run[1].appended == ("inc-1.parquet",) and test_run[2].names == ("data.parquet", "inc-1.parquet",
+                                                                                   "inc-2.parquet")
+    job = [p for p in history if p.table == "workflow_job"]
+    assert [p.last_change for p in job] == [REWRITE] * 3 and len({p.generation for p in job}) == 3
+    # a full run of the day replaces every part with a fresh set, under a new generation
+    ingest(archive, lake, incremental=False)
+    rebuilt = partition_parts(lake, "test_run", DAY)
+    assert rebuilt.names == ("data.parquet",) and rebuilt.last_change == REWRITE
+    assert rebuilt.generation != test_run[-1].generation
+    assert sorted(p.rsplit("/", 1)[-1] for p in lake.files("rejects", [DAY])) == \
+        ["ci-results.parquet", "test-reports.parquet", "test-runs.parquet", "webhooks.parquet"]
+
+
+def test_a_refresh_classifies_only_the_job_logs_it_has_not_classified_yet(tmp_path, landings, monkeypatch):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ruleset = load_ruleset(DEFAULT_RULES_PATH)
+    rules = Path(DEFAULT_RULES_PATH).read_bytes()
+    read: list[str] = []
+    real = job_failure.classify_log
+    monkeypatch.setattr(job_failure, "classify_log", lambda store, path, rs: read.append(path) or real(store, path, rs))
+
+    def refresh(target: Lake, reuse: bool = True):
+        ingest_webhook_day(archive, target, DAY)
+        return build_job_failure(archive, target, DAY, ruleset, rules, DEFAULT_INFRA_RULES, workers=1, reuse=reuse)
+
+    logs = [sorted(p for p in files if p.startswith("logs/")) for files in landings]
+    assert logs[0] and logs[2]
+    land(archive, landings[0])
+    refresh(lake)
+    assert read == logs[0]
+    for files in landings[1:]:
+        land(archive, files)
+    read.clear()
+    report = refresh(lake)
+    assert read == sorted(logs[1] + logs[2]) and report.reused == len(logs[0])
+    grown = logs[0][0]
+    archive.write_bytes(grown, landings[0][grown])  # written again, the same bytes: kept
+    read.clear()
+    refresh(lake)
+    assert read == []
+    archive.write_bytes(grown, landings[0][grown] + gzip.compress(b"one more line\n"))  # grown: read again
+    refresh(lake)
+    assert read == [grown]
+    once = Lake.at(str(tmp_path / "once"))
+    assert refresh(once, reuse=False).reused == 0
+    assert snapshot(lake)["job_failure"] == snapshot(once)["job_failure"] != []
+
+
+def test_only_the_refresh_runs_ingest_increments():
+    assert is_refresh({"torchci/refresh": "archive"})
+    assert not is_refresh({}) and not is_refresh({"dagster/partition": DAY, "dagster/backfill": "x"})
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_refresh_killed_before_or_after_its_commit_ends_in_the_same_tables(tmp_path, landings, monkeypatch):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    land(archive, landings[0])
+    ingest(archive, lake, incremental=True)
+    before = snapshot(lake)
+    land(archive, landings[1])
+
+    def die(*args, **kwargs):
+        raise Killed()
+
+    runs = {reports: lambda: ingest_test_run_day(archive, lake, DAY, incremental=True),
+            webhooks: lambda: ingest_webhook_day(archive, lake, DAY, incremental=True),
+            ci_results: lambda: ingest_ci_results_day(archive, lake, DAY, now_ms=NOW_MS, incremental=True)}
+    # killed while writing: nothing of the increment is visible
+    for module, name in ((reports, "_write_fold"), (webhooks, "_reduce_increment"), (ci_results, "reduce_callbacks")):
+        with monkeypatch.context() as m:
+            m.setattr(module, name, die)
+            with pytest.raises(Killed):
+                runs[module]()
+    assert snapshot(lake) == before
+    # killed between the data and the manifest: the parts are whole and no key is doubled ...
+    for module, run in runs.items():
+        with monkeypatch.context() as m:
+            m.setattr(module, "write_manifests", die)
+            with pytest.raises(Killed):
+                run()
+    con = connect()
+    lake.register(con, "test_run", [DAY], name="t")
+    assert con.execute("SELECT count(*) - count(DISTINCT (workflow_id, workflow_run_attempt, job_id, invoking_file,"
+                       " file, classname, name)) FROM t").fetchall() == [(0,)]
+    con.close()
+    # ... and the next refresh sees files its manifest does not list, and rebuilds the day
+    land(archive, landings[2])
+    modes = ingest(archive, lake, incremental=True)
+    assert (modes["webhooks"], modes["test_run"], modes["ci_result"]) == ("rebuild",) * 3
+    assert all("does not list" in r for r in modes["reasons"])
+    assert snapshot(lake) == at_once(tmp_path, landings)
+
+
+KILL_BETWEEN_DATA_AND_MANIFEST = """
+import os, signal, sys
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.ingest import webhooks
+webhooks.write_manifests = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+webhooks.ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3], incremental=True)
+"""
+
+
+def test_a_refresh_killed_by_sigkill_after_its_data_is_repaired_by_the_next(tmp_path, landings):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    land(archive, landings[0])
+    ingest(archive, lake, incremental=True)
+    land(archive, landings[1])
+    done = subprocess.run([sys.executable, "-c", KILL_BETWEEN_DATA_AND_MANIFEST, archive.uri, lake.store.uri, DAY],
+                          cwd=ROOT, capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    assert any(p.endswith("inc-1-000.parquet") for p in lake.files("webhook_events", [DAY]))  # its data landed
+    land(archive, landings[2])
+    again = ingest_webhook_day(archive, lake, DAY, incremental=True)
+    assert again.mode == "rebuild" and "does not list" in again.rebuild_reason
+    ingest(archive, lake, incremental=True)
+    once = at_once(tmp_path, landings)
+    built = snapshot(lake)
+    for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):
+        assert built[table] == once[table], table
+
+
+def test_an_archive_file_that_changed_or_vanished_rebuilds_the_day(tmp_path, landings):
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    land(archive, landings[0])
+    ingest(archive, lake, incremental=True)
+    hooks = sorted(p for p in landings[0] if p.startswith("webhooks/"))
+    archive.write_bytes(hooks[0], landings[0][hooks[0]] + b"")  # same bytes: nothing to do
+    assert ingest_webhook_day(archive, lake, DAY, incremental=True).mode == "increment"
+    archive.delete(hooks[0])
+    report = ingest_webhook_day(archive, lake, DAY, incremental=True)
+    assert report.mode == "rebuild" and "is gone" in report.rebuild_reason
+    assert ingest_webhook_day(archive, lake, DAY, incremental=True).mode == "increment"  # rebuilt without it
+    archive.write_bytes(hooks[1], landings[0][hooks[1]] + jsonl_bytes(hooks[1], [envelope(
+        "push", "late-line", {"ref": "refs/heads/main", "repository": {"full_name": "pytorch/pytorch"}})]))
+    report = ingest_webhook_day(archive, lake, DAY, incremental=True)
+    assert report.mode == "rebuild" and "changed size" in report.rebuild_reason
+
+
+def test_increments_on_s3_equal_the_day_at_once(roots, landings, tmp_path):
+    archive, lake = roots.archive, Lake.at(roots.lake_uri)
+    small = [{p: d for n, (p, d) in enumerate(sorted(files.items())) if not p.startswith("test-reports/") or n % 4 == 0}
+             for files in landings]
+    for files in small:
+        land(archive, files)
+        ingest(archive, lake, incremental=True)
+    assert partition_parts(lake, "test_run", DAY).last_change == APPEND
+    assert json.loads(lake.store.read_bytes(f"test_run/day={DAY}/_manifest.json"))["seq"] == 2
+    assert snapshot(lake) == at_once(tmp_path, small)
+
+
+def test_a_refresh_run_materializes_increments_and_says_so_and_other_runs_rebuild(tmp_path, landings):
+    import dagster as dg
+
+    from resources.configured import ArchiveResource, LakeResource
+    from torchci_assets.ingest.assets import INGEST_ASSETS
+
+    archive = Store(str(tmp_path / "archive"))
+    resources = {"archive": ArchiveResource(uri=archive.uri), "lake": LakeResource(uri=str(tmp_path / "lake"))}
+
+    def run(tags: dict) -> tuple[dict, dict]:
+        result = dg.materialize(INGEST_ASSETS, partition_key=DAY, resources=resources, tags=tags)
+        assert result.success
+        metadata = {m.asset_key.to_user_string(): {k: v.value for k, v in m.metadata.items()}
+                    for m in result.get_asset_materialization_events() for m in [m.materialization]}
+        checks = {(c.asset_key.to_user_string(), c.check_name): c for c in result.get_asset_check_evaluations()}
+        return metadata, checks
+
+    refresh = {"torchci/refresh": "archive"}
+    land(archive, landings[0])
+    first, _ = run(refresh)
+    assert first["test_run"]["mode"] == "rebuild" and "no manifest" in first["test_run"]["rebuild_reason"]
+    land(archive, landings[1])
+    second, checks = run(refresh)
+    for key in ("webhook_events", "test_run", "ci_result"):
+        assert second[key]["mode"] == "increment", key
+    new_reports = sum(1 for p in landings[1] if p.startswith("test-reports/"))
+    assert second["test_run"]["files"] == new_reports and second["test_run"]["rows_added"] > 0
+    assert second["test_run"]["rows"] > second["test_run"]["rows_added"]
+    check = checks[("test_run", "unique_test_per_job")]
+    assert check.passed and check.metadata["scope"].value == "the parts this run added: inc-1.parquet"
+    assert check.metadata["rows"].value == second["test_run"]["rows_added"]
+    land(archive, landings[2])
+    daily, checks = run({})
+    assert daily["test_run"]["mode"] == "rebuild" and daily["test_run"]["rebuild_reason"] == "a full run of the day"
+    assert checks[("test_run", "unique_test_per_job")].metadata["scope"].value == "the whole partition"
