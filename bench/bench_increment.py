@@ -273,14 +273,10 @@ def report(after: list[dict], before: list[dict], inc: list[dict], inc_checks: l
         print(f"{'ingest, ' + label:34}{cpu:8.2f}{wall:8.2f}   peak RSS {rss:.0f} MB")
     print(f"(increment: {jobs} jobs completed in the last 5 minutes, {cut['files']} files, "
           f"{cut['lines']} JSONL lines)")
-    fixed = statistics.median(total(r) + r["test_run checks"]["cpu_s"] for r in small["one job's reports"])
-    five = statistics.median(total(r) + r["test_run checks"]["cpu_s"] for r in inc_checks)
+    idle = statistics.median(total(r) + r["test_run checks"]["cpu_s"] for r in small["nothing new"])
     full = statistics.median(total(r) for r in after)
-    for minutes in (5, 2, 1):
-        day = 1440 / minutes * fixed + 1440 / 5 * max(0.0, five - fixed)
-        print(f"a day of refreshes every {minutes} min, modelled (end-of-day cost of one job's reports per refresh, "
-              f"plus the 5-minute increment's excess per 5 minutes): {day:.0f} CPU-s = {day / full:.1f}x the full day")
-
+    print(f"a refresh with nothing new: {idle:.2f} CPU-s; at one refresh every 5 minutes, {288 * idle:.0f} CPU-s "
+          f"a day = {288 * idle / full:.1f}x the full day")
 
 if __name__ == "__main__":
     main()

@@ -126,10 +126,122 @@ def test_a_build_failing_at_all_on_the_merge_base_is_broken_trunk_and_never_flak
     assert c.classify(lint, trunk({BASE: same}), c.Flaky()).cls == c.BROKEN_TRUNK
 
 
+def test_a_known_flake_that_also_struck_near_the_merge_base_is_flaky_not_broken_trunk():
+    # a test failing intermittently on one platform fails on main now and then too: main is not
+    # broken (rebasing would not help), and the evidence is the flake's
+    flake = "OSError: [WinError 1455] The paging file is too small for this operation to complete"
+    job = failing_job([(T1, flake)])
+    on_main = trunk({MAIN[4]: [GROUP]}, {MAIN[4]: {(T1, flake)}})
+    v = c.classify(job, on_main, flaky((T1, flake, MAIN[1], "main")))
+    assert (v.cls, v.sighting.sha, v.main) == (c.FLAKY, MAIN[1], None)
+    # the same failure on main without the test being known flaky stays broken trunk
+    assert c.classify(job, on_main, c.Flaky()).cls == c.BROKEN_TRUNK
+
+
+def test_a_broken_test_beside_a_known_flake_in_one_job_is_broken_trunk():
+    flake = "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'L__self__'"
+    job = failing_job([(T1, BROKEN), (T2, flake)])
+    seen = flaky((T2, flake, MAIN[0], "main"))
+    v = c.classify(job, trunk({BASE: [GROUP]}, {BASE: {T1}}), seen)
+    assert (v.cls, v.main.sha) == (c.BROKEN_TRUNK, BASE)
+    # the second failure is not a known flake (another message): the job's failure is its own
+    other = failing_job([(T1, BROKEN), (T2, "RuntimeError: the PR's own bug")])
+    assert c.classify(other, trunk({BASE: [GROUP]}, {BASE: {T1}}), seen).cls == c.NEW
+    # only flakes, none of them on main: flaky, never broken trunk
+    assert c.classify(failing_job([(T2, flake)]), trunk({BASE: [GROUP]}, {BASE: {T1}}), seen).cls == c.FLAKY
+
+
+def test_a_flake_that_passed_on_rerun_elsewhere_is_evidence_of_the_same_failure(tmp_path):
+    """test_results keeps a test that failed and passed on rerun as passed, rerun_count > 0, with
+    the failed try's message: the commonest sighting of a flake, read from the lake."""
+    import pyarrow as pa
+    from torchci_assets.derived.drci.inputs import load_flaky
+    from resources.lake import connect
+
+    day, nccl = "2026-11-02", "RuntimeError: NCCL communicator was aborted on rank 1"
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("flaky_tests", day, pa.Table.from_pylist(
+        [{"file": "test_ops.py", "classname": "TestOps", "name": "test_add", "verdict": "flaky"}]))
+    rows = [("passed", 1, nccl, MAIN[2], "main", 501), ("passed", 0, None, MAIN[3], "main", 502),
+            ("passed", 2, "RuntimeError: another failure", MAIN[5], "main", 503), ("failed", 2, nccl, HEAD, "gh/ada/1/head", 504)]
+    lake.write("test_results", day, pa.Table.from_pylist([
+        {"file": "test_ops.py", "classname": "TestOps", "name": "test_add", "status": st, "rerun_count": n,
+         "message": m, "head_sha": sha, "head_branch": br, "job_id": jid, "workflow_id": 9} for st, n, m, sha, br, jid in rows]))
+    job = failing_job([(T1, nccl)])
+    pr = PullRequest(1, HEAD, "open", "main", "gh/ada/1/head", None, jobs=[job])
+    con = connect()
+    try:
+        sightings = load_flaky(con, lake, day, {1: pr})
+    finally:
+        con.close()
+    v = c.classify(job, trunk({}), flaky_for(sightings, pr))
+    assert (v.cls, v.sighting.sha, v.sighting.job_id) == (c.FLAKY, MAIN[2], 501)
+
+
 def test_unstable_and_infra_come_first():
     assert c.classify(failing_job(name="linux / test (default, 1, 1, unstable)"), trunk({}), c.Flaky()).cls == c.UNSTABLE
     v = c.classify(failing_job(failure_class="infra", infra_reason="runner lost"), trunk({}), c.Flaky())
     assert (v.cls, v.evidence) == (c.INFRA, "runner lost")
+
+
+def pytorch_unstable() -> dict:
+    from conftest import pytorch_json
+    return pytorch_json("unstable-jobs.json")
+
+
+@pytest.mark.parametrize("workflow,name,marked_by", [
+    ("pull", "linux-jammy-py3_9-clang9-xla / test (xla, 1, 1, lf.linux.12xlarge)",
+     "pull / linux-jammy-py3_9-clang9-xla / test (xla)"),
+    # an entry without a config marks every test config of the environment (a prefix of the name)
+    ("trunk-rocm-sandbox", "linux-jammy-rocm-py3.10 / test (distributed, 2, 3, linux.rocm.gpu.4)",
+     "trunk-rocm-sandbox / linux-jammy-rocm-py3.10 / test"),
+    ("trunk", "linux-jammy-rocm-py3.10-mi355 / test (default, 4, 6, linux.rocm.gpu.mi355.2)",
+     "trunk / linux-jammy-rocm-py3.10-mi355 / test (default)"),
+    ("Lint", "Lint URLs / linux-job", "Lint / Lint URLs / linux-job"),
+    ("pull", "linux-jammy-py3_9-clang9-xla / build", None),        # the entry names its tests only
+    ("trunk", "linux-jammy-rocm-py3.10-mi355 / test (inductor, 1, 2, linux.rocm.gpu.mi355.2)", None),
+    ("trunk", "linux-jammy-rocm-py3.10 / test (default, 1, 6, linux.rocm.gpu.2)", None),
+])
+def test_jobs_are_matched_to_pytorchs_published_unstable_jobs_as_its_dr_ci_does(workflow, name, marked_by):
+    job = failing_job(name=name)
+    job.workflow = workflow
+    hit = c.unstable_entry(job, pytorch_unstable())
+    assert (hit[0] if hit else None) == marked_by
+    v = c.classify(job, trunk({}), c.Flaky(), pytorch_unstable())
+    assert v.cls == (c.UNSTABLE if marked_by else c.NEW)
+    if marked_by:
+        assert v.issue == pytorch_unstable()[marked_by][2] and v.evidence == f"UNSTABLE {marked_by}"
+
+
+def test_an_unstable_mark_comes_before_every_other_class():
+    entry = {"pull / linux-jammy-py3.10-gcc11": ["a-maintainer", "170001", "https://github.com/pytorch/pytorch/issues/170001",
+                                                 "pull", "linux-jammy-py3.10-gcc11", ""]}
+    broken = failing_job([(T1, BROKEN)])
+    assert c.classify(broken, trunk({BASE: [GROUP]}, {BASE: {T1}}), c.Flaky()).cls == c.BROKEN_TRUNK
+    assert c.classify(broken, trunk({BASE: [GROUP]}, {BASE: {T1}}), c.Flaky(), entry).cls == c.UNSTABLE
+    assert c.classify(failing_job(failure_class="infra"), trunk({}), c.Flaky(), entry).cls == c.UNSTABLE
+    build = c.HeadJob(name="linux-jammy-py3.10-gcc11 / build", job_group=BUILD, state="failure", workflow="pull")
+    assert c.classify(build, trunk({}), c.Flaky(), entry).cls == c.UNSTABLE  # the environment's build too
+    # PyTorch matches by substring: an entry naming `pull / env` also marks `pull / env-debug`, kept as it does
+    other = c.HeadJob(name="linux-jammy-py3.10-gcc11-debug / build", job_group=BUILD, state="failure", workflow="pull")
+    assert c.classify(other, trunk({}), c.Flaky(), entry).cls == c.UNSTABLE
+    cuda = c.HeadJob(name="linux-jammy-cuda13.0-py3.10-gcc11 / build", job_group=BUILD, state="failure", workflow="pull")
+    assert c.classify(cuda, trunk({}), c.Flaky(), entry).cls == c.NEW
+    assert c.classify(cuda, trunk({}), c.Flaky(), {" ": entry["pull / linux-jammy-py3.10-gcc11"]}).cls == c.NEW
+
+
+def test_a_malformed_unstable_list_is_reported_and_marks_nothing_it_cannot_read(tmp_path):
+    from torchci_assets.derived.drci.inputs import load_unstable
+    from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
+
+    store, logs = Store(str(tmp_path / "out")), []
+    assert load_unstable(store, logs.append) == {} and logs == []  # a dry run publishes none: not an error
+    store.write_bytes(UNSTABLE_JOBS_PATH, b"{not json")
+    assert load_unstable(store, logs.append) == {} and "not readable JSON" in logs[-1]
+    store.write_bytes(UNSTABLE_JOBS_PATH, b'["pull / x"]')
+    assert load_unstable(store, logs.append) == {} and "not a mapping" in logs[-1]
+    store.write_bytes(UNSTABLE_JOBS_PATH, b'{"pull / a": ["u", "1", "https://x/1", "pull", "a", ""], "pull / b": 3, "": []}')
+    assert list(load_unstable(store, logs.append)) == ["pull / a"] and "2 malformed entries" in logs[-1]
 
 
 # ---- the comment -----------------------------------------------------------------------
@@ -149,6 +261,21 @@ def test_comment_header_counts_and_markers():
     assert "<b>NEW FAILURE</b> - The following job has failed:" in body
     assert f"(https://github.com/{REPO}/actions/runs/3/job/7)" in body
     assert "`TestOps.test_add (test_ops.py): RuntimeError: x`" in body  # no log line: the first failing test
+
+
+def test_an_unstable_job_links_its_issue_and_a_url_that_could_break_the_comment_is_not_linked():
+    job = failing_job(name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)")
+    entry = ["a-maintainer", "170001", "https://github.com/pytorch/pytorch/issues/170001", "pull", "x", ""]
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11": entry})
+    body = render(head(), [v], pending=0)
+    assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)" in body
+    assert "([UNSTABLE pull / linux-jammy-py3.10-gcc11](https://github.com/pytorch/pytorch/issues/170001))" in body
+    hostile = ["a", "1", "https://evil.example/x) [click](javascript:alert(1)", "pull", "x", ""]
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11 / test [": hostile})
+    assert v.cls == c.NEW  # "... / test [" is no prefix of "... / test (default)"
+    v = c.classify(job, trunk({}), c.Flaky(), {"pull / linux-jammy-py3.10-gcc11": hostile})
+    item = next(line for line in render(head(), [v], pending=0).splitlines() if line.startswith("* ["))
+    assert item.endswith("(UNSTABLE pull / linux-jammy-py3.10-gcc11)") and "evil" not in item
 
 
 def test_comment_without_failures_and_with_an_estimated_merge_base():
@@ -439,7 +566,9 @@ def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp
                    today=TODAY).actions["created"] == 1  # yesterday's partition still posts
 
 
-def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver):
+def materialize_on_hud_lake(tmp_path, httpserver):
+    """drci_comments materialized in Dagster (no credentials) over the HUD tests' lake, outputs under
+    tmp_path/out: (the lake, the materialization's metadata)."""
     import dagster as dg
     from hud_lake import DAY as HUD_DAY
     from resources.configured import LakeResource, OutputsResource
@@ -453,9 +582,37 @@ def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver)
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
         "github": GitHubResource(api_url=httpserver.url_for(""))})
     assert result.success
-    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    return lake, result.get_asset_materialization_events()[0].materialization.metadata
+
+
+def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver):
+    from hud_lake import DAY as HUD_DAY
+
+    lake, meta = materialize_on_hud_lake(tmp_path, httpserver)
     assert meta["pull_requests"].value == 2 and meta["jobs_new"].value == 2 and meta["dry_run"].value is True
     assert meta["merge_bases_estimated"].value == 2 and "no credentials" in meta["merge_base_note"].value
     assert meta["posts_backfill"].value == 2  # an old day: recomputed, nothing written
     from torchci_assets.derived.drci.build import load_comments
     assert sorted(load_comments(lake, HUD_DAY)) == [7, 8]
+
+
+def test_open_unstable_issues_reach_the_comments_through_the_published_list(tmp_path, httpserver):
+    """End to end: open UNSTABLE issues on the fake issues API, read back by the flakiness domain into
+    stats/unstable-jobs.json (a stranger's issue does not count), then the asset classifies the PR
+    jobs it marks UNSTABLE, citing the issue, from that file."""
+    from fake_github_issues import FakeIssueTracker
+    from hud_lake import DAY as HUD_DAY
+    from torchci_assets.derived.drci.build import load_comments
+    from torchci_assets.derived.flakiness.job_issues import publish_job_lists
+
+    issues = FakeIssueTracker(httpserver)
+    issues.permissions["a-maintainer"] = "write"
+    marked = issues.add("UNSTABLE pull / linux-jammy / test (default)", user="a-maintainer")
+    issues.add("UNSTABLE pull / linux-jammy", user="a-stranger")  # would mark everything: not a collaborator
+    out = Store(str(tmp_path / "out"))
+    assert publish_job_lists(gh(httpserver), REPO, out) == {"stats/disabled-jobs.json": 0, "stats/unstable-jobs.json": 1}
+    lake, meta = materialize_on_hud_lake(tmp_path, httpserver)
+    assert (meta["jobs_unstable"].value, meta["jobs_new"].value, meta["unstable_jobs_listed"].value) == (2, 0, 1)
+    body = load_comments(lake, HUD_DAY)[7]["body"]
+    assert "You can merge normally! (1 Unrelated Failure)" in body and "<b>UNSTABLE</b>" in body
+    assert f"([UNSTABLE pull / linux-jammy / test (default)]({marked['html_url']}))" in body

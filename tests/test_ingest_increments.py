@@ -388,3 +388,35 @@ def test_a_refresh_run_materializes_increments_and_says_so_and_other_runs_rebuil
     daily, checks = run({})
     assert daily["test_run"]["mode"] == "rebuild" and daily["test_run"]["rebuild_reason"] == "a full run of the day"
     assert checks[("test_run", "unique_test_per_job")].metadata["scope"].value == "the whole partition"
+
+
+def test_callbacks_landing_in_a_file_that_sorts_first_are_reduced_as_in_one_read(tmp_path, landings):
+    """ci_result's last tie-break is the archive order (path, line): an increment whose file sorts
+    before those read earlier still gives the rows of one read of the day."""
+    ci = [{p: d for p, d in files.items() if p.startswith("ci-results/")} for files in landings]
+    late_first = [{p.replace("/relay-", f"/{'b' if i == 0 else 'a'}-relay-"): d for p, d in files.items()}
+                  for i, files in enumerate(ci[:2])]
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    modes = []
+    for files in late_first:
+        land(archive, files)
+        modes.append(ingest_ci_results_day(archive, lake, DAY, now_ms=NOW_MS, incremental=True).mode)
+    assert modes == ["rebuild", "increment"] and all(late_first)
+    once = Lake.at(str(tmp_path / "once"))
+    ingest_ci_results_day(archive, once, DAY, now_ms=NOW_MS)
+    built, expected = snapshot(lake), snapshot(once)
+    assert built["ci_result"] == expected["ci_result"] != []
+    assert built["ci_callback_minutes"] == expected["ci_callback_minutes"]
+
+
+def test_callbacks_are_numbered_in_archive_order_whatever_increment_read_them():
+    import pyarrow as pa
+
+    from torchci_assets.ingest.ci_results import STAGE_SCHEMA, _in_archive_order
+
+    read = ["ci-results/day=D/b.jsonl:2", "ci-results/day=D/b.jsonl:10", "ci-results/day=D/a.jsonl:9",
+            "ci-results/day=D/a.jsonl:1"]  # b's file read by an earlier increment; lines 10 after 9
+    rows = [{f.name: None for f in STAGE_SCHEMA} | {"location": loc, "seq": i % 2} for i, loc in enumerate(read)]
+    ordered = _in_archive_order(pa.Table.from_pylist(rows, schema=STAGE_SCHEMA))
+    assert ordered.column("location").to_pylist() == [read[3], read[2], read[0], read[1]]
+    assert ordered.column("seq").to_pylist() == [0, 1, 2, 3]

@@ -350,3 +350,33 @@ def test_cli_prints_progress_and_totals(tmp_path, capsys):
     assert (tmp_path / "cli" / "webhooks" / f"day={D1}").is_dir()
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path / "bad"), "--configs", "999"])
+
+
+def test_unstable_issues_mark_pr_jobs_and_every_failed_one_is_unstable_in_the_truth(truth, jobs):
+    """The planted UNSTABLE issues are open issues as GitHub returns them, their titles read by the
+    flakiness domain as PyTorch's script reads them; a failed PR job of a marked test config or
+    build environment is UNSTABLE in the truth whatever else broke it, and no other job is."""
+    from torchci_assets.derived.flakiness.job_issues import UNSTABLE_PREFIX, condense_jobs
+
+    issues = truth["unstable_issues"]
+    listed = condense_jobs(issues, UNSTABLE_PREFIX, lambda author: True)
+    config_mark, env_mark = (i for i in issues)
+    assert sorted(listed) == sorted([f"pull / {config_mark['build_env']} / test ({config_mark['test_config']})",
+                                     f"pull / {env_mark['build_env']}"])
+    assert env_mark["test_config"] is None and env_mark["build_env"] != config_mark["build_env"]
+    archived = {c["sha"] for c in truth["main_commits"]}
+    seen = collections.Counter()
+    for rec in truth["pr_failed_jobs"]:
+        env, _, rest = rec["name"].partition(" / ")
+        marked = rec["workflow"] == "pull" and (
+            env == env_mark["build_env"]
+            or (env == config_mark["build_env"] and rest.startswith(f"test ({config_mark['test_config']},")))
+        assert (rec["class"] == "UNSTABLE") == marked, rec
+        assert rec["cause"] in ("NEW", "BROKEN TRUNK", "FLAKY", "INFRA") and (marked or rec["cause"] == rec["class"])
+        seen[marked] += 1
+        assert re.fullmatch(r"[0-9a-f]{40}", rec["merge_base"])
+        assert [w for w in jobs[rec["job_id"]] if w["status"] == "completed"][0]["conclusion"] in ("failure", "cancelled")
+    assert seen[True] and seen[False]
+    # a PR's merge base is the main commit it branched from: the archive's, but for PRs of its first hours
+    assert sum(r["merge_base"] in archived for r in truth["pr_failed_jobs"]) > len(truth["pr_failed_jobs"]) / 2
+    assert World(Options(seed=0, unstable_jobs=0)).unstable == ()

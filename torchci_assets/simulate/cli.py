@@ -54,6 +54,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default 0.25; 0 for none)")
     p.add_argument("--platform-failures", type=int, default=None,
                    help="tests planted to fail on one platform (default: 0.6%% of the tests, at least 2)")
+    p.add_argument("--unstable-jobs", type=int, default=2, choices=(0, 1, 2),
+                   help="open UNSTABLE issues planted on pull-request jobs (default 2: a test config, then a whole "
+                        "build environment), listed in ground-truth.json as GitHub returns issues")
     return p
 
 
@@ -69,7 +72,7 @@ def main(argv: list[str]) -> int:
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
                    test_reports=not args.no_test_reports, backends=args.backends,
                    torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions,
-                   platform_failures=args.platform_failures)
+                   platform_failures=args.platform_failures, unstable_jobs=args.unstable_jobs)
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

@@ -17,8 +17,8 @@ from .backends import backends, nightly_records, push_records
 from .junit import job_cases, render_xml, test_run_rows
 from .logs import log_arrival, log_kind, write_job_log
 from .model import DAY_MS, Job, day_start_ms
-from .payloads import envelope, workflow_job_payload, workflow_run_payload
-from .planted import day_number, identity
+from .payloads import HTML, envelope, workflow_job_payload, workflow_run_payload
+from .planted import UNSTABLE_AUTHOR, UnstableJob, day_number, identity
 from .world import Activity, Options, World, commit_sha
 from .writer import RollingJsonl, gzip_bytes, write_atomic
 
@@ -202,6 +202,14 @@ def _job_results(world: World, root: Path, job: Job, rows_out: RollingJsonl,
     return files
 
 
+def unstable_issue(u: UnstableJob) -> dict:
+    """A planted UNSTABLE mark as the open issue GitHub's REST API would return (the fields PyTorch's
+    update_disabled_issues.py reads), with the jobs it marks spelled out for a scorer."""
+    return {"number": u.number, "title": f"UNSTABLE {u.job}", "state": "open", "html_url": f"{HTML}/issues/{u.number}",
+            "user": {"login": UNSTABLE_AUTHOR}, "workflow": u.workflow, "build_env": u.build_env,
+            "test_config": u.test_config}
+
+
 def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
     o = world.opts
     return {
@@ -215,6 +223,7 @@ def _ground_truth_base(world: World, days: list[dt.date]) -> dict:
         "flaky_tests": [], "platform_failures": [], "broken_tests": [], "pr_caused_failures": [],
         "infra_failed_jobs": [], "reattempted_runs": [], "job_logs": [], "time_regressions": [],
         "main_commits": [], "pr_failed_jobs": [],
+        "unstable_issues": [unstable_issue(u) for u in world.unstable],
         "quirks": {"deliveries": 0, "duplicate_deliveries": 0, "out_of_order_jobs": 0,
                    "old_version_payloads": 0, "torn_lines": 0},
         "backends": [{"repo": b.repo, "profile": b.profile.name, "current_level": b.profile.current_level,

@@ -1,5 +1,5 @@
 """The planted truth: which tests are flaky, fail on one platform, or get broken for a while,
-and which test files get slower for a while.
+which test files get slower for a while, and which pull-request jobs are marked unstable.
 
 Detectors are scored against these, so each is drawn only among tests that the selected
 configs actually run and do not skip: a planted test nobody executes could never be found.
@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from .catalog import TestConfig, TestFile, TestTemplate, config_files, skip_reason
+from .catalog import PR_WORKFLOWS, TestConfig, TestFile, TestTemplate, config_files, skip_reason
 from .model import EPOCH_DAY
 
 FLAKY_MESSAGES = (
@@ -177,3 +177,54 @@ def overlaps(a: TimeRegression, b: TimeRegression) -> bool:
     """Same file, intersecting commit ranges and platforms: the two would compound."""
     return (a.file == b.file and a.first < b.fixed and b.first < a.fixed
             and (a.platforms is None or b.platforms is None or bool(a.platforms & b.platforms)))
+
+
+UNSTABLE_AUTHOR = "ci-sheriff"  # a maintainer with write access: only such authors' issues count
+UNSTABLE_FIRST_ISSUE = 170_000
+
+
+@dataclass(frozen=True)
+class UnstableJob:
+    """An open issue titled `UNSTABLE <job>` that marks jobs of a pull-request workflow unstable
+    (they run, but their failures are not the pull request's): with `test_config`, the test jobs
+    of that build environment and config (`pull / <env> / test (<config>)`, every shard and
+    runner); without, every job of the build environment, its build included (`pull / <env>`),
+    as PyTorch's maintainers mark a whole environment whose runners misbehave."""
+
+    workflow: str
+    build_env: str
+    test_config: str | None
+    number: int
+
+    @property
+    def job(self) -> str:
+        env = f"{self.workflow} / {self.build_env}"
+        return f"{env} / test ({self.test_config})" if self.test_config else env
+
+    def marks(self, workflow: str, cfg: TestConfig | None, kind: str) -> bool:
+        """Whether a job (its workflow, config and kind: build, test, lint...) is one it marks."""
+        if cfg is None or workflow != self.workflow or cfg.build_env != self.build_env:
+            return False
+        return self.test_config is None or (kind == "test" and cfg.test_config == self.test_config)
+
+
+def plant_unstable(seed: int, configs: tuple[TestConfig, ...], count: int) -> tuple[UnstableJob, ...]:
+    """Up to `count` (0-2) unstable marks on the pull-request workflows' jobs: one test config, then
+    a whole build environment, the one with the fewest test shards (so that the jobs it marks do not
+    crowd out the failures of the other kinds a scorer wants). Drawn from their own generator, so
+    nothing else moves."""
+    rng = random.Random(f"{seed}|unstable")
+    pr = [c for c in configs if c.workflow in PR_WORKFLOWS and not c.build_env.endswith("-test")]
+    shards: dict[tuple[str, str], int] = {}
+    for c in pr:
+        shards[(c.workflow, c.build_env)] = shards.get((c.workflow, c.build_env), 0) + c.num_shards
+    fewest = sorted(k for k, n in shards.items() if n == min(shards.values(), default=0))
+    env = rng.choice(fewest) if fewest else None
+    out: list[UnstableJob] = []
+    rest = [c for c in pr if (c.workflow, c.build_env) != env]
+    if count >= 1 and rest:
+        c = rng.choice(rest)
+        out.append(UnstableJob(c.workflow, c.build_env, c.test_config, UNSTABLE_FIRST_ISSUE))
+    if count >= 2 and env is not None:
+        out.append(UnstableJob(env[0], env[1], None, UNSTABLE_FIRST_ISSUE + 1))
+    return tuple(out)

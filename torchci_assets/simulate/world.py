@@ -24,8 +24,9 @@ from .catalog import (BUILD_MINUTES, DOCS_JOB, LABEL_JOB, LINT_JOBS, PR_WORKFLOW
 from .model import DAY_MS, EPOCH_DAY, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms, iso_ms
 from .payloads import (MERGEBOT, ZERO_SHA, commit_object, label_object, pull_request_payload,
                        push_payload)
-from .planted import (BROKEN_MESSAGE, TIME_REGRESSION_MAX_DAYS, Breakage, Rule, TimeRegression, breakages_for_day,
-                      day_number, identity, overlaps, plant_rules, time_regressions_for_day)
+from .planted import (BROKEN_MESSAGE, TIME_REGRESSION_MAX_DAYS, Breakage, Rule, TimeRegression, UnstableJob,
+                      breakages_for_day, day_number, identity, overlaps, plant_rules, plant_unstable,
+                      time_regressions_for_day)
 
 PR_BREAKS_FLAKY_MESSAGE = "RuntimeError: expected the fused kernel's output to be contiguous, got strides (1, 64)"
 JOB_BASE = 30_000_000_000
@@ -63,6 +64,7 @@ class Options:
     time_regression_rate: float = 0.25  # chance that a day's commits make one test file slower
     platform_failures: int | None = None  # tests failing on one platform; None: 0.6% of the tests, at least 2
     pr_breaks_flaky_rate: float = 0.04  # chance that a PR breaks a test flaky elsewhere (another message)
+    unstable_jobs: int = 2  # open UNSTABLE issues on PR jobs: a test config, then a whole build environment
 
 
 @dataclass(slots=True)
@@ -114,6 +116,7 @@ class World:
         self.shards = {cfg: plan_shards(config_files(cfg, self.suite), cfg) for cfg in self.configs}
         self.rules = plant_rules(opts.seed, self.suite, self.configs, opts.platform_failures)
         self.planted = frozenset(r.template for r in self.rules)
+        self.unstable = plant_unstable(opts.seed, self.configs, opts.unstable_jobs)
         self.rules_by_file: dict[str, list[Rule]] = {}
         for r in self.rules:
             self.rules_by_file.setdefault(r.template.file, []).append(r)
@@ -472,7 +475,7 @@ class World:
         for job in jobs:
             self._job_deliveries(act, rng, job)
             if not on_main and job.conclusion in ("failure", "cancelled"):
-                act.truth.append(("pr_failed_jobs", job.completed, _pr_job_truth(run, job)))
+                act.truth.append(("pr_failed_jobs", job.completed, _pr_job_truth(run, job, self.unstable)))
             if job.infra:
                 act.truth.append(("infra_failed_jobs", job.completed, {
                     "job_id": job.id, "run_id": run.run_id, "run_attempt": run.attempt, "name": job.name,
@@ -625,26 +628,33 @@ def _commit_truth(c: Commit, pushed: int, jobs: list[Job], broken: list[Breakage
             "failed_jobs": failed}
 
 
-def _pr_job_truth(run: RunAttempt, job: Job) -> dict:
-    """What a failed PR job's failure is, as Dr. CI should class it: the PR's own (a build or lint
-    failure, or a test the PR broke), the infrastructure's, the broken main's it branched from,
-    or a flaky test's; `flaky_elsewhere` marks a PR-broken test that is flaky on other commits."""
+def _pr_job_truth(run: RunAttempt, job: Job, unstable: tuple[UnstableJob, ...] = ()) -> dict:
+    """What a failed PR job's failure is, as Dr. CI should class it (`class`): UNSTABLE for a job
+    marked by an open issue, whatever broke it (PyTorch's Dr. CI puts that first), else its `cause`:
+    the PR's own (NEW: a build or lint failure, or a test the PR broke), the infrastructure's, the
+    broken main's it branched from, or a flaky test's (one planted flaky, or failing on one platform
+    at a rate below 1: both strike intermittently, on main too, and rebasing does not make them go
+    away). `cause` is kept for marked jobs too, so a scorer can check the classes beneath the marks;
+    `flaky_elsewhere` marks a PR-broken test that is flaky on other commits; `merge_base` is the main
+    commit the PR branched from (a scorer cannot expect a verdict about main before the archive)."""
     failing = [o for o in job.outcomes.values() if o.tries[-1]]
     kinds = {o.kind for o in failing}
     if job.infra:
-        cls = "INFRA"
+        cause = "INFRA"
     elif job.kind != "test" or "pr" in kinds:
-        cls = "NEW"
+        cause = "NEW"
     elif "broken" in kinds:
-        cls = "BROKEN TRUNK"
+        cause = "BROKEN TRUNK"
     elif kinds:
-        cls = "FLAKY"
+        cause = "FLAKY"
     else:
-        cls = "NEW"
-    return {"pr": run.pr_numbers[0] if run.pr_numbers else None, "head_sha": run.head_sha, "job_id": job.id,
+        cause = "NEW"
+    marked = any(u.marks(run.workflow, job.cfg, job.kind) for u in unstable)
+    return {"pr": run.pr_numbers[0] if run.pr_numbers else None, "head_sha": run.head_sha,
+            "merge_base": run.head_commit.get("base_sha"), "job_id": job.id,
             "run_id": run.run_id, "run_attempt": run.attempt, "workflow": run.workflow, "name": job.name,
-            "class": cls, "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE)
-                                                 for o in failing)}
+            "class": "UNSTABLE" if marked else cause, "cause": cause,
+            "flaky_elsewhere": any(o.kind == "pr" and o.message.startswith(PR_BREAKS_FLAKY_MESSAGE) for o in failing)}
 
 
 def _report_state(job: Job) -> str:

@@ -9,7 +9,7 @@ from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
-from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS, load_unstable
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
 from torchci_assets.lake_metadata import lake_metadata
@@ -20,13 +20,14 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 
 @dg.asset(
     name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
-    deps=["pr_jobs", "flaky_tests",
+    deps=["pr_jobs", "flaky_tests", "disabled_tests",
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_results", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
-                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA, pending). Bodies of open pull requests are "
+                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA, pending); jobs marked by stats/unstable-jobs.json "
+                "(published with disabled_tests from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed.",
 )
@@ -39,13 +40,15 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     relay = load_config()
     limits = RefreshLimits(dt.timedelta(minutes=relay.drci.missing_after_minutes),
                            dt.timedelta(minutes=relay.drci.stuck_after_minutes))
+    unstable = load_unstable(outputs.store(), context.log.warning)
     built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
-                           limits=limits, log=context.log.info)
+                           limits=limits, log=context.log.info, unstable=unstable)
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)
     totals = {c: sum(r[c] for r in built.rows) for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
+        "unstable_jobs_listed": len(unstable),
         "dry_run": posted.dry_run, **{f"posts_{a}": n for a, n in sorted(posted.actions.items())},
         "post_failures": len(posted.failed), "files": posted.files,
         "merge_bases_estimated": built.estimated_merge_bases,

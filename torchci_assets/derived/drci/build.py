@@ -43,9 +43,10 @@ class BuildReport:
     verdicts: dict[int, list] = field(default_factory=dict)  # pr -> its failing jobs' verdicts
 
 
-def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, repo: str, web_url: str,
-             hud_url: str | None, now: dt.datetime, refreshed: int, report: BuildReport) -> dict:
-    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr))
+def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
+             repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
+             report: BuildReport) -> dict:
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
     body = render(head, verdicts, pending)
@@ -68,8 +69,10 @@ def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: d
 
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
                    limits: RefreshLimits | None = None, now: dt.datetime | None = None,
-                   log: Callable[[str], None] = lambda s: None) -> BuildReport:
-    """Compute and write the day's `drci_comments` (see the module docstring)."""
+                   log: Callable[[str], None] = lambda s: None,
+                   unstable: dict[str, list] | None = None) -> BuildReport:
+    """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
+    published unstable-jobs.json (`inputs.load_unstable`), none when not given."""
     now = now or dt.datetime.now(dt.timezone.utc)
     report = BuildReport()
     con = connect()
@@ -91,7 +94,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     for number in sorted(prs):
         pr = prs[number]
         mb = merge_bases[pr.head_sha]
-        report.rows.append(_comment(pr, mb, main, sightings, repo, github.web_url, hud_url, now,
+        report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
                                     refreshed.get(number, 0), report))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))

@@ -1,21 +1,29 @@
 """Which failures of a pull request's head are its own: Dr. CI's classes, as plain functions.
 
 A failing job of the head (its latest attempt failed) gets the first class that applies:
-  UNSTABLE      the job is marked unstable (PyTorch puts "unstable" in the job's name);
+  UNSTABLE      the job is marked unstable: "unstable" in its name, or an open `UNSTABLE <job>`
+                issue, as published in `stats/unstable-jobs.json`, matches it: see `unstable_entry`;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
                 classifier's infra rules, a test job without any test result, a job abandoned);
+  FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
+                another commit, with the same message as here (a final failure, or a try that
+                passed on rerun): see `known_flaky`;
   BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
                 it (`NEAR_COMMITS` on each side): see `same_failure`;
-  FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
-                another commit, with the same message as here: see `known_flaky`;
   NEW           anything else: the pull request's own failure.
+
+FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
+flake that happened to strike main near the merge base too does not make main broken: rebasing
+would not help, and the evidence worth citing is the flake's. Both are "not yours", so the order
+never turns a new failure into an unrelated one.
 
 "Same failure" (BROKEN TRUNK) is precise on purpose, since calling a real breakage unrelated is
 the error users resent most:
   - a job with failing tests: the same job group (workflow and job name without shard numbers)
     failed on the reference main commit, and every one of the job's failing tests failed there
     in the same build environment and test config, with the same message (its first line, with
-    numbers masked: `message_key`);
+    numbers masked: `message_key`), or is a known flake (as for FLAKY); at least one must have
+    failed on main (a broken test and a flake striking in the same shard is still broken trunk);
   - a job without failing tests (a build, lint, docs): the same job group failed there at all,
     and when both jobs' logs were classified, with the same line (`message_key` of the log
     classifier's line: a lint error in another file is another failure).
@@ -131,9 +139,15 @@ class Verdict:
     evidence: str = ""
     main: MainFailure | None = None
     sighting: FlakySighting | None = None
+    issue: str | None = None        # the UNSTABLE issue's URL that marks the job
 
 
-def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk) -> bool:
+def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
+    """A sighting on another commit of this test failing with this message, when it is flaky."""
+    return flaky.sightings.get((t.key, t.message)) if t.key in flaky.tests else None
+
+
+def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk, flaky: Flaky | None = None) -> bool:
     """True when `failure` on main is the job's own failure (see the module docstring)."""
     if failure.job_group != job.job_group:
         return False
@@ -141,13 +155,15 @@ def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk) -> bool:
         mine = message_key(job.failure_line)
         return not (mine and failure.line) or mine == failure.line
     failed_there = trunk.tests.get((failure.sha, job.build_env or "", job.test_config or ""), frozenset())
-    return all((t.key, t.message) in failed_there for t in job.tests)
+    on_main = [(t.key, t.message) in failed_there for t in job.tests]
+    return any(on_main) and all(there or (flaky is not None and _flake(t, flaky) is not None)
+                                for t, there in zip(job.tests, on_main))
 
 
-def trunk_failure(job: HeadJob, trunk: Trunk) -> MainFailure | None:
+def trunk_failure(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> MainFailure | None:
     """The main failure that is the same as the job's, the merge base's first, else the nearest."""
     candidates = sorted(trunk.failures.get(job.job_group, ()), key=lambda f: (not f.merge_base, f.distance, f.sha))
-    return next((f for f in candidates if same_failure(job, f, trunk)), None)
+    return next((f for f in candidates if same_failure(job, f, trunk, flaky)), None)
 
 
 def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
@@ -155,34 +171,62 @@ def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
     failing tests (builds, lint) are never flaky: PyTorch's Dr. CI excludes them too."""
     if not job.tests:
         return None
-    first = None
-    for t in job.tests:
-        seen = flaky.sightings.get((t.key, t.message)) if t.key in flaky.tests else None
-        if seen is None:
-            return None
-        first = first or seen
-    return first
+    seen = [_flake(t, flaky) for t in job.tests]
+    return seen[0] if all(seen) else None
 
 
-def classify(job: HeadJob, trunk: Trunk, flaky: Flaky) -> Verdict:
-    """The class of one failing job (see the module docstring for the order)."""
+# PyTorch's transformJobName: "pull / env / test (default, 1, 5, runner)" -> "pull / env / test (default)"
+_SHARD_SUFFIX = re.compile(r"^(.*) \(([^,]*),.*\)")
+
+
+def unstable_name(job: HeadJob) -> str:
+    """The job's name as an UNSTABLE issue names it: workflow / job, shard and runner dropped."""
+    full = f"{job.workflow} / {job.name}" if job.workflow else job.name
+    m = _SHARD_SUFFIX.match(full)
+    return f"{m[1]} ({m[2]})" if m else full
+
+
+def unstable_entry(job: HeadJob, unstable: dict[str, list]) -> tuple[str, list] | None:
+    """The unstable-jobs.json entry (job, [author, number, url, ...]) that marks this job, or None.
+    As PyTorch's Dr. CI matches (getOpenUnstableIssues): the issue's title is contained in
+    "UNSTABLE <the job's name>", so an entry naming a workflow and build environment marks every
+    job of that environment, its build included; the longest, most specific entry is cited."""
+    title = f"UNSTABLE {unstable_name(job)}"
+    found = [(name, entry) for name, entry in unstable.items() if name.strip() and f"UNSTABLE {name}" in title]
+    return max(found, key=lambda f: (len(f[0]), f[0])) if found else None
+
+
+def _unstable(job: HeadJob, unstable: dict[str, list]) -> Verdict | None:
     if "unstable" in job.name.lower():
-        return Verdict(job, UNSTABLE, "marked unstable")
+        return Verdict(job, UNSTABLE, "marked unstable in its name")
+    hit = unstable_entry(job, unstable)
+    if hit is None:
+        return None
+    url = hit[1][2] if len(hit[1]) > 2 else ""
+    return Verdict(job, UNSTABLE, f"UNSTABLE {hit[0]}", issue=url or None)
+
+
+def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None) -> Verdict:
+    """The class of one failing job (see the module docstring for the order)."""
+    marked = _unstable(job, unstable or {})
+    if marked is not None:
+        return marked
     if job.failure_class == "infra":
         return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
-    main = trunk_failure(job, trunk)
-    if main is not None:
-        where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
-        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
     seen = known_flaky(job, flaky)
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
+    main = trunk_failure(job, trunk, flaky)
+    if main is not None:
+        where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
+        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
     return Verdict(job, NEW)
 
 
-def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky) -> tuple[list[Verdict], int]:
+def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,
+                  unstable: dict[str, list] | None = None) -> tuple[list[Verdict], int]:
     """(a verdict per failing job, the number of pending jobs)."""
-    verdicts = [classify(j, trunk, flaky) for j in jobs if j.state == "failure"]
+    verdicts = [classify(j, trunk, flaky, unstable) for j in jobs if j.state == "failure"]
     pending = sum(1 for j in jobs if j.state == "pending")
     return verdicts, pending
 

@@ -7,6 +7,7 @@ body). The markers are Dr. CI's own, so a comment is found the same way PyTorch'
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from torchci_assets.derived.drci.classify import BROKEN_TRUNK, FLAKY, INFRA, NEW, UNSTABLE, Verdict
@@ -14,6 +15,8 @@ from torchci_assets.derived.drci.classify import BROKEN_TRUNK, FLAKY, INFRA, NEW
 MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
 MAX_LINE_CHARS = 300
+# a link taken from published data (an issue's URL) only when it cannot end the Markdown link early
+_SAFE_URL = re.compile(r"https://[^\s()\[\]<>\"']+")
 
 # (class, section title singular/plural, description, suggestion, collapsed)
 _SECTIONS = (
@@ -69,6 +72,9 @@ def _job_item(head: Head, v: Verdict) -> str:
                  f" on {v.sighting.sha[:10]})")
     elif v.cls == INFRA and v.evidence:
         line += f" ({v.evidence})"
+    elif v.cls == UNSTABLE and v.evidence:
+        text = v.evidence.replace("[", "(").replace("]", ")")
+        line += f" ([{text}]({v.issue}))" if v.issue and _SAFE_URL.fullmatch(v.issue) else f" ({text})"
     if j.from_rest:
         line += " (state read from the REST API: its webhook was lost; log not classified yet)"
     detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].message}" if j.tests else "")

@@ -1,10 +1,15 @@
 -- Failures on any commit of the tests that flaky_tests (view ft) calls flaky and that fail on a head
--- (temp table head_tests(test)), with their messages (view tr over test_results).
+-- (temp table head_tests(test)), with their messages (view tr over test_results): final failures,
+-- and tries that failed before the test passed on rerun (status passed, rerun_count > 0, the
+-- failed try's message kept), which are a flake's most common sighting. Ordered so that the sighting a comment cites
+-- does not change from run to run (an unchanged body is never re-posted).
 WITH flaky AS (
     SELECT DISTINCT classname || '.' || name || ' (' || file || ')' AS test FROM ft WHERE verdict = 'flaky'
 )
 SELECT classname || '.' || name || ' (' || file || ')' AS test, message, head_sha AS sha, head_branch, job_id, workflow_id AS run_id
 FROM tr
-WHERE status IN ('failed', 'error') AND head_sha IS NOT NULL
+WHERE head_sha IS NOT NULL
+  AND (status IN ('failed', 'error') OR (status = 'passed' AND rerun_count > 0 AND message IS NOT NULL))
   AND classname || '.' || name || ' (' || file || ')' IN (SELECT test FROM flaky)
   AND classname || '.' || name || ' (' || file || ')' IN (SELECT test FROM head_tests)
+ORDER BY status = 'passed', sha, job_id
