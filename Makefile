@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-increment bench-drci bench-backfill bench-ui-run eval eval-guardians screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-increment bench-drci bench-backfill bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,10 @@ eval: install
 	$(BIN)/python bench/eval_flaky.py
 	$(BIN)/python bench/eval_drci.py
 	$(BIN)/python bench/eval_guardians.py
+	$(BIN)/python bench/eval_lifecycle.py
+
+eval-lifecycle: install  # the disabled tests' lifecycle part of `make eval` alone
+	$(BIN)/python bench/eval_lifecycle.py
 
 eval-guardians: install  # the trunk guardians' part of `make eval` alone
 	$(BIN)/python bench/eval_guardians.py

@@ -16,7 +16,8 @@ the roller publishes it to webhooks/day=D/; the sensor, ticking every 15 s, list
 folders and reads only files it has not read. So the expected latency is ~1 s + up to 15 s +
 the tick's own time. No GitHub credentials: the runs are dry runs.
 
-Run as `make bench-relay-latency` (about 5 minutes). Only 127.0.0.1 is contacted. Everything it
+Run as `make bench-relay-latency` (about 5 minutes). Only 127.0.0.1 is contacted, on ports 3400-3499
+(or BENCH_PORTS=first-last). Everything it
 started is stopped, and ./var/bench-relay removed, at the end.
 """
 
@@ -29,53 +30,20 @@ import json
 import os
 import random
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 
+from relay_servers import fresh_instance, sensor_cursors, start, stop, wait_for, wait_until_up
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench-relay"
-BIN = Path(sys.executable).parent
 SECRET = b"bench-secret"
 PUSHES = 20
 TARGET_P95_S = 30.0
-
-
-def port_in_range(used: set[int]) -> int:
-    """A free port in 3400-3499, the range this machine's benchmarks and dev servers keep to;
-    `used` holds the ones this run took already."""
-    for port in range(3400, 3500):
-        if port in used:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        used.add(port)
-        return port
-    raise SystemExit("no free port in 3400-3499")
-
-
-def wait_for(what: str, check, timeout: float, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def push_body(sha: str, before: str) -> bytes:
@@ -97,40 +65,22 @@ def deliver(port: int, body: bytes) -> float:
 
 
 def main() -> int:
-    shutil.rmtree(WORK, ignore_errors=True)
-    (WORK / "dagster").mkdir(parents=True)
-    shutil.copy(ROOT / "dagster.yaml", WORK / "dagster" / "dagster.yaml")
+    fresh_instance(WORK)
     env = {**os.environ, "DAGSTER_HOME": str(WORK / "dagster"), "TORCHCI_ARCHIVE_URI": str(WORK / "archive"),
            "TORCHCI_LAKE_URI": str(WORK / "lake"), "TORCHCI_OUTPUTS_URI": str(WORK / "outputs"),
            "TORCHCI_SPOOL_DIR": str(WORK / "spool"), "TORCHCI_WEBHOOK_SECRETS": SECRET.decode()}
     for name in ("GITHUB_TOKEN", "GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_INSTALLATION_ID"):
         env.pop(name, None)  # dry run: nothing is sent to GitHub
     os.environ.update({k: env[k] for k in ("DAGSTER_HOME",)})
-    ports: set[int] = set()
-    ui_port, serve_port = port_in_range(ports), port_in_range(ports)
-    logs = {name: open(WORK / f"{name}.log", "wb") for name in ("dev", "serve")}
-    procs = {
-        "dev": subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-                                 "-p", str(ui_port)], cwd=ROOT, env=env, stdout=logs["dev"], stderr=logs["dev"],
-                                start_new_session=True),
-        "serve": subprocess.Popen([str(BIN / "torchci"), "serve", "--port", str(serve_port)], cwd=ROOT, env=env,
-                                  stdout=logs["serve"], stderr=logs["serve"], start_new_session=True),
-    }
+    procs, logs, ui_port, serve_port = start(env, WORK, set())
     try:
         from dagster import DagsterInstance, RunsFilter
 
-        wait_for("torchci serve", lambda: listening(serve_port), 60)
-        wait_for("dagster dev", lambda: listening(ui_port), 180)
+        wait_until_up(ui_port, serve_port)
         instance = DagsterInstance.get()
 
-        def sensor_cursor():
-            for state in instance.all_instigator_state():
-                if state.name == "upstream_commit_sensor" and state.instigator_data and state.instigator_data.cursor:
-                    return state.instigator_data.cursor
-            return None
-
         t = time.monotonic()
-        wait_for("the relay sensor's first tick", sensor_cursor, 180)
+        wait_for("the relay sensor's first tick", lambda: "upstream_commit_sensor" in sensor_cursors(instance), 180)
         print(f"dagster dev and torchci serve up; the sensor's first tick seen after {time.monotonic() - t:.0f}s",
               flush=True)
         seed = int(time.time())  # a new seed each run: the pushes land at other points of the tick cycle
@@ -161,15 +111,7 @@ def main() -> int:
         latencies = sorted(runs[sha] - sent[sha] for sha in sent)
         one_run_each = all(len(instance.get_run_records(RunsFilter(tags={"torchci/sha": sha}))) == 1 for sha in sent)
     finally:
-        for name, proc in procs.items():
-            proc.send_signal(signal.SIGTERM)
-        for name, proc in procs.items():
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the session this script started for it
-                proc.wait(30)
-            logs[name].close()
+        stop(procs, logs)
     p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
     print()
     print(f"push acknowledged -> dispatch_job run created, {len(latencies)} pushes "

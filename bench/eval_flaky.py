@@ -29,6 +29,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
@@ -48,13 +49,16 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 TARGETS = {"flaky_precision": 0.95, "flaky_recall": 0.90, "broken_called_flaky": 0, "smoke_precision": 0.9}
 
 
-def simulate(folder: Path, seed: int, days: list[dt.date]) -> dict:
+def simulate(folder: Path, seed: int, days: list[dt.date], opts: Options | None = None) -> dict:
+    """The archive of `days` under `folder` (made with `opts`, else the defaults), reused when
+    one made with the same days and options is there."""
+    opts = opts or Options(seed=seed)
     truth_path = folder / "ground-truth.json"
     if truth_path.exists():
-        truth = json.loads(truth_path.read_text())
-        if truth["generator"]["days"] == [d.isoformat() for d in days] and truth["generator"]["seed"] == seed:
-            return truth
-    generate_archive(folder, days, Options(seed=seed), log=lambda _: None)
+        made = json.loads(truth_path.read_text())["generator"]
+        if made["days"] == [d.isoformat() for d in days] and made["options"] == json.loads(json.dumps(asdict(opts))):
+            return json.loads(truth_path.read_text())
+    generate_archive(folder, days, opts, log=lambda _: None)
     return json.loads(truth_path.read_text())
 
 

@@ -3,14 +3,19 @@ runs from downstream callbacks, label backfills and re-runs from the Checks tab.
 
 Two sensors read the archive the receiver writes, incrementally, as `upstream_commit_sensor`
 reads pushes (`torchci_assets.relay.pushes.scan_archive`):
-- `pull_request_sensor` (webhooks): `pull_request` opened/reopened/synchronize/closed ->
-  `pull_request_dispatch_job`; `labeled` `ciflow/crcr/<device>` -> `check_run_label_job`;
+- `pull_request_sensor` (webhooks): `pull_request` opened/reopened/synchronize/closed are
+  dispatched by the tick itself; `labeled` `ciflow/crcr/<device>` -> `check_run_label_job`;
   `check_run`/`check_suite` `rerequested` -> `rerun_job`.
-- `check_run_sensor` (ci-results): L3/L4 callbacks about pull requests -> `check_run_job`.
-Each tick asks one run per job for everything new (a run's start-up, seconds on a busy machine,
-is paid once per tick, not per event), with a run key made of the events' own keys. The
-sensors' cursors remember each event, so it is put in one run only; the ledgers
-(`dispatches`, `relay_actions`) make each GitHub write exactly once under re-execution and races.
+- `check_run_sensor` (ci-results): the tick creates the check runs of L3/L4 callbacks about
+  pull requests.
+Where a person waits on GitHub for the relay (a dispatch, a check run), the sensor tick writes,
+listening to the archive for a few seconds (`torchci_assets.relay.listening`) within a bounded
+budget: starting a run costs tens of seconds on a busy machine, a tick costs none. The cursor is returned only after the ledgers recorded what was sent; what the tick could
+not finish (past its budget, a transient failure, another writer's young claim) goes to a run
+of the job that does the same thing with retries. Labels and re-runs always go to a run: they
+list and write an unbounded number of things, and their users wait on a downstream run anyway.
+The ledgers (`dispatches`, `relay_actions`) make each GitHub write exactly once whichever path,
+or both, get to it; each tick's writes appear in the UI as materializations of the ledgers.
 
 No `from __future__ import annotations` here: Dagster reads the ops' config annotations at
 definition time.
@@ -18,6 +23,7 @@ definition time.
 
 import hashlib
 import json
+import time
 from collections import Counter
 
 import dagster as dg
@@ -26,25 +32,31 @@ from jobs.relay import CLAIM_SETTLE_S, report_outcomes
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
-from torchci_assets.relay.check_runs import (
-    ACTIONS_TABLE,
-    IN_FLIGHT_S,
-    JobState,
-    backfill_for_label,
-    create_check_run,
-    job_state,
-    wants_check_run,
+from torchci_assets.relay.acting import (
+    Acted,
+    Writer,
+    act_on_callback,
+    act_on_event,
+    act_within,
+    dispatch_pull_request,
 )
-from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event
-from torchci_assets.relay.pull_requests import RelayEvent, needs_check_run, pick_relay_event, pr_labels
-from torchci_assets.relay.pushes import SHA_RE, RelayCursor, scan_archive
-from torchci_assets.relay.reruns import handle_rerequest
+from torchci_assets.relay.check_runs import ACTIONS_TABLE, IN_FLIGHT_S, JobState, job_state
+from torchci_assets.relay.dispatch import LEDGER_TABLE
+from torchci_assets.relay.listening import Listening, listen
+from torchci_assets.relay.pull_requests import RelayEvent, pick_relay_event
 
-# The receiver seals these deliveries within a second; 5 s between ticks keeps a pull
-# request's dispatch and a callback's check run well within 15 s of their arrival.
-TICK_S = 5
+# The daemon evaluates sensors in a loop that starts at most every 5 s (dagster 1.13's
+# MIN_INTERVAL_LOOP_TIME); a smaller minimum interval lets these sensors tick on every pass
+# instead of every other one.
+TICK_S = 1
 # Events handled by one run at most; the rest wait for the next tick's run.
 MAX_EVENTS_PER_RUN = 100
+# A tick must end within Dagster's 60 s: it listens to the archive for at most 20 s, starts no
+# new GitHub write 30 s after its start (`torchci_assets.relay.listening`), and each call gives
+# up after CLIENT_LIMITS (a timeout, one retry) so the last write (at most a lookup and a POST)
+# cannot run long. What is left goes to a run.
+LISTENING = Listening(budget_s=20.0, listen_s=4.0, poll_s=0.5, act_s=30.0)
+CLIENT_LIMITS = {"max_retries": 1, "max_total_wait_s": 3.0, "read_timeout_s": 5.0, "connect_timeout_s": 3.0}
 
 
 class RelayEventsConfig(dg.Config):
@@ -72,42 +84,36 @@ def _events(config: RelayEventsConfig) -> list[RelayEvent]:
 
 
 def batch_key(prefix: str, keys: list[str]) -> str:
-    """One run key for a tick's batch: the same events always give the same key."""
+    """One run key for a batch: the same events always give the same key."""
     return f"{prefix}:{len(keys)}:{hashlib.sha1(chr(10).join(sorted(keys)).encode()).hexdigest()[:20]}"
 
 
-def pr_dispatch(event: RelayEvent, relay) -> Dispatch:
-    """The relay's dispatch of a pull_request delivery, with the repositories wanting check runs."""
-    labels = pr_labels(event.payload)
-    wanted = frozenset(e.repo.lower() for e in relay.allowlist if needs_check_run(e, labels))
-    return Dispatch(event.sha, relay.upstream_repo, PR_EVENT_TYPE, event.delivery_id, "webhook",
-                    {"event_type": PR_EVENT_TYPE, "delivery_id": event.delivery_id, "payload": event.payload},
-                    per_delivery=True, check_run_wanted=wanted)
+def _writer(context, github: GitHubResource, lake: LakeResource, archive: ArchiveResource | None,
+            settle_s: float, deadline: float | None = None) -> Writer:
+    return Writer(github, lake.lake(), archive.store() if archive else None, load_config(), context.run_id,
+                  context.log.info, settle_s, deadline)
 
 
 @dg.op(pool="relay_dispatch", description="repository_dispatch (event_type pull_request) of pull_request "
        "deliveries to every allowlisted downstream, once per (delivery, downstream), in the `dispatches` ledger.")
 def dispatch_pull_requests(context: dg.OpExecutionContext, config: RelayEventsConfig,
                            github: GitHubResource, lake: LakeResource):
-    relay = load_config()
     if github.dry_run:
         context.log.warning("DRY RUN: no GitHub credentials; dispatches are logged and recorded "
                             "as dry_run, not sent (set GITHUB_TOKEN to send)")
-    outcomes = []
-    for event in _events(config):
-        if not SHA_RE.match(event.sha):
-            context.log.error(f"delivery {event.delivery_id}: head sha {event.sha!r} is not a commit id; skipped")
-            continue
-        outcomes += dispatch_event(github, lake.lake(), pr_dispatch(event, relay), relay.allowlist, context.run_id,
-                                   log=context.log.info, settle_s=config.claim_settle_s)
-    events = _events(config)
+    w, events = _writer(context, github, lake, None, config.claim_settle_s), _events(config)
+    outcomes = [o for event in events for o in dispatch_pull_request(event, w)]
     yield from report_outcomes(context, github, lake, outcomes, f"{len(events)} pull_request deliveries", config, {
         "deliveries": ", ".join(e.delivery_id for e in events)[:2000],
         "pull_requests": ", ".join(sorted({f"#{e.pr_number}" for e in events if e.pr_number}))[:2000]})
 
 
-def _finish(context: dg.OpExecutionContext, config: RelayEventsConfig, done: dict[str, str], what: str):
-    """Yield the ledger's materialization and the outcomes; retry later when a claim is young."""
+def _act_all(context: dg.OpExecutionContext, config: RelayEventsConfig, w: Writer, items: list, act, what: str):
+    """Act on every item of the run; yield the ledger's materialization and the outcomes, or retry
+    later when another writer's claim is young."""
+    done: dict[str, str] = {}
+    for item in items:
+        done.update(act(item, w))
     if "in_flight" in done.values():  # another writer's claim, still young: look again once settled or stale
         raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=IN_FLIGHT_S)
     counts = Counter(done.values())
@@ -120,42 +126,24 @@ def _finish(context: dg.OpExecutionContext, config: RelayEventsConfig, done: dic
        "on the head, and created now for every job that already reported.")
 def label_check_runs(context: dg.OpExecutionContext, config: RelayEventsConfig, github: GitHubResource,
                      lake: LakeResource, archive: ArchiveResource):
-    relay, done = load_config(), {}
-    for event in _events(config):
-        done.update(backfill_for_label(github, lake.lake(), archive.store(), relay, event.payload,
-                                       event.delivery_id, context.run_id, context.log.info, config.claim_settle_s))
-    yield from _finish(context, config, done, "check runs")
+    w = _writer(context, github, lake, archive, config.claim_settle_s)
+    yield from _act_all(context, config, w, _events(config), act_on_event, "check runs")
 
 
 @dg.op(description="Re-run the failed jobs of the downstream runs behind re-requested crcr/... check runs "
        "(L3/L4 only), once per request.")
 def rerun_downstream(context: dg.OpExecutionContext, config: RelayEventsConfig, github: GitHubResource,
                      lake: LakeResource):
-    relay, done = load_config(), {}
-    for event in _events(config):
-        done.update(handle_rerequest(github, lake.lake(), relay, event.event, event.payload, event.delivery_id,
-                                     context.run_id, context.log.info, config.claim_settle_s))
-    yield from _finish(context, config, done, "re-runs")
+    w = _writer(context, github, lake, None, config.claim_settle_s)
+    yield from _act_all(context, config, w, _events(config), act_on_event, "re-runs")
 
 
 @dg.op(description="The upstream check runs of L3/L4 downstream job callbacks, each created once (never "
        "edited) when the repository's level and labels want one.")
 def create_upstream_check_runs(context: dg.OpExecutionContext, config: RelayEventsConfig, github: GitHubResource,
                                lake: LakeResource):
-    relay, done = load_config(), {}
-    for record in json.loads(config.events_json):
-        job = job_state(record)
-        if job is None:
-            context.log.warning("a record that is not an L3/L4 pull-request callback: skipped")
-            continue
-        if not wants_check_run(lake.lake(), relay, job):
-            context.log.info(f"{job.downstream_repo} ({job.level}): no ciflow/crcr label on {job.head_sha[:12]}; "
-                             "no check run (a later label creates it from the recorded state)")
-            done[job.key] = "not_wanted"
-            continue
-        done[job.key] = create_check_run(github, lake.lake(), relay, job, context.run_id, context.log.info,
-                                         config.claim_settle_s)
-    yield from _finish(context, config, done, "check runs")
+    w = _writer(context, github, lake, None, config.claim_settle_s)
+    yield from _act_all(context, config, w, json.loads(config.events_json), act_on_callback, "check runs")
 
 
 RELAY_TAGS = {"torchci/dispatch": "relay"}
@@ -209,71 +197,97 @@ class _Found:
         self.run_key, self.received_at, self.delivery_id = job.run_key, str(record.get("received_at") or ""), job.delivery_id
 
 
-WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
 # Relay runs are dequeued before backfills and refreshes: a check run or dispatch is awaited by
 # people on the pull request, a partition's refresh is not.
 PRIORITY = {"dagster/priority": "10"}
 
 
-def waiting_run(context, jobs: list) -> bool:
-    """A run of one of `jobs` is waiting to start: this tick's events join the next one instead, so
-    a slow machine gets fewer, larger runs rather than a queue that grows with every tick."""
-    return any(context.instance.get_run_records(dg.RunsFilter(job_name=j.name, statuses=WAITING), limit=1)
-               for j in jobs)
+def tick_writer(context, sensor: str, github: GitHubResource, lake: LakeResource, archive: ArchiveResource) -> Writer:
+    """The writer of a sensor tick: a GitHub client that gives up fast, and the tick's deadline."""
+    if github.dry_run:
+        context.log.warning("DRY RUN: no GitHub credentials; what would be sent is logged and recorded "
+                            "as dry_run (set GITHUB_TOKEN to send)")
+    run_id = f"{sensor}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+    return Writer(github.model_copy(update=CLIENT_LIMITS), lake.lake(), archive.store(), load_config(), run_id,
+                  context.log.info, CLAIM_SETTLE_S, time.monotonic() + LISTENING.act_s)
 
 
-def _tick(context, archive: ArchiveResource, pick, stream: str):
-    cursor = RelayCursor.from_json(context.cursor)
-    report, nxt = scan_archive(archive.store(), cursor, load_config(), pick=pick, stream=stream)
-    if cursor is None:
-        context.log.info(f"first tick: {sum(len(f) for f in nxt.files.values())} {stream} archive files "
-                         "already present are taken as read")
-    context.log.info(f"read {len(report.files_read)} {stream} file(s) ({report.files_deferred} deferred), "
-                     f"{report.push_events} relevant record(s), {len(report.rejects)} unreadable; "
-                     f"{len(report.commits)} new")
-    return report, nxt
+def tick_listen(context, archive: ArchiveResource, pick, stream: str, act):
+    return listen(archive.store(), context.cursor, load_config(), pick, stream, act, LISTENING, context.log.info)
+
+
+def tick_result(context, sensor: str, acted: Acted, requests_: list, cursor: str, table: str,
+                what: str) -> dg.SensorResult:
+    """The tick's answer: its writes as a materialization of the ledger they went to (so the UI
+    lists every dispatch and check run), runs for what is left, and the cursor past it all."""
+    for error in acted.errors:
+        context.log.warning(f"{error}; left to a run, which retries")
+    events = []
+    if acted.done:
+        counts = Counter(o for outcomes in acted.done.values() for o in outcomes.values())
+        events.append(dg.AssetMaterialization(asset_key=table, metadata={
+            what: len(acted.done), **{f"{k}_count": v for k, v in counts.items()},
+            "outcomes": dg.MetadataValue.json(acted.done), "written_by": sensor}))
+    if not requests_ and not events:
+        return dg.SensorResult(skip_reason=f"no new {what}", cursor=cursor)
+    return dg.SensorResult(run_requests=requests_, asset_events=events, cursor=cursor)
+
+
+def run_requests(job: dg.JobDefinition, op: str, items: list[dict], keys: list[str], tags: dict) -> list:
+    """Runs of `job` for the items a tick leaves, MAX_EVENTS_PER_RUN per run."""
+    out = []
+    for i in range(0, len(items), MAX_EVENTS_PER_RUN):
+        chunk, chunk_keys = items[i:i + MAX_EVENTS_PER_RUN], keys[i:i + MAX_EVENTS_PER_RUN]
+        out.append(dg.RunRequest(run_key=batch_key(job.name, chunk_keys), job_name=job.name,
+                                 run_config=events_run_config(op, chunk),
+                                 tags={**PRIORITY, "torchci/events": str(len(chunk)), **tags}))
+    return out
 
 
 @dg.sensor(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job], minimum_interval_seconds=TICK_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Upstream pull_request, check_run and check_suite deliveries in the webhook archive: one "
-                       "run per kind and tick.")
-def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
-    if context.cursor and waiting_run(context, [pull_request_dispatch_job, check_run_label_job, rerun_job]):
-        return dg.SensorResult(skip_reason="a relay run is still waiting to start", cursor=context.cursor)
-    report, nxt = _tick(context, archive, pick_relay_event, "webhooks")
-    by_job: dict[str, list[RelayEvent]] = {}
-    for event in report.commits[:MAX_EVENTS_PER_RUN * 3]:
-        by_job.setdefault(JOB_FOR_KIND[event.kind][0].name, []).append(event)
-    requests_ = []
-    for job_name, events in by_job.items():
-        op = next(o for j, o in JOB_FOR_KIND.values() if j.name == job_name)
-        for i in range(0, len(events), MAX_EVENTS_PER_RUN):
-            chunk = events[i:i + MAX_EVENTS_PER_RUN]
-            requests_.append(dg.RunRequest(
-                run_key=batch_key(job_name, [e.run_key for e in chunk]), job_name=job_name,
-                run_config=events_run_config(op, [event_item(e) for e in chunk]),
-                tags={**PRIORITY, "torchci/deliveries": str(len(chunk)), "torchci/delivery": chunk[0].delivery_id}))
-    if not requests_:
-        return dg.SensorResult(skip_reason="no new pull request events", cursor=nxt.to_json())
-    return dg.SensorResult(run_requests=requests_, cursor=nxt.to_json())
+           description="Upstream pull_request deliveries in the webhook archive, dispatched by the tick itself; "
+                       "labels, re-runs and what a tick could not finish go to runs.")
+def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
+                        lake: LakeResource):
+    writer: list[Writer] = []  # made at the first delivery to act on: a quiet tick logs nothing about GitHub
+
+    def act(events: list[RelayEvent], seconds_left: float) -> Acted:
+        now = [e for e in events if e.kind == "dispatch"]
+        if now and not writer:
+            writer.append(tick_writer(context, "pull_request_sensor", github, lake, archive))
+        acted = act_within(now, lambda e: act_on_event(e, writer[0]), lambda e: e.delivery_id, seconds_left)
+        acted.left += [e for e in events if e.kind != "dispatch"]
+        return acted
+
+    heard = tick_listen(context, archive, pick_relay_event, "webhooks", act)
+    later, requests_ = heard.acted.left, []
+    for job, op in {j.name: (j, o) for j, o in (JOB_FOR_KIND[e.kind] for e in later)}.values():
+        mine = [e for e in later if JOB_FOR_KIND[e.kind][0] is job]
+        requests_ += run_requests(job, op, [event_item(e) for e in mine], [e.run_key for e in mine],
+                                  {"torchci/delivery": mine[0].delivery_id})
+    return tick_result(context, "pull_request_sensor", heard.acted, requests_, heard.cursor, LEDGER_TABLE,
+                       "pull request deliveries")
 
 
 @dg.sensor(job=check_run_job, minimum_interval_seconds=TICK_S, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="L3/L4 downstream callbacks about pull requests in the ci-results archive: one run per tick.")
-def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
-    if context.cursor and waiting_run(context, [check_run_job]):
-        return dg.SensorResult(skip_reason="a check run job is still waiting to start", cursor=context.cursor)
-    report, nxt = _tick(context, archive, pick_callback, "ci-results")
-    found = report.commits
-    requests_ = [dg.RunRequest(run_key=batch_key("check_run_job", [f.run_key for f in chunk]),
-                               run_config=events_run_config("create_upstream_check_runs", [f.record for f in chunk]),
-                               tags={**PRIORITY, "torchci/callbacks": str(len(chunk)),
-                                     "torchci/sha": chunk[0].job.head_sha})
-                 for chunk in (found[i:i + MAX_EVENTS_PER_RUN] for i in range(0, len(found), MAX_EVENTS_PER_RUN))]
-    if not requests_:
-        return dg.SensorResult(skip_reason="no new L3/L4 pull request callbacks", cursor=nxt.to_json())
-    return dg.SensorResult(run_requests=requests_, cursor=nxt.to_json())
+           description="L3/L4 downstream callbacks about pull requests in the ci-results archive: the tick "
+                       "creates their upstream check runs; what it could not finish goes to a run.")
+def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
+                     lake: LakeResource):
+    writer: list[Writer] = []
+
+    def act(found: list, seconds_left: float) -> Acted:
+        if not writer:
+            writer.append(tick_writer(context, "check_run_sensor", github, lake, archive))
+        return act_within(found, lambda f: act_on_callback(f.record, writer[0]), lambda f: f.run_key, seconds_left)
+
+    heard = tick_listen(context, archive, pick_callback, "ci-results", act)
+    left = heard.acted.left
+    requests_ = run_requests(check_run_job, "create_upstream_check_runs", [f.record for f in left],
+                             [f.run_key for f in left], {"torchci/sha": left[0].job.head_sha} if left else {})
+    return tick_result(context, "check_run_sensor", heard.acted, requests_, heard.cursor, ACTIONS_TABLE,
+                       "L3/L4 pull request callbacks")
 
 
 defs = dg.Definitions(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job, check_run_job],

@@ -14,7 +14,8 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   404 for a user who is not a collaborator.
 - `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
   content-file shape (base64 in 60-character lines), else 404.
-`GET .../issues/{n}/comments` lists `comments[n]`, paginated.
+`GET .../issues/{n}/comments` lists `comments[n]`, paginated. `clock` is GitHub's time (now; a
+simulation of past days sets its own).
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -69,6 +70,7 @@ class FakeIssueTracker:
         self.permissions: dict[str, str] = {}
         self.files: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.clock = now  # GitHub's clock: a simulation sets its own time
         httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
         httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
         httpserver.expect_request(PERMISSION_PATH, method="GET").respond_with_handler(self.permission)
@@ -82,7 +84,7 @@ class FakeIssueTracker:
         """An issue (or PR) that exists already, indexed by search, last changed `age` ago
         (numbered `number`, else the next free number)."""
         with self.lock:
-            issue = self._new(title, body, user, labels, now() - age, number)
+            issue = self._new(title, body, user, labels, self.clock() - age, number)
             if pull_request:
                 issue["pull_request"] = {"url": issue["url"].replace("/issues/", "/pulls/")}
             if state == "closed":
@@ -142,9 +144,9 @@ class FakeIssueTracker:
                 issue[k] = fields[k] if k != "labels" else [{"name": x} for x in fields[k]]
         if fields.get("state") in ("open", "closed") and fields["state"] != issue["state"]:
             issue["state"] = fields["state"]
-            issue["closed_at"] = iso(now()) if fields["state"] == "closed" else None
+            issue["closed_at"] = iso(self.clock()) if fields["state"] == "closed" else None
             issue["state_reason"] = fields.get("state_reason", "completed" if fields["state"] == "closed" else "reopened")
-        issue["updated_at"] = iso(now())
+        issue["updated_at"] = iso(self.clock())
         if not self.lag:
             self.search_view[issue["number"]] = dict(issue)
 
@@ -248,7 +250,7 @@ class FakeIssueTracker:
             return self._page(request, request.path, items)
         if kind == "create":
             body = json.loads(request.data)
-            issue = self._new(body["title"], body.get("body"), "torchci-bot[bot]", body.get("labels", []), now())
+            issue = self._new(body["title"], body.get("body"), "torchci-bot[bot]", body.get("labels", []), self.clock())
             return json_response(201, issue)
         issue = self.issues.get(number)
         if issue is None:
@@ -263,5 +265,5 @@ class FakeIssueTracker:
             self._patch(issue, json.loads(request.data))
             return json_response(200, issue)
         self.comments.setdefault(number, []).append(json.loads(request.data)["body"])
-        issue["updated_at"] = iso(now())
+        issue["updated_at"] = iso(self.clock())
         return json_response(201, {"id": len(self.comments[number]), "body": self.comments[number][-1]})

@@ -1,11 +1,16 @@
 """Many tests of one file flaking at once get one aggregate DISABLED issue, in the format PyTorch's
 update_disabled_issues.py reads, against the fake GitHub API."""
 
+import threading
+
+import pytest
 from fake_github_issues import FakeIssueTracker
+from test_disabled_issues import dies_after_create, racing_tracker
 
 from resources.github import GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.flakiness import aggregates
+from torchci_assets.derived.flakiness import issues as issues_module
 from torchci_assets.derived.flakiness.aggregates import AGGREGATE_LABEL, aggregate_title, groups
 from torchci_assets.derived.flakiness.issue_text import Evidence, condense
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
@@ -24,11 +29,11 @@ def evidence(tests, file) -> dict[str, Evidence]:
     return {t: Evidence(t, file) for t in tests}
 
 
-def run(httpserver, lake, tests, ev, max_new=10):
+def run(httpserver, lake, tests, ev, max_new=10, tracker=IssueTracker, run_id="run-0001"):
     gh = GitHubResource(api_url=httpserver.url_for(""), token="t0ken", search_interval_s=0.0,
                         write_interval_s=0.0, backoff_base_s=0.0)
-    return file_disabled_issues(IssueTracker(gh, REPO), lake, DAY, tests, ev, ["skipped", "module: flaky-tests"],
-                                max_new, "run-0001")
+    return file_disabled_issues(tracker(gh, REPO), lake, DAY, tests, ev, ["skipped", "module: flaky-tests"],
+                                max_new, run_id)
 
 
 def test_a_burst_of_fifty_tests_of_one_file_files_one_issue_that_disables_all_of_them(httpserver, tmp_path):
@@ -84,3 +89,42 @@ def test_four_tests_of_a_file_are_not_an_aggregate_five_are():
 def test_the_list_is_pytorchs_format():
     assert aggregates.tests_block({"test_b (__main__.T)": [], "test_a (__main__.T)": ["linux", "win"]}) == (
         "disable the following tests:\n```\ntest_a (__main__.T): linux, win\ntest_b (__main__.T):\n```\n")
+
+
+def test_a_crash_between_creating_the_aggregate_and_recording_it_files_no_second_one(httpserver, tmp_path,
+                                                                                     monkeypatch):
+    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see the new aggregate yet
+    lake = Lake.at(str(tmp_path / "lake"))
+    ev = evidence(BURST, "test_burst.py")
+    real_record = issues_module.record
+    monkeypatch.setattr(issues_module, "record", dies_after_create(real_record))
+    with pytest.raises(SystemExit):
+        run(httpserver, lake, wanted(BURST), ev)
+    (aggregate,) = fake.issues.values()
+    assert lake.days("disabled_issues") == []  # nothing recorded
+    monkeypatch.setattr(issues_module, "record", real_record)
+    again = run(httpserver, lake, wanted(BURST), ev)
+    assert list(fake.issues) == [aggregate["number"]] and fake.count("POST", f"/repos/{REPO}/issues") == 1
+    assert {(r["action"], r["issue_number"]) for r in again.rows} == {("found", aggregate["number"])}
+
+
+def test_two_racing_runs_leave_one_open_aggregate(httpserver, tmp_path):
+    """Outside the `github_issues` pool two runs can both see no aggregate and both create one;
+    each rereads the list after its create, and the later twin is closed."""
+    fake = FakeIssueTracker(httpserver, lag=True)
+    Racing = racing_tracker(2)
+    reports = []
+    threads = [threading.Thread(target=lambda i=i: reports.append(run(
+        httpserver, Lake.at(str(tmp_path / f"lake-{i}")), wanted(BURST), evidence(BURST, "test_burst.py"),
+        tracker=Racing, run_id=f"run-{i}"))) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(reports) == 2
+    (kept,) = fake.titled(aggregate_title("test_burst.py"), "open")
+    (twin,) = fake.titled(aggregate_title("test_burst.py"), "closed")
+    assert kept["number"] < twin["number"] and twin["state_reason"] == "not_planned"
+    assert fake.comments[twin["number"]][0].startswith(f"Duplicate of #{kept['number']}")
+    assert sorted({r["action"] for r in rep.rows} for rep in reports) == [{"created"}, {"found"}]
+    assert {r["issue_number"] for rep in reports for r in rep.rows} == {kept["number"]}

@@ -66,6 +66,8 @@ def test_runs_go_to_kubernetes_and_the_instance_to_postgres_with_dagster_yaml_li
     config = queued["config"]["queuedRunCoordinator"]
     assert config["maxConcurrentRuns"] == local["max_concurrent_runs"]
     assert config["tagConcurrencyLimits"] == local["tag_concurrency_limits"]
+    sensors = yaml.safe_load((ROOT / "dagster.yaml").read_text())["sensors"]
+    assert values["dagsterDaemon"]["sensors"] == {"useThreads": sensors["use_threads"], "numWorkers": sensors["num_workers"]}
 
 
 def test_the_image_copies_every_package_the_project_installs():

@@ -251,16 +251,31 @@ def test_a_secondary_rate_limit_on_search_is_waited_out(httpserver, world):
     assert len(world.published()) == 2
 
 
-def test_a_crash_between_the_create_and_its_ledger_row_files_no_duplicate(httpserver, world, monkeypatch):
-    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
-    real_record = issues_module.record
-
-    def dies_after_github_answered(lake, day, rows, part):
+def dies_after_create(real_record):
+    """`record` for a run killed after GitHub's 201 to a create, before the ledger write."""
+    def record(lake, day, rows, part):
         if rows and rows[0]["action"] == "created":
             raise SystemExit("killed after GitHub's 201, before the ledger write")
         return real_record(lake, day, rows, part)
+    return record
 
-    monkeypatch.setattr(issues_module, "record", dies_after_github_answered)
+
+def racing_tracker(runs: int) -> type:
+    """An IssueTracker whose `runs` instances all create at the same moment, each having looked
+    and found nothing."""
+    barrier = threading.Barrier(runs, timeout=10)
+
+    class Racing(IssueTracker):
+        def create(self, title, body, labels):
+            barrier.wait()
+            return super().create(title, body, labels)
+    return Racing
+
+
+def test_a_crash_between_the_create_and_its_ledger_row_files_no_duplicate(httpserver, world, monkeypatch):
+    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
+    real_record = issues_module.record
+    monkeypatch.setattr(issues_module, "record", dies_after_create(real_record))
     assert not run(world, github(httpserver)).success
     (b,) = fake.titled(f"DISABLED {TEST_B}")  # the first filed (most flake events), unrecorded
     assert world.ledger() == []
@@ -298,13 +313,7 @@ def test_two_racing_runs_leave_one_open_issue(httpserver, world):
     """Outside the `github_issues` pool (say two Dagster instances), two runs can both see no
     issue and both create one; each then rereads the list, and the later twin is closed."""
     fake = FakeIssueTracker(httpserver, lag=True)
-    barrier = threading.Barrier(2, timeout=10)
-
-    class Racing(IssueTracker):
-        def create(self, title, body, labels):
-            barrier.wait()  # both have checked, found nothing, and now create
-            return super().create(title, body, labels)
-
+    Racing = racing_tracker(2)
     outcomes = []
 
     def one_run(run_id):
@@ -413,3 +422,54 @@ def test_losing_most_disabled_tests_at_once_is_refused(httpserver, world):
     forced = run(world, github(httpserver), disabled_tests_config={"allow_mass_reenable": True})
     assert forced.success and set(world.published()) == {TEST_A, TEST_B}
     assert len(fake.issues) == 2
+
+
+BURST = [f"test_{c}" for c in "abcdef"]  # six tests of test_x.py flaking together: one aggregate
+RERUN = ("linux-jammy-py3.10-gcc11", "default, 1, 1, linux.2xlarge, rerun_disabled_tests", "linux")
+
+
+@pytest.fixture(scope="module")
+def built_lifecycle(tmp_path_factory):
+    """Six tests of one file flaking; two tests disabled earlier (the published list): one passing
+    every rerun of PyTorch's rerun_disabled_tests jobs, one still failing some."""
+    h = History([*BURST, "test_fixed", "test_still"])
+    for i in range(40):
+        h.run(i, LINUX, {BURST[i % 6]: "flake"} if i < 24 else None)
+    for i in range(2, 24 * 7, 24):  # a rerun job a day for a week
+        h.run(i, RERUN, {"test_still": "fail"} if i == 26 else None)
+    root = tmp_path_factory.mktemp("lifecycle")
+    lake = Lake.at(str(root / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    return root, day, h
+
+
+def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would_make(
+        httpserver, built_lifecycle, tmp_path, instance):
+    world = World(built_lifecycle, tmp_path)
+    fixed, still = "test_fixed (__main__.TestX)", "test_still (__main__.TestX)"
+    Path(world.outputs_uri, "stats").mkdir(parents=True)
+    Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps(
+        {fixed: ["local-1", "", ["linux"]], still: ["local-2", "", ["linux"]]}))
+    fake = FakeIssueTracker(httpserver)
+    result = run(world, GitHubResource(api_url=httpserver.url_for("")), instance)
+    assert result.success and fake.requests == []
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message.startswith("DRY RUN: would")]
+    title = "DISABLED MULTIPLE There are multiple flaky tests in test_x.py"
+    (aggregate,) = [m for m in logs if title in m]
+    assert all(f"{t} (__main__.TestX) (linux)" in aggregate for t in BURST)
+    assert not any(f"'DISABLED {t} (__main__.TestX)'" in m for m in logs for t in BURST)  # no single issue each
+    assert any(m.startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {fixed} and "
+                            "close it") for m in logs)
+    assert any(m.startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {still} "
+                            "(still failing reruns on linux)") for m in logs)
+
+    meta = metadata(result, "disabled_issues")
+    assert meta["aggregates"] == {title: [f"{t} (__main__.TestX)" for t in BURST]}
+    assert meta["close_on_evidence"] == [fixed] and meta["evidence_on_evidence"] == [still]
+    actions = meta["dry_run_actions"]
+    assert {f"{t} (__main__.TestX): would list it in {title!r}" for t in BURST} <= {a.split(" (no GitHub")[0]
+                                                                                    for a in actions}
+    # each of the log's lines is in the metadata, word for word
+    assert {m.removeprefix("DRY RUN: ") for m in logs if "rerun evidence" in m} <= {
+        a.split(": ", 1)[1] for a in actions}

@@ -14,7 +14,7 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
-from torchci_assets.derived.flakiness.reenable import REENABLED_MARKER, PlatformRuns, decide
+from torchci_assets.derived.flakiness.reenable import MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide
 
 DAY = "2026-11-20"
 REPO = "pytorch/pytorch"
@@ -50,7 +50,7 @@ def lake_with(tmp_path, rows: list[dict]) -> Lake:
     return lake
 
 
-def clean(test, platform, days=(1, 3, 5)) -> list[dict]:
+def clean(test, platform, days=tuple(range(1, MIN_DAYS + 1))) -> list[dict]:
     return [rerun(test, platform, d) for d in days]
 
 
@@ -112,25 +112,32 @@ def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
 def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     outputs = Store(str(tmp_path / "outputs"))
-    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]]}))
-    lake = lake_with(tmp_path, clean(FIXED, "linux"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]],
+                                                    HALF: ["local-2", "", ["linux", "win"]]}))
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(HALF, "linux") + [rerun(HALF, "win", 2, "failed")])
     logs = []
     result = run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-1", REPO,
                            DisabledIssuesConfig(enabled=True), "test config", log=logs.append).reenabling
-    assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [(FIXED, "dry_run")]
-    assert any(m.startswith(f"DRY RUN: would close the DISABLED issue of {FIXED}") for m in logs)
+    assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [
+        (FIXED, "dry_run"), (HALF, "dry_run")]
+    assert logs == [f"DRY RUN: {r['detail']}" for r in result.rows]  # the ledger says what the log says
+    assert logs[0].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {FIXED} and close it")
+    assert logs[1].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {HALF} and narrow "
+                              "its Platforms line to win (clean on linux)")
+
+
+J, D = MIN_JOBS, MIN_DAYS
 
 
 @pytest.mark.parametrize("disabled_on, runs, action", [
-    (["linux"], {"linux": PlatformRuns(3, 0, 3, 3)}, "close"),
-    (["linux"], {"linux": PlatformRuns(2, 0, 2, 2)}, "wait"),  # too few jobs
-    (["linux"], {"linux": PlatformRuns(3, 0, 3, 1)}, "wait"),  # all on one day
-    (["linux", "win"], {"linux": PlatformRuns(3, 0, 3, 3)}, "narrow"),
-    (["linux"], {"linux": PlatformRuns(40, 1, 3, 3)}, "evidence"),
-    (["linux"], {"win": PlatformRuns(0, 3, 3, 3)}, "wait"),  # red where it is not disabled
-    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(3, 0, 3, 3)}, "close"),
-    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(1, 0, 1, 1)}, "wait"),
-    ([], {"linux": PlatformRuns(3, 0, 3, 3), "win": PlatformRuns(1, 2, 3, 3)}, "evidence"),
+    (["linux"], {"linux": PlatformRuns(J, 0, J, D)}, "close"),
+    (["linux"], {"linux": PlatformRuns(J, 0, J, D - 1)}, "wait"),  # too few days
+    (["linux", "win"], {"linux": PlatformRuns(J, 0, J, D)}, "narrow"),
+    (["linux"], {"linux": PlatformRuns(40, 1, J, D)}, "evidence"),
+    (["linux"], {"win": PlatformRuns(0, 3, J, D)}, "wait"),  # red where it is not disabled
+    ([], {"linux": PlatformRuns(J, 0, J, D), "win": PlatformRuns(J, 0, J, D)}, "close"),
+    ([], {"linux": PlatformRuns(J, 0, J, D), "win": PlatformRuns(1, 0, 1, 1)}, "wait"),
+    ([], {"linux": PlatformRuns(J, 0, J, D), "win": PlatformRuns(1, 2, J, D)}, "evidence"),
 ])
 def test_the_rule_per_platform(disabled_on, runs, action):
     assert decide("test_x (__main__.T)", disabled_on, runs).action == action

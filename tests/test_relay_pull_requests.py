@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from jobs import relay_prs
 from jobs.relay_prs import (
     check_run_job,
     check_run_label_job,
@@ -31,6 +32,7 @@ from torchci_assets.config import load_config
 from torchci_assets.relay import dispatch as dispatch_module
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, create_check_run, job_state
 from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows
+from torchci_assets.relay.listening import Listening
 from torchci_assets.relay.pull_requests import relay_event
 
 DATA = Path(__file__).parent / "data" / "octokit"
@@ -59,6 +61,12 @@ def relay_config(tmp_path, monkeypatch):
     path = tmp_path / "relay.yaml"
     path.write_text(CONFIG)
     monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+@pytest.fixture(autouse=True)
+def quick_ticks(monkeypatch):
+    """A sensor tick reads the archive once here (in service it listens a few seconds more)."""
+    monkeypatch.setattr(relay_prs, "LISTENING", Listening(budget_s=10.0, listen_s=0.0, poll_s=0.01))
 
 
 @pytest.fixture
@@ -469,12 +477,17 @@ def test_check_suite_rerequested_reruns_each_l3_plus_run_once(httpserver, instan
 # ---- the sensor ----------------------------------------------------------------------
 
 
-def test_the_sensor_asks_one_run_per_relayed_delivery(tmp_path, instance, roots):
+def sensor_resources(roots, gh) -> dict:
+    return {"archive": ArchiveResource(uri=roots[1]), "github": gh, "lake": LakeResource(uri=roots[0])}
+
+
+def test_the_sensor_dispatches_in_its_tick_and_asks_runs_for_labels_and_reruns(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
     folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
     folder.mkdir(parents=True)
     (folder / "old.jsonl").write_text("")
-    archive = ArchiveResource(uri=roots[1])
-    with dg.build_sensor_context(instance=instance, resources={"archive": archive}) as ctx:
+    resources = sensor_resources(roots, github(httpserver))
+    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
         first = pull_request_sensor(ctx)
     lines = []
     for n, (event, payload) in enumerate([("pull_request", pr_payload("opened")),
@@ -487,14 +500,21 @@ def test_the_sensor_asks_one_run_per_relayed_delivery(tmp_path, instance, roots)
         lines.append(json.dumps({"event": event, "delivery_id": f"d-{n}", "received_at": "2026-11-25T10:00:00Z",
                                  "payload": payload}))
     (folder / "new.jsonl").write_text("\n".join(lines) + "\n")
-    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources) as ctx:
         result = pull_request_sensor(ctx)
+    # The tick itself sent d-0 to every downstream, and recorded it in the ledger.
+    assert Counter(r for r, _ in server.dispatches()) == Counter(REPOS)
+    assert {b["client_payload"]["delivery_id"] for _, b in server.dispatches()} == {"d-0"}
+    (materialization,) = result.asset_events
+    assert materialization.asset_key == dg.AssetKey("dispatches")
+    assert materialization.metadata["outcomes"].data == {"d-0": {r: "ok" for r in REPOS}}
     asked = {r.job_name: [e["delivery_id"] for e in json.loads(
         r.run_config["ops"][next(iter(r.run_config["ops"]))]["config"]["events_json"])] for r in result.run_requests}
-    assert asked == {"pull_request_dispatch_job": ["d-0"], "check_run_label_job": ["d-2"], "rerun_job": ["d-3"]}
-    # The next tick finds nothing new: each delivery is in one run only.
-    with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources={"archive": archive}) as ctx:
-        assert not pull_request_sensor(ctx).run_requests
+    assert asked == {"check_run_label_job": ["d-2"], "rerun_job": ["d-3"]}
+    # The next tick finds nothing new: each delivery is acted on once.
+    with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources) as ctx:
+        again = pull_request_sensor(ctx)
+    assert not again.run_requests and not again.asset_events and len(server.dispatches()) == 4
 
 
 def test_one_run_relays_every_delivery_of_its_tick_each_once(httpserver, instance, roots):
@@ -507,50 +527,24 @@ def test_one_run_relays_every_delivery_of_its_tick_each_once(httpserver, instanc
         {e.delivery_id: 4 for e in batch})
 
 
-def test_the_check_run_sensor_asks_one_run_for_the_l3_l4_pull_request_callbacks(instance, roots):
+def test_the_check_run_sensor_creates_the_l3_l4_pull_request_check_runs_in_its_tick(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
     folder = Path(roots[1]) / "ci-results" / f"day={NOW:%Y-%m-%d}"
     folder.mkdir(parents=True)
     (folder / "old.jsonl").write_text("")
-    archive = ArchiveResource(uri=roots[1])
+    resources = sensor_resources(roots, github(httpserver))
     from jobs.relay_prs import check_run_sensor
 
-    with dg.build_sensor_context(instance=instance, resources={"archive": archive}) as ctx:
+    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
         first = check_run_sensor(ctx)
     cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
     archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp), callback_record(L2, "L2", "in_progress", cp),
                               callback_record(L3, "L3", "completed", cp, conclusion="success")])
-    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"archive": archive}) as ctx:
-        (request,) = check_run_sensor(ctx).run_requests
-    records = json.loads(request.run_config["ops"]["create_upstream_check_runs"]["config"]["events_json"])
-    assert sorted(r["trusted"]["verified_repo"] for r in records) == sorted([L4, L3])  # not the L2 one
-
-
-def test_while_a_run_waits_to_start_the_sensor_holds_its_cursor_and_the_next_run_takes_both(instance, roots):
-    folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
-    folder.mkdir(parents=True)
-    (folder / "old.jsonl").write_text("")
-    archive = ArchiveResource(uri=roots[1])
-
-    def tick(cursor):
-        with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"archive": archive}) as ctx:
-            return pull_request_sensor(ctx)
-
-    def deliver(name):
-        line = {"event": "pull_request", "delivery_id": name, "received_at": "2026-11-25T10:00:00Z",
-                "payload": pr_payload("synchronize")}
-        (folder / f"{name}.jsonl").write_text(json.dumps(line) + "\n")
-
-    cursor = tick(None).cursor
-    deliver("d-1")
-    first = tick(cursor)
-    (request,) = first.run_requests
-    instance.create_run_for_job(pull_request_dispatch_job, run_config=request.run_config,
-                                status=dg.DagsterRunStatus.NOT_STARTED, tags=request.tags)
-    deliver("d-2")
-    held = tick(first.cursor)
-    assert not held.run_requests and held.cursor == first.cursor
-    for run in instance.get_runs():
-        instance.report_run_canceled(run)
-    (later,) = tick(held.cursor).run_requests
-    items = json.loads(later.run_config["ops"]["dispatch_pull_requests"]["config"]["events_json"])
-    assert [e["delivery_id"] for e in items] == ["d-2"]
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources) as ctx:
+        result = check_run_sensor(ctx)
+    assert not result.run_requests
+    sha = cp["payload"]["pull_request"]["head"]["sha"]
+    # L4 always; L3 without its device's label gets none; L2 is not even read as a check run.
+    assert server.check_run_names(sha) == [(f"crcr/{L4}/upstream-ci/build", "in_progress", None)]
+    outcomes = result.asset_events[0].metadata["outcomes"].data
+    assert sorted(v for d in outcomes.values() for v in d.values()) == ["created", "not_wanted"]

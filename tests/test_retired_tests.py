@@ -134,4 +134,4 @@ def test_without_credentials_it_logs_and_records_what_it_would_close(httpserver,
     assert fake.requests == []
     assert [(r["test"], r["action"]) for r in ledger(lake)] == [(GONE, "dry_run")] == \
         [(r["test"], r["action"]) for r in result.rows]
-    assert any(m.startswith(f"DRY RUN: would close the DISABLED issue of {GONE}") for m in logs)
+    assert any(m.startswith(f"DRY RUN: would comment on the DISABLED issue of {GONE} and close it as deleted") for m in logs)

@@ -26,8 +26,8 @@ D = "2026-11-14"
 
 
 def row(name, verdict="flaky", events=5, runs=400, platforms=("linux", "win"), flaky=("win",), cls="TestX"):
-    return {"classname": cls, "name": name, "verdict": verdict, "flake_events": events, "runs": runs,
-            "platforms": list(platforms), "flaky_platforms": list(flaky)}
+    return {"file": "test_x.py", "classname": cls, "name": name, "verdict": verdict, "flake_events": events,
+            "runs": runs, "platforms": list(platforms), "flaky_platforms": list(flaky)}
 
 
 def test_keys_and_layout_are_pytorchs():

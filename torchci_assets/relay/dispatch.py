@@ -75,8 +75,9 @@ class RepoOutcome:
     will not help), `failed` (transient errors outlasted the retries), `dry_run` (no
     credentials, nothing sent), `already_acknowledged` (an earlier attempt was acknowledged,
     nothing was sent), `in_doubt` (an earlier writer claimed it and never recorded GitHub's
-    answer: not sent again) or `claimed_elsewhere` (a concurrent writer won the claim). Only
-    the first four are outcome rows.
+    answer: not sent again), `claimed_elsewhere` (a concurrent writer won the claim) or
+    `deferred` (a sensor tick ran out of time before it: a run sends it). Only the first four
+    are outcome rows.
     """
 
     repo: str
@@ -195,12 +196,14 @@ def acknowledged_repos(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBAC
 def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
                    targets: Iterable[AllowlistEntry], run_id: str,
                    log: Callable[[str], None] = lambda s: None,
-                   settle_s: float = CLAIM_SETTLE_S) -> list[RepoOutcome]:
+                   settle_s: float = CLAIM_SETTLE_S, deadline: float | None = None) -> list[RepoOutcome]:
     """Send `event` to each target not yet acknowledged nor in doubt, recording every attempt.
 
     Targets go one after the other, each claimed just before its own send, so a crash leaves
     at most the one being sent in doubt. A refusal or failure of one downstream never stops
     the others; the caller decides what a `failed` outcome means for the run (it retries them).
+    Past `deadline` (time.monotonic()), as a sensor tick that must end has, no new target is
+    started: the rest are `deferred`, for a run to send.
     """
     targets = list(targets)
     states = target_states(event_rows(lake, event))
@@ -210,6 +213,9 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
         state = states.get(target.repo.lower(), "open")
         if state in skipped:
             outcomes.append(RepoOutcome(target.repo, target.level, skipped[state]))
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            outcomes.append(RepoOutcome(target.repo, target.level, "deferred"))
             continue
         attempt_id = uuid.uuid4().hex
         if not github.dry_run:

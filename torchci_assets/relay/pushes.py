@@ -187,13 +187,15 @@ Picker = Callable[[bytes, TorchciConfig], tuple[bool, object, str]]
 def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig,
                  budget_s: float = TICK_READ_BUDGET_S,
                  clock: Callable[[], float] = time.monotonic,
-                 pick: Picker = pick_push, stream: str = "webhooks") -> tuple[ScanReport, RelayCursor]:
+                 pick: Picker = pick_push, stream: str = "webhooks",
+                 max_items: int | None = None) -> tuple[ScanReport, RelayCursor]:
     """New pushes to the configured branches in files not read before; and the next cursor.
 
     With no cursor, the files present are recorded as read and nothing is returned (see the
-    module's docstring). Files are read in path order until `budget_s` is spent; the others
-    are left out of the next cursor so the next tick reads them. `pick` says what a line asks
-    for (pushes by default: other relay events use their own picker over the same files).
+    module's docstring). Files are read in path order until `budget_s` is spent, or until
+    `max_items` were found (a tick that acts on what it finds takes no more than it can do);
+    the others are left out of the next cursor so the next tick reads them. `pick` says what a
+    line asks for (pushes by default: other relay events use their own picker over the same files).
     """
     report = ScanReport()
     days = recent_days(store, stream=stream)
@@ -216,7 +218,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig
                     _read_file(store, entry.path, config, ScanReport(), baseline, seen_keys, pick, stream)
                 files[day][name] = entry.size
                 continue
-            if clock() - start > budget_s:
+            if clock() - start > budget_s or (max_items is not None and len(found) >= max_items):
                 report.files_deferred += 1
                 continue
             _read_file(store, entry.path, config, report, found, seen_keys, pick, stream)

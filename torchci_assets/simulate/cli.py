@@ -57,6 +57,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unstable-jobs", type=int, default=2, choices=(0, 1, 2),
                    help="open UNSTABLE issues planted on pull-request jobs (default 2: a test config, then a whole "
                         "build environment), listed in ground-truth.json as GitHub returns issues")
+    p.add_argument("--disabled-lifecycle", action="store_true",
+                   help="run PyTorch's daily rerun_disabled_tests jobs and plant disabled tests fixed on a known "
+                        "day, disabled tests still flaky at a low rate, and 50 tests of one file flaking together")
     return p
 
 
@@ -72,7 +75,8 @@ def main(argv: list[str]) -> int:
                    configs=args.configs, test_files=args.test_files, tests_per_file=args.tests_per_file,
                    test_reports=not args.no_test_reports, backends=args.backends,
                    torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions,
-                   platform_failures=args.platform_failures, unstable_jobs=args.unstable_jobs)
+                   platform_failures=args.platform_failures, unstable_jobs=args.unstable_jobs,
+                   lifecycle_from=start.isoformat() if args.disabled_lifecycle else "")
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

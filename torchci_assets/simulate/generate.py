@@ -14,6 +14,7 @@ from typing import Callable
 import orjson
 
 from .backends import backends, nightly_records, push_records
+from .disabled import lifecycle_truth
 from .junit import job_cases, render_xml, test_run_rows
 from .logs import log_arrival, log_kind, write_job_log
 from .model import DAY_MS, Job, day_start_ms
@@ -246,6 +247,8 @@ def _planted_tests(world: World, truth: dict, days: list[dt.date]) -> None:
                     "variants": [{"classname": c, "name": n} for c, n in names],
                     "build_envs": sorted({c.build_env for c in cfgs}), "message": r.message})
         truth["flaky_tests" if r.kind == "flaky" else "platform_failures"].append(rec)
+    if world.life:
+        truth["disabled_lifecycle"] = lifecycle_truth(world.life)
     # every breakage whose range overlaps the archive, including one begun the day before it
     n = world.opts.commits_per_day
     lo, hi = day_number(days[0]) * n, (day_number(days[-1]) + 1) * n

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 from .catalog import skip_reason
+from .disabled import ENABLED_MESSAGE, rerun_case
 from .model import Job, iso_s
 
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -67,7 +68,9 @@ def job_cases(job: Job, seed: int) -> list[tuple[str, str, list[Case]]]:
                 continue
             o = job.outcomes.get(t)
             result, message, reruns = "passed", "", 0
-            if job.infra == "cuda_illegal_memory_access" and start_frac + i / total >= job.cut:
+            if job.reruns is not None:  # rerun_disabled_tests: only the disabled tests run
+                result, message = rerun_case(job.reruns[t]) if t in job.reruns else ("skipped", ENABLED_MESSAGE)
+            elif job.infra == "cuda_illegal_memory_access" and start_frac + i / total >= job.cut:
                 first = not cases or cases[-1].message != IMA
                 result, message = ("failed" if first else "error"), IMA
             elif o is not None:

@@ -110,3 +110,4 @@ class Job:
     waited: int = 0  # ms spent in `waiting` (environment-gated jobs)
     queued_event: bool = True  # skipped jobs go straight to completed
     slow: dict[str, float] = field(default_factory=dict)  # file path -> planted time factor
+    reruns: dict[TestTemplate, int] | None = None  # a rerun_disabled_tests job: failed reruns per disabled test

@@ -21,6 +21,7 @@ from .catalog import (BUILD_MINUTES, DOCS_JOB, LABEL_JOB, LINT_JOBS, PR_WORKFLOW
                       PUSH_WORKFLOWS, QUEUE_MINUTES, SCHEDULED_WORKFLOWS, WORKFLOW_FILES, TestConfig,
                       build_job_name, build_suite, config_files, plan_shards, queue_family,
                       select_configs, skip_reason, test_job_name)
+from .disabled import RERUN_HOUR, LifeRule, plant_lifecycle, rerun_job_name, rerun_reds
 from .model import DAY_MS, EPOCH_DAY, Commit, Job, Outcome, RunAttempt, day_of, day_start_ms, iso_ms
 from .payloads import (MERGEBOT, ZERO_SHA, commit_object, label_object, pull_request_payload,
                        push_payload)
@@ -65,6 +66,9 @@ class Options:
     platform_failures: int | None = None  # tests failing on one platform; None: 0.6% of the tests, at least 2
     pr_breaks_flaky_rate: float = 0.04  # chance that a PR breaks a test flaky elsewhere (another message)
     unstable_jobs: int = 2  # open UNSTABLE issues on PR jobs: a test config, then a whole build environment
+    # the first day of the disabled tests' planted life and of the daily rerun_disabled_tests
+    # jobs (disabled.py); "" for neither
+    lifecycle_from: str = ""
 
 
 @dataclass(slots=True)
@@ -117,6 +121,14 @@ class World:
         self.rules = plant_rules(opts.seed, self.suite, self.configs, opts.platform_failures)
         self.planted = frozenset(r.template for r in self.rules)
         self.unstable = plant_unstable(opts.seed, self.configs, opts.unstable_jobs)
+        self.life: tuple[LifeRule, ...] = ()
+        if opts.lifecycle_from:
+            self.life = plant_lifecycle(opts.seed, self.suite, self.configs,
+                                        dt.date.fromisoformat(opts.lifecycle_from), self.planted)
+            self.planted |= frozenset(r.template for r in self.life)
+        self.life_by_file: dict[str, list[LifeRule]] = {}
+        for r in self.life:
+            self.life_by_file.setdefault(r.template.file, []).append(r)
         self.rules_by_file: dict[str, list[Rule]] = {}
         for r in self.rules:
             self.rules_by_file.setdefault(r.template.file, []).append(r)
@@ -219,6 +231,8 @@ class World:
         out.append(self._viable_strict(day))
         for i in range(self.opts.prs_per_day):
             out.append(self._pull_request(day, i, next_slot))
+        if self.opts.lifecycle_from and day >= dt.date.fromisoformat(self.opts.lifecycle_from):
+            out.append(self._rerun_disabled(day, next_slot))
         return out
 
     # ------------------------------------------------------------------ activities
@@ -232,10 +246,7 @@ class World:
         payload = push_payload("refs/heads/main", c.parent, c.sha, [commit], MERGEBOT)
         self._deliver(act, rng, recv, "push", did, payload, "")
         act.pushes.append((c, did, recv))
-        head = {"id": c.sha, "tree_id": c.sha[::-1], "message": c.message,
-                "timestamp": commit["timestamp"],
-                "author": {"name": c.author, "email": f"{c.author}@users.noreply.github.com"},
-                "committer": {"name": "PyTorch MergeBot", "email": "pytorchmergebot@users.noreply.github.com"}}
+        head = _main_head(c)
         broken = [b for b in self.breakages(day) if b.first <= c.index < b.fixed]
         bad = [(t, "broken", BROKEN_MESSAGE) for b in broken for t in b.templates]
         for wf in ("Lint",) + PUSH_WORKFLOWS:
@@ -250,14 +261,57 @@ class World:
         rng = random.Random(f"{self.seed}|cron|{wf}|{t}")
         act = Activity(day)
         c = self.head_at(t)
-        head = {"id": c.sha, "tree_id": c.sha[::-1], "message": c.message,
-                "timestamp": commit_object(c.sha, c.message, c.time, c.author)["timestamp"],
-                "author": {"name": c.author, "email": f"{c.author}@users.noreply.github.com"},
-                "committer": {"name": "PyTorch MergeBot", "email": "pytorchmergebot@users.noreply.github.com"}}
+        head = _main_head(c)
         bad = [(tt, "broken", BROKEN_MESSAGE) for b in self.breakages(day_of(c.time))
                if b.first <= c.index < b.fixed for tt in b.templates]
         self._run(act, rng, wf, "schedule", c.sha, "main", head, MERGEBOT, wf, (),
                   t + rng.randint(30_000, 600_000), next_slot(), bad, on_main=True, code=c.index)
+        return act
+
+    def disabled_rates(self, day: dt.date, cfg: TestConfig) -> dict:
+        """The tests disabled on `day` (see disabled.py) that `cfg` runs, with their failure rate there."""
+        out = {}
+        for r in self.rules:
+            if r.platforms is None or cfg.platform in r.platforms:
+                out[r.template] = r.rate
+        for r in self.life:
+            if r.start is None or day > r.start:  # a burst's tests are disabled the day after it begins
+                out[r.template] = r.rate_on(day)
+        return out
+
+    def _rerun_disabled(self, day, next_slot) -> Activity:
+        """The day's scheduled rerun_disabled_tests run: one job per test config, over the files
+        holding a disabled test it runs."""
+        t = day_start_ms(day) + RERUN_HOUR * 3_600_000 + 29 * 60_000
+        rng = random.Random(f"{self.seed}|rerun-disabled|{day.isoformat()}")
+        act = Activity(day)
+        c = self.head_at(t)
+        slot, dn = next_slot(), day_number(day)
+        run = RunAttempt(RUN_BASE + dn * 20_000 + slot, 1, "periodic", self.workflow_ids["periodic"],
+                         (dn * 97 + slot) % 1_000_000, "schedule", c.sha, "main", _main_head(c), MERGEBOT,
+                         "periodic", (), t, code_index=c.index)
+        for i, cfg in enumerate(self.configs):
+            rates = self.disabled_rates(day, cfg)
+            files = tuple(f for f in config_files(cfg, self.suite) if any(x.file == f.path for x in rates))
+            if not files:
+                continue
+            job = self._job(rng, run, JOB_BASE + dn * 5_000_000 + slot * 400 + i, rerun_job_name(cfg), "test",
+                            [cfg.runner], cfg, t + rng.randint(2_000, 60_000), QUEUE_MINUTES[queue_family(cfg)],
+                            20.0, 0.0)
+            job.shard, job.files = 1, files
+            paths = {f.path for f in files}
+            job.reruns = rerun_reds(random.Random(f"{self.seed}|reruns|{job.id}"),
+                                    {x: r for x, r in rates.items() if x.file in paths}, cfg)
+            act.jobs.append(job)
+            self._job_deliveries(act, rng, job)
+        if not act.jobs:
+            return act
+        run.started = min(j.started for j in act.jobs)
+        run.completed = max(j.completed for j in act.jobs) + rng.randint(1_000, 5_000)
+        act.runs.append(run)
+        for action, at in (("requested", run.created), ("in_progress", run.started), ("completed", run.completed)):
+            self._deliver(act, rng, at + rng.randint(100, 2500), "workflow_run", _uuid(rng), run, action,
+                          path=WORKFLOW_FILES["periodic"])
         return act
 
     def _viable_target(self, t: int) -> Commit:
@@ -536,7 +590,7 @@ class World:
         job = Job(jid, run, name, "test", labels, rn, rid, group, created, created + queue, 0, "success",
                   cfg, shard, files, slow=slow)
         duration = setup + tests_ms + rng.randint(30_000, 120_000)
-        job.outcomes = self._outcomes(rng, cfg, files, bad)
+        job.outcomes = self._outcomes(rng, cfg, files, bad, day_of(run.created))
         if any(o.tries[-1] for o in job.outcomes.values()):
             job.conclusion = "failure"
         r = rng.random()
@@ -556,24 +610,24 @@ class World:
         job.completed = job.started + duration
         return job
 
-    def _outcomes(self, rng, cfg: TestConfig, files, bad: list) -> dict:
+    def _outcomes(self, rng, cfg: TestConfig, files, bad: list, day: dt.date) -> dict:
         out = {}
         paths = {f.path for f in files}
         for f in files:
-            for rule in self.rules_by_file.get(f.path, ()):
-                t = rule.template
-                if rule.platforms is not None and cfg.platform not in rule.platforms:
-                    continue
+            rules = [(r.template, r.rate, r.kind, r.message) for r in self.rules_by_file.get(f.path, ())
+                     if r.platforms is None or cfg.platform in r.platforms]
+            rules += [(r.template, r.rate_on(day), "flaky", r.message) for r in self.life_by_file.get(f.path, ())]
+            for t, rate, kind, message in rules:
                 if skip_reason(t, cfg):
                     continue
                 tries = []
                 for _ in range(3):
-                    failed = rng.random() < rule.rate
+                    failed = rng.random() < rate
                     tries.append(failed)
                     if not failed:
                         break
                 if tries[0]:
-                    out[t] = Outcome(t, tries, rule.kind, rule.message)
+                    out[t] = Outcome(t, tries, kind, message)
         for t, kind, msg in bad:
             if t.file in paths and not skip_reason(t, cfg):
                 out[t] = Outcome(t, [True, True, True], kind, msg)
@@ -610,6 +664,14 @@ class World:
                 act.out_of_order_jobs.append((job.id, start_recv))
             self._deliver(act, rng, start_recv, "workflow_job", _uuid(rng), job, "in_progress", old())
         self._deliver(act, rng, done_recv, "workflow_job", _uuid(rng), job, "completed", old())
+
+
+def _main_head(c: Commit) -> dict:
+    """The head_commit of a run on main commit `c`."""
+    return {"id": c.sha, "tree_id": c.sha[::-1], "message": c.message,
+            "timestamp": commit_object(c.sha, c.message, c.time, c.author)["timestamp"],
+            "author": {"name": c.author, "email": f"{c.author}@users.noreply.github.com"},
+            "committer": {"name": "PyTorch MergeBot", "email": "pytorchmergebot@users.noreply.github.com"}}
 
 
 def _commit_truth(c: Commit, pushed: int, jobs: list[Job], broken: list[Breakage]) -> dict:

@@ -25,6 +25,8 @@ from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
 
+# Lists in metadata are cut at this many entries (the ledger has them all).
+MAX_LISTED = 500
 # Lineage: the window read is the run's `window_days`.
 _WINDOW = window_mapping(WINDOW_DAYS - 1)
 
@@ -115,6 +117,8 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
                                                   for r in created[:50]) or "none"),
         "updated_tests": dg.MetadataValue.json(report.tests("updated")[:50]),
+        "aggregates": dg.MetadataValue.json({t: tests[:50] for t, tests in report.aggregates.items()}),
+        "dry_run_actions": dg.MetadataValue.json(dry_run_actions(report, life)[:MAX_LISTED]),
         "deferred_tests": dg.MetadataValue.json(report.deferred[:50]),
         "ledger_parts": dg.MetadataValue.json([lk.store.display(p) for p in report.parts]),
     })
@@ -122,6 +126,12 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         check_name="every_disabled_test_has_an_issue", asset_key=LEDGER_TABLE, passed=not report.failed,
         description="Every test the verdict disables was found or filed (GitHub errors leave it for the next run).",
         metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50]))})
+
+
+def dry_run_actions(report, life) -> list[str]:
+    """Every write a dry run would make (filing, aggregates, closes, comments), as its log says it."""
+    rows = [*report.rows, *life.retirement.rows, *life.reenabling.rows]
+    return [f"{r['test']}: {r['detail']}" for r in rows if r["action"] == "dry_run"]
 
 
 class DisabledTestsConfig(dg.Config):

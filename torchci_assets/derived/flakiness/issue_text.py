@@ -34,6 +34,7 @@ DISABLED_PREFIX = "DISABLED"
 _TEST_TITLE = re.compile(r"DISABLED\s*test_.+\s*\(.+\)")
 _MULTIPLE_TITLE = re.compile(r"DISABLED MULTIPLE")
 _TEST_NAME = re.compile(r"(test_[a-zA-Z0-9-_\.]+)\s+\(([a-zA-Z0-9-_\.]+)\)")
+_TEST_NAME_ONLY = re.compile(_TEST_NAME.pattern + r"\s*")
 _MULTIPLE_START = "disable the following tests:"
 _PLATFORMS_KEY = "platforms:"
 MARKER = "<!-- torchci-dagster: disabled-test -->"
@@ -60,6 +61,13 @@ def is_test_issue(title: str | None) -> bool:
     and so not for a disabled job."""
     return bool(title) and title.startswith(DISABLED_PREFIX) and bool(
         _TEST_TITLE.match(title) or _MULTIPLE_TITLE.match(title))
+
+
+def is_single_test_title(title: str | None) -> bool:
+    """Whether PyTorch takes the title for one disabled test's (the flaky bot's isSingleIssue):
+    `DISABLED ` then exactly `test_x (Suite)`, spaces around it allowed."""
+    rest = (title or "").removeprefix(f"{DISABLED_PREFIX} ")
+    return rest != (title or "") and _TEST_NAME_ONLY.fullmatch(rest.strip()) is not None
 
 
 def test_key(text: str) -> str | None:

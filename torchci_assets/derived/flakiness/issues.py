@@ -253,6 +253,8 @@ class FilingReport:
     skipped: str = ""
     # every open issue the filing read, and the ones it filed: the retirement step reads no more
     open_list: list[dict] | None = None
+    # the title of each aggregate issue filed, extended (or, dry run, that would be) -> its new tests
+    aggregates: dict[str, list[str]] = field(default_factory=dict)
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -273,15 +275,29 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
 
 
 def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
-                   log: Callable[[str], None] = lambda s: None) -> FilingReport:
-    """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent."""
+                   log: Callable[[str], None] = lambda s: None,
+                   file_of: Callable[[str], str | None] = lambda test: None,
+                   is_new: Callable[[str], bool] = lambda test: True) -> FilingReport:
+    """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
+    New tests (`is_new`: the published list stands in for the issues) of a file with more than
+    AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them."""
     report = FilingReport(dry_run=True)
+    in_aggregate: dict[str, str] = {}
+    for file, members in groups(wanted, file_of, is_new).items():
+        title = aggregate_title(file)
+        report.aggregates[title] = [w.test for w in members]
+        in_aggregate.update({w.test: title for w in members})
+        log(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
+            + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members) + f" ({reason})")
     for w in sorted(wanted, key=lambda w: w.test):
-        title = issue_title(w.test)
-        log(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
-            f"({reason})")
-        report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id,
-                                f"would find or file {title!r} ({reason})", w.platforms))
+        if w.test in in_aggregate:
+            detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
+        else:
+            title = issue_title(w.test)
+            log(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
+                f"({reason})")
+            detail = f"would find or file {title!r} ({reason})"
+        report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
     report.parts.append(record(lake, day, report.rows, f"run-{run_id[:8]}"))
     return report
 
@@ -373,6 +389,7 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
             warn(f"aggregate issue for {file}: {e} (left for the next run)")
             continue
         created += action == "created"
+        report.aggregates[issue.get("title") or aggregate_title(file)] = tests
         rows = [ledger_row(w.test, action, issue, tracker.repo, run_id, detail, w.platforms) for w in members]
         report.rows.extend(rows)
         report.parts.append(record(lake, day, rows, _slug(file)))
@@ -396,7 +413,10 @@ def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence
     issue, action, detail = _create_once(tracker, title, aggregate_body(file, platforms, example),
                                          list(dict.fromkeys(labels)), lambda: tracker.find_titled(title), log)
     log(f"{title!r}: #{issue['number']} {action} for {len(members)} tests")
-    return issue, action, detail or f"aggregate of {len(members)} tests of {file}"
+    if detail:
+        return issue, action, detail
+    issue, action, detail = _unless_twin(tracker, title, issue, lambda i: i.get("title") == title, log)
+    return issue, action, detail if action == "found" else f"aggregate of {len(members)} tests of {file}"
 
 
 def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterable[str],
@@ -410,7 +430,8 @@ def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterab
     if detail:
         return issue, action, detail
     log(f"{title!r}: created #{issue['number']} (Platforms: {', '.join(w.platforms) or 'all'})")
-    return _unless_twin(tracker, w.test, issue, log)
+    issue, action, detail = _unless_twin(tracker, title, issue, lambda i: disabled_test(i.get("title")) == w.test, log)
+    return issue, action, detail or f"created with Platforms: {', '.join(parse_platforms(issue.get('body'))) or 'all'}"
 
 
 def _create_once(tracker: IssueTracker, title: str, body: str, labels: Iterable[str],
@@ -442,21 +463,23 @@ def _create_once(tracker: IssueTracker, title: str, body: str, labels: Iterable[
                             "issue on GitHub yet; the next run looks for it again before filing")
 
 
-def _unless_twin(tracker: IssueTracker, test: str, issue: dict, log: Callable[[str], None]) -> tuple[dict, str, str]:
+def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[[dict], bool],
+                 log: Callable[[str], None]) -> tuple[dict, str, str]:
     """Defence in depth for runs outside the `github_issues` pool (another Dagster instance):
-    read the list again; if an older open issue for the test appeared between our check and
-    our create, ours is the twin: close it as not planned, pointing to the older one, and
-    keep that. Both racers reach the same verdict, so exactly one issue stays open."""
+    read the list again; if an older open issue for the same tests (`same`) appeared between our
+    check and our create, ours is the twin: close it as not planned, pointing to the older one,
+    and keep that. Both racers reach the same verdict, so exactly one issue stays open.
+    (issue, "created", "") when there is no twin."""
     tracker.sync_recent()
     older = [i for i in tracker.by_number.values() if i.get("state") == "open" and i["number"] < issue["number"]
-             and disabled_test(i.get("title")) == test]
+             and same(i)]
     if not older:
-        return issue, "created", f"created with Platforms: {', '.join(parse_platforms(issue.get('body'))) or 'all'}"
+        return issue, "created", ""
     keep = min(older, key=lambda i: i["number"])
     tracker.update(issue["number"], state="closed", state_reason="not_planned")
     _comment(tracker, issue["number"], f"Duplicate of #{keep['number']}, filed at the same moment by another "
              "run; closing this one.", None, log)
-    log(f"{issue_title(test)!r}: #{keep['number']} was filed at the same moment; closed #{issue['number']}")
+    log(f"{title!r}: #{keep['number']} was filed at the same moment; closed #{issue['number']}")
     return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
 
 
@@ -562,11 +585,14 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
         return report, mode
     rows = flaky_rows(lake, day)
-    wanted = wanted_tests(rows, load_published(outputs))
+    published = load_published(outputs)
+    wanted = wanted_tests(rows, published)
     if not mode.live:
         warn(f"DRY RUN: {mode.reason}; {len(wanted)} test(s) to disable are recorded as dry_run, "
              "no issue is searched, filed or changed")
-        return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log), mode
+        file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
+        return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
+                              lambda test: test not in published), mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")

@@ -4,18 +4,23 @@ Besides tests, PyTorch disables whole CI jobs (`DISABLED pull / linux-jammy-py3.
 (default)`: the job is skipped) and marks jobs unstable (`UNSTABLE ...`: the job runs, but its
 failure does not block a merge or turn trunk red). pytorch/test-infra's
 `.github/scripts/update_disabled_issues.py` publishes both lists on its `generated-stats` branch
-as `disabled-jobs.json` and `unstable-jobs.json`, and PyTorch's workflows read them from there.
-This module builds the same files from the same issues, following that script to the letter:
+as `disabled-jobs.json` and `unstable-jobs.json` (today it writes what the HUD's
+`/api/flaky-tests/getDisabledTestsAndJobs` builds), and PyTorch's workflows read them from
+there. This module builds the same files from the same issues, following that code to the letter:
 
 - the open issues whose title contains the prefix (GitHub search `in:title`), read in URL order
   (a string sort: of two issues for one job the later URL wins);
-- a title counts when it starts with the prefix and is not a disabled-test title (the script
-  tests every title, UNSTABLE ones included, against its DISABLED test-title patterns);
-- the job is the rest of the title, stripped; an empty one is skipped;
-- only an author with `admin` or `write` permission on the repository may disable or mark a job
-  (anyone can open an issue: this keeps a stranger from switching CI jobs off);
+- a DISABLED title counts unless it is a disabled test's: `DISABLED test_x (Suite)` exactly (a
+  name with another character, `/` or `,`, is a job's) or an aggregate `DISABLED MULTIPLE ...`;
+  every UNSTABLE title counts;
+- the job is the rest of the title, stripped (an empty one too, as PyTorch keeps it);
+- only the flaky bot (`pytorch-bot`) or an author with `admin` or `write` permission on the
+  repository may disable or mark a job (anyone can open an issue: this keeps a stranger from
+  switching CI jobs off); an author GitHub does not know as a collaborator may not (where
+  PyTorch's code would fail the whole list);
 - the entry is `[author, number, url, workflow, platform, config]`, the job name split on its
-  first two `/` and each part stripped; the number is the URL's last segment, a string.
+  first two `/` and each part stripped; the author as GitHub's GraphQL API names it (a bot
+  without `[bot]`), the number the URL's last segment, a string.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from collections.abc import Callable, Iterable
 
 from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
-from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, is_test_issue, issue_number
+from torchci_assets.derived.flakiness.aggregates import is_aggregate
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, issue_number, is_single_test_title
 from torchci_assets.derived.flakiness.lists import dumps
 
 UNSTABLE_PREFIX = "UNSTABLE"
@@ -33,6 +39,7 @@ DISABLED_JOBS_PATH = "stats/disabled-jobs.json"
 UNSTABLE_JOBS_PATH = "stats/unstable-jobs.json"
 JOB_LISTS = {DISABLED_PREFIX: DISABLED_JOBS_PATH, UNSTABLE_PREFIX: UNSTABLE_JOBS_PATH}
 MAY_CHANGE_JOBS = frozenset({"admin", "write"})
+FLAKY_BOT = "pytorch-bot"  # PyTorch's bot may disable jobs whatever its permission says
 _JOB_NAME_MAXSPLIT = 2
 # GitHub logins: letters, digits and single hyphens; apps' bot accounts end in [bot]
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
@@ -40,10 +47,18 @@ _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 def job_name(title: str | None, prefix: str) -> str | None:
     """The job an issue titled `title` disables (prefix DISABLED) or marks unstable (UNSTABLE),
-    or None: another prefix, a disabled test's title, nothing after the prefix."""
-    if not title or not title.startswith(prefix) or is_test_issue(title):
+    or None: another prefix, a disabled test's title (one test or an aggregate)."""
+    if not title or not title.startswith(prefix):
         return None
-    return title[len(prefix):].strip() or None
+    if prefix == DISABLED_PREFIX and (is_single_test_title(title) or is_aggregate(title)):
+        return None
+    return title[len(prefix):].strip()
+
+
+def graphql_login(login: str) -> str:
+    """A login as GitHub's GraphQL API gives an issue's author (a bot's without `[bot]`), which
+    PyTorch's lists carry."""
+    return login.removesuffix("[bot]")
 
 
 def job_entry(name: str, author: str, url: str) -> list[str]:
@@ -58,8 +73,8 @@ def condense_jobs(issues: Iterable[dict], prefix: str, may_change_jobs: Callable
     out: dict[str, list] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
         name = job_name(issue.get("title"), prefix)
-        author = (issue.get("user") or {}).get("login") or ""
-        if name is not None and author and may_change_jobs(author):
+        author = graphql_login((issue.get("user") or {}).get("login") or "")
+        if name is not None and author and (author == FLAKY_BOT or may_change_jobs(author)):
             out[name] = job_entry(name, author, issue["html_url"])
     return out
 

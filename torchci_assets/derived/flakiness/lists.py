@@ -140,7 +140,7 @@ def flaky_rows(lake: Lake, day: str) -> list[dict]:
     try:
         if lake.register(con, "flaky_tests", [day], name="f") == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
-        return _rows(con, "SELECT classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
+        return _rows(con, "SELECT file, classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
     finally:
         con.close()
 

@@ -4,13 +4,18 @@ A disabled test is skipped in ordinary CI, so nothing ordinary says when it is f
 scheduled `rerun_disabled_tests` jobs run exactly the disabled tests, each many times in one go
 (a test that failed some of those reruns is reported skipped with `{"num_red": .., "num_green":
 ..}`), and `tools/stats/check_disabled_tests.py` counts them; its flaky bot then closes issues
-of tests with greens and no reds. Users' complaint is the other side: tests re-enabled that
-fail again at once. So the rule here is stricter, per platform the issue disables:
+of tests with no red and 150 greens over the last 7 days. Users' complaint is the other side:
+tests re-enabled that fail again at once. So the rule here is stricter, per platform the issue
+disables:
 
 - clean: no red in any rerun since the issue was filed, and greens from at least MIN_JOBS rerun
   jobs on at least MIN_DAYS different days within the last WINDOW_DAYS (PyTorch's two weeks). A
-  rerun green stands for up to 50 passing runs, so three jobs are ~150 passes in a row: a test
-  that still fails 2% of its runs passes that bar about 5% of the time;
+  rerun green stands for up to 50 passing runs. With PyTorch's daily reruns that is a clean week
+  (PyTorch's own window), not just three clean jobs: a test still failing 0.5% of its runs passes
+  50 reruns 78% of the time, so three clean jobs in a row (the first defaults, which the eval
+  caught re-enabling a test filed days before) 47% of the time, seven 18%; one failing 2%, 5% and
+  0.1%. A test with an older issue is clean only when the whole window is, so a fix made on day F
+  is re-enabled on day F + WINDOW_DAYS - 1 whatever these two say;
 - every disabled platform clean: the issue is closed with the evidence (a comment, once);
 - some clean: those are dropped from the issue's `Platforms:` line, the others stay;
 - an issue for every platform (an empty line) closes only when every platform that reran the
@@ -38,8 +43,8 @@ from torchci_assets.derived.flakiness.issue_text import (
 from torchci_assets.derived.flakiness.issues import ledger_row, record
 
 WINDOW_DAYS = 14
-MIN_JOBS = 3
-MIN_DAYS = 2
+MIN_JOBS = 7
+MIN_DAYS = 7
 REENABLED_MARKER = "<!-- torchci-dagster: re-enabled on rerun evidence -->"
 SQL = SqlFiles(__file__)
 
@@ -111,6 +116,18 @@ def evidence_table(runs: dict[str, PlatformRuns]) -> str:
     return "\n".join(["| platform | rerun jobs | days | green | red |", "|---|---:|---:|---:|---:|", *rows])
 
 
+def dry_run_plan(d: Decision, runs: dict[str, PlatformRuns]) -> str:
+    """What `act` would do for `d`, in words: each write it would make."""
+    issue = f"the DISABLED issue of {d.test}"
+    if d.action == "close":
+        return f"would comment its rerun evidence on {issue} and close it (clean on {', '.join(d.dropped) or 'every platform that reran it'})"
+    if d.action == "narrow":
+        return (f"would comment its rerun evidence on {issue} and narrow its Platforms line to {', '.join(d.keep)} "
+                f"(clean on {', '.join(d.dropped)})")
+    red = sorted(p for p, r in runs.items() if r.red)
+    return f"would comment its rerun evidence on {issue} (still failing reruns on {', '.join(red)}), once a day"
+
+
 @dataclass
 class Reenabling:
     decisions: list[Decision] = field(default_factory=list)
@@ -157,8 +174,9 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             continue
         out.decisions.append(d)
         if not live:
-            log(f"DRY RUN: would {d.action} the DISABLED issue of {test} ({', '.join(d.dropped) or 'evidence'})")
-            out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, f"would {d.action}"))
+            plan = dry_run_plan(d, runs)
+            log(f"DRY RUN: {plan}")
+            out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, plan))
             continue
         try:
             detail = act(github, repo, issues[test], d, runs, day)

@@ -145,9 +145,10 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         return retirement
     for a in retirement.of("retired")[:MAX_CLOSED_PER_RUN]:
         if not live:
-            log(f"DRY RUN: would close the DISABLED issue of {a.test} as deleted (not in any report for "
-                f"{RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
-            retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, "would close: test deleted"))
+            plan = (f"would comment on the DISABLED issue of {a.test} and close it as deleted (not in any report "
+                    f"for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
+            log(f"DRY RUN: {plan}")
+            retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, plan))
             continue
         try:
             detail = close_retired(github, repo, issues[a.test], a)

@@ -13,6 +13,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
+from torchci_assets.derived.hud.unstable import load_unstable_jobs
 from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -35,15 +36,19 @@ class CommitHealthConfig(dg.Config):
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
                 "failure (infra/new/broken_on_main/known_flaky) with the failing tests, and the commit's conclusion "
-                "(red/flaky/green/pending/no_signal) with PyTorch's master_commit_red semantics; time to signal.",
+                "(red/flaky/green/pending/no_signal) with PyTorch's master_commit_red semantics; time to signal. "
+                "Jobs of the open UNSTABLE issues (the published stats/unstable-jobs.json) are marked unstable and "
+                "block nothing, as on PyTorch's HUD.",
 )
 @lake_metadata
-def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource):
+def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource,
+                        outputs: OutputsResource):
     day = context.partition_key
     lk = lake.lake()
     relay = load_config()
+    unstable = load_unstable_jobs(outputs.store())
     report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),
-                                 config.min_job_groups)
+                                 config.min_job_groups, unstable_jobs=unstable)
     if report.commits == 0:
         context.log.info(f"no push to {', '.join(relay.branches)} of {relay.upstream_repo} on "
                          f"D-{LOOKBACK_DAYS}..{day}: wrote an empty partition")
@@ -52,6 +57,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
         **{f"commits_{c}": n for c, n in report.conclusions.items()},
         **{f"failures_{c}": n for c, n in report.failure_classes.items()},
         "group_states": dg.MetadataValue.json(report.states),
+        "unstable_jobs": dg.MetadataValue.json(unstable[:100]),
         "partitions_read": dg.MetadataValue.json(report.inputs),
         "path": lk.store.display(lk.partition_path("commit_health", day)),
     })

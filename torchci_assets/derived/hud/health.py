@@ -17,7 +17,9 @@ PyTorch's semantics (test-infra `torchci/clickhouse_queries/master_commit_red/qu
 * A commit is `pending` if any of its blocking groups is, else `red` if any blocking group is a
   failure, else `flaky` if any recovered, else `green`. Blocking groups are those of the
   workflows that gate viable/strict (BLOCKING_WORKFLOWS), minus jobs PyTorch ignores there
-  (unstable, rerun_disabled_tests). A commit with too few blocking groups (PyTorch: more than
+  (rerun_disabled_tests, and unstable jobs: `unstable` in the name or an open UNSTABLE issue,
+  unstable.py); a group all of whose jobs are unstable is marked `unstable`, and the HUD shows
+  its failure as such. A commit with too few blocking groups (PyTorch: more than
   10 are needed) ran nothing meaningful: `no_signal`, left out of the red and flaky shares.
 
 Failures are told apart (`failure_class`), first rule that applies to the failing jobs of a
@@ -83,7 +85,7 @@ _IDENTITY_FIELDS = [
 
 COMMIT_HEALTH_SCHEMA = pa.schema([
     ("sha", pa.string()), ("pushed_at", TS), ("pushed_day", pa.date32()), ("as_of", TS),
-    ("workflow", pa.string()), ("job_group", pa.string()), ("blocking", pa.bool_()),
+    ("workflow", pa.string()), ("job_group", pa.string()), ("blocking", pa.bool_()), ("unstable", pa.bool_()),
     ("attempts", pa.int64()), ("jobs", pa.int64()), ("state", pa.string()), ("failure_class", pa.string()),
     ("failing_jobs", pa.int64()), ("job_id", pa.int64()), ("run_id", pa.int64()), ("run_attempt", pa.int64()),
     ("job_name", pa.string()), ("duration_s", pa.float64()), ("infra_reason", pa.string()),
@@ -141,9 +143,11 @@ class CommitHealthReport:
 
 def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...],
                         blocking: tuple[str, ...] = BLOCKING_WORKFLOWS, min_groups: int = MIN_JOB_GROUPS,
-                        stale_hours: int = STALE_HOURS, now: dt.datetime | None = None) -> CommitHealthReport:
+                        stale_hours: int = STALE_HOURS, now: dt.datetime | None = None,
+                        unstable_jobs: list[str] | None = None) -> CommitHealthReport:
     """Write `commit_health` for `day`: the commits pushed to `branches` of `upstream_repo` on
-    day-LOOKBACK_DAYS..day and their job groups, as of the end of `day` (see the module docstring)."""
+    day-LOOKBACK_DAYS..day and their job groups, as of the end of `day` (see the module docstring).
+    `unstable_jobs`: the jobs of the open UNSTABLE issues (unstable.py)."""
     as_of = as_of_instant(day, now)
     window = days_around(day, LOOKBACK_DAYS)
     con = connect()
@@ -153,7 +157,8 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
             "w_flaky": [day], "w_job_failure": window})
         values = {"upstream_repo": upstream_repo, "branches": list(branches), "as_of": as_of,
                   "blocking": list(blocking), "signal": list(SIGNAL_WORKFLOWS), "min_groups": int(min_groups),
-                  "stale_before": as_of - dt.timedelta(hours=int(stale_hours))}
+                  "stale_before": as_of - dt.timedelta(hours=int(stale_hours)),
+                  "unstable": list(unstable_jobs or [])}
         execute(con, SQL["commit_heads"], values)
         _identities(con, as_of, stale_hours)
         run_steps(con, SQL.steps("commit_groups"), values)

@@ -21,6 +21,7 @@ CELL_KINDS = {
     "known_flaky": ("K", "kfl", "failure: known flaky test"),
     "infra": ("I", "inf", "failure: infrastructure"),
     "flaky": ("F", "fla", "flaky: failed, then passed on rerun"),
+    "unstable": ("U", "uns", "failure of an unstable job (UNSTABLE issue): not red"),
     "pending": ("?", "pen", "pending"),
     "skipped": ("S", "skp", "skipped"),
 }
@@ -29,7 +30,7 @@ CONCLUSION_LABELS = {"red": "red", "flaky": "flaky", "green": "green", "pending"
 
 CSS = """
 :root{--ok:#009E73;--new:#D55E00;--brk:#7a2a00;--kfl:#CC79A7;--inf:#0072B2;--fla:#E69F00;--pen:#6b6b6b;
---skp:#9a9a9a;--ink:#1b1b1b;--muted:#5a5a5a;--line:#d8d8d8;--bg:#fff}
+--skp:#9a9a9a;--uns:#8a7300;--ink:#1b1b1b;--muted:#5a5a5a;--line:#d8d8d8;--bg:#fff}
 *{box-sizing:border-box}body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
 color:var(--ink);background:var(--bg)}
 header{display:flex;gap:1.5em;align-items:baseline;padding:.6em 1em;border-bottom:1px solid var(--line);
@@ -53,9 +54,9 @@ table.hud tr:hover td{background:#eef4fb}
 td.c{width:18px;text-align:center;font:700 13px/1 ui-monospace,Menlo,Consolas,monospace}
 td.c a{text-decoration:none;display:block;color:inherit}
 .ok{color:var(--ok)}.new{color:var(--new)}.brk{color:var(--brk)}.kfl{color:var(--kfl)}.inf{color:var(--inf)}
-.fla{color:var(--fla)}.pen{color:var(--pen)}.skp{color:var(--skp)}
+.fla{color:var(--fla)}.pen{color:var(--pen)}.skp{color:var(--skp)}.uns{color:var(--uns)}
 td.c.new,td.c.brk{background:#fbe3d6}td.c.inf{background:#dcebf7}td.c.kfl{background:#f6e4ef}
-td.c.fla{background:#fbf0d9}
+td.c.fla{background:#fbf0d9}td.c.uns{background:#f4f0d2}
 .legend span.k{margin-right:1.2em;white-space:nowrap}
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
 figure.plot{margin:0;border:1px solid var(--line);border-radius:4px;padding:.5em}
@@ -93,9 +94,10 @@ def _time(t: dt.datetime | None) -> str:
     return "-" if t is None else t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def cell_kind(state: str, failure_class: str | None) -> str:
+def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False) -> str:
+    """A failure of an unstable job is shown as such, as PyTorch's HUD shows it (a warning)."""
     if state == "failure":
-        return failure_class or "new"
+        return "unstable" if unstable else failure_class or "new"
     return state if state in CELL_KINDS else "skipped"
 
 
@@ -117,7 +119,7 @@ def commit_link(repo: str, sha: str) -> str:
 
 def _cell_title(r: dict) -> str:
     """The cell's tooltip; the group is the column's header, so it is not repeated (pages stay small)."""
-    kind = cell_kind(r["state"], r["failure_class"])
+    kind = cell_kind(r["state"], r["failure_class"], r.get("unstable"))
     jobs = f"{r['jobs']} job{'s' if r['jobs'] != 1 else ''}"
     first = f"{CELL_KINDS[kind][2]} · {jobs}" + (f", {r['failing_jobs']} failed" if r["failing_jobs"] else "")
     first += f" · longest {duration(r['duration_s'])}"
@@ -165,7 +167,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
             if r is None:
                 tds.append("<td></td>")
                 continue
-            glyph, css, _ = CELL_KINDS[cell_kind(r["state"], r["failure_class"])]
+            glyph, css, _ = CELL_KINDS[cell_kind(r["state"], r["failure_class"], r.get("unstable"))]
             url = job_url(repo, r["run_id"], r["job_id"])
             tds.append(f'<td class="c {css}"><a href="{escape(url)}" '
                        f'title="{escape(_cell_title(r))}">{glyph}</a></td>')

@@ -1,6 +1,23 @@
 -- commit_health's steps after job_identities.sql: each group's attempts, its state, the commit's
 -- time to signal and conclusion. Parameters: $blocking and $signal (workflow names), $min_groups,
--- $stale_before (a commit pushed since then with nothing blocking yet is pending).
+-- $stale_before (a commit pushed since then with nothing blocking yet is pending), $unstable (the
+-- jobs of the open UNSTABLE issues).
+
+-- step: unstable
+-- the jobs PyTorch's HUD calls unstable (unstable.py): `unstable` in the name, or `UNSTABLE <name>`
+-- containing an open UNSTABLE issue's title, the name as `workflow / job (config)`
+CREATE OR REPLACE TEMP TABLE unstable AS
+WITH named AS (
+    SELECT DISTINCT workflow, name, workflow || ' / ' || name AS whole FROM identities
+),
+titled AS (
+    SELECT workflow, name, 'UNSTABLE ' || CASE WHEN regexp_matches(whole, '^(.*) \(([^,]*),.*\)')
+        THEN regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 1) || ' (' || regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 2) || ')'
+        ELSE whole END AS title
+    FROM named
+)
+SELECT workflow, name FROM titled
+WHERE name LIKE '%unstable%' OR len(list_filter($unstable::VARCHAR[], lambda k: contains(title, 'UNSTABLE ' || k))) > 0
 
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the
@@ -12,9 +29,10 @@ SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
        bool_or(i.identity_state = 'pending') AS has_pending,
        bool_and(i.skipped) AS all_skipped,
        -- jobs PyTorch ignores on viable/strict do not block
-       bool_and(list_contains($blocking, i.workflow)
-                AND NOT (i.name LIKE '%unstable%' OR i.name LIKE '%rerun_disabled_tests%'
+       bool_and(list_contains($blocking, i.workflow) AND u.name IS NULL
+                AND NOT (i.name LIKE '%rerun_disabled_tests%'
                          OR i.name LIKE 'ciflow_should_run' OR i.name LIKE 'generate-test-matrix')) AS blocking,
+       bool_and(u.name IS NOT NULL) AS unstable,
        count(*) AS jobs, count(*) FILTER (WHERE i.identity_state = 'failed') AS failing_jobs,
        min(i.created_at) AS created_at,
        CASE WHEN count(c.failure_class) = 0 THEN NULL
@@ -31,6 +49,7 @@ SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
 FROM identities i
 LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
      AND c.name = i.name
+LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
 GROUP BY i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt
 
 -- step: group_rows
@@ -39,7 +58,7 @@ CREATE OR REPLACE TEMP TABLE group_rows AS
 WITH g AS (
     SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
            bool_and(has_failure) AS all_failed, bool_or(has_failure) AS any_failed,
-           bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking,
+           bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking, bool_and(unstable) AS unstable,
            -- the latest attempt's cell: by creation time, then attempt number
            arg_max(run_id, latest) AS run_id,
            arg_max(run_attempt, latest) AS run_attempt,
@@ -56,7 +75,7 @@ WITH g AS (
     FROM (SELECT *, epoch_ms(created_at) * 64 + least(run_attempt, 63) AS latest FROM attempts)
     GROUP BY sha, workflow, job_group
 )
-SELECT sha, workflow, job_group, blocking, attempts, jobs,
+SELECT sha, workflow, job_group, blocking, unstable, attempts, jobs,
     CASE WHEN has_pending THEN 'pending' WHEN all_failed THEN 'failure'
          WHEN any_failed THEN 'flaky' WHEN all_skipped THEN 'skipped' ELSE 'success' END AS state,
     failing_jobs, job_id, run_id, run_attempt, job_name, duration_s, infra_reason, failure_line,
