@@ -126,5 +126,5 @@ def test_two_racing_runs_leave_one_open_aggregate(httpserver, tmp_path):
     (twin,) = fake.titled(aggregate_title("test_burst.py"), "closed")
     assert kept["number"] < twin["number"] and twin["state_reason"] == "not_planned"
     assert fake.comments[twin["number"]][0].startswith(f"Duplicate of #{kept['number']}")
-    assert sorted({r["action"] for r in rep.rows} for rep in reports) == [{"created"}, {"found"}]
+    assert sorted(sorted({r["action"] for r in rep.rows}) for rep in reports) == [["created"], ["found"]]
     assert {r["issue_number"] for rep in reports for r in rep.rows} == {kept["number"]}
