@@ -157,22 +157,9 @@ def _log_level(value: str) -> str | None:
     return None
 
 
-def _hud_url(value: str) -> str | None:
-    if not _URL_RE.match(value):
-        return f"TORCHCI_HUD_URL={value!r}: expected the address hud/ is served at, such as https://hud.example.org"
-    return None
-
-
-def _source_url(value: str) -> str | None:
-    if not _URL_RE.match(value):
-        return f"TORCHCI_SOURCE_URL={value!r}: expected the repository's address, such as https://github.com/org/repo"
-    return None
-
-
-def _s3_endpoint(value: str) -> str | None:
-    if not _ENDPOINT_RE.match(value):
-        return f"TORCHCI_S3_ENDPOINT={value!r}: expected http://host:port or https://host"
-    return None
+def _matching(pattern: re.Pattern, name: str, expected: str) -> Callable[[str], str | None]:
+    """A check that `name`'s value matches `pattern`, saying what was expected when it does not."""
+    return lambda value: None if pattern.match(value) else f"{name}={value!r}: expected {expected}"
 
 
 # Variables checked on their value: name -> check(value) -> problem or None.
@@ -180,9 +167,11 @@ VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
     **{name: (lambda value, name=name: folder_problem(name, value)) for name in FOLDER_VARS},
     "TORCHCI_DUCKDB_MEMORY": _duckdb_memory,
     "TORCHCI_LOG_LEVEL": _log_level,
-    "TORCHCI_S3_ENDPOINT": _s3_endpoint,
-    "TORCHCI_HUD_URL": _hud_url,
-    "TORCHCI_SOURCE_URL": _source_url,
+    "TORCHCI_S3_ENDPOINT": _matching(_ENDPOINT_RE, "TORCHCI_S3_ENDPOINT", "http://host:port or https://host"),
+    "TORCHCI_HUD_URL": _matching(_URL_RE, "TORCHCI_HUD_URL",
+                                 "the address hud/ is served at, such as https://hud.example.org"),
+    "TORCHCI_SOURCE_URL": _matching(_URL_RE, "TORCHCI_SOURCE_URL",
+                                    "the repository's address, such as https://github.com/org/repo"),
 }
 # Variables any value of which is usable.
 FREE_FORM = ("TORCHCI_SOURCE_BRANCH",)
