@@ -304,7 +304,7 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
         print(f"      {k:<28} {v:6.2f}  {100 * v / total:4.0f}%")
 
 
-def measure_cost(env: dict, today: str, slices: list) -> dict:
+def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> dict:
     print(f"\n1. Cost ({load()})", flush=True)
     first, cursor = refresh_once(env, today, "")
     print_run("first refresh, day up to 23:45", first)
@@ -314,9 +314,10 @@ def measure_cost(env: dict, today: str, slices: list) -> dict:
         r, cursor = refresh_once(env, today, cursor)
         runs.append(r)
         print_run(f"refresh {k + 1}/{len(slices)}, +{SLICE_MIN} min ({len(files)} files)", r)
-    print_steps(runs)
-    full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}")
-    print_run("full-day run, every asset", full)
+    print_steps(runs, top=14)
+    full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}") if full_day else None
+    if full:
+        print_run("full-day run, every asset", full)
     return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs])}
 
 
@@ -470,6 +471,8 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0, help="landings under dagster dev for this long (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help=f"keep {RUN} afterwards")
+    ap.add_argument("--no-full-day", action="store_true",
+                    help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
 
     ensure_cache()
@@ -480,16 +483,18 @@ def main() -> int:
     seed_yesterday(env, yesterday)
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")
-    cost = measure_cost(env, today, slices)
+    cost = measure_cost(env, today, slices, full_day=not args.no_full_day)
     per = median([r["cpu_s"] for r in cost["runs"]])
     steps = median([sum(r["steps"].values()) for r in cost["runs"]])
     print(f"  one refresh with {SLICE_MIN} min of new files (median of {SLICES}): {per:.1f} CPU-s, its steps "
           f"{steps:.1f} s of wall time (target <= {TARGET_CPU_S:g} CPU-s: {'met' if per <= TARGET_CPU_S else 'NOT MET'}); "
           f"sensor tick {cost['tick_s']:.2f} s")
-    from jobs.refresh import DEFAULT_REFRESH_MINUTES
-    print(day_model(cost, DEFAULT_REFRESH_MINUTES * 60))
-    rss = cost["full"]["rss_mb"]
-    print(f"  full-day run peak RSS {rss:.0f} MB (target < {TARGET_RSS_MB} MB: {'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
+    if cost["full"]:
+        from jobs.refresh import DEFAULT_REFRESH_MINUTES
+        print(day_model(cost, DEFAULT_REFRESH_MINUTES * 60))
+        rss = cost["full"]["rss_mb"]
+        print(f"  full-day run peak RSS {rss:.0f} MB (target < {TARGET_RSS_MB} MB: "
+              f"{'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
     if args.minutes:
         print_freshness(measure_freshness(env, today, args.minutes, args.seed))
     if not args.keep:
