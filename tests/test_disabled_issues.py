@@ -358,6 +358,31 @@ def test_without_credentials_it_is_todays_list_labelled_dry_run(httpserver, worl
     assert not (Path(world.outputs_uri) / "stats" / "unstable-jobs.json").exists()
 
 
+def test_a_dry_run_with_the_same_plan_is_not_logged_or_recorded_again(httpserver, world, instance):
+    """The intra-day refresh runs every minute: an unchanged verdict must not add the same dry-run
+    rows to the ledger and the same lines to the log each time; a changed one is recorded."""
+    gh = GitHubResource(api_url=httpserver.url_for(""))
+    first = run(world, gh, instance)
+    assert first.success and len(world.ledger()) == 2
+    again = run(world, gh, instance)
+    assert again.success and len(world.ledger()) == 2  # nothing added
+    meta = metadata(again, "disabled_issues")
+    assert meta["dry_run_unchanged_since"] == first.run_id and meta["dry_run_count"] == 2
+    logs = [e.user_message for e in instance.all_logs(again.run_id)]
+    assert not any(m.startswith("DRY RUN: would find or file") for m in logs)
+    assert any(m.startswith(f"DRY RUN: the same 2 action(s) as run {first.run_id}") for m in logs)
+    # test_a now flaked everywhere it ran: disabled everywhere, a new plan, recorded in full
+    con = connect()
+    world.lake.register(con, "flaky_tests", [world.day], name="f")
+    table = con.sql("SELECT * REPLACE (CASE WHEN name = 'test_a' THEN list_sort(list_distinct(list_concat("
+                    "flaky_platforms, platforms))) ELSE flaky_platforms END AS flaky_platforms) FROM f").to_arrow_table()
+    con.close()
+    world.lake.write("flaky_tests", world.day, table)
+    third = run(world, gh, instance)
+    assert third.success and metadata(third, "disabled_issues")["dry_run_unchanged_since"] == ""
+    assert len(world.ledger()) == 2 + metadata(third, "disabled_issues")["dry_run_count"]
+
+
 def test_a_token_alone_does_not_file_issues(httpserver, world, tmp_path, monkeypatch):
     configure(tmp_path, monkeypatch, enabled=False)
     fake = FakeIssueTracker(httpserver)

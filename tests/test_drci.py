@@ -616,3 +616,20 @@ def test_open_unstable_issues_reach_the_comments_through_the_published_list(tmp_
     body = load_comments(lake, HUD_DAY)[7]["body"]
     assert "You can merge normally! (1 Unrelated Failure)" in body and "<b>UNSTABLE</b>" in body
     assert f"([UNSTABLE pull / linux-jammy / test (default)]({marked['html_url']}))" in body
+
+
+def test_an_unchanged_body_leaves_its_file_as_it_is(tmp_path, monkeypatch):
+    """A refresh every few minutes: drci/<pr>.md is rewritten only when its body changed."""
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    dry = GitHubResource(api_url="http://127.0.0.1:9")
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": f"body of {n}"} for n in (5, 6)]
+    publish(lake, outputs, dry, "2026-11-02", REPO, rows, enabled=False, today=TODAY)
+    written = []
+    real = Store.write_bytes
+    monkeypatch.setattr(Store, "write_bytes", lambda self, rel, data: (written.append(rel), real(self, rel, data)))
+    report = publish(lake, outputs, dry, "2026-11-02", REPO, rows, enabled=False, today=TODAY)
+    assert written == [] and (report.files, report.unchanged_files) == (2, 2)
+    rows[1]["body"] = "body of 6, with a new failure"
+    report = publish(lake, outputs, dry, "2026-11-02", REPO, rows, enabled=False, today=TODAY)
+    assert written == ["drci/6.md"] and report.unchanged_files == 1
+    assert outputs.read_bytes("drci/6.md") == b"body of 6, with a new failure"

@@ -316,3 +316,39 @@ def test_assets_materialize_and_publish(tmp_path):
     assert meta["disabled_tests"]["disabled"].value == 1
     assert (tmp_path / "out" / "stats" / "disabled-tests-condensed.json").exists()
     assert sorted(p.name for p in (tmp_path / "out" / "smoke-tests").iterdir()) == ["linux.json", "win.json"]
+
+
+def _table(lake: Lake, table: str, day: str) -> list[tuple]:
+    con = connect()
+    lake.register(con, table, [day], name="t")
+    rows = sorted(con.execute("SELECT * EXCLUDE (day) FROM t").fetchall(), key=repr)
+    con.close()
+    return rows
+
+
+def test_a_refresh_leaves_the_verdicts_as_they_are_only_while_no_input_changed(tmp_path, monkeypatch):
+    h = main_history(["test_flaky", "test_ok"], 30, {5: {"test_flaky": "flake"}, 17: {"test_flaky": "flake"}})
+    lake = Lake.at(str(tmp_path / "lake"))
+    days = h.build(lake)
+    day = days[-1]
+    first = build_flaky_tests(lake, day)
+    assert not first.unchanged
+    again = build_flaky_tests(lake, day, skip_if_unchanged=True)
+    assert again.unchanged and (again.tests, again.verdicts) == (first.tests, first.verdicts)
+    # a non-refresh run recomputes whatever the record says
+    assert not build_flaky_tests(lake, day).unchanged
+    # new results move the day's aggregates: the refresh recomputes, and equals a run from scratch
+    h2 = main_history(["test_flaky", "test_ok"], 30, {5: {"test_flaky": "flake"}, 17: {"test_flaky": "flake"},
+                                                    25: {"test_flaky": "flake"}})
+    h2.build(lake)
+    refreshed = build_flaky_tests(lake, day, skip_if_unchanged=True)
+    assert not refreshed.unchanged and refreshed.verdicts["flaky"] == 1
+    got = {t: _table(lake, t, day) for t in ("flaky_tests", "flaky_test_platforms")}
+    scratch = Lake.at(str(tmp_path / "scratch"))
+    h2.build(scratch)
+    build_flaky_tests(scratch, day)
+    assert got == {t: _table(scratch, t, day) for t in ("flaky_tests", "flaky_test_platforms")}
+    # a run killed between the tables and the record leaves no record: the next refresh recomputes
+    monkeypatch.setattr("torchci_assets.derived.flakiness.flaky.remember", lambda *a: None)
+    build_flaky_tests(lake, day)
+    assert not build_flaky_tests(lake, day, skip_if_unchanged=True).unchanged

@@ -173,3 +173,44 @@ def test_older_commits_come_from_the_newest_partition_that_has_them_even_across_
     publish_site(lake, out, DAY, REPO)
     index = (tmp_path / "out" / "hud" / "index.html").read_text()
     assert re.findall(r'data-sha="([0-9a-f]+)"', index) == [c] and 'data-conclusion="green"' in index
+
+
+def _strip_generated(html: bytes) -> bytes:
+    return re.sub(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", b"generated -", html)
+
+
+def test_a_republish_rewrites_only_the_pages_whose_content_changed(tmp_path, monkeypatch):
+    """A refresh republishes every few minutes: an unchanged page keeps its file (and its time),
+    a page reached by new results is rewritten, and the site equals one published from scratch."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = history()
+    h.write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    written = []
+    real = Store.write_bytes
+    monkeypatch.setattr(Store, "write_bytes", lambda self, rel, data: (written.append(rel), real(self, rel, data)))
+    report = publish_site(lake, out, DAY, REPO)
+    assert written == ["hud/site.json"] and len(report.unchanged) == 7
+    # a new failing job on pull request 8's head: its page changes, pull request 7's does not
+    h.job("b" * 40, GROUP_JOB.format(2), "failure", run_id=108, branch="gh/u/8/head")
+    h.write(lake)
+    build(lake)
+    written.clear()
+    report = publish_site(lake, out, DAY, REPO)
+    assert "hud/pr/8.html" in written and "hud/pr/7.html" not in written and "hud/tests.html" not in written
+    assert written[-1] == "hud/site.json" and "hud/pr/7.html" in report.unchanged
+    fresh = Store(str(tmp_path / "fresh"))
+    publish_site(lake, fresh, DAY, REPO)
+    for path in report.pages:
+        assert _strip_generated(out.read_bytes(path)) == _strip_generated(fresh.read_bytes(path)), path
+
+
+def test_a_page_removed_by_hand_is_written_again(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    out.delete("hud/pr/7.html")
+    report = publish_site(lake, out, DAY, REPO)
+    assert out.exists("hud/pr/7.html") and "hud/pr/7.html" not in report.unchanged

@@ -39,3 +39,18 @@ def later_day_kept(context: dg.AssetExecutionContext, day: str, shown: str | Non
     why = f"{where}: left as it is, as a re-run of an earlier day never replaces the current outputs"
     context.log.warning(f"not published: {why}")
     return {"not_published": why}
+
+
+def write_if_changed(outputs: Store, path: str, data: bytes) -> bool:
+    """Write `data` at `path` unless the file already holds exactly that; returns whether it wrote.
+
+    The intra-day refresh republishes every few minutes: rewriting a file that did not change
+    would bump its modification time and ETag, so HUD readers and caches fetch it again and a
+    watcher sees a change that is not one. Reading it back is cheaper than either."""
+    try:
+        if outputs.exists(path) and outputs.read_bytes(path) == data:
+            return False
+    except OSError:
+        pass  # unreadable: write it anew
+    outputs.write_bytes(path, data)
+    return True

@@ -50,7 +50,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),
         "dry_run": posted.dry_run, **{f"posts_{a}": n for a, n in sorted(posted.actions.items())},
-        "post_failures": len(posted.failed), "files": posted.files,
+        "post_failures": len(posted.failed), "files": posted.files, "files_unchanged": posted.unchanged_files,
         "merge_bases_estimated": built.estimated_merge_bases,
         "merge_base_note": "estimated from the pull request's base sha (no credentials for the compare API)"
         if built.estimated_merge_bases and github.dry_run else "",

@@ -1,6 +1,7 @@
 """Where the comments go: GitHub (with credentials and `drci.enabled`), and always `drci/<pr>.md`.
 
-Only open pull requests are written; a closed one keeps its last comment. Only the partitions of
+Only open pull requests are written, and only when the body changed (a refresh every few
+minutes leaves an unchanged `drci/<pr>.md` as it is); a closed one keeps its last comment. Only the partitions of
 today and yesterday (UTC) write anything: a backfill of older days recomputes `drci_comments`
 but must not put an old day's verdicts back on pull requests, nor over a newer `drci/<pr>.md`. Every post is a row of
 the `drci_posts` ledger (pr, head_sha, action, comment_id, body_sha256, error). The ledger saves
@@ -25,6 +26,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.drci.inputs import rows
 from torchci_assets.derived.drci.post import StopPosting, upsert
+from torchci_assets.publishing import write_if_changed
 
 LEDGER = "drci_posts"
 OUTPUT_DIR = "drci"
@@ -40,6 +42,7 @@ class PublishReport:
     dry_run: bool
     actions: dict[str, int] = field(default_factory=dict)
     files: int = 0
+    unchanged_files: int = 0  # of `files`: left as they were (same body)
     failed: dict[int, str] = field(default_factory=dict)
 
     def add(self, action: str) -> None:
@@ -108,8 +111,9 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
         return report
     report.actions["closed"] = len(rows) - len(open_rows)
     for r in open_rows:
-        outputs.write_bytes(f"{OUTPUT_DIR}/{r['pr']}.md", r["body"].encode())
         report.files += 1
+        if not write_if_changed(outputs, f"{OUTPUT_DIR}/{r['pr']}.md", r["body"].encode()):
+            report.unchanged_files += 1
     if not enabled:
         log(f"drci.enabled is false: {len(open_rows)} comment(s) written under {outputs.display(OUTPUT_DIR)}/ only")
         return report

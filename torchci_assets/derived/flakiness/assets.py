@@ -21,6 +21,7 @@ from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABL
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
+from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import nothing_new
@@ -58,11 +59,14 @@ class WindowConfig(dg.Config):
 def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource):
     day = context.partition_key
     lk = lake.lake()
-    report = build_flaky_tests(lk, day, config.window_days)
+    report = build_flaky_tests(lk, day, config.window_days, skip_if_unchanged=is_refresh(context.run.tags))
+    if report.unchanged:
+        context.log.info(f"flaky_tests {day}: no input partition changed since it was written; left as it is")
     if report.days_read < config.window_days:
         context.log.warning(f"the window has {report.days_read} of {config.window_days} days of test_daily_stats")
     yield dg.MaterializeResult(asset_key="flaky_tests", metadata={
         "tests": report.tests, "window_days": config.window_days, "days_read": report.days_read,
+        "unchanged_inputs": report.unchanged,
         **{f"verdict_{v}": report.verdicts[v] for v in VERDICTS},
         "path": lk.store.display(lk.partition_path("flaky_tests", day)),
     })
@@ -107,6 +111,7 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
+        "dry_run_unchanged_since": report.unchanged_since,
         **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
         "failed_count": len(report.failed), "deferred_count": len(report.deferred),
         "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),

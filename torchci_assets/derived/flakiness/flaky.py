@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation, run_steps
+from torchci_assets.derived.flakiness.unchanged import forget, inputs_digest, recorded, remember
 from torchci_assets.partitions import days_around, days_ending
 
 WINDOW_DAYS = 14
@@ -71,6 +72,7 @@ class FlakyReport:
     days_read: int
     tests: int
     verdicts: dict[str, int]
+    unchanged: bool = False  # left as written: no input changed since
 
 
 def register_window(con, lake: Lake, day: str, window_days: int) -> int:
@@ -99,9 +101,22 @@ def compute(con) -> None:
     run_steps(con, SQL.steps("flaky_tests"), PARAMETERS)
 
 
-def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> FlakyReport:
+def window_inputs(day: str, window_days: int) -> dict[str, list[str]]:
+    """The partitions `flaky_tests` of `day` reads, table -> days (as register_window reads them)."""
+    days = days_ending(day, window_days)
+    return {"test_daily_stats": days, "test_sha_outcomes": days, "test_jobs": days,
+            "push": days_around(day, window_days)}
+
+
+def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
+                      skip_if_unchanged: bool = False) -> FlakyReport:
     """Write `flaky_tests` (one row per test) and `flaky_test_platforms` (per test and platform)
-    for the window ending on `day`."""
+    for the window ending on `day`. `skip_if_unchanged` (an intra-day refresh): leave both as
+    they are when no input partition changed since they were written (`unchanged`)."""
+    digest = inputs_digest(lake, window_inputs(day, window_days), {"window_days": window_days, **PARAMETERS})
+    if skip_if_unchanged and recorded(lake, "flaky_tests", day) == digest and lake.files("flaky_test_platforms", [day]):
+        return _report_of_written(lake, day, window_days)
+    forget(lake, "flaky_tests", day)
     con = connect()
     try:
         days_read = register_window(con, lake, day, window_days)
@@ -114,4 +129,18 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> F
         verdicts = dict(con.execute("SELECT verdict, count(*) FROM verdicts GROUP BY ALL").fetchall())
     finally:
         con.close()
+    remember(lake, "flaky_tests", day, digest)
     return FlakyReport(day, window_days, days_read, tests, {v: int(verdicts.get(v, 0)) for v in VERDICTS})
+
+
+def _report_of_written(lake: Lake, day: str, window_days: int) -> FlakyReport:
+    """The report of the partition as it was written (its inputs have not changed since)."""
+    con = connect()
+    try:
+        lake.register(con, "flaky_tests", [day], name="f")
+        verdicts = dict(con.execute("SELECT verdict, count(*) FROM f GROUP BY ALL").fetchall())
+    finally:
+        con.close()
+    days_read = len(lake.files("test_daily_stats", days_ending(day, window_days)))
+    return FlakyReport(day, window_days, days_read, sum(verdicts.values()),
+                       {v: int(verdicts.get(v, 0)) for v in VERDICTS}, unchanged=True)

@@ -34,6 +34,8 @@ the next run and are reported.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -65,6 +67,8 @@ from torchci_assets.derived.flakiness.issue_text import (
 from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows, load_published, pytorch_key
 
 LEDGER_TABLE = "disabled_issues"
+# the day's last recorded dry-run plan, beside the ledger's parts (a leading '_': not a part)
+DRY_RUN_STATE = "_dry_run.json"
 # Issue numbers are looked up in the ledger this far back; older issues are found by search.
 LEDGER_LOOKBACK_DAYS = 30
 # How far back the consistent issue list is read: far longer than search's indexing lag.
@@ -251,6 +255,7 @@ class FilingReport:
     parts: list[str] = field(default_factory=list)
     open_issues: int = 0
     skipped: str = ""
+    unchanged_since: str = ""  # dry run: the run whose identical plan was recorded (this one was not)
     # every open issue the filing read, and the ones it filed: the retirement step reads no more
     open_list: list[dict] | None = None
     # the title of each aggregate issue filed, extended (or, dry run, that would be) -> its new tests
@@ -280,26 +285,55 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
                    is_new: Callable[[str], bool] = lambda test: True) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     New tests (`is_new`: the published list stands in for the issues) of a file with more than
-    AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them."""
+    AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them.
+    The same plan as the day's last dry run (an intra-day refresh whose new results moved no
+    verdict) is neither logged nor recorded again: the ledger and the run's log say it once."""
     report = FilingReport(dry_run=True)
     in_aggregate: dict[str, str] = {}
+    lines = []
     for file, members in groups(wanted, file_of, is_new).items():
         title = aggregate_title(file)
         report.aggregates[title] = [w.test for w in members]
         in_aggregate.update({w.test: title for w in members})
-        log(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
-            + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members) + f" ({reason})")
+        lines.append(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
+                     + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members) + f" ({reason})")
     for w in sorted(wanted, key=lambda w: w.test):
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
             title = issue_title(w.test)
-            log(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
-                f"({reason})")
+            lines.append(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
+                         f"({reason})")
             detail = f"would find or file {title!r} ({reason})"
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
+    digest = plan_digest(report.rows)
+    last = last_dry_run(lake, day)
+    if last is not None and last.get("digest") == digest:
+        report.unchanged_since = str(last.get("run_id", ""))
+        log(f"DRY RUN: the same {len(report.rows)} action(s) as run {report.unchanged_since} of {day} "
+            f"(nothing they depend on changed): not logged or recorded again")
+        return report
+    for line in lines:
+        log(line)
     report.parts.append(record(lake, day, report.rows, f"run-{run_id[:8]}"))
+    lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{DRY_RUN_STATE}",
+                           json.dumps({"digest": digest, "run_id": run_id}).encode())
     return report
+
+
+def plan_digest(rows: list[dict]) -> str:
+    """A digest of ledger rows as actions (test, action, platforms, detail), whatever run wrote them."""
+    plan = sorted((r["test"], r["action"], list(r["platforms"] or []), r["detail"]) for r in rows)
+    return hashlib.sha256(json.dumps(plan).encode()).hexdigest()
+
+
+def last_dry_run(lake: Lake, day: str) -> dict | None:
+    """The digest and run of the day's last recorded dry-run plan, or None."""
+    try:
+        state = json.loads(lake.store.read_bytes(f"{LEDGER_TABLE}/day={day}/{DRY_RUN_STATE}"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
@@ -559,6 +593,8 @@ def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
     flaked: dict[str, set[str]] = {}
     events: dict[str, int] = {}
     for r in rows:
+        if not r["flake_events"]:
+            continue  # adds nothing to either (most rows of a day)
         key = pytorch_key(r["classname"], r["name"])
         flaked.setdefault(key, set()).update(r["flaky_platforms"] or [])
         events[key] = events.get(key, 0) + r["flake_events"]

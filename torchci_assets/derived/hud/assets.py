@@ -149,7 +149,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
         "published": report.published, "pages": len(report.pages), "commits": report.commits,
         "job_groups": report.job_groups, "pull_requests": report.pull_requests,
         "bytes": sum(report.pages.values()), "largest_page": largest, "largest_page_bytes": size,
-        "stale_pages_removed": len(report.deleted),
+        "stale_pages_removed": len(report.deleted), "pages_unchanged": len(report.unchanged),
         "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
         else store.display(f"{SITE_DIR}/index.html"),
         **({} if report.published else later_day_kept(context, day, published_day(store), "the HUD")),

@@ -16,6 +16,9 @@ What each page reads (never raw job or test rows):
 Publishing. Each file is written whole under a temporary name and renamed (one PUT on S3), the
 pages index.html links to first and index.html last, then the pages of pull requests no longer
 listed are deleted: a reader never sees a half-written page nor a link to a page not yet there.
+A page whose content is what was published last (`hud/site.json` keeps each page's digest, the
+"generated" time left out) is not rewritten: a refresh every few minutes rewrites only the pages
+its new results reach, and a page's "generated" time is when its content last changed.
 `hud/site.json` records the day the site shows; an older partition (a backfill) does not
 replace a newer site.
 """
@@ -23,6 +26,7 @@ replace a newer site.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +70,7 @@ class SiteReport:
     job_groups: int = 0
     pull_requests: int = 0
     deleted: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # pages whose content was already published
 
     @property
     def largest(self) -> tuple[str, int]:
@@ -299,17 +304,40 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     if current is not None and current > day:
         log(f"{outputs.display(SITE_META)} shows {current}, later than {day}: not replaced")
         return SiteReport(day, False)
-    files, report = render_site(lake, outputs, day, repo, settings or SiteSettings())
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    files, report = render_site(lake, outputs, day, repo, settings or SiteSettings(), generated)
+    digests = {path: content_digest(data, generated) for path, data in files.items()}
+    before = published_digests(outputs)
     index = f"{SITE_DIR}/index.html"
-    for path in sorted(p for p in files if p != index):
-        outputs.write_bytes(path, files[path])
-    outputs.write_bytes(index, files[index])
+    for path in sorted(p for p in files if p != index) + [index]:
+        if before.get(path) == digests[path] and outputs.exists(path):
+            report.unchanged.append(path)
+        else:
+            outputs.write_bytes(path, files[path])
     stale = [e.path for e in outputs.list_files(f"{SITE_DIR}/pr", (".html",)) if e.path not in files]
     for path in stale:
         outputs.delete(path)
     report.deleted = stale
-    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages}, indent=1).encode())
+    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages, "digests": digests},
+                                              indent=1, sort_keys=True).encode())
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
-        f"{len(stale)} stale pull request pages removed")
+        f"{len(report.unchanged)} of them unchanged and left as they were, {len(stale)} stale pull request pages removed")
     return report
+
+
+def content_digest(page: bytes, generated: str) -> str:
+    """A page's digest without its "generated" time: a page whose content did not change is not
+    rewritten, and keeps the time it was last generated with different content."""
+    return hashlib.sha256(page.replace(generated.encode(), b"")).hexdigest()
+
+
+def published_digests(outputs: Store) -> dict[str, str]:
+    """path -> content digest of each page as the last publish recorded it ({} before the first)."""
+    if not outputs.exists(SITE_META):
+        return {}
+    try:
+        digests = json.loads(outputs.read_bytes(SITE_META)).get("digests")
+    except (ValueError, AttributeError):
+        return {}
+    return digests if isinstance(digests, dict) else {}

@@ -1,0 +1,64 @@
+"""Whether a derived table's inputs changed since it was last written: an intra-day refresh
+whose new files moved none of a table's inputs (webhooks only, say) leaves the table as it is.
+
+The digest covers every Parquet file of the input partitions: its name and its footer (row
+counts, column statistics, byte offsets), which any change of content rewrites, read without
+scanning data. It is recorded beside the table's parts (`<table>/day=D/_inputs.json`, a leading
+`_`: no reader globs it), removed before the table is rewritten and written after, so a run
+killed in between leaves no record and the next run recomputes. Only refreshes skip: any other
+run (the daily run, a backfill) recomputes whatever the record says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from resources.lake import Lake
+
+RECORD = "_inputs.json"
+
+
+def inputs_digest(lake: Lake, inputs: dict[str, list[str]], settings: dict | None = None) -> str:
+    """A digest of the files of `inputs` (table -> days) and of `settings` (what else the table is
+    computed from: a window length, thresholds)."""
+    h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
+    for table, days in sorted(inputs.items()):
+        for path in sorted(lake.files(table, days)):
+            h.update("/".join(path.rsplit("/", 3)[-3:]).encode())  # table/day=D/part.parquet
+            h.update(_footer(lake, path))
+    return h.hexdigest()
+
+
+def _footer(lake: Lake, path: str) -> bytes:
+    """The Parquet footer of `path` as stored (its last 8 bytes give its length)."""
+    with lake.store.fs.open_input_file(path) as f:
+        size = f.size()
+        if size < 12:
+            return f.read()
+        f.seek(size - 8)
+        length = int.from_bytes(f.read(4), "little")
+        f.seek(max(0, size - 8 - length))
+        return f.read()
+
+
+def _path(table: str, day: str) -> str:
+    return f"{table}/day={day}/{RECORD}"
+
+
+def recorded(lake: Lake, table: str, day: str) -> str | None:
+    """The digest of the inputs `table`'s partition `day` was last written from, or None."""
+    try:
+        return json.loads(lake.store.read_bytes(_path(table, day))).get("digest")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def forget(lake: Lake, table: str, day: str) -> None:
+    """Before rewriting the partition: a run killed midway must not leave the old record."""
+    if lake.store.exists(_path(table, day)):
+        lake.store.delete(_path(table, day))
+
+
+def remember(lake: Lake, table: str, day: str, digest: str) -> None:
+    lake.store.write_bytes(_path(table, day), json.dumps({"digest": digest}).encode())
