@@ -25,9 +25,11 @@ from torchci_assets.derived.flakiness.flaky import build_flaky_tests
 from torchci_assets.derived.flakiness.issue_text import MARKER, parse_platforms
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, REENABLED_TESTS_PATH
+from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 
 TOKEN = "ghp_disabledissuestest000000000000000"
 TEST_A = "test_a (__main__.TestX)"  # flaked on linux; ran on linux and win: disabled on linux
+REFRESH = {REFRESH_TAG: REFRESH_VALUE}  # the tags of an intra-day refresh run
 TEST_B = "test_b (__main__.TestX)"  # flaked on linux and win, all it ran on: disabled everywhere
 CONFIG = """
 upstream: {{repo: pytorch/pytorch, branches: [main]}}
@@ -91,9 +93,9 @@ def github(httpserver, **kw):
     return GitHubResource(api_url=httpserver.url_for(""), **kw)
 
 
-def run(world, gh, instance=None, day=None, disabled_tests_config=None):
+def run(world, gh, instance=None, day=None, disabled_tests_config=None, tags=None):
     return dg.materialize(
-        [disabled_issues_asset, disabled_tests_asset], partition_key=day or world.day, instance=instance,
+        [disabled_issues_asset, disabled_tests_asset], partition_key=day or world.day, instance=instance, tags=tags,
         raise_on_error=False, resources={"lake": LakeResource(uri=world.lake_uri), "github": gh,
                                          "outputs": OutputsResource(uri=world.outputs_uri)},
         run_config={"ops": {"disabled_tests": {"config": disabled_tests_config}}} if disabled_tests_config else None)
@@ -170,6 +172,32 @@ def test_a_second_run_finds_the_issues_and_files_nothing(httpserver, world):
     assert world.published() == first
     assert sorted(r["action"] for r in world.ledger() if r["run_id"] == again.run_id) == ["found", "found"]
     assert metadata(again, "disabled_issues")["found_count"] == 2
+
+
+def test_a_refresh_with_nothing_changed_reads_only_the_issues_changed_since(httpserver, world):
+    """A refresh every minute must not search every open DISABLED issue again: with the same tests
+    to disable and no DISABLED issue changed since the last filing, it reads the issue list's
+    changes since then (one request), files and records nothing, and publishes the same list."""
+    fake = FakeIssueTracker(httpserver)
+    assert run(world, github(httpserver), tags=REFRESH).success
+    first, ledger = world.published(), world.ledger()
+    def disabled_searches():
+        return sum(1 for m, p, q in fake.requests if p == "/search/issues" and "DISABLED" in q.get("q", ""))
+    searches, posts, start = disabled_searches(), fake.count("POST"), len(fake.requests)
+    again = run(world, github(httpserver), tags=REFRESH)
+    assert again.success and world.published() == first and world.ledger() == ledger
+    assert disabled_searches() == searches and fake.count("POST") == posts
+    assert [p for m, p, q in fake.requests[start:] if "since" in q] == ["/repos/pytorch/pytorch/issues"] * 2
+    meta = metadata(again, "disabled_issues")
+    assert meta["unchanged_since"] and meta["found_count"] == 0 and meta["open_issues"] == 2
+    # a human closes one: the next refresh looks every wanted test up again, as a full run does
+    (a,) = fake.titled(f"DISABLED {TEST_A}")
+    fake.close(a["number"])
+    third = run(world, github(httpserver), tags=REFRESH)
+    assert third.success and metadata(third, "disabled_issues")["unchanged_since"] == ""
+    assert TEST_A not in world.published()
+    rows = [r for r in world.ledger() if r["run_id"] == third.run_id]
+    assert sorted((r["test"], r["issue_state"]) for r in rows) == [(TEST_A, "closed"), (TEST_B, "open")]
 
 
 def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(httpserver, world):
@@ -362,15 +390,16 @@ def test_a_dry_run_with_the_same_plan_is_not_logged_or_recorded_again(httpserver
     """The intra-day refresh runs every minute: an unchanged verdict must not add the same dry-run
     rows to the ledger and the same lines to the log each time; a changed one is recorded."""
     gh = GitHubResource(api_url=httpserver.url_for(""))
-    first = run(world, gh, instance)
+    first = run(world, gh, instance, tags=REFRESH)
     assert first.success and len(world.ledger()) == 2
-    again = run(world, gh, instance)
-    assert again.success and len(world.ledger()) == 2  # nothing added
+    assert run(world, gh, instance).success and len(world.ledger()) == 4  # not a refresh: recorded again
+    again = run(world, gh, instance, tags=REFRESH)
+    assert again.success and len(world.ledger()) == 4  # nothing added
     meta = metadata(again, "disabled_issues")
-    assert meta["dry_run_unchanged_since"] == first.run_id and meta["dry_run_count"] == 2
+    assert meta["unchanged_since"] and meta["dry_run_count"] == 2
     logs = [e.user_message for e in instance.all_logs(again.run_id)]
     assert not any(m.startswith("DRY RUN: would find or file") for m in logs)
-    assert any(m.startswith(f"DRY RUN: the same 2 action(s) as run {first.run_id}") for m in logs)
+    assert any(m.startswith("DRY RUN: the same 2 action(s) as run ") for m in logs)
     # test_a now flaked everywhere it ran: disabled everywhere, a new plan, recorded in full
     con = connect()
     world.lake.register(con, "flaky_tests", [world.day], name="f")
@@ -378,9 +407,9 @@ def test_a_dry_run_with_the_same_plan_is_not_logged_or_recorded_again(httpserver
                     "flaky_platforms, platforms))) ELSE flaky_platforms END AS flaky_platforms) FROM f").to_arrow_table()
     con.close()
     world.lake.write("flaky_tests", world.day, table)
-    third = run(world, gh, instance)
-    assert third.success and metadata(third, "disabled_issues")["dry_run_unchanged_since"] == ""
-    assert len(world.ledger()) == 2 + metadata(third, "disabled_issues")["dry_run_count"]
+    third = run(world, gh, instance, tags=REFRESH)
+    assert third.success and metadata(third, "disabled_issues")["unchanged_since"] == ""
+    assert len(world.ledger()) == 4 + metadata(third, "disabled_issues")["dry_run_count"]
 
 
 def test_a_token_alone_does_not_file_issues(httpserver, world, tmp_path, monkeypatch):

@@ -99,6 +99,21 @@ def test_publish_disabled_tests_writes_the_files_and_the_lake_table(tmp_path):
         ("test_a (__main__.TestX)", "disabled", 5), ("test_fixed (__main__.TestX)", "reenabled", 0)]
 
 
+def test_an_unchanged_list_is_not_rewritten(tmp_path, monkeypatch):
+    """CI downloads the list; a refresh every minute must not rewrite it when it says the same."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    lake.write("flaky_tests", D, pa.Table.from_pylist([row("test_a"), row("test_ok", verdict="healthy", events=0)]))
+    publish_disabled_tests(lake, out, D)
+    written = []
+    real = Store.write_bytes
+    monkeypatch.setattr(Store, "write_bytes", lambda self, rel, data: (written.append(rel), real(self, rel, data)))
+    publish_disabled_tests(lake, out, D)
+    assert written == []
+    lake.write("flaky_tests", D, pa.Table.from_pylist([row("test_a"), row("test_b")]))
+    publish_disabled_tests(lake, out, D)
+    assert written == [DISABLED_TESTS_PATH] and "test_b (__main__.TestX)" in json.loads(out.read_bytes(DISABLED_TESTS_PATH))
+
+
 def stats_row(name, env, seconds, passes, branch="main", cls="TestX"):
     return {"classname": cls, "name": name, "build_env": env, "test_config": "default", "branch_class": branch,
             "pass_time": seconds * passes, "clean_passes": passes}

@@ -102,7 +102,8 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     lk = lake.lake()
     relay = load_config()
     report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
-                                       relay, log=context.log.info, warn=context.log.warning)
+                                       relay, log=context.log.info, warn=context.log.warning,
+                                       refresh=is_refresh(context.run.tags))
     life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                          relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
                          log=context.log.info, warn=context.log.warning)
@@ -111,7 +112,7 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
-        "dry_run_unchanged_since": report.unchanged_since,
+        "unchanged_since": report.unchanged_since,
         **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
         "failed_count": len(report.failed), "deferred_count": len(report.deferred),
         "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),
@@ -163,7 +164,8 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     relay = load_config()
     mode = loop_mode(github, relay.disabled_issues, relay.source)
     if mode.live:
-        open_issues = read_back_open(github, relay.upstream_repo)
+        open_issues = read_back_open(github, relay.upstream_repo, lake.lake(), context.partition_key,
+                                     is_refresh(context.run.tags))
         decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key,
                                                 disabled_test_issues(open_issues), config.allow_mass_reenable)
         counts = publish_job_lists(github, relay.upstream_repo, store, open_issues)

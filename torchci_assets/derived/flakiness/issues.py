@@ -69,6 +69,10 @@ from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows, 
 LEDGER_TABLE = "disabled_issues"
 # the day's last recorded dry-run plan, beside the ledger's parts (a leading '_': not a part)
 DRY_RUN_STATE = "_dry_run.json"
+# the day's last live filing and the open issues it read (a search costs a page per 100 issues,
+# at 30 a minute): a refresh reads the issues changed since instead, up to this age
+LIVE_STATE = "_live.json"
+SNAPSHOT_MAX_AGE = dt.timedelta(minutes=50)
 # Issue numbers are looked up in the ledger this far back; older issues are found by search.
 LEDGER_LOOKBACK_DAYS = 30
 # How far back the consistent issue list is read: far longer than search's indexing lag.
@@ -143,6 +147,28 @@ class IssueTracker:
             self._keep(issue)
         self._synced_at = start
         return len(changed)
+
+    def read_open(self, snapshot: dict | None = None) -> bool:
+        """Every open issue: from `snapshot` (the issues as a recent run left them) and the changes
+        since it, from the consistent issue list, when the snapshot is recent enough; else from
+        search and the last hour's changes. Returns whether the snapshot was used."""
+        at = _parse_time((snapshot or {}).get("at"))
+        if at is None or self.clock() - at > SNAPSHOT_MAX_AGE:
+            self.load_open()
+            self.sync_recent()
+            return False
+        self.by_number = {int(i["number"]): i for i in snapshot.get("issues") or []}
+        self._synced_at = at
+        if self.sync_recent() >= self.github.max_pages * 100:  # the listing may have stopped short
+            self.by_number, self._synced_at = {}, None
+            self.load_open()
+            self.sync_recent()
+            return False
+        return True
+
+    def snapshot(self) -> dict:
+        """What `read_open` builds on: the open issues read, as of the start of the last sync."""
+        return {"at": _iso(self._synced_at) if self._synced_at else None, "issues": self.open_any()}
 
     def search_test(self, test: str) -> None:
         for issue in self.github.search_issues(title_query(self.repo, test)):
@@ -255,7 +281,7 @@ class FilingReport:
     parts: list[str] = field(default_factory=list)
     open_issues: int = 0
     skipped: str = ""
-    unchanged_since: str = ""  # dry run: the run whose identical plan was recorded (this one was not)
+    unchanged_since: str = ""  # the run whose identical filing (live) or plan (dry run) stands; this one did nothing
     # every open issue the filing read, and the ones it filed: the retirement step reads no more
     open_list: list[dict] | None = None
     # the title of each aggregate issue filed, extended (or, dry run, that would be) -> its new tests
@@ -282,12 +308,12 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
 def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
-                   is_new: Callable[[str], bool] = lambda test: True) -> FilingReport:
+                   is_new: Callable[[str], bool] = lambda test: True, skip_repeat: bool = False) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     New tests (`is_new`: the published list stands in for the issues) of a file with more than
     AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them.
-    The same plan as the day's last dry run (an intra-day refresh whose new results moved no
-    verdict) is neither logged nor recorded again: the ledger and the run's log say it once."""
+    With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
+    logged nor recorded again: the ledger and the log say it once, not every few minutes."""
     report = FilingReport(dry_run=True)
     in_aggregate: dict[str, str] = {}
     lines = []
@@ -308,7 +334,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
     digest = plan_digest(report.rows)
     last = last_dry_run(lake, day)
-    if last is not None and last.get("digest") == digest:
+    if skip_repeat and last is not None and last.get("digest") == digest:
         report.unchanged_since = str(last.get("run_id", ""))
         log(f"DRY RUN: the same {len(report.rows)} action(s) as run {report.unchanged_since} of {day} "
             f"(nothing they depend on changed): not logged or recorded again")
@@ -349,8 +375,9 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     test is reported in `failed` and the others go on; an error reading the open issues raises.
     """
     report = FilingReport(dry_run=False)
-    tracker.load_open()
-    tracker.sync_recent()
+    if tracker._synced_at is None:  # not read yet
+        tracker.load_open()
+        tracker.sync_recent()
     report.open_issues = len(tracker.open_issues())
     known = ledger_issue_numbers(lake, day)
     found_rows: list[dict] = []
@@ -611,9 +638,12 @@ def superseded_by(lake: Lake, day: str) -> str | None:
 
 def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str,
                         config: TorchciConfig, log: Callable[[str], None] = lambda s: None,
-                        warn: Callable[[str], None] = lambda s: None) -> tuple[FilingReport, LoopMode]:
+                        warn: Callable[[str], None] = lambda s: None,
+                        refresh: bool = False) -> tuple[FilingReport, LoopMode]:
     """The `disabled_issues` asset's work for `day`: find, update or file the issues of the tests
-    the verdict disables (live), or record what would be done (dry run)."""
+    the verdict disables (live), or record what would be done (dry run). In an intra-day
+    `refresh`, what the day's last filing did stands when nothing it acts on changed: the same
+    tests to disable and no DISABLED issue changed since (live), or the same plan (dry run)."""
     mode = loop_mode(github, config.disabled_issues, config.source)
     if not lake.files("flaky_tests", [day]):
         warn(f"flaky_tests has no partition for {day}: no verdict, nothing to file")
@@ -628,15 +658,22 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
              "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                              lambda test: test not in published), mode
+                              lambda test: test not in published, skip_repeat=refresh), mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")
         report = FilingReport(dry_run=False, skipped=f"superseded by the verdict of {newer}")
         report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
         return report, mode
+    state = live_state(lake, day)
+    tracker, key = IssueTracker(github, config.upstream_repo), wanted_digest(wanted)
+    if refresh and state.get("wanted") == key and state.get("complete"):
+        unchanged = _unchanged_since(tracker, state, log)
+        if unchanged is not None:
+            _save_live_state(lake, day, {**state, "snapshot": tracker.snapshot()})
+            return unchanged, mode
+        tracker = IssueTracker(github, config.upstream_repo)  # a DISABLED issue changed: read them all again
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
-    tracker = IssueTracker(github, config.upstream_repo)
     owners = OwnerLookup(github, config.upstream_repo, config.branches[0].removeprefix("refs/heads/"),
                          config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
@@ -644,17 +681,59 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     if report.deferred:
         warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
              f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
+    _save_live_state(lake, day, {"wanted": key, "complete": not report.failed and not report.deferred,
+                                 "run_id": run_id, "snapshot": tracker.snapshot()})
     return report, mode
 
 
-def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
+def wanted_digest(wanted: list[Wanted]) -> str:
+    """What the filing acts on: each wanted test with its platforms and where it flaked."""
+    return hashlib.sha256(json.dumps(sorted((w.test, w.platforms, sorted(w.flaked)) for w in wanted)).encode()).hexdigest()
+
+
+def live_state(lake: Lake, day: str) -> dict:
+    """The day's last live filing: its wanted digest, whether it left nothing for later
+    (`complete`: no failure, nothing deferred), its run and the open issues it read
+    (`snapshot`); {} before the first."""
+    try:
+        state = json.loads(lake.store.read_bytes(f"{LEDGER_TABLE}/day={day}/{LIVE_STATE}"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _save_live_state(lake: Lake, day: str, state: dict) -> None:
+    lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{LIVE_STATE}", json.dumps(state).encode())
+
+
+def _unchanged_since(tracker: IssueTracker, state: dict, log: Callable[[str], None]) -> FilingReport | None:
+    """The report of a filing with nothing to do, when the wanted tests are those the last
+    complete filing handled and no disabled-test issue changed since (read from the snapshot and
+    the issue list's changes since it, no search); else None."""
+    before = {int(i["number"]): i.get("updated_at") for i in (state.get("snapshot") or {}).get("issues") or []}
+    if not tracker.read_open(state.get("snapshot")):
+        return None
+    moved = [n for n, i in tracker.by_number.items() if is_test_issue(i.get("title"))
+             and before.get(n) != i.get("updated_at")]
+    if moved:
+        log(f"{len(moved)} DISABLED issue(s) changed since run {state.get('run_id')}: every wanted test is looked up")
+        return None
+    log(f"the tests to disable and their DISABLED issues are as run {state.get('run_id')} left them: nothing to file")
+    report = FilingReport(dry_run=False, skipped=f"nothing changed since run {state.get('run_id')}",
+                          unchanged_since=str(state.get("run_id", "")))
+    report.open_issues, report.open_list = len(tracker.open_issues()), tracker.open_any()
+    return report
+
+
+def read_back_open(github: GitHubResource, repo: str, lake: Lake | None = None, day: str | None = None,
+                   refresh: bool = False) -> list[dict]:
     """Every open issue (not pull request) of `repo` that the DISABLED search and the last hour's
     changes from the consistent issue list show (a just-filed issue, a just-closed one), whatever
     its title: disabled tests and disabled jobs come from this one read, as PyTorch's script
-    splits one search."""
+    splits one search. In an intra-day `refresh`, the open issues the day's last filing read
+    stand in for the search when they are recent (`IssueTracker.read_open`)."""
     tracker = IssueTracker(github, repo)
-    tracker.load_open()
-    tracker.sync_recent()
+    tracker.read_open(live_state(lake, day).get("snapshot") if refresh and lake is not None and day else None)
     return tracker.open_any()
 
 

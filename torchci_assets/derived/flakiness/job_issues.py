@@ -33,6 +33,7 @@ from resources.storage import Store
 from torchci_assets.derived.flakiness.aggregates import is_aggregate
 from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, issue_number, is_single_test_title
 from torchci_assets.derived.flakiness.lists import dumps
+from torchci_assets.publishing import write_if_changed
 
 UNSTABLE_PREFIX = "UNSTABLE"
 DISABLED_JOBS_PATH = "stats/disabled-jobs.json"
@@ -127,5 +128,5 @@ def publish_job_lists(github: GitHubResource, repo: str, outputs: Store,
     a GitHub error from leaving one list of this run beside one of the last."""
     lists = read_job_lists(github, repo, open_disabled)
     for path, doc in lists.items():
-        outputs.write_bytes(path, dumps(doc))
+        write_if_changed(outputs, path, dumps(doc))
     return {path: len(doc) for path, doc in lists.items()}

@@ -42,7 +42,7 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
-from torchci_assets.publishing import kept_note
+from torchci_assets.publishing import kept_note, write_if_changed
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
@@ -197,8 +197,9 @@ def _events(rows: list[dict]) -> dict[str, tuple[int, int]]:
 
 def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
     _record(lake, day, decision, rows)
-    outputs.write_bytes(REENABLED_TESTS_PATH, dumps(decision.reenabled))
-    outputs.write_bytes(DISABLED_TESTS_PATH, dumps(decision.disabled))
+    # unchanged files are left as they are: CI downloads them, a refresh rewrites them every minute
+    write_if_changed(outputs, REENABLED_TESTS_PATH, dumps(decision.reenabled))
+    write_if_changed(outputs, DISABLED_TESTS_PATH, dumps(decision.disabled))
 
 
 def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
