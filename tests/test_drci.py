@@ -166,7 +166,8 @@ def test_a_flake_that_passed_on_rerun_elsewhere_is_evidence_of_the_same_failure(
             ("passed", 2, "RuntimeError: another failure", MAIN[5], "main", 503), ("failed", 2, nccl, HEAD, "gh/ada/1/head", 504)]
     lake.write("test_results", day, pa.Table.from_pylist([
         {"file": "test_ops.py", "classname": "TestOps", "name": "test_add", "status": st, "rerun_count": n,
-         "message": m, "head_sha": sha, "head_branch": br, "job_id": jid, "workflow_id": 9} for st, n, m, sha, br, jid in rows]))
+         "message": m, "head_sha": sha, "head_branch": br, "job_id": jid, "workflow_id": 9, "build_env": "linux-jammy",
+         "test_config": "default"} for st, n, m, sha, br, jid in rows]))
     job = failing_job([(T1, nccl)])
     pr = PullRequest(1, HEAD, "open", "main", "gh/ada/1/head", None, jobs=[job])
     con = connect()
@@ -633,3 +634,57 @@ def test_an_unchanged_body_leaves_its_file_as_it_is(tmp_path, monkeypatch):
     report = publish(lake, outputs, dry, "2026-11-02", REPO, rows, enabled=False, today=TODAY)
     assert written == ["drci/6.md"] and report.unchanged_files == 1
     assert outputs.read_bytes("drci/6.md") == b"body of 6, with a new failure"
+
+
+def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path, monkeypatch):
+    """Dr. CI reads the failures of test_results through one extract per file: a file extracted
+    before is not read again, a new or rewritten one is, an extract whose file is gone goes, and
+    the extracts hold exactly the source's rows that match the filter."""
+    import pyarrow as pa
+
+    from resources.lake import connect
+    from torchci_assets.derived.drci import extracts
+
+    day = "2026-11-02"
+    lake = Lake.at(str(tmp_path / "lake"))
+
+    def rows(first_job: int, n: int) -> pa.Table:
+        return pa.Table.from_pylist([
+            {"file": "test_ops.py", "classname": "TestOps", "name": f"test_{i % 7}",
+             "status": ("failed", "passed", "error", "skipped")[i % 4], "rerun_count": i % 3,
+             "message": None if i % 5 == 0 else f"boom {i}", "head_sha": HEAD, "head_branch": "main",
+             "job_id": first_job + i % 3, "workflow_id": 9, "build_env": "linux-jammy", "test_config": "default"}
+            for i in range(n)])
+
+    lake.write("test_results", day, rows(100, 40), part="inc-1")
+    lake.write("test_results", day, rows(200, 30), part="inc-2")
+    read = []
+    real = extracts._extract
+    monkeypatch.setattr(extracts, "_extract", lambda lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
+                                                                        real(lk, ex, src, rel)))
+
+    def view() -> list[tuple]:
+        con = connect()
+        try:
+            extracts.register_extract(con, lake, extracts.FAILURES, [day], "tr")
+            return sorted(con.execute("SELECT * EXCLUDE (day) FROM tr").fetchall(), key=repr)
+        finally:
+            con.close()
+
+    def expected() -> list[tuple]:
+        con = connect()
+        try:
+            lake.register(con, "test_results", [day], name="src")
+            return sorted(con.sql(extracts.SQL["test_failures"]).fetchall(), key=repr)
+        finally:
+            con.close()
+
+    assert view() == expected() and sorted(read) == ["inc-1.parquet", "inc-2.parquet"]
+    read.clear()
+    assert view() == expected() and read == []  # nothing new: no source file read
+    lake.write("test_results", day, rows(300, 50), part="inc-2")  # rewritten
+    lake.write("test_results", day, rows(400, 20), part="inc-3")  # new
+    assert view() == expected() and sorted(read) == ["inc-2.parquet", "inc-3.parquet"]
+    kept = sorted(p.name for p in (tmp_path / "lake" / "drci_comments" / f"day={day}").glob("_test_failures-*.pq"))
+    assert len(kept) == 3  # the extract of the old inc-2 is gone
+    assert lake.files("drci_comments", [day]) == []  # no reader of the table sees them

@@ -1,8 +1,8 @@
 """What a Dr. CI comment is computed from, read from the lake with the SQL beside this module.
 
 Heads and their jobs come from the day's `pr_jobs` (the HUD's per-job view, already latest attempt
-per job name, infra failures marked); failing tests and their messages from `test_results`; the
-trunk from `commit_health` and `test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked
+per job name, infra failures marked); failing tests and their messages from `test_results` (its
+failures, extracted once per file: extracts.py); the trunk from `commit_health` and `test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked
 unstable from `stats/unstable-jobs.json` in the outputs, as the flakiness domain publishes it from
 the open UNSTABLE issues. Windows are bounded (WINDOW_DAYS, TRUNK_DAYS) so a day costs the same
 whatever the history.
@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import pyarrow as pa
+
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
                                                   MainFailure, Trunk, message_key)
+from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES, register_extract
 from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
 from torchci_assets.partitions import days_ending
 
@@ -76,13 +79,18 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     return prs
 
 
+def _register_list(con, name: str, column: str, values: pa.Array) -> None:
+    """A one-column view `name` the queries join with: an Arrow table, not row-by-row inserts
+    (thousands of them cost more than the query)."""
+    con.register(name, pa.table({column: values}))
+
+
 def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
     """Fill each failing job's failing tests and messages from `test_results`."""
     failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
-    if not failing or not lake.register(con, "test_results", days_ending(day, WINDOW_DAYS), name="tr"):
+    if not failing or not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
         return
-    con.execute("CREATE OR REPLACE TEMP TABLE failing_jobs (job_id BIGINT)")
-    con.executemany("INSERT INTO failing_jobs VALUES (?)", [(i,) for i in failing])
+    _register_list(con, "failing_jobs", "job_id", pa.array(list(failing), pa.int64()))
     tests: dict[int, list[FailedTest]] = {}
     for r in rows(con, "head_tests"):
         tests.setdefault(r["job_id"], []).append(FailedTest(r["test"], message_key(r["message"])))
@@ -92,7 +100,7 @@ def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None
 
 def base_shas(con, lake: Lake, day: str) -> dict[str, tuple[str | None, str | None]]:
     """head sha -> (base sha, base ref) as the pull_request webhooks carried them."""
-    if not lake.register(con, "webhook_events", days_ending(day, WINDOW_DAYS), name="we"):
+    if not register_extract(con, lake, PR_BASES, days_ending(day, WINDOW_DAYS), "we"):
         return {}
     return {r["head_sha"]: (r["base_sha"], r["base_ref"]) for r in rows(con, "base_shas")}
 
@@ -132,9 +140,8 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
                                                        message_key(r["failure_line"])))
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
-    if refs and lake.register(con, "test_results", days_ending(day, TRUNK_DAYS), name="tr"):
-        con.execute("CREATE OR REPLACE TEMP TABLE ref_shas (sha VARCHAR)")
-        con.executemany("INSERT INTO ref_shas VALUES (?)", [(s,) for s in refs])
+    if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr"):
+        _register_list(con, "ref_shas", "sha", pa.array(sorted(refs), pa.string()))
         tests: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         for r in rows(con, "main_tests"):
             tests.setdefault((r["sha"], r["build_env"], r["test_config"]), set()).add(
@@ -151,10 +158,9 @@ def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> list[S
     keys = {t.key for p in prs.values() for j in p.jobs for t in j.tests}
     if not keys or not lake.register(con, "flaky_tests", [day], name="ft"):
         return []
-    if not lake.register(con, "test_results", days_ending(day, WINDOW_DAYS), name="tr"):
+    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
         return []
-    con.execute("CREATE OR REPLACE TEMP TABLE head_tests (test VARCHAR)")
-    con.executemany("INSERT INTO head_tests VALUES (?)", [(k,) for k in keys])
+    _register_list(con, "head_tests", "test", pa.array(sorted(keys), pa.string()))
     return [(r["test"], message_key(r["message"]), r["head_branch"],
              FlakySighting(r["sha"], r["job_id"], r["run_id"])) for r in rows(con, "flaky_sightings")]
 

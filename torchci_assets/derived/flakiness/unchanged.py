@@ -25,8 +25,15 @@ def inputs_digest(lake: Lake, inputs: dict[str, list[str]], settings: dict | Non
     h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
     for table, days in sorted(inputs.items()):
         for path in sorted(lake.files(table, days)):
-            h.update("/".join(path.rsplit("/", 3)[-3:]).encode())  # table/day=D/part.parquet
-            h.update(_footer(lake, path))
+            h.update(file_digest(lake, path).encode())
+    return h.hexdigest()
+
+
+def file_digest(lake: Lake, path: str) -> str:
+    """A digest of a lake Parquet file (a full path, as `Lake.files` gives it): its place in the
+    lake (table/day=D/name) and its footer."""
+    h = hashlib.sha256("/".join(path.rsplit("/", 3)[-3:]).encode())
+    h.update(_footer(lake, path))
     return h.hexdigest()
 
 

@@ -1,9 +1,7 @@
--- The base sha and base ref each pull request head's webhooks carried (view we over webhook_events):
--- the estimate of the merge base when the compare API cannot be asked.
-SELECT json_extract_string(payload, '$.pull_request.head.sha') AS head_sha,
-       arg_max(json_extract_string(payload, '$.pull_request.base.sha'), received_at) AS base_sha,
-       arg_max(json_extract_string(payload, '$.pull_request.base.ref'), received_at) AS base_ref
+-- The base sha and base ref each pull request head's webhooks carried (view we over the
+-- pr_bases extracts of webhook_events): the estimate of the merge base when the compare API
+-- cannot be asked.
+SELECT head_sha, arg_max(base_sha, received_at) AS base_sha, arg_max(base_ref, received_at) AS base_ref
 FROM we
-WHERE event = 'pull_request'
 GROUP BY 1
 HAVING head_sha IS NOT NULL
