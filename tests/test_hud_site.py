@@ -214,3 +214,37 @@ def test_a_page_removed_by_hand_is_written_again(tmp_path):
     out.delete("hud/pr/7.html")
     report = publish_site(lake, out, DAY, REPO)
     assert out.exists("hud/pr/7.html") and "hud/pr/7.html" not in report.unchanged
+
+
+def test_a_refresh_renders_only_the_pull_request_pages_whose_inputs_changed(tmp_path, monkeypatch):
+    """In a refresh, a pull request's page whose rows, Dr. CI body and downstream jobs are those it
+    was published from is neither read nor rendered; the site still equals one built from scratch."""
+    from torchci_assets.derived.hud import pages as pages_module
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = history()
+    h.write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    rendered = []
+    real = pages_module.pr_page
+    monkeypatch.setattr(pages_module, "pr_page", lambda pr, *a, **k: (rendered.append(pr["number"]), real(pr, *a, **k))[1])
+    report = publish_site(lake, out, DAY, REPO, reuse=True)
+    assert rendered == [] and sorted(report.reused) == ["hud/pr/7.html", "hud/pr/8.html"]
+    h.job("b" * 40, GROUP_JOB.format(2), "failure", run_id=108, branch="gh/u/8/head")
+    h.write(lake)
+    build(lake)
+    report = publish_site(lake, out, DAY, REPO, reuse=True)
+    assert rendered == [8] and report.reused == ["hud/pr/7.html"]
+    # a new Dr. CI body for 7 renders its page; a page removed by hand is rendered again
+    lake.write("drci_comments", DAY, pa.Table.from_pylist([{"pr": 7, "body": "## Dr. CI\n1 new failure"}]))
+    out.delete("hud/pr/8.html")
+    rendered.clear()
+    report = publish_site(lake, out, DAY, REPO, reuse=True)
+    assert sorted(rendered) == [7, 8] and report.reused == []
+    assert "1 new failure" in out.read_bytes("hud/pr/7.html").decode()
+    fresh = Store(str(tmp_path / "fresh"))
+    publish_site(lake, fresh, DAY, REPO)
+    for path in report.pages:
+        assert _strip_generated(out.read_bytes(path)) == _strip_generated(fresh.read_bytes(path)), path
+    assert sorted(json.loads(out.read_bytes("hud/site.json"))["pages"]) == sorted(report.pages)

@@ -15,6 +15,7 @@ from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.unstable import load_unstable_jobs
 from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
+from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept
@@ -143,13 +144,15 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
     day = context.partition_key
     store = outputs.store()
     report = publish_site(lake.lake(), store, day, load_config().upstream_repo,
-                          SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info)
+                          SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info,
+                          reuse=is_refresh(context.run.tags))
     largest, size = report.largest
     yield dg.MaterializeResult(metadata={
         "published": report.published, "pages": len(report.pages), "commits": report.commits,
         "job_groups": report.job_groups, "pull_requests": report.pull_requests,
         "bytes": sum(report.pages.values()), "largest_page": largest, "largest_page_bytes": size,
         "stale_pages_removed": len(report.deleted), "pages_unchanged": len(report.unchanged),
+        "pr_pages_not_rendered": len(report.reused),
         "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
         else store.display(f"{SITE_DIR}/index.html"),
         **({} if report.published else later_day_kept(context, day, published_day(store), "the HUD")),

@@ -31,10 +31,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+from pathlib import Path
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, execute
 from resources.storage import Store
+from torchci_assets.derived.drci import page as drci_page
 from torchci_assets.derived.drci.build import load_comments
 from torchci_assets.derived.drci.page import with_drci_section
 from torchci_assets.derived.guardians import hud as guardians_hud
@@ -52,6 +54,8 @@ MAX_TESTS_LISTED = 3000
 MAX_PRS_LISTED = 300
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
+# the code that renders a pull request's page: a new version renders every page again
+_RENDERING = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (pages, backend_pages, drci_page))).hexdigest()
 
 
 @dataclass
@@ -71,6 +75,8 @@ class SiteReport:
     pull_requests: int = 0
     deleted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)  # pages whose content was already published
+    inputs: dict[str, str] = field(default_factory=dict)  # pull request page -> digest of what it shows
+    reused: list[str] = field(default_factory=list)  # pull request pages not rendered: inputs unchanged
 
     @property
     def largest(self) -> tuple[str, int]:
@@ -114,15 +120,29 @@ def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list
     return heads, _group_order(list(groups)), {(r["sha"], r["job_group"]): r for r in rows}
 
 
-def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[int, list[dict]]]:
-    """(one summary per pull request, newest first; its job rows by number)."""
+def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[int, str]]:
+    """(one summary per pull request, newest first; a digest of its job rows by number)."""
     if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
         return [], {}
     prs = _rows(con, SQL["pr_summaries"], {"limit": MAX_PRS_LISTED})
+    digests = {r["number"]: r["digest"] for r in _rows(con, SQL["pr_digests"], {"numbers": [p["number"] for p in prs]})}
+    return prs, digests
+
+
+def load_pr_jobs(con, numbers: list[int]) -> dict[int, list[dict]]:
+    """The job rows of these pull requests (of `load_prs`' window), by number."""
     jobs: dict[int, list[dict]] = {}
-    for r in _rows(con, SQL["pr_job_rows"], {"numbers": [p["number"] for p in prs]}):
-        jobs.setdefault(r["number"], []).append(r)
-    return prs, jobs
+    if numbers:
+        for r in _rows(con, SQL["pr_job_rows"], {"numbers": numbers}):
+            jobs.setdefault(r["number"], []).append(r)
+    return jobs
+
+
+def pr_page_inputs(pr: dict, rows_digest: str | None, drci_body: str | None, backend_jobs: list[dict],
+                   repo: str) -> str:
+    """A digest of everything pr/<n>.html shows, and of the code that renders it."""
+    text = json.dumps([_RENDERING, repo, pr, rows_digest, drci_body, backend_jobs], default=str, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_metrics(con, lake: Lake, day: str, metrics_days: int) -> tuple[list[str], list[dict]]:
@@ -236,25 +256,30 @@ def backend_charts(days: list[str], rows: list[dict]) -> list[str]:
 
 
 def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings,
-                generated: str | None = None) -> tuple[dict[str, bytes], SiteReport]:
-    """Every page of the site for `day`, as {path under the outputs: bytes}."""
+                generated: str | None = None,
+                rendered: dict[str, str] | None = None) -> tuple[dict[str, bytes], SiteReport]:
+    """Every page of the site for `day`, as {path under the outputs: bytes}, but the pull
+    requests' pages whose inputs are those `rendered` gives (path -> `pr_page_inputs`, of pages
+    published and still there): those are listed in `report.reused`, not rendered."""
     generated = generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = SiteReport(day, False)
+    backends = backend_pages.load(lake, day)
+    backends_by_head = backend_pages.jobs_by_head(backends)
+    drci = load_comments(lake, day)
     con = connect()
     try:
         heads, groups, cells = load_grid(con, lake, day, settings.commits)
-        prs, pr_jobs = load_prs(con, lake, day, settings.pr_days)
+        prs, pr_digests = load_prs(con, lake, day, settings.pr_days)
+        redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report)
+        pr_jobs = load_pr_jobs(con, [p["number"] for p in redo])
         metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
         tests = load_tests(con, lake, day)
         slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
-    backends = backend_pages.load(lake, day)
-    backends_by_head = backend_pages.jobs_by_head(backends)
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
     files: dict[str, str] = {}
-    drci = load_comments(lake, day)
-    for p in prs:
+    for p in redo:
         jobs = pr_jobs.get(p["number"], [])
         files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
             p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
@@ -287,6 +312,23 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     return out, report
 
 
+def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dict[int, dict],
+                        backends_by_head: dict[str, list[dict]], repo: str, rendered: dict[str, str] | None,
+                        report: SiteReport) -> list[dict]:
+    """The pull requests whose page must be rendered: those whose inputs differ from `rendered`'s;
+    records every page's inputs and the pages reused in `report`."""
+    redo = []
+    for p in prs:
+        path = f"{SITE_DIR}/pr/{p['number']}.html"
+        report.inputs[path] = pr_page_inputs(p, rows_digests.get(p["number"]), (drci.get(p["number"]) or {}).get("body"),
+                                             backends_by_head.get(p["head_sha"], []), repo)
+        if (rendered or {}).get(path) == report.inputs[path]:
+            report.reused.append(path)
+        else:
+            redo.append(p)
+    return redo
+
+
 def published_day(outputs: Store) -> str | None:
     if not outputs.exists(SITE_META):
         return None
@@ -298,28 +340,36 @@ def published_day(outputs: Store) -> str | None:
 
 
 def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings | None = None,
-                 log: Callable[[str], None] = lambda s: None) -> SiteReport:
-    """Render and publish the site for `day` (see the module docstring for the order of writes)."""
+                 log: Callable[[str], None] = lambda s: None, reuse: bool = False) -> SiteReport:
+    """Render and publish the site for `day` (see the module docstring for the order of writes).
+    `reuse` (an intra-day refresh): a pull request's page whose inputs did not change since it
+    was published is neither read nor rendered again."""
     current = published_day(outputs)
     if current is not None and current > day:
         log(f"{outputs.display(SITE_META)} shows {current}, later than {day}: not replaced")
         return SiteReport(day, False)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    files, report = render_site(lake, outputs, day, repo, settings or SiteSettings(), generated)
+    before = _published_meta(outputs)
+    present = {e.path for e in outputs.list_files(f"{SITE_DIR}/pr", (".html",))}
+    rendered = {p: d for p, d in (before.get("inputs") or {}).items() if p in present and p in before["digests"]}
+    files, report = render_site(lake, outputs, day, repo, settings or SiteSettings(), generated,
+                                rendered if reuse else None)
     digests = {path: content_digest(data, generated) for path, data in files.items()}
-    before = published_digests(outputs)
+    for path in report.reused:
+        digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
+        report.unchanged.append(path)
     index = f"{SITE_DIR}/index.html"
     for path in sorted(p for p in files if p != index) + [index]:
-        if before.get(path) == digests[path] and outputs.exists(path):
+        if before["digests"].get(path) == digests[path] and outputs.exists(path):
             report.unchanged.append(path)
         else:
             outputs.write_bytes(path, files[path])
-    stale = [e.path for e in outputs.list_files(f"{SITE_DIR}/pr", (".html",)) if e.path not in files]
+    stale = sorted(p for p in present if p not in digests)
     for path in stale:
         outputs.delete(path)
     report.deleted = stale
-    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages, "digests": digests},
-                                              indent=1, sort_keys=True).encode())
+    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages, "digests": digests,
+                                               "inputs": report.inputs}, indent=1, sort_keys=True).encode())
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
         f"{len(report.unchanged)} of them unchanged and left as they were, {len(stale)} stale pull request pages removed")
@@ -332,12 +382,14 @@ def content_digest(page: bytes, generated: str) -> str:
     return hashlib.sha256(page.replace(generated.encode(), b"")).hexdigest()
 
 
-def published_digests(outputs: Store) -> dict[str, str]:
-    """path -> content digest of each page as the last publish recorded it ({} before the first)."""
-    if not outputs.exists(SITE_META):
-        return {}
-    try:
-        digests = json.loads(outputs.read_bytes(SITE_META)).get("digests")
-    except (ValueError, AttributeError):
-        return {}
-    return digests if isinstance(digests, dict) else {}
+def _published_meta(outputs: Store) -> dict:
+    """What the last publish recorded: each page's content digest (`digests`) and bytes (`pages`),
+    and each pull request page's inputs (`inputs`); empty before the first."""
+    meta = {}
+    if outputs.exists(SITE_META):
+        try:
+            meta = json.loads(outputs.read_bytes(SITE_META))
+        except ValueError:
+            meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    return {k: meta.get(k) if isinstance(meta.get(k), dict) else {} for k in ("digests", "pages", "inputs")}

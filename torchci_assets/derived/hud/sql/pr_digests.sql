@@ -1,0 +1,6 @@
+-- A digest of each listed pull request's rows ($numbers), every column: its page is rendered again
+-- only when this (or anything else it shows) changed.
+SELECT number, md5(string_agg(CAST(w AS VARCHAR), chr(10) ORDER BY CAST(w AS VARCHAR))) AS digest
+FROM newest_pr_jobs w
+WHERE list_contains($numbers, number)
+GROUP BY number
