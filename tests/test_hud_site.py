@@ -179,14 +179,20 @@ def _strip_generated(html: bytes) -> bytes:
     return re.sub(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", b"generated -", html)
 
 
-def test_a_republish_rewrites_only_the_pages_whose_content_changed(tmp_path, monkeypatch):
-    """A refresh republishes every few minutes: an unchanged page keeps its file (and its time),
-    a page reached by new results is rewritten, and the site equals one published from scratch."""
+def _published(tmp_path) -> tuple[Lake, Store, History]:
+    """The lake of `history()` with its HUD tables built, and the site published from it."""
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     h = history()
     h.write(lake)
     build(lake)
     publish_site(lake, out, DAY, REPO)
+    return lake, out, h
+
+
+def test_a_republish_rewrites_only_the_pages_whose_content_changed(tmp_path, monkeypatch):
+    """A refresh republishes every few minutes: an unchanged page keeps its file (and its time),
+    a page reached by new results is rewritten, and the site equals one published from scratch."""
+    lake, out, h = _published(tmp_path)
     written = []
     real = Store.write_bytes
     monkeypatch.setattr(Store, "write_bytes", lambda self, rel, data: (written.append(rel), real(self, rel, data)))
@@ -221,11 +227,7 @@ def test_a_refresh_renders_only_the_pull_request_pages_whose_inputs_changed(tmp_
     was published from is neither read nor rendered; the site still equals one built from scratch."""
     from torchci_assets.derived.hud import pages as pages_module
 
-    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
-    h = history()
-    h.write(lake)
-    build(lake)
-    publish_site(lake, out, DAY, REPO)
+    lake, out, h = _published(tmp_path)
     rendered = []
     real = pages_module.pr_page
     monkeypatch.setattr(pages_module, "pr_page", lambda pr, *a, **k: (rendered.append(pr["number"]), real(pr, *a, **k))[1])
