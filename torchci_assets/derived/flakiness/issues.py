@@ -375,9 +375,8 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     test is reported in `failed` and the others go on; an error reading the open issues raises.
     """
     report = FilingReport(dry_run=False)
-    if tracker._synced_at is None:  # not read yet
-        tracker.load_open()
-        tracker.sync_recent()
+    tracker.load_open()
+    tracker.sync_recent()
     report.open_issues = len(tracker.open_issues())
     known = ledger_issue_numbers(lake, day)
     found_rows: list[dict] = []
