@@ -85,13 +85,23 @@ loaded = cpu()
 instance = dg.DagsterInstance.get()
 job = defs.resolve_job_def(sys.argv[1])
 t0 = time.time()
+import cProfile, os
+profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE_DIR") else None
+if profile:
+    profile.enable()
 res = job.execute_in_process(partition_key=sys.argv[2], tags=json.loads(sys.argv[3]), instance=instance,
                              raise_on_error=False,
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
 wall = time.time() - t0
+if profile:
+    profile.disable()
+    profile.dump_stats(os.path.join(os.environ["BENCH_PROFILE_DIR"], f"{sys.argv[1]}-{res.run_id[:8]}.prof"))
 steps, done = {}, {}
+events = {}
 for e in instance.all_logs(res.run_id):
     ev = e.dagster_event
+    kind = ev.event_type_value if ev is not None else "log message"
+    events[kind] = events.get(kind, 0) + 1
     if ev is None:
         continue
     if ev.event_type_value == "STEP_START":
@@ -103,7 +113,7 @@ mode = stats.asset_materialization.metadata.get("mode") if stats else None
 print(json.dumps({"success": res.success, "seconds": wall, "cpu_s": cpu(), "load_cpu_s": loaded,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "steps": {k: done[k] - steps[k] for k in done if k in steps},
-                  "stats_mode": mode.value if mode else None}))
+                  "stats_mode": mode.value if mode else None, "events": events}))
 """
 
 def utc_days() -> tuple[str, str]:
@@ -294,6 +304,8 @@ def print_run(label: str, r: dict) -> None:
     print(f"  {label:<34} wall {r['seconds']:5.1f} s (steps {sum(r['steps'].values()):5.1f} s)  CPU {r['cpu_s']:5.1f} s "
           f"(loading the code location {r['load_cpu_s']:.1f})  peak RSS {r['rss_mb']:4.0f} MB  "
           f"test_daily_stats: {r['stats_mode']}", flush=True)
+    top = sorted(r["events"].items(), key=lambda kv: -kv[1])[:4]
+    print(f"    {sum(r['events'].values())} events in the run's log ({', '.join(f'{k} {n}' for k, n in top)}, ...)")
 
 
 def print_steps(runs: list[dict], top: int = 8) -> None:
