@@ -116,6 +116,50 @@ print(json.dumps({"success": res.success, "seconds": wall, "cpu_s": cpu(), "load
                   "stats_mode": mode.value if mode else None, "events": events}))
 """
 
+# The floor of any refresh, whatever its steps do: a process like the one the daemon launches for a
+# run (Python, dagster, the code location), then a run of as many no-op assets and checks as the
+# refresh materializes, against the same instance. Run twice in the process: the second is the
+# cost of a run in an already-loaded process (what a long-lived worker would pay per refresh).
+FLOOR = """
+import json, resource, sys
+def cpu():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return s.ru_utime + s.ru_stime
+import dagster as dg
+from torchci_assets.definitions import defs
+from torchci_assets.partitions import daily_partitions
+loaded = cpu()
+refresh = defs.resolve_job_def("archive_refresh")
+selected = refresh.asset_layer.selected_asset_keys
+by_node = {a.node_def.name: a for a in defs.get_repository_def().assets_defs_by_key.values() if a.is_executable}
+shape = [(len(by_node[n.name].keys & selected), len(n.output_defs) - len(by_node[n.name].keys & selected))
+         for n in refresh.graph.node_defs]  # per step of the refresh: its number of assets and of checks
+def noop(i, n_assets, n_checks):
+    keys = [f"s{i}a{k}" for k in range(n_assets)]
+    checks = [dg.AssetCheckSpec(f"c{k}", asset=keys[k % n_assets]) for k in range(n_checks)]
+    @dg.multi_asset(specs=[dg.AssetSpec(k) for k in keys], check_specs=checks, partitions_def=daily_partitions,
+                    name=f"s{i}")
+    def _step(context):
+        for k in keys:
+            yield dg.MaterializeResult(asset_key=k, metadata={"rows": 1})
+        for c in checks:
+            yield dg.AssetCheckResult(asset_key=c.asset_key, check_name=c.name, passed=True)
+    return _step
+job = dg.define_asset_job("floor", selection=dg.AssetSelection.all(), executor_def=dg.in_process_executor)
+floor = dg.Definitions(assets=[noop(i, a, c) for i, (a, c) in enumerate(shape)], jobs=[job]).resolve_job_def("floor")
+instance = dg.DagsterInstance.get()
+runs = []
+for _ in range(2):
+    t = cpu()
+    floor.execute_in_process(partition_key=sys.argv[1], instance=instance,
+                             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    runs.append(cpu() - t)
+print(json.dumps({"steps": len(shape), "assets": sum(a for a, _ in shape), "checks": sum(c for _, c in shape),
+                  "load_cpu_s": loaded, "first_run_cpu_s": runs[0],
+                  "warm_run_cpu_s": runs[1]}))
+"""
+
+
 def utc_days() -> tuple[str, str]:
     today = dt.datetime.now(dt.timezone.utc).date()
     return (today - dt.timedelta(days=1)).isoformat(), today.isoformat()
@@ -330,7 +374,18 @@ def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> 
     full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}") if full_day else None
     if full:
         print_run("full-day run, every asset", full)
-    return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs])}
+    return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs]),
+            "floor": measure_floor(env, today)}
+
+
+def measure_floor(env: dict, today: str) -> dict:
+    runs = [run_script(FLOOR, env, today) for _ in range(3)]
+    f = {k: median([r[k] for r in runs]) if isinstance(runs[0][k], float) else runs[0][k] for k in runs[0]}
+    print(f"  the floor of a refresh (median of 3 processes): Python, dagster and the code location "
+          f"{f['load_cpu_s']:.2f} CPU-s, then a run of {f['steps']} no-op steps with {f['assets']} assets and "
+          f"{f['checks']} checks, as the refresh's, "
+          f"{f['first_run_cpu_s']:.2f} CPU-s ({f['warm_run_cpu_s']:.2f} again in the same process)", flush=True)
+    return f
 
 
 def day_model(cost: dict, interval_s: float) -> str:
@@ -341,9 +396,13 @@ def day_model(cost: dict, interval_s: float) -> str:
     period = max(interval_s, wall + 30)  # a tick never requests while one is in flight
     n = 86400 / period
     full = cost["full"]["cpu_s"]
+    floor = cost["floor"]
+    launched = floor["load_cpu_s"] + floor["first_run_cpu_s"]
     return (f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s = {n * per / 3600:.1f} CPU-h "
             f"({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run {full:.0f} CPU-s: "
-            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)")
+            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)\n"
+            f"  the floor alone, no work: {n:,.0f} x {launched:.1f} CPU-s = {n * launched / full:.0f}x the full-day run "
+            f"as launched runs, {n * floor['warm_run_cpu_s'] / full:.0f}x as runs in a long-lived process")
 
 
 # ---- 2. freshness under dagster dev ------------------------------------------------------------
