@@ -371,6 +371,11 @@ def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> 
         runs.append(r)
         print_run(f"refresh {k + 1}/{len(slices)}, +{SLICE_MIN} min ({len(files)} files)", r)
     print_steps(runs, top=14)
+    if len(runs) >= 6:
+        early, late = median([r["cpu_s"] for r in runs[:3]]), median([r["cpu_s"] for r in runs[-3:]])
+        print(f"    parts: each refresh adds one to the tables it appends to; refreshes 1-3 {early:.1f} CPU-s, "
+              f"{len(runs) - 2}-{len(runs)} {late:.1f} CPU-s: {(late - early) / (len(runs) - 3):+.3f} CPU-s per refresh before",
+              flush=True)
     full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}") if full_day else None
     if full:
         print_run("full-day run, every asset", full)
@@ -538,13 +543,21 @@ def print_freshness(results: list[dict]) -> bool:
 
 
 def main() -> int:
+    global SLICES, SLICE_MIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0, help="landings under dagster dev for this long (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help=f"keep {RUN} afterwards")
+    ap.add_argument("--slices", type=int, default=SLICES, help="refreshes measured, each after one slice lands")
+    ap.add_argument("--slice-minutes", type=int, default=SLICE_MIN,
+                    help="minutes of files per slice (slices x minutes <= 60: the slices come from the last hour); "
+                         "many small slices show what each part a refresh adds costs the next ones")
     ap.add_argument("--no-full-day", action="store_true",
                     help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
+    SLICES, SLICE_MIN = args.slices, args.slice_minutes
+    if SLICES < 1 or SLICE_MIN < 1 or SLICES * SLICE_MIN > 60:
+        ap.error("--slices x --slice-minutes must be between 1 and 60 (the slices come from the day's last hour)")
 
     ensure_cache()
     yesterday, today = utc_days()
