@@ -11,13 +11,15 @@ yesterday and today (UTC, by the clock the sensor reads).
 
 1. Cost, in separate processes as the daemon launches runs. Today's archive is linked in without
    its last 15 minutes (the deliveries received from 23:45 on, and the test reports and test-runs rows of the jobs
-   they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land,
+   they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land
+   (`--slices`, `--slice-minutes`: e.g. 30 one-minute slices show what each added part costs later refreshes),
    each followed by the sensor's tick and its `archive_refresh` run, executed in process: the
    process's CPU (user + system, its children included: the webhook ingest scans in two), of
    which loading the code location, the wall time, peak RSS and each step's time. Then one
    full-day run of every asset (`all_assets_daily`) of the same day, and a day of refreshes
    modelled as refreshes per day x the measured cost of one (a day of real refreshes would take
-   a day).
+   a day). And the floor under any refresh: a process like the run's (Python, dagster, the code
+   location) and a run of no-op steps with as many assets and checks as the refresh's.
 2. Freshness, measured end to end (--minutes, default 10): `dagster dev` (daemon, sensor, run
    queue) on port 3120 with the default settings. At random times a landing: three new
    main-branch jobs (their `completed` deliveries in a new webhook file, as the receiver rolls
@@ -363,7 +365,7 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
 def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> dict:
     print(f"\n1. Cost ({load()})", flush=True)
     first, cursor = refresh_once(env, today, "")
-    print_run("first refresh, day up to 23:45", first)
+    print_run(f"first refresh, day up to 23:{60 - SLICES * SLICE_MIN:02d}", first)
     runs = []
     for k, files in enumerate(slices):
         land_slice(files)
