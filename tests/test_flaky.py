@@ -24,6 +24,7 @@ from torchci_assets.derived.results.stats import (
     build_test_daily_stats,
     build_test_results,
 )
+from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -316,6 +317,13 @@ def test_assets_materialize_and_publish(tmp_path):
     assert meta["disabled_tests"]["disabled"].value == 1
     assert (tmp_path / "out" / "stats" / "disabled-tests-condensed.json").exists()
     assert sorted(p.name for p in (tmp_path / "out" / "smoke-tests").iterdir()) == ["linux.json", "win.json"]
+    # an intra-day refresh with no input changed leaves flaky_tests as written, and says so
+    again = dg.materialize(FLAKINESS_ASSETS[:3], partition_key=days[-1], tags={REFRESH_TAG: REFRESH_VALUE}, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource()})
+    meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in again.get_asset_materialization_events()}
+    assert again.success and meta["flaky_tests"]["unchanged_inputs"].value is True
+    assert meta["flaky_tests"]["verdict_flaky"].value == 1 and meta["disabled_issues"]["unchanged_since"].value
 
 
 def _table(lake: Lake, table: str, day: str) -> list[tuple]:
