@@ -114,7 +114,8 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
     for the window ending on `day`. `skip_if_unchanged` (an intra-day refresh): leave both as
     they are when no input partition changed since they were written (`unchanged`)."""
     digest = inputs_digest(lake, window_inputs(day, window_days), {"window_days": window_days, **PARAMETERS})
-    if skip_if_unchanged and recorded(lake, "flaky_tests", day) == digest and lake.files("flaky_test_platforms", [day]):
+    written = lake.files("flaky_tests", [day]) and lake.files("flaky_test_platforms", [day])
+    if skip_if_unchanged and written and recorded(lake, "flaky_tests", day) == digest:
         return _report_of_written(lake, day, window_days)
     forget(lake, "flaky_tests", day)
     con = connect()
