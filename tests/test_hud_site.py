@@ -250,3 +250,27 @@ def test_a_refresh_renders_only_the_pull_request_pages_whose_inputs_changed(tmp_
     for path in report.pages:
         assert _strip_generated(out.read_bytes(path)) == _strip_generated(fresh.read_bytes(path)), path
     assert sorted(json.loads(out.read_bytes("hud/site.json"))["pages"]) == sorted(report.pages)
+
+
+def test_a_publish_killed_while_writing_leaves_no_page_vouched_for(tmp_path, monkeypatch):
+    """The pages a run rewrites lose their recorded digest and inputs first: a run killed midway
+    leaves no record that would let the next run keep a half-updated page as it is."""
+    lake, out, h = _published(tmp_path)
+    h.job("b" * 40, GROUP_JOB.format(2), "failure", run_id=108, branch="gh/u/8/head")
+    h.write(lake)
+    build(lake)
+    real = Store.write_bytes
+
+    def killed(self, rel, data):
+        if rel == "hud/pr/8.html":
+            raise KeyboardInterrupt("killed")
+        return real(self, rel, data)
+    monkeypatch.setattr(Store, "write_bytes", killed)
+    with pytest.raises(KeyboardInterrupt):
+        publish_site(lake, out, DAY, REPO, reuse=True)
+    meta = json.loads(out.read_bytes("hud/site.json"))
+    assert meta["day"] == DAY and "hud/pr/8.html" not in meta["digests"] and "hud/pr/8.html" not in meta["inputs"]
+    assert "hud/pr/7.html" in meta["inputs"]
+    monkeypatch.setattr(Store, "write_bytes", real)
+    report = publish_site(lake, out, DAY, REPO, reuse=True)
+    assert "hud/pr/8.html" not in report.reused and "hud/pr/7.html" in report.reused

@@ -359,21 +359,29 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
         digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
         report.unchanged.append(path)
     index = f"{SITE_DIR}/index.html"
-    for path in sorted(p for p in files if p != index) + [index]:
-        if before["digests"].get(path) == digests[path] and outputs.exists(path):
-            report.unchanged.append(path)
-        else:
-            outputs.write_bytes(path, files[path])
+    writes = [p for p in sorted(p for p in files if p != index) + [index]
+              if before["digests"].get(p) != digests[p] or not outputs.exists(p)]
+    report.unchanged += [p for p in files if p not in writes]
+    if any(p in before["digests"] for p in writes):  # a run killed while writing them must not vouch for them
+        outputs.write_bytes(SITE_META, _meta(current or day, before, drop=set(writes)))
+    for path in writes:
+        outputs.write_bytes(path, files[path])
     stale = sorted(p for p in present if p not in digests)
     for path in stale:
         outputs.delete(path)
     report.deleted = stale
-    outputs.write_bytes(SITE_META, json.dumps({"day": day, "pages": report.pages, "digests": digests,
-                                               "inputs": report.inputs}, indent=1, sort_keys=True).encode())
+    outputs.write_bytes(SITE_META, _meta(day, {"pages": report.pages, "digests": digests, "inputs": report.inputs}))
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
         f"{len(report.unchanged)} of them unchanged and left as they were, {len(stale)} stale pull request pages removed")
     return report
+
+
+def _meta(day: str, meta: dict, drop: set[str] = frozenset()) -> bytes:
+    """hud/site.json: the day shown, and each page's bytes, content digest and (pull requests)
+    inputs, but those of the pages in `drop`."""
+    kept = {k: {p: v for p, v in (meta.get(k) or {}).items() if p not in drop} for k in ("pages", "digests", "inputs")}
+    return json.dumps({"day": day, **kept}, indent=1, sort_keys=True).encode()
 
 
 def content_digest(page: bytes, generated: str) -> str:
