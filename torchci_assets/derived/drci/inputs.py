@@ -2,9 +2,10 @@
 
 Heads and their jobs come from the day's `pr_jobs` (the HUD's per-job view, already latest attempt
 per job name, infra failures marked); failing tests and their messages from `test_results` (its
-failures, extracted once per file: extracts.py); the trunk from `commit_health` and `test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked
-unstable from `stats/unstable-jobs.json` in the outputs, as the flakiness domain publishes it from
-the open UNSTABLE issues. Windows are bounded (WINDOW_DAYS, TRUNK_DAYS) so a day costs the same
+failures, extracted once per file: extracts.py); the trunk from `commit_health` and
+`test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked unstable from
+`stats/unstable-jobs.json` in the outputs, as the flakiness domain publishes it from the open
+UNSTABLE issues. Windows are bounded (WINDOW_DAYS, TRUNK_DAYS) so a day costs the same
 whatever the history.
 """
 

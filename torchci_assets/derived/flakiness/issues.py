@@ -328,8 +328,8 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
             title = issue_title(w.test)
-            lines.append(f"DRY RUN: would find or file {title!r} in {repo} (Platforms: {', '.join(w.platforms) or 'all'}) "
-                         f"({reason})")
+            lines.append(f"DRY RUN: would find or file {title!r} in {repo} "
+                         f"(Platforms: {', '.join(w.platforms) or 'all'}) ({reason})")
             detail = f"would find or file {title!r} ({reason})"
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
     digest = plan_digest(report.rows)
@@ -687,7 +687,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
 
 def wanted_digest(wanted: list[Wanted]) -> str:
     """What the filing acts on: each wanted test with its platforms and where it flaked."""
-    return hashlib.sha256(json.dumps(sorted((w.test, w.platforms, sorted(w.flaked)) for w in wanted)).encode()).hexdigest()
+    plan = sorted((w.test, w.platforms, sorted(w.flaked)) for w in wanted)
+    return hashlib.sha256(json.dumps(plan).encode()).hexdigest()
 
 
 def live_state(lake: Lake, day: str) -> dict:

@@ -55,7 +55,8 @@ MAX_PRS_LISTED = 300
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
 # the code that renders a pull request's page: a new version renders every page again
-_RENDERING = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (pages, backend_pages, drci_page))).hexdigest()
+_RENDERING = hashlib.sha256(b"".join(Path(m.__file__).read_bytes()
+                                     for m in (pages, backend_pages, drci_page))).hexdigest()
 
 
 @dataclass
@@ -320,7 +321,8 @@ def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dic
     redo = []
     for p in prs:
         path = f"{SITE_DIR}/pr/{p['number']}.html"
-        report.inputs[path] = pr_page_inputs(p, rows_digests.get(p["number"]), (drci.get(p["number"]) or {}).get("body"),
+        body = (drci.get(p["number"]) or {}).get("body")
+        report.inputs[path] = pr_page_inputs(p, rows_digests.get(p["number"]), body,
                                              backends_by_head.get(p["head_sha"], []), repo)
         if (rendered or {}).get(path) == report.inputs[path]:
             report.reused.append(path)
@@ -373,7 +375,8 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     outputs.write_bytes(SITE_META, _meta(day, {"pages": report.pages, "digests": digests, "inputs": report.inputs}))
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
-        f"{len(report.unchanged)} of them unchanged and left as they were, {len(stale)} stale pull request pages removed")
+        f"{len(report.unchanged)} of them unchanged and left as they were, "
+        f"{len(stale)} stale pull request pages removed")
     return report
 
 
