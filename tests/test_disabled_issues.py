@@ -179,6 +179,8 @@ def test_a_refresh_with_nothing_changed_reads_only_the_issues_changed_since(http
     to disable and no DISABLED issue changed since the last filing, it reads the issue list's
     changes since then (one request), files and records nothing, and publishes the same list."""
     fake = FakeIssueTracker(httpserver)
+    frozen = dt.datetime.now(dt.timezone.utc)
+    fake.clock = lambda: frozen  # every change in the same second: updated_at alone cannot tell them apart
     assert run(world, github(httpserver), tags=REFRESH).success
     first, ledger = world.published(), world.ledger()
     def disabled_searches():

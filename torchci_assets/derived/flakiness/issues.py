@@ -710,11 +710,10 @@ def _unchanged_since(tracker: IssueTracker, state: dict, log: Callable[[str], No
     """The report of a filing with nothing to do, when the wanted tests are those the last
     complete filing handled and no disabled-test issue changed since (read from the snapshot and
     the issue list's changes since it, no search); else None."""
-    before = {int(i["number"]): i.get("updated_at") for i in (state.get("snapshot") or {}).get("issues") or []}
+    before = {int(i["number"]): _as_seen(i) for i in (state.get("snapshot") or {}).get("issues") or []}
     if not tracker.read_open(state.get("snapshot")):
         return None
-    moved = [n for n, i in tracker.by_number.items() if is_test_issue(i.get("title"))
-             and before.get(n) != i.get("updated_at")]
+    moved = [n for n, i in tracker.by_number.items() if is_test_issue(i.get("title")) and before.get(n) != _as_seen(i)]
     if moved:
         log(f"{len(moved)} DISABLED issue(s) changed since run {state.get('run_id')}: every wanted test is looked up")
         return None
@@ -723,6 +722,13 @@ def _unchanged_since(tracker: IssueTracker, state: dict, log: Callable[[str], No
                           unchanged_since=str(state.get("run_id", "")))
     report.open_issues, report.open_list = len(tracker.open_issues()), tracker.open_any()
     return report
+
+
+def _as_seen(issue: dict) -> list:
+    """What the filing acts on of an issue: `updated_at` counts whole seconds, so a change in the
+    same second as the snapshot shows only in the fields themselves."""
+    labels = sorted(x.get("name", "") if isinstance(x, dict) else str(x) for x in issue.get("labels") or [])
+    return [issue.get("updated_at"), issue.get("state"), issue.get("title"), issue.get("body"), labels]
 
 
 def read_back_open(github: GitHubResource, repo: str, lake: Lake | None = None, day: str | None = None,
