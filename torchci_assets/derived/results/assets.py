@@ -42,17 +42,22 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
 )
 @lake_metadata
 def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
-    """Joins the day's test rows with their jobs and flags infra-suspect jobs."""
+    """Joins the day's test rows with their jobs and flags infra-suspect jobs. In an intra-day
+    refresh it adds the test_run parts it has not joined yet and rewrites the files of the jobs
+    that changed since (`derived.results.parts`)."""
     day = context.partition_key
     lk = lake.lake()
-    report = build_test_results(lk, day)
+    report = build_test_results(lk, day, incremental=is_refresh(context.run.tags))
+    written = report.written
     if report.job_partitions == 0:
         context.log.warning(f"no workflow_job partition within D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}: "
                             "every test row is without its job")
     yield dg.MaterializeResult(asset_key="test_results", metadata={
         "rows": report.rows, "rows_without_job": report.rows_without_job,
         "job_partitions_read": report.job_partitions,
-        "path": lk.store.display(lk.partition_path("test_results", day)),
+        "path": lk.store.display(f"test_results/day={day}"),
+        "mode": written.mode, "mode_reason": written.reason, "test_run_parts_added": written.parts_added,
+        "files_rewritten": written.files_rewritten, "rows_written": written.rows_written,
     })
     yield dg.MaterializeResult(asset_key="test_jobs", metadata={
         "rows": report.jobs, "jobs_not_found": report.jobs_not_found,

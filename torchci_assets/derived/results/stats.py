@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, execute
-from torchci_assets.derived.results import increments
+from torchci_assets.derived.results import increments, parts
 from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
@@ -82,6 +82,7 @@ class ResultsReport:
     rows_without_job: int
     infra_jobs: dict[str, int]
     job_partitions: int
+    written: parts.Written | None = None
 
 
 def _register_or_empty(con, lake: Lake, table: str, days: list[str], name: str) -> int:
@@ -97,9 +98,11 @@ def _require(con, lake: Lake, table: str, days: list[str], name: str | None = No
                                 "materialize it first")
 
 
-def build_test_results(lake: Lake, day: str) -> ResultsReport:
+def build_test_results(lake: Lake, day: str, incremental: bool = False) -> ResultsReport:
     """Write `test_jobs` (one row per job attempt with test rows) and `test_results` (test rows
-    with their job) for `day`; see the module docstring for the job look-back and infra rule."""
+    with their job) for `day`; see the module docstring for the job look-back and infra rule. In
+    an intra-day refresh (`incremental`) by adding the test_run parts not joined yet (`parts`)."""
+    layout, plan, sources, generation = parts.plan(lake, day, incremental)
     con = connect()
     try:
         _require(con, lake, "test_run", [day])
@@ -107,17 +110,17 @@ def build_test_results(lake: Lake, day: str) -> ResultsReport:
         job_partitions = _register_or_empty(con, lake, "workflow_job", window, "job_window")
         _register_or_empty(con, lake, "workflow_run", window, "run_window")
         _register_or_empty(con, lake, "job_failure", window, "failure_window")
-        execute(con, SQL["test_jobs"], _JOB_PARAMETERS)
-        lake.write("test_jobs", day, con.sql("SELECT * FROM test_jobs").to_arrow_reader(BATCH_ROWS))
-        rows = lake.write("test_results", day, con.sql(SQL["test_results"]).to_arrow_reader(BATCH_ROWS))
-        jobs, not_found, rows_without_job = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE NOT job_found), "
-            "coalesce(sum(tests) FILTER (WHERE NOT job_found), 0) FROM test_jobs").fetchone()
-        infra = dict(con.execute(
-            "SELECT infra_reason, count(*) FROM test_jobs WHERE infra_suspect GROUP BY ALL").fetchall())
+        written = plan.reason
+        if plan.mode != "recompute":
+            written = parts.append(con, lake, day, layout, plan.new_parts, sources, _JOB_PARAMETERS)
+        if isinstance(written, str):
+            _require(con, lake, "test_run", [day])
+            written = parts.rebuild(con, lake, day, sources, generation, _JOB_PARAMETERS, written)
+        jobs, not_found, rows, rows_without_job = execute(con, _INCREMENT["job_totals"]).fetchall()[0]
+        infra = dict(execute(con, _INCREMENT["infra_reasons"]).fetchall())
     finally:
         con.close()
-    return ResultsReport(day, rows, jobs, not_found, int(rows_without_job), infra, job_partitions)
+    return ResultsReport(day, int(rows), jobs, not_found, int(rows_without_job), infra, job_partitions, written)
 
 
 # ---- daily aggregates ----------------------------------------------------------------------

@@ -32,3 +32,13 @@ CREATE OR REPLACE TEMP VIEW test_results AS
 SELECT r.* FROM all_results r ANTI JOIN new_jobs n USING (workflow_id, workflow_run_attempt, job_id)
 WHERE r.head_sha IN (SELECT head_sha FROM touched WHERE head_sha IS NOT NULL)
    OR (r.head_sha IS NULL AND EXISTS (SELECT 1 FROM touched WHERE head_sha IS NULL))
+
+-- step: job_totals
+-- test_results' totals from test_jobs (a job's `tests` are its rows): jobs, jobs without their
+-- webhooks, rows, rows without their job.
+SELECT count(*), count(*) FILTER (WHERE NOT job_found), coalesce(sum(tests), 0)::BIGINT,
+       coalesce(sum(tests) FILTER (WHERE NOT job_found), 0)::BIGINT
+FROM test_jobs
+
+-- step: infra_reasons
+SELECT infra_reason, count(*) FROM test_jobs WHERE infra_suspect GROUP BY ALL

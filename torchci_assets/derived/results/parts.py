@@ -1,0 +1,228 @@
+"""test_results and test_jobs following test_run's parts: in an intra-day refresh, the rows of the
+test_run parts that landed since the previous run are joined with their jobs and added as new
+files, instead of joining, sorting and writing the whole day again.
+
+Layout. test_results' day partition holds, for each test_run part `<p>.parquet`, the files
+`<p>-b<k>.parquet`: the part's rows whose `job_id % n` is k, n = the part's rows / BUCKET_ROWS
+(at least 1), each file sorted by configuration and test. So a job's rows sit in one known file
+per part, and the folder's hidden `_job_parts.pq` says which parts hold each job's rows.
+
+Why: a job's fields on its test rows change after the rows are written. Its reports usually land
+before its `completed` webhook, and its log can be classified as infrastructure later, so the
+conclusion, completion time and infra verdict of rows already written move in most refreshes.
+Rewriting only the files holding the jobs that changed costs about those files (at most
+BUCKET_ROWS rows each), not the day. A file is rewritten from itself: its test columns never
+change, its job columns are joined again from the new test_jobs.
+
+test_jobs (one row per job attempt, ~60 k a day) is rewritten whole: its test counts are the
+previous ones plus those of the new parts' jobs; only the join with the jobs' webhooks and logs
+over the window runs again, which is what picks up a later webhook or log verdict.
+
+What is not an append rebuilds the day from test_run (every file replaced), as every run that is
+not an intra-day refresh does: no record of the previous layout, a new generation of test_run
+(the ingest rewrote it), a part counted before that changed or vanished, and a job whose rows
+are spread over an old and a new part (its counts and infra verdict need all its rows). The
+record (`_parts.json`) is removed before anything is written and written after the commit, so a
+refresh killed midway leaves the previous files readable and the next one rebuilds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.lake import Lake
+from resources.sql import SqlFiles, execute, relation
+from torchci_assets.derived.results import increments
+from torchci_assets.ingest.commit import PartitionCommit, hidden_files
+
+TABLE = "test_results"
+RECORD_NAME = "_parts.json"  # a leading '_': listings of the lake's Parquet parts skip it
+JOB_PARTS = "job_parts"  # the hidden `_job_parts.pq`: job attempt -> test_run part stem
+BUCKET_ROWS = 100_000
+BATCH_ROWS = 50_000
+
+SQL = SqlFiles(__file__)
+_STEPS = dict(SQL.steps("result_parts"))
+_JOBS = dict(SQL.steps("test_jobs"))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What test_results of a day was built from: test_run parts (store path -> size), their
+    generation, and how many files each part's rows were split into (part stem -> n)."""
+
+    sources: dict[str, int]
+    buckets: dict[str, int]
+    generation: str | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps({"sources": self.sources, "buckets": self.buckets, "generation": self.generation},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Layout":
+        raw = json.loads(data)
+        return cls({str(k): int(v) for k, v in raw["sources"].items()},
+                   {str(k): int(v) for k, v in raw["buckets"].items()}, raw.get("generation"))
+
+
+@dataclass
+class Written:
+    """What a build wrote: `mode` rebuild or append, why, test_run parts added, files rewritten
+    for changed jobs, and test_results rows written."""
+
+    mode: str
+    reason: str
+    parts_added: int = 0
+    files_rewritten: int = 0
+    rows_written: int = 0
+
+
+def stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".parquet")
+
+
+def file_part(src: str, bucket: int) -> str:
+    return f"{src}-b{bucket:03d}"
+
+
+def bucket_count(rows: int) -> int:
+    return max(1, math.ceil(rows / BUCKET_ROWS))
+
+
+def record_path(day: str) -> str:
+    return f"{TABLE}/day={day}/{RECORD_NAME}"
+
+
+def read_layout(lake: Lake, day: str) -> Layout | None:
+    if not lake.store.exists(record_path(day)):
+        return None
+    try:
+        return Layout.from_json(lake.store.read_bytes(record_path(day)))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # unreadable: rebuild, which writes a fresh one
+
+
+def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increments.Plan, dict[str, int], str | None]:
+    """(previous layout, append / unchanged / recompute, test_run's parts, their generation)."""
+    sources, generation = increments.source_parts(lake, day)
+    layout = read_layout(lake, day)
+    counted = None if layout is None else increments.Record(layout.sources, "", layout.generation)
+    return layout, increments.plan(counted, sources, incremental, generation), sources, generation
+
+
+def write_buckets(out: PartitionCommit, day: str, src: str, reader: pa.RecordBatchReader) -> int:
+    """Write rows sorted by their `bucket` column as one file per bucket (`bucket` left out); a
+    part without rows still gets its (empty) first file, so the partition always has the schema."""
+    schema = reader.schema.remove(reader.schema.get_field_index("bucket"))
+    rows, current = 0, None
+    with contextlib.ExitStack() as stack:
+        writer = None
+        for batch in reader:
+            buckets = batch.column("bucket").to_numpy(zero_copy_only=False)
+            cuts = (np.flatnonzero(np.diff(buckets)) + 1).tolist()
+            for lo, hi in zip([0, *cuts], [*cuts, len(buckets)]):
+                if hi <= lo:
+                    continue
+                if buckets[lo] != current:
+                    stack.close()
+                    current = int(buckets[lo])
+                    writer = stack.enter_context(out.writer(TABLE, day, schema, file_part(src, current)))
+                writer.write_batch(batch.slice(lo, hi - lo).select(schema.names))
+                rows += hi - lo
+        if current is None:
+            stack.enter_context(out.writer(TABLE, day, schema, file_part(src, 0)))
+    return rows
+
+
+def _write_rows(con, out: PartitionCommit, day: str, src: str, buckets: int) -> int:
+    """The rows of view test_run with their job, into `src`'s files."""
+    reader = relation(con, SQL["test_results"], {"buckets": buckets}).to_arrow_reader(BATCH_ROWS)
+    return write_buckets(out, day, src, reader)
+
+
+def _add_sources(con, lake: Lake, out: PartitionCommit, day: str, sources: Iterable[str]) -> tuple[dict, list, int]:
+    """Each test_run part's rows into its files: (part stem -> files, job -> part tables, rows)."""
+    buckets, maps, rows = {}, [], 0
+    for path in sources:
+        src, full = stem(path), lake.store.full(path)
+        buckets[src] = bucket_count(pq.read_metadata(full, filesystem=lake.store.fs).num_rows)
+        lake.register_files(con, [full], "test_run")
+        rows += _write_rows(con, out, day, src, buckets[src])
+        maps.append(relation(con, _STEPS["jobs_of_part"], {"src": src}).to_arrow_table())
+    return buckets, maps, rows
+
+
+def _finish(con, lake: Lake, out: PartitionCommit, day: str, maps: list[pa.Table]) -> None:
+    out.write("test_jobs", day, relation(con, _STEPS["all_jobs"]).to_arrow_reader(BATCH_ROWS))
+    out.write(TABLE, day, pa.concat_tables(maps, promote_options="permissive"), part=JOB_PARTS, hidden=True)
+
+
+def rebuild(con, lake: Lake, day: str, sources: dict[str, int], generation: str | None, job_parameters: dict,
+            reason: str) -> Written:
+    """The whole day from test_run (view test_run over the day): every file replaced."""
+    lake.store.delete(record_path(day))
+    run_job_sql(con, job_parameters)
+    with PartitionCommit(lake) as out:
+        buckets, maps, rows = _add_sources(con, lake, out, day, sorted(sources))
+        _finish(con, lake, out, day, maps)
+        out.replace_matching(TABLE, day, lambda name: name.endswith(".parquet"))
+    lake.store.write_bytes(record_path(day), Layout(sources, buckets, generation).to_json())
+    return Written("rebuild", reason, len(sources), 0, rows)
+
+
+def run_job_sql(con, job_parameters: dict) -> None:
+    """test_jobs from view test_run's job counts and the jobs' webhooks and logs over the window."""
+    execute(con, _JOBS["job_tests"])
+    execute(con, _JOBS["test_jobs"], job_parameters)
+
+
+def append(con, lake: Lake, day: str, layout: Layout, new_parts: list[str], sources: dict[str, int],
+           job_parameters: dict) -> Written | str:
+    """The new parts' rows added and the files of changed jobs rewritten; or why the day must be rebuilt."""
+    why = _jobs_after(con, lake, day, new_parts, job_parameters)
+    if why:
+        return why
+    con.register("bucket_counts", pa.table({"src": list(layout.buckets), "buckets": list(layout.buckets.values())}))
+    changed = execute(con, _STEPS["changed_buckets"]).fetchall()
+    lake.store.delete(record_path(day))  # a run killed from here on leaves no layout to add to
+    with PartitionCommit(lake) as out:
+        buckets, maps, rows = _add_sources(con, lake, out, day, new_parts)
+        for src, bucket in changed:
+            path = lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
+            lake.register_files(con, [path], "test_run")
+            rows += _write_rows(con, out, day, src, layout.buckets[src])
+        _finish(con, lake, out, day, [relation(con, _STEPS["all_job_parts"]).to_arrow_table(), *maps])
+    after = Layout(sources, {**layout.buckets, **buckets}, layout.generation)
+    lake.store.write_bytes(record_path(day), after.to_json())
+    return Written("append", f"{len(new_parts)} new test_run part(s); {len(changed)} file(s) of changed jobs "
+                             "rewritten", len(new_parts), len(changed), rows)
+
+
+def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters: dict) -> str | None:
+    """test_jobs with the new parts' jobs (previous_jobs: as the previous run wrote it, job_parts:
+    which part holds each job), or why the day must be rebuilt instead."""
+    if not lake.register(con, "test_jobs", [day], name="previous_jobs"):
+        return "no previous test_jobs"
+    maps_before = hidden_files(lake, TABLE, day, JOB_PARTS)
+    if not maps_before:
+        return "no record of which part holds each job"
+    execute(con, _STEPS["job_parts"], {"files": maps_before})
+    if lake.register_files(con, [lake.store.full(p) for p in new_parts], "test_run"):
+        execute(con, _JOBS["job_tests"])
+    else:
+        execute(con, _STEPS["no_new_jobs"])
+    split = execute(con, _STEPS["split_jobs"]).fetchall()[0][0]
+    if split:
+        return f"{split} job(s) of the new parts have rows in an earlier part too"
+    execute(con, _STEPS["add_previous_jobs"])
+    execute(con, _JOBS["test_jobs"], job_parameters)
+    return None
