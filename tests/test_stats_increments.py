@@ -198,7 +198,7 @@ def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
 
 
 def test_plan_reads_the_parts_alone():
-    rec = increments.Record({"test_run/day=D/a.parquet": 10}, "0")
+    rec = increments.Record({"test_run/day=D/a.parquet": 10})
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, True).mode == "unchanged"
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}, True).new_parts == [
         "test_run/day=D/b.parquet"]
@@ -208,7 +208,7 @@ def test_plan_reads_the_parts_alone():
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, False).mode == "recompute"
     assert increments.Record.from_json(rec.to_json()) == rec
     # the ingest's manifest names a generation, changed at every rewrite of the partition
-    gen = increments.Record({"test_run/day=D/a.parquet": 10}, "0", "g1")
+    gen = increments.Record({"test_run/day=D/a.parquet": 10}, "g1")
     grown = {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}
     assert increments.plan(gen, grown, True, "g1").mode == "append"
     rewritten = increments.plan(gen, grown, True, "g2")

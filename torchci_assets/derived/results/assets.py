@@ -90,7 +90,8 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
 @lake_metadata
 def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     """Aggregates the day's test_results so that windows never re-read raw rows. In an intra-day
-    refresh it adds only the test_run parts it has not counted yet to its previous result."""
+    refresh it adds what moved since its previous result (new jobs, jobs whose fields changed),
+    reading only the rows of the commits and configurations they touch (`derived.results.increments`)."""
     day = context.partition_key
     lk = lake.lake()
     built = build_test_daily_stats(lk, day, incremental=is_refresh(context.run.tags))

@@ -115,7 +115,7 @@ def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increm
     """(previous layout, append / unchanged / recompute, test_run's parts, their generation)."""
     sources, generation = increments.source_parts(lake, day)
     layout = read_layout(lake, day)
-    counted = None if layout is None else increments.Record(layout.sources, "", layout.generation)
+    counted = None if layout is None else increments.Record(layout.sources, layout.generation)
     return layout, increments.plan(counted, sources, incremental, generation), sources, generation
 
 
@@ -226,3 +226,17 @@ def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters:
     execute(con, _STEPS["add_previous_jobs"])
     execute(con, _JOBS["test_jobs"], job_parameters)
     return None
+
+
+def files_of_jobs(con, lake: Lake, day: str) -> list[str]:
+    """Full paths of test_results' files holding rows of the jobs in table key_jobs (every file of
+    the day when they were not written by `rebuild` or `append`: no layout, or other files)."""
+    everything = lake.files(TABLE, [day])
+    layout, maps = read_layout(lake, day), hidden_files(lake, TABLE, day, JOB_PARTS)
+    if layout is None or not maps or any(stem(f).rsplit("-b", 1)[0] not in layout.buckets for f in everything):
+        return everything
+    execute(con, _STEPS["job_parts"], {"files": maps})
+    con.register("bucket_counts", pa.table({"src": list(layout.buckets), "buckets": list(layout.buckets.values())}))
+    wanted = {lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
+              for src, bucket in execute(con, _STEPS["files_of_jobs"]).fetchall()}
+    return [f for f in everything if f in wanted]

@@ -14,7 +14,7 @@ SELECT workflow_id, workflow_run_attempt, job_id, tests, executed, failed, error
 FROM previous_jobs WHERE false
 
 -- step: job_parts
-CREATE OR REPLACE TEMP TABLE job_parts AS SELECT * FROM read_parquet($files)
+CREATE OR REPLACE TEMP TABLE job_parts AS SELECT * FROM read_parquet($files, hive_partitioning = false)
 
 -- step: all_jobs
 SELECT * FROM test_jobs
@@ -46,3 +46,9 @@ ORDER BY ALL
 -- step: jobs_of_part
 -- The job attempts with rows in the part (view test_run) named $src.
 SELECT DISTINCT workflow_id, workflow_run_attempt, job_id, $src AS src FROM test_run
+
+-- step: files_of_jobs
+-- The files holding rows of the jobs in table key_jobs.
+SELECT DISTINCT m.src, m.job_id % b.buckets AS bucket
+FROM job_parts m SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
+JOIN bucket_counts b USING (src)

@@ -1,7 +1,8 @@
 -- test_daily_stats after an append: previous - agg(B) + agg(A), per test and configuration
 -- (increments.py says why that equals aggregating the whole day). The extremes combine the
--- previous result with A: rows are only ever added. Same columns, types and order as
--- test_daily_stats.sql.
+-- previous result with A (exact unless a changed row held one: `lost_extremes`). A group left
+-- without rows (its only job moved to another configuration) is gone. Same columns, types and
+-- order as test_daily_stats.sql.
 WITH signed AS (
     SELECT *, 1 AS sign FROM previous_stats
     UNION ALL BY NAME SELECT *, -1 AS sign FROM agg_b
@@ -29,6 +30,7 @@ summed AS (
         max(last_seen) FILTER (WHERE sign = 1) AS last_seen
     FROM signed
     GROUP BY file, classname, name, build_env, test_config, platform, branch_class
+    HAVING sum(sign * (runs + infra_runs)) > 0
 )
 SELECT file, classname, name, build_env, test_config, platform, branch_class, runs, passed, failed, errors,
     skipped, rerun_count, rerun_passed, rerun_failed, clean_passes, pass_time,
