@@ -45,8 +45,14 @@ def refresh(tmp_path, incremental: bool = True):
 
 
 def tables(tmp_path) -> dict[str, list[tuple]]:
-    return {t: [tuple(r.values()) for r in query(tmp_path, t, f"SELECT * EXCLUDE (day) FROM t ORDER BY {o}")]
-            for t, o in ORDER.items()}
+    """Each table's rows in key order, after its column names as the files hold them."""
+    out = {}
+    for t, o in ORDER.items():
+        rows = query(tmp_path, t, f"SELECT * EXCLUDE (day) FROM t ORDER BY {o}")
+        folder = tmp_path / "lake" / t / f"day={D}"
+        names = {tuple(pq.read_schema(f).names) for f in folder.glob("*.parquet")}
+        out[t] = [*sorted(names), *(tuple(r.values()) for r in rows)]
+    return out
 
 
 def at_once(tmp_path, where) -> dict[str, list[tuple]]:
@@ -108,7 +114,7 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, rows
     assert incremental == at_once(tmp_path, tmp_path / "once")
     jobs = {r["job_id"]: r for r in query(tmp_path, "test_jobs", "SELECT * FROM t")}
     assert jobs[5]["infra_reason"] == "log-infra" and jobs[40]["job_conclusion"] == "success"
-    assert len(incremental["test_results"]) == sum(len(r) for r in rows.values())
+    assert len(incremental["test_results"]) == 1 + sum(len(r) for r in rows.values())  # its columns, its rows
 
 
 def test_a_changed_job_rewrites_its_file_and_no_other(tmp_path, rows):

@@ -190,11 +190,13 @@ def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
     result = materialize(archive_refresh_job.tags)
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["test_daily_stats"]["mode"].value == "append"
+    assert (meta["test_results"]["mode"].value, meta["test_results"]["test_run_parts_added"].value) == ("append", 1)
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()}["every_test_row_counted_once"]
     land(tmp_path, "part-3", [run_row(998, 998, "test_later")])
     result = materialize({})
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["test_daily_stats"]["mode"].value == "recompute"
+    assert meta["test_results"]["mode"].value == "rebuild"
 
 
 def test_plan_reads_the_parts_alone():

@@ -13,6 +13,7 @@ from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBA
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.staging import sweep_staging
 
 # Share of test rows whose job is in no workflow_job partition of the look-back window above
 # which test_results is flagged (webhooks missing or late beyond the window).
@@ -49,6 +50,7 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     lk = lake.lake()
     report = build_test_results(lk, day, incremental=is_refresh(context.run.tags))
     written = report.written
+    swept = sweep_staging(context, lk, ["test_results", "test_jobs"], day)  # a killed run's files
     if report.job_partitions == 0:
         context.log.warning(f"no workflow_job partition within D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}: "
                             "every test row is without its job")
@@ -58,6 +60,7 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
         "path": lk.store.display(f"test_results/day={day}"),
         "mode": written.mode, "mode_reason": written.reason, "test_run_parts_added": written.parts_added,
         "files_rewritten": written.files_rewritten, "rows_written": written.rows_written,
+        "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key="test_jobs", metadata={
         "rows": report.jobs, "jobs_not_found": report.jobs_not_found,

@@ -219,6 +219,7 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
     files = parts.files_of_jobs(con, lake, day)
     lake.register_files(con, files, "results_files")
     execute(con, _INCREMENT["key_rows"])
+    execute(con, _INCREMENT["moved_groups"])
     con.register("extremes_b", _aggregate(con, "changed_rows_b", "test_daily_stats"))
     con.register("extremes_a", _aggregate(con, "changed_rows_a", "test_daily_stats"))
     if execute(con, _INCREMENT["lost_extremes"]).fetchall()[0][0]:

@@ -59,17 +59,33 @@ CREATE OR REPLACE TEMP TABLE key_rows AS
 SELECT r.workflow_id, r.workflow_run_attempt, r.job_id, r.file, r.classname, r.name, r.status, r.rerun_count, r.time
 FROM results_files r SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
 
+-- step: moved_groups
+-- The groups (test and configuration) the moved jobs have rows in, now or as counted: only those
+-- can differ (the other shards of a configuration run other tests).
+CREATE OR REPLACE TEMP TABLE moved_groups AS
+SELECT hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class) AS g
+FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
+SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
+UNION
+SELECT hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class) AS g
+FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
+SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
+
 -- step: rows_a
--- A: the rows with a key in K, with their jobs' fields now.
+-- A: the rows of the moved groups with a key in K, with their jobs' fields now.
 CREATE OR REPLACE TEMP VIEW test_results AS
 SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
+WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
+      IN (SELECT g FROM moved_groups)
 
 -- step: rows_b
--- B: the rows with a key in K as the previous result counted them (no new job's).
+-- B: the same as the previous result counted them (no new job's).
 CREATE OR REPLACE TEMP VIEW test_results AS
 SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
+WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
+      IN (SELECT g FROM moved_groups)
 
 -- step: changed_rows_b
 -- The changed jobs' rows as counted, and (changed_rows_a) as they are now: whether an extreme of a
