@@ -1,6 +1,6 @@
 -- test_results following test_run's parts (parts.py). Views and tables: test_run (the parts being
 -- added), job_tests (their jobs' test counts), previous_jobs (test_jobs as the previous run wrote
--- it), job_parts (which test_run part holds each job's rows), bucket_counts (files per part).
+-- it), job_parts (which files, by test_run part and number, hold each job's rows).
 
 -- step: split_jobs
 -- Jobs of the new parts that an earlier part holds rows of too: their counts need every row.
@@ -28,14 +28,13 @@ SELECT workflow_id, workflow_run_attempt, job_id, tests, executed, failed, error
        top_message_failures
 FROM previous_jobs
 
--- step: changed_buckets
+-- step: changed_files
 -- The files holding rows of a job whose fields on test rows changed since they were written (a
 -- later webhook, a log classified as infrastructure).
-SELECT DISTINCT m.src, m.job_id % b.buckets AS bucket
+SELECT DISTINCT m.src, m.bucket
 FROM previous_jobs p
 JOIN test_jobs j USING (workflow_id, workflow_run_attempt, job_id)
 JOIN job_parts m USING (workflow_id, workflow_run_attempt, job_id)
-JOIN bucket_counts b USING (src)
 WHERE (p.head_sha, p.head_branch, p.branch_class, p.build_env, p.test_config, p.shard, p.num_shards, p.platform,
        p.job_name, p.job_conclusion, p.job_completed_at, p.job_found, p.infra_suspect)
       IS DISTINCT FROM
@@ -43,12 +42,6 @@ WHERE (p.head_sha, p.head_branch, p.branch_class, p.build_env, p.test_config, p.
        j.job_name, j.job_conclusion, j.job_completed_at, j.job_found, j.infra_suspect)
 ORDER BY ALL
 
--- step: jobs_of_part
--- The job attempts with rows in the part (view test_run) named $src.
-SELECT DISTINCT workflow_id, workflow_run_attempt, job_id, $src AS src FROM test_run
-
 -- step: files_of_jobs
 -- The files holding rows of the jobs in table key_jobs.
-SELECT DISTINCT m.src, m.job_id % b.buckets AS bucket
-FROM job_parts m SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
-JOIN bucket_counts b USING (src)
+SELECT DISTINCT m.src, m.bucket FROM job_parts m SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
