@@ -3,12 +3,12 @@ test_run parts that landed since the previous run are joined with their jobs and
 files, instead of joining, sorting and writing the whole day again.
 
 Layout. test_results' day partition holds, for each test_run part `<p>.parquet`, the files
-`<p>-b<k>.parquet`: the part's rows joined with their jobs, those of the configurations (build
-environment and test config) in bucket k of n = the part's rows / BUCKET_ROWS, each file sorted
-by configuration and test. The folder's hidden `_job_parts.pq` says which file holds each job's
-rows: a job has one configuration, so one file per part. Why by configuration: every row of a
-test and configuration sits in one file, in order, as in one sorted file of the day, which the
-day's aggregation needs to stay as fast (splitting by job made it 30% slower).
+`<p>-b<k>.parquet`: the part's rows joined with their jobs and sorted by configuration (build
+environment, test config) and test, as one sorted file of the part would be, cut where the
+configuration changes once a file has BUCKET_ROWS rows. The folder's hidden `_job_parts.pq` says
+which file holds each job's rows: a job has one configuration, so one file per part. Why by
+configuration: every row of a test and configuration sits in one file, in order, which the day's
+aggregation needs to stay as fast as from one file (splitting by job made it 30% slower).
 
 Why: a job's fields on its test rows change after the rows are written. Its reports usually land
 before its `completed` webhook, and its log can be classified as infrastructure later, so the
@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from resources.lake import Lake
 from resources.sql import SqlFiles, execute, relation
@@ -98,11 +97,6 @@ def file_part(src: str, bucket: int) -> str:
     return f"{src}-b{bucket:03d}"
 
 
-def bucket_count(rows: int) -> int:
-    """Buckets of configurations to split a part of `rows` rows into: files of ~BUCKET_ROWS rows."""
-    return max(1, math.ceil(rows / BUCKET_ROWS))
-
-
 def record_path(day: str) -> str:
     return f"{TABLE}/day={day}/{RECORD_NAME}"
 
@@ -125,15 +119,16 @@ def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increm
 
 
 class _Files:
-    """Rows sorted by their `bucket` column (then by configuration and test), one file per bucket
-    (`bucket` left out; all in file `only` when given), and the job attempts each file holds."""
+    """Rows sorted by configuration and test, cut into files of at least BUCKET_ROWS rows where the
+    configuration (build env, test config) changes (all in file `only` when given), and the job
+    attempts each file holds."""
 
     def __init__(self, out: PartitionCommit, day: str, src: str, schema: pa.Schema, only: int | None):
-        self.out, self.day, self.src, self.only = out, day, src, only
-        self.schema = schema.remove(schema.get_field_index("bucket"))
+        self.out, self.day, self.src, self.schema, self.only = out, day, src, schema, only
         self.stack = contextlib.ExitStack()
-        self.writer, self.current, self.rows, self.files = None, None, 0, 0
-        self.keys: list[pa.RecordBatch] = []
+        self.writer, self.current, self.rows, self.files, self.in_file = None, -1, 0, 0, 0
+        self.last: str | None = None  # the configuration of the last row written
+        self.keys: list[pa.Table] = []
         self.jobs: list[pa.Table] = []
 
     def __enter__(self) -> "_Files":
@@ -144,41 +139,52 @@ class _Files:
             self.stack.__exit__(*exc)  # the file being written is dropped
             return
         if self.writer is None:  # no row: the (empty) first file, so the partition has the schema
-            self._open(self.only or 0)
+            self._open()
         self._close_file()
 
     def add(self, batch: pa.RecordBatch) -> None:
-        buckets = batch.column("bucket").to_numpy(zero_copy_only=False)
-        cuts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
-        for lo, hi in zip(cuts, cuts[1:]):
-            bucket = self.only if self.only is not None else int(buckets[lo])
-            if bucket != self.current:
-                self._open(bucket)
-            rows = batch.slice(lo, hi - lo)
-            self.writer.write_batch(rows.select(self.schema.names))
-            self.keys.append(rows.select(JOB_KEY))
-            self.rows += hi - lo
+        config = pc.binary_join_element_wise(pc.fill_null(batch.column("build_env"), ""),
+                                             pc.fill_null(batch.column("test_config"), ""), "\x00")
+        starts = np.flatnonzero(pc.not_equal(config[1:], config[:-1]).to_numpy(zero_copy_only=False)) + 1
+        lo = 0
+        if self.writer is None or self.last != config[0].as_py():
+            starts = np.concatenate([[0], starts])
+        for cut in [*starts.tolist(), len(config)]:
+            if cut > lo:
+                self._write(batch.slice(lo, cut - lo))
+                lo = cut
+            if cut < len(config) and (self.writer is None or (self.only is None and self.in_file >= BUCKET_ROWS)):
+                self._open()
+        self.last = config[len(config) - 1].as_py()
 
-    def _open(self, bucket: int) -> None:
+    def _write(self, rows: pa.RecordBatch) -> None:
+        self.writer.write_batch(rows)
+        # the slice's distinct job attempts (a copy: holding the batch's columns would hold the file)
+        self.keys.append(pa.Table.from_batches([rows.select(JOB_KEY)]).group_by(JOB_KEY).aggregate([]))
+        self.rows += rows.num_rows
+        self.in_file += rows.num_rows
+
+    def _open(self) -> None:
         self._close_file()
+        self.current = self.only if self.only is not None else self.current + 1
         self.writer = self.stack.enter_context(self.out.writer(TABLE, self.day, self.schema,
-                                                               file_part(self.src, bucket)))
-        self.current, self.files = bucket, self.files + 1
+                                                               file_part(self.src, self.current)))
+        self.files, self.in_file = self.files + 1, 0
 
     def _close_file(self) -> None:
         self.stack.close()
         if self.keys:
-            keys = pa.Table.from_batches(self.keys).group_by(JOB_KEY).aggregate([])
+            keys = pa.concat_tables(self.keys).group_by(JOB_KEY).aggregate([])
             self.jobs.append(keys.append_column("src", pa.array([self.src] * keys.num_rows, pa.string()))
                              .append_column("bucket", pa.array([self.current] * keys.num_rows, pa.int64())))
         self.keys = []
 
 
-def _write_rows(con, out: PartitionCommit, day: str, src: str, buckets: int,
+def _write_rows(con, out: PartitionCommit, day: str, src: str,
                 only: int | None = None) -> tuple[int, int, list[pa.Table]]:
-    """The rows of view test_run with their job, as `src`'s files, a file per bucket of
-    configurations (or all into file `only`): (rows, files, the job attempts each file holds)."""
-    reader = relation(con, SQL["test_results"], {"buckets": buckets}).to_arrow_reader(BATCH_ROWS)
+    """The rows of view test_run with their job, as `src`'s files, cut where the configuration
+    changes (or all into file `only`): (rows, files, the job attempts each file holds)."""
+    reader = relation(con, SQL["test_results"]).to_arrow_reader(BATCH_ROWS)
     with _Files(out, day, src, reader.schema, only) as files:
         for batch in reader:
             if batch.num_rows:
@@ -190,10 +196,9 @@ def _add_sources(con, lake: Lake, out: PartitionCommit, day: str, sources: Itera
     """Each test_run part's rows into its files: (part stem -> files, job -> file tables, rows)."""
     counts, maps, rows = {}, [], 0
     for path in sources:
-        src, full = stem(path), lake.store.full(path)
-        counts[src] = bucket_count(pq.read_metadata(full, filesystem=lake.store.fs).num_rows)
-        lake.register_files(con, [full], "test_run")
-        n, _, jobs = _write_rows(con, out, day, src, counts[src])
+        src = stem(path)
+        lake.register_files(con, [lake.store.full(path)], "test_run")
+        n, counts[src], jobs = _write_rows(con, out, day, src)
         rows += n
         maps += jobs
     return counts, maps, rows
@@ -236,7 +241,7 @@ def append(con, lake: Lake, day: str, layout: Layout, new_parts: list[str], sour
         for src, bucket in changed:
             path = lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
             lake.register_files(con, [path], "test_run")
-            rows += _write_rows(con, out, day, src, 1, only=bucket)[0]
+            rows += _write_rows(con, out, day, src, only=bucket)[0]
         _finish(con, lake, out, day, [relation(con, _STEPS["all_job_parts"]).to_arrow_table(), *maps])
     after = Layout(sources, {**layout.buckets, **buckets}, layout.generation)
     lake.store.write_bytes(record_path(day), after.to_json())
