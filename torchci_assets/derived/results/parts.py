@@ -13,8 +13,8 @@ aggregation needs to stay as fast as from one file (splitting by job made it 30%
 Why: a job's fields on its test rows change after the rows are written. Its reports usually land
 before its `completed` webhook, and its log can be classified as infrastructure later, so the
 conclusion, completion time and infra verdict of rows already written move in most refreshes.
-Rewriting only the files holding the jobs that changed costs about those files (at most
-BUCKET_ROWS rows each), not the day. A file is rewritten from itself: its test columns never
+Rewriting only the files holding the jobs that changed costs about those files (a configuration's
+rows of one part each, ~100 k rows on a PyTorch-sized day), not the day. A file is rewritten from itself: its test columns never
 change, its job columns are joined again from the new test_jobs.
 
 test_jobs (one row per job attempt, ~60 k a day) is rewritten whole: its test counts are the
