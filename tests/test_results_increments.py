@@ -185,3 +185,15 @@ def test_a_daily_run_rebuilds_the_day_from_its_parts(tmp_path, rows):
     assert sum(counts.values()) == sum(len(r) for r in rows.values()) and len(counts) >= 2
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
     assert set(DAILY_TABLES) <= set(ORDER)
+
+
+def test_a_quiet_day_without_test_rows_is_built_and_then_refreshed(tmp_path, rows):
+    hooks(tmp_path, range(1, JOBS + 1))
+    land(tmp_path, "part-0", [])
+    results, stats = refresh(tmp_path)
+    assert (results.rows, results.written.mode, stats.rows["test_daily_stats"]) == (0, "rebuild", 0)
+    assert len(files(tmp_path)) == 1  # an empty file: the partition has the schema
+    land(tmp_path, "part-1", [r for job in range(1, 13) for r in rows[job]])
+    results, _ = refresh(tmp_path)
+    assert results.written.mode == "append" and results.rows == sum(len(rows[j]) for j in range(1, 13))
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")

@@ -49,6 +49,7 @@ TABLE = "test_results"
 RECORD_NAME = "_parts.json"  # a leading '_': listings of the lake's Parquet parts skip it
 JOB_PARTS = "job_parts"  # the hidden `_job_parts.pq`: job attempt -> (test_run part stem, file number)
 JOB_KEY = ["workflow_id", "workflow_run_attempt", "job_id"]
+JOB_PARTS_SCHEMA = pa.schema([*((k, pa.int64()) for k in JOB_KEY), ("src", pa.string()), ("bucket", pa.int64())])
 BUCKET_ROWS = 100_000
 BATCH_ROWS = 50_000
 
@@ -206,7 +207,8 @@ def _add_sources(con, lake: Lake, out: PartitionCommit, day: str, sources: Itera
 
 def _finish(con, lake: Lake, out: PartitionCommit, day: str, maps: list[pa.Table]) -> None:
     out.write("test_jobs", day, relation(con, _STEPS["all_jobs"]).to_arrow_reader(BATCH_ROWS))
-    out.write(TABLE, day, pa.concat_tables(maps, promote_options="permissive"), part=JOB_PARTS, hidden=True)
+    held = [m.select(JOB_PARTS_SCHEMA.names).cast(JOB_PARTS_SCHEMA) for m in maps]  # none on a quiet day
+    out.write(TABLE, day, pa.concat_tables(held or [JOB_PARTS_SCHEMA.empty_table()]), part=JOB_PARTS, hidden=True)
 
 
 def rebuild(con, lake: Lake, day: str, sources: dict[str, int], generation: str | None, job_parameters: dict,
