@@ -203,7 +203,9 @@ class _Walk:
                 st = os.stat(self.store.full(f"{rel}/{name}"), follow_symlinks=False)
             except OSError:
                 return False
-            if value[:3] != [st.st_ino, st.st_mtime_ns, st.st_ctime_ns] or not self._unchanged(f"{rel}/{name}", value[6]):
+            if value[:3] != [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]:
+                return False
+            if not self._unchanged(f"{rel}/{name}", value[6]):
                 return False
         return True
 

@@ -224,8 +224,9 @@ def _results(archive: Store, lake: Lake, day: str, todo: list[JobLog], ruleset: 
 
 
 def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str) -> pa.Table:
-    rows = [{"log_path": j.path, "log_size": j.size, "log_stamp": j.stamp, "rules_digest": digest, **dataclasses.asdict(r),
-             "line": _cut(r.line), "context": [_cut(c) for c in r.context]} for j, r in zip(logs, results)]
+    rows = [{"log_path": j.path, "log_size": j.size, "log_stamp": j.stamp, "rules_digest": digest,
+             **dataclasses.asdict(r), "line": _cut(r.line), "context": [_cut(c) for c in r.context]}
+            for j, r in zip(logs, results)]
     return pa.Table.from_pylist(rows, schema=CLASSIFIED_SCHEMA)
 
 
