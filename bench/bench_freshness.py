@@ -11,13 +11,15 @@ yesterday and today (UTC, by the clock the sensor reads).
 
 1. Cost, in separate processes as the daemon launches runs. Today's archive is linked in without
    its last 15 minutes (the deliveries received from 23:45 on, and the test reports and test-runs rows of the jobs
-   they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land,
+   they complete). A first refresh brings the day up to 23:45; then three 5-minute slices land
+   (`--slices`, `--slice-minutes`: e.g. 30 one-minute slices show what each added part costs later refreshes),
    each followed by the sensor's tick and its `archive_refresh` run, executed in process: the
    process's CPU (user + system, its children included: the webhook ingest scans in two), of
    which loading the code location, the wall time, peak RSS and each step's time. Then one
    full-day run of every asset (`all_assets_daily`) of the same day, and a day of refreshes
    modelled as refreshes per day x the measured cost of one (a day of real refreshes would take
-   a day).
+   a day). And the floor under any refresh: a process like the run's (Python, dagster, the code
+   location) and a run of no-op steps with as many assets and checks as the refresh's.
 2. Freshness, measured end to end (--minutes, default 10): `dagster dev` (daemon, sensor, run
    queue) on port 3120 with the default settings. At random times a landing: three new
    main-branch jobs (their `completed` deliveries in a new webhook file, as the receiver rolls
@@ -85,13 +87,23 @@ loaded = cpu()
 instance = dg.DagsterInstance.get()
 job = defs.resolve_job_def(sys.argv[1])
 t0 = time.time()
+import cProfile, os
+profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE_DIR") else None
+if profile:
+    profile.enable()
 res = job.execute_in_process(partition_key=sys.argv[2], tags=json.loads(sys.argv[3]), instance=instance,
                              raise_on_error=False,
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
 wall = time.time() - t0
+if profile:
+    profile.disable()
+    profile.dump_stats(os.path.join(os.environ["BENCH_PROFILE_DIR"], f"{sys.argv[1]}-{res.run_id[:8]}.prof"))
 steps, done = {}, {}
+events = {}
 for e in instance.all_logs(res.run_id):
     ev = e.dagster_event
+    kind = ev.event_type_value if ev is not None else "log message"
+    events[kind] = events.get(kind, 0) + 1
     if ev is None:
         continue
     if ev.event_type_value == "STEP_START":
@@ -103,8 +115,52 @@ mode = stats.asset_materialization.metadata.get("mode") if stats else None
 print(json.dumps({"success": res.success, "seconds": wall, "cpu_s": cpu(), "load_cpu_s": loaded,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "steps": {k: done[k] - steps[k] for k in done if k in steps},
-                  "stats_mode": mode.value if mode else None}))
+                  "stats_mode": mode.value if mode else None, "events": events}))
 """
+
+# The floor of any refresh, whatever its steps do: a process like the one the daemon launches for a
+# run (Python, dagster, the code location), then a run of as many no-op assets and checks as the
+# refresh materializes, against the same instance. Run twice in the process: the second is the
+# cost of a run in an already-loaded process (what a long-lived worker would pay per refresh).
+FLOOR = """
+import json, resource, sys
+def cpu():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return s.ru_utime + s.ru_stime
+import dagster as dg
+from torchci_assets.definitions import defs
+from torchci_assets.partitions import daily_partitions
+loaded = cpu()
+refresh = defs.resolve_job_def("archive_refresh")
+selected = refresh.asset_layer.selected_asset_keys
+by_node = {a.node_def.name: a for a in defs.get_repository_def().assets_defs_by_key.values() if a.is_executable}
+shape = [(len(by_node[n.name].keys & selected), len(n.output_defs) - len(by_node[n.name].keys & selected))
+         for n in refresh.graph.node_defs]  # per step of the refresh: its number of assets and of checks
+def noop(i, n_assets, n_checks):
+    keys = [f"s{i}a{k}" for k in range(n_assets)]
+    checks = [dg.AssetCheckSpec(f"c{k}", asset=keys[k % n_assets]) for k in range(n_checks)]
+    @dg.multi_asset(specs=[dg.AssetSpec(k) for k in keys], check_specs=checks, partitions_def=daily_partitions,
+                    name=f"s{i}")
+    def _step(context):
+        for k in keys:
+            yield dg.MaterializeResult(asset_key=k, metadata={"rows": 1})
+        for c in checks:
+            yield dg.AssetCheckResult(asset_key=c.asset_key, check_name=c.name, passed=True)
+    return _step
+job = dg.define_asset_job("floor", selection=dg.AssetSelection.all(), executor_def=dg.in_process_executor)
+floor = dg.Definitions(assets=[noop(i, a, c) for i, (a, c) in enumerate(shape)], jobs=[job]).resolve_job_def("floor")
+instance = dg.DagsterInstance.get()
+runs = []
+for _ in range(2):
+    t = cpu()
+    floor.execute_in_process(partition_key=sys.argv[1], instance=instance,
+                             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    runs.append(cpu() - t)
+print(json.dumps({"steps": len(shape), "assets": sum(a for a, _ in shape), "checks": sum(c for _, c in shape),
+                  "load_cpu_s": loaded, "first_run_cpu_s": runs[0],
+                  "warm_run_cpu_s": runs[1]}))
+"""
+
 
 def utc_days() -> tuple[str, str]:
     today = dt.datetime.now(dt.timezone.utc).date()
@@ -294,6 +350,8 @@ def print_run(label: str, r: dict) -> None:
     print(f"  {label:<34} wall {r['seconds']:5.1f} s (steps {sum(r['steps'].values()):5.1f} s)  CPU {r['cpu_s']:5.1f} s "
           f"(loading the code location {r['load_cpu_s']:.1f})  peak RSS {r['rss_mb']:4.0f} MB  "
           f"test_daily_stats: {r['stats_mode']}", flush=True)
+    top = sorted(r["events"].items(), key=lambda kv: -kv[1])[:4]
+    print(f"    {sum(r['events'].values())} events in the run's log ({', '.join(f'{k} {n}' for k, n in top)}, ...)")
 
 
 def print_steps(runs: list[dict], top: int = 8) -> None:
@@ -307,7 +365,7 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
 def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> dict:
     print(f"\n1. Cost ({load()})", flush=True)
     first, cursor = refresh_once(env, today, "")
-    print_run("first refresh, day up to 23:45", first)
+    print_run(f"first refresh, day up to 23:{60 - SLICES * SLICE_MIN:02d}", first)
     runs = []
     for k, files in enumerate(slices):
         land_slice(files)
@@ -315,10 +373,26 @@ def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> 
         runs.append(r)
         print_run(f"refresh {k + 1}/{len(slices)}, +{SLICE_MIN} min ({len(files)} files)", r)
     print_steps(runs, top=14)
+    if len(runs) >= 6:
+        early, late = median([r["cpu_s"] for r in runs[:3]]), median([r["cpu_s"] for r in runs[-3:]])
+        print(f"    parts: each refresh adds one to the tables it appends to; refreshes 1-3 {early:.1f} CPU-s, "
+              f"{len(runs) - 2}-{len(runs)} {late:.1f} CPU-s: {(late - early) / (len(runs) - 3):+.3f} CPU-s per refresh before",
+              flush=True)
     full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}") if full_day else None
     if full:
         print_run("full-day run, every asset", full)
-    return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs])}
+    return {"first": first, "runs": runs, "full": full, "tick_s": median([r["tick_s"] for r in runs]),
+            "floor": measure_floor(env, today)}
+
+
+def measure_floor(env: dict, today: str) -> dict:
+    runs = [run_script(FLOOR, env, today) for _ in range(3)]
+    f = {k: median([r[k] for r in runs]) if isinstance(runs[0][k], float) else runs[0][k] for k in runs[0]}
+    print(f"  the floor of a refresh (median of 3 processes): Python, dagster and the code location "
+          f"{f['load_cpu_s']:.2f} CPU-s, then a run of {f['steps']} no-op steps with {f['assets']} assets and "
+          f"{f['checks']} checks, as the refresh's, "
+          f"{f['first_run_cpu_s']:.2f} CPU-s ({f['warm_run_cpu_s']:.2f} again in the same process)", flush=True)
+    return f
 
 
 def day_model(cost: dict, interval_s: float) -> str:
@@ -329,9 +403,13 @@ def day_model(cost: dict, interval_s: float) -> str:
     period = max(interval_s, wall + 30)  # a tick never requests while one is in flight
     n = 86400 / period
     full = cost["full"]["cpu_s"]
+    floor = cost["floor"]
+    launched = floor["load_cpu_s"] + floor["first_run_cpu_s"]
     return (f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s = {n * per / 3600:.1f} CPU-h "
             f"({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run {full:.0f} CPU-s: "
-            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)")
+            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)\n"
+            f"  the floor alone, no work: {n:,.0f} x {launched:.1f} CPU-s = {n * launched / full:.0f}x the full-day run "
+            f"as launched runs, {n * floor['warm_run_cpu_s'] / full:.0f}x as runs in a long-lived process")
 
 
 # ---- 2. freshness under dagster dev ------------------------------------------------------------
@@ -467,13 +545,21 @@ def print_freshness(results: list[dict]) -> bool:
 
 
 def main() -> int:
+    global SLICES, SLICE_MIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0, help="landings under dagster dev for this long (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help=f"keep {RUN} afterwards")
+    ap.add_argument("--slices", type=int, default=SLICES, help="refreshes measured, each after one slice lands")
+    ap.add_argument("--slice-minutes", type=int, default=SLICE_MIN,
+                    help="minutes of files per slice (slices x minutes <= 60: the slices come from the last hour); "
+                         "many small slices show what each part a refresh adds costs the next ones")
     ap.add_argument("--no-full-day", action="store_true",
                     help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
+    SLICES, SLICE_MIN = args.slices, args.slice_minutes
+    if SLICES < 1 or SLICE_MIN < 1 or SLICES * SLICE_MIN > 60:
+        ap.error("--slices x --slice-minutes must be between 1 and 60 (the slices come from the day's last hour)")
 
     ensure_cache()
     yesterday, today = utc_days()
