@@ -17,14 +17,16 @@ entry of size 0, so it triggers the refresh that rejects it, once.
 The sensor asks every 30 s, and a PyTorch-sized day holds ~25,000 reports in ~40,000 folders:
 walking them all costs ~0.6 CPU-s, ~5,000 CPU-s a day. On a local archive the walk skips quiet
 subtrees instead (`LandedCache`): a folder whose subtree has not changed for SEAL_S (by the
-change times of its folders and files, which nobody can set back) is summarized once, and
-later only its own folder is stat-ed; its summary stands while that folder's stamp is the same.
+change times of its folders and files, which nobody can set back) is summarized once, and later
+only it and its sub-folders CHECK_DEPTH levels down are stat-ed (a new run, attempt or job folder,
+a file added where one of them changes); its summary stands while their stamps are the same.
 The digest is a sum of per-file hashes, so a summary adds in and a walk that skips gives the
-digest a full walk gives. What a skip can miss is a file written below a quiet subtree's top
-folder (a job landing in a run folder quiet for SEAL_S). It is not lost: the refresh that the
-next landing anywhere triggers lists the day in full and ingests it, and every VERIFY_S the
-sensor walks the day in full again. Folders changed in the future (a clock ahead) are never
-quiet. On S3 (no folder times) every fingerprint is a full listing.
+digest a full walk gives. What a skip can miss is a file written deeper in a quiet subtree,
+where none of those folders changes. It is not lost: the refresh that the next landing anywhere
+triggers lists the day in full and ingests it, and every VERIFY_S the sensor walks the day in
+full again. Folders changed in the future (a clock ahead) are never quiet; a filesystem clock
+behind this machine's by more than SEAL_S only makes the quick check trust folders sooner. On
+S3 (no folder times) every fingerprint is a full listing.
 """
 
 from __future__ import annotations
