@@ -33,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +78,20 @@ import torchci_assets
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 out["code"] = torchci_assets.__file__
 print(json.dumps(out))
+"""
+
+TICK = """
+import json, resource, sys, time
+from resources.storage import Store
+from torchci_assets.ingest import landed
+from torchci_assets.ingest.landed import LandedCache, day_fingerprint
+store, day, cache_dir, at = Store(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+def cpu():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return s.ru_utime + s.ru_stime
+c0 = cpu()
+fp = day_fingerprint(store, day, cache=LandedCache(cache_dir, clock=lambda: at))
+print(json.dumps({"cpu_s": cpu() - c0, "files": fp.files, "digest": fp.digest}))
 """
 
 LATE_JOBS = """
@@ -176,6 +191,44 @@ def total(run: dict, field: str = "cpu_s") -> float:
     return sum(v[field] for k, v in run.items() if isinstance(v, dict) and k != "test_run checks")
 
 
+def tick_runs(repeats: int) -> dict[str, list[dict]]:
+    """The sensor's fingerprint of the day (every source), each in a fresh process as the bench's
+    ticks are: a full walk (no folder quiet); with the cache once the day's folders are quiet; and
+    with the cache right after the last 5 minutes' files land. The archive was linked in moments
+    ago, so every folder's change time is recent: the cache's clock is set to SEAL_S after the
+    moment the day before 23:55 was in place, which makes those folders quiet (as a day's earlier
+    folders are at its end) and the late files not."""
+    from torchci_assets.ingest.landed import SEAL_S
+    archive = WORK / "tick-archive"
+    late = sorted(p for p in (WORK / "late").rglob("*") if p.is_file())
+    runs: dict[str, list[dict]] = {"full walk": [], "quiet day, nothing new": [], "quiet day + 5 minutes landed": []}
+
+    def tick(cache: str, at: float) -> dict:
+        return json.loads(subprocess.run([sys.executable, "-c", TICK, str(archive), DAY, str(WORK / cache), str(at)],
+                                         cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+
+    for _ in range(repeats):
+        for d in (archive, WORK / "tick-cache", WORK / "tick-none"):
+            shutil.rmtree(d, ignore_errors=True)
+        link_tree(WORK / "base", archive)
+        time.sleep(1.0)
+        mark = time.time()
+        time.sleep(1.0)
+        runs["full walk"].append(tick("tick-none", 1.0))  # a clock before every change: nothing is quiet
+        tick("tick-cache", mark + SEAL_S)
+        runs["quiet day, nothing new"].append(tick("tick-cache", mark + SEAL_S))
+        for src in late:
+            dst = archive / src.relative_to(WORK / "late")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(src, dst)
+        runs["quiet day + 5 minutes landed"].append(tick("tick-cache", mark + SEAL_S))
+        assert runs["quiet day + 5 minutes landed"][-1]["digest"] == tick("tick-none", 1.0)["digest"], "a file missed"
+    for label, rs in runs.items():
+        print(f"  sensor tick, {label}: {statistics.median(r['cpu_s'] for r in rs):.3f} CPU-s "
+              f"({rs[0]['files']} files)", flush=True)
+    return runs
+
+
 def export_before(rev: str) -> Path:
     dst = WORK / f"before-{rev[:12]}"
     if not dst.exists():
@@ -232,8 +285,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", default=None, help="git revision of the code before (default: merge base with main)")
+    parser.add_argument("--ticks-only", action="store_true", help="only the sensor's ticks (the day already cut)")
     args = parser.parse_args()
     ensure_source()
+    if args.ticks_only:
+        tick_runs(args.repeats)
+        return
     before_rev = args.before or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True,
                                                capture_output=True, text=True).stdout.strip()
     print(f"{DAY}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
@@ -253,6 +310,7 @@ def main() -> None:
     one_job = "/".join(next((WORK / "late").glob("test-reports/*/*/*/*")).relative_to(WORK / "late").parts)
     small = {"one job's reports": increment_runs(args.repeats, True, "one job's reports", only=one_job),
              "nothing new": increment_runs(args.repeats, True, "nothing new", only="")}
+    tick_runs(args.repeats)
     report(after, before, inc, inc_checks, cut, len(late_jobs), small)
 
 

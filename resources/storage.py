@@ -96,6 +96,13 @@ class FileEntry:
     path: str
     size: int
     refused: str | None = None
+    stamp: str | None = None  # which version of the file: see `file_stamp`
+
+
+def file_stamp(st: os.stat_result) -> str:
+    """A local file's version beyond its size: its modification time and inode, so a file replaced
+    by another of the same size (a new inode, or a new time) reads as changed."""
+    return f"{st.st_mtime_ns}.{st.st_ino}"
 
 
 class Store:
@@ -155,7 +162,7 @@ class Store:
             if info.type != pafs.FileType.File or info.base_name[:1] in (".", "_"):
                 continue
             if info.base_name.endswith(suffixes):
-                out.append(FileEntry(info.path[skip:], info.size))
+                out.append(FileEntry(info.path[skip:], info.size, stamp=str(info.mtime_ns)))
         out.sort(key=lambda e: e.path)
         return out
 
@@ -194,7 +201,7 @@ class Store:
                 elif wanted:
                     st = entry.stat(follow_symlinks=False)
                     if stat.S_ISREG(st.st_mode):
-                        out.append(FileEntry(rel, st.st_size))
+                        out.append(FileEntry(rel, st.st_size, stamp=file_stamp(st)))
                     else:
                         out.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
         out.sort(key=lambda e: e.path)

@@ -235,10 +235,13 @@ def test_a_refresh_classifies_only_the_job_logs_it_has_not_classified_yet(tmp_pa
     report = refresh(lake)
     assert read == sorted(logs[1] + logs[2]) and report.reused == len(logs[0])
     grown = logs[0][0]
-    archive.write_bytes(grown, landings[0][grown])  # written again, the same bytes: kept
     read.clear()
     refresh(lake)
-    assert read == []
+    assert read == []  # nothing changed: nothing read
+    archive.write_bytes(grown, landings[0][grown])  # replaced, the same bytes: a listing cannot tell, read again
+    refresh(lake)
+    assert read == [grown]
+    read.clear()
     archive.write_bytes(grown, landings[0][grown] + gzip.compress(b"one more line\n"))  # grown: read again
     refresh(lake)
     assert read == [grown]
@@ -329,7 +332,9 @@ def test_an_archive_file_that_changed_or_vanished_rebuilds_the_day(tmp_path, lan
     land(archive, landings[0])
     ingest(archive, lake, incremental=True)
     hooks = sorted(p for p in landings[0] if p.startswith("webhooks/"))
-    archive.write_bytes(hooks[0], landings[0][hooks[0]] + b"")  # same bytes: nothing to do
+    archive.write_bytes(hooks[0], landings[0][hooks[0]] + b"")  # replaced, same bytes: a listing cannot tell
+    report = ingest_webhook_day(archive, lake, DAY, incremental=True)
+    assert report.mode == "rebuild" and "replaced" in report.rebuild_reason
     assert ingest_webhook_day(archive, lake, DAY, incremental=True).mode == "increment"
     archive.delete(hooks[0])
     report = ingest_webhook_day(archive, lake, DAY, incremental=True)
@@ -339,6 +344,27 @@ def test_an_archive_file_that_changed_or_vanished_rebuilds_the_day(tmp_path, lan
         "push", "late-line", {"ref": "refs/heads/main", "repository": {"full_name": "pytorch/pytorch"}})]))
     report = ingest_webhook_day(archive, lake, DAY, incremental=True)
     assert report.mode == "rebuild" and "changed size" in report.rebuild_reason
+
+
+def test_a_file_replaced_by_one_of_the_same_size_is_read_again(tmp_path, landings):
+    """Same name, same size, other bytes (a job's conclusion rewritten): the refresh rebuilds the
+    day from what the archive holds now, as a full run of it would."""
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    for files in landings[:2]:
+        land(archive, files)
+        ingest(archive, lake, incremental=True)
+    quirk = f"webhooks/day={DAY}/zz-quirks-1.jsonl"
+    replaced = landings[0][quirk].replace(b'"conclusion": "success"', b'"conclusion": "failure"')
+    assert len(replaced) == len(landings[0][quirk]) and replaced != landings[0][quirk]
+    archive.write_bytes(quirk, replaced)
+    modes = ingest(archive, lake, incremental=True)
+    assert modes["webhooks"] == "rebuild" and "replaced" in modes["reasons"][0]
+    assert (modes["test_run"], modes["ci_result"]) == ("increment", "increment")  # their files are the same
+    now = [{**landings[0], quirk: replaced}, landings[1]]
+    assert snapshot(lake) == at_once(tmp_path, now)
+    con = connect()
+    lake.register(con, "workflow_job", [DAY], name="j")
+    assert con.execute("SELECT conclusion FROM j WHERE id = ?", [JOB]).fetchall() == [("failure",)]
 
 
 def test_increments_on_s3_equal_the_day_at_once(roots, landings, tmp_path):

@@ -190,15 +190,17 @@ def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
     result = materialize(archive_refresh_job.tags)
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["test_daily_stats"]["mode"].value == "append"
+    assert (meta["test_results"]["mode"].value, meta["test_results"]["test_run_parts_added"].value) == ("append", 1)
     assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()}["every_test_row_counted_once"]
     land(tmp_path, "part-3", [run_row(998, 998, "test_later")])
     result = materialize({})
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["test_daily_stats"]["mode"].value == "recompute"
+    assert meta["test_results"]["mode"].value == "rebuild"
 
 
 def test_plan_reads_the_parts_alone():
-    rec = increments.Record({"test_run/day=D/a.parquet": 10}, "0")
+    rec = increments.Record({"test_run/day=D/a.parquet": 10})
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, True).mode == "unchanged"
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}, True).new_parts == [
         "test_run/day=D/b.parquet"]
@@ -208,7 +210,7 @@ def test_plan_reads_the_parts_alone():
     assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, False).mode == "recompute"
     assert increments.Record.from_json(rec.to_json()) == rec
     # the ingest's manifest names a generation, changed at every rewrite of the partition
-    gen = increments.Record({"test_run/day=D/a.parquet": 10}, "0", "g1")
+    gen = increments.Record({"test_run/day=D/a.parquet": 10}, "g1")
     grown = {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}
     assert increments.plan(gen, grown, True, "g1").mode == "append"
     rewritten = increments.plan(gen, grown, True, "g2")

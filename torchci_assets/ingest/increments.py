@@ -35,7 +35,7 @@ from resources.lake import Lake
 from resources.storage import FileEntry
 
 MANIFEST = "_manifest.json"
-VERSION = 1
+VERSION = 2
 REFRESH_TAG = "torchci/refresh"
 REFRESH_VALUE = "archive"
 APPEND, REWRITE = "append", "rewrite"
@@ -87,13 +87,15 @@ class Manifest:
     """One ingest's record of a day: see the module's docstring. `tables[t]` holds `parts`,
     `generation`, `last_change` and `appended` of table t; `files` maps each owned file
     (`<table>/<name>`) to its size; `sources` each archive file read to its size; `seq` counts the
-    increments since the last rebuild; `counts` keeps running totals for the metadata."""
+    increments since the last rebuild; `counts` keeps running totals for the metadata; `stamps` each
+    archive file's stamp when it was read (a file replaced by one of the same size has another)."""
 
     seq: int
     sources: dict[str, int]
     files: dict[str, int]
     tables: dict[str, dict]
     counts: dict[str, int]
+    stamps: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps({"version": VERSION, **dataclasses.asdict(self)}, sort_keys=True).encode()
@@ -103,7 +105,7 @@ class Manifest:
         raw = _read(lake, table, day)
         if raw is None or raw.get("version") != VERSION or "sources" not in raw:
             return None
-        return cls(raw["seq"], raw["sources"], raw["files"], raw["tables"], raw["counts"])
+        return cls(raw["seq"], raw["sources"], raw["files"], raw["tables"], raw["counts"], raw.get("stamps", {}))
 
 
 def _read(lake: Lake, table: str, day: str) -> dict | None:
@@ -159,13 +161,19 @@ def differs_from_disk(manifest: Manifest, ownership: Ownership, lake: Lake, day:
 
 def new_sources(manifest: Manifest, listing: list[FileEntry]) -> tuple[list[FileEntry], str | None]:
     """(archive files not read yet, why the day must be rebuilt instead or None): a file read
-    before that vanished or changed size means what was read is no longer what is there."""
-    seen = {e.path: e.size for e in listing}
-    for path, size in sorted(manifest.sources.items()):
-        if path not in seen:
+    before that vanished, changed size or was replaced means what was read is no longer what is there."""
+    seen = {e.path: e for e in listing}
+    stamps = manifest.stamps
+    changed = [p for p, size in manifest.sources.items()
+               if (e := seen.get(p)) is None or e.size != size or (p in stamps and e.stamp != stamps[p])]
+    if changed:  # the first in path order, so the reason does not depend on the manifest's order
+        path = min(changed)
+        size, now = manifest.sources[path], seen.get(path)
+        if now is None:
             return [], f"archive file {path} read before is gone"
-        if seen[path] != size:
-            return [], f"archive file {path} changed size since it was read ({size} -> {seen[path]} bytes)"
+        if now.size != size:
+            return [], f"archive file {path} changed size since it was read ({size} -> {now.size} bytes)"
+        return [], f"archive file {path} was replaced since it was read (same size, another file)"
     return [e for e in listing if e.path not in manifest.sources], None
 
 
@@ -190,7 +198,12 @@ def _rewritten(names: list[str]) -> dict:
 
 def fresh_manifest(listing: list[FileEntry], parts: dict[str, list[str]]) -> Manifest:
     """The manifest of a rebuild from `listing`: every table (-> its part names) rewritten."""
-    return Manifest(0, {e.path: e.size for e in listing}, {}, {t: _rewritten(n) for t, n in parts.items()}, {})
+    return Manifest(0, {e.path: e.size for e in listing}, {}, {t: _rewritten(n) for t, n in parts.items()}, {},
+                    _stamps(listing))
+
+
+def _stamps(listing: list[FileEntry]) -> dict[str, str]:
+    return {e.path: e.stamp for e in listing if e.stamp is not None}
 
 
 def next_manifest(old: Manifest, added: list[FileEntry], changes: dict[str, tuple[str, list[str]]]) -> Manifest:
@@ -205,7 +218,7 @@ def next_manifest(old: Manifest, added: list[FileEntry], changes: dict[str, tupl
         else:
             tables[table] = _rewritten(names)
     sources = {**old.sources, **{e.path: e.size for e in added}}
-    return Manifest(old.seq + 1, sources, {}, tables, dict(old.counts))
+    return Manifest(old.seq + 1, sources, {}, tables, dict(old.counts), {**old.stamps, **_stamps(added)})
 
 
 def write_manifests(lake: Lake, day: str, primary: str, manifest: Manifest, ownership: Ownership) -> None:

@@ -30,6 +30,7 @@ class JobLog:
     job_id: int
     path: str  # relative to the archive root
     size: int  # bytes on storage (compressed for .gz)
+    stamp: str | None = None  # which version of the file (`FileEntry.stamp`)
 
 
 def list_job_logs(store: Store, day: str) -> tuple[list[JobLog], list[Reject]]:
@@ -49,7 +50,7 @@ def list_job_logs(store: Store, day: str) -> tuple[list[JobLog], list[Reject]]:
             rejects.append(Reject(SOURCE, entry.path, f"second log for job {job_id} (kept {logs[job_id].path})",
                                   None))
             continue
-        logs[job_id] = JobLog(job_id, entry.path, entry.size)
+        logs[job_id] = JobLog(job_id, entry.path, entry.size, entry.stamp)
     return sorted(logs.values(), key=lambda log: log.job_id), rejects
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from resources.lake import Lake, connect
@@ -257,10 +258,7 @@ def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan
             if name in MERGED_TABLES:
                 out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS),
                           part=part_name(STAGE_PART, seq), hidden=True)
-                con.execute(SQL["keep_increment"])
-                con.register("earlier", _staged_earlier(lake, name, day))
-                con.execute(SQL["stage_with_earlier"])
-                written = out.write(name, day, con.sql(SQL[name]).to_arrow_reader(BATCH_ROWS))
+                written = out.write(name, day, _merged(con, lake, name, day))
                 report.rows[name] = written - before.get(f"rows.{name}", 0)
                 changes[name] = (REWRITE, ["data.parquet"])
             else:
@@ -272,7 +270,23 @@ def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan
     return changes
 
 
-def _staged_earlier(lake: Lake, table: str, day: str) -> pa.Table:
-    """The staged rows the day's earlier ingests kept in the partition (its `_stage*` files)."""
+def _merged(con, lake: Lake, table: str, day: str) -> pa.RecordBatchReader:
+    """`table` after the increment (view `stage`): the ids it names reduced again from their staged
+    rows, earlier and new; every other row as it was. The cost follows the increment's ids, not
+    the day's deliveries (a full table's rows are copied, not reduced)."""
+    con.execute(SQL["keep_increment"])
+    con.execute(SQL["touched_ids"])
+    ids = con.sql(SQL["touched_list"]).to_arrow_table().column("id").combine_chunks()
+    con.register("earlier", _staged_earlier(lake, table, day, ids))
+    con.execute(SQL["stage_with_earlier"])
+    if not lake.register(con, table, [day], name="current"):
+        return con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS)
+    con.register("reduced", con.sql(SQL[table]).to_arrow_table())
+    return con.sql(SQL[f"merged_{table}"]).to_arrow_reader(BATCH_ROWS)
+
+
+def _staged_earlier(lake: Lake, table: str, day: str, ids: pa.Array) -> pa.Table:
+    """The staged rows of `ids` the day's earlier ingests kept in the partition (its `_stage*` files)."""
     files = hidden_files(lake, table, day, STAGE_PART)
-    return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table()
+    dataset = pads.dataset(files, filesystem=lake.store.fs, format="parquet")
+    return dataset.to_table(filter=pc.field("id").isin(ids.cast(dataset.schema.field("id").type)))

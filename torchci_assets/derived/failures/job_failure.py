@@ -55,7 +55,7 @@ JOB_FAILURE_SCHEMA = pa.schema([
 # Each classified log's result, kept hidden in the partition so a refresh reads only new logs.
 CLASSIFIED_PART = "classified"  # hidden: `_classified.pq`
 CLASSIFIED_SCHEMA = pa.schema([
-    ("log_path", pa.string()), ("log_size", pa.int64()), ("rules_digest", pa.string()),
+    ("log_path", pa.string()), ("log_size", pa.int64()), ("log_stamp", pa.string()), ("rules_digest", pa.string()),
     ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()), ("captures", pa.list_(pa.string())),
     ("context", pa.list_(pa.string())), ("lines", pa.int64()), ("bytes_read", pa.int64()),
     ("long_lines", pa.int64()), ("error", pa.string()),
@@ -210,7 +210,7 @@ def _results(archive: Store, lake: Lake, day: str, todo: list[JobLog], ruleset: 
              workers: int | None, log: Callable[[str], None], reuse: bool, report: JobFailureReport) -> list[LogResult]:
     """Each log's classification, in `todo`'s order: kept ones (`reuse`) or read now."""
     kept = _classified_before(lake, day, ruleset.digest) if reuse else {}
-    fresh = [j for j in todo if (j.path, j.size) not in kept]
+    fresh = [j for j in todo if (j.path, j.size, j.stamp) not in kept]
     report.reused = len(todo) - len(fresh)
     total = sum(j.size for j in fresh)
     if workers is None:
@@ -220,21 +220,23 @@ def _results(archive: Store, lake: Lake, day: str, todo: list[JobLog], ruleset: 
         f"{ruleset.source}" + (f" in {report.workers} processes" if report.workers > 1 else "")
         + (f"; {report.reused:,} classified before" if report.reused else ""))
     done = dict(zip([j.path for j in fresh], _classify_all(archive, fresh, ruleset, rules_data, report.workers, log)))
-    return [done[j.path] if j.path in done else kept[(j.path, j.size)] for j in todo]
+    return [done[j.path] if j.path in done else kept[(j.path, j.size, j.stamp)] for j in todo]
 
 
 def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str) -> pa.Table:
-    rows = [{"log_path": j.path, "log_size": j.size, "rules_digest": digest, **dataclasses.asdict(r),
-             "line": _cut(r.line), "context": [_cut(c) for c in r.context]} for j, r in zip(logs, results)]
+    rows = [{"log_path": j.path, "log_size": j.size, "log_stamp": j.stamp, "rules_digest": digest,
+             **dataclasses.asdict(r), "line": _cut(r.line), "context": [_cut(c) for c in r.context]}
+            for j, r in zip(logs, results)]
     return pa.Table.from_pylist(rows, schema=CLASSIFIED_SCHEMA)
 
 
-def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int], LogResult]:
-    """(log path, size) -> its classification with the rules of `digest`, as the partition kept it."""
+def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int, str | None], LogResult]:
+    """(log path, size, stamp) -> its classification with the rules of `digest`, as the partition
+    kept it (a log replaced, even by one of the same size, has another stamp: read again)."""
     path = hidden_path(lake, "job_failure", day, CLASSIFIED_PART)
     if not lake.store.exists(path):
         return {}
     table = pq.read_table(lake.store.full(path), filesystem=lake.store.fs)
     fields = [f.name for f in dataclasses.fields(LogResult)]
-    return {(row["log_path"], row["log_size"]): LogResult(**{k: row[k] for k in fields})
+    return {(row["log_path"], row["log_size"], row.get("log_stamp")): LogResult(**{k: row[k] for k in fields})
             for row in table.to_pylist() if row["rules_digest"] == digest}

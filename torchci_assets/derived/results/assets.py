@@ -13,6 +13,7 @@ from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBA
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.staging import sweep_staging
 
 # Share of test rows whose job is in no workflow_job partition of the look-back window above
 # which test_results is flagged (webhooks missing or late beyond the window).
@@ -42,17 +43,24 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
 )
 @lake_metadata
 def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
-    """Joins the day's test rows with their jobs and flags infra-suspect jobs."""
+    """Joins the day's test rows with their jobs and flags infra-suspect jobs. In an intra-day
+    refresh it adds the test_run parts it has not joined yet and rewrites the files of the jobs
+    that changed since (`derived.results.parts`)."""
     day = context.partition_key
     lk = lake.lake()
-    report = build_test_results(lk, day)
+    report = build_test_results(lk, day, incremental=is_refresh(context.run.tags))
+    written = report.written
+    swept = sweep_staging(context, lk, ["test_results", "test_jobs"], day)  # a killed run's files
     if report.job_partitions == 0:
         context.log.warning(f"no workflow_job partition within D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}: "
                             "every test row is without its job")
     yield dg.MaterializeResult(asset_key="test_results", metadata={
         "rows": report.rows, "rows_without_job": report.rows_without_job,
         "job_partitions_read": report.job_partitions,
-        "path": lk.store.display(lk.partition_path("test_results", day)),
+        "path": lk.store.display(f"test_results/day={day}"),
+        "mode": written.mode, "mode_reason": written.reason, "test_run_parts_added": written.parts_added,
+        "files_rewritten": written.files_rewritten, "rows_written": written.rows_written,
+        "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key="test_jobs", metadata={
         "rows": report.jobs, "jobs_not_found": report.jobs_not_found,
@@ -85,7 +93,8 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
 @lake_metadata
 def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     """Aggregates the day's test_results so that windows never re-read raw rows. In an intra-day
-    refresh it adds only the test_run parts it has not counted yet to its previous result."""
+    refresh it adds what moved since its previous result (new jobs, jobs whose fields changed),
+    reading only the rows of the commits and configurations they touch (`derived.results.increments`)."""
     day = context.partition_key
     lk = lake.lake()
     built = build_test_daily_stats(lk, day, incremental=is_refresh(context.run.tags))

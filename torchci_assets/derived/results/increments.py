@@ -1,25 +1,31 @@
 """Following test_run's parts: in an intra-day refresh, test_daily_stats and test_sha_outcomes add
-the rows of the test_run parts they have not counted yet to their previous result, instead of
-aggregating the whole day again.
+what moved since their previous result (the jobs of new test_run parts, and jobs counted before
+whose fields changed) instead of aggregating the whole day again.
 
 The ingest's contract: a table's day partition is a set of immutable Parquet parts; a refresh
 only adds parts (rows for keys no earlier part holds) or rewrites the partition. The aggregates
 keep a record of what they counted (`test_daily_stats/day=D/_parts.json`: each test_run part's
-name and size, and a digest of the test_jobs rows of the jobs counted). The next refresh is an
-append when every part counted is still there with its size and none of those jobs changed
-(its commit, configuration, branch class, infra verdict, completion time or number of test
-rows: a late `completed` webhook, a log classified as infrastructure, a job whose reports came
-in two parts). Anything else is recomputed from the whole day, and so is every run that is not
-an intra-day refresh (the daily run, a backfill): a recompute is the reference an append must
-equal.
+name and size, and the partition's generation) and the jobs as they counted them
+(`_counted_jobs.pq`: each job's commit, configuration, branch class, completion time, infra
+verdict and number of test rows). The next refresh is an append when every part counted is still
+there with its size; a job counted before that now has more rows (its reports came in two
+parts), a rewritten test_run partition, or no record mean a recompute from the whole day, and so
+does every run that is not an intra-day refresh (the daily run, a backfill): a recompute is the
+reference an append must equal.
 
-Why an append is exact: every column of test_daily_stats decomposes over the day's rows split
-by commit (counts and sums add; distinct commits are counted commit by commit; a job runs on one
-commit, so distinct jobs too), and test_sha_outcomes has one row per commit. So with S the
-commits the new jobs ran on, A all of the day's rows on S and B the same without the new jobs'
-rows, the new test_daily_stats is previous - agg(B) + agg(A) (first/last seen and the longest
-pass: previous combined with agg(A)), and test_sha_outcomes keeps its rows outside S and
-recomputes those on S from A. The cost follows the commits that moved, not the day.
+Why an append is exact: every column of test_daily_stats decomposes over the day's rows split by
+commit within a test and configuration (counts and sums add; distinct commits are counted commit
+by commit; a job runs on one commit, so distinct jobs too), and test_sha_outcomes has one row per
+test, configuration and commit. Let K be the (commit, configuration) keys of the jobs that moved,
+before and after the move; only rows of jobs with a key in K can differ. With A those rows now and
+B the same keys' rows as counted (the counted jobs' fields on their unchanged test columns), the
+new test_daily_stats is previous - agg(B) + agg(A), and test_sha_outcomes keeps its rows outside
+K and recomputes those in K from A. The extremes (longest clean pass, first and last seen) are the
+previous ones combined with A, which is exact unless a changed job's row held one and no longer
+does the same (it became infra, its completion time moved): then the day is recomputed. The rows
+read are those of the jobs with a key in K (the other shards and retries of the same
+configuration on the same commits), found through test_results' files by job
+(`parts.files_of_jobs`): the cost follows what moved, not the day.
 
 A refresh killed midway leaves the previous tables readable; the record is removed before the
 tables are replaced and written after, so a half-written state is never taken as a base.
@@ -37,29 +43,26 @@ from resources.lake import Lake
 from torchci_assets.ingest.increments import partition_parts
 
 RECORD_NAME = "_parts.json"  # a leading '_': listings of the lake's Parquet parts skip it
+COUNTED_JOBS = "_counted_jobs.pq"  # neither a '.parquet' name nor a visible one: readers skip it
 RECORD_TABLE = "test_daily_stats"
 SOURCE_TABLE = "test_run"
-JOB_KEY = ["workflow_id", "workflow_run_attempt", "job_id"]
 
 
 @dataclass(frozen=True)
 class Record:
-    """What the aggregates of a day counted: test_run parts (name -> bytes), the partition's
-    generation (the ingest's manifest changes it at every rewrite; None without one) and the
-    jobs' digest."""
+    """What the aggregates of a day counted: test_run parts (name -> bytes) and the partition's
+    generation (the ingest's manifest changes it at every rewrite; None without one)."""
 
     parts: dict[str, int]
-    jobs_digest: str
     generation: str | None = None
 
     def to_json(self) -> bytes:
-        return json.dumps({"parts": self.parts, "jobs_digest": self.jobs_digest, "generation": self.generation},
-                          sort_keys=True).encode()
+        return json.dumps({"parts": self.parts, "generation": self.generation}, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "Record":
         raw = json.loads(data)
-        return cls({str(k): int(v) for k, v in raw["parts"].items()}, str(raw["jobs_digest"]), raw.get("generation"))
+        return cls({str(k): int(v) for k, v in raw["parts"].items()}, raw.get("generation"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def drop_record(lake: Lake, day: str) -> None:
 
 
 def plan(previous: Record | None, parts: dict[str, int], incremental: bool, generation: str | None = None) -> Plan:
-    """Append, nothing to do, or recompute, from the parts alone (the jobs' digest is checked after)."""
+    """Append, nothing to do, or recompute, from the parts alone (the jobs are compared after)."""
     if not incremental:
         return Plan("recompute", "not an intra-day refresh: the whole day is aggregated", [])
     if previous is None:
@@ -116,8 +119,16 @@ def plan(previous: Record | None, parts: dict[str, int], incremental: bool, gene
     return Plan("append", f"{len(new)} new test_run part(s) added to {len(previous.parts)} counted", new)
 
 
-def new_jobs(lake: Lake, parts: list[str]) -> pa.Table:
-    """The job attempts with rows in the given parts (read through the store: local or S3)."""
-    tables = [pq.read_table(lake.store.full(p), columns=JOB_KEY, filesystem=lake.store.fs) for p in parts]
-    return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table(
-        {k: pa.array([], pa.int64()) for k in JOB_KEY})
+def counted_jobs_path(day: str) -> str:
+    return f"{RECORD_TABLE}/day={day}/{COUNTED_JOBS}"
+
+
+def counted_jobs_files(lake: Lake, day: str) -> list[str]:
+    """The jobs as the previous result counted them (full paths: none, or the one file)."""
+    path = counted_jobs_path(day)
+    return [lake.store.full(path)] if lake.store.exists(path) else []
+
+
+def write_counted_jobs(lake: Lake, day: str, jobs: pa.Table) -> None:
+    with lake.store.atomic_output(counted_jobs_path(day), lake.owner) as out:
+        pq.write_table(jobs, out, compression="zstd")

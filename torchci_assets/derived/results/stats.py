@@ -46,10 +46,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, compose, execute
-from torchci_assets.derived.results import increments
+from resources.sql import SqlFiles, compose, execute, relation
+from torchci_assets.derived.results import increments, parts
 from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
@@ -82,6 +84,7 @@ class ResultsReport:
     rows_without_job: int
     infra_jobs: dict[str, int]
     job_partitions: int
+    written: parts.Written | None = None
 
 
 def _register_or_empty(con, lake: Lake, table: str, days: list[str], name: str) -> int:
@@ -97,9 +100,11 @@ def _require(con, lake: Lake, table: str, days: list[str], name: str | None = No
                                 "materialize it first")
 
 
-def build_test_results(lake: Lake, day: str) -> ResultsReport:
+def build_test_results(lake: Lake, day: str, incremental: bool = False) -> ResultsReport:
     """Write `test_jobs` (one row per job attempt with test rows) and `test_results` (test rows
-    with their job) for `day`; see the module docstring for the job look-back and infra rule."""
+    with their job) for `day`; see the module docstring for the job look-back and infra rule. In
+    an intra-day refresh (`incremental`) by adding the test_run parts not joined yet (`parts`)."""
+    layout, plan, sources, generation = parts.plan(lake, day, incremental)
     con = connect()
     try:
         _require(con, lake, "test_run", [day])
@@ -107,17 +112,17 @@ def build_test_results(lake: Lake, day: str) -> ResultsReport:
         job_partitions = _register_or_empty(con, lake, "workflow_job", window, "job_window")
         _register_or_empty(con, lake, "workflow_run", window, "run_window")
         _register_or_empty(con, lake, "job_failure", window, "failure_window")
-        execute(con, SQL["test_jobs"], _JOB_PARAMETERS)
-        lake.write("test_jobs", day, con.sql("SELECT * FROM test_jobs").to_arrow_reader(BATCH_ROWS))
-        rows = lake.write("test_results", day, con.sql(SQL["test_results"]).to_arrow_reader(BATCH_ROWS))
-        jobs, not_found, rows_without_job = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE NOT job_found), "
-            "coalesce(sum(tests) FILTER (WHERE NOT job_found), 0) FROM test_jobs").fetchone()
-        infra = dict(con.execute(
-            "SELECT infra_reason, count(*) FROM test_jobs WHERE infra_suspect GROUP BY ALL").fetchall())
+        written = plan.reason
+        if plan.mode != "recompute":
+            written = parts.append(con, lake, day, layout, plan.new_parts, sources, _JOB_PARAMETERS)
+        if isinstance(written, str):
+            _require(con, lake, "test_run", [day])
+            written = parts.rebuild(con, lake, day, sources, generation, _JOB_PARAMETERS, written)
+        jobs, not_found, rows, rows_without_job = execute(con, _INCREMENT["job_totals"]).fetchall()[0]
+        infra = dict(execute(con, _INCREMENT["infra_reasons"]).fetchall())
     finally:
         con.close()
-    return ResultsReport(day, rows, jobs, not_found, int(rows_without_job), infra, job_partitions)
+    return ResultsReport(day, int(rows), jobs, not_found, int(rows_without_job), infra, job_partitions, written)
 
 
 # ---- daily aggregates ----------------------------------------------------------------------
@@ -135,32 +140,51 @@ class DailyStats:
     mode: str  # recompute, append or unchanged (see `increments`)
     reason: str
     parts_added: int = 0
+    counted_rows: int = 0  # runs + infra_runs over test_daily_stats: every test_results row once
 
 
 def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> DailyStats:
     """Write the day's test_daily_stats and test_sha_outcomes; in an intra-day refresh
-    (`incremental`) by adding the test_run parts not counted yet, when that is an append."""
-    parts, generation = increments.source_parts(lake, day)
-    previous = increments.read_record(lake, day)
-    plan = increments.plan(previous, parts, incremental, generation)
+    (`incremental`) by adding what moved since the previous result, when that is exact."""
+    sources, generation = increments.source_parts(lake, day)
+    plan = increments.plan(increments.read_record(lake, day), sources, incremental, generation)
     con = connect()
     try:
         _require(con, lake, "test_results", [day], name="all_results")
         if lake.register(con, "test_jobs", [day]) == 0:  # test_results written by hand (a test)
             return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition")
-        fresh = increments.new_jobs(lake, plan.new_parts)
-        if plan.mode != "recompute" and _digest(con, fresh) != previous.jobs_digest:
-            plan = increments.Plan("recompute", "a job counted before changed since (a later webhook or log "
-                                                "classification, or its reports in two parts)", [])
-            fresh = increments.new_jobs(lake, [])
+        execute(con, _INCREMENT["counted_jobs"])
+        if plan.mode != "recompute":
+            plan = _moved(con, lake, day, plan)
         if plan.mode == "unchanged":
             return DailyStats(_stats_rows(con, lake, day), plan.mode, plan.reason)
-        con.register("new_jobs", fresh)
-        tables = _appended(con, lake, day) if plan.mode == "append" else _recomputed(con)
-        record = increments.Record(parts, _digest(con, increments.new_jobs(lake, [])), generation)
+        tables = _appended(con, lake, day) if plan.mode == "append" else None
+        if tables is None and plan.mode == "append":
+            plan = increments.Plan("recompute", "the longest pass or first/last seen of a test came from a job "
+                                                "that changed since", [])
+        tables = tables or _recomputed(con)
+        record = increments.Record(sources, generation)
         return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(plan.new_parts))
     finally:
         con.close()
+
+
+def _moved(con, lake: Lake, day: str, plan: increments.Plan) -> increments.Plan:
+    """The plan once the jobs are compared with those counted: new ones, changed ones (a later
+    webhook or log verdict), or a recompute when a counted job has more rows now."""
+    counted = increments.counted_jobs_files(lake, day)
+    if not counted:
+        return increments.Plan("recompute", "no record of the jobs counted", [])
+    execute(con, _INCREMENT["counted"], {"files": counted})
+    execute(con, _INCREMENT["moved_jobs"])
+    new, changed, grown = execute(con, _INCREMENT["moved_counts"]).fetchall()[0]
+    if grown:
+        return increments.Plan("recompute", f"{grown} job(s) counted before have more test rows now (reports "
+                                            "in two parts)", [])
+    if new + changed == 0:
+        return increments.Plan("unchanged", "no job new or changed since the previous result", [])
+    return increments.Plan("append", f"{new} new and {changed} changed job(s) ({len(plan.new_parts)} new "
+                                     "test_run part(s))", plan.new_parts)
 
 
 def _write(con, lake: Lake, day: str, tables: dict[str, pa.Table], record: increments.Record | None, mode: str,
@@ -168,14 +192,10 @@ def _write(con, lake: Lake, day: str, tables: dict[str, pa.Table], record: incre
     increments.drop_record(lake, day)  # a run killed from here on leaves no base to add to
     rows = {t: lake.write(t, day, tables[t]) for t in DAILY_TABLES}
     if record is not None:
+        increments.write_counted_jobs(lake, day, relation(con, _INCREMENT["counted_now_rows"]).to_arrow_table())
         increments.write_record(lake, day, record)
-    return DailyStats(rows, mode, reason, parts_added)
-
-
-def _digest(con, leaving_out: pa.Table) -> str:
-    """The digest of the day's test_jobs rows but those of the jobs `leaving_out`."""
-    con.register("new_jobs", leaving_out)
-    return execute(con, _INCREMENT["jobs_digest"]).fetchall()[0][0]
+    counted = sum(pc.sum(tables["test_daily_stats"][c]).as_py() or 0 for c in ("runs", "infra_runs"))
+    return DailyStats(rows, mode, reason, parts_added, counted)
 
 
 def _recomputed(con) -> dict[str, pa.Table]:
@@ -183,29 +203,38 @@ def _recomputed(con) -> dict[str, pa.Table]:
     return {t: con.sql(SQL[t]).to_arrow_table() for t in DAILY_TABLES}
 
 
-def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table]:
-    """The previous aggregates with the new jobs' rows added (`increments` says why it is exact)."""
+def _aggregate(con, step: str, sql: str) -> pa.Table:
+    execute(con, _INCREMENT[step])
+    return con.sql(SQL[sql]).to_arrow_table()
+
+
+def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
+    """The previous aggregates with the rows of the (commit, configuration) keys that moved
+    recomputed (`increments` says why it is exact); None when a changed job may have held an
+    extreme of a test (only the whole day can say)."""
     _require(con, lake, "test_daily_stats", [day], name="previous_stats")
     _require(con, lake, "test_sha_outcomes", [day], name="previous_outcomes")
-    con.execute(_INCREMENT["touched_commits"])
-    con.execute(_INCREMENT["rows_a"])
-    agg_a = con.sql(SQL["test_daily_stats"]).to_arrow_table()
-    outcomes_a = con.sql(SQL["test_sha_outcomes"]).to_arrow_table()
-    con.execute(_INCREMENT["rows_b"])
-    agg_b = con.sql(SQL["test_daily_stats"]).to_arrow_table()
-    for name, table in (("agg_a", agg_a), ("agg_b", agg_b), ("outcomes_a", outcomes_a)):
-        con.register(name, table)
+    for step in ("touched_keys", "jobs_a", "jobs_b", "key_jobs"):
+        execute(con, _INCREMENT[step])
+    files = parts.files_of_jobs(con, lake, day)
+    lake.register_files(con, files, "results_files")
+    execute(con, _INCREMENT["key_rows"])
+    execute(con, _INCREMENT["moved_groups"])
+    con.register("extremes_b", _aggregate(con, "changed_rows_b", "test_daily_stats"))
+    con.register("extremes_a", _aggregate(con, "changed_rows_a", "test_daily_stats"))
+    if execute(con, _INCREMENT["lost_extremes"]).fetchall()[0][0]:
+        return None
+    con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))
+    con.register("outcomes_a", _aggregate(con, "rows_a", "test_sha_outcomes"))
+    con.register("agg_a", con.sql(SQL["test_daily_stats"]).to_arrow_table())
     return {"test_daily_stats": con.sql(SQL["test_daily_stats_append"]).to_arrow_table(),
             "test_sha_outcomes": con.sql(SQL["test_sha_outcomes_append"]).to_arrow_table()}
 
 
 def _stats_rows(con, lake: Lake, day: str) -> dict[str, int]:
     """Rows per table of the previous result, when there is nothing to add."""
-    out = {}
-    for table in DAILY_TABLES:
-        _require(con, lake, table, [day], name="previous")
-        out[table] = con.execute("SELECT count(*) FROM previous").fetchone()[0]
-    return out
+    return {table: sum(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in lake.files(table, [day]))
+            for table in DAILY_TABLES}
 
 
 def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
@@ -221,13 +250,16 @@ def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
 
 def daily_stats_totals(lake: Lake, day: str) -> tuple[int, int]:
     """(test_results rows, runs + infra_runs summed over test_daily_stats) for `day`: every row
-    must be counted exactly once by the aggregate, so the two must be equal."""
-    con = connect()
-    try:
-        _require(con, lake, "test_results", [day])
-        _require(con, lake, "test_daily_stats", [day])
-        return con.execute(
-            "SELECT (SELECT count(*) FROM test_results), "
-            "(SELECT coalesce(sum(runs + infra_runs), 0)::BIGINT FROM test_daily_stats)").fetchone()
-    finally:
-        con.close()
+    must be counted exactly once by the aggregate, so the two must be equal. The rows from the
+    files' footers, the sum from the aggregate (a few hundred thousand rows, two columns)."""
+    results, stats = lake.files("test_results", [day]), lake.files("test_daily_stats", [day])
+    for table, found in (("test_results", results), ("test_daily_stats", stats)):
+        if not found:
+            raise FileNotFoundError(f"{table} has no partition for {day} in {lake.store.display(table)}: "
+                                    "materialize it first")
+    rows = sum(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in results)
+    counted = 0
+    for f in stats:
+        table = pq.read_table(f, columns=["runs", "infra_runs"], filesystem=lake.store.fs)
+        counted += sum(pc.sum(table[c]).as_py() or 0 for c in ("runs", "infra_runs"))
+    return rows, counted

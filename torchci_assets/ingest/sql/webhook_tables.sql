@@ -99,3 +99,23 @@ CREATE OR REPLACE TEMP TABLE increment AS SELECT * FROM stage
 -- an increment's staged rows (table increment) with those the day's earlier ingests kept (earlier)
 CREATE OR REPLACE TEMP VIEW stage AS
 SELECT * FROM earlier UNION ALL BY NAME SELECT * FROM increment
+
+-- step: touched_ids
+-- the job or run ids an increment's deliveries name: only their rows are reduced again
+CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT id FROM increment WHERE id IS NOT NULL
+
+-- step: touched_list
+SELECT id FROM touched
+
+-- step: merged_workflow_job
+-- (view current: the table as the day's earlier ingests left it)
+-- the rows of the ids the increment leaves alone, as they were, and those of the ids it names,
+-- reduced again from all of their deliveries: the table a reduction of the whole day gives
+SELECT * EXCLUDE (day) FROM current WHERE id NOT IN (SELECT id FROM touched)
+UNION ALL BY NAME SELECT * FROM reduced
+ORDER BY run_id, id, run_attempt
+
+-- step: merged_workflow_run
+SELECT * EXCLUDE (day) FROM current WHERE id NOT IN (SELECT id FROM touched)
+UNION ALL BY NAME SELECT * FROM reduced
+ORDER BY id, run_attempt

@@ -1,9 +1,16 @@
--- test_daily_stats after an append: previous - agg(B) + agg(A), per test and configuration
+-- test_daily_stats after an append: previous - agg(B) + agg(A) for the groups that moved (the
+-- others kept as they are), per test and configuration
 -- (increments.py says why that equals aggregating the whole day). The extremes combine the
--- previous result with A: rows are only ever added. Same columns, types and order as
--- test_daily_stats.sql.
-WITH signed AS (
-    SELECT *, 1 AS sign FROM previous_stats
+-- previous result with A (exact unless a changed row held one: `lost_extremes`). A group left
+-- without rows (its only job moved to another configuration) is gone. Same columns, types and
+-- order as test_daily_stats.sql.
+WITH previous AS (
+    SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class)
+              IN (SELECT g FROM moved_groups) AS moved
+    FROM previous_stats
+),
+signed AS (
+    SELECT * EXCLUDE (moved, day), 1 AS sign FROM previous WHERE moved
     UNION ALL BY NAME SELECT *, -1 AS sign FROM agg_b
     UNION ALL BY NAME SELECT *, 1 AS sign FROM agg_a
 ),
@@ -29,10 +36,13 @@ summed AS (
         max(last_seen) FILTER (WHERE sign = 1) AS last_seen
     FROM signed
     GROUP BY file, classname, name, build_env, test_config, platform, branch_class
+    HAVING sum(sign * (runs + infra_runs)) > 0
 )
 SELECT file, classname, name, build_env, test_config, platform, branch_class, runs, passed, failed, errors,
     skipped, rerun_count, rerun_passed, rerun_failed, clean_passes, pass_time,
     pass_time / nullif(clean_passes, 0) AS avg_pass_time, max_pass_time, shas, failing_shas, jobs, infra_runs,
     infra_failures, first_seen, last_seen
 FROM summed
+UNION ALL BY NAME
+SELECT * EXCLUDE (moved, day) FROM previous WHERE NOT moved
 ORDER BY build_env, test_config, platform, branch_class, file, classname, name

@@ -2,7 +2,32 @@
 -- webhook fields (job_window, run_window), its log's verdict (failure_window) and the infrastructure
 -- rule that applies to it, if any (see stats.py). Parameters: $main_branches,
 -- $pull_request_events, $died_conclusions, $infra_min_failures, $infra_failing_share.
-CREATE TEMP TABLE test_jobs AS
+-- step: job_tests
+-- Each job attempt's test counts and its most shared failure message, from the view test_run.
+CREATE OR REPLACE TEMP TABLE job_tests AS
+WITH tests AS (
+    SELECT workflow_id, workflow_run_attempt, job_id,
+           count(*) AS tests,
+           count(*) FILTER (WHERE status <> 'skipped') AS executed,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'error') AS errors,
+           count(*) FILTER (WHERE status = 'skipped') AS skipped,
+           count(*) FILTER (WHERE status = 'passed' AND rerun_count > 0) AS rerun_passed,
+           sum(time) AS time
+    FROM test_run GROUP BY ALL
+),
+messages AS (
+    SELECT job_id, workflow_run_attempt, max(n) AS top_message_failures
+    FROM (SELECT job_id, workflow_run_attempt, message, count(*) AS n FROM test_run
+          WHERE status IN ('failed', 'error') AND message IS NOT NULL GROUP BY ALL)
+    GROUP BY ALL
+)
+SELECT t.*, coalesce(m.top_message_failures, 0) AS top_message_failures
+FROM tests t LEFT JOIN messages m USING (job_id, workflow_run_attempt)
+
+-- step: test_jobs
+-- job_tests joined with the jobs' webhooks and logs over the window.
+CREATE OR REPLACE TEMP TABLE test_jobs AS
 WITH job AS (  -- each job's latest fields: from its highest-ranked delivery that has them
     SELECT id,
            arg_max(run_id, (rank, received_at, day)) FILTER (WHERE run_id IS NOT NULL) AS run_id,
@@ -27,29 +52,12 @@ run AS (
     SELECT id, arg_max(event, (updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event
     FROM run_window GROUP BY id
 ),
-tests AS (
-    SELECT workflow_id, workflow_run_attempt, job_id,
-           count(*) AS tests,
-           count(*) FILTER (WHERE status <> 'skipped') AS executed,
-           count(*) FILTER (WHERE status = 'failed') AS failed,
-           count(*) FILTER (WHERE status = 'error') AS errors,
-           count(*) FILTER (WHERE status = 'skipped') AS skipped,
-           count(*) FILTER (WHERE status = 'passed' AND rerun_count > 0) AS rerun_passed,
-           sum(time) AS time
-    FROM test_run GROUP BY ALL
-),
 failure AS (  -- a log archived twice (a re-upload on a later day): the latest copy
     SELECT job_id, arg_max(rule, day) AS failure_rule, arg_max(infra, day) AS failure_infra
     FROM failure_window GROUP BY job_id
 ),
-messages AS (
-    SELECT job_id, workflow_run_attempt, max(n) AS top_message_failures
-    FROM (SELECT job_id, workflow_run_attempt, message, count(*) AS n FROM test_run
-          WHERE status IN ('failed', 'error') AND message IS NOT NULL GROUP BY ALL)
-    GROUP BY ALL
-),
 joined AS (
-    SELECT t.*, coalesce(m.top_message_failures, 0) AS top_message_failures,
+    SELECT t.*,
            job.id IS NOT NULL AS job_found, job.name AS job_name, job.head_sha, job.head_branch,
            CASE WHEN job.id IS NULL THEN 'unknown'
                 WHEN list_contains($main_branches, job.head_branch)
@@ -59,8 +67,7 @@ joined AS (
            job.status AS job_status, job.conclusion AS job_conclusion,
            job.started_at AS job_started_at, job.completed_at AS job_completed_at,
            f.failure_rule, coalesce(f.failure_infra, false) AS failure_infra
-    FROM tests t
-    LEFT JOIN messages m USING (job_id, workflow_run_attempt)
+    FROM job_tests t
     LEFT JOIN failure f USING (job_id)
     LEFT JOIN job ON job.id = t.job_id
     LEFT JOIN run ON run.id = job.run_id

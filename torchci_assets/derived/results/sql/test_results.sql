@@ -1,4 +1,6 @@
--- test_results: the day's test rows with their job (test_jobs).
+-- test_results: test rows (view test_run: a test_run part, or a test_results file rewritten) with
+-- their job (test_jobs), sorted by configuration and test (parts.py cuts them into files where the
+-- configuration changes).
 SELECT t.workflow_id, t.workflow_run_attempt, t.job_id,
        replace(t.invoking_file, '.', '/') AS invoking_file,
        t.file, t.classname, t.name, t.time, t.status, t.rerun_count, t.message,
