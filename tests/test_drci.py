@@ -660,8 +660,8 @@ def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path
     lake.write("test_results", day, rows(200, 30), part="inc-2")
     read = []
     real = extracts._extract
-    monkeypatch.setattr(extracts, "_extract", lambda lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
-                                                                        real(lk, ex, src, rel)))
+    monkeypatch.setattr(extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
+                                                                        real(c, lk, ex, src, rel)))
 
     def view() -> list[tuple]:
         con = connect()

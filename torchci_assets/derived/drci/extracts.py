@@ -48,21 +48,22 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
     prefix = f"_{extract.name}-"
     wanted = {f"{prefix}{file_digest(lake, src)[:32]}.pq": src for src in lake.files(extract.table, [day])}
     present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
-    for name, src in sorted(wanted.items()):
-        if name not in present:
-            _extract(lake, extract, src, f"{folder}/{name}")
+    missing = sorted((name, src) for name, src in wanted.items() if name not in present)
+    if missing:
+        con = connect()  # one connection for the day's files: a full run extracts them all
+        try:
+            for name, src in missing:
+                _extract(con, lake, extract, src, f"{folder}/{name}")
+        finally:
+            con.close()
     for name in sorted(present):
         if name.startswith(prefix) and name.endswith(".pq") and name not in wanted:
             lake.store.delete(f"{folder}/{name}")  # its source was rewritten or removed
     return [lake.store.full(f"{folder}/{name}") for name in sorted(wanted)]
 
 
-def _extract(lake: Lake, extract: Extract, source: str, rel: str) -> None:
-    con = connect()
-    try:
-        lake.register_files(con, [source], "src")
-        table = relation(con, SQL[extract.name]).to_arrow_table()
-    finally:
-        con.close()
+def _extract(con, lake: Lake, extract: Extract, source: str, rel: str) -> None:
+    lake.register_files(con, [source], "src")
+    table = relation(con, SQL[extract.name]).to_arrow_table()
     with lake.store.atomic_output(rel, lake.owner) as out:
         pq.write_table(table, out)
