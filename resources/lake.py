@@ -12,6 +12,7 @@ runs never share a database file or a lock.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -68,6 +69,29 @@ class Lake:
                     w.write_batch(batch)
                     rows += batch.num_rows
         return rows
+
+    def file_digest(self, path: str) -> str:
+        """A digest of a Parquet file of the lake (a full path, as `files` gives it): its place
+        (table/day=D/name) and its footer (row counts, statistics, offsets), which any rewrite
+        changes; no data is read."""
+        h = hashlib.sha256("/".join(path.rsplit("/", 3)[-3:]).encode())
+        with self.store.fs.open_input_file(path) as f:
+            size = f.size()
+            if size >= 12:  # the last 8 bytes give the footer's length
+                f.seek(size - 8)
+                f.seek(max(0, size - 8 - int.from_bytes(f.read(4), "little")))
+            h.update(f.read())
+        return h.hexdigest()
+
+    def read_record(self, path: str, parse):
+        """`parse` of the bytes at `path` (relative to the lake), or None when the file is missing
+        or unreadable: a record of what a previous run wrote, which the caller then rebuilds."""
+        if not self.store.exists(path):
+            return None
+        try:
+            return parse(self.store.read_bytes(path))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     def sweep_staging(self, table: str, day: str, is_live) -> list[str]:
         """Remove staging files in the table's day folder that no live writer owns (see

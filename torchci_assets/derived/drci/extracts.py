@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation
-from torchci_assets.derived.flakiness.unchanged import file_digest
 
 SQL = SqlFiles(__file__)
 HOME = "drci_comments"  # the table beside whose partitions the extracts are kept
@@ -46,7 +45,7 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
     """The full paths of the extracts of the source files of `day`, up to date."""
     folder = f"{HOME}/day={day}"
     prefix = f"_{extract.name}-"
-    wanted = {f"{prefix}{file_digest(lake, src)[:32]}.pq": src for src in lake.files(extract.table, [day])}
+    wanted = {f"{prefix}{lake.file_digest(src)[:32]}.pq": src for src in lake.files(extract.table, [day])}
     present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
     missing = sorted((name, src) for name, src in wanted.items() if name not in present)
     if missing:

@@ -25,28 +25,8 @@ def inputs_digest(lake: Lake, inputs: dict[str, list[str]], settings: dict | Non
     h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
     for table, days in sorted(inputs.items()):
         for path in sorted(lake.files(table, days)):
-            h.update(file_digest(lake, path).encode())
+            h.update(lake.file_digest(path).encode())
     return h.hexdigest()
-
-
-def file_digest(lake: Lake, path: str) -> str:
-    """A digest of a lake Parquet file (a full path, as `Lake.files` gives it): its place in the
-    lake (table/day=D/name) and its footer."""
-    h = hashlib.sha256("/".join(path.rsplit("/", 3)[-3:]).encode())
-    h.update(_footer(lake, path))
-    return h.hexdigest()
-
-
-def _footer(lake: Lake, path: str) -> bytes:
-    """The Parquet footer of `path` as stored (its last 8 bytes give its length)."""
-    with lake.store.fs.open_input_file(path) as f:
-        size = f.size()
-        if size < 12:
-            return f.read()
-        f.seek(size - 8)
-        length = int.from_bytes(f.read(4), "little")
-        f.seek(max(0, size - 8 - length))
-        return f.read()
 
 
 def _path(table: str, day: str) -> str:

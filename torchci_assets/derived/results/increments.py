@@ -85,12 +85,7 @@ def source_parts(lake: Lake, day: str) -> tuple[dict[str, int], str | None]:
 
 
 def read_record(lake: Lake, day: str) -> Record | None:
-    if not lake.store.exists(record_path(day)):
-        return None
-    try:
-        return Record.from_json(lake.store.read_bytes(record_path(day)))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None  # unreadable: recompute, which writes a fresh one
+    return lake.read_record(record_path(day), Record.from_json)  # None: recompute, which writes a fresh one
 
 
 def write_record(lake: Lake, day: str, record: Record) -> None:

@@ -103,12 +103,7 @@ def record_path(day: str) -> str:
 
 
 def read_layout(lake: Lake, day: str) -> Layout | None:
-    if not lake.store.exists(record_path(day)):
-        return None
-    try:
-        return Layout.from_json(lake.store.read_bytes(record_path(day)))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None  # unreadable: rebuild, which writes a fresh one
+    return lake.read_record(record_path(day), Layout.from_json)  # None: rebuild, which writes a fresh one
 
 
 def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increments.Plan, dict[str, int], str | None]:
