@@ -5,8 +5,8 @@ A table's day partition is a fixed set of named parts (usually one, `data.parque
 partition replaces it exactly. Every materialized partition has its file, even when empty, so
 readers always find the schema and can tell "no rows" from "not materialized".
 
-DuckDB is the query engine: a fresh in-memory connection per step reading Parquet, so parallel
-runs never share a database file or a lock.
+DuckDB is the query engine: an in-memory connection of its own per use reading Parquet, so
+parallel runs never share a database file or a lock.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from resources.sql import Literals, compose
@@ -105,16 +106,23 @@ class Lake:
         return self.store.list_days(table)
 
     def files(self, table: str, days: Iterable[str] | None = None) -> list[str]:
-        """Full paths of the table's Parquet files, for the given days (default: all)."""
-        wanted = None if days is None else {f"day={d}" for d in days}
-        out = []
-        for entry in self.store.list_files(table, (".parquet",)):
-            if entry.refused:  # a link in the lake is never followed
-                continue
-            parts = entry.path.split("/")
-            if wanted is None or (len(parts) >= 3 and parts[1] in wanted):
-                out.append(self.store.full(entry.path))
-        return out
+        """Full paths of the table's Parquet files, for the given days (default: all). Only the
+        days' folders are listed: a table's history grows, what a step reads of it does not."""
+        if days is None:
+            entries = self.store.list_files(table, (".parquet",))
+        else:
+            entries = [e for d in sorted(set(days)) for e in self.store.list_files(f"{table}/day={d}", (".parquet",))]
+        # A link in the lake is never followed.
+        return [self.store.full(e.path) for e in entries if not e.refused]
+
+    def read_files(self, files: list[str], columns: list[str] | None = None) -> pa.Table:
+        """The rows of these Parquet files of the lake (full paths, as `files` gives them), one
+        file after the other, as one table; none: an empty table without columns."""
+        tables = []
+        for path in files:
+            with self.store.fs.open_input_file(path) as f:
+                tables.append(pq.ParquetFile(f).read(columns=columns))
+        return pa.concat_tables(tables) if tables else pa.table({})
 
     def register(self, con: duckdb.DuckDBPyConnection, table: str, days: Iterable[str] | None = None,
                  name: str | None = None) -> int:
@@ -136,6 +144,8 @@ class Lake:
             # DuckDB cannot read s3:// here (no httpfs offline), so S3 goes through a pyarrow
             # dataset, made to look like the local view: footers unified by name and the
             # Hive `day` typed as DATE, as DuckDB's hive_partitioning infers it.
+            import pyarrow.dataset as pads  # here only: it imports pandas, which every process would pay for
+
             fs = self.store.fs
             schema = pa.unify_schemas([pq.read_schema(f, filesystem=fs) for f in files] + [DAY_PARTITION],
                                       promote_options="permissive")
@@ -147,7 +157,13 @@ class Lake:
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with bounded memory that spills to a temp folder."""
+    """An in-memory DuckDB connection with bounded memory that spills to a temp folder.
+
+    Opening a DuckDB database costs ~15 ms of CPU, and a refresh opens dozens; so each connection
+    is a cursor on a database no other live connection uses, taken from the idle ones this process
+    opened with the same settings. A connection keeps what it creates to itself (the lake's views
+    are TEMP, and temp objects belong to the cursor), its memory limit is its own as with a fresh
+    database, and its database becomes idle again once the connection is gone."""
     # Settings go in as configuration, not as SQL text: the memory limit comes from the environment.
     config = {
         "memory_limit": memory_limit or os.environ.get("TORCHCI_DUCKDB_MEMORY", "512MB"),
@@ -157,7 +173,35 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     }
     if threads:
         config["threads"] = int(threads)
-    con = duckdb.connect(":memory:", config=config)
+    key = tuple(sorted(config.items()))
+    database = _IDLE.take(key) or duckdb.connect(":memory:", config=config)
+    con = database.cursor()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
+    weakref.finalize(con, _IDLE.give, key, database)
     return con
+
+
+class _IdleDatabases:
+    """In-memory databases whose last connection is gone, by settings. A forked child starts
+    with none: it must not share its parent's databases."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._idle: dict[tuple, list[duckdb.DuckDBPyConnection]] = {}
+
+    def take(self, key: tuple) -> duckdb.DuckDBPyConnection | None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._idle = os.getpid(), {}
+            idle = self._idle.get(key)
+            return idle.pop() if idle else None
+
+    def give(self, key: tuple, database: duckdb.DuckDBPyConnection) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                self._idle.setdefault(key, []).append(database)
+
+
+_IDLE = _IdleDatabases()

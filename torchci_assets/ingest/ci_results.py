@@ -60,7 +60,6 @@ from dataclasses import dataclass, field
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, relation, run_steps
@@ -372,7 +371,7 @@ def _parse_files(store: Store, files: list, report: CiResultReport) -> pa.Table:
 
 def _staged_earlier(lake: Lake, day: str) -> pa.Table:
     files = hidden_files(lake, TABLES[0], day, STAGE_PART)
-    return pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table().cast(STAGE_SCHEMA)
+    return lake.read_files(files).cast(STAGE_SCHEMA)
 
 
 def _in_archive_order(stage: pa.Table) -> pa.Table:

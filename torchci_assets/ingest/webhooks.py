@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
@@ -166,7 +165,7 @@ def _day_deliveries(lake: Lake, day: str) -> dict[str, str]:
     files = lake.files(PRIMARY, [day])
     if not files:
         return {}
-    table = pads.dataset(files, filesystem=lake.store.fs, format="parquet").to_table(columns=["delivery_id", "event"])
+    table = lake.read_files(files, columns=["delivery_id", "event"])
     return dict(zip(table.column("delivery_id").to_pylist(), table.column("event").to_pylist()))
 
 
@@ -288,5 +287,5 @@ def _merged(con, lake: Lake, table: str, day: str) -> pa.RecordBatchReader:
 def _staged_earlier(lake: Lake, table: str, day: str, ids: pa.Array) -> pa.Table:
     """The staged rows of `ids` the day's earlier ingests kept in the partition (its `_stage*` files)."""
     files = hidden_files(lake, table, day, STAGE_PART)
-    dataset = pads.dataset(files, filesystem=lake.store.fs, format="parquet")
-    return dataset.to_table(filter=pc.field("id").isin(ids.cast(dataset.schema.field("id").type)))
+    table = lake.read_files(files)
+    return table.filter(pc.is_in(table.column("id"), value_set=ids.cast(table.schema.field("id").type)))
