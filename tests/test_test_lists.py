@@ -16,6 +16,8 @@ from torchci_assets.derived.flakiness.lists import (
     decide_disabled,
     disable_platforms,
     dumps,
+    flaky_rows,
+    has_flaky_rows,
     publish_disabled_tests,
     publish_slow_tests,
     pytorch_key,
@@ -112,6 +114,45 @@ def test_an_unchanged_list_is_not_rewritten(tmp_path, monkeypatch):
     lake.write("flaky_tests", D, pa.Table.from_pylist([row("test_a"), row("test_b")]))
     publish_disabled_tests(lake, out, D)
     assert written == [DISABLED_TESTS_PATH] and "test_b (__main__.TestX)" in json.loads(out.read_bytes(DISABLED_TESTS_PATH))
+
+
+def test_the_rows_read_for_a_decision_decide_as_every_row_would(tmp_path):
+    """Only tests that flaked or that a list names are read: every row of such a test (in any file,
+    healthy or not), so the decision and the counts it records are those of the whole table."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    in_file = lambda r, f: {**r, "file": f}  # noqa: E731
+    rows = [row("test_a"), in_file(row("test_a", verdict="healthy", events=0, runs=7), "test_y.py"),
+            row("test_flaked_once", verdict="healthy", events=1, runs=90),
+            row("test_fixed", verdict="healthy", events=0, runs=REENABLE_MIN_RUNS),
+            row("test_still", verdict="healthy", events=0, runs=3, cls="mod.TestZ"),
+            row("test_ok", verdict="healthy", events=0), row("test_b", verdict="broken", events=0)]
+    lake.write("flaky_tests", D, pa.Table.from_pylist(rows))
+    previous = {pytorch_key("TestX", "test_fixed"): ["local-1", "", []],
+                pytorch_key("TestZ", "test_still"): ["local-2", "", []],
+                pytorch_key("TestX", "test_gone"): ["local-3", "", []]}
+
+    read = flaky_rows(lake, D, keys=previous)
+
+    everything = flaky_rows(lake, D)
+    assert len(everything) == len(rows)
+    assert sorted((r["file"], r["name"]) for r in read) == [
+        ("test_x.py", "test_a"), ("test_x.py", "test_fixed"), ("test_x.py", "test_flaked_once"),
+        ("test_x.py", "test_still"), ("test_y.py", "test_a")]
+    assert decide_disabled(read, previous) == decide_disabled(everything, previous)
+    assert has_flaky_rows(lake, D)
+    lake.write("flaky_tests", D, pa.Table.from_pylist([], schema=pa.Table.from_pylist(rows).schema))
+    assert flaky_rows(lake, D, keys=previous) == [] and not has_flaky_rows(lake, D)
+
+
+def test_a_window_whose_tests_are_all_healthy_still_publishes(tmp_path):
+    """No row needs reading, yet the window has tests: the list is decided (and re-enables), not kept."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    out.write_bytes(DISABLED_TESTS_PATH, dumps({"test_fixed (__main__.TestX)": ["local-1", "", ["win"]]}))
+    lake.write("flaky_tests", D, pa.Table.from_pylist([row("test_fixed", verdict="healthy", events=0),
+                                                       row("test_ok", verdict="healthy", events=0)]))
+    decision = publish_disabled_tests(lake, out, D)
+    assert decision.nothing_new == "" and list(decision.reenabled) == ["test_fixed (__main__.TestX)"]
+    assert json.loads(out.read_bytes(DISABLED_TESTS_PATH)) == {}
 
 
 def stats_row(name, env, seconds, passes, branch="main", cls="TestX"):

@@ -649,8 +649,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")
         report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
         return report, mode
-    rows = flaky_rows(lake, day)
     published = load_published(outputs)
+    rows = flaky_rows(lake, day, keys=published)
     wanted = wanted_tests(rows, published)
     if not mode.live:
         warn(f"DRY RUN: {mode.reason}; {len(wanted)} test(s) to disable are recorded as dry_run, "

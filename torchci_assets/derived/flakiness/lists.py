@@ -32,10 +32,12 @@ their list is published every time.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
@@ -134,23 +136,33 @@ def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def flaky_rows(lake: Lake, day: str) -> list[dict]:
-    """The `flaky_tests` rows of `day` that decide_disabled reads."""
+def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[dict]:
+    """The `flaky_tests` rows of `day` that decide_disabled reads: all of them, or with `keys`
+    (test ids) only those a decision on the tests flaky in the window and on `keys` reads."""
     con = connect()
     try:
         if lake.register(con, "flaky_tests", [day], name="f") == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
-        return _rows(con, "SELECT file, classname, name, verdict, flake_events, runs, platforms, flaky_platforms FROM f")
+        if keys is None:
+            return _rows(con, "SELECT file, classname, name, verdict, flake_events, runs, platforms, flaky_platforms "
+                              "FROM f")
+        return _rows(con, SQL["disabling_rows"], {"keys": sorted(keys)})
     finally:
         con.close()
+
+
+def has_flaky_rows(lake: Lake, day: str) -> bool:
+    """Whether `day`'s flaky_tests names any test (its files' footers, no row read)."""
+    return any(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in lake.files("flaky_tests", [day]))
 
 
 def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
     """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
     lake table and publish the condensed file and the re-enabled list."""
-    rows = flaky_rows(lake, day)
-    decision = decide_disabled(rows, load_published(outputs))
-    if rows:
+    previous = load_published(outputs)
+    rows = flaky_rows(lake, day, keys=previous)
+    decision = decide_disabled(rows, previous)
+    if rows or has_flaky_rows(lake, day):
         _publish(lake, outputs, day, decision, rows)
     else:
         _record(lake, day, decision, rows)
@@ -170,9 +182,9 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     likely a search outage than a human decision: a list that lost more than half of a
     previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`.
     """
-    rows = flaky_rows(lake, day) if lake.files("flaky_tests", [day]) else []
     previous = load_published(outputs)
     disabled = condense(issues)
+    rows = flaky_rows(lake, day, keys=[*previous, *disabled]) if lake.files("flaky_tests", [day]) else []
     kept = sum(1 for k in previous if k in disabled)
     if len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable:
         raise ValueError(f"only {kept} of the {len(previous)} published disabled tests still have an open "
