@@ -187,7 +187,9 @@ class _IdleDatabases:
     with none: it must not share its parent's databases."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        # Reentrant: `give` runs from a finalizer, which the garbage collector may call in this
+        # thread while `take` holds the lock.
+        self._lock = threading.RLock()
         self._pid = os.getpid()
         self._idle: dict[tuple, list[duckdb.DuckDBPyConnection]] = {}
 
