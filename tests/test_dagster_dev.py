@@ -124,6 +124,9 @@ def browser():
 def open_page(browser, url: str, height: int = 1200):
     page = browser.new_page(viewport={"width": 1600, "height": height})
     page.set_default_timeout(180_000)  # the machine is shared: the UI's first load can take a while
+    # Dagster's newsletter dialog covers the page on a first visit, whenever it opens: Playwright
+    # dismisses it before any action it would block.
+    page.add_locator_handler(page.get_by_text("Skip", exact=True), lambda skip: skip.click())
     page.goto(url)
     return page
 
@@ -170,9 +173,6 @@ def test_workflow_job_shows_its_columns(dev, browser):
 def test_checks_show_their_description_and_blocking(dev, browser):
     page = open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=checks")
     wait_text(page, lambda t: "required_columns_not_null" in t)
-    skip = page.get_by_text("Skip", exact=True)  # Dagster's newsletter dialog covers the page on a first visit
-    if skip.count():
-        skip.first.click()
     page.get_by_text("required_columns_not_null", exact=True).first.click()
     text = wait_text(page, lambda t: DESCRIPTIONS["required_columns_not_null"] in t)
     page.screenshot(path=str(dev["log"].parent / "checks.png"), full_page=True)
