@@ -56,10 +56,10 @@ from torchci_assets.partitions import daily_partitions, last_partition
 
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
 # A minute keeps landing -> disabled list, HUD and Dr. CI within p50 90 s and p95 3 min
-# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part, ~10 CPU-s
-# on a PyTorch-sized day, of which ~3 are any Dagster run's floor (the run's process with the
-# code location, the events of 25 assets and 25 checks) and the rest what each step reads of
-# the day; refreshes run back to back when a run outlasts the minute.
+# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part, ~8 CPU-s
+# on a PyTorch-sized day, of which ~4 are Dagster's (the run's process with the code location,
+# the events of 25 assets and 25 checks, each step's look-up of its inputs) and the rest what
+# each step reads of the day; refreshes run back to back when a run outlasts the minute.
 DEFAULT_REFRESH_MINUTES = 1.0
 # How often the sensor lists the archive: half the interval, so a refresh starts within 30 s of
 # its interval ending; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
