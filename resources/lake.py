@@ -163,7 +163,10 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     is a cursor on a database no other live connection uses, taken from the idle ones this process
     opened with the same settings. A connection keeps what it creates to itself (the lake's views
     are TEMP, and temp objects belong to the cursor), its memory limit is its own as with a fresh
-    database, and its database becomes idle again once the connection is gone."""
+    database, and its database becomes idle again once the connection is gone. An idle database
+    keeps what DuckDB's allocator holds from its last connection's queries (up to its memory
+    limit) until it is used again, so at most MAX_IDLE of them are kept per settings: the others
+    are closed, which gives their memory back."""
     # Settings go in as configuration, not as SQL text: the memory limit comes from the environment.
     config = {
         "memory_limit": memory_limit or os.environ.get("TORCHCI_DUCKDB_MEMORY", "512MB"),
@@ -180,6 +183,10 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
     weakref.finalize(con, _IDLE.give, key, database)
     return con
+
+
+# A run's steps use one or two connections at a time; the webhook ingest's writer threads more.
+MAX_IDLE = 2
 
 
 class _IdleDatabases:
@@ -201,9 +208,12 @@ class _IdleDatabases:
             return idle.pop() if idle else None
 
     def give(self, key: tuple, database: duckdb.DuckDBPyConnection) -> None:
+        """Keep `database` for the next connection, unless MAX_IDLE are kept already: then it is
+        dropped here and closes once nothing refers to it."""
         with self._lock:
-            if self._pid == os.getpid():
-                self._idle.setdefault(key, []).append(database)
+            idle = self._idle.setdefault(key, [])
+            if self._pid == os.getpid() and len(idle) < MAX_IDLE:
+                idle.append(database)
 
 
 _IDLE = _IdleDatabases()

@@ -5,7 +5,7 @@ import gc
 import duckdb
 import pytest
 
-from resources.lake import connect
+from resources.lake import MAX_IDLE, _IDLE, connect
 
 
 def _tables_of_its_own(con) -> str:
@@ -44,3 +44,13 @@ def test_settings_are_each_connections_own():
     del small
     gc.collect()
     assert limit(connect()) == limit(default)  # a default connection never gets the small database
+
+
+def test_at_most_max_idle_databases_are_kept_the_others_are_closed():
+    """An idle database holds on to the memory its queries left with DuckDB's allocator."""
+    live = [connect(memory_limit="123MB") for _ in range(MAX_IDLE + 2)]
+    for con in live:
+        con.execute("CREATE TEMP TABLE t AS SELECT range AS n FROM range(1000)")
+    del con, live
+    gc.collect()
+    assert [len(v) for k, v in _IDLE._idle.items() if dict(k)["memory_limit"] == "123MB"] == [MAX_IDLE]
