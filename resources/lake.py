@@ -115,6 +115,10 @@ class Lake:
         # A link in the lake is never followed.
         return [self.store.full(e.path) for e in entries if not e.refused]
 
+    def rows_in(self, files: list[str]) -> int:
+        """Rows of these Parquet files of the lake, from their footers (no data is read)."""
+        return sum(pq.read_metadata(f, filesystem=self.store.fs).num_rows for f in files)
+
     def read_files(self, files: list[str], columns: list[str] | None = None) -> pa.Table:
         """The rows of these Parquet files of the lake (full paths, as `files` gives them), one
         file after the other, as one table; none: an empty table without columns."""
@@ -185,7 +189,7 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return con
 
 
-# A run's steps use one or two connections at a time; the webhook ingest's writer threads more.
+# A step holds one or two connections at once: more idle databases would only hold memory.
 MAX_IDLE = 2
 
 
@@ -211,8 +215,10 @@ class _IdleDatabases:
         """Keep `database` for the next connection, unless MAX_IDLE are kept already: then it is
         dropped here and closes once nothing refers to it."""
         with self._lock:
+            if self._pid != os.getpid():  # a forked child's: the parent's database stays the parent's
+                return
             idle = self._idle.setdefault(key, [])
-            if self._pid == os.getpid() and len(idle) < MAX_IDLE:
+            if len(idle) < MAX_IDLE:
                 idle.append(database)
 
 

@@ -17,7 +17,6 @@ from torchci_assets.derived.flakiness.lists import (
     disable_platforms,
     dumps,
     flaky_rows,
-    has_flaky_rows,
     publish_disabled_tests,
     publish_slow_tests,
     pytorch_key,
@@ -139,9 +138,9 @@ def test_the_rows_read_for_a_decision_decide_as_every_row_would(tmp_path):
         ("test_x.py", "test_a"), ("test_x.py", "test_fixed"), ("test_x.py", "test_flaked_once"),
         ("test_x.py", "test_still"), ("test_y.py", "test_a")]
     assert decide_disabled(read, previous) == decide_disabled(everything, previous)
-    assert has_flaky_rows(lake, D)
+    assert lake.rows_in(lake.files("flaky_tests", [D])) == len(rows)
     lake.write("flaky_tests", D, pa.Table.from_pylist([], schema=pa.Table.from_pylist(rows).schema))
-    assert flaky_rows(lake, D, keys=previous) == [] and not has_flaky_rows(lake, D)
+    assert flaky_rows(lake, D, keys=previous) == [] and lake.rows_in(lake.files("flaky_tests", [D])) == 0
 
 
 def test_a_window_whose_tests_are_all_healthy_still_publishes(tmp_path):

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
@@ -151,10 +150,6 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
         con.close()
 
 
-def has_flaky_rows(lake: Lake, day: str) -> bool:
-    """Whether `day`'s flaky_tests names any test (its files' footers, no row read)."""
-    return any(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in lake.files("flaky_tests", [day]))
-
 
 def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
     """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
@@ -162,7 +157,7 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
     previous = load_published(outputs)
     rows = flaky_rows(lake, day, keys=previous)
     decision = decide_disabled(rows, previous)
-    if rows or has_flaky_rows(lake, day):
+    if rows or lake.rows_in(lake.files("flaky_tests", [day])):  # `rows` holds only what a decision reads
         _publish(lake, outputs, day, decision, rows)
     else:
         _record(lake, day, decision, rows)

@@ -233,8 +233,7 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
 
 def _stats_rows(con, lake: Lake, day: str) -> dict[str, int]:
     """Rows per table of the previous result, when there is nothing to add."""
-    return {table: sum(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in lake.files(table, [day]))
-            for table in DAILY_TABLES}
+    return {table: lake.rows_in(lake.files(table, [day])) for table in DAILY_TABLES}
 
 
 def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
@@ -257,7 +256,7 @@ def daily_stats_totals(lake: Lake, day: str) -> tuple[int, int]:
         if not found:
             raise FileNotFoundError(f"{table} has no partition for {day} in {lake.store.display(table)}: "
                                     "materialize it first")
-    rows = sum(pq.read_metadata(f, filesystem=lake.store.fs).num_rows for f in results)
+    rows = lake.rows_in(results)
     counted = 0
     for f in stats:
         table = pq.read_table(f, columns=["runs", "infra_runs"], filesystem=lake.store.fs)
