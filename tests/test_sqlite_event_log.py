@@ -1,0 +1,175 @@
+"""The instance's SQLite event log (dagster.yaml, `torchci_assets.sqlite_event_log`): Dagster's
+files and layout, with connections kept open, and a live run still visible to a webserver."""
+
+import multiprocessing
+import os
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import dagster as dg
+
+from torchci_assets.sqlite_event_log import MAX_OPEN, OpenSqliteEventLogStorage
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_YAML = "telemetry:\n  enabled: false\n"  # Dagster's own SQLite storage
+
+
+def home(tmp_path: Path, yaml: str | None = None) -> Path:
+    h = tmp_path / "dagster"
+    h.mkdir(parents=True, exist_ok=True)
+    if yaml is None:
+        shutil.copy(ROOT / "dagster.yaml", h / "dagster.yaml")
+    else:
+        (h / "dagster.yaml").write_text(yaml)
+    return h
+
+
+def instance_at(h: Path, monkeypatch) -> dg.DagsterInstance:
+    monkeypatch.setenv("DAGSTER_HOME", str(h))
+    return dg.DagsterInstance.from_config(str(h))
+
+
+def assets(n: int) -> list:
+    def make(i):
+        @dg.asset(name=f"a{i}", check_specs=[dg.AssetCheckSpec("ok", asset=f"a{i}")])
+        def _a():
+            yield dg.MaterializeResult(metadata={"i": i})
+            yield dg.AssetCheckResult(passed=True)
+        return _a
+    return [make(i) for i in range(n)]
+
+
+def test_the_projects_instance_uses_it_and_dagsters_own_storage_reads_what_it_wrote(tmp_path, monkeypatch):
+    h = home(tmp_path)
+    ours = instance_at(h, monkeypatch)
+    assert isinstance(ours.event_log_storage, OpenSqliteEventLogStorage)
+    run = dg.materialize(assets(3), instance=ours)
+    assert run.success
+
+    # the same folder opened with Dagster's default SQLite storage: the same run, events and index
+    (h / "dagster.yaml").write_text(DEFAULT_YAML)
+    theirs = dg.DagsterInstance.from_config(str(h))
+    assert not isinstance(theirs.event_log_storage, OpenSqliteEventLogStorage)
+    assert theirs.get_run_by_id(run.run_id) is not None
+    assert len(theirs.all_logs(run.run_id)) == len(ours.all_logs(run.run_id)) > 20
+    m = theirs.get_latest_materialization_event(dg.AssetKey("a2"))
+    assert m.run_id == run.run_id and m.asset_materialization.metadata["i"].value == 2
+
+    # and back: what Dagster's storage wrote, ours reads
+    again = dg.materialize(assets(3), instance=theirs)
+    shutil.copy(ROOT / "dagster.yaml", h / "dagster.yaml")
+    reopened = instance_at(h, monkeypatch)
+    assert reopened.get_latest_materialization_event(dg.AssetKey("a0")).run_id == again.run_id
+    records = reopened.event_log_storage.get_latest_asset_check_execution_by_key([
+        dg.AssetCheckKey(dg.AssetKey("a1"), "ok")])
+    assert records[dg.AssetCheckKey(dg.AssetKey("a1"), "ok")].run_id == again.run_id
+
+
+def count_sqlite_connects(monkeypatch) -> list:
+    opened = []
+    real = sqlite3.dbapi2.connect  # what SQLAlchemy's pysqlite dialect calls
+
+    def connect(*args, **kwargs):
+        opened.append(args[0] if args else kwargs.get("database"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(sqlite3.dbapi2, "connect", connect)
+    return opened
+
+
+def test_a_run_opens_each_database_once_not_once_per_event(tmp_path, monkeypatch):
+    for yaml, label in ((None, "ours"), (DEFAULT_YAML, "dagster")):
+        h = home(tmp_path / label, yaml)
+        inst = instance_at(h, monkeypatch)
+        dg.materialize(assets(1), instance=inst)  # databases created, schema checked
+        opened = count_sqlite_connects(monkeypatch)
+        run = dg.materialize(assets(5), instance=inst)
+        monkeypatch.undo()
+        events = len(inst.all_logs(run.run_id))
+        event_dbs = [p for p in opened if "/history/runs/" in str(p)]  # the event log, not runs.db
+        if label == "ours":
+            # the new run's shard (and a second connection while its schema is created), the index
+            assert 1 <= len(event_dbs) <= 4, event_dbs
+        else:
+            assert len(event_dbs) > events  # what the class exists to avoid: one or more per event
+
+
+def test_a_webserver_follows_a_live_run_while_the_runs_connection_stays_open(tmp_path, monkeypatch):
+    """The webserver streams a running run's events by watching its database file change."""
+    h = home(tmp_path)
+    writer = instance_at(h, monkeypatch)
+    webserver = dg.DagsterInstance.from_config(str(h))  # another process's instance, as dagster dev's
+    seen = threading.Event()
+    run_id = []
+
+    def on_event(entry, _cursor):
+        if entry.dagster_event and entry.dagster_event.event_type_value == "STEP_START":
+            seen.set()
+
+    @dg.asset
+    def waits_to_be_seen(context):
+        # the step is running: the run's connection is open and the run has not ended
+        run_id.append(context.run.run_id)
+        webserver.event_log_storage.watch(context.run.run_id, None, on_event)
+        for _ in range(40):  # the step goes on writing to the run's log, as steps do
+            context.log.info("working")
+            if seen.wait(0.5):
+                return 1
+        raise AssertionError("the webserver saw nothing of a running run")
+
+    try:
+        assert dg.materialize([waits_to_be_seen], instance=writer).success
+    finally:
+        for rid in run_id:
+            webserver.event_log_storage.end_watch(rid, on_event)
+        webserver.event_log_storage.dispose()
+
+
+def test_at_most_max_open_databases_stay_open(tmp_path, monkeypatch):
+    h = home(tmp_path)
+    inst = instance_at(h, monkeypatch)
+    for _ in range(MAX_OPEN + 4):
+        dg.materialize(assets(1), instance=inst)
+    fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+           if os.path.exists(f"/proc/self/fd/{fd}")]
+    open_dbs = {p for p in fds if p.startswith(str(h / "history" / "runs")) and p.endswith(".db")}
+    assert 2 <= len(open_dbs) <= MAX_OPEN
+
+
+def test_a_wiped_instance_writes_to_new_files(tmp_path, monkeypatch):
+    h = home(tmp_path)
+    inst = instance_at(h, monkeypatch)
+    first = dg.materialize(assets(1), instance=inst)
+    inst.wipe()
+    assert not (h / "history" / "runs" / f"{first.run_id}.db").exists()
+    second = dg.materialize(assets(1), instance=inst)
+    assert (h / "history" / "runs" / f"{second.run_id}.db").exists()
+    fresh = dg.DagsterInstance.from_config(str(h))
+    assert fresh.get_latest_materialization_event(dg.AssetKey("a0")).run_id == second.run_id
+    assert len(fresh.all_logs(second.run_id)) > 5
+
+
+def _child_writes(storage: OpenSqliteEventLogStorage, out) -> None:
+    inst_events = storage.get_event_records(dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION))
+    storage.wipe_asset(dg.AssetKey("nothing"))  # a write through the index connection
+    out.put((len(inst_events), len(storage._engines)))
+
+
+def test_a_forked_child_opens_its_own_connections(tmp_path, monkeypatch):
+    h = home(tmp_path)
+    inst = instance_at(h, monkeypatch)
+    dg.materialize(assets(2), instance=inst)
+    storage = inst.event_log_storage
+    parent_engines = dict(storage._engines)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child_writes, args=(storage, out))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    seen, child_open = out.get(timeout=5)
+    assert seen == 2 and child_open == 1  # only the index, opened anew in the child
+    # the parent's connections still work after the child used and closed its own
+    assert storage._engines.keys() == parent_engines.keys()
+    assert dg.materialize(assets(2), instance=inst).success

@@ -1,0 +1,120 @@
+"""Dagster's SQLite event log, with each database's connection kept open between writes.
+
+Why: Dagster's `SqliteEventLogStorage` builds a new SQLAlchemy engine and opens and closes a
+SQLite connection for every read and write. Each new engine compiles every statement again, and
+each close of a WAL database's last connection checkpoints it. A run writes ~200 events (a refresh
+of a day: 13 steps, 25 assets, 25 checks) and each step reads its inputs' latest materializations,
+so on this machine that costs ~2 CPU-s a refresh, more than any of its steps.
+
+This class keeps one engine and one open connection per database (the index and the last few runs'
+shards) and is otherwise Dagster's: the same files, tables and layout, so an instance can move to
+or from it at any time. Two things Dagster's behaviour gave for free are kept on purpose:
+- A run's database is checkpointed after every commit (`wal_autocheckpoint=1`): the webserver
+  follows a live run by watching that file change, and with an open connection the writes would
+  otherwise stay in the write-ahead log until the run ends.
+- A forked child never uses its parent's connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import OrderedDict
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+from dagster._config import StringSource
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from sqlalchemy.engine import Connection, Engine
+
+# Open databases per process: the index, the runless shard, the run being executed, and the runs a
+# webserver is showing. The least recently used beyond that is closed.
+MAX_OPEN = 8
+
+
+class OpenSqliteEventLogStorage(SqliteEventLogStorage):
+    """Configured in dagster.yaml as `event_log_storage` with `instance_dir` (the Dagster instance's
+    folder, `$DAGSTER_HOME`): the event logs are where Dagster's default SQLite storage keeps them,
+    `<instance_dir>/history/runs`.
+    """
+
+    def __init__(self, base_dir: str, inst_data=None):
+        # before Dagster's __init__, which may create the index database through `_connect`
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._pid = os.getpid()
+        self._tables: set[str] = set()
+        super().__init__(base_dir, inst_data=inst_data)
+
+    @classmethod
+    def config_type(cls):
+        return {"instance_dir": StringSource}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return cls(os.path.join(config_value["instance_dir"], "history", "runs"), inst_data=inst_data)
+
+    @contextlib.contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def _engine(self, shard: str) -> Engine:
+        """The shard's engine, opened once; called with `_db_lock` held."""
+        if self._pid != os.getpid():  # a forked child: the parent's connections are the parent's
+            for engine in self._engines.values():
+                engine.dispose(close=False)
+            self._engines.clear()
+            self._pid = os.getpid()
+        engine = self._engines.get(shard)
+        if engine is None:
+            engine = sa.create_engine(
+                self.conn_string_for_shard(shard),
+                # one connection kept; `_initdb` opens a second one inside the first, closed after
+                poolclass=sa.pool.QueuePool, pool_size=1, max_overflow=4, pool_timeout=SQLITE_BUSY_TIMEOUT_SECONDS,
+                # the connection moves between threads only under `_db_lock`, one at a time
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+            )
+            if shard != INDEX_SHARD_NAME:
+                sa.event.listen(engine, "connect", _checkpoint_every_commit)
+            self._engines[shard] = engine
+            while len(self._engines) > MAX_OPEN:
+                self._engines.popitem(last=False)[1].dispose()
+        self._engines.move_to_end(shard)
+        return engine
+
+    def has_table(self, table_name: str) -> bool:
+        # Dagster asks for every asset and check event, opening a new engine each time (it may be
+        # inside a transaction on the index, so it cannot take the kept connection). A table,
+        # once there, stays: Dagster's migrations add tables and never drop them.
+        if table_name not in self._tables and super().has_table(table_name):
+            self._tables.add(table_name)
+        return table_name in self._tables
+
+    def _close_all(self) -> None:
+        with self._db_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
+    def wipe(self) -> None:
+        # the run shards' files are deleted: no connection may keep writing to them
+        self._close_all()
+        super().wipe()
+
+    def upgrade(self) -> None:
+        self._close_all()
+        super().upgrade()
+
+    def dispose(self) -> None:
+        self._close_all()
+        super().dispose()
+
+
+def _checkpoint_every_commit(dbapi_connection, _record) -> None:
+    dbapi_connection.execute("PRAGMA wal_autocheckpoint=1")
