@@ -4,7 +4,7 @@ Why: Dagster's `SqliteEventLogStorage` builds a new SQLAlchemy engine and opens 
 SQLite connection for every read and write. Each new engine compiles every statement again, and
 each close of a WAL database's last connection checkpoints it. A run writes ~200 events (a refresh
 of a day: 13 steps, 25 assets, 25 checks) and each step reads its inputs' latest materializations,
-so on this machine that costs ~2 CPU-s a refresh, more than any of its steps.
+so on this machine it cost ~1.2 CPU-s of a refresh's ~8.4, more than most of its steps.
 
 This class keeps one engine and one open connection per database (the index and the last few runs'
 shards) and is otherwise Dagster's: the same files, tables and layout, so an instance can move to
