@@ -1,30 +1,34 @@
-"""Dagster's SQLite event log, with each database's connection kept open between writes.
+"""Dagster's SQLite run storage and event log, with each database's connection kept open.
 
-Why: Dagster's `SqliteEventLogStorage` builds a new SQLAlchemy engine and opens and closes a
-SQLite connection for every read and write. Each new engine compiles every statement again, and
+Why: Dagster's `SqliteEventLogStorage` and `SqliteRunStorage` build a new SQLAlchemy engine and
+open and close a SQLite connection for every read and write. Each new engine compiles every statement again, and
 each close of a WAL database's last connection checkpoints it. A run writes ~200 events (a refresh
 of a day: 13 steps, 25 assets, 25 checks) and each step reads its inputs' latest materializations,
 so on this machine it cost ~1.2 CPU-s of a refresh's ~8.4, more than most of its steps.
 
-This class keeps one engine and one open connection per database (the index and the last few runs'
-shards) and is otherwise Dagster's: the same files, tables and layout, so an instance can move to
+These classes keep one engine and one open connection per database (`runs.db`; the event log's
+index and the last few runs' shards) and are otherwise Dagster's: the same files, tables and layout, so an instance can move to
 or from it at any time. Two things Dagster's behaviour gave for free are kept on purpose:
 - A run's database is checkpointed after every commit (`wal_autocheckpoint=1`): the webserver
   follows a live run by watching that file change, and with an open connection the writes would
   otherwise stay in the write-ahead log until the run ends.
 - A forked child never uses its parent's connections.
+A second connection is opened (and closed after) only when a thread needs one while the kept one is
+in use, as Dagster's opened one for every use.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
 import sqlalchemy as sa
 from dagster._config import StringSource
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy.engine import Connection, Engine
 
@@ -73,13 +77,7 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
             self._pid = os.getpid()
         engine = self._engines.get(shard)
         if engine is None:
-            engine = sa.create_engine(
-                self.conn_string_for_shard(shard),
-                # one connection kept; `_initdb` opens a second one inside the first, closed after
-                poolclass=sa.pool.QueuePool, pool_size=1, max_overflow=4, pool_timeout=SQLITE_BUSY_TIMEOUT_SECONDS,
-                # the connection moves between threads only under `_db_lock`, one at a time
-                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
-            )
+            engine = kept_engine(self.conn_string_for_shard(shard))
             if shard != INDEX_SHARD_NAME:
                 sa.event.listen(engine, "connect", _checkpoint_every_commit)
             self._engines[shard] = engine
@@ -114,6 +112,55 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
     def dispose(self) -> None:
         self._close_all()
         super().dispose()
+
+
+class OpenSqliteRunStorage(SqliteRunStorage):
+    """Configured in dagster.yaml as `run_storage` with `instance_dir`: `runs.db` is where Dagster's
+    default SQLite storage keeps it, `<instance_dir>/history`. The daemon's sensors and run queue
+    and every run read and write it (a refresh run ~20 times).
+    """
+
+    def __init__(self, conn_string: str, inst_data=None):
+        self._engine: Engine | None = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        super().__init__(conn_string, inst_data=inst_data)
+
+    @classmethod
+    def config_type(cls):
+        return {"instance_dir": StringSource}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return cls.from_local(os.path.join(config_value["instance_dir"], "history"), inst_data=inst_data)
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[Connection]:
+        with self._lock:
+            if self._engine is None or self._pid != os.getpid():
+                if self._engine is not None:  # a forked child: the parent's connection is the parent's
+                    self._engine.dispose(close=False)
+                self._engine, self._pid = kept_engine(self._conn_string), os.getpid()
+            engine = self._engine
+        # Dagster's own takes no lock here: threads that connect at once each get a connection
+        with engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+        super().dispose()
+
+
+def kept_engine(conn_string: str) -> Engine:
+    """An engine keeping one connection open; more are opened while it is in use, closed after."""
+    return sa.create_engine(
+        conn_string, poolclass=sa.pool.QueuePool, pool_size=1, max_overflow=-1,
+        # a connection is used by one thread at a time, but not always the thread that opened it
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+    )
 
 
 def _checkpoint_every_commit(dbapi_connection, _record) -> None:

@@ -1,5 +1,5 @@
-"""The instance's SQLite event log (dagster.yaml, `torchci_assets.sqlite_event_log`): Dagster's
-files and layout, with connections kept open, and a live run still visible to a webserver."""
+"""The instance's SQLite run storage and event log (dagster.yaml, `torchci_assets.sqlite_storage`):
+Dagster's files and layout, with connections kept open, and a live run still visible to a webserver."""
 
 import multiprocessing
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from torchci_assets.sqlite_event_log import MAX_OPEN, OpenSqliteEventLogStorage
+from torchci_assets.sqlite_storage import MAX_OPEN, OpenSqliteEventLogStorage, OpenSqliteRunStorage
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_YAML = "telemetry:\n  enabled: false\n"  # Dagster's own SQLite storage
@@ -45,6 +45,7 @@ def test_the_projects_instance_uses_it_and_dagsters_own_storage_reads_what_it_wr
     h = home(tmp_path)
     ours = instance_at(h, monkeypatch)
     assert isinstance(ours.event_log_storage, OpenSqliteEventLogStorage)
+    assert isinstance(ours.run_storage, OpenSqliteRunStorage)
     run = dg.materialize(assets(3), instance=ours)
     assert run.success
 
@@ -52,6 +53,7 @@ def test_the_projects_instance_uses_it_and_dagsters_own_storage_reads_what_it_wr
     (h / "dagster.yaml").write_text(DEFAULT_YAML)
     theirs = dg.DagsterInstance.from_config(str(h))
     assert not isinstance(theirs.event_log_storage, OpenSqliteEventLogStorage)
+    assert not isinstance(theirs.run_storage, OpenSqliteRunStorage)
     assert theirs.get_run_by_id(run.run_id) is not None
     assert len(theirs.all_logs(run.run_id)) == len(ours.all_logs(run.run_id)) > 20
     m = theirs.get_latest_materialization_event(dg.AssetKey("a2"))
@@ -87,12 +89,15 @@ def test_a_run_opens_each_database_once_not_once_per_event(tmp_path, monkeypatch
         run = dg.materialize(assets(5), instance=inst)
         monkeypatch.undo()
         events = len(inst.all_logs(run.run_id))
-        event_dbs = [p for p in opened if "/history/runs/" in str(p)]  # the event log, not runs.db
+        event_dbs = [p for p in opened if "/history/runs/" in str(p)]  # the event log
+        runs_db = [p for p in opened if str(p).endswith("/history/runs.db")]
         if label == "ours":
             # the new run's shard (and a second connection while its schema is created), the index
             assert 1 <= len(event_dbs) <= 4, event_dbs
+            assert len(runs_db) <= 1, runs_db
         else:
-            assert len(event_dbs) > events  # what the class exists to avoid: one or more per event
+            assert len(event_dbs) > events  # what the classes exist to avoid: one or more per event
+            assert len(runs_db) > 10
 
 
 def test_a_webserver_follows_a_live_run_while_the_runs_connection_stays_open(tmp_path, monkeypatch):
@@ -133,7 +138,7 @@ def test_at_most_max_open_databases_stay_open(tmp_path, monkeypatch):
         dg.materialize(assets(1), instance=inst)
     fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
            if os.path.exists(f"/proc/self/fd/{fd}")]
-    open_dbs = {p for p in fds if p.startswith(str(h / "history" / "runs")) and p.endswith(".db")}
+    open_dbs = {p for p in fds if p.startswith(str(h / "history" / "runs") + "/") and p.endswith(".db")}
     assert 2 <= len(open_dbs) <= MAX_OPEN
 
 
@@ -173,3 +178,28 @@ def test_a_forked_child_opens_its_own_connections(tmp_path, monkeypatch):
     # the parent's connections still work after the child used and closed its own
     assert storage._engines.keys() == parent_engines.keys()
     assert dg.materialize(assets(2), instance=inst).success
+
+
+def test_threads_using_the_run_storage_at_once_each_get_a_connection(tmp_path, monkeypatch):
+    """The daemon's threads (sensors, run queue, monitoring) use one run storage at once."""
+    inst = instance_at(home(tmp_path), monkeypatch)
+    runs = [dg.materialize(assets(1), instance=inst).run_id for _ in range(3)]
+    errors, seen = [], []
+    inside = threading.Barrier(4)
+
+    def work():
+        try:
+            with inst.run_storage.connect():
+                inside.wait(10)  # four connections in use at the same time
+            for _ in range(20):
+                seen.append(len(inst.get_runs()))
+                inst.add_run_tags(runs[0], {"t": str(threading.get_ident())})
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and seen == [3] * 80
+    assert inst.get_run_by_id(runs[0]).tags["t"] in {str(t.ident) for t in threads}
