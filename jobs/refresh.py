@@ -56,8 +56,8 @@ from torchci_assets.partitions import daily_partitions, last_partition
 
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
 # A minute keeps landing -> disabled list, HUD and Dr. CI within p50 90 s and p95 3 min
-# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part, ~8 CPU-s
-# on a PyTorch-sized day, of which ~4 are Dagster's (the run's process with the code location,
+# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part, ~6.5 CPU-s
+# on a PyTorch-sized day, of which ~2 are Dagster's (the run's process with the code location,
 # the events of 25 assets and 25 checks, each step's look-up of its inputs) and the rest what
 # each step reads of the day; refreshes run back to back when a run outlasts the minute.
 DEFAULT_REFRESH_MINUTES = 1.0
