@@ -158,7 +158,7 @@ def test_a_wiped_instance_writes_to_new_files(tmp_path, monkeypatch):
 def _child_writes(storage: OpenSqliteEventLogStorage, out) -> None:
     inst_events = storage.get_event_records(dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION))
     storage.wipe_asset(dg.AssetKey("nothing"))  # a write through the index connection
-    out.put((len(inst_events), len(storage._engines)))
+    out.put((len(inst_events), len(storage._kept)))
 
 
 def test_a_forked_child_opens_its_own_connections(tmp_path, monkeypatch):
@@ -166,7 +166,7 @@ def test_a_forked_child_opens_its_own_connections(tmp_path, monkeypatch):
     inst = instance_at(h, monkeypatch)
     dg.materialize(assets(2), instance=inst)
     storage = inst.event_log_storage
-    parent_engines = dict(storage._engines)
+    parent_engines = dict(storage._kept._engines)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     child = ctx.Process(target=_child_writes, args=(storage, out))
@@ -176,7 +176,7 @@ def test_a_forked_child_opens_its_own_connections(tmp_path, monkeypatch):
     seen, child_open = out.get(timeout=5)
     assert seen == 2 and child_open == 1  # only the index, opened anew in the child
     # the parent's connections still work after the child used and closed its own
-    assert storage._engines.keys() == parent_engines.keys()
+    assert storage._kept._engines.keys() == parent_engines.keys()
     assert dg.materialize(assets(2), instance=inst).success
 
 

@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 from dagster._config import StringSource
@@ -38,6 +38,53 @@ from sqlalchemy.engine import Connection, Engine
 MAX_OPEN = 8
 
 
+class KeptEngines:
+    """The engines a storage keeps, one per database, each holding one connection open; beyond
+    `limit` the least recently used is closed. A forked child starts with none: the parent's
+    connections stay the parent's."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._engines)
+
+    def get(self, conn_string: str, on_connect: Callable | None = None) -> Engine:
+        """The database's engine; `on_connect(dbapi_connection, record)` runs on each new SQLite
+        connection of an engine made here."""
+        with self._lock:
+            if self._pid != os.getpid():
+                for engine in self._engines.values():
+                    engine.dispose(close=False)
+                self._engines.clear()
+                self._pid = os.getpid()
+            engine = self._engines.get(conn_string)
+            if engine is None:
+                engine = sa.create_engine(
+                    # one connection kept; a thread that needs one while it is in use gets its own,
+                    # closed after, as every use had with Dagster's
+                    conn_string, poolclass=sa.pool.QueuePool, pool_size=1, max_overflow=-1,
+                    # a connection is used by one thread at a time, not always the one that opened it
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+                )
+                if on_connect is not None:
+                    sa.event.listen(engine, "connect", on_connect)
+                self._engines[conn_string] = engine
+                while len(self._engines) > self._limit:
+                    self._engines.popitem(last=False)[1].dispose()
+            self._engines.move_to_end(conn_string)
+            return engine
+
+    def close_all(self) -> None:
+        with self._lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
+
 class OpenSqliteEventLogStorage(SqliteEventLogStorage):
     """Configured in dagster.yaml as `event_log_storage` with `instance_dir` (the Dagster instance's
     folder, `$DAGSTER_HOME`): the event logs are where Dagster's default SQLite storage keeps them,
@@ -46,11 +93,9 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data=None):
         # before Dagster's __init__, which may create the index database through `_connect`
-        self._engines: OrderedDict[str, Engine] = OrderedDict()
-        self._pid = os.getpid()
+        self._kept = KeptEngines(MAX_OPEN)
         self._tables: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
-
     @classmethod
     def config_type(cls):
         return {"instance_dir": StringSource}
@@ -62,30 +107,13 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
     @contextlib.contextmanager
     def _connect(self, shard: str) -> Iterator[Connection]:
         with self._db_lock:
-            engine = self._engine(shard)
+            engine = self._kept.get(self.conn_string_for_shard(shard),
+                                    None if shard == INDEX_SHARD_NAME else _checkpoint_every_commit)
             if shard not in self._initialized_dbs:
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn, conn.begin():
                 yield conn
-
-    def _engine(self, shard: str) -> Engine:
-        """The shard's engine, opened once; called with `_db_lock` held."""
-        if self._pid != os.getpid():  # a forked child: the parent's connections are the parent's
-            for engine in self._engines.values():
-                engine.dispose(close=False)
-            self._engines.clear()
-            self._pid = os.getpid()
-        engine = self._engines.get(shard)
-        if engine is None:
-            engine = kept_engine(self.conn_string_for_shard(shard))
-            if shard != INDEX_SHARD_NAME:
-                sa.event.listen(engine, "connect", _checkpoint_every_commit)
-            self._engines[shard] = engine
-            while len(self._engines) > MAX_OPEN:
-                self._engines.popitem(last=False)[1].dispose()
-        self._engines.move_to_end(shard)
-        return engine
 
     def has_table(self, table_name: str) -> bool:
         # Dagster asks for every asset and check event, opening a new engine each time (it may be
@@ -95,23 +123,20 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
             self._tables.add(table_name)
         return table_name in self._tables
 
-    def _close_all(self) -> None:
-        with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
-
     def wipe(self) -> None:
         # the run shards' files are deleted: no connection may keep writing to them
-        self._close_all()
+        with self._db_lock:
+            self._kept.close_all()
         super().wipe()
 
     def upgrade(self) -> None:
-        self._close_all()
+        with self._db_lock:
+            self._kept.close_all()
         super().upgrade()
 
     def dispose(self) -> None:
-        self._close_all()
+        with self._db_lock:
+            self._kept.close_all()
         super().dispose()
 
 
@@ -122,9 +147,7 @@ class OpenSqliteRunStorage(SqliteRunStorage):
     """
 
     def __init__(self, conn_string: str, inst_data=None):
-        self._engine: Engine | None = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._kept = KeptEngines(1)
         super().__init__(conn_string, inst_data=inst_data)
 
     @classmethod
@@ -137,31 +160,13 @@ class OpenSqliteRunStorage(SqliteRunStorage):
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[Connection]:
-        with self._lock:
-            if self._engine is None or self._pid != os.getpid():
-                if self._engine is not None:  # a forked child: the parent's connection is the parent's
-                    self._engine.dispose(close=False)
-                self._engine, self._pid = kept_engine(self._conn_string), os.getpid()
-            engine = self._engine
         # Dagster's own takes no lock here: threads that connect at once each get a connection
-        with engine.connect() as conn, conn.begin():
+        with self._kept.get(self._conn_string).connect() as conn, conn.begin():
             yield conn
 
     def dispose(self) -> None:
-        with self._lock:
-            if self._engine is not None:
-                self._engine.dispose()
-                self._engine = None
+        self._kept.close_all()
         super().dispose()
-
-
-def kept_engine(conn_string: str) -> Engine:
-    """An engine keeping one connection open; more are opened while it is in use, closed after."""
-    return sa.create_engine(
-        conn_string, poolclass=sa.pool.QueuePool, pool_size=1, max_overflow=-1,
-        # a connection is used by one thread at a time, but not always the thread that opened it
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
-    )
 
 
 def _checkpoint_every_commit(dbapi_connection, _record) -> None:

@@ -150,7 +150,6 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
         con.close()
 
 
-
 def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
     """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
     lake table and publish the condensed file and the re-enabled list."""
