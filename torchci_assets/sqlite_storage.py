@@ -96,6 +96,7 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
         self._kept = KeptEngines(MAX_OPEN)
         self._tables: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
+
     @classmethod
     def config_type(cls):
         return {"instance_dir": StringSource}
