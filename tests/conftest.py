@@ -19,6 +19,14 @@ S3_BUCKET = "torchci-test"
 PYTORCH_DATA = DATA / "pytorch"
 
 
+def skip_without(reason: str) -> None:
+    """Skip a test whose tool (Chromium, PostgreSQL's server, Playwright) this machine lacks.
+    `.ci/run` installs them and sets TORCHCI_REQUIRE_TOOLS, so in CI a missing one fails the test."""
+    if os.environ.get("TORCHCI_REQUIRE_TOOLS"):
+        pytest.fail(f"{reason}, though TORCHCI_REQUIRE_TOOLS says it was installed")
+    pytest.skip(reason)
+
+
 def pytorch_bytes(name: str) -> bytes:
     """A published file's exact bytes (stored gzipped: `name` is the file's own name)."""
     return gzip.decompress((PYTORCH_DATA / f"{name}.gz").read_bytes())

@@ -19,7 +19,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import free_port
+from conftest import free_port, skip_without
 from dagster_dev import BIN, ROOT, DagsterDev, dev_env
 
 from jobs.daily import FINGERPRINT_TAG
@@ -112,8 +112,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.skip("no Chromium (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        skip_without("no Chromium (apt-get install chromium)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        skip_without("no Playwright (make install installs it)")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-background-networking",
                                                                  "--no-first-run"])

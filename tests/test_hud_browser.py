@@ -2,8 +2,9 @@
 every asset (as `torchci run` does), and headless Chromium opens the published pages from file://.
 
 Chromium is Debian's `chromium` package driven by Playwright (`.ci/run` installs it when missing);
-the test is skipped only where no Chromium exists. Screenshots are saved in the test's folder,
-and into $TORCHCI_SCREENSHOTS when set (`make screenshots` refreshes the README's).
+the test is skipped only where no Chromium exists, and fails instead under `.ci/run`. Screenshots
+are saved in the test's folder, and into $TORCHCI_SCREENSHOTS when set (`make screenshots`
+refreshes the README's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import skip_without
 
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
@@ -25,8 +27,18 @@ from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-playwright = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="no Chromium (apt-get install chromium)")
+try:
+    from playwright import sync_api as playwright
+except ImportError:
+    playwright = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _browser_tools():
+    if not os.path.exists(CHROMIUM):
+        skip_without("no Chromium (apt-get install chromium)")
+    if playwright is None:
+        skip_without("no Playwright (make install installs it)")
 
 DAYS = [dt.date(2026, 11, 1) + dt.timedelta(days=i) for i in range(3)]
 # Seed 2 plants, among 36 main commits, red commits carrying a breakage and commits whose only

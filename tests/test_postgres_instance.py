@@ -25,7 +25,7 @@ from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._daemon.sensor import execute_sensor_iteration
 
-from conftest import envelope, free_port, write_lines
+from conftest import envelope, free_port, skip_without, write_lines
 from jobs.relay import upstream_commit_sensor
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
@@ -74,7 +74,7 @@ def postgres():
     """A PostgreSQL server with password auth on 127.0.0.1; yields the DAGSTER_PG_* settings."""
     bindir = postgres_bin()
     if bindir is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on PATH")
+        skip_without("no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on PATH")
     user = _server_user()
     as_user = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
     # Not under pytest's tmp_path: that is private to the test user, and the server user must enter it.
