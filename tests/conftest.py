@@ -21,9 +21,9 @@ PYTORCH_DATA = DATA / "pytorch"
 
 def skip_without(reason: str) -> None:
     """Skip a test whose tool (Chromium, PostgreSQL's server, Playwright) this machine lacks.
-    `.ci/run` installs them and sets TORCHCI_REQUIRE_TOOLS, so in CI a missing one fails the test."""
-    if os.environ.get("TORCHCI_REQUIRE_TOOLS"):
-        pytest.fail(f"{reason}, though TORCHCI_REQUIRE_TOOLS says it was installed")
+    `.ci/run` installs them and sets REQUIRE_TEST_TOOLS, so in CI a missing one fails the test."""
+    if os.environ.get("REQUIRE_TEST_TOOLS"):
+        pytest.fail(f"{reason}, though REQUIRE_TEST_TOOLS says it was installed")
     pytest.skip(reason)
 
 
