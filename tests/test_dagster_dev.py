@@ -4,7 +4,8 @@ The real processes: `torchci run` on a simulated archive of the two days before 
 `make run` simulates days ending yesterday, then `dagster dev` (webserver, daemon, code server) on
 the same instance. The refresh sensor's first tick must find nothing new, the shell's runs must be
 the code location's `all_assets_daily` runs at its current snapshot (a clean re-execution), a day
-launched from the UI must execute in one process as the shell's does, and in a real browser
+launched from the UI must execute in one process as the shell's does (forked from the warm worker
+of dagster.yaml's run launcher), and in a real browser
 (Chromium, as tests/test_hud_browser.py drives it) the asset catalog shows every partition
 materialized, the Columns view of `workflow_job` and the checks' descriptions.
 """
@@ -195,3 +196,13 @@ def test_a_day_launched_from_the_ui_runs_its_steps_in_one_process(dev):
     messages = [e.get("message") or "" for e in events]
     assert any(m.startswith("Executing steps in process") for m in messages), messages[:20]
     assert not any("multiprocess executor" in m for m in messages)
+    # forked from the warm worker (dagster.yaml's run launcher), which reports what the run cost
+    run = server.graphql("""query($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }""",
+                         id=run_id)["runOrError"]
+    pid = {t["key"]: t["value"] for t in run["tags"]}["torchci/worker"].split(":")[0]
+    assert any(f"Started process for run (pid: {pid})" in m for m in messages)
+    report = re.compile(rf"run {run_id} of all_assets_daily \(pid {pid}\) exited 0 after .* CPU-s")
+    deadline = time.time() + 10
+    while not report.search(dev["log"].read_text(errors="replace")) and time.time() < deadline:
+        time.sleep(0.2)
+    assert report.search(dev["log"].read_text(errors="replace"))

@@ -1,0 +1,186 @@
+"""Runs launched by WarmRunLauncher: forked from a warm worker, executed as Dagster's own run
+process would, cancelled by terminate, failed by run monitoring when their process dies, never
+run with code older than what is on disk, and launched through the code server when no warm
+worker can load the code location. Each test uses a small code location written to tmp_path,
+a real Dagster instance and workspace (with its gRPC code server)."""
+
+import os
+import re
+import signal
+import textwrap
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.launcher import WorkerStatus
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import ModuleTarget
+
+from torchci_assets.warm_runs import WORKER_TAG, process_start
+
+LOCATION = """
+import os, time
+import dagster as dg
+
+VERSION = {version}
+OUT = os.environ["WARM_TEST_OUT"]
+
+if os.environ.get("WARM_TEST_FAIL_IN_WORKER") and os.environ.get("WARM_TEST_IN_WORKER"):
+    raise RuntimeError("this code location refuses to load in the warm worker")
+
+@dg.op
+def record(context):
+    with open(os.path.join(OUT, context.run_id), "w") as f:
+        f.write(f"{{os.getpid()}} {{os.getppid()}} {{VERSION}}")
+
+@dg.op
+def wait(context):
+    with open(os.path.join(OUT, context.run_id), "w") as f:
+        f.write(f"{{os.getpid()}} {{os.getppid()}} {{VERSION}}")
+    time.sleep(120)
+
+@dg.job
+def record_job():
+    record()
+
+@dg.job
+def wait_job():
+    wait()
+
+defs = dg.Definitions(jobs=[record_job, wait_job], executor=dg.in_process_executor)
+"""
+
+
+def write_location(folder: Path, version: int) -> None:
+    path = folder / "warm_location.py"
+    path.write_text(textwrap.dedent(LOCATION.format(version=version)))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + version))  # a new mtime even within one tick
+
+
+@pytest.fixture
+def location(tmp_path, monkeypatch):
+    """(instance, workspace process context, output folder) for a code location in tmp_path."""
+    code, out = tmp_path / "code", tmp_path / "out"
+    code.mkdir()
+    out.mkdir()
+    write_location(code, 1)
+    monkeypatch.setenv("WARM_TEST_OUT", str(out))
+    overrides = {"run_launcher": {"module": "torchci_assets.warm_runs", "class": "WarmRunLauncher"}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        target = ModuleTarget(module_name="warm_location", attribute="defs", working_directory=str(code),
+                              location_name="warm")
+        with WorkspaceProcessContext(instance, target) as context:
+            yield instance, context, out
+        instance.run_launcher.dispose()
+
+
+def launch(instance, context, job_name: str) -> str:
+    workspace = context.create_request_context()
+    location = workspace.get_code_location("warm")
+    remote_job = location.get_repository("__repository__").get_full_job(job_name)
+    plan = location.get_execution_plan(remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance)
+    run = instance.create_run(  # as Dagster's webserver and daemon create a run of a remote job
+        job_name=job_name, run_id=None, run_config={}, resolved_op_selection=None, step_keys_to_execute=None,
+        status=dg.DagsterRunStatus.NOT_STARTED, tags={}, root_run_id=None, parent_run_id=None,
+        job_snapshot=remote_job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
+        parent_job_snapshot=remote_job.parent_job_snapshot, op_selection=None, asset_selection=None,
+        asset_check_selection=None, remote_job_origin=remote_job.get_remote_origin(),
+        job_code_origin=remote_job.get_python_origin(), asset_graph=workspace.asset_graph,
+    )
+    instance.launch_run(run.run_id, workspace)
+    return run.run_id
+
+
+def wait_for(instance, run_id: str, statuses, timeout: float = 60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        run = instance.get_run_by_id(run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} is {instance.get_run_by_id(run_id).status}, not one of {statuses}")
+
+
+def recorded(out: Path, run_id: str, timeout: float = 30.0) -> tuple[int, int, int]:
+    path = out / run_id
+    deadline = time.time() + timeout
+    while not (path.exists() and path.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    pid, ppid, version = map(int, path.read_text().split())
+    return pid, ppid, version
+
+
+def test_runs_fork_from_one_warm_worker_and_succeed(location, capfd):
+    instance, context, out = location
+    first = launch(instance, context, "record_job")
+    second = launch(instance, context, "record_job")
+    for run_id in (first, second):
+        assert wait_for(instance, run_id, {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE}).status == \
+            dg.DagsterRunStatus.SUCCESS
+    (pid1, ppid1, _), (pid2, ppid2, _) = recorded(out, first), recorded(out, second)
+    assert ppid1 == ppid2  # both children of the same warm worker
+    assert pid1 != pid2
+    run = instance.get_run_by_id(first)
+    assert run.tags[WORKER_TAG].split(":")[0] == str(pid1)
+    messages = [e.message for e in instance.all_logs(first)]
+    assert any(f"Started process for run (pid: {pid1})" in m for m in messages)
+    assert not any("code server instead" in (m or "") for m in messages)
+    err, deadline = "", time.time() + 10
+    while f"run {second} " not in err and time.time() < deadline:
+        time.sleep(0.1)
+        err += capfd.readouterr().err
+    for run_id, pid in ((first, pid1), (second, pid2)):  # the worker reports each run's cost
+        assert re.search(rf"run {run_id} of record_job \(pid {pid}\) exited 0 after [0-9.]+ s, [0-9.]+ CPU-s", err), err
+
+
+def test_a_changed_code_location_gets_a_new_worker(location):
+    instance, context, out = location
+    first = launch(instance, context, "record_job")
+    wait_for(instance, first, {dg.DagsterRunStatus.SUCCESS})
+    write_location(Path(os.environ["WARM_TEST_OUT"]).parent / "code", 2)
+    second = launch(instance, context, "record_job")
+    wait_for(instance, second, {dg.DagsterRunStatus.SUCCESS})
+    (_, ppid1, version1), (_, ppid2, version2) = recorded(out, first), recorded(out, second)
+    assert (version1, version2) == (1, 2)
+    assert ppid1 != ppid2
+
+
+def test_terminate_cancels_the_run(location):
+    instance, context, out = location
+    run_id = launch(instance, context, "wait_job")
+    wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    pid, _, _ = recorded(out, run_id)
+    assert instance.run_launcher.check_run_worker_health(instance.get_run_by_id(run_id)).status == WorkerStatus.RUNNING
+    assert instance.run_launcher.terminate(run_id)
+    assert wait_for(instance, run_id, {dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.FAILURE}).status == \
+        dg.DagsterRunStatus.CANCELED
+
+
+def test_health_is_failed_when_the_run_process_died(location):
+    instance, context, out = location
+    run_id = launch(instance, context, "wait_job")
+    wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    pid, _, _ = recorded(out, run_id)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while process_start(pid) is not None and time.time() < deadline:
+        time.sleep(0.05)
+    run = instance.get_run_by_id(run_id)
+    assert run.status == dg.DagsterRunStatus.STARTED
+    health = instance.run_launcher.check_run_worker_health(run)
+    assert health.status == WorkerStatus.FAILED and f"pid {pid}" in health.msg, health
+    assert not instance.run_launcher.terminate(run_id)  # never signals a pid the run no longer owns
+    instance.report_run_failed(run, health.msg)  # what run monitoring does with that answer
+
+
+def test_falls_back_to_the_code_server(location, monkeypatch):
+    instance, context, out = location
+    monkeypatch.setenv("WARM_TEST_FAIL_IN_WORKER", "1")
+    monkeypatch.setenv("WARM_TEST_IN_WORKER", "1")  # the code server was started without it
+    run_id = launch(instance, context, "record_job")
+    assert wait_for(instance, run_id, {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE}).status == \
+        dg.DagsterRunStatus.SUCCESS
+    messages = [e.message or "" for e in instance.all_logs(run_id)]
+    assert any("refuses to load in the warm worker" in m and "code server instead" in m for m in messages)
+    assert WORKER_TAG not in instance.get_run_by_id(run_id).tags

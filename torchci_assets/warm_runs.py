@@ -1,0 +1,205 @@
+"""Dagster's default run launcher, with runs forked from a warm process instead of spawned.
+
+Why: Dagster's code server starts each run in a new Python process that loads everything again
+(~2.4 CPU-s for this code location, a third of a run of the intra-day refresh). This launcher
+keeps one `warm_worker` process per code location, started from the daemon (or whichever process
+launches runs) on first use, and asks it to fork each run. A run executes as in Dagster's own run
+process: same function, same instance, same events; the UI shows it like any other run, with
+one more tag (`torchci/worker`, the run's process id and start time).
+
+Only local Python code locations on Linux use it. Anything else, or a warm worker that cannot be
+started, falls back to Dagster's `DefaultRunLauncher` (the code server), with an engine event on
+the run saying why. Terminating a run signals its process, which Dagster's handler turns into a
+cancellation; run monitoring asks `check_run_worker_health`, so a run whose process died is
+marked failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, LaunchRunContext, WorkerStatus
+from dagster._core.storage.dagster_run import DagsterRun
+from dagster._serdes import serialize_value
+
+WORKER_TAG = "torchci/worker"
+START_TIMEOUT_S = 120.0  # loading the code location (~1-2 s here; a cold disk or a busy machine)
+REPLY_TIMEOUT_S = 30.0  # a fork
+
+
+class WorkerUnavailable(Exception):
+    """The warm worker could not take the run; nothing was started."""
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc), which tells a process from a
+    later one given the same pid; None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
+
+
+class WarmWorker:
+    """The client of one `warm_worker` process: start it, ask it to fork runs, stop it."""
+
+    def __init__(self, origin, env: dict | None = None):
+        self.origin_json = serialize_value(origin)
+        working_directory = getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
+        executable = origin.executable_path or sys.executable
+        try:
+            self.proc = subprocess.Popen([executable, "-m", "torchci_assets.warm_worker"], cwd=working_directory,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        except OSError as exc:
+            raise WorkerUnavailable(f"could not start a warm worker with {executable} in {working_directory}: {exc}")
+        self._buffer = b""
+        try:
+            self._send_line(self.origin_json)
+            ready = self._receive(START_TIMEOUT_S)
+        except WorkerUnavailable:
+            self.kill()
+            raise
+        if "ready" not in ready:
+            self.kill()
+            raise WorkerUnavailable(f"the warm worker could not load the code location:\n{ready.get('error', ready)}")
+
+    def _send_line(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise WorkerUnavailable(f"the warm worker (pid {self.proc.pid}) is gone: {exc}") from exc
+
+    def _receive(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise WorkerUnavailable(f"the warm worker (pid {self.proc.pid}) did not answer within {timeout:.0f} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise WorkerUnavailable(f"the warm worker (pid {self.proc.pid}) exited "
+                                        f"(code {self.proc.poll()}); its error is in the launcher's stderr")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork_run(self, job_name: str, run_id: str, args: str) -> dict:
+        """Ask for a child executing the run: `{"pid": n}`, or `{"stale": file}` (the worker exits)."""
+        self._send_line(json.dumps({"job_name": job_name, "run_id": run_id, "args": args}))
+        return self._receive(REPLY_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """Close its requests: it exits once its runs have ended (they are never cut short)."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        """For a worker that never became ready: it has no runs."""
+        self.proc.kill()
+        self.proc.wait()
+        self.stop()
+
+
+class WarmRunLauncher(DefaultRunLauncher):
+    """See the module's docstring. Configured in dagster.yaml as `run_launcher`, with no config."""
+
+    def __init__(self, inst_data=None):
+        super().__init__(inst_data=inst_data)
+        self._workers: dict[str, WarmWorker] = {}
+        self._workers_lock = threading.Lock()
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        run = context.dagster_run
+        origin = run.job_code_origin
+        if origin is None or run.remote_job_origin is None or not sys.platform.startswith("linux"):
+            super().launch_run(context)
+            return
+        from dagster._grpc.types import ExecuteExternalJobArgs
+
+        args = serialize_value(ExecuteExternalJobArgs(job_origin=run.remote_job_origin, run_id=run.run_id,
+                                                      instance_ref=self._instance.get_ref()))
+        try:
+            pid = self._fork(origin, run.run_id, args)
+        except WorkerUnavailable as exc:
+            self._instance.report_engine_event(
+                f"{exc}. Launching the run through the code server instead.", run, cls=self.__class__)
+            super().launch_run(context)
+            return
+        start = process_start(pid)
+        self._instance.add_run_tags(run.run_id, {WORKER_TAG: f"{pid}:{start or ''}"})
+        self._run_ids.add(run.run_id)
+
+    def _fork(self, origin, run_id: str, args: str) -> int:
+        """The pid of a child of the warm worker for `origin` executing the run; a stale worker is
+        replaced once."""
+        key = serialize_value(origin.repository_origin)
+        with self._workers_lock:
+            for _ in range(2):
+                worker = self._workers.get(key)
+                if worker is None or not worker.alive():
+                    worker = self._workers[key] = WarmWorker(origin.repository_origin)
+                reply = worker.fork_run(origin.job_name, run_id, args)
+                if "pid" in reply:
+                    return reply["pid"]
+                worker.stop()
+                del self._workers[key]
+            raise WorkerUnavailable(f"the warm worker found {reply.get('stale')} changed twice in a row")
+
+    def _worker_pid(self, run: DagsterRun) -> tuple[int, str] | None:
+        tag = run.tags.get(WORKER_TAG)
+        if not tag:
+            return None
+        pid, _, start = tag.partition(":")
+        return int(pid), start
+
+    def terminate(self, run_id: str) -> bool:
+        run = self._instance.get_run_by_id(run_id) if self.has_instance else None
+        if run is None or run.is_finished or self._worker_pid(run) is None:
+            return super().terminate(run_id)
+        pid, start = self._worker_pid(run)
+        self._instance.report_run_canceling(run)
+        if not start or process_start(pid) != start:
+            self._instance.report_engine_event(f"The run's process (pid {pid}) is no longer running.", run,
+                                               cls=self.__class__)
+            return False
+        os.kill(pid, signal.SIGTERM)  # Dagster's handler in the run's process: a cancellation
+        return True
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        worker = self._worker_pid(run)
+        if worker is None:
+            # Launched through the code server, which marks the run failed if its process dies.
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "launched through the code server, which watches it")
+        pid, start = worker
+        if start and process_start(pid) == start:
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run's process (pid {pid}) exited before the run ended")
+
+    def dispose(self) -> None:
+        with self._workers_lock:
+            for worker in self._workers.values():
+                worker.stop()
+            self._workers.clear()
+        super().dispose()

@@ -1,0 +1,203 @@
+"""A process that has loaded the code location once and forks one child per run.
+
+Why: Dagster's code server starts every run in a fresh process (multiprocessing "spawn"), which
+imports Python's packages, Dagster, DuckDB and pyarrow and loads the code location again: ~2.4 of
+the ~8 CPU-s of a run of the intra-day refresh, paid every few minutes all day. A child forked
+from this process starts with all of that done.
+
+`WarmRunLauncher` (warm_runs.py) starts it with the code location's origin and talks to it over
+its stdin and stdout, one JSON line each way:
+- first it answers `{"ready": <pid>}` once the code location is loaded, or `{"error": ...}`;
+- then for each `{"job_name": ..., "args": <Dagster's serialized ExecuteExternalJobArgs>}` it
+  forks a child that executes the run exactly as Dagster's code server does
+  (`start_run_in_subprocess`), and answers `{"pid": <child>}`;
+- if a source file of the code location changed since it was loaded, it answers
+  `{"stale": <file>}` and exits instead: the launcher starts a new one, so a run never executes
+  code older than what is on disk (as with Dagster's spawned processes).
+It exits when its stdin closes (the launcher's process ended), once its runs have ended. For each
+run that ends it writes one line to stderr: exit code, seconds, CPU-seconds and peak memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+
+REAP_EVERY_S = 0.5
+
+
+def _source_files(working_directory: str) -> dict[str, int]:
+    """The loaded modules' files below the code location's folder (not installed packages), by
+    modification time."""
+    root = os.path.realpath(working_directory) + os.sep
+    files = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        path = os.path.realpath(path)
+        if path.startswith(root) and "site-packages" not in path:
+            try:
+                files[path] = os.stat(path).st_mtime_ns
+            except OSError:
+                continue
+    return files
+
+
+def _changed(files: dict[str, int]) -> str | None:
+    for path, mtime in files.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return path
+        except OSError:
+            return path
+    return None
+
+
+def _reply(out, message: dict) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+class _StatusLog:
+    """Where Dagster's run process reports its setup (a queue to the code server there): an
+    error before the run could start goes to stderr, like the code server's log."""
+
+    def put(self, event) -> None:
+        error = getattr(event, "serializable_error_info", None)
+        if error is not None:
+            print(f"torchci warm worker (pid {os.getpid()}): {event.message}\n{error.to_string()}",
+                  file=sys.stderr, flush=True)
+
+
+def _run_child(recon_repo, job_name: str, args: str) -> None:
+    """In the forked child: execute the run, then exit without running the parent's cleanups."""
+    code = 1
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # the parent's request pipe
+        os.dup2(2, 1)  # the parent's reply pipe: what the run prints goes where its errors go
+        os.close(devnull)
+        gc.unfreeze()
+        import multiprocessing
+
+        from dagster._grpc.impl import start_run_in_subprocess
+
+        start_run_in_subprocess(args, recon_repo.get_reconstructable_job(job_name), _StatusLog(),
+                                multiprocessing.get_context("fork").Event())
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def load(origin_json: str):
+    """The code location named by `origin_json` (a serialized RepositoryPythonOrigin), loaded, with
+    what every run imports next; and its source files' modification times."""
+    from dagster._core.origin import RepositoryPythonOrigin
+    from dagster._serdes import deserialize_value
+    from dagster._utils.hosted_user_process import recon_repository_from_origin
+
+    origin = deserialize_value(origin_json, RepositoryPythonOrigin)
+    recon_repo = recon_repository_from_origin(origin)
+    recon_repo.get_definition()
+    import dagster._core.execution.api  # noqa: F401
+    import dagster._grpc.impl  # noqa: F401
+    from dagster._core.instance import DagsterInstance  # noqa: F401
+
+    working_directory = getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
+    return recon_repo, _source_files(working_directory)
+
+
+def freeze() -> None:
+    """Before forking: the children share these objects' memory pages until they write to them,
+    and a frozen object is never visited by a child's collector, which would touch (and copy)
+    each page."""
+    gc.collect()
+    gc.freeze()
+
+
+class _Runs:
+    """The children running, reaped as they end, each with one line on stderr: what a run cost."""
+
+    def __init__(self):
+        self.running: dict[int, tuple[str, str, float]] = {}
+
+    def add(self, pid: int, job_name: str, run_id: str) -> None:
+        self.running[pid] = (job_name, run_id, time.monotonic())
+
+    def reap(self) -> None:
+        while self.running:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            job_name, run_id, started = self.running.pop(pid, ("?", "?", time.monotonic()))
+            code = os.waitstatus_to_exitcode(status)
+            print(f"torchci warm worker: run {run_id} of {job_name} (pid {pid}) exited {code} after "
+                  f"{time.monotonic() - started:.1f} s, {usage.ru_utime + usage.ru_stime:.2f} CPU-s, "
+                  f"peak RSS {usage.ru_maxrss // 1024} MB", file=sys.stderr, flush=True)
+
+
+def _lines(fd: int, runs: _Runs):
+    """The requests, one per line, reaping finished runs while waiting; ends when `fd` closes."""
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line
+        if not select.select([fd], [], [], REAP_EVERY_S)[0]:
+            runs.reap()
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        buffer += chunk
+
+
+def serve(requests_fd: int, replies) -> None:
+    """Load the code location named by the first line, then fork a child per request until the
+    requests end or a source file changes."""
+    runs = _Runs()
+    lines = _lines(requests_fd, runs)
+    try:
+        recon_repo, files = load(next(lines).decode())
+    except Exception:
+        _reply(replies, {"error": traceback.format_exc(limit=20)})
+        return
+    freeze()
+    _reply(replies, {"ready": os.getpid(), "files": len(files)})
+    for line in lines:
+        request = json.loads(line)
+        stale = _changed(files)
+        if stale:
+            _reply(replies, {"stale": stale})
+            break
+        pid = os.fork()
+        if pid == 0:
+            _run_child(recon_repo, request["job_name"], request["args"])
+        runs.add(pid, request["job_name"], request.get("run_id", "?"))
+        _reply(replies, {"pid": pid})
+    while runs.running:  # the launcher is gone or replaced this worker: report the last runs
+        time.sleep(REAP_EVERY_S)
+        runs.reap()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in a terminal is for the launcher
+    serve(sys.stdin.fileno(), sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()
