@@ -12,6 +12,7 @@ because a repeated repo or level is almost always a merge accident.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -483,4 +484,11 @@ def load_config(path: str | None = None) -> TorchciConfig:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the relay config: {e.strerror}") from None
+    return _parsed(path, text)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(path: str, text: str) -> TorchciConfig:
+    """Parsed once per text: a run's steps each load the config (~7 ms of YAML each), and the
+    result is immutable. A changed file is parsed again; an invalid one raises every time."""
     return parse_config(_read_yaml(text, path), path)

@@ -53,8 +53,9 @@ def process_start(pid: int) -> str | None:
 class WarmWorker:
     """The client of one `warm_worker` process: start it, ask it to fork runs, stop it."""
 
-    def __init__(self, origin, env: dict | None = None):
-        self.origin_json = serialize_value(origin)
+    def __init__(self, origin, instance_ref=None, env: dict | None = None):
+        first = json.dumps({"origin": serialize_value(origin),
+                            "instance_ref": serialize_value(instance_ref) if instance_ref is not None else None})
         working_directory = getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
         executable = origin.executable_path or sys.executable
         try:
@@ -64,7 +65,7 @@ class WarmWorker:
             raise WorkerUnavailable(f"could not start a warm worker with {executable} in {working_directory}: {exc}")
         self._buffer = b""
         try:
-            self._send_line(self.origin_json)
+            self._send_line(first)
             ready = self._receive(START_TIMEOUT_S)
         except WorkerUnavailable:
             self.kill()
@@ -155,7 +156,7 @@ class WarmRunLauncher(DefaultRunLauncher):
             for _ in range(2):
                 worker = self._workers.get(key)
                 if worker is None or not worker.alive():
-                    worker = self._workers[key] = WarmWorker(origin.repository_origin)
+                    worker = self._workers[key] = WarmWorker(origin.repository_origin, self._instance.get_ref())
                 reply = worker.fork_run(origin.job_name, run_id, args)
                 if "pid" in reply:
                     return reply["pid"]
