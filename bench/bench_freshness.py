@@ -42,6 +42,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -194,13 +195,14 @@ _, status, usage = os.wait4(child, 0)
 forked = usage.ru_utime + usage.ru_stime
 import gc
 gc.unfreeze()
-instance = dg.DagsterInstance.get()
 runs = []
+t = cpu()
+instance = dg.DagsterInstance.get()  # counted in the first run, as in the forked one
 for _ in range(2):
-    t = cpu()
     floor.execute_in_process(partition_key=sys.argv[1], instance=instance,
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     runs.append(cpu() - t)
+    t = cpu()
 # The same assets and checks reported without a run, as a long-lived process would report its work.
 # The checks without their partition: Dagster 1.13's SQL event log keeps one runless evaluation per
 # check and partition (a second raises IntegrityError on asset_check_executions' unique key).
@@ -606,6 +608,23 @@ def print_freshness(results: list[dict]) -> bool:
     return met
 
 
+WORKER_LINE = re.compile(r"torchci warm worker: run \S+ of (\S+) \(pid \d+\) exited (-?\d+) after ([0-9.]+) s, "
+                         r"([0-9.]+) CPU-s, peak RSS (\d+) MB")
+
+
+def print_dev_runs() -> None:
+    """What each run under dagster dev cost, as the warm worker that forked it reported it."""
+    runs: dict[str, list[tuple[float, float, int]]] = {}
+    for m in WORKER_LINE.finditer((RUN / "dagster-dev.log").read_text(errors="replace")):
+        runs.setdefault(m.group(1), []).append((float(m.group(3)), float(m.group(4)), int(m.group(5))))
+    if not runs:
+        print("  no run reported by a warm worker in dagster dev's log (was the run launcher changed?)")
+    for job, xs in sorted(runs.items()):
+        cpu = [x[1] for x in xs]
+        print(f"  {job} runs under dagster dev, forked from the warm worker: {len(xs)}, median {median(cpu):.1f} "
+              f"CPU-s (p95 {pct(cpu, 0.95):.1f}), {median([x[0] for x in xs]):.1f} s, peak RSS {max(x[2] for x in xs)} MB")
+
+
 def main() -> int:
     global SLICES, SLICE_MIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -645,6 +664,7 @@ def main() -> int:
               f"{'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
     if args.minutes:
         print_freshness(measure_freshness(env, today, args.minutes, args.seed))
+        print_dev_runs()
     if not args.keep:
         shutil.rmtree(RUN, ignore_errors=True)
     return 0
