@@ -1,9 +1,9 @@
 """A process that has loaded the code location once and forks one child per run.
 
 Why: Dagster's code server starts every run in a fresh process (multiprocessing "spawn"), which
-imports Python's packages, Dagster, DuckDB and pyarrow and loads the code location again: ~2.4 of
-the ~8 CPU-s of a run of the intra-day refresh, paid every few minutes all day. A child forked
-from this process starts with all of that done.
+imports Python's packages, Dagster, DuckDB and pyarrow and loads the code location again: ~1.7 of
+the ~7 CPU-s of a run of the intra-day refresh, paid every minute all day. A child forked from
+this process starts with all of that done.
 
 `WarmRunLauncher` (warm_runs.py) starts it with the code location's origin and talks to it over
 its stdin and stdout, one JSON line each way:
@@ -214,6 +214,7 @@ def serve(requests_fd: int, replies) -> None:
             _run_child(recon_repo, request["job_name"], request["args"])
         runs.add(pid, request["job_name"], request.get("run_id", "?"))
         _reply(replies, {"pid": pid})
+        runs.reap()
     while runs.running:  # the launcher is gone or replaced this worker: report the last runs
         time.sleep(REAP_EVERY_S)
         runs.reap()
