@@ -164,14 +164,14 @@ def _gzip_members(lines: list[bytes], rng: random.Random) -> bytes:
     cuts = sorted(rng.sample(range(1, len(lines)), min(2, len(lines) - 1))) if len(lines) > 2 else []
     out, start = b"", 0
     for end in [*cuts, len(lines)]:
-        out += gzip.compress(b"".join(lines[start:end]), compresslevel=1)
+        out += gzip.compress(b"".join(lines[start:end]), compresslevel=1, mtime=0)
         start = end
     return out
 
 
 def _cut_member(line: bytes) -> bytes:
     """A gzip member of one line, cut in its middle: the reader gets none of the line's newline."""
-    member = gzip.compress(line + b"\n", compresslevel=1)
+    member = gzip.compress(line + b"\n", compresslevel=1, mtime=0)
     return member[: len(member) // 2]
 
 
@@ -544,7 +544,7 @@ def runs_jsonl_day(seed: int, records: int, max_line_bytes: int, day: str = DAY)
     # A file whose gzip is cut: rejected whole, one reject at the file.
     cut = f"test-runs/day={day}/cut.jsonl.gz"
     whole = gzip.compress(b"".join(_dumps({"name": f"test_cut_{k}", "job_id": 1, "workflow_id": 1,
-                                            "workflow_run_attempt": 1}) + b"\n" for k in range(50)))
+                                            "workflow_run_attempt": 1}) + b"\n" for k in range(50)), mtime=0)
     out.files[cut] = whole[: len(whole) // 2]
     out.expected_rejects[cut] += 1
     out.records += 1
@@ -652,7 +652,7 @@ def junit_day(seed: int, cases: int, max_line_bytes: int, day: str = DAY) -> Hos
             for line in case_rejects:
                 out.expected_rejects[f"{path}:{line}"] += 1
         data = doc.encode() if isinstance(doc, str) else doc
-        out.files[path] = gzip.compress(data, compresslevel=1) if path.endswith(".gz") else data
+        out.files[path] = gzip.compress(data, compresslevel=1, mtime=0) if path.endswith(".gz") else data
     return out
 
 
@@ -683,9 +683,10 @@ def _repeated_gzip(head: bytes, byte: bytes, size: int, tail: bytes = b"") -> by
     """`head` + `size` copies of `byte` + `tail`, gzipped as concatenated members (what appending
     to a .gz file makes): one 16 MiB member compressed once and repeated, so even gigabytes
     take milliseconds to build and a few KB per 16 MiB to store."""
-    member = gzip.compress(byte * BOMB_MEMBER_BYTES, compresslevel=9)
+    member = gzip.compress(byte * BOMB_MEMBER_BYTES, compresslevel=9, mtime=0)
     full, rest = divmod(size, BOMB_MEMBER_BYTES)
-    return (gzip.compress(head) + member * full + gzip.compress(byte * rest) + gzip.compress(tail))
+    return (gzip.compress(head, mtime=0) + member * full + gzip.compress(byte * rest, mtime=0)
+            + gzip.compress(tail, mtime=0))
 
 
 def bomb_archive(root: str | Path, size: int, day: str = DAY) -> dict[str, str]:
