@@ -114,7 +114,9 @@ class DagsterDev:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=60)
+                # The webserver and the daemon stop within seconds; the code server then waits up to
+                # 60 s for a sensor evaluation the daemon left in flight, which no test needs.
+                self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
