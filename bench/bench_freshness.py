@@ -651,11 +651,13 @@ def main() -> int:
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")
     cost = measure_cost(env, today, slices, full_day=not args.no_full_day)
+    from torchci_assets.ingest.landed import SEAL_S
     per = median([r["cpu_s"] for r in cost["runs"]])
     steps = median([sum(r["steps"].values()) for r in cost["runs"]])
     print(f"  one refresh with {SLICE_MIN} min of new files (median of {SLICES}): {per:.1f} CPU-s, its steps "
           f"{steps:.1f} s of wall time (target <= {TARGET_CPU_S:g} CPU-s: {'met' if per <= TARGET_CPU_S else 'NOT MET'}); "
-          f"sensor tick {cost['tick_s']:.2f} s")
+          f"sensor tick {cost['tick_s']:.2f} s (a full walk: the archive was just linked in, and "
+          f"folders changed in the last {SEAL_S} s are never skipped)")
     if cost["full"]:
         from jobs.refresh import DEFAULT_REFRESH_MINUTES
         print(day_model(cost, DEFAULT_REFRESH_MINUTES * 60))
