@@ -48,6 +48,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -70,17 +71,20 @@ ROLL_S = 30.0
 # code location (torchci_assets/warm_worker.py). The child's CPU counts from the fork (Linux resets
 # a child's resource usage), so what is measured is the run's own cost. BENCH_SPAWN=1 measures a
 # new process per run instead, as Dagster's default launcher starts one.
+WARM_LOAD = """
+from dagster._core.code_pointer import ModuleCodePointer
+from dagster._core.instance.ref import InstanceRef
+from dagster._core.origin import RepositoryPythonOrigin
+from dagster._serdes import serialize_value
+from torchci_assets import warm_worker
+warm_worker.load(serialize_value(RepositoryPythonOrigin(
+    sys.executable, ModuleCodePointer("torchci_assets.definitions", "defs", os.getcwd()))),
+    serialize_value(InstanceRef.from_dir(os.environ["DAGSTER_HOME"])))
+warm_worker.freeze()
+"""
 WARM_FORK = """
 if not os.environ.get("BENCH_SPAWN"):
-    from dagster._core.code_pointer import ModuleCodePointer
-    from dagster._core.origin import RepositoryPythonOrigin
-    from dagster._serdes import serialize_value
-    from torchci_assets import warm_worker
-    from dagster._core.instance.ref import InstanceRef
-    warm_worker.load(serialize_value(RepositoryPythonOrigin(
-        sys.executable, ModuleCodePointer("torchci_assets.definitions", "defs", os.getcwd()))),
-        serialize_value(InstanceRef.from_dir(os.environ["DAGSTER_HOME"])))
-    warm_worker.freeze()
+""" + textwrap.indent(WARM_LOAD, "    ") + """
     child = os.fork()
     if child:
         sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
@@ -176,16 +180,8 @@ def noop(i, n_assets, n_checks):
 job = dg.define_asset_job("floor", selection=dg.AssetSelection.all(), executor_def=dg.in_process_executor)
 floor = dg.Definitions(assets=[noop(i, a, c) for i, (a, c) in enumerate(shape)], jobs=[job]).resolve_job_def("floor")
 import os
-from dagster._core.code_pointer import ModuleCodePointer
-from dagster._core.origin import RepositoryPythonOrigin
-from dagster._serdes import serialize_value
-from torchci_assets import warm_worker
-from dagster._core.instance.ref import InstanceRef
-warm_worker.load(serialize_value(RepositoryPythonOrigin(
-    sys.executable, ModuleCodePointer("torchci_assets.definitions", "defs", os.getcwd()))),
-    serialize_value(InstanceRef.from_dir(os.environ["DAGSTER_HOME"])))
+""" + WARM_LOAD + """
 warm = cpu() - loaded
-warm_worker.freeze()
 child = os.fork()  # a run as dagster.yaml's launcher starts one: forked from the warm worker
 if child == 0:
     floor.execute_in_process(partition_key=sys.argv[1], instance=dg.DagsterInstance.get(),

@@ -85,7 +85,15 @@ class KeptEngines:
             self._engines.clear()
 
 
-class OpenSqliteEventLogStorage(SqliteEventLogStorage):
+class _InstanceDirConfig:
+    """Both storages are configured with the instance's folder, as Dagster's default ones are."""
+
+    @classmethod
+    def config_type(cls):
+        return {"instance_dir": StringSource}
+
+
+class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
     """Configured in dagster.yaml as `event_log_storage` with `instance_dir` (the Dagster instance's
     folder, `$DAGSTER_HOME`): the event logs are where Dagster's default SQLite storage keeps them,
     `<instance_dir>/history/runs`.
@@ -96,10 +104,6 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
         self._kept = KeptEngines(MAX_OPEN)
         self._tables: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
-
-    @classmethod
-    def config_type(cls):
-        return {"instance_dir": StringSource}
 
     @classmethod
     def from_config_value(cls, inst_data, config_value):
@@ -124,24 +128,25 @@ class OpenSqliteEventLogStorage(SqliteEventLogStorage):
             self._tables.add(table_name)
         return table_name in self._tables
 
-    def wipe(self) -> None:
-        # the run shards' files are deleted: no connection may keep writing to them
+    def _close_kept(self) -> None:
         with self._db_lock:
             self._kept.close_all()
+
+    def wipe(self) -> None:
+        # the run shards' files are deleted: no connection may keep writing to them
+        self._close_kept()
         super().wipe()
 
     def upgrade(self) -> None:
-        with self._db_lock:
-            self._kept.close_all()
+        self._close_kept()
         super().upgrade()
 
     def dispose(self) -> None:
-        with self._db_lock:
-            self._kept.close_all()
+        self._close_kept()
         super().dispose()
 
 
-class OpenSqliteRunStorage(SqliteRunStorage):
+class OpenSqliteRunStorage(_InstanceDirConfig, SqliteRunStorage):
     """Configured in dagster.yaml as `run_storage` with `instance_dir`: `runs.db` is where Dagster's
     default SQLite storage keeps it, `<instance_dir>/history`. The daemon's sensors and run queue
     and every run read and write it (a refresh run ~20 times).
@@ -150,10 +155,6 @@ class OpenSqliteRunStorage(SqliteRunStorage):
     def __init__(self, conn_string: str, inst_data=None):
         self._kept = KeptEngines(1)
         super().__init__(conn_string, inst_data=inst_data)
-
-    @classmethod
-    def config_type(cls):
-        return {"instance_dir": StringSource}
 
     @classmethod
     def from_config_value(cls, inst_data, config_value):

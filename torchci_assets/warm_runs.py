@@ -29,6 +29,8 @@ from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, Lau
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._serdes import serialize_value
 
+from torchci_assets.warm_worker import working_directory
+
 WORKER_TAG = "torchci/worker"
 START_TIMEOUT_S = 120.0  # loading the code location (~1-2 s here; a cold disk or a busy machine)
 REPLY_TIMEOUT_S = 30.0  # a fork
@@ -55,16 +57,16 @@ def process_start(pid: int) -> str | None:
 class WarmWorker:
     """The client of one `warm_worker` process: start it, ask it to fork runs, stop it."""
 
-    def __init__(self, origin, instance_ref=None, env: dict | None = None):
+    def __init__(self, origin, instance_ref=None):
         first = json.dumps({"origin": serialize_value(origin),
                             "instance_ref": serialize_value(instance_ref) if instance_ref is not None else None})
-        working_directory = getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
+        cwd = working_directory(origin)
         executable = origin.executable_path or sys.executable
         try:
-            self.proc = subprocess.Popen([executable, "-m", "torchci_assets.warm_worker"], cwd=working_directory,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            self.proc = subprocess.Popen([executable, "-m", "torchci_assets.warm_worker"], cwd=cwd,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as exc:
-            raise WorkerUnavailable(f"could not start a warm worker with {executable} in {working_directory}: {exc}")
+            raise WorkerUnavailable(f"could not start a warm worker with {executable} in {cwd}: {exc}")
         self._buffer = b""
         try:
             self._send_line(first)
@@ -175,9 +177,10 @@ class WarmRunLauncher(DefaultRunLauncher):
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id) if self.has_instance else None
-        if run is None or run.is_finished or self._worker_pid(run) is None:
+        worker = self._worker_pid(run) if run is not None and not run.is_finished else None
+        if worker is None:
             return super().terminate(run_id)
-        pid, start = self._worker_pid(run)
+        pid, start = worker
         self._instance.report_run_canceling(run)
         if not start or process_start(pid) != start:
             self._instance.report_engine_event(f"The run's process (pid {pid}) is no longer running.", run,

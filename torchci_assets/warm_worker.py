@@ -39,10 +39,15 @@ REAP_EVERY_S = 0.5
 PRELOAD = ("pandas", "pyarrow.dataset", "dagster._core.storage.migration.utils", "dagster._core.secrets.env_file")
 
 
-def _source_files(working_directory: str) -> dict[str, int]:
+def working_directory(origin) -> str:
+    """Where a code location's origin is loaded from (the worker runs there)."""
+    return getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
+
+
+def _source_files(folder: str) -> dict[str, int]:
     """The loaded modules' files below the code location's folder (not installed packages), by
     modification time."""
-    root = os.path.realpath(working_directory) + os.sep
+    root = os.path.realpath(folder) + os.sep
     files = {}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
@@ -138,8 +143,7 @@ def load(origin_json: str, instance_ref_json: str | None = None):
         except ImportError:
             pass
 
-    working_directory = getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
-    return recon_repo, _source_files(working_directory)
+    return recon_repo, _source_files(working_directory(origin))
 
 
 def freeze() -> None:
