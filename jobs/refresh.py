@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
-from resources.configured import ArchiveResource
+from resources.configured import DUCKDB_THREADS_TAG, ArchiveResource
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
@@ -88,7 +88,8 @@ REFRESH_SELECTION = (dg.AssetSelection.groups("ingest") | dg.AssetSelection.asse
 archive_refresh_job = dg.define_asset_job(
     "archive_refresh",
     selection=REFRESH_SELECTION,
-    tags={REFRESH_TAG: REFRESH_VALUE},
+    # A refresh's queries read minutes of rows: on one DuckDB thread they cost ~0.7 CPU-s less.
+    tags={REFRESH_TAG: REFRESH_VALUE, DUCKDB_THREADS_TAG: "1"},
     # One process for the whole run: a process per step would spend more time starting Python
     # than most steps take. The UI still shows each step and its timing.
     executor_def=dg.in_process_executor,

@@ -13,7 +13,7 @@ import os
 
 import dagster as dg
 
-from resources.lake import Lake
+from resources.lake import Lake, set_run_threads
 from resources.storage import Store
 
 DEFAULT_URIS = {
@@ -46,10 +46,32 @@ class ArchiveResource(dg.ConfigurableResource):
         return Store(self.uri)
 
 
+# A run tagged with it runs its DuckDB queries on that many threads (the refresh: 1).
+DUCKDB_THREADS_TAG = "torchci/duckdb_threads"
+
+
+def duckdb_threads(tags) -> int | None:
+    """The threads a run's tags ask for, None when they do not say."""
+    text = (tags or {}).get(DUCKDB_THREADS_TAG)
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"tag {DUCKDB_THREADS_TAG}={text!r}: expected a number of threads, 1 or more "
+                         "(remove the tag for DuckDB's default, one per core)")
+    return int(text)
+
+
 class LakeResource(dg.ConfigurableResource):
     """The Parquet lake, one folder per table and one `day=` folder per partition."""
 
     uri: str
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """The run's DuckDB threads, from its tags (set once per process that runs steps)."""
+        set_run_threads(duckdb_threads(context.run.tags if context.run else {}))
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        set_run_threads(None)
 
     def lake(self, owner: str | None = None) -> Lake:
         """The lake; files it stages are named for `owner` (the run writing them), see `Lake`."""

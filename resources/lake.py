@@ -178,6 +178,7 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
         # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
         "temp_directory": os.path.join(tempfile.gettempdir(), "torchci-duckdb"),
     }
+    threads = threads or _RUN_THREADS
     if threads:
         config["threads"] = int(threads)
     key = tuple(sorted(config.items()))
@@ -187,6 +188,22 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
     weakref.finalize(con, _IDLE.give, key, database)
     return con
+
+
+# DuckDB's threads per connection for the rest of this run, set by `LakeResource` from its
+# `duckdb_threads` (None: DuckDB's default, one per core).
+_RUN_THREADS: int | None = None
+
+
+def set_run_threads(threads: int | None) -> None:
+    """The number of threads each new connection's queries use until set again (None or 0:
+    DuckDB's default, one per core).
+
+    A refresh's queries read a few minutes of rows: on two threads DuckDB spends ~15% more CPU
+    on them than on one, for no gain in wall time (bench/README.md). A full day's queries do
+    gain from every core."""
+    global _RUN_THREADS
+    _RUN_THREADS = int(threads) if threads else None
 
 
 # A step holds one or two connections at once: more idle databases would only hold memory.

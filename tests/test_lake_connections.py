@@ -1,10 +1,13 @@
-"""resources.lake.connect: connections reuse idle in-memory databases, yet behave as fresh ones."""
+"""resources.lake.connect: connections reuse idle in-memory databases, yet behave as fresh ones; a
+run's tag sets their threads."""
 
 import gc
 
+import dagster as dg
 import duckdb
 import pytest
 
+from resources.configured import DUCKDB_THREADS_TAG, LakeResource, duckdb_threads
 from resources.lake import MAX_IDLE, _IDLE, connect
 
 
@@ -54,3 +57,44 @@ def test_at_most_max_idle_databases_are_kept_the_others_are_closed():
     del con, live
     gc.collect()
     assert [len(v) for k, v in _IDLE._idle.items() if dict(k)["memory_limit"] == "123MB"] == [MAX_IDLE]
+
+
+def _threads(con) -> int:
+    return int(con.execute("SELECT current_setting('threads')").fetchone()[0])
+
+
+DEFAULT_THREADS = _threads(duckdb.connect(":memory:"))
+
+
+@dg.asset
+def threads_seen(lake: LakeResource) -> int:
+    return _threads(connect())
+
+
+def _run(tmp_path, tags):
+    defs = dg.Definitions(assets=[threads_seen], resources={"lake": LakeResource(uri=str(tmp_path / "lake"))})
+    return defs.resolve_implicit_global_asset_job_def().execute_in_process(tags=tags, raise_on_error=False)
+
+
+def test_a_run_tagged_with_duckdb_threads_queries_on_that_many_and_only_that_run(tmp_path):
+    assert DEFAULT_THREADS >= 2  # else the tag could not be seen to change anything here
+    tagged = _run(tmp_path, {DUCKDB_THREADS_TAG: "1"})
+    assert tagged.output_for_node("threads_seen") == 1
+    assert _threads(connect()) == DEFAULT_THREADS  # the setting ended with the run
+    assert _run(tmp_path, {}).output_for_node("threads_seen") == DEFAULT_THREADS
+
+
+def test_a_bad_duckdb_threads_tag_fails_the_run_saying_what_it_expects(tmp_path):
+    result = _run(tmp_path, {DUCKDB_THREADS_TAG: "all"})
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_failure]
+    assert "tag torchci/duckdb_threads='all': expected a number of threads, 1 or more" in str(
+        failure.event_specific_data.error)
+
+
+def test_the_intra_day_refresh_runs_on_one_duckdb_thread_and_the_daily_run_on_every_core():
+    from jobs.daily import all_assets_job
+    from jobs.refresh import archive_refresh_job
+
+    assert duckdb_threads(archive_refresh_job.tags) == 1
+    assert duckdb_threads(all_assets_job.tags) is None
