@@ -224,8 +224,10 @@ def _results(archive: Store, lake: Lake, day: str, todo: list[JobLog], ruleset: 
 
 
 def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str) -> pa.Table:
+    # vars(), not dataclasses.asdict: the whole day's logs are written again at every refresh, and
+    # asdict's deep copy of each result cost more than building the table.
     rows = [{"log_path": j.path, "log_size": j.size, "log_stamp": j.stamp, "rules_digest": digest,
-             **dataclasses.asdict(r), "line": _cut(r.line), "context": [_cut(c) for c in r.context]}
+             **vars(r), "line": _cut(r.line), "context": [_cut(c) for c in r.context]}
             for j, r in zip(logs, results)]
     return pa.Table.from_pylist(rows, schema=CLASSIFIED_SCHEMA)
 
