@@ -190,8 +190,8 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return con
 
 
-# DuckDB's threads per connection for the rest of this run, set by `LakeResource` from its
-# `duckdb_threads` (None: DuckDB's default, one per core).
+# DuckDB's threads per connection for the rest of this run, set by `LakeResource` from the run's
+# `torchci/duckdb_threads` tag (None: DuckDB's default, one per core).
 _RUN_THREADS: int | None = None
 
 
