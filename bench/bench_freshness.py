@@ -435,8 +435,8 @@ def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> 
               flush=True)
     minutes = len(runs) * SLICE_MIN
     total = sum(r["cpu_s"] for r in runs)
-    print(f"    the {len(runs)} refreshes, {minutes} min of landings: {total:.1f} CPU-s in all; at that rate a day of "
-          f"landings costs {total * 1440 / minutes:,.0f} CPU-s", flush=True)
+    print(f"    the {len(runs)} refreshes, {minutes} min of landings: {total:.1f} CPU-s in all; a day of refreshes "
+          f"every {SLICE_MIN} min at that rate: {total * 1440 / minutes:,.0f} CPU-s", flush=True)
     full = run_script(RUN_JOB, env, "all_assets_daily", today, "{}") if full_day else None
     if full:
         print_run("full-day run, every asset", full)
