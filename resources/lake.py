@@ -160,36 +160,6 @@ class Lake:
         return len(files)
 
 
-def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with bounded memory that spills to a temp folder.
-
-    Opening a DuckDB database costs ~15 ms of CPU, and a refresh opens dozens; so each connection
-    is a cursor on a database no other live connection uses, taken from the idle ones this process
-    opened with the same settings. A connection keeps what it creates to itself (the lake's views
-    are TEMP, and temp objects belong to the cursor), its memory limit is its own as with a fresh
-    database, and its database becomes idle again once the connection is gone. An idle database
-    keeps what DuckDB's allocator holds from its last connection's queries (up to its memory
-    limit) until it is used again, so at most MAX_IDLE of them are kept per settings: the others
-    are closed, which gives their memory back."""
-    # Settings go in as configuration, not as SQL text: the memory limit comes from the environment.
-    config = {
-        "memory_limit": memory_limit or os.environ.get("TORCHCI_DUCKDB_MEMORY", "512MB"),
-        "preserve_insertion_order": False,
-        # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
-        "temp_directory": os.path.join(tempfile.gettempdir(), "torchci-duckdb"),
-    }
-    threads = threads or _RUN_THREADS
-    if threads:
-        config["threads"] = int(threads)
-    key = tuple(sorted(config.items()))
-    database = _IDLE.take(key) or duckdb.connect(":memory:", config=config)
-    con = database.cursor()
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
-    weakref.finalize(con, _IDLE.give, key, database)
-    return con
-
-
 # DuckDB's threads per connection for the rest of this run, set by `LakeResource` from the run's
 # `torchci/duckdb_threads` tag (None: DuckDB's default, one per core).
 _RUN_THREADS: int | None = None
@@ -203,7 +173,36 @@ def set_run_threads(threads: int | None) -> None:
     on them than on one, for no gain in wall time (bench/README.md). A full day's queries do
     gain from every core."""
     global _RUN_THREADS
-    _RUN_THREADS = int(threads) if threads else None
+    _RUN_THREADS = threads or None
+
+
+def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with bounded memory that spills to a temp folder.
+
+    Opening a DuckDB database costs ~15 ms of CPU, and a refresh opens dozens; so each connection
+    is a cursor on a database no other live connection uses, taken from the idle ones this process
+    opened with the same settings. A connection keeps what it creates to itself (the lake's views
+    are TEMP, and temp objects belong to the cursor), its memory limit is its own as with a fresh
+    database, and its database becomes idle again once the connection is gone. An idle database
+    keeps what DuckDB's allocator holds from its last connection's queries (up to its memory
+    limit) until it is used again, so at most MAX_IDLE of them are kept per settings: the others
+    are closed, which gives their memory back. Its threads are the run's (`set_run_threads`)."""
+    # Settings go in as configuration, not as SQL text: the memory limit comes from the environment.
+    config = {
+        "memory_limit": memory_limit or os.environ.get("TORCHCI_DUCKDB_MEMORY", "512MB"),
+        "preserve_insertion_order": False,
+        # Spill under the system temp folder, not `.tmp/` in whatever directory the process runs in.
+        "temp_directory": os.path.join(tempfile.gettempdir(), "torchci-duckdb"),
+    }
+    if _RUN_THREADS:
+        config["threads"] = _RUN_THREADS
+    key = tuple(sorted(config.items()))
+    database = _IDLE.take(key) or duckdb.connect(":memory:", config=config)
+    con = database.cursor()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
+    weakref.finalize(con, _IDLE.give, key, database)
+    return con
 
 
 # A step holds one or two connections at once: more idle databases would only hold memory.
