@@ -23,7 +23,8 @@ from torchci_assets.derived.failures import job_failure
 from torchci_assets.derived.failures.job_failure import build_job_failure
 from torchci_assets.config import DEFAULT_INFRA_RULES
 from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
-from torchci_assets.ingest import ci_results, reports, webhooks
+from torchci_assets.ingest import ci_results, compaction, reports, webhooks
+from torchci_assets.ingest.commit import hidden_files
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.increments import APPEND, REWRITE, is_refresh, partition_parts
 from torchci_assets.ingest.reports import ingest_test_run_day
@@ -163,6 +164,55 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, land
     reasons = [r for (r,) in con.execute("SELECT reason FROM r WHERE source = 'webhooks'").fetchall()]
     assert any("created_at" in r for r in reasons) and len(reasons) >= 2  # the cut line and the bad timestamp
     con.close()
+
+
+@pytest.fixture(scope="module")
+def many_landings(tmp_path_factory) -> list[dict[str, bytes]]:
+    source = tmp_path_factory.mktemp("sim-many")
+    generate_archive(source, [dt.date.fromisoformat(DAY)], SIM, log=lambda _: None)
+    return increments(source, k=9)
+
+
+def webhook_parts(lake: Lake) -> tuple[list[str], list[str]]:
+    """The bronze parts on disk and workflow_job's staged files (without their suffixes)."""
+    bronze = sorted(p.rsplit("/", 1)[-1].removesuffix(".parquet") for p in lake.files("webhook_events", [DAY]))
+    staged = sorted(p.rsplit("/", 1)[-1][1:-3] for p in hidden_files(lake, "workflow_job", DAY, "stage"))
+    return bronze, staged
+
+
+def test_a_day_whose_webhook_parts_were_merged_equals_the_day_built_at_once(tmp_path, many_landings, monkeypatch):
+    monkeypatch.setattr(compaction, "FANOUT", 2)  # merges from the third increment on
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    modes, levels = [], []
+    for files in many_landings:
+        land(archive, files)
+        modes.append(ingest(archive, lake, incremental=True))
+        bronze, staged = webhook_parts(lake)
+        assert sorted(partition_parts(lake, "webhook_events", DAY).names) == [f"{b}.parquet" for b in bronze]
+        levels.append([compaction.part_level(b) for b in bronze])
+        for level in range(3):  # no level keeps more than FANOUT parts, bronze or staged
+            assert levels[-1].count(level) <= 2
+            assert [compaction.part_level(x, "stage-") for x in staged].count(level) <= 2
+    assert [m["webhooks"] for m in modes] == ["rebuild"] + ["increment"] * 8  # a merge is not a rebuild
+    assert max(max((x for x in ls if x is not None), default=0) for ls in levels) == 2  # merged twice over
+    assert any(compaction.part_level(x, "stage-") == 2 for x in webhook_parts(lake)[1])
+    assert len(webhook_parts(lake)[0]) < 9
+    built, once = snapshot(lake), at_once(tmp_path, many_landings)
+    for table in TABLES:
+        assert built[table] == once[table], table
+    # a refresh that merges and is killed before its manifest: the next one rebuilds the day
+    land(archive, {f"webhooks/day={DAY}/zz-late.jsonl": jsonl_bytes("a.jsonl", [
+        envelope("workflow_job", "late-1", job_payload("queued"), "2026-11-20T23:00:01Z")])})
+
+    def die(*args, **kwargs):
+        raise Killed()
+
+    with monkeypatch.context() as m:
+        m.setattr(webhooks, "write_manifests", die)
+        with pytest.raises(Killed):
+            ingest_webhook_day(archive, lake, DAY, incremental=True)
+    again = ingest_webhook_day(archive, lake, DAY, incremental=True)
+    assert again.mode == "rebuild" and "does not list" in again.rebuild_reason
 
 
 def test_a_report_repeating_a_test_of_its_job_rebuilds_test_run_and_still_equals(tmp_path, landings):

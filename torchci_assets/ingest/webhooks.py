@@ -27,14 +27,15 @@ import pyarrow.compute as pc
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
-from torchci_assets.ingest.commit import PartitionCommit, hidden_files
+from torchci_assets.ingest.commit import HIDDEN_SUFFIX, PartitionCommit, hidden_files
+from torchci_assets.ingest.compaction import in_age_order, plan_merges, write_merge
 from torchci_assets.ingest.heap import large_blocks_kept
 from torchci_assets.ingest.increments import (APPEND, REWRITE, Manifest, Ownership, fresh_manifest, log_mode,
                                               next_manifest, part_name, parts_of, plan_increment, write_manifests)
 from torchci_assets.ingest.rejects import Reject, rejects_table
 from torchci_assets.ingest.webhook_runs import (PARALLEL_MIN_BYTES, SCAN_PROCESSES, HeldFiles, Progress, can_spawn,
                                                 file_runs, scan_day)
-from torchci_assets.ingest.webhook_scan import BATCH_ROWS, SOURCE, RunScan, scan_run
+from torchci_assets.ingest.webhook_scan import BATCH_ROWS, BRONZE_OPTIONS, SOURCE, RunScan, scan_run
 
 
 @dataclass
@@ -129,15 +130,33 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
         scan = scan_run(archive.uri, lake.store.uri, lake.owner, day, new, 0, tmp, progress.update,
                         seen=_day_deliveries(lake, day), bronze_prefix=part_name("", seq))
         _collect([scan], out, report)
-        changes = {PRIMARY: (APPEND, [final.rsplit("/", 1)[-1] for _, final in out.pending])}
+        bronze = [final.rsplit("/", 1)[-1] for _, final in out.pending]
+        changes = {PRIMARY: _merged_parts(out, lake, day, seq, manifest.tables[PRIMARY]["parts"], bronze)}
         changes.update(_reduce_increment(out, lake, day, seq, scan, report, manifest.counts))
         if report.rejects:
             out.write("rejects", day, rejects_table(report.rejects), part=part_name(SOURCE, seq))
     after = next_manifest(manifest, new, changes)
+    # the increment's own parts, whether or not older ones were merged (its checks read those)
     report.parts_added = {t: names for t, (kind, names) in changes.items() if kind == APPEND}
+    report.parts_added[PRIMARY] = bronze
     after.counts = _counts(report, manifest.counts)
     _day_totals(report, manifest.counts, report.rows)
     write_manifests(lake, day, PRIMARY, after, OWNERSHIP)
+
+
+def _merged_parts(out: PartitionCommit, lake: Lake, day: str, seq: int, parts: list[str],
+                  added: list[str]) -> tuple[str, list[str]]:
+    """The bronze parts' change for the manifest: the increment's `added` appended to `parts`, or,
+    when that leaves a level with too many parts, the partition's parts after merging (a rewrite,
+    see `compaction`)."""
+    stems = [p.removesuffix(".parquet") for p in [*parts, *added]]
+    merges, order = plan_merges(stems, seq, committed={p.removesuffix(".parquet") for p in parts})
+    if not merges:
+        return APPEND, added
+    paths = {stem: lake.store.full(lake.partition_path(PRIMARY, day, stem)) for stem in stems}
+    for merge in merges:
+        write_merge(out, lake, PRIMARY, day, merge, paths, options=BRONZE_OPTIONS)
+    return REWRITE, [f"{stem}.parquet" for stem in order]
 
 
 def _counts(report: WebhookDayReport, before: dict[str, int]) -> dict[str, int]:
@@ -257,6 +276,7 @@ def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan
             if name in MERGED_TABLES:
                 out.write(name, day, con.sql(SQL["staged"]).to_arrow_reader(BATCH_ROWS),
                           part=part_name(STAGE_PART, seq), hidden=True)
+                _merge_staged(out, lake, name, day, seq)
                 written = out.write(name, day, _merged(con, lake, name, day))
                 report.rows[name] = written - before.get(f"rows.{name}", 0)
                 changes[name] = (REWRITE, ["data.parquet"])
@@ -282,6 +302,18 @@ def _merged(con, lake: Lake, table: str, day: str) -> pa.RecordBatchReader:
         return con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS)
     con.register("reduced", con.sql(SQL[table]).to_arrow_table())
     return con.sql(SQL[f"merged_{table}"]).to_arrow_reader(BATCH_ROWS)
+
+
+def _merge_staged(out: PartitionCommit, lake: Lake, table: str, day: str, seq: int) -> None:
+    """Keep the day's staged files few (see `compaction`): the committed `_stage-*` files merged
+    tier by tier. The increment's own file, still pending, is not among them."""
+    paths = {p.rsplit("/", 1)[-1][1:].removesuffix(HIDDEN_SUFFIX): p
+             for p in hidden_files(lake, table, day, STAGE_PART)}
+    prefix = f"{STAGE_PART}-"
+    merges, _ = plan_merges([*in_age_order(list(paths), prefix), part_name(STAGE_PART, seq)], seq, prefix=prefix,
+                            committed=set(paths))
+    for merge in merges:
+        write_merge(out, lake, table, day, merge, paths, hidden=True)
 
 
 def _staged_earlier(lake: Lake, table: str, day: str, ids: pa.Array) -> pa.Table:
