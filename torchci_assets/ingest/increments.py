@@ -9,7 +9,8 @@ A table's day partition is a set of immutable Parquet part files. A run either
 - REWRITES the partition: any other change. A full rebuild (the daily run, a backfill, `torchci
   run`, a materialization from the UI) replaces every part with a fresh set; a refresh rewrites
   the small tables whose rows merge across increments (`workflow_job`, `workflow_run`,
-  `ci_result`, `ci_callback_minutes`).
+  `ci_result`, `ci_callback_minutes`), and merging parts (`compaction`: `webhook_events`, whose
+  parts no reader follows) is a rewrite too.
 
 A part's name is never reused for different content except by a rewrite, and every rewrite
 starts a new `generation` of the table. So a reader that aggregated parts A of generation G
