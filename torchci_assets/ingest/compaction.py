@@ -2,9 +2,8 @@
 
 At the default cadence a refresh adds a part to the webhook tables about every minute: ~1,400 by
 the day's end, and every reader of the partition opens each one (the webhook ingest itself reads
-the day's delivery ids and staged rows from all of them; Dr. CI extracts each). Measured on a
-PyTorch-sized day, a 5-minute refresh cost 4.5 CPU-s with 20 parts and 6.6 CPU-s with 1,400,
-most of the difference in opening parts.
+the day's delivery ids and staged rows from all of them; Dr. CI extracts each), so a refresh
+at the end of such a day costs a third more than with a few parts (bench/README.md).
 
 So after an increment the ingest merges parts, tiered like a log-structured merge tree. An
 increment's part has level 0; when a level holds more than FANOUT parts, its oldest FANOUT become
