@@ -11,7 +11,7 @@ refresh job, as make bench-freshness measures its refreshes.
 
     .venv/bin/python bench/bench_day_end.py 1400    # ~45 min on 2 cores
 """
-import gzip, json, os, shutil, subprocess, sys
+import json, os, subprocess, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench")); sys.path.insert(0, ROOT)
 import bench_freshness as bf
@@ -21,45 +21,23 @@ TINY_END = 50 * 60  # the N slices cover 23:00-23:50
 SLICES_FILE = bf.WORK / "day-end-slices.json"
 
 
-def hold(today):
-    """bench_freshness.hold_last_webhooks, cut by the second: N slices, then two of 5 minutes."""
-    last = bf.CACHE / "archive" / "webhooks" / f"day={bf.DAYS[1]}" / f"hooks-{bf.DAYS[1].replace('-', '')}T23-000.jsonl.gz"
-    folder = bf.RUN / "archive" / "webhooks" / f"day={today}"
-    folder.mkdir(parents=True)
-    shutil.rmtree(bf.HELD, ignore_errors=True); bf.HELD.mkdir(parents=True)
-    kept, parts = [], [[] for _ in range(N + 2)]
-    held_jobs = {}
-    with gzip.open(last, "rt") as f:
-        for line in f:
-            rec = json.loads(line)
-            ts = rec["received_at"]
-            sec = int(ts[14:16]) * 60 + int(ts[17:19])
-            k = sec * N // TINY_END if sec < TINY_END else N + (0 if sec < 55 * 60 else 1)
-            parts[k].append(line)
-            if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
-                held_jobs[int(rec["payload"]["workflow_job"]["id"])] = k
-    with gzip.open(folder / last.name, "wt") as f:
-        f.writelines(kept)
-    slices = []
-    for k, lines in enumerate(parts):
-        held = bf.HELD / f"{last.name[:-len('-000.jsonl.gz')]}-{k + 1:04d}.jsonl.gz"
-        with gzip.open(held, "wt") as f:
-            f.writelines(lines)
-        slices.append([(held, folder / held.name)])
-    return held_jobs, slices
+def second_slice(received_at: str) -> int:
+    """N slices over 23:00-23:50 by the second, then 23:50-23:55 and 23:55-24:00."""
+    sec = int(received_at[14:16]) * 60 + int(received_at[17:19])
+    return sec * N // TINY_END if sec < TINY_END else N + (0 if sec < 55 * 60 else 1)
 
-bf.hold_last_webhooks = hold
+
 bf.ensure_cache()
 yesterday, today = bf.utc_days()
 bf.SLICES = N + 2
-slices = bf.prepare_run(yesterday, today)
+slices = bf.prepare_run(yesterday, today, second_slice)
 env = bf.env_for(yesterday)
 bf.seed_yesterday(env, yesterday)
 first, cursor = bf.refresh_once(env, today, "")
 bf.print_run("first", first)
 SLICES_FILE.write_text(json.dumps([[[str(a), str(b)] for a, b in s] for s in slices[:N]]))
 LOOP = r'''
-import json, os, resource, sys, time, shutil
+import json, os, resource, sys, time
 from pathlib import Path
 import dagster as dg
 from torchci_assets.definitions import defs

@@ -50,6 +50,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,12 +252,13 @@ def link_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=os.link)
 
 
-def prepare_run(yesterday: str, today: str) -> list[list[tuple[Path, Path]]]:
+def prepare_run(yesterday: str, today: str, slice_of: Callable[[str], int] | None = None
+                ) -> list[list[tuple[Path, Path]]]:
     """Link the cache in as yesterday and today, today without its last SLICES x SLICE_MIN minutes:
     the webhook deliveries received from then on and the test reports and test-runs rows of the jobs they complete.
     Returns, per slice, the (held file, where it lands) pairs."""
     shutil.rmtree(RUN, ignore_errors=True)
-    held_jobs, slices = hold_last_webhooks(today)
+    held_jobs, slices = hold_last_webhooks(today, slice_of or minute_slice)
     for section in SECTIONS:
         for old, new in zip(DAYS, (yesterday, today)):
             src = CACHE / "archive" / section / f"day={old}"
@@ -288,10 +290,18 @@ def prepare_run(yesterday: str, today: str) -> list[list[tuple[Path, Path]]]:
     return slices
 
 
-def hold_last_webhooks(today: str) -> tuple[dict[int, int], list[list[tuple[Path, Path]]]]:
-    """Split the cache's last webhook file at END - SLICES x SLICE_MIN minutes: the earlier lines go
-    into today's folder, each later slice into a file of its own under HELD (landing later as a
-    file the receiver rolled). Returns job id -> slice of the jobs completed in a slice, and the slices."""
+def minute_slice(received_at: str) -> int:
+    """The slice of a delivery received at `received_at` during the last hour: SLICES of SLICE_MIN
+    minutes at its end; negative before them."""
+    return (int(received_at[14:16]) - (60 - SLICES * SLICE_MIN)) // SLICE_MIN
+
+
+def hold_last_webhooks(today: str, slice_of: Callable[[str], int] = minute_slice
+                       ) -> tuple[dict[int, int], list[list[tuple[Path, Path]]]]:
+    """Split the cache's last webhook file into SLICES by `slice_of` each delivery's receipt time:
+    the lines of no slice (negative) go into today's folder, each slice into a file of its own under
+    HELD (landing later as a file the receiver rolled). Returns job id -> slice of the jobs
+    completed in a slice, and the slices."""
     last = CACHE / "archive" / "webhooks" / f"day={DAYS[1]}" / f"hooks-{DAYS[1].replace('-', '')}T23-000.jsonl.gz"
     folder = RUN / "archive" / "webhooks" / f"day={today}"
     folder.mkdir(parents=True)
@@ -301,20 +311,20 @@ def hold_last_webhooks(today: str) -> tuple[dict[int, int], list[list[tuple[Path
     held_jobs: dict[int, int] = {}
     with gzip.open(last, "rt") as f:
         for line in f:
-            minute = int(json.loads(line)["received_at"][14:16])
-            k = (minute - (60 - SLICES * SLICE_MIN)) // SLICE_MIN
+            rec = json.loads(line)
+            k = slice_of(rec["received_at"])
             if k < 0:
                 kept.append(line)
                 continue
             parts[k].append(line)
-            rec = json.loads(line)
             if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
                 held_jobs[int(rec["payload"]["workflow_job"]["id"])] = k
     with gzip.open(folder / last.name, "wt") as f:
         f.writelines(kept)
     slices = []
+    width = max(3, len(str(SLICES)))
     for k, lines in enumerate(parts):
-        held = HELD / f"{last.name[:-len('-000.jsonl.gz')]}-{k + 1:03d}.jsonl.gz"
+        held = HELD / f"{last.name[:-len('-000.jsonl.gz')]}-{k + 1:0{width}d}.jsonl.gz"
         with gzip.open(held, "wt") as f:
             f.writelines(lines)
         slices.append([(held, folder / held.name)])
