@@ -9,6 +9,7 @@ import datetime as dt
 import itertools
 
 import dagster as dg
+import orjson
 import pyarrow as pa
 
 from resources.configured import LakeResource, OutputsResource
@@ -64,8 +65,9 @@ class History:
 
     def run(self, commit: int, config=LINUX, outcomes: dict | None = None, *, branch: str = "main",
             run_id: int | None = None, attempt: int = 1, later_hours: float = 0.5, conclusion: str | None = None,
-            head: str | None = None) -> int:
-        """One test job; returns its run id (pass it back with attempt=2 for a re-attempt)."""
+            head: str | None = None, webhook: bool = True) -> int:
+        """One test job; returns its run id (pass it back with attempt=2 for a re-attempt).
+        `webhook=False`: its reports landed, its job's webhooks never did."""
         outcomes = outcomes or {}
         run_id = run_id or 10_000 + next(self.ids)
         job_id = 100_000 + next(self.ids)
@@ -77,7 +79,7 @@ class History:
         if branch == "main":
             pushed = START + dt.timedelta(hours=commit)
             self.pushes[sha(commit)] = {"ref": "refs/heads/main", "after": sha(commit), "received_at": pushed}
-        self.jobs.append({
+        self.jobs.append({"webhook": webhook,
             "id": job_id, "run_id": run_id, "run_attempt": attempt, "name": f"{env} / test ({cfg}, 1, 1, runner)",
             "head_sha": head or sha(commit), "head_branch": branch, "status": "completed",
             "conclusion": conclusion or ("failure" if failing else "success"), "build_env": env, "test_config": cfg,
@@ -101,7 +103,8 @@ class History:
         days = sorted(self.rows)
         for day in days:
             lake.write("test_run", day, pa.Table.from_pylist(self.rows[day], schema=TEST_RUN_SCHEMA))
-            jobs = [{k: v for k, v in j.items() if k != "day"} for j in self.jobs if j["day"] == day]
+            jobs = [{k: v for k, v in j.items() if k not in ("day", "webhook")} for j in self.jobs
+                    if j["day"] == day and j["webhook"]]
             lake.write("workflow_job", day, pa.Table.from_pylist(jobs, schema=JOB_SCHEMA))
             lake.write("workflow_run", day, pa.Table.from_pylist(self.runs[day], schema=RUN_SCHEMA))
             pushes = [p for p in self.pushes.values() if p["received_at"].date().isoformat() == day]
@@ -324,6 +327,26 @@ def test_assets_materialize_and_publish(tmp_path):
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in again.get_asset_materialization_events()}
     assert again.success and meta["flaky_tests"]["unchanged_inputs"].value is True
     assert meta["flaky_tests"]["verdict_flaky"].value == 1 and meta["disabled_issues"]["unchanged_since"].value
+
+
+def test_failures_in_jobs_whose_webhooks_never_came_count_on_an_unknown_platform(tmp_path):
+    """Such a job has no platform (nor build environment): its rows are still evidence, under
+    the platform "unknown", and every output that lists platforms is built."""
+    h = main_history(["test_flaky", "test_ok"], 40, {i: {"test_flaky": "flake"} for i in (5, 17, 30)})
+    for i in (8, 21, 34):
+        h.run(i, LINUX, {"test_flaky": "flake"}, webhook=False, later_hours=0.7)
+    days = h.build(Lake.at(str(tmp_path / "lake")))
+    v = verdicts(tmp_path, h)["test_flaky"]
+    assert (v["verdict"], v["flaky_platforms"], v["platforms"], v["rerun_passes"]) == \
+        ("flaky", ["linux", "unknown"], ["linux", "unknown"], 6)
+    result = dg.materialize(FLAKINESS_ASSETS, partition_key=days[-1], resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource()})
+    assert result.success
+    # PyTorch's runner knows no platform "unknown": the test is disabled where it is known to flake
+    condensed = orjson.loads((tmp_path / "out" / "stats" / "disabled-tests-condensed.json").read_bytes())
+    assert [platforms for _, _, platforms in condensed.values()] == [["linux"]]
+    assert sorted(p.name for p in (tmp_path / "out" / "smoke-tests").iterdir()) == ["linux.json"]
 
 
 def _table(lake: Lake, table: str, day: str) -> list[tuple]:

@@ -274,3 +274,19 @@ def test_a_publish_killed_while_writing_leaves_no_page_vouched_for(tmp_path, mon
     monkeypatch.setattr(Store, "write_bytes", real)
     report = publish_site(lake, out, DAY, REPO, reuse=True)
     assert "hud/pr/8.html" not in report.reused and "hud/pr/7.html" in report.reused
+
+
+def test_the_tests_page_names_jobs_of_no_known_platform_unknown(tmp_path):
+    """A verdict written before such jobs were named "unknown" lists them as null."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = history()
+    h.add("flaky_tests", DAY, file="test_nn.py", classname="TestNN", name="test_broken", verdict="broken",
+          platforms=["linux", None], broken_failures=3, broken_ranges=1)
+    h.add("flaky_tests", DAY, file="test_nn.py", classname="TestNN", name="test_flaky", verdict="flaky",
+          platforms=["linux", None], flaky_platforms=[None], flake_events=4, runs=40)
+    h.write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    page = (tmp_path / "out" / "hud" / "tests.html").read_text()
+    rows = dict(re.findall(r"<tr data-verdict=[^>]*>.*?TestNN\.(test_\w+)(.*?)</tr>", page))
+    assert "<td>linux, unknown</td>" in rows["test_broken"] and "<td>unknown</td>" in rows["test_flaky"]

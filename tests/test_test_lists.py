@@ -45,6 +45,10 @@ def test_platforms_are_where_it_flaked_and_empty_only_when_everywhere():
     assert disable_platforms(["win", "linux"], ["linux", "win"]) == []
     assert disable_platforms(["linux"], ["linux"]) == ["linux"]  # one platform is not "everywhere"
     assert disable_platforms(["mac", "win"], ["linux", "mac", "win"]) == ["mac", "win"]
+    # jobs of no known platform (webhooks that never came) say nothing of where
+    assert disable_platforms(["linux", "unknown"], ["linux", "unknown"]) == ["linux"]
+    assert disable_platforms(["linux", "win", "unknown"], ["linux", "win", "unknown"]) == []
+    assert disable_platforms(["unknown"], ["linux", "unknown"]) == []
 
 
 def test_flaky_tests_with_enough_jobs_are_disabled_with_a_stable_id():

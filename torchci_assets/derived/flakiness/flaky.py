@@ -87,9 +87,10 @@ def register_window(con, lake: Lake, day: str, window_days: int) -> int:
         if not lake.files(table, [day]):
             raise FileNotFoundError(f"{table} has no partition for {day} in {lake.store.display(table)}: "
                                     "materialize it first")
-    lake.register(con, "test_daily_stats", days, name="w_stats")
-    lake.register(con, "test_sha_outcomes", days, name="w_outcomes")
-    lake.register(con, "test_jobs", days, name="w_jobs")
+    lake.register(con, "test_daily_stats", days, name="w_stats_files")
+    lake.register(con, "test_sha_outcomes", days, name="w_outcomes_files")
+    lake.register(con, "test_jobs", days, name="w_jobs_files")
+    run_steps(con, SQL.steps("window_views"))
     if lake.register(con, "push", days_around(day, window_days), name="w_push") == 0:
         con.execute(SQL["no_pushes"])
     return len(lake.files("test_daily_stats", days))

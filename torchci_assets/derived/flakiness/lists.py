@@ -78,11 +78,16 @@ def dumps(doc) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
+UNKNOWN_PLATFORM = "unknown"  # the jobs whose webhooks never came (see sql/window_views.sql)
+
+
 def disable_platforms(flaky_platforms: list[str], platforms: list[str]) -> list[str]:
-    """Where to disable: the platforms where it flaked; [] (everywhere) when that is every
-    platform that ran it, and more than one."""
-    flaked = sorted(set(flaky_platforms))
-    return [] if len(flaked) > 1 and set(flaked) >= set(platforms) else flaked
+    """Where to disable: the known platforms where it flaked; [] (everywhere) when that is every
+    platform that ran it, and more than one, or when it flaked only in jobs of no known platform
+    (which may have been any)."""
+    flaked = sorted(set(flaky_platforms) - {UNKNOWN_PLATFORM})
+    ran = set(platforms) - {UNKNOWN_PLATFORM}
+    return [] if len(flaked) > 1 and set(flaked) >= ran else flaked
 
 
 def _merge_platforms(a: list[str], b: list[str]) -> list[str]:

@@ -59,7 +59,7 @@ def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, 
         if lake.register(con, "flaky_test_platforms", [day], name="ev") == 0:
             raise FileNotFoundError(f"flaky_test_platforms has no partition for {day}: materialize flaky_tests first")
         platforms = [p for (p,) in con.execute(
-            "SELECT DISTINCT platform FROM ev WHERE platform IS NOT NULL ORDER BY 1").fetchall()]
+            "SELECT DISTINCT platform FROM ev WHERE platform NOT IN ('unknown') ORDER BY 1").fetchall()]
         start, end = con.execute("SELECT min(window_start)::VARCHAR, max(window_end)::VARCHAR FROM ev").fetchone()
         con.execute(SQL["wilson"])
         cur = execute(con, SQL["smoke_tests"], {

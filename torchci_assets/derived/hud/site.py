@@ -165,13 +165,13 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
                             f"({100 * (r['flake_rate'] or 0):.1f}%, 95% CI {100 * (r['flake_rate_low'] or 0):.1f}-"
                             f"{100 * (r['flake_rate_high'] or 0):.1f}%): {r['rerun_passes']} passed on rerun, "
                             f"{r['same_commit_pairs']} same-commit pass/fail, {r['flips']} flips on main")
-                platforms = ", ".join(r["flaky_platforms"] or []) or "all"
+                platforms = _names(r["flaky_platforms"]) or "all"
             else:
                 fixed = r["broken_fixed_sha"]
                 evidence = (f"failing on every run from {(r['broken_from_sha'] or '?')[:10]} "
                             + (f"until {fixed[:10]}" if fixed else "(still failing)")
                             + f"; {r['broken_failures']} failures in {r['broken_ranges']} range(s)")
-                platforms = ", ".join(r["platforms"] or [])
+                platforms = _names(r["platforms"])
             out.append({"verdict": r["verdict"], "test": f"{r['classname']}.{r['name']}", "file": r["file"],
                         "evidence": evidence, "platforms": platforms})
     if register(con, lake, "disabled_tests", [day], "dt"):
@@ -179,8 +179,13 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
             out.append({"verdict": "disabled", "test": r["test"], "file": "",
                         "evidence": f"{r['flake_events']} flake events in {r['runs']} runs; issue {r['id']}"
                                     + (f" {r['url']}" if r["url"] else ""),
-                        "platforms": ", ".join(r["platforms"] or []) or "all"})
+                        "platforms": _names(r["platforms"]) or "all"})
     return out
+
+
+def _names(platforms: list | None) -> str:
+    # a verdict written before jobs of no known platform were named "unknown" lists them as null
+    return ", ".join(p or "unknown" for p in platforms or [])
 
 
 def load_time_regressions(con, lake: Lake, day: str) -> list[dict]:

@@ -1,6 +1,7 @@
 -- smoke_tests' rows: tests failing on a platform significantly more than elsewhere (view ev over
 -- flaky_test_platforms; the macro of wilson.sql), ranked per platform by the gap between the
--- platform's lower bound and the others' upper bound.
+-- platform's lower bound and the others' upper bound. The jobs of no known platform ('unknown')
+-- count elsewhere, and have no set of their own.
 WITH t AS (
     SELECT file, classname, name, sum(runs) AS all_runs, sum(failures) AS all_failures,
            sum(flake_events) AS all_flake_events
@@ -26,7 +27,7 @@ SELECT platform, row_number() OVER (PARTITION BY platform ORDER BY score DESC, f
        failures_elsewhere, failure_rate_elsewhere, failure_rate_elsewhere_high, failing_shas,
        exclusive_failing_shas, flake_events, flake_events_elsewhere, score
 FROM s
-WHERE runs >= $min_runs AND runs_elsewhere > 0
+WHERE platform <> 'unknown' AND runs >= $min_runs AND runs_elsewhere > 0
   AND exclusive_failing_shas >= $min_exclusive_shas
   AND score > 0 AND failure_rate_low >= $min_failure_rate
   AND flake_events_elsewhere < $min_flake_events
