@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from resources.listing_cache import ListingCache, stat_key, storable
+
 DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
 UPLOAD_CHUNK = 16 << 20
 # `.<final name>.<kind>-[<owner>-]<32 hex nonce>`; files written before owners existed have none.
@@ -145,16 +147,17 @@ class Store:
         return sorted(i.base_name for i in self.fs.get_file_info(selector)
                       if i.type == pafs.FileType.Directory and i.base_name[:1] not in (".", "_"))
 
-    def list_files(self, prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+    def list_files(self, prefix: str, suffixes: tuple[str, ...], cache: ListingCache | None = None) -> list[FileEntry]:
         """Files below `prefix` (recursively) ending in one of `suffixes`, sorted by path.
 
         Hidden files (leading '.' or '_', as temporary and marker files are named) are skipped.
         On a local store, symbolic links are not followed: a link named like a wanted file, a
         link to a folder, a special file (FIFO, device) named like a wanted file, or a `prefix`
-        that passes through a link, is listed with `refused` set.
+        that passes through a link, is listed with `refused` set. With a `cache` (local stores
+        only: see `listing_cache`), folders unchanged since the cache's walk are not read again.
         """
         if self.is_local:
-            return self._list_local(prefix, suffixes)
+            return self._list_local(prefix, suffixes, cache)
         selector = pafs.FileSelector(self.full(prefix), recursive=True, allow_not_found=True)
         skip = len(self.root) + 1
         out = []
@@ -178,32 +181,57 @@ class Store:
                 out.append(FileEntry(f"{folder}/{info.base_name}", info.size))
         return sorted(out, key=lambda e: e.path)
 
-    def _list_local(self, prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+    def _list_local(self, prefix: str, suffixes: tuple[str, ...], cache: ListingCache | None) -> list[FileEntry]:
         link = self._link_on_path(prefix)
         if link is not None:
             return [FileEntry(prefix, 0, _refusal(link, "a symbolic link"))]
+        if cache is not None and cache.suffixes != tuple(suffixes):
+            raise ValueError(f"a listing cache for {cache.suffixes} cannot list {suffixes}")
         out: list[FileEntry] = []
         folders = [prefix]
         while folders:
             folder = folders.pop()
+            full = self.full(folder)
+            key = None
+            if cache is not None:
+                try:
+                    st = os.lstat(full)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                # a folder that is no longer one was replaced: its parent changed, and lists it
+                if not stat.S_ISDIR(st.st_mode):
+                    continue
+                key = stat_key(st)
+                seen = cache.reuse(folder, key)
+                if seen is not None:
+                    base = f"{folder}/" if folder else ""
+                    folders += [base + name for name in seen[0]]
+                    out += [FileEntry(base + name, size, None, stamp) for name, size, stamp in seen[1]]
+                    continue
             try:
-                entries = list(os.scandir(self.full(folder)))
+                entries = list(os.scandir(full))
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            subfolders, files = [], []
             for entry in entries:
                 rel = f"{folder}/{entry.name}" if folder else entry.name
                 wanted = entry.name[:1] not in (".", "_") and entry.name.endswith(suffixes)
                 if entry.is_symlink():
                     if wanted or entry.is_dir():  # is_dir follows the link: only its type is read
-                        out.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
+                        files.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
                 elif entry.is_dir(follow_symlinks=False):
                     folders.append(rel)
+                    subfolders.append(entry.name)
                 elif wanted:
                     st = entry.stat(follow_symlinks=False)
                     if stat.S_ISREG(st.st_mode):
-                        out.append(FileEntry(rel, st.st_size, stamp=file_stamp(st)))
+                        files.append(FileEntry(rel, st.st_size, stamp=file_stamp(st)))
                     else:
-                        out.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
+                        files.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
+            out += files
+            names = [(f.path.rsplit("/", 1)[-1], f.size, f.stamp) for f in files if f.refused is None]
+            if key is not None and len(names) == len(files) and storable([*subfolders, *(n for n, _, _ in names)]):
+                cache.keep(folder, key, subfolders, names)
         out.sort(key=lambda e: e.path)
         return out
 

@@ -12,11 +12,13 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import envelope, jsonl_bytes
+from resources import listing_cache
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.failures import job_failure
@@ -164,6 +166,23 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, land
     reasons = [r for (r,) in con.execute("SELECT reason FROM r WHERE source = 'webhooks'").fetchall()]
     assert any("created_at" in r for r in reasons) and len(reasons) >= 2  # the cut line and the bad timestamp
     con.close()
+
+
+def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, landings, monkeypatch):
+    """The ingest keeps its walk of the day's report folders; a refresh reads again only those whose
+    entries changed (new jobs, and the early job given a new report in the last landing)."""
+    monkeypatch.setattr(listing_cache, "SETTLE_NS", 200_000_000)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    walks = []
+    for files in landings:
+        land(archive, files)
+        time.sleep(0.25)  # the folders settle (2 s in production, 0.2 s here)
+        report = ingest_test_run_day(archive, lake, DAY, incremental=True)
+        walks.append((report.mode, report.folders_read, report.folders_reused))
+    assert [w[0] for w in walks] == ["rebuild", "increment", "increment"]
+    assert walks[0][2] == 0 and all(0 < read < reused for _, read, reused in walks[1:])
+    assert snapshot(lake)["test_run"] == at_once(tmp_path, landings)["test_run"]
+    assert (tmp_path / "lake" / "test_run" / f"day={DAY}" / "_archive_listing.json").exists()
 
 
 @pytest.fixture(scope="module")

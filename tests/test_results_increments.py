@@ -197,3 +197,37 @@ def test_a_quiet_day_without_test_rows_is_built_and_then_refreshed(tmp_path, row
     results, _ = refresh(tmp_path)
     assert results.written.mode == "append" and results.rows == sum(len(rows[j]) for j in range(1, 13))
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def test_test_run_parts_merged_by_the_ingest_are_followed_not_rebuilt(tmp_path, monkeypatch):
+    """With the real ingest merging test_run's parts (two per level here, sixteen in production),
+    test_results merges its files the same way and test_daily_stats takes the merged parts as
+    counted: every refresh after the first stays an append, a job completing after its part was
+    merged rewrites its merged file, and the day equals the day built at once."""
+    from resources.storage import Store
+    from torchci_assets.ingest import compaction
+    from torchci_assets.ingest.increments import partition_parts
+    from torchci_assets.ingest.reports import ingest_test_run_day
+    from torchci_assets.simulate.landing import land_flaky_test
+
+    monkeypatch.setattr(compaction, "FANOUT", 2)
+    archive = Store(str(tmp_path / "archive"))
+    modes, names = [], set()
+    for k in range(9):
+        jobs = range(1 + 5 * k, 6 + 5 * k)
+        hooks(tmp_path, range(1, jobs.stop), pending=(8,) if k < 6 else ())  # completes once its part was merged
+        land_flaky_test(archive, D, [(1000 + j, 1 + j % 2, j) for j in jobs], "test_ops", "TestOps", f"test_{k}")
+        ingest_test_run_day(archive, lake(tmp_path), D, incremental=True)
+        results, stats = refresh(tmp_path)
+        modes.append((results.written.mode, stats.mode))
+        state = partition_parts(lake(tmp_path), "test_run", D)
+        names |= set(state.names)
+        # one set of test_results files per test_run part, and the job map names only those
+        held = pq.read_table(tmp_path / "lake" / "test_results" / f"day={D}" / "_job_parts.pq")
+        assert {n.rsplit("-b", 1)[0] for n in files(tmp_path)} == {n.removesuffix(".parquet") for n in state.names}
+        assert set(held["src"].to_pylist()) <= {n.removesuffix(".parquet") for n in state.names}
+    assert any(n.startswith("m2-") for n in names)  # merges of merges too
+    assert modes == [("rebuild", "recompute")] + [("append", "append")] * 8
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+    jobs = {r["job_id"]: r for r in query(tmp_path, "test_jobs", "SELECT * FROM t")}
+    assert jobs[8]["job_status"] == "completed"

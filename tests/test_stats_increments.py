@@ -199,23 +199,53 @@ def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
     assert meta["test_results"]["mode"].value == "rebuild"
 
 
+def _sources(parts: dict[str, int], generation: str | None = None, merged: dict | None = None) -> increments.Sources:
+    return increments.Sources({f"test_run/day=D/{p}": n for p, n in parts.items()}, generation,
+                              {f"test_run/day=D/{m}": tuple(f"test_run/day=D/{s}" for s in src)
+                               for m, src in (merged or {}).items()})
+
+
 def test_plan_reads_the_parts_alone():
     rec = increments.Record({"test_run/day=D/a.parquet": 10})
-    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, True).mode == "unchanged"
-    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}, True).new_parts == [
+    assert increments.plan(rec, _sources({"a.parquet": 10}), True).mode == "unchanged"
+    assert increments.plan(rec, _sources({"a.parquet": 10, "b.parquet": 5}), True).new_parts == [
         "test_run/day=D/b.parquet"]
-    assert increments.plan(rec, {"test_run/day=D/a.parquet": 11}, True).mode == "recompute"  # grew: rewritten
-    assert increments.plan(rec, {"test_run/day=D/b.parquet": 5}, True).mode == "recompute"
-    assert increments.plan(None, {"test_run/day=D/a.parquet": 10}, True).mode == "recompute"
-    assert increments.plan(rec, {"test_run/day=D/a.parquet": 10}, False).mode == "recompute"
+    assert increments.plan(rec, _sources({"a.parquet": 11}), True).mode == "recompute"  # grew: rewritten
+    assert increments.plan(rec, _sources({"b.parquet": 5}), True).mode == "recompute"
+    assert increments.plan(None, _sources({"a.parquet": 10}), True).mode == "recompute"
+    assert increments.plan(rec, _sources({"a.parquet": 10}), False).mode == "recompute"
     assert increments.Record.from_json(rec.to_json()) == rec
     # the ingest's manifest names a generation, changed at every rewrite of the partition
     gen = increments.Record({"test_run/day=D/a.parquet": 10}, "g1")
-    grown = {"test_run/day=D/a.parquet": 10, "test_run/day=D/b.parquet": 5}
-    assert increments.plan(gen, grown, True, "g1").mode == "append"
-    rewritten = increments.plan(gen, grown, True, "g2")
+    grown = {"a.parquet": 10, "b.parquet": 5}
+    assert increments.plan(gen, _sources(grown, "g1"), True).mode == "append"
+    rewritten = increments.plan(gen, _sources(grown, "g2"), True)
     assert rewritten.mode == "recompute" and "generation" in rewritten.reason
     assert increments.Record.from_json(gen.to_json()) == gen
+
+
+def test_plan_takes_a_merge_of_counted_parts_as_counted():
+    counted = increments.Record({f"test_run/day=D/{p}.parquet": 10 for p in ("a", "b", "c")}, "g")
+    merged = {"m1.parquet": ("a.parquet", "b.parquet")}
+    plan = increments.plan(counted, _sources({"m1.parquet": 15, "c.parquet": 10, "d.parquet": 5}, "g", merged), True)
+    assert (plan.mode, plan.new_parts) == ("append", ["test_run/day=D/d.parquet"])
+    assert plan.carried == {"test_run/day=D/m1.parquet": ["test_run/day=D/a.parquet", "test_run/day=D/b.parquet"]}
+    # a merge of merges, as the next level's: counted through its sources' sources
+    deeper = {**merged, "m2.parquet": ("m1.parquet", "c.parquet")}
+    plan = increments.plan(counted, _sources({"m2.parquet": 25}, "g", deeper), True)
+    assert plan.mode == "unchanged" and sorted(plan.carried["test_run/day=D/m2.parquet"]) == [
+        f"test_run/day=D/{p}.parquet" for p in ("a", "b", "c")]
+    # a merge of parts counted and parts never counted (a follower that missed a refresh) cannot be split
+    mixed = {"m1.parquet": ("a.parquet", "x.parquet")}
+    plan = increments.plan(counted, _sources({"m1.parquet": 15, "b.parquet": 10, "c.parquet": 10}, "g", mixed), True)
+    assert plan.mode == "recompute" and "not counted" in plan.reason
+    # parts merged before it counted anything are simply new
+    fresh = increments.plan(counted, _sources({"a.parquet": 10, "b.parquet": 10, "c.parquet": 10, "m1.parquet": 9},
+                                              "g", {"m1.parquet": ("x.parquet", "y.parquet")}), True)
+    assert (fresh.mode, fresh.new_parts, fresh.carried) == ("append", ["test_run/day=D/m1.parquet"], {})
+    # a counted part missing and not merged anywhere: what it held is gone
+    gone = increments.plan(counted, _sources({"m1.parquet": 15}, "g", merged), True)
+    assert gone.mode == "recompute" and "c.parquet" in gone.reason
 
 
 def test_the_ingests_own_parts_are_added_as_they_land(tmp_path):

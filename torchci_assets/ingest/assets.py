@@ -173,6 +173,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
         "test_runs_files": report.runs_files, "rejects": report.reject_count,
         "bytes": dg.MetadataValue.int(report.bytes_read),
         "entries_folded_across_files": report.staged_rows - report.rows_added,
+        "report_folders_read": report.folders_read, "report_folders_unchanged": report.folders_reused,
         "path": lk.store.display(lk.partition_path("test_run", day)), "stale_staging_files_removed": swept,
     })
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={

@@ -1,9 +1,10 @@
 """Keeping a day partition's parts few while the intra-day refresh adds some at every increment.
 
-At the default cadence a refresh adds a part to the webhook tables about every minute: ~1,400 by
-the day's end, and every reader of the partition opens each one (the webhook ingest itself reads
-the day's delivery ids and staged rows from all of them; Dr. CI extracts each), so a refresh
-at the end of such a day costs a third more than with a few parts (bench/README.md).
+At the default cadence a refresh adds a part to the webhook tables and to `test_run` about every
+minute: ~1,400 by the day's end, and every reader of the partition opens each one (the webhook
+ingest itself reads the day's delivery ids and staged rows from all of them; `test_results`
+writes files per `test_run` part, which Dr. CI and the daily aggregates read), so a refresh at the
+end of such a day costs twice what it costs with a few parts (bench/README.md).
 
 So after an increment the ingest merges parts, tiered like a log-structured merge tree. An
 increment's part has level 0; when a level holds more than FANOUT parts, its oldest FANOUT become
@@ -17,9 +18,10 @@ removes its sources in the same commit as the increment, so a run killed midway 
 manifest does not list and the next refresh rebuilds the day (see `increments`). A merged part
 holds exactly its sources' rows, in their order.
 
-Only parts that no reader follows part by part are merged: the bronze `webhook_events` and the
-webhook ingest's hidden staged rows. `test_run`'s parts are followed by `test_results` and
-`test_daily_stats`, which aggregate each new part once; merging them would make those start over.
+In the manifest a merge keeps the table's generation and is recorded with the parts it replaced
+(`increments`), so a reader that follows the parts one by one (`test_results` and
+`test_daily_stats` follow `test_run`'s) takes a merge of parts it counted as counted, and merges
+its own files the same way, instead of starting the day again.
 """
 
 from __future__ import annotations
@@ -111,3 +113,19 @@ def write_merge(out: PartitionCommit, lake: Lake, table: str, day: str, merge: M
     names = {paths[s].rsplit("/", 1)[-1] for s in merge.sources}
     out.replace_matching(table, day, lambda name: name in names)
     return rows
+
+
+def merge_appended(out: PartitionCommit, lake: Lake, table: str, day: str, seq: int, parts: list[str],
+                   added: list[str], options: dict | None = None) -> tuple[list[str], dict[str, list[str]]] | None:
+    """After increment `seq` appended `added` to the partition's committed `parts` (file names, oldest
+    first): the merges `plan_merges` asks for, written into `out`; returns the partition's part names
+    afterwards and each merged part's sources (for `increments.next_manifest`), or None: no merge."""
+    stems = [p.removesuffix(".parquet") for p in [*parts, *added]]
+    merges, order = plan_merges(stems, seq, committed={p.removesuffix(".parquet") for p in parts})
+    if not merges:
+        return None
+    paths = {stem: lake.store.full(lake.partition_path(table, day, stem)) for stem in stems}
+    for merge in merges:
+        write_merge(out, lake, table, day, merge, paths, options=options)
+    return ([f"{stem}.parquet" for stem in order],
+            {f"{m.name}.parquet": [f"{s}.parquet" for s in m.sources] for m in merges})

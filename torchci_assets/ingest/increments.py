@@ -5,17 +5,20 @@ A table's day partition is a set of immutable Parquet part files. A run either
 
 - ADDS part files (`inc-<seq>.parquet`, `<source>-inc-<seq>.parquet` in `rejects`) holding rows
   for keys that no earlier part of that day holds: a refresh that found only new archive files
-  whose rows are new keys; or
+  whose rows are new keys; and may MERGE older parts (`compaction`): a merged part holds exactly
+  the rows of the parts it replaces, in their order; or
 - REWRITES the partition: any other change. A full rebuild (the daily run, a backfill, `torchci
   run`, a materialization from the UI) replaces every part with a fresh set; a refresh rewrites
   the small tables whose rows merge across increments (`workflow_job`, `workflow_run`,
-  `ci_result`, `ci_callback_minutes`), and merging parts (`compaction`: `webhook_events`, whose
-  parts no reader follows) is a rewrite too.
+  `ci_result`, `ci_callback_minutes`).
 
 A part's name is never reused for different content except by a rewrite, and every rewrite
-starts a new `generation` of the table. So a reader that aggregated parts A of generation G
-before, and now finds generation G with parts A + B, may aggregate B alone and merge; any other
-generation means start again. `partition_parts` is the one way to ask; the rest of this module is how the ingest
+starts a new `generation` of the table; an append and a merge keep it, and the manifest keeps
+every merge of the generation (`merged`: part -> the parts it replaced). So a reader that
+aggregated parts A of generation G before, and now finds generation G with parts A' + B, where A'
+are parts of A or merges of them (`Parts.held`), may aggregate B alone and take A' as counted;
+any other generation, or a merge of parts it counted and parts it did not, means start again.
+`partition_parts` is the one way to ask; the rest of this module is how the ingest
 keeps the `_manifest.json` it reads (hidden from readers, who glob `*.parquet`).
 
 The manifest of an ingest (`<primary table>/day=D/_manifest.json`) also records which archive
@@ -37,6 +40,9 @@ from resources.lake import Lake
 from resources.storage import FileEntry
 
 MANIFEST = "_manifest.json"
+# Beside the manifest, an ingest may keep its last walk of the archive's folders (a cache: see
+# `resources.listing_cache`); like the manifest, it is not part of the partition's files.
+ARCHIVE_LISTING = "_archive_listing.json"
 VERSION = 2
 REFRESH_TAG = "torchci/refresh"
 REFRESH_VALUE = "archive"
@@ -54,8 +60,9 @@ class Parts:
     """A table's day partition as its last ingest left it.
 
     `names`: its part files, in the order they were added (a rewrite's parts first);
-    `generation`: changes at every rewrite, never at an append; `last_change`: APPEND or
-    REWRITE; `appended`: the parts the last change added (all of them after a rewrite).
+    `generation`: changes at every rewrite, never at an append or a merge; `last_change`: APPEND
+    or REWRITE; `appended`: the parts the last change added (all of them after a rewrite);
+    `merged`: every merge of the generation, merged part -> the parts it replaced.
     A partition without a manifest (a derived table, one written before manifests) is reported
     as a rewrite of generation None: a reader must take it whole.
     """
@@ -66,6 +73,27 @@ class Parts:
     generation: str | None
     last_change: str
     appended: tuple[str, ...]
+    merged: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def held(self, name: str, counted: Iterable[str]) -> tuple[set[str], set[str]]:
+        return held_parts(name, counted, self.merged)
+
+
+def held_parts(name: str, counted: Iterable[str], merged: dict[str, Iterable[str]]) -> tuple[set[str], set[str]]:
+    """(the parts of `counted` whose rows part `name` holds, the parts it holds rows of that are not
+    in `counted`): a part in `counted` holds itself; a merge (`merged`: part -> the parts it
+    replaced) holds what the parts it replaced hold, merges of merges included."""
+    counted = set(counted)
+    inside, outside, todo = set(), set(), [name]
+    while todo:
+        part = todo.pop()
+        if part in counted:
+            inside.add(part)
+        elif part in merged:
+            todo += merged[part]
+        else:
+            outside.add(part)
+    return inside, outside
 
 
 def partition_parts(lake: Lake, table: str, day: str) -> Parts:
@@ -81,7 +109,7 @@ def partition_parts(lake: Lake, table: str, day: str) -> Parts:
         return Parts(table, day, names, None, REWRITE, names)
     state = raw["tables"][table]
     return Parts(table, day, tuple(state["parts"]), state["generation"], state["last_change"],
-                 tuple(state["appended"]))
+                 tuple(state["appended"]), {k: tuple(v) for k, v in state.get("merged", {}).items()})
 
 
 @dataclasses.dataclass
@@ -134,7 +162,7 @@ class Ownership:
         return [*self.tables, "rejects"]
 
     def owns(self, table: str, name: str) -> bool:
-        if name == MANIFEST:
+        if name in (MANIFEST, ARCHIVE_LISTING):
             return False
         if table != "rejects":
             return table in self.tables
@@ -212,15 +240,19 @@ def _stamps(listing: list[FileEntry]) -> dict[str, str]:
     return {e.path: e.stamp for e in listing if e.stamp is not None}
 
 
-def next_manifest(old: Manifest, added: list[FileEntry], changes: dict[str, tuple[str, list[str]]]) -> Manifest:
+def next_manifest(old: Manifest, added: list[FileEntry], changes: dict[str, tuple[str, list[str]]],
+                  merges: dict[str, tuple[list[str], dict[str, list[str]]]] | None = None) -> Manifest:
     """The manifest after an increment of `added` files; `changes[table]` = (APPEND, new part
-    names) or (REWRITE, all part names); a table not in `changes` is unchanged (and keeps saying
-    what its last change was)."""
+    names) or (REWRITE, all part names); `merges[table]` = (all part names after the append, merged
+    part -> the parts it replaced) when the append was followed by merging (`compaction`); a table
+    not in `changes` is unchanged (and keeps saying what its last change was)."""
     tables = {t: dict(s) for t, s in old.tables.items()}
     for table, (kind, names) in changes.items():
         if kind == APPEND:
             state = tables[table]
-            tables[table] = {**state, "parts": [*state["parts"], *names], "last_change": APPEND, "appended": names}
+            parts, merged = (merges or {}).get(table, ([*state["parts"], *names], {}))
+            tables[table] = {**state, "parts": list(parts), "last_change": APPEND, "appended": names,
+                             "merged": {**state.get("merged", {}), **merged}}
         else:
             tables[table] = _rewritten(names)
     sources = {**old.sources, **{e.path: e.size for e in added}}

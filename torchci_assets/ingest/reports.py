@@ -32,11 +32,13 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
+from resources.listing_cache import ListingCache
 from resources.storage import RefusedPath, Store
 from torchci_assets.ingest.commit import PartitionCommit
+from torchci_assets.ingest.compaction import merge_appended
 from torchci_assets.ingest.fields import RowGuard
-from torchci_assets.ingest.increments import (APPEND, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
-                                              part_name, plan_increment, write_manifests)
+from torchci_assets.ingest.increments import (APPEND, ARCHIVE_LISTING, Manifest, Ownership, fresh_manifest, log_mode,
+                                              next_manifest, part_name, plan_increment, write_manifests)
 from torchci_assets.ingest.junit import (
     TEST_RUN_SCHEMA,
     ParsedBatch,
@@ -89,6 +91,8 @@ class IngestReport:
     day_records: int = 0  # records and rejects of the whole day, for its reject rate
     day_rejects: int = 0
     parts_added: list[str] | None = None  # an increment's new parts of test_run; None: the partition was rewritten
+    folders_read: int = 0  # archive folders listed by reading them
+    folders_reused: int = 0  # and those taken from the last walk, unchanged since (`listing_cache`)
 
     @property
     def files(self) -> int:
@@ -207,19 +211,41 @@ def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str
     the day is then rebuilt, as it is when a file read before changed size or vanished.
     """
     report = IngestReport(day)
-    listing = (archive.list_files(f"test-reports/day={day}", REPORT_SUFFIXES)
+    cache = _listing_cache(archive, lake, day, incremental)
+    listing = (archive.list_files(f"test-reports/day={day}", REPORT_SUFFIXES, cache)
                + archive.list_files(f"test-runs/day={day}", RUNS_SUFFIXES))
+    _ingest(archive, lake, day, listing, report, log, progress_every, incremental)
+    if cache is not None:  # after the ingest: a rebuild clears the partition's folder
+        lake.store.write_bytes(_listing_path(day), cache.to_bytes())
+        report.folders_read, report.folders_reused = cache.folders_read, cache.folders_reused
+    return report
+
+
+def _listing_path(day: str) -> str:
+    return f"{TABLE}/day={day}/{ARCHIVE_LISTING}"
+
+
+def _listing_cache(archive: Store, lake: Lake, day: str, incremental: bool) -> ListingCache | None:
+    """The last walk of the day's report folders (a refresh reads again only the folders that
+    changed since); a run that rebuilds walks them all and leaves its walk for the next refresh."""
+    if not archive.is_local:
+        return None
+    saved = lake.read_record(_listing_path(day), bytes) if incremental else None
+    return ListingCache.from_bytes(saved, archive.full(""), REPORT_SUFFIXES)
+
+
+def _ingest(archive: Store, lake: Lake, day: str, listing: list, report: IngestReport, log: Callable[[str], None],
+            progress_every: int, incremental: bool) -> None:
     if incremental:
         manifest, new, report.rebuild_reason = plan_increment(lake, day, TABLE, OWNERSHIP, listing)
         if manifest is not None:
             report.mode = "increment"
             log_mode(log, TABLE, day, new, None)
             if _add_increment(archive, lake, day, manifest, new, report, log, progress_every):
-                return report
+                return
             report.mode = "rebuild"
         log_mode(log, TABLE, day, None, report.rebuild_reason)
     _rebuild(archive, lake, day, listing, report, log, progress_every)
-    return report
 
 
 def _rebuild(archive: Store, lake: Lake, day: str, listing: list, report: IngestReport,
@@ -242,8 +268,9 @@ def _rebuild(archive: Store, lake: Lake, day: str, listing: list, report: Ingest
 
 def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new: list, report: IngestReport,
                    log: Callable[[str], None], progress_every: int) -> bool:
-    """Add the rows of the `new` files as part `inc-<seq>`; False (nothing written) when one of
-    their tests is already in the partition for the same job, which needs a rebuild."""
+    """Add the rows of the `new` files as part `inc-<seq>`, merging older parts when a level is
+    full (`compaction`); False (nothing written) when one of their tests is already in the
+    partition for the same job, which needs a rebuild."""
     report.new_files, report.parts_added = len(new), []
     counts = manifest.counts
     if not new:
@@ -260,11 +287,12 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
         with PartitionCommit(lake) as out:
             part = part_name("", seq)
             report.rows_added = _write_fold(out, day, stage.path, part) if stage.rows else 0
+            report.parts_added = [f"{part}.parquet"] if stage.rows else []
+            merged = merge_appended(out, lake, TABLE, day, seq, manifest.tables[TABLE]["parts"], report.parts_added)
             for source, rejects in report.rejects.items():
                 if rejects:
                     out.write("rejects", day, rejects_table(rejects), part=part_name(source, seq))
-    report.parts_added = [f"{part}.parquet"] if stage.rows else []
-    after = next_manifest(manifest, new, {TABLE: (APPEND, report.parts_added)})
+    after = next_manifest(manifest, new, {TABLE: (APPEND, report.parts_added)}, {TABLE: merged} if merged else None)
     after.counts = {"rows": counts["rows"] + report.rows_added, "records": counts["records"] + report.records,
                     "rejects": counts["rejects"] + report.reject_count}
     report.rows, report.day_records, report.day_rejects = (after.counts[k] for k in ("rows", "records", "rejects"))

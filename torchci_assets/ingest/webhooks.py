@@ -28,7 +28,7 @@ from resources.lake import Lake, connect
 from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
 from torchci_assets.ingest.commit import HIDDEN_SUFFIX, PartitionCommit, hidden_files
-from torchci_assets.ingest.compaction import in_age_order, plan_merges, write_merge
+from torchci_assets.ingest.compaction import in_age_order, merge_appended, plan_merges, write_merge
 from torchci_assets.ingest.heap import large_blocks_kept
 from torchci_assets.ingest.increments import (APPEND, REWRITE, Manifest, Ownership, fresh_manifest, log_mode,
                                               next_manifest, part_name, parts_of, plan_increment, write_manifests)
@@ -131,32 +131,18 @@ def _add_increment(archive: Store, lake: Lake, day: str, manifest: Manifest, new
                         seen=_day_deliveries(lake, day), bronze_prefix=part_name("", seq))
         _collect([scan], out, report)
         bronze = [final.rsplit("/", 1)[-1] for _, final in out.pending]
-        changes = {PRIMARY: _merged_parts(out, lake, day, seq, manifest.tables[PRIMARY]["parts"], bronze)}
+        changes = {PRIMARY: (APPEND, bronze)}
+        merged = merge_appended(out, lake, PRIMARY, day, seq, manifest.tables[PRIMARY]["parts"], bronze,
+                                options=BRONZE_OPTIONS)
         changes.update(_reduce_increment(out, lake, day, seq, scan, report, manifest.counts))
         if report.rejects:
             out.write("rejects", day, rejects_table(report.rejects), part=part_name(SOURCE, seq))
-    after = next_manifest(manifest, new, changes)
+    after = next_manifest(manifest, new, changes, {PRIMARY: merged} if merged else None)
     # the increment's own parts, whether or not older ones were merged (its checks read those)
     report.parts_added = {t: names for t, (kind, names) in changes.items() if kind == APPEND}
-    report.parts_added[PRIMARY] = bronze
     after.counts = _counts(report, manifest.counts)
     _day_totals(report, manifest.counts, report.rows)
     write_manifests(lake, day, PRIMARY, after, OWNERSHIP)
-
-
-def _merged_parts(out: PartitionCommit, lake: Lake, day: str, seq: int, parts: list[str],
-                  added: list[str]) -> tuple[str, list[str]]:
-    """The bronze parts' change for the manifest: the increment's `added` appended to `parts`, or,
-    when that leaves a level with too many parts, the partition's parts after merging (a rewrite,
-    see `compaction`)."""
-    stems = [p.removesuffix(".parquet") for p in [*parts, *added]]
-    merges, order = plan_merges(stems, seq, committed={p.removesuffix(".parquet") for p in parts})
-    if not merges:
-        return APPEND, added
-    paths = {stem: lake.store.full(lake.partition_path(PRIMARY, day, stem)) for stem in stems}
-    for merge in merges:
-        write_merge(out, lake, PRIMARY, day, merge, paths, options=BRONZE_OPTIONS)
-    return REWRITE, [f"{stem}.parquet" for stem in order]
 
 
 def _counts(report: WebhookDayReport, before: dict[str, int]) -> dict[str, int]:

@@ -8,7 +8,7 @@ keep a record of what they counted (`test_daily_stats/day=D/_parts.json`: each t
 name and size, and the partition's generation) and the jobs as they counted them
 (`_counted_jobs.pq`: each job's commit, configuration, branch class, completion time, infra
 verdict and number of test rows). The next refresh is an append when every part counted is still
-there with its size; a job counted before that now has more rows (its reports came in two
+there with its size, or was merged by the ingest with other counted parts (`held_parts`); a job counted before that now has more rows (its reports came in two
 parts), a rewritten test_run partition, or no record mean a recompute from the whole day, and so
 does every run that is not an intra-day refresh (the daily run, a backfill): a recompute is the
 reference an append must equal.
@@ -34,13 +34,13 @@ tables are replaced and written after, so a half-written state is never taken as
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake
-from torchci_assets.ingest.increments import partition_parts
+from torchci_assets.ingest.increments import held_parts, partition_parts
 
 RECORD_NAME = "_parts.json"  # a leading '_': listings of the lake's Parquet parts skip it
 COUNTED_JOBS = "_counted_jobs.pq"  # neither a '.parquet' name nor a visible one: readers skip it
@@ -67,21 +67,35 @@ class Record:
 
 @dataclass(frozen=True)
 class Plan:
-    """How to bring the aggregates up to date: `mode` is "append", "unchanged" or "recompute"."""
+    """How to bring the aggregates up to date: `mode` is "append", "unchanged" or "recompute";
+    `carried`: parts that merged parts counted before (merged part -> the counted parts it holds)."""
 
     mode: str
     reason: str
     new_parts: list[str]
+    carried: dict[str, list[str]] = field(default_factory=dict)
 
 
 def record_path(day: str) -> str:
     return f"{RECORD_TABLE}/day={day}/{RECORD_NAME}"
 
 
-def source_parts(lake: Lake, day: str) -> tuple[dict[str, int], str | None]:
-    """The day's test_run parts (path in the lake -> size in bytes) and their generation."""
+@dataclass(frozen=True)
+class Sources:
+    """The day's test_run parts (path in the lake -> size in bytes), their generation and the
+    merges of that generation (merged part's path -> the paths of the parts it replaced)."""
+
+    parts: dict[str, int]
+    generation: str | None
+    merged: dict[str, tuple[str, ...]]
+
+
+def source_parts(lake: Lake, day: str) -> Sources:
     entries = lake.store.list_files(f"{SOURCE_TABLE}/day={day}", (".parquet",))
-    return {e.path: e.size for e in entries if not e.refused}, partition_parts(lake, SOURCE_TABLE, day).generation
+    state = partition_parts(lake, SOURCE_TABLE, day)
+    folder = f"{SOURCE_TABLE}/day={day}"
+    merged = {f"{folder}/{name}": tuple(f"{folder}/{s}" for s in sources) for name, sources in state.merged.items()}
+    return Sources({e.path: e.size for e in entries if not e.refused}, state.generation, merged)
 
 
 def read_record(lake: Lake, day: str) -> Record | None:
@@ -96,22 +110,37 @@ def drop_record(lake: Lake, day: str) -> None:
     lake.store.delete(record_path(day))
 
 
-def plan(previous: Record | None, parts: dict[str, int], incremental: bool, generation: str | None = None) -> Plan:
-    """Append, nothing to do, or recompute, from the parts alone (the jobs are compared after)."""
+def plan(previous: Record | None, sources: Sources, incremental: bool) -> Plan:
+    """Append, nothing to do, or recompute, from the parts alone (the jobs are compared after). A
+    part that merged parts counted before is counted (`carried`); one that merged counted and
+    uncounted parts cannot be split: recompute."""
     if not incremental:
         return Plan("recompute", "not an intra-day refresh: the whole day is aggregated", [])
     if previous is None:
         return Plan("recompute", "no record of what the previous result counted", [])
-    if previous.generation != generation:
+    if previous.generation != sources.generation:
         return Plan("recompute", "the test_run partition was rewritten since (a new generation)", [])
-    gone = sorted(p for p, size in previous.parts.items() if parts.get(p) != size)
+    parts = sources.parts
+    covered = {p for p, size in previous.parts.items() if parts.get(p) == size}
+    new, carried = [], {}
+    for p in sorted(set(parts) - set(previous.parts)):
+        inside, outside = held_parts(p, previous.parts, sources.merged)
+        if inside and outside:
+            return Plan("recompute", f"test_run part {p} merged parts counted before and parts not counted", [])
+        if inside:
+            carried[p] = sorted(inside)
+            covered |= inside
+        else:
+            new.append(p)
+    gone = sorted(set(previous.parts) - covered)
     if gone:
         return Plan("recompute", f"{len(gone)} test_run part(s) counted before were rewritten or removed "
                                  f"(first: {gone[0]})", [])
-    new = sorted(p for p in parts if p not in previous.parts)
+    merged = f"; {sum(map(len, carried.values()))} counted merged into {len(carried)}" if carried else ""
     if not new:
-        return Plan("unchanged", "no test_run part since the previous result", [])
-    return Plan("append", f"{len(new)} new test_run part(s) added to {len(previous.parts)} counted", new)
+        return Plan("unchanged", f"no test_run part since the previous result{merged}", [], carried)
+    return Plan("append", f"{len(new)} new test_run part(s) added to {len(previous.parts)} counted{merged}", new,
+                carried)
 
 
 def counted_jobs_path(day: str) -> str:

@@ -21,6 +21,10 @@ test_jobs (one row per job attempt, ~60 k a day) is rewritten whole: its test co
 previous ones plus those of the new parts' jobs; only the join with the jobs' webhooks and logs
 over the window runs again, which is what picks up a later webhook or log verdict.
 
+When the ingest merges test_run parts (`ingest.compaction`), the merged part's files are written
+from it as a new part's are and the files of the parts it replaced go: the files stay one set per
+test_run part, and no job is counted twice (its counts were taken with the parts it came from).
+
 What is not an append rebuilds the day from test_run (every file replaced), as every run that is
 not an intra-day refresh does: no record of the previous layout, a new generation of test_run
 (the ingest rewrote it), a part counted before that changed or vanished, and a job whose rows
@@ -106,12 +110,12 @@ def read_layout(lake: Lake, day: str) -> Layout | None:
     return lake.read_record(record_path(day), Layout.from_json)  # None: rebuild, which writes a fresh one
 
 
-def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increments.Plan, dict[str, int], str | None]:
-    """(previous layout, append / unchanged / recompute, test_run's parts, their generation)."""
-    sources, generation = increments.source_parts(lake, day)
+def plan(lake: Lake, day: str, incremental: bool) -> tuple[Layout | None, increments.Plan, increments.Sources]:
+    """(previous layout, append / unchanged / recompute, test_run's parts)."""
+    sources = increments.source_parts(lake, day)
     layout = read_layout(lake, day)
     counted = None if layout is None else increments.Record(layout.sources, layout.generation)
-    return layout, increments.plan(counted, sources, incremental, generation), sources, generation
+    return layout, increments.plan(counted, sources, incremental), sources
 
 
 class _Files:
@@ -225,25 +229,36 @@ def run_job_sql(con, job_parameters: dict) -> None:
     execute(con, _JOBS["test_jobs"], job_parameters)
 
 
-def append(con, lake: Lake, day: str, layout: Layout, new_parts: list[str], sources: dict[str, int],
+def append(con, lake: Lake, day: str, layout: Layout, plan: increments.Plan, sources: dict[str, int],
            job_parameters: dict) -> Written | str:
-    """The new parts' rows added and the files of changed jobs rewritten; or why the day must be rebuilt."""
-    why = _jobs_after(con, lake, day, new_parts, job_parameters)
+    """The new parts' rows added, the files of changed jobs rewritten, and the files of test_run
+    parts merged since (`plan.carried`) merged the same way; or why the day must be rebuilt.
+
+    A merged part's files are written from it as a new part's are; its jobs were counted before,
+    with its sources, so they are not counted again, and its sources' files go."""
+    why = _jobs_after(con, lake, day, plan.new_parts, job_parameters)
     if why:
         return why
-    changed = execute(con, _STEPS["changed_files"]).fetchall()
+    merged_away = {stem(p) for held in plan.carried.values() for p in held}
+    changed = [(src, b) for src, b in execute(con, _STEPS["changed_files"]).fetchall() if src not in merged_away]
     lake.store.delete(record_path(day))  # a run killed from here on leaves no layout to add to
     with PartitionCommit(lake) as out:
-        buckets, maps, rows = _add_sources(con, lake, out, day, new_parts)
+        buckets, maps, rows = _add_sources(con, lake, out, day, [*plan.new_parts, *plan.carried])
         for src, bucket in changed:
             path = lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
             lake.register_files(con, [path], "test_run")
             rows += _write_rows(con, out, day, src, only=bucket)[0]
-        _finish(con, lake, out, day, [relation(con, _STEPS["all_job_parts"]).to_arrow_table(), *maps])
-    after = Layout(sources, {**layout.buckets, **buckets}, layout.generation)
+        before = relation(con, _STEPS["all_job_parts"]).to_arrow_table()
+        if merged_away:
+            before = before.filter(pc.invert(pc.is_in(before["src"], pa.array(sorted(merged_away)))))
+            out.replace_matching(TABLE, day, lambda name: name.rsplit("-b", 1)[0] in merged_away)
+        _finish(con, lake, out, day, [before, *maps])
+    kept = {src: n for src, n in layout.buckets.items() if src not in merged_away}
+    after = Layout(sources, {**kept, **buckets}, layout.generation)
     lake.store.write_bytes(record_path(day), after.to_json())
-    return Written("append", f"{len(new_parts)} new test_run part(s); {len(changed)} file(s) of changed jobs "
-                             "rewritten", len(new_parts), len(changed), rows)
+    merges = f"; {len(merged_away)} part(s)' files merged into {len(plan.carried)}" if plan.carried else ""
+    return Written("append", f"{len(plan.new_parts)} new test_run part(s); {len(changed)} file(s) of changed jobs "
+                             f"rewritten{merges}", len(plan.new_parts), len(changed), rows)
 
 
 def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters: dict) -> str | None:

@@ -104,7 +104,7 @@ def build_test_results(lake: Lake, day: str, incremental: bool = False) -> Resul
     """Write `test_jobs` (one row per job attempt with test rows) and `test_results` (test rows
     with their job) for `day`; see the module docstring for the job look-back and infra rule. In
     an intra-day refresh (`incremental`) by adding the test_run parts not joined yet (`parts`)."""
-    layout, plan, sources, generation = parts.plan(lake, day, incremental)
+    layout, plan, sources = parts.plan(lake, day, incremental)
     con = connect()
     try:
         _require(con, lake, "test_run", [day])
@@ -114,10 +114,10 @@ def build_test_results(lake: Lake, day: str, incremental: bool = False) -> Resul
         _register_or_empty(con, lake, "job_failure", window, "failure_window")
         written = plan.reason
         if plan.mode != "recompute":
-            written = parts.append(con, lake, day, layout, plan.new_parts, sources, _JOB_PARAMETERS)
+            written = parts.append(con, lake, day, layout, plan, sources.parts, _JOB_PARAMETERS)
         if isinstance(written, str):
             _require(con, lake, "test_run", [day])
-            written = parts.rebuild(con, lake, day, sources, generation, _JOB_PARAMETERS, written)
+            written = parts.rebuild(con, lake, day, sources.parts, sources.generation, _JOB_PARAMETERS, written)
         jobs, not_found, rows, rows_without_job = execute(con, _INCREMENT["job_totals"]).fetchall()[0]
         infra = dict(execute(con, _INCREMENT["infra_reasons"]).fetchall())
     finally:
@@ -146,8 +146,8 @@ class DailyStats:
 def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> DailyStats:
     """Write the day's test_daily_stats and test_sha_outcomes; in an intra-day refresh
     (`incremental`) by adding what moved since the previous result, when that is exact."""
-    sources, generation = increments.source_parts(lake, day)
-    plan = increments.plan(increments.read_record(lake, day), sources, incremental, generation)
+    sources = increments.source_parts(lake, day)
+    plan = increments.plan(increments.read_record(lake, day), sources, incremental)
     con = connect()
     try:
         _require(con, lake, "test_results", [day], name="all_results")
@@ -163,7 +163,7 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
             plan = increments.Plan("recompute", "the longest pass or first/last seen of a test came from a job "
                                                 "that changed since", [])
         tables = tables or _recomputed(con)
-        record = increments.Record(sources, generation)
+        record = increments.Record(sources.parts, sources.generation)
         return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(plan.new_parts))
     finally:
         con.close()

@@ -1,0 +1,96 @@
+"""What a walk of a local folder tree saw, folder by folder, so that the next walk reads again only
+the folders that changed.
+
+A refresh of a PyTorch-sized day lists the day's test reports: ~25,000 files in ~40,000 folders
+(one per run, attempt, job and test module, as CI uploads them), which costs ~0.45 CPU-s of
+directory reads and file stats every time, most of a refresh's ingest of reports. A folder's own
+modification and change times and inode change whenever an entry is added to it, removed or
+renamed, which is how the archive's writers publish files (a new name, or a rename over an old
+one). So a folder whose times and inode are those of the last walk holds the same entries, and the
+walk takes them from here after one stat of the folder, instead of reading it and stat-ing its
+files.
+
+What this cannot see is a file rewritten in place (opened and written, not replaced) in a folder
+where nothing else changed: the archive's writers never do that, and a full listing (the daily run,
+a backfill, any run without a cache) reads every folder. A folder changed less than SETTLE_NS
+before the walk is not kept (its times may not move again for a change within the same clock
+tick), nor one whose times are in the future.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+SETTLE_NS = 2_000_000_000
+_VERSION = 1
+
+
+class ListingCache:
+    """`previous`: folder (relative to the store's root) -> what the last walk saw in it, as one
+    string (one per folder: loading tens of thousands is quick, and only folders unchanged since
+    are parsed): its mtime, ctime and inode, then its sub-folders' names, then its wanted files'
+    names, sizes and stamps. `current`: the same for this walk, what `to_bytes` saves. Valid only
+    for the same root and suffixes: anything else starts empty. A folder holding anything refused
+    (a link, a special file) is not kept: it is read every time."""
+
+    def __init__(self, root: str, suffixes: tuple[str, ...], previous: dict[str, str] | None = None):
+        self.root, self.suffixes = root, tuple(suffixes)
+        self.previous: dict[str, str] = previous or {}
+        self.current: dict[str, str] = {}
+        self.settled_before = time.time_ns() - SETTLE_NS
+        self.folders_read = self.folders_reused = 0
+
+    @classmethod
+    def from_bytes(cls, data: bytes | None, root: str, suffixes: tuple[str, ...]) -> "ListingCache":
+        """The cache saved by `to_bytes`; an empty one when `data` is None, unreadable, or was made
+        for another root or other suffixes."""
+        try:
+            raw = orjson.loads(data) if data else None
+        except orjson.JSONDecodeError:
+            raw = None
+        if not isinstance(raw, dict) or raw.get("version") != _VERSION or raw.get("root") != root \
+                or raw.get("suffixes") != list(suffixes) or not isinstance(raw.get("folders"), dict):
+            return cls(root, suffixes)
+        return cls(root, suffixes, raw["folders"])
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps({"version": _VERSION, "root": self.root, "suffixes": list(self.suffixes),
+                             "folders": self.current})
+
+    def reuse(self, folder: str, key: str) -> tuple[list[str], list[tuple[str, int, str]]] | None:
+        """(sub-folders, files as (name, size, stamp)) of `folder` as the last walk saw it, when its
+        stat `key` (`stat_key`) is the same."""
+        hit = self.previous.get(folder)
+        if hit is None or not hit.startswith(key) or hit[len(key)] != _FIELD:
+            return None
+        self.current[folder] = hit
+        self.folders_reused += 1
+        _, subs, files = hit.split(_FIELD)
+        entries = []
+        for item in files.split(_ITEM) if files else ():
+            name, size, stamp = item.split(_PART)
+            entries.append((name, int(size), stamp))
+        return (subs.split(_ITEM) if subs else []), entries
+
+    def keep(self, folder: str, key: str, subfolders: list[str], files: list[tuple[str, int, str]]) -> None:
+        """Remember what a read of `folder` found, if the folder has settled (see the module)."""
+        self.folders_read += 1
+        if key and int(max(key.split(" ")[:2], key=int)) < self.settled_before:
+            self.current[folder] = _FIELD.join([key, _ITEM.join(subfolders),
+                                                _ITEM.join(f"{n}{_PART}{size}{_PART}{stamp}" for n, size, stamp in files)])
+
+
+def stat_key(st) -> str:
+    """What says a folder's entries are unchanged: its modification and change times, and inode."""
+    return f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+
+
+# Separators no file name holds (names are bytes other than '/' and NUL; these are control
+# characters no uploader writes, and a folder with such a name is simply not kept).
+_FIELD, _ITEM, _PART = "\x1d", "\x1e", "\x1f"
+
+
+def storable(names) -> bool:
+    return not any(c in name for name in names for c in (_FIELD, _ITEM, _PART))
