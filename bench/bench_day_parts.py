@@ -4,9 +4,11 @@ bench_day_end.py ingests a day's last hour slice by slice, which leaves ~1,400 w
 only ~140 test_run parts (most ~2 s slices complete no job with reports), in ~45 minutes. This one
 builds the day as make bench-freshness does (the day up to 23:45 at once), then cuts today's
 test_run into N parts by job, as N increments of one-minute refreshes add them (by default as the
-ingest leaves them, merged tier by tier, `ingest/compaction.py`; with --unmerged, N parts), runs
-one refresh that catches the followers up (test_results writes files per part), and measures the
-next two 5-minute slices with the full refresh job, ROUNDS times from the same state.
+ingest leaves them, merged tier by tier, `ingest/compaction.py`; with --unmerged, N parts as a
+version that did not merge left them: the next increment merges them all at once), runs one
+refresh that catches the followers up (test_results writes files per part), and measures the next
+two 5-minute slices with the full refresh job, ROUNDS times from the same state. N = 1 is the day
+built at once.
 
     .venv/bin/python bench/bench_day_parts.py 1400 [--unmerged] [--rounds 2]    # ~6 min on 2 cores
 """
@@ -17,6 +19,7 @@ import bench_freshness as bf
 from pathlib import Path
 import pyarrow.parquet as pq
 from torchci_assets.ingest.compaction import plan_merges
+from torchci_assets.ingest.reports import OUTPUT_BATCH_ROWS
 
 SNAP = bf.WORK / "day-parts"
 
@@ -54,8 +57,8 @@ def cut_test_run(today: str, n: int, merge: bool) -> int:
     del manifest["files"]["test_run/data.parquet"]
     for stem in stems:
         with pq.ParquetWriter(folder / f"{stem}.parquet", table.schema, compression="zstd") as w:
-            for leaf in leaves[stem]:
-                w.write_table(slices[leaf])
+            for leaf in leaves[stem]:  # row groups as the ingest writes them
+                w.write_table(slices[leaf], row_group_size=OUTPUT_BATCH_ROWS)
         manifest["files"][f"test_run/{stem}.parquet"] = (folder / f"{stem}.parquet").stat().st_size
     names = [f"{s}.parquet" for s in stems]
     manifest["seq"] = len(slices)
@@ -69,12 +72,25 @@ def cut_test_run(today: str, n: int, merge: bool) -> int:
 
 
 def copy_state(src: Path, dst: Path) -> None:
-    """The run's folders (the lake and outputs as hard links: writers replace files, never edit them)."""
-    shutil.rmtree(dst, ignore_errors=True)
-    dst.mkdir(parents=True)
-    for d in ("archive", "lake", "outputs"):
+    """The run's lake, outputs and instance (the lake and outputs as hard links: writers replace
+    files, never edit them). The archive stays where it is: its folders' times and inodes are what
+    the ingest's listing cache compares, and a copy would make every folder new."""
+    for d in ("lake", "outputs", "dagster"):
+        shutil.rmtree(dst / d, ignore_errors=True)
+    dst.mkdir(parents=True, exist_ok=True)
+    for d in ("lake", "outputs"):
         subprocess.run(["cp", "-al", str(src / d), str(dst / d)], check=True)
     subprocess.run(["cp", "-a", str(src / "dagster"), str(dst / "dagster")], check=True)
+
+
+def unland(files: list[tuple[Path, Path]]) -> None:
+    """Take a landed slice out of the archive again, and the folders its landing made."""
+    for _, dst in files:
+        shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+        folder = dst.parent
+        while folder != bf.RUN / "archive" and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
 
 
 def main() -> None:
@@ -104,10 +120,13 @@ def main() -> None:
             r, state = bf.refresh_once(env, today, state)
             bf.print_run(f"round {i + 1}, +5 min ({len(slices[k])} files)", r)
             runs.append(r)
+        for k in (2, 1):
+            unland(slices[k])
     bf.print_steps(runs, top=14)
+    each = ", ".join(f"{r['cpu_s']:.1f}" for r in runs)
     print(f"5-minute refresh, test_run in {parts} parts ({args.parts} increments"
           f"{', unmerged' if args.unmerged else ', merged'}): median {bf.median([r['cpu_s'] for r in runs]):.1f} "
-          f"CPU-s ({', '.join(f'{r['cpu_s']:.1f}' for r in runs)})")
+          f"CPU-s ({each})")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ a file added where one of them changes); its summary stands while their stamps a
 The digest is a sum of per-file hashes, so a summary adds in and a walk that skips gives the
 digest a full walk gives. What a skip can miss is a file written deeper in a quiet subtree,
 where none of those folders changes. It is not lost: the refresh that the next landing anywhere
-triggers lists the day in full and ingests it, and every VERIFY_S the sensor walks the day in
-full again. Folders changed in the future (a clock ahead) are never quiet; a filesystem clock
+triggers checks every folder of the day (`listing_cache`) and ingests it, and every VERIFY_S the
+sensor walks the day in full again. Folders changed in the future (a clock ahead) are never quiet; a filesystem clock
 behind this machine's by more than SEAL_S only makes the quick check trust folders sooner. On
 S3 (no folder times) every fingerprint is a full listing.
 """
