@@ -3,7 +3,7 @@ the folders that changed.
 
 A refresh of a PyTorch-sized day lists the day's test reports: ~25,000 files in ~40,000 folders
 (one per run, attempt, job and test module, as CI uploads them), which costs ~0.45 CPU-s of
-directory reads and file stats every time, most of a refresh's ingest of reports. A folder's own
+directory reads and file stats every time, a third of a refresh's ingest of reports. A folder's own
 modification and change times and inode change whenever an entry is added to it, removed or
 renamed, which is how the archive's writers publish files (a new name, or a rename over an old
 one). So a folder whose times and inode are those of the last walk holds the same entries, and the
@@ -77,9 +77,9 @@ class ListingCache:
     def keep(self, folder: str, key: str, subfolders: list[str], files: list[tuple[str, int, str]]) -> None:
         """Remember what a read of `folder` found, if the folder has settled (see the module)."""
         self.folders_read += 1
-        if key and int(max(key.split(" ")[:2], key=int)) < self.settled_before:
-            self.current[folder] = _FIELD.join([key, _ITEM.join(subfolders),
-                                                _ITEM.join(f"{n}{_PART}{size}{_PART}{stamp}" for n, size, stamp in files)])
+        if max(map(int, key.split(" ")[:2])) < self.settled_before:
+            listed = _ITEM.join(f"{n}{_PART}{size}{_PART}{stamp}" for n, size, stamp in files)
+            self.current[folder] = _FIELD.join([key, _ITEM.join(subfolders), listed])
 
 
 def stat_key(st) -> str:

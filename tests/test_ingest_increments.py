@@ -182,7 +182,10 @@ def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, la
     assert [w[0] for w in walks] == ["rebuild", "increment", "increment"]
     assert walks[0][2] == 0 and all(0 < read < reused for _, read, reused in walks[1:])
     assert snapshot(lake)["test_run"] == at_once(tmp_path, landings)["test_run"]
-    assert (tmp_path / "lake" / "test_run" / f"day={DAY}" / "_archive_listing.json").exists()
+    kept = tmp_path / "lake" / "test_run" / f"day={DAY}" / "_archive_listing.json"
+    assert kept.exists()
+    # the daily run walks every folder and leaves no walk behind: past days hold none
+    assert ingest_test_run_day(archive, lake, DAY).folders_reused == 0 and not kept.exists()
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from resources.sql import Literals, SqlFiles, compose
 from resources.listing_cache import ListingCache
+from resources.sql import Literals, SqlFiles, compose
 from resources.storage import RefusedPath, Store
 from torchci_assets.ingest.commit import PartitionCommit
 from torchci_assets.ingest.compaction import merge_appended
@@ -226,12 +226,12 @@ def _listing_path(day: str) -> str:
 
 
 def _listing_cache(archive: Store, lake: Lake, day: str, incremental: bool) -> ListingCache | None:
-    """The last walk of the day's report folders (a refresh reads again only the folders that
-    changed since); a run that rebuilds walks them all and leaves its walk for the next refresh."""
-    if not archive.is_local:
+    """In a refresh, the last refresh's walk of the day's report folders: only the folders that
+    changed since are read again. Other runs walk every folder and keep no walk (their rebuild
+    removes the refreshes' one: a day no refresh follows any more holds none)."""
+    if not (archive.is_local and incremental):
         return None
-    saved = lake.read_record(_listing_path(day), bytes) if incremental else None
-    return ListingCache.from_bytes(saved, archive.full(""), REPORT_SUFFIXES)
+    return ListingCache.from_bytes(lake.read_record(_listing_path(day), bytes), archive.full(""), REPORT_SUFFIXES)
 
 
 def _ingest(archive: Store, lake: Lake, day: str, listing: list, report: IngestReport, log: Callable[[str], None],
