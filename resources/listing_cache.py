@@ -59,9 +59,10 @@ class ListingCache:
         return orjson.dumps({"version": _VERSION, "root": self.root, "suffixes": list(self.suffixes),
                              "folders": self.current})
 
-    def reuse(self, folder: str, key: str) -> tuple[list[str], list[tuple[str, int, str]]] | None:
-        """(sub-folders, files as (name, size, stamp)) of `folder` as the last walk saw it, when its
-        stat `key` (`stat_key`) is the same."""
+    def reuse(self, folder: str, st) -> tuple[list[str], list[tuple[str, int, str]]] | None:
+        """(sub-folders, files as (name, size, stamp)) of `folder` as the last walk saw it, when
+        its stat `st` says its entries are the same (same modification and change times, inode)."""
+        key = _key(st)
         hit = self.previous.get(folder)
         if hit is None or not hit.startswith(key) or hit[len(key)] != _FIELD:
             return None
@@ -74,23 +75,23 @@ class ListingCache:
             entries.append((name, int(size), stamp))
         return (subs.split(_ITEM) if subs else []), entries
 
-    def keep(self, folder: str, key: str, subfolders: list[str], files: list[tuple[str, int, str]]) -> None:
-        """Remember what a read of `folder` found, if the folder has settled (see the module)."""
+    def keep(self, folder: str, st, subfolders: list[str], files: list[tuple[str, int, str]],
+             refused: bool = False) -> None:
+        """Remember what a read of `folder` (stat `st` before the read) found, if the folder has
+        settled (see the module), holds nothing `refused` and no name holding a separator of the
+        saved form."""
         self.folders_read += 1
-        if max(map(int, key.split(" ")[:2])) < self.settled_before:
+        names = [*subfolders, *(n for n, _, _ in files)]
+        if not refused and max(st.st_mtime_ns, st.st_ctime_ns) < self.settled_before and \
+                not any(c in name for name in names for c in (_FIELD, _ITEM, _PART)):
             listed = _ITEM.join(f"{n}{_PART}{size}{_PART}{stamp}" for n, size, stamp in files)
-            self.current[folder] = _FIELD.join([key, _ITEM.join(subfolders), listed])
+            self.current[folder] = _FIELD.join([_key(st), _ITEM.join(subfolders), listed])
 
 
-def stat_key(st) -> str:
-    """What says a folder's entries are unchanged: its modification and change times, and inode."""
+def _key(st) -> str:
     return f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
 
 
 # Separators no file name holds (names are bytes other than '/' and NUL; these are control
 # characters no uploader writes, and a folder with such a name is simply not kept).
 _FIELD, _ITEM, _PART = "\x1d", "\x1e", "\x1f"
-
-
-def storable(names) -> bool:
-    return not any(c in name for name in names for c in (_FIELD, _ITEM, _PART))

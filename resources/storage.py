@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from resources.listing_cache import ListingCache, stat_key, storable
+from resources.listing_cache import ListingCache
 
 DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
 UPLOAD_CHUNK = 16 << 20
@@ -192,17 +192,16 @@ class Store:
         while folders:
             folder = folders.pop()
             full = self.full(folder)
-            key = None
+            folder_st = None
             if cache is not None:
                 try:
-                    st = os.lstat(full)
+                    folder_st = os.lstat(full)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 # a folder that is no longer one was replaced: its parent changed, and lists it
-                if not stat.S_ISDIR(st.st_mode):
+                if not stat.S_ISDIR(folder_st.st_mode):
                     continue
-                key = stat_key(st)
-                seen = cache.reuse(folder, key)
+                seen = cache.reuse(folder, folder_st)
                 if seen is not None:
                     base = f"{folder}/" if folder else ""
                     folders += [base + name for name in seen[0]]
@@ -229,9 +228,9 @@ class Store:
                     else:
                         files.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
             out += files
-            names = [(f.path.rsplit("/", 1)[-1], f.size, f.stamp) for f in files if f.refused is None]
-            if key is not None and len(names) == len(files) and storable([*subfolders, *(n for n, _, _ in names)]):
-                cache.keep(folder, key, subfolders, names)
+            if folder_st is not None:
+                cache.keep(folder, folder_st, subfolders, [(f.path.rsplit("/", 1)[-1], f.size, f.stamp) for f in files],
+                           refused=any(f.refused for f in files))
         out.sort(key=lambda e: e.path)
         return out
 

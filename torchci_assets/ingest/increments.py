@@ -16,7 +16,7 @@ A part's name is never reused for different content except by a rewrite, and eve
 starts a new `generation` of the table; an append and a merge keep it, and the manifest keeps
 every merge of the generation (`merged`: part -> the parts it replaced). So a reader that
 aggregated parts A of generation G before, and now finds generation G with parts A' + B, where A'
-are parts of A or merges of them (`Parts.held`), may aggregate B alone and take A' as counted;
+are parts of A or merges of them (`held_parts`), may aggregate B alone and take A' as counted;
 any other generation, or a merge of parts it counted and parts it did not, means start again.
 `partition_parts` is the one way to ask; the rest of this module is how the ingest
 keeps the `_manifest.json` it reads (hidden from readers, who glob `*.parquet`).
@@ -74,9 +74,6 @@ class Parts:
     last_change: str
     appended: tuple[str, ...]
     merged: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-
-    def held(self, name: str, counted: Iterable[str]) -> tuple[set[str], set[str]]:
-        return held_parts(name, counted, self.merged)
 
 
 def held_parts(name: str, counted: Iterable[str], merged: dict[str, Iterable[str]]) -> tuple[set[str], set[str]]:

@@ -31,7 +31,7 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.flakiness.flaky import MIN_FLAKE_EVENTS, Z
-from torchci_assets.derived.flakiness.lists import dumps, pytorch_key
+from torchci_assets.derived.flakiness.lists import UNKNOWN_PLATFORM, dumps, pytorch_key
 
 SMOKE_MIN_RUNS = 30
 SMOKE_MIN_EXCLUSIVE_SHAS = 3
@@ -59,7 +59,7 @@ def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, 
         if lake.register(con, "flaky_test_platforms", [day], name="ev") == 0:
             raise FileNotFoundError(f"flaky_test_platforms has no partition for {day}: materialize flaky_tests first")
         platforms = [p for (p,) in con.execute(
-            "SELECT DISTINCT platform FROM ev WHERE platform NOT IN ('unknown') ORDER BY 1").fetchall()]
+            "SELECT DISTINCT platform FROM ev WHERE platform <> ? ORDER BY 1", [UNKNOWN_PLATFORM]).fetchall()]
         start, end = con.execute("SELECT min(window_start)::VARCHAR, max(window_end)::VARCHAR FROM ev").fetchone()
         con.execute(SQL["wilson"])
         cur = execute(con, SQL["smoke_tests"], {

@@ -102,6 +102,11 @@ def file_part(src: str, bucket: int) -> str:
     return f"{src}-b{bucket:03d}"
 
 
+def source_of(path: str) -> str:
+    """The test_run part stem a test_results file (`file_part`'s name, path or file name) was written for."""
+    return stem(path).rsplit("-b", 1)[0]
+
+
 def record_path(day: str) -> str:
     return f"{TABLE}/day={day}/{RECORD_NAME}"
 
@@ -251,7 +256,7 @@ def append(con, lake: Lake, day: str, layout: Layout, plan: increments.Plan, sou
         before = relation(con, _STEPS["all_job_parts"]).to_arrow_table()
         if merged_away:
             before = before.filter(pc.invert(pc.is_in(before["src"], pa.array(sorted(merged_away)))))
-            out.replace_matching(TABLE, day, lambda name: name.rsplit("-b", 1)[0] in merged_away)
+            out.replace_matching(TABLE, day, lambda name: source_of(name) in merged_away)
         _finish(con, lake, out, day, [before, *maps])
     kept = {src: n for src, n in layout.buckets.items() if src not in merged_away}
     after = Layout(sources, {**kept, **buckets}, layout.generation)
@@ -287,7 +292,7 @@ def files_of_jobs(con, lake: Lake, day: str) -> list[str]:
     the day when they were not written by `rebuild` or `append`: no layout, or other files)."""
     everything = lake.files(TABLE, [day])
     layout, maps = read_layout(lake, day), hidden_files(lake, TABLE, day, JOB_PARTS)
-    if layout is None or not maps or any(stem(f).rsplit("-b", 1)[0] not in layout.buckets for f in everything):
+    if layout is None or not maps or any(source_of(f) not in layout.buckets for f in everything):
         return everything
     execute(con, _STEPS["job_parts"], {"files": maps})
     wanted = {lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
