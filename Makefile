@@ -31,8 +31,11 @@ run: install
 	  $(BIN)/torchci simulate --out "$(TORCHCI_ARCHIVE_URI)" --days 3; fi
 	$(BIN)/torchci run
 
+# One pytest worker per core; each test file runs whole on one worker, so a module's fixtures (a
+# simulated archive, a `dagster dev`) are built once. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= auto
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Started in DAGSTER_HOME, the instance's folder: from here Dagster would note on every start that
 # the repository's dagster.yaml (the template copied there) is not the one in use.
