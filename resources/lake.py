@@ -16,6 +16,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import uuid
 import weakref
 from collections.abc import Iterable, Iterator
 
@@ -27,11 +28,21 @@ from resources.sql import Literals, compose
 from resources.storage import Store
 
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
+# A key of every lake file's footer: a fresh id per write (see `written_schema`).
+WRITE_ID = b"torchci.write"
 DAY_PARTITION = pa.schema([("day", pa.date32())])
 # A view per table and set of days (file paths go in as quoted literals: a view takes no parameter).
 _PARQUET_VIEW = ("CREATE OR REPLACE TEMP VIEW {{name}} AS "
                  "SELECT * FROM read_parquet([{{files}}], hive_partitioning = true, union_by_name = true)")
 _ARROW_VIEW = "CREATE OR REPLACE TEMP VIEW {{name}} AS SELECT * FROM {{source}}"
+
+
+def written_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with a fresh random id of this write among its metadata, which Parquet keeps in the
+    file's footer. Why: `Lake.file_digest` tells a changed file by its footer alone, and a rewrite
+    can leave every size and statistic of the footer as it was (one more rerun counted in a day's
+    aggregates did); the id makes every rewrite a change."""
+    return schema.with_metadata({**(schema.metadata or {}), WRITE_ID: uuid.uuid4().hex.encode()})
 
 
 class Lake:
@@ -56,7 +67,7 @@ class Lake:
     def writer(self, table: str, day: str, schema: pa.Schema, part: str = "data") -> Iterator[pq.ParquetWriter]:
         """A Parquet writer whose file replaces the partition's part only if the block completes."""
         with self.store.atomic_output(self.partition_path(table, day, part), self.owner) as out:
-            with pq.ParquetWriter(out, schema, **PARQUET_OPTIONS) as w:
+            with pq.ParquetWriter(out, written_schema(schema), **PARQUET_OPTIONS) as w:
                 yield w
 
     def write(self, table: str, day: str, data: pa.Table | pa.RecordBatchReader, part: str = "data") -> int:
@@ -73,8 +84,8 @@ class Lake:
 
     def file_digest(self, path: str) -> str:
         """A digest of a Parquet file of the lake (a full path, as `files` gives it): its place
-        (table/day=D/name) and its footer (row counts, statistics, offsets), which any rewrite
-        changes; no data is read."""
+        (table/day=D/name) and its footer (row counts, statistics, offsets, and the id of the
+        write that made it, `written_schema`), which any rewrite changes; no data is read."""
         h = hashlib.sha256("/".join(path.rsplit("/", 3)[-3:]).encode())
         with self.store.fs.open_input_file(path) as f:
             size = f.size()

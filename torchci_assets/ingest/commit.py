@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.lake import PARQUET_OPTIONS, Lake
+from resources.lake import PARQUET_OPTIONS, Lake, written_schema
 from resources.storage import staging_name
 
 
@@ -58,7 +58,7 @@ class PartitionCommit:
         store.fs.create_dir(store.full(folder), recursive=True)
         try:
             with (store.fs.open_output_stream(store.full(tmp)) as out,
-                  pq.ParquetWriter(out, schema, **(PARQUET_OPTIONS | (options or {}))) as w):
+                  pq.ParquetWriter(out, written_schema(schema), **(PARQUET_OPTIONS | (options or {}))) as w):
                 yield w
         except BaseException:
             store.delete(tmp)

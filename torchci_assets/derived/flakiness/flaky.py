@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation, run_steps
+from torchci_assets.derived.flakiness import window_stats
 from torchci_assets.derived.flakiness.unchanged import forget, inputs_digest, recorded, remember
 from torchci_assets.partitions import days_around, days_ending
 
@@ -75,10 +76,12 @@ class FlakyReport:
     unchanged: bool = False  # left as written: no input changed since
 
 
-def register_window(con, lake: Lake, day: str, window_days: int) -> int:
-    """Views w_stats, w_outcomes, w_jobs over the window's aggregates, and w_push over its pushes
-    (and the day before: commits pushed then ran in the window), for main's commit order;
-    returns the days with stats.
+def register_window(con, lake: Lake, day: str, window_days: int, keep_past_sums: bool = False) -> int:
+    """Tables w_test_stats and w_config_reruns of the window's daily stats (`window_stats`; with
+    `keep_past_sums`, an intra-day refresh, the earlier days' sums are kept between refreshes),
+    views w_outcomes and w_jobs over its other aggregates, and w_push over its pushes (and the
+    day before: commits pushed then ran in the window), for main's commit order; returns the days
+    with stats.
 
     The window's last day must exist (it is what this partition is about); earlier days may be
     missing (the lake's first days)."""
@@ -87,7 +90,7 @@ def register_window(con, lake: Lake, day: str, window_days: int) -> int:
         if not lake.files(table, [day]):
             raise FileNotFoundError(f"{table} has no partition for {day} in {lake.store.display(table)}: "
                                     "materialize it first")
-    lake.register(con, "test_daily_stats", days, name="w_stats_files")
+    window_stats.register(con, lake, day, days[:-1], keep_past_sums)
     lake.register(con, "test_sha_outcomes", days, name="w_outcomes_files")
     lake.register(con, "test_jobs", days, name="w_jobs_files")
     run_steps(con, SQL.steps("window_views"))
@@ -97,7 +100,7 @@ def register_window(con, lake: Lake, day: str, window_days: int) -> int:
 
 
 def compute(con) -> None:
-    """Create the step tables of flaky_tests.sql in `con`, whose w_* views are registered."""
+    """Create the step tables of flaky_tests.sql in `con`, whose w_* tables and views are registered."""
     con.execute(SQL["wilson"])
     run_steps(con, SQL.steps("flaky_tests"), PARAMETERS)
 
@@ -113,7 +116,8 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
                       skip_if_unchanged: bool = False) -> FlakyReport:
     """Write `flaky_tests` (one row per test) and `flaky_test_platforms` (per test and platform)
     for the window ending on `day`. `skip_if_unchanged` (an intra-day refresh): leave both as
-    they are when no input partition changed since they were written (`unchanged`)."""
+    they are when no input partition changed since they were written (`unchanged`), and keep
+    the sums of the window's earlier days for the next refresh (`window_stats`)."""
     digest = inputs_digest(lake, window_inputs(day, window_days), {"window_days": window_days, **PARAMETERS})
     written = lake.files("flaky_tests", [day]) and lake.files("flaky_test_platforms", [day])
     if skip_if_unchanged and written and recorded(lake, "flaky_tests", day) == digest:
@@ -121,7 +125,7 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
     forget(lake, "flaky_tests", day)
     con = connect()
     try:
-        days_read = register_window(con, lake, day, window_days)
+        days_read = register_window(con, lake, day, window_days, keep_past_sums=skip_if_unchanged)
         compute(con)
         days = days_ending(day, window_days)
         span = {"window_start": dt.date.fromisoformat(days[0]), "window_end": dt.date.fromisoformat(days[-1])}

@@ -2,8 +2,9 @@
 whose new files moved none of a table's inputs (webhooks only, say) leaves the table as it is.
 
 The digest covers every Parquet file of the input partitions: its name and its footer (row
-counts, column statistics, byte offsets), which any change of content rewrites, read without
-scanning data. It is recorded beside the table's parts (`<table>/day=D/_inputs.json`, a leading
+counts, column statistics, byte offsets, and the id of the write that made it, which every
+rewrite changes even when a small change leaves all the rest as it was), read without scanning
+data. It is recorded beside the table's parts (`<table>/day=D/_inputs.json`, a leading
 `_`: no reader globs it), removed before the table is rewritten and written after, so a run
 killed in between leaves no record and the next run recomputes. Only refreshes skip: any other
 run (the daily run, a backfill) recomputes whatever the record says.

@@ -1,8 +1,9 @@
 -- flaky_tests, step by step, each a temp table: the window's jobs, per (test, config, commit) outcomes
 -- with their same-commit passes, main-branch sequences for flips and broken ranges, then per
--- (test, platform) evidence and per-test verdicts. Reads the views w_stats, w_outcomes, w_jobs and
--- w_push (flaky.py registers them) and the macro of wilson.sql. Parameters: $broken_min_commits,
--- $max_flip_gap, $min_flake_events, $min_runs, $z.
+-- (test, platform) evidence and per-test verdicts. Reads the tables w_test_stats and
+-- w_config_reruns (window_stats.sql), the views w_outcomes, w_jobs and w_push (flaky.py registers
+-- them) and the macro of wilson.sql. Parameters: $broken_min_commits, $max_flip_gap,
+-- $min_flake_events, $min_runs, $z.
 
 -- step: jobs
 CREATE OR REPLACE TEMP TABLE jobs AS
@@ -41,7 +42,7 @@ ANTI JOIN sha_jobs other ON other.file = sj.file AND other.classname = sj.classn
 -- step: rerun_configs
 -- configurations that rerun failing tests (any rerun in the window)
 CREATE OR REPLACE TEMP TABLE rerun_configs AS
-SELECT build_env, test_config FROM w_stats GROUP BY ALL HAVING sum(rerun_count) > 0
+SELECT build_env, test_config FROM w_config_reruns WHERE rerun_count > 0
 
 -- step: sha_status
 CREATE OR REPLACE TEMP TABLE sha_status AS
@@ -134,13 +135,7 @@ GROUP BY ALL
 
 -- step: platform_evidence
 CREATE OR REPLACE TEMP TABLE platform_evidence AS
-WITH st AS (
-    SELECT file, classname, name, platform, sum(runs - skipped)::BIGINT AS runs, sum(failed + errors)::BIGINT AS failures,
-           sum(rerun_passed)::BIGINT AS rerun_passes, sum(rerun_failed)::BIGINT AS rerun_failures,
-           sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
-           min(first_seen) AS first_seen, max(last_seen) AS last_seen
-    FROM w_stats GROUP BY ALL
-),
+WITH st AS (FROM w_test_stats),
 sc AS (
     SELECT file, classname, name, platform, count(*) FILTER (WHERE pair) AS same_commit_pairs,
            coalesce(sum(fails) FILTER (WHERE pair AND credible), 0)::BIGINT AS pair_failures,
