@@ -16,16 +16,16 @@ TESTS = ["test_flaky", "test_broken", "test_ok", "test_win_only"]
 
 
 def history(extra_flake_on_day_one: bool = False) -> History:
-    """60 main commits, one an hour (three days), on three configurations: flakes by rerun, by
+    """100 main commits, one an hour (five days), on three configurations: flakes by rerun, by
     same-commit pairs and by flips on several days, a test broken for a stretch, a test that runs on
     Windows only, reruns on one configuration only, and a job whose webhooks never came."""
     h = History(TESTS)
-    for i in range(60):
+    for i in range(100):
         for config in (LINUX, CLANG, WIN):
             outcomes = {"test_win_only": "absent"} if config != WIN else {}
-            if config == LINUX and i in (3, 27, 50):
+            if config == LINUX and i in (3, 27, 50, 90):
                 outcomes["test_flaky"] = "flake"                  # failed, passed on rerun
-            if config == CLANG and i in (12, 40):
+            if config == CLANG and i in (12, 40, 75):
                 outcomes["test_flaky"] = "crash"                  # a flip: neighbours pass
             if config == LINUX and 30 <= i < 34:
                 outcomes["test_broken"] = "fail"
@@ -71,7 +71,7 @@ def kept_stamps(lake: Lake, day: str) -> dict[str, tuple[int, int]]:
 def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
     days = history().build(lake)
-    assert len(days) == 3
+    assert len(days) == 5
     day = days[-1]
     used, whole = window(lake, day, 14, keep=False)
     assert not used and kept_stamps(lake, day) == {}  # a run that is no refresh keeps nothing
@@ -80,14 +80,14 @@ def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path):
     # the evidence spans the three days: what is summed apart and then together must say the same
     assert {r[3] for r in whole["w_test_stats"]} == {"linux", "win", "unknown"}
     reruns = {(env, config): n for env, config, n in whole["w_config_reruns"]}
-    assert reruns[LINUX[:2]] == 3 * 1 + 4 * 2 and reruns[WIN[:2]] == 2 and reruns[CLANG[:2]] == 0  # OUTCOMES
+    assert reruns[LINUX[:2]] == 4 * 1 + 4 * 2 and reruns[WIN[:2]] == 2 and reruns[CLANG[:2]] == 0  # OUTCOMES
 
     used, first = window(lake, day, 14, keep=True)
     assert not used and first == whole
     assert sorted(kept_stamps(lake, day)) == ["_window_past_configs", "_window_past_tests"]
     used, again = window(lake, day, 14, keep=True)
     assert used and again == whole
-    # what was kept is the two earlier days' sums, and names the digest of their files
+    # what was kept is the four earlier days' sums, and names the digest of their files
     kept = pq.read_table(lake.store.full(f"flaky_tests/day={day}/_window_past_tests.parquet"))
     assert kept.schema.metadata[window_stats.DIGEST_KEY]
     con = connect()
@@ -118,15 +118,23 @@ def test_kept_sums_are_made_again_when_an_earlier_day_changes_or_they_cannot_be_
     assert refreshed != before  # the flake of the first day counts
     assert window(lake, day, 14, keep=True)[0]  # and kept again
 
-    # another window (two days, not three): another set of earlier days, another digest
-    used, short = window(lake, day, 2, keep=True)
-    assert not used and short == window(lake, day, 2, keep=False)[1]
+    # another window (four days, not five): another set of earlier days, another digest
+    used, short = window(lake, day, 4, keep=True)
+    assert not used and short == window(lake, day, 4, keep=False)[1]
+    assert window(lake, day, 4, keep=True)[0]
+    # with fewer earlier days than KEEP_FROM_DAYS, the window is summed in one pass: nothing is kept
+    stamps, few = kept_stamps(lake, day), window_stats.KEEP_FROM_DAYS
+    con = connect()
+    assert not window_stats.register(con, lake, day, days[-few:-1], keep=True)
+    con.close()
+    assert window(lake, day, few, keep=True)[1] == window(lake, day, few, keep=False)[1]
+    assert kept_stamps(lake, day) == stamps
 
     # a kept file that cannot be read is not used, and is replaced
     (tmp_path / "lake" / "flaky_tests" / f"day={day}" / "_window_past_configs.parquet").write_bytes(b"not parquet")
-    used, mended = window(lake, day, 2, keep=True)
+    used, mended = window(lake, day, 4, keep=True)
     assert not used and mended == short
-    assert window(lake, day, 2, keep=True)[0]
+    assert window(lake, day, 4, keep=True)[0]
 
 
 def test_a_refresh_of_flaky_tests_writes_what_the_daily_run_writes(tmp_path):

@@ -12,7 +12,8 @@ Each kept file names in its footer a digest of the files it was summed from (the
 `unchanged.inputs_digest`) and of the SQL that summed them: a backfill of one of those days, or
 another version of the SQL, gives another digest, and the sums are made and kept again. A file
 that is missing, unreadable or names another digest is never used. Other runs (the daily run, a
-backfill) sum the whole window and keep nothing.
+backfill), and refreshes of a window with fewer than KEEP_FROM_DAYS earlier days, sum the whole
+window in one pass and keep nothing.
 """
 
 from __future__ import annotations
@@ -28,55 +29,55 @@ SQL = SqlFiles(__file__)
 KEPT_WITH = "flaky_tests"  # the table whose partition folder holds the kept sums
 KEPT = {"tests": "_window_past_tests", "configs": "_window_past_configs"}
 DIGEST_KEY = b"torchci.inputs_digest"
+# Kept sums pay from this many earlier days with stats on: summing one or two days again costs a
+# refresh less than reading kept sums and adding them (bench/README.md, "Intra-day refresh").
+KEEP_FROM_DAYS = 3
 
 
 def register(con, lake: Lake, day: str, past_days: list[str], keep: bool = False) -> bool:
     """Create w_test_stats and w_config_reruns in `con` from the test_daily_stats of `past_days`
     and `day` (whose partition must exist). With `keep` (a refresh of `day`), the sums of
     `past_days` come from what an earlier refresh kept when their files are the same, or are made
-    and kept for the next. Returns whether kept sums were used."""
+    and kept for the next (from KEEP_FROM_DAYS days with stats on). Returns whether kept sums were
+    used."""
     steps = dict(SQL.steps("window_stats"))
-    today = _sums(con, lake, [day], steps)
-    digest = past = None
-    if keep:
+    used = kept = False
+    if keep and len(lake.files("test_daily_stats", past_days)) >= KEEP_FROM_DAYS:
         digest = inputs_digest(lake, {"test_daily_stats": past_days}, {"sql": SQL["window_stats"]})
-        past = _kept(lake, day, digest)
-    used = past is not None
-    if past is None:
-        past = _sums(con, lake, past_days, steps) or {k: t.slice(0, 0) for k, t in today.items()}
-        if keep:
-            _keep(lake, day, digest, past)
+        used = kept = _kept(con, lake, day, digest)
+        if not kept and _sums(con, lake, past_days, steps):
+            _keep(lake, day, digest, {kind: relation(con, steps[f"kept_{kind}"]).to_arrow_table() for kind in KEPT})
+            kept = _kept(con, lake, day, digest)
+    # with kept sums, the day alone, added to them; else (not a refresh, few earlier days) the window
+    _sums(con, lake, [day] if kept else [*past_days, day], steps)
     for kind in KEPT:
-        con.register(f"past_{kind}", past[kind])
-        con.register(f"day_{kind}", today[kind])
-    execute(con, steps["w_test_stats"])
-    execute(con, steps["w_config_reruns"])
+        execute(con, steps[f"added_{kind}" if kept else f"whole_{kind}"])
     return used
 
 
-def _sums(con, lake: Lake, days: list[str], steps: dict[str, str]) -> dict[str, pa.Table] | None:
-    """The test and configuration sums of the days' test_daily_stats; None when they have none."""
+def _sums(con, lake: Lake, days: list[str], steps: dict[str, str]) -> bool:
+    """Views test_sums and config_sums over the days' test_daily_stats; False when they have none."""
     if not days or not lake.register(con, "test_daily_stats", days, name="stats_files"):
-        return None
-    execute(con, steps["stats"])
-    return {"tests": relation(con, steps["test_sums"]).to_arrow_table(),
-            "configs": relation(con, steps["config_sums"]).to_arrow_table()}
+        return False
+    for step in ("stats", "test_sums", "config_sums"):
+        execute(con, steps[step])
+    return True
 
 
-def _kept(lake: Lake, day: str, digest: str) -> dict[str, pa.Table] | None:
-    """The sums a refresh kept for `day`, if both files are there, readable and of `digest`."""
-    tables = {}
-    for kind, part in KEPT.items():
-        path = lake.store.full(lake.partition_path(KEPT_WITH, day, part))
+def _kept(con, lake: Lake, day: str, digest: str) -> bool:
+    """Views past_tests and past_configs over the sums a refresh kept for `day`, if both files are
+    there and name `digest` in their footers (a file that cannot be read names none)."""
+    paths = {kind: lake.store.full(lake.partition_path(KEPT_WITH, day, part)) for kind, part in KEPT.items()}
+    for path in paths.values():
         try:
-            with lake.store.fs.open_input_file(path) as f:
-                table = pq.read_table(f)
+            metadata = pq.read_metadata(path, filesystem=lake.store.fs).metadata or {}
         except (OSError, pa.ArrowException):  # missing (FileNotFoundError is an OSError) or unreadable
-            return None
-        if (table.schema.metadata or {}).get(DIGEST_KEY) != digest.encode():
-            return None
-        tables[kind] = table.replace_schema_metadata(None)
-    return tables
+            return False
+        if metadata.get(DIGEST_KEY) != digest.encode():
+            return False
+    for kind, path in paths.items():
+        lake.register_files(con, [path], f"past_{kind}")
+    return True
 
 
 def _keep(lake: Lake, day: str, digest: str, sums: dict[str, pa.Table]) -> None:

@@ -1,16 +1,17 @@
 -- The window's test_daily_stats as flaky_tests.sql reads them: summed per test and platform
--- (w_test_stats) and per configuration (w_config_reruns). Sums, minima and maxima add up, so the
--- days before the window's last (past_tests, past_configs) and the last day (day_tests,
--- day_configs) are summed apart, each with test_sums and config_sums over the view stats, then
--- together (window_stats.py says why). A job whose webhooks never came has no platform: its rows
--- count on the platform 'unknown', as ci_metrics_daily names it, so every list of platforms
--- holds names only.
+-- (w_test_stats) and per configuration (w_config_reruns), from the view stats over the days it
+-- covers (test_sums, config_sums). When it covers the whole window, that is all (whole_*); when a
+-- refresh kept the sums of the days before the window's last (views past_tests and past_configs,
+-- see window_stats.py), stats covers the last day, and since sums, minima and maxima add up, the
+-- two are added (added_*). A job whose webhooks never came has no platform: its rows count on the
+-- platform 'unknown', as ci_metrics_daily names it, so every list of platforms holds names only.
 
 -- step: stats
 CREATE OR REPLACE TEMP VIEW stats AS
 SELECT * REPLACE (coalesce(platform, 'unknown') AS platform) FROM stats_files
 
 -- step: test_sums
+CREATE OR REPLACE TEMP VIEW test_sums AS
 SELECT file, classname, name, platform,
        sum(runs - skipped)::BIGINT AS runs, sum(failed + errors)::BIGINT AS failures,
        sum(rerun_passed)::BIGINT AS rerun_passes, sum(rerun_failed)::BIGINT AS rerun_failures,
@@ -19,18 +20,31 @@ SELECT file, classname, name, platform,
 FROM stats GROUP BY ALL
 
 -- step: config_sums
+CREATE OR REPLACE TEMP VIEW config_sums AS
 SELECT build_env, test_config, sum(rerun_count)::BIGINT AS rerun_count FROM stats GROUP BY ALL
 
--- step: w_test_stats
+-- step: kept_tests
+FROM test_sums
+
+-- step: kept_configs
+FROM config_sums
+
+-- step: whole_tests
+CREATE OR REPLACE TEMP TABLE w_test_stats AS FROM test_sums
+
+-- step: whole_configs
+CREATE OR REPLACE TEMP TABLE w_config_reruns AS FROM config_sums
+
+-- step: added_tests
 CREATE OR REPLACE TEMP TABLE w_test_stats AS
 SELECT file, classname, name, platform,
        sum(runs)::BIGINT AS runs, sum(failures)::BIGINT AS failures,
        sum(rerun_passes)::BIGINT AS rerun_passes, sum(rerun_failures)::BIGINT AS rerun_failures,
        sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
-FROM (FROM past_tests UNION ALL BY NAME FROM day_tests) GROUP BY ALL
+FROM (FROM past_tests UNION ALL BY NAME FROM test_sums) GROUP BY ALL
 
--- step: w_config_reruns
+-- step: added_configs
 CREATE OR REPLACE TEMP TABLE w_config_reruns AS
 SELECT build_env, test_config, sum(rerun_count)::BIGINT AS rerun_count
-FROM (FROM past_configs UNION ALL BY NAME FROM day_configs) GROUP BY ALL
+FROM (FROM past_configs UNION ALL BY NAME FROM config_sums) GROUP BY ALL
