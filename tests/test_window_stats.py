@@ -77,7 +77,7 @@ def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path):
     assert not used and kept_stamps(lake, day) == {}  # a run that is no refresh keeps nothing
     verdicts = {r[2]: r for r in whole["verdicts"]}
     assert set(verdicts) == set(TESTS)
-    # the evidence spans the three days: what is summed apart and then together must say the same
+    # the evidence spans the five days: what is summed apart and then together must say the same
     assert {r[3] for r in whole["w_test_stats"]} == {"linux", "win", "unknown"}
     reruns = {(env, config): n for env, config, n in whole["w_config_reruns"]}
     assert reruns[LINUX[:2]] == 4 * 1 + 4 * 2 and reruns[WIN[:2]] == 2 and reruns[CLANG[:2]] == 0  # OUTCOMES
