@@ -23,10 +23,15 @@ RECORD = "_inputs.json"
 def inputs_digest(lake: Lake, inputs: dict[str, list[str]], settings: dict | None = None) -> str:
     """A digest of the files of `inputs` (table -> days) and of `settings` (what else the table is
     computed from: a window length, thresholds)."""
+    files = [path for table, days in sorted(inputs.items()) for path in sorted(lake.files(table, days))]
+    return files_digest(lake, files, settings)
+
+
+def files_digest(lake: Lake, files: list[str], settings: dict | None = None) -> str:
+    """A digest of these lake files (full paths, in this order) and of `settings`."""
     h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
-    for table, days in sorted(inputs.items()):
-        for path in sorted(lake.files(table, days)):
-            h.update(lake.file_digest(path).encode())
+    for path in files:
+        h.update(lake.file_digest(path).encode())
     return h.hexdigest()
 
 

@@ -9,7 +9,7 @@ partition (`_window_past_tests.parquet` and `_window_past_configs.parquet`: the 
 them from readers of the table), and the next refreshes sum only the day itself and add them.
 
 Each kept file names in its footer a digest of the files it was summed from (their footers, see
-`unchanged.inputs_digest`) and of the SQL that summed them: a backfill of one of those days, or
+`unchanged.files_digest`) and of the SQL that summed them: a backfill of one of those days, or
 another version of the SQL, gives another digest, and the sums are made and kept again. A file
 that is missing, unreadable or names another digest is never used. Other runs (the daily run, a
 backfill), and refreshes of a window with fewer than KEEP_FROM_DAYS earlier days, sum the whole
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from resources.sql import SqlFiles, execute, relation
-from torchci_assets.derived.flakiness.unchanged import inputs_digest
+from torchci_assets.derived.flakiness.unchanged import files_digest
 
 SQL = SqlFiles(__file__)
 KEPT_WITH = "flaky_tests"  # the table whose partition folder holds the kept sums
@@ -41,27 +41,27 @@ def register(con, lake: Lake, day: str, past_days: list[str], keep: bool = False
     and kept for the next (from KEEP_FROM_DAYS days with stats on). Returns whether kept sums were
     used."""
     steps = dict(SQL.steps("window_stats"))
+    past, today = lake.files("test_daily_stats", past_days), lake.files("test_daily_stats", [day])
     used = kept = False
-    if keep and len(lake.files("test_daily_stats", past_days)) >= KEEP_FROM_DAYS:
-        digest = inputs_digest(lake, {"test_daily_stats": past_days}, {"sql": SQL["window_stats"]})
+    if keep and len(past) >= KEEP_FROM_DAYS:
+        digest = files_digest(lake, sorted(past), {"sql": SQL["window_stats"]})
         used = kept = _kept(con, lake, day, digest)
-        if not kept and _sums(con, lake, past_days, steps):
+        if not kept:
+            _sums(con, lake, past, steps)
             _keep(lake, day, digest, {kind: relation(con, steps[f"kept_{kind}"]).to_arrow_table() for kind in KEPT})
             kept = _kept(con, lake, day, digest)
     # with kept sums, the day alone, added to them; else (not a refresh, few earlier days) the window
-    _sums(con, lake, [day] if kept else [*past_days, day], steps)
+    _sums(con, lake, today if kept else past + today, steps)
     for kind in KEPT:
         execute(con, steps[f"added_{kind}" if kept else f"whole_{kind}"])
     return used
 
 
-def _sums(con, lake: Lake, days: list[str], steps: dict[str, str]) -> bool:
-    """Views test_sums and config_sums over the days' test_daily_stats; False when they have none."""
-    if not days or not lake.register(con, "test_daily_stats", days, name="stats_files"):
-        return False
+def _sums(con, lake: Lake, files: list[str], steps: dict[str, str]) -> None:
+    """Views test_sums and config_sums over these test_daily_stats files."""
+    lake.register_files(con, files, "stats_files")
     for step in ("stats", "test_sums", "config_sums"):
         execute(con, steps[step])
-    return True
 
 
 def _kept(con, lake: Lake, day: str, digest: str) -> bool:
