@@ -642,6 +642,7 @@ def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path
     the extracts hold exactly the source's rows that match the filter."""
     import pyarrow as pa
 
+    from resources import lake_extracts
     from resources.lake import connect
     from torchci_assets.derived.drci import extracts
 
@@ -659,14 +660,14 @@ def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path
     lake.write("test_results", day, rows(100, 40), part="inc-1")
     lake.write("test_results", day, rows(200, 30), part="inc-2")
     read = []
-    real = extracts._extract
-    monkeypatch.setattr(extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
-                                                                        real(c, lk, ex, src, rel)))
+    real = lake_extracts._extract
+    monkeypatch.setattr(lake_extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
+                                                                             real(c, lk, ex, src, rel)))
 
     def view() -> list[tuple]:
         con = connect()
         try:
-            extracts.register_extract(con, lake, extracts.FAILURES, [day], "tr")
+            lake_extracts.register_extract(con, lake, extracts.FAILURES, [day], "tr")
             return sorted(con.execute("SELECT * EXCLUDE (day) FROM tr").fetchall(), key=repr)
         finally:
             con.close()

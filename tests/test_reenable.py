@@ -14,7 +14,8 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
-from torchci_assets.derived.flakiness.reenable import MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide
+from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide,
+                                                      rerun_evidence)
 
 DAY = "2026-11-20"
 REPO = "pytorch/pytorch"
@@ -107,6 +108,29 @@ def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
     lake = lake_with(tmp_path, [rerun(FIXED, "linux", d, job_name="linux-jammy / test (default, 1, 3)") for d in (1, 3, 5)]
                      + [rerun(FIXED, "linux", d, "skipped", "Test is disabled because an issue exists") for d in (2, 4)])
     assert lifecycle(httpserver, lake, tmp_path).decisions == []
+
+
+def test_the_evidence_reads_each_file_of_its_window_once_and_follows_a_rewrite(tmp_path, monkeypatch):
+    """Every refresh asks for 14 days of evidence: each test_results file is read once (its extract
+    is kept), and a rewritten day is read again and counts as it is now."""
+    from resources import lake_extracts
+
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + [rerun(FIXED, "linux", 2, job_name="linux-jammy / test")])
+    read = []
+    real = lake_extracts._extract
+    monkeypatch.setattr(lake_extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.split("/day=")[1]),
+                                                                             real(c, lk, ex, src, rel)))
+    since = {FIXED: at(30)}
+    first = rerun_evidence(lake, DAY, since)
+    assert first == {FIXED: {"linux": PlatformRuns(green=MIN_DAYS, red=0, jobs=MIN_DAYS, days=MIN_DAYS)}}
+    assert len(read) == MIN_DAYS
+    read.clear()
+    assert rerun_evidence(lake, DAY, since) == first and read == []
+    day3 = at(3).date().isoformat()
+    lake.write("test_results", day3, pa.Table.from_pylist([rerun(FIXED, "linux", 3, "failed", "AssertionError")]))
+    again = rerun_evidence(lake, DAY, since)
+    assert read == [f"{day3}/data.parquet"]
+    assert again == {FIXED: {"linux": PlatformRuns(green=MIN_DAYS - 1, red=1, jobs=MIN_DAYS, days=MIN_DAYS)}}
 
 
 def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path):

@@ -21,10 +21,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from resources.lake import Lake
+from resources.lake_extracts import register_extract
 from resources.storage import Store
 from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
                                                   MainFailure, Trunk, message_key)
-from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES, register_extract
+from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES
 from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
 from torchci_assets.partitions import days_ending
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
@@ -47,6 +48,9 @@ MIN_JOBS = 7
 MIN_DAYS = 7
 REENABLED_MARKER = "<!-- torchci-dagster: re-enabled on rerun evidence -->"
 SQL = SqlFiles(__file__)
+# The rerun jobs' rows of test_results, extracted once per file beside the ledger's partitions: each
+# refresh reads a window of 14 days of ~3.5 M rows for a few hundred (resources.lake_extracts).
+RERUN_RESULTS = Extract("rerun_results", "test_results", "disabled_issues", SQL)
 
 
 @dataclass
@@ -85,7 +89,7 @@ def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime]) -> dict[
         return out
     con = connect()
     try:
-        if lake.register(con, "test_results", days, name="r_results") == 0:
+        if register_extract(con, lake, RERUN_RESULTS, days, "r_results") == 0:
             return out
         tests = sorted(since)
         rows = execute(con, SQL["rerun_evidence"], {"tests": tests, "since": [since[t] for t in tests]}).fetchall()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import disabled_test
@@ -41,6 +42,10 @@ MAX_CLOSED_PER_RUN = 20
 MASS_MIN = 10
 RETIRED_MARKER = "<!-- torchci-dagster: test retired -->"
 SQL = SqlFiles(__file__)
+# Per day, when each test last reported in each file, extracted once per test_daily_stats file
+# beside the ledger's partitions: each refresh looks at up to LOOKBACK_DAYS + RETIRE_AFTER_DAYS
+# days of ~160,000 rows (resources.lake_extracts).
+REPORTED_TESTS = Extract("reported_tests", "test_daily_stats", "disabled_issues", SQL)
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,9 @@ def find_absent(lake: Lake, day: str, tests: list[str], window_days: int = RETIR
     history = [d for d in _days(day, window_days, window_days + lookback_days - 1) if d in have]
     con = connect()
     try:
-        lake.register(con, "test_daily_stats", window, name="w_stats")
-        if not history or lake.register(con, "test_daily_stats", history, name="h_stats") == 0:
-            con.execute("CREATE TEMP VIEW h_stats AS SELECT * FROM w_stats WHERE false")
+        register_extract(con, lake, REPORTED_TESTS, window, "w_seen")
+        if not history or register_extract(con, lake, REPORTED_TESTS, history, "h_seen") == 0:
+            con.execute("CREATE TEMP VIEW h_seen AS SELECT * FROM w_seen WHERE false")
         recent_from = dt.datetime.fromisoformat(window[-RECENT_DAYS]).replace(tzinfo=dt.timezone.utc)
         rows = execute(con, SQL["retired_tests"], {"tests": sorted(set(tests)), "recent_from": recent_from}).fetchall()
     finally:

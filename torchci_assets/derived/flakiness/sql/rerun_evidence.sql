@@ -1,10 +1,11 @@
 -- Per disabled test ($tests, each counted from its own $since on: runs before its issue was filed or
 -- reopened say nothing of it now) and platform, what PyTorch's rerun_disabled_tests jobs saw over the
--- window (r_results: test_results of the window's days), as tools/stats/check_disabled_tests.py
--- counts it: a pass is one green; a failure or error one red; a test that failed some of its
--- reruns is reported skipped with a JSON message carrying num_green and num_red. Other skips
--- (a test skipped in code, an enabled test the mode skips) count nothing. A red counts even in a
--- job suspected of infrastructure trouble; a green does not (re-enabling needs clean evidence).
+-- window (r_results: those jobs' rows of test_results over the window's days, rerun_results.sql),
+-- as tools/stats/check_disabled_tests.py counts it: a pass is one green; a failure or error one
+-- red; a test that failed some of its reruns is reported skipped with a JSON message carrying
+-- num_green and num_red. Other skips (a test skipped in code, an enabled test the mode skips) are
+-- not in the extract: they count nothing. A red counts even in a job suspected of infrastructure
+-- trouble; a green does not (re-enabling needs clean evidence).
 WITH wanted AS (
     SELECT unnest($tests::VARCHAR[]) AS test, unnest($since::TIMESTAMPTZ[]) AS since
 ),
@@ -16,8 +17,6 @@ runs AS (
         CASE WHEN status = 'skipped' AND json_valid(message) THEN coalesce(TRY_CAST(message ->> '$.num_red' AS BIGINT), 0)
              WHEN status IN ('failed', 'error') THEN 1 ELSE 0 END AS red
     FROM r_results
-    WHERE job_name LIKE '%rerun_disabled_tests%'
-      AND (status <> 'skipped' OR (json_valid(message) AND message LIKE '%num_red%'))
 )
 SELECT test, platform,
     sum(green) FILTER (WHERE NOT infra_suspect)::BIGINT AS green,
