@@ -37,9 +37,9 @@ def history() -> History:
     return h
 
 
-def build(lake: Lake) -> None:
-    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
-    build_pr_jobs(lake, DAY, REPO, now=NOW)
+def build(lake: Lake, now: dt.datetime = NOW) -> None:
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
+    build_pr_jobs(lake, DAY, REPO, now=now)
     build_ci_metrics(lake, DAY, REPO, ("refs/heads/main",))
 
 
@@ -233,9 +233,12 @@ def test_a_refresh_renders_only_the_pull_request_pages_whose_inputs_changed(tmp_
     monkeypatch.setattr(pages_module, "pr_page", lambda pr, *a, **k: (rendered.append(pr["number"]), real(pr, *a, **k))[1])
     report = publish_site(lake, out, DAY, REPO, reuse=True)
     assert rendered == [] and sorted(report.reused) == ["hud/pr/7.html", "hud/pr/8.html"]
+    build(lake, NOW + dt.timedelta(minutes=1))  # a refresh a minute later, nothing new: only the partitions' instant moved
+    report = publish_site(lake, out, DAY, REPO, reuse=True)
+    assert rendered == [] and sorted(report.reused) == ["hud/pr/7.html", "hud/pr/8.html"]
     h.job("b" * 40, GROUP_JOB.format(2), "failure", run_id=108, branch="gh/u/8/head")
     h.write(lake)
-    build(lake)
+    build(lake, NOW + dt.timedelta(minutes=2))
     report = publish_site(lake, out, DAY, REPO, reuse=True)
     assert rendered == [8] and report.reused == ["hud/pr/7.html"]
     # a new Dr. CI body for 7 renders its page; a page removed by hand is rendered again
