@@ -17,7 +17,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, Head, render
-from torchci_assets.derived.drci.inputs import Main, PullRequest, flaky_for
+from torchci_assets.derived.drci.inputs import Main, PullRequest, flaky_for, index_sightings
 from torchci_assets.derived.drci.merge_base import NO_CREDENTIALS, resolve
 from torchci_assets.derived.drci.page import to_html, with_drci_section
 from torchci_assets.derived.drci.post import StopPosting, upsert
@@ -59,7 +59,8 @@ def trunk(failing: dict[str, list[str]], tests: dict[str, set] | None = None) ->
 
 def flaky(*sightings):
     pr = PullRequest(1, HEAD, "open", "main", "gh/ada/1/head", None)
-    return flaky_for([(t, c.message_key(m), branch, c.FlakySighting(sha, 5, 6)) for t, m, sha, branch in sightings], pr)
+    return flaky_for(index_sightings([(t, c.message_key(m), branch, c.FlakySighting(sha, 5, 6))
+                                      for t, m, sha, branch in sightings]), pr)
 
 
 # ---- classification --------------------------------------------------------------------
@@ -89,6 +90,30 @@ def test_the_same_failure_on_an_earlier_head_of_the_same_pull_request_is_no_evid
     seen = flaky((T1, "AssertionError: Tensor-likes are not close!", MAIN[0], "gh/ada/1/head"),
                  (T1, "AssertionError: Tensor-likes are not close!", HEAD, None))
     assert c.classify(job, trunk({}), seen).cls == c.NEW
+
+
+def test_each_pull_request_gets_the_first_sighting_off_its_branch_of_each_failure():
+    """The rule, stated over every sighting (what a pull request's comment may cite for each test
+    and message), against the index each comment looks its failures up in."""
+    import random
+
+    rng = random.Random(7)
+    shas, branches = [f"{i:040x}" for i in range(6)], [None, "main", "gh/ada/1/head", "gh/bob/2/head"]
+    rows = [(f"test_{rng.randrange(4)}", f"message {rng.randrange(3)}", rng.choice(branches),
+             c.FlakySighting(rng.choice(shas), i, 1000 + i)) for i in range(60)]
+    index = index_sightings(rows)
+    for head_sha in shas[:3]:
+        for head_ref in branches[1:]:
+            pr = PullRequest(1, head_sha, "open", "main", head_ref, None)
+            expected: dict = {}
+            for test, message, branch, seen in rows:
+                if seen.sha != head_sha and (branch is None or branch != head_ref):
+                    expected.setdefault((test, message), seen)
+            got = flaky_for(index, pr)
+            assert dict(got.sightings) == expected and len(got.sightings) == len(expected)
+            assert all(got.sightings.get(k) == v for k, v in expected.items())
+            assert got.sightings.get(("test_9", "message 0")) is None
+            assert got.tests == {t for t, _, _, _ in rows}
 
 
 def test_broken_trunk_needs_the_same_group_and_every_failing_test_on_the_merge_base():

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 NEW = "NEW"
@@ -128,8 +129,8 @@ class FlakySighting:
 class Flaky:
     """Tests `flaky_tests` calls flaky, with the messages they failed with elsewhere."""
 
-    sightings: dict[tuple[str, str], FlakySighting] = field(default_factory=dict)  # (test key, message key)
-    tests: set[str] = field(default_factory=set)
+    sightings: Mapping[tuple[str, str], FlakySighting] = field(default_factory=dict)  # (test key, message key)
+    tests: Set[str] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)

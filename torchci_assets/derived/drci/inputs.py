@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -155,28 +155,59 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
 Sighting = tuple[str, str, str | None, FlakySighting]
 
 
-def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> list[Sighting]:
-    """(test, message key, branch, sighting) for every failure in the window of a flaky test that fails on a head."""
+@dataclass(frozen=True)
+class Sightings:
+    """The window's failures of flaky tests (`load_flaky`) by (test, message key), in the order
+    found. A pull request's comment looks up only its own failing tests in them (`flaky_for`), so
+    the comments of a day cost what their heads fail, not pull requests x sightings."""
+
+    tests: frozenset[str]
+    by_key: dict[tuple[str, str], list[tuple[str | None, FlakySighting]]]
+
+
+def index_sightings(rows: list[Sighting]) -> Sightings:
+    by_key: dict[tuple[str, str], list[tuple[str | None, FlakySighting]]] = {}
+    for test, message, branch, seen in rows:
+        by_key.setdefault((test, message), []).append((branch, seen))
+    return Sightings(frozenset(t for t, _ in by_key), by_key)
+
+
+def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> Sightings:
+    """Every failure in the window of a flaky test that fails on a head."""
     keys = {t.key for p in prs.values() for j in p.jobs for t in j.tests}
     if not keys or not lake.register(con, "flaky_tests", [day], name="ft"):
-        return []
+        return index_sightings([])
     if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
-        return []
+        return index_sightings([])
     _register_list(con, "head_tests", "test", pa.array(sorted(keys), pa.string()))
-    return [(r["test"], message_key(r["message"]), r["head_branch"],
-             FlakySighting(r["sha"], r["job_id"], r["run_id"])) for r in rows(con, "flaky_sightings")]
+    return index_sightings([(r["test"], message_key(r["message"]), r["head_branch"],
+                             FlakySighting(r["sha"], r["job_id"], r["run_id"])) for r in rows(con, "flaky_sightings")])
 
 
-def flaky_for(sightings: list[Sighting], pr: PullRequest) -> Flaky:
+class _OffBranch(Mapping):
+    """(test, message key) -> the first sighting off the pull request's branch, found when asked."""
+
+    def __init__(self, sightings: Sightings, pr: PullRequest):
+        self._by_key, self._sha, self._ref = sightings.by_key, pr.head_sha, pr.head_ref
+
+    def __getitem__(self, key: tuple[str, str]) -> FlakySighting:
+        for branch, seen in self._by_key.get(key, ()):
+            if seen.sha != self._sha and (branch is None or branch != self._ref):
+                return seen
+        raise KeyError(key)
+
+    def __iter__(self):
+        return (key for key in self._by_key if key in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def flaky_for(sightings: Sightings, pr: PullRequest) -> Flaky:
     """The sightings off this pull request's branch: a failure is not evidence for itself, nor is
     the same failure on an earlier head of the same pull request (PyTorch's Dr. CI likewise
     ignores similar failures by the same author)."""
-    flaky = Flaky()
-    for test, message, branch, seen in sightings:
-        flaky.tests.add(test)
-        if seen.sha != pr.head_sha and (branch is None or branch != pr.head_ref):
-            flaky.sightings.setdefault((test, message), seen)
-    return flaky
+    return Flaky(_OffBranch(sightings, pr), sightings.tests)
 
 
 def load_unstable(outputs: Store, log: Callable[[str], None] = lambda s: None) -> dict[str, list]:
