@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -93,6 +94,15 @@ class Lake:
                 f.seek(size - 8)
                 f.seek(max(0, size - 8 - int.from_bytes(f.read(4), "little")))
             h.update(f.read())
+        return h.hexdigest()
+
+    def files_digest(self, files: list[str], settings: dict | None = None) -> str:
+        """A digest of these lake files (full paths, in this order, each by `file_digest`) and of
+        `settings` (what else a result made from them depends on: a query, a window length): what
+        a kept result is valid for."""
+        h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
+        for path in files:
+            h.update(self.file_digest(path).encode())
         return h.hexdigest()
 
     def read_record(self, path: str, parse):

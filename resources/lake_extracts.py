@@ -9,17 +9,16 @@ today's files changed.
 
 An extract's file of one source file is `<home>/day=<the source's day>/_<name>-<digest>.pq`: under
 the reading asset's own table (`home`), hidden from that table's readers (a leading `_` and not
-`.parquet`), named by a digest of the source file (`Lake.file_digest`: its place and Parquet
-footer, which every rewrite changes) and of the extract's query (a new version of the query makes
+`.parquet`), named by a digest of the source file and of the extract's query (`Lake.files_digest`:
+the file's place and Parquet footer, which every rewrite changes; a new version of the query makes
 its own extracts, never reads an older one's). A file already extracted is not read again, a
-rewritten or new one is, and extracts whose source is gone are removed. A reader of the extracts gets what it would get
-from the sources: an extract holds the rows its reader wants (a filter), or their per-key maxima
-when those are all it takes of them.
+rewritten or new one is, and extracts whose source is gone are removed. A reader of the extracts
+gets what it would get from the sources: an extract holds the rows its reader wants (a filter), or
+their per-key maxima when those are all it takes of them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import pyarrow.parquet as pq
@@ -51,8 +50,9 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
     """The full paths of the extracts of the source files of `day`, up to date."""
     folder = f"{extract.home}/day={day}"
     prefix = f"_{extract.name}-"
-    query = extract.query
-    wanted = {f"{prefix}{_digest(lake.file_digest(src), query)}.pq": src for src in lake.files(extract.table, [day])}
+    settings = {"query": extract.query}
+    wanted = {f"{prefix}{lake.files_digest([src], settings)[:32]}.pq": src
+              for src in lake.files(extract.table, [day])}
     present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
     missing = sorted((name, src) for name, src in wanted.items() if name not in present)
     if missing:
@@ -66,10 +66,6 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
         if name.startswith(prefix) and name.endswith(".pq") and name not in wanted:
             lake.store.delete(f"{folder}/{name}")  # its source was rewritten or removed
     return [lake.store.full(f"{folder}/{name}") for name in sorted(wanted)]
-
-
-def _digest(source_digest: str, query: str) -> str:
-    return hashlib.sha256(f"{source_digest}\0{query}".encode()).hexdigest()[:32]
 
 
 def _extract(con, lake: Lake, extract: Extract, source: str, rel: str) -> None:

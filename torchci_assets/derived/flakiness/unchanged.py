@@ -12,7 +12,6 @@ run (the daily run, a backfill) recomputes whatever the record says.
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from resources.lake import Lake
@@ -24,15 +23,7 @@ def inputs_digest(lake: Lake, inputs: dict[str, list[str]], settings: dict | Non
     """A digest of the files of `inputs` (table -> days) and of `settings` (what else the table is
     computed from: a window length, thresholds)."""
     files = [path for table, days in sorted(inputs.items()) for path in sorted(lake.files(table, days))]
-    return files_digest(lake, files, settings)
-
-
-def files_digest(lake: Lake, files: list[str], settings: dict | None = None) -> str:
-    """A digest of these lake files (full paths, in this order) and of `settings`."""
-    h = hashlib.sha256(json.dumps(settings or {}, sort_keys=True).encode())
-    for path in files:
-        h.update(lake.file_digest(path).encode())
-    return h.hexdigest()
+    return lake.files_digest(files, settings)
 
 
 def _path(table: str, day: str) -> str:

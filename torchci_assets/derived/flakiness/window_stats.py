@@ -9,7 +9,7 @@ partition (`_window_past_tests.parquet` and `_window_past_configs.parquet`: the 
 them from readers of the table), and the next refreshes sum only the day itself and add them.
 
 Each kept file names in its footer a digest of the files it was summed from (their footers, see
-`unchanged.files_digest`) and of the SQL that summed them: a backfill of one of those days, or
+`Lake.files_digest`) and of the SQL that summed them: a backfill of one of those days, or
 another version of the SQL, gives another digest, and the sums are made and kept again. A file
 that is missing, unreadable or names another digest is never used. Other runs (the daily run, a
 backfill), and refreshes of a window with fewer than KEEP_FROM_DAYS earlier days, sum the whole
@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from resources.sql import SqlFiles, execute, relation
-from torchci_assets.derived.flakiness.unchanged import files_digest
 
 SQL = SqlFiles(__file__)
 KEPT_WITH = "flaky_tests"  # the table whose partition folder holds the kept sums
@@ -44,7 +43,7 @@ def register(con, lake: Lake, day: str, past_days: list[str], keep: bool = False
     past, today = lake.files("test_daily_stats", past_days), lake.files("test_daily_stats", [day])
     used = kept = False
     if keep and len(past) >= KEEP_FROM_DAYS:
-        digest = files_digest(lake, sorted(past), {"sql": SQL["window_stats"]})
+        digest = lake.files_digest(sorted(past), {"sql": SQL["window_stats"]})
         used = kept = _kept(con, lake, day, digest)
         if not kept:
             _sums(con, lake, past, steps)
