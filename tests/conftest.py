@@ -157,3 +157,19 @@ def instance():
 
     with dg.instance_for_test() as inst:
         yield inst
+
+
+@pytest.fixture
+def extracts_made(monkeypatch) -> list[str]:
+    """The source files the lake's per-file extracts read (`resources.lake_extracts`), in order,
+    as `day=D/<part>.parquet`: what a test of a kept extract watches."""
+    from resources import lake_extracts
+
+    made: list[str] = []
+    real = lake_extracts._extract
+
+    def watched(con, lake, extract, source, rel):
+        made.append("/".join(source.rsplit("/", 2)[-2:]))
+        real(con, lake, extract, source, rel)
+    monkeypatch.setattr(lake_extracts, "_extract", watched)
+    return made

@@ -661,7 +661,7 @@ def test_an_unchanged_body_leaves_its_file_as_it_is(tmp_path, monkeypatch):
     assert outputs.read_bytes("drci/6.md") == b"body of 6, with a new failure"
 
 
-def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path, monkeypatch):
+def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path, extracts_made):
     """Dr. CI reads the failures of test_results through one extract per file: a file extracted
     before is not read again, a new or rewritten one is, an extract whose file is gone goes, and
     the extracts hold exactly the source's rows that match the filter."""
@@ -684,10 +684,6 @@ def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path
 
     lake.write("test_results", day, rows(100, 40), part="inc-1")
     lake.write("test_results", day, rows(200, 30), part="inc-2")
-    read = []
-    real = lake_extracts._extract
-    monkeypatch.setattr(lake_extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.rsplit("/", 1)[-1]),
-                                                                             real(c, lk, ex, src, rel)))
 
     def view() -> list[tuple]:
         con = connect()
@@ -705,12 +701,12 @@ def test_extracts_follow_the_source_files_and_equal_the_filtered_source(tmp_path
         finally:
             con.close()
 
-    assert view() == expected() and sorted(read) == ["inc-1.parquet", "inc-2.parquet"]
-    read.clear()
-    assert view() == expected() and read == []  # nothing new: no source file read
+    assert view() == expected() and sorted(extracts_made) == [f"day={day}/inc-1.parquet", f"day={day}/inc-2.parquet"]
+    extracts_made.clear()
+    assert view() == expected() and extracts_made == []  # nothing new: no source file read
     lake.write("test_results", day, rows(300, 50), part="inc-2")  # rewritten
     lake.write("test_results", day, rows(400, 20), part="inc-3")  # new
-    assert view() == expected() and sorted(read) == ["inc-2.parquet", "inc-3.parquet"]
+    assert view() == expected() and sorted(extracts_made) == [f"day={day}/inc-2.parquet", f"day={day}/inc-3.parquet"]
     kept = sorted(p.name for p in (tmp_path / "lake" / "drci_comments" / f"day={day}").glob("_test_failures-*.pq"))
     assert len(kept) == 3  # the extract of the old inc-2 is gone
     assert lake.files("drci_comments", [day]) == []  # no reader of the table sees them

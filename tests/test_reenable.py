@@ -110,26 +110,20 @@ def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
     assert lifecycle(httpserver, lake, tmp_path).decisions == []
 
 
-def test_the_evidence_reads_each_file_of_its_window_once_and_follows_a_rewrite(tmp_path, monkeypatch):
+def test_the_evidence_reads_each_file_of_its_window_once_and_follows_a_rewrite(tmp_path, extracts_made):
     """Every refresh asks for 14 days of evidence: each test_results file is read once (its extract
     is kept), and a rewritten day is read again and counts as it is now."""
-    from resources import lake_extracts
-
     lake = lake_with(tmp_path, clean(FIXED, "linux") + [rerun(FIXED, "linux", 2, job_name="linux-jammy / test")])
-    read = []
-    real = lake_extracts._extract
-    monkeypatch.setattr(lake_extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.split("/day=")[1]),
-                                                                             real(c, lk, ex, src, rel)))
     since = {FIXED: at(30)}
     first = rerun_evidence(lake, DAY, since)
     assert first == {FIXED: {"linux": PlatformRuns(green=MIN_DAYS, red=0, jobs=MIN_DAYS, days=MIN_DAYS)}}
-    assert len(read) == MIN_DAYS
-    read.clear()
-    assert rerun_evidence(lake, DAY, since) == first and read == []
+    assert len(extracts_made) == MIN_DAYS
+    extracts_made.clear()
+    assert rerun_evidence(lake, DAY, since) == first and extracts_made == []
     day3 = at(3).date().isoformat()
     lake.write("test_results", day3, pa.Table.from_pylist([rerun(FIXED, "linux", 3, "failed", "AssertionError")]))
     again = rerun_evidence(lake, DAY, since)
-    assert read == [f"{day3}/data.parquet"]
+    assert extracts_made == [f"day={day3}/data.parquet"]
     assert again == {FIXED: {"linux": PlatformRuns(green=MIN_DAYS - 1, red=1, jobs=MIN_DAYS, days=MIN_DAYS)}}
 
 

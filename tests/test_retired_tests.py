@@ -60,22 +60,16 @@ def test_a_test_gone_while_its_file_reports_is_retired_and_the_others_are_not(la
     assert found.of("retired")[0].last_seen.date().isoformat() == day(7)
 
 
-def test_each_days_stats_are_read_once_and_a_rewritten_day_again(lake, monkeypatch):
+def test_each_days_stats_are_read_once_and_a_rewritten_day_again(lake, extracts_made):
     """Every refresh asks about 27 days here (37 in a deployment): each test_daily_stats file is
     read once (what the search needs of it is kept), and a day rewritten since is read again."""
-    from resources import lake_extracts
-
-    read = []
-    real = lake_extracts._extract
-    monkeypatch.setattr(lake_extracts, "_extract", lambda c, lk, ex, src, rel: (read.append(src.split("/day=")[1][:10]),
-                                                                             real(c, lk, ex, src, rel)))
     first = find_absent(lake, DAY, [GONE, ALIVE, MOVED, NEVER, EARLY])
-    assert len(read) == 27
-    read.clear()
-    assert find_absent(lake, DAY, [GONE, ALIVE, MOVED, NEVER, EARLY]) == first and read == []
+    assert len(extracts_made) == 27
+    extracts_made.clear()
+    assert find_absent(lake, DAY, [GONE, ALIVE, MOVED, NEVER, EARLY]) == first and extracts_made == []
     lake.write("test_daily_stats", day(2), stats([("test_a.py", "test_a.TestA", "test_gone")], day(2)))  # back
     again = find_absent(lake, DAY, [GONE, ALIVE, MOVED, NEVER, EARLY])
-    assert read == [day(2)] and GONE not in [a.test for a in again.absent]
+    assert extracts_made == [f"day={day(2)}/data.parquet"] and GONE not in [a.test for a in again.absent]
 
 
 def test_a_window_with_a_missing_day_decides_nothing(lake, tmp_path):
