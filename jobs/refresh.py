@@ -182,8 +182,11 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
     if in_flight:
         return Decision(day, False, f"{day}: new files, but run {in_flight} of this partition is in flight; "
                                     "they are picked up after it")
-    if last_request is not None and now - last_request.at < interval_s:
-        wait = interval_s - (now - last_request.at)
+    # Requests happen on the sensor's ticks, TICK_SECONDS apart give or take the time each tick takes:
+    # the tick nearest the interval's end takes it, even a second early, else the refresh would
+    # wait for the next tick, most of a tick late (a 2-minute interval measured 150 s apart 1 time in 3).
+    if last_request is not None and now - last_request.at < interval_s - TICK_SECONDS / 2:
+        wait = max(0.0, interval_s - (now - last_request.at))
         return Decision(day, False, f"{day}: new files; refreshed at {_hhmm(last_request.at)}, next refresh "
                                     f"in {wait / 60:.1f} min ({REFRESH_MINUTES_VAR}={interval_s / 60:g})")
     what = "first refresh" if base is None else f"changed since {_hhmm(base.at)}"

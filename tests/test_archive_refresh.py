@@ -12,8 +12,8 @@ import pytest
 
 from jobs import refresh
 from jobs.daily import FINGERPRINT_TAG
-from jobs.refresh import (PARTITION_TAG, REFRESH_MINUTES_VAR, DayFingerprint, Decision, RefreshCursor, Seen,
-                          archive_refresh_job, archive_refresh_sensor, baseline, decide, refresh_interval_s,
+from jobs.refresh import (PARTITION_TAG, REFRESH_MINUTES_VAR, TICK_SECONDS, DayFingerprint, Decision, RefreshCursor,
+                          Seen, archive_refresh_job, archive_refresh_sensor, baseline, decide, refresh_interval_s,
                           watched_days)
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
@@ -103,6 +103,18 @@ def test_decide_requests_only_when_something_new_landed_outside_the_interval_and
     assert not early.request and "next refresh in 10.0 min" in early.reason
     assert decide(new, recent, recent, None, now, 5 * MIN).request  # the interval is the setting's
     assert not decide(fp(files=0), None, None, None, now, 15 * MIN).request  # nothing landed yet
+
+
+def test_the_tick_nearest_the_end_of_the_interval_requests_even_a_little_early():
+    """Ticks are TICK_SECONDS apart give or take their own time: a tick landing just before the
+    interval's end must not push the refresh to the next tick, a whole tick late."""
+    new, now = fp("b" * 64), NOON
+    for interval in (1 * MIN, 2 * MIN, 15 * MIN):
+        just_before = Seen("a" * 16, now - (interval - 1))
+        assert decide(new, just_before, just_before, None, now, interval).request, interval
+        a_tick_before = Seen("a" * 16, now - (interval - TICK_SECONDS))
+        early = decide(new, a_tick_before, a_tick_before, None, now, interval)
+        assert not early.request and "next refresh in 0.5 min" in early.reason, interval
 
 
 def test_the_baseline_is_the_latest_request_the_sensors_or_the_daily_schedules():
