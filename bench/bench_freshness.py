@@ -23,7 +23,11 @@ yesterday and today (UTC, by the clock the sensor reads).
    as many assets and checks as the refresh's, forked from a warm process, and in a new process
    (Python, dagster, the code location, then the run).
 2. Freshness, measured end to end (--minutes, default 10): `dagster dev` (daemon, sensor, run
-   queue) on port 3120 with the default settings. At random times a landing: three new
+   queue) on port 3120 with the default settings (`--refresh-minutes` measures another
+   TORCHCI_REFRESH_MINUTES), the day's other traffic landing meanwhile (`--busy-seconds`: a
+   webhook file every 20 s, each a redelivery the ingest drops, so a refresh runs every interval
+   as on a busy day; 0 measures isolated landings, which a quiet archive refreshes at the next
+   tick). At random times a landing: three new
    main-branch jobs (their `completed` deliveries in a new webhook file, as the receiver rolls
    them) whose reports show a new flaky test, and a new failed job on an open pull request's
    head. Each landing is timed until the disabled list names the test, the HUD's tests.html
@@ -49,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +70,7 @@ SIMULATE = ["--days", "2", "--start", DAYS[0], "--seed", "11", "--configs", "all
 SECTIONS = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 SLICES, SLICE_MIN = 3, 5
 PORT = 3120
+BUSY_S = 20.0  # the day's other traffic under dagster dev: a webhook file lands this often
 TARGET_P50_S, TARGET_P95_S, TARGET_CPU_S, TARGET_DAY_X, TARGET_RSS_MB = 90.0, 180.0, 5.0, 2.0, 1536
 ROLL_S = 30.0
 
@@ -573,13 +579,48 @@ def stop_dev(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def measure_freshness(env: dict, today: str, minutes: float, seed: int) -> list[dict]:
+class Traffic(threading.Thread):
+    """The day's other traffic: every `every_s` a webhook file lands, as the receiver rolls one on a
+    busy day, so the sensor finds something new at every tick and a refresh runs every interval (a
+    PyTorch-sized day lands files every few seconds). Each file is a redelivery of a delivery the day
+    already holds: the ingest drops it as a duplicate, so the outputs watched do not move."""
+
+    def __init__(self, today: str, every_s: float):
+        super().__init__(daemon=True)
+        folder = RUN / "archive" / "webhooks" / f"day={today}"
+        first = min(p for p in folder.glob("*.jsonl.gz"))
+        with gzip.open(first, "rt") as f:
+            self.line = f.readline()
+        self.folder, self.every_s, self.files = folder, every_s, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            tmp = self.folder / f".busy-{self.files}.tmp"
+            with gzip.open(tmp, "wt") as f:
+                f.write(self.line)
+            tmp.rename(self.folder / f"hooks-busy-{self.files:04d}.jsonl.gz")
+            self.files += 1
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def measure_freshness(env: dict, today: str, minutes: float, seed: int, interval_s: float,
+                      busy_s: float) -> list[dict]:
     templates = run_script(TEMPLATES, env, str(RUN / "lake"), today)
     rng = random.Random(seed)
-    print(f"\n2. Freshness under dagster dev (port {PORT}, default settings, {minutes:g} minutes, {load()})",
+    settings = "default settings" if "TORCHCI_REFRESH_MINUTES" not in env else \
+        f"TORCHCI_REFRESH_MINUTES={env['TORCHCI_REFRESH_MINUTES']}"
+    traffic = Traffic(today, busy_s) if busy_s else None
+    busy = f"a redelivery landing every {busy_s:g} s besides" if traffic else "nothing else landing"
+    print(f"\n2. Freshness under dagster dev (port {PORT}, {settings}, {minutes:g} minutes, {busy}, {load()})",
           flush=True)
     proc = start_dev(env)
     results, i = [], 0
+    if traffic:
+        traffic.start()
     try:
         end = time.time() + minutes * 60
         time.sleep(rng.uniform(20, 60))
@@ -596,8 +637,12 @@ def measure_freshness(env: dict, today: str, minutes: float, seed: int) -> list[
             results.append(got)
             print(f"  landing {i + 1}: " + ", ".join(f"{w} {s:.0f} s" for w, s in got.items()), flush=True)
             i += 1
-            time.sleep(rng.uniform(0, 60))  # the next landing at a random time
+            # the next landing at a random time: a landing is seen when a refresh ends, so a wait
+            # spread over the interval puts the next one anywhere in the interval's cycle
+            time.sleep(rng.uniform(0, max(60.0, interval_s)))
     finally:
+        if traffic:
+            traffic.stop()
         stop_dev(proc)
     return results
 
@@ -645,6 +690,12 @@ def main() -> int:
     ap.add_argument("--slice-minutes", type=int, default=SLICE_MIN,
                     help="minutes of files per slice (slices x minutes <= 60: the slices come from the last hour); "
                          "many small slices show what each part a refresh adds costs the next ones")
+    ap.add_argument("--refresh-minutes", type=float, default=None,
+                    help="TORCHCI_REFRESH_MINUTES for the day model and under dagster dev (default: the default, "
+                         "what operators get)")
+    ap.add_argument("--busy-seconds", type=float, default=BUSY_S,
+                    help="under dagster dev, a redelivery lands every this many seconds besides the landings "
+                         "timed, so a refresh runs every interval as on a busy day (0: only the landings)")
     ap.add_argument("--no-full-day", action="store_true",
                     help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
@@ -656,7 +707,13 @@ def main() -> int:
     yesterday, today = utc_days()
     slices = prepare_run(yesterday, today)
     env = env_for(yesterday)
-    env.pop("TORCHCI_REFRESH_MINUTES", None)  # the defaults are what is measured
+    env.pop("TORCHCI_REFRESH_MINUTES", None)  # the defaults are what is measured, unless asked
+    from jobs.refresh import DEFAULT_REFRESH_MINUTES
+    interval_s = 60 * (DEFAULT_REFRESH_MINUTES if args.refresh_minutes is None else args.refresh_minutes)
+    if args.refresh_minutes is not None:
+        if not args.refresh_minutes > 0:
+            ap.error("--refresh-minutes must be above 0 (0 turns the refresh off: nothing to measure)")
+        env["TORCHCI_REFRESH_MINUTES"] = f"{args.refresh_minutes:g}"
     seed_yesterday(env, yesterday)
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")
@@ -669,13 +726,12 @@ def main() -> int:
           f"sensor tick {cost['tick_s']:.2f} s (a full walk: the archive was just linked in, and "
           f"folders changed in the last {SEAL_S} s are never skipped)")
     if cost["full"]:
-        from jobs.refresh import DEFAULT_REFRESH_MINUTES
-        print(day_model(cost, DEFAULT_REFRESH_MINUTES * 60))
+        print(day_model(cost, interval_s))
         rss = cost["full"]["rss_mb"]
         print(f"  full-day run peak RSS {rss:.0f} MB (target < {TARGET_RSS_MB} MB: "
               f"{'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
     if args.minutes:
-        print_freshness(measure_freshness(env, today, args.minutes, args.seed))
+        print_freshness(measure_freshness(env, today, args.minutes, args.seed, interval_s, args.busy_seconds))
         print_dev_runs()
     if not args.keep:
         shutil.rmtree(RUN, ignore_errors=True)
