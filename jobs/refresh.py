@@ -26,8 +26,9 @@ The rules, each a plain function below so the tests call them directly:
     not repeated, and only what lands after it triggers a refresh of yesterday;
   * a day is refreshed when its fingerprint differs from its baseline (the one the last request,
     the sensor's or the schedule's, saw); at most once per interval (`TORCHCI_REFRESH_MINUTES`,
-    default 1, 0 turns the refresh off); never while a run of that partition is queued or
-    running (whatever launched it): what lands meanwhile is picked up at the first tick after it;
+    default 1.5, 0 turns the refresh off), on the tick nearest the interval's end; never while a
+    run of that partition is queued or running (whatever launched it): what lands meanwhile is
+    picked up at the first tick after it;
   * the cursor (per watched day: the fingerprint requested and when) advances only with the
     request, and run keys are `<day>:<fingerprint>`, unique per state of the day, since Dagster
     remembers run keys forever.
@@ -55,14 +56,16 @@ from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
 
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
-# A minute keeps landing -> disabled list, HUD and Dr. CI within p50 90 s and p95 3 min
-# (`make bench-freshness`). Its price: a refresh costs what landed plus a fixed part, ~6.5 CPU-s
-# on a PyTorch-sized day, of which ~2 are Dagster's (the run's process with the code location,
-# the events of 25 assets and 25 checks, each step's look-up of its inputs) and the rest what
-# each step reads of the day; refreshes run back to back when a run outlasts the minute.
-DEFAULT_REFRESH_MINUTES = 1.0
-# How often the sensor lists the archive: half the interval, so a refresh starts within 30 s of
-# its interval ending; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
+# The longest interval that keeps landing -> disabled list, HUD and Dr. CI well within the targets
+# of p50 90 s and p95 3 min on a busy day (`make bench-freshness`: p50 44 s, p95 87 s; at 2 minutes
+# the median is 60 s of waiting plus the run, too close to its target on a loaded machine). Its price: a refresh costs what
+# landed plus a fixed part, ~4-5 CPU-s on a PyTorch-sized day, of which ~1 is Dagster's (the events
+# of 25 assets and 25 checks, each step's look-up of its inputs) and the rest what each step reads
+# of the day. A minute and a half instead of one: a third fewer refreshes a day, and Dr. CI's
+# comment writes at peak ~390 an hour instead of ~460, further under GitHub's 500.
+DEFAULT_REFRESH_MINUTES = 1.5
+# How often the sensor lists the archive: the refresh starts on the tick nearest its interval's
+# end; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
 TICK_SECONDS = 30
 PARTITION_TAG = "dagster/partition"
 WATCHED_DAYS = 2  # today and yesterday

@@ -63,7 +63,7 @@ def test_the_fingerprint_changes_with_a_new_file_or_a_growing_one_and_nothing_el
 
 
 def test_the_interval_comes_from_the_environment_in_minutes():
-    assert refresh_interval_s({}) == 1 * MIN  # the default keeps landing -> outputs within minutes
+    assert refresh_interval_s({}) == 1.5 * MIN  # the default keeps landing -> outputs within minutes
     assert refresh_interval_s({REFRESH_MINUTES_VAR: "2.5"}) == 150
     assert refresh_interval_s({REFRESH_MINUTES_VAR: "0"}) == 0
     for bad in ("soon", "-1", "nan", "inf"):
@@ -224,7 +224,7 @@ def test_refresh_minutes_zero_turns_it_off(instance, tmp_path, at, monkeypatch):
     assert isinstance(off, dg.SkipReason) and "off" in off.skip_message
 
 
-def test_the_sensor_is_on_by_default_and_ticks_every_minute():
+def test_the_sensor_is_on_by_default_and_ticks_every_half_minute():
     assert archive_refresh_sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert archive_refresh_sensor.minimum_interval_seconds == 30
 
