@@ -588,7 +588,7 @@ class Traffic(threading.Thread):
     def __init__(self, today: str, every_s: float):
         super().__init__(daemon=True)
         folder = RUN / "archive" / "webhooks" / f"day={today}"
-        first = min(p for p in folder.glob("*.jsonl.gz"))
+        first = min(folder.glob("*.jsonl.gz"))
         with gzip.open(first, "rt") as f:
             self.line = f.readline()
         self.folder, self.every_s, self.files = folder, every_s, 0
@@ -611,8 +611,8 @@ def measure_freshness(env: dict, today: str, minutes: float, seed: int, interval
                       busy_s: float) -> list[dict]:
     templates = run_script(TEMPLATES, env, str(RUN / "lake"), today)
     rng = random.Random(seed)
-    settings = "default settings" if "TORCHCI_REFRESH_MINUTES" not in env else \
-        f"TORCHCI_REFRESH_MINUTES={env['TORCHCI_REFRESH_MINUTES']}"
+    from jobs.refresh import REFRESH_MINUTES_VAR
+    settings = f"{REFRESH_MINUTES_VAR}={env[REFRESH_MINUTES_VAR]}" if REFRESH_MINUTES_VAR in env else "default settings"
     traffic = Traffic(today, busy_s) if busy_s else None
     busy = f"a redelivery landing every {busy_s:g} s besides" if traffic else "nothing else landing"
     print(f"\n2. Freshness under dagster dev (port {PORT}, {settings}, {minutes:g} minutes, {busy}, {load()})",
@@ -702,18 +702,18 @@ def main() -> int:
     SLICES, SLICE_MIN = args.slices, args.slice_minutes
     if SLICES < 1 or SLICE_MIN < 1 or SLICES * SLICE_MIN > 60:
         ap.error("--slices x --slice-minutes must be between 1 and 60 (the slices come from the day's last hour)")
+    if args.refresh_minutes is not None and not args.refresh_minutes > 0:
+        ap.error("--refresh-minutes must be above 0 (0 turns the refresh off: nothing to measure)")
+    from jobs.refresh import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR
+    interval_s = 60 * (args.refresh_minutes or DEFAULT_REFRESH_MINUTES)
 
     ensure_cache()
     yesterday, today = utc_days()
     slices = prepare_run(yesterday, today)
     env = env_for(yesterday)
-    env.pop("TORCHCI_REFRESH_MINUTES", None)  # the defaults are what is measured, unless asked
-    from jobs.refresh import DEFAULT_REFRESH_MINUTES
-    interval_s = 60 * (DEFAULT_REFRESH_MINUTES if args.refresh_minutes is None else args.refresh_minutes)
-    if args.refresh_minutes is not None:
-        if not args.refresh_minutes > 0:
-            ap.error("--refresh-minutes must be above 0 (0 turns the refresh off: nothing to measure)")
-        env["TORCHCI_REFRESH_MINUTES"] = f"{args.refresh_minutes:g}"
+    env.pop(REFRESH_MINUTES_VAR, None)  # the defaults are what is measured, unless asked
+    if args.refresh_minutes:
+        env[REFRESH_MINUTES_VAR] = f"{args.refresh_minutes:g}"
     seed_yesterday(env, yesterday)
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")

@@ -58,11 +58,12 @@ from torchci_assets.partitions import daily_partitions, last_partition
 REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
 # The longest interval that keeps landing -> disabled list, HUD and Dr. CI well within the targets
 # of p50 90 s and p95 3 min on a busy day (`make bench-freshness`: p50 44 s, p95 87 s; at 2 minutes
-# the median is 60 s of waiting plus the run, too close to its target on a loaded machine). Its price: a refresh costs what
-# landed plus a fixed part, ~4-5 CPU-s on a PyTorch-sized day, of which ~1 is Dagster's (the events
-# of 25 assets and 25 checks, each step's look-up of its inputs) and the rest what each step reads
-# of the day. A minute and a half instead of one: a third fewer refreshes a day, and Dr. CI's
-# comment writes at peak ~390 an hour instead of ~460, further under GitHub's 500.
+# the median is 60 s of waiting plus the run, too close to its target on a loaded machine). Its
+# price: a refresh costs what landed plus a fixed part, ~4-5 CPU-s on a PyTorch-sized day, of which
+# ~1 is Dagster's (the events of 25 assets and 25 checks, each step's look-up of its inputs) and the
+# rest what each step reads of the day. A minute and a half instead of one: a third fewer refreshes
+# a day, and Dr. CI's comment writes at peak ~390 an hour instead of ~460, further under GitHub's
+# 500.
 DEFAULT_REFRESH_MINUTES = 1.5
 # How often the sensor lists the archive: the refresh starts on the tick nearest its interval's
 # end; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
@@ -189,7 +190,7 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
     # the tick nearest the interval's end takes it, even a second early, else the refresh would
     # wait for the next tick, most of a tick late (a 2-minute interval measured 150 s apart 1 time in 3).
     if last_request is not None and now - last_request.at < interval_s - TICK_SECONDS / 2:
-        wait = max(0.0, interval_s - (now - last_request.at))
+        wait = interval_s - (now - last_request.at)
         return Decision(day, False, f"{day}: new files; refreshed at {_hhmm(last_request.at)}, next refresh "
                                     f"in {wait / 60:.1f} min ({REFRESH_MINUTES_VAR}={interval_s / 60:g})")
     what = "first refresh" if base is None else f"changed since {_hhmm(base.at)}"
