@@ -19,7 +19,10 @@ yesterday and today (UTC, by the clock the sensor reads).
    included: the webhook ingest scans in two), of which loading the code location, the wall time,
    peak RSS and each step's time. Then one full-day run of every asset (`all_assets_daily`) of the
    same day, and a day of refreshes modelled as refreshes per day x the measured cost of one (a day
-   of real refreshes would take a day). And the floor under any refresh: a run of no-op steps with
+   of real refreshes would take a day), that of one at the day's end and, before it all, the same
+   measure with today as it stood at 06:00, 12:00 and 18:00 (`--day-hours`: the files received
+   later and their jobs' reports, test-runs rows, CI results and logs not there yet), which gives
+   the mean cost of a refresh over the day. And the floor under any refresh: a run of no-op steps with
    as many assets and checks as the refresh's, forked from a warm process, and in a new process
    (Python, dagster, the code location, then the run).
 2. Freshness, measured end to end (--minutes, default 10): `dagster dev` (daemon, sensor, run
@@ -69,6 +72,7 @@ SIMULATE = ["--days", "2", "--start", DAYS[0], "--seed", "11", "--configs", "all
             "--tests-per-file", "115"]
 SECTIONS = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 SLICES, SLICE_MIN = 3, 5
+DAY_HOURS = (6, 12, 18)  # besides the day's end, the day model measures a refresh at these hours
 PORT = 3120
 BUSY_S = 20.0  # the day's other traffic under dagster dev: a webhook file lands this often
 TARGET_P50_S, TARGET_P95_S, TARGET_CPU_S, TARGET_DAY_X, TARGET_RSS_MB = 90.0, 180.0, 5.0, 2.0, 1536
@@ -258,34 +262,46 @@ def link_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=os.link)
 
 
-def prepare_run(yesterday: str, today: str, slice_of: Callable[[str], int] | None = None
+def prepare_run(yesterday: str, today: str, slice_of: Callable[[str], int] | None = None, hour: int = 24
                 ) -> list[list[tuple[Path, Path]]]:
-    """Link the cache in as yesterday and today, today without its last SLICES x SLICE_MIN minutes:
-    the webhook deliveries received from then on and the test reports and test-runs rows of the jobs they complete.
+    """Link the cache in as yesterday and today, today as it stood at `hour`:00 (the day's end by
+    default) without its last SLICES x SLICE_MIN minutes: the webhook deliveries received from then
+    on and the test reports, test-runs rows, CI results and logs of the jobs they complete.
     Returns, per slice, the (held file, where it lands) pairs."""
     shutil.rmtree(RUN, ignore_errors=True)
-    held_jobs, slices = hold_last_webhooks(today, slice_of or minute_slice)
+    held_jobs, slices = hold_last_webhooks(today, slice_of or minute_slice, hour)
+    later = later_jobs(hour)  # completed after `hour`: not in the archive yet
     for section in SECTIONS:
         for old, new in zip(DAYS, (yesterday, today)):
             src = CACHE / "archive" / section / f"day={old}"
             if not src.exists():
                 continue
-            if section == "webhooks" and new == today:
+            if section in ("webhooks", "ci-results") and new == today:
+                # one file per hour of receipt; the webhooks' last hour is hold_last_webhooks'
+                last = hour - 1 if section == "webhooks" else hour
                 for f in src.iterdir():
-                    if not (RUN / "archive" / section / f"day={new}" / f.name).exists():
-                        (RUN / "archive" / section / f"day={new}").mkdir(parents=True, exist_ok=True)
-                        os.link(f, RUN / "archive" / section / f"day={new}" / f.name)
+                    dst = RUN / "archive" / section / f"day={new}" / f.name
+                    if file_hour(f.name) < last and not dst.exists():
+                        dst.parent.mkdir(parents=True, exist_ok=True)
+                        os.link(f, dst)
             elif section == "test-runs" and new == today:
-                hold_test_runs(src, RUN / "archive" / section / f"day={new}", held_jobs, slices)
+                hold_test_runs(src, RUN / "archive" / section / f"day={new}", held_jobs, slices, later)
             elif section == "test-reports" and new == today:
                 for run in src.iterdir():
                     for job in run.glob("*/*"):
+                        if int(job.name) in later:
+                            continue
                         k = held_jobs.get(int(job.name))
                         dst = RUN / "archive" / section / f"day={new}" / run.name / job.parent.name / job.name
                         if k is None:
                             link_tree(job, dst)
                         else:
                             slices[k].append((job, dst))
+            elif section == "logs" and new == today:
+                (RUN / "archive" / section / f"day={new}").mkdir(parents=True)
+                for f in src.iterdir():
+                    if int(f.name.split(".")[0]) not in later:
+                        os.link(f, RUN / "archive" / section / f"day={new}" / f.name)
             else:
                 link_tree(src, RUN / "archive" / section / f"day={new}")
     for table in (CACHE / "lake").iterdir():
@@ -296,19 +312,41 @@ def prepare_run(yesterday: str, today: str, slice_of: Callable[[str], int] | Non
     return slices
 
 
+def file_hour(name: str) -> int:
+    """The hour of receipt in an hourly archive file's name (`hooks-20261002T07-000.jsonl.gz`)."""
+    return int(name.split("T", 1)[1][:2])
+
+
+def later_jobs(hour: int) -> set[int]:
+    """The jobs completed at or after `hour`:00 of the cache's second day (none at the day's end)."""
+    jobs: set[int] = set()
+    for f in (CACHE / "archive" / "webhooks" / f"day={DAYS[1]}").iterdir():
+        if file_hour(f.name) < hour:
+            continue
+        with gzip.open(f, "rt") as lines:
+            for line in lines:
+                if '"workflow_job"' in line:
+                    rec = json.loads(line)
+                    if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
+                        jobs.add(int(rec["payload"]["workflow_job"]["id"]))
+    return jobs
+
+
 def minute_slice(received_at: str) -> int:
     """The slice of a delivery received at `received_at` during the last hour: SLICES of SLICE_MIN
     minutes at its end; negative before them."""
     return (int(received_at[14:16]) - (60 - SLICES * SLICE_MIN)) // SLICE_MIN
 
 
-def hold_last_webhooks(today: str, slice_of: Callable[[str], int] = minute_slice
+def hold_last_webhooks(today: str, slice_of: Callable[[str], int] = minute_slice, hour: int = 24
                        ) -> tuple[dict[int, int], list[list[tuple[Path, Path]]]]:
-    """Split the cache's last webhook file into SLICES by `slice_of` each delivery's receipt time:
+    """Split the cache's webhook file of the hour before `hour`:00 into SLICES by `slice_of` each
+    delivery's receipt time:
     the lines of no slice (negative) go into today's folder, each slice into a file of its own under
     HELD (landing later as a file the receiver rolled). Returns job id -> slice of the jobs
     completed in a slice, and the slices."""
-    last = CACHE / "archive" / "webhooks" / f"day={DAYS[1]}" / f"hooks-{DAYS[1].replace('-', '')}T23-000.jsonl.gz"
+    stamp = f"{DAYS[1].replace('-', '')}T{hour - 1:02d}"
+    last = CACHE / "archive" / "webhooks" / f"day={DAYS[1]}" / f"hooks-{stamp}-000.jsonl.gz"
     folder = RUN / "archive" / "webhooks" / f"day={today}"
     folder.mkdir(parents=True)
     shutil.rmtree(HELD, ignore_errors=True)
@@ -337,14 +375,18 @@ def hold_last_webhooks(today: str, slice_of: Callable[[str], int] = minute_slice
     return held_jobs, slices
 
 
-def hold_test_runs(src: Path, dst: Path, held_jobs: dict[int, int], slices: list) -> None:
-    """The test-runs files without the rows of the held jobs, which go into a file per slice."""
+def hold_test_runs(src: Path, dst: Path, held_jobs: dict[int, int], slices: list, later: set[int]) -> None:
+    """The test-runs files without the rows of the held jobs, which go into a file per slice, and
+    of the `later` ones."""
     dst.mkdir(parents=True)
     held = [[] for _ in slices]
     for f in sorted(src.iterdir()):
         with gzip.open(f, "rt") as r, gzip.open(dst / f.name, "wt") as w:
             for line in r:
-                k = held_jobs.get(json.loads(line).get("job_id"))
+                job = json.loads(line).get("job_id")
+                k = held_jobs.get(job)
+                if job in later:
+                    continue
                 if k is None:
                     w.write(line)
                 else:
@@ -433,16 +475,23 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
         print(f"      {k:<28} {v:6.2f}  {100 * v / total:4.0f}%")
 
 
-def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> dict:
-    print(f"\n1. Cost ({load()})", flush=True)
+def measure_refreshes(env: dict, today: str, slices: list, hour: int = 24) -> tuple[dict, list[dict]]:
+    """A first refresh of the day as it stood SLICES x SLICE_MIN minutes before `hour`:00, then one
+    per slice landed: (the first, the slices')."""
     first, cursor = refresh_once(env, today, "")
-    print_run(f"first refresh, day up to 23:{60 - SLICES * SLICE_MIN:02d}", first)
+    print_run(f"first refresh, day up to {hour - 1:02d}:{60 - SLICES * SLICE_MIN:02d}", first)
     runs = []
     for k, files in enumerate(slices):
         land_slice(files)
         r, cursor = refresh_once(env, today, cursor)
         runs.append(r)
         print_run(f"refresh {k + 1}/{len(slices)}, +{SLICE_MIN} min ({len(files)} files)", r)
+    return first, runs
+
+
+def measure_cost(env: dict, today: str, slices: list, full_day: bool = True) -> dict:
+    print(f"\n1. Cost ({load()})", flush=True)
+    first, runs = measure_refreshes(env, today, slices)
     print_steps(runs, top=14)
     if len(runs) >= 6:
         early, late = median([r["cpu_s"] for r in runs[:3]]), median([r["cpu_s"] for r in runs[-3:]])
@@ -472,7 +521,35 @@ def measure_floor(env: dict, today: str) -> dict:
     return f
 
 
-def day_model(cost: dict, interval_s: float) -> str:
+def measure_through_day(env: dict, yesterday: str, today: str, hours: list[int]) -> dict[int, float]:
+    """The cost of a refresh with SLICE_MIN minutes of new files earlier in the day: today as it
+    stood at each of `hours`:00 (its files received later, and their jobs' reports, not there yet).
+    Returns hour -> the median CPU-s of the refreshes."""
+    print(f"\n0. A refresh through the day ({load()})", flush=True)
+    curve = {}
+    for hour in hours:
+        slices = prepare_run(yesterday, today, hour=hour)
+        seed_yesterday(env, yesterday)
+        _, runs = measure_refreshes(env, today, slices, hour)
+        curve[hour] = median([r["cpu_s"] for r in runs])
+        print(f"  at {hour:02d}:00, one refresh with {SLICE_MIN} min of new files (median of {len(runs)}): "
+              f"{curve[hour]:.1f} CPU-s", flush=True)
+    return curve
+
+
+def day_mean(curve: dict[int, float]) -> float:
+    """The mean cost of a refresh over the day from its cost at some hours (24: the day's end):
+    linear between them, and before the first as at the first (an upper bound: a refresh costs
+    less the less the day holds)."""
+    points = sorted(curve.items())
+    points = [(0, points[0][1]), *points]
+    if points[-1][0] < 24:
+        points.append((24, points[-1][1]))
+    area = sum((h1 - h0) * (c0 + c1) / 2 for (h0, c0), (h1, c1) in zip(points, points[1:]))
+    return area / 24
+
+
+def day_model(cost: dict, interval_s: float, curve: dict[int, float]) -> str:
     """A day of refreshes: one per interval (rounded up to the sensor's ticks), or back to back."""
     per = median([r["cpu_s"] for r in cost["runs"]])
     steps = median([sum(r["steps"].values()) for r in cost["runs"]])
@@ -482,14 +559,22 @@ def day_model(cost: dict, interval_s: float) -> str:
     full = cost["full"]["cpu_s"]
     floor = cost["floor"]
     spawned = floor["load_cpu_s"] + floor["first_run_cpu_s"]
-    return (f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s = {n * per / 3600:.1f} CPU-h "
-            f"({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run {full:.0f} CPU-s: "
-            f"{n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)\n"
-            f"  the floor alone, no work: {n:,.0f} x {floor['forked_run_cpu_s']:.1f} CPU-s = "
-            f"{n * floor['forked_run_cpu_s'] / full:.0f}x the full-day run as runs forked from the warm worker, "
-            f"{n * spawned / full:.0f}x as a new process per run, "
-            f"{n * floor['warm_run_cpu_s'] / full:.0f}x as runs in a long-lived process, "
-            f"{n * floor['runless_cpu_s'] / full:.1f}x reported without runs by a long-lived process")
+    lines = [f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s, each as at the day's end = "
+             f"{n * per / 3600:.1f} CPU-h ({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run "
+             f"{full:.0f} CPU-s: {n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)"]
+    if curve:
+        mean = day_mean({**curve, 24: per})
+        at = ", ".join(f"{h:02d}:00 {c:.1f}" for h, c in sorted({**curve, 24: per}.items()))
+        x = n * mean / full
+        lines.append(f"  with the cost through the day (CPU-s of a refresh at {at}; the mean over the day "
+                     f"{mean:.1f}): {n:,.0f} x {mean:.1f} = {n * mean / 3600:.1f} CPU-h: {x:.0f}x "
+                     f"the full-day run (target <= {TARGET_DAY_X:g}x: {'met' if x <= TARGET_DAY_X else 'NOT MET'})")
+    lines.append(f"  the floor alone, no work: {n:,.0f} x {floor['forked_run_cpu_s']:.1f} CPU-s = "
+                 f"{n * floor['forked_run_cpu_s'] / full:.0f}x the full-day run as runs forked from the warm worker, "
+                 f"{n * spawned / full:.0f}x as a new process per run, "
+                 f"{n * floor['warm_run_cpu_s'] / full:.0f}x as runs in a long-lived process, "
+                 f"{n * floor['runless_cpu_s'] / full:.1f}x reported without runs by a long-lived process")
+    return "\n".join(lines)
 
 
 # ---- 2. freshness under dagster dev ------------------------------------------------------------
@@ -696,12 +781,17 @@ def main() -> int:
     ap.add_argument("--busy-seconds", type=float, default=BUSY_S,
                     help="under dagster dev, a redelivery lands every this many seconds besides the landings "
                          "timed, so a refresh runs every interval as on a busy day (0: only the landings)")
+    ap.add_argument("--day-hours", type=int, nargs="*", default=list(DAY_HOURS),
+                    help="also measure refreshes with the day as it stood at these hours, for the day model "
+                         "(none: the model takes every refresh of the day as costly as one at its end)")
     ap.add_argument("--no-full-day", action="store_true",
                     help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
     SLICES, SLICE_MIN = args.slices, args.slice_minutes
     if SLICES < 1 or SLICE_MIN < 1 or SLICES * SLICE_MIN > 60:
         ap.error("--slices x --slice-minutes must be between 1 and 60 (the slices come from the day's last hour)")
+    if any(not 1 <= h <= 23 for h in args.day_hours):
+        ap.error("--day-hours are hours of the day between 1 and 23 (the day's end is always measured)")
     if args.refresh_minutes is not None and not args.refresh_minutes > 0:
         ap.error("--refresh-minutes must be above 0 (0 turns the refresh off: nothing to measure)")
     from jobs.refresh import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR
@@ -709,11 +799,13 @@ def main() -> int:
 
     ensure_cache()
     yesterday, today = utc_days()
-    slices = prepare_run(yesterday, today)
     env = env_for(yesterday)
     env.pop(REFRESH_MINUTES_VAR, None)  # the defaults are what is measured, unless asked
     if args.refresh_minutes:
         env[REFRESH_MINUTES_VAR] = f"{args.refresh_minutes:g}"
+    curve = measure_through_day(env, yesterday, today, args.day_hours) if args.day_hours and not args.no_full_day \
+        else {}
+    slices = prepare_run(yesterday, today)
     seed_yesterday(env, yesterday)
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")
@@ -726,7 +818,7 @@ def main() -> int:
           f"sensor tick {cost['tick_s']:.2f} s (a full walk: the archive was just linked in, and "
           f"folders changed in the last {SEAL_S} s are never skipped)")
     if cost["full"]:
-        print(day_model(cost, interval_s))
+        print(day_model(cost, interval_s, curve))
         rss = cost["full"]["rss_mb"]
         print(f"  full-day run peak RSS {rss:.0f} MB (target < {TARGET_RSS_MB} MB: "
               f"{'met' if rss < TARGET_RSS_MB else 'NOT MET'})")
