@@ -19,7 +19,10 @@ tick), nor one whose times are in the future.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from collections import OrderedDict
 
 import orjson
 
@@ -95,3 +98,57 @@ def _key(st) -> str:
 # Separators no file name holds (names are bytes other than '/' and NUL; these are control
 # characters no uploader writes, and a folder with such a name is simply not kept).
 _FIELD, _ITEM, _PART = "\x1d", "\x1e", "\x1f"
+
+
+class KeptListings:
+    """The last walk of each prefix listed by this process, for processes that list the same
+    folders again every second or so (the relay's sensors, listening to the archive while a tick
+    lasts, in the code server between ticks). Stat-ing each file of a day's ~2,900 receiver
+    segments costs ~20 ms a listing, several times a second; when no folder of the last walk
+    changed (one stat each), its entries are returned as they were, and otherwise only the
+    folders that changed are read (see ListingCache).
+
+    What a kept walk cannot see is a file appended to in place (a collector still writing it)
+    in a folder nothing else changed in, so every prefix is walked in full again at least every
+    `relist_s`: such a file is seen that much later at most. At most `limit` prefixes are kept
+    (the least recently listed are dropped), and nothing outlives the process."""
+
+    def __init__(self, relist_s: float, limit: int = 16, clock=time.time):
+        self.relist_s, self.limit, self.clock = relist_s, limit, clock
+        # prefix key -> (the walk's folders as ListingCache keeps them, when it was last walked in
+        # full, its entries when every folder walked was kept, else None)
+        self._kept: OrderedDict[tuple, tuple[dict[str, str], float, list | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def list_files(self, store, prefix: str, suffixes: tuple[str, ...]) -> list:
+        """`store.list_files(prefix, suffixes)`, from the last walk when it is recent enough
+        (local stores only: elsewhere there are no folder times to go by)."""
+        if not store.is_local:
+            return store.list_files(prefix, suffixes)
+        key, now = (store.root, prefix, tuple(suffixes)), self.clock()
+        with self._lock:
+            kept = self._kept.get(key)
+        fresh = kept is not None and 0 <= now - kept[1] < self.relist_s
+        if fresh and kept[2] is not None and _unchanged(store, kept[0]):
+            return list(kept[2])
+        cache = ListingCache(store.full(""), tuple(suffixes), kept[0] if fresh else None)
+        entries = store.list_files(prefix, suffixes, cache)
+        every_folder_kept = 0 < len(cache.current) == cache.folders_read + cache.folders_reused
+        with self._lock:
+            self._kept[key] = (cache.current, kept[1] if fresh else now, list(entries) if every_folder_kept else None)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.limit:
+                self._kept.popitem(last=False)
+        return entries
+
+
+def _unchanged(store, folders: dict[str, str]) -> bool:
+    """Whether every folder of a kept walk still has the times and inode it had then."""
+    for folder, seen in folders.items():
+        try:
+            st = os.lstat(store.full(folder))
+        except OSError:
+            return False
+        if not seen.startswith(_key(st) + _FIELD):
+            return False
+    return True

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from resources import listing_cache
-from resources.listing_cache import ListingCache
+from resources.listing_cache import KeptListings, ListingCache
 from resources.storage import Store
 
 SUFFIXES = (".xml",)
@@ -106,3 +106,48 @@ def test_a_cache_for_another_root_or_other_suffixes_or_unreadable_starts_empty(t
     assert ListingCache.from_bytes(b"{not json", store.full(""), SUFFIXES).previous == {}
     with pytest.raises(ValueError, match="cannot list"):
         store.list_files("day=D", (".zip",), cache)
+
+
+def test_kept_listings_show_each_change_at_once_and_a_file_appended_in_place_by_the_next_full_walk(tmp_path):
+    """The relay's sensors list the archive's day folders several times a second: a kept walk
+    answers while no folder changed, and a walk in full every `relist_s` catches a file grown in
+    place (a collector appending), which changes no folder."""
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 4))
+    settled()
+    now = [1000.0]
+    kept = KeptListings(relist_s=5.0, clock=lambda: now[0])
+    first = kept.list_files(store, "day=D", SUFFIXES)
+    assert first == store.list_files("day=D", SUFFIXES) and len(first) == 6
+
+    folder = tmp_path / "day=D" / "run" / "1" / "2" / "test" / "test-reports"
+    (folder / "late.xml").write_text("<testsuites/>")  # a new file: its folder changes
+    (tmp_path / "day=D" / "run" / "1" / "3" / "test" / "test-reports" / "r0.xml").unlink()
+    now[0] += 1
+    listed = kept.list_files(store, "day=D", SUFFIXES)
+    assert listed == store.list_files("day=D", SUFFIXES) and len(listed) == 6
+
+    settled()
+    now[0] += 1
+    assert kept.list_files(store, "day=D", SUFFIXES) == listed  # every folder kept again
+    grown = folder / "r0.xml"
+    with open(grown, "a") as f:
+        f.write("<!-- more -->")
+    size = {e.path: e.size for e in store.list_files("day=D", SUFFIXES)}
+    path = "day=D/run/1/2/test/test-reports/r0.xml"
+    now[0] += 1  # within relist_s of the last full walk: the kept walk, with the old size
+    assert {e.path: e.size for e in kept.list_files(store, "day=D", SUFFIXES)}[path] == size[path] - len("<!-- more -->")
+    now[0] += 5  # past it: walked in full
+    assert {e.path: e.size for e in kept.list_files(store, "day=D", SUFFIXES)} == size
+
+
+def test_kept_listings_keep_a_bounded_number_of_prefixes(tmp_path):
+    store = Store(str(tmp_path))
+    for day in ("A", "B", "C"):
+        (tmp_path / f"day={day}").mkdir()
+        (tmp_path / f"day={day}" / "r.xml").write_text("<testsuites/>")
+    settled()
+    kept = KeptListings(relist_s=5.0, limit=2)
+    for day in ("A", "B", "C", "C"):
+        assert [e.path for e in kept.list_files(store, f"day={day}", SUFFIXES)] == [f"day={day}/r.xml"]
+    assert [k[1] for k in kept._kept] == ["day=B", "day=C"]

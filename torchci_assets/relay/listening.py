@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from resources.listing_cache import KeptListings
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.acting import Acted
@@ -27,6 +28,11 @@ from torchci_assets.relay.pushes import Picker, RelayCursor, scan_archive
 # deliveries are a file or two; a backlog (the code location was down) is read tick after tick.
 MAX_ITEMS_PER_READ = 10
 READ_BUDGET_S = 8.0
+# The day folders' walks kept between reads in this process (the code server, between ticks too):
+# a read stats the files of changed folders only, and walks everything again every RELIST_S, so a
+# file appended to in place in a folder nothing else changed in is seen within that.
+RELIST_S = 5.0
+LISTINGS = KeptListings(RELIST_S)
 
 
 @dataclass
@@ -60,15 +66,19 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
     items it leaves for a run in `left`."""
     heard, start = Heard(cursor=cursor), clock()
     last_found = start
+    # The cursor between reads stays an object: a day's file list is tens of KB of JSON, written
+    # once when the tick ends rather than parsed and written again at every read.
+    previous = RelayCursor.from_json(cursor)
     while True:
-        previous = RelayCursor.from_json(heard.cursor)
         report, nxt = scan_archive(store, previous, config, budget_s=READ_BUDGET_S, pick=pick, stream=stream,
-                                   max_items=MAX_ITEMS_PER_READ)
-        heard.cursor, heard.reads = nxt.to_json(), heard.reads + 1
+                                   max_items=MAX_ITEMS_PER_READ, listings=LISTINGS)
+        heard.reads += 1
         if previous is None:
             log(f"first tick: {sum(len(f) for f in nxt.files.values())} {stream} archive files already "
                 "present are taken as read")
+            heard.cursor = nxt.to_json()
             return heard
+        previous = nxt
         if report.files_read or report.rejects:
             log(f"read {len(report.files_read)} {stream} file(s) ({report.files_deferred} deferred), "
                 f"{report.push_events} relevant record(s), {len(report.rejects)} unreadable; "
@@ -76,10 +86,11 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
         if report.commits:
             heard.acted.merge(act(report.commits, how.act_s - (clock() - start)))
             last_found = clock()
-        if clock() - start >= how.budget_s:
+        done = clock() - start >= how.budget_s or (
+            not (report.commits or report.files_deferred) and clock() - last_found >= how.listen_s)
+        if done:
+            heard.cursor = nxt.to_json()
             return heard
         if report.commits or report.files_deferred:
             continue  # more may be there already: read again at once
-        if clock() - last_found >= how.listen_s:
-            return heard
         sleep(how.poll_s)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from resources.listing_cache import KeptListings
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.lines import iter_lines
@@ -188,7 +189,8 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig
                  budget_s: float = TICK_READ_BUDGET_S,
                  clock: Callable[[], float] = time.monotonic,
                  pick: Picker = pick_push, stream: str = "webhooks",
-                 max_items: int | None = None) -> tuple[ScanReport, RelayCursor]:
+                 max_items: int | None = None,
+                 listings: KeptListings | None = None) -> tuple[ScanReport, RelayCursor]:
     """New pushes to the configured branches in files not read before; and the next cursor.
 
     With no cursor, the files present are recorded as read and nothing is returned (see the
@@ -196,6 +198,7 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig
     `max_items` were found (a tick that acts on what it finds takes no more than it can do);
     the others are left out of the next cursor so the next tick reads them. `pick` says what a
     line asks for (pushes by default: other relay events use their own picker over the same files).
+    `listings`: the day folders' earlier walks, for a caller that scans every second or so.
     """
     report = ScanReport()
     days = recent_days(store, stream=stream)
@@ -207,7 +210,10 @@ def scan_archive(store: Store, cursor: RelayCursor | None, config: TorchciConfig
     baseline: dict[str, UpstreamCommit] = {}  # heads already in the archive on the first tick
     start = clock()
     for day in days:
-        for entry in store.list_files(f"{stream}/day={day}", WEBHOOK_SUFFIXES):
+        prefix = f"{stream}/day={day}"
+        listed = listings.list_files(store, prefix, WEBHOOK_SUFFIXES) if listings else \
+            store.list_files(prefix, WEBHOOK_SUFFIXES)
+        for entry in listed:
             name = entry.path.split("/", 2)[2]
             if files[day].get(name) == entry.size:
                 continue
