@@ -5,7 +5,10 @@ tick that read the archive once and stopped would leave a delivery that lands ju
 wait for the next pass of the loop, and every delivery that lands while a busy tick is sending
 to wait for the tick after that. So a tick reads, acts on what it found, reads again at once
 while it keeps finding something, and otherwise looks every `poll_s` until `listen_s` passed
-without anything new or `budget_s` since its start. It then finishes what it read, starting
+without anything new or `budget_s` since its start, or at once when something is left for runs
+(a label, a re-run, what it could not send): their runs start when the tick ends. Each tick
+also costs Dagster's daemon and code server ~0.1 CPU-s whatever it finds, so an idle relay
+costs less the longer a tick listens. It then finishes what it read, starting
 nothing after `act_s` (within Dagster's 60 s): what it could not act on is returned for runs,
 with the cursor past everything read (the caller returns that cursor only when the tick ends,
 so a tick that dies is read again by the next). Each read takes a few files at most, so a
@@ -86,7 +89,7 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
         if report.commits:
             heard.acted.merge(act(report.commits, how.act_s - (clock() - start)))
             last_found = clock()
-        done = clock() - start >= how.budget_s or (
+        done = clock() - start >= how.budget_s or bool(heard.acted.left) or (
             not (report.commits or report.files_deferred) and clock() - last_found >= how.listen_s)
         if done:
             heard.cursor = nxt.to_json()
