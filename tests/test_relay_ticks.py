@@ -273,3 +273,35 @@ def test_a_backlog_is_read_a_few_files_at_a_time_and_all_of_it_acted_on_in_order
     again = listen(store, heard.cursor, load_config(), pick_relay_event, "webhooks", act,
                    Listening(budget_s=10.0, listen_s=0.0, poll_s=0.01))
     assert len(batches) == 2 and not again.acted.done  # the cursor covers all of it
+
+
+def test_a_listening_tick_ends_at_once_when_it_leaves_something_to_a_run(roots):
+    """A quiet tick listens long (each tick costs Dagster the same whatever it finds), but a label,
+    a re-run or an unsent write goes to a run that starts only when the tick ends: it ends then."""
+    from torchci_assets.config import load_config
+    from torchci_assets.relay.acting import Acted
+    from torchci_assets.relay.listening import listen
+    from torchci_assets.relay.pull_requests import pick_relay_event
+
+    cursor = started(roots, GitHubResource(api_url="http://127.0.0.1:9"))
+    store = ArchiveResource(uri=roots[1]).store()
+    slept: list[float] = []
+    now = [0.0]
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    def act_leaving(events, seconds_left):
+        return Acted(left=list(events))
+
+    long = Listening(budget_s=20.0, listen_s=15.0, poll_s=0.5)
+    (delivery,), _ = deliver(roots, pr_payload("synchronize"))  # one it could not send
+    heard = listen(store, cursor, load_config(), pick_relay_event, "webhooks", act_leaving, long,
+                   clock=lambda: now[0], sleep=sleep)
+    assert [e.delivery_id for e in heard.acted.left] == [delivery]
+    assert heard.reads == 1 and slept == []  # no listening once something waits for a run
+
+    quiet = listen(store, heard.cursor, load_config(), pick_relay_event, "webhooks", act_leaving, long,
+                   clock=lambda: now[0], sleep=sleep)
+    assert not quiet.acted.left and quiet.reads == 31 and sum(slept) == 15.0  # a quiet tick listens 15 s
