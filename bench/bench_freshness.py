@@ -279,11 +279,11 @@ def prepare_run(yesterday: str, today: str, slice_of: Callable[[str], int] | Non
             if section in ("webhooks", "ci-results") and new == today:
                 # one file per hour of receipt; the webhooks' last hour is hold_last_webhooks'
                 last = hour - 1 if section == "webhooks" else hour
+                folder = RUN / "archive" / section / f"day={new}"
+                folder.mkdir(parents=True, exist_ok=True)
                 for f in src.iterdir():
-                    dst = RUN / "archive" / section / f"day={new}" / f.name
-                    if file_hour(f.name) < last and not dst.exists():
-                        dst.parent.mkdir(parents=True, exist_ok=True)
-                        os.link(f, dst)
+                    if file_hour(f.name) < last:
+                        os.link(f, folder / f.name)
             elif section == "test-runs" and new == today:
                 hold_test_runs(src, RUN / "archive" / section / f"day={new}", held_jobs, slices, later)
             elif section == "test-reports" and new == today:
@@ -384,9 +384,9 @@ def hold_test_runs(src: Path, dst: Path, held_jobs: dict[int, int], slices: list
         with gzip.open(f, "rt") as r, gzip.open(dst / f.name, "wt") as w:
             for line in r:
                 job = json.loads(line).get("job_id")
-                k = held_jobs.get(job)
                 if job in later:
                     continue
+                k = held_jobs.get(job)
                 if k is None:
                     w.write(line)
                 else:

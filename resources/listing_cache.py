@@ -65,9 +65,8 @@ class ListingCache:
     def reuse(self, folder: str, st) -> tuple[list[str], list[tuple[str, int, str]]] | None:
         """(sub-folders, files as (name, size, stamp)) of `folder` as the last walk saw it, when
         its stat `st` says its entries are the same (same modification and change times, inode)."""
-        key = _key(st)
         hit = self.previous.get(folder)
-        if hit is None or not hit.startswith(key) or hit[len(key)] != _FIELD:
+        if hit is None or not _same_folder(hit, st):
             return None
         self.current[folder] = hit
         self.folders_reused += 1
@@ -93,6 +92,12 @@ class ListingCache:
 
 def _key(st) -> str:
     return f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+
+
+def _same_folder(kept: str, st) -> bool:
+    """Whether a folder whose stat is `st` still holds the entries `kept` (a walk's saved form)
+    lists: same modification and change times, same inode."""
+    return kept.startswith(_key(st) + _FIELD)
 
 
 # Separators no file name holds (names are bytes other than '/' and NUL; these are control
@@ -149,6 +154,6 @@ def _unchanged(store, folders: dict[str, str]) -> bool:
             st = os.lstat(store.full(folder))
         except OSError:
             return False
-        if not seen.startswith(_key(st) + _FIELD):
+        if not _same_folder(seen, st):
             return False
     return True
