@@ -1,5 +1,6 @@
-"""The instance's SQLite run storage and event log (dagster.yaml, `torchci_assets.sqlite_storage`):
-Dagster's files and layout, with connections kept open, and a live run still visible to a webserver."""
+"""The instance's SQLite run, event log and schedule storage (dagster.yaml,
+`torchci_assets.sqlite_storage`): Dagster's files and layout, with connections kept open and schemas
+checked once per process, and a live run still visible to a webserver."""
 
 import multiprocessing
 import os
@@ -9,8 +10,11 @@ import threading
 from pathlib import Path
 
 import dagster as dg
+from alembic.script import ScriptDirectory
+from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
 
-from torchci_assets.sqlite_storage import MAX_OPEN, OpenSqliteEventLogStorage, OpenSqliteRunStorage
+from torchci_assets.sqlite_storage import (MAX_OPEN, CheckedDatabases, OpenSqliteEventLogStorage, OpenSqliteRunStorage,
+                                           OpenSqliteScheduleStorage)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_YAML = "telemetry:\n  enabled: false\n"  # Dagster's own SQLite storage
@@ -46,15 +50,19 @@ def test_the_projects_instance_uses_it_and_dagsters_own_storage_reads_what_it_wr
     ours = instance_at(h, monkeypatch)
     assert isinstance(ours.event_log_storage, OpenSqliteEventLogStorage)
     assert isinstance(ours.run_storage, OpenSqliteRunStorage)
+    assert isinstance(ours.schedule_storage, OpenSqliteScheduleStorage)
     run = dg.materialize(assets(3), instance=ours)
     assert run.success
+    ours.create_tick(tick(1.0))
 
     # the same folder opened with Dagster's default SQLite storage: the same run, events and index
     (h / "dagster.yaml").write_text(DEFAULT_YAML)
     theirs = dg.DagsterInstance.from_config(str(h))
     assert not isinstance(theirs.event_log_storage, OpenSqliteEventLogStorage)
     assert not isinstance(theirs.run_storage, OpenSqliteRunStorage)
+    assert not isinstance(theirs.schedule_storage, OpenSqliteScheduleStorage)
     assert theirs.get_run_by_id(run.run_id) is not None
+    assert [t.timestamp for t in theirs.get_ticks("origin", "selector")] == [1.0]
     assert len(theirs.all_logs(run.run_id)) == len(ours.all_logs(run.run_id)) > 20
     m = theirs.get_latest_materialization_event(dg.AssetKey("a2"))
     assert m.run_id == run.run_id and m.asset_materialization.metadata["i"].value == 2
@@ -67,6 +75,14 @@ def test_the_projects_instance_uses_it_and_dagsters_own_storage_reads_what_it_wr
     records = reopened.event_log_storage.get_latest_asset_check_execution_by_key([
         dg.AssetCheckKey(dg.AssetKey("a1"), "ok")])
     assert records[dg.AssetCheckKey(dg.AssetKey("a1"), "ok")].run_id == again.run_id
+    theirs.create_tick(tick(2.0))
+    assert [t.timestamp for t in reopened.get_ticks("origin", "selector")] == [2.0, 1.0]
+
+
+def tick(at: float, status: TickStatus = TickStatus.STARTED) -> TickData:
+    """A sensor tick as the daemon writes it at the start of an evaluation."""
+    return TickData(instigator_origin_id="origin", instigator_name="a_sensor", instigator_type=InstigatorType.SENSOR,
+                    status=status, timestamp=at, selector_id="selector")
 
 
 def count_sqlite_connects(monkeypatch) -> list:
@@ -203,3 +219,98 @@ def test_threads_using_the_run_storage_at_once_each_get_a_connection(tmp_path, m
         t.join(60)
     assert not errors and seen == [3] * 80
     assert inst.get_run_by_id(runs[0]).tags["t"] in {str(t.ident) for t in threads}
+
+
+def count_schema_checks(monkeypatch) -> list:
+    """Each check of a database's schema loads Dagster's migration scripts through this."""
+    checks = []
+    real = ScriptDirectory.from_config.__func__
+
+    def from_config(cls, *args, **kwargs):
+        checks.append(1)
+        return real(cls, *args, **kwargs)
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(from_config))
+    return checks
+
+
+def use(inst: dg.DagsterInstance) -> None:
+    """What a sensor tick does with the instance Dagster builds for it: read runs, sensor states,
+    the event log's index."""
+    inst.get_runs()
+    inst.all_instigator_state()
+    inst.event_log_storage.get_event_records(dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION),
+                                             limit=1)
+
+
+def test_each_databases_schema_is_checked_once_per_process_and_again_when_the_file_is_replaced(tmp_path,
+                                                                                               monkeypatch):
+    h = home(tmp_path)
+    first = instance_at(h, monkeypatch)
+    dg.materialize(assets(1), instance=first)
+    use(first)
+    first.dispose()
+    checks = count_schema_checks(monkeypatch)
+    for _ in range(3):  # as Dagster builds one instance per sensor tick
+        again = dg.DagsterInstance.from_config(str(h))
+        use(again)
+        again.dispose()
+    assert checks == []
+
+    # Dagster's own storage checks at every instance: what the kept checks save
+    theirs = home(tmp_path / "theirs", DEFAULT_YAML)
+    use(dg.DagsterInstance.from_config(str(theirs)))
+    checks.clear()
+    use(dg.DagsterInstance.from_config(str(theirs)))
+    assert len(checks) >= 3
+
+    # a database deleted and made again (a restored backup, a wiped folder) is checked, and created
+    for name in ("history/runs.db", "schedules/schedules.db"):
+        (h / name).unlink()
+    checks.clear()
+    fresh = dg.DagsterInstance.from_config(str(h))
+    assert len(checks) >= 2  # a check, and the creation's stamp, of each
+    assert fresh.get_runs() == [] and fresh.all_instigator_state() == []
+    assert dg.materialize(assets(1), instance=fresh).success
+    assert len(fresh.get_runs()) == 1
+
+
+def test_checked_databases_tell_a_replaced_or_empty_file_and_stay_bounded(tmp_path):
+    checked = CheckedDatabases(3)
+    db = tmp_path / "runs.db"
+    assert not checked.seen(str(db))
+    checked.add(str(db))  # no such file yet: nothing was checked
+    assert not checked.seen(str(db))
+    db.write_bytes(b"one")
+    checked.add(str(db))
+    assert checked.seen(str(db))
+    db.rename(tmp_path / "backup.db")  # a backup restored in its place: another file
+    (tmp_path / "restored.db").write_bytes(b"two")
+    (tmp_path / "restored.db").rename(db)
+    assert not checked.seen(str(db))
+    checked.add(str(db))
+    db.write_bytes(b"")  # emptied in place (SQLite's connect creates an empty file): no schema
+    assert not checked.seen(str(db))
+    others = [tmp_path / f"{i}.db" for i in range(4)]
+    for o in others:
+        o.write_bytes(b"x")
+        checked.add(str(o))
+    assert [checked.seen(str(o)) for o in others] == [False, True, True, True]
+
+
+def test_a_sensors_ticks_open_the_schedule_database_once(tmp_path, monkeypatch):
+    for yaml, label in ((None, "ours"), (DEFAULT_YAML, "dagster")):
+        inst = instance_at(home(tmp_path / label, yaml), monkeypatch)
+        inst.all_instigator_state()  # the database created
+        opened = count_sqlite_connects(monkeypatch)
+        for i in range(10):  # what the daemon writes for each tick of a sensor
+            t = inst.create_tick(tick(float(i)))
+            inst.update_tick(t.with_status(TickStatus.SKIPPED))
+            inst.purge_ticks("origin", "selector", before=float(i) - 5, tick_statuses=[TickStatus.SKIPPED])
+        monkeypatch.undo()
+        schedule_db = [p for p in opened if str(p).endswith("/schedules/schedules.db")]
+        kept = [t.timestamp for t in inst.get_ticks("origin", "selector")]
+        assert kept == [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]
+        if label == "ours":
+            assert len(schedule_db) <= 1, schedule_db
+        else:
+            assert len(schedule_db) >= 30  # one per statement: what the class exists to avoid

@@ -1,15 +1,23 @@
-"""Dagster's SQLite run storage and event log, with each database's connection kept open.
+"""Dagster's SQLite run, event log and schedule storage, with each database's connection kept open
+and its schema checked once per process.
 
-Why: Dagster's `SqliteEventLogStorage` and `SqliteRunStorage` build a new SQLAlchemy engine and
-open and close a SQLite connection for every read and write. Each new engine compiles every
-statement again, and each close of a WAL database's last connection checkpoints it. A run writes
-~200 events (a refresh of a day: 13 steps, 25 assets, 25 checks) and each step reads its inputs'
-latest materializations: a refresh opened 740 connections, ~1.2 CPU-s of its ~8.4.
+Why: Dagster's `SqliteEventLogStorage`, `SqliteRunStorage` and `SqliteScheduleStorage` build a new
+SQLAlchemy engine and open and close a SQLite connection for every read and write. Each new engine
+compiles every statement again, and each close of a WAL database's last connection checkpoints it.
+A run writes ~200 events (a refresh of a day: 13 steps, 25 assets, 25 checks) and each step reads
+its inputs' latest materializations: a refresh opened 740 connections, ~1.2 CPU-s of its ~8.4. The
+daemon's sensor loop writes each tick and its sensor's state to the schedule storage, several
+statements per tick, every few seconds all day.
 
-These classes keep one engine and one open connection per database (`runs.db`; the event log's
-index and the last few runs' databases) and are otherwise Dagster's: the same files, tables and
-layout, so an instance can move to or from them at any time. What Dagster's behaviour gave for
-free is kept on purpose:
+And Dagster builds a new instance, with new storages, for every sensor tick it evaluates in the
+code server: each storage checks its database's schema against Dagster's migrations, which loads
+every migration script (~30 ms a tick, a third of what an idle code server spends).
+
+These classes keep one engine and one open connection per database (`runs.db`, `schedules.db`, the
+event log's index and the last few runs' databases), check a database's schema once per process
+(again when its file is replaced) and are otherwise Dagster's: the same files, tables and layout,
+so an instance can move to or from them at any time. What Dagster's behaviour gave for free is kept
+on purpose:
 - A run's database is checkpointed after every commit (`wal_autocheckpoint=1`): the webserver
   follows a live run by watching that file change, and with an open connection the writes would
   otherwise stay in the write-ahead log until the run ends.
@@ -30,12 +38,58 @@ import sqlalchemy as sa
 from dagster._config import StringSource
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from sqlalchemy.engine import Connection, Engine
 
 # Open databases per process: the index, the runless shard, the run being executed, and the runs a
 # webserver is showing. The least recently used beyond that is closed.
 MAX_OPEN = 8
+# Database files whose schema this process has checked: the instance's three, and the runs' own,
+# which the webserver opens as it shows them. The least recently checked beyond that is forgotten
+# (checked again if used again).
+MAX_CHECKED = 256
+
+
+class CheckedDatabases:
+    """The database files whose schema this process has checked (or created), each with the
+    identity (device, inode) of the file it checked: another file in its place (a restored backup,
+    a folder wiped and made again) is a new database and is checked again, as is an empty file
+    (what SQLite's connect creates). A forked child inherits the parent's: the files are the same."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._files: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _identity(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if st.st_size else None
+
+    def seen(self, path: str) -> bool:
+        found = self._identity(path)
+        with self._lock:
+            if found is None or self._files.get(path) != found:
+                return False
+            self._files.move_to_end(path)
+            return True
+
+    def add(self, path: str) -> None:
+        found = self._identity(path)
+        if found is None:
+            return
+        with self._lock:
+            self._files[path] = found
+            self._files.move_to_end(path)
+            while len(self._files) > self._limit:
+                self._files.popitem(last=False)
+
+
+CHECKED = CheckedDatabases(MAX_CHECKED)
 
 
 class KeptEngines:
@@ -115,7 +169,10 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
             engine = self._kept.get(self.conn_string_for_shard(shard),
                                     None if shard == INDEX_SHARD_NAME else _checkpoint_every_commit)
             if shard not in self._initialized_dbs:
-                self._initdb(engine)
+                path = self.path_for_shard(shard)
+                if not CHECKED.seen(path):
+                    self._initdb(engine)
+                    CHECKED.add(path)
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn, conn.begin():
                 yield conn
@@ -146,29 +203,73 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
         super().dispose()
 
 
-class OpenSqliteRunStorage(_InstanceDirConfig, SqliteRunStorage):
-    """Configured in dagster.yaml as `run_storage` with `instance_dir`: `runs.db` is where Dagster's
-    default SQLite storage keeps it, `<instance_dir>/history`. The daemon's sensors and run queue
-    and every run read and write it (a refresh run ~20 times).
-    """
+class _OneKeptConnection:
+    """`connect()` of a storage with one database (runs, schedules), on a kept engine. Dagster's
+    own takes no lock there: threads that connect at once each get a connection."""
 
     def __init__(self, conn_string: str, inst_data=None):
         self._kept = KeptEngines(1)
         super().__init__(conn_string, inst_data=inst_data)
 
-    @classmethod
-    def from_config_value(cls, inst_data, config_value):
-        return cls.from_local(os.path.join(config_value["instance_dir"], "history"), inst_data=inst_data)
-
     @contextlib.contextmanager
     def connect(self) -> Iterator[Connection]:
-        # Dagster's own takes no lock here: threads that connect at once each get a connection
         with self._kept.get(self._conn_string).connect() as conn, conn.begin():
             yield conn
 
     def dispose(self) -> None:
         self._kept.close_all()
         super().dispose()
+
+
+class OpenSqliteRunStorage(_InstanceDirConfig, _OneKeptConnection, SqliteRunStorage):
+    """Configured in dagster.yaml as `run_storage` with `instance_dir`: `runs.db` is where Dagster's
+    default SQLite storage keeps it, `<instance_dir>/history`. The daemon's sensors and run queue
+    and every run read and write it (a refresh run ~20 times).
+    """
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return _checked_once(cls, os.path.join(config_value["instance_dir"], "history"), "runs", inst_data)
+
+
+class OpenSqliteScheduleStorage(_InstanceDirConfig, _OneKeptConnection, SqliteScheduleStorage):
+    """Configured in dagster.yaml as `schedule_storage` with `instance_dir`: `schedules.db` is where
+    Dagster's default SQLite storage keeps it, `<instance_dir>/schedules`. The daemon writes each
+    sensor and schedule tick and their states there; the webserver reads them.
+    """
+
+    def __init__(self, conn_string: str, inst_data=None):
+        self._tables: set[str] = set()
+        super().__init__(conn_string, inst_data=inst_data)
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return _checked_once(cls, os.path.join(config_value["instance_dir"], "schedules"), "schedules", inst_data)
+
+    def _has_table(self, conn: Connection, name: str) -> bool:
+        # Dagster reflects the database's tables before most writes of a tick; a table, once
+        # there, stays (a wipe deletes rows, migrations add tables)
+        if name not in self._tables and name in sa.inspect(conn).get_table_names():
+            self._tables.add(name)
+        return name in self._tables
+
+    def _has_instigators_table(self, conn: Connection) -> bool:
+        return self._has_table(conn, "instigators")
+
+    def has_secondary_index_table(self) -> bool:
+        with self.connect() as conn:
+            return self._has_table(conn, "secondary_indexes")
+
+
+def _checked_once(cls, base_dir: str, name: str, inst_data):
+    """`cls.from_local(base_dir)`, Dagster's check (or creation) of the database's schema, the first
+    time this process opens that database file; later, the storage on the checked file."""
+    path = os.path.join(os.path.abspath(base_dir), f"{name}.db")
+    if CHECKED.seen(path):
+        return cls(create_db_conn_string(base_dir, name), inst_data=inst_data)
+    storage = cls.from_local(base_dir, inst_data=inst_data)
+    CHECKED.add(path)
+    return storage
 
 
 def _checkpoint_every_commit(dbapi_connection, _record) -> None:
