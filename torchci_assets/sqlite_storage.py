@@ -92,6 +92,20 @@ class CheckedDatabases:
 CHECKED = CheckedDatabases(MAX_CHECKED)
 
 
+class TablesSeen:
+    """The tables a storage has found in its database. Dagster looks a table up before many
+    writes; a table, once there, stays (its migrations add tables and never drop them, a wipe
+    deletes rows), so only a table not found yet is looked up again."""
+
+    def __init__(self):
+        self._names: set[str] = set()
+
+    def has(self, name: str, look: Callable[[str], bool]) -> bool:
+        if name not in self._names and look(name):
+            self._names.add(name)
+        return name in self._names
+
+
 class KeptEngines:
     """The engines a storage keeps, one per database, each holding one connection open; beyond
     `limit` the least recently used is closed. A forked child starts with none: the parent's
@@ -156,7 +170,7 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data=None):
         # before Dagster's __init__, which may create the index database through `_connect`
         self._kept = KeptEngines(MAX_OPEN)
-        self._tables: set[str] = set()
+        self._tables = TablesSeen()
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
@@ -179,11 +193,8 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
 
     def has_table(self, table_name: str) -> bool:
         # Dagster asks for every asset and check event, opening a new engine each time (it may be
-        # inside a transaction on the index, so it cannot take the kept connection). A table,
-        # once there, stays: Dagster's migrations add tables and never drop them.
-        if table_name not in self._tables and super().has_table(table_name):
-            self._tables.add(table_name)
-        return table_name in self._tables
+        # inside a transaction on the index, so it cannot take the kept connection)
+        return self._tables.has(table_name, super().has_table)
 
     def _close_kept(self) -> None:
         with self._db_lock:
@@ -239,7 +250,7 @@ class OpenSqliteScheduleStorage(_InstanceDirConfig, _OneKeptConnection, SqliteSc
     """
 
     def __init__(self, conn_string: str, inst_data=None):
-        self._tables: set[str] = set()
+        self._tables = TablesSeen()
         super().__init__(conn_string, inst_data=inst_data)
 
     @classmethod
@@ -247,11 +258,8 @@ class OpenSqliteScheduleStorage(_InstanceDirConfig, _OneKeptConnection, SqliteSc
         return _checked_once(cls, os.path.join(config_value["instance_dir"], "schedules"), "schedules", inst_data)
 
     def _has_table(self, conn: Connection, name: str) -> bool:
-        # Dagster reflects the database's tables before most writes of a tick; a table, once
-        # there, stays (a wipe deletes rows, migrations add tables)
-        if name not in self._tables and name in sa.inspect(conn).get_table_names():
-            self._tables.add(name)
-        return name in self._tables
+        # Dagster reflects the database's tables before most writes of a tick
+        return self._tables.has(name, lambda n: n in sa.inspect(conn).get_table_names())
 
     def _has_instigators_table(self, conn: Connection) -> bool:
         return self._has_table(conn, "instigators")
