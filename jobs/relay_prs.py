@@ -55,7 +55,8 @@ MAX_EVENTS_PER_RUN = 100
 # new GitHub write 30 s after its start (`torchci_assets.relay.listening`), and each call gives
 # up after CLIENT_LIMITS (a timeout, one retry) so the last write (at most a lookup and a POST)
 # cannot run long. What is left goes to a run. A quiet tick listens 15 s: each tick costs
-# Dagster ~0.1 CPU-s, so ticks of 4 s cost an idle deployment about twice as much.
+# Dagster's daemon and code server ~0.05 CPU-s whatever it finds, so shorter ticks cost an idle
+# deployment more (bench/README.md, "Relay latency": ticks of 4 s cost it half as much again).
 LISTENING = Listening(budget_s=20.0, listen_s=15.0, poll_s=0.5, act_s=30.0)
 CLIENT_LIMITS = {"max_retries": 1, "max_total_wait_s": 3.0, "read_timeout_s": 5.0, "connect_timeout_s": 3.0}
 

@@ -7,7 +7,7 @@ to wait for the tick after that. So a tick reads, acts on what it found, reads a
 while it keeps finding something, and otherwise looks every `poll_s` until `listen_s` passed
 without anything new or `budget_s` since its start, or at once when something is left for runs
 (a label, a re-run, what it could not send): their runs start when the tick ends. Each tick
-also costs Dagster's daemon and code server ~0.1 CPU-s whatever it finds, so an idle relay
+also costs Dagster's daemon and code server ~0.05 CPU-s whatever it finds, so an idle relay
 costs less the longer a tick listens. It then finishes what it read, starting
 nothing after `act_s` (within Dagster's 60 s): what it could not act on is returned for runs,
 with the cursor past everything read (the caller returns that cursor only when the tick ends,
@@ -79,8 +79,7 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
         if previous is None:
             log(f"first tick: {sum(len(f) for f in nxt.files.values())} {stream} archive files already "
                 "present are taken as read")
-            heard.cursor = nxt.to_json()
-            return heard
+            break
         previous = nxt
         if report.files_read or report.rejects:
             log(f"read {len(report.files_read)} {stream} file(s) ({report.files_deferred} deferred), "
@@ -89,11 +88,11 @@ def listen(store: Store, cursor: str | None, config: TorchciConfig, pick: Picker
         if report.commits:
             heard.acted.merge(act(report.commits, how.act_s - (clock() - start)))
             last_found = clock()
-        done = clock() - start >= how.budget_s or bool(heard.acted.left) or (
-            not (report.commits or report.files_deferred) and clock() - last_found >= how.listen_s)
-        if done:
-            heard.cursor = nxt.to_json()
-            return heard
-        if report.commits or report.files_deferred:
-            continue  # more may be there already: read again at once
-        sleep(how.poll_s)
+        more = bool(report.commits or report.files_deferred)  # more may be there already
+        if (clock() - start >= how.budget_s or heard.acted.left
+                or (not more and clock() - last_found >= how.listen_s)):
+            break
+        if not more:
+            sleep(how.poll_s)
+    heard.cursor = nxt.to_json()
+    return heard
