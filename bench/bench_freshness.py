@@ -549,6 +549,15 @@ def day_mean(curve: dict[int, float]) -> float:
     return area / 24
 
 
+def cpu_total(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} CPU-h" if seconds >= 3600 else f"{seconds:,.0f} CPU-s"
+
+
+def times(x: float) -> str:
+    """A ratio to the full-day run: to a tenth near the 2x target (an hourly refresh is ~2x), whole above 10."""
+    return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x"
+
+
 def day_model(cost: dict, interval_s: float, curve: dict[int, float]) -> str:
     """A day of refreshes: one per interval (rounded up to the sensor's ticks), or back to back."""
     per = median([r["cpu_s"] for r in cost["runs"]])
@@ -560,19 +569,19 @@ def day_model(cost: dict, interval_s: float, curve: dict[int, float]) -> str:
     floor = cost["floor"]
     spawned = floor["load_cpu_s"] + floor["first_run_cpu_s"]
     lines = [f"  a day of refreshes (model): {n:,.0f} refreshes x {per:.1f} CPU-s, each as at the day's end = "
-             f"{n * per / 3600:.1f} CPU-h ({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run "
-             f"{full:.0f} CPU-s: {n * per / full:.0f}x (target <= {TARGET_DAY_X:g}x)"]
+             f"{cpu_total(n * per)} ({n * steps / 3600:.1f} h of steps' wall time) vs one full-day run "
+             f"{full:.0f} CPU-s: {times(n * per / full)} (target <= {TARGET_DAY_X:g}x)"]
     if curve:
         mean = day_mean({**curve, 24: per})
         at = ", ".join(f"{h:02d}:00 {c:.1f}" for h, c in sorted({**curve, 24: per}.items()))
         x = n * mean / full
         lines.append(f"  with the cost through the day (CPU-s of a refresh at {at}; the mean over the day "
-                     f"{mean:.1f}): {n:,.0f} x {mean:.1f} = {n * mean / 3600:.1f} CPU-h: {x:.0f}x "
+                     f"{mean:.1f}): {n:,.0f} x {mean:.1f} = {cpu_total(n * mean)}: {times(x)} "
                      f"the full-day run (target <= {TARGET_DAY_X:g}x: {'met' if x <= TARGET_DAY_X else 'NOT MET'})")
     lines.append(f"  the floor alone, no work: {n:,.0f} x {floor['forked_run_cpu_s']:.1f} CPU-s = "
-                 f"{n * floor['forked_run_cpu_s'] / full:.0f}x the full-day run as runs forked from the warm worker, "
-                 f"{n * spawned / full:.0f}x as a new process per run, "
-                 f"{n * floor['warm_run_cpu_s'] / full:.0f}x as runs in a long-lived process, "
+                 f"{times(n * floor['forked_run_cpu_s'] / full)} the full-day run as runs forked from the warm worker, "
+                 f"{times(n * spawned / full)} as a new process per run, "
+                 f"{times(n * floor['warm_run_cpu_s'] / full)} as runs in a long-lived process, "
                  f"{n * floor['runless_cpu_s'] / full:.1f}x reported without runs by a long-lived process")
     return "\n".join(lines)
 
