@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,16 @@ def test_rolling_again_after_a_crash_between_publish_and_delete_duplicates_nothi
     roll_segment(archive, "webhooks", segment)
     assert [x["delivery_id"] for x in archived(archive, "webhooks")] == ["d1", "d2"]
     assert not segment.exists() and not stale.exists()
+
+
+def test_write_probes_running_at_once_on_one_spool_never_fail_each_other(tmp_path):
+    # a receiver starting on a spool probes it while the owner's readiness check probes it too
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    with ThreadPoolExecutor(4) as pool:
+        problems = [p for p in pool.map(lambda _: spool.probe_write(folder), range(100)) if p]
+    assert problems == []
+    assert list(folder.iterdir()) == []  # every probe removed its own file
 
 
 def test_one_process_owns_a_spool(tmp_path):

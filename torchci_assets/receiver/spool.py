@@ -89,8 +89,12 @@ def fsync_dir(path: Path) -> None:
 
 
 def probe_write(folder: Path) -> str | None:
-    """Why `folder` cannot take a durable write (a small file written, fsynced, removed), or None."""
-    path = folder / ".write-probe"
+    """Why `folder` cannot take a durable write (a small file written, fsynced, removed), or None.
+
+    The file is this process's and thread's own: a receiver starting on a spool another one owns
+    probes it while the owner's readiness check probes it too, and with one shared name either
+    could remove the other's file and report the spool unwritable."""
+    path = folder / f".write-probe-{os.getpid()}-{threading.get_ident()}"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
