@@ -582,7 +582,7 @@ def day_model(cost: dict, interval_s: float, curve: dict[int, float]) -> str:
                  f"{times(n * floor['forked_run_cpu_s'] / full)} the full-day run as runs forked from the warm worker, "
                  f"{times(n * spawned / full)} as a new process per run, "
                  f"{times(n * floor['warm_run_cpu_s'] / full)} as runs in a long-lived process, "
-                 f"{n * floor['runless_cpu_s'] / full:.1f}x reported without runs by a long-lived process")
+                 f"{times(n * floor['runless_cpu_s'] / full)} reported without runs by a long-lived process")
     return "\n".join(lines)
 
 

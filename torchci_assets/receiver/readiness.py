@@ -25,7 +25,8 @@ class Readiness:
         self.spool_dir, self.high_water, self.backlog_s = spool_dir, high_water, backlog_s
         self.every_s, self._clock = every_s, clock
         self._checked = -float("inf")
-        self._lock = threading.Lock()  # the periodic refresh and a probe's must not race on the probe file
+        # one probe at a time (the periodic refresh's and a request's): the reasons left are the last one's
+        self._lock = threading.Lock()
         self._spool_bytes = 0
         self.reasons: list[str] = []
 
