@@ -197,6 +197,16 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
     return Decision(day, True, f"{day}: {fp.files:,} files, {fp.bytes / 1e6:,.1f} MB ({what})")
 
 
+def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
+    """Files landed in a watched day the partitions do not reach yet: say so and what to do, since
+    neither this sensor nor the daily schedule will ever run that day until the code location reloads."""
+    return Decision(fp.day, False,
+                    f"{fp.day}: {fp.files:,} file{'s' if fp.files != 1 else ''} landed, but the daily partitions end on {last_day} (the archive "
+                    f"ended before today when the code location loaded), so this day is neither refreshed nor "
+                    f"run daily: reload the code location (Deployment > Code locations > Reload in the UI, or restart `make dev`), "
+                    f"or set TORCHCI_FIRST_DAY so that the partitions always run to today")
+
+
 def run_key(fp: DayFingerprint) -> str:
     return f"{fp.day}:{fp.short}"
 
@@ -236,8 +246,13 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
         return dg.SkipReason(f"intra-day refresh is off ({REFRESH_MINUTES_VAR}=0)")
     now = clock()
     cursor = RefreshCursor.from_json(context.cursor)
-    days = watched_days(now, daily_partitions.start.strftime("%Y-%m-%d"), last_partition())
+    first, last = daily_partitions.start.strftime("%Y-%m-%d"), last_partition()
+    days = watched_days(now, first, last)
     store = archive.store()
+    unreached = [no_partition(beyond, last) for day in watched_days(now, first)
+                 if day not in days and (beyond := day_fingerprint(store, day)).files]
+    for d in unreached:
+        context.log.warning(d.reason)
     decisions, fps = [], {}
     for day in days:
         fp = fps[day] = day_fingerprint(store, day)
@@ -249,8 +264,8 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
         context.log.info(d.reason)
     chosen = [d.day for d in decisions if d.request]
     if not chosen:
-        reasons = "; ".join(d.reason for d in decisions) or (
-            f"no watched day within the partitions {daily_partitions.start:%Y-%m-%d}..{last_partition()} "
+        reasons = "; ".join(d.reason for d in decisions + unreached) or (
+            f"no watched day within the partitions {first}..{last} "
             "(an archive that ended before today gets today's partition when the code location reloads)")
         return dg.SkipReason(reasons)  # the cursor stays as it is
     requests = [dg.RunRequest(run_key=run_key(fps[day]), partition_key=day,

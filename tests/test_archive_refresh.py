@@ -217,6 +217,22 @@ def test_yesterdays_late_files_are_refreshed_but_not_what_the_daily_run_already_
     assert request.partition_key == DAY
 
 
+def test_files_landing_in_a_day_past_the_partitions_say_the_code_location_needs_a_reload(
+        instance, tmp_path, at, monkeypatch):
+    # A sample archive that ended yesterday when the code location loaded: its partitions end there.
+    monkeypatch.setattr(refresh, "last_partition", lambda: YESTERDAY)
+    quiet = tick(instance, tmp_path, None)
+    assert isinstance(quiet, dg.SkipReason) and DAY not in quiet.skip_message  # nothing landed today: nothing to say
+    land(tmp_path, f"webhooks/day={DAY}/h-0900.jsonl.gz")
+    stuck = tick(instance, tmp_path, None)
+    assert isinstance(stuck, dg.SkipReason)
+    assert f"{DAY}: 1 file landed, but the daily partitions end on {YESTERDAY}" in stuck.skip_message
+    assert "reload the code location" in stuck.skip_message and "TORCHCI_FIRST_DAY" in stuck.skip_message
+    land(tmp_path, f"webhooks/day={YESTERDAY}/h-2359.jsonl.gz")  # yesterday is still refreshed
+    (request,) = tick(instance, tmp_path, None).run_requests
+    assert request.partition_key == YESTERDAY
+
+
 def test_refresh_minutes_zero_turns_it_off(instance, tmp_path, at, monkeypatch):
     land(tmp_path, f"webhooks/day={DAY}/h-0900.jsonl.gz")
     monkeypatch.setenv(REFRESH_MINUTES_VAR, "0")
