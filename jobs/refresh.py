@@ -200,11 +200,12 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
 def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
     """Files landed in a watched day the partitions do not reach yet: say so and what to do, since
     neither this sensor nor the daily schedule will ever run that day until the code location reloads."""
+    files = f"{fp.files:,} file{'s' if fp.files != 1 else ''}"
     return Decision(fp.day, False,
-                    f"{fp.day}: {fp.files:,} file{'s' if fp.files != 1 else ''} landed, but the daily partitions end on {last_day} (the archive "
-                    f"ended before today when the code location loaded), so this day is neither refreshed nor "
-                    f"run daily: reload the code location (Deployment > Code locations > Reload in the UI, or restart `make dev`), "
-                    f"or set TORCHCI_FIRST_DAY so that the partitions always run to today")
+                    f"{fp.day}: {files} landed, but the daily partitions end on {last_day} (the archive ended "
+                    "before today when the code location loaded), so this day is neither refreshed nor run daily: "
+                    "reload the code location (Deployment > Code locations > Reload in the UI, or restart "
+                    "`make dev`), or set TORCHCI_FIRST_DAY so that the partitions always run to today")
 
 
 def run_key(fp: DayFingerprint) -> str:
