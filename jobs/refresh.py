@@ -23,7 +23,9 @@ The rules, each a plain function below so the tests call them directly:
     folder after midnight (a spool segment rolled at 00:00:40, a receiver restarted after an
     outage rolls what it holds). The daily schedule's run of yesterday tags the fingerprint it saw
     (`FINGERPRINT_TAG`), and the sensor takes it as that day's baseline: the schedule's run is
-    not repeated, and only what lands after it triggers a refresh of yesterday;
+    not repeated, and only what lands after it triggers a refresh of yesterday. A watched day past
+    the last partition (an archive that ended before today, until the code location reloads) has
+    no partition to refresh: when files land there the sensor warns and says what to do;
   * a day is refreshed when its fingerprint differs from its baseline (the one the last request,
     the sensor's or the schedule's, saw); at most once per interval (`TORCHCI_REFRESH_MINUTES`,
     default 1.5, 0 turns the refresh off), on the tick nearest the interval's end; never while a
@@ -119,12 +121,13 @@ def refresh_interval_s(environ=os.environ) -> float:
     return minutes * 60
 
 
-def watched_days(now: float, first_day: str, last_day: str | None = None) -> list[str]:
-    """Yesterday and today (UTC) at `now`, oldest first, leaving out days outside the partitions
-    (an archive that ended before today has no partition for it until the code location reloads)."""
+def watched_days(now: float, first_day: str) -> list[str]:
+    """Yesterday and today (UTC) at `now`, oldest first, from the first partition on. Today may be
+    past the last partition (an archive that ended before today has none for it until the code
+    location reloads): the sensor says so instead of refreshing it."""
     today = dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
     days = [(today - dt.timedelta(days=i)).isoformat() for i in range(WATCHED_DAYS - 1, -1, -1)]
-    return [d for d in days if d >= first_day and (last_day is None or d <= last_day)]
+    return [d for d in days if d >= first_day]
 
 
 @dataclass(frozen=True)
@@ -248,10 +251,11 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
     now = clock()
     cursor = RefreshCursor.from_json(context.cursor)
     first, last = daily_partitions.start.strftime("%Y-%m-%d"), last_partition()
-    days = watched_days(now, first, last)
+    watched = watched_days(now, first)
+    days = [d for d in watched if d <= last]
     store = archive.store()
-    unreached = [no_partition(beyond, last) for day in watched_days(now, first)
-                 if day not in days and (beyond := day_fingerprint(store, day)).files]
+    unreached = [no_partition(beyond, last) for day in watched
+                 if day > last and (beyond := day_fingerprint(store, day)).files]
     for d in unreached:
         context.log.warning(d.reason)
     decisions, fps = [], {}

@@ -86,7 +86,6 @@ def test_watched_days_are_yesterday_and_today_from_the_first_partition_on():
     assert watched_days(just_after_midnight, "2026-01-01") == ["2026-11-20", "2026-11-21"]
     assert watched_days(just_after_midnight, "2026-11-21") == ["2026-11-21"]
     assert watched_days(NOON, "2026-12-01") == []
-    assert watched_days(just_after_midnight, "2026-01-01", last_day="2026-11-20") == ["2026-11-20"]  # archive ended
 
 
 def test_decide_requests_only_when_something_new_landed_outside_the_interval_and_no_run_is_in_flight():
