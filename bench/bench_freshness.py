@@ -705,7 +705,7 @@ def measure_freshness(env: dict, today: str, minutes: float, seed: int, interval
                       busy_s: float) -> list[dict]:
     templates = run_script(TEMPLATES, env, str(RUN / "lake"), today)
     rng = random.Random(seed)
-    from jobs.refresh import REFRESH_MINUTES_VAR
+    from torchci_assets.cadence import REFRESH_MINUTES_VAR
     settings = f"{REFRESH_MINUTES_VAR}={env[REFRESH_MINUTES_VAR]}" if REFRESH_MINUTES_VAR in env else "default settings"
     traffic = Traffic(today, busy_s) if busy_s else None
     busy = f"a redelivery landing every {busy_s:g} s besides" if traffic else "nothing else landing"
@@ -803,7 +803,7 @@ def main() -> int:
         ap.error("--day-hours are hours of the day between 1 and 23 (the day's end is always measured)")
     if args.refresh_minutes is not None and not args.refresh_minutes > 0:
         ap.error("--refresh-minutes must be above 0 (0 turns the refresh off: nothing to measure)")
-    from jobs.refresh import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR
+    from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR
     interval_s = 60 * (args.refresh_minutes or DEFAULT_REFRESH_MINUTES)
 
     ensure_cache()

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from dataclasses import dataclass
 
@@ -53,20 +52,11 @@ import dagster as dg
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
 from resources.configured import DUCKDB_THREADS_TAG, ArchiveResource
+from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR, refresh_interval_s
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
 
-REFRESH_MINUTES_VAR = "TORCHCI_REFRESH_MINUTES"
-# The longest interval that keeps landing -> disabled list, HUD and Dr. CI well within the targets
-# of p50 90 s and p95 3 min on a busy day (`make bench-freshness`: p50 44 s, p95 87 s; at 2 minutes
-# the median is 60 s of waiting plus the run, too close to its target on a loaded machine). Its
-# price: a refresh costs what landed plus a fixed part, ~4-5 CPU-s on a PyTorch-sized day, of which
-# ~1 is Dagster's (the events of 25 assets and 25 checks, each step's look-up of its inputs) and the
-# rest what each step reads of the day. A minute and a half instead of one: a third fewer refreshes
-# a day, and Dr. CI's comment writes at peak ~390 an hour instead of ~460, further under GitHub's
-# 500.
-DEFAULT_REFRESH_MINUTES = 1.5
 # How often the sensor lists the archive: the refresh starts on the tick nearest its interval's
 # end; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
 TICK_SECONDS = 30
@@ -105,20 +95,6 @@ archive_refresh_job = dg.define_asset_job(
                 "and the HUD. Test times, shard plans, time regressions, slow tests, smoke sets, backend levels "
                 "and daily CI metrics are left to the daily run (all_assets_daily).",
 )
-
-
-def refresh_interval_s(environ=os.environ) -> float:
-    """Seconds between two refreshes of a day, from TORCHCI_REFRESH_MINUTES (0: refresh off)."""
-    text = (environ.get(REFRESH_MINUTES_VAR) or "").strip()
-    if not text:
-        return DEFAULT_REFRESH_MINUTES * 60
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = -1.0
-    if not minutes >= 0 or minutes == float("inf"):
-        raise ValueError(f"{REFRESH_MINUTES_VAR}={text!r} is not a number of minutes (0 turns the refresh off)")
-    return minutes * 60
 
 
 def watched_days(now: float, first_day: str) -> list[str]:

@@ -12,13 +12,13 @@ import pytest
 
 from jobs import refresh
 from jobs.daily import FINGERPRINT_TAG
-from jobs.refresh import (PARTITION_TAG, REFRESH_MINUTES_VAR, TICK_SECONDS, DayFingerprint, Decision, RefreshCursor,
-                          Seen, archive_refresh_job, archive_refresh_sensor, baseline, decide, refresh_interval_s,
-                          watched_days)
+from jobs.refresh import (PARTITION_TAG, TICK_SECONDS, DayFingerprint, Decision, RefreshCursor, Seen,
+                          archive_refresh_job, archive_refresh_sensor, baseline, decide, watched_days)
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.cadence import REFRESH_MINUTES_VAR, refresh_interval_s, updates_every
 from torchci_assets.ingest.landed import day_fingerprint
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.landing import land_flaky_test
@@ -69,6 +69,11 @@ def test_the_interval_comes_from_the_environment_in_minutes():
     for bad in ("soon", "-1", "nan", "inf"):
         with pytest.raises(ValueError, match=REFRESH_MINUTES_VAR):
             refresh_interval_s({REFRESH_MINUTES_VAR: bad})
+
+
+def test_the_interval_is_said_in_words_as_the_dr_ci_comment_tells_it():
+    assert [updates_every(s) for s in (90, 60, 900, 30, 0)] == [
+        "every 1.5 minutes", "every minute", "every 15 minutes", "every 30 seconds", "once a day"]
 
 
 def test_the_receiver_rolls_its_segments_often_enough_for_the_refresh_cadence():

@@ -20,6 +20,7 @@ PACKAGES = ("resources", "torchci_assets", "jobs")
 LAYERS = [
     ("resources", 0),
     ("torchci_assets.partitions", 1),
+    ("torchci_assets.cadence", 1),
     ("torchci_assets.checks", 1),
     ("torchci_assets.config", 1),
     ("torchci_assets.guardian_config", 1),

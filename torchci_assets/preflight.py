@@ -91,7 +91,7 @@ def _first_day() -> object:
 
 
 def _refresh() -> object:
-    from jobs.refresh import refresh_interval_s
+    from torchci_assets.cadence import refresh_interval_s
 
     return refresh_interval_s()
 

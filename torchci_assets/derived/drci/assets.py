@@ -7,6 +7,7 @@ import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
+from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
 from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS, load_unstable
@@ -42,7 +43,8 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
                            dt.timedelta(minutes=relay.drci.stuck_after_minutes))
     unstable = load_unstable(outputs.store(), context.log.warning)
     built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
-                           limits=limits, log=context.log.info, unstable=unstable)
+                           limits=limits, log=context.log.info, unstable=unstable,
+                           updates=updates_every(refresh_interval_s()))
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)
     totals = {c: sum(r[c] for r in built.rows) for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "pending")}

@@ -18,7 +18,7 @@ from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts
-from torchci_assets.derived.drci.comment import Head, render
+from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
 from torchci_assets.derived.drci.merge_base import MergeBase, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
@@ -45,11 +45,11 @@ class BuildReport:
 
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
-             report: BuildReport) -> dict:
+             report: BuildReport, updates: str) -> dict:
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
-    body = render(head, verdicts, pending)
+    body = render(head, verdicts, pending, updates)
     n = counts(verdicts)
     return {"pr": pr.number, "head_sha": pr.head_sha, "pr_state": pr.state, "merge_base": mb.sha,
             "merge_base_exact": mb.exact, "merge_base_note": mb.note, "body": body,
@@ -70,9 +70,10 @@ def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: d
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
                    limits: RefreshLimits | None = None, now: dt.datetime | None = None,
                    log: Callable[[str], None] = lambda s: None,
-                   unstable: dict[str, list] | None = None) -> BuildReport:
+                   unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES) -> BuildReport:
     """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
-    published unstable-jobs.json (`inputs.load_unstable`), none when not given."""
+    published unstable-jobs.json (`inputs.load_unstable`), none when not given; `updates`: how
+    often the comments are refreshed, in words (`cadence.updates_every`), said in each body."""
     now = now or dt.datetime.now(dt.timezone.utc)
     report = BuildReport()
     con = connect()
@@ -95,7 +96,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         pr = prs[number]
         mb = merge_bases[pr.head_sha]
         report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
-                                    refreshed.get(number, 0), report))
+                                    refreshed.get(number, 0), report, updates))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report
