@@ -183,6 +183,24 @@ def test_a_restart_github_did_but_did_not_acknowledge_counts_once(gh, fakes, tmp
     assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
 
 
+def test_a_restart_without_an_answer_and_a_run_github_cannot_show_stays_open_until_it_can(gh, fakes, tmp_path):
+    """The re-run GitHub did but answered 502, and the run's attempt unreadable (502s through every
+    retry): not a failure (its 20-minute backoff would restart again), an open intent that blocks
+    until a later pass reads the attempt."""
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    fake_actions.fail("rerun", Scripted(Response("bad gateway", status=502), after_effect=True))
+    fake_actions.fail("run", *[Scripted(Response("bad gateway", status=502)) for _ in range(6)])
+    first = guardian(gh(), tmp_path, 0).run([restart()])
+    assert first.taken == [] and [r["phase"] for r in first.left_open] == ["intent"]
+    fake_actions.fail("run", *[Scripted(Response("bad gateway", status=502)) for _ in range(6)])
+    still = guardian(gh(), tmp_path, 25).run([restart()])  # past the backoff a failure would have had
+    assert still.recovered == [] and still.skipped[0][1].startswith("in doubt: an earlier restart's outcome")
+    settled = guardian(gh(), tmp_path, 26).run([])  # GitHub shows the run again
+    assert [r["outcome"] for r in settled.recovered] == ["ok"]
+    assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
+
+
 def test_a_revert_is_proposed_on_the_pull_request_once(gh, fakes, tmp_path):
     fake_actions, tracker = fakes
     pr = tracker.add("Make the fast path faster", pull_request=True)

@@ -48,6 +48,7 @@ class Report:
     taken: list[dict] = field(default_factory=list)  # done rows written by this pass
     skipped: list[tuple[Planned, str]] = field(default_factory=list)
     recovered: list[dict] = field(default_factory=list)
+    left_open: list[dict] = field(default_factory=list)  # intents GitHub's answers could not settle
 
 
 def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
@@ -82,6 +83,8 @@ def restart_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: Autorever
     same = [a for a in mine if a["workflow"] == p.workflow]
     if not same:
         return ""
+    if any(a.get("open") for a in same):  # GitHub may have restarted it: never twice on a guess
+        return "in doubt: an earlier restart's outcome is not known yet (GitHub has not shown the run)"
     failed_in_row = 0
     for a in reversed(same):
         if not a.get("failed"):
@@ -137,8 +140,8 @@ class Guardian:
             except GitHubError as e:  # before any intent was written (finding the pull request)
                 report.skipped.append((p, f"GitHub: {e}"))
                 continue
-            report.taken.append(row)
-            acts.append({**row, "open": False})
+            (report.taken if row["phase"] == "done" else report.left_open).append(row)
+            acts.append({**row, "open": row["phase"] != "done"})
         return report
 
     # ---- restarts ----------------------------------------------------------------------
@@ -155,13 +158,19 @@ class Guardian:
         if not self.live:
             self.log(f"DRY RUN would {what}, for {', '.join(k for _, k in p.signals)}")
             return self._row(p, key, "done", outcome="dry_run", failed=False, notes=p.mode)
-        self._row(p, key, "intent", notes=p.mode)
+        intent = self._row(p, key, "intent", notes=p.mode)
         try:
             self.github.request("POST", f"/repos/{self.repo}/actions/runs/{p.run[0]}/{p.mode}",
                                 retry_ambiguous=False)
             outcome, notes = "ok", p.mode
         except GitHubError as e:
             attempt = self._attempt_now(p.run[0]) if e.ambiguous else None
+            if e.ambiguous and attempt is None:
+                # GitHub may have started the re-run: the intent stays open, blocking like a done
+                # restart, until a later pass's recover() reads the run's attempt.
+                self.log(f"{what}: no clear answer ({e}), and the run's attempt cannot be read yet; "
+                         "left open for the next pass to settle")
+                return intent
             outcome = "ok" if attempt is not None and attempt > p.run[1] else "failed"
             notes = f"{p.mode}: {e}"[:500]
         self.log(f"{what}: {outcome}")

@@ -30,7 +30,7 @@ class AutorevertSummary:
     commits: int
     signals: int
     verdicts: dict  # kind -> count
-    taken: list  # ledger rows written (done rows)
+    taken: list  # ledger rows written: actions done or recovered, and intents left open
     skipped: list  # (action, sha, why)
     dry_run: bool
     confirmed: list  # Verdicts pinning a culprit
@@ -45,7 +45,7 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
     report = guardian.run(actions.plan(verdicts, history))
     return AutorevertSummary(
         len(history.commits), len(history.signals), dict(Counter(v.kind for v in verdicts)),
-        [*report.recovered, *report.taken], [(p.action, p.commit_sha, why) for p, why in report.skipped],
+        [*report.recovered, *report.taken, *report.left_open], [(p.action, p.commit_sha, why) for p, why in report.skipped],
         not guardian.live, [v for v in verdicts if v.kind == "confirmed"])
 
 
