@@ -252,9 +252,12 @@ class GitHubResource(dg.ConfigurableResource):
         return self._session
 
     def _redact(self, text: str) -> str:
-        for secret in (self.token, self.app_private_key, *self._minted):
-            if secret:
-                text = text.replace(secret, "***")
+        """`text` without any credential, as given, trimmed, or escaped as an exception's repr
+        of a header shows it (a token read from a file keeps its trailing newline)."""
+        forms = {form for secret in (self.token, self.app_private_key, *self._minted) if secret
+                 for form in (secret, secret.strip(), repr(secret)[1:-1], repr(secret.strip())[1:-1]) if form}
+        for form in sorted(forms, key=len, reverse=True):
+            text = text.replace(form, "***")
         return text
 
     def _url(self, path_or_url: str) -> str:
@@ -270,7 +273,12 @@ class GitHubResource(dg.ConfigurableResource):
 
     def _authorization(self) -> str | None:
         if self.token:
-            return f"Bearer {self.token}"
+            # Secrets mounted from files end with a newline; anything else is not a token.
+            token = self.token.strip()
+            if not token or not token.isascii() or not token.isprintable() or " " in token:
+                raise ValueError("GITHUB_TOKEN is not a token: it holds spaces or control characters; "
+                                 "set it to the token alone")
+            return f"Bearer {token}"
         if self.dry_run:
             return None
         return f"Bearer {self._installation_token()}"
@@ -343,7 +351,9 @@ class GitHubResource(dg.ConfigurableResource):
                                             timeout=(self.connect_timeout_s, self.read_timeout_s))
                 error = "" if resp.ok else f"HTTP {resp.status_code}: {_message(resp)}"
             except (requests.ConnectionError, requests.Timeout) as e:
-                error = f"{type(e).__name__}: {e}"[:200]
+                error = self._redact(f"{type(e).__name__}: {e}")[:200]
+            except requests.RequestException as e:  # a request that could not be made: final
+                return _Outcome(None, self._redact(f"{type(e).__name__}: {e}")[:300], attempt, waited)
             error = self._redact(error)
             if error and not retry_ambiguous and (resp is None or resp.status_code >= 500):
                 return _Outcome(resp, error, attempt, waited, ambiguous=True)

@@ -219,6 +219,35 @@ def test_token_never_appears_in_logs_errors_or_reprs(httpserver, caplog):
     assert all(TOKEN not in t for t in texts)  # ... without the secret
 
 
+def test_a_token_read_from_a_file_is_trimmed_and_one_that_is_no_token_is_never_sent_or_shown(httpserver, caplog):
+    """Secrets mounted from files end with a newline, which requests refuses in a header with an
+    error quoting the whole header: the token is trimmed, and what is still no token is refused
+    by name, never by value."""
+    caplog.set_level(logging.DEBUG)
+    script = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    assert client(httpserver, token=TOKEN + "\n").dispatch("a/b", "e", {}).ok
+    assert [r.headers["Authorization"] for r in script.requests] == [f"Bearer {TOKEN}"]
+    for bad in (TOKEN[:10] + "\n" + TOKEN[10:], TOKEN[:10] + " " + TOKEN[10:]):
+        with pytest.raises(ValueError, match="GITHUB_TOKEN is not a token") as info:
+            client(httpserver, token=bad).dispatch("a/b", "e", {})
+        assert TOKEN[:10] not in str(info.value) and TOKEN[10:] not in str(info.value)
+    assert len(script.requests) == 1 and TOKEN[10:] not in caplog.text
+
+
+def test_a_request_that_cannot_be_made_ends_in_an_error_without_the_credential(httpserver, rsa_key, caplog):
+    """An App installation token with a newline (the server's answer) makes requests raise while
+    building the header, quoting it: the call ends in one error, the token redacted."""
+    caplog.set_level(logging.DEBUG)
+    key, pem = rsa_key
+    serve(httpserver, "/app/installations/42/access_tokens", token_endpoint(key.public_key(), 3600, [], "\n"))
+    dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="42")
+    result = gh.dispatch("a/b", "e", {})
+    assert not result.ok and result.status is None and result.attempts == 1 and dispatches.requests == []
+    assert result.error.startswith("InvalidHeader") and "***" in result.error
+    assert "ghs_installation1" not in result.error + caplog.text
+
+
 def test_dry_run_sends_no_write_and_records_it(httpserver):
     posts = serve(httpserver, "/repos/a/b/dispatches", reply(204))
     gets = serve(httpserver, "/repos/a/b/commits", reply(200, [{"sha": "s"}]), method="GET")
@@ -319,7 +348,7 @@ def rsa_key():
     return key, pem
 
 
-def token_endpoint(public_key, expires_in_s, seen_claims):
+def token_endpoint(public_key, expires_in_s, seen_claims, token_suffix=""):
     """A fake /access_tokens that checks the JWT's RS256 signature like GitHub does."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding
@@ -333,7 +362,7 @@ def token_endpoint(public_key, expires_in_s, seen_claims):
         seen_claims.append(json.loads(_b64decode(claims)))
         expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=expires_in_s)
         n = len(seen_claims)
-        return reply(201, {"token": f"ghs_installation{n}",
+        return reply(201, {"token": f"ghs_installation{n}{token_suffix}",
                            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
 
     return handle
