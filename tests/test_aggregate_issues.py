@@ -61,6 +61,28 @@ def test_a_second_run_and_a_run_after_a_crash_file_nothing_more(httpserver, tmp_
     assert {r["action"] for r in again.rows} == {"found"}
 
 
+def test_tests_whose_issues_a_human_closed_are_not_new_and_not_filed_again_together(httpserver, tmp_path):
+    """Five tests whose issues were closed days ago (re-enabled) flake again beside five new ones:
+    the closed issues, found by their titles as the one-test path finds them, are not filed again
+    in an aggregate; the five new tests are."""
+    import datetime as dt
+
+    from torchci_assets.derived.flakiness.issue_text import MARKER
+
+    fake = FakeIssueTracker(httpserver)
+    closed, new = BURST[:5], BURST[5:10]
+    for t in closed:
+        fake.add(f"DISABLED {t}", f"Platforms: linux\n{MARKER}", state="closed", user="torchci-bot[bot]",
+                 age=dt.timedelta(days=3))
+    report = run(httpserver, Lake.at(str(tmp_path / "lake")), wanted(closed + new), evidence(BURST, "test_burst.py"))
+    (aggregate,) = fake.titled(aggregate_title("test_burst.py"))
+    assert report.aggregates == {aggregate["title"]: new}
+    assert all(fake.titled(f"DISABLED {t}")[0]["state"] == "closed" for t in closed)
+    # no failure seen since the closing: each left closed, on its own issue
+    assert {(r["test"], r["action"], r["issue_number"]) for r in report.rows if r["test"] in closed} == {
+        (t, "found", fake.titled(f"DISABLED {t}")[0]["number"]) for t in closed}
+
+
 def test_new_flaky_tests_of_a_file_with_an_open_aggregate_join_its_list(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     lake = Lake.at(str(tmp_path / "lake"))

@@ -381,7 +381,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     known = ledger_issue_numbers(lake, day)
     found_rows: list[dict] = []
     aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, labels, owners, max_new, run_id,
-                                           report, log, warn)
+                                           report, log, warn, known)
     for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test)):
         if w.test in aggregated:
             continue
@@ -426,16 +426,30 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
 def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
                      evidence: dict[str, Evidence], labels: Iterable[str], owners: Callable[[str], list[str]],
                      max_new: int, run_id: str, report: FilingReport, log: Callable[[str], None],
-                     warn: Callable[[str], None]) -> tuple[set[str], int]:
+                     warn: Callable[[str], None], known: dict[str, int]) -> tuple[set[str], int]:
     """One aggregate issue per file with more than AGGREGATE_ABOVE new flaky tests (see
     aggregates.py): the tests it handled, and how many issues it created (each counts as one
-    against `max_new`)."""
+    against `max_new`). A test is new only when it has no issue at all: an issue a human closed
+    (to re-enable the test) is found by its title, or by the ledger's number, as the one-test path
+    finds it, before the test is counted toward an aggregate."""
     file_of = {w.test: (evidence.get(w.test) or Evidence(w.test)).file for w in wanted}
     handled: set[str] = set()
     created = 0
     aggregate_of = {f: tracker.find_titled(aggregate_title(f)) for f in set(file_of.values()) if f}
-    for file, members in groups(wanted, file_of.get, lambda t: tracker.find(t) is None,
-                                lambda f: aggregate_of.get(f) is not None).items():
+
+    def has_aggregate(file: str) -> bool:
+        return aggregate_of.get(file) is not None
+
+    def is_new(test: str) -> bool:
+        return tracker.find(test) is None and test not in known
+
+    try:
+        for w in (w for members in groups(wanted, file_of.get, is_new, has_aggregate).values() for w in members):
+            tracker.search_test(w.test)
+    except GitHubError as e:  # no aggregate on a guess: the one-test path files what it can
+        warn(f"aggregate issues: searching the titles of their tests failed: {e} (left for the next run)")
+        return handled, created
+    for file, members in groups(wanted, file_of.get, is_new, has_aggregate).items():
         tests = [w.test for w in members]
         handled.update(tests)
         if created >= max_new:
