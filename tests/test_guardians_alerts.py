@@ -149,6 +149,26 @@ def test_an_issue_github_created_without_answering_is_adopted_not_duplicated(htt
     assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5) == [] and len(tracker.issues) == 1
 
 
+def test_an_alert_that_cleared_is_closed_and_said_once_whatever_github_answers(httpserver, tmp_path, tracker):
+    """The comment GitHub stored but answered 502 to is not sent again, and a close that fails
+    through every retry posts nothing until a later check closes it."""
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    (number,) = tracker.issues
+    tracker.fail("comment", Scripted(Response("", status=502), after_effect=True))
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert(), 15)] == ["closed"]
+    assert check(httpserver, tmp_path, queue_alert(), 20) == []
+    assert tracker.comments[number] == ["The condition cleared; closed."]
+    assert tracker.issues[number]["state"] == "closed"
+
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 25)
+    number = max(tracker.issues)
+    tracker.fail("update", *[Response("", status=502) for _ in range(6)])  # the first try and 5 retries
+    assert check(httpserver, tmp_path, queue_alert(), 30) == [] and tracker.issues[number]["state"] == "open"
+    assert number not in tracker.comments
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert(), 35)] == ["closed"]
+    assert tracker.comments[number] == ["The condition cleared; closed."]
+
+
 def test_a_human_opened_issue_of_another_kind_is_left_alone(httpserver, tmp_path, tracker):
     tracker.add("Something else", "no marker here", labels=["pytorch-alert"])
     check(httpserver, tmp_path, queue_alert("linux.4xlarge"))

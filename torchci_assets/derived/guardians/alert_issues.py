@@ -127,14 +127,24 @@ class AlertIssues:
             self._write(f"update issue #{issue['number']} of {alert.kind}: {comment}", "PATCH",
                         f"issues/{issue['number']}", {"title": alert.title, "body": body})
             if comment:
-                self._write("", "POST", f"issues/{issue['number']}/comments", {"body": comment})
+                self._say(issue["number"], comment)
             return [self._row(alert, "updated", issue["number"], body)]
         if not alert.firing and issue is not None:
-            self._write(f"close issue #{issue['number']} of {alert.kind}", "POST",
-                        f"issues/{issue['number']}/comments", {"body": "The condition cleared; closing."})
-            self._write("", "PATCH", f"issues/{issue['number']}", {"state": "closed", "state_reason": "completed"})
+            # Closed first, then said: a close that fails is tried again at the next check with
+            # nothing posted yet, and a closed issue is never found open again to comment twice.
+            self._write(f"close issue #{issue['number']} of {alert.kind}", "PATCH", f"issues/{issue['number']}",
+                        {"state": "closed", "state_reason": "completed"})
+            self._say(issue["number"], "The condition cleared; closed.")
             return [self._row(alert, "closed", issue["number"], issue["body"])]
         return []
+
+    def _say(self, number: int, text: str) -> None:
+        """Comment on an issue just changed: sent once, never again (the change it explains is
+        done, and a later check finds nothing left to do), so a failure is only logged."""
+        try:
+            self._write("", "POST", f"issues/{number}/comments", {"body": text})
+        except GitHubError as e:
+            self.log(f"issue #{number}: its comment was not posted ({e}); the change itself is made")
 
     def _write(self, what: str, method: str, path: str, body: dict) -> None:
         if not self.live:
