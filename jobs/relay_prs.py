@@ -116,7 +116,9 @@ def _act_all(context: dg.OpExecutionContext, config: RelayEventsConfig, w: Write
     done: dict[str, str] = {}
     for item in items:
         done.update(act(item, w))
-    if "in_flight" in done.values():  # another writer's claim, still young: look again once settled or stale
+    # another writer's claim, still young, or this run's own withdrawn as too slow to write: look
+    # again once settled or stale
+    if {"in_flight", "deferred"} & set(done.values()):
         raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=IN_FLIGHT_S)
     counts = Counter(done.values())
     yield dg.AssetMaterialization(asset_key=ACTIONS_TABLE, metadata={what: len(done), **counts})

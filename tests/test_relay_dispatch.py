@@ -276,6 +276,52 @@ def test_a_crash_while_sending_leaves_that_one_downstream_in_doubt_and_the_rest_
     assert output_metadata(reexecuted)["ok_count"] == 1
 
 
+class SlowClaims(Lake):
+    """A lake whose ledger writes take 0.8 s, as a slow object-store PUT of a claim may."""
+
+    def write(self, table, day, data, part="data"):
+        time.sleep(0.8)
+        return super().write(table, day, data, part)
+
+
+def test_a_claim_slower_to_write_than_a_racer_waits_is_withdrawn_not_sent_beside_it(httpserver, lake_uri):
+    """A writer whose claim takes 0.8 s to write, racing a tick 50 ms later whose read-back (0.5 s
+    after its own claim) cannot see that claim: only the tick sends (GitHub takes a second to
+    answer, so its `ok` is not recorded yet when the slow writer reads back); the slow one
+    withdraws, and a later attempt finds the target acknowledged. Alone, a slow writer sends."""
+    import threading
+
+    from torchci_assets.config import AllowlistEntry
+
+    fake = FakeGitHub(httpserver)
+    httpserver.clear_all_handlers()
+    httpserver.expect_request(re.compile(r"^/repos/[^/]+/[^/]+/dispatches$"), method="POST").respond_with_handler(
+        lambda request: (time.sleep(1.0), fake(request))[1])
+    target = [AllowlistEntry(REPOS[0], "L1")]
+    fast = Lake.at(lake_uri)
+    slow = SlowClaims(fast.store)
+
+    def attempt(lake, sha, name, **kw):
+        return [o.outcome for o in dispatch.dispatch_event(github(httpserver), lake,
+                                                           dispatch.push_dispatch(commit(sha=sha)), target, name, **kw)]
+
+    assert attempt(slow, BEFORE, "alone") == ["ok"] and len(fake.log) == 1
+
+    outcomes = {}
+
+    def writer(name, lake, delay):
+        time.sleep(delay)
+        outcomes[name] = attempt(lake, SHA, name)
+
+    threads = [threading.Thread(target=writer, args=("run", slow, 0.0)),
+               threading.Thread(target=writer, args=("tick", fast, 0.05))]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert outcomes == {"run": ["deferred"], "tick": ["ok"]} and len(fake.log) == 2
+    assert sorted(r["outcome"] for r in ledger_rows(fast, SHA)) == ["claimed", "claimed", "ok", "withdrawn"]
+    assert attempt(fast, SHA, "retry", settle_s=0.01) == ["already_acknowledged"] and len(fake.log) == 2
+
+
 def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, instance, lake_uri):
     server = FakeGitHub(httpserver)
     dry = run(GitHubResource(api_url=httpserver.url_for("")), lake_uri, instance)

@@ -19,8 +19,11 @@ the outcome row (`ok`, `refused`, `failed`) with the same `attempt_id`. So:
   ledger back: only the earliest claim (time, then id) without an outcome sends; the other
   stands down, as does a writer that finds the target acknowledged meanwhile. Claims are
   timestamped just before they are written, so the wait need only cover one write's latency
-  and the clock difference between the replicas. Targets are claimed one at a time, just
-  before their own send, so a crash leaves at most one downstream in doubt.
+  and the clock difference between the replicas. A claim slower to write than that (a slow S3
+  PUT) may land after a racer's read-back: when such a racer's claim is there, its writer
+  withdraws (a `withdrawn` row) and leaves the target to the next attempt rather than send beside
+  it (`settle_claim`). Targets are claimed one at a time, just before their own send, so a crash
+  leaves at most one downstream in doubt.
 
 Each row is its own small immutable Parquet part named `<sha>-<repo>-<uuid>.parquet`, so
 writers never rewrite each other's rows and finding a commit's rows means listing a few day
@@ -33,6 +36,7 @@ a later run with a token still sends them.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 import uuid
@@ -48,6 +52,7 @@ from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import UpstreamCommit
 
 LEDGER_TABLE = "dispatches"
+WITHDRAWN = "withdrawn"  # the outcome row of a claim its writer gave up before sending (settle_claim)
 # The relay's event types: downstream workflows listen with `repository_dispatch: types: [push]`
 # (trunk and nightly signal) or `types: [pull_request]` (the relay's README).
 EVENT_TYPE = "push"
@@ -76,8 +81,9 @@ class RepoOutcome:
     credentials, nothing sent), `already_acknowledged` (an earlier attempt was acknowledged,
     nothing was sent), `in_doubt` (an earlier writer claimed it and never recorded GitHub's
     answer: not sent again), `claimed_elsewhere` (a concurrent writer won the claim) or
-    `deferred` (a sensor tick ran out of time before it: a run sends it). Only the first four
-    are outcome rows.
+    `deferred` (a sensor tick ran out of time before it, or this writer withdrew a claim too
+    slow to write, recorded as a `withdrawn` row: a run sends it). Only the first four are
+    outcome rows.
     """
 
     repo: str
@@ -219,9 +225,11 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
             continue
         attempt_id = uuid.uuid4().hex
         if not github.dry_run:
-            _record(lake, event, target, "claimed", run_id, attempt_id)
-            time.sleep(settle_s)
-            lost = claim_lost(event_rows(lake, event), target.repo, attempt_id)
+            lost = settle_claim(lambda: _record(lake, event, target, "claimed", run_id, attempt_id),
+                                lambda: event_rows(lake, event), target.repo, attempt_id, settle_s)
+            if lost == WITHDRAWN:
+                _record(lake, event, target, WITHDRAWN, run_id, attempt_id)
+                lost = "deferred"
             if lost:
                 outcomes.append(RepoOutcome(target.repo, target.level, lost))
                 continue
@@ -246,6 +254,40 @@ def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, r
     }
     record_attempt(lake, row)
     return row
+
+
+def settle_claim(write: Callable[[], object], read: Callable[[], list[dict]], key: str, attempt_id: str,
+                 settle_s: float, field: str = "downstream_repo", max_skew_s: float = CLAIM_SETTLE_S / 2) -> str:
+    """Write this writer's claim (`write`), wait `settle_s`, read the rows back (`read`): why it
+    must not send (`claim_lost`), "" when it may.
+
+    Or WITHDRAWN, for the caller to record, leaving the target to the next attempt: this claim
+    took so long to write that a racer stamped after it may have read the ledger before it was
+    there (a racer's read comes `settle_s` after its stamp; clocks up to `max_skew_s` apart), and
+    such a racer's claim is there. That racer thought itself first and sends; this writer must
+    not. A slow write with no such racer sends, so a slow store only delays a race."""
+    _load_time_zones()
+    start = time.monotonic()
+    write()
+    took = dt.timedelta(seconds=time.monotonic() - start)
+    time.sleep(settle_s)
+    rows = [r for r in read() if r[field].lower() == key.lower()]
+    lost = claim_lost(rows, key, attempt_id, field)
+    if lost:
+        return lost
+    mine = next(r["attempted_at"] for r in rows if r.get("attempt_id") == attempt_id)
+    missed_until = mine + took - dt.timedelta(seconds=settle_s - max_skew_s)
+    settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
+    racers = [r for r in rows if r["outcome"] == "claimed" and r.get("attempt_id") not in settled | {attempt_id}
+              and mine <= r["attempted_at"] < missed_until]
+    return WITHDRAWN if racers else ""
+
+
+@functools.cache
+def _load_time_zones() -> None:
+    """The first UTC timestamp a process puts in a table loads the zone database (~0.25 s), which
+    would count as the claim's write time: loaded before the clock starts."""
+    pa.Table.from_pylist([{"at": _utc_now()}], schema=pa.schema([("at", pa.timestamp("ms", tz="UTC"))]))
 
 
 def claim_lost(rows: list[dict], repo: str, attempt_id: str, field: str = "downstream_repo") -> str:

@@ -17,7 +17,6 @@ second with "already running".
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
@@ -25,7 +24,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, record_action, stale_claims
-from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, claim_lost, ledger_rows, target_states
+from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, WITHDRAWN, ledger_rows, settle_claim, target_states
 from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_external_id
 
 # Pages of 100 check runs listed for one suite, at most.
@@ -96,11 +95,13 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
         record_action(lake, {**base, "outcome": "dry_run"})
         return "dry_run"
     attempt_id = uuid.uuid4().hex
-    record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id})
-    time.sleep(settle_s)
-    again = [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE)
-             if r["action"] == "rerun" and r.get("attempt_id") not in stale]
-    lost = claim_lost(again, base["key"], attempt_id, field="key")
+    lost = settle_claim(lambda: record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id}),
+                        lambda: [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE)
+                                 if r["action"] == "rerun" and r.get("attempt_id") not in stale],
+                        base["key"], attempt_id, settle_s, field="key")
+    if lost == WITHDRAWN:
+        record_action(lake, {**base, "outcome": WITHDRAWN, "attempt_id": attempt_id})
+        return "deferred"
     if lost:
         return "already_rerun" if lost == "already_acknowledged" else lost
     return _post(github, lake, path, base, attempt_id, log)
