@@ -6,8 +6,10 @@
 - `GET /repos/{o}/{r}/commits/{sha}/check-runs` (`check_name`, `filter`) and
   `GET /repos/{o}/{r}/check-suites/{id}/check-runs` (`per_page`, `page`): GitHub's
   `{total_count, check_runs}` shape.
-- `POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs`: 201, or 403 "This workflow is
-  already running" for the runs in `running`.
+- `POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs`: 201 (a new attempt starts), or 403
+  "This workflow is already running" for the runs in `running`.
+- `GET /repos/{o}/{r}/actions/runs/{id}`: the run's `run_attempt` and `run_started_at` (its
+  latest attempt's start; the first attempt started on 2026-01-01), `status`.
 Every request is logged in `requests` as (method, path, json body or None). `crash_after`
 makes a write take effect and then drop the connection, as GitHub committing a write whose
 answer is lost.
@@ -15,6 +17,7 @@ answer is lost.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import json
 import re
@@ -27,6 +30,8 @@ CHECK_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
 FOR_REF = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[0-9a-f]{40})/check-runs$")
 IN_SUITE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-suites/(?P<suite>\d+)/check-runs$")
 RERUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/rerun-failed-jobs$")
+RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)$")
+FIRST_ATTEMPT = "2026-01-01T00:00:00Z"
 
 
 def reply(status: int, body=None, headers: dict | None = None) -> Response:
@@ -41,6 +46,7 @@ class FakeRelayGitHub:
         self.check_runs: list[dict] = []
         self.suites: dict[str, int] = {}
         self.running: set[tuple[str, int]] = set()
+        self.started: dict[tuple[str, int], list[str]] = {}  # the re-runs' starts, per run
         self.crash_after: set[str] = set()  # "check-runs", "rerun"
         self.ids = itertools.count(1000)
         self.lock = threading.Lock()
@@ -100,10 +106,17 @@ class FakeRelayGitHub:
             if key in self.running:
                 return reply(403, {"message": "This workflow is already running"})
             self.running.add(key)
+            self.started.setdefault(key, []).append(
+                dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
             if "rerun" in self.crash_after:
                 self.crash_after.discard("rerun")
                 return reply(502, {"message": "Server Error"})
             return reply(201, {})
+        if method == "GET" and (m := RUN.match(path)):
+            key = (m.group("repo"), int(m.group("run")))
+            starts = [FIRST_ATTEMPT, *self.started.get(key, [])]
+            return reply(200, {"id": key[1], "run_attempt": len(starts), "run_started_at": starts[-1],
+                               "status": "in_progress" if key in self.running else "completed"})
         return reply(404, {"message": "Not Found"})
 
     def _create(self, body: dict) -> dict:

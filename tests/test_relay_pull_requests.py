@@ -436,6 +436,45 @@ def test_check_run_rerequested_reruns_the_failed_jobs_of_that_run_once(httpserve
     assert server.reruns() == [(L3, 7001)]
 
 
+def test_a_rerun_whose_answer_was_lost_is_read_back_not_sent_twice(httpserver, instance, roots):
+    """GitHub re-runs the jobs and answers 502: the run's new attempt shows the re-run landed."""
+    server = FakeRelayGitHub(httpserver)
+    server.crash_after.add("rerun")
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L3}/upstream-ci/build", external_id="7005")
+    result = rerun(payload, "check_run", httpserver, instance, roots, "rr-5")
+    assert result.success and result.output_for_node("rerun_downstream") == {f"{L3}#7005": "rerun"}
+    server.running.clear()  # its failed jobs failed again, fast
+    assert rerun(payload, "check_run", httpserver, instance, roots, "rr-5").success
+    assert server.reruns() == [(L3, 7005)]
+
+
+def test_a_rerun_a_crash_left_claimed_is_not_sent_again_once_its_run_is_over(httpserver, instance, roots,
+                                                                               monkeypatch):
+    """A crash between GitHub's answer and the ledger, then the re-run over before anyone looks
+    again: "already running" cannot tell, the run's latest attempt can."""
+    from torchci_assets.relay import check_runs, reruns
+
+    server = FakeRelayGitHub(httpserver)
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L3}/upstream-ci/build", external_id="7006")
+    real = reruns.record_action
+
+    def die_on_the_answer(lake, row):
+        if row["outcome"] == "ok":
+            raise RuntimeError("killed between GitHub's 201 and the ledger write")
+        return real(lake, row)
+
+    monkeypatch.setattr(reruns, "record_action", die_on_the_answer)
+    assert not rerun(payload, "check_run", httpserver, instance, roots, "rr-6").success
+    monkeypatch.setattr(reruns, "record_action", real)
+    server.running.clear()
+    monkeypatch.setattr(check_runs, "IN_FLIGHT_S", 0.0)  # the claim is stale at once
+    result = rerun(payload, "check_run", httpserver, instance, roots, "rr-6")
+    assert result.success and result.output_for_node("rerun_downstream") == {f"{L3}#7006": "already_rerun"}
+    assert server.reruns() == [(L3, 7006)]
+
+
 def test_rerequested_while_the_run_is_already_running_is_a_no_op(httpserver, instance, roots):
     server = FakeRelayGitHub(httpserver)
     server.running.add((L4, 7002))

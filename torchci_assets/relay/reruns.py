@@ -10,13 +10,15 @@ a check run naming any other repository is refused. Every re-run is
 refuses to re-run single jobs of a run that is running. Its 403 "already running" is a no-op.
 
 Never twice for the same request: each (delivery, repository, run) is claimed in the
-`relay_actions` ledger before the POST. A claim left without an outcome by a crash is sent
-again, which is safe here: if the first one landed, the run is running and GitHub answers the
-second with "already running".
+`relay_actions` ledger before the POST. A POST without a clear answer (a 5xx, a timeout) is not
+resent blindly, nor a claim a crash left without an outcome: the run is read first
+(`GET .../actions/runs/<id>`), and an attempt started since the claim means the re-run landed.
+"Already running" alone would not tell: a re-run of jobs that fail fast may be over by then.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable
 
@@ -29,6 +31,8 @@ from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_
 
 # Pages of 100 check runs listed for one suite, at most.
 MAX_SUITE_PAGES = 10
+# How far GitHub's clock may run behind ours when a run's start is compared with our claim.
+CLAIM_CLOCK_S = dt.timedelta(seconds=5)
 
 
 def suite_check_runs(github: GitHubResource, config: TorchciConfig, suite_id: int) -> list[dict]:
@@ -85,7 +89,7 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
     rows = [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE) if r["action"] == "rerun"]
     if target_states(rows, field="key").get(base["key"], "open") == "ok":
         return "already_rerun"
-    stale = stale_claims(rows, base["key"])  # left by a crash: sent again (see the docstring)
+    stale = stale_claims(rows, base["key"])  # left by a crash: the run is read first (see the docstring)
     if stale is None:
         return "in_flight"
     path = f"/repos/{repo}/actions/runs/{downstream_run}/rerun-failed-jobs"
@@ -94,6 +98,12 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
         github.request("POST", path)
         record_action(lake, {**base, "outcome": "dry_run"})
         return "dry_run"
+    if stale and _started_since(github, repo, downstream_run, min(r["attempted_at"] for r in rows
+                                                                  if r.get("attempt_id") in stale) - CLAIM_CLOCK_S):
+        record_action(lake, {**base, "outcome": "ok", "error": "found: the run restarted after the claim",
+                             "attempt_id": sorted(stale)[0]})
+        log(f"{repo} run {downstream_run}: an interrupted re-run had landed; not sent again")
+        return "already_rerun"
     attempt_id = uuid.uuid4().hex
     lost = settle_claim(lambda: record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id}),
                         lambda: [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE)
@@ -107,20 +117,36 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
     return _post(github, lake, path, base, attempt_id, log)
 
 
+def _started_since(github: GitHubResource, repo: str, run_id: int, since: dt.datetime) -> bool:
+    """Whether the run's latest attempt started at or after `since` (GitHub's clock against ours:
+    a re-run takes seconds to start, more than the clocks differ)."""
+    run = github.request("GET", f"/repos/{repo}/actions/runs/{run_id}").json()
+    started = run.get("run_started_at")
+    try:
+        return started is not None and dt.datetime.fromisoformat(started.replace("Z", "+00:00")) >= since
+    except (AttributeError, ValueError):
+        return False
+
+
 def _post(github: GitHubResource, lake: Lake, path: str, base: dict, attempt_id: str,
           log: Callable[[str], None]) -> str:
+    since = dt.datetime.now(dt.timezone.utc) - CLAIM_CLOCK_S
+    repo, run = base["downstream_repo"], int(base["external_id"])
     try:
-        github.request("POST", path)
+        github.request("POST", path, retry_ambiguous=False)
     except GitHubError as exc:
         if exc.status == 403 and "already running" in str(exc).lower():
             record_action(lake, {**base, "outcome": "ok", "error": "already running", "attempt_id": attempt_id})
-            log(f"{base['downstream_repo']} run {base['external_id']} is already running: nothing to re-run")
+            log(f"{repo} run {run} is already running: nothing to re-run")
             return "already_running"
-        outcome = "refused" if exc.status is not None and 400 <= exc.status < 500 else "failed"
-        record_action(lake, {**base, "outcome": outcome, "error": str(exc)[:500], "attempt_id": attempt_id})
-        if outcome == "failed":
-            raise
-        return outcome
+        if exc.ambiguous and not _started_since(github, repo, run, since):
+            raise  # the claim stays open: once stale, the next attempt reads the run again
+        if not exc.ambiguous:
+            outcome = "refused" if exc.status is not None and 400 <= exc.status < 500 else "failed"
+            record_action(lake, {**base, "outcome": outcome, "error": str(exc)[:500], "attempt_id": attempt_id})
+            if outcome == "failed":
+                raise
+            return outcome
     record_action(lake, {**base, "outcome": "ok", "attempt_id": attempt_id})
-    log(f"re-running the failed jobs of {base['downstream_repo']} run {base['external_id']}")
+    log(f"re-running the failed jobs of {repo} run {run}")
     return "rerun"
