@@ -12,10 +12,11 @@ import os
 import time
 from collections import Counter
 
+import orjson
 import pytest
 
 from hostile import ci_results_day, junit_day, reject_key, runs_jsonl_day, webhook_day
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 from torchci_assets.ingest.reports import ingest_test_run_day
@@ -104,3 +105,43 @@ def test_the_two_process_webhook_scan_accounts_for_hostile_lines_alike(tmp_path,
     day.write(archive.root)
     report = ingest_webhook_day(archive, Lake.at(str(tmp_path / "lake")), DAY, workers=2)
     check(day, report.rejects, {**report.rows, "webhook_events": report.deliveries})
+
+
+@pytest.mark.parametrize("encoding, why", [
+    (b"Shift_JIS", "multi-byte encodings are not supported"), (b"UTF-7", "multi-byte encodings are not supported"),
+    (b"UTF-32", "multi-byte encodings are not supported"), (b"x-klingon", "unknown encoding: x-klingon"),
+    (b"rot13", "'rot13' is not a text encoding"),
+])
+def test_a_report_declaring_an_encoding_expat_cannot_use_is_a_malformed_reject(tmp_path, encoding, why):
+    """expat hands an encoding it lacks to Python's codecs, whose refusal is not an ExpatError."""
+    reports = tmp_path / "archive" / "test-reports" / f"day={DAY}" / "100" / "1"
+    for job, data in (("200", b'<?xml version="1.0" encoding="' + encoding + b'"?><testsuite/>'),
+                      ("201", b'<testsuite><testcase classname="TestA" name="test_ok" time="1"/></testsuite>')):
+        (reports / job).mkdir(parents=True)
+        (reports / job / "r.xml").write_bytes(data)
+    report = ingest_test_run_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY)
+    assert report.rows == 1
+    [reject] = report.rejects["test-reports"]
+    assert reject.location == f"test-reports/day={DAY}/100/1/200/r.xml:1:31"  # at the encoding's name
+    assert reject.reason.startswith(f"malformed: declared encoding cannot be read: {why}")
+
+
+def test_an_envelope_naming_payload_twice_keeps_json_in_bronze_the_payload_the_typed_rows_used(tmp_path):
+    """orjson keeps the last key of a name; the bronze text is sliced from the archived line, which
+    must not start at the first "payload" and run over the second."""
+    head = b'{"event":"push","delivery_id":"%s","received_at":"2026-11-01T10:00:00Z",'
+    lines = [
+        head % b"twice" + b'"payload":{"ref":"decoy"},"payload":{"ref":"refs/heads/main"}}',
+        head % b"nested" + b'"payload": {"ref":"refs/heads/main", "deployment":{"payload":{}}}}',  # one key
+    ]
+    folder = tmp_path / "archive" / "webhooks" / f"day={DAY}"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    lake = Lake.at(str(tmp_path / "lake"))
+    report = ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
+    assert report.deliveries == 2 and report.rows["push"] == 2
+    con = connect()
+    lake.register(con, "webhook_events", [DAY], name="e")
+    stored = dict(con.execute("SELECT delivery_id, payload FROM e").fetchall())
+    assert {d: orjson.loads(text)["ref"] for d, text in stored.items()} == dict.fromkeys(stored, "refs/heads/main")
+    assert stored["nested"] == '{"ref":"refs/heads/main", "deployment":{"payload":{}}}'  # verbatim, not re-serialized

@@ -2,7 +2,9 @@
 (tests/data/junit-artifact), read by the test-report ingest like bare reports."""
 
 import io
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import duckdb
@@ -112,3 +114,74 @@ def test_a_damaged_zip_is_a_reject_naming_it(tmp_path, damage):
     else:
         assert location == f"test-reports/day={DAY}/{zname}/{OPS}"
         assert len(rows) == 2  # the zip's CONV member and the bare CONV fold into the same tests
+
+
+def patch_member(data: bytes, name: str, *, flag: int = 0, method: int | None = None) -> bytes:
+    """`data` with member `name` marked in its local header and its central directory entry, as a
+    zipper that encrypts (flag bit 0) or uses another compression method (Deflate64 is 9) writes it."""
+    out = bytearray(data)
+    for sig, flag_at, method_at, name_len_at, header in ((b"PK\x03\x04", 6, 8, 26, 30), (b"PK\x01\x02", 8, 10, 28, 46)):
+        i = out.find(sig)
+        while i >= 0:
+            n = int.from_bytes(out[i + name_len_at:i + name_len_at + 2], "little")
+            if bytes(out[i + header:i + header + n]) == name.encode():
+                out[i + flag_at] |= flag
+                if method is not None:
+                    out[i + method_at:i + method_at + 2] = method.to_bytes(2, "little")
+            i = out.find(sig, i + 4)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("patch, reason", [({"flag": 1}, "encrypted"), ({"method": 9}, "unsupported-method")],
+                         ids=["encrypted", "deflate64"])
+def test_a_member_zipfile_cannot_open_is_a_reject_and_the_rest_is_read(tmp_path, patch, reason):
+    data = patch_member(make_zip({OPS: real("test_ops.xml"), CONV: real("test_convolution.xml")}), OPS, **patch)
+    zname = f"{JOB}/test-reports-x_42000000007.zip"
+    put(tmp_path / "archive", zname, data)
+    report, rows = ingest(tmp_path)
+    assert _rejects(report) == [(f"test-reports/day={DAY}/{zname}/{OPS}", reason)]
+    assert len(rows) == 2  # test_convolution.xml's tests
+
+
+def flood_zip(report: bytes, extra: int, zip64: bool) -> bytes:
+    """A zip of one stored report and `extra` central directory entries of 7-byte names (no data:
+    listing does not read it), ended by a plain end record or a zip64 one as zippers write them."""
+    crc, name = zlib.crc32(report), OPS.encode()
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(report), len(report), len(name), 0)
+    entry = struct.Struct("<4s6H3L5H2L")
+    directory = b"".join([entry.pack(b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, len(report), len(report), len(name),
+                                     0, 0, 0, 0, 0, 0) + name,
+                          *(entry.pack(b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0) + b"%07d" % i
+                            for i in range(extra))])
+    offset, count = len(local) + len(report), extra + 1
+    short = min(count, 0xFFFF)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, short, short, len(directory), offset, 0)
+    if zip64:
+        at = offset + len(directory)
+        end = (struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(directory), offset)
+               + struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1) + end)
+    return local + report + directory + end
+
+
+@pytest.mark.parametrize("zip64", [False, True], ids=["plain", "zip64"])
+def test_a_zip_whose_directory_is_too_large_to_list_is_rejected_before_it_is_listed(tmp_path, zip64):
+    """zipfile builds every entry of the directory (non-reports too) before MAX_MEMBERS can be checked."""
+    extra = (8 << 20) // 53 + 1  # a directory of 8 MiB: ~50 MB of zipfile's objects, for one report
+    zname = f"{JOB}/test-reports-x_42000000007.zip"
+    put(tmp_path / "archive", zname, flood_zip(real("test_ops.xml"), extra, zip64))
+    put(tmp_path / "archive", f"15000000001/2/42000000008/{CONV}", real("test_convolution.xml"))
+    report, rows = ingest(tmp_path)
+    assert _rejects(report) == [(f"test-reports/day={DAY}/{zname}", "zip-too-many")]
+    assert len(rows) == 2  # the other job's report
+
+
+@pytest.mark.parametrize("zip64", [False, True], ids=["plain", "zip64"])
+def test_the_directory_extent_is_read_where_zipfile_reads_it(zip64):
+    from torchci_assets.ingest.report_zips import directory_extent
+
+    data = flood_zip(real("test_ops.xml"), 10, zip64)
+    assert len(zipfile.ZipFile(io.BytesIO(data)).infolist()) == 11
+    assert directory_extent(io.BytesIO(data)) == (11, 46 + len(OPS) + 10 * (46 + 7))
+    commented = make_zip({OPS: b"x"})[:-2] + struct.pack("<H", 5) + b"hello"  # an archive comment
+    assert directory_extent(io.BytesIO(commented)) == (1, 46 + len(OPS))
+    assert directory_extent(io.BytesIO(b"not a zip")) is None

@@ -137,6 +137,37 @@ def test_a_received_at_beyond_datetime_range_is_a_reject(tmp_path):
     assert report.deliveries == 1
 
 
+
+def test_typed_texts_beyond_any_github_value_are_rejected_and_batches_are_bounded_by_text(tmp_path, monkeypatch):
+    """A few 1 MB job names made the day's reduction run out of memory: a typed text is bounded, and
+    a batch of staged rows is flushed by its text as well as by its count."""
+    from torchci_assets.ingest import jobnames, webhook_scan
+
+    flushes = []
+    real_flush = webhook_scan._Typed.flush
+    monkeypatch.setattr(webhook_scan._Typed, "flush", lambda self: flushes.append(len(self.rows)) or real_flush(self))
+    monkeypatch.setattr(webhook_scan, "BATCH_TEXT_CHARS", 20_000, raising=False)
+    long_ok = "linux / test (default, 1, 2, linux.2xlarge)" + " " * 3000  # 3,000 is not too long
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "a.jsonl", [
+        envelope("workflow_job", "name", job(1, name="n" * (1 << 20))),
+        envelope("workflow_job", "branch", job(2, head_branch="b" * 5000)),
+        envelope("workflow_job", "labels", job(3, labels=["linux"] * 300)),
+        envelope("workflow_job", "label", job(4, labels=["l" * 5000])),
+        *[envelope("workflow_job", f"ok-{i}", job(10 + i, name=long_ok)) for i in range(20)],
+    ])
+    jobnames.parse_job_name.cache_clear()
+    report = ingest_webhook_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY)
+    assert report.deliveries == 24 and report.rows["workflow_job"] == 20
+    assert [(r.location.rsplit(":", 1)[-1], r.reason) for r in report.rejects] == [
+        ("1", "workflow_job: too long: workflow_job.name is 1048576 characters, more than 4096"),
+        ("2", "workflow_job: too long: workflow_job.head_branch is 5000 characters, more than 4096"),
+        ("3", "workflow_job: too long: workflow_job.labels has 300 labels, more than 256"),
+        ("4", "workflow_job: too long: workflow_job.labels[0] is 5000 characters, more than 4096"),
+    ]
+    assert max(flushes) <= 7  # 20 rows of ~3,000 characters each, in batches of 20,000 characters
+    assert jobnames.parse_job_name.cache_info().currsize == 1  # the short name only: long ones are not kept
+
+
 # ---- test-runs JSONL and JUnit XML -----------------------------------------------------------
 
 def test_test_rows_with_ids_beyond_int64_are_rejected_one_by_one(tmp_path):
@@ -188,6 +219,22 @@ def test_callbacks_with_numbers_beyond_int64_are_rejected_one_by_one(tmp_path):
         ("3", f"out of range: {w}.run_id = -1, expected 0..9223372036854775807"),
         ("4", f"out of range: {w}.test_results.passed = 9223372036854775808, expected 0..9223372036854775807"),
         ("5", f"wrong type: {w}.run_attempt is float, expected int/str"),
+    ]
+
+
+
+def test_a_count_as_a_decimal_string_of_thousands_of_digits_is_a_reject_not_a_failed_day(tmp_path):
+    """Python's int() refuses a string of over 4300 digits with a plain ValueError: it must not escape."""
+    write_lines(tmp_path / "archive" / "ci-results" / f"day={DAY}" / "r.jsonl", [
+        callback("ok"), callback("long", test_results={"passed": "9" * 5000}),
+        callback("padded", run_id="0" * 5000 + "7"), callback("twenty", run_id="1" * 20),
+    ])
+    report = ingest_ci_results_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY)
+    assert report.rows == 2  # ok, and padded: leading zeros are not digits that count
+    w = "untrusted.callback_payload.workflow"
+    assert [(r.location.rsplit(":", 1)[-1], r.reason) for r in report.rejects] == [
+        ("2", f"out of range: {w}.test_results.passed = a number of 5000 digits, expected 0..{INT64_MAX}"),
+        ("4", f"out of range: {w}.run_id = 11111111111111111111, expected 0..{INT64_MAX}"),  # short: shown
     ]
 
 

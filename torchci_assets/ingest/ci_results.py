@@ -66,7 +66,7 @@ from resources.sql import SqlFiles, compose, relation, run_steps
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit, hidden_files
-from torchci_assets.ingest.fields import RowGuard, checked
+from torchci_assets.ingest.fields import INT64_MAX, RowGuard, checked
 from torchci_assets.ingest.increments import (REWRITE, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
                                               part_name, plan_increment, write_manifests)
 from torchci_assets.ingest.lines import iter_lines
@@ -141,7 +141,10 @@ def _whole(obj: dict, key: str, where: str, required: bool = False) -> int | Non
     text = value.strip() if isinstance(value, str) else str(value)
     if isinstance(value, str) and not (text.isascii() and text.isdigit()):
         raise RecordError(f"not a whole number: {where}.{key} = {value[:40]!r}")
-    return None if value is None else checked(int(text), int, f"{where}.{key}", RecordError, minimum=0)
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 40:  # int() refuses strings over 4300 digits with a bare ValueError; none fits int64
+        raise RecordError(f"out of range: {where}.{key} = a number of {len(digits)} digits, expected 0..{INT64_MAX}")
+    return None if value is None else checked(int(digits), int, f"{where}.{key}", RecordError, minimum=0)
 
 
 def _id_text(obj: dict, key: str, where: str) -> str | None:

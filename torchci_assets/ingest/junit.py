@@ -401,6 +401,10 @@ class _JUnitReader:
     def _where(self) -> str:
         return f"{self._parser.CurrentLineNumber}:{self._parser.CurrentColumnNumber + 1}"
 
+    @property
+    def seen_element(self) -> bool:
+        return self._depth > 0 or self.root_closed
+
     def doctype(self, name, system_id, public_id, has_internal_subset) -> None:
         raise ReportRejected(
             "doctype",
@@ -538,6 +542,14 @@ def _read_outcomes(
         raise ReportRejected(
             "truncated", f"document ends after {total} bytes before its root element closes", where
         ) from None
+    except (ValueError, LookupError) as exc:
+        # An encoding expat lacks is asked of Python's codecs, which refuse multi-byte ones (Shift_JIS,
+        # UTF-7, UTF-32: ValueError) and unknown names (LookupError). That happens at the XML
+        # declaration, before any element: later, such an error is a bug of the reader, not the report's.
+        if reader.seen_element:
+            raise
+        raise ReportRejected("malformed", f"declared encoding cannot be read: {exc}",
+                             f"{parser.CurrentLineNumber}:{parser.CurrentColumnNumber + 1}") from None
     return reader
 
 

@@ -11,7 +11,9 @@ A zip is untrusted input, so:
   rejected unread; the bytes actually decompressed are counted too (headers can lie), per member
   against the report cap and per zip against MAX_ZIP_BYTES;
 - a member whose name climbs out of the zip (`..`, an absolute path, a drive, a backslash) is rejected;
-- a zip whose central directory cannot be read rejects the whole file, named in the reject.
+- an encrypted member, or one compressed with a method zipfile lacks (Deflate64), is rejected unread;
+- a zip whose central directory cannot be read, or declares more than MAX_ENTRIES entries or
+  MAX_DIRECTORY_BYTES bytes (zipfile would hold all of it), rejects the whole file, named in the reject.
 Every other member of a zip with a bad one is still read.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import struct
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +34,14 @@ from torchci_assets.ingest.junit import ReportRejected, max_report_bytes
 ZIP_SUFFIX = ".zip"
 MAX_RATIO = 200  # XML compresses 10-30x; 200x is a bomb, not a report
 MAX_MEMBERS = 20_000
+# The central directory zipfile reads whole and turns into ~300 bytes of objects per entry, every
+# entry (folders, logs) and not only reports: 20,000 reports with long names take ~4 MB of it.
+MAX_ENTRIES = 100_000
+MAX_DIRECTORY_BYTES = 8 << 20
+
+_EOCD = struct.Struct("<4s4H2LH")  # signature, disks, entries here, entries, directory size, offset, comment
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # signature, disk, offset of the zip64 record, disks
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # signature, size, versions, disks, entries here, entries, size, offset
 
 
 def max_zip_bytes() -> int:
@@ -40,6 +51,8 @@ def max_zip_bytes() -> int:
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+# The compression methods zipfile decompresses; the others raise NotImplementedError on open.
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
 def unsafe_name(name: str) -> str | None:
@@ -95,6 +108,11 @@ def _check(info: zipfile.ZipInfo, path: str) -> ReportRejected | None:
     why = unsafe_name(info.filename)
     if why:
         return ReportRejected("unsafe-path", f"member {info.filename[:200]!r} has {why}")
+    if info.flag_bits & 0x1:  # zipfile would ask for a password (RuntimeError)
+        return ReportRejected("encrypted", f"member {info.filename[:200]!r} is encrypted")
+    if info.compress_type not in _METHODS:  # e.g. Deflate64 (9), what Windows writes for large files
+        return ReportRejected("unsupported-method", f"member {info.filename[:200]!r} is compressed with method "
+                              f"{info.compress_type}, which Python's zipfile cannot read")
     if info.file_size > MAX_RATIO * max(info.compress_size, 1) and info.file_size > 1 << 20:
         return ReportRejected("zip-bomb", f"member {info.filename[:200]!r} declares {info.file_size} bytes from "
                               f"{info.compress_size} compressed (more than {MAX_RATIO}x)")
@@ -104,6 +122,41 @@ def _check(info: zipfile.ZipInfo, path: str) -> ReportRejected | None:
     return None
 
 
+def directory_extent(raw) -> tuple[int, int] | None:
+    """(entries, central directory bytes) as the zip's end records declare them, found where zipfile
+    looks for them (the zip64 record, when there is one, just before its locator), or None when
+    there is no end record (zipfile then says why the zip is unreadable).
+
+    zipfile reads the whole directory and builds every entry before its caller sees one, so this
+    is the only place a zip's directory can be bounded before it costs memory."""
+    size = raw.seek(0, 2)
+    searched = min(size, _EOCD.size + 0xFFFF)  # the record, then a comment of up to 64 KiB
+    start = max(size - searched - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size, 0)
+    raw.seek(start)
+    tail = raw.read(size - start)
+    i = len(tail) - _EOCD.size
+    if not (tail[i:i + 4] == b"PK\x05\x06" and tail.endswith(b"\0\0")):
+        i = tail.rfind(b"PK\x05\x06", len(tail) - searched, len(tail) - _EOCD.size + 1)
+        if i < 0:
+            return None
+    _, _, _, _, entries, directory, _, _ = _EOCD.unpack_from(tail, i)
+    locator, record = i - _ZIP64_LOCATOR.size, i - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size
+    if record >= 0 and tail[locator:locator + 4] == b"PK\x06\x07" and tail[record:record + 4] == b"PK\x06\x06":
+        *_, entries, directory, _ = _ZIP64_EOCD.unpack_from(tail, record)
+    return entries, directory
+
+
+def _check_directory(raw) -> None:
+    """Refuse a zip whose directory is too large to list, before zipfile lists it."""
+    extent = directory_extent(raw)
+    if extent is None:
+        return
+    entries, directory = extent
+    if entries > MAX_ENTRIES or directory > MAX_DIRECTORY_BYTES:
+        raise ReportRejected("zip-too-many", f"the zip's directory declares {entries} entries in {directory} bytes, "
+                             f"more than {MAX_ENTRIES} entries or {MAX_DIRECTORY_BYTES} bytes")
+
+
 def zip_members(archive: Store, path: str) -> Iterator[tuple[Member, BinaryIO | None]]:
     """The zip's XML reports, each with its open decompressed stream (None when refused).
 
@@ -111,6 +164,7 @@ def zip_members(archive: Store, path: str) -> Iterator[tuple[Member, BinaryIO | 
     for its member when the zip's total budget runs out while reading."""
     with _open_random(archive, path) as raw:
         try:
+            _check_directory(raw)
             zf = zipfile.ZipFile(raw)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             raise ReportRejected("corrupt-zip", f"not a readable zip (central directory): {exc}") from None
@@ -124,10 +178,23 @@ def zip_members(archive: Store, path: str) -> Iterator[tuple[Member, BinaryIO | 
                 if member.problem is not None:
                     yield member, None
                     continue
-                try:
-                    with zf.open(info) as stream:
-                        counted = _Counted(stream, budget)
-                        yield member, (gzip.GzipFile(fileobj=counted) if info.filename.endswith(".gz") else counted)
-                except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-                    member.problem = ReportRejected("corrupt-zip", f"member {info.filename[:200]!r}: {exc}")
+                stream = _open_member(zf, member)
+                if stream is None:
                     yield member, None
+                    continue
+                with stream:
+                    counted = _Counted(stream, budget)
+                    yield member, (gzip.GzipFile(fileobj=counted) if info.filename.endswith(".gz") else counted)
+
+
+def _open_member(zf: zipfile.ZipFile, member: Member) -> BinaryIO | None:
+    """The member's decompressing stream, or None with `member.problem` set."""
+    name = member.info.filename[:200]
+    try:
+        return zf.open(member.info)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        member.problem = ReportRejected("corrupt-zip", f"member {name!r}: {exc}")
+    except (RuntimeError, NotImplementedError) as exc:
+        # What _check cannot foresee: strong encryption, patched data, a codec this Python was built without.
+        member.problem = ReportRejected("unsupported-method", f"member {name!r}: {exc}")
+    return None
