@@ -19,13 +19,16 @@ of a folder whose owner is no longer alive, as the caller (who knows which runs 
 Confinement: a local store never reads outside its root. Listing does not follow symbolic links
 (a link, to a file or a folder, is listed as refused), and opening walks the path one folder at a
 time with O_NOFOLLOW, so a link swapped in after the listing is refused too. On S3 there are no
-links; a key is a key.
+links; a key is a key. A local name that is not valid UTF-8 (a file, or a folder and all below it)
+is listed as refused too, under a readable name: it could not be stored as a path anywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
+import logging
 import os
 import re
 import stat
@@ -39,7 +42,7 @@ import pyarrow.fs as pafs
 
 from resources.listing_cache import ListingCache
 
-DAY_RE = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
+DAY_RE = re.compile(r"^day=([0-9]{4}-[0-9]{2}-[0-9]{2})$")
 UPLOAD_CHUNK = 16 << 20
 # `.<final name>.<kind>-[<owner>-]<32 hex nonce>`; files written before owners existed have none.
 STAGING_RE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|pending)-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}$")
@@ -132,14 +135,32 @@ class Store:
         return self.fs.get_file_info(self.full(rel)).type != pafs.FileType.NotFound
 
     def list_days(self, prefix: str) -> list[str]:
-        """The `day=YYYY-MM-DD` folders under `prefix`, as sorted day strings."""
-        selector = pafs.FileSelector(self.full(prefix), allow_not_found=True)
-        days = []
-        for info in self.fs.get_file_info(selector):
-            m = DAY_RE.match(info.base_name)
-            if m and info.type == pafs.FileType.Directory:
-                days.append(m.group(1))
+        """The `day=YYYY-MM-DD` folders under `prefix`, as sorted day strings.
+
+        A folder only shaped like a day (`day=2026-02-30`) is skipped with a warning: the daily
+        partitions start at the first day listed, and one stray folder must not stop them loading."""
+        days, strays = [], []
+        for name in self._folder_names(prefix):
+            m = DAY_RE.match(name)
+            if m:
+                (days if _is_date(m.group(1)) else strays).append(m.group(1))
+        if strays:
+            logging.getLogger(__name__).warning(
+                f"{self.display(prefix)}: skipped folder(s) named like a day that is not one: "
+                + ", ".join(f"day={s}" for s in sorted(strays)[:20]))
         return sorted(days)
+
+    def _folder_names(self, prefix: str) -> list[str]:
+        """The names of the folders directly under `prefix`. Locally through os.scandir: pyarrow
+        raises on a name that is not UTF-8, which one stray folder must not make of every listing."""
+        if not self.is_local:
+            selector = pafs.FileSelector(self.full(prefix), allow_not_found=True)
+            return [i.base_name for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]
+        try:
+            with os.scandir(self.full(prefix)) as entries:
+                return [e.name for e in entries if e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def list_dirs(self, prefix: str) -> list[str]:
         """Names of the visible folders directly under `prefix`."""
@@ -215,7 +236,12 @@ class Store:
             for entry in entries:
                 rel = f"{folder}/{entry.name}" if folder else entry.name
                 wanted = entry.name[:1] not in (".", "_") and entry.name.endswith(suffixes)
-                if entry.is_symlink():
+                shown = unclean_name(entry.name)
+                if shown is not None:
+                    if wanted or entry.is_dir():  # a folder: refused whole, as a link to one is
+                        rel = f"{folder}/{shown}" if folder else shown
+                        files.append(FileEntry(rel, 0, _refusal(rel, NOT_UTF8)))
+                elif entry.is_symlink():
                     if wanted or entry.is_dir():  # is_dir follows the link: only its type is read
                         files.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
                 elif entry.is_dir(follow_symlinks=False):
@@ -261,6 +287,8 @@ class Store:
         parts = rel.split("/")
         if any(p in ("", ".", "..") for p in parts):
             raise RefusedPath(_refusal(rel, "not a plain path below the root"))
+        if unclean_name(rel) is not None:
+            raise RefusedPath(_refusal(rel, NOT_UTF8))
         folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         done = ""
         try:
@@ -363,6 +391,33 @@ class Store:
                 self.delete(rel)
                 removed.append(rel)
         return removed
+
+
+NOT_UTF8 = "a name that is not valid UTF-8 (shown with U+FFFD)"
+
+
+def unclean_name(name: str) -> str | None:
+    """`name` as it can be shown and stored when it is not clean UTF-8, else None.
+
+    Linux takes any bytes in a name and Python hands those that are not UTF-8 over as lone
+    surrogates, which no writer downstream (Arrow, JSON, a hash of the path) accepts. Shown with
+    U+FFFD instead, the name no longer opens its file, so it is refused, as is a name holding
+    U+FFFD itself: it could be the shown name of another."""
+    if "\ufffd" in name:
+        return name
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "replace")
+    return None
+
+
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _refusal(rel: str, what: str) -> str:

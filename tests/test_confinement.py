@@ -153,3 +153,46 @@ def test_the_lake_never_reads_a_link_either(tmp_path, outside):
     lake = Lake.at(str(tmp_path / "lake"))
     link(tmp_path / "lake", f"t/day={DAY}/data.parquet", outside / "report.xml")
     assert lake.files("t") == []
+
+
+def write_named(folder: Path, name: bytes, data: bytes, sub: bytes = b"") -> None:
+    """A file whose name (or `sub` folder's) is raw bytes (Linux allows any but '/' and NUL)."""
+    path = os.path.join(os.fsencode(folder), sub) if sub else os.fsencode(folder)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, name), "wb") as f:
+        f.write(data)
+
+
+def test_a_name_that_is_not_utf8_is_one_reject_and_the_rest_of_the_day_lands(tmp_path):
+    """Such a name reaches Python as lone surrogates, which the lake, the manifest and the
+    sensor's hash cannot store: it is refused at listing, under a readable name."""
+    archive = tmp_path / "archive"
+    push = envelope("push", "ok", {"ref": "refs/heads/main"}, received_at=f"{DAY}T02:00:00Z")
+    hook = json.dumps(push).encode() + b"\n"
+    write_named(archive / "webhooks" / f"day={DAY}", b"good.jsonl", hook)
+    write_named(archive / "webhooks" / f"day={DAY}", b"b\xff.jsonl", hook.replace(b'"ok"', b'"latin"'))
+    xml = b'<testsuite><testcase classname="TestA" name="test_ok" time="1"/></testsuite>'
+    write_named(archive / "test-reports" / f"day={DAY}" / "100" / "1" / "200", b"r.xml", xml)
+    write_named(archive / "test-reports" / f"day={DAY}" / "100" / "1" / "201", b"caf\xe9.xml", xml)
+    write_named(archive / "test-reports" / f"day={DAY}" / "100" / "1", b"r.xml", xml, sub=b"20\xe9")
+    store, lake = Store(str(archive)), Lake.at(str(tmp_path / "lake"))
+
+    hooks = ingest_webhook_day(store, lake, DAY)
+    assert hooks.deliveries == 1
+    assert [r.location for r in hooks.rejects] == [f"webhooks/day={DAY}/b\ufffd.jsonl"]
+    assert "not valid UTF-8" in hooks.rejects[0].reason
+    runs = ingest_test_run_day(store, lake, DAY)
+    assert runs.rows == 1
+    assert sorted(r.location for r in runs.rejects["test-reports"]) == [
+        f"test-reports/day={DAY}/100/1/201/caf\ufffd.xml", f"test-reports/day={DAY}/100/1/20\ufffd"]
+    assert all(r.reason.startswith("refused: ") for r in runs.rejects["test-reports"])
+
+
+def test_a_name_holding_the_replacement_character_is_refused_too(tmp_path):
+    """Else `caf\ufffd.xml` could be opened for the refused `caf\xe9.xml`, shown by that name."""
+    store = Store(str(tmp_path / "archive"))
+    write_named(tmp_path / "archive" / "d", "caf\ufffd.xml".encode(), b"<testsuite/>")
+    [entry] = store.list_files("d", (".xml",))
+    assert entry.refused and "not valid UTF-8" in entry.refused
+    with pytest.raises(RefusedPath, match="not valid UTF-8"):
+        store.open_raw("d/caf\ufffd.xml")

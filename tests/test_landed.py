@@ -110,3 +110,18 @@ def test_a_cache_file_that_cannot_be_read_is_a_full_walk(tmp_path):
     assert day_fingerprint(store, DAY, cache=cache) == exact(store)
     unwritable = LandedCache(str(tmp_path / "archive" / f"webhooks/day={DAY}/hooks-00.jsonl.gz"), clock=Clock(0))
     assert day_fingerprint(store, DAY, cache=unwritable) == exact(store)  # a file where the folder would be
+
+
+def test_a_name_that_is_not_utf8_counts_as_the_listing_shows_it(tmp_path):
+    """The sensor hashes every path: a name that is not UTF-8 must not fail every tick."""
+    store = day_archive(tmp_path)
+    folder = os.fsencode(store.full(f"test-reports/day={DAY}/100/1/0"))
+    with open(os.path.join(folder, b"caf\xe9.xml"), "wb") as f:
+        f.write(b"<testsuites/>")
+    os.makedirs(os.path.join(folder, b"sub\xff", b"deeper"))
+    cache = LandedCache(str(tmp_path / "cache"), clock=Clock(2 * landed.SEAL_S))
+    fingerprint = day_fingerprint(store, DAY, cache=cache)
+    assert fingerprint == exact(store) and fingerprint.files == 13  # the 11 files, and the two refused entries
+    listed = store.list_files(f"test-reports/day={DAY}", ("",))
+    assert [e.path.rsplit("/", 1)[-1] for e in listed if e.refused] == ["caf\ufffd.xml", "sub\ufffd"]
+    assert day_fingerprint(store, DAY, cache=cache) == fingerprint  # from the cache's summaries

@@ -1,12 +1,16 @@
 """Store on both backends: listing days and files, reading, atomic publishing."""
 
+import datetime as dt
 import gzip
+import logging
+import os
 
 import pyarrow.fs as pafs
 import pytest
 
 from conftest import Roots
 from resources.storage import Store
+from torchci_assets.partitions import partitions_for
 
 
 def test_listing_days_folders_and_files(roots: Roots):
@@ -66,3 +70,17 @@ def test_display_is_what_a_user_would_type(tmp_path):
     assert Store(str(tmp_path / "lake")).display("t/day=2026-11-01") == f"{tmp_path}/lake/t/day=2026-11-01"
     assert Store("s3://bucket/prefix/").display("t") == "s3://bucket/prefix/t"
     assert Store("s3://bucket").full("t/x.parquet") == "bucket/t/x.parquet"
+
+
+def test_a_folder_only_shaped_like_a_day_is_skipped_with_a_warning(tmp_path, caplog):
+    """The partitions start at the archive's first day: a stray `day=2026-02-30` must not stop the
+    definitions loading, nor a folder name that is not UTF-8 the listing."""
+    webhooks = tmp_path / "archive" / "webhooks"
+    for name in ("2026-02-01", "2026-02-02", "2026-02-30", "0000-00-00", "2026-13-01"):
+        (webhooks / f"day={name}").mkdir(parents=True)
+    os.mkdir(os.path.join(os.fsencode(webhooks), b"day=2026-02-0\xff"))
+    with caplog.at_level(logging.WARNING, logger="resources.storage"):
+        assert Store(str(tmp_path / "archive")).list_days("webhooks") == ["2026-02-01", "2026-02-02"]
+    assert "day=0000-00-00, day=2026-02-30, day=2026-13-01" in caplog.text
+    keys = partitions_for({"TORCHCI_ARCHIVE_URI": str(tmp_path / "archive")}, today=dt.date(2026, 5, 1))
+    assert keys.get_partition_keys() == ["2026-02-01", "2026-02-02"]

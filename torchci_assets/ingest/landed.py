@@ -11,8 +11,8 @@ file still being appended to, a new stamp is a file replaced, even by one of the
 Every visible file below the day folders counts, whatever its name: the readers decide what
 they read, and a file they would reject is still new input (its reject must show up). Hidden
 files (the receiver's and the Store's staging names start with '.') and refused entries are
-listed by `Store.list_files` as the readers see them: a refused symbolic link counts as an
-entry of size 0, so it triggers the refresh that rejects it, once.
+listed by `Store.list_files` as the readers see them: a refused symbolic link (or name that is not
+UTF-8) counts as an entry of size 0, so it triggers the refresh that rejects it, once.
 
 The sensor asks every 30 s, and a PyTorch-sized day holds ~25,000 reports in ~40,000 folders:
 walking them all costs ~0.6 CPU-s, ~5,000 CPU-s a day. On a local archive the walk skips quiet
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from resources.storage import Store, file_stamp
+from resources.storage import Store, file_stamp, unclean_name
 from torchci_assets.partitions import ARCHIVE_SOURCES
 
 SEAL_S = 120
@@ -214,6 +214,11 @@ class _Walk:
     def _entry(self, rel: str, entry: os.DirEntry, out: Summary, children: list[str]) -> int:
         """Count one entry as `Store.list_files(prefix, ("",))` lists it; its change time."""
         path = f"{rel}/{entry.name}"
+        shown = unclean_name(entry.name)
+        if shown is not None:  # refused whole, under its readable name
+            if entry.name[:1] not in (".", "_") or entry.is_dir():
+                out.add(f"{rel}/{shown}", 0, None)
+            return 0
         if entry.is_symlink():
             if entry.name[:1] not in (".", "_") or entry.is_dir():
                 out.add(path, 0, None)
