@@ -4,7 +4,8 @@ Pure functions on one line or one payload, shared by the ingest and the relay se
 vary across GitHub versions (older payloads lack run_attempt, workflow_name, created_at), so
 every field may be missing; a field present with the wrong type raises `FieldError`, which
 rejects the typed row while the delivery itself is kept. Ids and numbers must fit the lake's
-int64 columns and be non-negative, attempts at least 1 (`fields.checked`). Timestamps stay
+int64 columns and be non-negative, attempts at least 1 (`fields.checked`); texts hold at most
+MAX_TEXT_CHARS characters, label lists MAX_LABELS labels. Timestamps stay
 strings here and are cast, and checked, in SQL when a day is reduced.
 """
 
@@ -19,6 +20,13 @@ from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.jobnames import parse_job_name
 
 TS = pa.timestamp("ms", tz="UTC")
+# The longest text a typed column takes: GitHub's names, refs and labels are well under 1 KB. A
+# longer one (1 MB job names exist in hostile archives) is a reject, not a row: typed rows are
+# buffered and reduced by the thousand, where a few megabyte values exhaust the memory.
+MAX_TEXT_CHARS = 4096
+MAX_LABELS = 256
+# Job names longer than this are parsed without the cache, which would otherwise keep them.
+_CACHED_NAME_CHARS = 512
 
 
 class FieldError(ValueError):
@@ -26,7 +34,13 @@ class FieldError(ValueError):
 
 
 def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
-    return checked(obj.get(key), kind, f"{where}.{key}", FieldError)
+    return _bounded(checked(obj.get(key), kind, f"{where}.{key}", FieldError), f"{where}.{key}")
+
+
+def _bounded(value, name: str):
+    if type(value) is str and len(value) > MAX_TEXT_CHARS:
+        raise FieldError(f"too long: {name} is {len(value)} characters, more than {MAX_TEXT_CHARS}")
+    return value
 
 
 def _id(obj: dict, key: str, where: str, required: bool = False, minimum: int = 0) -> int | None:
@@ -56,19 +70,21 @@ def _labels(value, where: str) -> list[str] | None:
         return None
     if not isinstance(value, list):
         raise FieldError(f"wrong type: {where} is {type(value).__name__}, expected list")
+    if len(value) > MAX_LABELS:
+        raise FieldError(f"too long: {where} has {len(value)} labels, more than {MAX_LABELS}")
     names = []
     for i, v in enumerate(value):
         name = checked(v.get("name"), str, f"{where}[{i}].name", FieldError) if isinstance(v, dict) else v
-        names.append(checked(name, str, f"{where}[{i}]", FieldError))
+        names.append(_bounded(checked(name, str, f"{where}[{i}]", FieldError), f"{where}[{i}]"))
     return names
 
 
 def repo_of(payload: dict) -> str | None:
-    """The repository's full name for the bronze table: None when absent or not a string (the
-    payload is kept verbatim there; the typed tables reject a mistyped one, see `_repo`)."""
+    """The repository's full name for the bronze table: None when absent, not a string or too long
+    (the payload is kept verbatim there; the typed tables reject such a one, see `_repo`)."""
     repo = payload.get("repository")
     name = repo.get("full_name") if isinstance(repo, dict) else None
-    return name if isinstance(name, str) else None
+    return name if isinstance(name, str) and len(name) <= MAX_TEXT_CHARS else None
 
 
 def _repo(p: dict) -> str | None:
@@ -94,7 +110,8 @@ def workflow_job_row(p: dict) -> tuple:
     w = "workflow_job"
     job_id = _id(job, "id", w, required=True)
     name = _get(job, "name", str, w)
-    parsed = parse_job_name(name)
+    parse = parse_job_name if name is None or len(name) <= _CACHED_NAME_CHARS else parse_job_name.__wrapped__
+    parsed = parse(name)
     return (
         job_id, _id(job, "run_id", w), _id(job, "run_attempt", w, minimum=1) or 1, _repo(p),
         _get(job, "workflow_name", str, w), name, _get(job, "head_sha", str, w),
@@ -191,14 +208,33 @@ def raw_payload(line: bytes, env: dict) -> bytes:
     `"payload":` in the line is that key (the other values are strings, in which an unescaped
     quote cannot occur), so the text between it and the envelope's closing brace is the
     payload verbatim. Any other layout falls back to re-serializing the parsed payload.
+
+    A line naming the key twice (no writer of the archive makes one) can still look like that:
+    orjson keeps the last "payload" where the slice starts at the first, so the slice would hold
+    both and not be JSON. Only a slice holding `"payload"` again is parsed to check it is one
+    value (a key spelled with \\u escapes is not looked for: the check would parse every payload
+    that has any escape).
     """
     if len(env) == 4:
         body = line.rstrip()
         if body.endswith(b"}}"):
             i = body.find(b'"payload":')
             if i > 0:
-                return body[i + 10:-1].strip()
+                text = body[i + 10:-1].strip()
+                if _one_value(text):
+                    return text
     return orjson.dumps(env["payload"])
+
+
+def _one_value(text: bytes) -> bool:
+    """Whether a slice that may hold a second top-level "payload" key is one JSON value."""
+    if b'"payload"' not in text:
+        return True
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def parse_envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:

@@ -36,6 +36,9 @@ from torchci_assets.ingest.rejects import Reject
 SOURCE = "webhooks"
 
 BATCH_ROWS = 20_000
+# Text per typed batch: rows are counted by characters too, so long (if bounded) names and label lists
+# cannot make a batch of BATCH_ROWS hold gigabytes.
+BATCH_TEXT_CHARS = 16 << 20
 
 
 EVENT_BATCH_ROWS = 4_000
@@ -75,6 +78,7 @@ class _Typed:
     path: str
     rejects: list[tuple[str, Reject]]  # the scan's typed rejects: rows Arrow refuses land here too (see RowGuard)
     rows: list = field(default_factory=list)
+    text: int = 0  # characters of text in `rows`
     count: int = 0
     writer: pq.ParquetWriter | None = None
     guard: RowGuard = field(init=False)
@@ -85,7 +89,8 @@ class _Typed:
 
     def add(self, row: tuple) -> None:
         self.rows.append(row)
-        if len(self.rows) >= BATCH_ROWS:
+        self.text += _text_size(row)
+        if len(self.rows) >= BATCH_ROWS or self.text >= BATCH_TEXT_CHARS:
             self.flush()
 
     def flush(self) -> None:
@@ -96,6 +101,7 @@ class _Typed:
             self.writer.write_batch(batch)
             self.count += batch.num_rows
             self.rows.clear()
+            self.text = 0
 
     def _batch(self, rows: list) -> pa.RecordBatch:
         cols = list(zip(*rows)) if rows else [[] for _ in self.schema]
@@ -108,6 +114,17 @@ class _Typed:
     def close(self) -> None:
         self.flush()
         self.writer.close()
+
+
+def _text_size(row: tuple) -> int:
+    """Characters of text in a staging row, its label lists' included."""
+    size = 0
+    for value in row:
+        if type(value) is str:
+            size += len(value)
+        elif type(value) is list:
+            size += sum(len(v) for v in value if type(v) is str)
+    return size
 
 
 @dataclass
