@@ -332,7 +332,7 @@ class GitHubResource(dg.ConfigurableResource):
 
     def _send(self, method: str, url: str, authorization: str | None,
               body: bytes | None = None, params: dict | None = None,
-              retry_ambiguous: bool = True) -> _Outcome:
+              retry_ambiguous: bool = True, stream: bool = False) -> _Outcome:
         """Send with retries. Writes are retried after a timeout too: a dispatch GitHub took
         but did not acknowledge may then arrive twice, which the payload's delivery id lets
         the downstream detect, whereas a dropped one would go unnoticed. With
@@ -348,7 +348,7 @@ class GitHubResource(dg.ConfigurableResource):
             resp: requests.Response | None = None
             try:
                 resp = self._http().request(method, url, headers=headers, data=body, params=params,
-                                            timeout=(self.connect_timeout_s, self.read_timeout_s))
+                                            timeout=(self.connect_timeout_s, self.read_timeout_s), stream=stream)
                 error = "" if resp.ok else f"HTTP {resp.status_code}: {_message(resp)}"
             except (requests.ConnectionError, requests.Timeout) as e:
                 error = self._redact(f"{type(e).__name__}: {e}")[:200]
@@ -397,7 +397,7 @@ class GitHubResource(dg.ConfigurableResource):
 
     def _call(self, method: str, path: str, body: bytes | None = None,
               params: dict | None = None, record: Any = None,
-              retry_ambiguous: bool = True) -> _Outcome:
+              retry_ambiguous: bool = True, stream: bool = False) -> _Outcome:
         method = method.upper()
         url = self._url(path)
         if self.dry_run and method not in _SAFE_METHODS:
@@ -410,7 +410,7 @@ class GitHubResource(dg.ConfigurableResource):
         interval = {"search": self.search_interval_s, "write": self.write_interval_s}.get(kind, 0.0)
         self._pace(kind, bucket, interval)
         try:
-            outcome = self._send(method, url, self._authorization(), body, params, retry_ambiguous)
+            outcome = self._send(method, url, self._authorization(), body, params, retry_ambiguous, stream)
         finally:
             self._last_call[kind] = time.monotonic()
         self._note_limit(bucket, outcome.response)
@@ -422,15 +422,17 @@ class GitHubResource(dg.ConfigurableResource):
     # ---- public calls ------------------------------------------------------------------
 
     def request(self, method: str, path: str, *, params: dict | None = None,
-                json_body: Any = None, retry_ambiguous: bool = True) -> requests.Response | None:
+                json_body: Any = None, retry_ambiguous: bool = True,
+                stream: bool = False) -> requests.Response | None:
         """One API call with retries; the response, or None for a write in dry run.
 
         Raises GitHubError (with `.status`, and `.ambiguous` when a write without
         `retry_ambiguous` got no clear answer) when the final answer is not a success.
+        With `stream`, a success's body is left unread for the caller to stream (and close).
         """
         body = None if json_body is None else json.dumps(json_body).encode()
         outcome = self._call(method, path, body, params, record=json_body,
-                             retry_ambiguous=retry_ambiguous)
+                             retry_ambiguous=retry_ambiguous, stream=stream)
         if outcome.dry_run:
             return None
         if not outcome.ok:

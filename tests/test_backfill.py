@@ -289,6 +289,36 @@ def test_a_crash_mid_backfill_then_the_same_command_gives_the_same_archive(tmp_p
 
 # ---- REST shapes against webhook shapes ---------------------------------------------------------
 
+def test_a_download_streams_to_the_archive_whole_or_not_at_all(tmp_path, httpserver):
+    """Artifacts run to gigabytes: 48 MB pass through a megabyte at a time, not held whole; a
+    download cut off mid-body leaves no file, and an expired one (410) is counted missing."""
+    import tracemalloc
+
+    from werkzeug import Response
+
+    from torchci_assets.backfill.rest import RestReader
+
+    body = bytes(range(256)) * (48 << 12)  # 48 MiB
+    httpserver.expect_request("/big").respond_with_data(body, content_type="application/zip")
+    cut = Response((chunk for chunk in (body[:1 << 20],)), headers={"Content-Length": str(len(body))})
+    httpserver.expect_request("/cut").respond_with_response(cut)
+    httpserver.expect_request("/gone").respond_with_json({"message": "Gone"}, status=410)
+    reader = RestReader(GitHubResource(api_url=httpserver.url_for(""), token="t0ken", max_retries=0))
+    store = Store(str(tmp_path / "archive"))
+    tracemalloc.start()
+    try:
+        assert reader.download("/big", store, "test-reports/day=2026-11-01/1/1/2/a.zip")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert store.read_bytes("test-reports/day=2026-11-01/1/1/2/a.zip") == body
+    assert peak < 16 << 20, peak  # a few chunks in flight (the same for 96 MiB), not the 48 of the body
+    with pytest.raises(Exception):
+        reader.download("/cut", store, "logs/day=2026-11-01/3.log")
+    assert not store.exists("logs/day=2026-11-01/3.log") and store.list_files("logs/day=2026-11-01", ("",)) == []
+    assert not reader.download("/gone", store, "logs/day=2026-11-01/4.log") and reader.budget.missing == 1
+
+
 def test_the_openapi_job_example_becomes_webhook_deliveries():
     """GitHub's own example job lacks created_at and run_attempt (older API versions): it still
     gives the deliveries its timestamps prove, with the webhook's keys."""

@@ -45,8 +45,9 @@ class _DayFile:
 class Part:
     """The lines of one part, by day, spooled to local disk until `commit` puts them in the archive.
 
-    Test-report zips and logs are written at once (`add_file`): each is its own file, keyed by its
-    path, so a copy written before a crash is replaced by the same bytes when the part is read again.
+    Test-report zips and logs are written to the store directly, as they download (`RestReader.
+    download`): each is its own file, keyed by its path, so a copy written before a crash is
+    replaced by the same bytes when the part is read again.
     """
 
     def __init__(self, store: Store, name: str):
@@ -60,9 +61,6 @@ class Part:
             if day not in self.days:
                 self.days[day] = _DayFile(self._tmp.name, day)
             self.days[day].write(line)
-
-    def add_file(self, rel: str, data: bytes) -> None:
-        self.store.write_bytes(rel, data)
 
     def commit(self) -> int:
         """Put the part's day files in the archive; returns the number of lines."""

@@ -132,13 +132,12 @@ def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, par
                 job[key] = value
         part.add(shapes.job_deliveries(job, repository, sender))
         if job.get("conclusion") in FAILED:
-            log = reader.download(f"/repos/{repo}/actions/jobs/{job['id']}/logs")
-            if log is None:
-                progress.logs_missing += 1
-            else:
-                day = _day_of(job.get("completed_at"), job.get("started_at"), job.get("created_at"), run.get("updated_at"))
-                part.add_file(f"logs/day={day}/{job['id']}.log", log)
+            day = _day_of(job.get("completed_at"), job.get("started_at"), job.get("created_at"), run.get("updated_at"))
+            if reader.download(f"/repos/{repo}/actions/jobs/{job['id']}/logs", part.store,
+                               f"logs/day={day}/{job['id']}.log"):
                 progress.logs += 1
+            else:
+                progress.logs_missing += 1
     part.add(shapes.run_deliveries(run, _first_started(jobs), repository))
     progress.attempts += 1
     progress.jobs += len(jobs)
@@ -157,13 +156,13 @@ def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, d
         if job is None:
             progress.reports_unattributed += 1
             continue
-        data = None if art.get("expired") else reader.download(f"/repos/{repo}/actions/artifacts/{art['id']}/zip")
-        if data is None:
-            progress.reports_expired += 1
-            continue
         day = _day_of(job.get("completed_at"), art.get("created_at"))
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-        part.add_file(f"test-reports/day={day}/{run_id}/{job.get('run_attempt') or 1}/{job['id']}/{safe}.zip", data)
+        rel = f"test-reports/day={day}/{run_id}/{job.get('run_attempt') or 1}/{job['id']}/{safe}.zip"
+        if art.get("expired") or not reader.download(f"/repos/{repo}/actions/artifacts/{art['id']}/zip", part.store,
+                                                     rel):
+            progress.reports_expired += 1
+            continue
         progress.reports += 1
 
 

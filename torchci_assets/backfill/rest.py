@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from resources.github import GitHubError, GitHubResource
+from resources.storage import Store
 
 PER_PAGE = 100
 MAX_PAGES = 1000  # a bound against a server whose Link headers never end
+DOWNLOAD_CHUNK = 1 << 20
 
 
 @dataclass
@@ -49,9 +51,9 @@ class RestReader:
         self.budget = budget or Budget()
         self.per_page = per_page
 
-    def get(self, path: str, params: dict | None = None):
+    def get(self, path: str, params: dict | None = None, stream: bool = False):
         try:
-            resp = self.gh.request("GET", path, params=params)
+            resp = self.gh.request("GET", path, params=params, stream=stream)
         except GitHubError as exc:
             self.budget.requests += 1
             raise exc
@@ -75,14 +77,18 @@ class RestReader:
             path, params = nxt, None
         raise GitHubError(None, f"GET {path}: more than {MAX_PAGES} pages")
 
-    def download(self, path: str) -> bytes | None:
-        """A file behind GitHub's redirect (artifact zip, job log); None when GitHub no longer has
-        it (410: the artifact expired; 404: the log was deleted or never kept)."""
+    def download(self, path: str, store: Store, rel: str) -> bool:
+        """Stream a file behind GitHub's redirect (artifact zip, job log) to `rel` in `store`, a
+        megabyte at a time (artifacts run to gigabytes), whole or not at all; False when GitHub no
+        longer has it (410: the artifact expired; 404: the log was deleted or never kept)."""
         try:
-            resp = self.get(path)
+            resp = self.get(path, stream=True)
         except GitHubError as exc:
             if exc.status in (404, 410):
                 self.budget.missing += 1
-                return None
+                return False
             raise
-        return resp.content
+        with resp, store.atomic_output(rel) as out:
+            for chunk in resp.iter_content(DOWNLOAD_CHUNK):
+                out.write(chunk)
+        return True
