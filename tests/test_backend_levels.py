@@ -339,7 +339,8 @@ def test_allowlist_proposal_is_the_relay_format_with_devices(tmp_path):
     text = allowlist_proposal(list(got.values()), D, cfg)
     entries = {e.repo: e for e in parse_allowlist(yaml.safe_load(text))}
     assert set(entries) == {REPO, "newco/torch-gpu-backend", "demoted/torch-old", "fallen/torch-tpu"}
-    assert (entries[REPO].level, entries[REPO].device, entries[REPO].oncalls) == ("L4", "npu", ("@npu-oncall",))
+    assert (entries[REPO].level, entries[REPO].device, entries[REPO].oncalls) == ("L4", None, ("@npu-oncall",))
+    assert yaml.safe_load(text)["L4"] == [{REPO: "@npu-oncall"}]  # the relay's list, oncalls as one string
     assert (entries["newco/torch-gpu-backend"].level, entries["newco/torch-gpu-backend"].device) == ("L2", None)
     assert (entries["fallen/torch-tpu"].level, entries["fallen/torch-tpu"].device) == ("L2", None)
     assert entries["demoted/torch-old"].level == "L1"

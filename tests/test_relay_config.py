@@ -1,3 +1,4 @@
+import re
 import textwrap
 
 import pytest
@@ -68,7 +69,7 @@ def test_every_allowlist_shape(tmp_path):
           L2: [org3/repo3]
           L3:
             device1: {org/device1-repo: [oncall1, oncall2]}
-            device2: {org/device2-repo: "solo"}
+            device2: {org/device2-repo: [solo]}
           L4:
             - {org5/repo5: "oncall1, oncall2"}
             - org6/repo6
@@ -91,9 +92,17 @@ def test_every_allowlist_shape(tmp_path):
     assert not cfg.is_approved("org3/repo3")
 
 
-def test_device_map_at_a_non_l3_level_and_list_at_l3_are_accepted():
-    entries = parse_allowlist({"L2": {"gpu": {"a/b": ["x"]}}, "L3": ["c/d"]})
-    assert entries == (AllowlistEntry("a/b", "L2", "gpu", ("x",)), AllowlistEntry("c/d", "L3"))
+@pytest.mark.parametrize("raw, message", [
+    ({"L2": {"gpu": {"a/b": ["x"]}}}, "allowlist.L2: must be a list of repos"),
+    ({"L3": ["c/d"]}, "allowlist.L3: must be a mapping of devices"),
+    ({"L3": {"npu": {"c/d": "alice"}}}, "a list of oncall handles"),  # the relay would read a, l, i, c, e
+    ({"L4": [{"c/d": ["alice", "bob"]}]}, "one comma-separated string"),  # it would read "['alice', 'bob']"
+])
+def test_shapes_the_relay_refuses_or_misreads_are_refused_by_name(raw, message):
+    """Only L3 is keyed by device, with its oncalls as a list; the other levels list repos with
+    their oncalls as one string: what loads here, the relay loads the same."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_allowlist(raw)
 
 
 @pytest.mark.parametrize("name, fragment", [
@@ -208,7 +217,7 @@ def test_dump_writes_the_relay_shapes():
     ])
     assert yaml.safe_load(text) == {
         "L1": ["f/fpga"],
-        "L2": [{"a-org/a": ["carol"]}, "z-org/b"],
+        "L2": [{"a-org/a": "carol"}, "z-org/b"],
         "L3": {"npu": {"acme/npu": ["alice", "bob"]}},
     }
     assert list(yaml.safe_load(text)) == ["L1", "L2", "L3"]
@@ -235,8 +244,10 @@ def test_dump_then_load_round_trips(tmp_path, monkeypatch):
 
 
 def test_dump_refuses_what_the_format_cannot_hold():
-    with pytest.raises(ValueError, match="L3: entries with a device"):
+    with pytest.raises(ValueError, match="L3: c/d has no device"):
         dump_allowlist([AllowlistEntry("a/b", "L3", "npu"), AllowlistEntry("c/d", "L3")])
+    with pytest.raises(ValueError, match=r"L4: a/b has a device \(npu\)"):
+        dump_allowlist([AllowlistEntry("a/b", "L4", "npu")])
     with pytest.raises(ValueError, match="unknown level 'L9'"):
         dump_allowlist([AllowlistEntry("a/b", "L9")])
     with pytest.raises(ConfigError, match="repo 'A/b' is listed twice"):

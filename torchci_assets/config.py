@@ -212,14 +212,18 @@ def _repo(raw: Any, where: str) -> str:
     return name
 
 
-def _oncalls(raw: Any, where: str) -> tuple[str, ...]:
-    """Oncalls as a list or, as the relay also accepts, one comma-separated string."""
+def _oncalls(raw: Any, where: str, as_list: bool) -> tuple[str, ...]:
+    """Oncalls in the one form the relay reads at that place: a list under an L3 device (it
+    iterates them: a string would be read a letter at a time), one comma-separated string in the
+    other levels' lists (it splits them: a list would be read as its printed form)."""
     if raw is None:
         return ()
-    if isinstance(raw, str):
-        items: list[Any] = [s.strip() for s in raw.split(",") if s.strip()]
+    if as_list:
+        items = _expect(raw, list, where, "a list of oncall handles ([alice, bob]), as the relay reads L3's")
     else:
-        items = _expect(raw, list, where, "a list of oncall handles or a comma-separated string")
+        _expect(raw, str, where, "one comma-separated string of oncall handles (owner/repo: alice, bob), "
+                                 "as the relay reads them outside L3")
+        items = [s.strip() for s in raw.split(",") if s.strip()]
     for item in items:
         if not isinstance(item, str) or not _ONCALL_RE.match(item):
             raise ConfigError(f"{where}: oncall {item!r} is not a GitHub user or team handle")
@@ -236,8 +240,10 @@ def _device(raw: Any, where: str) -> str:
 def parse_allowlist(raw: Any, where: str = "allowlist") -> tuple[AllowlistEntry, ...]:
     """Entries of an allowlist in the relay format, in file order.
 
-    Each level is a list of `owner/repo` strings and `{owner/repo: oncalls}` maps, or a
-    `{device: {owner/repo: oncalls}}` map. A repository may appear only once overall.
+    L3 is a `{device: {owner/repo: [oncalls]}}` map; L1, L2 and L4 are lists of `owner/repo`
+    strings and `{owner/repo: "oncall, oncall"}` maps. Those are the shapes the relay accepts, each
+    read as the relay reads it: a file this loads, the relay loads the same. A repository may appear
+    only once overall.
     """
     if raw is None:
         return ()
@@ -249,6 +255,11 @@ def parse_allowlist(raw: Any, where: str = "allowlist") -> tuple[AllowlistEntry,
         here = f"{where}.{level}"
         if body is None:
             continue
+        if (level == "L3") != isinstance(body, dict):
+            raise ConfigError(f"{here}: must be " + (
+                "a mapping of devices (npu: {owner/repo: [oncall]}), as the relay requires of L3" if level == "L3"
+                else "a list of repos (- owner/repo, or - owner/repo: oncall1, oncall2); the relay keys only "
+                     "L3 by device") + f", got {_type_name(body)}")
         if isinstance(body, dict):
             for device, repos in body.items():
                 dev_where = f"{here}.{device}"
@@ -257,7 +268,7 @@ def parse_allowlist(raw: Any, where: str = "allowlist") -> tuple[AllowlistEntry,
                 for name, oncalls in repos.items():
                     repo_where = f"{dev_where}[{name!r}]"
                     entries.append(AllowlistEntry(_repo(name, repo_where), level, device,
-                                                  _oncalls(oncalls, repo_where)))
+                                                  _oncalls(oncalls, repo_where, as_list=True)))
         elif isinstance(body, list):
             for i, item in enumerate(body):
                 item_where = f"{here}[{i}]"
@@ -267,7 +278,7 @@ def parse_allowlist(raw: Any, where: str = "allowlist") -> tuple[AllowlistEntry,
                                           f"one owner/repo, got {len(item)}")
                     (name, oncalls), = item.items()
                     entries.append(AllowlistEntry(_repo(name, item_where), level, None,
-                                                  _oncalls(oncalls, item_where)))
+                                                  _oncalls(oncalls, item_where, as_list=False)))
                 else:
                     entries.append(AllowlistEntry(_repo(item, item_where), level))
         else:
@@ -289,9 +300,9 @@ def _reject_duplicates(entries: list[AllowlistEntry], where: str) -> None:
 def dump_allowlist(entries: Iterable[AllowlistEntry]) -> str:
     """The relay-format YAML for `entries`, in a stable order (levels, devices, repos sorted).
 
-    A level whose entries all carry a device is written as a device map (the shape the
-    relay requires for L3); otherwise as a list of repos, with `{repo: [oncalls]}` for
-    entries that have oncalls. Mixing both in one level cannot be expressed and is refused.
+    L3 is a device map, `{device: {repo: [oncalls]}}`, so every L3 entry needs a device; the other
+    levels are lists of repos, with `{repo: "oncall, oncall"}` for entries that have oncalls, and
+    carry no device (`parse_allowlist` reads both back as the relay does).
     """
     entries = list(entries)
     unknown = {e.level for e in entries} - set(LEVELS)
@@ -303,16 +314,16 @@ def dump_allowlist(entries: Iterable[AllowlistEntry]) -> str:
         at = sorted((e for e in entries if e.level == level), key=lambda e: e.repo.lower())
         if not at:
             continue
-        with_device = [e for e in at if e.device]
-        if with_device and len(with_device) != len(at):
-            raise ValueError(f"{level}: entries with a device ({with_device[0].repo}) and "
-                             f"without one cannot share a level in the relay format")
-        if with_device:
+        odd = next((e for e in at if bool(e.device) != (level == "L3")), None)
+        if odd is not None:
+            raise ValueError(f"{level}: {odd.repo} " + ("has no device: the relay keys every L3 repo by one"
+                             if level == "L3" else f"has a device ({odd.device}): the relay keys only L3 by device"))
+        if level == "L3":
             doc[level] = {}
             for e in sorted(at, key=lambda e: e.device or ""):
                 doc[level].setdefault(e.device, {})[e.repo] = list(e.oncalls)
         else:
-            doc[level] = [{e.repo: list(e.oncalls)} if e.oncalls else e.repo for e in at]
+            doc[level] = [{e.repo: ", ".join(e.oncalls)} if e.oncalls else e.repo for e in at]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 

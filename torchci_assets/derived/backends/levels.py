@@ -312,19 +312,19 @@ def levels_json(assessments: list[Assessment], day: str, config: TorchciConfig) 
 def allowlist_proposal(assessments: list[Assessment], day: str, config: TorchciConfig) -> str:
     """The allowlist with every listed repo at its recommended level, in the relay's YAML format.
 
-    L3 and L4 entries are keyed by device (the existing one, else a placeholder named in a
-    comment); L1 and L2 entries are plain repos. Repos outside the allowlist are left out.
+    L3 entries are keyed by device (the existing one, else a placeholder named in a comment), as
+    the relay requires; the other levels are lists of repos. Repos outside the allowlist are left out.
     """
     entries = []
     notes = []
     for a in assessments:
         if a.recommended_level is None:
             continue
-        device = a.device if a.recommended_level in ("L3", "L4") else None
+        device = a.device if a.recommended_level == "L3" else None
         entries.append(AllowlistEntry(a.repo, a.recommended_level, device, a.oncalls))
         if a.change != "keep":
             notes.append(f"# {a.repo}: {a.current_level} -> {a.recommended_level} ({a.change})")
-        if a.device_placeholder:
+        if a.device_placeholder and device:
             notes.append(f"# {a.repo}: device {a.device!r} is a placeholder derived from the repo name")
     header = [f"# Allowlist proposed from downstream results up to {day} (torchci-dagster backend_levels).",
               f"# Current allowlist: {config.source or 'bundled default'}. Review before applying.",
