@@ -126,6 +126,39 @@ def test_slowloris_connections_are_closed_by_the_header_timeout(tmp_path):
     assert header_timeouts == 200
 
 
+def test_headers_streamed_within_the_deadline_are_cut_off_at_their_size(tmp_path):
+    """A client streaming megabyte header lines as fast as it can, never ending them, got the
+    receiver to gigabytes within the header deadline: now 431 and closed past 64 KiB, while a
+    delivery with 32 KiB of headers of its own is still acknowledged."""
+    proc, port = serve(tmp_path, TORCHCI_HEADER_TIMEOUT_S="30")
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"POST /github/webhook HTTP/1.1\r\nHost: x\r\n")
+        sent, answer = 0, b""
+        try:
+            while sent < 512 * MIB:
+                sock.sendall(b"X-Pad: " + b"a" * MIB + b"\r\n")
+                sent += MIB
+        except OSError:  # closed by the receiver
+            pass
+        try:
+            answer = sock.recv(200)
+        except OSError:
+            pass
+        sock.close()
+        peak = peak_rss_mb(proc.pid)
+        body = json.dumps({"action": "queued", "workflow_job": {"id": 1}}).encode()
+        ack = requests.post(f"http://127.0.0.1:{port}/github/webhook", data=body, timeout=10,
+                            headers={**webhook_headers(body, delivery="big-headers"), "X-Pad": "b" * (32 << 10)})
+        refused = metric(port, 'torchci_receiver_rejected_total{endpoint="any",reason="headers_too_large"}')
+    finally:
+        stop(proc)
+    assert sent < 64 * MIB, f"{sent >> 20} MiB of headers were taken"
+    assert answer in (b"",) or answer.startswith(b"HTTP/1.1 431 "), answer  # a reset may beat the answer
+    assert peak < 400, f"peak RSS {peak:.0f} MB"
+    assert ack.status_code == 200 and refused == 1
+
+
 def test_a_client_hanging_up_mid_body_is_counted_and_logged_once_without_a_traceback(tmp_path, caplog, capfd):
     caplog.set_level(logging.INFO)
     with served(tmp_path) as srv:

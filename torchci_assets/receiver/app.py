@@ -65,7 +65,7 @@ from torchci_assets.receiver.spool import (
     spool_lock,
 )
 from torchci_assets.receiver.throttled_log import ThrottledLog
-from torchci_assets.receiver.timeouts import TIMED_OUT_KEY, DeadlineProtocol, deadline_protocol
+from torchci_assets.receiver.timeouts import MAX_HEADER_BYTES, TIMED_OUT_KEY, DeadlineProtocol, deadline_protocol
 from torchci_assets.relay.waiting import makes_check_run, relay_waits_for
 
 log = logging.getLogger("torchci.receiver")
@@ -238,6 +238,11 @@ class Receiver:
         return deadline_protocol(self.settings.header_timeout_s, self.settings.body_timeout_s, self._timed_out)
 
     def _timed_out(self, phase: str) -> None:
+        if phase == "header_size":
+            self.metrics.inc("torchci_receiver_rejected_total", endpoint="any", reason="headers_too_large")
+            self.noise.log("headers_too_large", logging.INFO,
+                           f"closed a connection whose request headers passed {MAX_HEADER_BYTES >> 10} KiB (431)")
+            return
         self.metrics.inc("torchci_receiver_timeouts_total", phase=phase)
         limit = self.settings.header_timeout_s if phase == "header" else self.settings.body_timeout_s
         self.noise.log(f"timeout:{phase}", logging.INFO,
