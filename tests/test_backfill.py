@@ -213,6 +213,25 @@ def test_a_run_still_going_is_read_again_until_it_completes(tmp_path, httpserver
     assert states == [(9001, "completed"), (9101, "completed")]
 
 
+def test_a_run_re_run_after_it_was_read_is_read_again(tmp_path, httpserver):
+    """A day read while it was today, its run complete; the run is re-run that day: the same
+    command, later, reads the new attempt, as a backfill from scratch would."""
+    api = FakeActions(httpserver)
+    run, jobs = _attempt_objects(1, "failure")
+    api.add_run(run, jobs)
+    store, opts = Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0])
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=WEEK[0])
+    rerun, rerun_jobs = _attempt_objects(2, "success")
+    api.add_run(dict(rerun, created_at=run["created_at"]), rerun_jobs)  # GitHub lists the latest attempt
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
+    _ingest(tmp_path, tmp_path / "lake", WEEK[:1])
+    jobs = duckdb.sql(f"SELECT id, run_attempt, conclusion FROM '{tmp_path}/lake/workflow_job/*/*.parquet' "
+                      "ORDER BY id").fetchall()
+    assert jobs == [(9001, 1, "failure"), (9002, 2, "success")]
+    cursor = orjson.loads((tmp_path / "backfill" / "pytorch" / "pytorch.json").read_bytes())
+    assert cursor["days_done"] == [WEEK[0].isoformat()] and cursor["attempts"] == {}  # a done day keeps none
+
+
 def test_a_secondary_rate_limit_is_waited_out_and_the_result_is_unchanged(tmp_path, httpserver):
     api = simulated_api(httpserver, WEEK[:1])
     backfill(client(httpserver), Store(str(tmp_path / "clean")), BackfillOptions(REPO, WEEK[0], WEEK[0]),

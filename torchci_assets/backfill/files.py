@@ -86,7 +86,7 @@ class Cursor:
         self.store = store
         self.path = f"backfill/{repo}.json"
         self.state: dict = {"repo": repo, "days_done": [], "last_run_ids": {}, "unfinished": {},
-                            "pulls_done_since": None}
+                            "attempts": {}, "pulls_done_since": None}
         if store.exists(self.path):
             self.state.update(json.loads(store.read_bytes(self.path)))
 
@@ -100,6 +100,11 @@ class Cursor:
         """Runs of the day that were still going when read: read again until they complete."""
         return set(self.state["unfinished"].get(day, []))
 
+    def attempts(self, day: str) -> dict[int, int]:
+        """The latest attempt read of each run of the day written so far: a run GitHub lists with
+        a later one was re-run since, and is read again."""
+        return {int(run): attempt for run, attempt in self.state.setdefault("attempts", {}).get(day, {}).items()}
+
     def runs_written(self, day: str, runs: list[dict], last_run_id: int | None = None) -> None:
         """Record `runs` as written (`last_run_id`: the day's listing is done up to there)."""
         unfinished = self.unfinished(day) - {r["id"] for r in runs}
@@ -107,6 +112,8 @@ class Cursor:
         self.state["unfinished"][day] = sorted(unfinished)
         if not self.state["unfinished"][day]:
             del self.state["unfinished"][day]
+        self.state.setdefault("attempts", {}).setdefault(day, {}).update(
+            {str(r["id"]): r.get("run_attempt") or 1 for r in runs})
         if last_run_id is not None:
             self.state["last_run_ids"][day] = last_run_id
         self._save()
@@ -114,6 +121,7 @@ class Cursor:
     def finish_day(self, day: str) -> None:
         self.state["days_done"] = sorted(set(self.state["days_done"]) | {day})
         self.state["last_run_ids"].pop(day, None)
+        self.state.setdefault("attempts", {}).pop(day, None)
         self._save()
 
     def pulls_done(self, since: str) -> bool:

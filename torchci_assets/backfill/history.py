@@ -176,6 +176,10 @@ def read_run(reader: RestReader, repo: str, run: dict, repository: dict, part: P
     progress.runs += 1
 
 
+def _attempt(run: dict) -> int:
+    return run.get("run_attempt") or 1
+
+
 def _chunks(items: list, n: int) -> Iterator[list]:
     for i in range(0, len(items), n):
         yield items[i:i + n]
@@ -186,9 +190,9 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     key = day.isoformat()
     owner, name = opts.repo.split("/")
     runs = list_runs(reader, opts, day)
-    last, unfinished = cursor.last_run_id(key), cursor.unfinished(key)
-    again = [r for r in runs if r["id"] <= last and r["id"] in unfinished]
-    if again:  # runs still going when last read; this reading is a part of its own
+    last, unfinished, read = cursor.last_run_id(key), cursor.unfinished(key), cursor.attempts(key)
+    again = [r for r in runs if r["id"] <= last and (r["id"] in unfinished or _attempt(r) > read.get(r["id"], _attempt(r)))]
+    if again:  # runs still going when last read, or re-run since; this reading is a part of its own
         part = Part(store, f"rest-{owner}-{name}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
         for run in again:
             read_run(reader, opts.repo, run, repository, part, progress)
