@@ -139,6 +139,40 @@ def test_a_repair_that_finds_the_job_still_running_loses_to_the_webhook_completi
     assert jobs_in_lake(tmp_path)[0] == (JOB, RUN, "completed", "failure", "2021-09-13 02:27:40+00")
 
 
+def test_a_run_whose_jobs_all_landed_the_day_before_its_window_is_not_jobless(tmp_path, octokit):
+    """Its jobs done before midnight (D-3), its `completed` just after (D-2): two days later the run
+    is in the window and its jobs are not. Nothing was lost, so nothing is looked up; else every
+    5-minute pass of that day would fetch it and write its jobs again."""
+    job = completed_job(octokit)
+    job.update(created_at="2021-09-13T23:50:00Z", started_at="2021-09-13T23:50:05Z",
+               completed_at="2021-09-13T23:59:58Z", run_id=RUN, run_attempt=1)
+
+    def as_job(state):
+        def edit(p):
+            p["workflow_job"].update(job, status=state)
+            if state != "completed":
+                p["workflow_job"].update(conclusion=None, completed_at=None)
+        return edit
+
+    def as_run(status, updated):
+        def edit(p):
+            p["workflow_run"].update(id=RUN, run_attempt=1, status=status, created_at="2021-09-13T23:49:00Z",
+                                     updated_at=updated, conclusion="success" if status == "completed" else None)
+        return edit
+
+    write_lines(tmp_path / "archive" / "webhooks" / "day=2021-09-13" / "hooks.jsonl", [
+        hook(octokit, "workflow_run", "requested", "2021-09-13T23:49:01.000Z", as_run("queued", "2021-09-13T23:49:00Z")),
+        hook(octokit, "workflow_job", "queued", "2021-09-13T23:50:01.000Z", as_job("queued")),
+        hook(octokit, "workflow_job", "completed", "2021-09-13T23:59:59.000Z", as_job("completed"))], gz=False)
+    write_lines(tmp_path / "archive" / "webhooks" / "day=2021-09-14" / "hooks.jsonl", [
+        hook(octokit, "workflow_run", "completed", "2021-09-14T00:00:02.000Z",
+             as_run("completed", "2021-09-14T00:00:01Z"))], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    for day in ("2021-09-13", "2021-09-14"):
+        ingest_webhook_day(archive, lake, day, workers=1)
+    assert find_gaps(lake, dt.datetime(2021, 9, 16, 12, 0, tzinfo=dt.timezone.utc)).attempts == []
+
+
 def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
     from jobs.gap_repair import gap_repair_job, gap_repair_schedule, repair_limit
     from torchci_assets.definitions import defs

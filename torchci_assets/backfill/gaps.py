@@ -69,6 +69,10 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT)
                 _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
             gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
         if lake.register(con, "workflow_run", days):
+            # A run's jobs may all have landed the day before its first row in the window (a run
+            # crossing midnight): looked for there too, or the run would be "jobless" all day long.
+            before = (now.date() - dt.timedelta(days=LOOKBACK_DAYS + 1)).isoformat()
+            lake.register(con, "workflow_job", [before, *days], name="jobs_seen")
             rows = con.execute(_SQL["jobless_runs"], {"cutoff": cutoff, "max_runs": MAX_RUNS}).fetchall()
             gaps.jobless_runs = {(repo, run_id, attempt) for repo, run_id, attempt in rows}
     finally:
