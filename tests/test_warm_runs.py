@@ -4,11 +4,15 @@ run with code older than what is on disk, and launched through the code server w
 worker can load the code location. Each test uses a small code location written to tmp_path,
 a real Dagster instance and workspace (with its gRPC code server)."""
 
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import dagster as dg
@@ -184,3 +188,71 @@ def test_falls_back_to_the_code_server(location, monkeypatch):
     messages = [e.message or "" for e in instance.all_logs(run_id)]
     assert any("refuses to load in the warm worker" in m and "code server instead" in m for m in messages)
     assert WORKER_TAG not in instance.get_run_by_id(run_id).tags
+
+
+def test_the_worker_watches_the_code_where_it_was_imported_from_whatever_its_folder(tmp_path):
+    """Under `make dev` the processes run in $DAGSTER_HOME and the workspace's working directory "."
+    is passed on as is, while the code is imported from the project: the worker must still see an
+    edit there, or runs would fork old code until the daemon restarts."""
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.origin import RepositoryPythonOrigin
+    from dagster._serdes import serialize_value
+
+    code, home = tmp_path / "code", tmp_path / "home"
+    code.mkdir()
+    home.mkdir()
+    write_location(code, 1)
+    origin = RepositoryPythonOrigin(sys.executable, ModuleCodePointer("warm_location", "defs", working_directory="."))
+    env = {**os.environ, "WARM_TEST_OUT": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    worker = subprocess.Popen([sys.executable, "-m", "torchci_assets.warm_worker"], cwd=home, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        worker.stdin.write(json.dumps({"origin": serialize_value(origin), "instance_ref": None}).encode() + b"\n")
+        worker.stdin.flush()
+        assert json.loads(worker.stdout.readline())["files"] == 1  # warm_location.py, not $DAGSTER_HOME's nothing
+        write_location(code, 2)
+        worker.stdin.write(json.dumps({"job_name": "record_job", "run_id": "r", "args": "{}"}).encode() + b"\n")
+        worker.stdin.flush()
+        assert json.loads(worker.stdout.readline()) == {"stale": str((code / "warm_location.py").resolve())}
+    finally:
+        worker.stdin.close()
+        worker.wait(30)
+
+
+FAKE_WORKER = """#!{python}
+# The warm worker's protocol, its fork for run-1 slower than the launcher waits (a busy machine).
+import json, sys, time
+sys.stdin.readline()
+print(json.dumps({{"ready": 1, "files": 0}}), flush=True)
+for line in sys.stdin:
+    run_id = json.loads(line)["run_id"]
+    if run_id == "run-1":
+        time.sleep(2.5)
+    print(json.dumps({{"pid": 1000 + int(run_id.split("-")[1]), "run_id": run_id}}), flush=True)
+"""
+
+
+def test_a_late_answer_is_never_taken_for_the_next_run(tmp_path, monkeypatch):
+    """A fork answered after the launcher gave up on it: read as the next run's answer, that run
+    would be tagged with (and terminated through) the previous run's process."""
+    from torchci_assets import warm_runs
+
+    fake = tmp_path / "fake_worker.py"
+    fake.write_text(FAKE_WORKER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setattr(warm_runs, "REPLY_TIMEOUT_S", 1.0)
+    real_serialize = warm_runs.serialize_value
+    monkeypatch.setattr(warm_runs, "serialize_value",
+                        lambda v: "fake" if isinstance(v, types.SimpleNamespace) else real_serialize(v))
+    origin = types.SimpleNamespace(job_name="record_job", repository_origin=types.SimpleNamespace(
+        executable_path=str(fake), code_pointer=types.SimpleNamespace(working_directory=str(tmp_path))))
+    with dg.instance_for_test() as instance:
+        launcher = warm_runs.WarmRunLauncher()
+        launcher.register_instance(instance)
+        with pytest.raises(warm_runs.WorkerUnavailable, match="did not answer"):
+            launcher._fork(origin, "run-1", "{}")
+        time.sleep(2)  # the late answer has come by now
+        assert [launcher._fork(origin, f"run-{n}", "{}") for n in (2, 3)] == [1002, 1003]
+        for worker in launcher._workers.values():
+            worker.stop()

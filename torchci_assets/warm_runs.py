@@ -161,7 +161,16 @@ class WarmRunLauncher(DefaultRunLauncher):
                 worker = self._workers.get(key)
                 if worker is None or not worker.alive():
                     worker = self._workers[key] = WarmWorker(origin.repository_origin, self._instance.get_ref())
-                reply = worker.fork_run(origin.job_name, run_id, args)
+                try:
+                    reply = worker.fork_run(origin.job_name, run_id, args)
+                    if "pid" in reply and reply.get("run_id", run_id) != run_id:
+                        raise WorkerUnavailable(f"the warm worker answered for run {reply['run_id']}")
+                except WorkerUnavailable:
+                    # Its answer may still come, late: read as the next run's, it would name this
+                    # run's process. The worker is let go (its runs go on) and a new one started.
+                    worker.stop()
+                    del self._workers[key]
+                    raise
                 if "pid" in reply:
                     return reply["pid"]
                 worker.stop()

@@ -12,7 +12,7 @@ its stdin and stdout, one JSON line each way:
   `{"error": ...}`;
 - then for each `{"job_name": ..., "args": <Dagster's serialized ExecuteExternalJobArgs>}` it
   forks a child that executes the run exactly as Dagster's code server does
-  (`start_run_in_subprocess`), and answers `{"pid": <child>}`;
+  (`start_run_in_subprocess`), and answers `{"pid": <child>, "run_id": <the run's>}`;
 - if a source file of the code location changed since it was loaded, it answers
   `{"stale": <file>}` and exits instead: the launcher starts a new one, so a run never executes
   code older than what is on disk (as with Dagster's spawned processes).
@@ -42,6 +42,20 @@ PRELOAD = ("pandas", "pyarrow.dataset", "dagster._core.storage.migration.utils",
 def working_directory(origin) -> str:
     """Where a code location's origin is loaded from (the worker runs there)."""
     return getattr(origin.code_pointer, "working_directory", None) or os.getcwd()
+
+
+def code_root(origin) -> str:
+    """The folder holding the code location's top-level package (or its file): where its source
+    is, whatever folder the processes run in. A workspace's relative `working_directory` is passed
+    on unresolved, so under `make dev` (started in $DAGSTER_HOME) it names the wrong folder."""
+    pointer = origin.code_pointer
+    module = getattr(pointer, "module", None) or getattr(pointer, "package_name", None)
+    top = sys.modules.get(module.split(".")[0]) if module else None
+    path = getattr(top, "__file__", None) or getattr(pointer, "python_file", None)
+    if not path:
+        return working_directory(origin)
+    path = os.path.realpath(path)
+    return os.path.dirname(os.path.dirname(path) if os.path.basename(path) == "__init__.py" else path)
 
 
 def _source_files(folder: str) -> dict[str, int]:
@@ -143,7 +157,7 @@ def load(origin_json: str, instance_ref_json: str | None = None):
         except ImportError:
             pass
 
-    return recon_repo, _source_files(working_directory(origin))
+    return recon_repo, _source_files(code_root(origin))
 
 
 def freeze() -> None:
@@ -217,7 +231,7 @@ def serve(requests_fd: int, replies) -> None:
         if pid == 0:
             _run_child(recon_repo, request["job_name"], request["args"])
         runs.add(pid, request["job_name"], request.get("run_id", "?"))
-        _reply(replies, {"pid": pid})
+        _reply(replies, {"pid": pid, "run_id": request.get("run_id")})
         runs.reap()
     while runs.running:  # the launcher is gone or replaced this worker: report the last runs
         time.sleep(REAP_EVERY_S)
