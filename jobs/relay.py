@@ -39,7 +39,12 @@ OUTCOMES = ("ok", "refused", "dry_run", "already_acknowledged", "in_doubt", "cla
 # limit (one request per branch) and bounds how late a head can be relayed.
 POLL_INTERVAL_S = 300.0
 # A sensor tick has 60 s; polling must fail fast rather than sit in the client's long retries.
-POLL_CLIENT_LIMITS = {"max_retries": 1, "max_total_wait_s": 10.0, "read_timeout_s": 10.0}
+POLL_CLIENT_LIMITS = {"max_retries": 1, "max_total_wait_s": 10.0, "connect_timeout_s": 5.0, "read_timeout_s": 10.0}
+# The longest one branch's poll can take with those limits: two attempts of a connect and a read
+# timeout each, and the wait between them. A branch is polled only while that still fits in the
+# tick (with a margin for the rest of it); the others wait for the next tick.
+POLL_BRANCH_WORST_S = 2 * (5.0 + 10.0) + 10.0
+TICK_BUDGET_S = 55.0
 
 
 class DispatchConfig(dg.Config):
@@ -132,11 +137,17 @@ def dispatch_job():
 
 
 def _poll(context, github: GitHubResource, relay, cursor: RelayCursor, known: set[str],
-          now: float) -> list[UpstreamCommit]:
-    """New branch heads from the API; the first poll of a branch only records its head."""
+          now: float, tick_started: float, clock=time.monotonic) -> list[UpstreamCommit]:
+    """New branch heads from the API; the first poll of a branch only records its head. Branches
+    whose worst-case poll no longer fits in the tick are left to the next (the poll time is then
+    not recorded, so it comes at once)."""
     client = github.model_copy(update=POLL_CLIENT_LIMITS)
     found = []
     for ref in relay.branches:
+        if clock() - tick_started + POLL_BRANCH_WORST_S > TICK_BUDGET_S:
+            context.log.info(f"polling {relay.upstream_repo}: {ref} and the branches after it are left to "
+                             "the next tick (this one could run past Dagster's 60 s)")
+            return found
         previous = cursor.heads.get(ref)
         try:
             commit = poll_commit(client, relay, ref, previous,
@@ -162,6 +173,7 @@ def _poll(context, github: GitHubResource, relay, cursor: RelayCursor, known: se
                        "and, with credentials and poll_commits, from polling the branches.")
 def upstream_commit_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource,
                            github: GitHubResource):
+    tick_started = time.monotonic()
     relay = load_config()
     cursor = RelayCursor.from_json(context.cursor)
     report, nxt = scan_archive(archive.store(), cursor, relay)
@@ -175,7 +187,7 @@ def upstream_commit_sensor(context: dg.SensorEvaluationContext, archive: Archive
     if (relay.poll_commits and not github.dry_run
             and (nxt.polled_at is None or now - nxt.polled_at >= POLL_INTERVAL_S)):
         known = set(nxt.recent)
-        polled = _poll(context, github, relay, nxt, known, now)
+        polled = _poll(context, github, relay, nxt, known, now, tick_started)
         nxt.remember([c.run_key for c in polled])
         commits += polled
     context.log.info(f"read {len(report.files_read)} file(s) ({report.files_deferred} deferred), "

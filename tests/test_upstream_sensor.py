@@ -269,6 +269,25 @@ def test_polling_finds_a_head_whose_webhook_was_lost_without_double_dispatching(
     assert keys(tick(instance, archive, rewind_poll(t3.cursor), gh)) == [f"pytorch/pytorch@{sha(4)}"]
 
 
+def test_a_branch_whose_poll_may_not_fit_in_the_tick_is_left_to_the_next(httpserver, relay_config):
+    """Each branch's poll may take up to 40 s against an API that hangs: a tick 20 s in (a slow
+    archive scan, a slow first branch) polls no further, and the next tick polls at once."""
+    from jobs import relay as relay_job
+    from torchci_assets.config import load_config
+
+    relay_config.write_text(CONFIG % "true")
+    api = FakeCommitsApi(httpserver, sha(1))
+    gh = GitHubResource(api_url=httpserver.url_for(""), token=TOKEN)
+    cursor, times = RelayCursor(), iter([0.0, 20.0])  # before main, before release/2.10
+    with dg.build_sensor_context() as ctx:
+        relay_job._poll(ctx, gh, load_config(), cursor, set(), 1000.0, 0.0, clock=lambda: next(times))
+    assert [r["sha"] for r in api.requests] == ["main"] and cursor.polled_at is None
+    assert list(cursor.heads) == ["refs/heads/main"]
+    with dg.build_sensor_context() as ctx:
+        relay_job._poll(ctx, gh, load_config(), cursor, set(), 1001.0, 0.0, clock=lambda: 0.0)
+    assert [r["sha"] for r in api.requests] == ["main", "main", "release/2.10"] and cursor.polled_at == 1001.0
+
+
 def test_without_credentials_the_sensor_never_polls(httpserver, instance, archive, relay_config):
     relay_config.write_text(CONFIG % "true")
     api = FakeCommitsApi(httpserver, sha(1))
