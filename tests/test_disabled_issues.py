@@ -13,17 +13,21 @@ import threading
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 from fake_github_issues import FakeIssueTracker, Scripted, json_response
 from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
-from test_flaky import LINUX, WIN, History
+from resources.storage import Store
+from torchci_assets.config import DisabledIssuesConfig
+from test_flaky import LINUX, START, WIN, History
 from torchci_assets.derived.flakiness import issues as issues_module
 from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset
 from torchci_assets.derived.flakiness.flaky import build_flaky_tests
-from torchci_assets.derived.flakiness.issue_text import MARKER, parse_platforms
+from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, parse_platforms
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, REENABLED_TESTS_PATH
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 
@@ -238,8 +242,9 @@ def test_a_failure_after_the_issue_was_closed_reopens_it(httpserver, world):
 
 def test_flaking_on_a_new_platform_extends_the_issues_own_platforms(httpserver, world):
     fake = FakeIssueTracker(httpserver)
-    a = fake.add(f"DISABLED {TEST_A}", "Platforms: ROCm\n\nHuman notes: started with the ROCm 6 upgrade.")
-    b = fake.add(f"DISABLED {TEST_B}", "Platforms:\n\neverywhere already")
+    filed = dt.datetime.now(dt.timezone.utc) - (START - dt.timedelta(days=1))  # before the history's flakes
+    a = fake.add(f"DISABLED {TEST_A}", "Platforms: ROCm\n\nHuman notes: started with the ROCm 6 upgrade.", age=filed)
+    b = fake.add(f"DISABLED {TEST_B}", "Platforms:\n\neverywhere already", age=filed)
     result = run(world, github(httpserver))
     assert result.success
     body = fake.issues[a["number"]]["body"]
@@ -529,3 +534,70 @@ def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would
     # each of the log's lines is in the metadata, word for word
     assert {m.removeprefix("DRY RUN: ") for m in logs if "rerun evidence" in m} <= {
         a.split(": ", 1)[1] for a in actions}
+
+
+UNREADABLE = ["test_pow_shape_(2, 3) (__main__.TestBinary)", "test_naïve (__main__.TestUnicode)",
+              "test_case[x] (__main__.TestParam)"]
+
+
+def test_a_test_whose_title_pytorch_cannot_read_gets_no_issue_and_is_reported(httpserver, tmp_path):
+    """PyTorch's title parser reads only names of letters, digits, '-', '_' and '.': an issue for any
+    other name would disable nothing, and finding issues by that reading filed one on every run."""
+    fake = FakeIssueTracker(httpserver)
+    stale = fake.add(f"DISABLED {UNREADABLE[0]}", "Platforms: linux")  # filed before the names were checked
+    lake, warnings = Lake.at(str(tmp_path / "lake")), []
+    wanted = [Wanted(t, ["linux"], ["linux"], 5) for t in [*UNREADABLE, TEST_A]]
+    for run_id in ("run-1", "run-2"):
+        report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, "2026-11-28",
+                                      wanted, {}, ["skipped"], 10, run_id, warn=warnings.append)
+        action = "created" if run_id == "run-1" else "found"
+        assert [(r["test"], r["action"]) for r in report.rows] == [(TEST_A, action)]
+        assert sorted(report.unreadable) == sorted(UNREADABLE)
+    assert [i["title"] for i in fake.issues.values()] == [stale["title"], f"DISABLED {TEST_A}"]
+    assert "PyTorch's title parser reads no test in 'DISABLED test_naïve (__main__.TestUnicode)'" \
+        in report.unreadable[UNREADABLE[1]]
+    assert f"#{stale['number']} (open) has its title and disables nothing" in report.unreadable[UNREADABLE[0]]
+    assert sum(UNREADABLE[2] in w and "gets no DISABLED issue" in w for w in warnings) == 2  # once a run
+    # found by its exact title, whatever PyTorch makes of it
+    tracker = IssueTracker(github(httpserver), "pytorch/pytorch")
+    tracker.load_open()
+    assert tracker.find(UNREADABLE[0])["number"] == stale["number"]
+
+
+def rerun_rows(test: str, platform: str, days_ago: list[int], now: dt.datetime) -> list[dict]:
+    name, cls = test.split(" (__main__.")
+    return [{"name": name, "classname": f"test_x.{cls[:-1]}", "platform": platform, "job_id": 5_000 + d,
+             "job_completed_at": now - dt.timedelta(days=d, hours=1), "infra_suspect": False, "status": "passed",
+             "message": None, "job_name": f"{RERUN[0]} / test ({RERUN[1]})"} for d in days_ago]
+
+
+def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_narrowing(httpserver, tmp_path):
+    """The verdict's window still holds the flakes of a platform whose reruns came back clean:
+    adding it back on those would undo the narrowing on every run (two edits and a comment a run)."""
+    fake = FakeIssueTracker(httpserver)
+    now = dt.datetime.now(dt.timezone.utc)
+    day = now.date().isoformat()
+    issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux, win\n\nflaky", age=dt.timedelta(days=20))
+    lake = Lake.at(str(tmp_path / "lake"))
+    for row in rerun_rows(TEST_A, "linux", list(range(1, 8)), now):  # clean on linux for a week
+        lake.write("test_results", row["job_completed_at"].date().isoformat(), pa.Table.from_pylist([row]))
+    wanted = [Wanted(TEST_A, ["linux", "win"], ["linux", "win"], 4)]  # it flaked on both, 10 days ago
+    old = {TEST_A: Evidence(TEST_A, last_failure_at=now - dt.timedelta(days=10))}
+
+    def one_run(run_id: str, evidence: dict) -> tuple[str, str]:
+        f = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, day, wanted, evidence,
+                                 ["skipped"], 10, run_id)
+        life = run_lifecycle(github(httpserver), lake, Store(str(tmp_path / "out")), day, run_id, "pytorch/pytorch",
+                             DisabledIssuesConfig(enabled=True), "cfg")
+        return f.rows[0]["action"], ",".join(d.action for d in life.reenabling.decisions)
+
+    assert one_run("run-1", old) == ("found", "narrow")
+    assert fake.issues[issue["number"]]["body"].startswith("Platforms: win\n")
+    writes = fake.count("PATCH"), len(fake.comments[issue["number"]])
+    assert one_run("run-2", old) == ("found", "") and one_run("run-3", old) == ("found", "")
+    assert (fake.count("PATCH"), len(fake.comments[issue["number"]])) == writes == (1, 1)
+    # a flake after the narrowing adds linux back, and the reruns before it no longer drop it
+    flake = dt.datetime.now(dt.timezone.utc)
+    assert one_run("run-4", {TEST_A: Evidence(TEST_A, last_failure_at=flake)}) == ("updated", "")
+    assert fake.issues[issue["number"]]["body"].startswith("Platforms: win, linux\n")
+    assert fake.comments[issue["number"]][1].startswith("It flaked on linux as well")

@@ -19,6 +19,8 @@ from torchci_assets.derived.flakiness.issue_text import (
     pytorch_platforms,
     render_body,
     disabled_test,
+    runs_on,
+    unreadable_reason,
     with_platforms,
 )
 from torchci_assets.derived.flakiness.lists import dumps
@@ -53,6 +55,27 @@ def test_titles_are_read_as_update_disabled_issues_reads_them(title, test):
 def test_our_title_is_the_bots_and_reads_back_to_the_test():
     assert issue_title("test_conv (__main__.TestNN)") == "DISABLED test_conv (__main__.TestNN)"
     assert disabled_test(issue_title("test_conv (__main__.TestNN)")) == "test_conv (__main__.TestNN)"
+
+
+@pytest.mark.parametrize("test, reason", [
+    ("test_conv (__main__.TestNN)", None),
+    ("test_x-y.z_1 (__main__.Test_A.B-c)", None),
+    ("test_pow_shape_(2, 3) (__main__.TestBinary)", "reads no test in"),
+    ("test_naïve (__main__.TestUnicode)", "reads no test in"),
+    ("test_case[x] (__main__.TestParam)", "reads no test in"),
+    ("test_gemm/2d_cuda (__main__.TestMatmul)", "reads no test in"),
+    ("test_a (__main__.TestX) again", "as 'test_a (__main__.TestX)'"),  # read up to ")": another test
+    ("test_a  (__main__.TestX)", "as 'test_a (__main__.TestX)'"),
+])
+def test_a_test_pytorch_cannot_read_back_from_its_title_is_told_apart(test, reason):
+    why = unreadable_reason(test)
+    assert why is None if reason is None else reason in why
+
+
+def test_issue_platforms_map_to_where_pytorchs_runner_acts_on_them():
+    assert runs_on("mac") == runs_on("macos") == {"mac"} and runs_on("windows") == runs_on("win") == {"win"}
+    assert runs_on("linux") == {"linux", "rocm", "xpu"}  # IS_LINUX holds on ROCm and XPU jobs
+    assert runs_on("dynamo") is None and runs_on("slow") is None  # a test configuration, on any platform
 
 
 @pytest.mark.parametrize("body, platforms", [

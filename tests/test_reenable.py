@@ -12,6 +12,9 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
+from torchci_assets.derived.flakiness.issue_text import Evidence
+from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, file_disabled_issues, ledger_row,
+                                                     record)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
 from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide,
@@ -159,3 +162,61 @@ J, D = MIN_JOBS, MIN_DAYS
 ])
 def test_the_rule_per_platform(disabled_on, runs, action):
     assert decide("test_x (__main__.T)", disabled_on, runs).action == action
+
+
+def reopened(fake, issue, when: dt.datetime) -> None:
+    """Someone reopened `issue` at `when`: GitHub shows the reason, no time but its last change."""
+    with fake.lock:
+        fake.issues[issue["number"]].update(state="open", state_reason="reopened", closed_at=None,
+                                            updated_at=when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        fake.search_view[issue["number"]] = dict(fake.issues[issue["number"]])
+
+
+def test_a_reopened_issue_counts_its_greens_only_from_the_reopening(httpserver, tmp_path):
+    """FIXED was closed on a clean week of reruns, failed again and was reopened by a human a day
+    ago: that week says nothing of it now. HALF was reopened by this project 8 days ago (its ledger
+    row), and a comment changed it since: the clean week after its reopening counts."""
+    fake = FakeIssueTracker(httpserver)
+    human = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=60))
+    ours = fake.add(f"DISABLED {HALF}", "Platforms: linux", age=dt.timedelta(days=60))
+    reopened(fake, human, at(1))
+    reopened(fake, ours, at(1))
+    lake = lake_with(tmp_path, clean(FIXED, "linux", range(6, 13)) + clean(HALF, "linux", range(1, 8)))
+    row = ledger_row(HALF, "updated", fake.issues[ours["number"]], REPO, "run-0", "reopened: failed after closing")
+    record(lake, DAY, [{**row, "at": at(8)}], "reopen")
+    result = lifecycle(httpserver, lake, tmp_path)
+    assert [(d.test, d.action) for d in result.decisions] == [(HALF, "close")]
+    assert fake.issues[human["number"]]["state"] == "open" and human["number"] not in fake.comments
+
+
+def test_an_issue_the_filing_reopens_is_not_closed_again_by_the_same_run(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    issue = fake.add(f"DISABLED {FIXED}", "Platforms: linux", state="closed", age=dt.timedelta(days=30))
+    lake = lake_with(tmp_path, clean(FIXED, "linux", range(7, 14)))  # while it was disabled, before the close
+    gh = github(httpserver)
+    failed = dt.datetime.now(dt.timezone.utc)  # in trunk, after the close
+    filing = file_disabled_issues(IssueTracker(gh, REPO), lake, DAY, [Wanted(FIXED, ["linux"], ["linux"], 3)],
+                                  {FIXED: Evidence(FIXED, last_failure_at=failed)}, ["skipped"], 10, "run-0001")
+    assert [r["detail"].split(":")[0] for r in filing.rows] == ["reopened"]
+    life = run_lifecycle(gh, lake, Store(str(tmp_path / "outputs")), DAY, "run-0001", REPO,
+                         DisabledIssuesConfig(enabled=True), "test config", open_issues=filing.open_list)
+    assert life.reenabling.decisions == [] and fake.issues[issue["number"]]["state"] == "open"
+
+
+CLEAN, RED = PlatformRuns(J, 0, J, D), PlatformRuns(40, 2, J, D)
+
+
+@pytest.mark.parametrize("disabled_on, runs, action, keep", [
+    (["mac", "macos"], {"mac": CLEAN}, "close", []),  # one condition, IS_MACOS, under two names
+    (["macos", "win"], {"mac": CLEAN}, "narrow", ["win"]),
+    (["linux"], {"linux": CLEAN, "rocm": RED}, "evidence", []),  # IS_LINUX holds on ROCm jobs too
+    (["linux"], {"linux": CLEAN, "xpu": PlatformRuns(2, 0, 2, 2)}, "wait", []),
+    (["linux", "win"], {"linux": CLEAN, "rocm": CLEAN, "win": RED}, "narrow", ["win"]),
+    (["rocm"], {"linux": RED, "rocm": CLEAN}, "close", []),
+    (["dynamo"], {"linux": CLEAN}, "close", []),  # a test configuration: on whatever reran it
+    (["inductor", "slow"], {"linux": CLEAN, "win": RED}, "evidence", []),
+    (["dynamo"], {}, "wait", []),
+])
+def test_issue_platforms_are_read_as_pytorchs_runner_reads_them(disabled_on, runs, action, keep):
+    d = decide("test_x (__main__.T)", disabled_on, runs)
+    assert (d.action, d.keep) == (action, keep)

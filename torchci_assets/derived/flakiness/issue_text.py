@@ -49,6 +49,13 @@ PYTORCH_PLATFORMS = ("asan", "dynamo", "dynamo_wrapped", "inductor", "linux", "m
 # This project's platform families (ingest/jobnames.py) that PyTorch does not name: both are
 # Linux, so PyTorch's IS_LINUX is the narrowest condition that still covers them.
 _AS_PYTORCH = {"linux-aarch64": "linux", "s390x": "linux"}
+# Where the runner acts on each of PyTorch's names, as this project's platforms (after
+# `pytorch_platforms`): `mac` and `macos` are one condition (IS_MACOS), `win` and `windows` too, and
+# IS_LINUX holds on ROCm and XPU jobs as well (they run Linux). A name missing here is a test
+# configuration, not an OS (asan, dynamo, dynamo_wrapped, inductor, slow): it holds on any platform.
+_RUNS_ON = {"linux": frozenset({"linux", "rocm", "xpu"}), "mac": frozenset({"mac"}), "macos": frozenset({"mac"}),
+            "win": frozenset({"win"}), "windows": frozenset({"win"}), "rocm": frozenset({"rocm"}),
+            "xpu": frozenset({"xpu"})}
 
 
 def issue_title(test: str) -> str:
@@ -74,6 +81,18 @@ def test_key(text: str) -> str | None:
     """`test_x (Suite)` from the start of `text` (whitespace between the two normalized), or None."""
     m = _TEST_NAME.match(text)
     return f"{m.group(1)} ({m.group(2)})" if m else None
+
+
+def unreadable_reason(test: str) -> str | None:
+    """Why PyTorch cannot disable `test` through an issue, or None when it can: its title parser
+    must read exactly `test` back from the title filed for it. An issue it reads otherwise
+    disables nothing, and a bot that finds issues by that reading files it again on every run."""
+    title = issue_title(test)
+    read = disabled_test(title)
+    if read == test:
+        return None
+    how = f"reads no test in {title!r}" if read is None else f"reads {title!r} as {read!r}"
+    return f"PyTorch's title parser {how} (a test name is letters, digits, '-', '_' and '.')"
 
 
 def disabled_test(title: str | None) -> str | None:
@@ -139,6 +158,13 @@ def pytorch_platforms(platforms: Iterable[str]) -> list[str]:
     what PyTorch would make of them)."""
     out = {_AS_PYTORCH.get(p, p) for p in platforms}
     return sorted(p for p in out if p in PYTORCH_PLATFORMS)
+
+
+def runs_on(platform: str) -> frozenset[str] | None:
+    """The platforms (this project's, as `pytorch_platforms` names them) where PyTorch's runner
+    disables a test for the issue platform `platform`; None for a test configuration (dynamo,
+    inductor, slow, ...), which may hold on any of them."""
+    return _RUNS_ON.get(platform)
 
 
 def platforms_line(platforms: list[str]) -> str:

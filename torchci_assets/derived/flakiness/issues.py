@@ -3,7 +3,9 @@
 For each test the verdict disables, the run finds the test's issue and then:
   open, already covering where it flaked      -> `found` (nothing sent);
   open, but it flaked on a platform not listed -> `updated`: the platforms appended to the
-                                                  issue's own `Platforms:` line, and a comment;
+                                                  issue's own `Platforms:` line, and a comment
+                                                  (on a failure after the line was last set: its
+                                                  filing, or this project's last narrowing);
   closed, and it failed again after closing    -> `updated`: reopened (PyTorch's bot does so);
   closed, no failure since                     -> `found`: a human re-enabled it, left closed;
   none                                         -> `created`, with the evidence in the body.
@@ -17,11 +19,14 @@ Finding the issue is what makes "never twice" hold, so it looks wherever it coul
   3. the issue number the ledger last recorded for the test, read directly;
   4. a search for the exact title in any state (closed issues are not in 1).
 A title counts as the test's when PyTorch's own reading of it gives the test, so a human-filed
-issue is found like ours. Right before each create the list of step 2 is read again, and once
-more after it: two runs racing (which the `github_issues` pool already prevents) would both have
-to create within that second, and then the later of the twins is closed as a duplicate of the
-older. A create that got no clear answer (timeout, 5xx: GitHub may have created it) is never
-resent blindly: the list is read again and the issue adopted if it is there.
+issue is found like ours, or when it is exactly the title filed for the test. A test whose title
+PyTorch would not read back as the test (a name with characters other than letters, digits, `-`,
+`_` and `.`) gets no issue at all, as it would disable nothing: it is reported instead, with why.
+Right before each create the list of step 2 is read again, and once more after it: two runs
+racing (which the `github_issues` pool already prevents) would both have to create within that
+second, and then the later of the twins is closed as a duplicate of the older. A create that got
+no clear answer (timeout, 5xx: GitHub may have created it) is never resent blindly: the list is
+read again and the issue adopted if it is there.
 
 A crash between GitHub's 201 and the ledger write therefore costs nothing: the next run finds
 the issue through step 2 within the hour and through step 1 after, and records it as found.
@@ -45,6 +50,7 @@ import pyarrow as pa
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
@@ -62,10 +68,12 @@ from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
     pytorch_platforms,
     render_body,
+    unreadable_reason,
     with_platforms,
 )
 from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows, load_published, pytorch_key
 
+SQL = SqlFiles(__file__)
 LEDGER_TABLE = "disabled_issues"
 # the day's last recorded dry-run plan, beside the ledger's parts (a leading '_': not a part)
 DRY_RUN_STATE = "_dry_run.json"
@@ -185,8 +193,12 @@ class IssueTracker:
 
     def find(self, test: str) -> dict | None:
         """The issue that disables `test`: an open one (of several, the one PyTorch's list
-        would use: the last by URL), else the most recently closed."""
+        would use: the last by URL), else the most recently closed. An issue titled exactly as
+        this project titles the test's counts too, whether PyTorch reads the title or not: what
+        was filed once is found, never filed again."""
+        title = issue_title(test)
         mine = [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
+                or (i.get("title") or "").strip() == title
                 or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
         open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
         if open_:
@@ -258,6 +270,30 @@ def ledger_issue_numbers(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKB
         con.close()
 
 
+MARKS = ("reopened", "widened", "narrowed", "closed")
+
+
+def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> dict[str, dict[int, dt.datetime]]:
+    """For each of MARKS, per issue number, when the ledger last recorded it (sql/ledger_marks.sql);
+    one read of the ledger."""
+    out: dict[str, dict[int, dt.datetime]] = {name: {} for name in MARKS}
+    days = ledger_days(lake, day, lookback_days)
+    if not days:
+        return out
+    con = connect()
+    try:
+        if lake.register(con, LEDGER_TABLE, days, name="l") == 0:
+            return out
+        rows = execute(con, SQL["ledger_marks"], {}).fetchall()
+    finally:
+        con.close()
+    for number, *times in rows:
+        for name, at in zip(MARKS, times):
+            if at is not None:
+                out[name][int(number)] = at.astimezone(dt.timezone.utc)
+    return out
+
+
 # ---- filing --------------------------------------------------------------------------
 
 
@@ -286,6 +322,8 @@ class FilingReport:
     open_list: list[dict] | None = None
     # the title of each aggregate issue filed, extended (or, dry run, that would be) -> its new tests
     aggregates: dict[str, list[str]] = field(default_factory=dict)
+    # tests given no issue because PyTorch could not read their title -> why (a human must act)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -317,6 +355,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
     report = FilingReport(dry_run=True)
     in_aggregate: dict[str, str] = {}
     lines = []
+    wanted = readable(wanted, report, lambda line: lines.append(f"DRY RUN: {line}"))
     for file, members in groups(wanted, file_of, is_new).items():
         title = aggregate_title(file)
         report.aggregates[title] = [w.test for w in members]
@@ -378,6 +417,8 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     tracker.load_open()
     tracker.sync_recent()
     report.open_issues = len(tracker.open_issues())
+    wanted = readable(wanted, report, warn, tracker.find)
+    narrowed = ledger_marks(lake, day)["narrowed"]
     known = ledger_issue_numbers(lake, day)
     found_rows: list[dict] = []
     aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, labels, owners, max_new, run_id,
@@ -387,23 +428,18 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
             continue
         title = issue_title(w.test)
         try:
-            issue = tracker.find(w.test)
-            if issue is None and w.test in known:
-                tracker.get(known[w.test])
-                issue = tracker.find(w.test)
+            issue = _lookup(tracker, w.test, known, search=created < max_new)
             if issue is None and created >= max_new:  # its title search waits with it
                 report.deferred.append(w.test)
                 continue
-            if issue is None:
-                tracker.search_test(w.test)
-                issue = tracker.find(w.test)
             if issue is None:
                 created += 1
                 issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels,
                                                 owners, log)
                 row = ledger_row(w.test, action, issue, tracker.repo, run_id, detail)
             elif issue.get("state") == "open":
-                row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log)
+                row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log,
+                                   narrowed.get(issue["number"]))
                 if row["action"] == "found" and w.test not in known and MARKER in (issue.get("body") or ""):
                     row["detail"] += (f"; filed by this project without a ledger row in the last {LEDGER_LOOKBACK_DAYS}"
                                       " days (a run that stopped between filing and recording it)")
@@ -421,6 +457,39 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
     report.open_list = tracker.open_any()
     return report
+
+
+def _lookup(tracker: IssueTracker, test: str, known: dict[str, int], search: bool) -> dict | None:
+    """The test's issue through steps 1-3 of the module docstring, and step 4 (a title search,
+    which the search rate limit makes the dear one) when `search`."""
+    issue = tracker.find(test)
+    if issue is None and test in known:
+        tracker.get(known[test])
+        issue = tracker.find(test)
+    if issue is None and search:
+        tracker.search_test(test)
+        issue = tracker.find(test)
+    return issue
+
+
+def readable(wanted: list[Wanted], report: FilingReport, warn: Callable[[str], None],
+             find: Callable[[str], dict | None] = lambda test: None) -> list[Wanted]:
+    """The wanted tests PyTorch can disable through an issue. The others get none (an issue whose
+    title PyTorch cannot read disables nothing, and would not be found by its reading either) and
+    go to `report.unreadable` and the log with the reason, with the issue already titled so
+    (`find`), so that a human disables them another way (a renamed test, an issue by hand)."""
+    out = []
+    for w in wanted:
+        why = unreadable_reason(w.test)
+        if why is None:
+            out.append(w)
+            continue
+        issue = find(w.test)
+        if issue is not None:
+            why += f"; #{issue['number']} ({issue.get('state')}) has its title and disables nothing"
+        report.unreadable[w.test] = why
+        warn(f"{w.test!r} gets no DISABLED issue: {why}")
+    return out
 
 
 def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted],
@@ -557,15 +626,29 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
     return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
 
 
+def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None) -> dt.datetime | None:
+    """When the issue's `Platforms:` line was last set by what is known: its filing, or this
+    project's last narrowing of it (the ledger's `narrowed` rows)."""
+    times = [t for t in (_parse_time(issue.get("created_at")), narrowed_at) if t is not None]
+    return max(times, default=None)
+
+
 def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
-                 log: Callable[[str], None]) -> dict:
+                 log: Callable[[str], None], narrowed_at: dt.datetime | None = None) -> dict:
+    """Extend the issue's platforms to where the test flaked, only on a failure after the line was
+    last set (`platforms_set_at`), as a closed issue reopens only on a failure after its close:
+    the verdict's window still holds the flakes of the platforms re-enabling just dropped, and
+    adding them back would undo it on every run."""
     if is_aggregate(issue.get("title")):  # its list is extended only when a group is filed
         return ledger_row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
-    add = added_platforms(current, w.flaked)
+    last, set_at = (evidence.last_failure_at if evidence else None), platforms_set_at(issue, narrowed_at)
+    add = added_platforms(current, w.flaked) if last is None or set_at is None or last > set_at else []
     if not add:
+        stale = added_platforms(current, w.flaked)
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
-                    f"open; Platforms: {', '.join(current) or 'all'} covers where it flaked")
+                    f"open; Platforms: {', '.join(current) or 'all'} covers where it flaked"
+                    + (f" since {_iso(set_at)}" if stale and set_at else ""))
     updated = tracker.update(issue["number"], body=with_platforms(issue.get("body"), current + add))
     _comment(tracker, issue["number"], f"It flaked on {', '.join(add)} as well: adding "
              f"{'it' if len(add) == 1 else 'them'} to the platforms.", evidence, log)

@@ -9,13 +9,20 @@ tests re-enabled that fail again at once. So the rule here is stricter, per plat
 disables:
 
 - clean: no red in any rerun since the issue was filed, and greens from at least MIN_JOBS rerun
-  jobs on at least MIN_DAYS different days within the last WINDOW_DAYS (PyTorch's two weeks). A
-  rerun green stands for up to 50 passing runs. With PyTorch's daily reruns that is a clean week
-  (PyTorch's own window), not just three clean jobs: a test still failing 0.5% of its runs passes
+  jobs on at least MIN_DAYS different days within the last WINDOW_DAYS (PyTorch's two weeks),
+  counted from the issue's latest (re)opening or widening (`greens_since`: the test failed in CI
+  after the greens before those, which is why the issue was reopened or widened). A rerun green
+  stands for up to 50 passing runs. With PyTorch's daily reruns that is a clean week (PyTorch's
+  own window), not just three clean jobs: a test still failing 0.5% of its runs passes
   50 reruns 78% of the time, so three clean jobs in a row (the first defaults, which the eval
   caught re-enabling a test filed days before) 47% of the time, seven 18%; one failing 2%, 5% and
   0.1%. A test with an older issue is clean only when the whole window is, so a fix made on day F
   is re-enabled on day F + WINDOW_DAYS - 1 whatever these two say;
+- a platform of the issue is read as PyTorch's runner reads it (`issue_text.runs_on`): `mac` and
+  `macos` are one, `linux` also holds on ROCm and XPU jobs, and a test configuration (dynamo,
+  inductor, slow, ...) on any platform. The rerun jobs run a disabled test only where its issue
+  disables it, so each platform of the issue is clean when every platform it holds on that reran
+  the test is clean (at least one did);
 - every disabled platform clean: the issue is closed with the evidence (a comment, once);
 - some clean: those are dropped from the issue's `Platforms:` line, the others stay;
 - an issue for every platform (an empty line) closes only when every platform that reran the
@@ -39,9 +46,10 @@ from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
     pytorch_platforms,
+    runs_on,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.issues import ledger_row, record
+from torchci_assets.derived.flakiness.issues import ledger_marks, ledger_row, record
 
 WINDOW_DAYS = 14
 MIN_JOBS = 7
@@ -79,40 +87,68 @@ class Decision:
     dropped: list[str] = field(default_factory=list)
 
 
-def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime]) -> dict[str, dict[str, PlatformRuns]]:
-    """Per test (counted from its `since` on) and PyTorch platform, the rerun jobs' counts over
-    the WINDOW_DAYS days ending on `day` (the days of test_results that exist)."""
+def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime],
+                   green_since: dict[str, dt.datetime] | None = None) -> dict[str, dict[str, PlatformRuns]]:
+    """Per test and PyTorch platform, the rerun jobs' counts over the WINDOW_DAYS days ending on
+    `day` (the days of test_results that exist): reds from the test's `since` on (its filing), its
+    greens and the jobs and days that gave them from its `green_since` on when that is later (its
+    latest reopening)."""
     end = dt.date.fromisoformat(day)
     days = [d for d in lake.days("test_results") if (end - dt.timedelta(days=WINDOW_DAYS - 1)).isoformat() <= d <= day]
-    out: dict[str, dict[str, PlatformRuns]] = {}
     if not since or not days:
-        return out
+        return {}
+    later = {t: s for t, s in (green_since or {}).items() if t in since and s > since[t]}
     con = connect()
     try:
         if register_extract(con, lake, RERUN_RESULTS, days, "r_results") == 0:
-            return out
-        tests = sorted(since)
-        rows = execute(con, SQL["rerun_evidence"], {"tests": tests, "since": [since[t] for t in tests]}).fetchall()
+            return {}
+        out = _by_platform(_evidence_rows(con, since))
+        greens = _by_platform(_evidence_rows(con, later)) if later else {}
     finally:
         con.close()
+    for test in later:
+        reds, clean = out.pop(test, {}), greens.get(test, {})
+        merged = {p: PlatformRuns(g.green, reds[p].red if p in reds else 0, g.jobs, g.days) for p, g in clean.items()}
+        merged.update({p: PlatformRuns(red=r.red) for p, r in reds.items() if p not in clean and r.red})
+        if merged:
+            out[test] = merged
+    return out
+
+
+def _evidence_rows(con, since: dict[str, dt.datetime]) -> list[tuple]:
+    tests = sorted(since)
+    return execute(con, SQL["rerun_evidence"], {"tests": tests, "since": [since[t] for t in tests]}).fetchall()
+
+
+def _by_platform(rows: list[tuple]) -> dict[str, dict[str, PlatformRuns]]:
+    out: dict[str, dict[str, PlatformRuns]] = {}
     for test, platform, green, red, jobs, n_days, _first, _last in rows:
         for name in pytorch_platforms([platform]) or [platform]:
             out.setdefault(test, {}).setdefault(name, PlatformRuns()).add(green or 0, red or 0, jobs, n_days)
     return out
 
 
+def covered(platform: str, runs: dict[str, PlatformRuns]) -> dict[str, PlatformRuns]:
+    """The rerun counts of the platforms where the issue platform `platform` disables the test."""
+    where = runs_on(platform)
+    return {p: r for p, r in runs.items() if where is None or p in where}
+
+
 def decide(test: str, disabled_on: list[str], runs: dict[str, PlatformRuns]) -> Decision:
-    """What the evidence says of one open issue disabling `test` on `disabled_on` ([]: everywhere)."""
+    """What the evidence says of one open issue disabling `test` on `disabled_on` ([]: everywhere),
+    its platforms in PyTorch's names, each judged on every platform where it disables the test."""
     red = sorted(p for p, r in runs.items() if r.red)
     if not disabled_on:
         everywhere_clean = bool(runs) and all(r.clean for r in runs.values())
         return Decision(test, "close" if everywhere_clean else "evidence" if red else "wait")
-    clean = [p for p in disabled_on if p in runs and runs[p].clean]
-    if clean and len(clean) == len(set(disabled_on)):
+    names = list(dict.fromkeys(disabled_on))
+    clean = [p for p in names if covered(p, runs) and all(r.clean for r in covered(p, runs).values())]
+    if clean and len(clean) == len(names):
         return Decision(test, "close", dropped=clean)
     if clean:
-        return Decision(test, "narrow", keep=[p for p in disabled_on if p not in clean], dropped=clean)
-    return Decision(test, "evidence" if set(red) & set(disabled_on) else "wait")
+        return Decision(test, "narrow", keep=[p for p in names if p not in clean], dropped=clean)
+    red_where_disabled = any(r.red for p in names for r in covered(p, runs).values())
+    return Decision(test, "evidence" if red_where_disabled else "wait")
 
 
 def evidence_table(runs: dict[str, PlatformRuns]) -> str:
@@ -170,7 +206,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
     """Decide for every open single-test issue (`issues`, by test) and act (live) or log and record
     what would be done (dry run); rows go to the `disabled_issues` ledger."""
     since = {t: _created(i) for t, i in issues.items()}
-    evidence = rerun_evidence(lake, day, since)
+    evidence = rerun_evidence(lake, day, since, greens_since(lake, day, issues))
     out = Reenabling()
     for test, runs in sorted(evidence.items()):
         d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
@@ -197,6 +233,41 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
     return out
 
 
+def _time(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
 def _created(issue: dict) -> dt.datetime:
-    text = issue.get("created_at") or "1970-01-01T00:00:00Z"
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return _time(issue.get("created_at")) or dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def greens_since(lake: Lake, day: str, issues: dict[str, dict]) -> dict[str, dt.datetime]:
+    """Per test, when its issue was last (re)opened (`opened_at`) or widened by this project
+    (platforms added on a new flake): greens from before either are what the test failed after."""
+    if not any(i.get("number") is not None for i in issues.values()):  # a dry run's stand-ins
+        return {t: _created(i) for t, i in issues.items()}
+    marks = ledger_marks(lake, day)
+    out = {}
+    for test, issue in issues.items():
+        n = issue.get("number")
+        opened = opened_at(issue, marks["reopened"].get(n), marks["closed"].get(n))
+        out[test] = max(opened, marks["widened"].get(n, opened))
+    return out
+
+
+def opened_at(issue: dict, bot_reopened: dt.datetime | None, closed_seen: dt.datetime | None) -> dt.datetime:
+    """When the open `issue` was last (re)opened: the reruns before it passed, and the test failed
+    again after them (why it is open again), so their greens say nothing of it now.
+
+    GitHub's issue has no reopen time. An issue closed before (its state_reason "reopened", a
+    closed_at, or a close the ledger saw: `closed_seen`) was reopened after its last known close:
+    at this project's own reopen, recorded in the ledger (`bot_reopened`), when that is later than
+    the close; else (a human, or another bot, reopened it) no later than its last change,
+    `updated_at`, which is taken: any later change (a comment) delays re-enabling, never hastens it."""
+    created = _created(issue)
+    closes = [t for t in (_time(issue.get("closed_at")), closed_seen) if t is not None and t >= created]
+    if issue.get("state_reason") != "reopened" and not closes:
+        return created
+    if bot_reopened is not None and bot_reopened >= max(closes, default=created):
+        return max(bot_reopened, created)
+    return max([created, *closes, *filter(None, [_time(issue.get("updated_at"))])])
