@@ -22,7 +22,7 @@ from torchci_assets.derived.drci.merge_base import NO_CREDENTIALS, resolve
 from torchci_assets.derived.drci.page import to_html, with_drci_section
 from torchci_assets.derived.drci.post import StopPosting, upsert
 from torchci_assets.derived.drci.publish import publish
-from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
+from torchci_assets.derived.drci.refresh import RefreshLimits, merge_rest_jobs, refresh_heads
 
 TOKEN = "ghp_drcitest00000000000000000000000000"
 REPO = "pytorch/pytorch"
@@ -289,6 +289,29 @@ def test_comment_header_counts_and_markers():
     assert "`TestOps.test_add (test_ops.py): RuntimeError: x`" in body  # no log line: the first failing test
 
 
+def test_a_cancelled_job_is_listed_apart_to_retry_not_as_a_new_failure():
+    """PyTorch's Dr. CI: `N Cancelled Job(s)` in the title (with the ❌), a CANCELLED section asking for a retry."""
+    cancelled = c.classify(failing_job(cancelled=True), trunk({}), c.Flaky())
+    on_base = c.classify(failing_job(cancelled=True), trunk({BASE: [GROUP]}), c.Flaky())
+    assert (cancelled.cls, on_base.cls) == (c.CANCELLED, c.BROKEN_TRUNK)  # the same failure on main still explains it
+    infra = c.Verdict(failing_job(failure_class="infra", infra_reason="runner lost"), c.INFRA, "runner lost")
+    body = render(head(), [cancelled, infra], pending=1)
+    assert "## :x: 1 Cancelled Job, 1 Pending, 1 Unrelated Failure\n" in body and "NEW FAILURE" not in body
+    assert "<details><summary><b>CANCELLED JOB</b> - The following job was cancelled. Please retry:</summary>" in body
+    assert c.counts([cancelled, infra]) == {c.NEW: 0, c.BROKEN_TRUNK: 0, c.FLAKY: 0, c.UNSTABLE: 0, c.INFRA: 1,
+                                            c.CANCELLED: 1}
+    new = c.Verdict(failing_job([(T1, "RuntimeError: x")]), c.NEW)
+    body = render(head(), [new, cancelled, cancelled], pending=0)
+    assert "## :x: 1 New Failure, 2 Cancelled Jobs\n" in body
+    assert "<b>CANCELLED JOBS</b> - The following jobs were cancelled. Please retry:" in body
+    assert body.index("NEW FAILURE") < body.index("CANCELLED JOBS")
+    # read from the REST API (a lost webhook): GitHub's conclusion says cancelled
+    jobs = [c.HeadJob("linux / build", BUILD, "pending", workflow="pull")]
+    merge_rest_jobs(jobs, [{"id": 5, "name": "pull"}], {5: [{"id": 51, "name": "linux / build", "workflow_name": "pull",
+                                                             "status": "completed", "conclusion": "cancelled"}]})
+    assert c.classify(jobs[0], trunk({}), c.Flaky()).cls == c.CANCELLED
+
+
 def test_an_unstable_job_links_its_issue_and_a_url_that_could_break_the_comment_is_not_linked():
     job = failing_job(name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)")
     entry = ["a-maintainer", "170001", "https://github.com/pytorch/pytorch/issues/170001", "pull", "x", ""]
@@ -542,6 +565,34 @@ def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, htt
     assert shown in page and "❌ 1 New Failure" in shown and "As of commit " + "a" * 40 in shown
 
 
+def test_a_cancelled_job_reaches_the_comment_as_cancelled_even_from_an_older_pr_jobs_partition(tmp_path):
+    import pyarrow.parquet as pq
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0, History
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+
+    now = T0 + dt.timedelta(hours=12)
+    h = History()
+    for i in (1, 2):
+        h.job(h.push(i, T0 + dt.timedelta(hours=i)), "linux-jammy / build", "success", run_id=10 * i,
+              created=T0 + dt.timedelta(hours=i))
+    h.add("pull_request", HUD_DAY, repo=REPO, number=50, state="open", head_sha=HEAD, head_ref="u/50", base_ref="main",
+          labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.job(HEAD, "linux-jammy / build", "cancelled", run_id=500, branch="u/50")  # its run was cancelled by hand
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, HUD_DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
+    build_pr_jobs(lake, HUD_DAY, REPO, now=now)
+    dry = GitHubResource(api_url="http://127.0.0.1:9")
+    row = build_comments(lake, dry, HUD_DAY, REPO, now=now).rows[0]
+    assert row["new"] == 0 and "## :x: 1 Cancelled Job\n" in row["body"] and "Please retry" in row["body"]
+    # a partition written before pr_jobs marked cancellations is read as it was: the job is a new failure
+    [path] = lake.files("pr_jobs", [HUD_DAY])
+    lake.write("pr_jobs", HUD_DAY, pq.read_table(path).drop_columns(["cancelled"]))
+    assert build_comments(lake, dry, HUD_DAY, REPO, now=now).rows[0]["new"] == 1
+
+
 def test_drci_config_defaults_and_refusals():
     from torchci_assets.config import ConfigError, parse_config
 
@@ -590,6 +641,40 @@ def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp
     assert report.actions == {"backfill": 1} and fake.requests == [] and not outputs.exists("drci/5.md")
     assert publish(lake, outputs, gh(httpserver), "2026-11-01", REPO, rows, enabled=True,
                    today=TODAY).actions["created"] == 1  # yesterday's partition still posts
+
+
+def test_yesterdays_partition_leaves_every_pull_request_a_newer_partition_lists_to_it(httpserver, fake, tmp_path):
+    """The daily run of yesterday at 00:30 (or a late file's refresh of it) must not put yesterday's
+    view over today's comment, nor post on a pull request closed since midnight."""
+    import pyarrow as pa
+    from hud_lake import schema
+    from torchci_assets.derived.drci.build import SCHEMA
+    from torchci_assets.derived.hud.health import PR_JOBS_SCHEMA
+
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    today, other = TODAY.isoformat(), "cd" * 20
+    lake.write("drci_comments", today, pa.Table.from_pylist([
+        {"pr": 5, "head_sha": HEAD, "pr_state": "open"},      # same head: today's comment is the one to show
+        {"pr": 6, "head_sha": other, "pr_state": "open"},     # pushed again after midnight
+        {"pr": 7, "head_sha": HEAD, "pr_state": "closed"},    # closed after midnight
+    ], schema=SCHEMA))
+    lake.write("pr_jobs", today, pa.Table.from_pylist([{"number": 9, "head_sha": HEAD, "pr_state": "closed"}],
+                                                       schema=PR_JOBS_SCHEMA))  # closed: today's comments not yet built
+    at = dt.datetime(2026, 11, 2, 0, 5, tzinfo=dt.timezone.utc)  # webhooks no newer partition has read yet
+    lake.write("pull_request", today, pa.Table.from_pylist([
+        {"repo": REPO, "number": 10, "state": "closed", "head_sha": HEAD, "received_at": at},
+        {"repo": REPO, "number": 11, "state": "open", "head_sha": HEAD, "received_at": at},  # a label, say
+        {"repo": "acme/other", "number": 8, "state": "closed", "head_sha": HEAD, "received_at": at},
+    ], schema=schema("pull_request")))
+    prs = (5, 6, 7, 8, 9, 10, 11)
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": body()} for n in prs]
+    report = publish(lake, outputs, gh(httpserver), "2026-11-01", REPO, rows, enabled=True, today=TODAY)
+    assert report.actions == {"closed": 0, "superseded": 1, "outdated": 4, "created": 2}
+    assert [n for n in prs if outputs.exists(f"drci/{n}.md")] == [8, 11]
+    assert fake.count("POST") == 2 and fake.bodies(8) == [body()]
+    # today's own partition is the newest: it posts
+    assert publish(lake, outputs, gh(httpserver), today, REPO, rows[:1], enabled=True,
+                   today=TODAY).actions["created"] == 1
 
 
 def materialize_on_hud_lake(tmp_path, httpserver):

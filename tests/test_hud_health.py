@@ -233,11 +233,81 @@ def test_a_pull_request_failure_its_group_also_has_on_main_is_broken_on_main(tmp
     h.job(pr_head, test, "failure", run_id=40, created=later, branch="gh/y/1/head")  # green on main: the PR's own
     h.job(pr_head, "linux-other / build", "failure", run_id=40, created=T0 - dt.timedelta(hours=2),
           branch="gh/y/1/head")  # started before any main commit of the window: nothing to compare with
+    got = {r["name"]: r["failure_class"] for r in pr_rows(tmp_path, h)}
+    assert got == {build: "broken_on_main", test: "new", "linux-other / build": "new"}
+
+
+def pr_rows(tmp_path, h: History) -> list[dict]:
+    """The pr_jobs rows of `h`'s day, GitHub's only, by name."""
     lake = Lake.at(str(tmp_path / "lake"))
     h.write(lake)
     build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
     build_pr_jobs(lake, DAY, REPO, now=NOW)
     con = connect()
     lake.register(con, "pr_jobs", [DAY], name="p")
-    got = dict(con.execute("SELECT name, failure_class FROM p").fetchall())
-    assert got == {build: "broken_on_main", test: "new", "linux-other / build": "new"}
+    cur = con.execute("SELECT * FROM p WHERE source = 'github' ORDER BY name")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def test_a_pull_request_job_is_the_newest_runs_latest_attempt_not_an_older_runs_rerun(tmp_path):
+    """A workflow run again on the same head (a re-pushed ciflow tag) replaces the older run, whose
+    attempt 2 must not win over the newer run's attempt 1, even when re-run after it started."""
+    h = History()
+    head, branch = sha(0xC1), "gh/z/1/head"
+    h.add("pull_request", DAY, repo=REPO, number=11, state="open", head_sha=head, head_ref=branch,
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    a, b = TEST.format(1), TEST.format(2)
+    for name in (a, b):
+        h.job(head, name, "failure", workflow="trunk", run_id=500, attempt=1, created=T0, branch=branch)
+    h.job(head, a, "failure", workflow="trunk", run_id=500, attempt=2, created=T0 + dt.timedelta(hours=1),
+          branch=branch)
+    h.job(head, a, "success", workflow="trunk", run_id=600, created=T0 + dt.timedelta(hours=3), branch=branch)
+    h.job(head, b, "success", workflow="trunk", run_id=600, created=T0 + dt.timedelta(hours=3), branch=branch)
+    h.job(head, b, "failure", workflow="trunk", run_id=500, attempt=2, created=T0 + dt.timedelta(hours=4),
+          branch=branch)
+    h.job(head, b, "failure", workflow="trunk", run_id=600, attempt=2, created=T0 + dt.timedelta(hours=5),
+          branch=branch)  # within the newest run, its latest attempt
+    rows = pr_rows(tmp_path, h)
+    assert [(r["name"], r["state"], r["run_id"], r["run_attempt"], r["attempts"]) for r in rows] == [
+        (a, "success", 600, 1, 3), (b, "failure", 600, 2, 4)]
+
+
+def test_a_pull_request_job_failed_by_cancellation_only_is_marked_cancelled(tmp_path):
+    """Dr. CI lists those apart (to retry); a job still counts as failed either way."""
+    h = History()
+    head, branch = sha(0xC2), "gh/z/2/head"
+    h.add("pull_request", DAY, repo=REPO, number=12, state="open", head_sha=head, head_ref=branch,
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.job(head, "linux / build", "cancelled", run_id=70, branch=branch)
+    h.job(head, "linux / docs", "failure", run_id=70, branch=branch)
+    h.job(head, "linux / lint", "cancelled", run_id=70, branch=branch)
+    h.job(head, "linux / lint", "failure", run_id=70, attempt=2, created=T0 + dt.timedelta(hours=1), branch=branch)
+    h.job(head, "linux / test", "cancelled", run_id=70, branch=branch)
+    h.job(head, "linux / test", "success", run_id=70, attempt=2, created=T0 + dt.timedelta(hours=1), branch=branch)
+    rows = pr_rows(tmp_path, h)
+    assert [(r["name"], r["state"], r["failure_class"], r["cancelled"]) for r in rows] == [
+        ("linux / build", "failure", "new", True), ("linux / docs", "failure", "new", False),
+        ("linux / lint", "failure", "new", False), ("linux / test", "success", None, False)]
+
+
+def test_a_pull_request_failure_is_broken_on_main_only_when_main_fails_every_one_of_its_tests(tmp_path):
+    """One failing test main does not share makes the job the pull request's own (as Dr. CI says it is);
+    a list cut at MAX_LISTED_TESTS cannot show that every test is shared."""
+    h = History()
+    c = h.push(1, T0)
+    pr_head, branch, later = sha(0xB2), "gh/y/2/head", T0 + dt.timedelta(hours=1)
+    h.add("pull_request", DAY, repo=REPO, number=8, state="open", head_sha=pr_head, head_ref=branch,
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    cases = {"linux-shared / test (default, 1, 1, linux.2xlarge)": (["test_a"], ["test_a"]),
+             "linux-mixed / test (default, 1, 1, linux.2xlarge)": (["test_a"], ["test_a", "test_new"]),
+             "linux-many / test (default, 1, 1, linux.2xlarge)": ([f"test_{i}" for i in range(7)],) * 2}
+    for run, (name, (on_main, on_pr)) in enumerate(cases.items()):
+        j = h.job(c, name, "failure", run_id=10 + run)
+        for t in on_main:
+            h.failing_test(c, j, t)
+        j = h.job(pr_head, name, "failure", run_id=40 + run, created=later, branch=branch)
+        for t in on_pr:
+            h.failing_test(pr_head, j, t)
+    got = {r["name"].split(" /")[0]: (r["failure_class"], r["failing_test_count"]) for r in pr_rows(tmp_path, h)}
+    assert got == {"linux-shared": ("broken_on_main", 1), "linux-mixed": ("new", 2), "linux-many": ("new", 7)}

@@ -10,6 +10,9 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 passed on rerun): see `known_flaky`;
   BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
                 it (`NEAR_COMMITS` on each side): see `same_failure`;
+  CANCELLED     the job was cancelled (`pr_jobs`' `cancelled`, or GitHub's conclusion when read
+                from the REST API): PyTorch's Dr. CI splits these out of the new failures and asks
+                for a retry, since a cancellation says nothing about the code;
   NEW           anything else: the pull request's own failure.
 
 FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
@@ -44,7 +47,9 @@ BROKEN_TRUNK = "BROKEN TRUNK"
 FLAKY = "FLAKY"
 UNSTABLE = "UNSTABLE"
 INFRA = "INFRA"
-CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA)
+CANCELLED = "CANCELLED"
+CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA)  # the classes drci_comments has a count column of
+SHOWN_CLASSES = (*CLASSES, CANCELLED)                 # every class a verdict can have
 # `pr_jobs`' infra reasons as a reader of the comment understands them.
 INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": "the log shows an infrastructure failure",
                  "no-test-results": "no test results", "abandoned": "no conclusion for 36 hours: abandoned",
@@ -92,6 +97,7 @@ class HeadJob:
     tests: tuple[FailedTest, ...] = ()
     started_at: dt.datetime | None = None
     from_rest: bool = False         # its state was read from the REST API (a lost webhook)
+    cancelled: bool = False         # it failed by cancellation only (a retry, not a fix, is due)
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,8 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
+    if job.cancelled:
+        return Verdict(job, CANCELLED)
     return Verdict(job, NEW)
 
 
@@ -233,7 +241,7 @@ def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
-    out = {c: 0 for c in CLASSES}
+    out = {c: 0 for c in SHOWN_CLASSES}
     for v in verdicts:
         out[v.cls] += 1
     return out

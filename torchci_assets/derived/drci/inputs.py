@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from resources.lake import Lake
 from resources.lake_extracts import register_extract
+from resources.sql import Columns, compose
 from resources.storage import Store
 from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
                                                   MainFailure, Trunk, message_key)
@@ -32,6 +33,10 @@ from torchci_assets.partitions import days_ending
 SQL_DIR = Path(__file__).parent / "sql"
 WINDOW_DAYS = 3    # test results and webhooks: a head's jobs run within hours of its push
 TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their neighbours
+# pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
+PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN"})
+_PJ_VIEW = "CREATE OR REPLACE TEMP VIEW pj AS SELECT * FROM pj_files"
+_PJ_VIEW_ADDED = "CREATE OR REPLACE TEMP VIEW pj AS SELECT *, {{added}} FROM pj_files"
 
 
 @cache
@@ -57,10 +62,21 @@ class PullRequest:
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
 
 
+def register_pr_jobs(con, lake: Lake, day: str) -> bool:
+    """View pj over the day's `pr_jobs`, with the columns of PR_JOBS_ADDED its partition lacks as
+    NULL (one written before they were added); False when the day has none."""
+    if not lake.register(con, "pr_jobs", [day], name="pj_files"):
+        return False
+    have = {r[0] for r in con.execute(compose("DESCRIBE {{files}}", files="pj_files")).fetchall()}
+    added = Columns({c: t for c, t in PR_JOBS_ADDED.items() if c not in have})
+    con.execute(compose(_PJ_VIEW_ADDED, added=added) if added else _PJ_VIEW)
+    return True
+
+
 def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     """Each pull request of the day's `pr_jobs` with its head's GitHub jobs, and the open ones of
     the window's pull_request webhooks whose head has no job at all (for the lost-webhook refresh)."""
-    if not lake.register(con, "pr_jobs", [day], name="pj"):
+    if not register_pr_jobs(con, lake, day):
         return {}
     prs: dict[int, PullRequest] = {}
     if lake.register(con, "pull_request", days_ending(day, WINDOW_DAYS), name="pr"):
@@ -74,7 +90,7 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
                                failure_class=r["failure_class"], job_id=r["job_id"], run_id=r["run_id"],
                                workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
                                infra_reason=r["infra_reason"], failure_line=r["failure_line"],
-                               started_at=r["started_at"]))
+                               started_at=r["started_at"], cancelled=bool(r["cancelled"])))
         started = r["started_at"]
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started

@@ -9,6 +9,15 @@ requests, not correctness: a pull request whose last recorded body is the one ab
 is skipped without a request, and anything else goes through `post.upsert`, which finds the
 comment on GitHub itself. So a body costs one list request and at most one write when it changed,
 and nothing while it does not.
+
+A partition older than the newest one (yesterday's, recomputed by the daily run after midnight or by
+a late file's refresh) speaks for yesterday's heads as of the end of yesterday. A pull request that
+a newer `drci_comments` or `pr_jobs` partition lists is that partition's to publish: when its head
+or state there differs (pushed again, closed since) yesterday's comment is outdated, and when it is
+the same the newer partition's comment is the one to show. Either way it is skipped and counted
+(`outdated`, `superseded`), so yesterday never overwrites today's comment, nor posts on a pull
+request closed since. Before any newer partition exists, a `pull_request` webhook received after
+the day that gives another head or state makes the row `outdated` as well.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import pyarrow as pa
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
+from torchci_assets.derived.drci.build import TABLE as COMMENTS
 from torchci_assets.derived.drci.inputs import rows
 from torchci_assets.derived.drci.post import StopPosting, upsert
 from torchci_assets.publishing import write_if_changed
@@ -35,6 +45,8 @@ LEDGER_SCHEMA = pa.schema([
     ("body_sha256", pa.string()), ("error", pa.string()), ("at", pa.timestamp("ms", tz="UTC")),
 ])
 LEDGER_LOOKBACK_DAYS = 14
+# The newer partitions that take a pull request over from an older one, and the query listing their heads.
+NEWER_VIEWS = ((COMMENTS, "newer_comments"), ("pr_jobs", "newer_pr_jobs"))
 
 
 @dataclass
@@ -66,6 +78,55 @@ def last_posted(lake: Lake, day: str) -> dict[int, str]:
         return {r["pr"]: r["body_sha256"] for r in rows(con, "last_posted")}
     finally:
         con.close()
+
+
+def newer_heads(lake: Lake, day: str) -> dict[int, set[tuple[str, str]]]:
+    """pr -> its (head_sha, pr_state) in the newest `drci_comments` and `pr_jobs` partitions after
+    `day` (empty when `day` is the newest of both): what a newer partition already covers."""
+    found: dict[int, set[tuple[str, str]]] = {}
+    con = connect()
+    try:
+        for table, query in NEWER_VIEWS:
+            newest = max(lake.days(table), default=day)
+            if newest > day and lake.register(con, table, [newest], name="nh"):
+                for r in rows(con, query):
+                    found.setdefault(r["pr"], set()).add((r["head_sha"], r["pr_state"]))
+    finally:
+        con.close()
+    return found
+
+
+def later_webhooks(lake: Lake, day: str, repo: str) -> dict[int, tuple[str, str]]:
+    """pr -> (head_sha, state) of its latest `pull_request` webhook of the days after `day`: a push
+    or a close the newer partitions may not have seen yet."""
+    days = [d for d in lake.days("pull_request") if d > day]
+    con = connect()
+    try:
+        if not days or not lake.register(con, "pull_request", days, name="nw"):
+            return {}
+        return {r["pr"]: (r["head_sha"], r["pr_state"]) for r in rows(con, "newer_webhooks", {"repo": repo})}
+    finally:
+        con.close()
+
+
+def not_superseded(lake: Lake, day: str, repo: str, open_rows: list[dict], report: PublishReport,
+                   log: Callable[[str], None]) -> list[dict]:
+    """The rows no newer partition covers; the others are counted as `outdated` (head or state
+    changed since) or `superseded` (same head, still open) and left to the newer partition."""
+    newer, since = newer_heads(lake, day), later_webhooks(lake, day, repo)
+    kept = []
+    for r in open_rows:
+        mine, seen = (r["head_sha"], "open"), newer.get(r["pr"])
+        if since.get(r["pr"], mine) != mine or seen not in (None, {mine}):
+            report.add("outdated")
+        elif seen is None:
+            kept.append(r)
+        else:
+            report.add("superseded")
+    if len(kept) < len(open_rows):
+        log(f"{day}: {len(open_rows) - len(kept)} pull request(s) pushed, closed or covered since: left to the newer "
+            "partition")
+    return kept
 
 
 def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[int, str], report: PublishReport,
@@ -110,6 +171,8 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
         report.actions["backfill"] = len(open_rows)
         return report
     report.actions["closed"] = len(rows) - len(open_rows)
+    if dt.date.fromisoformat(day) < today:  # today's partition is the newest: nothing can supersede it
+        open_rows = not_superseded(lake, day, repo, open_rows, report, log)
     for r in open_rows:
         report.files += 1
         if not write_if_changed(outputs, f"{OUTPUT_DIR}/{r['pr']}.md", r["body"].encode()):

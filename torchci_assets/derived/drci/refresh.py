@@ -8,7 +8,8 @@ pending in the lake, and its comment frozen, forever. Before the comments are wr
 has its workflow runs (`GET /repos/{repo}/actions/runs?head_sha=`) and their latest jobs
 (`GET /repos/{repo}/actions/runs/{id}/jobs`) listed, and the jobs' states in the comment are
 GitHub's. A job that failed this way has no classified log or test results yet: it is shown as a
-new failure and marked as read from the REST API, until its webhook or a backfill brings the rest.
+new failure (a cancelled one as cancelled) and marked as read from the REST API, until its webhook
+or a backfill brings the rest.
 Without credentials nothing is read (a dry run logs which heads would be); nor for a partition
 older than yesterday (a backfill), whose comment is the lake's view of that day.
 """
@@ -83,15 +84,17 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
         for rj in listed:
             workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
             state = _state(rj)
+            cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
             mine = by_key.get((workflow, rj["name"]))
             if mine is None:
                 mine = HeadJob(rj["name"], job_group(workflow, rj["name"]), state, job_id=rj["id"], run_id=run_id,
-                               workflow=workflow, from_rest=True)
+                               workflow=workflow, from_rest=True, cancelled=cancelled)
                 jobs.append(mine)
                 by_key[(workflow, rj["name"])] = mine
                 changed += 1
             elif mine.state != state and mine.state == "pending":
                 mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
+                mine.cancelled = cancelled
                 changed += 1
     return changed
 

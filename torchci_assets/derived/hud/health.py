@@ -32,9 +32,13 @@ group's latest attempt:
                     neither flaky nor broken in `flaky_tests`;
   `broken_on_main`  every failing test is `broken` (or flaky) in `flaky_tests`, and one is broken;
                     on a pull request also a new failure whose group was failing on main (in that
-                    day's `commit_health`) when the job started, with the same failing tests or none
-                    known on either side (a build broken on main);
+                    day's `commit_health`) when the job started, with every one of its failing tests
+                    failing there too (all listed: a list cut at MAX_LISTED_TESTS is not enough), or
+                    none known on either side (a build broken on main);
   `known_flaky`     every failing test is `flaky` in `flaky_tests`.
+A cancelled job is a failure, as PyTorch's HUD counts it (`isFailedJob`). On a pull request, a
+job whose every failing id was cancelled is also marked `cancelled` in `pr_jobs`: PyTorch's Dr. CI
+lists such a job apart, to be retried, not as the pull request's failure.
 
 Windows, and why a partition is a snapshot. Day D's partition holds the commits pushed on
 D-LOOKBACK_DAYS..D, judged with everything that arrived by the end of D (or now, for today):
@@ -99,6 +103,7 @@ PR_JOBS_SCHEMA = pa.schema([
     ("head_ref", pa.string()), ("base_ref", pa.string()), ("labels", pa.list_(pa.string())),
     ("pr_updated_at", TS), ("as_of", TS), ("source", pa.string()), ("level", pa.string()),
     *_IDENTITY_FIELDS,
+    ("cancelled", pa.bool_()),  # a failure whose every failing job was cancelled: Dr. CI's CANCELLED, not NEW
 ])
 
 

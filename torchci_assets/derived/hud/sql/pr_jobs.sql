@@ -1,12 +1,28 @@
 -- pr_jobs' rows (after job_identities.sql over the pull requests' heads): every job of each pull
--- request's latest head, the latest attempt of each job name with its failure class, and the
--- downstream backends' results (levels in $levels) for that head. $as_of: the partition's instant.
+-- request's latest head, the latest attempt of each job name with its failure class (and whether it
+-- was cancelled), and the downstream backends' results (levels in $levels) for that head. $as_of: the
+-- partition's instant.
 
 -- step: latest_identities
--- each job name's latest attempt (an aggregate of whole rows: cheaper than a window's sort)
+-- each job name's latest attempt: the highest attempt of the newest run of its workflow on the head (PyTorch's
+-- Dr. CI keeps a workflow's newest run only), so an older run re-run never beats a newer run. A run is as new as
+-- its first job (a re-run's jobs are created later, its run is not), then its id. An aggregate of whole rows:
+-- cheaper than a window's sort.
 CREATE TEMP TABLE latest_identities AS
-SELECT unnest(arg_max(i, (run_attempt::BIGINT << 44) + epoch_ms(created_at))), count(*) AS attempts
-FROM identities i GROUP BY sha, workflow, name
+WITH runs AS (SELECT run_id, min(created_at) AS run_created FROM identities GROUP BY run_id)
+SELECT unnest(arg_max(i, (r.run_created, i.run_id, i.run_attempt))), count(*) AS attempts
+FROM identities i JOIN runs r USING (run_id) GROUP BY i.sha, i.workflow, i.name
+
+-- step: cancelled_identities
+-- the latest attempts that failed by cancellation only (every failing id concluded `cancelled`): PyTorch's Dr. CI
+-- lists those as cancelled, to retry, not as the pull request's failures
+CREATE TEMP TABLE cancelled_identities AS
+WITH f AS (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS id FROM latest_identities WHERE failed)
+SELECT f.sha, f.run_id, f.run_attempt, f.name
+FROM f JOIN w_jobs j ON j.id = f.id AND j.head_sha = f.sha
+WHERE coalesce(j.conclusion, '') <> ''
+GROUP BY ALL
+HAVING bool_and(j.conclusion = 'cancelled')
 
 -- step: rows
 CREATE TEMP TABLE pr_job_rows AS
@@ -16,11 +32,15 @@ WITH github0 AS (
                 ELSE CASE WHEN i.skipped THEN 'skipped' ELSE 'success' END END AS state,
            c.failure_class, i.attempts, i.job_id, i.run_id, i.run_attempt, i.duration_s, i.started_at,
            i.completed_at, i.build_env, i.test_config, i.platform, c.infra_reason, c.failure_line,
-           coalesce(c.failing_tests, []) AS failing_tests, coalesce(c.failing_test_count, 0) AS failing_test_count
+           coalesce(c.failing_tests, []) AS failing_tests, coalesce(c.failing_test_count, 0) AS failing_test_count,
+           k.sha IS NOT NULL AS cancelled
     FROM latest_identities i LEFT JOIN identity_class c USING (sha, run_id, run_attempt, name)
+    LEFT JOIN cancelled_identities k USING (sha, run_id, run_attempt, name)
 ),
--- a new failure whose group was failing on main when the job started, with the same failing
--- tests (or none known on either side: a build, a lint), came with main: broken on main
+-- a new failure whose group was failing on main when the job started, with every one of its failing tests
+-- failing there too (or none known on either side: a build, a lint), came with main: broken on main. One
+-- failing test that main does not share is the pull request's own, as Dr. CI says; a list cut at
+-- MAX_LISTED_TESTS (fewer listed than failing_test_count) cannot show that every test is shared: new.
 main_states AS (
     SELECT job_group, pushed_at, state, failing_tests FROM w_health
     WHERE state IN ('failure', 'flaky', 'success')
@@ -33,8 +53,10 @@ inherited AS (
 ),
 github AS (
     SELECT g.* REPLACE (
-        CASE WHEN x.main_state = 'failure' AND (len(g.failing_tests) = 0 AND len(x.main_tests) = 0
-                                                OR list_has_any(g.failing_tests, x.main_tests))
+        CASE WHEN x.main_state = 'failure'
+                  AND (g.failing_test_count = 0 AND len(x.main_tests) = 0
+                       OR g.failing_test_count > 0 AND g.failing_test_count = len(g.failing_tests)
+                          AND list_has_all(x.main_tests, g.failing_tests))
              THEN 'broken_on_main' ELSE g.failure_class END AS failure_class)
     FROM github0 g LEFT JOIN inherited x USING (head_sha, workflow, name)
 ),
@@ -56,7 +78,7 @@ downstream AS (
            NULL::VARCHAR AS platform,
            CASE WHEN failure_kind = 'infrastructure' THEN 'downstream-infra' END AS infra_reason,
            NULL::VARCHAR AS failure_line, []::VARCHAR[] AS failing_tests,
-           coalesce(failed, 0) AS failing_test_count
+           coalesce(failed, 0) AS failing_test_count, false AS cancelled
     FROM ci
 )
 SELECT p.number, p.head_sha, p.state AS pr_state, p.merged, p.head_ref, p.base_ref, p.labels,
