@@ -51,7 +51,8 @@ DESCRIPTIONS = {
     "pages_under_2mb": "Every HUD page stays under 2 MB, so it opens quickly from a static site.",
     "unique_file_classname_name": "One flaky verdict per test: two would file or disable it twice.",
     "every_disabled_test_has_an_issue": "Every test the verdict disables was found or filed as a DISABLED issue "
-                                        "(GitHub errors leave it for the next run).",
+                                        "(GitHub errors leave it for the next run; a test whose name PyTorch's "
+                                        "title parser cannot read gets none, for a human to disable).",
     "rows_have_their_job": "Test rows whose job is unknown stay rare: their platform and branch cannot be told.",
     "every_test_row_counted_once": "The daily aggregates count each test row exactly once.",
     "regression_cost_below_share": "WARN when one file's jump adds more than max_cost_share of its config's total "
