@@ -1,4 +1,8 @@
-"""DISABLED issue titles, bodies and `Platforms:` lines, as PyTorch writes and reads them."""
+"""DISABLED issue titles, bodies and `Platforms:` lines, as PyTorch writes and reads them.
+
+"Upstream" is what PyTorch publishes today: the HUD's getDisabledTestsAndJobs (pytorch/test-infra
+torchci/pages/api/flaky-tests/getDisabledTestsAndJobs.ts) with the flaky bot's parsers
+(torchci/lib/flakyBot/singleDisableIssue.ts, aggregateDisableIssue.ts, utils.ts)."""
 
 import datetime as dt
 import json
@@ -9,12 +13,14 @@ from conftest import pytorch_bytes
 from torchci_assets.derived.flakiness.issue_text import (
     MARKER,
     MAX_JOB_LINKS,
+    PYTORCH_PLATFORMS,
     Evidence,
     FailingJob,
     PlatformEvidence,
     added_platforms,
     condense,
     issue_title,
+    multiple_tests,
     parse_platforms,
     pytorch_platforms,
     render_body,
@@ -36,19 +42,23 @@ def issue(number, title, body, repo="pytorch/pytorch"):
     ("DISABLED test_conv (__main__.TestNN)", "test_conv (__main__.TestNN)"),
     ("DISABLED   test_conv (__main__.TestNN)  ", "test_conv (__main__.TestNN)"),  # PyTorch strips
     ("DISABLED test_x_cuda (__main__.TestFooCUDA)", "test_x_cuda (__main__.TestFooCUDA)"),
-    ("DISABLEDtest_conv (__main__.TestNN)", "test_conv (__main__.TestNN)"),  # its regex allows no space
+    # upstream's isSingleIssue wants "DISABLED " (with its space) and then exactly the test
+    # (parseTestName's regex is anchored at both ends); the old update_disabled_issues.py took both
+    ("DISABLEDtest_conv (__main__.TestNN)", None),
     ("DISABLED pull / linux-jammy-py3.10-gcc11 / test (default)", None),  # a disabled job, not a test
     ("DISABLED conv (__main__.TestNN)", None),  # not a test_ name
     ("disabled test_conv (__main__.TestNN)", None),  # the prefix is case-sensitive
     ("[DISABLED] test_conv (__main__.TestNN)", None),
     ("DISABLED test_conv", None),
-    ("DISABLED test_conv   (__main__.TestNN) on ROCm", "test_conv (__main__.TestNN)"),  # read up to ")"
+    ("DISABLED test_conv   (__main__.TestNN) on ROCm", None),  # text after the parenthesis: a job's title
+    ("DISABLED test_conv (__main__.TestNN))", None),
+    ("DISABLED \ttest_conv\t(__main__.TestNN)\t", "test_conv (__main__.TestNN)"),
     ("DISABLED test_gemm/2d_cuda (__main__.TestMatmul)", None),  # a name it cannot read: neither list
     ("DISABLED test_addmm_ATen,Triton (__main__.TestCK)", None),
     ("DISABLED MULTIPLE test_nn", None),  # an aggregate: its tests are in the body
     (None, None),
 ])
-def test_titles_are_read_as_update_disabled_issues_reads_them(title, test):
+def test_titles_are_read_as_upstream_reads_them(title, test):
     assert disabled_test(title) == test
 
 
@@ -64,7 +74,7 @@ def test_our_title_is_the_bots_and_reads_back_to_the_test():
     ("test_naïve (__main__.TestUnicode)", "reads no test in"),
     ("test_case[x] (__main__.TestParam)", "reads no test in"),
     ("test_gemm/2d_cuda (__main__.TestMatmul)", "reads no test in"),
-    ("test_a (__main__.TestX) again", "as 'test_a (__main__.TestX)'"),  # read up to ")": another test
+    ("test_a (__main__.TestX) again", "reads no test in"),  # upstream reads the whole title, not up to ")"
     ("test_a  (__main__.TestX)", "as 'test_a (__main__.TestX)'"),
 ])
 def test_a_test_pytorch_cannot_read_back_from_its_title_is_told_apart(test, reason):
@@ -78,18 +88,26 @@ def test_issue_platforms_map_to_where_pytorchs_runner_acts_on_them():
     assert runs_on("dynamo") is None and runs_on("slow") is None  # a test configuration, on any platform
 
 
+# Upstream's singleDisableIssue.parseBody: lines trimmed before matching, supported names only, sorted
+# and unique (the old update_disabled_issues.py kept indented lines out and every name in order).
 @pytest.mark.parametrize("body, platforms", [
     ("Platforms: linux, win\n\nflaky", ["linux", "win"]),
-    ("platforms: ROCm ,  Mac,\r\nmore", ["rocm", "mac"]),  # case, spaces, CRLF, trailing comma
+    ("platforms: ROCm ,  Mac,\r\nmore", ["mac", "rocm"]),  # case, spaces, CRLF, trailing comma; sorted
     ("Platforms:\n\nflaky everywhere", []),
     ("no platforms line here", []),
     (None, []),
-    ("  Platforms: linux", []),  # PyTorch does not strip before matching: an indented line is text
-    ("Platforms: linux\nPlatforms: win, linux", ["linux", "win", "linux"]),  # every line adds
+    ("  Platforms: linux", ["linux"]),  # an indented line counts: upstream trims each line first
+    ("\tplatforms:win\r\rmore", ["win"]),
+    ("Platforms: linux\nPlatforms: win, linux", ["linux", "win"]),  # every line adds; unique
     ("See below.\nPLATFORMS: xpu", ["xpu"]),
-    ("Platforms: linux-aarch64, s390x", ["linux-aarch64", "s390x"]),  # kept as written
+    ("Platforms: cuda, linux", ["linux"]),  # a name upstream does not support is dropped
+    ("Platforms: cuda", []),  # ... so a line of only such names disables everywhere
+    ("Platforms: linux-aarch64, s390x", []),
+    ("Platforms: dynamo_wrapped", []),  # PyTorch's runner knows it, upstream's list does not
+    ("Platforms: linux win", []),  # no comma: one name, not a supported one
+    ("Notes\u2028Platforms: win", []),  # upstream splits lines at \r and \n only
 ])
-def test_platforms_are_parsed_as_pytorch_parses_them(body, platforms):
+def test_platforms_are_parsed_as_upstream_parses_them(body, platforms):
     assert parse_platforms(body) == platforms
 
 
@@ -104,14 +122,36 @@ def test_condensing_the_real_issues_gives_pytorchs_published_file_byte_for_byte(
     assert dumps(condense(issues)) == raw
 
 
-def test_of_two_issues_for_one_test_the_later_url_wins_and_the_platforms_add_up_as_in_pytorch():
-    # "…/issues/99" sorts after "…/issues/100" as text, which is what PyTorch compares
+def test_of_two_issues_for_one_test_the_first_url_keeps_the_number_and_the_platforms_add_up():
+    # Upstream's updateMap keeps the FIRST issue by URL (the old update_disabled_issues.py kept the
+    # later one); "…/issues/100" sorts before "…/issues/99" as text, which is what upstream compares
     old, new = issue(99, "DISABLED test_a (__main__.T)", "Platforms: win"), \
         issue(100, "DISABLED test_a (__main__.T)", "Platforms: linux")
     assert condense([old, new]) == condense([new, old]) == {
-        "test_a (__main__.T)": ["99", "https://github.com/pytorch/pytorch/issues/99", ["linux", "win"]]}
+        "test_a (__main__.T)": ["100", "https://github.com/pytorch/pytorch/issues/100", ["linux", "win"]]}
     everywhere = issue(101, "DISABLED test_a (__main__.T)", "no platforms line")
-    assert condense([old, new, everywhere])["test_a (__main__.T)"][2] == []
+    assert condense([old, new, everywhere])["test_a (__main__.T)"] == [
+        "100", "https://github.com/pytorch/pytorch/issues/100", []]
+    # an everywhere issue first stays everywhere whatever a later one lists
+    assert condense([everywhere, issue(1010, "DISABLED test_a (__main__.T)", "Platforms: mac")]) == {
+        "test_a (__main__.T)": ["101", "https://github.com/pytorch/pytorch/issues/101", []]}
+
+
+def test_an_issue_naming_only_unsupported_platforms_disables_everywhere_and_overrides_the_others():
+    cuda, linux = issue(3, "DISABLED test_c (__main__.T)", "Platforms: cuda"), \
+        issue(4, "DISABLED test_c (__main__.T)", "Platforms: linux, cuda")
+    assert condense([linux, cuda]) == {"test_c (__main__.T)": ["3", "https://github.com/pytorch/pytorch/issues/3", []]}
+    assert condense([linux])["test_c (__main__.T)"][2] == ["linux"]
+
+
+def test_an_indented_platforms_line_limits_the_test_to_its_platforms():
+    body = "Flaky since the upgrade.\n\n  Platforms: win, mac\n"
+    assert condense([issue(1, "DISABLED test_a (__main__.TestA)", body)]) == {
+        "test_a (__main__.TestA)": ["1", "https://github.com/pytorch/pytorch/issues/1", ["mac", "win"]]}
+
+
+def test_a_title_with_text_after_the_parenthesis_disables_nothing():
+    assert condense([issue(5, "DISABLED test_a (__main__.T) on ROCm", "Platforms: rocm")]) == {}
 
 
 AGGREGATE = """Many tests of test_nn flaked together.
@@ -132,12 +172,30 @@ def test_an_aggregate_issue_disables_each_test_of_its_block_with_its_own_platfor
     agg = issue(300, "DISABLED MULTIPLE test_nn", AGGREGATE)
     single = issue(301, "DISABLED test_conv (__main__.TestNN)", "Platforms: linux")
     url = "https://github.com/pytorch/pytorch/issues/"
-    assert condense([agg, single]) == {
-        "test_conv (__main__.TestNN)": ["301", url + "301", ["linux", "mac", "windows"]],
+    assert condense([agg, single]) == {  # test_conv keeps the aggregate's number: its URL comes first
+        "test_conv (__main__.TestNN)": ["300", url + "300", ["linux", "mac", "windows"]],
         "test_pool (__main__.TestNN)": ["300", url + "300", []],
         "test_relu (__main__.TestNN)": ["300", url + "300", ["rocm"]],
     }
     assert condense([issue(302, "DISABLED MULTIPLE broken", None)]) == {}  # no body: skipped, as PyTorch does
+
+
+def test_an_aggregate_reads_the_first_block_after_its_heading_blank_lines_and_all():
+    body = ("Please Disable The Following Tests:\n\n```\n\ntest_b1 (__main__.TestB): mac, CUDA\n"
+            "  test_b2 (__main__.TestB)  \ntest_b1 (__main__.TestB): Win\n```\n```\ntest_b3 (__main__.TestB)\n```")
+    # a test listed twice takes its later line, as upstream's Map.set does
+    assert multiple_tests("DISABLED MULTIPLE test_b", body) == [
+        ("test_b1 (__main__.TestB)", ["win"]), ("test_b2 (__main__.TestB)", [])]
+    assert multiple_tests("DISABLED MULTIPLEtest_b", body) == []  # upstream wants "DISABLED MULTIPLE "
+
+
+def test_an_aggregate_without_a_block_disables_nothing_and_breaks_nothing():
+    # upstream's parseBody throws on it (its whole list fails); here only that issue is left out
+    no_fence = issue(7, "DISABLED MULTIPLE test_b", "disable the following tests:\ntest_b1 (__main__.TestB): mac")
+    no_heading = issue(8, "DISABLED MULTIPLE test_c", "```\ntest_c1 (__main__.TestC)\n```")
+    single = issue(9, "DISABLED test_d (__main__.TestD)", "Platforms: win")
+    assert condense([no_fence, no_heading, single]) == {
+        "test_d (__main__.TestD)": ["9", "https://github.com/pytorch/pytorch/issues/9", ["win"]]}
 
 
 def test_project_platforms_map_to_names_pytorch_acts_on():
@@ -147,6 +205,15 @@ def test_project_platforms_map_to_names_pytorch_acts_on():
     assert pytorch_platforms(["linux-aarch64", "linux"]) == ["linux"]
     assert pytorch_platforms(["unknown"]) == []
     assert pytorch_platforms([]) == []
+
+
+def test_every_platform_this_project_writes_is_one_upstream_keeps():
+    # a name upstream dropped would make a one-name list "everywhere"
+    assert all(parse_platforms(f"Platforms: {p}") == [p] for p in PYTORCH_PLATFORMS)
+    for ours in (["linux-aarch64"], ["s390x"], ["linux-aarch64", "s390x", "win"]):
+        body = render_body(evidence(jobs=0), pytorch_platforms(ours))
+        assert parse_platforms(body) == pytorch_platforms(ours) != []
+        assert condense([issue(1, "DISABLED test_a (__main__.TestX)", body)])["test_a (__main__.TestX)"][2] != []
 
 
 def test_new_platforms_are_appended_and_an_everywhere_issue_is_left_alone():
@@ -159,7 +226,10 @@ def test_the_platforms_line_is_replaced_in_place_and_the_rest_kept():
     body = "Platforms: rocm\r\n\r\nHuman notes: flaky since the ROCm upgrade.\nplatforms: mac\nEnd"
     updated = with_platforms(body, ["rocm", "mac", "win"])
     assert updated == "Platforms: rocm, mac, win\n\nHuman notes: flaky since the ROCm upgrade.\nEnd"
-    assert parse_platforms(updated) == ["rocm", "mac", "win"]
+    assert parse_platforms(updated) == ["mac", "rocm", "win"]  # read back sorted, as upstream reads it
+    # an indented line is one upstream reads, so it is the one replaced (and no other line adds to it)
+    assert with_platforms("Notes\n   Platforms: rocm\n  platforms: mac\nEnd", ["rocm", "win"]) == \
+        "Notes\nPlatforms: rocm, win\nEnd"
     # a body without a line gets one on top (a human-filed issue that said nothing)
     assert with_platforms("flaky", ["linux"]).splitlines()[0] == "Platforms: linux"
     assert with_platforms(None, ["linux"]) == "Platforms: linux\n"

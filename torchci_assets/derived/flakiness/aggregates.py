@@ -2,9 +2,9 @@
 
 When a file's fixture or a shared helper breaks, dozens of its tests flake together; one issue
 per test floods the tracker and the owners. PyTorch's flaky bot (pytorch/test-infra
-`torchci/lib/flakyBot/aggregateDisableIssue.ts`) then files one issue for the file, and
-`update_disabled_issues.py` reads every test listed in it into the disabled list. The format,
-followed here to the letter:
+`torchci/lib/flakyBot/aggregateDisableIssue.ts`) then files one issue for the file, and the
+disabled list (the HUD's `getDisabledTestsAndJobs`, see issue_text.py) takes every test listed in
+it. The format, followed here to the letter:
 
     title   DISABLED MULTIPLE There are multiple flaky tests in <file>
     body    There are multiple flaky tests in <file>. Please investigate and fix the flakiness.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, multiple_tests
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, is_aggregate_title, multiple_tests
 
 # PyTorch's flaky bot files an aggregate above this many tests of one file
 AGGREGATE_ABOVE = 4
@@ -39,7 +39,8 @@ def aggregate_title(file: str) -> str:
 
 
 def is_aggregate(title: str | None) -> bool:
-    return bool(title) and title.startswith(f"{DISABLED_PREFIX} MULTIPLE ")
+    """Upstream's `isAggregateIssue`, read where the condensed list reads it."""
+    return is_aggregate_title(title)
 
 
 def tests_block(platforms: dict[str, list[str]]) -> str:

@@ -1,23 +1,37 @@
 """DISABLED issues as PyTorch writes and reads them: titles, the `Platforms:` line, bodies.
 
 PyTorch disables a test through an open issue titled `DISABLED test_x (__main__.TestY)`; its
-body may carry a `Platforms: linux, win` line (none, or an empty one, means everywhere). Two
-pieces of pytorch/test-infra define the format, and both are followed here to the letter:
+body may carry a `Platforms: linux, win` line (none, or one naming no platform PyTorch supports,
+means everywhere). PyTorch publishes disabled-tests-condensed.json from what the HUD's API builds
+(pytorch/test-infra `torchci/pages/api/flaky-tests/getDisabledTestsAndJobs.ts`, `getDisabledTests`),
+and this module follows that code and the flaky bot's parsers it calls to the letter:
 
-- `.github/scripts/update_disabled_issues.py` builds disabled-tests-condensed.json from the open
-  issues: an issue is a test's when its title starts with "DISABLED" and matches
-  `DISABLED\\s*test_.+\\s*\\(.+\\)` or `DISABLED MULTIPLE`. A single-test title names the test
-  `test_<name> (<suite>)` (names of letters, digits, `-`, `_` and `.`; anything after the
-  closing parenthesis ignored); every body line that starts with "platforms:" (case-insensitive,
-  not indented) adds its comma-separated, stripped, lower-cased entries. An aggregate issue
-  (`DISABLED MULTIPLE ...`) lists its tests in the block after "disable the following tests:",
-  one `test_x (Suite): mac, windows` line each (no platforms: everywhere). The number is the
-  URL's last segment, as a string; issues are read in URL order, and a test named by several
-  issues takes the later URL and the union of their platforms (everywhere if either says so).
-- `torchci/lib/flakyBot/singleDisableIssue.ts` files them: title `DISABLED <test>`, the body
-  starting with the `Platforms:` line, and on new flakiness the missing platforms appended to
-  the issue's own (never narrowing a list a human wrote, never touching an empty one, which
-  already means everywhere).
+- a single-test issue (`lib/flakyBot/singleDisableIssue.ts`, `isSingleIssue`): the title is
+  "DISABLED " then exactly `test_<name> (<suite>)` (`utils.ts` `parseTestName`: names of letters,
+  digits, `-`, `_` and `.`; spaces around allowed, nothing else after the parenthesis). Its
+  platforms (`parseBody`): every body line that, lower-cased and trimmed (indented lines too),
+  starts with "platforms:" adds its comma-separated entries; only `supportedPlatforms` are kept,
+  sorted and unique (an unknown name is dropped, so a line of only unknown names means everywhere);
+- an aggregate issue (`aggregateDisableIssue.ts`, `isAggregateIssue`, `parseBody`): the title
+  starts with "DISABLED MULTIPLE "; its tests are the non-blank lines of the first ``` block after
+  "disable the following tests:" (any case), one `test_x (Suite): mac, windows` line each (no
+  platforms: everywhere; a later line for the same test replaces an earlier one). Upstream's list
+  fails as a whole on an aggregate without a block; here such an issue simply disables nothing;
+- the issues are read in URL order (a string sort) and a test named by several keeps the FIRST
+  issue's number (a string) and URL; a later issue without platforms makes it everywhere, a later
+  one with platforms adds them unless it is everywhere already; the platforms end sorted and unique.
+
+Not reproduced: upstream memoizes the single-issue `parseBody` per body text within its server
+process and `updateMap` appends to the memoized list, so an issue whose body is the same text as an
+earlier, merged one can inherit the platforms added to it, depending on the process's history.
+
+JavaScript's whitespace (`trim`, regex `\\s`) is used where upstream trims or matches spaces, and
+lines are split where it splits them (`\\r`, `\\n`), so odd characters read as they read there.
+
+The flaky bot's own edits (`singleDisableIssue.ts`, `updateExistingIssueForFlakyTest`) are followed
+too: title `DISABLED <test>`, the body starting with the `Platforms:` line, and on new flakiness the
+missing platforms appended to the issue's own as read above (never narrowing a list a human wrote,
+never touching an empty one, which already means everywhere).
 
 The marker comment at the end of a body this project wrote lets a later run tell its own issues
 from human-filed ones (GitHub renders it invisibly).
@@ -31,28 +45,37 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 DISABLED_PREFIX = "DISABLED"
-_TEST_TITLE = re.compile(r"DISABLED\s*test_.+\s*\(.+\)")
-_MULTIPLE_TITLE = re.compile(r"DISABLED MULTIPLE")
-_TEST_NAME = re.compile(r"(test_[a-zA-Z0-9-_\.]+)\s+\(([a-zA-Z0-9-_\.]+)\)")
-_TEST_NAME_ONLY = re.compile(_TEST_NAME.pattern + r"\s*")
+_SINGLE_PREFIX = f"{DISABLED_PREFIX} "
+_AGGREGATE_PREFIX = f"{DISABLED_PREFIX} MULTIPLE "
+# JavaScript's whitespace (String.prototype.trim and regex \s: WhiteSpace and LineTerminator), which
+# differs from Python's (no \x1c-\x1f or \x85; \ufeff is one).
+_JS_SPACE = ("\t\n\v\f\r \xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+             + "\u2028\u2029\u202f\u205f\u3000\ufeff")
+_S = f"[{_JS_SPACE}]"
+# utils.ts `disabledTestIssueTitle`, matched whole (its `^...$`)
+_TEST_NAME = re.compile(rf"{_S}*(test_[a-zA-Z0-9-_\.]+){_S}+\(([a-zA-Z0-9-_\.]+)\){_S}*")
+_PLATFORM_SPLIT = re.compile(rf"^{_S}+|{_S}*,{_S}*|{_S}+\Z")  # singleDisableIssue.ts parseBody
+_BODY_LINE = re.compile(r"[^\r\n]+")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _MULTIPLE_START = "disable the following tests:"
+_FENCE = "```"
 _PLATFORMS_KEY = "platforms:"
 MARKER = "<!-- torchci-dagster: disabled-test -->"
 MAX_JOB_LINKS = 10
 # GitHub refuses issue bodies over 65536 characters.
 MAX_BODY_CHARS = 65536
 
-# The platform names PyTorch's test runner acts on (common_utils.py `platform_to_conditional`);
-# an unknown name is ignored there, and a list of only unknown names disables everywhere.
-PYTORCH_PLATFORMS = ("asan", "dynamo", "dynamo_wrapped", "inductor", "linux", "mac", "macos", "rocm",
-                     "slow", "win", "windows", "xpu")
+# The platform names the disabled list keeps (test-infra utils.ts `supportedPlatforms`); any other
+# name in an issue is dropped before PyTorch's runner sees it. The runner also knows
+# `dynamo_wrapped`, but the list never carries it, so this project never writes it.
+PYTORCH_PLATFORMS = ("asan", "dynamo", "inductor", "linux", "mac", "macos", "rocm", "slow", "win", "windows", "xpu")
 # This project's platform families (ingest/jobnames.py) that PyTorch does not name: both are
 # Linux, so PyTorch's IS_LINUX is the narrowest condition that still covers them.
 _AS_PYTORCH = {"linux-aarch64": "linux", "s390x": "linux"}
 # Where the runner acts on each of PyTorch's names, as this project's platforms (after
 # `pytorch_platforms`): `mac` and `macos` are one condition (IS_MACOS), `win` and `windows` too, and
 # IS_LINUX holds on ROCm and XPU jobs as well (they run Linux). A name missing here is a test
-# configuration, not an OS (asan, dynamo, dynamo_wrapped, inductor, slow): it holds on any platform.
+# configuration, not an OS (asan, dynamo, inductor, slow): it holds on any platform.
 _RUNS_ON = {"linux": frozenset({"linux", "rocm", "xpu"}), "mac": frozenset({"mac"}), "macos": frozenset({"mac"}),
             "win": frozenset({"win"}), "windows": frozenset({"win"}), "rocm": frozenset({"rocm"}),
             "xpu": frozenset({"xpu"})}
@@ -60,27 +83,43 @@ _RUNS_ON = {"linux": frozenset({"linux", "rocm", "xpu"}), "mac": frozenset({"mac
 
 def issue_title(test: str) -> str:
     """The exact title PyTorch's bot gives the issue of `test` ("test_x (__main__.TestY)")."""
-    return f"{DISABLED_PREFIX} {test}"
+    return f"{_SINGLE_PREFIX}{test}"
 
 
-def is_test_issue(title: str | None) -> bool:
-    """Whether update_disabled_issues.py takes an issue so titled for tests (one, or an aggregate),
-    and so not for a disabled job."""
-    return bool(title) and title.startswith(DISABLED_PREFIX) and bool(
-        _TEST_TITLE.match(title) or _MULTIPLE_TITLE.match(title))
+def _trim(text: str) -> str:
+    """JavaScript's `trim`: upstream trims before it compares."""
+    return text.strip(_JS_SPACE)
+
+
+def parse_test_name(text: str) -> str | None:
+    """`test_x (Suite)` when `text`, trimmed, is exactly a test's name (spaces between the two
+    normalized), else None: utils.ts `parseTestName`, which both kinds of issue go through."""
+    m = _TEST_NAME.fullmatch(_trim(text))
+    return f"{m.group(1)} ({m.group(2)})" if m else None
+
+
+def disabled_test(title: str | None) -> str | None:
+    """The test a single-test DISABLED issue disables, read as upstream reads it (`isSingleIssue`,
+    then `parseTestName` of the rest), or None (a DISABLED job, an aggregate, a title it cannot read)."""
+    if not title or not title.startswith(_SINGLE_PREFIX):
+        return None
+    return parse_test_name(title[len(_SINGLE_PREFIX):])
 
 
 def is_single_test_title(title: str | None) -> bool:
-    """Whether PyTorch takes the title for one disabled test's (the flaky bot's isSingleIssue):
-    `DISABLED ` then exactly `test_x (Suite)`, spaces around it allowed."""
-    rest = (title or "").removeprefix(f"{DISABLED_PREFIX} ")
-    return rest != (title or "") and _TEST_NAME_ONLY.fullmatch(rest.strip()) is not None
+    """Whether upstream takes the title for one disabled test's (`isSingleIssue`)."""
+    return disabled_test(title) is not None
 
 
-def test_key(text: str) -> str | None:
-    """`test_x (Suite)` from the start of `text` (whitespace between the two normalized), or None."""
-    m = _TEST_NAME.match(text)
-    return f"{m.group(1)} ({m.group(2)})" if m else None
+def is_aggregate_title(title: str | None) -> bool:
+    """Whether upstream takes the title for an aggregate's (`isAggregateIssue`)."""
+    return bool(title) and title.startswith(_AGGREGATE_PREFIX)
+
+
+def is_test_issue(title: str | None) -> bool:
+    """Whether upstream takes an issue so titled for tests (one, or an aggregate), and so not for a
+    disabled job (getDisabledTestsAndJobs.ts `filterDisableIssues`)."""
+    return is_single_test_title(title) or is_aggregate_title(title)
 
 
 def unreadable_reason(test: str) -> str | None:
@@ -95,67 +134,86 @@ def unreadable_reason(test: str) -> str | None:
     return f"PyTorch's title parser {how} (a test name is letters, digits, '-', '_' and '.')"
 
 
-def disabled_test(title: str | None) -> str | None:
-    """The test a single-test DISABLED issue disables, read as update_disabled_issues.py reads
-    it, or None (a DISABLED job, an aggregate issue, a title it cannot read)."""
-    if not is_test_issue(title):
-        return None
-    return test_key(title.strip()[len(DISABLED_PREFIX):].strip())
+def _aggregate_block(body: str) -> str | None:
+    """The text of the first ``` block after "disable the following tests:", or None. Upstream's
+    whole list fails on an aggregate whose block is missing; one broken issue should not do that."""
+    start = body.lower().find(_MULTIPLE_START)
+    parts = body[start:].split(_FENCE) if start >= 0 else []
+    return parts[1] if len(parts) > 1 else None
+
+
+def _listed_platforms(text: str) -> list[str]:
+    """An aggregate line's platforms (`parsePlatformsFromString`, supported ones only), in order."""
+    named = (_trim(x).lower() for x in text.split(","))
+    return [p for p in named if p in PYTORCH_PLATFORMS]
 
 
 def multiple_tests(title: str | None, body: str | None) -> list[tuple[str, list[str]]]:
-    """The tests of an aggregate issue (`DISABLED MULTIPLE ...`) with their platforms, in order."""
-    if not is_test_issue(title) or not _MULTIPLE_TITLE.match(title.strip()) or body is None:
-        return []
-    start = body.lower().find(_MULTIPLE_START)
-    tests = []
-    for line in body[start:].splitlines()[2:]:  # the "disable ..." line, then the opening fence
-        if "```" in line:
-            break
+    """The tests of an aggregate issue (`DISABLED MULTIPLE ...`) with their platforms, in order, as
+    aggregateDisableIssue.ts `parseBody` reads them (a test listed twice: its later line)."""
+    block = _aggregate_block(body or "") if is_aggregate_title(title) else None
+    tests: dict[str, list[str]] = {}
+    for line in (block or "").split("\n"):  # a blank line names no test
         name, *rest = line.split(":")
-        key = test_key(name.strip())
+        key = parse_test_name(name)
         if key is not None:
-            platforms = rest[0].strip().lower() if rest else ""
-            tests.append((key, [x.strip() for x in platforms.split(",") if x.strip()]))
-    return tests
+            tests[key] = _listed_platforms(rest[0]) if rest else []
+    return list(tests.items())
+
+
+def _is_platforms_line(line: str) -> bool:
+    return _trim(line.lower()).startswith(_PLATFORMS_KEY)
 
 
 def parse_platforms(body: str | None) -> list[str]:
-    """The platforms of an issue body, exactly as update_disabled_issues.py parses them
-    (repeats kept, order of appearance; [] means every platform)."""
-    platforms: list[str] = []
-    for line in (body or "").splitlines():
-        line = line.lower()
-        if line.startswith(_PLATFORMS_KEY):
-            platforms.extend(x.strip() for x in line[len(_PLATFORMS_KEY):].split(",") if x.strip())
-    return platforms
+    """The platforms of a single issue's body as upstream reads them (singleDisableIssue.ts
+    `parseBody`): every line starting with "platforms:" once trimmed, supported names only,
+    sorted and unique; [] means every platform."""
+    platforms: set[str] = set()
+    for line in _BODY_LINE.findall(body or ""):
+        if _is_platforms_line(line):
+            named = _PLATFORM_SPLIT.split(_trim(line.lower())[len(_PLATFORMS_KEY):])
+            platforms.update(p for p in named if p in PYTORCH_PLATFORMS)
+    return sorted(platforms)
 
 
 def issue_number(url: str) -> str:
-    """PyTorch keeps the number as the URL's last segment, a string."""
+    """PyTorch keeps the number as a string; it is the URL's last segment."""
     return url.rstrip("/").split("/")[-1]
 
 
+def issue_tests(title: str | None, body: str | None) -> list[tuple[str, list[str]]]:
+    """The tests an issue disables, with their platforms: its one test, or an aggregate's list."""
+    test = disabled_test(title)
+    return [(test, parse_platforms(body))] if test is not None else multiple_tests(title, body)
+
+
+def _merge(out: dict[str, list], test: str, url: str, platforms: list[str]) -> None:
+    """One issue's word on `test`, as getDisabledTestsAndJobs.ts `updateMap` takes it: the first
+    issue (by URL) keeps its number and URL; a later one makes it everywhere or adds platforms."""
+    entry = out.get(test)
+    if entry is None:
+        out[test] = [issue_number(url), url, list(platforms)]
+    elif not platforms:
+        entry[2] = []
+    elif entry[2]:
+        entry[2].extend(platforms)
+
+
 def condense(issues: Iterable[dict]) -> dict[str, list]:
-    """disabled-tests-condensed.json from open issues (REST issue objects), as PyTorch builds it:
-    `{test: [number, html_url, [platforms]]}`."""
+    """disabled-tests-condensed.json from open issues (REST issue objects), as upstream's
+    `getDisabledTests` builds it: `{test: [number, html_url, [platforms]]}`."""
     out: dict[str, list] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
-        url, title, body = issue["html_url"], issue.get("title"), issue.get("body")
-        test = disabled_test(title)
-        named = [(test, parse_platforms(body))] if test is not None else multiple_tests(title, body)
-        for key, platforms in named:
-            if key in out:
-                before = out[key][2]
-                platforms = [] if not before or not platforms else sorted(set(before + platforms))
-            out[key] = [issue_number(url), url, platforms]
-    return out
+        for test, platforms in issue_tests(issue.get("title"), issue.get("body")):
+            _merge(out, test, issue["html_url"], platforms)
+    return {test: [number, url, sorted(set(platforms))] for test, (number, url, platforms) in out.items()}
 
 
 def pytorch_platforms(platforms: Iterable[str]) -> list[str]:
-    """This project's platform names as PyTorch's runner knows them, sorted and unique; names
+    """This project's platform names as the disabled list keeps them, sorted and unique; names
     neither knows are dropped (so a list of only those becomes [], everywhere, which is also
-    what PyTorch would make of them)."""
+    what upstream would make of them)."""
     out = {_AS_PYTORCH.get(p, p) for p in platforms}
     return sorted(p for p in out if p in PYTORCH_PLATFORMS)
 
@@ -180,13 +238,16 @@ def added_platforms(current: list[str], flaked: list[str]) -> list[str]:
 
 
 def with_platforms(body: str | None, platforms: list[str]) -> str:
-    """`body` with its `Platforms:` line set to `platforms`: the first such line is replaced in
-    place and later ones dropped (they would add to it); a body without one gets it on top."""
-    lines = (body or "").splitlines()
+    """`body` with its `Platforms:` line set to `platforms`: the first line upstream reads as one
+    (indented too) is replaced in place and later ones dropped (they would add to it); a body
+    without one gets it on top. Lines are split where upstream splits them (`\\r`, `\\n`)."""
+    lines = _LINE_BREAK.split(body or "")
+    if lines[-1] == "":
+        lines.pop()  # a final line break ends the last line, as in str.splitlines
     out: list[str] = []
     placed = False
     for line in lines:
-        if line.lower().startswith(_PLATFORMS_KEY):
+        if _is_platforms_line(line):
             if not placed:
                 out.append(platforms_line(platforms))
                 placed = True

@@ -193,7 +193,7 @@ class IssueTracker:
 
     def find(self, test: str) -> dict | None:
         """The issue that disables `test`: an open one (of several, the one PyTorch's list
-        would use: the last by URL), else the most recently closed. An issue titled exactly as
+        would use: the first by URL), else the most recently closed. An issue titled exactly as
         this project titles the test's counts too, whether PyTorch reads the title or not: what
         was filed once is found, never filed again."""
         title = issue_title(test)
@@ -202,7 +202,7 @@ class IssueTracker:
                 or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
         open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
         if open_:
-            return open_[-1]
+            return open_[0]
         closed = sorted(mine, key=lambda i: (i.get("closed_at") or "", i["number"]))
         return closed[-1] if closed else None
 

@@ -15,7 +15,7 @@ PyTorch, disabled tests still run in the rerun-disabled-tests jobs, which supply
 
 Two sources, one format. With the DISABLED-issue loop on (credentials and
 `disabled_issues.enabled`, see `issues.py`), the file is PyTorch's own: built from the open
-DISABLED issues of the upstream repo exactly as update_disabled_issues.py builds it
+DISABLED issues of the upstream repo exactly as PyTorch builds it (the HUD's getDisabledTestsAndJobs)
 (`publish_disabled_from_issues`), so the issue number and URL are real, a human closing an
 issue re-enables its test and a human filing one disables it. PyTorch's tooling compares the
 number with "Fixes #N" in PR bodies to run a disabled test on the PR that fixes it. Otherwise
