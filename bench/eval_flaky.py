@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -34,15 +35,19 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.configured import ArchiveResource, LakeResource, OutputsResource
-from resources.lake import Lake, connect
-from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS
-from torchci_assets.derived.results.assets import test_daily_stats_assets, test_results_assets
-from torchci_assets.ingest.assets import test_run_assets, webhook_assets
-from torchci_assets.simulate.generate import generate_archive
-from torchci_assets.simulate.world import Options
-
 START = dt.date(2026, 10, 1)
+# The assets' daily partitions are built when they are imported: they must reach back to START.
+os.environ.setdefault("TORCHCI_FIRST_DAY", START.isoformat())
+
+from resources.configured import ArchiveResource, LakeResource, OutputsResource  # noqa: E402
+from resources.github import GitHubResource  # noqa: E402
+from resources.lake import Lake, connect  # noqa: E402
+from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS  # noqa: E402
+from torchci_assets.derived.results.assets import test_daily_stats_assets, test_results_assets  # noqa: E402
+from torchci_assets.ingest.assets import test_run_assets, webhook_assets  # noqa: E402
+from torchci_assets.simulate.generate import generate_archive  # noqa: E402
+from torchci_assets.simulate.world import Options  # noqa: E402
+
 MIN_RATE = 0.01
 MIN_RUNS = 200
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -65,7 +70,8 @@ def simulate(folder: Path, seed: int, days: list[dt.date], opts: Options | None 
 def materialize(work: Path, days: list[str]) -> None:
     """Ingest every day first (a day's test rows look one day ahead for their jobs), then derive."""
     resources = {"archive": ArchiveResource(uri=str(work / "archive")), "lake": LakeResource(uri=str(work / "lake")),
-                 "outputs": OutputsResource(uri=str(work / "outputs"))}
+                 "outputs": OutputsResource(uri=str(work / "outputs")),
+                 "github": GitHubResource()}  # no credentials: the DISABLED issues are a dry run
     for step in ([webhook_assets, test_run_assets], [test_results_assets, test_daily_stats_assets, *FLAKINESS_ASSETS]):
         for day in days:
             result = dg.materialize(step, partition_key=day, resources=resources, raise_on_error=False,
