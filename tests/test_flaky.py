@@ -167,6 +167,23 @@ def test_isolated_failures_between_passing_main_commits_are_flips(tmp_path):
         ("flaky", 3, 0, 3, 0)
 
 
+def test_a_commit_failing_every_configuration_that_ran_the_test_is_no_flip(tmp_path):
+    """Commit 12 breaks test_reverted on all three configurations (reruns failing too) and commit 13
+    reverts it: a break, not three flakes; test_flake fails commit 12 on one configuration only,
+    and commits 4 and 20 likewise: flips, as before."""
+    h = History(["test_reverted", "test_flake"])
+    for i in range(30):
+        for c in (LINUX, CLANG, WIN):
+            fails = {"test_reverted": "fail"} if i == 12 else {}
+            if i in (4, 12, 20) and c == LINUX:
+                fails["test_flake"] = "fail"
+            h.run(i, c, fails or None)
+    v = verdicts(tmp_path, h)
+    assert (v["test_reverted"]["verdict"], v["test_reverted"]["failures"], v["test_reverted"]["flips"]) == \
+        ("healthy", 3, 0)
+    assert (v["test_flake"]["verdict"], v["test_flake"]["flips"]) == ("flaky", 3)
+
+
 def test_flips_need_adjacent_commits_and_credible_failures(tmp_path):
     # test_sparse fails on a config that runs every sixth commit: its neighbours are not
     # consecutive commits; test_crash died without the rerun its config gives failing tests

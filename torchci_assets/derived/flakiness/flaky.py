@@ -14,7 +14,9 @@ Flake evidence, counted in runs (one per job, so "events" are distinct jobs):
     window: a re-attempt job without a failure row for the test passed it);
   * flip: a final failure on a main commit whose neighbours on the same configuration
     (the previous and next main commits where that shard ran, at most MAX_FLIP_GAP commits
-    away in main's order) passed.
+    away in main's order) passed, unless every configuration that ran the test on that commit,
+    two or more, failed it: the commit broke it and was reverted or fixed at once, where a
+    flake fails one configuration at a time.
 A final failure counts for a pair or a flip only if it is credible as a test failure: on a
 configuration that reruns failing tests (any rerun in the window), the failure must have
 been rerun. A failure that was never retried there means the process died under the test

@@ -107,6 +107,14 @@ SELECT file, classname, name, build_env, test_config, count(*) AS commits, sum(f
 FROM seq_n WHERE f GROUP BY file, classname, name, build_env, test_config, island
 HAVING count(*) >= $broken_min_commits
 
+-- step: commit_breaks
+-- main commits where the test failed on every configuration that ran it, two or more: the commit
+-- broke it (and was reverted or fixed at once), which a flake, failing one configuration at a time,
+-- does not look like
+CREATE OR REPLACE TEMP TABLE commit_breaks AS
+SELECT file, classname, name, head_sha FROM seq
+GROUP BY ALL HAVING count(*) >= 2 AND bool_and(f)
+
 -- step: flips
 CREATE OR REPLACE TEMP TABLE flips AS
 SELECT s.* FROM seq_n s
@@ -114,6 +122,8 @@ WHERE s.f AND s.credible AND NOT s.prev_f AND NOT s.next_f
   AND s.rank - s.prev_rank <= $max_flip_gap AND s.next_rank - s.rank <= $max_flip_gap
   AND NOT EXISTS (SELECT 1 FROM broken_ranges b WHERE b.file = s.file AND b.classname = s.classname
                   AND b.name = s.name AND s.rank BETWEEN b.first_rank AND b.last_rank)
+  AND NOT EXISTS (SELECT 1 FROM commit_breaks k WHERE k.file = s.file AND k.classname = s.classname
+                  AND k.name = s.name AND k.head_sha = s.head_sha)
 
 -- step: broken
 CREATE OR REPLACE TEMP TABLE broken AS
