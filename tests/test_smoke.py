@@ -109,3 +109,20 @@ def test_end_to_end_from_a_history(tmp_path):
     assert platforms == ["linux", "win"]
     assert [(r["platform"], r["name"], r["failures"], r["runs"], r["exclusive_failing_shas"]) for r in rows] == [
         ("win", "test_win", 20, 60, 20)]
+
+
+def test_a_test_broken_everywhere_for_a_while_is_no_platform_smoke_test(tmp_path):
+    """test_broken was broken on main on both platforms, longer on Windows (commits 10-29 there,
+    10-14 on Linux): its Windows rate looks worse only because of those commits. test_win_only was
+    broken on Windows alone (commits 35-49): that is what a Windows smoke set is for."""
+    h = hist.History(["test_broken", "test_win_only"])
+    for i in range(60):
+        h.run(i, hist.LINUX, {"test_broken": "fail"} if 10 <= i <= 14 else None)
+        fails = {**({"test_broken": "fail"} if 10 <= i <= 29 else {}),
+                 **({"test_win_only": "fail"} if 35 <= i <= 49 else {})}
+        h.run(i, hist.WIN, fails or None)
+    lake = Lake.at(str(tmp_path / "lake"))
+    days = h.build(lake)
+    build_flaky_tests(lake, days[-1])
+    _, rows, _ = smoke_rows(lake, days[-1])
+    assert [(r["platform"], r["name"]) for r in rows] == [("win", "test_win_only")]

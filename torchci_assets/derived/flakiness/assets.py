@@ -211,7 +211,8 @@ def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, la
 
 
 @dg.asset(
-    name="smoke_tests", group_name="flakiness", kinds={"parquet", "json"}, deps=["flaky_test_platforms"], pool="torchci_outputs",
+    name="smoke_tests", group_name="flakiness", kinds={"parquet", "json"}, deps=["flaky_tests", "flaky_test_platforms"],
+    pool="torchci_outputs",
     partitions_def=daily_partitions,
     description=f"{SMOKE_DIR}/<platform>.json: per platform, the tests failing there significantly more than "
                 "elsewhere on distinct commits (not flaky elsewhere), ranked, with their evidence. "

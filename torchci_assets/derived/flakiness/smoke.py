@@ -58,6 +58,8 @@ def smoke_rows(lake: Lake, day: str) -> tuple[list[str], list[dict], tuple[str, 
     try:
         if lake.register(con, "flaky_test_platforms", [day], name="ev") == 0:
             raise FileNotFoundError(f"flaky_test_platforms has no partition for {day}: materialize flaky_tests first")
+        if lake.register(con, "flaky_tests", [day], name="fv") == 0:  # written with flaky_test_platforms
+            con.execute(SQL["smoke_no_verdicts"])
         platforms = [p for (p,) in con.execute(
             "SELECT DISTINCT platform FROM ev WHERE platform <> ? ORDER BY 1", [UNKNOWN_PLATFORM]).fetchall()]
         start, end = con.execute("SELECT min(window_start)::VARCHAR, max(window_end)::VARCHAR FROM ev").fetchone()

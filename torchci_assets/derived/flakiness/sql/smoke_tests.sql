@@ -1,7 +1,10 @@
 -- smoke_tests' rows: tests failing on a platform significantly more than elsewhere (view ev over
 -- flaky_test_platforms; the macro of wilson.sql), ranked per platform by the gap between the
 -- platform's lower bound and the others' upper bound. The jobs of no known platform ('unknown')
--- count elsewhere, and have no set of their own.
+-- count elsewhere, and have no set of their own. A test broken on main for a while (verdict
+-- 'broken' in view fv over flaky_tests) that failed elsewhere too is left out: its failures come
+-- from the commits it was broken on, everywhere, and the platform that ran more jobs over them
+-- only looks worse.
 WITH t AS (
     SELECT file, classname, name, sum(runs) AS all_runs, sum(failures) AS all_failures,
            sum(flake_events) AS all_flake_events
@@ -28,6 +31,8 @@ SELECT platform, row_number() OVER (PARTITION BY platform ORDER BY score DESC, f
        exclusive_failing_shas, flake_events, flake_events_elsewhere, score
 FROM s
 WHERE platform <> 'unknown' AND runs >= $min_runs AND runs_elsewhere > 0
+  AND NOT (failures_elsewhere > 0 AND EXISTS (SELECT 1 FROM fv WHERE fv.file = s.file AND fv.classname = s.classname
+                                              AND fv.name = s.name AND fv.verdict = 'broken'))
   AND exclusive_failing_shas >= $min_exclusive_shas
   AND score > 0 AND failure_rate_low >= $min_failure_rate
   AND flake_events_elsewhere < $min_flake_events
