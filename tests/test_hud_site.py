@@ -293,3 +293,21 @@ def test_the_tests_page_names_jobs_of_no_known_platform_unknown(tmp_path):
     page = (tmp_path / "out" / "hud" / "tests.html").read_text()
     rows = dict(re.findall(r"<tr data-verdict=[^>]*>.*?TestNN\.(test_\w+)(.*?)</tr>", page))
     assert "<td>linux, unknown</td>" in rows["test_broken"] and "<td>unknown</td>" in rows["test_flaky"]
+
+
+def test_a_cancelled_pull_request_job_is_shown_apart_not_as_a_new_failure(tmp_path):
+    """As Dr. CI lists it (to retry): the pull request list counts it under cancelled, its page marks
+    it C; the same list still counts a real failure as new."""
+    h = history()
+    head = "a" * 40
+    h.job(head, "linux-jammy / build", "cancelled", run_id=107, branch="gh/u/7/head")
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h.write(lake)
+    build(lake)
+    publish_site(lake, out, DAY, REPO)
+    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    row = re.search(r'<tr><td><a href="pr/7.html">#7</a>.*?</tr>', index).group(0)
+    cells = re.findall(r'<td class="(new|brk|kfl|inf|can|pen)">([^<]*)</td>', row)
+    assert dict(cells) == {"new": "1", "brk": "", "kfl": "", "inf": "", "can": "1", "pen": ""}
+    page = (tmp_path / "out" / "hud" / "pr" / "7.html").read_text()
+    assert f'<b class="can">{CELL_KINDS["cancelled"][0]}</b> 1 {CELL_KINDS["cancelled"][2]}' in page

@@ -17,6 +17,7 @@ from torchci_assets.derived.hud.svg import duration
 CELL_KINDS = {
     "success": ("O", "ok", "success"),
     "new": ("X", "new", "failure (new)"),
+    "cancelled": ("C", "can", "cancelled: retry"),
     "broken_on_main": ("B", "brk", "failure: test broken on main"),
     "known_flaky": ("K", "kfl", "failure: known flaky test"),
     "infra": ("I", "inf", "failure: infrastructure"),
@@ -54,7 +55,7 @@ table.hud tr:hover td{background:#eef4fb}
 td.c{width:18px;text-align:center;font:700 13px/1 ui-monospace,Menlo,Consolas,monospace}
 td.c a{text-decoration:none;display:block;color:inherit}
 .ok{color:var(--ok)}.new{color:var(--new)}.brk{color:var(--brk)}.kfl{color:var(--kfl)}.inf{color:var(--inf)}
-.fla{color:var(--fla)}.pen{color:var(--pen)}.skp{color:var(--skp)}.uns{color:var(--uns)}
+.fla{color:var(--fla)}.pen{color:var(--pen)}.skp{color:var(--skp)}.uns{color:var(--uns)}.can{color:var(--pen)}
 td.c.new,td.c.brk{background:#fbe3d6}td.c.inf{background:#dcebf7}td.c.kfl{background:#f6e4ef}
 td.c.fla{background:#fbf0d9}td.c.uns{background:#f4f0d2}
 .legend span.k{margin-right:1.2em;white-space:nowrap}
@@ -94,10 +95,12 @@ def _time(t: dt.datetime | None) -> str:
     return "-" if t is None else t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False) -> str:
-    """A failure of an unstable job is shown as such, as PyTorch's HUD shows it (a warning)."""
+def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False,
+              cancelled: bool | None = False) -> str:
+    """A failure of an unstable job is shown as such, as PyTorch's HUD shows it (a warning); a pull
+    request's job failed by cancellation only, as Dr. CI lists it (to retry, not the code's)."""
     if state == "failure":
-        return "unstable" if unstable else failure_class or "new"
+        return "unstable" if unstable else "cancelled" if cancelled else failure_class or "new"
     return state if state in CELL_KINDS else "skipped"
 
 
@@ -186,10 +189,11 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
         f'<td class="mono">{_time(p["pr_updated_at"])}</td><td>{p["jobs"]}</td>'
         f'<td class="new">{p["new"] or ""}</td><td class="brk">{p["broken_on_main"] or ""}</td>'
         f'<td class="kfl">{p["known_flaky"] or ""}</td><td class="inf">{p["infra"] or ""}</td>'
-        f'<td class="pen">{p["pending"] or ""}</td></tr>' for p in prs)
+        f'<td class="can">{p["cancelled"] or ""}</td><td class="pen">{p["pending"] or ""}</td></tr>' for p in prs)
     pr_table = (f'<table class="list"><tr><th>PR</th><th>state</th><th>head</th><th>updated (UTC)</th><th>jobs</th>'
-                f'<th>new failures</th><th>broken on main</th><th>known flaky</th><th>infra</th><th>pending</th></tr>'
-                f"{pr_rows}</table>" if prs else '<p class="empty">No pull request activity in the window.</p>')
+                f'<th>new failures</th><th>broken on main</th><th>known flaky</th><th>infra</th><th>cancelled</th>'
+                f'<th>pending</th></tr>{pr_rows}</table>' if prs
+                else '<p class="empty">No pull request activity in the window.</p>')
     body = (f'<p class="muted">{escape(note)}</p>{legend()}'
             f'<div style="overflow-x:auto">{grid}</div>'
             f'<h2 id="prs">Pull requests</h2>{pr_table}')
@@ -246,11 +250,11 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
 def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str,
             backends: str = "") -> str:
     """pr/<number>.html: every job of the PR's latest head, failures classified, then downstream results."""
-    order = {"new": 0, "broken_on_main": 1, "infra": 2, "known_flaky": 3, "pending": 4, "flaky": 5,
-             "success": 6, "skipped": 7}
+    order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "pending": 5, "flaky": 6,
+             "success": 7, "skipped": 8}
 
     def kind(j):
-        return cell_kind(j["state"], j["failure_class"])
+        return cell_kind(j["state"], j["failure_class"], cancelled=j.get("cancelled"))
 
     counts: dict[str, int] = {}
     for j in jobs:

@@ -125,6 +125,7 @@ def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[
     """(one summary per pull request, newest first; a digest of its job rows by number)."""
     if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
         return [], {}
+    con.execute(SQL["pr_jobs_cancelled_column"])
     prs = _rows(con, SQL["pr_summaries"], {"limit": MAX_PRS_LISTED})
     digests = {r["number"]: r["digest"] for r in _rows(con, SQL["pr_digests"], {"numbers": [p["number"] for p in prs]})}
     return prs, digests
