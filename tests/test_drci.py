@@ -587,6 +587,7 @@ def test_a_cancelled_job_reaches_the_comment_as_cancelled_even_from_an_older_pr_
     dry = GitHubResource(api_url="http://127.0.0.1:9")
     row = build_comments(lake, dry, HUD_DAY, REPO, now=now).rows[0]
     assert row["new"] == 0 and "## :x: 1 Cancelled Job\n" in row["body"] and "Please retry" in row["body"]
+    assert row["cancelled"] == 1  # drci_comments counts it in a column of its own
     # a partition written before pr_jobs marked cancellations is read as it was: the job is a new failure
     [path] = lake.files("pr_jobs", [HUD_DAY])
     lake.write("pr_jobs", HUD_DAY, pq.read_table(path).drop_columns(["cancelled"]))

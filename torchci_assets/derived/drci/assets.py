@@ -27,7 +27,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("test_results", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
-                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA, pending); jobs marked by stats/unstable-jobs.json "
+                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, pending); jobs marked by stats/unstable-jobs.json "
                 "(published with disabled_tests from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed.",
@@ -47,7 +47,8 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
                            updates=updates_every(refresh_interval_s()))
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)
-    totals = {c: sum(r[c] for r in built.rows) for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "pending")}
+    totals = {c: sum(r[c] for r in built.rows)
+              for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),

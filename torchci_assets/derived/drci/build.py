@@ -24,7 +24,7 @@ from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
 TABLE = "drci_comments"
 COUNT_COLUMNS = {"NEW": "new", "BROKEN TRUNK": "broken_trunk", "FLAKY": "flaky", "UNSTABLE": "unstable",
-                 "INFRA": "infra"}
+                 "INFRA": "infra", "CANCELLED": "cancelled"}
 SCHEMA = pa.schema([
     ("pr", pa.int64()), ("head_sha", pa.string()), ("pr_state", pa.string()), ("merge_base", pa.string()),
     ("merge_base_exact", pa.bool_()), ("merge_base_note", pa.string()), ("body", pa.string()),

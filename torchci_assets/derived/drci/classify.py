@@ -48,8 +48,7 @@ FLAKY = "FLAKY"
 UNSTABLE = "UNSTABLE"
 INFRA = "INFRA"
 CANCELLED = "CANCELLED"
-CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA)  # the classes drci_comments has a count column of
-SHOWN_CLASSES = (*CLASSES, CANCELLED)                 # every class a verdict can have
+CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA, CANCELLED)  # every class a verdict can have
 # `pr_jobs`' infra reasons as a reader of the comment understands them.
 INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": "the log shows an infrastructure failure",
                  "no-test-results": "no test results", "abandoned": "no conclusion for 36 hours: abandoned",
@@ -241,7 +240,7 @@ def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
-    out = {c: 0 for c in SHOWN_CLASSES}
+    out = {c: 0 for c in CLASSES}
     for v in verdicts:
         out[v.cls] += 1
     return out
