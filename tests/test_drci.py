@@ -312,6 +312,27 @@ def test_a_cancelled_job_is_listed_apart_to_retry_not_as_a_new_failure():
     assert c.classify(jobs[0], trunk({}), c.Flaky()).cls == c.CANCELLED
 
 
+def test_a_heads_jobs_read_from_the_rest_api_are_its_workflows_newest_runs_latest_attempts():
+    """As PyTorch's Dr. CI reads them: an older run of a workflow on the head says nothing of it now,
+    and a later attempt than the lake's (a higher job id: its webhook was lost) replaces the lake's."""
+    name = "linux / test (default, 1, 2, linux.4xlarge)"
+    stuck = c.HeadJob(name, GROUP, "pending", workflow="pull")
+    listed = {200: [{"id": 2001, "name": name, "workflow_name": "pull", "status": "in_progress", "conclusion": None}],
+              100: [{"id": 1001, "name": name, "workflow_name": "pull", "status": "completed", "conclusion": "failure"}]}
+    merge_rest_jobs([stuck], [{"id": 200, "name": "pull"}, {"id": 100, "name": "pull"}], listed)
+    assert stuck.state == "pending"  # run 100's failure is an older run's
+    lint = c.HeadJob("lint / lintrunner", "pull / lint / lintrunner", "failure", failure_class="new", job_id=11,
+                     run_id=300, workflow="pull")
+    merge_rest_jobs([lint], [{"id": 300, "name": "pull"}],
+                    {300: [{"id": 12, "name": "lint / lintrunner", "workflow_name": "pull", "status": "completed",
+                            "conclusion": "success"}]})
+    assert (lint.state, lint.job_id) == ("success", 12)  # its rerun passed; the lake had only attempt 1
+    merge_rest_jobs([lint], [{"id": 300, "name": "pull"}],
+                    {300: [{"id": 10, "name": "lint / lintrunner", "workflow_name": "pull", "status": "completed",
+                            "conclusion": "failure"}]})
+    assert (lint.state, lint.job_id) == ("success", 12)  # an earlier attempt never replaces a later one
+
+
 def test_an_unstable_job_links_its_issue_and_a_url_that_could_break_the_comment_is_not_linked():
     job = failing_job(name="linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)")
     entry = ["a-maintainer", "170001", "https://github.com/pytorch/pytorch/issues/170001", "pull", "x", ""]

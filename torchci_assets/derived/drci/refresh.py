@@ -76,13 +76,20 @@ def _state(job: dict) -> str:
 
 def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:
     """Apply GitHub's job states to `jobs` (matched by workflow and name; new ones appended); returns
-    how many changed."""
+    how many changed. As PyTorch's Dr. CI reads them: only each workflow's newest run counts (an
+    older run's copy of a job says nothing of the head now), and GitHub's job replaces the lake's
+    when it is pending there or GitHub's is a later attempt (a higher job id: its webhook was lost)."""
     by_key = {(j.workflow, j.name): j for j in jobs}
     workflow_of = {r["id"]: r.get("name") or "" for r in runs}
+    newest: dict[str, int] = {}
+    for run_id, workflow in workflow_of.items():
+        newest[workflow] = max(newest.get(workflow, run_id), run_id)
     changed = 0
     for run_id, listed in rest_jobs.items():
         for rj in listed:
             workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
+            if newest.get(workflow, run_id) != run_id:
+                continue
             state = _state(rj)
             cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
             mine = by_key.get((workflow, rj["name"]))
@@ -92,7 +99,7 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
                 jobs.append(mine)
                 by_key[(workflow, rj["name"])] = mine
                 changed += 1
-            elif mine.state != state and mine.state == "pending":
+            elif mine.state != state and (mine.state == "pending" or (mine.job_id or 0) < rj["id"]):
                 mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
                 mine.cancelled = cancelled
                 changed += 1
