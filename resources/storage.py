@@ -164,9 +164,7 @@ class Store:
 
     def list_dirs(self, prefix: str) -> list[str]:
         """Names of the visible folders directly under `prefix`."""
-        selector = pafs.FileSelector(self.full(prefix), allow_not_found=True)
-        return sorted(i.base_name for i in self.fs.get_file_info(selector)
-                      if i.type == pafs.FileType.Directory and i.base_name[:1] not in (".", "_"))
+        return sorted(n for n in self._folder_names(prefix) if n[:1] not in (".", "_"))
 
     def list_files(self, prefix: str, suffixes: tuple[str, ...], cache: ListingCache | None = None) -> list[FileEntry]:
         """Files below `prefix` (recursively) ending in one of `suffixes`, sorted by path.

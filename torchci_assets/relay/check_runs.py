@@ -32,7 +32,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, WITHDRAWN, ledger_rows, record_attempt, settle_claim,
+from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, ledger_rows, record_attempt, settle_claim,
                                              target_states)
 from torchci_assets.relay.pull_requests import LABEL_PREFIX, check_run_name, needs_check_run, pr_labels
 from torchci_assets.relay.pushes import WEBHOOK_SUFFIXES, recent_days
@@ -194,13 +194,10 @@ def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, 
         record_action(lake, {**base, "outcome": "dry_run"})
         return "dry_run"
     attempt_id = uuid.uuid4().hex
-    lost = settle_claim(lambda: record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id}),
+    lost = settle_claim(lambda outcome: record_action(lake, {**base, "outcome": outcome, "attempt_id": attempt_id}),
                         lambda: [r for r in ledger_rows(lake, job.head_sha, table=ACTIONS_TABLE)
                                  if r["action"] == "check_run" and r.get("attempt_id") not in stale],
                         job.key, attempt_id, settle_s, field="key")
-    if lost == WITHDRAWN:
-        record_action(lake, {**base, "outcome": WITHDRAWN, "attempt_id": attempt_id})
-        return "deferred"
     if lost:
         return lost
     return _send(github, lake, config, job, body, base, attempt_id, log)

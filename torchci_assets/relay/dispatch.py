@@ -225,11 +225,8 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
             continue
         attempt_id = uuid.uuid4().hex
         if not github.dry_run:
-            lost = settle_claim(lambda: _record(lake, event, target, "claimed", run_id, attempt_id),
+            lost = settle_claim(lambda outcome: _record(lake, event, target, outcome, run_id, attempt_id),
                                 lambda: event_rows(lake, event), target.repo, attempt_id, settle_s)
-            if lost == WITHDRAWN:
-                _record(lake, event, target, WITHDRAWN, run_id, attempt_id)
-                lost = "deferred"
             if lost:
                 outcomes.append(RepoOutcome(target.repo, target.level, lost))
                 continue
@@ -256,19 +253,20 @@ def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, r
     return row
 
 
-def settle_claim(write: Callable[[], object], read: Callable[[], list[dict]], key: str, attempt_id: str,
+def settle_claim(write: Callable[[str], object], read: Callable[[], list[dict]], key: str, attempt_id: str,
                  settle_s: float, field: str = "downstream_repo", max_skew_s: float = CLAIM_SETTLE_S / 2) -> str:
-    """Write this writer's claim (`write`), wait `settle_s`, read the rows back (`read`): why it
-    must not send (`claim_lost`), "" when it may.
+    """Write this writer's claim (`write("claimed")`), wait `settle_s`, read the rows back (`read`):
+    why it must not send (`claim_lost`), "" when it may.
 
-    Or WITHDRAWN, for the caller to record, leaving the target to the next attempt: this claim
-    took so long to write that a racer stamped after it may have read the ledger before it was
-    there (a racer's read comes `settle_s` after its stamp; clocks up to `max_skew_s` apart), and
-    such a racer's claim is there. That racer thought itself first and sends; this writer must
-    not. A slow write with no such racer sends, so a slow store only delays a race."""
+    Or "deferred", the claim withdrawn (`write(WITHDRAWN)`, which settles it) and the target left
+    to the next attempt: this claim took so long to write that a racer stamped after it may have
+    read the ledger before it was there (a racer's read comes `settle_s` after its stamp; clocks up
+    to `max_skew_s` apart), and such a racer's claim is there. That racer thought itself first and
+    sends; this writer must not. A slow write with no such racer sends, so a slow store only delays
+    a race."""
     _load_time_zones()
     start = time.monotonic()
-    write()
+    write("claimed")
     took = dt.timedelta(seconds=time.monotonic() - start)
     time.sleep(settle_s)
     rows = [r for r in read() if r[field].lower() == key.lower()]
@@ -280,7 +278,10 @@ def settle_claim(write: Callable[[], object], read: Callable[[], list[dict]], ke
     settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
     racers = [r for r in rows if r["outcome"] == "claimed" and r.get("attempt_id") not in settled | {attempt_id}
               and mine <= r["attempted_at"] < missed_until]
-    return WITHDRAWN if racers else ""
+    if not racers:
+        return ""
+    write(WITHDRAWN)
+    return "deferred"
 
 
 @functools.cache

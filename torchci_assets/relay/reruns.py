@@ -26,7 +26,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, record_action, stale_claims
-from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, WITHDRAWN, ledger_rows, settle_claim, target_states
+from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, ledger_rows, settle_claim, target_states
 from torchci_assets.relay.pull_requests import repo_from_check_run, run_id_from_external_id
 
 # Pages of 100 check runs listed for one suite, at most.
@@ -105,13 +105,10 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
         log(f"{repo} run {downstream_run}: an interrupted re-run had landed; not sent again")
         return "already_rerun"
     attempt_id = uuid.uuid4().hex
-    lost = settle_claim(lambda: record_action(lake, {**base, "outcome": "claimed", "attempt_id": attempt_id}),
+    lost = settle_claim(lambda outcome: record_action(lake, {**base, "outcome": outcome, "attempt_id": attempt_id}),
                         lambda: [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE)
                                  if r["action"] == "rerun" and r.get("attempt_id") not in stale],
                         base["key"], attempt_id, settle_s, field="key")
-    if lost == WITHDRAWN:
-        record_action(lake, {**base, "outcome": WITHDRAWN, "attempt_id": attempt_id})
-        return "deferred"
     if lost:
         return "already_rerun" if lost == "already_acknowledged" else lost
     return _post(github, lake, path, base, attempt_id, log)
