@@ -94,6 +94,37 @@ def test_rolling_again_after_a_crash_between_publish_and_delete_duplicates_nothi
     assert not segment.exists() and not stale.exists()
 
 
+@pytest.mark.parametrize("check", [False, True])
+def test_a_later_segment_that_gets_an_archived_segments_name_is_published_beside_it(tmp_path, check):
+    # a coarse clock, or one stepped back across a restart: two segments whose first records share a
+    # receipt microsecond get one name, and the first was already rolled (so gone from the spool)
+    root = tmp_path / "spool"
+    archive = Store(str(tmp_path / "archive"))
+    received = dt.datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    for deliveries in ((1, 2), (3,), (4, 5)):
+        writer = SpoolWriter(root, "webhooks", "host-a", Metrics(), roll_interval_s=3600)
+        writer.start()
+
+        async def send():
+            for i in deliveries:
+                await writer.append(line(i), received)
+
+        asyncio.run(send())
+        writer.close()
+        [(stream, path)] = sealed_segments(root)
+        assert path.name == "host-a-20261101T120000123456Z.jsonl"
+        roll_segment(archive, stream, path, check=check)
+    names = sorted(p.name for p in (tmp_path / "archive/webhooks/day=2026-11-01").iterdir())
+    assert names == ["host-a-20261101T120000123456Z.jsonl.gz", "host-a-20261101T120000123457Z.jsonl.gz",
+                     "host-a-20261101T120000123458Z.jsonl.gz"]
+    assert sorted(x["delivery_id"] for x in archived(archive, "webhooks")) == ["d1", "d2", "d3", "d4", "d5"]
+    # and the crash between a bumped publish and the delete still publishes over its own file only
+    segment = root / "webhooks" / "host-a-20261101T120000123456Z.jsonl"
+    segment.write_bytes(line(4) + line(5))
+    assert roll_segment(archive, "webhooks", segment, check=check).archive_path.endswith("123458Z.jsonl.gz")
+    assert sorted(x["delivery_id"] for x in archived(archive, "webhooks")) == ["d1", "d2", "d3", "d4", "d5"]
+
+
 def test_write_probes_running_at_once_on_one_spool_never_fail_each_other(tmp_path):
     # a receiver starting on a spool probes it while the owner's readiness check probes it too
     folder = tmp_path / "spool"

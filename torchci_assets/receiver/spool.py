@@ -14,7 +14,10 @@ relay sensor is waiting for). The roller publishes each sealed segment whole as
 `<stream>/day=D/<host>-<start>.jsonl.gz` (gzip; atomically; fsynced when local) and deletes
 it. Publishing again under the same name is harmless, so a crash between publish and delete
 costs nothing; a crash while appending leaves at most a torn last line, which was never
-acknowledged and is dropped by the roll's check that every line is JSON.
+acknowledged and is dropped by the roll's check that every line is JSON. Two segments can get one
+name only if their first records share a receipt microsecond (a coarse clock, or one stepped back,
+even across a restart): the archive file of the first is then told apart by its first line, and
+the second is published a microsecond later instead of replacing it.
 
 On start, `.open` segments left by a crash are sealed and everything sealed is rolled before
 the server accepts requests. One process owns a spool (an flock on `<spool>/.lock`).
@@ -26,6 +29,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import fcntl
+import hashlib
 import logging
 import os
 import threading
@@ -416,8 +420,7 @@ def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> R
     because parsing 64 MB in Python would hold the GIL for a few hundred milliseconds, and
     every request waiting on the event loop would wait with it.
     """
-    name = path.name[: -len(SEALED_SUFFIX)]
-    rel = archive_path(stream, name)
+    rel = _archive_path_for(store, stream, path)
     if not check:
         return _roll_verbatim(store, rel, path)
     lines = dropped = 0
@@ -450,6 +453,40 @@ def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> R
     if dropped:
         log.warning("roll %s: %d torn line(s) dropped (never acknowledged)", path, dropped)
     return _published(store, rel, path, lines, dropped)
+
+
+def _archive_path_for(store: Store, stream: str, path: Path) -> str:
+    """Where the sealed segment `path` goes: its own name, unless the archive already holds another
+    segment's file there (the same first record means the same segment, published again after a
+    crash before its deletion); then the first free name a microsecond later."""
+    name = path.name[: -len(SEALED_SUFFIX)]
+    rel = archive_path(stream, name)
+    if not store.exists(rel):
+        return rel
+    first = _first_line_digest(open(path, "rb"))
+    while store.exists(rel) and _first_line_digest(store.open_input(rel)) != first:
+        host, start = name.rsplit("-", 1)
+        later = dt.datetime.strptime(start, STAMP_FORMAT).replace(tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=1)
+        name = f"{host}-{stamp(later)}"
+        rel = archive_path(stream, name)
+    if name != path.name[: -len(SEALED_SUFFIX)]:
+        log.warning("roll %s: the archive holds another segment's file under its name; published as %s", path, rel)
+    return rel
+
+
+def _first_line_digest(stream) -> bytes:
+    """A digest of a file's first non-empty line, read a chunk at a time (a line can be megabytes)."""
+    digest, started = hashlib.blake2b(digest_size=16), False
+    with stream as f:
+        while chunk := f.read(READ_CHUNK):
+            if not started:
+                chunk = chunk.lstrip(b"\n")
+                started = bool(chunk)
+            end = chunk.find(b"\n")
+            digest.update(chunk if end < 0 else chunk[:end])
+            if end >= 0:
+                break
+    return digest.digest()
 
 
 def _roll_verbatim(store: Store, rel: str, path: Path) -> RollResult:
