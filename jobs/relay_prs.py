@@ -112,10 +112,20 @@ def dispatch_pull_requests(context: dg.OpExecutionContext, config: RelayEventsCo
 
 def _act_all(context: dg.OpExecutionContext, config: RelayEventsConfig, w: Writer, items: list, act, what: str):
     """Act on every item of the run; yield the ledger's materialization and the outcomes, or retry
-    later when another writer's claim is young."""
+    later: when another writer's claim is young, or an item's action raised (GitHub gave no answer
+    or a 5xx). One item failing never stops the others, and the retry acts on them all again: the
+    ledgers skip what is done and look up what is in doubt."""
     done: dict[str, str] = {}
+    errors: list[str] = []
     for item in items:
-        done.update(act(item, w))
+        try:
+            done.update(act(item, w))
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+            context.log.warning(f"{what}: {errors[-1]}; retried by the run")
+    if errors:
+        raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_wait_s) from dg.Failure(
+            f"{len(errors)} of {len(items)} item(s) failed: " + "; ".join(errors)[:2000])
     # another writer's claim, still young, or this run's own withdrawn as too slow to write: look
     # again once settled or stale
     if {"in_flight", "deferred"} & set(done.values()):

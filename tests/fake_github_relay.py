@@ -6,8 +6,8 @@
 - `GET /repos/{o}/{r}/commits/{sha}/check-runs` (`check_name`, `filter`) and
   `GET /repos/{o}/{r}/check-suites/{id}/check-runs` (`per_page`, `page`): GitHub's
   `{total_count, check_runs}` shape.
-- `POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs`: 201 (a new attempt starts), or 403
-  "This workflow is already running" for the runs in `running`.
+- `POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs` and `.../rerun` (every job): 201 (a
+  new attempt starts), or 403 "This workflow is already running" for the runs in `running`.
 - `GET /repos/{o}/{r}/actions/runs/{id}`: the run's `run_attempt` and `run_started_at` (its
   latest attempt's start; the first attempt started on 2026-01-01), `status`.
 Every request is logged in `requests` as (method, path, json body or None). `crash_after`
@@ -29,7 +29,7 @@ DISPATCH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/dispatches$")
 CHECK_RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-runs$")
 FOR_REF = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/commits/(?P<sha>[0-9a-f]{40})/check-runs$")
 IN_SUITE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-suites/(?P<suite>\d+)/check-runs$")
-RERUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/rerun-failed-jobs$")
+RERUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/(?P<what>rerun-failed-jobs|rerun)$")
 RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)$")
 FIRST_ATTEMPT = "2026-01-01T00:00:00Z"
 
@@ -58,9 +58,10 @@ class FakeRelayGitHub:
         return [(p[len("/repos/"):-len("/dispatches")], b) for m, p, b in self.requests
                 if m == "POST" and DISPATCH.match(p)]
 
-    def reruns(self) -> list[tuple[str, int]]:
+    def reruns(self, what: str | None = None) -> list[tuple[str, int]]:
+        """(repository, run) of each re-run asked; of one endpoint only with `what`."""
         return [(m_.group("repo"), int(m_.group("run"))) for m, p, _ in self.requests
-                if m == "POST" and (m_ := RERUN.match(p))]
+                if m == "POST" and (m_ := RERUN.match(p)) and what in (None, m_.group("what"))]
 
     def check_run_names(self, sha: str | None = None) -> list[tuple[str, str, str | None]]:
         return [(c["name"], c["status"], c.get("conclusion")) for c in self.check_runs

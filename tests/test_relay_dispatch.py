@@ -322,6 +322,44 @@ def test_a_claim_slower_to_write_than_a_racer_waits_is_withdrawn_not_sent_beside
     assert attempt(fast, SHA, "retry", settle_s=0.01) == ["already_acknowledged"] and len(fake.log) == 2
 
 
+def test_the_claim_that_lost_a_race_is_withdrawn_so_the_winners_failed_send_is_retried(httpserver, lake_uri):
+    """A tick and a run claim one target at once; the loser stands aside. The winner's send fails
+    (GitHub answers 500 past the client's retries): its retry must send, not find the loser's
+    claim open and leave the target in doubt for good."""
+    import threading
+
+    from torchci_assets.config import AllowlistEntry
+
+    fake = FakeGitHub(httpserver, **{REPOS[0]: [Response(status=500), Response(status=204)]})
+    target = [AllowlistEntry(REPOS[0], "L1")]
+    lake = Lake.at(lake_uri)
+    event = dispatch.push_dispatch(commit())
+    client = github(httpserver, max_retries=0)
+    together = threading.Barrier(2)
+    outcomes = {}
+
+    class ClaimTogether(Lake):
+        """The two writers' claims land together, however the threads are scheduled."""
+
+        def write(self, table, day, data, part="data"):
+            if "claimed" in data.column("outcome").to_pylist():
+                together.wait(timeout=30)
+            return super().write(table, day, data, part)
+
+    def writer(name):
+        outcomes[name] = [o.outcome for o in dispatch.dispatch_event(client, ClaimTogether(lake.store), event, target,
+                                                                     name, settle_s=0.3)]
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("tick", "run")]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(o for v in outcomes.values() for o in v) == ["claimed_elsewhere", "failed"] and len(fake.log) == 1
+    assert [o.outcome for o in dispatch.dispatch_event(client, lake, event, target, "retry", settle_s=0.01)] == ["ok"]
+    assert fake.acknowledged() == Counter({(SHA, REPOS[0]): 1})
+    assert sorted(r["outcome"] for r in ledger_rows(lake, SHA)) == [
+        "claimed", "claimed", "claimed", "failed", "ok", "withdrawn"]
+
+
 def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, instance, lake_uri):
     server = FakeGitHub(httpserver)
     dry = run(GitHubResource(api_url=httpserver.url_for("")), lake_uri, instance)

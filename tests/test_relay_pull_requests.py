@@ -6,6 +6,7 @@ re-runs from check_run / check_suite rerequested."""
 import copy
 import datetime as dt
 import json
+import re
 import threading
 import uuid
 from collections import Counter
@@ -26,7 +27,7 @@ from jobs.relay_prs import (
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
-from tests.fake_github_relay import FakeRelayGitHub
+from tests.fake_github_relay import FakeRelayGitHub, reply
 from tests.relay_callbacks import action_env, build_payload, forwarded
 from torchci_assets.config import load_config
 from torchci_assets.relay import dispatch as dispatch_module
@@ -109,7 +110,7 @@ def github(httpserver, **kw):
 
 def execute(job, op, config: dict, gh, roots, instance):
     lake_uri, archive_uri = roots
-    config = {**config, "claim_settle_s": 0.01}
+    config = {"claim_settle_s": 0.01, "retry_wait_s": 0.05, **config}
     return job.execute_in_process(run_config={"ops": {op: {"config": config}}}, instance=instance,
                                   raise_on_error=False,
                                   resources={"github": gh, "lake": LakeResource(uri=lake_uri),
@@ -304,6 +305,19 @@ def test_l2_and_push_callbacks_get_no_check_run(httpserver, instance, roots):
     assert job_state(callback_record(L4, "L4", "in_progress", push)) is None
 
 
+@pytest.mark.parametrize("event_type", ["nightly", "periodic"])
+def test_a_self_report_naming_a_pull_request_gets_no_check_run(event_type, httpserver, instance, roots):
+    """Self-reports are accepted without a dispatch, so the pull request one names is not the
+    relay's word: an L4 repository must not put a check run on any commit by naming it there."""
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = {**client_payload_of(server, L4), "event_type": event_type}
+    record = callback_record(L4, "L4", "completed", cp, conclusion="success")
+    assert job_state(record) is None
+    assert check_run(record, github(httpserver), roots, instance).success
+    assert server.check_run_names(event.sha) == []
+
+
 def test_l3_label_before_dispatch(httpserver, instance, roots):
     server = FakeRelayGitHub(httpserver)
     event = dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/npu"])
@@ -374,12 +388,65 @@ def test_a_check_run_whose_answer_was_lost_is_found_not_created_twice(httpserver
     dispatched(server, httpserver, instance, roots)
     record = callback_record(L4, "L4", "completed", client_payload_of(server, L4), conclusion="success")
     server.crash_after.add("check-runs")  # GitHub creates it, the answer is a 502
-    assert not check_run(record, github(httpserver), roots, instance).success
-    assert check_run(record, github(httpserver), roots, instance).success
+    result = check_run(record, github(httpserver), roots, instance)
+    assert result.success and retries(result) == 1  # the run's retry looks it up
     assert len(server.check_runs) == 1
     rows = ledger_rows(Lake.at(roots[0]), server.check_runs[0]["head_sha"], table=ACTIONS_TABLE)
     assert [r["outcome"] for r in rows if r["action"] == "check_run"] == ["claimed", "ok"]
     assert rows[-1]["github_id"] == server.check_runs[0]["id"]
+    assert check_run(record, github(httpserver), roots, instance).success and len(server.check_runs) == 1
+
+
+def retries(result) -> int:
+    return sum(1 for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY")
+
+
+def test_a_rerun_github_failed_to_start_is_sent_by_the_runs_retry(httpserver, instance, roots):
+    """A 502 that started nothing, past the client's own retries: the run reads the downstream
+    run back on its retry, sees no new attempt, and sends the re-run then, once."""
+    server = FakeRelayGitHub(httpserver)
+    failing = [reply(502, {"message": "Server Error"})]
+
+    def flaky(request):
+        if request.method == "POST" and "/rerun" in request.path and failing:
+            return failing.pop()
+        return server(request)
+
+    httpserver.clear_all_handlers()
+    httpserver.expect_request(re.compile(r"^/repos/.*")).respond_with_handler(flaky)
+    payload = checks_example("check_run")
+    payload["check_run"].update(name=f"crcr/{L3}/upstream-ci/build", external_id="7007")
+    found = event_of("check_run", payload, "rr-7")
+    result = execute(rerun_job, "rerun_downstream", events(event_item(found)), github(httpserver, max_retries=0),
+                     roots, instance)
+    assert result.success and retries(result) == 1
+    assert result.output_for_node("rerun_downstream") == {f"{L3}#7007": "rerun"}
+    assert server.reruns() == [(L3, 7007)]
+
+
+def test_a_check_run_github_failed_to_create_is_created_by_the_runs_retry(httpserver, instance, roots):
+    """A 502 that created nothing (past the client's own retries) fails neither the run nor the
+    check run: the run retries, and the other callbacks of the run are created meanwhile."""
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L4)
+    failing = [reply(502, {"message": "Server Error"})]
+
+    def flaky(request):
+        if request.method == "POST" and request.path.endswith("/check-runs") and failing:
+            return failing.pop()
+        return server(request)
+
+    httpserver.clear_all_handlers()
+    httpserver.expect_request(re.compile(r"^/repos/.*")).respond_with_handler(flaky)
+    records = [callback_record(L4, "L4", "completed", cp, conclusion="success"),
+               callback_record(L4, "L4", "completed", cp, conclusion="failure", job_name="test")]
+    result = execute(check_run_job, "create_upstream_check_runs", events(*records), github(httpserver, max_retries=0),
+                     roots, instance)
+    assert result.success and retries(result) == 1
+    name = f"crcr/{L4}/upstream-ci"
+    assert sorted(server.check_run_names()) == [(f"{name}/build", "completed", "success"),
+                                                (f"{name}/test", "completed", "failure")]
 
 
 def test_two_replicas_racing_on_one_callback_create_one_check_run(httpserver, instance, roots):
@@ -433,7 +500,7 @@ def test_check_run_rerequested_reruns_the_failed_jobs_of_that_run_once(httpserve
     payload["check_run"].update(name=f"crcr/{L3}/upstream-ci/build", external_id="7001")
     assert rerun(payload, "check_run", httpserver, instance, roots, "rr-1").success
     assert rerun(payload, "check_run", httpserver, instance, roots, "rr-1").success  # the same request again
-    assert server.reruns() == [(L3, 7001)]
+    assert server.reruns("rerun-failed-jobs") == server.reruns() == [(L3, 7001)]
 
 
 def test_a_rerun_whose_answer_was_lost_is_read_back_not_sent_twice(httpserver, instance, roots):
@@ -509,7 +576,8 @@ def test_check_suite_rerequested_reruns_each_l3_plus_run_once(httpserver, instan
     payload["check_suite"]["id"] = server.suites[sha]
     result = rerun(payload, "check_suite", httpserver, instance, roots)
     assert result.success
-    assert sorted(server.reruns()) == [(L3, 8001), (L4, 8002)]
+    # "Re-run all checks" re-runs every job of each run, as the relay does, not only the failed ones
+    assert sorted(server.reruns("rerun")) == sorted(server.reruns()) == [(L3, 8001), (L4, 8002)]
     assert result.output_for_node("rerun_downstream")[f"{L2}#8003"] == "refused"
 
 

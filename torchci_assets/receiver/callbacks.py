@@ -47,12 +47,12 @@ import orjson
 
 from resources.lake import Lake
 from resources.storage import Store
+from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.relay.dispatch import ledger_rows
 
 log = logging.getLogger("torchci.receiver")
 
-SELF_REPORT_EVENTS = ("nightly", "periodic")
 STATUSES = ("in_progress", "completed")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 MAX_ID_CHARS = 200

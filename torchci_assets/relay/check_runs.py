@@ -31,6 +31,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
+from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, ledger_rows, record_attempt, settle_claim,
                                              target_states)
@@ -90,10 +91,13 @@ class JobState:
 
 def job_state(record: dict) -> JobState | None:
     """The job state of a ci-results archive record when it is an L3/L4 callback about a pull
-    request with a head sha, else None (L2 results, pushes and self-reports get no check run)."""
+    request with a head sha, else None (L2 results, pushes and self-reports get no check run).
+    A nightly or periodic self-report is accepted without any dispatch, so the pull request it
+    names is the repository's word alone: believing it would let a backend put a check run on
+    any commit it likes (the relay grants self-reports no check runs either)."""
     trusted, untrusted = record.get("trusted") or {}, record.get("untrusted") or {}
     body = untrusted.get("callback_payload") if isinstance(untrusted, dict) else None
-    if not isinstance(trusted, dict) or not isinstance(body, dict):
+    if not isinstance(trusted, dict) or not isinstance(body, dict) or body.get("event_type") in SELF_REPORT_EVENTS:
         return None
     level, repo = trusted.get("downstream_repo_level"), trusted.get("verified_repo")
     workflow = body.get("workflow") if isinstance(body.get("workflow"), dict) else {}
@@ -130,14 +134,17 @@ def record_action(lake: Lake, row: dict) -> None:
     record_attempt(lake, full, ACTIONS_TABLE, ACTIONS_SCHEMA)
 
 
-def stale_claims(rows: list[dict], key: str, now: dt.datetime | None = None) -> set | None:
+def stale_claims(rows: list[dict], key: str, now: dt.datetime | None = None, mine: str | None = None) -> set | None:
     """The attempt ids of `key`'s claims that have no outcome and are old enough to be a dead
-    writer's; None while one is younger than IN_FLIGHT_S (its writer may be at work: wait)."""
+    writer's; None while one is younger than IN_FLIGHT_S (its writer may be at work: wait). A claim
+    of this very run (`mine`, its run id) is dead whatever its age: the run acts on one item at a
+    time, so it was left by an earlier try of the step, which failed without an answer."""
     now = now or dt.datetime.now(dt.timezone.utc)
     settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
     open_claims = [r for r in rows if r["key"].lower() == key.lower() and r["outcome"] == "claimed"
                    and r.get("attempt_id") not in settled]
-    if any((now - r["attempted_at"]).total_seconds() < IN_FLIGHT_S for r in open_claims):
+    if any((now - r["attempted_at"]).total_seconds() < IN_FLIGHT_S and (mine is None or r.get("run_id") != mine)
+           for r in open_claims):
         return None
     return {r.get("attempt_id") for r in open_claims}
 
@@ -184,7 +191,7 @@ def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, 
         if found is not None:
             record_action(lake, {**base, "outcome": "ok", "github_id": found, "error": "found on GitHub"})
             return "found"
-        stale = stale_claims(rows, job.key)
+        stale = stale_claims(rows, job.key, mine=run_id)
         if stale is None:
             return "in_flight"
     if github.dry_run:

@@ -256,7 +256,9 @@ def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, r
 def settle_claim(write: Callable[[str], object], read: Callable[[], list[dict]], key: str, attempt_id: str,
                  settle_s: float, field: str = "downstream_repo", max_skew_s: float = CLAIM_SETTLE_S / 2) -> str:
     """Write this writer's claim (`write("claimed")`), wait `settle_s`, read the rows back (`read`):
-    why it must not send (`claim_lost`), "" when it may.
+    why it must not send (`claim_lost`), "" when it may. A claim that lost is withdrawn
+    (`write(WITHDRAWN)`): left open, it would keep the target in doubt after the winner's own
+    attempt failed, and nothing would send it again.
 
     Or "deferred", the claim withdrawn (`write(WITHDRAWN)`, which settles it) and the target left
     to the next attempt: this claim took so long to write that a racer stamped after it may have
@@ -272,6 +274,7 @@ def settle_claim(write: Callable[[str], object], read: Callable[[], list[dict]],
     rows = [r for r in read() if r[field].lower() == key.lower()]
     lost = claim_lost(rows, key, attempt_id, field)
     if lost:
+        write(WITHDRAWN)
         return lost
     mine = next(r["attempted_at"] for r in rows if r.get("attempt_id") == attempt_id)
     missed_until = mine + took - dt.timedelta(seconds=settle_s - max_skew_s)

@@ -1,13 +1,14 @@
 """Re-runs from the upstream pull request's Checks tab, as the cross-repo CI relay does them.
 
 `check_run` `rerequested` (one check's "Re-run", or "Re-run failed checks", which sends one per
-failed check) re-runs the failed jobs of that check run's downstream run: the repository comes
-from the name `crcr/<owner>/<repo>/...`, the run from `external_id`. `check_suite`
-`rerequested` ("Re-run all checks") lists the suite's check runs, keeps one per (repository,
-run) and re-runs each. Only L3 and L4 repositories (the ones that have check runs) are re-run;
-a check run naming any other repository is refused. Every re-run is
-`POST /repos/<repo>/actions/runs/<run_id>/rerun-failed-jobs`: one run-level call, since GitHub
-refuses to re-run single jobs of a run that is running. Its 403 "already running" is a no-op.
+failed check) re-runs the failed jobs of that check run's downstream run
+(`POST /repos/<repo>/actions/runs/<run_id>/rerun-failed-jobs`): the repository comes from the
+name `crcr/<owner>/<repo>/...`, the run from `external_id`. `check_suite` `rerequested` ("Re-run
+all checks") lists the suite's check runs, keeps one per (repository, run) and re-runs every job
+of each (`POST .../actions/runs/<run_id>/rerun`, as the relay does: all checks, passed ones too).
+Only L3 and L4 repositories (the ones that have check runs) are re-run; a check run naming any
+other repository is refused. Each is one run-level call, since GitHub refuses to re-run single
+jobs of a run that is running. Its 403 "already running" is a no-op.
 
 Never twice for the same request: each (delivery, repository, run) is claimed in the
 `relay_actions` ledger before the POST. A POST without a clear answer (a 5xx, a timeout) is not
@@ -70,13 +71,14 @@ def handle_rerequest(github: GitHubResource, lake: Lake, config: TorchciConfig, 
     else:
         suite = payload.get("check_suite") or {}
         targets, sha = rerun_targets(suite_check_runs(github, config, int(suite["id"]))), str(suite.get("head_sha") or "")
-    return {f"{repo}#{rid}": rerun_failed_jobs(github, lake, config, repo, rid, sha, delivery_id, run_id, log, settle_s)
+    return {f"{repo}#{rid}": rerun_downstream_run(github, lake, config, repo, rid, sha, delivery_id, run_id, log,
+                                                  settle_s, all_jobs=event != "check_run")
             for repo, rid in targets}
 
 
-def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig, repo: str, downstream_run: int,
-                      sha: str, delivery_id: str, run_id: str, log: Callable[[str], None] = lambda s: None,
-                      settle_s: float = CLAIM_SETTLE_S) -> str:
+def rerun_downstream_run(github: GitHubResource, lake: Lake, config: TorchciConfig, repo: str, downstream_run: int,
+                         sha: str, delivery_id: str, run_id: str, log: Callable[[str], None] = lambda s: None,
+                         settle_s: float = CLAIM_SETTLE_S, all_jobs: bool = False) -> str:
     entry = config.entry_for(repo)
     base = {"action": "rerun", "key": f"rerun|{delivery_id}|{repo.lower()}|{downstream_run}", "sha": sha or "none",
             "upstream_repo": config.upstream_repo, "downstream_repo": repo, "external_id": str(downstream_run),
@@ -89,10 +91,10 @@ def rerun_failed_jobs(github: GitHubResource, lake: Lake, config: TorchciConfig,
     rows = [r for r in ledger_rows(lake, base["sha"], table=ACTIONS_TABLE) if r["action"] == "rerun"]
     if target_states(rows, field="key").get(base["key"], "open") == "ok":
         return "already_rerun"
-    stale = stale_claims(rows, base["key"])  # left by a crash: the run is read first (see the docstring)
+    stale = stale_claims(rows, base["key"], mine=run_id)  # left by a crash: the run is read first (see the docstring)
     if stale is None:
         return "in_flight"
-    path = f"/repos/{repo}/actions/runs/{downstream_run}/rerun-failed-jobs"
+    path = f"/repos/{repo}/actions/runs/{downstream_run}/" + ("rerun" if all_jobs else "rerun-failed-jobs")
     if github.dry_run:
         log(f"DRY RUN: would POST {github.api_url.rstrip('/')}{path} (set GITHUB_TOKEN to send)")
         github.request("POST", path)
@@ -145,5 +147,5 @@ def _post(github: GitHubResource, lake: Lake, path: str, base: dict, attempt_id:
                 raise
             return outcome
     record_action(lake, {**base, "outcome": "ok", "attempt_id": attempt_id})
-    log(f"re-running the failed jobs of {repo} run {run}")
+    log(f"re-running {'every job' if path.endswith('/rerun') else 'the failed jobs'} of {repo} run {run}")
     return "rerun"
