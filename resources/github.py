@@ -26,7 +26,9 @@ import datetime as dt
 import email.utils
 import json
 import logging
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +101,19 @@ class _Outcome:
     @property
     def ok(self) -> bool:
         return self.response is not None and self.response.ok
+
+
+class _NotInstalled(GitHubError):
+    """The App has no installation on the repository's account: the call's outcome is GitHub's
+    404 to the lookup (a refusal, as the call itself would have been answered)."""
+
+    def __init__(self, outcome: _Outcome, message: str):
+        super().__init__(404, message)
+        self.outcome = _Outcome(outcome.response, message, outcome.attempts, outcome.waited_s)
+
+
+# /repos/{owner}/{repo}/...: the repository a call is about, whose installation's token it needs.
+_REPO_PATH = re.compile(r"^/repos/(?P<owner>[^/?#]+)/(?P<repo>[^/?#]+)")
 
 
 def _b64url(data: bytes) -> str:
@@ -211,7 +226,8 @@ class GitHubResource(dg.ConfigurableResource):
 
     _session: requests.Session | None = PrivateAttr(default=None)
     _sleep: Any = PrivateAttr(default=time.sleep)
-    _app_token: tuple[str, float] | None = PrivateAttr(default=None)
+    _app_tokens: dict[str, tuple[str, float]] = PrivateAttr(default_factory=dict)  # installation -> token, renew at
+    _installations: dict[str, str] = PrivateAttr(default_factory=dict)  # owner (lower case) -> installation
     _minted: set[str] = PrivateAttr(default_factory=set)
     _dry_run_requests: list[dict] = PrivateAttr(default_factory=list)
     _last_call: dict[str, float] = PrivateAttr(default_factory=dict)
@@ -223,6 +239,11 @@ class GitHubResource(dg.ConfigurableResource):
     def dry_run(self) -> bool:
         """True when no credential of any kind is configured: writes are recorded, not sent."""
         return not (self.token or self.app_id or self.app_private_key or self.app_installation_id)
+
+    @property
+    def _app_auth(self) -> bool:
+        """True when calls carry GitHub App installation tokens (no GITHUB_TOKEN)."""
+        return not self.token and not self.dry_run
 
     @property
     def web_url(self) -> str:
@@ -271,7 +292,10 @@ class GitHubResource(dg.ConfigurableResource):
 
     # ---- auth --------------------------------------------------------------------------
 
-    def _authorization(self) -> str | None:
+    def _authorization(self, url: str, renew: bool = False) -> str | None:
+        """The Authorization header for a call to `url`, computed for each attempt (an
+        installation token expires within the hour, a rate-limit wait can be longer); `renew`
+        drops the cached installation token first (GitHub answered 401 to it)."""
         if self.token:
             # Secrets mounted from files end with a newline; anything else is not a token.
             token = self.token.strip()
@@ -281,20 +305,55 @@ class GitHubResource(dg.ConfigurableResource):
             return f"Bearer {token}"
         if self.dry_run:
             return None
-        return f"Bearer {self._installation_token()}"
+        installation = self._installation_for(url)
+        if renew:
+            self._app_tokens.pop(installation, None)
+        return f"Bearer {self._installation_token(installation)}"
 
-    def _installation_token(self) -> str:
-        missing = [name for name in ("app_id", "app_private_key", "app_installation_id")
-                   if not getattr(self, name)]
+    def _app_jwt(self) -> str:
+        missing = [name for name in ("app_id", "app_private_key") if not getattr(self, name)]
         if missing:
             raise ValueError(f"GitHub App auth is partly configured: {', '.join(missing)} "
-                             "not set (set all three, or GITHUB_TOKEN)")
-        if self._app_token and time.time() < self._app_token[1]:
-            return self._app_token[0]
+                             "not set (set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY, or GITHUB_TOKEN)")
         jwt = app_jwt(self.app_id, self.app_private_key, time.time())
         self._minted.add(jwt)
-        outcome = self._send("POST", self._url(
-            f"/app/installations/{self.app_installation_id}/access_tokens"), f"Bearer {jwt}")
+        return jwt
+
+    def _installation_for(self, url: str) -> str:
+        """The App installation whose token reaches `url`'s repository.
+
+        An installation belongs to one account and its token reaches that account's repositories
+        only, while the relay writes to the upstream and to downstreams of other organizations: so
+        each owner's installation is looked up (`GET /repos/{owner}/{repo}/installation`, signed
+        with the App's JWT) and kept for the client's life. A call outside a repository (search)
+        uses `app_installation_id`. A repository whose account has not installed the App ends the
+        call with GitHub's 404, as a refusal (`_NotInstalled`)."""
+        m = _REPO_PATH.match(url[len(self.api_url.rstrip("/")):])
+        if m is None:
+            if not self.app_installation_id:
+                self._app_jwt()  # names missing App settings first
+                raise ValueError(f"GitHub App auth: {url} is not a repository's; set "
+                                 "GITHUB_APP_INSTALLATION_ID to the installation to use for such calls")
+            return self.app_installation_id
+        owner = m["owner"].lower()
+        if owner not in self._installations:
+            outcome = self._send("GET", self._url(f"/repos/{m['owner']}/{m['repo']}/installation"),
+                                 lambda renew: f"Bearer {self._app_jwt()}")
+            if not outcome.ok:
+                status = outcome.response.status_code if outcome.response is not None else None
+                error = f"GitHub App installation of {m['owner']}/{m['repo']}: {outcome.error}"
+                if status == 404:
+                    raise _NotInstalled(outcome, f"{error} (the App is not installed on {m['owner']})")
+                raise GitHubError(status, error)
+            self._installations[owner] = str(outcome.response.json()["id"])
+        return self._installations[owner]
+
+    def _installation_token(self, installation: str) -> str:
+        cached = self._app_tokens.get(installation)
+        if cached and time.time() < cached[1]:
+            return cached[0]
+        outcome = self._send("POST", self._url(f"/app/installations/{installation}/access_tokens"),
+                             lambda renew: f"Bearer {self._app_jwt()}")
         if not outcome.ok:
             status = outcome.response.status_code if outcome.response is not None else None
             raise GitHubError(status, f"GitHub App installation token request failed: "
@@ -303,8 +362,9 @@ class GitHubResource(dg.ConfigurableResource):
         token = data["token"]
         self._minted.add(token)
         expires = dt.datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
-        self._app_token = (token, expires.timestamp() - TOKEN_RENEW_MARGIN_S)
-        log.info("minted a GitHub App installation token valid until %s", data["expires_at"])
+        self._app_tokens[installation] = (token, expires.timestamp() - TOKEN_RENEW_MARGIN_S)
+        log.info("minted a GitHub App token for installation %s, valid until %s", installation,
+                 data["expires_at"])
         return token
 
     # ---- the retry loop ----------------------------------------------------------------
@@ -330,21 +390,27 @@ class GitHubResource(dg.ConfigurableResource):
             return max(SECONDARY_LIMIT_WAIT_S, backoff), f"HTTP {status}, secondary rate limit"
         return None, ""
 
-    def _send(self, method: str, url: str, authorization: str | None,
+    def _send(self, method: str, url: str, authorize: Callable[[bool], str | None],
               body: bytes | None = None, params: dict | None = None,
               retry_ambiguous: bool = True, stream: bool = False) -> _Outcome:
         """Send with retries. Writes are retried after a timeout too: a dispatch GitHub took
         but did not acknowledge may then arrive twice, which the payload's delivery id lets
         the downstream detect, whereas a dropped one would go unnoticed. With
         `retry_ambiguous=False` only rate limits are retried (GitHub refused those before
-        doing anything); no response or a 5xx ends the call, marked ambiguous."""
-        headers = {"Authorization": authorization} if authorization else {}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
+        doing anything); no response or a 5xx ends the call, marked ambiguous.
+
+        `authorize(renew)` gives each attempt its Authorization header, so a retry after a long
+        rate-limit wait carries a token still valid; with App credentials a 401 (the
+        installation token expired or was revoked early) is retried once with a new token."""
         waited = 0.0
         attempt = 0
+        renew = renewed = False
         while True:
             attempt += 1
+            authorization = authorize(renew)
+            headers = {"Authorization": authorization} if authorization else {}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
             resp: requests.Response | None = None
             try:
                 resp = self._http().request(method, url, headers=headers, data=body, params=params,
@@ -355,6 +421,13 @@ class GitHubResource(dg.ConfigurableResource):
             except requests.RequestException as e:  # a request that could not be made: final
                 return _Outcome(None, self._redact(f"{type(e).__name__}: {e}")[:300], attempt, waited)
             error = self._redact(error)
+            renew = resp is not None and resp.status_code == 401 and self._app_auth and not renewed
+            if renew:
+                log.warning("GitHub %s %s: HTTP 401 with an installation token; retrying once with a new one",
+                            method, url)
+                renewed = True
+                resp.close()
+                continue
             if error and not retry_ambiguous and (resp is None or resp.status_code >= 500):
                 return _Outcome(resp, error, attempt, waited, ambiguous=True)
             wait, reason = self._retry_wait(resp, attempt) if error else (None, "")
@@ -410,7 +483,10 @@ class GitHubResource(dg.ConfigurableResource):
         interval = {"search": self.search_interval_s, "write": self.write_interval_s}.get(kind, 0.0)
         self._pace(kind, bucket, interval)
         try:
-            outcome = self._send(method, url, self._authorization(), body, params, retry_ambiguous, stream)
+            outcome = self._send(method, url, lambda renew: self._authorization(url, renew), body, params,
+                                 retry_ambiguous, stream)
+        except _NotInstalled as exc:
+            outcome = exc.outcome
         finally:
             self._last_call[kind] = time.monotonic()
         self._note_limit(bucket, outcome.response)

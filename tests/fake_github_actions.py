@@ -7,8 +7,9 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../runs/{id}/attempts/{n}`, `.../runs/{id}/attempts/{n}/jobs`, `.../runs/{id}/artifacts`;
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
-  log GitHub does not have); `.../commits` (sha, since, until); `.../pulls` (state=all, sorted
-  by update, newest first).
+  log GitHub does not have); `.../commits` (sha, since, until); `.../branches/{name}` (its newest
+  commit as its head); `.../pulls` (state=all, sorted by update, newest first); `.../installation`
+  (the App's installation, for a request signed with its JWT).
 - `X-RateLimit-Limit/Remaining/Reset/Resource` on every answer, counting down.
 `fail(pattern, *responses)` serves scripted answers first to requests whose path matches (a
 secondary rate limit, a 502); `requests` logs every (path, args).
@@ -86,6 +87,9 @@ class FakeActions:
         self._next_artifact = 7_000_000_000
         self.authorizations: list[str | None] = []  # the Authorization header of each API request
         self.minted: list[str] = []  # installation tokens handed to a GitHub App
+        self.installation_id = 7890  # the App's installation on the repository's account
+        self.installation_lookups: list[str | None] = []  # the Authorization of each lookup
+        server.expect_request(re.compile(r"^/repos/[^/]+/[^/]+/installation$")).respond_with_handler(self.installation)
         server.expect_request(re.compile(r"^/(repos|_blob)/.*")).respond_with_handler(self.handle)
         server.expect_request(re.compile(r"^/app/installations/\d+/access_tokens$"),
                               method="POST").respond_with_handler(self.mint)
@@ -151,6 +155,21 @@ class FakeActions:
         expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
         return reply(201, {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
 
+    def installation(self, request: Request) -> Response:
+        """`GET /repos/{o}/{r}/installation`: the App's installation on the repository's account, for a
+        request signed with the App's JWT (GitHub's `installation` shape, its keys that matter)."""
+        self.installation_lookups.append(request.headers.get("Authorization"))
+        if not (request.headers.get("Authorization") or "").startswith("Bearer ey"):
+            return reply(401, {"message": "A JSON web token could not be decoded"})
+        if RUNS_PATH.match(request.path)["repo"] != self.repo:
+            return reply(404, {"message": "Not Found"})
+        owner = self.repo.split("/")[0]
+        url = self.server.url_for(f"/app/installations/{self.installation_id}/access_tokens")
+        return reply(200, {"id": self.installation_id, "account": self.repository["owner"], "app_id": 1,
+                           "target_type": "Organization", "repository_selection": "all", "access_tokens_url": url,
+                           "html_url": f"https://github.com/organizations/{owner}/settings/installations/"
+                                       f"{self.installation_id}"})
+
     def handle(self, request: Request) -> Response:
         with self.lock:
             self.requests.append((request.path, dict(request.args)))
@@ -198,6 +217,12 @@ class FakeActions:
             return Response(status=302, headers={"Location": self.server.url_for(f"/_blob/{key}")})
         if rest == "/commits":
             return self._list_commits(request, rest)
+        if m := re.fullmatch(r"/branches/(.+)", rest):
+            commits = self.commits.get(m[1])
+            if not commits:
+                return reply(404, {"message": "Branch not found"})
+            return reply(200, {"name": m[1], "commit": commits[0], "protected": False,
+                               "_links": {"self": f"https://api.github.com/repos/{self.repo}/branches/{m[1]}"}})
         if rest == "/pulls":
             pulls = sorted(self.pulls, key=lambda p: (p["updated_at"], p["number"]), reverse=True)
             return self._page(request, rest, pulls, None)
@@ -298,7 +323,7 @@ def _job_files(api: FakeActions, world, job, reports: bool, logs: bool, render_l
         data = report_zip(job, world.seed)
         if data is not None:
             name = (f"test-reports-runattempt{run.attempt}-test-{job.cfg.test_config}-{job.shard}-"
-                    f"{job.cfg.num_shards}-{job.labels[0]}_{job.id}")
+                    f"{job.cfg.num_shards}-{job.labels[0]}_{job.id}.zip")  # as upload-test-artifacts names it
             api.add_artifact(run.run_id, name, data, iso_s(job.completed))
     if logs:
         rendered = render_log(job, world.seed)

@@ -158,8 +158,8 @@ def test_a_run_with_three_attempts_expired_artifact_and_missing_log(tmp_path, ht
         run, jobs = _attempt_objects(attempt, conclusion)
         api.add_run(run, jobs)
     zip_bytes = _artifact_zip({"test/test-reports/python-pytest/test_ops/test_ops-1.xml": "test_ops.xml"})
-    api.add_artifact(555, "test-reports-runattempt1-test-default-1-1-linux.2xlarge_9001", None, "2026-11-02T11:29:00Z")
-    api.add_artifact(555, "test-reports-runattempt3-test-default-1-1-linux.2xlarge_9003", zip_bytes,
+    api.add_artifact(555, "test-reports-runattempt1-test-default-1-1-linux.2xlarge_9001.zip", None, "2026-11-02T11:29:00Z")
+    api.add_artifact(555, "test-reports-runattempt3-test-default-1-1-linux.2xlarge_9003.zip", zip_bytes,
                      "2026-11-02T13:29:00Z")
     api.add_artifact(555, "build-artifacts", b"not a report", "2026-11-02T13:29:00Z")
     api.add_log(9001, b"\xef\xbb\xbf2026-11-02T11:28:00.0000000Z ##[error]Process completed with exit code 1.\n")
@@ -186,6 +186,25 @@ def test_a_run_with_three_attempts_expired_artifact_and_missing_log(tmp_path, ht
     tests = con.sql(f"SELECT job_id, workflow_run_attempt, count(*) FROM '{tmp_path}/lake/test_run/*/*.parquet' "
                     "GROUP BY ALL").fetchall()
     assert tests == [(9003, 3, 4)]
+
+
+def test_a_report_named_without_a_job_id_is_filed_under_its_attempts_only_job(tmp_path, httpserver):
+    """An artifact named `runattempt<n>` but without `_<job id>` belongs to attempt n's only job;
+    one whose attempt had several jobs cannot be placed, and is counted, not guessed."""
+    api = FakeActions(httpserver)
+    for attempt in (1, 2):
+        run, jobs = _attempt_objects(attempt, "success")
+        if attempt == 1:
+            jobs.append(dict(jobs[0], id=8001, name="linux-jammy-py3.10-gcc11 / test (default, 2, 2, linux.2xlarge)"))
+        api.add_run(run, jobs)
+    zip_bytes = _artifact_zip({"test/test-reports/python-pytest/test_ops/test_ops-1.xml": "test_ops.xml"})
+    api.add_artifact(555, "test-reports-runattempt1-test-default.zip", zip_bytes, "2026-11-02T11:29:00Z")
+    api.add_artifact(555, "test-reports-runattempt2-test-default.zip", zip_bytes, "2026-11-02T12:29:00Z")
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    assert (progress.reports, progress.reports_unattributed) == (1, 1)
+    assert [k for k in files(tmp_path) if k.endswith(".zip")] == [
+        "test-reports/day=2026-11-02/555/2/9002/test-reports-runattempt2-test-default.zip"]
 
 
 def test_a_run_still_going_is_read_again_until_it_completes(tmp_path, httpserver):
@@ -230,6 +249,27 @@ def test_a_run_re_run_after_it_was_read_is_read_again(tmp_path, httpserver):
     assert jobs == [(9001, 1, "failure"), (9002, 2, "success")]
     cursor = orjson.loads((tmp_path / "backfill" / "pytorch" / "pytorch.json").read_bytes())
     assert cursor["days_done"] == [WEEK[0].isoformat()] and cursor["attempts"] == {}  # a done day keeps none
+
+
+def test_a_day_read_without_prs_is_read_again_with_them_and_branches_keep_their_own_files(tmp_path, httpserver):
+    """The cursor is per options: `--prs` after a backfill without it reads the pull requests'
+    runs of the days already done; a backfill without `--prs` after one with it has nothing left;
+    another branch's days are its own, and its parts never replace main's."""
+    api = FakeActions(httpserver)
+    for run_id, branch, event in ((1000, "main", "push"), (1001, "feature-x", "pull_request"),
+                                  (1002, "release/2.5", "push")):
+        run, jobs = _attempt_objects(1, "success")
+        run.update(id=run_id, head_branch=branch, event=event)
+        jobs[0].update(id=run_id + 8000, run_id=run_id, head_branch=branch)
+        api.add_run(run, jobs)
+    store = Store(str(tmp_path))
+    read = lambda **kw: backfill(client(httpserver), store, BackfillOptions(REPO, WEEK[0], WEEK[0], **kw),  # noqa: E731
+                                 log=lambda s: None, today=TODAY).runs
+    assert [read(), read(prs=True), read(), read(branch="release/2.5")] == [1, 2, 0, 1]
+    assert {line["payload"]["workflow_job"]["id"] for line in lines(files(tmp_path))
+            if line["event"] == "workflow_job"} == {9000, 9001, 9002}
+    assert sorted(p.name for p in (tmp_path / "backfill" / "pytorch").iterdir()) == [
+        "pytorch+prs.json", "pytorch.json", "pytorch@release~2f2.5.json"]
 
 
 def test_a_secondary_rate_limit_is_waited_out_and_the_result_is_unchanged(tmp_path, httpserver):
@@ -306,6 +346,22 @@ def test_a_crash_mid_backfill_then_the_same_command_gives_the_same_archive(tmp_p
     assert again.runs == 0 and again.budget.requests == 1
 
 
+def test_a_merged_branchs_own_commits_are_not_pushes_to_main(tmp_path, httpserver):
+    """GitHub lists every commit reachable from main, a merged pull request's own commits too; only
+    main's first-parent chain was pushed: the merge is one push from main's previous head."""
+    api = FakeActions(httpserver)
+    b, c1, c2, m = "b" * 40, "c1" * 20, "c2" * 20, "e" * 40
+    api.add_commit("main", b, "a" * 40, "previous head", "2026-11-01T09:00:00Z", "alice")
+    api.add_commit("main", c1, b, "wip", "2026-10-29T15:00:00Z", "bob")  # the branch's, days before
+    api.add_commit("main", c2, c1, "address review", "2026-11-02T08:00:00Z", "bob")
+    api.add_commit("main", m, b, "Merge pull request #77 from bob/feature", "2026-11-02T10:00:00Z", "web-flow")
+    api.commits["main"][0]["parents"].append({"sha": c2, "url": "", "html_url": ""})
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, dt.date(2026, 10, 29), WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    pushes = [line["payload"] for line in lines(files(tmp_path)) if line["event"] == "push"]
+    assert progress.pushes == 2 and sorted((p["before"][:2], p["after"][:2]) for p in pushes) == [("aa", "bb"), ("bb", "ee")]
+
+
 # ---- REST shapes against webhook shapes ---------------------------------------------------------
 
 def test_a_download_streams_to_the_archive_whole_or_not_at_all(tmp_path, httpserver):
@@ -336,6 +392,41 @@ def test_a_download_streams_to_the_archive_whole_or_not_at_all(tmp_path, httpser
         reader.download("/cut", store, "logs/day=2026-11-01/3.log")
     assert not store.exists("logs/day=2026-11-01/3.log") and store.list_files("logs/day=2026-11-01", ("",)) == []
     assert not reader.download("/gone", store, "logs/day=2026-11-01/4.log") and reader.budget.missing == 1
+
+
+def test_a_download_cut_off_is_asked_for_again_and_one_cut_every_time_stops_the_backfill(tmp_path, httpserver):
+    """GitHub's storage resets a connection midway: the file is asked for again, with backoff,
+    and written whole; cut every time, the backfill stops with a GitHubError (exit 75: the same
+    command continues), no file left behind."""
+    from werkzeug import Response
+
+    from torchci_assets.backfill.rest import RestReader
+
+    body = bytes(range(256)) * 8192  # 2 MiB
+    cut = lambda: Response(iter([body[:1 << 20]]), headers={"Content-Length": str(len(body))})  # noqa: E731
+    once = Script(cut(), Response(body, content_type="application/zip"))
+    httpserver.expect_request("/once").respond_with_handler(once)
+    always = Script(*[cut() for _ in range(3)])
+    httpserver.expect_request("/always").respond_with_handler(always)
+    gh = client(httpserver, max_retries=2)
+    reader, store = RestReader(gh), Store(str(tmp_path))
+    assert reader.download("/once", store, "logs/day=2026-11-01/1.log") and len(once.calls) == 2
+    assert store.read_bytes("logs/day=2026-11-01/1.log") == body and gh._sleep == [1.0]
+    with pytest.raises(GitHubError, match="download cut off 3 times: ChunkedEncodingError") as stop:
+        reader.download("/always", store, "logs/day=2026-11-01/2.log")
+    assert stop.value.status is None and len(always.calls) == 3 and gh._sleep == [1.0, 1.0, 2.0]
+    assert not store.exists("logs/day=2026-11-01/2.log")
+
+
+class Script:
+    """Serves the given responses in order, counting requests."""
+
+    def __init__(self, *responses):
+        self.responses, self.calls = list(responses), []
+
+    def __call__(self, request):
+        self.calls.append(request.path)
+        return self.responses[len(self.calls) - 1]
 
 
 def test_the_openapi_job_example_becomes_webhook_deliveries():
@@ -405,12 +496,13 @@ def test_the_command_acts_as_a_github_app_installation(tmp_path, httpserver, mon
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
     api = simulated_api(httpserver, [dt.date.today()], reports=False, logs=False)
-    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    for name in ("GITHUB_TOKEN", "GITHUB_APP_INSTALLATION_ID"):  # the repository's installation is looked up
+        monkeypatch.delenv(name, raising=False)
     for name, value in (("GITHUB_API_URL", httpserver.url_for("").rstrip("/")), ("GITHUB_APP_ID", "123456"),
-                        ("GITHUB_APP_PRIVATE_KEY", pem), ("GITHUB_APP_INSTALLATION_ID", "7890"),
-                        ("TORCHCI_ARCHIVE_URI", str(tmp_path))):
+                        ("GITHUB_APP_PRIVATE_KEY", pem), ("TORCHCI_ARCHIVE_URI", str(tmp_path))):
         monkeypatch.setenv(name, value)
     assert main(["backfill", "--repo", REPO, "--days", "1"]) == 0
+    assert len(api.installation_lookups) == 1 and api.installation_lookups[0].startswith("Bearer ey")
     assert api.minted == ["ghs_fakeinstallation0000"]
     assert api.authorizations and set(api.authorizations) == {"Bearer ghs_fakeinstallation0000"}
     out = capsys.readouterr()

@@ -120,6 +120,25 @@ def test_a_lost_completion_is_repaired_and_the_late_webhook_adds_no_row(tmp_path
     assert jobs_in_lake(tmp_path) == repaired
 
 
+def test_a_job_never_heard_of_beside_a_stale_one_is_written_too(tmp_path, httpserver, octokit):
+    """A short job of the same run attempt ran inside the outage that lost the stale job's
+    completion: GitHub lists it with the stale job, and it is written with all its states, once
+    (its attempt has jobs, so no later pass would look for it)."""
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    sibling = dict(completed_job(octokit), id=JOB + 1, name="lint", conclusion="success",
+                   created_at="2021-09-13T02:22:00Z", started_at="2021-09-13T02:22:05Z", completed_at="2021-09-13T02:25:00Z")
+    api.add_run(api.runs[RUN][1], [completed_job(octokit), sibling])
+    report = repair_gaps(client(httpserver), archive, lake, NOW)
+    assert (report.repaired_jobs, report.unheard_jobs) == (1, 1)
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert (JOB + 1, RUN, "completed", "success", "2021-09-13 02:25:00+00") in jobs_in_lake(tmp_path)
+    states = duckdb.sql(f"SELECT delivery_id FROM '{tmp_path}/lake/webhook_events/day={DAY}/*.parquet' "
+                        f"WHERE delivery_id LIKE 'rest-workflow_job-{JOB + 1}-%' ORDER BY 1").fetchall()
+    assert [d for (d,) in states] == [f"rest-workflow_job-{JOB + 1}-1-{s}" for s in ("completed", "in_progress", "queued")]
+    assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=5)).looked_up == 0
+
+
 def test_a_repair_that_finds_the_job_still_running_loses_to_the_webhook_completion(tmp_path, httpserver, octokit):
     archive, lake = archive_with_lost_completion(tmp_path, octokit)
     running = dict(completed_job(octokit), status="in_progress", conclusion=None, completed_at=None)
@@ -190,3 +209,28 @@ def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
     assert result.success
     (mat,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     assert mat.event_specific_data.metadata["looked_up"].value == 0
+
+
+def test_runs_cancelled_while_pending_are_not_jobless_and_the_newest_gaps_come_first(tmp_path, octokit, monkeypatch):
+    """A run cancelled before any job was created (a newer run of its concurrency group replaced
+    it) has no job to find: it is not looked up every pass. Under the bound the newest jobless
+    runs are taken, so a burst of old ones cannot crowd out a recent loss."""
+    from torchci_assets.backfill import gaps as gaps_module
+
+    def run(run_id, status, conclusion, created):
+        def edit(p):
+            jobless_run(octokit, p)
+            p["workflow_run"].update(id=run_id, status=status, conclusion=conclusion, created_at=created,
+                                     updated_at=created)
+        return edit
+
+    cancelled = [hook(octokit, "workflow_run", "completed", f"2021-09-13T01:0{i}:01.000Z",
+                      run(3000 + i, "completed", "cancelled", f"2021-09-13T01:0{i}:00Z")) for i in range(3)]
+    lost = [hook(octokit, "workflow_run", "requested", f"2021-09-13T0{h}:00:01.000Z",
+                 run(run_id, "queued", None, f"2021-09-13T0{h}:00:00Z")) for run_id, h in ((4000, 0), (4001, 2))]
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl", cancelled + lost, gz=False)
+    lake = Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
+    assert find_gaps(lake, NOW).jobless_runs == {(REPO, 4000, 1), (REPO, 4001, 1)}
+    monkeypatch.setattr(gaps_module, "MAX_RUNS", 1)
+    assert find_gaps(lake, NOW).jobless_runs == {(REPO, 4001, 1)}

@@ -240,6 +240,7 @@ def test_a_request_that_cannot_be_made_ends_in_an_error_without_the_credential(h
     caplog.set_level(logging.DEBUG)
     key, pem = rsa_key
     serve(httpserver, "/app/installations/42/access_tokens", token_endpoint(key.public_key(), 3600, [], "\n"))
+    installation(httpserver, "a/b", 42)
     dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
     gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="42")
     result = gh.dispatch("a/b", "e", {})
@@ -317,7 +318,7 @@ def test_pagination_never_follows_a_foreign_host(httpserver):
 def test_partial_app_config_is_an_error_not_a_dry_run(httpserver):
     gh = client(httpserver, token=None, app_id="123")
     assert not gh.dry_run
-    with pytest.raises(ValueError, match="app_private_key, app_installation_id not set"):
+    with pytest.raises(ValueError, match="app_private_key not set"):
         gh.dispatch("a/b", "e", {})
 
 
@@ -368,12 +369,31 @@ def token_endpoint(public_key, expires_in_s, seen_claims, token_suffix=""):
     return handle
 
 
+def installation(httpserver, owner_repo, installation_id, seen=None):
+    """GitHub's `GET /repos/{owner}/{repo}/installation`: the App's installation on the
+    repository's account, for a request signed with the App's JWT (an installation token is 401)."""
+    def handle(request):
+        if seen is not None:
+            seen.append(request.headers.get("Authorization", ""))
+        if not request.headers.get("Authorization", "").startswith("Bearer ey"):
+            return reply(401, {"message": "A JSON web token could not be decoded"})
+        if installation_id is None:
+            return reply(404, {"message": "Not Found"})
+        owner = owner_repo.split("/")[0]
+        return reply(200, {"id": int(installation_id), "account": {"login": owner}, "app_id": 1234,
+                           "target_type": "Organization", "repository_selection": "selected",
+                           "access_tokens_url": f"https://api.github.com/app/installations/{installation_id}/access_tokens"})
+
+    return serve(httpserver, f"/repos/{owner_repo}/installation", handle, method="GET")
+
+
 def test_app_auth_mints_and_caches_an_installation_token(httpserver, rsa_key, caplog):
     caplog.set_level(logging.DEBUG)
     key, pem = rsa_key
     claims = []
     minting = serve(httpserver, "/app/installations/42/access_tokens",
                     token_endpoint(key.public_key(), 3600, claims))
+    installation(httpserver, "a/b", 42)
     dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
     gh = client(httpserver, token=None, app_id="1234", app_private_key=pem,
                 app_installation_id="42")
@@ -393,6 +413,7 @@ def test_app_token_close_to_expiry_is_renewed(httpserver, rsa_key):
     claims = []
     minting = serve(httpserver, "/app/installations/42/access_tokens",
                     token_endpoint(key.public_key(), 120, claims))  # inside the 5 min margin
+    installation(httpserver, "a/b", 42)
     dispatches = serve(httpserver, "/repos/a/b/dispatches", reply(204))
     # A key pasted into an env var with literal "\n" still works.
     gh = client(httpserver, token=None, app_id="1234", app_private_key=pem.replace("\n", "\\n"),
@@ -408,8 +429,88 @@ def test_failed_token_exchange_raises_with_status(httpserver, rsa_key):
     _, pem = rsa_key
     serve(httpserver, "/app/installations/42/access_tokens",
           reply(404, {"message": "Integration not found"}))
+    installation(httpserver, "a/b", 42)
     gh = client(httpserver, token=None, app_id="1234", app_private_key=pem,
                 app_installation_id="42")
     with pytest.raises(GitHubError, match="installation token request failed: HTTP 404") as info:
         gh.dispatch("a/b", "e", {})
     assert info.value.status == 404
+
+
+def test_each_repository_is_reached_with_its_own_accounts_installation(httpserver, rsa_key, caplog):
+    """An installation's token reaches one account's repositories: the upstream and downstreams
+    of other organizations each get their account's installation (looked up once per owner);
+    a call outside a repository uses GITHUB_APP_INSTALLATION_ID, and a repository whose account
+    has not installed the App is refused with GitHub's 404, nothing sent to it."""
+    caplog.set_level(logging.DEBUG)
+    key, pem = rsa_key
+    for inst in (42, 43, 7):
+        serve(httpserver, f"/app/installations/{inst}/access_tokens",
+              lambda request, inst=inst: reply(201, {"token": f"ghs_inst{inst}", "expires_at": "2099-01-01T00:00:00Z"}))
+    lookups = []
+    installation(httpserver, "pytorch/pytorch", 42, lookups)
+    installation(httpserver, "pytorch/test-infra", 42, lookups)
+    installation(httpserver, "acme-ai/torch-npu", 43, lookups)
+    installation(httpserver, "nobody/there", None, lookups)
+    sent = {repo: serve(httpserver, f"/repos/{repo}/dispatches", reply(204))
+            for repo in ("pytorch/pytorch", "pytorch/test-infra", "acme-ai/torch-npu", "nobody/there")}
+    search = serve(httpserver, "/search/issues", reply(200, {"total_count": 0, "incomplete_results": False,
+                                                              "items": []}), method="GET")
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="7")
+    results = {repo: gh.dispatch(repo, "e", {}) for repo in sent}
+    assert gh.search_issues("repo:pytorch/pytorch DISABLED") == []
+    assert {repo: [r.headers["Authorization"] for r in s.requests] for repo, s in sent.items()} == {
+        "pytorch/pytorch": ["Bearer ghs_inst42"], "pytorch/test-infra": ["Bearer ghs_inst42"],
+        "acme-ai/torch-npu": ["Bearer ghs_inst43"], "nobody/there": []}
+    assert [r.headers["Authorization"] for r in search.requests] == ["Bearer ghs_inst7"]
+    assert len(lookups) == 3 and all(a.startswith("Bearer ey") for a in lookups)  # pytorch's once
+    refused = results["nobody/there"]
+    assert (refused.ok, refused.refused, refused.status) == (False, True, 404)
+    assert "not installed on nobody" in refused.error
+    assert all(r.ok for repo, r in results.items() if repo != "nobody/there")
+    assert "ghs_inst" not in caplog.text and "Bearer ey" not in caplog.text
+
+
+def test_a_token_that_expired_during_a_rate_limit_wait_is_renewed_for_the_retry(httpserver, rsa_key):
+    """Waiting out a spent hourly budget can outlast an installation token: the retry after the
+    wait carries a token valid then, not the one the first attempt had."""
+    key, pem = rsa_key
+    # 301 s: valid for one more second (tokens are renewed 5 minutes before GitHub's expiry)
+    serve(httpserver, "/app/installations/42/access_tokens", token_endpoint(key.public_key(), 301, []))
+    installation(httpserver, "a/b", 42)
+    reset = str(int(time.time()) + 2400)
+
+    def dispatches(request):
+        if len(script.requests) == 1:
+            return reply(403, {"message": "API rate limit exceeded"},
+                         {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset})
+        if request.headers["Authorization"] != "Bearer ghs_installation2":
+            return reply(401, {"message": "Bad credentials"})
+        return reply(204)
+
+    script = serve(httpserver, "/repos/a/b/dispatches", dispatches)
+    waits = []
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="42",
+                max_total_wait_s=3900, _sleep=lambda s: (waits.append(s), time.sleep(1.2)))
+    result = gh.dispatch("a/b", "e", {})
+    assert result.ok and len(waits) == 1 and waits[0] > 2000
+    assert [r.headers["Authorization"] for r in script.requests] == \
+        ["Bearer ghs_installation1", "Bearer ghs_installation2"]
+
+
+def test_a_401_to_an_installation_token_is_retried_once_with_a_new_token(httpserver, rsa_key):
+    """GitHub can revoke an installation token before its expiry: one 401 is retried with a fresh
+    token; a second is final (a personal token's 401 is final at once)."""
+    key, pem = rsa_key
+    minting = serve(httpserver, "/app/installations/42/access_tokens", token_endpoint(key.public_key(), 3600, []))
+    installation(httpserver, "a/b", 42)
+    installation(httpserver, "a/c", 42)
+    ok = serve(httpserver, "/repos/a/b/dispatches", reply(401, {"message": "Bad credentials"}), reply(204))
+    never = serve(httpserver, "/repos/a/c/dispatches", reply(401, {"message": "Bad credentials"}))
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="42")
+    assert gh.dispatch("a/b", "e", {}).ok
+    assert [r.headers["Authorization"] for r in ok.requests] == ["Bearer ghs_installation1", "Bearer ghs_installation2"]
+    refused = gh.dispatch("a/c", "e", {})
+    assert refused.refused and refused.status == 401 and len(never.requests) == 2 and len(minting.requests) == 3
+    personal = serve(httpserver, "/repos/a/d/dispatches", reply(401, {"message": "Bad credentials"}))
+    assert client(httpserver).dispatch("a/d", "e", {}).refused and len(personal.requests) == 1

@@ -32,8 +32,9 @@ def parser() -> argparse.ArgumentParser:
         description="Read a repository's CI history from GitHub's REST API (workflow runs with every attempt, "
                     "jobs, test-reports* artifacts, failed jobs' logs, branch commits, pull requests) into "
                     "ordinary archive files under TORCHCI_ARCHIVE_URI; `torchci run` then builds the lake. "
-                    "Credentials: GITHUB_TOKEN, or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY + "
-                    "GITHUB_APP_INSTALLATION_ID (none: unauthenticated, 60 requests an hour). Interrupted, "
+                    "Credentials: GITHUB_TOKEN, or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY (the App's "
+                    "installation on the repository is looked up; none: unauthenticated, 60 requests an hour). "
+                    "Interrupted, "
                     "the same command continues where it stopped.")
     p.add_argument("--repo", required=True, help="OWNER/NAME")
     when = p.add_mutually_exclusive_group(required=True)

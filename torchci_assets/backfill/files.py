@@ -12,12 +12,17 @@ read, inside the current day the last workflow run written, and the runs that we
 when read. It is saved after each part, so a re-run continues where the last one stopped and never
 writes a part twice under two names; the unfinished runs are read again (into a part named for
 that reading) until they complete, and only then is their day done.
+
+What a day holds depends on the options (`--branch`, `--prs`), so each combination has a cursor
+and part names of its own (`scope`): a day read without `--prs` is read again with it, for its pull
+requests' runs, and two branches' parts never overwrite each other.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import zlib
 
@@ -79,12 +84,27 @@ class Part:
                 out.write(chunk)
 
 
-class Cursor:
-    """What a repository's backfill has done, kept in the archive beside the data it wrote."""
+def branch_scope(branch: str) -> str:
+    """'' for main, else `@<branch>` with every character a file name or a repository name could
+    not carry as such escaped (`release/2.5` -> `@release~2f2.5`), so two branches never share one."""
+    if branch == "main":
+        return ""
+    return "@" + re.sub(r"[^A-Za-z0-9._-]", lambda m: "".join(f"~{b:02x}" for b in m[0].encode()), branch)
 
-    def __init__(self, store: Store, repo: str):
+
+def scope(branch: str, prs: bool) -> str:
+    """The suffix of a backfill's cursor and part names for its options: '' for the default (main,
+    without pull requests), as before options were told apart; `+prs` with pull requests."""
+    return branch_scope(branch) + ("+prs" if prs else "")
+
+
+class Cursor:
+    """What a repository's backfill, with the given options, has done, kept in the archive beside
+    the data it wrote."""
+
+    def __init__(self, store: Store, repo: str, branch: str = "main", prs: bool = False):
         self.store = store
-        self.path = f"backfill/{repo}.json"
+        self.path = f"backfill/{repo}{scope(branch, prs)}.json"
         self.state: dict = {"repo": repo, "days_done": [], "last_run_ids": {}, "unfinished": {},
                             "attempts": {}, "pulls_done_since": None}
         if store.exists(self.path):

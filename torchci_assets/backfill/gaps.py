@@ -8,7 +8,9 @@ Every few minutes (a Dagster schedule) this reads the last days of `workflow_job
 - run attempts with no job heard of at all, created more than `limit` ago;
 then reads each such run attempt's jobs from the REST API (one request per hundred jobs, not one
 per job) and writes what it finds as `rest` records (`shapes.py`): the current state of each stale
-job, and every job of a run that had none. The ingest merges them with the webhooks by the state
+job, every job of a run that had none, and every job GitHub lists beside a stale one that the lake
+never heard of (all its deliveries lost in the same outage: no later pass would find it, since its
+attempt is not without jobs). The ingest merges them with the webhooks by the state
 lattice, and the delivery ids are those `torchci backfill` writes, so a repair repeated, or
 followed by the late webhook itself, adds no row.
 
@@ -34,12 +36,13 @@ DEFAULT_LIMIT = dt.timedelta(minutes=30)
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
 MAX_JOBS = 5_000
 MAX_RUNS = 500
-_SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text() for name in ("stale_jobs", "jobless_runs")}
+_SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text() for name in ("stale_jobs", "jobless_runs", "heard_jobs")}
 
 
 @dataclass
 class Gaps:
     stale_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # (repo, run, attempt) -> job ids
+    heard_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # of those attempts: every job heard of
     jobless_runs: set[tuple[str, int, int]] = field(default_factory=set)
 
     @property
@@ -53,6 +56,7 @@ class RepairReport:
     jobless_runs: int = 0
     looked_up: int = 0
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
+    unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
     failed: list[str] = field(default_factory=list)
 
@@ -68,6 +72,9 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT)
         for repo, run_id, attempt, job_id, _status, _heard in con.execute(
                 _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
             gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
+        run_ids = sorted({run_id for _, run_id, _ in gaps.stale_jobs})
+        for repo, run_id, attempt, job_id in con.execute(_SQL["heard_jobs"], {"run_ids": run_ids}).fetchall():
+            gaps.heard_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
         if lake.register(con, "workflow_run", days):
             # A run's jobs may all have landed the day before its first row in the window (a run
             # crossing midnight): looked for there too, or the run would be "jobless" all day long.
@@ -92,13 +99,15 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
     report.looked_up += 1
     sender = run.get("triggering_actor") or run.get("actor")
     stale = gaps.stale_jobs.get(key)
+    heard = gaps.heard_jobs.get(key, set())
     for job in jobs:
         job.setdefault("run_attempt", attempt)
-        if stale is None:  # a run none of whose jobs was heard of: all of them, all their states
-            part.add(shapes.job_deliveries(job, repository, sender))
-        elif job["id"] in stale:  # the state GitHub shows now
+        if stale is not None and job["id"] in stale:  # the state GitHub shows now
             part.add(shapes.job_deliveries(job, repository, sender)[-1:])
             report.repaired_jobs += job.get("status") == "completed"
+        elif job["id"] not in heard:  # never heard of (a jobless run's, or a stale job's sibling): all its states
+            part.add(shapes.job_deliveries(job, repository, sender))
+            report.unheard_jobs += stale is not None
     starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("status") in ("in_progress", "completed")]
     part.add(shapes.run_deliveries(run, min(starts, default=None), repository)[-1:] if stale else
              shapes.run_deliveries(run, min(starts, default=None), repository))
@@ -122,6 +131,7 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
             report.failed.append(f"{key[0]} run {key[1]} attempt {key[2]}: {exc}")
     report.deliveries = part.commit()
     log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs; "
-        f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.deliveries} records "
+        f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
+        f"never heard of found beside them, {report.deliveries} records "
         f"written, {len(report.failed)} failed; {reader.budget.describe()}")
     return report

@@ -3,7 +3,7 @@
 Day by day (the day a workflow run was created), oldest first: the day's runs of the branch (and
 with `prs`, of pull requests) are listed, then read in parts of `part_runs` runs, each run with
 every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
-branch's commits of the day become pushes. Each part is written, then the cursor saved (files.py),
+branch's commits of the day (its first-parent chain: what it pointed to) become pushes. Each part is written, then the cursor saved (files.py),
 so an interrupted backfill (a crash, a rate limit that outlasted the wait budget) is continued by
 running the same command again, and the result is the same as one uninterrupted run.
 
@@ -18,17 +18,20 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from resources.github import GitHubResource
+from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
 from torchci_assets.backfill import shapes
-from torchci_assets.backfill.files import Cursor, Part
+from torchci_assets.backfill.files import Cursor, Part, branch_scope, scope
 from torchci_assets.backfill.rest import Budget, RestReader
 
 LIST_CAP = 1000  # GitHub's most results for one filtered workflow-run list
 ARTIFACT_PREFIX = "test-reports"
-# PyTorch names its report artifacts `test-reports-...-<runner>_<job id>` (upload_test_stats reads
-# the job id from there); a name without one is attributed when the run attempt had a single job.
-_JOB_ID_IN_NAME = re.compile(r"_(\d+)$")
+# PyTorch's upload-test-artifacts action names its report artifacts
+# `test-reports-runattempt<n>-<suffix>_<job id>.zip` (upload_test_stats reads the job id from there);
+# a name without a job id is attributed when its run attempt (`runattempt<n>`, else the run) had a
+# single job, the only one it can belong to.
+_JOB_ID_IN_NAME = re.compile(r"_(\d+)(?:\.zip)?$")
+_ATTEMPT_IN_NAME = re.compile(r"-runattempt(\d+)-")
 FAILED = ("failure", "timed_out")
 
 
@@ -144,6 +147,17 @@ def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, par
     return jobs
 
 
+def artifact_job(name: str, jobs: dict[int, dict]) -> dict | None:
+    """The job a report artifact belongs to: the one whose id ends its name, else the only job
+    of its run attempt; None when neither tells (the zip cannot be filed under a job)."""
+    m = _JOB_ID_IN_NAME.search(name)
+    if m:
+        return jobs.get(int(m.group(1)))
+    m = _ATTEMPT_IN_NAME.search(name)
+    candidates = [j for j in jobs.values() if m is None or (j.get("run_attempt") or 1) == int(m.group(1))]
+    return candidates[0] if len(candidates) == 1 else None
+
+
 def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, dict], part: Part,
                    progress: Progress) -> None:
     """The run's test-report zips, filed under the job (and attempt) each belongs to."""
@@ -151,13 +165,12 @@ def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, d
         name = art.get("name") or ""
         if not name.startswith(ARTIFACT_PREFIX):
             continue
-        m = _JOB_ID_IN_NAME.search(name)
-        job = jobs.get(int(m.group(1))) if m else None
+        job = artifact_job(name, jobs)
         if job is None:
             progress.reports_unattributed += 1
             continue
         day = _day_of(job.get("completed_at"), art.get("created_at"))
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name.removesuffix(".zip"))
         rel = f"test-reports/day={day}/{run_id}/{job.get('run_attempt') or 1}/{job['id']}/{safe}.zip"
         if art.get("expired") or not reader.download(f"/repos/{repo}/actions/artifacts/{art['id']}/zip", part.store,
                                                      rel):
@@ -185,15 +198,44 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
+def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date) -> dict[str, list[dict]]:
+    """The commits the branch pointed to since `since`, by day of their committer date: its head's
+    first-parent chain. GitHub's commit list is every commit reachable from the branch (`git log`,
+    not `--first-parent`), which with merge commits holds each merged pull request's own commits,
+    never pushed to the branch; so the list (one walk for the whole backfill) only supplies the
+    objects, and the chain is followed from the head through first parents."""
+    try:
+        head = reader.json(f"/repos/{opts.repo}/branches/{opts.branch}").get("commit") or {}
+    except GitHubError as exc:
+        if exc.status != 404:
+            raise
+        return {}  # the branch is gone (or never was): no commit to tell of
+    params = {"sha": opts.branch, "since": f"{since.isoformat()}T00:00:00Z"}
+    listed = {c["sha"]: c for c in reader.pages(f"/repos/{opts.repo}/commits", None, params)}
+    by_day: dict[str, list[dict]] = {}
+    commit = listed.get(head.get("sha"))
+    while commit is not None:
+        at = shapes.parse_time(((commit.get("commit") or {}).get("committer") or {}).get("date"))
+        if at is None or at.date() < since:
+            break
+        by_day.setdefault(at.date().isoformat(), []).append(commit)
+        parents = commit.get("parents") or []
+        commit = listed.get(parents[0]["sha"]) if parents else None
+    return by_day
+
+
 def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
-                 cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime) -> None:
+                 cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime,
+                 pushed: dict[str, list[dict]]) -> None:
+    """The day's runs, in parts, then its pushes (`pushed`: the branch's commits by day)."""
     key = day.isoformat()
     owner, name = opts.repo.split("/")
+    name_runs = f"{name}{scope(opts.branch, opts.prs)}"  # parts of other options never share a name
     runs = list_runs(reader, opts, day)
     last, unfinished, read = cursor.last_run_id(key), cursor.unfinished(key), cursor.attempts(key)
     again = [r for r in runs if r["id"] <= last and (r["id"] in unfinished or _attempt(r) > read.get(r["id"], _attempt(r)))]
     if again:  # runs still going when last read, or re-run since; this reading is a part of its own
-        part = Part(store, f"rest-{owner}-{name}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
+        part = Part(store, f"rest-{owner}-{name_runs}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
         for run in again:
             read_run(reader, opts.repo, run, repository, part, progress)
         progress.deliveries += part.commit()
@@ -201,16 +243,15 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     todo = [r for r in runs if r["id"] > last]
     done = len(runs) - len(todo)
     for chunk in _chunks(todo, opts.part_runs):
-        part = Part(store, f"rest-{owner}-{name}-runs-{chunk[0]['id']}")
+        part = Part(store, f"rest-{owner}-{name_runs}-runs-{chunk[0]['id']}")
         for run in chunk:
             read_run(reader, opts.repo, run, repository, part, progress)
         progress.deliveries += part.commit()
         cursor.runs_written(key, chunk, chunk[-1]["id"])
         done += len(chunk)
         log(f"backfill {opts.repo} {key}: {done}/{len(runs)} runs of the day; {progress.line()}")
-    part = Part(store, f"rest-{owner}-{name}-push-{key}")
-    params = {"sha": opts.branch, "since": f"{key}T00:00:00Z", "until": f"{key}T23:59:59Z"}
-    for commit in reader.pages(f"/repos/{opts.repo}/commits", None, params):
+    part = Part(store, f"rest-{owner}-{name}{branch_scope(opts.branch)}-push-{key}")
+    for commit in pushed.get(key, []):
         delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository)
         if delivery is not None:
             part.add([delivery])
@@ -254,11 +295,14 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     progress = progress or Progress()
     reader = RestReader(gh, progress.budget, opts.page_size)
     repository = reader.json(f"/repos/{opts.repo}")
-    cursor = Cursor(store, opts.repo)
-    for day in _days(opts):
-        if cursor.day_done(day.isoformat()):
-            continue
-        backfill_day(reader, store, opts, day, repository, cursor, progress, log, now)
+    cursor = Cursor(store, opts.repo, opts.branch, opts.prs)
+    # a day read with pull requests holds the branch's runs too: done for a backfill without them
+    wider = None if opts.prs else Cursor(store, opts.repo, opts.branch, True)
+    days = [d for d in _days(opts) if not cursor.day_done(d.isoformat())
+            and not (wider is not None and wider.day_done(d.isoformat()))]
+    pushed = first_parent_commits(reader, opts, days[0]) if days else {}
+    for day in days:
+        backfill_day(reader, store, opts, day, repository, cursor, progress, log, now, pushed)
         progress.days += 1
         if day < today and not cursor.unfinished(day.isoformat()):  # today's runs are still coming
             cursor.finish_day(day.isoformat())

@@ -9,12 +9,18 @@ allowance a backfill takes before it runs dry.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import requests
+
 from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
+
+log = logging.getLogger(__name__)
 
 PER_PAGE = 100
 MAX_PAGES = 1000  # a bound against a server whose Link headers never end
@@ -80,15 +86,30 @@ class RestReader:
     def download(self, path: str, store: Store, rel: str) -> bool:
         """Stream a file behind GitHub's redirect (artifact zip, job log) to `rel` in `store`, a
         megabyte at a time (artifacts run to gigabytes), whole or not at all; False when GitHub no
-        longer has it (410: the artifact expired; 404: the log was deleted or never kept)."""
-        try:
-            resp = self.get(path, stream=True)
-        except GitHubError as exc:
-            if exc.status in (404, 410):
-                self.budget.missing += 1
-                return False
-            raise
-        with resp, store.atomic_output(rel) as out:
-            for chunk in resp.iter_content(DOWNLOAD_CHUNK):
-                out.write(chunk)
-        return True
+        longer has it (410: the artifact expired; 404: the log was deleted or never kept).
+
+        A body cut off midway (a reset or a stalled read from GitHub's storage) is asked for again,
+        from GitHub's API (the redirect it gave is short-lived), with the client's backoff; one cut
+        every time raises GitHubError, so the backfill stops as it does when GitHub stops answering,
+        and the same command continues."""
+        for attempt in range(1, self.gh.max_retries + 2):
+            try:
+                resp = self.get(path, stream=True)
+            except GitHubError as exc:
+                if exc.status in (404, 410):
+                    self.budget.missing += 1
+                    return False
+                raise
+            try:
+                with resp, store.atomic_output(rel) as out:
+                    for chunk in resp.iter_content(DOWNLOAD_CHUNK):
+                        out.write(chunk)
+                return True
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+                # the storage's signed address (its query) is a credential: never in a message
+                error = self.gh._redact(re.sub(r"\?[^\s'\")]*", "?...", f"{type(exc).__name__}: {exc}"))[:200]
+            if attempt <= self.gh.max_retries:
+                wait = self.gh.backoff_base_s * 2 ** (attempt - 1)
+                log.warning("GET %s: download cut off (%s); retry %d in %.1fs", path, error, attempt, wait)
+                self.gh._sleep(wait)
+        raise GitHubError(None, f"GET {path}: download cut off {attempt} times: {error}")

@@ -13,8 +13,9 @@ REST and webhook shapes differ in a few places, covered here:
 - REST runs list `repository` inside the run; a webhook has it at the top level (the ingest reads
   `payload.repository.full_name`), with `sender` (the triggering actor) beside it;
 - the pull-request list returns the "simple" shape without `merged`: it is `merged_at is not null`;
-- a push has no REST object: a commit on the branch becomes a one-commit push (`before` its first
-  parent), which is what a merge bot that lands one commit per push produces.
+- a push has no REST object: a commit of the branch's first-parent chain becomes a one-commit push
+  (`before` its first parent), which is what a merge bot that lands one commit per push produces,
+  and what a merge commit's push moved the branch by.
 
 Delivery ids are derived from the object and its state (`rest-workflow_job-<id>-<attempt>-
 completed`), so a re-run or gap repair writes the same ids and the ingest's deduplication drops
