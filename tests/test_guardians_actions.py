@@ -273,3 +273,95 @@ def test_the_whole_loop_live_restarts_to_confirm_then_proposes_once(gh, fakes, t
     assert [(r["action"], r["outcome"], r["pr_number"]) for r in second.taken] == [("revert", "ok", pr["number"])]
     assert run_pass("gggRrr", 65).taken == [] and len(tracker.comments[pr["number"]]) == 1
     assert not second.dry_run and len(fake_actions.reruns) == 1
+
+
+def test_a_proposal_github_did_not_post_is_tried_again_after_the_backoff(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    tracker.fail("comment", Scripted(Response("bad gateway", status=502)))  # nothing posted
+    first = guardian(gh(), tmp_path, 0).run([revert()])
+    assert [r["outcome"] for r in first.taken] == ["failed"] and pr["number"] not in tracker.comments
+    waiting = guardian(gh(), tmp_path, 10).run([revert()])
+    assert waiting.skipped[0][1] == "backoff: 1 failed attempt(s), 10 of 20 min waited"
+    retried = guardian(gh(), tmp_path, 21).run([revert()])
+    assert [r["outcome"] for r in retried.taken] == ["ok"] and len(tracker.comments[pr["number"]]) == 1
+    assert guardian(gh(), tmp_path, 60).run([revert()]).skipped[0][1] == "already proposed (ok)"
+
+
+def test_proposals_that_keep_failing_stop_at_the_cap(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), pr["number"])
+    tracker.fail("comment", *[json_response(403, {"message": "Resource not accessible"}) for _ in range(9)])
+    cfg = AutorevertConfig(enabled=True, max_restarts_per_commit=3)
+    outcomes = [r["outcome"] for hour in range(6) for r in guardian(gh(), tmp_path, 60 * hour, cfg).run([revert()]).taken]
+    assert outcomes == ["failed"] * 3
+    assert guardian(gh(), tmp_path, 400, cfg).run([revert()]).skipped[0][1] == "cap: 3 failed proposals for this commit already"
+
+
+def test_the_confirmation_restarts_the_run_the_signal_failed_in(gh, fakes, tmp_path):
+    from torchci_assets.derived.guardians.passes import autorevert_pass
+    fake_actions, _ = fakes
+    cuda, rocm = "periodic / cuda / test (default, linux.g5.4xlarge)", "periodic / rocm / test (default, linux.rocm)"
+    # commit 1 ran periodic twice: cuda failed in run 501, the newer run 601 ran only rocm
+    health = [row(0, "success", cuda, run_id=500, attempts=2), row(0, "success", rocm, run_id=500, attempts=2),
+              row(1, "failure", cuda, run_id=501), row(1, "success", rocm, run_id=601),
+              row(2, "failure", cuda, run_id=502), row(2, "success", rocm, run_id=502)]
+    for run_id, i in [(500, 0), (501, 1), (601, 1), (502, 2)]:
+        fake_actions.add_run(run_id, sha(i), "periodic")
+    summary = autorevert_pass(gh(), Lake.at(str(tmp_path / "lake")), REPO, ON, T0, rows=health)
+    assert [(r["run_id"], r["notes"]) for r in summary.taken] == [(501, "rerun-failed-jobs")]
+    assert fake_actions.reruns == [(501, "rerun-failed-jobs")]
+
+
+def test_restarts_the_lake_does_not_show_yet_hold_their_bisection_places(gh, fakes, tmp_path):
+    from torchci_assets.derived.guardians.passes import autorevert_pass
+    fake_actions, _ = fakes
+    for i in range(10):
+        fake_actions.add_run(1000 + i, sha(i), "trunk")
+    lake = Lake.at(str(tmp_path / "lake"))
+    cfg = AutorevertConfig(enabled=True, bisection_limit=2)
+
+    def restarted(states, minutes):
+        rows = history(states)
+        rows[0]["attempts"] = 2  # the green passed twice: enough successes below the reds
+        summary = autorevert_pass(gh(), lake, REPO, cfg, T0 + dt.timedelta(minutes=minutes), rows=rows)
+        return [int(r["commit_sha"], 16) for r in summary.taken]
+
+    assert restarted("gssssssrr", 0) == [3, 5]
+    # the refresh shows commit 5's re-run, not yet commit 3's: still two in flight, nothing more
+    assert restarted("gsssspsrr", 5) == []
+    # commit 3's re-run is shown (green, at attempt 2) and 5 is red: one place free, in the rest 4
+    later = history("gssgsrsrr")
+    later[0]["attempts"], later[3]["run_attempt"] = 2, 2
+    summary = autorevert_pass(gh(), lake, REPO, cfg, T0 + dt.timedelta(minutes=30), rows=later)
+    assert [int(r["commit_sha"], 16) for r in summary.taken] == [4]
+    assert [run for run, _ in fake_actions.reruns] == [1003, 1005, 1004]
+
+
+def test_a_restart_counts_in_flight_until_the_lake_shows_its_run_past_the_attempt_restarted():
+    h = build_history(history("gssssssrr"))
+    act = {"action": "restart", "commit_sha": sha(3), "workflow": "trunk", "run_id": 1003, "run_attempt": 1,
+           "dry_run": False, "open": False, "outcome": "ok", "at": T0}
+    assert actions.restarts_in_flight([act], h, T0 + dt.timedelta(minutes=5), False) == {("trunk", sha(3))}
+    assert actions.restarts_in_flight([act], h, T0 + dt.timedelta(minutes=5), True) == set()  # dry runs apart
+    assert actions.restarts_in_flight([{**act, "outcome": "failed"}], h, T0, False) == set()
+    assert actions.restarts_in_flight([act], h, T0 + actions.IN_FLIGHT, False) == set()  # never shown: given up
+    shown = build_history([{**r, "run_attempt": 2} if r["sha"] == sha(3) else r for r in history("gssssssrr")])
+    assert actions.restarts_in_flight([act], shown, T0 + dt.timedelta(minutes=5), False) == set()
+
+
+def test_an_opted_out_or_unmerged_pull_request_is_notified_not_reverted(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    opted = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), opted["number"])
+    fake_actions.pulls[sha(3)][0]["labels"] = [{"name": "autorevert: disable"}]
+    still_open = tracker.add("A stacked PR still open", pull_request=True)
+    fake_actions.add_pull(sha(4), still_open["number"], merged=False)
+    report = guardian(gh(), tmp_path).run([revert(3), revert(4)])
+    assert [r["outcome"] for r in report.taken] == ["notified", "notified"]
+    for number in (opted["number"], still_open["number"]):
+        (body,) = tracker.comments[number]
+        assert "@pytorchbot" not in body and f"- trunk: `{SIGNAL[1]}`" in body
+    assert guardian(gh(), tmp_path, 60).run([revert(3)]).skipped[0][1] == "already proposed (notified)"

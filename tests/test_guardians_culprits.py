@@ -5,14 +5,20 @@ import pytest
 from tests.trunk_history import GROUP, history, row, sha
 
 PULL = "pull / linux-jammy-py3.10-gcc11 / build"
+from torchci_assets.derived.guardians.actions import plan
 from torchci_assets.derived.guardians.culprits import judge, judge_all, plan_bisection
 from torchci_assets.derived.guardians.signals import build_history
 from torchci_assets.guardian_config import AutorevertConfig
 
 
-def verdict(states, **kw):
-    """The trunk group's verdict; every commit also ran a pull job (so '.' is a commit on main)."""
-    h = build_history(history(states) + history("g" * len(states), group=PULL), ("trunk",))
+def verdict(states, green_attempts=1, **kw):
+    """The trunk group's verdict; every commit also ran a pull job (so '.' is a commit on main).
+    `green_attempts`: attempts of commit 0 when it is green (2: it passed twice, which is enough
+    successes below a first red without re-running it)."""
+    rows = history(states)
+    if states[0] == "g":
+        rows[0] = {**rows[0], "attempts": green_attempts}
+    h = build_history(rows + history("g" * len(states), group=PULL), ("trunk",))
     (signal,) = h.signals
     return judge(signal, h, **kw)
 
@@ -55,7 +61,7 @@ def test_infra_and_pending_between_reds_do_not_break_the_pattern():
 
 
 def test_a_gap_of_skipped_commits_is_bisected_from_the_middle():
-    v = verdict("gssssssrr")
+    v = verdict("gssssssrr", green_attempts=2)
     assert v.kind == "restart" and v.culprit is None
     assert v.suspects == tuple(sha(i) for i in range(1, 8))
     # gap positions 1..6: middle of the whole is 3, then the middle of the larger rest (4..6) is 5
@@ -71,14 +77,14 @@ def test_after_the_restarts_answer_the_culprit_is_pinned():
 
 
 def test_runs_in_flight_count_against_the_bisection_budget():
-    waiting = verdict("gssppssrr", cfg=AutorevertConfig(bisection_limit=2))
+    waiting = verdict("gssppssrr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=2))
     assert (waiting.kind, waiting.restarts, waiting.reason) == ("suspect", (), "waiting for the runs in flight")
     # of the two stretches left (1-2 and 5-6) the older goes first
-    assert verdict("gssppssrr", cfg=AutorevertConfig(bisection_limit=3)).restarts == (sha(1),)
+    assert verdict("gssppssrr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=3)).restarts == (sha(1),)
 
 
 def test_commits_that_never_ran_the_workflow_leave_a_suspect_range():
-    v = verdict("g...rr")
+    v = verdict("g...rr", green_attempts=2)
     assert v.kind == "suspect" and v.suspects == tuple(sha(i) for i in range(1, 5)) and v.restarts == ()
 
 
@@ -94,7 +100,7 @@ def test_a_new_test_failure_in_a_group_already_red_is_pinned_by_its_test_signal(
 
 def test_a_test_is_unknown_where_its_group_stopped_before_it():
     # commit 1 failed without listing test_b (a build failure): test_b's history there is unknown
-    rows = [row(0, "success"), row(1, "failure"), row(2, "failure", tests=["test_b"]),
+    rows = [row(0, "success", attempts=2), row(1, "failure"), row(2, "failure", tests=["test_b"]),
             row(3, "failure", tests=["test_b"])]
     verdicts = {v.signal.key: v for v in judge_all(build_history(rows))}
     assert verdicts[GROUP].culprit == sha(1)
@@ -117,3 +123,44 @@ def test_watched_workflows_filter_the_signals():
 ])
 def test_plan_bisection(covered, limit, expected):
     assert plan_bisection(covered, limit) == expected
+
+
+def test_a_commit_without_any_job_yet_stays_on_the_line_but_gives_no_signal():
+    # commit 2 was just pushed: commit_health has its row with no workflow, job group nor state
+    rows = [row(0, "success"), row(1, "success"), row(3, "failure", attempts=2), row(4, "failure")]
+    rows.append({**row(2, "success"), "workflow": None, "job_group": None, "state": None, "run_id": None})
+    h = build_history(rows)
+    assert h.commits == tuple(sha(i) for i in range(5)) and [s.key for s in h.signals] == [GROUP]
+    v = judge(h.signals[0], h)
+    # commit 2 never ran the workflow: it may be the culprit, and there is no run of it to restart
+    assert (v.kind, v.suspects) == ("suspect", (sha(2), sha(3)))
+
+
+def test_a_known_flaky_test_in_a_group_red_for_another_reason_gets_no_signal():
+    # test_a broken since before the window; test_flaky, known flaky, flaked on 2 (twice) and 3
+    rows = [row(0, "failure", tests=["test_a"]), row(1, "failure", tests=["test_a"]),
+            row(2, "failure", tests=["test_flaky", "test_a"], attempts=2),
+            row(3, "failure", tests=["test_flaky", "test_a"])]
+    blind = {v.signal.key: v.kind for v in judge_all(build_history(rows))}
+    assert blind[GROUP + " :: test_flaky"] == "confirmed"  # what the flakes look like without the verdicts
+    verdicts = {v.signal.key: v.kind for v in judge_all(build_history(rows, known_flaky=frozenset({"test_flaky"})))}
+    assert verdicts == {GROUP: "ineligible", GROUP + " :: test_a": "ineligible"}
+
+
+def test_a_signal_seen_flaky_in_the_window_blames_no_one():
+    # commit 1 failed, then passed on a rerun: the signal is flaky, its later reds prove nothing
+    v = verdict("gfgRrr")
+    assert v.kind == "ineligible" and v.reason.startswith(f"flaky: failed and passed on {sha(1)[:10]}")
+
+
+def test_a_single_green_attempt_below_the_reds_is_run_again_before_blaming():
+    # one green run may predate a breakage from outside: the green is re-run (a whole rerun)
+    v = verdict("gRr")
+    assert (v.kind, v.culprit, v.restarts) == ("restart", sha(1), (sha(0),))
+    h = build_history(history("gRr"))
+    assert [(p.commit_sha, p.mode) for p in plan(judge_all(h), h)] == [(sha(0), "rerun")]
+    assert verdict("gRr", green_attempts=2).kind == "confirmed"  # it passed again: the first red broke it
+    assert verdict("fRr").kind == "ineligible"  # it failed this time: not the commit's doing
+    # with a gap to bisect, and a first red to confirm, the green goes along
+    assert verdict("gssrr").restarts == (sha(0), sha(1), sha(2))
+    assert verdict("grr").restarts == (sha(0), sha(1))

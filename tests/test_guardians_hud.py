@@ -35,3 +35,17 @@ def test_marks_and_page_show_culprits_suspects_and_restarts(tmp_path):
     grid = pages.grid_page([{"sha": sha(3), "pushed_at": NOW, "conclusion": "red", "time_to_signal_s": None}], [],
                            {}, [], REPO, "now", "", {sha(3): mark_badges(marks[sha(3)])})
     assert 'title="revert proposed">culprit</span>' in grid and 'href="autorevert.html"' in grid
+
+
+def test_marks_follow_the_configured_autorevert(tmp_path, monkeypatch):
+    lake = Lake.at(str(tmp_path / "lake"))
+    # trunk is green; pull's build broke on commit 2
+    write_health(lake, "2026-11-20", history("gggg") + history("ggRr", group="pull / linux / build"))
+    config = tmp_path / "torchci.yaml"
+    config.write_text("autorevert:\n  workflows: [trunk]\n")
+    monkeypatch.setenv("TORCHCI_CONFIG", str(config))
+    # the autorevert watches trunk only: pull's culprit is not its suspect
+    assert guardian_marks(lake, NOW) == {}
+    assert guardian_marks(lake, NOW, AutorevertConfig()) == {sha(2): ["suspect"]}
+    assert autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(workflows=("trunk",)), NOW).verdicts == {
+        "ineligible": 1}

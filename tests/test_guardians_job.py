@@ -8,7 +8,7 @@ import pyarrow as pa
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
-from tests.trunk_history import GROUP, T0, history, sha
+from tests.trunk_history import GROUP, T0, history, row, sha
 from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.derived.guardians.inputs import main_signal_rows
 from torchci_assets.derived.guardians.passes import autorevert_pass
@@ -59,3 +59,18 @@ def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
     assert changes == {"recurrently_failing": "opened", "archive_silent": "opened"}
     materialized = {e.asset_key.to_user_string() for e in result.all_events if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION}
     assert materialized == {"autorevert_events", "alerts"}
+
+
+def test_tests_the_flaky_verdicts_call_flaky_are_not_blamed(tmp_path):
+    from tests.hud_lake import schema
+    lake = Lake.at(str(tmp_path / "lake"))
+    broken, flaky = "TestNN.test_broken (test_nn.py)", "TestNN.test_flaky (test_nn.py)"
+    # the group is red for test_broken throughout; the known flaky test flaked on 2 (twice) and 3
+    rows = [row(0, "failure", tests=[broken]), row(1, "failure", tests=[broken]),
+            row(2, "failure", tests=[flaky, broken], attempts=2), row(3, "failure", tests=[flaky, broken])]
+    write_health(lake, "2026-11-20", rows)
+    verdicts = [{"file": "test_nn.py", "classname": "TestNN", "name": n, "verdict": v}
+                for n, v in [("test_flaky", "flaky"), ("test_broken", "broken")]]
+    lake.write("flaky_tests", "2026-11-20", pa.Table.from_pylist(verdicts, schema=schema("flaky_tests")))
+    summary = autorevert_pass(GitHubResource(), lake, "pytorch/pytorch", AutorevertConfig(), NOW)
+    assert summary.confirmed == [] and summary.taken == [] and summary.signals == 2

@@ -5,7 +5,8 @@ against dry-run rows and live ones against live ones (so a dry run never blocks 
   restart  per (workflow, commit): none within `restart_interval_min` of the last successful
            one; after k failed ones in a row, wait `backoff_min[k-1]` (20, 40, 60 min) from the
            last; at most `max_restarts_per_commit` per commit in all;
-  revert   at most one proposal per commit, ever.
+  revert   at most one proposal per commit, ever; one GitHub did not post (an error, and no
+           comment with its marker) is tried again with the restarts' backoff and cap.
 
 Exactly once: a live action writes `intent`, calls GitHub, writes `done`. If the run dies in
 between, the next run finds the open intent and asks GitHub what happened before anything
@@ -26,7 +27,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
-from torchci_assets.derived.guardians.proposal import has_marker, revert_comment
+from torchci_assets.derived.guardians.proposal import has_marker, notify_only, revert_comment
 from torchci_assets.derived.guardians.signals import MainHistory
 from torchci_assets.guardian_config import AutorevertConfig
 
@@ -51,9 +52,20 @@ class Report:
     left_open: list[dict] = field(default_factory=list)  # intents GitHub's answers could not settle
 
 
+def _run_to_restart(v: Verdict, sha: str, history: MainHistory) -> tuple[int, int] | None:
+    """A confirmation re-runs the failed jobs of the very run the signal failed in (a commit may
+    have several runs of one workflow: a second cron, a manual dispatch), at the newest attempt
+    of that run seen, which the restart must move past to count as done; a commit inside a gap
+    did not run the signal, so any run of the workflow there will do: the newest."""
+    ev = v.signal.events.get(sha)
+    if v.culprit == sha and ev is not None and ev.run_id is not None:
+        return ev.run_id, history.attempts.get(ev.run_id, ev.run_attempt or 1)
+    return history.runs.get((v.signal.workflow, sha))
+
+
 def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
-    """Restarts per (workflow, commit) and reverts per culprit, each with its signals."""
-    restarts: dict[tuple[str, str], list] = {}
+    """Restarts per (workflow, commit, run) and reverts per culprit, each with its signals."""
+    restarts: dict[tuple[str, str, tuple[int, int] | None], list] = {}
     reverts: dict[str, list] = {}
     for v in verdicts:
         source = (v.signal.workflow, v.signal.key)
@@ -61,23 +73,60 @@ def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
             reverts.setdefault(v.culprit, []).append(source)
         for sha in v.restarts:
             confirm = v.culprit == sha
-            restarts.setdefault((v.signal.workflow, sha), []).append((source, confirm))
+            restarts.setdefault((v.signal.workflow, sha, _run_to_restart(v, sha, history)), []).append((source, confirm))
     out = [Planned("revert", sha, "", tuple(sorted(set(src)))) for sha, src in sorted(reverts.items())]
-    for (workflow, sha), items in sorted(restarts.items()):
+    for (workflow, sha, run), items in sorted(restarts.items(), key=lambda kv: (*kv[0][:2], kv[0][2] or (0, 0))):
         mode = "rerun-failed-jobs" if all(confirm for _, confirm in items) else "rerun"
-        out.append(Planned("restart", sha, workflow, tuple(sorted({s for s, _ in items})),
-                           history.runs.get((workflow, sha)), mode))
+        out.append(Planned("restart", sha, workflow, tuple(sorted({s for s, _ in items})), run, mode))
     return out
+
+
+# A restart younger than this is taken to be still running.
+IN_FLIGHT = dt.timedelta(hours=3)
+
+
+def restarts_in_flight(acts: list[dict], history: MainHistory, now: dt.datetime, dry_run: bool) -> frozenset:
+    """(workflow, sha) of restarts younger than IN_FLIGHT whose run commit_health does not show
+    past the attempt restarted yet. Between the re-run starting and the refresh that shows it
+    pending (webhooks, then the refresh) only the ledger knows of it; without it the next pass
+    would spend the bisection's places a second time."""
+    out = set()
+    for a in acts:
+        if (a["action"] == "restart" and bool(a["dry_run"]) == dry_run
+                and (a.get("open") or a.get("outcome") in ("ok", "dry_run")) and now - a["at"] < IN_FLIGHT
+                and history.attempts.get(a.get("run_id"), 0) <= (a.get("run_attempt") or 0)):
+            out.add((a["workflow"], a["commit_sha"]))
+    return frozenset(out)
 
 
 def _minutes_since(row: dict, now: dt.datetime) -> float:
     return (now - row["at"]).total_seconds() / 60
 
 
+def _mine(acts: list[dict], p: Planned, dry_run: bool) -> list[dict]:
+    """Earlier actions of p's kind on p's commit, oldest first; a `not_sent` one never happened."""
+    return sorted((a for a in acts if a["action"] == p.action and a["commit_sha"] == p.commit_sha
+                   and bool(a["dry_run"]) == dry_run and a.get("outcome") != "not_sent"), key=lambda a: a["at"])
+
+
+def _backoff(same: list[dict], now: dt.datetime, cfg: AutorevertConfig) -> tuple[int, str]:
+    """(failed attempts in a row at the end of `same`, why to wait for the next ("" when it may go))."""
+    failed_in_row = 0
+    for a in reversed(same):
+        if not a.get("failed"):
+            break
+        failed_in_row += 1
+    if not failed_in_row:
+        return 0, ""
+    waited = _minutes_since(same[-1], now)
+    wait = cfg.backoff_min[min(failed_in_row, len(cfg.backoff_min)) - 1]
+    return failed_in_row, (f"backoff: {failed_in_row} failed attempt(s), {waited:.0f} of {wait} min waited"
+                           if waited < wait else "")
+
+
 def restart_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: AutorevertConfig, dry_run: bool) -> str:
     """Why the restart must wait ("" when it may go now)."""
-    mine = sorted((a for a in acts if a["action"] == "restart" and a["commit_sha"] == p.commit_sha
-                   and bool(a["dry_run"]) == dry_run and a.get("outcome") != "not_sent"), key=lambda a: a["at"])
+    mine = _mine(acts, p, dry_run)
     if len(mine) >= cfg.max_restarts_per_commit:
         return f"cap: {len(mine)} restarts of this commit already"
     same = [a for a in mine if a["workflow"] == p.workflow]
@@ -85,24 +134,27 @@ def restart_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: Autorever
         return ""
     if any(a.get("open") for a in same):  # GitHub may have restarted it: never twice on a guess
         return "in doubt: an earlier restart's outcome is not known yet (GitHub has not shown the run)"
-    failed_in_row = 0
-    for a in reversed(same):
-        if not a.get("failed"):
-            break
-        failed_in_row += 1
-    waited = _minutes_since(same[-1], now)
+    failed_in_row, why = _backoff(same, now, cfg)
     if failed_in_row:
-        wait = cfg.backoff_min[min(failed_in_row, len(cfg.backoff_min)) - 1]
-        return f"backoff: {failed_in_row} failed restart(s), {waited:.0f} of {wait} min waited" if waited < wait else ""
+        return why
+    waited = _minutes_since(same[-1], now)
     if waited < cfg.restart_interval_min:
         return f"paced: restarted {waited:.0f} min ago"
     return ""
 
 
-def revert_block(acts: list[dict], p: Planned, dry_run: bool) -> str:
-    done = [a for a in acts if a["action"] == "revert" and a["commit_sha"] == p.commit_sha
-            and bool(a["dry_run"]) == dry_run and a.get("outcome") != "not_sent"]
-    return f"already proposed ({done[0].get('outcome') or 'in flight'})" if done else ""
+def revert_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: AutorevertConfig, dry_run: bool) -> str:
+    """Why no proposal goes now: one was made (or is in doubt), or the last ones failed and the
+    backoff of restarts applies before the next try, up to `max_restarts_per_commit` tries. A
+    failed proposal is one GitHub was seen not to post (its marker is absent), so trying again
+    cannot make a second comment."""
+    mine = _mine(acts, p, dry_run)
+    made = [a for a in mine if not a.get("failed")]
+    if made:
+        return f"already proposed ({made[0].get('outcome') or 'in flight'})"
+    if len(mine) >= cfg.max_restarts_per_commit:
+        return f"cap: {len(mine)} failed proposals for this commit already"
+    return _backoff(mine, now, cfg)[1]
 
 
 class Guardian:
@@ -129,7 +181,7 @@ class Guardian:
             acts = ledger.actions(ledger.read(self.lake, self.now))
         for p in planned:
             why = (restart_block(acts, p, self.now, self.cfg, not self.live) if p.action == "restart"
-                   else revert_block(acts, p, not self.live))
+                   else revert_block(acts, p, self.now, self.cfg, not self.live))
             if not why and p.action == "restart" and p.run is None:
                 why = f"no run of {p.workflow} on this commit to restart"
             if why:
@@ -178,10 +230,10 @@ class Guardian:
 
     # ---- revert proposals --------------------------------------------------------------
 
-    def _pull_request(self, sha: str) -> int | None:
+    def _pull_request(self, sha: str) -> dict | None:
         pulls = self.github.request("GET", f"/repos/{self.repo}/commits/{sha}/pulls").json()
         merged = [p for p in pulls if p.get("merged_at")] or pulls
-        return merged[0]["number"] if merged else None
+        return merged[0] if merged else None
 
     def _comments(self, number: int) -> list[dict]:
         return self.github.paginate(f"/repos/{self.repo}/issues/{number}/comments", {"per_page": 100})
@@ -192,12 +244,20 @@ class Guardian:
         if not self.live:
             self.log(f"DRY RUN would propose reverting {p.commit_sha[:10]} on its pull request:\n{body}")
             return self._row(p, key, "done", outcome="dry_run", failed=False, notes=body)
-        number = self._pull_request(p.commit_sha)
-        if number is None:
+        pull = self._pull_request(p.commit_sha)
+        if pull is None:
             self.log(f"{p.commit_sha[:10]} has no pull request: no revert proposal")
             return self._row(p, key, "done", outcome="no_pr", failed=False, notes="no pull request for the commit")
+        number, why = pull["number"], notify_only(pull)
+        if why:
+            self.log(f"pull request #{number} of {p.commit_sha[:10]} is {why}: a notification, no revert request")
+            body = revert_comment(p.commit_sha, list(p.signals), self.cfg.revert_message,
+                                  self.cfg.revert_classification, request=False)
         self._row(p, key, "intent", pr_number=number, notes=body)
-        return self._row(p, key, "done", pr_number=number, **self._post_once(number, p.commit_sha, body))
+        done = self._post_once(number, p.commit_sha, body)
+        if why and done["outcome"] == "ok":
+            done["outcome"] = "notified"
+        return self._row(p, key, "done", pr_number=number, **done)
 
     def _post_once(self, number: int, sha: str, body: str) -> dict:
         if has_marker(self._comments(number), sha):

@@ -4,7 +4,9 @@ The pattern is PyTorch's (test-infra `pytorch-auto-revert`, SIGNAL_EXTRACTION.md
 from the newest commit back, the signal must be failing now, fail on every commit that ran it
 down to its first red commit, and pass on the commit that ran it before (the last green). No
 last green in the window means the failure was there before: not this window's doing, never a
-revert.
+revert. A signal that failed and passed on one commit anywhere in the window is flaky and blames
+no one; below the first red it must have passed on MIN_SUCCESSES attempts, else the last green
+is re-run first (as upstream's `signal.py` does).
 
 Between the last green and the first red there may be commits that did not run the signal
 (periodic and trunk jobs skip commits) or gave no usable answer (infrastructure, a known flaky
@@ -27,6 +29,10 @@ from torchci_assets.derived.guardians.signals import Event, MainHistory, Signal
 from torchci_assets.guardian_config import AutorevertConfig
 
 DEFAULT = AutorevertConfig()
+# Pass attempts needed below the first red (upstream's REQUIRE_SUCCESS_EVENTS): one green run
+# alone may predate a breakage from outside (a runner image, a dependency), which a re-run of it
+# after the failures would show.
+MIN_SUCCESSES = 2
 
 
 @dataclass(frozen=True)
@@ -83,16 +89,36 @@ def _walk(signal: Signal, commits: tuple[str, ...]) -> tuple[int | None, list[in
                         else "no result on any commit")
 
 
+def _successes(signal: Signal, commits: tuple[str, ...], green: int) -> int:
+    """Pass attempts from the last green back to the next failure (upstream's successful
+    partition)."""
+    n = 0
+    for i in range(green, -1, -1):
+        ev = signal.events.get(commits[i])
+        if ev is None or ev.outcome in ("skipped", "unknown", "pending"):
+            continue
+        if ev.outcome == "fail":
+            break
+        n += ev.attempts
+    return n
+
+
 def _failures(signal: Signal, commits: tuple[str, ...], reds: list[int]) -> int:
     return sum(signal.events[commits[i]].attempts for i in reds)
 
 
-def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig) -> Verdict:
-    """The first red directly follows the last green: confirm it, or restart it to."""
+def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig,
+            recheck: tuple[str, ...]) -> Verdict:
+    """The first red directly follows the last green: confirm it, or restart it (and the green,
+    when it is to be `recheck`ed) to."""
     attempts = signal.events[culprit].attempts
     if attempts < cfg.confirm_attempts:
         return Verdict(signal, "restart", f"failed on {attempts} attempt(s): restart its failed jobs to confirm",
-                       culprit, (culprit,), (culprit,), failures)
+                       culprit, (culprit,), (*recheck, culprit), failures)
+    if recheck:
+        return Verdict(signal, "restart", f"passed on fewer than {MIN_SUCCESSES} attempts below the first red: "
+                       "restart the last green to rule out a breakage from outside", culprit, (culprit,), recheck,
+                       failures)
     if len(reds) < cfg.min_red_commits:
         return Verdict(signal, "suspect", f"failed on {attempts} attempts; waiting for a newer commit to run it",
                        culprit, (culprit,), failures=failures)
@@ -100,31 +126,38 @@ def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: A
                    "that ran it, passed on the one before", culprit, (culprit,), failures=failures)
 
 
-def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> Verdict:
-    """The signal's verdict (see the module docstring)."""
+def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
+          in_flight: frozenset = frozenset()) -> Verdict:
+    """The signal's verdict (see the module docstring). `in_flight`: (workflow, sha) restarted
+    where commit_health does not show it yet; they hold bisection places as pending runs do."""
     commits = history.commits
     green, reds, why = _walk(signal, commits)
     if green is None:
         return Verdict(signal, "ineligible", why)
+    mixed = next((c for c in commits if c in signal.events and signal.events[c].mixed), None)
+    if mixed is not None:
+        return Verdict(signal, "ineligible", f"flaky: failed and passed on {mixed[:10]}, in the window")
+    recheck = () if _successes(signal, commits, green) >= MIN_SUCCESSES else (commits[green],)
     first_red = reds[-1]
     failures = _failures(signal, commits, reds)
     gap = list(range(green + 1, first_red))
     if not gap:
-        return _pinned(signal, commits[first_red], reds, failures, cfg)
+        return _pinned(signal, commits[first_red], reds, failures, cfg, recheck)
     suspects = tuple(commits[i] for i in [*gap, first_red])
-    pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending" for i in gap]
+    pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending"
+               or (signal.workflow, commits[i]) in in_flight for i in gap]
     restartable = [(signal.workflow, commits[i]) in history.runs for i in gap]
     # commits without a run cannot be covered: count them as covered so bisection skips them
     covered = [p or not r for p, r in zip(pending, restartable)]
     picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
-    if picks:
+    if picks or recheck:
         return Verdict(signal, "restart", f"{len(gap)} commit(s) between green and red did not run it: bisect",
-                       suspects=suspects, restarts=tuple(commits[gap[i]] for i in picks), failures=failures)
+                       suspects=suspects, restarts=(*recheck, *(commits[gap[i]] for i in picks)), failures=failures)
     if any(pending):
         return Verdict(signal, "suspect", "waiting for the runs in flight", suspects=suspects, failures=failures)
     return Verdict(signal, "suspect", f"{len(gap)} commit(s) between green and red have no run of "
                    f"{signal.workflow} to restart", suspects=suspects, failures=failures)
 
 
-def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT) -> list[Verdict]:
-    return [judge(s, history, cfg) for s in history.signals]
+def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT, in_flight: frozenset = frozenset()) -> list[Verdict]:
+    return [judge(s, history, cfg, in_flight) for s in history.signals]

@@ -14,29 +14,34 @@ from collections import Counter
 from html import escape
 
 from resources.lake import Lake
-from torchci_assets.derived.guardians import alert_issues, ledger
-from torchci_assets.derived.guardians.culprits import judge_all
-from torchci_assets.derived.guardians.inputs import main_signal_rows
-from torchci_assets.derived.guardians.signals import build_history
+from torchci_assets.derived.guardians import actions, alert_issues, ledger
+from torchci_assets.config import load_config
+from torchci_assets.derived.guardians.passes import judged
+from torchci_assets.guardian_config import AutorevertConfig
 from torchci_assets.derived.hud import pages
 
 PAGE = "autorevert.html"
-# A restart younger than this is taken to be still running.
-IN_FLIGHT = dt.timedelta(hours=3)
 MARKS = {"culprit": "revert proposed", "suspect": "suspected culprit", "restarting": "restart in flight"}
 
 
-def guardian_marks(lake: Lake, now: dt.datetime) -> dict[str, list[str]]:
-    """Per commit sha, its marks (keys of MARKS)."""
+def configured() -> AutorevertConfig:
+    settings = load_config().guardians
+    return settings.autorevert if settings else AutorevertConfig()
+
+
+def guardian_marks(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> dict[str, list[str]]:
+    """Per commit sha, its marks (keys of MARKS). Suspects are judged as the autorevert judges
+    them (`cfg`, by default the configured one): a signal it does not watch marks nothing."""
+    cfg = cfg or configured()
     marks: dict[str, set[str]] = {}
-    for v in judge_all(build_history(main_signal_rows(lake, now))):
+    for v in judged(lake, cfg, now, not cfg.enabled)[1]:
         if v.kind in ("restart", "suspect", "confirmed"):
             for sha in v.suspects:
                 marks.setdefault(sha, set()).add("suspect")
     for a in ledger.actions(ledger.read(lake, now)):
         if a["action"] == "revert" and a.get("outcome") in ("ok", "dry_run"):
             marks.setdefault(a["commit_sha"], set()).add("culprit")
-        elif a["action"] == "restart" and a.get("outcome") != "not_sent" and now - a["at"] < IN_FLIGHT:
+        elif a["action"] == "restart" and a.get("outcome") != "not_sent" and now - a["at"] < actions.IN_FLIGHT:
             marks.setdefault(a["commit_sha"], set()).add("restarting")
     return {sha: sorted(m) for sha, m in marks.items()}
 

@@ -40,3 +40,8 @@ def query(lake: Lake, tables: dict[str, int], name: str, params: dict, now: dt.d
 def main_signal_rows(lake: Lake, now: dt.datetime, window: dt.timedelta = WINDOW) -> list[dict]:
     """commit_health rows of main commits pushed within `window` of `now`."""
     return query(lake, {"commit_health": window.days + 1}, "main_signals", {"since": now - window}, now) or []
+
+
+def known_flaky_tests(lake: Lake, now: dt.datetime) -> frozenset[str]:
+    """Tests the newest flaky verdicts call flaky, as commit_health names failing tests."""
+    return frozenset(r["test"] for r in query(lake, {"flaky_tests": 2}, "known_flaky_tests", {}, now) or [])

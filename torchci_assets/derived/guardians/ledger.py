@@ -34,7 +34,7 @@ SCHEMA = pa.schema([
     ("notes", pa.string()),
 ])
 # outcomes of a `done` row; `not_sent` rows (a crash before the call) count for nothing
-OUTCOMES = ("ok", "failed", "dry_run", "not_sent", "no_pr")
+OUTCOMES = ("ok", "notified", "failed", "dry_run", "not_sent", "no_pr")
 
 
 def new_key() -> str:

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.derived.guardians import actions
+from torchci_assets.derived.guardians import actions, ledger
 from torchci_assets.derived.guardians.actions import Guardian
 from torchci_assets.derived.guardians.alert_conditions import current_alerts
 from torchci_assets.derived.guardians.alert_issues import AlertIssues
 from torchci_assets.derived.guardians.culprits import Verdict, judge_all
-from torchci_assets.derived.guardians.inputs import main_signal_rows
-from torchci_assets.derived.guardians.signals import build_history
+from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_signal_rows
+from torchci_assets.derived.guardians.signals import MainHistory, build_history
 from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
 
 
@@ -36,12 +36,21 @@ class AutorevertSummary:
     confirmed: list  # Verdicts pinning a culprit
 
 
+def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
+           rows: list[dict] | None = None) -> tuple[MainHistory, list[Verdict]]:
+    """Main's signals and their verdicts as the autorevert acts on them, for the pass and the
+    HUD's marks alike: `cfg`'s workflows and thresholds, the flaky verdicts, the ledger's
+    restarts in flight (`dry_run`'s or the live ones)."""
+    rows = main_signal_rows(lake, now) if rows is None else rows
+    history = build_history(rows, cfg.workflows, known_flaky_tests(lake, now))
+    in_flight = actions.restarts_in_flight(ledger.actions(ledger.read(lake, now)), history, now, dry_run)
+    return history, judge_all(history, cfg, in_flight)
+
+
 def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig, now: dt.datetime,
                     log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None) -> AutorevertSummary:
-    rows = main_signal_rows(lake, now) if rows is None else rows
-    history = build_history(rows, cfg.workflows)
-    verdicts: list[Verdict] = judge_all(history, cfg)
     guardian = Guardian(github, lake, repo, cfg, now, log)
+    history, verdicts = judged(lake, cfg, now, not guardian.live, rows)
     report = guardian.run(actions.plan(verdicts, history))
     return AutorevertSummary(
         len(history.commits), len(history.signals), dict(Counter(v.kind for v in verdicts)),

@@ -8,21 +8,35 @@ from __future__ import annotations
 from collections import defaultdict
 
 MARKER = "<!-- torchci-autorevert sha={sha} -->"
+OPT_OUT_LABEL = "autorevert: disable"
 
 
 def marker(sha: str) -> str:
     return MARKER.format(sha=sha)
 
 
+def notify_only(pull: dict) -> str:
+    """Why the pull request gets a notification and no revert request ("" when it may be
+    reverted): as upstream, the merge bot is asked only for a merged pull request whose author
+    did not opt out."""
+    if OPT_OUT_LABEL in {label.get("name") for label in pull.get("labels") or []}:
+        return f"labelled '{OPT_OUT_LABEL}'"
+    if pull.get("state") == "open" or not pull.get("merged_at"):
+        return "not merged"
+    return ""
+
+
 def revert_comment(sha: str, signals: list[tuple[str, str]], message: str, classification: str,
-                   hud_url: str = "") -> str:
-    """`signals` are (workflow, signal key) pairs that failed from `sha` on."""
+                   hud_url: str = "", request: bool = True) -> str:
+    """`signals` are (workflow, signal key) pairs that failed from `sha` on; without `request`
+    the comment only notifies."""
     by_workflow: dict[str, list[str]] = defaultdict(list)
     for workflow, key in signals:
         by_workflow[workflow].append(key)
     names = ", ".join(sorted({key for _, key in signals}))
-    lines = [f'@pytorchbot revert -m "{message.format(signals=names, sha=sha[:10])}" -c {classification}', "",
-             "This PR is attributed to have caused regression in:"]
+    lines = [f'@pytorchbot revert -m "{message.format(signals=names, sha=sha[:10])}" -c {classification}' if request
+             else f"The trunk guardian found {sha[:10]} to be a likely culprit; it does not ask for a revert here.",
+             "", "This PR is attributed to have caused regression in:"]
     lines += [f"- {wf}: {', '.join(f'`{k}`' for k in sorted(keys))}" for wf, keys in sorted(by_workflow.items())]
     if hud_url:
         lines += ["", f"See the HUD: {hud_url}"]
