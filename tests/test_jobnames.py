@@ -80,3 +80,33 @@ def test_platform_prefers_accelerator_over_os():
     assert platform_of("linux-jammy-rocm-py3.10 linux.2xlarge") == "rocm"
     assert platform_of("linux-jammy-py3.10-gcc11 windows.4xlarge") == "win"
     assert platform_of("linux-jammy-py3.10-gcc11 linux.4xlarge") == "linux"
+
+
+# test-infra's TestJobNameExtractionSql cases (tools/torchci/tests/test_update_test_times.py, commit
+# 67f681a09): jobs on PyTorch's OSDC runners are `test-osdc (...)`; their times must be kept.
+@pytest.mark.parametrize("name,env,config", [
+    ("linux-jammy-py3.10-clang18 / test (dynamo_wrapped, 1, 3, lf-l-x86)",
+     "linux-jammy-py3.10-clang18", "dynamo_wrapped"),
+    ("linux-jammy-py3.14t-clang18 / test-osdc (dynamo_wrapped, 1, 3, mt-l-x86)",
+     "linux-jammy-py3.14t-clang18", "dynamo_wrapped"),
+    ("cross-compile-linux-test-cuda13 / test-osdc (aoti, 1, 1, r, win)", "cross-compile-linux-test-cuda13", "aoti"),
+    ("unit-test / inductor-test / test-osdc (inductor, 2, 2, mt-l-x86)", "unit-test / inductor-test", "inductor"),
+])
+def test_osdc_test_job_names(name, env, config):
+    j = parse_job_name(name)
+    assert (j.build_env, j.test_config) == (env, config)
+
+
+@pytest.mark.parametrize("name", [
+    # test-infra's cases without a config: "test-osdc" must match exactly, not as a prefix, and an
+    # empty config field is no config (test-infra keeps "" there; this parser keeps no test fields)
+    "env / test-foo (default, 1, 1, r)", "env / testbar (default, 1, 1, r)",
+    "env / test-osdcfoo (default, 1, 1, r)", "env / inductor-cpu-core-test (3.11)", "env / test (, 1, 2, r)",
+])
+def test_not_quite_test_job_names_have_no_config(name):
+    assert parse_job_name(name).test_config is None
+
+
+def test_osdc_build_job_names():
+    assert parse_job_name("linux-jammy-py3.14t-clang18 / build-osdc").build_env == "linux-jammy-py3.14t-clang18"
+    assert parse_job_name("env / build").build_env == "env"

@@ -55,3 +55,28 @@ def test_every_config_gets_a_plan_with_every_file(tmp_path):
 def test_default_shards_bounds():
     assert default_shards(0) == 1 and default_shards(2400) == 1 and default_shards(2401) == 2
     assert default_shards(10 ** 6) == 16
+
+
+def test_plans_are_rewritten_only_when_they_change_and_never_by_an_earlier_day(tmp_path):
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    _write_inputs(lake)
+    later = "2026-11-06"
+    for file in lake.files("test_times", [DAY]):  # the same times the next day
+        lake.write("test_times", later, pa.parquet.read_table(file))
+    path = plan_path("linux-jammy-py3.10-gcc11", "default")
+    assert build_shard_plans(lake, outputs, DAY).written == 2
+    first = outputs.read_bytes(path)
+    mtime = (tmp_path / "out" / path).stat().st_mtime_ns
+
+    report = build_shard_plans(lake, outputs, later)
+    assert report.written == 0 and report.later_day is None  # nothing new to say: no file touched
+    assert outputs.read_bytes(path) == first and (tmp_path / "out" / path).stat().st_mtime_ns == mtime
+    assert json.loads(outputs.read_bytes("shard-plans/day.json")) == {"day": later}
+
+    lake.write("test_times", DAY, pa.Table.from_pylist(  # DAY re-run with other times
+        [dict(build_env="linux-jammy-py3.10-gcc11", test_config="default", file="test_0", time=1.0, runs=1)],
+        schema=FILE_TIMES_SCHEMA))
+    report = build_shard_plans(lake, outputs, DAY)
+    assert report.later_day == later and report.written == 0
+    assert outputs.read_bytes(path) == first
+    assert lake.files("shard_plans", [DAY])  # the lake still has the day's own plans

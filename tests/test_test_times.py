@@ -230,3 +230,116 @@ def test_times_need_their_day_of_daily_times(tmp_path):
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert f"test_time_daily has no partition for {day(0)}" in failure.event_specific_data.error.cause.message
     assert not (tmp_path / "outputs" / TEST_TIMES_PATH).exists()
+
+
+def test_a_rerun_of_an_earlier_day_leaves_the_later_days_files(tmp_path):
+    """Backfilling or re-running an old day must not send CI back to that day's times."""
+    store = outputs(tmp_path)
+    for d, seconds in ((day(-20), 100.0), (day(0), 500.0)):
+        lake(tmp_path).write("test_time_daily", d, daily([
+            {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None,
+             "time": seconds, "runs": 1}]))
+    assert publish_test_times(lake(tmp_path), store, day(0)).published == [TEST_TIMES_PATH]
+    published = store.read_bytes(TEST_TIMES_PATH)
+
+    result = dg.materialize(
+        [assets.test_times_asset], partition_key=day(-20),
+        resources={"lake": LakeResource(uri=str(tmp_path / "lake")),
+                   "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
+    [event] = result.get_asset_materialization_events()
+    assert store.read_bytes(TEST_TIMES_PATH) == published
+    assert event.materialization.metadata["published_now"].value == []
+    assert f"shows {day(0)}, later than {day(-20)}" in event.materialization.metadata["not_published"].value
+    assert lake(tmp_path).files("test_times", [day(-20)])  # the lake still has the day's own times
+
+    assert publish_test_times(lake(tmp_path), store, day(0)).published == [TEST_TIMES_PATH]  # same day: refreshed
+
+
+def _jobs(tmp_path, d, envs):
+    lake(tmp_path).write("workflow_job", d, pa.table({"build_env": pa.array(envs, pa.string())}))
+
+
+def test_build_envs_without_a_job_for_a_month_are_dropped(tmp_path):
+    """PyTorch's clean_up_test_times: a retired build_env leaves test-times.json after a month."""
+    store = outputs(tmp_path)
+    store.write_bytes(TEST_TIMES_PATH, dumps({"retired-env": {"default": {"test_ops": 1234.0}},
+                                              WIN: {"default": {"test_ops": 9.0}},
+                                              LINUX: {"default": {"test_ops": 5.0}}}))
+    store.write_bytes(TEST_CLASS_TIMES_PATH, dumps({"retired-env": {"default": {"test_ops": {"TestOps": 1.0}}}}))
+    _jobs(tmp_path, day(-40), ["retired-env", LINUX])
+    _jobs(tmp_path, day(-29), [WIN, None])  # the month's first day: WIN ran (a build job, say)
+    _jobs(tmp_path, day(0), [LINUX])
+    lake(tmp_path).write("test_time_daily", day(0), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": c, "time": 6.0, "runs": 1}
+        for c in (None, "TestOps")]))
+    publish_test_times(lake(tmp_path), store, day(0))
+    assert sorted(json.loads(store.read_bytes(TEST_TIMES_PATH))) == ["default", LINUX, WIN]
+    assert sorted(json.loads(store.read_bytes(TEST_CLASS_TIMES_PATH))) == ["default", LINUX]
+
+
+def test_a_lake_younger_than_a_month_drops_no_build_env(tmp_path):
+    store = outputs(tmp_path)
+    store.write_bytes(TEST_TIMES_PATH, dumps({"not-run-yet": {"default": {"test_ops": 1.0}}}))
+    _jobs(tmp_path, day(-28), [LINUX])
+    lake(tmp_path).write("test_time_daily", day(0), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None, "time": 6.0, "runs": 1}]))
+    publish_test_times(lake(tmp_path), store, day(0))
+    assert "not-run-yet" in json.loads(store.read_bytes(TEST_TIMES_PATH))
+
+
+def test_guard_compares_what_the_window_computed_when_old_entries_are_kept(tmp_path):
+    """Old entries are carried along, so only the "default" section shows a window that lost most
+    of its files (report parsing broken for all but one)."""
+    store = outputs(tmp_path)
+    published = {LINUX: {"default": {f"test_{i}": 1.0 for i in range(10)}},
+                 "default": {"default": {f"test_{i}": 1.0 for i in range(10)}}}
+    store.write_bytes(TEST_TIMES_PATH, dumps(published))
+    lake(tmp_path).write("test_time_daily", day(0), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_0", "classname": None, "time": 6.0, "runs": 1}]))
+    with pytest.raises(PublishRefused, match='"default" section has 1 entries, the published one 10'):
+        publish_test_times(lake(tmp_path), store, day(0), keep_old=True)
+    assert json.loads(store.read_bytes(TEST_TIMES_PATH)) == published
+
+
+def test_a_run_whose_shards_land_on_two_days_counts_once_whole(tmp_path):
+    """Shard 1's report on D-1, shard 2's on D: one run of 10 + 20 s, not two of 10 and 20."""
+    webhooks(tmp_path, day(-1), [("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2))])
+    webhooks(tmp_path, day(0), [("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2))])
+    write_test_run(tmp_path, day(-1), [nn(11, 100, 10.0)])
+    write_test_run(tmp_path, day(0), [nn(12, 100, 20.0, name="test_pool")])
+    for d in (day(-1), day(0)):
+        build_test_results(lake(tmp_path), d)
+        build_test_time_daily(lake(tmp_path), d)
+    publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+    assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 30.0}
+    # a window starting on D sees half the run: it waits for the whole
+    report = publish_test_times(lake(tmp_path), Store(str(tmp_path / "other")), day(0), window_days=1)
+    assert report.window_files == 0
+
+
+def test_a_rerun_of_failed_jobs_counts_each_shard_at_its_latest_clean_attempt(tmp_path):
+    """Attempt 2 re-runs only the failed shard 2: the run is shard 1 of attempt 1 + shard 2 of attempt 2."""
+    webhooks(tmp_path, day(0), [
+        ("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2, attempt=1)),
+        ("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2, attempt=1, conclusion="failure")),
+        ("workflow_job", job_payload(13, 100, "a" * 40, shard=2, shards=2, attempt=2)),
+    ])
+    write_test_run(tmp_path, day(0), [
+        nn(11, 100, 10.0, attempt=1), nn(12, 100, 20.0, name="test_pool", attempt=1, status="failed"),
+        nn(13, 100, 22.0, name="test_pool", attempt=2)])
+    build_test_results(lake(tmp_path), day(0))
+    build_test_time_daily(lake(tmp_path), day(0))
+    report = publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+    assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 32.0}
+    assert report.window_files == 1
+
+
+def test_older_daily_partitions_are_read_beside_new_ones(tmp_path):
+    lake(tmp_path).write("test_time_daily", day(-1), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None, "time": 8.0, "runs": 2}]))
+    webhooks(tmp_path, day(0), [("workflow_job", job_payload(21, 200, "b" * 40))])
+    write_test_run(tmp_path, day(0), [run_row(21, 200, "test_add", time=7.0, file=OPS, classname="TestOps")])
+    build_test_results(lake(tmp_path), day(0))
+    build_test_time_daily(lake(tmp_path), day(0))
+    publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+    assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"test_ops": 5.0}

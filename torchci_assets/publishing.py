@@ -12,6 +12,7 @@ one stays a failure (see `derived.sharding.times`): that is new data gone wrong,
 from __future__ import annotations
 
 import dagster as dg
+import orjson
 
 from resources.storage import Store
 
@@ -54,3 +55,34 @@ def write_if_changed(outputs: Store, path: str, data: bytes) -> bool:
         pass  # unreadable: write it anew
     outputs.write_bytes(path, data)
     return True
+
+
+# ---- the day a file in PyTorch's format is for ---------------------------------------
+# Test times, shard plans and slow tests are in formats with no room for the day they were
+# computed for: each asset keeps it in a small file of its own beside them, `{"day": "YYYY-MM-DD"}`.
+# A re-run or backfill of an earlier day reads it and leaves the published files as they are (CI
+# must keep planning with the latest window, not be sent back to an older one). Without that file
+# (before the first publication, or published by an older version) any day publishes.
+
+
+def recorded_day(outputs: Store, day_file: str) -> str | None:
+    """The day recorded in `day_file`; None when there is none or it cannot be read (then the
+    next publication replaces it: a broken record must not block publishing for good)."""
+    try:
+        if not outputs.exists(day_file):
+            return None
+        shown = orjson.loads(outputs.read_bytes(day_file)).get("day")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return shown if isinstance(shown, str) else None
+
+
+def later_day(outputs: Store, day_file: str, day: str) -> str | None:
+    """The recorded day when it is later than `day` (so `day` must not replace it), else None."""
+    shown = recorded_day(outputs, day_file)
+    return shown if shown is not None and shown > day else None
+
+
+def record_day(outputs: Store, day_file: str, day: str) -> None:
+    """Record `day` as published (written once per day: an intra-day refresh leaves it as is)."""
+    write_if_changed(outputs, day_file, orjson.dumps({"day": day}))

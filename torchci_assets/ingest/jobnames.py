@@ -1,7 +1,9 @@
 """PyTorch's CI job names, split into the fields test statistics are keyed by.
 
 PyTorch names test jobs `<build_env> / test (<test_config>, <shard>, <num_shards>, <runner>[, <extra>...])`
-and build jobs `<build_env> / build`. The build environment may itself contain " / "
+and build jobs `<build_env> / build`; jobs on its OSDC runners are named `test-osdc (...)` and
+`build-osdc`, with the same fields (test-infra's test-times queries read both since its commit
+67f681a09: otherwise their times would be lost). The build environment may itself contain " / "
 (`unit-test / inductor-test`), and HUD-style names carry the workflow in front
 (`pull / linux-jammy-py3.10-gcc11 / test (...)`), so the test part is matched from the right.
 These fields are what PyTorch's own test-times.json is keyed by (build_env, test_config).
@@ -14,11 +16,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _TEST_RE = re.compile(
-    r"^(?P<env>.+?) / test \("
+    r"^(?P<env>.+?) / test(?:-osdc)? \("
     r"\s*(?P<config>[^,()]+?)\s*,\s*(?P<shard>\d{1,9})\s*,\s*(?P<num>\d{1,9})"  # int32 columns
     r"(?:\s*,\s*(?P<runner>[^,()]+?))?(?:\s*,\s*[^()]*)?\s*\)$"
 )
-_BUILD_RE = re.compile(r"^(?P<env>.+?) / (?:build|build-and-test)(?: \(.*\))?$")
+_BUILD_RE = re.compile(r"^(?P<env>.+?) / (?:build|build-osdc|build-and-test)(?: \(.*\))?$")
 # Workflow names PyTorch puts in front of job names on HUD; not part of the build_env.
 _WORKFLOW_PREFIXES = (
     "pull / ", "trunk / ", "periodic / ", "slow / ", "inductor / ", "inductor-periodic / ",

@@ -24,7 +24,7 @@ from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_test
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
-from torchci_assets.publishing import nothing_new
+from torchci_assets.publishing import later_day_kept, nothing_new
 
 # Lists in metadata are cut at this many entries (the ledger has them all).
 MAX_LISTED = 500
@@ -198,16 +198,17 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     name="slow_tests", group_name="flakiness", kinds={"parquet", "json"}, pool="torchci_outputs",
     deps=[dg.AssetDep("test_daily_stats", partition_mapping=_WINDOW)], partitions_def=daily_partitions,
     description=f"{SLOW_TESTS_PATH} in PyTorch's format: tests averaging over 60 s on clean passes of the main "
-                "branch in the window (slowest configuration). Lake table slow_tests.",
+                "branch in the window (the mean over configurations, ASAN left out). Lake table slow_tests.",
 )
 @lake_metadata
 def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource,
                      outputs: OutputsResource) -> dg.MaterializeResult:
-    store = outputs.store()
-    n, quiet = publish_slow_tests(lake.lake(), store, context.partition_key, config.window_days)
+    store, day = outputs.store(), context.partition_key
+    n, quiet, later = publish_slow_tests(lake.lake(), store, day, config.window_days)
     return dg.MaterializeResult(metadata={"slow_tests": n, "window_days": config.window_days,
                                           "published": store.display(SLOW_TESTS_PATH),
-                                          **(nothing_new(context, quiet) if quiet else {})})
+                                          **(nothing_new(context, quiet) if quiet else {}),
+                                          **(later_day_kept(context, day, later, SLOW_TESTS_PATH) if later else {})})
 
 
 @dg.asset(

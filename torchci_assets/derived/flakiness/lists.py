@@ -43,16 +43,18 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
-from torchci_assets.publishing import kept_note, write_if_changed
+from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
 MASS_REENABLE_MIN = 10
 SLOW_TEST_SECONDS = 60.0
+SLOW_EXCLUDED_JOBS = "%asan%"  # a LIKE pattern over build_env and test_config, as PyTorch's over job names
 SQL = SqlFiles(__file__)
 DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
 REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
 SLOW_TESTS_PATH = "stats/slow-tests.json"
+SLOW_TESTS_DAY = "stats/slow-tests.day.json"  # the day slow-tests.json is for (publishing.record_day)
 
 DISABLED_SCHEMA = pa.schema([
     ("test", pa.string()), ("id", pa.string()), ("url", pa.string()), ("platforms", pa.list_(pa.string())),
@@ -225,9 +227,9 @@ def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) 
 
 
 def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
-    """Per test key, its slowest configuration's mean time over clean passes on main in the
-    window, for tests where that exceeds SLOW_TEST_SECONDS; None when the window has no clean
-    pass on main at all (nothing was measured)."""
+    """Per test key, its mean time over clean passes on main in the window, over every
+    configuration but ASAN's (`slow_tests.sql` says why), for tests where that exceeds
+    SLOW_TEST_SECONDS; None when the window has no clean pass on main at all (nothing was measured)."""
     con = connect()
     try:
         if lake.register(con, "test_daily_stats", days_ending(day, window_days), name="s") == 0:
@@ -235,24 +237,25 @@ def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
         (measured,) = con.execute("SELECT count(*) FROM s WHERE branch_class = 'main' AND clean_passes > 0").fetchone()
         if not measured:
             return None
-        rows = _rows(con, SQL["slow_tests"], {"slow_seconds": SLOW_TEST_SECONDS})
+        rows = _rows(con, SQL["slow_tests"], {"slow_seconds": SLOW_TEST_SECONDS, "excluded_jobs": SLOW_EXCLUDED_JOBS})
     finally:
         con.close()
-    best: dict[str, dict] = {}
-    for r in rows:
-        key = pytorch_key(r["classname"], r["name"])
-        if key not in best:  # rows come slowest first
-            best[key] = {"test": key, **{k: r[k] for k in ("seconds", "build_env", "test_config", "clean_passes")}}
-    return list(best.values())
+    return [{"test": pytorch_key(r["classname"], r["name"]),
+             **{k: r[k] for k in ("seconds", "build_env", "test_config", "clean_passes")}} for r in rows]
 
 
-def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> tuple[int, str]:
-    """Write the `slow_tests` lake table for `day` and publish slow-tests.json: (its size, and
-    why it was kept as published instead, when the window measured nothing)."""
+def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> tuple[int, str, str | None]:
+    """Write the `slow_tests` lake table for `day` and publish slow-tests.json: (its size, why it
+    was kept as published when the window measured nothing, and the later day the published list
+    is for when that kept it: a re-run or backfill of an earlier day must not replace it)."""
     rows = slow_tests(lake, day, window_days)
     lake.write("slow_tests", day, pa.Table.from_pylist(rows or [], schema=SLOW_SCHEMA))
     if rows is None:
         return 0, (f"no clean main-branch pass in the {window_days} days ending {day}: "
-                   f"{kept_note(outputs, [SLOW_TESTS_PATH])}")
-    outputs.write_bytes(SLOW_TESTS_PATH, dumps({r["test"]: r["seconds"] for r in rows}))
-    return len(rows), ""
+                   f"{kept_note(outputs, [SLOW_TESTS_PATH])}"), None
+    later = later_day(outputs, SLOW_TESTS_DAY, day)
+    if later:
+        return len(rows), "", later
+    write_if_changed(outputs, SLOW_TESTS_PATH, dumps({r["test"]: r["seconds"] for r in rows}))
+    record_day(outputs, SLOW_TESTS_DAY, day)
+    return len(rows), "", None

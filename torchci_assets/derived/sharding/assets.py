@@ -16,7 +16,7 @@ from torchci_assets.derived.sharding.times import (MAX_LOSS, TEST_CLASS_TIMES_PA
                                                    PublishRefused, publish_test_times)
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
-from torchci_assets.publishing import nothing_new
+from torchci_assets.publishing import later_day_kept, nothing_new
 
 # Lineage only: the window read is the run's `window_days`.
 _TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1)
@@ -57,6 +57,7 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
         "test_times": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
         "published_now": dg.MetadataValue.json(report.published),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
+        **(later_day_kept(context, day, report.later_day, TEST_TIMES_PATH) if report.later_day else {}),
     })
 
 
@@ -74,12 +75,14 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
 def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, lake: LakeResource,
                       outputs: OutputsResource) -> dg.MaterializeResult:
     store = outputs.store()
-    report = build_shard_plans(lake.lake(), store, context.partition_key, config.window_days)
+    day = context.partition_key
+    report = build_shard_plans(lake.lake(), store, day, config.window_days)
     return dg.MaterializeResult(metadata={
         "configs": report.configs, "files": report.files, "shards": report.shards,
         "longest_shard_expected_s": round(report.longest_expected_s, 1),
-        "published": store.display("shard-plans/"),
+        "published": store.display("shard-plans/"), "plans_rewritten": report.written,
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
+        **(later_day_kept(context, day, report.later_day, "shard-plans/") if report.later_day else {}),
     })
 
 

@@ -11,22 +11,29 @@ the build_envs that ran it in that config (for a new build_env), and `default["d
 averages it over every build_env and config (for a new config, and for files that are
 usually not in the default config, like distributed ones).
 
-The seconds for a file are PyTorch's: per workflow run attempt, the sum of its test times
-over the shards that ran it (see `derived.results.stats._TIME_DAILY_SQL`), averaged over the successful
+The seconds for a file are PyTorch's: per workflow run, the sum of its test times over the
+shards that ran it, each shard at its latest clean attempt and whichever day its report landed
+(see `results/sql/test_time_daily.sql` and `sql/window_times.sql`), averaged over the successful
 main-branch runs of the window (default 14 days). The window is read from `test_time_daily`,
 a few thousand rows a day, never from raw test rows.
 
 Publishing keeps what PyTorch keeps: entries of the previously published file that the
 window did not see stay (a config that did not run for two weeks still needs its times;
-manual edits persist); the `"default"` section is recomputed when the window has data.
+manual edits persist); the `"default"` section is recomputed when the window has data. A
+build_env with no job at all in `workflow_job` over the past RETIRED_AFTER_DAYS days is
+dropped, as PyTorch's clean_up_test_times does: it was retired or renamed, and its times would
+otherwise stay forever. That needs the lake to hold the whole month: a younger lake cannot
+tell a retired build_env from one that has not run since the deployment began, and drops none.
 
 Two cases keep the published files, for opposite reasons:
 - nothing new: the window has no times at all (the first days of a deployment, a holiday, an
   archive without test reports). That is not a failure: the published file stays as it is
   (or stays unpublished), the report says so and the asset succeeds. Each file is judged on
   its own: a window with file times but no class times republishes test-times.json only.
-- much less: the window has times, but a new file would lose more than `max_loss` of the
-  published entries (or have none). Something upstream is wrong (reports no longer parsed, a
+- much less: the window has times, but a new file, or its `"default"` section, would lose more
+  than `max_loss` of the published entries (or have none). The section is what the window
+  alone computed (the rest of the file carries the published entries along), so a window
+  that measured much less shows there. Something upstream is wrong (reports no longer parsed, a
   build_env renamed): an empty query once made PyTorch's planner fall back to a single
   shard. Nothing is published and the asset fails, with the old files still served.
 """
@@ -43,13 +50,15 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.partitions import days_ending
-from torchci_assets.publishing import kept_note
+from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
 
 DEFAULT = "default"
 WINDOW_DAYS = 14
 MAX_LOSS = 0.5
+RETIRED_AFTER_DAYS = 30
 TEST_TIMES_PATH = "stats/test-times.json"
 TEST_CLASS_TIMES_PATH = "stats/test-class-times.json"
+TEST_TIMES_DAY = "stats/test-times.day.json"  # the day both are for (publishing.record_day)
 
 FILE_TIMES_SCHEMA = pa.schema([
     ("build_env", pa.string()), ("test_config", pa.string()), ("file", pa.string()),
@@ -62,6 +71,7 @@ CLASS_TIMES_SCHEMA = pa.schema([
 
 
 SQL = SqlFiles(__file__)
+_DAILY_VIEW = dict(SQL.steps("daily_view"))
 
 
 class PublishRefused(Exception):
@@ -72,12 +82,15 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     """(per-file rows, per-class rows) averaged over the `window_days` days ending on `day`.
 
     Each row's time is sum(time) / sum(runs) over the window, i.e. the mean over every
-    successful main-branch run attempt, whichever day it ran.
+    successful main-branch run, whichever day its shards ran (`window_times.sql`). Partitions
+    written before test_time_daily kept runs split over days are read as they are.
     """
     con = connect()
     try:
-        if lake.register(con, "test_time_daily", days_ending(day, window_days), name="daily") == 0:
+        if lake.register(con, "test_time_daily", days_ending(day, window_days), name="daily_files") == 0:
             return [], []
+        columns = {d[0] for d in con.execute("SELECT * FROM daily_files LIMIT 0").description}
+        con.execute(_DAILY_VIEW["current" if "workflow_id" in columns else "summed_only"])
         rows = [dict(zip(("build_env", "test_config", "file", "classname", "time", "runs"), r))
                 for r in execute(con, SQL["window_times"], {"default": DEFAULT}).fetchall()]
     finally:
@@ -85,6 +98,28 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     files = [{k: v for k, v in r.items() if k != "classname"} for r in rows if r["classname"] is None]
     classes = [r for r in rows if r["classname"] is not None]
     return files, classes
+
+
+def active_build_envs(lake: Lake, day: str, days: int = RETIRED_AFTER_DAYS) -> set[str] | None:
+    """The build_envs with a job in the `days` days ending on `day`; None when the lake's
+    `workflow_job` does not reach back that far (see the module docstring)."""
+    month = days_ending(day, days)
+    if not any(d <= month[0] for d in lake.days("workflow_job")):
+        return None
+    con = connect()
+    try:
+        lake.register(con, "workflow_job", month, name="month")
+        return {env for (env,) in execute(con, SQL["active_build_envs"]).fetchall()}
+    finally:
+        con.close()
+
+
+def drop_retired(times: dict, active: set[str] | None) -> dict:
+    """`times` without the build_envs not in `active` (all kept when `active` is None); the
+    `"default"` averages, not a build_env, stay."""
+    if active is None:
+        return times
+    return {env: cfgs for env, cfgs in times.items() if env == DEFAULT or env in active}
 
 
 def _mean(values: list[float]) -> float:
@@ -132,15 +167,19 @@ def count_entries(times: dict) -> int:
 
 
 def check_publishable(name: str, previous: dict | None, new: dict, max_loss: float = MAX_LOSS) -> None:
-    """Raise PublishRefused when `new` is empty or keeps less than (1 - max_loss) of `previous`'s entries."""
-    after = count_entries(new)
-    if after == 0:
+    """Raise PublishRefused when `new` is empty, or when it or its `"default"` section keeps less
+    than (1 - max_loss) of the entries `previous` had there. The whole file carries the published
+    entries along (keep_old), so it alone would never show a window that measured much less;
+    the section, recomputed from the window only, does."""
+    if count_entries(new) == 0:
         raise PublishRefused(f"{name}: the new file has no entries; keeping the published one")
-    if previous:
-        before = count_entries(previous)
-        if after < (1 - max_loss) * before:
+    for what, before_doc, after_doc in (("file", previous or {}, new),
+                                        (f'"{DEFAULT}" section', (previous or {}).get(DEFAULT) or {},
+                                         new.get(DEFAULT) or {})):
+        before, after = count_entries(before_doc), count_entries(after_doc)
+        if before and after < (1 - max_loss) * before:
             raise PublishRefused(
-                f"{name}: the new file has {after} entries, the published one {before}: it would lose "
+                f"{name}: the new {what} has {after} entries, the published one {before}: it would lose "
                 f"{1 - after / before:.0%} of them (limit {max_loss:.0%}); keeping the published one")
 
 
@@ -163,10 +202,13 @@ class TimesReport:
     previous_entries: int | None
     previous_class_entries: int | None
     nothing_new: str = ""  # why a file was kept as published, when one was
+    later_day: str | None = None  # the later day the published files are for, which this one left alone
 
     @property
     def published(self) -> list[str]:
-        """The files written this time."""
+        """The files published this time."""
+        if self.later_day:
+            return []
         return [path for path, rows in ((TEST_TIMES_PATH, self.window_files),
                                         (TEST_CLASS_TIMES_PATH, self.window_classes)) if rows]
 
@@ -177,7 +219,9 @@ def publish_test_times(lake: Lake, outputs: Store, day: str, window_days: int = 
     `day`), merge them with the published files and publish both, or neither (PublishRefused).
 
     A file whose part of the window has no times is not new: it stays as published (see the
-    module docstring) and the report's `nothing_new` says why.
+    module docstring) and the report's `nothing_new` says why. When the published files are for
+    a later day (this is a re-run or a backfill) only the lake tables are written: the report's
+    `later_day` says which day is kept.
     """
     if not lake.files("test_time_daily", [day]):
         raise FileNotFoundError(f"test_time_daily has no partition for {day} in "
@@ -186,27 +230,33 @@ def publish_test_times(lake: Lake, outputs: Store, day: str, window_days: int = 
     lake.write("test_times", day, pa.Table.from_pylist(files, schema=FILE_TIMES_SCHEMA))
     lake.write("test_class_times", day, pa.Table.from_pylist(classes, schema=CLASS_TIMES_SCHEMA))
     old_times, old_classes = _load(outputs, TEST_TIMES_PATH), _load(outputs, TEST_CLASS_TIMES_PATH)
-    new_times = gen_test_file_times(files, old_times or {}, keep_old) if files else old_times
-    new_classes = gen_test_class_times(classes, old_classes or {}, keep_old) if classes else old_classes
+    later = later_day(outputs, TEST_TIMES_DAY, day)
+    if later:
+        return TimesReport(day, len(files), len(classes), _count(old_times), _count(old_classes),
+                           _count(old_times), _count(old_classes), later_day=later)
+    active = active_build_envs(lake, day) if files or classes else None
+    new_times = drop_retired(gen_test_file_times(files, old_times or {}, keep_old), active) if files else old_times
+    new_classes = drop_retired(gen_test_class_times(classes, old_classes or {}, keep_old), active) \
+        if classes else old_classes
     if files:
         check_publishable(TEST_TIMES_PATH, old_times, new_times, max_loss)
     if classes:
         check_publishable(TEST_CLASS_TIMES_PATH, old_classes, new_classes, max_loss)
     if classes:
-        outputs.write_bytes(TEST_CLASS_TIMES_PATH, dumps(new_classes))
+        write_if_changed(outputs, TEST_CLASS_TIMES_PATH, dumps(new_classes))
     if files:
-        outputs.write_bytes(TEST_TIMES_PATH, dumps(new_times))
+        write_if_changed(outputs, TEST_TIMES_PATH, dumps(new_times))
+    if files or classes:
+        record_day(outputs, TEST_TIMES_DAY, day)
     quiet = [path for path, rows in ((TEST_TIMES_PATH, files), (TEST_CLASS_TIMES_PATH, classes)) if not rows]
     nothing_new = ""
     if quiet:
         what = "test times" if len(quiet) == 2 else "file times" if not files else "class times"
         nothing_new = (f"no {what} from successful main-branch runs in the {window_days} days ending {day}: "
                        f"{kept_note(outputs, quiet)}")
-    return TimesReport(
-        day, len(files), len(classes),
-        None if new_times is None else count_entries(new_times),
-        None if new_classes is None else count_entries(new_classes),
-        None if old_times is None else count_entries(old_times),
-        None if old_classes is None else count_entries(old_classes),
-        nothing_new,
-    )
+    return TimesReport(day, len(files), len(classes), _count(new_times), _count(new_classes),
+                       _count(old_times), _count(old_classes), nothing_new)
+
+
+def _count(times: dict | None) -> int | None:
+    return None if times is None else count_entries(times)
