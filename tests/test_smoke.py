@@ -95,6 +95,23 @@ def test_published_documents_carry_the_evidence(tmp_path):
     assert json.loads(out.read_bytes("smoke-tests/mac.json"))["tests"] == []
 
 
+def test_a_rerun_of_an_earlier_day_leaves_the_later_sets(tmp_path):
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    earlier = "2026-10-20"
+    lake.write("flaky_test_platforms", earlier, pa.Table.from_pylist([
+        ev("test_old", "win", 300, 90), ev("test_old", "linux", 900, 0)]))
+    lake.write("flaky_test_platforms", D, pa.Table.from_pylist([
+        ev("test_new", "win", 300, 90), ev("test_new", "linux", 900, 0)]))
+    assert publish_smoke_tests(lake, out, D).paths == ["smoke-tests/linux.json", "smoke-tests/win.json"]
+    published = out.read_bytes("smoke-tests/win.json")
+
+    report = publish_smoke_tests(lake, out, earlier)
+    assert (report.paths, report.later_day, report.platforms) == ([], D, {"linux": 0, "win": 1})
+    assert out.read_bytes("smoke-tests/win.json") == published  # still test_new's set
+    assert [r["name"] for r in lake.read_files(lake.files("smoke_tests", [earlier])).to_pylist()] == ["test_old"]
+    assert publish_smoke_tests(lake, out, D).later_day is None  # the same day publishes again
+
+
 def test_end_to_end_from_a_history(tmp_path):
     # test_win fails on Windows on one commit in three, never on Linux; test_flaky flakes
     # (passes on rerun) on both platforms

@@ -227,6 +227,7 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "tests_per_platform": dg.MetadataValue.json(report.platforms),
         "published": dg.MetadataValue.json([outputs.store().display(p) for p in report.paths]),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
+        **(later_day_kept(context, report.day, report.later_day, SMOKE_DIR + "/") if report.later_day else {}),
     })
 
 

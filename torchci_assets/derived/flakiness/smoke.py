@@ -32,11 +32,13 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.flakiness.flaky import MIN_FLAKE_EVENTS, Z
 from torchci_assets.derived.flakiness.lists import UNKNOWN_PLATFORM, dumps, pytorch_key
+from torchci_assets.publishing import later_day, record_day, write_if_changed
 
 SMOKE_MIN_RUNS = 30
 SMOKE_MIN_EXCLUSIVE_SHAS = 3
 SMOKE_MIN_FAILURE_RATE = 0.05
 SMOKE_DIR = "smoke-tests"
+SMOKE_DAY = "stats/smoke-tests.day.json"  # the day the sets are for (publishing.record_day)
 
 SMOKE_SCHEMA = pa.schema(
     [("platform", pa.string()), ("rank", pa.int64()), ("file", pa.string()), ("classname", pa.string()),
@@ -100,20 +102,27 @@ class SmokeReport:
     platforms: dict[str, int]  # tests in each platform's set
     paths: list[str]
     nothing_new: str = ""  # why nothing was published, when nothing was
+    later_day: str | None = None  # the later day the published sets are for, which this day left as they are
 
 
 def publish_smoke_tests(lake: Lake, outputs: Store, day: str) -> SmokeReport:
     """Write the `smoke_tests` lake table for `day` and publish smoke-tests/<platform>.json for
-    every platform of the window (an empty set is published too: it is an answer)."""
+    every platform of the window (an empty set is published too: it is an answer), unless the
+    published sets are for a later day (`SMOKE_DAY`): a re-run or backfill of an earlier day writes
+    the lake table only, as CI must not be sent back to an older window."""
     platforms, rows, (start, end) = smoke_rows(lake, day)
     lake.write("smoke_tests", day, pa.Table.from_pylist(rows, schema=SMOKE_SCHEMA))
-    counts, paths = {}, []
+    counts = {p: sum(1 for r in rows if r["platform"] == p) for p in platforms}
+    if not platforms:
+        return SmokeReport(day, counts, [], f"no platform ran tests in the window ending {day}: the published sets "
+                                            f"under {outputs.display(SMOKE_DIR + '/')} stay as they are")
+    later = later_day(outputs, SMOKE_DAY, day)
+    if later:
+        return SmokeReport(day, counts, [], later_day=later)
+    paths = []
     for p in platforms:
-        mine = [r for r in rows if r["platform"] == p]
         path = f"{SMOKE_DIR}/{p}.json"
-        outputs.write_bytes(path, dumps(smoke_document(p, mine, start, end)))
-        counts[p] = len(mine)
+        write_if_changed(outputs, path, dumps(smoke_document(p, [r for r in rows if r["platform"] == p], start, end)))
         paths.append(path)
-    quiet = "" if platforms else (f"no platform ran tests in the window ending {day}: the published sets under "
-                                  f"{outputs.display(SMOKE_DIR + '/')} stay as they are")
-    return SmokeReport(day, counts, paths, quiet)
+    record_day(outputs, SMOKE_DAY, day)
+    return SmokeReport(day, counts, paths)
