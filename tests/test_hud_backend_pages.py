@@ -5,6 +5,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pyarrow as pa
+
 from conftest import write_lines
 from resources.lake import Lake
 from resources.storage import Store
@@ -62,3 +64,38 @@ def test_a_backend_page_shows_its_heads_and_the_level_windows(tmp_path):
     heads = page.split('id="heads"')[1]
     assert heads.count("<tr>") == 3 and "push" in heads and HEAD[:10] in heads
     assert 'href="../../backends.html"' in page  # two folders down
+
+
+def test_a_backend_page_links_only_the_pull_request_pages_the_site_has(tmp_path):
+    """Its heads go back 28 days, the pull requests' pages a week: an older one links to GitHub."""
+    job = {"repo": L3, "level": "L3", "event_type": "pull_request", "workflow_name": "npu", "job_name": "build",
+           "status": "completed", "conclusion": "success", "run_id": 1, "run_attempt": 1, "queue_s": 1.0,
+           "execution_s": 2.0, "callback_at": T0}
+    v = backend_pages.BackendViews(jobs=[{**job, "head_sha": "a" * 40}, {**job, "head_sha": "b" * 40}],
+                                   pr_numbers={"a" * 40: 7, "b" * 40: 42})
+    files = backend_pages.render(v, "pytorch/pytorch", "now", "hud", published={7})
+    page = files[f"hud/{backend_pages.backend_path(L3)}"]
+    assert 'href="../../pr/7.html"' in page and "pr/42.html" not in page
+    assert 'href="https://github.com/pytorch/pytorch/pull/42"' in page
+
+
+def test_the_page_of_a_backend_gone_from_the_window_is_deleted(tmp_path):
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import History
+    from test_hud_site import build
+
+    from torchci_assets.derived.hud.site import publish_site
+    from torchci_assets.ingest.ci_results import CI_RESULT_SCHEMA
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    History().write(lake)
+    row = {f.name: None for f in CI_RESULT_SCHEMA}
+    row.update(repo="acme/npu", level="L3", event_type="push", head_sha="c" * 40, workflow_name="npu", job_name="t",
+               run_id=5, run_attempt=1, status="completed", conclusion="failure", callback_at=T0, failure_kind="test",
+               received_at=T0)
+    lake.write("ci_result", HUD_DAY, pa.Table.from_pylist([row], schema=CI_RESULT_SCHEMA))
+    build(lake)
+    publish_site(lake, out, HUD_DAY, "pytorch/pytorch")
+    assert out.exists("hud/backends/acme/npu.html")
+    report = publish_site(lake, out, "2026-11-10", "pytorch/pytorch")  # 36 days later: out of its 28-day window
+    assert report.deleted == ["hud/backends/acme/npu.html"] and not out.exists("hud/backends/acme/npu.html")

@@ -17,7 +17,8 @@ def health(tmp_path, h: History, now=NOW, **kw) -> tuple[dict, dict]:
     """({sha: conclusion}, {(sha, job_group): row})."""
     lake = Lake.at(str(tmp_path / "lake"))
     h.write(lake)
-    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=kw.pop("min_groups", 1), now=now, **kw)
+    build_commit_health(lake, DAY, REPO, kw.pop("branches", ("refs/heads/main",)), min_groups=kw.pop("min_groups", 1),
+                        now=now, **kw)
     con = connect()
     lake.register(con, "commit_health", [DAY], name="c")
     cur = con.execute("SELECT * FROM c")
@@ -311,3 +312,19 @@ def test_a_pull_request_failure_is_broken_on_main_only_when_main_fails_every_one
             h.failing_test(pr_head, j, t)
     got = {r["name"].split(" /")[0]: (r["failure_class"], r["failing_test_count"]) for r in pr_rows(tmp_path, h)}
     assert got == {"linux-shared": ("broken_on_main", 1), "linux-mixed": ("new", 2), "linux-many": ("new", 7)}
+
+
+@pytest.mark.parametrize("branches", [("refs/heads/main", "refs/heads/release/2.9"),
+                                      ("refs/heads/release/2.9", "refs/heads/main"),
+                                      ("refs/heads/release/2.9", "refs/heads/master")])
+def test_only_the_main_branch_is_main_whatever_other_branches_are_relayed(tmp_path, branches):
+    """A release branch's pushes also run trunk: in main's timeline, its green commit pushed after main
+    broke would hide the break (and shift the guardians' culprit)."""
+    main = branches[1] if branches[1] == "refs/heads/master" else "refs/heads/main"
+    h = History()
+    for i, (ref, conclusion) in enumerate(((main, "failure"), ("refs/heads/release/2.9", "success")), start=1):
+        at = T0 + dt.timedelta(minutes=10 * i)
+        h.add("push", DAY, repo=REPO, ref=ref, after=sha(i), deleted=False, received_at=at)
+        h.job(sha(i), TEST.format(1), conclusion, workflow="trunk", run_id=i, created=at)
+    conclusions, _ = health(tmp_path, h, branches=branches)
+    assert conclusions == {sha(1): "red"}

@@ -126,6 +126,17 @@ class DrciConfig:
     author: str | None = None
 
 
+MAIN_BRANCHES = ("refs/heads/main", "refs/heads/master")
+
+
+def main_branch(branches: tuple[str, ...]) -> str:
+    """The one branch whose commits are "main" (the HUD, the guardians, code owners): `main` (or
+    `master`) when `branches` lists it, else the first. The others (a release branch) are relayed
+    too, but their pushes are not main's history: in one timeline a green release commit pushed
+    after main broke would hide the break, and move the guardians' culprit."""
+    return next((b for b in MAIN_BRANCHES if b in branches), branches[0])
+
+
 @dataclass(frozen=True)
 class TorchciConfig:
     """The whole of TORCHCI_CONFIG: the relay (upstream, allowlist, approvals, thresholds), the
@@ -143,6 +154,10 @@ class TorchciConfig:
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
     guardians: Any = None  # the `autorevert` and `alerts` sections (guardian_config.GuardianSettings)
+
+    @property
+    def main_branch(self) -> str:
+        return main_branch(self.branches)
 
     def entry_for(self, repo: str) -> AllowlistEntry | None:
         """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""

@@ -1,8 +1,9 @@
 """The Dr. CI comment as a section of the HUD's `pr/<n>.html`: the same text, as HTML.
 
 The body is Markdown with a few HTML tags of our own (details, summary, p, b); everything in it
-that came from CI (job names, test names, log lines) is escaped, then only those tags, links and
-inline code are turned back into markup. Emoji shortcodes become the characters GitHub shows.
+that came from CI (job names, test names, log lines) is escaped, then only inline code, and outside
+it those tags and links, are turned back into markup: inside a code span they stay text, as on
+GitHub. Emoji shortcodes become the characters GitHub shows.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ _CODE = re.compile(r"`([^`\n]+)`")
 SECTION_ID = "drci"
 
 
-def _line(line: str) -> str:
-    text = escape(line.strip(), quote=True)
+def _markup(text: str) -> str:
+    """Escaped text outside code spans with our tags, links and emoji made live again."""
     text = _TAGS.sub(lambda m: f"<{m[1]}{m[2]}{m[3] or ''}>", text)
     text = _LINK.sub(lambda m: f'<a href="{m[2]}">{m[1]}</a>', text)
-    text = _CODE.sub(lambda m: f'<code class="mono">{m[1]}</code>', text)
     for code, char in EMOJI.items():
         text = text.replace(code, char)
+    return text
+
+
+def _line(line: str) -> str:
+    # code spans first, as GitHub reads them: a log line in one (text the pull request's own code
+    # printed) stays literal, whatever links or tags it spells
+    parts = _CODE.split(escape(line.strip(), quote=True))
+    text = "".join(f'<code class="mono">{part}</code>' if i % 2 else _markup(part) for i, part in enumerate(parts))
     if line.startswith("## "):
         return f"<h3>{text[3:]}</h3>"
     if line.startswith("### "):

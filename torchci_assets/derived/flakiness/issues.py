@@ -770,7 +770,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
             return unchanged, mode
         tracker = IssueTracker(github, config.upstream_repo)  # a DISABLED issue changed: read them all again
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
-    owners = OwnerLookup(github, config.upstream_repo, config.branches[0].removeprefix("refs/heads/"),
+    owners = OwnerLookup(github, config.upstream_repo, config.main_branch.removeprefix("refs/heads/"),
                          config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
                                   config.disabled_issues.max_new_per_run, run_id, log, warn, owners)

@@ -51,7 +51,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),
                                  config.min_job_groups, unstable_jobs=unstable)
     if report.commits == 0:
-        context.log.info(f"no push to {', '.join(relay.branches)} of {relay.upstream_repo} on "
+        context.log.info(f"no push to {relay.main_branch} of {relay.upstream_repo} on "
                          f"D-{LOOKBACK_DAYS}..{day}: wrote an empty partition")
     yield dg.MaterializeResult(metadata={
         "commits": report.commits, "rows": report.rows,
@@ -73,13 +73,16 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
           "flaky_tests", "commit_health"],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
-                "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo).",
+                "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo). "
+                "A job of an open UNSTABLE issue is marked unstable, as on main; a head with no job yet has one "
+                "row whose job columns are null.",
 )
 @lake_metadata
-def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource,
+                  outputs: OutputsResource) -> dg.MaterializeResult:
     day = context.partition_key
     lk = lake.lake()
-    report = build_pr_jobs(lk, day, load_config().upstream_repo)
+    report = build_pr_jobs(lk, day, load_config().upstream_repo, unstable_jobs=load_unstable_jobs(outputs.store()))
     return dg.MaterializeResult(metadata={
         "pull_requests": report.pull_requests, "rows": report.rows, "downstream_rows": report.downstream_rows,
         **{f"failures_{c}": n for c, n in report.failure_classes.items()},

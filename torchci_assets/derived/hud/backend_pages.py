@@ -94,8 +94,11 @@ def pr_section(jobs: list[dict]) -> str:
     return body
 
 
-def backend_page(repo: str, views: BackendViews, upstream: str, generated: str) -> str:
-    """backends/<owner>/<repo>.html: windows, then the recent heads with their jobs."""
+def backend_page(repo: str, views: BackendViews, upstream: str, generated: str,
+                 published: frozenset[int] | set[int] = frozenset()) -> str:
+    """backends/<owner>/<repo>.html: windows, then the recent heads with their jobs. A pull request
+    links to its page when it has one on the site (`published`), else to GitHub: the heads go back
+    further than the pull requests' pages."""
     mine = [j for j in views.jobs if j["repo"] == repo]
     level = mine[-1]["level"] if mine else ""
     windows = [w for w in views.windows if w["repo"] == repo]
@@ -109,8 +112,9 @@ def backend_page(repo: str, views: BackendViews, upstream: str, generated: str) 
     rows = []
     for sha, jobs in list(heads.items())[:RECENT_HEADS]:
         number = views.pr_numbers.get(sha)
-        what = (f'<a href="../../pr/{number}.html">PR #{number}</a>' if number
-                else escape(jobs[0]["event_type"] or "push"))
+        what = (escape(jobs[0]["event_type"] or "push") if not number
+                else f'<a href="../../pr/{number}.html">PR #{number}</a>' if number in published
+                else f'<a href="https://github.com/{escape(upstream)}/pull/{number}">PR #{number}</a>')
         failed = sum(1 for j in jobs if j["status"] == "completed" and j["conclusion"] not in ("success", "neutral", "skipped"))
         running = sum(1 for j in jobs if j["status"] != "completed")
         rows.append([what, f'<span class="mono">{pages.commit_link(upstream, sha)}</span>', str(len(jobs)),
@@ -133,9 +137,10 @@ def backend_links(views: BackendViews) -> str:
         f'<a href="{escape(backend_path(r))}">{escape(r)}</a>' for r in repos) + "</p>")
 
 
-def render(views: BackendViews, upstream: str, generated: str, site_dir: str) -> dict[str, str]:
-    """Every backend page, as {path under the outputs: html}."""
-    return {f"{site_dir}/{backend_path(r)}": backend_page(r, views, upstream, generated)
+def render(views: BackendViews, upstream: str, generated: str, site_dir: str,
+           published: frozenset[int] | set[int] = frozenset()) -> dict[str, str]:
+    """Every backend page, as {path under the outputs: html}; `published`: the pull requests with a page."""
+    return {f"{site_dir}/{backend_path(r)}": backend_page(r, views, upstream, generated, published)
             for r in sorted({j["repo"] for j in views.jobs}) if not repo_name_problem(r)}
 
 

@@ -1,11 +1,15 @@
 """Greenness of upstream main commits (`commit_health`) and of pull requests' heads (`pr_jobs`).
 
-PyTorch's semantics (test-infra `torchci/clickhouse_queries/master_commit_red/query.sql`):
+PyTorch's semantics (test-infra `torchci/clickhouse_queries/master_commit_red/query.sql`), but for
+the job groups:
 
 * A **job group** is a job name with its shard numbers stripped
-  (`linux-jammy / test (default, 2, 5, linux.4xlarge)` -> `test (default, linux.4xlarge)`),
-  prefixed here with its workflow: the same job name in two workflows (a build in `pull` and in
-  `trunk`) is two groups, where PyTorch's query would merge them.
+  (`linux-jammy / test (default, 2, 5, linux.4xlarge)` -> `linux-jammy / test (default, linux.4xlarge)`),
+  prefixed with its workflow. PyTorch's query strips the whole `(...)` suffix (`linux-jammy / test`,
+  every config one group) and ignores the workflow (a build in `pull` and in `trunk` is one group);
+  here each config and each workflow is a group of its own (the grid shows a failure in its
+  config's column). So the groups differ in number from PyTorch's, and so can what is counted
+  against MIN_JOB_GROUPS and a group's rerun history (flaky or failure). This grouping is kept.
 * **Placeholder job ids collapse**: GitHub sometimes creates a job id at dispatch that never gets
   a runner nor a conclusion, then a second id for the same job that runs. Every id with the same
   (run, attempt, job name) is one job identity: `failed` if any id failed (or it is unresolved and
@@ -59,6 +63,7 @@ import pyarrow.compute as pc
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute, relation, run_steps
+from torchci_assets.config import main_branch
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.partitions import days_around
 
@@ -104,6 +109,7 @@ PR_JOBS_SCHEMA = pa.schema([
     ("pr_updated_at", TS), ("as_of", TS), ("source", pa.string()), ("level", pa.string()),
     *_IDENTITY_FIELDS,
     ("cancelled", pa.bool_()),  # a failure whose every failing job was cancelled: Dr. CI's CANCELLED, not NEW
+    ("unstable", pa.bool_()),  # a job of an open UNSTABLE issue (unstable.py): Dr. CI's UNSTABLE, as main's U
 ])
 
 
@@ -150,8 +156,9 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
                         blocking: tuple[str, ...] = BLOCKING_WORKFLOWS, min_groups: int = MIN_JOB_GROUPS,
                         stale_hours: int = STALE_HOURS, now: dt.datetime | None = None,
                         unstable_jobs: list[str] | None = None) -> CommitHealthReport:
-    """Write `commit_health` for `day`: the commits pushed to `branches` of `upstream_repo` on
-    day-LOOKBACK_DAYS..day and their job groups, as of the end of `day` (see the module docstring).
+    """Write `commit_health` for `day`: the commits pushed to the main branch of `branches`
+    (`main_branch`) of `upstream_repo` on day-LOOKBACK_DAYS..day and their job groups, as of the end
+    of `day` (see the module docstring).
     `unstable_jobs`: the jobs of the open UNSTABLE issues (unstable.py)."""
     as_of = as_of_instant(day, now)
     window = days_around(day, LOOKBACK_DAYS)
@@ -160,7 +167,7 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
         inputs = register_inputs(con, lake, {
             "w_push": window, "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
             "w_flaky": [day], "w_job_failure": window})
-        values = {"upstream_repo": upstream_repo, "branches": list(branches), "as_of": as_of,
+        values = {"upstream_repo": upstream_repo, "branch": main_branch(branches), "as_of": as_of,
                   "blocking": list(blocking), "signal": list(SIGNAL_WORKFLOWS), "min_groups": int(min_groups),
                   "stale_before": as_of - dt.timedelta(hours=int(stale_hours)),
                   "unstable": list(unstable_jobs or [])}
@@ -194,11 +201,14 @@ class PrJobsReport:
 
 
 def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: tuple[str, ...] = ("L3", "L4"),
-                  stale_hours: int = STALE_HOURS, now: dt.datetime | None = None) -> PrJobsReport:
+                  stale_hours: int = STALE_HOURS, now: dt.datetime | None = None,
+                  unstable_jobs: list[str] | None = None) -> PrJobsReport:
     """Write `pr_jobs` for `day`: for each pull request of `upstream_repo` active on
     day-LOOKBACK_DAYS..day, every job of its latest head (the latest attempt of each job name, with its
     failure class) and the downstream backends' results for that head (`source` = the backend repo,
-    levels in `downstream_levels`), as of the end of `day`."""
+    levels in `downstream_levels`), as of the end of `day`; one row with no job for a head without
+    any. `unstable_jobs` as for `build_commit_health`: a pull request's job is unstable as it would
+    be on main."""
     as_of = as_of_instant(day, now)
     window = days_around(day, LOOKBACK_DAYS)
     con = connect()
@@ -206,9 +216,11 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
         register_inputs(con, lake, {
             "w_pr": window, "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
             "w_flaky": [day], "w_job_failure": window, "w_ci": window, "w_health": [day]})
-        values = {"upstream_repo": upstream_repo, "as_of": as_of, "levels": list(downstream_levels)}
+        values = {"upstream_repo": upstream_repo, "as_of": as_of, "levels": list(downstream_levels),
+                  "unstable": list(unstable_jobs or [])}
         run_steps(con, SQL.steps("pr_heads"), values)
         _identities(con, as_of, stale_hours)
+        run_steps(con, [s for s in SQL.steps("commit_groups") if s[0] == "unstable"], values)
         run_steps(con, SQL.steps("pr_jobs"), values)
         table = con.sql("SELECT * FROM pr_job_rows").to_arrow_table().cast(PR_JOBS_SCHEMA)
         rows = lake.write("pr_jobs", day, table)

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation
+from torchci_assets.config import main_branch
 from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS
 from torchci_assets.derived.hud.inputs import register
 
@@ -64,7 +65,8 @@ class MetricsReport:
 
 
 def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...]) -> MetricsReport:
-    """Write `ci_metrics_daily` for `day` (see the module docstring); returns the headline figures."""
+    """Write `ci_metrics_daily` for `day` (see the module docstring); returns the headline figures.
+    Of `branches`, only the main branch's commits and jobs count (`main_branch`), as in commit_health."""
     commits_day = (dt.date.fromisoformat(day) - dt.timedelta(days=SETTLE_DAYS)).isoformat()
     before = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
     con = connect()
@@ -76,8 +78,9 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
                                   ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks"),
                                   ("push", [day], "pushes")):
             register(con, lake, table, days, view)
+        main = main_branch(branches)  # main's commits and jobs, as commit_health has them
         values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,
-                  "branches": list(branches), "branch_names": [b.removeprefix("refs/heads/") for b in branches],
+                  "branches": [main], "branch_names": [main.removeprefix("refs/heads/")],
                   "failing_conclusions": list(FAILING_CONCLUSIONS)}
         table = _with_schema(relation(con, SQL["ci_metrics_daily"], values).to_arrow_table())
     finally:

@@ -95,12 +95,11 @@ def _time(t: dt.datetime | None) -> str:
     return "-" if t is None else t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False,
-              cancelled: bool | None = False) -> str:
-    """A failure of an unstable job is shown as such, as PyTorch's HUD shows it (a warning); a pull
-    request's job failed by cancellation only, as Dr. CI lists it (to retry, not the code's)."""
+def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False) -> str:
+    """A main commit's cell. A failure of an unstable job is shown as such, as PyTorch's HUD shows
+    it (a warning). A pull request's job has its kind from pr_rows.sql, in Dr. CI's order."""
     if state == "failure":
-        return "unstable" if unstable else "cancelled" if cancelled else failure_class or "new"
+        return "unstable" if unstable else failure_class or "new"
     return state if state in CELL_KINDS else "skipped"
 
 
@@ -143,10 +142,11 @@ def _cell_title(r: dict) -> str:
 
 
 def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, prs: list[dict], repo: str,
-              generated: str, note: str, marks: dict | None = None) -> str:
+              generated: str, note: str, marks: dict | None = None, prs_note: str = "") -> str:
     """index.html: `commits` newest first (sha, pushed_at, conclusion, time_to_signal_s), `groups`
     (job_group, blocking) in column order, `cells[(sha, job_group)]` the commit_health row;
-    `marks[sha]` the HTML of the trunk guardians' marks of a commit."""
+    `marks[sha]` the HTML of the trunk guardians' marks of a commit; `prs_note` what the list of
+    pull requests leaves out."""
     marks = marks or {}
     # a row of workflows over their groups, then each group's job name, rotated
     spans: list[list] = []
@@ -189,14 +189,16 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
         f'<td class="mono">{_time(p["pr_updated_at"])}</td><td>{p["jobs"]}</td>'
         f'<td class="new">{p["new"] or ""}</td><td class="brk">{p["broken_on_main"] or ""}</td>'
         f'<td class="kfl">{p["known_flaky"] or ""}</td><td class="inf">{p["infra"] or ""}</td>'
+        f'<td class="uns">{p["unstable"] or ""}</td>'
         f'<td class="can">{p["cancelled"] or ""}</td><td class="pen">{p["pending"] or ""}</td></tr>' for p in prs)
     pr_table = (f'<table class="list"><tr><th>PR</th><th>state</th><th>head</th><th>updated (UTC)</th><th>jobs</th>'
-                f'<th>new failures</th><th>broken on main</th><th>known flaky</th><th>infra</th><th>cancelled</th>'
-                f'<th>pending</th></tr>{pr_rows}</table>' if prs
+                f'<th>new failures</th><th>broken on main</th><th>known flaky</th><th>infra</th><th>unstable</th>'
+                f'<th>cancelled</th><th>pending</th></tr>{pr_rows}</table>' if prs
                 else '<p class="empty">No pull request activity in the window.</p>')
     body = (f'<p class="muted">{escape(note)}</p>{legend()}'
             f'<div style="overflow-x:auto">{grid}</div>'
-            f'<h2 id="prs">Pull requests</h2>{pr_table}')
+            f'<h2 id="prs">Pull requests</h2>'
+            + (f'<p class="muted" id="prs-cut">{escape(prs_note)}</p>' if prs_note else "") + pr_table)
     return layout(f"{repo} main: CI at a glance", "index.html", body, generated)
 
 
@@ -249,18 +251,19 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
 
 def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str,
             backends: str = "") -> str:
-    """pr/<number>.html: every job of the PR's latest head, failures classified, then downstream results."""
-    order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "pending": 5, "flaky": 6,
-             "success": 7, "skipped": 8}
+    """pr/<number>.html: every job of the PR's latest head, failures classified (each job's `kind`,
+    as pr_rows.sql tells it), then downstream results."""
+    order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "unstable": 5, "pending": 6,
+             "flaky": 7, "success": 8, "skipped": 9}
 
     def kind(j):
-        return cell_kind(j["state"], j["failure_class"], cancelled=j.get("cancelled"))
+        return j["kind"] if j["kind"] in CELL_KINDS else "skipped"
 
     counts: dict[str, int] = {}
     for j in jobs:
         counts[kind(j)] = counts.get(kind(j), 0) + 1
     summary = " · ".join(f'<b class="{CELL_KINDS[k][1]}">{CELL_KINDS[k][0]}</b> {n} {escape(CELL_KINDS[k][2])}'
-                         for k, n in sorted(counts.items(), key=lambda kv: order.get(kv[0], 9)))
+                         for k, n in sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
 
     def row(j, link=True):
         glyph, css, label = CELL_KINDS[kind(j)]
@@ -277,7 +280,7 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
                 f'<a href="{escape(url)}">{name}</a>' if url else name, str(j["attempts"] or 1),
                 duration(j["duration_s"]), detail]
 
-    jobs = sorted(jobs, key=lambda j: (order.get(kind(j), 9), j["workflow"] or "", j["name"] or ""))
+    jobs = sorted(jobs, key=lambda j: (order.get(kind(j), len(order)), j["workflow"] or "", j["name"] or ""))
     ds = sorted(downstream, key=lambda j: (j["source"], j["name"] or ""))
     ds_rows = [[escape(j["source"]), escape(j["level"] or "")] + row(j, link=False) for j in ds]
     head = pr["head_sha"]

@@ -4,9 +4,11 @@ What each page reads (never raw job or test rows):
   index.html      `commit_health`: the newest state of the last `commits` main commits, each from
                   the newest partition that has it (a partition holds LOOKBACK_DAYS+1 days of
                   pushes; the one LOOKBACK_DAYS after a push has that commit's final state);
-                  `pr_jobs` likewise for the pull requests listed under the grid;
-  pr/<n>.html     `pr_jobs`: each pull request active in the last `pr_days` days, from the newest
-                  partition that has it;
+                  `pr_jobs` likewise for the pull requests listed under the grid (the
+                  MAX_PRS_LISTED most recently updated, the list says when it is cut);
+  pr/<n>.html     `pr_jobs`: those pull requests and every one with a Dr. CI comment of the day
+                  (the comment links to its page), each from the newest partition of the last
+                  `pr_days` days that has it;
   metrics.html    `ci_metrics_daily` of the last `metrics_days` days;
   tests.html      `flaky_tests` and `disabled_tests` of the day, and `test_time_regressions` once the
                   sharding domain writes it;
@@ -14,8 +16,9 @@ What each page reads (never raw job or test rows):
                   `ci_metrics_daily`.
 
 Publishing. Each file is written whole under a temporary name and renamed (one PUT on S3), the
-pages index.html links to first and index.html last, then the pages of pull requests no longer
-listed are deleted: a reader never sees a half-written page nor a link to a page not yet there.
+pages index.html links to first and index.html last, then the pages of pull requests and backends
+no longer rendered are deleted: a reader never sees a half-written page nor a link to a page not yet
+there, and a backend's page does not outlive its results.
 A page whose content is what was published last (`hud/site.json` keeps each page's digest, the
 "generated" time left out) is not rewritten: a refresh every few minutes rewrites only the pages
 its new results reach, and a page's "generated" time is when its content last changed.
@@ -34,7 +37,7 @@ from html import escape
 from pathlib import Path
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, compose, execute
+from resources.sql import SqlFiles, compose, execute, run_steps
 from resources.storage import Store
 from torchci_assets.derived.drci import page as drci_page
 from torchci_assets.derived.drci.build import load_comments
@@ -51,12 +54,16 @@ SITE_META = f"{SITE_DIR}/site.json"
 LEVELS_FILE = "backend-levels.json"
 MAX_PAGE_BYTES = 2 * 1024 * 1024
 MAX_TESTS_LISTED = 3000
-MAX_PRS_LISTED = 300
+MAX_PRS_LISTED = 300  # on index.html; every pull request with a Dr. CI comment has a page all the same
+PR_PAGES_PER_READ = 100
+# the folders of pages that come and go with their subject (a pull request, a backend): a page there
+# that a publish no longer renders is deleted
+PAGE_FOLDERS = ("pr", "backends")
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
-# the code that renders a pull request's page: a new version renders every page again
-_RENDERING = hashlib.sha256(b"".join(Path(m.__file__).read_bytes()
-                                     for m in (pages, backend_pages, drci_page))).hexdigest()
+# the code that renders a pull request's page (its jobs' kinds included): a new version renders every page again
+_RENDERING = hashlib.sha256(b"".join([*(Path(m.__file__).read_bytes() for m in (pages, backend_pages, drci_page)),
+                                      SQL["pr_rows"].encode()])).hexdigest()
 
 
 @dataclass
@@ -90,16 +97,18 @@ def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _newest(con, lake: Lake, table: str, days: list[str], key: str, order: str, limit: int) -> bool:
-    """Temp table `newest_<table>`: the rows of the `limit` keys latest by `order`, each from the newest
-    partition of `days` that holds it (its latest word; a day whose partition is missing is skipped).
+def _newest(con, lake: Lake, table: str, days: list[str], key: str, order: str, limit: int,
+            also: list = ()) -> bool:
+    """Temp table `newest_<table>`: the rows of the `limit` keys latest by `order` and of the keys in
+    `also`, each from the newest partition of `days` that holds it (its latest word; a day whose
+    partition is missing is skipped).
 
     Two passes: the keys, their newest partition and `order` first (three columns), then the rows of
     the chosen keys only, so the window's older partitions cost little."""
     if not lake.register(con, table, days, name=f"w_{table}"):
         return False
     names = {"source": f"w_{table}", "keys": f"keys_{table}", "newest": f"newest_{table}", "key": key}
-    execute(con, compose(SQL["newest_keys"], order=order, **names), {"limit": int(limit)})
+    execute(con, compose(SQL["newest_keys"], order=order, **names), {"limit": int(limit), "also": list(also)})
     execute(con, compose(SQL["newest_rows"], **names))
     return True
 
@@ -121,14 +130,18 @@ def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list
     return heads, _group_order(list(groups)), {(r["sha"], r["job_group"]): r for r in rows}
 
 
-def load_prs(con, lake: Lake, day: str, pr_days: int) -> tuple[list[dict], dict[int, str]]:
-    """(one summary per pull request, newest first; a digest of its job rows by number)."""
-    if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED):
-        return [], {}
-    con.execute(SQL["pr_jobs_cancelled_column"])
-    prs = _rows(con, SQL["pr_summaries"], {"limit": MAX_PRS_LISTED})
+def load_prs(con, lake: Lake, day: str, pr_days: int,
+             also: list[int] = ()) -> tuple[list[dict], dict[int, str], int]:
+    """(one summary per pull request, newest first: the MAX_PRS_LISTED latest and those of `also`,
+    the pull requests Dr. CI commented on, which link to their page; a digest of its job rows by
+    number; how many pull requests the window has)."""
+    if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED,
+                   list(also)):
+        return [], {}, 0
+    run_steps(con, SQL.steps("pr_rows"))
+    prs = _rows(con, SQL["pr_summaries"])
     digests = {r["number"]: r["digest"] for r in _rows(con, SQL["pr_digests"], {"numbers": [p["number"] for p in prs]})}
-    return prs, digests
+    return prs, digests, _rows(con, SQL["pr_count"])[0]["active"]
 
 
 def load_pr_jobs(con, numbers: list[int]) -> dict[int, list[dict]]:
@@ -276,22 +289,15 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     con = connect()
     try:
         heads, groups, cells = load_grid(con, lake, day, settings.commits)
-        prs, pr_digests = load_prs(con, lake, day, settings.pr_days)
+        prs, pr_digests, active = load_prs(con, lake, day, settings.pr_days, sorted(drci))
         redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report)
-        pr_jobs = load_pr_jobs(con, [p["number"] for p in redo])
+        files = render_pr_pages(con, redo, drci, backends_by_head, repo, generated)
         metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
         tests = load_tests(con, lake, day)
         slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
     report.commits, report.job_groups, report.pull_requests = len(heads), len(groups), len(prs)
-    files: dict[str, str] = {}
-    for p in redo:
-        jobs = pr_jobs.get(p["number"], [])
-        files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
-            p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
-            repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
-            (drci.get(p["number"]) or {}).get("body"))
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
@@ -304,19 +310,45 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
                    + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
-    files.update(backend_pages.render(backends, repo, generated, SITE_DIR))
+    files.update(backend_pages.render(backends, repo, generated, SITE_DIR, {p["number"] for p in prs}))
     now = as_of_instant(day)
     files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, now, repo, generated)
     marks = {sha: guardians_hud.mark_badges(m) for sha, m in guardians_hud.guardian_marks(lake, now).items()}
     files[f"{SITE_DIR}/index.html"] = pages.grid_page(
-        heads, groups, cells, prs, repo, generated,
+        heads, groups, cells, prs[:MAX_PRS_LISTED], repo, generated,
         f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
         "conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
         "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.",
-        marks)
+        marks, _listed_note(active, settings.pr_days))
     out = {path: html.encode() for path, html in files.items()}
     report.pages = {path: len(data) for path, data in out.items()}
     return out, report
+
+
+def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_head: dict[str, list[dict]], repo: str,
+                    generated: str) -> dict[str, str]:
+    """pr/<n>.html of each of `prs`, their job rows read PR_PAGES_PER_READ pull requests at a time:
+    every pull request with a Dr. CI comment has a page, and all their rows at once would be hundreds
+    of thousands of dicts."""
+    files = {}
+    for at in range(0, len(prs), PR_PAGES_PER_READ):
+        batch = prs[at:at + PR_PAGES_PER_READ]
+        rows = load_pr_jobs(con, [p["number"] for p in batch])
+        for p in batch:
+            jobs = rows.get(p["number"], [])
+            files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
+                p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
+                repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
+                (drci.get(p["number"]) or {}).get("body"))
+    return files
+
+
+def _listed_note(active: int, pr_days: int) -> str:
+    """What index.html says of its pull request list when it is cut at MAX_PRS_LISTED."""
+    if active <= MAX_PRS_LISTED:
+        return ""
+    return (f"The {MAX_PRS_LISTED} most recently updated of the {active} pull requests active in the last {pr_days} "
+            "days. Every pull request with a Dr. CI comment has its page at pr/<number>.html, listed here or not.")
 
 
 def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dict[int, dict],
@@ -358,7 +390,7 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
         return SiteReport(day, False)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     before = _published_meta(outputs)
-    present = {e.path for e in outputs.list_files(f"{SITE_DIR}/pr", (".html",))}
+    present = {e.path for folder in PAGE_FOLDERS for e in outputs.list_files(f"{SITE_DIR}/{folder}", (".html",))}
     rendered = {p: d for p, d in (before.get("inputs") or {}).items() if p in present and p in before["digests"]}
     files, report = render_site(lake, outputs, day, repo, settings or SiteSettings(), generated,
                                 rendered if reuse else None)
@@ -382,7 +414,7 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
         f"{len(report.unchanged)} of them unchanged and left as they were, "
-        f"{len(stale)} stale pull request pages removed")
+        f"{len(stale)} stale pull request and backend pages removed")
     return report
 
 

@@ -9,5 +9,5 @@ WITH latest AS (
     GROUP BY number
 )
 SELECT * FROM latest
-WHERE state = 'open' AND number NOT IN (SELECT number FROM pj)
+WHERE state = 'open' AND number NOT IN (SELECT number FROM pj WHERE source IS NOT NULL)
 ORDER BY number

@@ -1,7 +1,8 @@
--- pr_jobs' rows (after job_identities.sql over the pull requests' heads): every job of each pull
--- request's latest head, the latest attempt of each job name with its failure class (and whether it
--- was cancelled), and the downstream backends' results (levels in $levels) for that head. $as_of: the
--- partition's instant.
+-- pr_jobs' rows (after job_identities.sql over the pull requests' heads, and commit_groups.sql's step
+-- `unstable`): every job of each pull request's latest head, the latest attempt of each job name with
+-- its failure class (whether it was cancelled, whether it is unstable as on main), and the downstream
+-- backends' results (levels in $levels) for that head. $as_of: the partition's instant. A pull
+-- request whose head has no job yet has one row, its job columns NULL.
 
 -- step: latest_identities
 -- each job name's latest attempt: the highest attempt of the newest run of its workflow on the head (PyTorch's
@@ -33,9 +34,10 @@ WITH github0 AS (
            c.failure_class, i.attempts, i.job_id, i.run_id, i.run_attempt, i.duration_s, i.started_at,
            i.completed_at, i.build_env, i.test_config, i.platform, c.infra_reason, c.failure_line,
            coalesce(c.failing_tests, []) AS failing_tests, coalesce(c.failing_test_count, 0) AS failing_test_count,
-           k.sha IS NOT NULL AS cancelled
+           k.sha IS NOT NULL AS cancelled, u.name IS NOT NULL AS unstable
     FROM latest_identities i LEFT JOIN identity_class c USING (sha, run_id, run_attempt, name)
     LEFT JOIN cancelled_identities k USING (sha, run_id, run_attempt, name)
+    LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
 ),
 -- a new failure whose group was failing on main when the job started, with every one of its failing tests
 -- failing there too (or none known on either side: a build, a lint), came with main: broken on main. One
@@ -78,10 +80,14 @@ downstream AS (
            NULL::VARCHAR AS platform,
            CASE WHEN failure_kind = 'infrastructure' THEN 'downstream-infra' END AS infra_reason,
            NULL::VARCHAR AS failure_line, []::VARCHAR[] AS failing_tests,
-           coalesce(failed, 0) AS failing_test_count, false AS cancelled
+           coalesce(failed, 0) AS failing_test_count, false AS cancelled, false AS unstable
     FROM ci
 )
+-- every pull request with a known head, its jobs' columns NULL (one header row) while its head has none: a new
+-- head whose CI has not started, or a pull request merged days after its CI ran. Left out, it would show an
+-- older partition's head and state, or vanish from the HUD.
 SELECT p.number, p.head_sha, p.state AS pr_state, p.merged, p.head_ref, p.base_ref, p.labels,
        p.pr_updated_at, $as_of AS as_of, j.* EXCLUDE (head_sha)
-FROM prs p JOIN (SELECT * FROM github UNION ALL BY NAME SELECT * FROM downstream) j USING (head_sha)
+FROM prs p LEFT JOIN (SELECT * FROM github UNION ALL BY NAME SELECT * FROM downstream) j USING (head_sha)
+WHERE p.head_sha IS NOT NULL
 ORDER BY p.number, j.source, j.workflow, j.name
