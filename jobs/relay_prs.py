@@ -24,6 +24,7 @@ definition time.
 import hashlib
 import json
 import time
+import uuid
 from collections import Counter
 
 import dagster as dg
@@ -221,7 +222,9 @@ def tick_writer(context, sensor: str, github: GitHubResource, lake: LakeResource
     if github.dry_run:
         context.log.warning("DRY RUN: no GitHub credentials; what would be sent is logged and recorded "
                             "as dry_run (set GITHUB_TOKEN to send)")
-    run_id = f"{sensor}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+    # Unique per tick: the ledgers tell a writer's own earlier claims by it (check_runs.stale_claims),
+    # and two replicas' ticks in the same second must not pass for one writer.
+    run_id = f"{sensor}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}#{uuid.uuid4().hex[:8]}"
     return Writer(github.model_copy(update=CLIENT_LIMITS), lake.lake(), archive.store(), load_config(), run_id,
                   context.log.info, CLAIM_SETTLE_S, time.monotonic() + LISTENING.act_s)
 

@@ -3,8 +3,8 @@
 `python -m tests.relay_replica SENSOR LAKE ARCHIVE API_URL CURSOR_FILE GO_FILE OUT_FILE` creates
 OUT_FILE.ready once set up, waits until GO_FILE exists (so two replicas tick together), runs one tick of SENSOR
 (`pull_request_sensor` or `check_run_sensor`) from the cursor in CURSOR_FILE against the given
-lake, archive and GitHub API (a token: it really sends), and writes the tick's outcomes as JSON
-to OUT_FILE. The relay config comes from TORCHCI_CONFIG, as in a deployment.
+lake, archive and GitHub API (a token: it really sends), and writes the tick's outcomes and the
+run configs of what it left to runs as JSON to OUT_FILE. The relay config comes from TORCHCI_CONFIG, as in a deployment.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main(sensor: str, lake: str, archive: str, api_url: str, cursor_file: str, g
     outcomes = {}
     for event in result.asset_events:
         outcomes.update(event.metadata["outcomes"].data)
-    Path(out_file).write_text(json.dumps({"outcomes": outcomes, "runs": len(result.run_requests)}))
+    Path(out_file).write_text(json.dumps({"outcomes": outcomes, "runs": [r.run_config for r in result.run_requests]}))
 
 
 if __name__ == "__main__":

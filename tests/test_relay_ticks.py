@@ -227,11 +227,22 @@ def test_two_replica_processes_ticking_at_once_dispatch_each_delivery_once(https
     cursor = started(roots, github(httpserver))
     ids, _ = deliver(roots, pr_payload("opened"), pr_payload("closed"))
     replicas = race("pull_request_sensor", roots, httpserver, cursor, tmp_path)
-    assert sent(server) == Counter({(d, r): 1 for d in ids for r in REPOS})
     for delivery in ids:  # one replica sent; the other saw its claim or its answer, and stood down
-        for repo in REPOS:
+        for repo in REPOS:  # (or, its claim slow to write on a loaded machine, withdrew: see below)
             seen = sorted(rep["outcomes"][delivery][repo] for rep in replicas)
-            assert seen[1] == "ok" and seen[0] in ("already_acknowledged", "claimed_elsewhere", "in_doubt"), seen
+            assert ("ok" in seen) + ("deferred" in seen) == 1, seen
+            assert set(seen) - {"ok", "deferred"} <= {"already_acknowledged", "claimed_elsewhere", "in_doubt"}, seen
+    run_left(pull_request_dispatch_job, replicas, roots, httpserver)
+    assert sent(server) == Counter({(d, r): 1 for d in ids for r in REPOS})
+
+
+def run_left(job, replicas: list[dict], roots, httpserver) -> None:
+    """Execute the runs the replicas' ticks left behind, as the daemon would."""
+    for config in (c for rep in replicas for c in rep["runs"]):
+        op = next(iter(config["ops"]))
+        config["ops"][op]["config"].update(claim_settle_s=0.01, retry_wait_s=0.05)
+        assert job.execute_in_process(run_config=config, resources=resources(roots, github(httpserver)),
+                                      instance=dg.DagsterInstance.ephemeral()).success
 
 
 def test_two_replica_processes_ticking_at_once_create_each_check_run_once(httpserver, roots, tmp_path):
@@ -240,15 +251,18 @@ def test_two_replica_processes_ticking_at_once_create_each_check_run_once(httpse
     cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
     archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp, job_name=job) for job in ("build", "test")])
     replicas = race("check_run_sensor", roots, httpserver, cursor, tmp_path)
-    assert Counter(name for name, _, _ in server.check_run_names()) == Counter(
-        {f"crcr/{L4}/upstream-ci/build": 1, f"crcr/{L4}/upstream-ci/test": 1})
     # One replica created each; the other stood down, found it on GitHub, or left it to a run.
     # It stands down as `already_acknowledged` when its claim came before the winner's answer
-    # was recorded and the answer came during its settle (timing decides which one it sees).
+    # was recorded and the answer came during its settle (timing decides which one it sees). On a
+    # loaded machine a claim can take longer to write than a racer waits: that writer withdraws
+    # (`deferred`) and, if its racer stood down too, the check run is left to the run.
     for key in replicas[0]["outcomes"]:
         seen = sorted(o for rep in replicas for o in rep["outcomes"].get(key, {}).values())
-        assert seen.count("created") == 1 and set(seen) - {"created"} <= {
+        assert seen.count("created") + seen.count("deferred") == 1 and set(seen) - {"created", "deferred"} <= {
             "claimed_elsewhere", "in_flight", "already_created", "already_acknowledged", "found"}, seen
+    run_left(check_run_job, replicas, roots, httpserver)
+    assert Counter(name for name, _, _ in server.check_run_names()) == Counter(
+        {f"crcr/{L4}/upstream-ci/build": 1, f"crcr/{L4}/upstream-ci/test": 1})
 
 
 def test_a_backlog_is_read_a_few_files_at_a_time_and_all_of_it_acted_on_in_order(roots):
