@@ -470,9 +470,10 @@ class GitHubResource(dg.ConfigurableResource):
 
     def _call(self, method: str, path: str, body: bytes | None = None,
               params: dict | None = None, record: Any = None,
-              retry_ambiguous: bool = True, stream: bool = False) -> _Outcome:
+              retry_ambiguous: bool = True, stream: bool = False, auth_path: str | None = None) -> _Outcome:
         method = method.upper()
         url = self._url(path)
+        auth_url = self._url(auth_path) if auth_path else url
         if self.dry_run and method not in _SAFE_METHODS:
             self._dry_run_requests.append({"method": method, "url": url, "json": record})
             log.info("dry run (no GitHub credentials): would %s %s", method, url)
@@ -483,7 +484,7 @@ class GitHubResource(dg.ConfigurableResource):
         interval = {"search": self.search_interval_s, "write": self.write_interval_s}.get(kind, 0.0)
         self._pace(kind, bucket, interval)
         try:
-            outcome = self._send(method, url, lambda renew: self._authorization(url, renew), body, params,
+            outcome = self._send(method, url, lambda renew: self._authorization(auth_url, renew), body, params,
                                  retry_ambiguous, stream)
         except _NotInstalled as exc:
             outcome = exc.outcome
@@ -499,16 +500,19 @@ class GitHubResource(dg.ConfigurableResource):
 
     def request(self, method: str, path: str, *, params: dict | None = None,
                 json_body: Any = None, retry_ambiguous: bool = True,
-                stream: bool = False) -> requests.Response | None:
+                stream: bool = False, auth_path: str | None = None) -> requests.Response | None:
         """One API call with retries; the response, or None for a write in dry run.
 
         Raises GitHubError (with `.status`, and `.ambiguous` when a write without
         `retry_ambiguous` got no clear answer) when the final answer is not a success.
         With `stream`, a success's body is left unread for the caller to stream (and close).
+        `auth_path`, the path whose repository the call is about when `path` does not say
+        (GitHub's next-page links name a repository by its id, `/repositories/<id>/...`), decides
+        which App installation's token it carries.
         """
         body = None if json_body is None else json.dumps(json_body).encode()
         outcome = self._call(method, path, body, params, record=json_body,
-                             retry_ambiguous=retry_ambiguous, stream=stream)
+                             retry_ambiguous=retry_ambiguous, stream=stream, auth_path=auth_path)
         if outcome.dry_run:
             return None
         if not outcome.ok:
@@ -614,8 +618,9 @@ class GitHubResource(dg.ConfigurableResource):
 
     def _pages(self, path: str, params: dict | None, max_pages: int | None = None):
         """Responses of a list endpoint, following `Link: rel="next"`, at most `max_pages`."""
+        first = path
         for _ in range(max_pages or self.max_pages):
-            resp = self.request("GET", path, params=params)
+            resp = self.request("GET", path, params=params, auth_path=first)
             yield resp
             next_url = resp.links.get("next", {}).get("url")
             if not next_url:

@@ -471,6 +471,24 @@ def test_each_repository_is_reached_with_its_own_accounts_installation(httpserve
     assert "ghs_inst" not in caplog.text and "Bearer ey" not in caplog.text
 
 
+def test_next_pages_naming_the_repository_by_id_carry_its_installations_token(httpserver, rsa_key):
+    """GitHub's next-page links of a repository's lists name it by id (`/repositories/<id>/...`):
+    every page goes with the installation of the repository the list is of, not the default one."""
+    _, pem = rsa_key
+    for inst in (43, 7):
+        serve(httpserver, f"/app/installations/{inst}/access_tokens",
+              lambda request, inst=inst: reply(201, {"token": f"ghs_inst{inst}", "expires_at": "2099-01-01T00:00:00Z"}))
+    installation(httpserver, "acme-ai/torch-npu", 43)
+    page2 = httpserver.url_for("/repositories/65600975/commits") + "?sha=main&page=2"
+    first = serve(httpserver, "/repos/acme-ai/torch-npu/commits",
+                  reply(200, [{"sha": "a"}], {"Link": f'<{page2}>; rel="next"'}), method="GET")
+    second = serve(httpserver, "/repositories/65600975/commits", reply(200, [{"sha": "b"}]), method="GET")
+    for default in ("7", None):
+        gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id=default)
+        assert [c["sha"] for c in gh.list_commits("acme-ai/torch-npu", "main")] == ["a", "b"]
+    assert [r.headers["Authorization"] for r in first.requests + second.requests] == ["Bearer ghs_inst43"] * 4
+
+
 def test_a_token_that_expired_during_a_rate_limit_wait_is_renewed_for_the_retry(httpserver, rsa_key):
     """Waiting out a spent hourly budget can outlast an installation token: the retry after the
     wait carries a token valid then, not the one the first attempt had."""

@@ -92,7 +92,7 @@ def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: d
     yield from body.get("workflow_runs") or []
     nxt = resp.links.get("next", {}).get("url")
     if nxt:
-        yield from reader.pages(nxt, "workflow_runs")
+        yield from reader.pages(nxt, "workflow_runs", auth_path=path)
 
 
 def list_runs(reader: RestReader, opts: BackfillOptions, day: dt.date) -> list[dict]:

@@ -57,9 +57,9 @@ class RestReader:
         self.budget = budget or Budget()
         self.per_page = per_page
 
-    def get(self, path: str, params: dict | None = None, stream: bool = False):
+    def get(self, path: str, params: dict | None = None, stream: bool = False, auth_path: str | None = None):
         try:
-            resp = self.gh.request("GET", path, params=params, stream=stream)
+            resp = self.gh.request("GET", path, params=params, stream=stream, auth_path=auth_path)
         except GitHubError as exc:
             self.budget.requests += 1
             raise exc
@@ -69,12 +69,16 @@ class RestReader:
     def json(self, path: str, params: dict | None = None) -> dict:
         return self.get(path, params).json()
 
-    def pages(self, path: str, key: str | None, params: dict | None = None) -> Iterator[dict]:
+    def pages(self, path: str, key: str | None, params: dict | None = None,
+              auth_path: str | None = None) -> Iterator[dict]:
         """Items of a list endpoint across its `Link: rel="next"` pages; `key` names the list in
-        an object body (`workflow_runs`, `jobs`, `artifacts`), None for a bare list."""
+        an object body (`workflow_runs`, `jobs`, `artifacts`), None for a bare list. Next links
+        may name the repository by its id: every page carries the credentials of `auth_path`
+        (default: the first page's path)."""
         params = {"per_page": self.per_page, **(params or {})}
+        first = auth_path or path
         for _ in range(MAX_PAGES):
-            resp = self.get(path, params)
+            resp = self.get(path, params, auth_path=first)
             body = resp.json()
             yield from (body if key is None else body.get(key) or [])
             nxt = resp.links.get("next", {}).get("url")
