@@ -334,6 +334,22 @@ def test_a_rerun_of_failed_jobs_counts_each_shard_at_its_latest_clean_attempt(tm
     assert report.window_files == 1
 
 
+def test_a_failed_shard_re_run_the_next_day_completes_its_run(tmp_path):
+    """Both shards report on D-1, shard 2 failed; its re-run (attempt 2) lands on D: one run of 10 + 22 s."""
+    webhooks(tmp_path, day(-1), [
+        ("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2, attempt=1)),
+        ("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2, attempt=1, conclusion="failure"))])
+    webhooks(tmp_path, day(0), [("workflow_job", job_payload(13, 100, "a" * 40, shard=2, shards=2, attempt=2))])
+    write_test_run(tmp_path, day(-1), [nn(11, 100, 10.0, attempt=1),
+                                       nn(12, 100, 20.0, name="test_pool", attempt=1, status="failed")])
+    write_test_run(tmp_path, day(0), [nn(13, 100, 22.0, name="test_pool", attempt=2)])
+    for d in (day(-1), day(0)):
+        build_test_results(lake(tmp_path), d)
+        build_test_time_daily(lake(tmp_path), d)
+    publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
+    assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 32.0}
+
+
 def test_older_daily_partitions_are_read_beside_new_ones(tmp_path):
     lake(tmp_path).write("test_time_daily", day(-1), daily([
         {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None, "time": 8.0, "runs": 2}]))

@@ -4,11 +4,11 @@
 -- Each shard counts at its latest clean attempt (its job succeeded, no infra suspect): a
 -- "re-run failed jobs" attempt holds only the shard re-run, the others stay at their first. A
 -- file counts in a run when every shard that ran it has such an attempt.
--- A run whose config has reports from all its shards today (the usual case) is summed here:
--- `runs` counts those runs, `time` sums their times (workflow_id NULL). One whose shards are
--- not all here (it straddles midnight, or a shard is re-run tomorrow) keeps one row per shard
--- and attempt (workflow_id, shard, num_shards, attempt, clean; runs 0) for the window to join
--- with its other days (sharding/sql/window_times.sql). Either way a window's average is
+-- A run whose config has reports from all its shards today, each clean at some attempt (the usual
+-- case), is summed here: `runs` counts those runs, `time` sums their times (workflow_id NULL). Any
+-- other run (it straddles midnight, or a shard failed and may be re-run tomorrow) keeps one row
+-- per shard and attempt (workflow_id, shard, num_shards, attempt, clean; runs 0) for the window
+-- to join with its other days (sharding/sql/window_times.sql). Either way a window's average is
 -- sum(time) / sum(runs) once those rows are joined by run.
 WITH r AS (
     SELECT workflow_id, workflow_run_attempt AS attempt, build_env, coalesce(test_config, '') AS test_config,
@@ -21,10 +21,11 @@ shard_attempts AS (  -- one job each
     SELECT workflow_id, build_env, test_config, shard, num_shards, attempt, bool_and(clean) AS clean
     FROM r GROUP BY ALL
 ),
-complete AS (  -- runs with reports from every shard of the config today
+complete AS (  -- runs with reports from every shard of the config today, each shard clean at some attempt
     SELECT workflow_id, build_env, test_config
     FROM shard_attempts GROUP BY ALL
     HAVING count(DISTINCT shard) = max(num_shards) AND min(shard) = 1 AND max(shard) = max(num_shards)
+       AND count(DISTINCT shard) FILTER (WHERE clean) = max(num_shards)
 ),
 per_shard_attempt AS (
     SELECT workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file, classname,
