@@ -120,6 +120,49 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+def token_problem(token: str) -> str | None:
+    """Why GITHUB_TOKEN cannot be sent as a token (never showing it), or None. Secrets mounted
+    from files end with a newline, which is trimmed; anything else is not a token."""
+    token = token.strip()
+    if not token or not token.isascii() or not token.isprintable() or " " in token:
+        return "GITHUB_TOKEN is not a token: it holds spaces or control characters; set it to the token alone"
+    return None
+
+
+def app_missing(app_id: str | None, private_key_pem: str | None) -> str | None:
+    """Which GitHub App setting is missing, as a message naming the variables, or None."""
+    missing = [name for name, value in (("GITHUB_APP_ID", app_id), ("GITHUB_APP_PRIVATE_KEY", private_key_pem))
+               if not value]
+    if not missing:
+        return None
+    return (f"GitHub App auth is partly configured: {' and '.join(missing)} not set "
+            "(set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY, or GITHUB_TOKEN)")
+
+
+def app_problem(app_id: str | None, private_key_pem: str | None) -> str | None:
+    """Why the GitHub App settings cannot sign in (naming the variables, never the key), or None."""
+    if missing := app_missing(app_id, private_key_pem):
+        return missing
+    try:
+        app_jwt(app_id, private_key_pem, time.time())
+    except (ValueError, RuntimeError) as exc:
+        return str(exc)
+    return None
+
+
+def credential_problems(env: dict) -> list[str]:
+    """What is wrong with the GitHub credentials in `env` (GITHUB_TOKEN, or the App's
+    GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY [+ GITHUB_APP_INSTALLATION_ID]), one line each; none
+    set is a dry run, not a problem. For the preflight: found at start, not in a run's step."""
+    token = env.get("GITHUB_TOKEN") or ""
+    if token:
+        return [p for p in (token_problem(token),) if p]
+    app = [env.get(k) for k in ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_APP_INSTALLATION_ID")]
+    if not any(app):
+        return []
+    return [p for p in (app_problem(app[0], app[1]),) if p]
+
+
 def app_jwt(app_id: str, private_key_pem: str, now: float) -> str:
     """The short-lived RS256 JWT a GitHub App presents to mint installation tokens.
 
@@ -136,9 +179,9 @@ def app_jwt(app_id: str, private_key_pem: str, now: float) -> str:
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):
-        raise ValueError("app_private_key is not an unencrypted PEM private key") from None
+        raise ValueError("GITHUB_APP_PRIVATE_KEY is not an unencrypted PEM private key") from None
     if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("app_private_key must be an RSA key (GitHub Apps sign with RS256)")
+        raise ValueError("GITHUB_APP_PRIVATE_KEY must be an RSA key (GitHub Apps sign with RS256)")
     header = {"alg": "RS256", "typ": "JWT"}
     # iat is backdated a minute for clock drift; GitHub rejects exp more than 10 min ahead.
     claims = {"iat": int(now) - 60, "exp": int(now) + 540,
@@ -297,12 +340,9 @@ class GitHubResource(dg.ConfigurableResource):
         installation token expires within the hour, a rate-limit wait can be longer); `renew`
         drops the cached installation token first (GitHub answered 401 to it)."""
         if self.token:
-            # Secrets mounted from files end with a newline; anything else is not a token.
-            token = self.token.strip()
-            if not token or not token.isascii() or not token.isprintable() or " " in token:
-                raise ValueError("GITHUB_TOKEN is not a token: it holds spaces or control characters; "
-                                 "set it to the token alone")
-            return f"Bearer {token}"
+            if problem := token_problem(self.token):
+                raise ValueError(problem)
+            return f"Bearer {self.token.strip()}"
         if self.dry_run:
             return None
         installation = self._installation_for(url)
@@ -311,10 +351,8 @@ class GitHubResource(dg.ConfigurableResource):
         return f"Bearer {self._installation_token(installation)}"
 
     def _app_jwt(self) -> str:
-        missing = [name for name in ("app_id", "app_private_key") if not getattr(self, name)]
-        if missing:
-            raise ValueError(f"GitHub App auth is partly configured: {', '.join(missing)} "
-                             "not set (set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY, or GITHUB_TOKEN)")
+        if missing := app_missing(self.app_id, self.app_private_key):
+            raise ValueError(missing)
         jwt = app_jwt(self.app_id, self.app_private_key, time.time())
         self._minted.add(jwt)
         return jwt

@@ -318,7 +318,7 @@ def test_pagination_never_follows_a_foreign_host(httpserver):
 def test_partial_app_config_is_an_error_not_a_dry_run(httpserver):
     gh = client(httpserver, token=None, app_id="123")
     assert not gh.dry_run
-    with pytest.raises(ValueError, match="app_private_key not set"):
+    with pytest.raises(ValueError, match="GITHUB_APP_PRIVATE_KEY not set"):
         gh.dispatch("a/b", "e", {})
 
 

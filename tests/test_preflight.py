@@ -69,13 +69,23 @@ def bad_settings(tmp: Path) -> list[tuple[dict, str]]:
          "TORCHCI_GAP_REPAIR_MINUTES='5': expected a number of minutes over the 5-minute schedule interval"),
         ({"TORCHCI_HUD_URL": "hud.example.org"},
          "TORCHCI_HUD_URL='hud.example.org': expected the address hud/ is served at, such as https://hud.example.org"),
+        # GitHub credentials: named, never shown
+        ({"GITHUB_TOKEN": "ghp_a secret"},
+         "GITHUB_TOKEN is not a token: it holds spaces or control characters; set it to the token alone"),
+        ({"GITHUB_APP_ID": "1234"}, "GitHub App auth is partly configured: GITHUB_APP_PRIVATE_KEY not set "
+                                    "(set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY, or GITHUB_TOKEN)"),
+        ({"GITHUB_APP_INSTALLATION_ID": "7"},
+         "GitHub App auth is partly configured: GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY not set "
+         "(set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY, or GITHUB_TOKEN)"),
+        ({"GITHUB_APP_ID": "1234", "GITHUB_APP_PRIVATE_KEY": "-----BEGIN secret"},
+         "GITHUB_APP_PRIVATE_KEY is not an unencrypted PEM private key"),
     ]
 
 
 @pytest.fixture
 def archive_env(tmp_path, octokit, monkeypatch) -> Path:
     """A clean environment and an archive with two days to ingest, in a fresh working folder."""
-    for name in [n for n in os.environ if n.startswith(("TORCHCI_", "DAGSTER_"))]:
+    for name in [n for n in os.environ if n.startswith(("TORCHCI_", "DAGSTER_", "GITHUB_"))]:
         monkeypatch.delenv(name)
     octokit_archive(tmp_path / "archive", octokit)
     monkeypatch.chdir(tmp_path)
@@ -169,3 +179,9 @@ def test_every_variable_the_code_reads_is_known_to_the_preflight():
     read = {name for folder in ("torchci_assets", "resources", "jobs") for path in (root / folder).rglob("*.py")
             for name in re.findall(r"TORCHCI_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
     assert read and read - preflight.known_variables() == set()
+
+
+def test_the_receiver_is_not_stopped_by_github_credentials_it_never_uses(archive_env, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_a secret")
+    assert preflight.problems(credentials=False) == []
+    assert [p.split(":")[0] for p in preflight.problems()] == ["GITHUB_TOKEN is not a token"]

@@ -1,5 +1,5 @@
 """The configuration every entry point checks before it does anything: the configuration file
-(`TORCHCI_CONFIG`) and every `TORCHCI_*` variable.
+(`TORCHCI_CONFIG`), every `TORCHCI_*` variable and the GitHub credentials.
 
 A bad value found late costs a re-ingested day, a run failing in two assets and a message buried
 in a traceback; found here it costs one line naming the variable or key, what it got and what it
@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from resources.github import credential_problems
 from torchci_assets.config import CONFIG_ENV_VAR, ConfigError, load_config
 
 _S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -195,8 +196,10 @@ def known_variables() -> set[str]:
     return {*VALUE_CHECKS, *PARSER_CHECKS, *FREE_FORM, *ENV_VARS, CONFIG_ENV_VAR}
 
 
-def problems() -> list[str]:
-    """Every unusable setting in this process's environment, one line each (empty when all is well)."""
+def problems(credentials: bool = True) -> list[str]:
+    """Every unusable setting in this process's environment, one line each (empty when all is well);
+    the GitHub credentials too unless `credentials` is False (the receiver never calls GitHub, and
+    must not stop taking webhooks over a token it does not use)."""
     env = os.environ
     found = []
     for name, check in VALUE_CHECKS.items():
@@ -213,6 +216,8 @@ def problems() -> list[str]:
     except ConfigError as exc:
         origin = f"{CONFIG_ENV_VAR}: " if env.get(CONFIG_ENV_VAR) else ""
         found.append(origin + str(exc).strip().splitlines()[0])
+    if credentials:
+        found += credential_problems(env)
     return found
 
 
@@ -238,20 +243,21 @@ def check() -> None:
 _reported: dict[tuple, bool] = {}
 
 
-def report(prog: str) -> bool:
+def report(prog: str, credentials: bool = True) -> bool:
     """For a command: print each problem as `prog: problem` on stderr (unknown variables as
     warnings); False when the command must stop (exit status 2). Once per environment: the
     `torchci` dispatcher and the command it runs both call it."""
-    key = (prog, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TORCHCI_"))))
+    key = (prog, credentials, tuple(sorted((k, v) for k, v in os.environ.items()
+                                           if k.startswith(("TORCHCI_", "GITHUB_")))))
     if key not in _reported:
-        _reported[key] = _report(prog)
+        _reported[key] = _report(prog, credentials)
     return _reported[key]
 
 
-def _report(prog: str) -> bool:
+def _report(prog: str, credentials: bool) -> bool:
     for line in unknown_variables():
         print(f"{prog}: warning: {line}", file=sys.stderr)
-    found = problems()
+    found = problems(credentials)
     for line in found:
         print(f"{prog}: {line}", file=sys.stderr)
     return not found

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
                         help="lowest level of the log lines printed (default info)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not preflight.report("torchci serve"):
+    if not preflight.report("torchci serve", credentials=False):
         return 2
     try:
         settings = ReceiverSettings.from_env()
