@@ -478,10 +478,19 @@ def test_the_command_reads_credentials_from_the_environment_and_reports_the_budg
     out = capsys.readouterr().out
     assert "budget left" in out and "done" in out
     assert api.count(r"/actions/runs$") >= 1 and list(tmp_path.glob("webhooks/day=*/rest-pytorch-pytorch-*.jsonl.gz"))
-    api.fail(r"^/repos/pytorch/pytorch$", reply(401, {"message": "Bad credentials"}))
+    api.fail(r"^/repos/pytorch/pytorch$", reply(422, {"message": "Unprocessable"}))
     assert main(["backfill", "--repo", REPO, "--since", dt.date.today().isoformat()]) == EXIT_STOPPED
     captured = capsys.readouterr()
     assert "run the same command again" in captured.err and "ghp_SECRET" not in captured.out + captured.err
+    # refusals running the command again cannot fix: exit 2, and what to check
+    api.fail(r"^/repos/pytorch/pytorch$", reply(401, {"message": "Bad credentials"}))
+    assert main(["backfill", "--repo", REPO, "--since", dt.date.today().isoformat()]) == 2
+    captured = capsys.readouterr()
+    assert "GitHub refused the credentials" in captured.err and "check GITHUB_TOKEN" in captured.err
+    assert "run the same command again" not in captured.err and "ghp_SECRET" not in captured.out + captured.err
+    api.fail(r"^/repos/pytorch/pytorch$", reply(404, {"message": "Not Found"}))
+    assert main(["backfill", "--repo", REPO, "--since", dt.date.today().isoformat()]) == 2
+    assert "no repository pytorch/pytorch that these credentials can see" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["backfill", "--repo", "not a repo", "--days", "1"])
 

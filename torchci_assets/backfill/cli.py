@@ -14,6 +14,7 @@ from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, backfill
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
+EXIT_REFUSED = 2  # bad credentials or no such repository: the command must change, not be run again
 # A backfill outlives an hour's budget: wait for the reset (an hour and a bit) instead of stopping.
 MAX_WAIT_S = 3900.0
 
@@ -63,7 +64,21 @@ def main(argv: list[str]) -> int:
     try:
         backfill(gh, store, opts, log=lambda s: print(s, flush=True), today=today)
     except GitHubError as exc:
+        if (refused := _refusal(exc, args.repo)) is not None:
+            print(f"backfill {args.repo}: {refused}", file=sys.stderr)
+            return EXIT_REFUSED
         print(f"backfill {args.repo} stopped: {exc}. What was read is written and recorded; run the same "
               "command again to continue.", file=sys.stderr)
         return EXIT_STOPPED
     return 0
+
+
+def _refusal(exc: GitHubError, repo: str) -> str | None:
+    """What to fix when GitHub refused for good (running the command again cannot help), else None."""
+    if exc.status == 401:
+        return (f"GitHub refused the credentials ({exc}): check GITHUB_TOKEN, or GITHUB_APP_ID and "
+                "GITHUB_APP_PRIVATE_KEY")
+    if exc.status == 404 and str(exc).startswith(f"GET /repos/{repo}:"):
+        return (f"no repository {repo} that these credentials can see ({exc}): check --repo, and that the "
+                "token or the GitHub App can read it")
+    return None
