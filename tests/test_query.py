@@ -96,6 +96,21 @@ def test_a_bad_query_fails_with_the_tables_there_are(tmp_path, capsys):
     assert "workflow_jobs" in err and "workflow_job, workflow_run" in err
 
 
+def test_a_mistyped_day_or_lake_is_said_not_taken_for_an_empty_lake(tmp_path, capsys):
+    import pytest
+
+    build_lake(Roots(str(tmp_path)))
+    lake = str(tmp_path / "lake")
+    for day in ("28-11-2026", "20261102", "2026-02-30"):
+        with pytest.raises(SystemExit) as usage:
+            query.main(["SELECT 1", "--lake", lake, "--from", day])
+        assert usage.value.code == 2 and f"{day!r} is not a day: use YYYY-MM-DD" in capsys.readouterr().err
+    code, out, err = run(capsys, "SELECT 1", "--lake", str(tmp_path / "no-lake"))
+    assert (code, out) == (2, "") and f"no lake at {tmp_path / 'no-lake'}" in err
+    code, _, err = run(capsys, "SELECT * FROM workflow_job", "--lake", lake, "--from", "2027-01-01")
+    assert code == 1 and "with a partition from 2027-01-01: none" in err
+
+
 def test_the_lake_reads_with_hive_partitioning_in_duckdb_and_pyarrow(roots):
     lake = build_lake(roots)
     store = lake.store

@@ -162,7 +162,8 @@ def test_repo_name_rules(name, fragment):
     ("upstream: {repo: a/b, branches: [refs/tags/v1]}", "upstream.branches[0]: 'refs/tags/v1' is not a branch"),
     ("- just\n- a list\n", "top level: must be a mapping, got list"),
     ("", "top level: must be a mapping, got null"),
-    ("allowlist: {L1: [a/b]\n", "not valid YAML"),
+    ("allowlist: {L1: [a/b]\n", "not valid YAML: line 2, column 1: expected ',' or '}'"),
+    ("upstream:\n  repo: a/b\n   branches: [x]\n", "not valid YAML: line 3, column 12: mapping values are not allowed"),
     # typos in keys
     ("alowlist: {L1: [a/b]}", "top level: unknown key 'alowlist'"),
     ("upstream: {repo: a/b, branch: [main]}", "upstream: unknown key 'branch'"),

@@ -151,6 +151,19 @@ def test_a_bad_selection_or_first_day_is_a_usage_error(tmp_path):
         2, "torchci run: TORCHCI_FIRST_DAY='yesterday' is not a day: use YYYY-MM-DD")
 
 
+def test_an_archive_out_of_reach_is_one_line_saying_what_to_check(tmp_path):
+    from conftest import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens: every listing fails at once
+    result = run_cli(tmp_path, TORCHCI_ARCHIVE_URI="s3://torchci-archive/archive", TORCHCI_S3_ENDPOINT=closed,
+                     AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y")
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert last.startswith("torchci run: ") and "torchci-archive" in last
+    assert last.endswith("check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
+                         "AWS_REGION and TORCHCI_S3_ENDPOINT)")
+
+
 # ---- the first daily partition -------------------------------------------------------------------
 
 def test_the_code_location_starts_its_partitions_at_the_archive_s_first_day(tmp_path, octokit):

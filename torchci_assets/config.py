@@ -196,7 +196,17 @@ def _read_yaml(text: str, source: str) -> Any:
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error on one line, with where it is (its own message spreads that over several,
+    and only the first line is shown where settings are checked)."""
+    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(e).split())
+    context = getattr(e, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
 
 
 def _type_name(value: Any) -> str:

@@ -15,6 +15,7 @@ import decimal
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import duckdb
 
@@ -74,14 +75,26 @@ def _batches(cur: duckdb.DuckDBPyConnection) -> Iterable[list[tuple]]:
         yield batch
 
 
+def _day(text: str) -> str:
+    """A day as the partitions name it; anything else is a usage error (compared as text, a day
+    written another way would silently select no partition)."""
+    try:
+        day = dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        day = None
+    if day != text:  # Python also reads 20261128: not how a partition is named
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day: use YYYY-MM-DD")
+    return day
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="torchci query", description=__doc__.split("\n\n")[0])
     p.add_argument("sql", help="DuckDB SQL; every lake table is a view with a `day` column")
     p.add_argument("--lake", help="lake root, a path or s3://bucket/prefix (default: $TORCHCI_LAKE_URI or ./var/lake)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="table (default), csv with a header, or json (one object per line)")
-    p.add_argument("--from", dest="start", help="first day the views cover (YYYY-MM-DD; default: all)")
-    p.add_argument("--to", dest="end", help="last day the views cover (YYYY-MM-DD; default: all)")
+    p.add_argument("--from", dest="start", type=_day, help="first day the views cover (YYYY-MM-DD; default: all)")
+    p.add_argument("--to", dest="end", type=_day, help="last day the views cover (YYYY-MM-DD; default: all)")
     p.add_argument("--max-rows", type=int, default=100, help="rows printed by --format table (default 100)")
     return p.parse_args(argv)
 
@@ -89,13 +102,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     lake = Lake.at(args.lake or resolved_uri("TORCHCI_LAKE_URI"))
+    if lake.store.is_local and not Path(lake.store.root).is_dir():
+        print(f"torchci query: no lake at {lake.store.display()} (`make run` makes one; or set --lake or "
+              "TORCHCI_LAKE_URI)", file=sys.stderr)
+        return 2
     con = connect()
     try:
-        views = register_lake(con, lake, args.start, args.end)
+        try:
+            views = register_lake(con, lake, args.start, args.end)
+        except OSError as exc:  # e.g. an s3:// lake that cannot be listed
+            print(f"torchci query: cannot read the lake at {lake.store.display()}: {exc}", file=sys.stderr)
+            return 1
         try:
             cur = con.execute(args.sql)
         except duckdb.Error as exc:
-            hint = f"\ntables in {lake.store.display()}: {', '.join(views) or 'none'}"
+            within = (f" with a partition in {args.start}..{args.end}" if args.start and args.end else
+                      f" with a partition from {args.start}" if args.start else
+                      f" with a partition up to {args.end}" if args.end else "")
+            hint = f"\ntables in {lake.store.display()}{within}: {', '.join(views) or 'none'}"
             print(f"torchci query: {exc}{hint}", file=sys.stderr)
             return 1
         if cur is None:  # DuckDB runs nothing for empty text or only comments

@@ -176,6 +176,10 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"torchci run: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an archive or lake that cannot be listed: an s3:// bucket out of reach, say
+        print(f"torchci run: {exc}; check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
+              "AWS_REGION and TORCHCI_S3_ENDPOINT)", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
