@@ -656,6 +656,40 @@ def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path,
     assert 9 not in {r["pr"] for r in later.rows}  # no job known: no comment
 
 
+def test_a_head_whose_ci_ran_before_the_window_keeps_its_jobs_when_a_label_brings_it_back(tmp_path, httpserver, fake):
+    """CI ran on D0; a label on D brings the pull request back into D's window, which no longer holds
+    its jobs: D's partition carries D-1's jobs of that head (with D's labels), so Dr. CI classifies them
+    as before and reads nothing from the REST API, and the HUD's page shows them, not "no job yet"."""
+    import pyarrow.parquet as pq
+    from hud_lake import History
+
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.derived.hud.health import build_pr_jobs
+
+    d0, d1, d = "2026-10-02", "2026-10-04", "2026-10-05"
+    t0 = dt.datetime(2026, 10, 2, 8, tzinfo=dt.timezone.utc)
+    later, now = t0 + dt.timedelta(days=3, hours=1), t0 + dt.timedelta(days=3, hours=4)
+    h = History()
+    pr = dict(repo=REPO, number=60, state="open", head_sha=HEAD, head_ref="u/60", base_ref="main", merged=None)
+    h.add("pull_request", d0, **pr, labels=[], updated_at=t0, received_at=t0)
+    job = h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", "failure", run_id=600, created=t0,
+                day=d0, branch="u/60", test_config="default")
+    h.test_job(job, infra_reason="job-died", day=d0)
+    h.add("pull_request", d, **pr, labels=["ciflow/trunk"], updated_at=later, received_at=later)
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    for day in (d0, d1, d):
+        build_pr_jobs(lake, day, REPO, now=now if day == d else None)
+    [row] = [r for r in pq.read_table(lake.files("pr_jobs", [d])[0]).to_pylist() if r["number"] == 60]
+    assert (row["source"], row["job_id"], row["state"], row["failure_class"], row["infra_reason"]) == (
+        "github", job, "failure", "infra", "job-died")
+    assert (row["labels"], row["pr_updated_at"]) == (["ciflow/trunk"], later)  # today's pull request fields
+    report = build_comments(lake, gh(httpserver), d, REPO, now=now)
+    assert report.refreshed_heads == 0 and fake.count("GET", "/actions/") == 0
+    [comment] = [r for r in report.rows if r["pr"] == 60]
+    assert (comment["new"], comment["infra"]) == (0, 1)
+
+
 def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]

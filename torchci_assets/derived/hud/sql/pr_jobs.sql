@@ -91,3 +91,21 @@ SELECT p.number, p.head_sha, p.state AS pr_state, p.merged, p.head_ref, p.base_r
 FROM prs p LEFT JOIN (SELECT * FROM github UNION ALL BY NAME SELECT * FROM downstream) j USING (head_sha)
 WHERE p.head_sha IS NOT NULL
 ORDER BY p.number, j.source, j.workflow, j.name
+
+-- step: carried
+-- a pull request whose head has no job in this window, though the previous day's partition (view prev_pr_jobs)
+-- has that head's jobs: its CI ran before the window and a later webhook (a label, a merge) brought it back.
+-- Its jobs are the previous day's, with today's pull request fields: a header row alone would show "no job yet"
+-- for a head whose CI is done, and send Dr. CI to the REST API to look for jobs that are all there.
+CREATE OR REPLACE TEMP TABLE pr_job_rows AS
+WITH header AS (SELECT * FROM pr_job_rows WHERE source IS NULL),
+carried AS (
+    SELECT p.* EXCLUDE (day) REPLACE (h.pr_state AS pr_state, h.merged AS merged, h.head_ref AS head_ref,
+                                      h.base_ref AS base_ref, h.labels AS labels, h.pr_updated_at AS pr_updated_at,
+                                      h.as_of AS as_of)
+    FROM header h JOIN prev_pr_jobs p ON p.number = h.number AND p.head_sha = h.head_sha AND p.source IS NOT NULL
+)
+SELECT * FROM pr_job_rows WHERE source IS NOT NULL OR number NOT IN (SELECT number FROM carried)
+UNION ALL BY NAME
+SELECT * FROM carried
+ORDER BY number, source, workflow, name
