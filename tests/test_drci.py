@@ -257,7 +257,7 @@ def test_an_unstable_mark_comes_before_every_other_class():
 
 
 def test_a_malformed_unstable_list_is_reported_and_marks_nothing_it_cannot_read(tmp_path):
-    from torchci_assets.derived.drci.inputs import load_unstable
+    from torchci_assets.derived.flakiness.job_issues import load_unstable
     from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
 
     store, logs = Store(str(tmp_path / "out")), []

@@ -2,6 +2,7 @@
 open UNSTABLE issue names (read from the published unstable-jobs.json) shows as unstable and does
 not make the main commit red; the rest of the commit still counts."""
 
+import dataclasses
 import json
 
 import pytest
@@ -85,3 +86,34 @@ def test_unstable_in_the_name_or_an_issue_title_contained_in_the_jobs():
     assert is_unstable("pull / linux-jammy / test (default, 1, 5, r)", ["pull / linux-jammy / test (default)"])
     assert not is_unstable("pull / linux-jammy / test (crossref, 1, 5, r)", ["pull / linux-jammy / test (default)"])
     assert CELL_KINDS["unstable"][0] == "U"
+
+
+def test_unstable_as_written_anywhere_in_workflow_and_job_as_pytorch_matches_it(tmp_path):
+    """isMatchingJobByName: `unstable` in `workflow / job`, case as written. A job of PyTorch's
+    `unstable` workflow is unstable on the grid and in Dr. CI; a job merely named `Unstable` is neither."""
+    from test_drci import failing_job, trunk
+
+    from torchci_assets.derived.drci import classify as c
+
+    h = History()
+    sha = commit(h)
+    h.job(sha, "linux-jammy-py3.10 / build", "failure", workflow="unstable", run_id=20)
+    h.job(sha, "linux-jammy-py3.10 / test (default, 1, 1, linux.2xlarge, Unstable)", "failure", run_id=10)
+    _, rows = health(tmp_path, h)
+    assert rows[(sha, "unstable / linux-jammy-py3.10 / build")]["unstable"] is True
+    assert rows[(sha, "pull / linux-jammy-py3.10 / test (default, linux.2xlarge, Unstable)")]["unstable"] is False
+    verdict = lambda job: c.classify(job, trunk({}), c.Flaky()).cls  # noqa: E731
+    assert verdict(dataclasses.replace(failing_job(name="linux-jammy-py3.10 / build"), workflow="unstable")) == c.UNSTABLE
+    assert verdict(failing_job(name="linux-jammy-py3.10 / test (default, 1, 1, linux.2xlarge, Unstable)")) == c.NEW
+
+
+def test_the_hud_reads_the_published_list_as_dr_ci_does_and_a_bad_one_stops_nothing(tmp_path):
+    from torchci_assets.derived.flakiness.job_issues import load_unstable
+
+    outputs = Store(str(tmp_path))
+    for text, jobs in (('{"pull / a": ["u", "1", "https://x"], "pull / b": "https://x", "": []}', ["pull / a"]),
+                       ('["pull / a"]', []), ('{"pull / a": [', [])):
+        outputs.write_bytes(UNSTABLE_JOBS_PATH, text.encode())
+        logs = []
+        assert load_unstable_jobs(outputs, logs.append) == jobs == sorted(load_unstable(outputs))
+        assert logs  # said, not raised

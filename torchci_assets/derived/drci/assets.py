@@ -10,7 +10,8 @@ from resources.github import GitHubResource
 from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
-from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS, load_unstable
+from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.flakiness.job_issues import load_unstable
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
 from torchci_assets.lake_metadata import lake_metadata

@@ -72,7 +72,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                    log: Callable[[str], None] = lambda s: None,
                    unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES) -> BuildReport:
     """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
-    published unstable-jobs.json (`inputs.load_unstable`), none when not given; `updates`: how
+    published unstable-jobs.json (`flakiness.job_issues.load_unstable`), none when not given; `updates`: how
     often the comments are refreshed, in words (`cadence.updates_every`), said in each body."""
     now = now or dt.datetime.now(dt.timezone.utc)
     report = BuildReport()

@@ -203,7 +203,9 @@ def unstable_entry(job: HeadJob, unstable: dict[str, list]) -> tuple[str, list] 
 
 
 def _unstable(job: HeadJob, unstable: dict[str, list]) -> Verdict | None:
-    if "unstable" in job.name.lower():
+    # PyTorch's isMatchingJobByName: `unstable`, as written, anywhere in `workflow / job` (a job of
+    # the `unstable` workflow is unstable too), the same rule as the HUD's
+    if "unstable" in (f"{job.workflow} / {job.name}" if job.workflow else job.name):
         return Verdict(job, UNSTABLE, "marked unstable in its name")
     hit = unstable_entry(job, unstable)
     if hit is None:

@@ -12,8 +12,7 @@ whatever the history.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -27,7 +26,6 @@ from resources.storage import Store
 from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
                                                   MainFailure, Trunk, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES
-from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
 from torchci_assets.partitions import days_ending
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -226,22 +224,3 @@ def flaky_for(sightings: Sightings, pr: PullRequest) -> Flaky:
     return Flaky(_OffBranch(sightings, pr), sightings.tests)
 
 
-def load_unstable(outputs: Store, log: Callable[[str], None] = lambda s: None) -> dict[str, list]:
-    """The published unstable jobs, `{job: [author, number, url, workflow, platform, config]}`; {} when
-    the file is absent (a dry run publishes none). A file that is not such a mapping is reported and
-    ignored, entry by entry: one bad entry never costs the comments their other marks."""
-    if not outputs.exists(UNSTABLE_JOBS_PATH):
-        return {}
-    try:
-        doc = json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH))
-    except (OSError, ValueError) as exc:
-        log(f"{UNSTABLE_JOBS_PATH} is not readable JSON ({exc}); no job is treated as unstable")
-        return {}
-    if not isinstance(doc, dict):
-        log(f"{UNSTABLE_JOBS_PATH} is not a mapping of job names; no job is treated as unstable")
-        return {}
-    good = {k: v for k, v in doc.items() if isinstance(k, str) and k.strip() and isinstance(v, list)
-            and all(isinstance(x, str) for x in v)}
-    if len(good) < len(doc):
-        log(f"{UNSTABLE_JOBS_PATH}: {len(doc) - len(good)} malformed entries ignored")
-    return good

@@ -25,6 +25,7 @@ there. This module builds the same files from the same issues, following that co
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 
@@ -130,3 +131,24 @@ def publish_job_lists(github: GitHubResource, repo: str, outputs: Store,
     for path, doc in lists.items():
         write_if_changed(outputs, path, dumps(doc))
     return {path: len(doc) for path, doc in lists.items()}
+
+
+def load_unstable(outputs: Store, log: Callable[[str], None] = lambda s: None) -> dict[str, list]:
+    """The published unstable jobs, `{job: [author, number, url, workflow, platform, config]}`; {} when
+    the file is absent (a dry run publishes none). A file that is not such a mapping is reported and
+    ignored, entry by entry: one bad entry never costs the comments their other marks."""
+    if not outputs.exists(UNSTABLE_JOBS_PATH):
+        return {}
+    try:
+        doc = json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH))
+    except (OSError, ValueError) as exc:
+        log(f"{UNSTABLE_JOBS_PATH} is not readable JSON ({exc}); no job is treated as unstable")
+        return {}
+    if not isinstance(doc, dict):
+        log(f"{UNSTABLE_JOBS_PATH} is not a mapping of job names; no job is treated as unstable")
+        return {}
+    good = {k: v for k, v in doc.items() if isinstance(k, str) and k.strip() and isinstance(v, list)
+            and all(isinstance(x, str) for x in v)}
+    if len(good) < len(doc):
+        log(f"{UNSTABLE_JOBS_PATH}: {len(doc) - len(good)} malformed entries ignored")
+    return good

@@ -47,7 +47,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     day = context.partition_key
     lk = lake.lake()
     relay = load_config()
-    unstable = load_unstable_jobs(outputs.store())
+    unstable = load_unstable_jobs(outputs.store(), context.log.warning)
     report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),
                                  config.min_job_groups, unstable_jobs=unstable)
     if report.commits == 0:
@@ -82,7 +82,8 @@ def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                   outputs: OutputsResource) -> dg.MaterializeResult:
     day = context.partition_key
     lk = lake.lake()
-    report = build_pr_jobs(lk, day, load_config().upstream_repo, unstable_jobs=load_unstable_jobs(outputs.store()))
+    unstable = load_unstable_jobs(outputs.store(), context.log.warning)
+    report = build_pr_jobs(lk, day, load_config().upstream_repo, unstable_jobs=unstable)
     return dg.MaterializeResult(metadata={
         "pull_requests": report.pull_requests, "rows": report.rows, "downstream_rows": report.downstream_rows,
         **{f"failures_{c}": n for c, n in report.failure_classes.items()},

@@ -17,22 +17,22 @@ in Python for the pages and the tests.
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Callable
 
 from resources.storage import Store
-from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX
+from torchci_assets.derived.flakiness.job_issues import UNSTABLE_PREFIX, load_unstable
 
 _JOB_NAME = re.compile(r"^(.*) \(([^,]*),.*\)")
 
 
-def load_unstable_jobs(outputs: Store) -> list[str]:
-    """The jobs of the published unstable-jobs.json (none when nothing is published). An empty job
-    name (an issue titled just `UNSTABLE`, which PyTorch's list keeps) is left out: its title is in
-    every job's, and would make every job unstable; Dr. CI leaves it out too."""
-    if not outputs.exists(UNSTABLE_JOBS_PATH):
-        return []
-    return sorted(job for job in json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH)) if job.strip())
+def load_unstable_jobs(outputs: Store, log: Callable[[str], None] = lambda s: None) -> list[str]:
+    """The jobs of the published unstable-jobs.json, read as Dr. CI reads it (`load_unstable`: none
+    when nothing is published, a file or entry that is not one reported and left out), so the HUD
+    and the comments mark the same jobs, and a bad file never stops commit_health or pr_jobs. An
+    empty job name (an issue titled just `UNSTABLE`, which PyTorch's list keeps) is left out too: its
+    title is in every job's, and would make every job unstable."""
+    return sorted(load_unstable(outputs, log))
 
 
 def transform_job_name(name: str) -> str:

@@ -4,20 +4,20 @@
 -- jobs of the open UNSTABLE issues).
 
 -- step: unstable
--- the jobs PyTorch's HUD calls unstable (unstable.py): `unstable` in the name, or `UNSTABLE <name>`
+-- the jobs PyTorch's HUD calls unstable (unstable.py): `unstable`, as written, in `workflow / name`, or `UNSTABLE <name>`
 -- containing an open UNSTABLE issue's title, the name as `workflow / job (config)`
 CREATE OR REPLACE TEMP TABLE unstable AS
 WITH named AS (
     SELECT DISTINCT workflow, name, workflow || ' / ' || name AS whole FROM identities
 ),
 titled AS (
-    SELECT workflow, name, 'UNSTABLE ' || CASE WHEN regexp_matches(whole, '^(.*) \(([^,]*),.*\)')
+    SELECT workflow, name, whole, 'UNSTABLE ' || CASE WHEN regexp_matches(whole, '^(.*) \(([^,]*),.*\)')
         THEN regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 1) || ' (' || regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 2) || ')'
         ELSE whole END AS title
     FROM named
 )
 SELECT workflow, name FROM titled
-WHERE name LIKE '%unstable%' OR len(list_filter($unstable::VARCHAR[], lambda k: contains(title, 'UNSTABLE ' || k))) > 0
+WHERE whole LIKE '%unstable%' OR len(list_filter($unstable::VARCHAR[], lambda k: contains(title, 'UNSTABLE ' || k))) > 0
 
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the
