@@ -181,3 +181,19 @@ def test_only_runs_of_this_host_whose_process_is_gone_are_marked_failed():
     assert fail_dead_runs(instance, host="h1") == [ids["dead"]]
     assert {n: instance.get_run_by_id(i).status.value for n, i in ids.items()} == {
         "dead": "FAILURE", "alive": "STARTED", "elsewhere": "STARTED", "untagged": "STARTED"}
+
+
+def test_a_dead_runs_pool_slot_is_freed_with_it():
+    """A `torchci run` killed while a step held a pool's one slot: the next run must get the slot."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
+        run_id = str(uuid.uuid4())
+        instance.add_run(dg.DagsterRun(job_name="j", run_id=run_id, status=dg.DagsterRunStatus.STARTED,
+                                       tags={"torchci/host": "h1", "torchci/pid": str(gone.pid)}))
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("torchci_outputs", 1)
+        assert storage.claim_concurrency_slot("torchci_outputs", run_id, "test_times").is_claimed
+        assert fail_dead_runs(instance, host="h1") == [run_id]
+        assert storage.get_concurrency_info("torchci_outputs").active_slot_count == 0
+        assert storage.claim_concurrency_slot("torchci_outputs", str(uuid.uuid4()), "hud_site").is_claimed

@@ -63,7 +63,9 @@ def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> lis
     A process killed with SIGKILL cannot record the end of its run, so the instance would show
     it in progress forever, and its staging files would look owned by a live run and never be
     swept. Runs are tagged with the host and pid of the process executing them; a started run
-    of this host whose process is gone is dead. Returns the run ids marked failed.
+    of this host whose process is gone is dead. Its pool slots (`torchci_outputs`, ...) are freed
+    too: held by a dead run, they would keep every later run's publishing steps waiting forever.
+    Returns the run ids marked failed.
     """
     host = host or socket.gethostname()
     statuses = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -72,6 +74,8 @@ def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> lis
         pid = run.tags.get("torchci/pid", "")
         if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
             instance.report_run_failed(run, f"the `torchci run` process (pid {pid} on {host}) is gone: killed")
+            if instance.event_log_storage.supports_global_concurrency_limits:
+                instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             dead.append(run.run_id)
     return dead
 
