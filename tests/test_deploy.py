@@ -68,6 +68,9 @@ def test_runs_go_to_kubernetes_and_the_instance_to_postgres_with_dagster_yaml_li
     assert config["tagConcurrencyLimits"] == local["tag_concurrency_limits"]
     sensors = yaml.safe_load((ROOT / "dagster.yaml").read_text())["sensors"]
     assert values["dagsterDaemon"]["sensors"] == {"useThreads": sensors["use_threads"], "numWorkers": sensors["num_workers"]}
+    # the chart writes the pools into the instance only when enabled (and never run limits twice)
+    pools = yaml.safe_load((ROOT / "dagster.yaml").read_text())["concurrency"]["pools"]
+    assert values["concurrency"] == {"enabled": True, "pools": {"defaultLimit": pools["default_limit"]}}
 
 
 def test_the_image_copies_every_package_the_project_installs():
