@@ -22,9 +22,16 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 
+# The instance's dagster.yaml follows the repository's template, unless it is no longer the copy make
+# installed (dagster.postgres.yaml copied in, or edited by hand): that one is kept, and said so.
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
-	mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $@
+	@mkdir -p $(DAGSTER_HOME)
+	@if [ ! -e $@ ] || cmp -s $@ $(DAGSTER_HOME)/.dagster.yaml.installed; then \
+		cp dagster.yaml $@ && cp dagster.yaml $(DAGSTER_HOME)/.dagster.yaml.installed; \
+	else \
+		echo "keeping $@ (not the template make installed: dagster.postgres.yaml, or edited); compare it with ./dagster.yaml"; \
+		touch $@; \
+	fi
 
 run: install
 	@if [ ! -d "$(TORCHCI_ARCHIVE_URI)/webhooks" ]; then \

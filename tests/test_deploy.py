@@ -110,3 +110,22 @@ def test_the_image_command_starts_the_code_location_and_answers_the_health_check
     # it served because the definitions loaded, not in spite of an import error
     log = log_path.read_text()
     assert "Started Dagster code server for module torchci_assets.definitions" in log, log[-2000:]
+
+
+def test_make_keeps_an_instance_yaml_that_is_not_its_template(tmp_path):
+    """`cp dagster.postgres.yaml $DAGSTER_HOME/dagster.yaml` (docs/operations.md) must survive a
+    `git pull` that changes the repository's dagster.yaml: make installs the template only over
+    its own copy."""
+    home = tmp_path / "home"
+    target = home / "dagster.yaml"
+
+    def make():
+        os.utime(target, (1, 1)) if target.exists() else None  # older than the template: make acts
+        return subprocess.run(["make", "-s", f"DAGSTER_HOME={home}", str(target)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+
+    assert make().returncode == 0 and target.read_text() == (ROOT / "dagster.yaml").read_text()
+    target.write_text((ROOT / "dagster.postgres.yaml").read_text())
+    done = make()
+    assert done.returncode == 0 and "keeping" in done.stdout
+    assert target.read_text() == (ROOT / "dagster.postgres.yaml").read_text()
