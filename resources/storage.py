@@ -29,6 +29,7 @@ import contextlib
 import datetime as dt
 import errno
 import logging
+import mimetypes
 import os
 import re
 import stat
@@ -108,6 +109,14 @@ def file_stamp(st: os.stat_result) -> str:
     """A local file's version beyond its size: its modification time and inode, so a file replaced
     by another of the same size (a new inode, or a new time) reads as changed."""
     return f"{st.st_mtime_ns}.{st.st_ino}"
+
+
+def content_metadata(path: str) -> dict[str, str]:
+    """The object metadata of `path` on S3: its content type from its name (HTML and JSON as UTF-8)."""
+    kind, encoding = mimetypes.guess_type(path)
+    if kind is None or encoding is not None:  # a .gz is served as the bytes it is
+        return {"Content-Type": "application/octet-stream"}
+    return {"Content-Type": kind + ("; charset=utf-8" if kind.startswith("text/") or kind == "application/json" else "")}
 
 
 class Store:
@@ -357,8 +366,11 @@ class Store:
         small files and a multipart upload for large ones; S3 exposes neither until it
         completes, so a process killed mid-upload leaves the previous object in place.
         """
-        # compression=None: pyarrow would otherwise gzip again a name ending in .gz.
-        with pa.OSFile(local, "rb") as src, self.fs.open_output_stream(final, compression=None) as out:
+        # compression=None: pyarrow would otherwise gzip again a name ending in .gz. The content
+        # type is the one S3 serves the object with: the HUD's pages from a website bucket must
+        # come as text/html, or browsers download them.
+        with pa.OSFile(local, "rb") as src, self.fs.open_output_stream(final, compression=None,
+                                                                     metadata=content_metadata(final)) as out:
             while chunk := src.read(UPLOAD_CHUNK):
                 out.write(chunk)
 

@@ -44,6 +44,22 @@ def test_a_large_file_goes_up_in_parts_and_appears_only_when_complete(s3_server)
     assert keys == [store.full("outputs/big.bin")]
 
 
+def test_objects_are_served_with_their_content_type(s3_server):
+    """A website bucket serves the HUD with the type its objects were stored with: a page stored
+    as application/octet-stream would be downloaded, not shown."""
+    import requests
+
+    prefix = f"types-{os.getpid()}"
+    store = Store(f"s3://{S3_BUCKET}/{prefix}")
+    for rel in ("hud/index.html", "stats/test-times.json", "webhooks/day=2026-11-01/a.jsonl.gz"):
+        store.write_bytes(rel, b"{}")
+    kinds = {rel: requests.head(f"{s3_server}/{S3_BUCKET}/{prefix}/{rel}", timeout=10).headers["Content-Type"]
+             for rel in ("hud/index.html", "stats/test-times.json", "webhooks/day=2026-11-01/a.jsonl.gz")}
+    assert kinds == {"hud/index.html": "text/html; charset=utf-8",
+                     "stats/test-times.json": "application/json; charset=utf-8",
+                     "webhooks/day=2026-11-01/a.jsonl.gz": "application/octet-stream"}
+
+
 def test_lake_views_on_s3_match_local_ones_across_schema_changes(s3_server, tmp_path):
     """A column added on a later day, types promoted: S3 (pyarrow dataset) and local (DuckDB)
     give the same rows, the same types and the same `day` DATE column."""
