@@ -380,3 +380,11 @@ def test_unstable_issues_mark_pr_jobs_and_every_failed_one_is_unstable_in_the_tr
     # a PR's merge base is the main commit it branched from: the archive's, but for PRs of its first hours
     assert sum(r["merge_base"] in archived for r in truth["pr_failed_jobs"]) > len(truth["pr_failed_jobs"]) / 2
     assert World(Options(seed=0, unstable_jobs=0)).unstable == ()
+
+
+def test_an_s3_out_is_refused_not_written_to_a_local_folder_named_s3(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as usage:
+        main(["--out", "s3://bucket/archive", "--days", "1"])
+    assert usage.value.code == 2 and "the simulator writes a local folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -27,6 +27,14 @@ def _configs(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number or 'all': {text!r}") from e
 
 
+def _local_folder(text: str) -> Path:
+    """The simulator writes a local folder; `s3://...` would become a folder named `s3:` here."""
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: the simulator writes a local folder; give one, then upload it "
+                                         "to the bucket (aws s3 sync DIR s3://...)")
+    return Path(text)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torchci simulate",
@@ -34,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                     "PyTorch CI, plus ground-truth.json with the planted flaky/broken tests, infra "
                     "failures and each failed job log's failure line. Same arguments give byte-identical files. Existing day folders of the "
                     "generated days under --out are replaced.")
-    p.add_argument("--out", required=True, type=Path, help="archive root to write")
+    p.add_argument("--out", required=True, type=_local_folder, help="archive root to write (a local folder)")
     p.add_argument("--days", type=int, default=3, help="number of days (default 3)")
     p.add_argument("--start", type=_date, help="first day, YYYY-MM-DD (default: the N days ending yesterday, UTC)")
     p.add_argument("--seed", type=int, default=0, help="random seed: the same seed and options write the same files")
