@@ -164,6 +164,22 @@ def test_an_archive_out_of_reach_is_one_line_saying_what_to_check(tmp_path):
                          "AWS_REGION and TORCHCI_S3_ENDPOINT)")
 
 
+def test_an_instance_database_out_of_reach_is_one_line_saying_what_to_check(tmp_path, octokit):
+    from conftest import free_port
+
+    octokit_archive(tmp_path / "archive", octokit)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "dagster.yaml").write_text((Path(__file__).parents[1] / "dagster.postgres.yaml").read_text())
+    result = run_cli(tmp_path, DAGSTER_HOME=str(tmp_path / "home"), DAGSTER_PG_HOST="127.0.0.1",
+                     DAGSTER_PG_PORT=str(free_port()), DAGSTER_PG_DB="dagster", DAGSTER_PG_USERNAME="torchci",
+                     DAGSTER_PG_PASSWORD="pg-secret-value")
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "pg-secret-value" not in result.stderr
+    assert last.startswith(f"torchci run: the Dagster instance of {tmp_path / 'home'}/dagster.yaml cannot reach its "
+                           "database (connection to server at")
+    assert last.endswith("check its DAGSTER_PG_* settings and that the server is up")
+
+
 # ---- the first daily partition -------------------------------------------------------------------
 
 def test_the_code_location_starts_its_partitions_at_the_archive_s_first_day(tmp_path, octokit):

@@ -19,6 +19,7 @@ import time
 import warnings
 
 import dagster as dg
+import sqlalchemy.exc
 
 from torchci_assets import preflight
 
@@ -128,8 +129,20 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
     if not os.path.isdir(home):
         raise UsageError(f"DAGSTER_HOME={home} is not a folder")
     os.environ["DAGSTER_HOME"] = home
-    return dg.DagsterInstance.get(), (f"Runs are recorded in the Dagster instance at {home}"
-                                      + (" (created now)." if created else "."))
+    try:
+        instance = dg.DagsterInstance.get()
+    except Exception as exc:  # a PostgreSQL instance whose server is out of reach: dagster-postgres's own error
+        cause = exc.__cause__ if isinstance(exc.__cause__, sqlalchemy.exc.OperationalError) else exc
+        if not isinstance(cause, sqlalchemy.exc.OperationalError):
+            raise
+        reason = str(cause.orig or cause).strip().splitlines()[0]
+        raise InstanceUnreachable(f"the Dagster instance of {home}/dagster.yaml cannot reach its database "
+                                  f"({reason}); check its DAGSTER_PG_* settings and that the server is up") from None
+    return instance, (f"Runs are recorded in the Dagster instance at {home}" + (" (created now)." if created else "."))
+
+
+class InstanceUnreachable(RuntimeError):
+    """The instance's database cannot be reached: nothing can be run or recorded."""
 
 
 def selected_keys(defs: dg.Definitions, selection: str | None) -> list[dg.AssetKey] | None:
@@ -180,6 +193,9 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"torchci run: {exc}", file=sys.stderr)
         return 2
+    except InstanceUnreachable as exc:
+        print(f"torchci run: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:  # an archive or lake that cannot be listed: an s3:// bucket out of reach, say
         print(f"torchci run: {exc}; check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
               "AWS_REGION and TORCHCI_S3_ENDPOINT)", file=sys.stderr)
