@@ -75,6 +75,24 @@ def test_an_older_day_does_not_replace_a_newer_site_and_stale_pr_pages_go(tmp_pa
     assert json.loads(out.read_bytes("hud/site.json"))["day"] == DAY
 
 
+def test_a_sleeping_pull_requests_page_stays_while_its_dr_ci_comment_may_link_to_it(tmp_path):
+    """A pull request with no webhook for a week leaves the site's list, but its Dr. CI comment on
+    GitHub still links to its page: the page stays PR_PAGE_KEEP_DAYS after it was last rendered."""
+    from torchci_assets.derived.hud.site import PR_PAGE_KEEP_DAYS
+    from torchci_assets.partitions import days_around
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    build(lake)
+    assert publish_site(lake, out, DAY, REPO).published and out.exists("hud/pr/7.html")
+    page = out.read_bytes("hud/pr/7.html")
+    later = days_around(DAY, 0, 10)[-1]
+    assert publish_site(lake, out, later, REPO).deleted == [] and out.read_bytes("hud/pr/7.html") == page
+    assert json.loads(out.read_bytes("hud/site.json"))["rendered"]["hud/pr/7.html"] == DAY
+    gone = days_around(DAY, 0, PR_PAGE_KEEP_DAYS + 1)[-1]
+    assert "hud/pr/7.html" in publish_site(lake, out, gone, REPO).deleted and not out.exists("hud/pr/7.html")
+
+
 def test_index_is_written_after_the_pages_it_links_to(tmp_path, monkeypatch):
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     history().write(lake)

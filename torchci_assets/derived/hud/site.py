@@ -47,7 +47,7 @@ from torchci_assets.derived.hud import backend_pages, pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
-from torchci_assets.partitions import days_ending
+from torchci_assets.partitions import days_around, days_ending
 
 SITE_DIR = "hud"
 SITE_META = f"{SITE_DIR}/site.json"
@@ -57,8 +57,10 @@ MAX_TESTS_LISTED = 3000
 MAX_PRS_LISTED = 300  # on index.html; every pull request with a Dr. CI comment has a page all the same
 PR_PAGES_PER_READ = 100
 # the folders of pages that come and go with their subject (a pull request, a backend): a page there
-# that a publish no longer renders is deleted
+# that a publish no longer renders is deleted; a pull request's only PR_PAGE_KEEP_DAYS after it was last
+# rendered, as its Dr. CI comment links to it and a pull request may sleep for weeks and wake up
 PAGE_FOLDERS = ("pr", "backends")
+PR_PAGE_KEEP_DAYS = 30
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
 # the code that renders a pull request's page (its jobs' kinds included): a new version renders every page again
@@ -406,11 +408,18 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
         outputs.write_bytes(SITE_META, _meta(current or day, before, drop=set(writes)))
     for path in writes:
         outputs.write_bytes(path, files[path])
+    last_rendered = {p: day for p in digests if p.startswith(f"{SITE_DIR}/pr/")}
+    for path in sorted(p for p in present if p not in digests and p.startswith(f"{SITE_DIR}/pr/")):
+        last = before["rendered"].get(path) or day  # a page published before days were kept: from now
+        if last >= days_around(day, PR_PAGE_KEEP_DAYS)[0] and path in before["digests"]:
+            digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
+            last_rendered[path] = last
     stale = sorted(p for p in present if p not in digests)
     for path in stale:
         outputs.delete(path)
     report.deleted = stale
-    outputs.write_bytes(SITE_META, _meta(day, {"pages": report.pages, "digests": digests, "inputs": report.inputs}))
+    outputs.write_bytes(SITE_META, _meta(day, {"pages": report.pages, "digests": digests, "inputs": report.inputs,
+                                               "rendered": last_rendered}))
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
         f"{len(report.unchanged)} of them unchanged and left as they were, "
@@ -420,8 +429,9 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
 
 def _meta(day: str, meta: dict, drop: set[str] = frozenset()) -> bytes:
     """hud/site.json: the day shown, and each page's bytes, content digest and (pull requests)
-    inputs, but those of the pages in `drop`."""
-    kept = {k: {p: v for p, v in (meta.get(k) or {}).items() if p not in drop} for k in ("pages", "digests", "inputs")}
+    inputs and the day it was last rendered, but those of the pages in `drop`."""
+    kept = {k: {p: v for p, v in (meta.get(k) or {}).items() if p not in drop}
+            for k in ("pages", "digests", "inputs", "rendered")}
     return json.dumps({"day": day, **kept}, indent=1, sort_keys=True).encode()
 
 
@@ -441,4 +451,4 @@ def _published_meta(outputs: Store) -> dict:
         except ValueError:
             meta = {}
     meta = meta if isinstance(meta, dict) else {}
-    return {k: meta.get(k) if isinstance(meta.get(k), dict) else {} for k in ("digests", "pages", "inputs")}
+    return {k: meta.get(k) if isinstance(meta.get(k), dict) else {} for k in ("digests", "pages", "inputs", "rendered")}
