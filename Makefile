@@ -23,10 +23,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 
 # The instance's dagster.yaml follows the repository's template, unless it is no longer the copy make
-# installed (dagster.postgres.yaml copied in, or edited by hand): that one is kept, and said so.
+# installed (dagster.postgres.yaml copied in, or edited by hand): that one is kept, and said so. An
+# instance installed before make kept its copy is taken for make's unless it is a PostgreSQL one.
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	@mkdir -p $(DAGSTER_HOME)
-	@if [ ! -e $@ ] || cmp -s $@ $(DAGSTER_HOME)/.dagster.yaml.installed; then \
+	@if [ ! -e $@ ] || cmp -s $@ $(DAGSTER_HOME)/.dagster.yaml.installed \
+			|| { [ ! -e $(DAGSTER_HOME)/.dagster.yaml.installed ] && ! grep -q DAGSTER_PG $@; }; then \
 		cp dagster.yaml $@ && cp dagster.yaml $(DAGSTER_HOME)/.dagster.yaml.installed; \
 	else \
 		echo "keeping $@ (not the template make installed: dagster.postgres.yaml, or edited); compare it with ./dagster.yaml"; \

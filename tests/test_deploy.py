@@ -125,6 +125,15 @@ def test_make_keeps_an_instance_yaml_that_is_not_its_template(tmp_path):
                               text=True, timeout=60)
 
     assert make().returncode == 0 and target.read_text() == (ROOT / "dagster.yaml").read_text()
+    # an instance make installed before it kept its copy: still make's, unless it is a PostgreSQL one
+    (home / ".dagster.yaml.installed").unlink()
+    target.write_text("an older template\n")
+    assert make().returncode == 0 and target.read_text() == (ROOT / "dagster.yaml").read_text()
+    (home / ".dagster.yaml.installed").unlink()
+    target.write_text((ROOT / "dagster.postgres.yaml").read_text())
+    assert "keeping" in make().stdout and target.read_text() == (ROOT / "dagster.postgres.yaml").read_text()
+    make()
+    (home / ".dagster.yaml.installed").write_text((ROOT / "dagster.yaml").read_text())
     target.write_text((ROOT / "dagster.postgres.yaml").read_text())
     done = make()
     assert done.returncode == 0 and "keeping" in done.stdout

@@ -89,6 +89,10 @@ def test_a_sleeping_pull_requests_page_stays_while_its_dr_ci_comment_may_link_to
     later = days_around(DAY, 0, 10)[-1]
     assert publish_site(lake, out, later, REPO).deleted == [] and out.read_bytes("hud/pr/7.html") == page
     assert json.loads(out.read_bytes("hud/site.json"))["rendered"]["hud/pr/7.html"] == DAY
+    meta = json.loads(out.read_bytes("hud/site.json"))
+    out.write_bytes("hud/site.json", json.dumps({**meta, "rendered": {"hud/pr/7.html": 5}}).encode())  # not a day
+    assert publish_site(lake, out, later, REPO).deleted == [] and out.exists("hud/pr/7.html")
+    out.write_bytes("hud/site.json", json.dumps(meta).encode())
     gone = days_around(DAY, 0, PR_PAGE_KEEP_DAYS + 1)[-1]
     assert "hud/pr/7.html" in publish_site(lake, out, gone, REPO).deleted and not out.exists("hud/pr/7.html")
 

@@ -263,3 +263,19 @@ def test_the_nightly_schedule_skips_days_before_the_first_partition(tmp_path):
     assert request.partition_key == day
     # the state of the archive it was requested for, which the intra-day refresh takes as its baseline
     assert request.tags[FINGERPRINT_TAG] == day_fingerprint(Store(str(tmp_path)), day).short
+
+
+def test_a_sqlite_instance_error_is_not_taken_for_an_unreachable_postgres(tmp_path, monkeypatch):
+    import sqlalchemy.exc
+
+    from torchci_assets.run import InstanceUnreachable, instance_for_runs
+
+    home = tmp_path / "home"
+    (home / "history" / "runs.db").mkdir(parents=True)  # the run storage's file is a folder
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with pytest.raises(Exception) as raised:
+        instance_for_runs()[0].get_runs()
+    assert not isinstance(raised.value, InstanceUnreachable)
+    assert isinstance(raised.value, sqlalchemy.exc.OperationalError) or isinstance(
+        raised.value.__cause__, sqlalchemy.exc.OperationalError)

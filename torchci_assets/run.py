@@ -133,7 +133,8 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
         instance = dg.DagsterInstance.get()
     except Exception as exc:  # a PostgreSQL instance whose server is out of reach: dagster-postgres's own error
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlalchemy.exc.OperationalError) else exc
-        if not isinstance(cause, sqlalchemy.exc.OperationalError):
+        if not (isinstance(cause, sqlalchemy.exc.OperationalError)
+                and type(cause.orig).__module__.startswith("psycopg")):  # SQLite's errors keep their traceback
             raise
         reason = str(cause.orig or cause).strip().splitlines()[0]
         raise InstanceUnreachable(f"the Dagster instance of {home}/dagster.yaml cannot reach its database "

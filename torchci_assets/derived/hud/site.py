@@ -410,7 +410,8 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
         outputs.write_bytes(path, files[path])
     last_rendered = {p: day for p in digests if p.startswith(f"{SITE_DIR}/pr/")}
     for path in sorted(p for p in present if p not in digests and p.startswith(f"{SITE_DIR}/pr/")):
-        last = before["rendered"].get(path) or day  # a page published before days were kept: from now
+        last = before["rendered"].get(path)
+        last = last if isinstance(last, str) else day  # a page published before days were kept: from now
         if last >= days_around(day, PR_PAGE_KEEP_DAYS)[0] and path in before["digests"]:
             digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
             last_rendered[path] = last
