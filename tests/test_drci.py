@@ -688,6 +688,10 @@ def test_a_head_whose_ci_ran_before_the_window_keeps_its_jobs_when_a_label_bring
     assert report.refreshed_heads == 0 and fake.count("GET", "/actions/") == 0
     [comment] = [r for r in report.rows if r["pr"] == 60]
     assert (comment["new"], comment["infra"]) == (0, 1)
+    # a carried job is unstable by today's UNSTABLE issues, not by the day it was carried from
+    build_pr_jobs(lake, d, REPO, now=now, unstable_jobs=["pull / linux-jammy / test (default)"])
+    [row] = [r for r in pq.read_table(lake.files("pr_jobs", [d])[0]).to_pylist() if r["number"] == 60]
+    assert (row["job_id"], row["unstable"], row["cancelled"]) == (job, True, False)
 
 
 def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):

@@ -328,3 +328,14 @@ def test_only_the_main_branch_is_main_whatever_other_branches_are_relayed(tmp_pa
         h.job(sha(i), TEST.format(1), conclusion, workflow="trunk", run_id=i, created=at)
     conclusions, _ = health(tmp_path, h, branches=branches)
     assert conclusions == {sha(1): "red"}
+
+
+def test_pr_jobs_lineage_names_its_own_previous_day_which_it_reads():
+    import dagster as dg
+
+    from torchci_assets.definitions import defs
+
+    node = defs.resolve_asset_graph().get(dg.AssetKey("pr_jobs"))
+    assert dg.AssetKey("pr_jobs") in node.parent_keys
+    mapping = node.partition_mappings[dg.AssetKey("pr_jobs")]
+    assert (mapping.start_offset, mapping.end_offset) == (-1, -1)

@@ -70,7 +70,9 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result",
                       "job_failure")),
-          "flaky_tests", "commit_health"],
+          "flaky_tests", "commit_health",
+          # the previous day's partition: the jobs of a head whose CI ran before the window (pr_jobs.sql, `carried`)
+          dg.AssetDep("pr_jobs", partition_mapping=window_mapping(1, -1))],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
                 "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo). "

@@ -220,7 +220,7 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
                   "unstable": list(unstable_jobs or [])}
         run_steps(con, SQL.steps("pr_heads"), values)
         _identities(con, as_of, stale_hours)
-        run_steps(con, [s for s in SQL.steps("commit_groups") if s[0] == "unstable"], values)
+        run_steps(con, [s for s in SQL.steps("commit_groups") if s[0] in ("unstable_rule", "unstable")], values)
         # the previous day's rows carry a head whose CI ran before this window (see pr_jobs.sql, `carried`)
         carry = lake.register(con, "pr_jobs", [days_around(day, 1)[0]], name="prev_pr_jobs") > 0
         run_steps(con, [s for s in SQL.steps("pr_jobs") if carry or s[0] != "carried"], values)

@@ -3,21 +3,22 @@
 -- $stale_before (a commit pushed since then with nothing blocking yet is pending), $unstable (the
 -- jobs of the open UNSTABLE issues).
 
+-- step: unstable_rule
+-- whether a job (`workflow / job (config, shard, shards, runner)`) is unstable as PyTorch's HUD says
+-- (unstable.py): `unstable`, as written, in its name, or `UNSTABLE <name>` containing an open UNSTABLE
+-- issue's title (`issues`), the name read as `workflow / job (config)`
+CREATE OR REPLACE TEMP MACRO unstable_job(whole, issues) AS
+    whole LIKE '%unstable%' OR len(list_filter(issues, lambda k: contains(
+        'UNSTABLE ' || CASE WHEN regexp_matches(whole, '^(.*) \(([^,]*),.*\)')
+            THEN regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 1) || ' (' || regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 2) || ')'
+            ELSE whole END,
+        'UNSTABLE ' || k))) > 0
+
 -- step: unstable
--- the jobs PyTorch's HUD calls unstable (unstable.py): `unstable`, as written, in `workflow / name`, or `UNSTABLE <name>`
--- containing an open UNSTABLE issue's title, the name as `workflow / job (config)`
+-- the jobs of the window that are unstable
 CREATE OR REPLACE TEMP TABLE unstable AS
-WITH named AS (
-    SELECT DISTINCT workflow, name, workflow || ' / ' || name AS whole FROM identities
-),
-titled AS (
-    SELECT workflow, name, whole, 'UNSTABLE ' || CASE WHEN regexp_matches(whole, '^(.*) \(([^,]*),.*\)')
-        THEN regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 1) || ' (' || regexp_extract(whole, '^(.*) \(([^,]*),.*\)', 2) || ')'
-        ELSE whole END AS title
-    FROM named
-)
-SELECT workflow, name FROM titled
-WHERE whole LIKE '%unstable%' OR len(list_filter($unstable::VARCHAR[], lambda k: contains(title, 'UNSTABLE ' || k))) > 0
+SELECT DISTINCT workflow, name FROM identities
+WHERE unstable_job(workflow || ' / ' || name, $unstable::VARCHAR[])
 
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the

@@ -104,8 +104,17 @@ carried AS (
                                       h.base_ref AS base_ref, h.labels AS labels, h.pr_updated_at AS pr_updated_at,
                                       h.as_of AS as_of)
     FROM header h JOIN prev_pr_jobs p ON p.number = h.number AND p.head_sha = h.head_sha AND p.source IS NOT NULL
+),
+merged AS (
+    SELECT *, false AS is_carried FROM pr_job_rows WHERE source IS NOT NULL OR number NOT IN (SELECT number FROM carried)
+    UNION ALL BY NAME
+    SELECT *, true AS is_carried FROM carried
 )
-SELECT * FROM pr_job_rows WHERE source IS NOT NULL OR number NOT IN (SELECT number FROM carried)
-UNION ALL BY NAME
-SELECT * FROM carried
+-- a carried job is unstable by today's UNSTABLE issues, not the day's it was carried from (a partition
+-- written before `cancelled` or `unstable` existed has them NULL)
+SELECT * EXCLUDE (is_carried) REPLACE (
+    CASE WHEN is_carried THEN coalesce(cancelled, false) ELSE cancelled END AS cancelled,
+    CASE WHEN is_carried AND source = 'github' THEN unstable_job(workflow || ' / ' || name, $unstable::VARCHAR[])
+         ELSE coalesce(unstable, false) END AS unstable)
+FROM merged
 ORDER BY number, source, workflow, name
