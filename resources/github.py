@@ -566,7 +566,7 @@ class GitHubResource(dg.ConfigurableResource):
         returns the pages read (for lists sorted so that the first pages are what matters).
         """
         items: list = []
-        for resp in self._pages(path, params):
+        for resp in self.pages(path, params):
             items.extend(resp.json())
             if not resp.links.get("next"):
                 return items
@@ -592,7 +592,7 @@ class GitHubResource(dg.ConfigurableResource):
             items: dict[int, dict] = {}
             total = 0
             # GitHub serves at most 1000 results, so a search's pages are bounded by that, not max_pages
-            pages = self._pages("/search/issues", {"q": query, "per_page": per_page},
+            pages = self.pages("/search/issues", {"q": query, "per_page": per_page},
                                 -(-SEARCH_MAX_RESULTS // per_page))
             for resp in pages:
                 page = resp.json()
@@ -646,7 +646,7 @@ class GitHubResource(dg.ConfigurableResource):
                 since = since.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             params["since"] = since
         commits: list[dict] = []
-        for resp in self._pages(f"/repos/{owner_repo}/commits", params):
+        for resp in self.pages(f"/repos/{owner_repo}/commits", params):
             commits.extend(resp.json())
             if not resp.links.get("next"):
                 return commits
@@ -654,8 +654,9 @@ class GitHubResource(dg.ConfigurableResource):
                     owner_repo, sha_or_branch, self.max_pages, len(commits))
         return commits
 
-    def _pages(self, path: str, params: dict | None, max_pages: int | None = None):
-        """Responses of a list endpoint, following `Link: rel="next"`, at most `max_pages`."""
+    def pages(self, path: str, params: dict | None, max_pages: int | None = None):
+        """Responses of a list endpoint, following `Link: rel="next"`, at most `max_pages`; every
+        page carries the credentials of the first page's repository (see `request`'s `auth_path`)."""
         first = path
         for _ in range(max_pages or self.max_pages):
             resp = self.request("GET", path, params=params, auth_path=first)

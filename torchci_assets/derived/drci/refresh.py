@@ -55,15 +55,10 @@ def stale_reason(jobs: list[HeadJob], updated_at: dt.datetime | None, limits: Re
 
 def _list(github: GitHubResource, path: str, key: str, params: dict) -> tuple[list[dict], int]:
     """Every item under `key` of a paginated REST answer that wraps its list in an object."""
-    items, requests, first = [], 0, path
-    for _ in range(github.max_pages):
-        resp = github.request("GET", path, params=params, auth_path=first)  # a next link may name the repo by id
+    items, requests = [], 0
+    for resp in github.pages(path, params):
         requests += 1
         items.extend(resp.json().get(key) or [])
-        next_url = resp.links.get("next", {}).get("url")
-        if not next_url:
-            break
-        path, params = next_url, None
     return items, requests
 
 
