@@ -22,7 +22,6 @@ import pyarrow as pa
 from resources.lake import Lake
 from resources.lake_extracts import register_extract
 from resources.sql import Columns, compose
-from resources.storage import Store
 from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
                                                   MainFailure, Trunk, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES
