@@ -315,7 +315,7 @@ class GitHubResource(dg.ConfigurableResource):
             self._session = session
         return self._session
 
-    def _redact(self, text: str) -> str:
+    def redact(self, text: str) -> str:
         """`text` without any credential, as given, trimmed, or escaped as an exception's repr
         of a header shows it (a token read from a file keeps its trailing newline)."""
         forms = {form for secret in (self.token, self.app_private_key, *self._minted) if secret
@@ -407,9 +407,17 @@ class GitHubResource(dg.ConfigurableResource):
 
     # ---- the retry loop ----------------------------------------------------------------
 
+    def backoff_s(self, attempt: int) -> float:
+        """The wait after failed attempt `attempt` (1, 2, ...): doubling from `backoff_base_s`."""
+        return self.backoff_base_s * 2 ** (attempt - 1)
+
+    def pause(self, seconds: float) -> None:
+        """Wait between attempts, through the hook tests replace to not wait."""
+        self._sleep(seconds)
+
     def _retry_wait(self, resp: requests.Response | None, attempt: int) -> tuple[float | None, str]:
         """Seconds to wait before retrying, or None when the outcome is final; and why."""
-        backoff = self.backoff_base_s * 2 ** (attempt - 1)
+        backoff = self.backoff_s(attempt)
         if resp is None:
             return backoff, "no response"
         status = resp.status_code
@@ -455,10 +463,10 @@ class GitHubResource(dg.ConfigurableResource):
                                             timeout=(self.connect_timeout_s, self.read_timeout_s), stream=stream)
                 error = "" if resp.ok else f"HTTP {resp.status_code}: {_message(resp)}"
             except (requests.ConnectionError, requests.Timeout) as e:
-                error = self._redact(f"{type(e).__name__}: {e}")[:200]
+                error = self.redact(f"{type(e).__name__}: {e}")[:200]
             except requests.RequestException as e:  # a request that could not be made: final
-                return _Outcome(None, self._redact(f"{type(e).__name__}: {e}")[:300], attempt, waited)
-            error = self._redact(error)
+                return _Outcome(None, self.redact(f"{type(e).__name__}: {e}")[:300], attempt, waited)
+            error = self.redact(error)
             renew = resp is not None and resp.status_code == 401 and self._app_auth and not renewed
             if renew:
                 log.warning("GitHub %s %s: HTTP 401 with an installation token; retrying once with a new one",

@@ -111,9 +111,9 @@ class RestReader:
                 return True
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
                 # the storage's signed address (its query) is a credential: never in a message
-                error = self.gh._redact(re.sub(r"\?[^\s'\")]*", "?...", f"{type(exc).__name__}: {exc}"))[:200]
+                error = self.gh.redact(re.sub(r"\?[^\s'\")]*", "?...", f"{type(exc).__name__}: {exc}"))[:200]
             if attempt <= self.gh.max_retries:
-                wait = self.gh.backoff_base_s * 2 ** (attempt - 1)
+                wait = self.gh.backoff_s(attempt)
                 log.warning("GET %s: download cut off (%s); retry %d in %.1fs", path, error, attempt, wait)
-                self.gh._sleep(wait)
+                self.gh.pause(wait)
         raise GitHubError(None, f"GET {path}: download cut off {attempt} times: {error}")
