@@ -656,30 +656,47 @@ def test_a_head_whose_webhooks_were_all_lost_is_read_from_the_rest_api(tmp_path,
     assert 9 not in {r["pr"] for r in later.rows}  # no job known: no comment
 
 
+def _labelled_days_later(number: int):
+    """A pull request whose `pull` job failed (infrastructure) on D0, labelled ciflow/trunk on D, three
+    days later, when D's window no longer holds D0: (history, the job, D, the label's time, now)."""
+    from hud_lake import History
+
+    d0, d = "2026-10-02", "2026-10-05"
+    t0 = dt.datetime(2026, 10, 2, 8, tzinfo=dt.timezone.utc)
+    later, now = t0 + dt.timedelta(days=3, hours=1), t0 + dt.timedelta(days=3, hours=4)
+    h = History()
+    pr = dict(repo=REPO, number=number, state="open", head_sha=HEAD, head_ref=f"u/{number}", base_ref="main",
+              merged=None)
+    h.add("pull_request", d0, **pr, labels=[], updated_at=t0, received_at=t0)
+    job = h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", "failure", run_id=number * 10,
+                created=t0, day=d0, branch=f"u/{number}", test_config="default")
+    h.test_job(job, infra_reason="job-died", day=d0)
+    h.add("pull_request", d, **pr, labels=["ciflow/trunk"], updated_at=later, received_at=later)
+    return h, job, d, later, now
+
+
+def _pr_jobs_days(h, tmp_path, d: str, now: dt.datetime) -> Lake:
+    """`h` written to a lake and pr_jobs built for D0, D-1 and D, in order (D as of `now`)."""
+    from torchci_assets.derived.hud.health import build_pr_jobs
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    for day in ("2026-10-02", "2026-10-04", d):
+        build_pr_jobs(lake, day, REPO, now=now if day == d else None)
+    return lake
+
+
 def test_a_head_whose_ci_ran_before_the_window_keeps_its_jobs_when_a_label_brings_it_back(tmp_path, httpserver, fake):
     """CI ran on D0; a label on D brings the pull request back into D's window, which no longer holds
     its jobs: D's partition carries D-1's jobs of that head (with D's labels), so Dr. CI classifies them
     as before and reads nothing from the REST API, and the HUD's page shows them, not "no job yet"."""
     import pyarrow.parquet as pq
-    from hud_lake import History
 
     from torchci_assets.derived.drci.build import build_comments
     from torchci_assets.derived.hud.health import build_pr_jobs
 
-    d0, d1, d = "2026-10-02", "2026-10-04", "2026-10-05"
-    t0 = dt.datetime(2026, 10, 2, 8, tzinfo=dt.timezone.utc)
-    later, now = t0 + dt.timedelta(days=3, hours=1), t0 + dt.timedelta(days=3, hours=4)
-    h = History()
-    pr = dict(repo=REPO, number=60, state="open", head_sha=HEAD, head_ref="u/60", base_ref="main", merged=None)
-    h.add("pull_request", d0, **pr, labels=[], updated_at=t0, received_at=t0)
-    job = h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", "failure", run_id=600, created=t0,
-                day=d0, branch="u/60", test_config="default")
-    h.test_job(job, infra_reason="job-died", day=d0)
-    h.add("pull_request", d, **pr, labels=["ciflow/trunk"], updated_at=later, received_at=later)
-    lake = Lake.at(str(tmp_path / "lake"))
-    h.write(lake)
-    for day in (d0, d1, d):
-        build_pr_jobs(lake, day, REPO, now=now if day == d else None)
+    h, job, d, later, now = _labelled_days_later(60)
+    lake = _pr_jobs_days(h, tmp_path, d, now)
     [row] = [r for r in pq.read_table(lake.files("pr_jobs", [d])[0]).to_pylist() if r["number"] == 60]
     assert (row["source"], row["job_id"], row["state"], row["failure_class"], row["infra_reason"]) == (
         "github", job, "failure", "infra", "job-died")
@@ -692,6 +709,27 @@ def test_a_head_whose_ci_ran_before_the_window_keeps_its_jobs_when_a_label_bring
     build_pr_jobs(lake, d, REPO, now=now, unstable_jobs=["pull / linux-jammy / test (default)"])
     [row] = [r for r in pq.read_table(lake.files("pr_jobs", [d])[0]).to_pylist() if r["number"] == 60]
     assert (row["job_id"], row["unstable"], row["cancelled"]) == (job, True, False)
+
+
+def test_a_head_whose_later_workflow_runs_in_the_window_keeps_its_earlier_workflows_jobs(tmp_path, httpserver, fake):
+    """PyTorch's usual path: `pull` ran on D0; a ciflow/trunk label on D starts `trunk` on the same head.
+    D's window holds only the trunk job, yet the pull job's failure is still the head's: D's partition
+    carries it from D-1 beside today's job, and Dr. CI counts both."""
+    import pyarrow.parquet as pq
+
+    from torchci_assets.derived.drci.build import build_comments
+
+    h, pulled, d, later, now = _labelled_days_later(61)
+    trunk = h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", "success", run_id=611,
+                  created=later, day=d, branch="u/61", workflow="trunk", test_config="default")
+    lake = _pr_jobs_days(h, tmp_path, d, now)
+    rows = [r for r in pq.read_table(lake.files("pr_jobs", [d])[0]).to_pylist() if r["number"] == 61]
+    assert sorted((r["workflow"], r["job_id"], r["state"]) for r in rows) == [
+        ("pull", pulled, "failure"), ("trunk", trunk, "success")]
+    assert {tuple(r["labels"]) for r in rows} == {("ciflow/trunk",)}  # today's pull request fields on both
+    report = build_comments(lake, gh(httpserver), d, REPO, now=now)
+    [comment] = [r for r in report.rows if r["pr"] == 61]
+    assert (comment["new"], comment["infra"]) == (0, 1)
 
 
 def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):

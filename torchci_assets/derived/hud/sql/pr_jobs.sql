@@ -93,17 +93,21 @@ WHERE p.head_sha IS NOT NULL
 ORDER BY p.number, j.source, j.workflow, j.name
 
 -- step: carried
--- a pull request whose head has no job in this window, though the previous day's partition (view prev_pr_jobs)
--- has that head's jobs: its CI ran before the window and a later webhook (a label, a merge) brought it back.
--- Its jobs are the previous day's, with today's pull request fields: a header row alone would show "no job yet"
--- for a head whose CI is done, and send Dr. CI to the REST API to look for jobs that are all there.
+-- a head's jobs that ran before this window, kept in the previous day's partition (view prev_pr_jobs): its CI ran
+-- days ago and a later webhook (a label, a merge) brought the pull request back, or a ciflow label started another
+-- workflow on it days after `pull` ran. Every job name of the head that this window does not show is carried, with
+-- today's pull request fields, as a longer window would show it (each job name's latest attempt): a header row
+-- alone would show "no job yet" for a head whose CI is done, and the label's new workflow alone would hide the
+-- head's earlier failures from Dr. CI.
 CREATE OR REPLACE TEMP TABLE pr_job_rows AS
-WITH header AS (SELECT * FROM pr_job_rows WHERE source IS NULL),
+WITH today AS (SELECT DISTINCT ON (number) * FROM pr_job_rows ORDER BY number, source NULLS FIRST),
 carried AS (
     SELECT p.* EXCLUDE (day) REPLACE (h.pr_state AS pr_state, h.merged AS merged, h.head_ref AS head_ref,
                                       h.base_ref AS base_ref, h.labels AS labels, h.pr_updated_at AS pr_updated_at,
                                       h.as_of AS as_of)
-    FROM header h JOIN prev_pr_jobs p ON p.number = h.number AND p.head_sha = h.head_sha AND p.source IS NOT NULL
+    FROM today h JOIN prev_pr_jobs p ON p.number = h.number AND p.head_sha = h.head_sha AND p.source IS NOT NULL
+    ANTI JOIN pr_job_rows t ON t.number = p.number AND t.head_sha = p.head_sha AND t.source = p.source
+                           AND t.workflow = p.workflow AND t.name = p.name
 ),
 merged AS (
     SELECT *, false AS is_carried FROM pr_job_rows WHERE source IS NOT NULL OR number NOT IN (SELECT number FROM carried)
