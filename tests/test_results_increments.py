@@ -134,6 +134,25 @@ def test_a_changed_job_rewrites_its_file_and_no_other(tmp_path, rows):
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
 
 
+def test_files_written_before_the_workflow_column_rebuild_the_day(tmp_path, rows):
+    """test_jobs and test_results written by a version without workflow_name: an append would
+    leave the old files' rows without it (and compare the jobs on a column they lack), so the
+    next refresh rebuilds the day, which then equals the day built at once."""
+    hooks(tmp_path, range(1, JOBS + 1))
+    land(tmp_path, "part-0", [r for job in range(1, 25) for r in rows[job]])
+    refresh(tmp_path)
+    for table in ("test_jobs", "test_results"):
+        for f in (tmp_path / "lake" / table / f"day={D}").glob("*.parquet"):
+            pq.write_table(pq.read_table(f).drop_columns(["workflow_name"]), f)
+    # the day's aggregates counted again from those files: no job known periodic then
+    assert build_test_daily_stats(lake(tmp_path), D).mode == "recompute"
+    assert query(tmp_path, "test_daily_stats", "SELECT sum(periodic_clean_passes) AS n FROM t") == [{"n": 0}]
+    land(tmp_path, "part-1", [r for job in range(25, JOBS + 1) for r in rows[job]])
+    results, _ = refresh(tmp_path)
+    assert (results.written.mode, results.written.reason) == ("rebuild", "test_jobs was written without workflow_name")
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
 def test_a_job_whose_reports_span_two_parts_rebuilds_the_day(tmp_path, rows):
     hooks(tmp_path, range(1, JOBS + 1))
     land(tmp_path, "part-0", [r for job in range(1, 10) for r in rows[job]] + rows[10][:4])

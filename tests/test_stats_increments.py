@@ -11,6 +11,7 @@ import shutil
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from test_test_stats import D, job_payload, lake, query, run_payload, run_row, webhooks
 
@@ -45,20 +46,27 @@ def job_rows(job: int, rng: random.Random) -> list[dict]:
     return rows
 
 
-def job_hooks(jobs: range, conclusions: dict[int, str] | None = None) -> list[tuple[str, dict]]:
-    """Webhooks of the jobs (every 13th has none: its rows stay without a job) and their runs."""
-    conclusions = conclusions or {}
+def job_hooks(jobs: range, conclusions: dict[int, str] | None = None,
+              workflows: dict[int, str | None] | None = None) -> list[tuple[str, dict]]:
+    """Webhooks of the jobs (every 13th has none: its rows stay without a job) and their runs, of
+    workflow pull, or periodic for every 5th (`workflows` overrides; None: no payload names it)."""
+    conclusions, workflows = conclusions or {}, workflows or {}
     hooks = []
     for job in jobs:
         if job % 13 == 5:
             continue
         sha = SHAS[job % len(SHAS)]
         branch = "main" if job % 4 else f"gh/dev/{job}/head"
-        hooks.append(("workflow_job", job_payload(job, 1000 + job, sha, branch=branch, attempt=1 + job % 2,
-                                                  env=ENVS[job % 2], conclusion=conclusions.get(job, "success"),
-                                                  shard=1 + job % 3, shards=3)))
-        hooks.append(("workflow_run", run_payload(1000 + job, sha, "push" if job % 4 else "pull_request",
-                                                  branch)))
+        job_hook = job_payload(job, 1000 + job, sha, branch=branch, attempt=1 + job % 2, env=ENVS[job % 2],
+                               conclusion=conclusions.get(job, "success"), shard=1 + job % 3, shards=3)
+        run_hook = run_payload(1000 + job, sha, "push" if job % 4 else "pull_request", branch)
+        workflow = workflows.get(job, "periodic" if job % 5 == 0 else "pull")
+        for hook, key, field in ((job_hook, "workflow_job", "workflow_name"), (run_hook, "workflow_run", "name")):
+            if workflow is None:
+                del hook[key][field]
+            else:
+                hook[key][field] = workflow
+        hooks += [("workflow_job", job_hook), ("workflow_run", run_hook)]
     return hooks
 
 
@@ -108,6 +116,8 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, rows
     incremental = tables(tmp_path)
     assert incremental == at_once(tmp_path, tmp_path / "once")
     assert len(incremental["test_daily_stats"]) > 40 and len(incremental["test_sha_outcomes"]) > 40
+    periodic = query(tmp_path, "test_daily_stats", "SELECT sum(periodic_clean_passes) AS n FROM t")[0]["n"]
+    assert 0 < periodic < query(tmp_path, "test_daily_stats", "SELECT sum(clean_passes) AS n FROM t")[0]["n"]
     assert refresh(tmp_path).mode == "unchanged"  # nothing new: the previous result stands
     assert tables(tmp_path) == incremental
 
@@ -134,6 +144,36 @@ def test_a_job_counted_before_that_changed_is_recomputed(tmp_path, rows):
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
     died = query(tmp_path, "test_daily_stats", "SELECT sum(infra_runs) AS n FROM t")[0]["n"]
     assert died >= len(rows[3])
+
+
+def test_a_counted_job_whose_workflow_is_named_later_is_added_again(tmp_path, rows):
+    """Job 6 is counted before any payload names its workflow; its run's later webhook says
+    periodic: its clean passes move to the periodic counters in the append, as counted at once."""
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1), workflows={6: None}))
+    land(tmp_path, "part-0", [r for job in range(1, 25) for r in rows[job]])
+    refresh(tmp_path)
+    unnamed = query(tmp_path, "test_jobs", "SELECT workflow_name FROM t WHERE job_id = 6")
+    assert unnamed == [{"workflow_name": None}]
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1), workflows={6: "periodic"}))
+    land(tmp_path, "part-1", [r for job in range(25, JOBS + 1) for r in rows[job]])
+    built = refresh(tmp_path)
+    assert (built.mode, built.reason) == ("append", "24 new and 1 changed job(s) (1 new test_run part(s))")
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+    # its rows in test_results were rewritten too (what a later recompute of the day reads)
+    assert query(tmp_path, "test_results", "SELECT DISTINCT workflow_name FROM t WHERE job_id = 6") == [
+        {"workflow_name": "periodic"}]
+
+
+def test_a_day_counted_before_the_workflow_was_recorded_is_recomputed(tmp_path, rows):
+    """The jobs counted by a version that did not record their workflow cannot tell which changed
+    workflow: the next refresh counts the day again instead of adding to it."""
+    first_half_counted(tmp_path, rows)
+    counted = lake(tmp_path).store.full(increments.counted_jobs_path(D))
+    pq.write_table(pq.read_table(counted).drop_columns(["workflow_name"]), counted)
+    land(tmp_path, "part-1", [r for job in range(25, JOBS + 1) for r in rows[job]])
+    built = refresh(tmp_path)
+    assert (built.mode, built.reason) == ("recompute", "the jobs counted were recorded without workflow_name")
+    assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
 
 
 def test_a_job_whose_reports_span_two_parts_is_recomputed(tmp_path, rows):

@@ -302,7 +302,8 @@ def test_guard_compares_what_the_window_computed_when_old_entries_are_kept(tmp_p
 
 
 def test_a_run_whose_shards_land_on_two_days_counts_once_whole(tmp_path):
-    """Shard 1's report on D-1, shard 2's on D: one run of 10 + 20 s, not two of 10 and 20."""
+    """Shard 1's report on D-1, shard 2's on D: one run of 10 + 20 s, not two of 10 and 20, counted
+    in every window holding D, also one starting on D (its shard of D-1 read from the day before)."""
     webhooks(tmp_path, day(-1), [("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2))])
     webhooks(tmp_path, day(0), [("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2))])
     write_test_run(tmp_path, day(-1), [nn(11, 100, 10.0)])
@@ -312,9 +313,21 @@ def test_a_run_whose_shards_land_on_two_days_counts_once_whole(tmp_path):
         build_test_time_daily(lake(tmp_path), d)
     publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
     assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 30.0}
-    # a window starting on D sees half the run: it waits for the whole
-    report = publish_test_times(lake(tmp_path), Store(str(tmp_path / "other")), day(0), window_days=1)
-    assert report.window_files == 0
+    # a window starting on D holds the run's last day: it counts the run whole, its shard of D-1 included
+    other = Store(str(tmp_path / "other"))
+    report = publish_test_times(lake(tmp_path), other, day(0), window_days=1)
+    assert report.window_files == 1
+    assert json.loads(other.read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 30.0}
+    # a window ending on D-1 does not: the run counts in the windows holding its last day
+    assert publish_test_times(lake(tmp_path), Store(str(tmp_path / "third")), day(-1), window_days=1).window_files == 0
+    # nor one starting on D+1: the look-back days are read for runs ending in the window only
+    webhooks(tmp_path, day(1), [("workflow_job", job_payload(13, 300, "b" * 40))])
+    write_test_run(tmp_path, day(1), [nn(13, 300, 5.0)])
+    build_test_results(lake(tmp_path), day(1))
+    build_test_time_daily(lake(tmp_path), day(1))
+    fourth = Store(str(tmp_path / "fourth"))
+    publish_test_times(lake(tmp_path), fourth, day(1), window_days=1)
+    assert json.loads(fourth.read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"nn/test_nn": 5.0}
 
 
 def test_a_rerun_of_failed_jobs_counts_each_shard_at_its_latest_clean_attempt(tmp_path):

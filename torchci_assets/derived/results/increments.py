@@ -6,13 +6,13 @@ The ingest's contract: a table's day partition is a set of immutable Parquet par
 only adds parts (rows for keys no earlier part holds) or rewrites the partition. The aggregates
 keep a record of what they counted (`test_daily_stats/day=D/_parts.json`: each test_run part's
 name and size, and the partition's generation) and the jobs as they counted them
-(`_counted_jobs.pq`: each job's commit, configuration, branch class, completion time, infra
-verdict and number of test rows). The next refresh is an append when every part counted is still
-there with its size, or was merged by the ingest with other counted parts (`held_parts`); a job
-counted before that now has more rows (its reports came in two parts), a rewritten test_run
-partition, or no record mean a recompute from the whole day, and so does every run that is not
-an intra-day refresh (the daily run, a backfill): a recompute is the reference an append must
-equal.
+(`_counted_jobs.pq`: each job's commit, configuration, branch class, workflow, completion time,
+infra verdict and number of test rows). The next refresh is an append when every part counted is
+still there with its size, or was merged by the ingest with other counted parts (`held_parts`); a
+job counted before that now has more rows (its reports came in two parts), a rewritten test_run
+partition, or no record (or one written before a job field was recorded) mean a recompute from the
+whole day, and so does every run that is not an intra-day refresh (the daily run, a backfill): a
+recompute is the reference an append must equal.
 
 Why an append is exact: every column of test_daily_stats decomposes over the day's rows split by
 commit within a test and configuration (counts and sums add; distinct commits are counted commit

@@ -27,8 +27,9 @@ test_run part, and no job is counted twice (its counts were taken with the parts
 
 What is not an append rebuilds the day from test_run (every file replaced), as every run that is
 not an intra-day refresh does: no record of the previous layout, a new generation of test_run
-(the ingest rewrote it), a part counted before that changed or vanished, and a job whose rows
-are spread over an old and a new part (its counts and infra verdict need all its rows). The
+(the ingest rewrote it), a part counted before that changed or vanished, a job whose rows
+are spread over an old and a new part (its counts and infra verdict need all its rows), and files
+written before a job field was added to test_results (`columns.JOB_COLUMNS_ADDED`). The
 record (`_parts.json`) is removed before anything is written and written after the commit, so a
 refresh killed midway leaves the previous files readable and the next one rebuilds.
 """
@@ -47,6 +48,7 @@ import pyarrow.compute as pc
 from resources.lake import Lake
 from resources.sql import SqlFiles, execute, relation
 from torchci_assets.derived.results import increments
+from torchci_assets.derived.results.columns import JOB_COLUMNS_ADDED, columns_of
 from torchci_assets.ingest.commit import PartitionCommit, hidden_files
 
 TABLE = "test_results"
@@ -271,6 +273,9 @@ def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters:
     which part holds each job), or why the day must be rebuilt instead."""
     if not lake.register(con, "test_jobs", [day], name="previous_jobs"):
         return "no previous test_jobs"
+    older = sorted(set(JOB_COLUMNS_ADDED) - columns_of(con, "previous_jobs"))
+    if older:  # written by an earlier version: its files' rows lack the job fields added since
+        return f"test_jobs was written without {', '.join(older)}"
     maps_before = hidden_files(lake, TABLE, day, JOB_PARTS)
     if not maps_before:
         return "no record of which part holds each job"

@@ -20,6 +20,10 @@ Branch class: `main` when the job ran on the main branch for a push (a fork's pu
 can come from a branch named main too, so runs whose workflow_run event is a pull request
 are `other`), `other` for every other branch, `unknown` without a job.
 
+Workflow (`workflow_name`): the job's workflow run's name, as PyTorch's queries read it, else the
+name the job's own webhooks carry; test_daily_stats counts the clean passes of PERIODIC_WORKFLOW's
+jobs apart, for the slow-test list, which leaves that workflow out as PyTorch's does.
+
 Infra suspects (`test_jobs.infra_suspect`, copied onto every test row): a job whose failures
 say nothing about its tests, which flaky detection must not count. The rule, in order, with
 the first that applies recorded in `infra_reason`:
@@ -50,8 +54,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, compose, execute, relation
+from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps
 from torchci_assets.derived.results import increments, parts
+from torchci_assets.derived.results.columns import (JOB_COLUMNS_ADDED, WEBHOOK_COLUMNS_READ, columns_of,
+                                                    register_current)
 from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
@@ -61,6 +67,9 @@ PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 INFRA_MIN_FAILURES = 10
 INFRA_FAILING_SHARE = 0.5
 DIED_CONCLUSIONS = ("cancelled", "timed_out", "startup_failure")
+# The workflow PyTorch's slow-test list leaves out (pytorch/pytorch tools/testing/update_slow_tests.py:
+# `w.name != 'periodic'`): test_daily_stats counts its clean passes apart.
+PERIODIC_WORKFLOW = "periodic"
 BATCH_ROWS = 50_000
 
 TEST_KEY = ["file", "classname", "name"]
@@ -73,6 +82,7 @@ _INCREMENT = dict(SQL.steps("increments"))
 _JOB_PARAMETERS = {"main_branches": list(MAIN_BRANCHES), "pull_request_events": list(PULL_REQUEST_EVENTS),
                    "died_conclusions": list(DIED_CONCLUSIONS), "infra_min_failures": INFRA_MIN_FAILURES,
                    "infra_failing_share": INFRA_FAILING_SHARE}
+_STATS_PARAMETERS = {"periodic_workflow": PERIODIC_WORKFLOW}
 
 
 @dataclass
@@ -88,16 +98,23 @@ class ResultsReport:
 
 
 def _register_or_empty(con, lake: Lake, table: str, days: list[str], name: str) -> int:
-    n = lake.register(con, table, days, name=name)
+    n = register_current(con, lake, table, days, name, WEBHOOK_COLUMNS_READ.get(table, Columns()))
     if n == 0:
         con.execute(compose(_EMPTY[table], view=name))
     return n
 
 
 def _require(con, lake: Lake, table: str, days: list[str], name: str | None = None) -> None:
-    if lake.register(con, table, days, name=name) == 0:
+    if _register(con, lake, table, days, name or table) == 0:
         raise FileNotFoundError(f"{table} has no partition for {', '.join(days)} in {lake.store.display(table)}: "
                                 "materialize it first")
+
+
+def _register(con, lake: Lake, table: str, days: list[str], name: str) -> int:
+    """Like `lake.register`; test_jobs and test_results written before JOB_COLUMNS_ADDED read them as NULL."""
+    if table in ("test_jobs", "test_results"):
+        return register_current(con, lake, table, days, name, JOB_COLUMNS_ADDED)
+    return lake.register(con, table, days, name=name)
 
 
 def build_test_results(lake: Lake, day: str, incremental: bool = False) -> ResultsReport:
@@ -151,7 +168,7 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
     con = connect()
     try:
         _require(con, lake, "test_results", [day], name="all_results")
-        if lake.register(con, "test_jobs", [day]) == 0:  # test_results written by hand (a test)
+        if _register(con, lake, "test_jobs", [day], "test_jobs") == 0:  # test_results written by hand (a test)
             return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition")
         execute(con, _INCREMENT["counted_jobs"])
         if plan.mode != "recompute":
@@ -176,6 +193,9 @@ def _moved(con, lake: Lake, day: str, plan: increments.Plan) -> increments.Plan:
     if not counted:
         return increments.Plan("recompute", "no record of the jobs counted", [])
     execute(con, _INCREMENT["counted"], {"files": counted})
+    older = sorted(set(JOB_COLUMNS_ADDED) - columns_of(con, "counted"))
+    if older:  # counted by an earlier version: those fields cannot be compared
+        return increments.Plan("recompute", f"the jobs counted were recorded without {', '.join(older)}", [])
     execute(con, _INCREMENT["moved_jobs"])
     new, changed, grown = execute(con, _INCREMENT["moved_counts"]).fetchall()[0]
     if grown:
@@ -200,12 +220,12 @@ def _write(con, lake: Lake, day: str, tables: dict[str, pa.Table], record: incre
 
 def _recomputed(con) -> dict[str, pa.Table]:
     con.execute(_INCREMENT["all_rows"])
-    return {t: con.sql(SQL[t]).to_arrow_table() for t in DAILY_TABLES}
+    return {t: relation(con, SQL[t], _STATS_PARAMETERS).to_arrow_table() for t in DAILY_TABLES}
 
 
 def _aggregate(con, step: str, sql: str) -> pa.Table:
     execute(con, _INCREMENT[step])
-    return con.sql(SQL[sql]).to_arrow_table()
+    return relation(con, SQL[sql], _STATS_PARAMETERS).to_arrow_table()
 
 
 def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
@@ -226,7 +246,7 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
         return None
     con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))
     con.register("outcomes_a", _aggregate(con, "rows_a", "test_sha_outcomes"))
-    con.register("agg_a", con.sql(SQL["test_daily_stats"]).to_arrow_table())
+    con.register("agg_a", relation(con, SQL["test_daily_stats"], _STATS_PARAMETERS).to_arrow_table())
     return {"test_daily_stats": con.sql(SQL["test_daily_stats_append"]).to_arrow_table(),
             "test_sha_outcomes": con.sql(SQL["test_sha_outcomes_append"]).to_arrow_table()}
 
@@ -236,11 +256,19 @@ def _stats_rows(con, lake: Lake, day: str) -> dict[str, int]:
     return {table: lake.rows_in(lake.files(table, [day])) for table in DAILY_TABLES}
 
 
+def define_run_times(con) -> None:
+    """The table macro run_times (sql/run_times.sql), in `con`: how a run's shards join into its
+    test times, one definition for a day's runs (test_time_daily) and for the window's runs whose
+    shards landed on different days (sharding's window_times), so the two cannot drift apart."""
+    run_steps(con, SQL.steps("run_times"))
+
+
 def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
     """Write the day's test times (the tables of TIME_TABLES); returns rows per table."""
     con = connect()
     try:
         _require(con, lake, "test_results", [day])
+        define_run_times(con)
         return {table: lake.write(table, day, con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS))
                 for table in TIME_TABLES}
     finally:

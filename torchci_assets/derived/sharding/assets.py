@@ -12,14 +12,16 @@ from torchci_assets.checks import check_spec
 from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,
                                                          markdown_table, max_cost_share, write_test_time_regressions)
-from torchci_assets.derived.sharding.times import (MAX_LOSS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS,
-                                                   PublishRefused, publish_test_times)
+from torchci_assets.derived.sharding.times import (MAX_LOSS, RUN_LOOKBACK_DAYS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH,
+                                                   WINDOW_DAYS, PublishRefused, publish_test_times)
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept, nothing_new
 
 # Lineage only: the window read is the run's `window_days`.
 _TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1)
+# and the days before it holding the shards of runs straddling its first day
+_DAILY_TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1 + RUN_LOOKBACK_DAYS)
 
 
 class TimesConfig(dg.Config):
@@ -33,7 +35,7 @@ class TimesConfig(dg.Config):
     pool="torchci_outputs",
     group_name="sharding",
     kinds={"parquet", "json"},
-    deps=[dg.AssetDep("test_time_daily", partition_mapping=_TIMES_WINDOW)],
+    deps=[dg.AssetDep("test_time_daily", partition_mapping=_DAILY_TIMES_WINDOW)],
     partitions_def=daily_partitions,
     description="test-times.json and test-class-times.json (PyTorch's formats, with the \"default\" averages) "
                 "for the window ending on the day, merged with the published files and published to "

@@ -49,6 +49,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
+from torchci_assets.derived.results.stats import define_run_times
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
 
@@ -56,6 +57,10 @@ DEFAULT = "default"
 WINDOW_DAYS = 14
 MAX_LOSS = 0.5
 RETIRED_AFTER_DAYS = 30
+# Days before the window read for the shards of runs straddling its first day: a run's reports land
+# within this many days before its last one (a run started before midnight, a failed shard re-run
+# the next day). A run spread wider counts only in the windows holding all of it.
+RUN_LOOKBACK_DAYS = 2
 TEST_TIMES_PATH = "stats/test-times.json"
 TEST_CLASS_TIMES_PATH = "stats/test-class-times.json"
 TEST_TIMES_DAY = "stats/test-times.day.json"  # the day both are for (publishing.record_day)
@@ -82,17 +87,22 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     """(per-file rows, per-class rows) averaged over the `window_days` days ending on `day`.
 
     Each row's time is sum(time) / sum(runs) over the window, i.e. the mean over every
-    successful main-branch run, whichever day its shards ran (`window_times.sql`). Partitions
-    written before test_time_daily kept runs split over days are read as they are.
+    successful main-branch run, whichever day its shards ran (`window_times.sql`): a run counts
+    in the windows holding its last day, like a run whose shards all landed on one day, the
+    RUN_LOOKBACK_DAYS before the window supplying the shards of one straddling its first day.
+    Partitions written before test_time_daily kept runs split over days are read as they are.
     """
+    days = days_ending(day, window_days)
     con = connect()
     try:
-        if lake.register(con, "test_time_daily", days_ending(day, window_days), name="daily_files") == 0:
+        if not lake.files("test_time_daily", days):
             return [], []
+        lake.register(con, "test_time_daily", days_ending(day, window_days + RUN_LOOKBACK_DAYS), name="daily_files")
         columns = {d[0] for d in con.execute("SELECT * FROM daily_files LIMIT 0").description}
         con.execute(_DAILY_VIEW["current" if "workflow_id" in columns else "summed_only"])
+        define_run_times(con)
         rows = [dict(zip(("build_env", "test_config", "file", "classname", "time", "runs"), r))
-                for r in execute(con, SQL["window_times"], {"default": DEFAULT}).fetchall()]
+                for r in execute(con, SQL["window_times"], {"default": DEFAULT, "first_day": days[0]}).fetchall()]
     finally:
         con.close()
     files = [{k: v for k, v in r.items() if k != "classname"} for r in rows if r["classname"] is None]

@@ -5,6 +5,7 @@
 CREATE OR REPLACE TEMP VIEW {{view}} AS
 SELECT NULL::BIGINT AS id,
        NULL::BIGINT AS run_id,
+       NULL::VARCHAR AS workflow_name,
        NULL::VARCHAR AS name,
        NULL::VARCHAR AS head_sha,
        NULL::VARCHAR AS head_branch,
@@ -27,6 +28,7 @@ SELECT NULL::BIGINT AS job_id, NULL::VARCHAR AS rule, NULL::BOOLEAN AS infra, NU
 -- step: workflow_run
 CREATE OR REPLACE TEMP VIEW {{view}} AS
 SELECT NULL::BIGINT AS id,
+       NULL::VARCHAR AS name,
        NULL::VARCHAR AS event,
        NULL::TIMESTAMPTZ AS updated_at,
        NULL::DATE AS day WHERE false

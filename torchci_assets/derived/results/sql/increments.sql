@@ -8,7 +8,7 @@
 -- The jobs' fields the aggregates read, as the aggregates counted them (what the next append compares).
 CREATE OR REPLACE TEMP TABLE counted_now AS
 SELECT workflow_id, workflow_run_attempt, job_id, head_sha, branch_class, build_env, test_config, platform,
-       job_completed_at, infra_suspect, tests
+       workflow_name, job_completed_at, infra_suspect, tests
 FROM test_jobs
 
 -- step: counted_now_rows
@@ -22,10 +22,10 @@ SELECT j.workflow_id, j.workflow_run_attempt, j.job_id,
        c.job_id IS NULL AS is_new, coalesce(c.tests <> j.tests, false) AS grown
 FROM counted_now j LEFT JOIN counted c USING (workflow_id, workflow_run_attempt, job_id)
 WHERE c.job_id IS NULL
-   OR (j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect,
-       j.tests) IS DISTINCT FROM
-      (c.head_sha, c.branch_class, c.build_env, c.test_config, c.platform, c.job_completed_at, c.infra_suspect,
-       c.tests)
+   OR (j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name, j.job_completed_at,
+       j.infra_suspect, j.tests) IS DISTINCT FROM
+      (c.head_sha, c.branch_class, c.build_env, c.test_config, c.platform, c.workflow_name, c.job_completed_at,
+       c.infra_suspect, c.tests)
 
 -- step: touched_keys
 -- K: the (commit, configuration) of the moved jobs, before and after. The aggregates of a test
@@ -74,7 +74,8 @@ SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
 -- step: rows_a
 -- A: the rows of the moved groups with a key in K, with their jobs' fields now.
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
 WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
       IN (SELECT g FROM moved_groups)
@@ -82,7 +83,8 @@ WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, 
 -- step: rows_b
 -- B: the same as the previous result counted them (no new job's).
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
 WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
       IN (SELECT g FROM moved_groups)
@@ -91,13 +93,15 @@ WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, 
 -- The changed jobs' rows as counted, and (changed_rows_a) as they are now: whether an extreme of a
 -- group (the longest clean pass, first and last seen) may have come from a row that changed.
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
 SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
 
 -- step: changed_rows_a
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.job_completed_at, j.infra_suspect
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
 FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
 SEMI JOIN (SELECT * FROM moved WHERE NOT is_new) USING (workflow_id, workflow_run_attempt, job_id)
 

@@ -36,10 +36,10 @@ FROM previous_jobs p
 JOIN test_jobs j USING (workflow_id, workflow_run_attempt, job_id)
 JOIN job_parts m USING (workflow_id, workflow_run_attempt, job_id)
 WHERE (p.head_sha, p.head_branch, p.branch_class, p.build_env, p.test_config, p.shard, p.num_shards, p.platform,
-       p.job_name, p.job_conclusion, p.job_completed_at, p.job_found, p.infra_suspect)
+       p.job_name, p.workflow_name, p.job_conclusion, p.job_completed_at, p.job_found, p.infra_suspect)
       IS DISTINCT FROM
       (j.head_sha, j.head_branch, j.branch_class, j.build_env, j.test_config, j.shard, j.num_shards, j.platform,
-       j.job_name, j.job_conclusion, j.job_completed_at, j.job_found, j.infra_suspect)
+       j.job_name, j.workflow_name, j.job_conclusion, j.job_completed_at, j.job_found, j.infra_suspect)
 ORDER BY ALL
 
 -- step: files_of_jobs

@@ -1,7 +1,9 @@
 -- test_daily_stats, from the day's test_results.
 -- Per test and configuration. Infra-suspect rows are left out of every counter but the two
 -- infra ones. Times are over clean passes (passed at the first attempt), so a flaky test's
--- retries do not inflate its time.
+-- retries do not inflate its time. The clean passes and time of jobs of PyTorch's periodic
+-- workflow ($periodic_workflow, by workflow name) are also counted apart (included in clean_passes
+-- and pass_time): PyTorch's slow-test list leaves that workflow out (flakiness/sql/slow_tests.sql).
 SELECT file, classname, name, build_env, test_config, platform, branch_class,
     count(*) FILTER (WHERE NOT infra_suspect) AS runs,
     count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed') AS passed,
@@ -16,6 +18,10 @@ SELECT file, classname, name, build_env, test_config, platform, branch_class,
         AS pass_time,
     pass_time / nullif(clean_passes, 0) AS avg_pass_time,
     max(time) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0) AS max_pass_time,
+    count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0
+                     AND workflow_name = $periodic_workflow) AS periodic_clean_passes,
+    coalesce(sum(time) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0
+                               AND workflow_name = $periodic_workflow), 0) AS periodic_pass_time,
     count(DISTINCT head_sha) FILTER (WHERE NOT infra_suspect) AS shas,
     count(DISTINCT head_sha) FILTER (WHERE NOT infra_suspect AND status IN ('failed', 'error')) AS failing_shas,
     count(DISTINCT job_id) FILTER (WHERE NOT infra_suspect) AS jobs,

@@ -29,6 +29,8 @@ summed AS (
         sum(sign * clean_passes)::BIGINT AS clean_passes,
         sum(sign * pass_time) AS pass_time,
         max(max_pass_time) FILTER (WHERE sign = 1) AS max_pass_time,
+        sum(sign * periodic_clean_passes)::BIGINT AS periodic_clean_passes,
+        sum(sign * periodic_pass_time) AS periodic_pass_time,
         sum(sign * shas)::BIGINT AS shas,
         sum(sign * failing_shas)::BIGINT AS failing_shas,
         sum(sign * jobs)::BIGINT AS jobs,
@@ -42,7 +44,8 @@ summed AS (
 )
 SELECT file, classname, name, build_env, test_config, platform, branch_class, runs, passed, failed, errors,
     skipped, rerun_count, rerun_passed, rerun_failed, clean_passes, pass_time,
-    pass_time / nullif(clean_passes, 0) AS avg_pass_time, max_pass_time, shas, failing_shas, jobs, infra_runs,
+    pass_time / nullif(clean_passes, 0) AS avg_pass_time, max_pass_time, periodic_clean_passes,
+    periodic_pass_time, shas, failing_shas, jobs, infra_runs,
     infra_failures, first_seen, last_seen
 FROM summed
 UNION ALL BY NAME

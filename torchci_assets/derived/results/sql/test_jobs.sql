@@ -32,6 +32,8 @@ WITH job AS (  -- each job's latest fields: from its highest-ranked delivery tha
     SELECT id,
            arg_max(run_id, (rank, received_at, day)) FILTER (WHERE run_id IS NOT NULL) AS run_id,
            arg_max(name, (rank, received_at, day)) FILTER (WHERE name IS NOT NULL) AS name,
+           arg_max(workflow_name, (rank, received_at, day)) FILTER (WHERE workflow_name IS NOT NULL)
+               AS workflow_name,
            arg_max(head_sha, (rank, received_at, day)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
            arg_max(head_branch, (rank, received_at, day)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
            arg_max(status, (rank, received_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
@@ -49,7 +51,8 @@ WITH job AS (  -- each job's latest fields: from its highest-ranked delivery tha
     GROUP BY id
 ),
 run AS (
-    SELECT id, arg_max(event, (updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event
+    SELECT id, arg_max(event, (updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event,
+           arg_max(name, (updated_at, day)) FILTER (WHERE name IS NOT NULL) AS name
     FROM run_window GROUP BY id
 ),
 failure AS (  -- a log archived twice (a re-upload on a later day): the latest copy
@@ -59,6 +62,9 @@ failure AS (  -- a log archived twice (a re-upload on a later day): the latest c
 joined AS (
     SELECT t.*,
            job.id IS NOT NULL AS job_found, job.name AS job_name, job.head_sha, job.head_branch,
+           -- the workflow as PyTorch's queries name it (workflow_run.name), else the job's own
+           -- workflow_name (the run's webhooks missing from the window)
+           coalesce(run.name, job.workflow_name) AS workflow_name,
            CASE WHEN job.id IS NULL THEN 'unknown'
                 WHEN list_contains($main_branches, job.head_branch)
                      AND NOT list_contains($pull_request_events, coalesce(run.event, ''))

@@ -1,35 +1,30 @@
 -- Per build_env, test_config, file and class (NULL: the whole file), the mean time of a successful
--- main-branch run over the window (view daily over test_time_daily), leaving out PyTorch's
--- "default" averages ($default), which are computed, not read.
--- Runs summed on their day (runs > 0; all of an older partition's rows) are added to the runs
--- whose shards landed on different days (workflow_id set), joined here across the window the
--- way test_time_daily.sql joins a day's: each shard at its latest clean attempt, a run counted
--- once all its shards are in the window and every shard that ran the file has such an attempt.
+-- main-branch run over the window (view daily over test_time_daily, from $first_day on, and the
+-- look-back days before it), leaving out PyTorch's "default" averages ($default), which are
+-- computed, not read.
+-- Runs summed on their day (runs > 0; all of an older partition's rows) count in the window when
+-- their day is in it. The runs whose shards landed on different days (workflow_id set) are joined
+-- by run_times, the definition test_time_daily.sql applies to a day's, and count in the window
+-- holding the last day one of their reports landed: the look-back days supply the shards of a run
+-- straddling the window's first day, so every run counts in as many windows as a run summed on
+-- its day.
 WITH split AS (
     SELECT * FROM daily WHERE workflow_id IS NOT NULL AND build_env <> $default
 ),
-complete AS (
-    SELECT workflow_id, build_env, test_config
-    FROM split GROUP BY ALL
-    HAVING count(DISTINCT shard) = max(num_shards) AND min(shard) = 1 AND max(shard) = max(num_shards)
+ending_in_window AS (
+    SELECT workflow_id, build_env, test_config FROM split GROUP BY ALL HAVING max(day) >= $first_day::DATE
 ),
-chosen AS (
-    SELECT workflow_id, build_env, test_config, shard, max(attempt) FILTER (WHERE clean) AS attempt
-    FROM split JOIN complete USING (workflow_id, build_env, test_config) GROUP BY ALL
+window_split AS (
+    SELECT * FROM split SEMI JOIN ending_in_window USING (workflow_id, build_env, test_config)
 ),
 joined AS (
     SELECT build_env, test_config, file, classname, count(*) AS runs, sum(time) AS time
-    FROM (SELECT build_env, test_config, file, classname, workflow_id,
-                 sum(time) FILTER (WHERE split.attempt = chosen.attempt) AS time,
-                 bool_and(chosen.attempt IS NOT NULL) AS counts
-          FROM split JOIN chosen USING (workflow_id, build_env, test_config, shard)
-          GROUP BY ALL)
-    WHERE counts AND time IS NOT NULL
+    FROM run_times('window_split') WHERE counts
     GROUP BY ALL
 ),
 summed AS (
     SELECT build_env, test_config, file, classname, runs, time FROM daily
-    WHERE runs > 0 AND build_env <> $default AND workflow_id IS NULL
+    WHERE runs > 0 AND build_env <> $default AND workflow_id IS NULL AND day >= $first_day::DATE
     UNION ALL
     SELECT * FROM joined
 )
