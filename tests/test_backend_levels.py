@@ -1,6 +1,7 @@
 """Backend health and relay levels on hand-built `ci_result` rows: every threshold exactly at,
-just above and just below, one-step promotion, immediate demotion, the L4 approval cap, no data,
-the 6 h rule across days, the published files, and the Dagster assets end to end."""
+just above and just below, one-step promotion from L2, immediate demotion on measured failures,
+the L4 approval cap, no data (never a demotion), L1 (never measured), one repo under two letter
+cases, the 6 h rule across days, the published files, and the Dagster assets end to end."""
 
 import datetime as dt
 import json
@@ -19,6 +20,7 @@ from torchci_assets.config import parse_allowlist, parse_config
 from torchci_assets.derived.backends.assets import backend_health_asset, backend_levels_asset
 from torchci_assets.ingest.assets import ci_result_assets
 from torchci_assets.derived.backends.levels import (
+    L1_REASON,
     LEVELS_FILE,
     PROPOSAL_FILE,
     allowlist_proposal,
@@ -242,7 +244,7 @@ def test_l4_without_approval_is_capped_at_l3_with_the_reason(tmp_path):
     assert any("not in maintainer_approved: capped at L3" in r for r in a.reasons)
 
 
-@pytest.mark.parametrize("current, expected", [("L1", "L2"), ("L2", "L3"), ("L3", "L4")])
+@pytest.mark.parametrize("current, expected", [("L2", "L3"), ("L3", "L4")])
 def test_promotion_is_one_level_at_a_time(tmp_path, current, expected):
     allow = {current: {"npu": {REPO: []}}} if current == "L3" else {current: [REPO]}
     a = assess(tmp_path, healthy(), cfg=config(allow, approved=[REPO]))[REPO]
@@ -256,16 +258,74 @@ def test_demotion_is_immediate_and_may_skip_levels(tmp_path):
     assert "L2 min_success_rate: success_rate over 7 days is 0.6, needs >= 0.7" in a.reasons
 
 
-def test_allowlisted_repo_without_data_is_assessed_and_demoted(tmp_path):
+def test_allowlisted_repo_without_data_is_assessed_and_kept(tmp_path):
     cfg = config({"L3": {"npu": {REPO: []}}, "L1": ["quiet/torch-zpu"]})
     got = assess(tmp_path, [job(0, repo="other/torch-xyz")], cfg=cfg)
     a = got[REPO]
-    assert a.health == {} and a.eligible_level == "L1" and a.recommended_level == "L1" and a.change == "demote"
-    assert "no judged jobs in the last 7 days" in a.reasons
+    assert a.health == {} and a.eligible_level == "L1" and (a.recommended_level, a.change) == ("L3", "keep")
+    assert a.reasons[:2] == ["no evidence in the last 7 days: not demoted", "no judged jobs in the last 7 days"]
     assert got["quiet/torch-zpu"].change == "keep"
     unlisted = got["other/torch-xyz"]
     assert unlisted.current_level is None and unlisted.recommended_level is None
     assert unlisted.change == "not_allowlisted" and "not in the allowlist" in unlisted.reasons[0]
+
+
+def test_an_l4_backend_without_results_this_week_is_not_demoted(tmp_path):
+    # another backend reports, so the asset's "no results at all" guard does not apply
+    cfg = config({"L4": [REPO], "L2": ["other/torch-xpu"]}, approved=[REPO])
+    a = assess(tmp_path, healthy(100, repo="other/torch-xpu"), cfg=cfg)[REPO]
+    assert (a.eligible_level, a.recommended_level, a.change) == ("L1", "L4", "keep")
+    assert a.reasons[0] == "no evidence in the last 7 days: not demoted"
+
+
+def test_nightly_self_reports_alone_are_no_evidence_to_demote_on(tmp_path):
+    cfg = config({"L4": [REPO]}, approved=[REPO])
+    nightly = [job(i, status="completed") | {"event_type": "nightly", "delivery_id": f"n{i}"} for i in range(5)]
+    a = assess(tmp_path, nightly, cfg=cfg)[REPO]
+    assert a.health[7]["jobs"] == 0 and a.health[7]["callbacks"] == 5
+    assert (a.recommended_level, a.change) == ("L4", "keep")
+    assert "L2 min_completed_jobs: completed_jobs over 7 days is no data, needs >= 20" in a.reasons
+
+
+def test_a_demotion_goes_no_lower_than_the_measured_failures(tmp_path):
+    # the jobs' queue times were never measured (no in_progress callback): the L3 queue criterion has
+    # no data, so the measured 85% success rate demotes L4 to L2, and no further
+    rows = fail_tests(_set("queue_s", None)(healthy()), 15)
+    a = assess(tmp_path, rows, cfg=config({"L4": [REPO]}, approved=[REPO]))[REPO]
+    assert (a.eligible_level, a.recommended_level, a.change) == ("L2", "L2", "demote")
+    rows = _set("queue_s", None)(healthy())
+    a = assess(tmp_path / "b", rows, cfg=config({"L4": [REPO]}, approved=[REPO]))[REPO]
+    assert (a.eligible_level, a.recommended_level, a.change) == ("L2", "L4", "keep")
+    assert a.reasons[0] == "not demoted: the L4 criteria it misses have no data in the window"
+
+
+def test_an_l1_backend_is_not_promoted_l2_is_a_maintainers_decision(tmp_path):
+    """The relay takes no callbacks from L1 (as upstream), so there is never evidence to promote on."""
+    cfg = config({"L1": [REPO], "L2": ["other/torch-xpu"]})
+    a = assess(tmp_path, healthy(100, repo="other/torch-xpu"), cfg=cfg)[REPO]
+    assert (a.eligible_level, a.recommended_level, a.change) == ("L1", "L1", "keep")
+    assert a.reasons == [L1_REASON]
+    assert "callbacks" in a.reasons[0] and "maintainer" in a.reasons[0]
+
+
+def test_a_repo_seen_under_two_letter_cases_is_one_backend(tmp_path):
+    # GitHub's names are case-insensitive, and the OIDC `repository` claim follows a rename: a
+    # case-only rename inside the window leaves both spellings in ci_result
+    rows = healthy(60) + [job(i, repo="Acme-AI/torch-npu") for i in range(60, 120)]
+    rows += [job(i, repo="Stranger/Torch-QPU") for i in range(5)] + [job(5, repo="stranger/torch-qpu")]
+    rows[-1]["callback_at"] += dt.timedelta(hours=1)  # the spelling seen last names an unlisted repo
+    got = assess(tmp_path, rows)
+    assert sorted(got) == [REPO, "stranger/torch-qpu"]  # the allowlist's spelling for a listed repo
+    assert got[REPO].health[7]["jobs"] == 120 and got["stranger/torch-qpu"].health[7]["jobs"] == 6
+    entries = parse_allowlist(yaml.safe_load(allowlist_proposal(list(got.values()), D, APPROVED)))
+    assert [(e.repo, e.level) for e in entries] == [(REPO, "L3")]
+
+
+def test_health_rows_under_two_spellings_are_folded(tmp_path):
+    """backend_health written before names were folded may hold both spellings: one assessment."""
+    rows = [{"repo": "Acme-AI/torch-npu", "window_days": 7, "jobs": 3}, {"repo": REPO, "window_days": 7, "jobs": 0}]
+    (a,) = assess_backends(rows, APPROVED)
+    assert a.repo == REPO and a.health[7]["jobs"] == 3
 
 
 # ---- the 6 h rule across days ---------------------------------------------------------------
@@ -333,15 +393,15 @@ def test_levels_document_lists_every_criterion_with_value_and_threshold(tmp_path
 def test_allowlist_proposal_is_the_relay_format_with_devices(tmp_path):
     cfg = config({"L1": ["newco/torch-gpu-backend"], "L2": ["demoted/torch-old"],
                   "L3": {"npu": {REPO: ["@npu-oncall"]}, "tpu": {"fallen/torch-tpu": []}}}, approved=[REPO])
-    rows = (healthy() + healthy(repo="newco/torch-gpu-backend") + fail_tests(healthy(repo="fallen/torch-tpu"), 20)
-            + healthy(repo="stranger/torch-qpu"))
+    rows = (healthy() + fail_tests(healthy(repo="demoted/torch-old"), 40)
+            + fail_tests(healthy(repo="fallen/torch-tpu"), 20) + healthy(repo="stranger/torch-qpu"))
     got = assess(tmp_path, rows, cfg=cfg)
     text = allowlist_proposal(list(got.values()), D, cfg)
     entries = {e.repo: e for e in parse_allowlist(yaml.safe_load(text))}
     assert set(entries) == {REPO, "newco/torch-gpu-backend", "demoted/torch-old", "fallen/torch-tpu"}
     assert (entries[REPO].level, entries[REPO].device, entries[REPO].oncalls) == ("L4", None, ("@npu-oncall",))
     assert yaml.safe_load(text)["L4"] == [{REPO: "@npu-oncall"}]  # the relay's list, oncalls as one string
-    assert (entries["newco/torch-gpu-backend"].level, entries["newco/torch-gpu-backend"].device) == ("L2", None)
+    assert entries["newco/torch-gpu-backend"].level == "L1"  # reports nothing at L1: kept
     assert (entries["fallen/torch-tpu"].level, entries["fallen/torch-tpu"].device) == ("L2", None)
     assert entries["demoted/torch-old"].level == "L1"
     assert "# fallen/torch-tpu: L3 -> L2 (demote)" in text
@@ -375,7 +435,7 @@ def test_publishing_an_older_day_does_not_replace_a_newer_one(tmp_path):
 
 def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatch):
     cfg_path = tmp_path / "relay.yaml"
-    cfg_path.write_text(yaml.safe_dump({"allowlist": {"L1": [REPO], "L2": ["quiet/torch-zpu"]}}))
+    cfg_path.write_text(yaml.safe_dump({"allowlist": {"L2": [REPO, "quiet/torch-zpu"]}}))
     monkeypatch.setenv("TORCHCI_CONFIG", str(cfg_path))
     lines = []
     for i in range(12):
@@ -397,10 +457,10 @@ def test_assets_materialize_from_archive_to_published_files(tmp_path, monkeypatc
     assert checks[("backend_health", "unique_repo_window_days")]
     doc = json.loads((tmp_path / "outputs" / LEVELS_FILE).read_text())
     levels = {b["repo"]: (b["current_level"], b["eligible_level"], b["recommended_level"]) for b in doc["backends"]}
-    assert levels == {REPO: ("L1", "L3", "L2"), "quiet/torch-zpu": ("L2", "L1", "L1"),
+    assert levels == {REPO: ("L2", "L3", "L3"), "quiet/torch-zpu": ("L2", "L1", "L2"),
                       "stranger/torch-qpu": (None, "L1", None)}
     proposal = yaml.safe_load((tmp_path / "outputs" / PROPOSAL_FILE).read_text())
-    assert proposal == {"L1": ["quiet/torch-zpu"], "L2": [REPO]}
+    assert proposal == {"L2": ["quiet/torch-zpu"], "L3": {"npu": {REPO: []}}}
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == [
         "backend_health", "backend_levels", "ci_callback_minutes", "ci_result", "rejects"]
     # re-running D once a later day is published leaves the files, and says why beside `published`

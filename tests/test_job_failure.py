@@ -12,18 +12,21 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import Roots, envelope
 from test_test_stats import D, day, job_payload, lake, query, run_row, webhooks, write_test_run
 
 from resources.configured import ArchiveResource, LakeResource
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.config import DEFAULT_INFRA_RULES, ConfigError, parse_config
 from torchci_assets.derived.failures.assets import job_failure_assets
-from torchci_assets.derived.failures.job_failure import build_job_failure, classify_log
+from torchci_assets.derived.failures.job_failure import CLASSIFIED_PART, build_job_failure, classify_log
 from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
 from torchci_assets.derived.results.stats import build_test_results
+from torchci_assets.ingest.commit import hidden_path
 from torchci_assets.ingest.logs import LogBlocks, list_job_logs
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 from torchci_assets.simulate.logs import SHUTDOWN
@@ -151,9 +154,7 @@ def test_job_failure_classifies_failed_jobs_and_skips_successful_ones(roots: Roo
         "run_attempt": 1, "conclusion": "failure", "rule": "pytest failure", "line_number": 6,
         "captures": ["test_ops.py::TestOps::t2"], "infra": False, "log_complete": True}
     assert rows[1]["line"] == "FAILED [0.2000s] test_ops.py::TestOps::t2 - AssertionError: boom"
-    assert rows[1]["context"] == ["##[group]Run .ci/pytorch/test.sh", ".ci/pytorch/test.sh", "##[endgroup]",
-                                  "test_ops.py::TestOps::t0 PASSED [0.1000s] [ 50%]",
-                                  "FAILED [0.2000s] test_ops.py::TestOps::t1 - AssertionError: boom"]
+    assert rows[1]["context"] == [] and rows[1]["log_invalid_utf8"] is False  # no `+` command in this log
     assert (rows[3]["rule"], rows[3]["infra"], rows[3]["run_attempt"], rows[3]["captures"]) == \
            ("CUDA device error", True, None, ["an illegal memory access was encountered"])
     assert (rows[4]["rule"], rows[4]["line_number"], rows[4]["infra"], rows[4]["log_lines"], rows[4]["run_attempt"]) \
@@ -176,6 +177,55 @@ def test_the_infra_list_decides_and_processes_agree_with_one(tmp_path):
     assert sum(r["infra"] for r in serial) == 4
     failure_day(roots, lk, infra=("pytest failure",))
     assert {r["job_id"] for r in query_lake(lk, "job_failure") if r["infra"]} == {2, 4, 6, 8}
+
+
+def test_rows_carry_the_commands_before_the_failure_and_flag_invalid_utf8(tmp_path):
+    roots = Roots(str(tmp_path))
+    roots.write_bytes(f"logs/day={D}/1.log", gha("+ cd /w/pytorch", "+ .ci/pytorch/test.sh", "building",
+                                                "FAILED [0.2000s] test_ops.py::TestOps::t1 - AssertionError: boom"))
+    # a cp1252 byte (0xFC) in a path: matched as U+FFFD, the rest of the line still matches
+    roots.write_bytes(f"logs/day={D}/2.log", gha("+ cd C:/actions-r@nner", "FAILED [0.2000s] r@/test_x.py::T::t - boom")
+                      .replace(b"@", b"\xfc"))
+    lk = Lake.at(roots.lake_uri)
+    report = failure_day(roots, lk)
+    rows = {r["job_id"]: r for r in query_lake(lk, "job_failure")}
+    assert rows[1]["context"] == ["+ .ci/pytorch/test.sh", "+ cd /w/pytorch"] and not rows[1]["log_invalid_utf8"]
+    assert (rows[2]["rule"], rows[2]["captures"], rows[2]["context"], rows[2]["log_invalid_utf8"]) == \
+        ("pytest failure", ["r\ufffd/test_x.py::T::t"], ["+ cd C:/actions-r\ufffdnner"], True)
+    assert report.invalid_utf8 == 1
+
+
+def test_partitions_written_before_log_invalid_utf8_are_still_read(tmp_path):
+    roots = Roots(str(tmp_path))
+    roots.write_bytes(f"logs/day={D}/1.log", pytest_log("t1"))
+    lk = Lake.at(roots.lake_uri)
+    failure_day(roots, lk)
+    old = pq.read_table(lk.files("job_failure", [D])[0], filesystem=lk.store.fs)
+    lk.write("job_failure", day(-1), old.drop_columns(["log_invalid_utf8"]).set_column(
+        0, "job_id", pa.array([9], pa.int64())))
+    con = connect()
+    try:
+        assert lk.register(con, "job_failure", [day(-1), D])
+        got = con.sql("SELECT job_id, rule, log_invalid_utf8 FROM job_failure ORDER BY job_id").fetchall()
+    finally:
+        con.close()
+    assert got == [(1, "pytest failure", False), (9, "pytest failure", None)]
+
+
+def test_a_refresh_classifies_again_what_an_older_classifier_kept(tmp_path):
+    """Results kept before the context became upstream's (no `invalid_utf8`) are not reused."""
+    roots = Roots(str(tmp_path))
+    roots.write_bytes(f"logs/day={D}/1.log", gha("+ make", "FAILED [0.2000s] test_ops.py::TestOps::t1 - boom"))
+    lk = Lake.at(roots.lake_uri)
+    failure_day(roots, lk)
+    kept = lk.store.full(hidden_path(lk, "job_failure", D, CLASSIFIED_PART))
+    table = pq.read_table(kept, filesystem=lk.store.fs)
+    stale = table.drop_columns(["invalid_utf8"]).set_column(
+        table.column_names.index("context"), "context", pa.array([["5 lines before"]], pa.list_(pa.string())))
+    pq.write_table(stale, kept, filesystem=lk.store.fs)
+    report = build_job_failure(roots.archive, lk, D, load_ruleset(DEFAULT_RULES_PATH), rules_bytes(),
+                               DEFAULT_INFRA_RULES, reuse=True)
+    assert report.reused == 0 and query_lake(lk, "job_failure")[0]["context"] == ["+ make"]
 
 
 # ---- infra verdicts in test_jobs ---------------------------------------------------------------

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchci_assets.derived.failures.classifier import (CONTEXT_LINES, Classifier, classify_bytes, clean_line,
-                                                        normalize)
+from torchci_assets.derived.failures.classifier import (CONTEXT_DEPTH, CONTEXT_LINE_BYTES, Classifier,
+                                                        classify_bytes, clean_line, normalize)
 from torchci_assets.derived.failures.rules import (DEFAULT_RULES_PATH, RULES_ENV_VAR, RulesetError, line_anchored,
                                                    load_ruleset, parse_ruleset)
 
@@ -187,16 +187,93 @@ def test_a_bom_keeps_the_first_timestamp_as_in_rust():
     assert classify("\ufeff2026-11-01T12:00:00.1234567Z x\n", r).rule is None
 
 
-def test_context_is_the_five_cleaned_lines_before_even_across_blocks():
+def test_context_is_the_last_commands_newest_first_even_across_blocks():
     r = rules(("boom", "boom"))
-    lines = [f"{TS}\x1b[32mline {i}\x1b[0m\n" for i in range(1, 9)] + [f"{TS}boom\n"]
+    lines = [f"{TS}\x1b[32m+ step {i}\x1b[0m\n{TS}output {i}\n" for i in range(1, 16)] + [f"{TS}boom\n"]
     c = Classifier(r)
     c.feed("".join(lines[:6]).encode())
     c.feed("".join(lines[6:]).encode())
     m = c.result()
-    assert m.line_number == 9
-    assert m.context == [f"line {i}" for i in range(4, 9)] and len(m.context) == CONTEXT_LINES
+    assert m.line_number == 31
+    assert m.context == [f"+ step {i}" for i in range(15, 3, -1)] and len(m.context) == CONTEXT_DEPTH
     assert classify("boom\n", r).context == []
+
+
+def test_context_includes_a_matched_command_and_skips_what_the_classifier_drops():
+    r = rules(("boom", "boom"))
+    log = ("+ early\n"
+           "=================== sccache compilation log ===================\n"
+           "+ inside sccache\n"
+           "=========== If your build fails, please take a look at the log above for possible reasons ===========\n"
+           "+ echo '[OSDC] Step script exited'\n"
+           "plain\n  + indented, not a command\n"
+           "+ run boom\n"
+           "+ later, after the match\n")
+    m = classify(log, r)
+    assert (m.line_number, m.context) == (8, ["+ run boom", "+ early"])
+
+
+def test_a_huge_command_line_is_kept_cut():
+    m = classify("+ " + "x" * (2 * CONTEXT_LINE_BYTES) + "\nboom\n", rules(("boom", "boom")))
+    assert [len(c) for c in m.context] == [CONTEXT_LINE_BYTES]
+
+
+# log.rs IGNORE_LINE_REGEXES, as upstream applies them to the cleaned line
+_UPSTREAM_IGNORED = re.compile(r"^##\[error\]Process completed with exit code \d+\.?$|\[OSDC\] Step script exited"
+                               r"|^##\[error\]Executing the custom container implementation failed"
+                               r"|^##\[error\]TypeError: Cannot read properties of null \(reading 'jobPod'\)"
+                               r"|\[OSDC\] Step cancelled by GitHub Actions")
+
+
+def _fixture_log(fixture: Path) -> bytes:
+    """A PyTorch regression fixture as the raw log it was cut from (markers removed)."""
+    out = []
+    for ln in fixture.read_text(encoding="utf-8").split("\n"):
+        if ln.startswith("#=SOURCE=#"):
+            continue
+        if ln.startswith(MATCH_PREFIX):
+            ln = ln[len(MATCH_PREFIX):].replace("‹", "").replace("›", "")
+        out.append(ln)
+    return "\n".join(out).encode()
+
+
+def _upstream_context(data: bytes, line_number: int) -> list[str]:
+    """rule_match.rs SerializedMatch::new: from the matched line back to line 1, over the lines
+    Log::new kept (no boilerplate, nothing from an sccache banner to its closing one), each line
+    starting with `+`, newest first, at most main.rs's CONTEXT_DEPTH (12)."""
+    kept, ignoring = {}, False
+    for i, raw in enumerate(data.decode().splitlines(), 1):
+        line = clean_line(raw.encode()).decode()
+        if _UPSTREAM_IGNORED.search(line):
+            continue
+        if ignoring:
+            ignoring = "=========== If your build fails, please take a look at the log above" not in line
+            continue
+        if "=================== sccache compilation log ===================" in line:
+            ignoring = True
+            continue
+        kept[i] = line
+    commands = [kept[i] for i in range(line_number, 0, -1) if kept.get(i, "").startswith("+")]
+    return commands[:12]
+
+
+def test_context_is_upstreams_command_stack(pytorch_rules):
+    data = _fixture_log(DATA / "fixtures" / "ghstack_out_of_sync.txt")
+    m = classify_bytes(data, pytorch_rules)
+    assert m.rule == "ghstack PR out of sync"
+    assert m.context[0].startswith("+ python3 .github/scripts/trymerge.py")
+    assert m.context == _upstream_context(data, m.line_number)
+
+
+def test_context_agrees_with_upstream_on_pytorchs_fixtures(pytorch_rules):
+    differ, with_commands = [], 0
+    for fixture in FIXTURES:
+        data = _fixture_log(fixture)
+        m = classify_bytes(data, pytorch_rules)
+        with_commands += bool(m.context)
+        if m.context != _upstream_context(data, m.line_number):
+            differ.append(fixture.stem)
+    assert differ == [] and with_commands > 0
 
 
 def test_a_block_must_end_with_a_line_break_unless_it_is_the_last():
@@ -208,7 +285,18 @@ def test_a_block_must_end_with_a_line_break_unless_it_is_the_last():
 
 def test_invalid_utf8_is_replaced_not_fatal():
     m = classify_bytes(b"ok\n\xff\xfe error: boom\n", rules(("e", "error: (\\w+)")))
-    assert (m.line_number, m.captures, m.line) == (2, ["boom"], "\ufffd\ufffd error: boom")
+    assert (m.line_number, m.captures, m.line, m.invalid_utf8) == (2, ["boom"], "\ufffd\ufffd error: boom", True)
+    assert not classify("ok\nnaïve error: boom\n", rules(("e", "error: (\\w+)"))).invalid_utf8
+
+
+def test_an_invalid_utf8_byte_is_matched_as_its_replacement(pytorch_rules):
+    # a Windows runner whose workspace path has a cp1252 byte (ü = 0xFC) in every compiler line
+    data = _fixture_log(DATA / "fixtures" / "msvc_compiler_error.txt").replace(b"actions-runner", b"actions-r\xfcnner")
+    replaced = data.decode("utf-8", "replace").encode()
+    want = classify_bytes(replaced, pytorch_rules)
+    assert (want.rule, want.line_number) == ("MSVC compiler error", 59)
+    got = classify_bytes(data, pytorch_rules)
+    assert (got.rule, got.line_number, got.line, got.invalid_utf8) == (want.rule, 59, want.line, True)
 
 
 # ---- the prefilter finds exactly the lines a per-line match finds -------------------------------
@@ -304,6 +392,26 @@ def test_torchci_log_rules_points_to_another_file(monkeypatch, tmp_path):
 def test_bad_rules_files_are_refused_with_the_rule_named(body, message):
     with pytest.raises(RulesetError, match=message):
         parse_ruleset(body, "rules.toml")
+
+
+@pytest.mark.parametrize("pattern, what", [
+    (r"^code [[a-c][0-9]]+$", "a `\\[` inside a character class"),  # a nested class (union) in Rust
+    (r"^code [a-z&&[^aeiou]]+$", "`&&` inside a character class"),  # intersection with a nested class
+    (r"^code [a-z&&aeiou]+$", "`&&` inside a character class"),  # intersection
+    (r"^code [a-z--aeiou]+$", "`--` inside a character class"),  # difference
+    (r"^code [a-z~~aeiou]+$", "`~~` inside a character class"),  # symmetric difference
+])
+def test_rust_only_class_syntax_is_refused_with_the_rule_named(pattern, what):
+    """RE2 accepts these, reading `[ & - ~` as literals: a rule tested with Rust would never match."""
+    body = f"[[rule]]\nname = 'ok'\npattern = 'x'\n[[rule]]\nname = 'rusty'\npattern = '''{pattern}'''\n"
+    with pytest.raises(RulesetError, match=f"rule 2 \\('rusty'\\): pattern .* has {what}"):
+        parse_ruleset(body.encode(), "rules.toml")
+
+
+@pytest.mark.parametrize("pattern", [r"[[:alpha:]]+", r"[\[\]]", r"[a\-\-b]", r"[\w.-]+ && [-a] -- x", r"[]a-]",
+                                     r"\Q[a&&b]\E", r"[&~-]"])
+def test_classes_rust_and_re2_read_alike_are_accepted(pattern):
+    parse_ruleset(f"[[rule]]\nname = 'n'\npattern = '''{pattern}'''\n".encode(), "rules.toml")
 
 
 def test_unknown_keys_are_ignored_like_serde_does():

@@ -1,15 +1,21 @@
 """Backend health counts pull-request callbacks and push callbacks alike: callbacks built by the
-vendored report_callback.py for both dispatch kinds, through the ci_result ingest."""
+vendored report_callback.py for both dispatch kinds, through the ci_result ingest. An L1 backend's
+callbacks are refused by the receiver, so its level says L2 is a maintainer's decision."""
 
 import datetime as dt
 import json
 from pathlib import Path
 
+import yaml
 from conftest import write_lines
+from tests.receiving import CONFIG_YAML, L1_REPO, archived, served
+from tests.test_receiver_callbacks import issuer, keys, record_dispatch, report  # noqa: F401 (fixtures)
+
+from torchci_assets.config import parse_config
 from resources.lake import Lake
 from resources.storage import Store
 from tests.relay_callbacks import job_callbacks
-from torchci_assets.derived.backends.levels import compute_health
+from torchci_assets.derived.backends.levels import L1_REASON, assess_backends, compute_health
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 
 DAY = "2026-11-20"
@@ -34,3 +40,14 @@ def test_pull_request_and_push_callbacks_both_count_towards_the_level(tmp_path):
     (health,) = [h for h in compute_health(lake, DAY, (7,)).to_pylist() if h["repo"] == REPO]
     assert (health["completed_jobs"], health["successes"]) == (12, 11)
     assert health["commits"] == 12  # each delivery, push or pull request, is one relayed event
+
+
+def test_an_l1_backend_cannot_report_so_its_level_says_l2_is_a_maintainers_decision(tmp_path, issuer, keys):
+    record_dispatch(tmp_path, repo=L1_REPO)
+    with served(tmp_path, keys=keys) as srv:
+        codes = {srv.post_callback(report("in_progress", repo=L1_REPO, job_name=f"j{i}"),
+                                   issuer.token(L1_REPO)).status_code for i in range(25)}
+    assert codes == {403} and archived(srv.archive, "ci-results") == []  # callbacks from L2 up, as upstream
+    cfg = parse_config(yaml.safe_load(CONFIG_YAML), "receiving.CONFIG_YAML")
+    [a] = [a for a in assess_backends([], cfg) if a.repo == L1_REPO]
+    assert (a.current_level, a.recommended_level, a.change, a.reasons) == ("L1", "L1", "keep", [L1_REASON])

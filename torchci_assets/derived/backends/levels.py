@@ -24,14 +24,26 @@ Measures, per repo and window:
   job are left out;
 - callback_peak_per_minute: the most callbacks the repo sent in one minute.
 
+A repository is one whatever the letter case of its name: GitHub's names are case-insensitive
+and the OIDC `repository` claim follows a rename, so one backend can report under two spellings
+in a window. Health is keyed by the lower-cased name and shown under the allowlist's spelling
+when the repo is listed, else the spelling seen last.
+
 Levels (`assess_backends`): L1 has no criteria; L2 needs every L2 criterion over the L2
 window; L3 every L2 and L3 criterion (the L3 thresholds apply to the same window); L4 every
 L3 criterion, the L4 success rate over the L4 window, and the repo in `maintainer_approved`.
 Without approval a backend that meets the L4 measures is capped at L3 and told why. A
-missing measure (no jobs at all) fails its criterion. The recommendation promotes one level
-at a time and demotes at once to the eligible level; a repo that reports results but is not
-in the allowlist is reported with current level none and no recommendation, because adding
-a repository to the relay is a maintainer's decision.
+missing measure (no judged jobs) fails its criterion, so the eligible level needs evidence.
+
+The recommendation asks more of a demotion than of an eligible level. It promotes one level at
+a time from L2 up, and demotes at once, but only as far as measured failures take it: a
+criterion with no data never demotes, because a backend nothing was dispatched to, or one whose
+results stopped coming (an outage on its side or ours, or a week of nightly self-reports only),
+looks the same as a healthy backend nobody asked anything of. An L1 backend is never promoted:
+the relay refuses callbacks below L2 (as upstream does), so there is nothing to measure it on,
+and listing it at L2 is a maintainer's decision. A repo that reports results but is not in the
+allowlist is reported with current level none and no recommendation, because adding a repository
+to the relay is a maintainer's decision too.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -166,7 +178,7 @@ def criteria_for(repo: str, health_by_window: dict[int, dict], config: TorchciCo
     """Every criterion of L2..L4 for `repo`, measured on its health rows (keyed by window length)."""
     t = config.thresholds
     short, long_ = t.L2.window_days, t.L4.window_days
-    s, lg = health_by_window.get(short, {}), health_by_window.get(long_, {})
+    s, lg = _evidence(health_by_window.get(short, {})), _evidence(health_by_window.get(long_, {}))
     return [
         _criterion("L2", "min_completed_jobs", "completed_jobs", s, short, t.L2.min_completed_jobs, ">="),
         _criterion("L2", "min_success_rate", "success_rate", s, short, t.L2.min_success_rate, ">="),
@@ -181,6 +193,15 @@ def criteria_for(repo: str, health_by_window: dict[int, dict], config: TorchciCo
         _criterion("L4", "maintainer_approved", "maintainer_approved",
                    {"maintainer_approved": config.is_approved(repo)}, long_, True, "=="),
     ]
+
+
+def _evidence(row: dict) -> dict:
+    """A window's measures as evidence: without a judged job its zero count of completed jobs says
+    nothing about the backend (nothing was dispatched, or its results did not come), so it is no
+    data, like the rates that have no jobs to divide by."""
+    if row.get("jobs"):
+        return row
+    return {**row, "completed_jobs": None}
 
 
 def eligible_level(criteria: list[Criterion]) -> tuple[str, list[str]]:
@@ -201,15 +222,23 @@ def eligible_level(criteria: list[Criterion]) -> tuple[str, list[str]]:
     return eligible, reasons
 
 
-def recommend(current: str | None, eligible: str) -> tuple[str | None, str]:
-    """(recommended level, change): one level up at a time, straight down to `eligible`."""
+def measured_level(criteria: list[Criterion]) -> str:
+    """The highest level no measured criterion rules out: a criterion with no data counts as met.
+    A demotion goes no lower, so that only failures that were measured take a level away."""
+    return eligible_level([c if c.value is not None else replace(c, met=True) for c in criteria])[0]
+
+
+def recommend(current: str | None, eligible: str, measured: str | None = None) -> tuple[str | None, str]:
+    """(recommended level, change): one level up at a time from L2 (L1 backends cannot report, so
+    L2 is granted by a maintainer), straight down to `measured` (default: `eligible`)."""
     if current is None:
         return None, "not_allowlisted"
     have, can = LEVELS.index(current), LEVELS.index(eligible)
-    if can > have:
+    floor = LEVELS.index(measured or eligible)
+    if can > have and current != "L1":
         return LEVELS[have + 1], "promote"
-    if can < have:
-        return eligible, "demote"
+    if floor < have:
+        return LEVELS[floor], "demote"
     return current, "keep"
 
 
@@ -243,32 +272,62 @@ class Assessment:
         return self.current_level is not None
 
 
-def assess_backends(health_rows: list[dict], config: TorchciConfig) -> list[Assessment]:
-    """An assessment for every allowlisted repo and every repo with results, sorted by repo."""
-    by_repo: dict[str, dict[int, dict]] = {}
+L1_REASON = ("L1 backends cannot report results (the relay takes callbacks from L2 up), so L2 cannot be "
+             "measured here: listing it at L2 is a maintainer's decision")
+
+
+def _health_by_repo(health_rows: list[dict]) -> dict[str, tuple[str, dict[int, dict]]]:
+    """Health rows keyed by the lower-cased repo: (the spelling seen, {window_days: row}). Rows
+    that differ only in the case of the name are one repo; where two cover the same window (a
+    partition written before names were folded), the one with more judged jobs is kept."""
+    out: dict[str, tuple[str, dict[int, dict]]] = {}
     for row in health_rows:
-        by_repo.setdefault(row["repo"], {})[row["window_days"]] = row
+        _, windows = out.setdefault(row["repo"].lower(), (row["repo"], {}))
+        have = windows.get(row["window_days"])
+        if have is None or (row.get("jobs") or 0) > (have.get("jobs") or 0):
+            windows[row["window_days"]] = row
+    return out
+
+
+def _reasons(current: str | None, eligible: str, recommended: str | None, change: str, judged: bool,
+             short: int, reasons: list[str]) -> list[str]:
+    """The reasons shown for a recommendation, most important first."""
+    if current == "L1":
+        return [L1_REASON] + (reasons if judged else [])
+    if not judged:
+        reasons.insert(0, f"no judged jobs in the last {short} days")
+    if change == "promote":
+        reasons.insert(0, f"eligible for {eligible}: promoted one level, {current} -> {recommended}")
+    elif change == "demote":
+        kept = "" if recommended == eligible else " (criteria without data in the window do not demote)"
+        reasons.insert(0, f"no longer meets {current}: demoted to {recommended}{kept}")
+    elif change == "not_allowlisted":
+        reasons.insert(0, f"reports results but is not in the allowlist (eligible for {eligible}); adding it "
+                          "is a maintainer's decision, so it is left out of the proposal")
+    elif LEVELS.index(eligible) < LEVELS.index(current):
+        reasons.insert(0, f"no evidence in the last {short} days: not demoted" if not judged else
+                       f"not demoted: the {current} criteria it misses have no data in the window")
+    return reasons
+
+
+def assess_backends(health_rows: list[dict], config: TorchciConfig) -> list[Assessment]:
+    """An assessment for every allowlisted repo and every repo with results, sorted by repo; a
+    repo is named as in the allowlist when it is listed there, else as last seen."""
+    by_key = _health_by_repo(health_rows)
     for e in config.allowlist:
-        if not any(r.lower() == e.repo.lower() for r in by_repo):
-            by_repo[e.repo] = {}
+        by_key.setdefault(e.repo.lower(), (e.repo, {}))
+    short = config.thresholds.L2.window_days
     out = []
-    for repo in sorted(by_repo, key=str.lower):
-        health = by_repo[repo]
-        entry = config.entry_for(repo)
+    for key in sorted(by_key):
+        seen_as, health = by_key[key]
+        entry = config.entry_for(seen_as)
+        repo = entry.repo if entry else seen_as
         criteria = criteria_for(repo, health, config)
         eligible, reasons = eligible_level(criteria)
         current = entry.level if entry else None
-        recommended, change = recommend(current, eligible)
-        short = config.thresholds.L2.window_days
-        if not health.get(short, {}).get("jobs"):
-            reasons.insert(0, f"no judged jobs in the last {short} days")
-        if change == "promote":
-            reasons.insert(0, f"eligible for {eligible}: promoted one level, {current} -> {recommended}")
-        elif change == "demote":
-            reasons.insert(0, f"no longer meets {current}: demoted to {eligible}")
-        elif change == "not_allowlisted":
-            reasons.insert(0, f"reports results but is not in the allowlist (eligible for {eligible}); adding it "
-                              "is a maintainer's decision, so it is left out of the proposal")
+        recommended, change = recommend(current, eligible, measured_level(criteria))
+        judged = bool(health.get(short, {}).get("jobs"))
+        reasons = _reasons(current, eligible, recommended, change, judged, short, reasons)
         device, placeholder = None, False
         if recommended in ("L3", "L4"):
             device = entry.device if entry and entry.device else placeholder_device(repo)

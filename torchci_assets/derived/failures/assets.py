@@ -50,8 +50,10 @@ def _code_version() -> str | None:
                            archive_key("logs")],
                      description="One row per failed job whose log arrived that day (logs/day=D/): the log "
                                  "rule that explains the failure (PyTorch's ruleset.toml semantics, rules from "
-                                 "TORCHCI_LOG_RULES), its line number, line, captures and the 5 lines before, "
-                                 "and `infra` when the rule is one of log_classifier.infra_rules."),
+                                 "TORCHCI_LOG_RULES), its line number, line, captures and the shell commands that led "
+                                 "to it (`context`, as PyTorch's), `infra` when the rule is one of "
+                                 "log_classifier.infra_rules, and `log_invalid_utf8` for a log with bytes that are "
+                                 "not UTF-8."),
         dg.AssetSpec(LOG_REJECTS, group_name="failures", kinds={"parquet"}, deps=[archive_key("logs")],
                      description="Job logs that could not be read or only in part, and files in logs/ that are "
                                  "no job log (part `logs` of the `rejects` table)."),
@@ -81,6 +83,7 @@ def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResour
         "rows": report.rows, "files": report.files, "logs": report.logs, "classified": report.classified, "infra": report.infra,
         "skipped_successful_jobs": report.skipped_successful, "jobs_not_found": report.jobs_not_found,
         "log_bytes": dg.MetadataValue.int(report.bytes_read), "long_lines_cut": report.long_lines,
+        "logs_with_invalid_utf8": report.invalid_utf8,
         "processes": report.workers, "classifications_reused": report.reused, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
         "rules": dg.MetadataValue.json(dict(sorted(report.rules.items(), key=lambda kv: -kv[1]))),
         "path": lk.store.display(lk.partition_path("job_failure", day)), "stale_staging_files_removed": swept,

@@ -15,6 +15,12 @@ marks day D stale when that later partition changes.
 Infrastructure. A row's `infra` is true when its rule's name is in the configured
 `log_classifier.infra_rules` (TORCHCI_CONFIG): the job failed for a reason outside its tests
 (runner lost, GPU error, full disk), and test_jobs then flags it `infra_suspect`.
+
+Context. `context` is upstream's: the shell commands (`+` lines) that led to the failure, newest
+first (see classifier.py). `log_invalid_utf8` marks a log with bytes that are not UTF-8, matched
+as U+FFFD: a binary log that no rule matches shows as such rather than as a silent "no rule".
+The column came later than the others; older partitions are read with it null (the lake reads
+partitions by column name).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ JOB_FAILURE_SCHEMA = pa.schema([
     ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()),
     ("captures", pa.list_(pa.string())), ("context", pa.list_(pa.string())), ("infra", pa.bool_()),
     ("log_path", pa.string()), ("log_lines", pa.int64()), ("log_bytes", pa.int64()), ("log_complete", pa.bool_()),
+    ("log_invalid_utf8", pa.bool_()),
 ])
 
 # Each classified log's result, kept hidden in the partition so a refresh reads only new logs.
@@ -58,7 +65,7 @@ CLASSIFIED_SCHEMA = pa.schema([
     ("log_path", pa.string()), ("log_size", pa.int64()), ("log_stamp", pa.string()), ("rules_digest", pa.string()),
     ("rule", pa.string()), ("line_number", pa.int64()), ("line", pa.string()), ("captures", pa.list_(pa.string())),
     ("context", pa.list_(pa.string())), ("lines", pa.int64()), ("bytes_read", pa.int64()),
-    ("long_lines", pa.int64()), ("error", pa.string()),
+    ("long_lines", pa.int64()), ("error", pa.string()), ("invalid_utf8", pa.bool_()),
 ])
 
 SQL = SqlFiles(__file__)
@@ -77,6 +84,7 @@ class LogResult:
     bytes_read: int
     long_lines: int
     error: str | None
+    invalid_utf8: bool = False
 
 
 def classify_log(store: Store, path: str, ruleset: Ruleset) -> LogResult:
@@ -87,7 +95,7 @@ def classify_log(store: Store, path: str, ruleset: Ruleset) -> LogResult:
         c.feed(block)
     r = c.result()
     return LogResult(r.rule, r.line_number, r.line, r.captures, r.context, r.lines, blocks.bytes_read,
-                     blocks.long_lines, blocks.error)
+                     blocks.long_lines, blocks.error, r.invalid_utf8)
 
 
 @dataclass
@@ -101,6 +109,7 @@ class JobFailureReport:
     jobs_not_found: int = 0
     bytes_read: int = 0
     long_lines: int = 0
+    invalid_utf8: int = 0  # logs with bytes that are not UTF-8 (matched as U+FFFD)
     workers: int = 1
     reused: int = 0  # logs whose classification was kept from an earlier run of the day
     rules: dict[str, int] = field(default_factory=dict)
@@ -181,6 +190,7 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
     for j, r in zip(todo, results):
         report.bytes_read += r.bytes_read
         report.long_lines += r.long_lines
+        report.invalid_utf8 += bool(r.invalid_utf8)
         if r.error:
             kept = f"classified its first {r.lines:,} lines" if r.lines else "nothing could be read"
             report.rejects.append(Reject(SOURCE, j.path, f"log cut short or unreadable ({r.error}): {kept}", None))
@@ -192,6 +202,7 @@ def build_job_failure(archive: Store, lake: Lake, day: str, ruleset: Ruleset, ru
             "rule": r.rule, "line_number": r.line_number, "line": _cut(r.line), "captures": r.captures,
             "context": [_cut(c) for c in r.context], "infra": r.rule in infra, "log_path": j.path,
             "log_lines": r.lines, "log_bytes": r.bytes_read, "log_complete": r.error is None,
+            "log_invalid_utf8": bool(r.invalid_utf8),
         })
         if r.rule is not None:
             report.classified += 1
@@ -234,11 +245,15 @@ def _classified_table(logs: list[JobLog], results: list[LogResult], digest: str)
 
 def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int, str | None], LogResult]:
     """(log path, size, stamp) -> its classification with the rules of `digest`, as the partition
-    kept it (a log replaced, even by one of the same size, has another stamp: read again)."""
+    kept it (a log replaced, even by one of the same size, has another stamp: read again). Kept
+    results without `invalid_utf8` come from an older classifier, whose context was another one
+    and which matched invalid UTF-8 unreplaced: they are classified again."""
     path = hidden_path(lake, "job_failure", day, CLASSIFIED_PART)
     if not lake.store.exists(path):
         return {}
     table = pq.read_table(lake.store.full(path), filesystem=lake.store.fs)
+    if "invalid_utf8" not in table.column_names:
+        return {}
     fields = [f.name for f in dataclasses.fields(LogResult)]
     return {(row["log_path"], row["log_size"], row.get("log_stamp")): LogResult(**{k: row[k] for k in fields})
             for row in table.to_pylist() if row["rules_digest"] == digest}

@@ -5,10 +5,12 @@
 The patterns are written for Rust's `regex` crate, which descends from RE2, so they are
 compiled with RE2 (google-re2) rather than Python's `re`: the same syntax (`(?<name>..)`,
 `\\pL`, `[[:alpha:]]`, `\\z`), the same guarantees (no backtracking, no look-around, linear
-time) and the same leftmost-first matching. Two differences remain, both only visible on
-non-ASCII text: Rust's `\\d`, `\\w`, `\\s` and `\\b` are Unicode-aware, RE2's are ASCII; and
-Rust's verbose mode `(?x)` is refused here with the rule named. PyTorch's own file loads and
-classifies unchanged (tests/test_log_rules.py runs its regression fixtures).
+time) and the same leftmost-first matching. The differences: Rust's `\\d`, `\\w`, `\\s` and `\\b`
+are Unicode-aware, RE2's are ASCII (visible only on non-ASCII text); Rust's verbose mode `(?x)`
+is refused here with the rule named; and so is Rust's class syntax that RE2 accepts with
+another meaning (nested classes, `&&`, `--`, `~~` inside a class), which would otherwise load
+and silently never match. PyTorch's own file loads and classifies unchanged
+(tests/test_log_rules.py runs its regression fixtures).
 
 Every rule is also compiled into one combined *prefilter*: all patterns as alternatives, with
 `^`/`$`/`\\A`/`\\z` rewritten to line anchors and `never_nl` so no alternative can span a
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,15 +98,14 @@ class Ruleset:
         return regex
 
 
-def line_anchored(pattern: str, line_start: str = "(?m:^)") -> str:
-    """`pattern` with its text anchors made line anchors (`^`, `\\A` -> `line_start`; `$`, `\\z` ->
-    `(?m:$)`), so that matched against many lines at once it behaves as against each line.
+def _tokens(pattern: str) -> Iterator[tuple[str, str]]:
+    """`pattern` as (token, kind) pairs that join back into it. Kinds: `text` and `escape` outside
+    a character class; `open` (`[`, `[^`, with a leading literal `]`), `close`, `posix` (`[:alpha:]`),
+    `class_escape` and `class_char` inside one.
 
-    A small scanner, not a parser: it skips escapes (`\\Q...\\E`, `\\p{..}`, `\\x{..}`) and
-    character classes (where `^` negates and `$` is a literal), which is all it needs to tell an
-    anchor from the same character used otherwise. Run only on patterns RE2 already accepted.
+    A small scanner, not a parser: it skips escapes (`\\Q...\\E`, `\\p{..}`, `\\x{..}`) and tells a
+    class's own characters from the same characters outside it, which is all its callers need.
     """
-    out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False
     while i < n:
@@ -120,23 +122,20 @@ def line_anchored(pattern: str, line_start: str = "(?m:^)") -> str:
                 j = i + 3
             else:
                 j = i + 2
-            token = pattern[i:j]
-            if not in_class and token == "\\A":
-                token = line_start
-            elif not in_class and token == "\\z":
-                token = "(?m:$)"
-            out.append(token)
+            yield pattern[i:j], "class_escape" if in_class else "escape"
             i = j
         elif in_class:
             if pattern.startswith("[:", i):
                 end = pattern.find(":]", i + 2)
                 j = n if end < 0 else end + 2
-                out.append(pattern[i:j])
+                yield pattern[i:j], "posix"
                 i = j
                 continue
             if c == "]":
                 in_class = False
-            out.append(c)
+                yield c, "close"
+            else:
+                yield c, "class_char"
             i += 1
         elif c == "[":
             in_class = True
@@ -145,12 +144,46 @@ def line_anchored(pattern: str, line_start: str = "(?m:^)") -> str:
                 j += 1
             if pattern[j:j + 1] == "]":  # a `]` first in a class is a literal
                 j += 1
-            out.append(pattern[i:j])
+            yield pattern[i:j], "open"
             i = j
         else:
-            out.append(line_start if c == "^" else "(?m:$)" if c == "$" else c)
+            yield c, "text"
             i += 1
+
+
+def line_anchored(pattern: str, line_start: str = "(?m:^)") -> str:
+    """`pattern` with its text anchors made line anchors (`^`, `\\A` -> `line_start`; `$`, `\\z` ->
+    `(?m:$)`), so that matched against many lines at once it behaves as against each line.
+
+    Inside a character class `^` negates and `$` is a literal, so only tokens outside one change.
+    Run only on patterns RE2 already accepted.
+    """
+    out: list[str] = []
+    for token, kind in _tokens(pattern):
+        if kind == "escape":
+            token = {"\\A": line_start, "\\z": "(?m:$)"}.get(token, token)
+        elif kind == "text":
+            token = line_start if token == "^" else "(?m:$)" if token == "$" else token
+        out.append(token)
     return "".join(out)
+
+
+def rust_only_class(pattern: str) -> str | None:
+    """What in `pattern` is class syntax of Rust's regex that RE2 accepts with another meaning, or
+    None. Rust nests classes (`[[a-c][0-9]]`) and combines them (`&&` intersection, `--`
+    difference, `~~` symmetric difference); RE2 reads each of those characters as a literal, so a
+    rule written and tested for PyTorch's classifier would load here and silently never match."""
+    previous = None
+    for token, kind in _tokens(pattern):
+        if kind != "class_char":
+            previous = None
+            continue
+        if token == "[":
+            return "a `[` inside a character class (a nested class in Rust)"
+        if token == previous and token in "&-~":
+            return f"`{token * 2}` inside a character class (a set operation in Rust)"
+        previous = token
+    return None
 
 
 def parse_ruleset(data: bytes, source: str) -> Ruleset:
@@ -184,6 +217,11 @@ def parse_ruleset(data: bytes, source: str) -> Ruleset:
         except re2.error as e:
             reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
             raise RulesetError(f"{where} ({name!r}): pattern {pattern!r} is not valid here: {reason}") from None
+        rust_only = rust_only_class(pattern)
+        if rust_only:
+            raise RulesetError(f"{where} ({name!r}): pattern {pattern!r} has {rust_only}, which RE2 reads as "
+                               "literal characters; write the class without nesting or set operations, and "
+                               "escape a literal `[`, `&&`, `--` or `~~` inside a class with `\\`") from None
         rules.append(Rule(i, name, pattern, regex))
     ruleset = Ruleset(rules, source, hashlib.sha256(data).hexdigest())
     try:

@@ -1,10 +1,13 @@
 -- backend_health: one row per downstream repo and window ($window_days, each starting on the
 -- matching day of $first_days), from ci_result and ci_callback_minutes, with the jobs judged as of
 -- $as_of_ms (macros: ingest/sql/callback_macros.sql). Nightly and periodic self-reports
--- ($self_report_events) are left out of the job measures.
+-- ($self_report_events) are left out of the job measures. A repository is one whatever the letter
+-- case of its name (GitHub's names are case-insensitive, and the OIDC claim follows a rename): rows
+-- are keyed by lower(repo) and shown under the spelling seen last.
 WITH windows AS (SELECT unnest($window_days) AS window_days, unnest($first_days) AS first_day),
 rows AS (
-    SELECT w.window_days, r.* EXCLUDE (day), CAST(r.day AS DATE) AS day, callback_state_rank(status) AS state_rank
+    SELECT w.window_days, r.* EXCLUDE (day, repo), lower(r.repo) AS repo, CAST(r.day AS DATE) AS day,
+        callback_state_rank(status) AS state_rank
     FROM ci_result r JOIN windows w ON CAST(r.day AS DATE) >= w.first_day
     WHERE NOT list_contains($self_report_events, coalesce(r.event_type, ''))
 ),
@@ -53,16 +56,24 @@ commit_stats AS (
     FROM commit_times GROUP BY window_days, repo
 ),
 per_minute AS (
-    SELECT w.window_days, m.repo, m.minute, sum(m.callbacks) AS n
+    SELECT w.window_days, lower(m.repo) AS repo, m.minute, sum(m.callbacks) AS n
     FROM ci_callback_minutes m JOIN windows w ON CAST(m.day AS DATE) >= w.first_day
-    GROUP BY w.window_days, m.repo, m.minute
+    GROUP BY w.window_days, lower(m.repo), m.minute
 ),
 peaks AS (
     SELECT window_days, repo, sum(n) AS callbacks, max(n) AS callback_peak_per_minute
     FROM per_minute GROUP BY window_days, repo
 ),
-repos AS (SELECT window_days, repo FROM job_stats UNION SELECT window_days, repo FROM peaks)
-SELECT repos.repo, repos.window_days,
+repos AS (SELECT window_days, repo FROM job_stats UNION SELECT window_days, repo FROM peaks),
+spellings AS (
+    SELECT lower(repo) AS repo, repo AS spelling, callback_at AS seen_at FROM ci_result
+    UNION ALL SELECT lower(repo), repo, minute FROM ci_callback_minutes
+),
+names AS (
+    SELECT repo, coalesce(arg_max(spelling, seen_at), min(spelling)) AS display
+    FROM spellings GROUP BY repo
+)
+SELECT names.display AS repo, repos.window_days,
     coalesce(jobs, 0) AS jobs, coalesce(completed_jobs, 0) AS completed_jobs,
     coalesce(successes, 0) AS successes, coalesce(test_failures, 0) AS test_failures,
     coalesce(infra_failures, 0) AS infra_failures, coalesce(timeouts, 0) AS timeouts,
@@ -74,7 +85,8 @@ SELECT repos.repo, repos.window_days,
     coalesce(commits, 0) AS commits, commit_time_p95_s,
     coalesce(callbacks, 0) AS callbacks, callback_peak_per_minute
 FROM repos
+JOIN names USING (repo)
 LEFT JOIN job_stats USING (window_days, repo)
 LEFT JOIN commit_stats USING (window_days, repo)
 LEFT JOIN peaks USING (window_days, repo)
-ORDER BY repos.repo, repos.window_days
+ORDER BY lower(names.display), repos.window_days
