@@ -3,9 +3,13 @@
 What the autorevert relies on, with GitHub's shapes: `GET /repos/{o}/{r}/actions/runs/{id}` (the
 run object of the `workflow_run` webhook example in tests/data/octokit, with our id, sha, name
 and attempt), `POST .../actions/runs/{id}/rerun` and `.../rerun-failed-jobs` (201 with no body;
-the run's `run_attempt` goes up by one), and `GET /repos/{o}/{r}/commits/{sha}/pulls`.
+the run's `run_attempt` goes up by one), `GET /repos/{o}/{r}/commits/{sha}/pulls`, and to find a
+culprit's pull request from its message `GET /repos/{o}/{r}/commits/{sha}` (the `commit-items`
+example of tests/data/octokit-openapi, with our sha and message: GitHub knows every main commit)
+and `GET /repos/{o}/{r}/pulls/{n}` (its `pull-request-simple-items` example with our number,
+state, merge time and labels; 404 for a number never added).
 `fail(kind, *responses)` serves scripted answers first, for `rerun` (either re-run endpoint),
-`run` or `pulls`; `Scripted(..., after_effect=True)` is served after the re-run took effect
+`run`, `pulls`, `commit` or `pull`; `Scripted(..., after_effect=True)` is served after the re-run took effect
 (GitHub starting the run and failing to say so). Shares the server with FakeIssueTracker.
 """
 
@@ -22,6 +26,7 @@ from werkzeug import Request, Response
 from tests.fake_github_issues import Scripted, json_response
 
 EXAMPLES = Path(__file__).parent / "data" / "octokit" / "examples.json"
+REST_EXAMPLES = Path(__file__).parent / "data" / "octokit-openapi" / "examples.json"
 
 
 def _run_template() -> dict:
@@ -38,11 +43,19 @@ class FakeActions:
         self.scripts: dict[str, list[Scripted]] = {}
         self.lock = threading.Lock()
         self.template = _run_template()
+        rest = json.loads(REST_EXAMPLES.read_text())
+        self.commit_template, self.pull_template = rest["commit-items"][0], rest["pull-request-simple-items"][0]
+        self.messages: dict[str, str] = {}
+        self.numbered: dict[int, dict] = {}
         base = re.escape(f"/repos/{repo}")
         httpserver.expect_request(re.compile(rf"^{base}/actions/runs/\d+(/rerun|/rerun-failed-jobs)?$")) \
             .respond_with_handler(self.runs_api)
         httpserver.expect_request(re.compile(rf"^{base}/commits/[0-9a-fA-F]+/pulls$"), method="GET") \
             .respond_with_handler(self.pulls_api)
+        httpserver.expect_request(re.compile(rf"^{base}/commits/[0-9a-fA-F]+$"), method="GET") \
+            .respond_with_handler(self.commit_api)
+        httpserver.expect_request(re.compile(rf"^{base}/pulls/\d+$"), method="GET") \
+            .respond_with_handler(self.pull_api)
 
     def add_run(self, run_id: int, sha: str, name: str, attempt: int = 1) -> dict:
         run = copy.deepcopy(self.template)
@@ -51,11 +64,20 @@ class FakeActions:
         self.runs[run_id] = run
         return run
 
-    def add_pull(self, sha: str, number: int, merged: bool = True) -> None:
-        self.pulls.setdefault(sha, []).append({
-            "number": number, "state": "closed" if merged else "open",
-            "merged_at": "2026-11-20T10:00:00Z" if merged else None,
-            "html_url": f"https://github.com/{self.repo}/pull/{number}"})
+    def add_pull(self, sha: str | None, number: int, merged: bool = True, labels=()) -> dict:
+        """Pull request `number`, merged or open; GitHub's lookup lists it for `sha` (None: for no
+        commit, only `GET .../pulls/{number}` and a commit message find it)."""
+        pull = {"number": number, "state": "closed" if merged else "open",
+                "merged_at": "2026-11-20T10:00:00Z" if merged else None,
+                "html_url": f"https://github.com/{self.repo}/pull/{number}",
+                "labels": [{"name": x} for x in labels]}
+        self.numbered[number] = pull
+        if sha is not None:
+            self.pulls.setdefault(sha, []).append(pull)
+        return pull
+
+    def set_message(self, sha: str, message: str) -> None:
+        self.messages[sha] = message
 
     def fail(self, kind: str, *responses: Response | Scripted) -> None:
         self.scripts.setdefault(kind, []).extend(r if isinstance(r, Scripted) else Scripted(r) for r in responses)
@@ -79,6 +101,31 @@ class FakeActions:
             run.update(run_attempt=run["run_attempt"] + 1, status="queued", conclusion=None)
             self.reruns.append((run_id, mode))
             return scripted.response if scripted else Response("", status=201)
+
+    def commit_api(self, request: Request) -> Response:
+        sha = request.path.rsplit("/", 1)[-1]
+        with self.lock:
+            script = self.scripts.get("commit")
+            if script:
+                return script.pop(0).response
+            commit = copy.deepcopy(self.commit_template)
+            commit["commit"]["message"] = self.messages.get(sha, commit["commit"]["message"])
+        commit.update(sha=sha, url=f"https://api.github.com/repos/{self.repo}/commits/{sha}",
+                      html_url=f"https://github.com/{self.repo}/commit/{sha}")
+        return json_response(200, commit)
+
+    def pull_api(self, request: Request) -> Response:
+        number = int(request.path.rsplit("/", 1)[-1])
+        with self.lock:
+            script = self.scripts.get("pull")
+            if script:
+                return script.pop(0).response
+            pull = self.numbered.get(number)
+            if pull is None:
+                return json_response(404, {"message": "Not Found"})
+            body = {**copy.deepcopy(self.pull_template), **pull}
+        body["base"]["ref"] = "main"
+        return json_response(200, body)
 
     def pulls_api(self, request: Request) -> Response:
         sha = request.path.split("/commits/")[1].split("/")[0]

@@ -26,6 +26,13 @@ def test_values_are_read():
     assert g.alerts.queue_rules == (QueueRule("rocm", 5, 10),) and g.alerts.repo == "acme/alerts"
 
 
+def test_the_notification_issue_is_read_and_unset_by_default():
+    assert AutorevertConfig().notify_issue_number is None
+    g = parse_config({"autorevert": {"notify_issue_number": 163650}}).guardians
+    assert g.autorevert.notify_issue_number == 163650
+    assert parse_config({"autorevert": {"notify_issue_number": None}}).guardians.autorevert.notify_issue_number is None
+
+
 @pytest.mark.parametrize("raw, where", [
     ({"autorevert": {"enabled": "yes"}}, "autorevert.enabled"),
     ({"autorevert": {"revert_classification": "because"}}, "autorevert.revert_classification"),
@@ -33,6 +40,8 @@ def test_values_are_read():
     ({"autorevert": {"backoff_min": []}}, "autorevert.backoff_min"),
     ({"autorevert": {"max_restarts_per_commit": -1}}, "autorevert.max_restarts_per_commit"),
     ({"autorevert": {"restart_every": 5}}, "autorevert: unknown key"),
+    ({"autorevert": {"notify_issue_number": "163650"}}, "autorevert.notify_issue_number"),
+    ({"autorevert": {"notify_issue_number": 0}}, "autorevert.notify_issue_number"),
     ({"alerts": {"queue_rules": [{"pattern": "(", "max_jobs": 1, "max_wait_min": 1}]}}, "alerts.queue_rules[0].pattern"),
     ({"alerts": {"failing_commits": 0}}, "alerts.failing_commits"),
     ({"alerts": {"repo": "no-slash"}}, "alerts.repo"),

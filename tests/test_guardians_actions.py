@@ -365,3 +365,67 @@ def test_an_opted_out_or_unmerged_pull_request_is_notified_not_reverted(gh, fake
         (body,) = tracker.comments[number]
         assert "@pytorchbot" not in body and f"- trunk: `{SIGNAL[1]}`" in body
     assert guardian(gh(), tmp_path, 60).run([revert(3)]).skipped[0][1] == "already proposed (notified)"
+
+
+LANDED = ("Make the fast path faster (#4242)\n\nSummary of the change.\n\n"
+          "Pull Request resolved: https://github.com/pytorch/pytorch/pull/4242\nApproved by: https://github.com/a-reviewer")
+REVERTED = ('Revert "Make the fast path faster (#4242)"\n\nThis reverts commit 0123456789abcdef.\n\n'
+            "Reverted https://github.com/pytorch/pytorch/pull/4242 on behalf of https://github.com/a-human due to "
+            "it broke trunk ([comment](https://github.com/pytorch/pytorch/pull/4242#issuecomment-1))")
+
+
+def test_the_pull_request_is_found_from_the_commit_message_when_github_lookup_has_none(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True, number=4242)
+    fake_actions.add_pull(None, 4242)  # GitHub's commit-to-pull-requests lookup does not list it
+    fake_actions.set_message(sha(3), LANDED)
+    fake_actions.add_pull(None, 4243)
+    fake_actions.set_message(sha(4), "Make the slow path slower (#4243)")  # a number in the title alone is not read
+    fake_actions.set_message(sha(5), "Pull Request resolved: https://github.com/pytorch/pytorch/pull/999")  # unknown
+    report = guardian(gh(), tmp_path).run([revert(3), revert(4), revert(5)])
+    assert [(r["commit_sha"], r["outcome"], r["pr_number"]) for r in report.taken] == [
+        (sha(3), "ok", pr["number"]), (sha(4), "no_pr", None), (sha(5), "no_pr", None)]
+    (body,) = tracker.comments[pr["number"]]
+    assert body.startswith("@pytorchbot revert -m") and f"<!-- torchci-autorevert sha={sha(3)} -->" in body
+
+
+def test_a_revert_commit_notifies_and_never_asks_to_revert_again(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True, number=4242)
+    fake_actions.add_pull(sha(3), 4242)  # GitHub's lookup lists the reverted pull request, merged
+    fake_actions.set_message(sha(3), REVERTED)
+    report = guardian(gh(), tmp_path).run([revert(3)])
+    assert [(r["outcome"], r["pr_number"]) for r in report.taken] == [("notified", 4242)]
+    (body,) = tracker.comments[pr["number"]]
+    assert "@pytorchbot" not in body and "(reverted by the commit)" in body
+
+
+def test_notifications_go_to_the_configured_issue_once_each(gh, fakes, tmp_path, monkeypatch):
+    fake_actions, tracker = fakes
+    notify = tracker.add("Autorevert notifications")
+    cfg = AutorevertConfig(enabled=True, notify_issue_number=notify["number"])
+    opted = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), opted["number"], labels=["autorevert: disable"])
+    merged = tracker.add("A merged PR that may be reverted", pull_request=True)
+    fake_actions.add_pull(sha(4), merged["number"])
+    still_open = tracker.add("A stacked PR still open", pull_request=True)
+    fake_actions.add_pull(sha(5), still_open["number"], merged=False)
+    # the process dies after the first notification reached GitHub, before the ledger saw it
+    real_append = ledger.append
+    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
+                        else real_append(lake, r))
+    with pytest.raises(Crash):
+        guardian(gh(), tmp_path, cfg=cfg).run([revert(3)])
+    monkeypatch.setattr(ledger, "append", real_append)
+    report = guardian(gh(), tmp_path, 5, cfg=cfg).run([revert(3), revert(4), revert(5)])
+    assert [(r["commit_sha"], r["outcome"]) for r in report.recovered] == [(sha(3), "ok")]
+    assert [(r["commit_sha"], r["outcome"], r["pr_number"], r["notify_issue"]) for r in report.taken] == [
+        (sha(4), "ok", merged["number"], None), (sha(5), "notified", still_open["number"], notify["number"])]
+    # the revert request still goes on the pull request; the notifications, one per culprit, on the issue
+    assert tracker.comments[merged["number"]][0].startswith("@pytorchbot revert")
+    assert opted["number"] not in tracker.comments and still_open["number"] not in tracker.comments
+    first, second = tracker.comments[notify["number"]]
+    assert f"found {sha(3)[:10]} from #{opted['number']}" in first and "(labelled 'autorevert: disable')" in first
+    assert f"found {sha(5)[:10]} from #{still_open['number']}" in second and "@pytorchbot" not in second
+    again = guardian(gh(), tmp_path, 90, cfg=cfg).run([revert(3), revert(4), revert(5)])
+    assert not again.taken and len(tracker.comments[notify["number"]]) == 2

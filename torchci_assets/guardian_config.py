@@ -36,6 +36,10 @@ class AutorevertConfig:
     revert_classification: str = "nosignal"
     revert_message: str = ("Reverted automatically by the trunk guardian: {signals} failed on this "
                            "commit and every later one that ran them, and passed on the commit before")
+    # An issue of the repository that gets the notifications (a culprit whose pull request is not
+    # to be reverted: opted out, not merged, or the commit is itself a revert), as upstream's
+    # NOTIFY_ISSUE_NUMBER; None: the notification goes on the pull request itself.
+    notify_issue_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,9 @@ def parse_autorevert(raw: Any, where: str = "autorevert") -> AutorevertConfig:
         backoff_min=tuple(backoff), bisection_limit=_whole(raw, "bisection_limit", d.bisection_limit, where, 1),
         confirm_attempts=_whole(raw, "confirm_attempts", d.confirm_attempts, where, 1),
         min_red_commits=_whole(raw, "min_red_commits", d.min_red_commits, where, 1),
-        revert_classification=classification, revert_message=message)
+        revert_classification=classification, revert_message=message,
+        notify_issue_number=_whole(raw, "notify_issue_number", None, where, 1)
+        if raw.get("notify_issue_number") is not None else None)
 
 
 def _queue_rules(raw: Any, where: str) -> tuple[QueueRule, ...]:

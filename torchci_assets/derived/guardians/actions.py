@@ -15,6 +15,12 @@ proposal was posted when the culprit's pull request has a comment with its marke
 GitHub that time out are not resent blindly either (`retry_ambiguous=False`) but checked the
 same way. Without credentials, or with `autorevert.enabled: false`, nothing is sent: each
 decision is logged as "DRY RUN ..." and recorded with `dry_run` true.
+
+The culprit's pull request is found as upstream finds it: from the commit's message first (the
+merge bot names the pull request it lands, or the one it reverts), then GitHub's
+commit-to-pull-requests lookup. A proposal that may not ask for a revert (the pull request opted
+out or is not merged, or the commit is a revert) notifies instead: on the pull request, or on
+the `notify_issue_number` issue when one is configured; the ledger records which.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
-from torchci_assets.derived.guardians.proposal import has_marker, notify_only, revert_comment
+from torchci_assets.derived.guardians.proposal import has_marker, notify_only, pull_from_message, revert_comment
 from torchci_assets.derived.guardians.signals import MainHistory
 from torchci_assets.guardian_config import AutorevertConfig
 
@@ -230,10 +236,27 @@ class Guardian:
 
     # ---- revert proposals --------------------------------------------------------------
 
-    def _pull_request(self, sha: str) -> dict | None:
+    def _get_or_none(self, path: str) -> dict | None:
+        """GitHub's object at `path`, None when it does not know it (404, or 422 for a sha it
+        cannot resolve); any other error is raised, to try again at the next pass."""
+        try:
+            return self.github.request("GET", path).json()
+        except GitHubError as e:
+            if e.status in (404, 422):
+                return None
+            raise
+
+    def _pull_request(self, sha: str) -> tuple[dict, bool] | None:
+        """(the culprit's pull request, whether the commit reverts it): the one its message names
+        when GitHub has it, else the merged one (first) of GitHub's lookup."""
+        commit = self._get_or_none(f"/repos/{self.repo}/commits/{sha}")
+        ref = pull_from_message(((commit or {}).get("commit") or {}).get("message") or "", self.repo)
+        named = self._get_or_none(f"/repos/{self.repo}/pulls/{ref.number}") if ref else None
+        if named is not None:
+            return named, ref.reverts
         pulls = self.github.request("GET", f"/repos/{self.repo}/commits/{sha}/pulls").json()
         merged = [p for p in pulls if p.get("merged_at")] or pulls
-        return merged[0] if merged else None
+        return (merged[0], False) if merged else None
 
     def _comments(self, number: int) -> list[dict]:
         return self.github.paginate(f"/repos/{self.repo}/issues/{number}/comments", {"per_page": 100})
@@ -244,22 +267,30 @@ class Guardian:
         if not self.live:
             self.log(f"DRY RUN would propose reverting {p.commit_sha[:10]} on its pull request:\n{body}")
             return self._row(p, key, "done", outcome="dry_run", failed=False, notes=body)
-        pull = self._pull_request(p.commit_sha)
-        if pull is None:
+        found = self._pull_request(p.commit_sha)
+        if found is None:
             self.log(f"{p.commit_sha[:10]} has no pull request: no revert proposal")
             return self._row(p, key, "done", outcome="no_pr", failed=False, notes="no pull request for the commit")
-        number, why = pull["number"], notify_only(pull)
+        pull, reverts = found
+        number, why = pull["number"], notify_only(pull, reverts)
+        thread, issue = number, None
         if why:
-            self.log(f"pull request #{number} of {p.commit_sha[:10]} is {why}: a notification, no revert request")
+            issue = self.cfg.notify_issue_number
+            thread = issue or number
+            self.log(f"pull request #{number} of {p.commit_sha[:10]} is {why}: a notification on "
+                     f"{'issue' if issue else 'pull request'} #{thread}, no revert request")
             body = revert_comment(p.commit_sha, list(p.signals), self.cfg.revert_message,
-                                  self.cfg.revert_classification, request=False)
-        self._row(p, key, "intent", pr_number=number, notes=body)
-        done = self._post_once(number, p.commit_sha, body)
+                                  self.cfg.revert_classification, request=False, pull=number, why=why)
+        self._row(p, key, "intent", pr_number=number, notify_issue=issue, notes=body)
+        done = self._post_once(thread, p.commit_sha, body)
         if why and done["outcome"] == "ok":
             done["outcome"] = "notified"
-        return self._row(p, key, "done", pr_number=number, **done)
+        return self._row(p, key, "done", pr_number=number, notify_issue=issue, **done)
 
     def _post_once(self, number: int, sha: str, body: str) -> dict:
+        """Comment `body` on issue or pull request `number` unless a comment with `sha`'s marker is
+        there already (a notification issue holds many culprits' comments: the marker names the
+        commit)."""
         if has_marker(self._comments(number), sha):
             return {"outcome": "ok", "failed": False, "notes": "found an earlier proposal"}
         try:
@@ -268,7 +299,7 @@ class Guardian:
         except GitHubError as e:
             if not (e.ambiguous and has_marker(self._comments(number), sha)):
                 return {"outcome": "failed", "failed": True, "notes": str(e)[:500]}
-        self.log(f"proposed reverting {sha[:10]} on pull request #{number}")
+        self.log(f"posted the proposal for {sha[:10]} on #{number}")
         return {"outcome": "ok", "failed": False, "notes": body}
 
     # ---- crashes -----------------------------------------------------------------------
@@ -285,12 +316,13 @@ class Guardian:
                     return []
                 happened = attempt > p.run[1]
             else:
-                happened = has_marker(self._comments(act["pr_number"]), p.commit_sha)
+                happened = has_marker(self._comments(act.get("notify_issue") or act["pr_number"]), p.commit_sha)
         except GitHubError as e:
             self.log(f"cannot tell yet what became of an interrupted {p.action} of {p.commit_sha[:10]}: {e}")
             return []
         outcome = "ok" if happened else "not_sent"
         self.log(f"recovered an interrupted {p.action} of {p.commit_sha[:10]}: {outcome}")
-        return [self._row(p, act["key"], "done", pr_number=act.get("pr_number"), outcome=outcome, failed=False,
+        return [self._row(p, act["key"], "done", pr_number=act.get("pr_number"), notify_issue=act.get("notify_issue"),
+                          outcome=outcome, failed=False,
                           workflows=act.get("workflows"), source_signal_keys=act.get("source_signal_keys"),
                           notes="recovered after an interrupted run")]

@@ -8,6 +8,13 @@ revert. A signal that failed and passed on one commit anywhere in the window is 
 no one; below the first red it must have passed on MIN_SUCCESSES attempts, else the last green
 is re-run first (as upstream's `signal.py` does).
 
+When the attempts' start times are known (the history is `timed`), upstream's infrastructure
+check applies as well (`infra_check`): a breakage from outside the code (a runner image, a
+dependency, an outage) makes every attempt fail from some moment on, whatever the commit, so a
+culprit is blamed only when one of its side's failures started between two successes below it.
+While every success predates every failure the last green is re-run; while every failure
+predates every success (the green's jobs ran late) the first red is re-run.
+
 Between the last green and the first red there may be commits that did not run the signal
 (periodic and trunk jobs skip commits) or gave no usable answer (infrastructure, a known flaky
 test). Any of them could be the culprit, so their workflow is restarted there: not all at once
@@ -89,36 +96,82 @@ def _walk(signal: Signal, commits: tuple[str, ...]) -> tuple[int | None, list[in
                         else "no result on any commit")
 
 
-def _successes(signal: Signal, commits: tuple[str, ...], green: int) -> int:
-    """Pass attempts from the last green back to the next failure (upstream's successful
+def _green_side(signal: Signal, commits: tuple[str, ...], green: int) -> list[Event]:
+    """The events from the last green back to the next failure (upstream's successful
     partition)."""
-    n = 0
+    out = []
     for i in range(green, -1, -1):
         ev = signal.events.get(commits[i])
-        if ev is None or ev.outcome in ("skipped", "unknown", "pending"):
+        if ev is None or ev.outcome in ("skipped", "unknown"):
             continue
         if ev.outcome == "fail":
             break
-        n += ev.attempts
-    return n
+        out.append(ev)
+    return out
 
 
 def _failures(signal: Signal, commits: tuple[str, ...], reds: list[int]) -> int:
-    return sum(signal.events[commits[i]].attempts for i in reds)
+    return sum(signal.events[commits[i]].count("fail") for i in reds)
+
+
+# infra_check's answers, upstream's InfraCheckResult
+CONFIRMED, PENDING, RESTART_GREEN, RESTART_RED = "confirmed", "pending", "restart_green", "restart_red"
+
+
+def infra_check(red_side: list[Event], green_side: list[Event]) -> str:
+    """Upstream's infrastructure check on the start times of the tries: `red_side` the events from
+    the newest commit down to the first red, `green_side` those from the last green down.
+
+    CONFIRMED when a failure started strictly between two successes (the green side passed
+    after the red side had begun to fail: the failures are the code's); RESTART_GREEN when no
+    success (or pending try) on the green side started after the first failure (or pending)
+    on the red side; RESTART_RED when every failure started before every success; PENDING while
+    the tries in flight may still settle it. "" when a side has an event without tries (the job
+    tables do not cover it): nothing to judge by."""
+    if not all(ev.tries for ev in red_side if ev.outcome in ("fail", "pass")) or \
+            not all(ev.tries for ev in green_side if ev.outcome in ("fail", "pass")):
+        return ""
+    fail_like = [t.started_at for ev in red_side for t in ev.tries if t.outcome in ("fail", "pending")]
+    green_like = [t.started_at for ev in green_side for t in ev.tries if t.outcome in ("pass", "pending")]
+    if not green_like or (fail_like and max(green_like) <= min(fail_like)):
+        return RESTART_GREEN
+    if not fail_like or max(fail_like) <= min(green_like):
+        return RESTART_RED
+    passes = [t.started_at for ev in green_side for t in ev.tries if t.outcome == "pass"]
+    fails = [t.started_at for ev in red_side for t in ev.tries if t.outcome == "fail"]
+    if passes and any(min(passes) < f < max(passes) for f in fails):
+        return CONFIRMED
+    return PENDING
+
+
+def _in_flight(ev: Event) -> bool:
+    return any(t.outcome == "pending" for t in ev.tries)
 
 
 def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig,
-            recheck: tuple[str, ...]) -> Verdict:
+            recheck: tuple[str, ...], infra: str) -> Verdict:
     """The first red directly follows the last green: confirm it, or restart it (and the green,
     when it is to be `recheck`ed) to."""
-    attempts = signal.events[culprit].attempts
+    ev = signal.events[culprit]
+    attempts = ev.count("fail")
+    if _in_flight(ev):
+        return Verdict(signal, "suspect", f"failed on {attempts} attempt(s); waiting for its run in flight",
+                       culprit, (culprit,), failures=failures)
     if attempts < cfg.confirm_attempts:
         return Verdict(signal, "restart", f"failed on {attempts} attempt(s): restart its failed jobs to confirm",
                        culprit, (culprit,), (*recheck, culprit), failures)
-    if recheck:
-        return Verdict(signal, "restart", f"passed on fewer than {MIN_SUCCESSES} attempts below the first red: "
-                       "restart the last green to rule out a breakage from outside", culprit, (culprit,), recheck,
+    if infra == RESTART_RED:
+        return Verdict(signal, "restart", "every failure started before every success below it: restart its "
+                       "failed jobs to see it fail after a success", culprit, (culprit,), (*recheck, culprit),
                        failures)
+    if recheck:
+        why = (f"passed on fewer than {MIN_SUCCESSES} attempts below the first red" if infra != RESTART_GREEN
+               else "no success below the first red started after its first failure")
+        return Verdict(signal, "restart", f"{why}: restart the last green to rule out a breakage from outside",
+                       culprit, (culprit,), recheck, failures)
+    if infra not in ("", CONFIRMED):
+        return Verdict(signal, "suspect", f"infrastructure check {infra}: waiting for the runs in flight",
+                       culprit, (culprit,), failures=failures)
     if len(reds) < cfg.min_red_commits:
         return Verdict(signal, "suspect", f"failed on {attempts} attempts; waiting for a newer commit to run it",
                        culprit, (culprit,), failures=failures)
@@ -137,12 +190,17 @@ def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
     mixed = next((c for c in commits if c in signal.events and signal.events[c].mixed), None)
     if mixed is not None:
         return Verdict(signal, "ineligible", f"flaky: failed and passed on {mixed[:10]}, in the window")
-    recheck = () if _successes(signal, commits, green) >= MIN_SUCCESSES else (commits[green],)
     first_red = reds[-1]
+    green_side = _green_side(signal, commits, green)
+    infra = infra_check([signal.events[c] for c in commits[first_red:] if c in signal.events], green_side) \
+        if history.timed else ""
+    successes = sum(ev.count("pass") for ev in green_side)
+    recheck = ((commits[green],) if (successes < MIN_SUCCESSES or infra == RESTART_GREEN)
+               and not _in_flight(signal.events[commits[green]]) else ())
     failures = _failures(signal, commits, reds)
     gap = list(range(green + 1, first_red))
     if not gap:
-        return _pinned(signal, commits[first_red], reds, failures, cfg, recheck)
+        return _pinned(signal, commits[first_red], reds, failures, cfg, recheck, infra)
     suspects = tuple(commits[i] for i in [*gap, first_red])
     pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending"
                or (signal.workflow, commits[i]) in in_flight for i in gap]

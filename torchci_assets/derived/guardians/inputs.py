@@ -7,8 +7,11 @@ from functools import cache
 from pathlib import Path
 
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, relation, run_steps
+from torchci_assets.derived.hud import health
 
 SQL_DIR = Path(__file__).with_name("sql")
+STEPS = SqlFiles(__file__)  # files of several `-- step:` statements
 # Main commits of the last two days are watched: a breakage older than that is a human's by now.
 WINDOW = dt.timedelta(days=2)
 
@@ -45,3 +48,33 @@ def main_signal_rows(lake: Lake, now: dt.datetime, window: dt.timedelta = WINDOW
 def known_flaky_tests(lake: Lake, now: dt.datetime) -> frozenset[str]:
     """Tests the newest flaky verdicts call flaky, as commit_health names failing tests."""
     return frozenset(r["test"] for r in query(lake, {"flaky_tests": 2}, "known_flaky_tests", {}, now) or [])
+
+
+def main_attempt_rows(lake: Lake, now: dt.datetime, shas: list[str],
+                      window: dt.timedelta = WINDOW) -> list[dict] | None:
+    """One row per attempt of each job group on the commits `shas` (sql/main_attempts.sql): its
+    outcome as the HUD classifies it, its failing tests and its start. None when the lake has no
+    job table in the window (a lake of commit_health alone): the guardians then judge by
+    commit_health's latest attempts only.
+
+    The attempts are the HUD's own (its identities and failure classes, as of now, with the
+    flaky verdicts of today as commit_health's partition of today reads them), so an attempt
+    here and commit_health's latest attempt of a group never disagree on what a failure is."""
+    days = days_back(now, window.days)
+    if not shas or not lake.files("workflow_job", days):
+        return None
+    con = connect()
+    try:
+        health.register_inputs(con, lake, {"w_jobs": days, "w_runs": days, "w_tjobs": days, "w_outcomes": days,
+                                           "w_flaky": days_back(now, 0), "w_job_failure": days})
+        steps = dict(STEPS.steps("main_attempts"))
+        run_steps(con, [("heads", steps["heads"])], {"shas": sorted(set(shas))})
+        health.job_identities(con, now, health.STALE_HOURS)
+        # the group steps up to each group's attempts (no unstable jobs: whether a job blocks is not read here)
+        groups = [s for s in health.SQL.steps("commit_groups") if s[0] in ("unstable_rule", "unstable", "attempts")]
+        run_steps(con, groups, {"unstable": [], "blocking": list(health.BLOCKING_WORKFLOWS)})
+        rel = relation(con, steps["attempt_rows"])
+        columns = rel.columns
+        return [dict(zip(columns, row)) for row in rel.fetchall()]
+    finally:
+        con.close()

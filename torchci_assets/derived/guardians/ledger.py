@@ -32,6 +32,9 @@ SCHEMA = pa.schema([
     ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("pr_number", pa.int64()), ("key", pa.string()),
     ("phase", pa.string()), ("outcome", pa.string()), ("failed", pa.bool_()), ("dry_run", pa.bool_()),
     ("notes", pa.string()),
+    # the notification issue a proposal's comment went to instead of the pull request (null: the
+    # pull request); parts written before this column read it as null
+    ("notify_issue", pa.int64()),
 ])
 # outcomes of a `done` row; `not_sent` rows (a crash before the call) count for nothing
 OUTCOMES = ("ok", "notified", "failed", "dry_run", "not_sent", "no_pr")

@@ -1,7 +1,8 @@
 """One pass of each guardian, as plain functions the job's ops (and the tests, and the eval) call.
 
 The autorevert reads main's signals from `commit_health` (the newest partitions: each commit's
-latest word), judges every signal, plans the restarts and revert proposals, and acts on them
+latest word) and, where the lake has the job tables, every attempt of them with its start
+(`main_attempt_rows`), judges every signal, plans the restarts and revert proposals, and acts on them
 through the ledger's rules. The alerts pass checks every condition and syncs the issues.
 """
 
@@ -20,7 +21,7 @@ from torchci_assets.derived.guardians.actions import Guardian
 from torchci_assets.derived.guardians.alert_conditions import current_alerts
 from torchci_assets.derived.guardians.alert_issues import AlertIssues
 from torchci_assets.derived.guardians.culprits import Verdict, judge_all
-from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_signal_rows
+from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows
 from torchci_assets.derived.guardians.signals import MainHistory, build_history
 from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
 
@@ -42,7 +43,8 @@ def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
     HUD's marks alike: `cfg`'s workflows and thresholds, the flaky verdicts, the ledger's
     restarts in flight (`dry_run`'s or the live ones)."""
     rows = main_signal_rows(lake, now) if rows is None else rows
-    history = build_history(rows, cfg.workflows, known_flaky_tests(lake, now))
+    attempts = main_attempt_rows(lake, now, [r["sha"] for r in rows])
+    history = build_history(rows, cfg.workflows, known_flaky_tests(lake, now), attempts)
     in_flight = actions.restarts_in_flight(ledger.actions(ledger.read(lake, now)), history, now, dry_run)
     return history, judge_all(history, cfg, in_flight)
 

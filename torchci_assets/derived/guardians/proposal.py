@@ -5,20 +5,43 @@ second one could be posted."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from typing import NamedTuple
 
 MARKER = "<!-- torchci-autorevert sha={sha} -->"
 OPT_OUT_LABEL = "autorevert: disable"
+
+
+class PullRef(NamedTuple):
+    number: int
+    reverts: bool  # the commit reverts the pull request (rather than lands it)
+
+
+def pull_from_message(message: str, repo: str) -> PullRef | None:
+    """The pull request a main commit's message names, as upstream's autorevert reads it: the
+    merge bot ends a revert with `Reverted https://github.com/<repo>/pull/N on behalf of ...` and
+    a landing with `Pull Request resolved: https://github.com/<repo>/pull/N`; the last such line
+    counts (the bot appends it), a revert first. A bare `(#N)` in the title is not read: a
+    cherry-pick or a quoted title carries another pull request's number."""
+    url = rf"https://github\.com/{re.escape(repo)}/pull/(\d+)"
+    for pattern, reverts in ((rf"Reverted {url}", True), (rf"Pull Request resolved: {url}", False)):
+        found = re.findall(pattern, message or "", flags=re.IGNORECASE)
+        if found:
+            return PullRef(int(found[-1]), reverts)
+    return None
 
 
 def marker(sha: str) -> str:
     return MARKER.format(sha=sha)
 
 
-def notify_only(pull: dict) -> str:
+def notify_only(pull: dict, reverts: bool = False) -> str:
     """Why the pull request gets a notification and no revert request ("" when it may be
     reverted): as upstream, the merge bot is asked only for a merged pull request whose author
-    did not opt out."""
+    did not opt out, and never for a commit that is itself a revert of it."""
+    if reverts:
+        return "reverted by the commit"
     if OPT_OUT_LABEL in {label.get("name") for label in pull.get("labels") or []}:
         return f"labelled '{OPT_OUT_LABEL}'"
     if pull.get("state") == "open" or not pull.get("merged_at"):
@@ -27,15 +50,19 @@ def notify_only(pull: dict) -> str:
 
 
 def revert_comment(sha: str, signals: list[tuple[str, str]], message: str, classification: str,
-                   hud_url: str = "", request: bool = True) -> str:
+                   hud_url: str = "", request: bool = True, pull: int | None = None, why: str = "") -> str:
     """`signals` are (workflow, signal key) pairs that failed from `sha` on; without `request`
-    the comment only notifies."""
+    the comment only notifies, naming the pull request `pull` (when it goes elsewhere, to the
+    notification issue) and `why` it is not reverted."""
     by_workflow: dict[str, list[str]] = defaultdict(list)
     for workflow, key in signals:
         by_workflow[workflow].append(key)
     names = ", ".join(sorted({key for _, key in signals}))
+    source = f" from #{pull}" if pull else ""
+    because = f" ({why})" if why else ""
     lines = [f'@pytorchbot revert -m "{message.format(signals=names, sha=sha[:10])}" -c {classification}' if request
-             else f"The trunk guardian found {sha[:10]} to be a likely culprit; it does not ask for a revert here.",
+             else f"The trunk guardian found {sha[:10]}{source} to be a likely culprit; it does not ask for a revert "
+                  f"here{because}.",
              "", "This PR is attributed to have caused regression in:"]
     lines += [f"- {wf}: {', '.join(f'`{k}`' for k in sorted(keys))}" for wf, keys in sorted(by_workflow.items())]
     if hud_url:

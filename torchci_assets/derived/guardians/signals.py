@@ -12,16 +12,35 @@ and no event where it did not run (the workflow skipped the commit, or the job w
 
 Only failures the commit itself may have caused are evidence, as in PyTorch's autorevert:
 anything else would make a revert of an innocent commit possible.
+
+`commit_health` keeps each commit's latest word per group. When the lake's job tables are at hand
+(`attempt_rows`, read with the HUD's own classification of each attempt) every event also carries
+its tries: the outcome of each attempt with its start time. They let the culprit finder ask what
+upstream asks of its events: whether a failure lies between two successes in time (the
+infrastructure check), and whether a test failed and passed on one commit (a flaky test, which
+the latest attempt alone cannot show when a rerun of its group failed for another reason).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 # failure classes of commit_health that say nothing about the commit's code
 NOT_EVIDENCE = ("infra", "known_flaky")
 TEST_SEPARATOR = " :: "
+
+
+@dataclass(frozen=True)
+class Try:
+    """One attempt of a signal on a commit (a run's attempt of its group): what it said, and when it
+    started (the earliest over its jobs of each job's start, or creation if later)."""
+
+    outcome: str  # fail, pass, pending, unknown, skipped
+    started_at: dt.datetime
+    run_id: int | None = None
+    run_attempt: int | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,13 @@ class Event:
     job_id: int | None = None
     attempts: int = 1
     mixed: bool = False  # it failed and passed on this commit (a rerun recovered it)
+    tries: tuple[Try, ...] = ()  # every attempt, oldest first, when the job tables were read
+
+    def count(self, outcome: str) -> int:
+        """Attempts that said `outcome` (the event's own, when there are no tries, counts them all)."""
+        if self.tries:
+            return sum(t.outcome == outcome for t in self.tries)
+        return self.attempts if self.outcome == outcome else 0
 
 
 @dataclass(frozen=True)
@@ -53,39 +79,81 @@ class MainHistory:
     signals: tuple[Signal, ...]
     runs: dict  # (workflow, sha) -> (run_id, run_attempt)
     attempts: dict = field(default_factory=dict)  # run_id -> run_attempt
+    timed: bool = False  # the events carry their tries (the job tables were read)
+
+
+def _outcome(state: str, failure_class: str | None) -> str:
+    if state == "failure":
+        return "unknown" if failure_class in NOT_EVIDENCE else "fail"
+    return {"success": "pass", "flaky": "pass", "pending": "pending", "skipped": "skipped"}.get(state, "unknown")
 
 
 def _group_event(row: dict) -> Event:
     state = row["state"]
-    outcome = {"success": "pass", "flaky": "pass", "pending": "pending", "skipped": "skipped"}.get(state)
-    if state == "failure":
-        outcome = "unknown" if row.get("failure_class") in NOT_EVIDENCE else "fail"
-    return Event(outcome or "unknown", row.get("run_id"), row.get("run_attempt"), row.get("job_id"),
-                 int(row.get("attempts") or 1), state == "flaky")
+    return Event(_outcome(state, row.get("failure_class")), row.get("run_id"), row.get("run_attempt"),
+                 row.get("job_id"), int(row.get("attempts") or 1), state == "flaky")
+
+
+def _test_outcome(group: str, listed: list[str], failing_count: int | None, test: str) -> str:
+    """A test's outcome where its group said `group`: a group that failed without listing the test
+    passed it only when the listed tests are all of its failures and there are some (else the
+    group stopped before the test: a build or an unlisted failure)."""
+    if group != "fail" or test in listed:
+        return group
+    return "pass" if 0 < len(listed) == int(failing_count or 0) else "unknown"
 
 
 def _test_event(row: dict, test: str, group: Event) -> Event:
-    """A test's outcome where its group ran: a group that failed without listing the test passed
-    it only when the listed tests are all of its failures and there are some (else the group
-    stopped before the test: a build or an unlisted failure)."""
     if group.outcome != "fail":
-        # a group that recovered on a rerun does not say which test failed first: not mixed here
+        # a group that recovered on a rerun does not say which test failed first: only the
+        # tries can tell (build_history), not mixed here
         return replace(group, mixed=False)
-    listed = row.get("failing_tests") or []
-    if test in listed:
-        return group
-    complete = 0 < len(listed) == int(row.get("failing_test_count") or 0)
-    return Event("pass" if complete else "unknown", group.run_id, group.run_attempt, group.job_id, group.attempts)
+    outcome = _test_outcome("fail", row.get("failing_tests") or [], row.get("failing_test_count"), test)
+    return group if outcome == "fail" else Event(outcome, group.run_id, group.run_attempt, group.job_id,
+                                                  group.attempts)
+
+
+def _attempt_outcome(a: dict) -> str:
+    """An attempt row's word for its group: a failure as classified (infra and known flaky say
+    nothing), else pending while a job runs."""
+    if a["has_failure"]:
+        return _outcome("failure", a.get("failure_class"))
+    return "pending" if a["has_pending"] else "skipped" if a["all_skipped"] else "pass"
+
+
+def _attempt_test_outcome(a: dict, test: str) -> str:
+    listed = a.get("failing_tests") or []
+    outcome = _test_outcome(_attempt_outcome(a), listed, a.get("failing_test_count"), test)
+    # the group's jobs still running may yet fail the test
+    return "pending" if a["has_pending"] and outcome != "fail" and test not in listed else outcome
+
+
+def _with_tries(event: Event, attempts: list[dict], outcome) -> Event:
+    """`event` with one try per attempt row (oldest first); a test that failed and passed there
+    is mixed, as upstream's flaky rule reads its events. A commit with a rerun in flight keeps
+    the word its finished attempts gave, as upstream partitions commits: a green being re-run is
+    still the last green (else the walk would pass over it to an older green, re-run that one
+    in turn, and so on down the line), a red being re-run still the first red."""
+    tries = tuple(Try(outcome(a), a["started_at"], a.get("run_id"), a.get("run_attempt")) for a in attempts)
+    seen = {t.outcome for t in tries}
+    settled = event.outcome
+    if settled == "pending" and len(seen & {"fail", "pass"}) == 1:
+        settled = next(iter(seen & {"fail", "pass"}))
+    return replace(event, outcome=settled, tries=tries, mixed=event.mixed or {"fail", "pass"} <= seen)
 
 
 def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
-                  known_flaky: frozenset[str] = frozenset()) -> MainHistory:
+                  known_flaky: frozenset[str] = frozenset(), attempt_rows: Iterable[dict] | None = None) -> MainHistory:
     """Signals from commit_health rows (one per sha and job group, each commit's latest word).
 
     `workflows` limits the job groups watched (empty: all of them). Tests in `known_flaky` (the
     flaky verdicts) get no signal of their own: in a group red for another reason their flakes
-    would otherwise look like a new failure that the next commit fixed."""
+    would otherwise look like a new failure that the next commit fixed. `attempt_rows` (one per
+    attempt of a group on a commit, `inputs.main_attempt_rows`), when given, add the tries."""
     rows = list(rows)
+    tried: dict[tuple[str, str], list[dict]] = {}
+    for a in sorted(attempt_rows or [], key=lambda a: (a["started_at"], a["run_id"] or 0, a["run_attempt"] or 0)):
+        tried.setdefault((a["sha"], a["job_group"]), []).append(a)
     # every commit that ran anything is on main's line, whether or not it ran a watched workflow
     order = sorted({(r["pushed_at"], r["sha"]) for r in rows})
     commits = tuple(dict.fromkeys(sha for _, sha in order))
@@ -99,6 +167,8 @@ def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
     group_rows: dict[str, dict[str, dict]] = {}
     for r in rows:
         ev = _group_event(r)
+        if (r["sha"], r["job_group"]) in tried:
+            ev = _with_tries(ev, tried[r["sha"], r["job_group"]], _attempt_outcome)
         groups.setdefault(r["job_group"], {})[r["sha"]] = ev
         group_rows.setdefault(r["job_group"], {})[r["sha"]] = r
         meta[r["job_group"]] = r["workflow"]
@@ -113,5 +183,7 @@ def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
     for g, tests in sorted(failing_tests.items()):
         for test in sorted(tests):
             events = {sha: _test_event(r, test, groups[g][sha]) for sha, r in group_rows[g].items()}
+            events = {sha: _with_tries(ev, tried[sha, g], lambda a, t=test: _attempt_test_outcome(a, t))
+                      if (sha, g) in tried else ev for sha, ev in events.items()}
             signals.append(Signal(g + TEST_SEPARATOR + test, meta[g], g, test, events))
-    return MainHistory(commits, tuple(signals), runs, attempts)
+    return MainHistory(commits, tuple(signals), runs, attempts, attempt_rows is not None)

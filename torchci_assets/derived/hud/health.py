@@ -133,7 +133,7 @@ def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, i
     return {view: register(con, lake, _VIEWS[view], days, view) for view, days in views.items()}
 
 
-def _identities(con, as_of: dt.datetime, stale_hours: int) -> None:
+def job_identities(con, as_of: dt.datetime, stale_hours: int) -> None:
     """Temp tables from the `heads(sha)` table and the w_* views: the job identities of those heads,
     the failing tests and infrastructure evidence of the failed ones, and their failure class."""
     run_steps(con, SQL.steps("job_identities"), {
@@ -172,7 +172,7 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
                   "stale_before": as_of - dt.timedelta(hours=int(stale_hours)),
                   "unstable": list(unstable_jobs or [])}
         execute(con, SQL["commit_heads"], values)
-        _identities(con, as_of, stale_hours)
+        job_identities(con, as_of, stale_hours)
         run_steps(con, SQL.steps("commit_groups"), values)
         table = relation(con, SQL["commit_health"], values).to_arrow_table().cast(COMMIT_HEALTH_SCHEMA)
         rows = lake.write("commit_health", day, table)
@@ -219,7 +219,7 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
         values = {"upstream_repo": upstream_repo, "as_of": as_of, "levels": list(downstream_levels),
                   "unstable": list(unstable_jobs or [])}
         run_steps(con, SQL.steps("pr_heads"), values)
-        _identities(con, as_of, stale_hours)
+        job_identities(con, as_of, stale_hours)
         run_steps(con, [s for s in SQL.steps("commit_groups") if s[0] in ("unstable_rule", "unstable")], values)
         # the previous day's rows carry a head whose CI ran before this window (see pr_jobs.sql, `carried`)
         carry = lake.register(con, "pr_jobs", [days_around(day, 1)[0]], name="prev_pr_jobs") > 0
