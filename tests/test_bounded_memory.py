@@ -13,6 +13,7 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+import orjson
 import pytest
 
 from hostile import bomb_archive, _repeated_gzip
@@ -173,3 +174,79 @@ def test_torchci_run_on_gigabyte_records_stays_under_1_5_gb_peak_rss(tmp_path):
     assert con.execute("SELECT count(*) FROM push").fetchone() == (2,)  # before and after the bomb
     assert con.execute("SELECT count(*) FROM ci_result").fetchone() == (1,)
     assert con.execute("SELECT name FROM test_run").fetchall() == [("test_fine",)]
+
+
+# ---- ci-results: callbacks staged in bounded batches, reduced from Parquet ------------------------
+
+# The peak is the process's VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent
+# across fork and exec, so a child started by a large test process would start at the parent's peak.
+CI_RESULTS_PEAK = """
+import re, sys
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.ingest.ci_results import ingest_ci_results_day
+def peak_kib():
+    with open("/proc/self/status") as f:
+        return int(re.search(r"VmHWM:\\s+(\\d+) kB", f.read()).group(1))
+before = peak_kib()
+report = ingest_ci_results_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3], now_ms=1795000000000,
+                               incremental=sys.argv[4] == "refresh")
+print(report.rows, len(report.rejects), (peak_kib() - before) // 1024, report.rejects[0].reason if report.rejects else "")
+"""
+
+
+def _callback(i: int, chars: int, job_chars: int | None = None) -> bytes:
+    """A valid callback but for its size: every text the lake keeps (ten of them) `chars` long, the
+    job name `job_chars` if given; a job of its own (the same `i`, the same job)."""
+    def text(tag: str) -> str:
+        return f"{tag}{i}-".ljust(chars, tag[0])
+
+    workflow = {"status": "completed", "conclusion": text("conclusion"), "run_id": i, "run_attempt": 1,
+                "name": text("workflow"), "job_name": text("job") if job_chars is None else "j" * job_chars,
+                "check_run_id": text("check"), "url": text("url"), "artifact_url": text("artifact"),
+                "completed_at": "2026-11-01T10:00:00Z"}
+    return orjson.dumps({
+        "trusted": {"verified_repo": "org/backend", "downstream_repo_level": text("level")},
+        "received_at": "2026-11-01T10:00:00Z",
+        "untrusted": {"callback_payload": {"event_type": text("event"), "delivery_id": text("delivery"),
+                                           "payload": {"head_sha": text("sha")}, "workflow": workflow}}})
+
+
+def _ci_results_peak(root: Path, lines: list[bytes], mode: str = "rebuild") -> tuple[int, int, int, str]:
+    """(rows, rejects, MiB of peak RSS over the start, first reject's reason) of ingesting `lines` as
+    one more file of the day, in a fresh process, with a 2 MiB line cap."""
+    rel = f"ci-results/day={DAY}/relay-{mode}.jsonl.gz"
+    (root / "archive" / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / "archive" / rel).write_bytes(gzip.compress(b"\n".join(lines) + b"\n", compresslevel=1))
+    env = {**os.environ, "TORCHCI_MAX_LINE_BYTES": str(2 * MiB)}
+    env.pop("TORCHCI_DUCKDB_MEMORY", None)  # the default, 512 MB
+    done = subprocess.run([sys.executable, "-c", CI_RESULTS_PEAK, str(root / "archive"), str(root / "lake"), DAY, mode],
+                          capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows, rejects, peak, reason = done.stdout.rstrip("\n").split(" ", 3)
+    return int(rows), int(rejects), int(peak), reason
+
+
+def test_ci_results_memory_is_bounded_by_the_caps_not_by_the_day(tmp_path):
+    """r6 D2: every parsed callback of the day was held in Python, as dicts then Arrow tables, a
+    refresh read the earlier increments' whole, and no callback text was capped.
+    - A 1 MiB job name (under the line cap) is a reject naming the field: 150 such lines cost what
+      10 do (they cost ~5 MiB of peak each).
+    - A day of callbacks whose ten kept texts are each just under the 4,096-character cap (~40 KB a
+      line, 120 MB for 3,000) is staged in batches bounded by text and reduced by DuckDB from the
+      Parquet files: the peak is DuckDB's working memory (under TORCHCI_DUCKDB_MEMORY, past which
+      it fails rather than grows) and one batch, about half what it was, and a refresh over the
+      3,000 staged callbacks costs no more."""
+    few = _ci_results_peak(tmp_path / "few", [_callback(i, 10, job_chars=MiB) for i in range(10)])
+    many = _ci_results_peak(tmp_path / "many", [_callback(i, 10, job_chars=MiB) for i in range(150)])
+    print(f"\nci-results, 1 MiB job names: 10 lines {few[:3]}, 150 lines {many[:3]} (rows, rejects, MiB over the start)")
+    assert (few[:2], many[:2]) == ((0, 10), (0, 150))
+    assert many[3] == "too long: untrusted.callback_payload.workflow.job_name is 1048576 characters, more than 4096"
+    assert many[2] - few[2] < 64, f"peak grew by {many[2] - few[2]} MiB for 140 more lines of 1 MiB"
+
+    day = _ci_results_peak(tmp_path / "day", [_callback(i, 4000) for i in range(3000)])
+    refresh = _ci_results_peak(tmp_path / "day", [_callback(i, 4000) for i in range(100)], mode="refresh")
+    print(f"ci-results, ~40 KB callbacks: 3,000 lines {day[:3]}, then a refresh of 100 {refresh[:3]}")
+    assert (day[:2], refresh[:2]) == ((3000, 0), (3000, 0))  # the refresh's are redeliveries: one row a job
+    assert day[2] < 640, f"3,000 callbacks of ~40 KB peaked {day[2]} MiB over the start"
+    assert refresh[2] < 640, f"a refresh over 3,000 staged callbacks of ~40 KB peaked {refresh[2]} MiB"

@@ -192,3 +192,23 @@ def test_empty_day_writes_empty_partitions_and_rerun_replaces(tmp_path):
     ingest(tmp_path, [record(), record(delivery="d2")])
     ingest(tmp_path, [record()])
     assert len(rows(tmp_path)) == 1
+
+
+def test_a_text_over_the_cap_is_a_reject_naming_the_field_and_the_file_goes_on(tmp_path):
+    """Every text ci_result keeps holds at most 4,096 characters, as the webhooks' typed texts: a
+    longer one (a line may be 32 MiB) is a reject naming the field, never a row or a held megabyte."""
+    long, w = "x" * 4097, "untrusted.callback_payload.workflow"
+    name = record(delivery="d-name")
+    name["untrusted"]["callback_payload"]["workflow"]["name"] = long
+    url = record(delivery="d-url")
+    url["untrusted"]["callback_payload"]["workflow"]["url"] = long
+    level = record(delivery="d-level")
+    level["trusted"]["downstream_repo_level"] = long
+    at_cap = record(delivery="d" * 4096, job="j" * 4096)
+    report = ingest(tmp_path, [record(job=long), record(delivery=long), name, url, level,
+                               record(delivery="d-sha", head_sha=long), at_cap, record(delivery="d-after")])
+    assert [(int(r.location.rsplit(":", 1)[1]), r.reason) for r in report.rejects] == [
+        (n, f"too long: {field} is 4097 characters, more than 4096") for n, field in [
+            (1, f"{w}.job_name"), (2, "untrusted.callback_payload.delivery_id"), (3, f"{w}.name"), (4, f"{w}.url"),
+            (5, "trusted.downstream_repo_level"), (6, "untrusted.callback_payload.payload.head_sha")]]
+    assert sorted(len(r["delivery_id"]) for r in rows(tmp_path)) == [7, 4096]  # the file went on

@@ -507,14 +507,22 @@ def test_callbacks_landing_in_a_file_that_sorts_first_are_reduced_as_in_one_read
     assert built["ci_callback_minutes"] == expected["ci_callback_minutes"]
 
 
-def test_callbacks_are_numbered_in_archive_order_whatever_increment_read_them():
+def test_callbacks_are_ordered_as_in_the_archive_whatever_increment_read_them(tmp_path):
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from torchci_assets.ingest.ci_results import STAGE_SCHEMA, _in_archive_order
+    from torchci_assets.ingest.ci_results import STAGE_SCHEMA, _stage_view
 
     read = ["ci-results/day=D/b.jsonl:2", "ci-results/day=D/b.jsonl:10", "ci-results/day=D/a.jsonl:9",
             "ci-results/day=D/a.jsonl:1"]  # b's file read by an earlier increment; lines 10 after 9
-    rows = [{f.name: None for f in STAGE_SCHEMA} | {"location": loc, "seq": i % 2} for i, loc in enumerate(read)]
-    ordered = _in_archive_order(pa.Table.from_pylist(rows, schema=STAGE_SCHEMA))
-    assert ordered.column("location").to_pylist() == [read[3], read[2], read[0], read[1]]
-    assert ordered.column("seq").to_pylist() == [0, 1, 2, 3]
+    rows = [{f.name: None for f in STAGE_SCHEMA} | {"location": loc} for loc in read]
+    lake = Lake.at(str(tmp_path / "lake"))
+    earlier = tmp_path / "lake" / "ci_result" / f"day={DAY}" / "_stage.pq"
+    earlier.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows[:2], schema=STAGE_SCHEMA), earlier)
+    pq.write_table(pa.Table.from_pylist(rows[2:], schema=STAGE_SCHEMA), tmp_path / "new.parquet")
+    con = connect()
+    _stage_view(con, lake, str(tmp_path / "new.parquet"), [str(earlier)])
+    assert con.execute("SELECT location FROM stage ORDER BY archive_path, archive_line").fetchall() == [
+        (read[3],), (read[2],), (read[0],), (read[1],)]
+    con.close()

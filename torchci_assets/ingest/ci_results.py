@@ -55,6 +55,9 @@ every job from its merged state across the window's days.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -62,7 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, compose, relation, run_steps
+from resources.sql import Literals, SqlFiles, compose, relation, run_steps
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.ingest.commit import PartitionCommit, hidden_files
@@ -70,11 +73,16 @@ from torchci_assets.ingest.fields import INT64_MAX, RowGuard, checked
 from torchci_assets.ingest.increments import (REWRITE, Manifest, Ownership, fresh_manifest, log_mode, next_manifest,
                                               part_name, plan_increment, write_manifests)
 from torchci_assets.ingest.lines import iter_lines
+from torchci_assets.ingest.payloads import bounded
 from torchci_assets.ingest.rejects import Reject, rejects_table
+from torchci_assets.ingest.staging import StagingFile, row_groups
 
 SOURCE = "ci-results"
 LOST_AFTER_MS = 6 * 3600 * 1000
 STAGE_BATCH_ROWS = 10_000
+# Rows per batch of ci_result written: a row holds up to a dozen texts of up to MAX_TEXT_CHARS, so
+# a batch holds at most ~50 MB of them whatever the day's size.
+RESULT_BATCH_ROWS = 1024
 TS = pa.timestamp("ms", tz="UTC")
 STATE_RANK = {"requested": 0, "pending": 0, "queued": 0, "waiting": 1, "in_progress": 2, "completed": 3}
 SUCCESS_CONCLUSIONS = ("success", "neutral", "skipped")
@@ -89,11 +97,11 @@ STAGE_SCHEMA = pa.schema([
     ("queue_s", pa.float64()), ("execution_s", pa.float64()),
     ("passed", pa.int64()), ("failed", pa.int64()), ("skipped", pa.int64()),
     ("workflow_url", pa.string()), ("artifact_url", pa.string()),
-    ("location", pa.string()), ("seq", pa.int64()),
+    ("location", pa.string()),
 ])
 
 CI_RESULT_SCHEMA = pa.schema([
-    *[f for f in STAGE_SCHEMA if f.name != "seq"],
+    *STAGE_SCHEMA,
     ("callback_at", TS), ("callbacks", pa.int64()), ("failure_kind", pa.string()),
 ])
 
@@ -101,7 +109,7 @@ CALLBACK_MINUTES_SCHEMA = pa.schema([("repo", pa.string()), ("minute", TS), ("ca
 
 KEY = ("delivery_id", "repo", "run_id", "run_attempt", "job_name")
 # The net under parse_record: a value that does not fit its column rejects the line, not the day.
-_GUARD = RowGuard(STAGE_SCHEMA, skip=("location", "seq"))
+_GUARD = RowGuard(STAGE_SCHEMA, skip=("location",))
 
 
 class RecordError(ValueError):
@@ -114,6 +122,12 @@ def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str, requi
     if value is None and required:
         raise RecordError(f"missing {where}.{key}")
     return checked(value, kind, f"{where}.{key}", RecordError, minimum=minimum)
+
+
+def _text(obj: dict, key: str, where: str, required: bool = False) -> str | None:
+    """A text the lake keeps: over MAX_TEXT_CHARS (the webhooks' cap, `payloads.bounded`) it is a
+    reject naming the field, so no callback brings megabyte names into the staged rows or `ci_result`."""
+    return bounded(_field(obj, key, str, where, required), f"{where}.{key}", RecordError)
 
 
 def _object(obj: dict, key: str, where: str, required: bool) -> dict:
@@ -149,19 +163,20 @@ def _whole(obj: dict, key: str, where: str, required: bool = False) -> int | Non
 
 def _id_text(obj: dict, key: str, where: str) -> str | None:
     """An identifier that is a string in the relay's format (check_run_id) but a number to GitHub."""
-    value = _field(obj, key, (str, int), where)
+    value = bounded(_field(obj, key, (str, int), where), f"{where}.{key}", RecordError)
     return None if value is None else str(value)
 
 
-def _head_sha(callback: dict) -> str | None:
+def _head_sha(callback: dict, where: str) -> str | None:
     """The upstream commit a callback is about, wherever its dispatch payload carries it: a pull
     request's head, a self-report's `head_sha`, a push's `after`, or this project's dispatch `sha`."""
     payload = callback.get("payload") if isinstance(callback.get("payload"), dict) else {}
     pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
     head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
-    for value in (head.get("sha"), payload.get("head_sha"), payload.get("after"), callback.get("sha")):
+    for value, name in ((head.get("sha"), "payload.pull_request.head.sha"), (payload.get("head_sha"), "payload.head_sha"),
+                        (payload.get("after"), "payload.after"), (callback.get("sha"), "sha")):
         if isinstance(value, str) and value:
-            return value
+            return bounded(value, f"{where}.{name}", RecordError)
     return None
 
 
@@ -171,7 +186,7 @@ def _seconds(obj: dict, key: str, where: str) -> float | None:
 
 
 def parse_record(line: bytes) -> dict:
-    """The staging row of one callback line (without `location` and `seq`); RecordError if unusable."""
+    """The staging row of one callback line (without `location`); RecordError if unusable."""
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError as e:
@@ -179,7 +194,7 @@ def parse_record(line: bytes) -> dict:
     if not isinstance(rec, dict):
         raise RecordError(f"not an object: {type(rec).__name__}")
     trusted = _object(rec, "trusted", "record", required=True)
-    repo = _field(trusted, "verified_repo", str, "trusted", required=True)
+    repo = _text(trusted, "verified_repo", "trusted", required=True)
     problem = repo_name_problem(repo)
     if problem:
         raise RecordError(f"bad trusted.verified_repo: {problem}")
@@ -201,18 +216,18 @@ def parse_record(line: bytes) -> dict:
     tests = _object(workflow, "test_results", wf, required=False)
     return {
         "repo": repo,
-        "level": _field(trusted, "downstream_repo_level", str, "trusted"),
-        "event_type": _field(callback, "event_type", str, where),
-        "delivery_id": _field(callback, "delivery_id", str, where, required=True),
-        "head_sha": _head_sha(callback),
-        "workflow_name": _field(workflow, "name", str, wf),
+        "level": _text(trusted, "downstream_repo_level", "trusted"),
+        "event_type": _text(callback, "event_type", where),
+        "delivery_id": _text(callback, "delivery_id", where, required=True),
+        "head_sha": _head_sha(callback, where),
+        "workflow_name": _text(workflow, "name", wf),
         "run_id": _whole(workflow, "run_id", wf, required=True),
         # Older relays omit run_attempt: a callback without one is about the first attempt.
         "run_attempt": 1 if run_attempt is None else run_attempt,
-        "job_name": _field(workflow, "job_name", str, wf, required=True),
+        "job_name": _text(workflow, "job_name", wf, required=True),
         "check_run_id": _id_text(workflow, "check_run_id", wf),
         "status": status,
-        "conclusion": _field(workflow, "conclusion", str, wf),
+        "conclusion": _text(workflow, "conclusion", wf),
         "started_at": _timestamp_ms(workflow, "started_at", wf),
         "completed_at": _timestamp_ms(workflow, "completed_at", wf),
         "received_at": _timestamp_ms(rec, "received_at", "record"),
@@ -221,8 +236,8 @@ def parse_record(line: bytes) -> dict:
         "passed": _whole(tests, "passed", f"{wf}.test_results"),
         "failed": _whole(tests, "failed", f"{wf}.test_results"),
         "skipped": _whole(tests, "skipped", f"{wf}.test_results"),
-        "workflow_url": _field(workflow, "url", str, wf),
-        "artifact_url": _field(workflow, "artifact_url", str, wf),
+        "workflow_url": _text(workflow, "url", wf),
+        "artifact_url": _text(workflow, "artifact_url", wf),
     }
 
 
@@ -249,20 +264,46 @@ def judged_as_of_ms(day: str, now_ms: int | None = None) -> int:
     return min(end, now)
 
 
-def reduce_callbacks(stage: pa.Table, as_of_ms: int) -> tuple[pa.Table, pa.Table]:
-    """(ci_result rows, ci_callback_minutes rows) from every callback of a day."""
+def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, earlier: list[str], as_of_ms: int,
+                     kinds: dict[str, int]) -> tuple[int, int]:
+    """Write the day's `ci_result` and `ci_callback_minutes` to `out`, reduced in DuckDB from every
+    callback of the day: those this run staged (the local Parquet file `staged`) and those the
+    day's earlier increments kept in the partition (`earlier`, its `_stage*` files). Both are read
+    where they lie and the results are written batch by batch, so memory is bounded by DuckDB's
+    limit and the batch caps, not by the day. Returns the rows of each; tallies `failure_kind` in `kinds`."""
     steps = dict(SQL.steps("ci_result"))
     columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
     con = connect()
     try:
-        define_callback_macros(con)
-        con.register("stage_arrow", stage)
-        con.execute(steps["stage"])
-        kept = relation(con, compose(steps["jobs"], columns=columns), judgement(as_of_ms)).to_arrow_table()
-        minutes = con.sql(steps["minutes"]).to_arrow_table()
+        _stage_view(con, lake, staged, earlier)
+        jobs = relation(con, compose(steps["jobs"], columns=columns), judgement(as_of_ms))
+        rows = out.write("ci_result", day, pa.RecordBatchReader.from_batches(
+            CI_RESULT_SCHEMA, _tallied(jobs.to_arrow_reader(RESULT_BATCH_ROWS).cast(CI_RESULT_SCHEMA), kinds)))
+        minutes = out.write("ci_callback_minutes", day,
+                            con.sql(steps["minutes"]).to_arrow_reader(RESULT_BATCH_ROWS).cast(CALLBACK_MINUTES_SCHEMA))
     finally:
         con.close()
-    return kept.cast(CI_RESULT_SCHEMA), minutes.cast(CALLBACK_MINUTES_SCHEMA)
+    return rows, minutes
+
+
+def _stage_view(con, lake: Lake, staged: str, earlier: list[str]) -> None:
+    """View `stage`: the callbacks of `staged` (this run's, a local file) and `earlier` (the day's
+    earlier increments', in the lake), with the archive order the reduction breaks its last ties
+    by. Defines the callback macros in `con`."""
+    define_callback_macros(con)
+    steps = dict(SQL.steps("ci_result"))
+    con.execute(compose(steps["staged"], files=Literals([staged])))
+    if not lake.register_files(con, earlier, "earlier_stage"):
+        con.execute(steps["no_earlier"])
+    con.execute(compose(steps["stage"], columns=STAGE_SCHEMA.names))
+
+
+def _tallied(batches: pa.RecordBatchReader, kinds: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    """The batches as they are, counting their rows by `failure_kind` into `kinds` on the way."""
+    for batch in batches:
+        for kind, n in zip(*pc.value_counts(batch.column("failure_kind")).flatten()):
+            kinds[kind.as_py()] = kinds.get(kind.as_py(), 0) + n.as_py()
+        yield batch
 
 
 @dataclass
@@ -291,9 +332,10 @@ def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None
     """Read `ci-results/day=<day>/` and write the day's `ci_result`, `ci_callback_minutes` and the
     `ci-results` part of `rejects`.
 
-    The day's callbacks (a few hundred bytes each) are staged in memory as Arrow batches, and kept
-    in the partition (hidden `_stage*` files): `incremental` (the intra-day refresh) parses only
-    the files the manifest does not list yet and reduces the day again from all the staged ones.
+    The day's callbacks are staged in a local Parquet file in batches bounded by rows and text,
+    reduced by DuckDB from the staged files and kept in the partition (hidden `_stage*` files), so
+    memory follows the caps, not the day: `incremental` (the intra-day refresh) parses only the
+    files the manifest does not list yet and reduces the day again from all the staged ones.
     """
     report = CiResultReport()
     listing = store.list_files(f"{SOURCE}/day={day}", (".jsonl", ".jsonl.gz"))
@@ -316,15 +358,15 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
                manifest: Manifest | None) -> None:
     """Parse `files`; with the staged callbacks of `manifest`'s increments (a rebuild: none), reduce
     the day and write it, then the manifest."""
-    staged = _parse_files(store, files, report)
     seq = 0 if manifest is None else manifest.seq + 1
-    earlier = [] if manifest is None else [_staged_earlier(lake, day)]
-    rows, minutes = reduce_callbacks(_in_archive_order(pa.concat_tables([*earlier, staged])),
-                                     judged_as_of_ms(day, now_ms))
-    with PartitionCommit(lake) as out:
-        out.write(TABLES[0], day, staged, part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
-        report.rows = out.write("ci_result", day, rows)
-        report.minutes = out.write("ci_callback_minutes", day, minutes)
+    earlier = [] if manifest is None else hidden_files(lake, TABLES[0], day, STAGE_PART)
+    with (tempfile.TemporaryDirectory(prefix=f"torchci-ci-results-{day}-") as tmp, PartitionCommit(lake) as out):
+        staged = os.path.join(tmp, "stage.parquet")
+        _parse_files(store, files, report, staged)
+        out.write(TABLES[0], day, pa.RecordBatchReader.from_batches(STAGE_SCHEMA, row_groups(staged)),
+                  part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
+        report.rows, report.minutes = reduce_callbacks(out, lake, day, staged, earlier, judged_as_of_ms(day, now_ms),
+                                                       report.kinds)
         rejects_part = part_name(SOURCE, seq) if seq else SOURCE
         if report.rejects or not seq:
             out.write("rejects", day, rejects_table(report.rejects), part=rejects_part)
@@ -332,8 +374,6 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
             for table in TABLES:
                 out.replace_matching(table, day, lambda name: True)
             out.replace_matching("rejects", day, lambda name: name.startswith(f"{SOURCE}-inc-"))
-    for kind in rows.column("failure_kind").to_pylist():
-        report.kinds[kind] = report.kinds.get(kind, 0) + 1
     before = {} if manifest is None else manifest.counts
     report.day_lines = before.get("lines", 0) + report.lines
     report.day_rejects = before.get("rejects", 0) + len(report.rejects)
@@ -345,10 +385,18 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
     write_manifests(lake, day, TABLES[0], after, OWNERSHIP)
 
 
-def _parse_files(store: Store, files: list, report: CiResultReport) -> pa.Table:
-    """The staging rows of every readable callback in `files`; the rest into `report.rejects`."""
-    batches: list[pa.Table] = []
-    staged: list[dict] = []
+# The columns parse_record fills, in the staging schema's order; the ingest adds `location`.
+_PARSED = STAGE_SCHEMA.names[:-1]
+
+
+def _parse_files(store: Store, files: list, report: CiResultReport, path: str) -> None:
+    """Stage every readable callback in `files` to the local Parquet file `path`, in batches bounded
+    by rows and text (`StagingFile`), so a day of any size holds one batch; the rest into
+    `report.rejects`."""
+    # Rows are checked against the schema as they are parsed (each misfit is a reject with its
+    # sample), so the staging file's own net never catches one.
+    stage = StagingFile(path, STAGE_SCHEMA, _GUARD, lambda row, problem: report.rejects.append(
+        Reject(SOURCE, row[-1], problem, None)), max_rows=STAGE_BATCH_ROWS)
     for entry in files:
         report.files += 1
         for lineno, line in iter_lines(store, entry.path, SOURCE, report.rejects):
@@ -360,29 +408,7 @@ def _parse_files(store: Store, files: list, report: CiResultReport) -> pa.Table:
             except RecordError as e:
                 report.rejects.append(Reject(SOURCE, f"{entry.path}:{lineno}", str(e), Reject.sample_of(line)))
                 continue
-            row["location"] = f"{entry.path}:{lineno}"
-            row["seq"] = report.callbacks
+            stage.add(tuple(row[name] for name in _PARSED) + (f"{entry.path}:{lineno}",))
             report.callbacks += 1
-            staged.append(row)
             report.repos[row["repo"]] = report.repos.get(row["repo"], 0) + 1
-            if len(staged) == STAGE_BATCH_ROWS:
-                batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
-                staged.clear()
-    batches.append(pa.Table.from_pylist(staged, schema=STAGE_SCHEMA))
-    return pa.concat_tables(batches)
-
-
-def _staged_earlier(lake: Lake, day: str) -> pa.Table:
-    files = hidden_files(lake, TABLES[0], day, STAGE_PART)
-    return lake.read_files(files).cast(STAGE_SCHEMA)
-
-
-def _in_archive_order(stage: pa.Table) -> pa.Table:
-    """The callbacks numbered (`seq`, the last tie-break of the reduction) in archive order, file
-    path then line, as one read of the whole day numbers them, whatever increment read each."""
-    location = stage.column("location")
-    keys = pa.table({"path": pc.replace_substring_regex(location, r":[0-9]+$", ""),
-                     "line": pc.cast(pc.struct_field(pc.extract_regex(location, r":(?P<n>[0-9]+)$"), "n"),
-                                     pa.int64())})
-    ordered = stage.take(pc.sort_indices(keys, sort_keys=[("path", "ascending"), ("line", "ascending")]))
-    return ordered.set_column(ordered.schema.get_field_index("seq"), "seq", pa.array(range(len(ordered)), pa.int64()))
+    stage.close()

@@ -34,12 +34,15 @@ class FieldError(ValueError):
 
 
 def _get(obj: dict, key: str, kind: type | tuple[type, ...], where: str):
-    return _bounded(checked(obj.get(key), kind, f"{where}.{key}", FieldError), f"{where}.{key}")
+    return bounded(checked(obj.get(key), kind, f"{where}.{key}", FieldError), f"{where}.{key}")
 
 
-def _bounded(value, name: str):
+def bounded(value, name: str, error: type[ValueError] = FieldError):
+    """`value`, unless it is a text over MAX_TEXT_CHARS: then `error` naming the field `name`.
+    Every reader of typed text applies it (the ci-results ingest with its own error), so the cap
+    and its reject reason are the same whatever the source."""
     if type(value) is str and len(value) > MAX_TEXT_CHARS:
-        raise FieldError(f"too long: {name} is {len(value)} characters, more than {MAX_TEXT_CHARS}")
+        raise error(f"too long: {name} is {len(value)} characters, more than {MAX_TEXT_CHARS}")
     return value
 
 
@@ -75,7 +78,7 @@ def _labels(value, where: str) -> list[str] | None:
     names = []
     for i, v in enumerate(value):
         name = checked(v.get("name"), str, f"{where}[{i}].name", FieldError) if isinstance(v, dict) else v
-        names.append(_bounded(checked(name, str, f"{where}[{i}]", FieldError), f"{where}[{i}]"))
+        names.append(bounded(checked(name, str, f"{where}[{i}]", FieldError), f"{where}[{i}]"))
     return names
 
 

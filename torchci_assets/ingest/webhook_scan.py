@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from resources.storage import Store
@@ -32,13 +31,9 @@ from torchci_assets.ingest.payloads import (JOB_STAGE, PR_STAGE, PUSH_STAGE, RUN
                                             pull_request_row, push_row, raw_payload, repo_of, workflow_job_row,
                                             workflow_run_row)
 from torchci_assets.ingest.rejects import Reject
+from torchci_assets.ingest.staging import BATCH_ROWS, BATCH_TEXT_CHARS, StagingFile
 
 SOURCE = "webhooks"
-
-BATCH_ROWS = 20_000
-# Text per typed batch: rows are counted by characters too, so long (if bounded) names and label lists
-# cannot make a batch of BATCH_ROWS hold gigabytes.
-BATCH_TEXT_CHARS = 16 << 20
 
 
 EVENT_BATCH_ROWS = 4_000
@@ -67,64 +62,21 @@ BRONZE_OPTIONS = dict(use_dictionary=["event", "action", "repo"], compression_le
 SEGMENT_ROWS = 16_000
 
 
-@dataclass
-class _Typed:
-    """A typed table's staging file: rows are buffered, then flushed to local Parquet. Every row
-    carries its delivery id, so the copies of deliveries an earlier scan kept can be dropped."""
+class _Typed(StagingFile):
+    """A typed table's staging file (`StagingFile`). Every row carries its delivery id, so the
+    copies of deliveries an earlier scan kept can be dropped."""
 
-    table: str
-    schema: pa.Schema
-    extract: Callable[[dict], tuple]
-    path: str
-    rejects: list[tuple[str, Reject]]  # the scan's typed rejects: rows Arrow refuses land here too (see RowGuard)
-    rows: list = field(default_factory=list)
-    text: int = 0  # characters of text in `rows`
-    count: int = 0
-    writer: pq.ParquetWriter | None = None
-    guard: RowGuard = field(init=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, table: str, schema: pa.Schema, extract: Callable[[dict], tuple], path: str,
+                 rejects: list[tuple[str, Reject]]):
         # The envelope's fields were validated by parse_envelope; the payload's by the extractor.
-        self.guard = RowGuard(self.schema, skip=("delivery_id", "received_at", "location"))
-
-    def add(self, row: tuple) -> None:
-        self.rows.append(row)
-        self.text += _text_size(row)
-        if len(self.rows) >= BATCH_ROWS or self.text >= BATCH_TEXT_CHARS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression="lz4")
-        if self.rows:
-            batch = self.guard.convert(self.rows, self._batch, self._reject)
-            self.writer.write_batch(batch)
-            self.count += batch.num_rows
-            self.rows.clear()
-            self.text = 0
-
-    def _batch(self, rows: list) -> pa.RecordBatch:
-        cols = list(zip(*rows)) if rows else [[] for _ in self.schema]
-        return pa.record_batch([pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+        super().__init__(path, schema, RowGuard(schema, skip=("delivery_id", "received_at", "location")),
+                         self._reject, BATCH_ROWS, BATCH_TEXT_CHARS)
+        self.table, self.extract = table, extract
+        self.rejects = rejects  # the scan's typed rejects: rows Arrow refuses land here too (see RowGuard)
 
     def _reject(self, row: tuple, problem: str) -> None:
         # a staging row ends with the delivery id, its receipt and its location
         self.rejects.append((row[-3], Reject(SOURCE, row[-1], f"{self.table}: {problem}", None)))
-
-    def close(self) -> None:
-        self.flush()
-        self.writer.close()
-
-
-def _text_size(row: tuple) -> int:
-    """Characters of text in a staging row, its label lists' included."""
-    size = 0
-    for value in row:
-        if type(value) is str:
-            size += len(value)
-        elif type(value) is list:
-            size += sum(len(v) for v in value if type(v) is str)
-    return size
 
 
 @dataclass
