@@ -21,7 +21,7 @@ from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
-from test_flaky import LINUX, START, WIN, History
+from test_flaky import LINUX, START, WIN, History, main_history
 from torchci_assets.derived.flakiness import issues as issues_module
 from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset
 from torchci_assets.derived.flakiness.flaky import build_flaky_tests
@@ -121,7 +121,8 @@ def entry(issue, platforms) -> list:
 def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_from_the_issues(
         httpserver, world, instance):
     fake = FakeIssueTracker(httpserver)
-    human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac\r\n\r\nflaky on M1")
+    # a maintainer's issue disables its test (a stranger's would not: see the test below)
+    human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac\r\n\r\nflaky on M1", user="a-maintainer")
     job = fake.add("DISABLED pull / linux-jammy / test (default)", "a job", user="a-maintainer")  # not a test
     fake.add("UNSTABLE trunk / rocm / test (default)", "a job", user="a-stranger")  # may not mark jobs
     fake.permissions["a-maintainer"] = "admin"
@@ -208,6 +209,7 @@ def test_a_refresh_with_nothing_changed_reads_only_the_issues_changed_since(http
 
 def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(httpserver, world):
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     assert run(world, github(httpserver)).success
     (a,) = fake.titled(f"DISABLED {TEST_A}")
     fake.close(a["number"])  # the test was fixed
@@ -227,14 +229,15 @@ def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(h
     assert "left closed" in row["detail"]
 
 
-def test_a_failure_after_the_issue_was_closed_reopens_it(httpserver, world):
+def test_a_main_flake_after_the_issue_was_closed_reopens_it(httpserver, world):
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     # closed 60 days ago, long before the history's failures
     old = fake.add(f"DISABLED {TEST_A}", "Platforms: linux\n\nold report", state="closed", age=dt.timedelta(days=60))
     result = run(world, github(httpserver))
     assert result.success
     assert fake.issues[old["number"]]["state"] == "open" and len(fake.titled(f"DISABLED {TEST_A}")) == 1
-    assert "failed again" in fake.comments[old["number"]][0]
+    assert "flaked again on main" in fake.comments[old["number"]][0]
     (row,) = [r for r in world.ledger() if r["test"] == TEST_A]
     assert (row["action"], row["issue_number"], row["issue_state"]) == ("updated", old["number"], "open")
     assert world.published()[TEST_A] == entry(old, ["linux"])
@@ -242,6 +245,7 @@ def test_a_failure_after_the_issue_was_closed_reopens_it(httpserver, world):
 
 def test_flaking_on_a_new_platform_extends_the_issues_own_platforms(httpserver, world):
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     filed = dt.datetime.now(dt.timezone.utc) - (START - dt.timedelta(days=1))  # before the history's flakes
     a = fake.add(f"DISABLED {TEST_A}", "Platforms: ROCm\n\nHuman notes: started with the ROCm 6 upgrade.", age=filed)
     b = fake.add(f"DISABLED {TEST_B}", "Platforms:\n\neverywhere already", age=filed)
@@ -260,6 +264,7 @@ def test_flaking_on_a_new_platform_extends_the_issues_own_platforms(httpserver, 
 
 def test_every_open_disabled_issue_is_read_back_across_pages(httpserver, world):
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     filed = [fake.add(f"DISABLED test_h{i} (__main__.TestH)", f"Platforms: {'win' if i % 2 else 'linux'}")
              for i in range(230)]
     assert run(world, github(httpserver)).success
@@ -407,11 +412,12 @@ def test_a_dry_run_with_the_same_plan_is_not_logged_or_recorded_again(httpserver
     logs = [e.user_message for e in instance.all_logs(again.run_id)]
     assert not any(m.startswith("DRY RUN: would find or file") for m in logs)
     assert any(m.startswith("DRY RUN: the same 2 action(s) as run ") for m in logs)
-    # test_a now flaked everywhere it ran: disabled everywhere, a new plan, recorded in full
+    # test_a now flaked on main everywhere it ran: disabled everywhere, a new plan, recorded in full
     con = connect()
     world.lake.register(con, "flaky_tests", [world.day], name="f")
     table = con.sql("SELECT * REPLACE (CASE WHEN name = 'test_a' THEN list_sort(list_distinct(list_concat("
-                    "flaky_platforms, platforms))) ELSE flaky_platforms END AS flaky_platforms) FROM f").to_arrow_table()
+                    "main_flaky_platforms, platforms))) ELSE main_flaky_platforms END AS main_flaky_platforms) "
+                    "FROM f").to_arrow_table()
     con.close()
     world.lake.write("flaky_tests", world.day, table)
     third = run(world, gh, instance, tags=REFRESH)
@@ -442,6 +448,7 @@ def test_new_issues_per_run_are_capped_and_the_rest_wait(httpserver, world, tmp_
 
 def test_a_day_without_a_verdict_files_nothing_and_still_publishes_from_the_issues(httpserver, world):
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     human = fake.add("DISABLED test_human (__main__.TestZ)", "Platforms: mac")
     later = (dt.date.fromisoformat(world.day) + dt.timedelta(days=1)).isoformat()
     result = run(world, github(httpserver), day=later)
@@ -582,7 +589,7 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
     for row in rerun_rows(TEST_A, "linux", list(range(1, 8)), now):  # clean on linux for a week
         lake.write("test_results", row["job_completed_at"].date().isoformat(), pa.Table.from_pylist([row]))
     wanted = [Wanted(TEST_A, ["linux", "win"], ["linux", "win"], 4)]  # it flaked on both, 10 days ago
-    old = {TEST_A: Evidence(TEST_A, last_failure_at=now - dt.timedelta(days=10))}
+    old = {TEST_A: Evidence(TEST_A, last_main_flake_at=now - dt.timedelta(days=10))}
 
     def one_run(run_id: str, evidence: dict) -> tuple[str, str]:
         f = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, day, wanted, evidence,
@@ -598,6 +605,95 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
     assert (fake.count("PATCH"), len(fake.comments[issue["number"]])) == writes == (1, 1)
     # a flake after the narrowing adds linux back, and the reruns before it no longer drop it
     flake = dt.datetime.now(dt.timezone.utc)
-    assert one_run("run-4", {TEST_A: Evidence(TEST_A, last_failure_at=flake)}) == ("updated", "")
+    assert one_run("run-4", {TEST_A: Evidence(TEST_A, last_main_flake_at=flake)}) == ("updated", "")
     assert fake.issues[issue["number"]]["body"].startswith("Platforms: win, linux\n")
     assert fake.comments[issue["number"]][1].startswith("It flaked on linux as well")
+
+
+# ---- who and what may disable a test ----------------------------------------------------
+
+
+def world_of(h: History, tmp_path) -> World:
+    """A World over the history `h` (its aggregates and flaky verdict built)."""
+    lake = Lake.at(str(tmp_path / "built" / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    return World((tmp_path / "built", day, h), tmp_path)
+
+
+def test_a_stranger_cannot_disable_a_test(httpserver, tmp_path):
+    """Anyone may open an issue: PyTorch's bot closes a DISABLED issue whose author is neither
+    pytorch-bot nor has write access (verifyDisableTestIssueBot), so it never reaches the list.
+    Here a stranger's test issues, one test or an aggregate, are left out as their job issues are;
+    the permission of each author is asked once a run, for both lists."""
+    w = world_of(main_history(["test_ok"], 30, {}), tmp_path)
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    ok = fake.add("DISABLED test_by_maintainer (__main__.TestA)", "Platforms: linux", user="a-maintainer")
+    bot = fake.add("DISABLED test_by_bot (__main__.TestA)", "", user="pytorch-bot[bot]")
+    fake.add("DISABLED test_security_check (__main__.TestAuth)", "", user="a-stranger")  # not a collaborator
+    fake.add("DISABLED MULTIPLE There are multiple flaky tests in test/test_auth.py",
+             "disable the following tests:\n```\ntest_csrf (__main__.TestAuth):\n```\n", user="a-stranger")
+    fake.add("DISABLED pull / linux-jammy / test (default)", "a job", user="a-stranger")
+    result = run(w, github(httpserver))
+    assert result.success
+    assert w.published("stats/disabled-jobs.json") == {}
+    assert w.published() == {"test_by_maintainer (__main__.TestA)": entry(ok, ["linux"]),
+                             "test_by_bot (__main__.TestA)": entry(bot, [])}
+    assert len(metadata(result, "disabled_tests")["refused_test_issues"]) == 2
+    assert fake.count("GET", "/repos/pytorch/pytorch/collaborators/a-stranger/permission") == 1
+
+
+def test_this_projects_own_issues_stay_trusted_after_the_ledgers_lookback(httpserver, world):
+    """This project's account (an App's bot) is no collaborator: its issues are trusted because the
+    ledger records it filing them, and that login is kept, so the issues it filed long ago still
+    disable their tests once their ledger rows are past the lookback."""
+    fake = FakeIssueTracker(httpserver)
+    assert run(world, github(httpserver)).success
+    filed = world.published()
+    assert sorted(filed) == [TEST_A, TEST_B]
+    shutil.rmtree(Path(world.lake_uri) / "disabled_issues" / f"day={world.day}", ignore_errors=True)
+    assert not world.ledger()  # as if its rows were older than the lookback
+    assert run(world, github(httpserver)).success  # finds its issues (by search), files nothing
+    assert world.published() == filed and len(fake.issues) == 2
+
+
+def test_flakes_only_on_a_pull_request_do_not_disable_a_test(httpserver, tmp_path):
+    """PyTorch's flaky bot reads main's jobs only (flaky_tests/in_subprocess/query.sql,
+    `head_branch = 'main'`; disable.ts filterOutPRFlakyTests): a pull request that makes its own
+    test flaky must not get it disabled for everyone. The verdict still says flaky (Dr. CI wants
+    to know), but no issue is filed and nothing is published."""
+    h = main_history(["test_pr_only", "test_ok"], 40, {})
+    for k, i in enumerate((10, 20, 30)):  # three pushes to a pull request; its test flakes in each
+        h.run(i, LINUX, {"test_pr_only": "flake"}, branch="gh/someone/1/head", head=f"{k + 1:x}" * 40,
+              later_hours=0.9)
+    w = world_of(h, tmp_path)
+    fake = FakeIssueTracker(httpserver)
+    assert run(w, github(httpserver)).success
+    assert [i["title"] for i in fake.issues.values()] == [] and w.published() == {}
+    con = connect()
+    w.lake.register(con, "flaky_tests", [w.day], name="f")
+    v = con.execute("SELECT verdict, flake_events, main_flake_events, main_flaky_platforms FROM f "
+                    "WHERE name = 'test_pr_only'").fetchone()
+    con.close()
+    assert v == ("flaky", 3, 0, [])
+
+
+def test_a_pull_requests_failure_does_not_reopen_a_closed_issue(httpserver, tmp_path):
+    """A human closed the test's issue after its last main-branch flake; later a pull request
+    breaks the test (it fails every retry, on that pull request only). PyTorch's bot reopens only
+    on new flakiness on main: a pull request's failure reopening it would disable the test on main
+    again, and hide the break from the pull request's own CI."""
+    h = main_history(["test_a", "test_ok"], 40, {i: {"test_a": "flake"} for i in (5, 17, 30)})
+    h.run(38, LINUX, {"test_a": "fail"}, branch="gh/someone/2/head", head="e" * 40, later_hours=0.9)
+    w = world_of(h, tmp_path)
+    fake = FakeIssueTracker(httpserver)
+    closed_at = START + dt.timedelta(hours=34)  # after the last main flake (commit 30), before the PR (38)
+    issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux\n\nflaky", state="closed",
+                     age=dt.datetime.now(dt.timezone.utc) - closed_at)
+    assert run(w, github(httpserver)).success
+    assert fake.issues[issue["number"]]["state"] == "closed", fake.comments.get(issue["number"])
+    assert TEST_A not in w.published()
+    (row,) = [r for r in w.ledger() if r["test"] == TEST_A]
+    assert (row["action"], row["issue_number"]) == ("found", issue["number"]) and "left closed" in row["detail"]
+

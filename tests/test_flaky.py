@@ -16,11 +16,15 @@ from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.flakiness.assets import FLAKINESS_ASSETS
+from torchci_assets.derived.flakiness.evidence import gather_evidence
 from torchci_assets.derived.flakiness.flaky import (
+    FLAKY_COLUMNS_ADDED,
     MIN_FLAKE_EVENTS,
     MIN_RUNS,
+    PLATFORM_COLUMNS_ADDED,
     build_flaky_tests,
 )
+from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows
 from torchci_assets.derived.results.stats import (
     build_test_daily_stats,
     build_test_results,
@@ -297,6 +301,42 @@ def test_consistent_failures_on_a_pull_request_are_neither_flaky_nor_broken(tmp_
               run_id=run, attempt=2, later_hours=0.95)
     p = verdicts(tmp_path, h)["test_pr"]
     assert (p["verdict"], p["failures"], p["flake_events"], p["broken_ranges"]) == ("healthy", 6, 0, 0)
+
+
+def test_only_main_branch_flakes_are_main_evidence(tmp_path):
+    """The verdict counts every branch (Dr. CI wants to know a test is flaky anywhere); disabling,
+    reopening and widening read main's evidence only: its events, platforms and when it last
+    flaked there. A pull request's flake or break is none of those."""
+    h = main_history(["test_a", "test_ok"], 40, {5: {"test_a": "flake"}, 17: {"test_a": "fail"}})  # a flip at 17
+    h.run(20, WIN, {"test_a": "flake"}, branch="gh/someone/1/head", head="a" * 40, later_hours=0.9)
+    h.run(38, LINUX, {"test_a": "fail"}, branch="gh/someone/2/head", head="b" * 40, later_hours=0.9)
+    v = verdicts(tmp_path, h)["test_a"]
+    assert (v["verdict"], v["flake_events"], v["flaky_platforms"]) == ("flaky", 3, ["linux", "win"])
+    assert (v["main_flake_events"], v["main_flaky_platforms"]) == (2, ["linux"])
+    # the flip's job at commit 17, not the pull request's break at 38
+    assert START + dt.timedelta(hours=17) < v["last_main_flake_at"] < START + dt.timedelta(hours=19)
+
+
+def test_a_partition_written_before_main_evidence_was_counted_is_read_as_then(tmp_path):
+    """A day's flaky_tests written by the code before main's evidence was counted has none of its
+    columns: the disabled list and the issues' evidence still read it, NULL for what was not
+    counted, and decide as they did then (on every branch's evidence)."""
+    h = main_history(["test_a", "test_ok"], 40, {i: {"test_a": "flake"} for i in (5, 17, 30)})
+    lake = Lake.at(str(tmp_path / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    con = connect()
+    for table, added in (("flaky_tests", FLAKY_COLUMNS_ADDED), ("flaky_test_platforms", PLATFORM_COLUMNS_ADDED)):
+        lake.register(con, table, [day], name="t")
+        old = con.sql(f"SELECT * EXCLUDE ({', '.join(added)}) FROM t").to_arrow_table()
+        lake.write(table, day, old.drop_columns([c for c in old.column_names if c == "day"]))
+    con.close()
+    rows = flaky_rows(lake, day)
+    assert [(r["name"], r["main_flake_events"]) for r in rows if r["name"] == "test_a"] == [("test_a", None)]
+    assert decide_disabled(rows, {}).disabled["test_a (__main__.TestX)"][2] == ["linux"]
+    evidence = gather_evidence(lake, day, ["test_a (__main__.TestX)"], "pytorch/pytorch", "https://github.com")
+    assert evidence["test_a (__main__.TestX)"].flake_events == 3
+    assert evidence["test_a (__main__.TestX)"].last_main_flake_at is None
 
 
 def test_evidence_older_than_the_window_is_not_read(tmp_path):

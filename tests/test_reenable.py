@@ -194,9 +194,9 @@ def test_an_issue_the_filing_reopens_is_not_closed_again_by_the_same_run(httpser
     issue = fake.add(f"DISABLED {FIXED}", "Platforms: linux", state="closed", age=dt.timedelta(days=30))
     lake = lake_with(tmp_path, clean(FIXED, "linux", range(7, 14)))  # while it was disabled, before the close
     gh = github(httpserver)
-    failed = dt.datetime.now(dt.timezone.utc)  # in trunk, after the close
+    failed = dt.datetime.now(dt.timezone.utc)  # flaked on main, after the close
     filing = file_disabled_issues(IssueTracker(gh, REPO), lake, DAY, [Wanted(FIXED, ["linux"], ["linux"], 3)],
-                                  {FIXED: Evidence(FIXED, last_failure_at=failed)}, ["skipped"], 10, "run-0001")
+                                  {FIXED: Evidence(FIXED, last_main_flake_at=failed)}, ["skipped"], 10, "run-0001")
     assert [r["detail"].split(":")[0] for r in filing.rows] == ["reopened"]
     life = run_lifecycle(gh, lake, Store(str(tmp_path / "outputs")), DAY, "run-0001", REPO,
                          DisabledIssuesConfig(enabled=True), "test config", open_issues=filing.open_list)

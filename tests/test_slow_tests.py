@@ -45,3 +45,61 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_list(tmp_path):
     assert publish_slow_tests(lake, out, earlier, 14) == (1, "", D)
     assert out.read_bytes(SLOW_TESTS_PATH) == published == dumps({"test_new (__main__.TestX)": 90.0})
     assert publish_slow_tests(lake, out, D, 14) == (1, "", None)  # the same day publishes again
+
+
+# Three tests of PyTorch's published slow-tests.json (tests/data/pytorch/slow-tests.2026-08-22.json.gz)
+AVG_POOL = ("test_avg_pool3d_backward_cpu", "CpuTests")
+UNFOLD = ("test_comprehensive_nn_functional_unfold_cuda_complex64", "TestDecompCUDA")
+ALEXNET = ("test_alexnet_prefix_cpu", "CpuHalideTests")
+
+
+def workflow_hooks(job: int, env: str, workflow: str, *, config: str = "default", job_knows: bool = True):
+    """A main-branch job of `workflow` and its run (a scheduled one); without `job_knows`, the job's
+    payload lacks workflow_name (older GitHub) and only the run's webhook names the workflow."""
+    from test_test_stats import job_payload, run_payload
+
+    run = 100 * job
+    payload = job_payload(job, run, f"{job:040d}", env=env, config=config)
+    if job_knows:
+        payload["workflow_job"]["workflow_name"] = workflow
+    else:
+        del payload["workflow_job"]["workflow_name"]
+    run_hook = run_payload(run, f"{job:040d}", "schedule")
+    run_hook["workflow_run"]["name"] = workflow
+    return [("workflow_job", payload), ("workflow_run", run_hook)]
+
+
+def test_the_periodic_workflow_is_left_out_as_pytorchs_slow_test_query_does(tmp_path):
+    """pytorch/pytorch's tools/testing/update_slow_tests.py reads the jobs of every workflow but the
+    one named `periodic` (`w.name != 'periodic'`): a test slow only in periodic jobs (its debug
+    build) is not slow, one slow in the `slow` workflow is. The workflow comes from the run's
+    webhook when the job's own payload lacks it; a window partition written before the periodic
+    counters existed is read beside the new ones, nothing subtracted from it."""
+    from test_test_stats import D, day, run_row, webhooks, write_test_run
+
+    from torchci_assets.derived.results.stats import build_test_daily_stats, build_test_results
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    debug = "linux-jammy-cuda13.0-py3.10-gcc11-debug"
+    webhooks(tmp_path, D, [*workflow_hooks(1, "linux-jammy-py3.10-gcc11", "pull"),
+                           *workflow_hooks(2, debug, "periodic"),
+                           *workflow_hooks(3, debug, "periodic", job_knows=False),
+                           *workflow_hooks(4, "linux-jammy-cuda13.0-py3.10-gcc11-sm86", "slow", config="slow")])
+
+    def row(job, test, seconds):
+        return run_row(job, 100 * job, test[0], time=seconds, file="inductor/test_torchinductor.py",
+                       classname=test[1])
+
+    write_test_run(tmp_path, D, [row(1, AVG_POOL, 30.0), row(2, AVG_POOL, 210.0), row(3, AVG_POOL, 150.0),
+                                 row(2, ALEXNET, 300.0), row(4, UNFOLD, 90.0)])
+    build_test_results(lake, D)
+    build_test_daily_stats(lake, D)
+    # the day before, as the code before the periodic counters wrote it
+    lake.write("test_daily_stats", day(-1), pa.Table.from_pylist([stats_row("test_old", "linux", 80.0, 2)]))
+
+    assert publish_slow_tests(lake, out, D, 14) == (2, "", None)
+    # test_avg_pool3d_backward_cpu: 30 s outside periodic (with periodic's passes it would be 130 s);
+    # test_alexnet_prefix_cpu ran in periodic only; test_old's day has no counters: counted as it was
+    assert json.loads(out.read_bytes(SLOW_TESTS_PATH)) == {
+        "test_comprehensive_nn_functional_unfold_cuda_complex64 (__main__.TestDecompCUDA)": 90.0,
+        "test_old (__main__.TestX)": 80.0}

@@ -14,8 +14,8 @@ from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
 from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
-from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, disabled_test_issues, loop_mode, read_back_open,
-                                                     run_disabled_issues)
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, loop_mode, read_back_open, run_disabled_issues,
+                                                     trusted_test_issues)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
@@ -170,10 +170,16 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     if mode.live:
         open_issues = read_back_open(github, relay.upstream_repo, lake.lake(), context.partition_key,
                                      is_refresh(context.run.tags))
-        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key,
-                                                disabled_test_issues(open_issues), config.allow_mass_reenable)
-        counts = publish_job_lists(github, relay.upstream_repo, store, open_issues)
-        job_lists = {"disabled_jobs": counts[DISABLED_JOBS_PATH], "unstable_jobs": counts[UNSTABLE_JOBS_PATH]}
+        trusted = trusted_test_issues(github, lake.lake(), context.partition_key, relay.upstream_repo, open_issues)
+        if trusted.refused:
+            context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
+                                "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
+        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, trusted.tests,
+                                                config.allow_mass_reenable)
+        counts = publish_job_lists(github, relay.upstream_repo, store, open_issues, trusted.allowed)
+        job_lists = {"disabled_jobs": counts[DISABLED_JOBS_PATH], "unstable_jobs": counts[UNSTABLE_JOBS_PATH],
+                     "refused_test_issues": dg.MetadataValue.json(
+                         [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
         source = f"open DISABLED issues of {relay.upstream_repo}"
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
@@ -198,7 +204,8 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     name="slow_tests", group_name="flakiness", kinds={"parquet", "json"}, pool="torchci_outputs",
     deps=[dg.AssetDep("test_daily_stats", partition_mapping=_WINDOW)], partitions_def=daily_partitions,
     description=f"{SLOW_TESTS_PATH} in PyTorch's format: tests averaging over 60 s on clean passes of the main "
-                "branch in the window (the mean over configurations, ASAN left out). Lake table slow_tests.",
+                "branch in the window (the mean over configurations, ASAN and the periodic workflow left out). "
+                "Lake table slow_tests.",
 )
 @lake_metadata
 def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource,

@@ -1,7 +1,8 @@
 """The evidence a DISABLED issue carries, read from the flaky verdict's own inputs.
 
 For each test to disable: its counts per platform from `flaky_test_platforms` (the same day's
-partition, so the issue says exactly what the verdict saw), and its most recent failing jobs
+partition, so the issue says exactly what the verdict saw) with when it last flaked on main (what
+reopens or widens its issue), and its most recent failing jobs
 from the window's `test_sha_outcomes` (`failing_job_ids`: jobs where it failed or needed a
 rerun), linked through `workflow_job` (run id and repository) with `test_jobs` as the fallback
 for jobs whose webhooks never arrived. Main-branch jobs come first, as PyTorch's bot links the
@@ -11,12 +12,14 @@ latest trunk job. Only the wanted tests are read: a few rows out of the window's
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pyarrow as pa
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, compose, execute
-from torchci_assets.derived.flakiness.flaky import WINDOW_DAYS
+from resources.sql import Columns, SqlFiles, compose, execute
+from torchci_assets.derived.flakiness.flaky import PLATFORM_COLUMNS_ADDED, WINDOW_DAYS
+from torchci_assets.derived.results.columns import register_current
 from torchci_assets.derived.flakiness.issue_text import MAX_JOB_LINKS, Evidence, FailingJob, PlatformEvidence
 from torchci_assets.partitions import days_around, days_ending
 
@@ -36,8 +39,11 @@ def job_url(web_url: str, repo: str, run_id: int | None, job_id: int) -> str:
     return f"{base}/actions/runs/{run_id}/job/{job_id}" if run_id else f"{base}/runs/{job_id}"
 
 
-def _register(con, lake: Lake, table: str, days: list[str], name: str) -> None:
-    if lake.register(con, table, days, name=name) == 0:
+def _register(con, lake: Lake, table: str, days: list[str], name: str, added: Columns | None = None) -> None:
+    """View `name` over the table's partitions (the columns of `added` NULL where they lack them),
+    or an empty one with the columns read."""
+    n = register_current(con, lake, table, days, name, added) if added else lake.register(con, table, days, name=name)
+    if n == 0:
         con.execute(compose(_EMPTY[table], view=name))
 
 
@@ -52,7 +58,7 @@ def gather_evidence(lake: Lake, day: str, tests: list[str], repo: str, web_url: 
         con.register("wanted_arrow", pa.table({
             "test": tests, "name": [split_test(t)[0] for t in tests], "cls": [split_test(t)[1] for t in tests]}))
         con.execute("CREATE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
-        _register(con, lake, "flaky_test_platforms", [day], "p")
+        _register(con, lake, "flaky_test_platforms", [day], "p", PLATFORM_COLUMNS_ADDED)
         (start,) = con.execute("SELECT min(window_start) FROM p").fetchone()
         window_days = (dt.date.fromisoformat(day) - start).days + 1 if start else default_window_days
         _register(con, lake, "test_sha_outcomes", days_ending(day, window_days), "o")
@@ -66,12 +72,15 @@ def gather_evidence(lake: Lake, day: str, tests: list[str], repo: str, web_url: 
     finally:
         con.close()
     out: dict[str, Evidence] = {t: Evidence(t) for t in tests}
-    for test, platform, runs, failures, events, reruns, pairs, flips, file, start, end in platforms:
+    for test, platform, runs, failures, events, reruns, pairs, flips, file, start, end, flaked_at in platforms:
         e = out[test]
-        out[test] = Evidence(test, e.file or file or "", e.window_start or start or "", e.window_end or end or "",
-                             [*e.platforms, PlatformEvidence(platform, runs, failures, events, reruns, pairs, flips)])
+        out[test] = replace(e, file=e.file or file or "", window_start=e.window_start or start or "",
+                            window_end=e.window_end or end or "",
+                            platforms=[*e.platforms, PlatformEvidence(platform, runs, failures, events, reruns, pairs,
+                                                                      flips)],
+                            last_main_flake_at=max((t for t in (e.last_main_flake_at, flaked_at) if t), default=None))
     for test, job_id, run_id, job_repo, name, head_sha, on_main, at, failing, last in jobs:
         e = out[test]
         job = FailingJob(job_url(web_url, job_repo or repo, run_id, job_id), name, head_sha or "", bool(on_main), at)
-        out[test] = Evidence(test, e.file, e.window_start, e.window_end, e.platforms, [*e.jobs, job], failing, last)
+        out[test] = replace(e, jobs=[*e.jobs, job], failing_jobs=failing, last_failure_at=last)
     return out

@@ -35,6 +35,13 @@ Verdict, first rule that applies:
   insufficient_data  fewer than MIN_RUNS runs, or some flake evidence but too little;
   healthy            otherwise.
 
+Main-branch evidence is counted apart (`main_flake_events`, `main_flaky_platforms`, and
+`last_main_flake_at`, when it last flaked on main): the verdict is over every branch, which is
+what Dr. CI wants (a test flaky anywhere may explain a pull request's failure), but only main's
+evidence disables a test, reopens its closed DISABLED issue or widens its platforms. PyTorch's
+flaky bot reads main's jobs only: a pull request that makes its own test flaky, or breaks it,
+must not get it disabled for everyone.
+
 The flake rate is flake events over runs (runs that executed, not skipped, outside infra
 jobs), with a Wilson 95% interval: a rate per run on the configurations that ran the test.
 Per-platform evidence (`flaky_test_platforms`) feeds the disabled list's platforms and the
@@ -47,7 +54,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, relation, run_steps
+from resources.sql import Columns, SqlFiles, relation, run_steps
 from torchci_assets.derived.flakiness import window_stats
 from torchci_assets.derived.flakiness.unchanged import forget, inputs_digest, recorded, remember
 from torchci_assets.partitions import days_around, days_ending
@@ -59,8 +66,12 @@ BROKEN_MIN_COMMITS = 2
 MAX_FLIP_GAP = 2
 Z = 1.96
 VERDICTS = ("flaky", "broken", "healthy", "insufficient_data")
-
-
+# Columns added to flaky_tests and flaky_test_platforms after partitions were written: a reader of
+# an older partition (`results.columns.register_current`) gets them as NULL, "not counted then".
+FLAKY_COLUMNS_ADDED = Columns({"main_flake_events": "BIGINT", "main_flaky_platforms": "VARCHAR[]",
+                               "last_main_flake_at": "TIMESTAMPTZ"})
+PLATFORM_COLUMNS_ADDED = Columns({"main_rerun_passes": "BIGINT", "main_flake_events": "BIGINT",
+                                  "last_main_flake_at": "TIMESTAMPTZ"})
 
 SQL = SqlFiles(__file__)
 # the thresholds the steps of flaky_tests.sql read
@@ -120,7 +131,9 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
     for the window ending on `day`. `skip_if_unchanged` (an intra-day refresh): leave both as
     they are when no input partition changed since they were written (`unchanged`), and keep
     the sums of the window's earlier days for the next refresh (`window_stats`)."""
-    digest = inputs_digest(lake, window_inputs(day, window_days), {"window_days": window_days, **PARAMETERS})
+    # the SQL too: a partition written by another version of it is rebuilt, not kept
+    digest = inputs_digest(lake, window_inputs(day, window_days),
+                           {"window_days": window_days, **PARAMETERS, "sql": SQL["flaky_tests"]})
     written = lake.files("flaky_tests", [day]) and lake.files("flaky_test_platforms", [day])
     if skip_if_unchanged and written and recorded(lake, "flaky_tests", day) == digest:
         return _report_of_written(lake, day, window_days)

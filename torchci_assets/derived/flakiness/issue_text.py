@@ -294,6 +294,9 @@ class Evidence:
     jobs: list[FailingJob] = field(default_factory=list)
     failing_jobs: int = 0
     last_failure_at: dt.datetime | None = None
+    # when it last flaked on main (flaky_tests' last_main_flake_at): only that reopens a closed
+    # issue or widens an open one; a later failure on a pull request, or a break, does not
+    last_main_flake_at: dt.datetime | None = None
 
     @property
     def flake_events(self) -> int:

@@ -4,12 +4,14 @@ For each test the verdict disables, the run finds the test's issue and then:
   open, already covering where it flaked      -> `found` (nothing sent);
   open, but it flaked on a platform not listed -> `updated`: the platforms appended to the
                                                   issue's own `Platforms:` line, and a comment
-                                                  (on a failure after the line was last set: its
-                                                  filing, or this project's last narrowing);
-  closed, and it failed again after closing    -> `updated`: reopened (PyTorch's bot does so);
-  closed, no failure since                     -> `found`: a human re-enabled it, left closed;
+                                                  (on a main flake after the line was last set:
+                                                  its filing, or this project's last narrowing);
+  closed, and it flaked on main after closing  -> `updated`: reopened (PyTorch's bot does so);
+  closed, no main flake since                  -> `found`: a human re-enabled it, left closed;
   none                                         -> `created`, with the evidence in the body.
 Each action is a row of the `disabled_issues` ledger (test, issue_number, action, at, ...).
+Only flakiness on main counts, as for PyTorch's bot: a pull request that breaks the test (or makes
+it flaky) after a human closed its issue must not reopen it, nor widen an open one.
 
 Finding the issue is what makes "never twice" hold, so it looks wherever it could be:
   1. every open DISABLED issue, from GitHub search (the same query PyTorch's list uses);
@@ -56,6 +58,7 @@ from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
 from torchci_assets.derived.flakiness.evidence import gather_evidence
+from torchci_assets.derived.flakiness.job_issues import Permissions, graphql_login
 from torchci_assets.derived.flakiness.owners import OwnerLookup
 from torchci_assets.derived.flakiness.issue_text import (
     DISABLED_PREFIX,
@@ -71,7 +74,8 @@ from torchci_assets.derived.flakiness.issue_text import (
     unreadable_reason,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows, load_published, pytorch_key
+from torchci_assets.derived.flakiness.lists import (decide_disabled, flaky_rows, load_published, main_evidence,
+                                                    pytorch_key)
 
 SQL = SqlFiles(__file__)
 LEDGER_TABLE = "disabled_issues"
@@ -80,6 +84,8 @@ DRY_RUN_STATE = "_dry_run.json"
 # the day's last live filing and the open issues it read (a search costs a page per 100 issues,
 # at 30 a minute): a refresh reads the issues changed since instead, up to this age
 LIVE_STATE = "_live.json"
+# the logins this project files issues as (own_logins), beside the ledger's days
+OWN_LOGINS = f"{LEDGER_TABLE}/_own_logins.json"
 SNAPSHOT_MAX_AGE = dt.timedelta(minutes=50)
 # Issue numbers are looked up in the ledger this far back; older issues are found by search.
 LEDGER_LOOKBACK_DAYS = 30
@@ -255,19 +261,23 @@ def ledger_days(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
     return [d for d in lake.days(LEDGER_TABLE) if d >= first.isoformat()]
 
 
-def ledger_issue_numbers(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> dict[str, int]:
-    """Per test, the issue number its latest ledger row with a number names."""
+def _ledger_rows(lake: Lake, day: str, sql: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> list[tuple]:
+    """`sql` over the ledger's recent partitions (view `l`); [] when there are none."""
     days = ledger_days(lake, day, lookback_days)
     if not days:
-        return {}
+        return []
     con = connect()
     try:
         if lake.register(con, LEDGER_TABLE, days, name="l") == 0:
-            return {}
-        return dict(con.execute('SELECT test, arg_max(issue_number, "at") FROM l '
-                                "WHERE issue_number IS NOT NULL GROUP BY test").fetchall())
+            return []
+        return execute(con, sql, {}).fetchall()
     finally:
         con.close()
+
+
+def ledger_issue_numbers(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> dict[str, int]:
+    """Per test, the issue number its latest ledger row with a number names."""
+    return dict(_ledger_rows(lake, day, SQL["ledger_numbers"], lookback_days))
 
 
 MARKS = ("reopened", "widened", "narrowed", "closed")
@@ -277,17 +287,7 @@ def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS
     """For each of MARKS, per issue number, when the ledger last recorded it (sql/ledger_marks.sql);
     one read of the ledger."""
     out: dict[str, dict[int, dt.datetime]] = {name: {} for name in MARKS}
-    days = ledger_days(lake, day, lookback_days)
-    if not days:
-        return out
-    con = connect()
-    try:
-        if lake.register(con, LEDGER_TABLE, days, name="l") == 0:
-            return out
-        rows = execute(con, SQL["ledger_marks"], {}).fetchall()
-    finally:
-        con.close()
-    for number, *times in rows:
+    for number, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
         for name, at in zip(MARKS, times):
             if at is not None:
                 out[name][int(number)] = at.astimezone(dt.timezone.utc)
@@ -635,14 +635,14 @@ def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None) -> dt.datetim
 
 def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
                  log: Callable[[str], None], narrowed_at: dt.datetime | None = None) -> dict:
-    """Extend the issue's platforms to where the test flaked, only on a failure after the line was
-    last set (`platforms_set_at`), as a closed issue reopens only on a failure after its close:
-    the verdict's window still holds the flakes of the platforms re-enabling just dropped, and
-    adding them back would undo it on every run."""
+    """Extend the issue's platforms to where the test flaked on main, only on a main flake after
+    the line was last set (`platforms_set_at`), as a closed issue reopens only on a main flake
+    after its close: the verdict's window still holds the flakes of the platforms re-enabling just
+    dropped, and adding them back would undo it on every run."""
     if is_aggregate(issue.get("title")):  # its list is extended only when a group is filed
         return ledger_row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
-    last, set_at = (evidence.last_failure_at if evidence else None), platforms_set_at(issue, narrowed_at)
+    last, set_at = (evidence.last_main_flake_at if evidence else None), platforms_set_at(issue, narrowed_at)
     add = added_platforms(current, w.flaked) if last is None or set_at is None or last > set_at else []
     if not add:
         stale = added_platforms(current, w.flaked)
@@ -658,22 +658,26 @@ def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Eviden
 
 def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
             log: Callable[[str], None]) -> dict:
+    """Reopen a closed issue when the test flaked on main after it was closed; else leave it
+    closed (a human re-enabled the test). A failure on a pull request, or a break, is not new
+    flakiness on main: it would disable on main a test the pull request broke, and hide the break
+    from the pull request's own CI."""
     closed_at = _parse_time(issue.get("closed_at"))
-    last = evidence.last_failure_at if evidence else None
+    last = evidence.last_main_flake_at if evidence else None
     if last is None or closed_at is None or last <= closed_at:
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
-                    f"closed at {issue.get('closed_at')}, no failure seen since: left closed (re-enabled)")
+                    f"closed at {issue.get('closed_at')}, no flake on main since: left closed (re-enabled)")
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     fields = {"state": "open", **({"body": with_platforms(issue.get("body"), current + add)} if add else {})}
     updated = tracker.update(issue["number"], **fields)
-    _comment(tracker, issue["number"], f"It failed again at {_iso(last)}, after this issue was closed: "
+    _comment(tracker, issue["number"], f"It flaked again on main at {_iso(last)}, after this issue was closed: "
              "reopening to disable it." + (f" Adding {', '.join(add)} to the platforms." if add else ""),
              evidence, log)
-    log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (failed at {_iso(last)}, closed at "
+    log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (flaked on main at {_iso(last)}, closed at "
         f"{issue.get('closed_at')})")
     return ledger_row(w.test, "updated", updated, tracker.repo, run_id,
-                f"reopened: failed at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
+                f"reopened: flaked on main at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
 
 
 def _comment(tracker: IssueTracker, number: int, text: str, evidence: Evidence | None,
@@ -711,16 +715,19 @@ def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
     the `flaky_tests` rows and, of the published file, the entries without an issue (local ids
     from dry runs, which stay disabled until clean for a window and get their issue when the
     loop is turned on). An entry with a real issue is the issue's business: closing it is how
-    a human re-enables the test, so it is not wanted back from the file."""
+    a human re-enables the test, so it is not wanted back from the file. Where it flaked, and how
+    often, is main's evidence (`main_evidence`), as for disabling: a platform where it flaked
+    only on pull requests is not added to its issue."""
     decision = decide_disabled(rows, {k: v for k, v in previous.items() if str(v[0]).startswith("local-")})
     flaked: dict[str, set[str]] = {}
     events: dict[str, int] = {}
     for r in rows:
-        if not r["flake_events"]:
+        count, platforms = main_evidence(r)
+        if not count:
             continue  # adds nothing to either (most rows of a day)
         key = pytorch_key(r["classname"], r["name"])
-        flaked.setdefault(key, set()).update(r["flaky_platforms"] or [])
-        events[key] = events.get(key, 0) + r["flake_events"]
+        flaked.setdefault(key, set()).update(platforms)
+        events[key] = events.get(key, 0) + count
     return [Wanted(key, pytorch_platforms(entry[2]), pytorch_platforms(flaked.get(key, ())), events.get(key, 0))
             for key, entry in sorted(decision.disabled.items())]
 
@@ -841,6 +848,48 @@ def read_back_open(github: GitHubResource, repo: str, lake: Lake | None = None, 
 
 
 def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
-    """The issues of disabled tests, one or many (aggregates): the input of the published list."""
+    """The issues of disabled tests, one or many (aggregates)."""
     return [i for i in issues if is_test_issue(i.get("title"))]
+
+
+def _author(issue: dict) -> str:
+    return graphql_login((issue.get("user") or {}).get("login") or "")
+
+
+def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
+    """The accounts this project files DISABLED issues as (a GitHub App's bot is no collaborator,
+    so no permission says it may): the authors of `issues` the ledger records this project
+    creating, and those learned so by earlier runs. Learned logins are kept (OWN_LOGINS), so a
+    month without a new issue, past the ledger's lookback, does not cost its issues their trust."""
+    try:
+        kept = set(json.loads(lake.store.read_bytes(OWN_LOGINS)).get("logins") or [])
+    except (OSError, ValueError, AttributeError):
+        kept = set()
+    created = {int(n) for (n,) in _ledger_rows(lake, day, SQL["ledger_created"])}
+    learned = {_author(i) for i in issues if i.get("number") in created} - {""}
+    if not learned <= kept:
+        lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(kept | learned)}).encode())
+    return kept | learned
+
+
+@dataclass
+class TrustedIssues:
+    """The open issues of disabled tests whose authors may disable a test, the others, and the
+    permissions asked (the job lists ask the same authors: once a run)."""
+
+    tests: list[dict]
+    refused: list[dict]
+    allowed: Permissions
+
+
+def trusted_test_issues(github: GitHubResource, lake: Lake, day: str, repo: str,
+                        open_issues: list[dict]) -> TrustedIssues:
+    """Split the open issues of disabled tests (one or many) by author: PyTorch's flaky bot,
+    this project (`own_logins`) or a user with write access may disable a test; anyone else may
+    open an issue, and PyTorch's bot closes theirs at once (verifyDisableTestIssueBot), so it never
+    reaches PyTorch's list. Here such an issue is left out of the list, as jobs' are."""
+    allowed = Permissions(github, repo, own_logins(lake, day, open_issues))
+    tests = disabled_test_issues(open_issues)
+    return TrustedIssues([i for i in tests if allowed.wrote(i)], [i for i in tests if not allowed.wrote(i)],
+                         allowed)
 

@@ -17,7 +17,9 @@ there. This module builds the same files from the same issues, following that co
 - only the flaky bot (`pytorch-bot`) or an author with `admin` or `write` permission on the
   repository may disable or mark a job (anyone can open an issue: this keeps a stranger from
   switching CI jobs off); an author GitHub does not know as a collaborator may not (where
-  PyTorch's code would fail the whole list);
+  PyTorch's code would fail the whole list). The same check keeps a stranger's DISABLED test
+  issue out of the disabled-test list (`issues.trusted_test_issues`), where PyTorch's bot
+  closes it as soon as it is filed;
 - the entry is `[author, number, url, workflow, platform, config]`, the job name split on its
   first two `/` and each part stripped; the author as GitHub's GraphQL API names it (a bot
   without `[bot]`), the number the URL's last segment, a string.
@@ -87,18 +89,28 @@ def job_issues_query(repo: str, prefix: str) -> str:
 
 
 class Permissions:
-    """Whether a user may disable or mark jobs: their permission on the repository, asked once
-    per user and run. A user GitHub does not know as a collaborator (404) may not."""
+    """Whether a user may disable tests or jobs, or mark jobs unstable: PyTorch's flaky bot, this
+    project's own accounts (`own`, logins as `graphql_login` gives them: an App's bot is no
+    collaborator), or a user with `admin` or `write` permission on the repository, asked once per
+    user and run. A user GitHub does not know as a collaborator (404) may not."""
 
-    def __init__(self, github: GitHubResource, repo: str):
+    def __init__(self, github: GitHubResource, repo: str, own: Iterable[str] = ()):
         self.github = github
         self.repo = repo
+        self.own = {graphql_login(login) for login in own}
         self.known: dict[str, bool] = {}
 
     def __call__(self, user: str) -> bool:
+        if user == FLAKY_BOT or user in self.own:
+            return True
         if user not in self.known:
             self.known[user] = self._ask(user)
         return self.known[user]
+
+    def wrote(self, issue: dict) -> bool:
+        """Whether the issue's author may disable what it names."""
+        author = graphql_login((issue.get("user") or {}).get("login") or "")
+        return bool(author) and self(author)
 
     def _ask(self, user: str) -> bool:
         if not _LOGIN.fullmatch(user):  # not a GitHub login: never put it in a URL
@@ -112,22 +124,23 @@ class Permissions:
         return str(answer.get("permission") or "").lower() in MAY_CHANGE_JOBS
 
 
-def read_job_lists(github: GitHubResource, repo: str,
-                   open_disabled: list[dict] | None = None) -> dict[str, dict[str, list]]:
+def read_job_lists(github: GitHubResource, repo: str, open_disabled: list[dict] | None = None,
+                   allowed: Permissions | None = None) -> dict[str, dict[str, list]]:
     """Both lists as of now, keyed by their output path. `open_disabled`: the open DISABLED
-    issues when the caller has read them already (the disabled-test read-back has), else searched."""
-    allowed = Permissions(github, repo)
+    issues when the caller has read them already (the disabled-test read-back has), else searched;
+    `allowed`: the permissions the caller has asked already (each author is asked once a run)."""
+    allowed = allowed or Permissions(github, repo)
     issues = {prefix: open_disabled if prefix == DISABLED_PREFIX and open_disabled is not None
               else github.search_issues(job_issues_query(repo, prefix)) for prefix in JOB_LISTS}
     return {path: condense_jobs(issues[prefix], prefix, allowed) for prefix, path in JOB_LISTS.items()}
 
 
-def publish_job_lists(github: GitHubResource, repo: str, outputs: Store,
-                      open_disabled: list[dict] | None = None) -> dict[str, int]:
+def publish_job_lists(github: GitHubResource, repo: str, outputs: Store, open_disabled: list[dict] | None = None,
+                      allowed: Permissions | None = None) -> dict[str, int]:
     """Read both lists and write them to the outputs (each replaced whole, atomically, as the
     store writes); the number of jobs in each, by path. Reading both before writing either keeps
     a GitHub error from leaving one list of this run beside one of the last."""
-    lists = read_job_lists(github, repo, open_disabled)
+    lists = read_job_lists(github, repo, open_disabled, allowed)
     for path, doc in lists.items():
         write_if_changed(outputs, path, dumps(doc))
     return {path: len(doc) for path, doc in lists.items()}

@@ -6,7 +6,8 @@ PyTorch's CI downloads both and its test runner reads them unchanged:
     slow-tests.json                {"test_x (__main__.TestY)": seconds}
 
 Disabling follows PyTorch's bar: a test is disabled when its verdict is `flaky` and its flake
-evidence spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where it flaked
+evidence on the main branch spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where
+it flaked there (flakes seen only on pull requests disable nothing)
 (the empty list, which means every platform, only when it flaked on every platform that ran
 it, at least two). A disabled test stays disabled until it has been clean for a whole
 window: at least REENABLE_MIN_RUNS runs and no flake event; then it is dropped from the file
@@ -17,7 +18,8 @@ Two sources, one format. With the DISABLED-issue loop on (credentials and
 `disabled_issues.enabled`, see `issues.py`), the file is PyTorch's own: built from the open
 DISABLED issues of the upstream repo exactly as PyTorch builds it (the HUD's getDisabledTestsAndJobs)
 (`publish_disabled_from_issues`), so the issue number and URL are real, a human closing an
-issue re-enables its test and a human filing one disables it. PyTorch's tooling compares the
+issue re-enables its test and a maintainer filing one disables it (the issues given are those
+whose authors may: `issues.trusted_test_issues`). PyTorch's tooling compares the
 number with "Fixes #N" in PR bodies to run a disabled test on the PR that fixes it. Otherwise
 (dry run) the file comes from the verdict alone as below (`publish_disabled_tests`), and the id
 is a stable hash of the test's key ("local-" + 12 hex digits) with an empty url.
@@ -41,6 +43,8 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
+from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register_current
+from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
 from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
@@ -51,6 +55,7 @@ MASS_REENABLE_MIN = 10
 SLOW_TEST_SECONDS = 60.0
 SLOW_EXCLUDED_JOBS = "%asan%"  # a LIKE pattern over build_env and test_config, as PyTorch's over job names
 SQL = SqlFiles(__file__)
+_SLOW = dict(SQL.steps("slow_tests"))
 DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
 REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
 SLOW_TESTS_PATH = "stats/slow-tests.json"
@@ -104,17 +109,31 @@ class DisabledDecision:
     nothing_new: str = ""  # why the published files were kept, when they were
 
 
+def main_evidence(row: dict) -> tuple[int, list[str]]:
+    """A `flaky_tests` row's flake events and flaky platforms on main, the evidence that disables
+    a test (flakiness seen only on pull requests must not disable it for everyone). A row without
+    them (NULL: a partition written before they were counted) decides on every branch's, as it
+    did then."""
+    events = row.get("main_flake_events")
+    if events is None:
+        return row["flake_events"], list(row["flaky_platforms"] or [])
+    return events, list(row.get("main_flaky_platforms") or [])
+
+
 def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
-    """rows: `flaky_tests` rows (classname, name, verdict, flake_events, runs, platforms,
-    flaky_platforms); previous: the published condensed file ({} if none)."""
+    """rows: `flaky_tests` rows (classname, name, verdict, flake_events, main_flake_events, runs,
+    platforms, flaky_platforms, main_flaky_platforms); previous: the published condensed file ({}
+    if none). Disabling reads main's evidence (`main_evidence`); re-enabling asks for a window
+    clean on every branch."""
     by_key: dict[str, list[dict]] = {}
     for r in rows:
         by_key.setdefault(pytorch_key(r["classname"], r["name"]), []).append(r)
     disabled: dict = {}
     for key, rs in by_key.items():
         for r in rs:
-            if r["verdict"] == "flaky" and r["flake_events"] >= DISABLE_MIN_JOBS:
-                where = disable_platforms(list(r["flaky_platforms"]), list(r["platforms"]))
+            events, flaked = main_evidence(r)
+            if r["verdict"] == "flaky" and events >= DISABLE_MIN_JOBS:
+                where = disable_platforms(flaked, list(r["platforms"]))
                 old = disabled.get(key) or previous.get(key)
                 ident, url = (old[0], old[1]) if old else (stable_id(key), "")
                 disabled[key] = [ident, url, where if key not in disabled else _merge_platforms(disabled[key][2], where)]
@@ -147,12 +166,9 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
     (test ids) only those a decision on the tests flaky in the window and on `keys` reads."""
     con = connect()
     try:
-        if lake.register(con, "flaky_tests", [day], name="f") == 0:
+        if register_current(con, lake, "flaky_tests", [day], "f", FLAKY_COLUMNS_ADDED) == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
-        if keys is None:
-            return _rows(con, "SELECT file, classname, name, verdict, flake_events, runs, platforms, flaky_platforms "
-                              "FROM f")
-        return _rows(con, SQL["disabling_rows"], {"keys": sorted(keys)})
+        return _rows(con, SQL["disabling_rows"], {"keys": None if keys is None else sorted(keys)})
     finally:
         con.close()
 
@@ -228,16 +244,18 @@ def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) 
 
 def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
     """Per test key, its mean time over clean passes on main in the window, over every
-    configuration but ASAN's (`slow_tests.sql` says why), for tests where that exceeds
-    SLOW_TEST_SECONDS; None when the window has no clean pass on main at all (nothing was measured)."""
+    configuration but ASAN's and outside PyTorch's periodic workflow (`slow_tests.sql` says why),
+    for tests where that exceeds SLOW_TEST_SECONDS; None when the window has no such clean pass at
+    all (nothing was measured)."""
     con = connect()
     try:
-        if lake.register(con, "test_daily_stats", days_ending(day, window_days), name="s") == 0:
+        if register_current(con, lake, "test_daily_stats", days_ending(day, window_days), "s",
+                            STATS_COLUMNS_ADDED) == 0:
             raise FileNotFoundError(f"test_daily_stats has no partition in the window ending {day}")
-        (measured,) = con.execute("SELECT count(*) FROM s WHERE branch_class = 'main' AND clean_passes > 0").fetchone()
+        (measured,) = execute(con, _SLOW["measured"]).fetchone()
         if not measured:
             return None
-        rows = _rows(con, SQL["slow_tests"], {"slow_seconds": SLOW_TEST_SECONDS, "excluded_jobs": SLOW_EXCLUDED_JOBS})
+        rows = _rows(con, _SLOW["slow_tests"], {"slow_seconds": SLOW_TEST_SECONDS, "excluded_jobs": SLOW_EXCLUDED_JOBS})
     finally:
         con.close()
     return [{"test": pytorch_key(r["classname"], r["name"]),

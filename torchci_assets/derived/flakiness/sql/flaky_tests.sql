@@ -11,7 +11,8 @@ SELECT job_id, any_value(workflow_id) AS run_id, any_value(head_sha) AS head_sha
        any_value(branch_class) AS branch_class, any_value(build_env) AS build_env,
        any_value(test_config) AS test_config, any_value(platform) AS platform,
        any_value(shard) AS shard, bool_or(infra_suspect) AS infra, sum(executed) AS executed,
-       min(coalesce(job_started_at, job_completed_at)) AS started
+       min(coalesce(job_started_at, job_completed_at)) AS started,
+       max(coalesce(job_completed_at, job_started_at)) AS completed
 FROM w_jobs WHERE job_id IS NOT NULL GROUP BY job_id
 
 -- step: sha
@@ -23,7 +24,7 @@ FROM w_outcomes GROUP BY ALL
 
 -- step: sha_jobs
 CREATE OR REPLACE TEMP TABLE sha_jobs AS
-SELECT s.*, j.run_id, j.shard
+SELECT s.*, j.run_id, j.shard, j.completed
 FROM (SELECT file, classname, name, build_env, test_config, branch_class, head_sha, unnest(job_ids) AS job_id FROM sha) s
 JOIN jobs j USING (job_id)
 
@@ -143,12 +144,34 @@ WHERE NOT EXISTS (SELECT 1 FROM fp o WHERE o.file = fp.file AND o.classname = fp
   AND EXISTS (SELECT 1 FROM ran r WHERE r.head_sha = fp.head_sha AND r.platform <> fp.platform)
 GROUP BY ALL
 
+-- step: main_flake_times
+-- when the test last flaked on main, per platform: the latest failing job of a main commit where
+-- it passed on rerun, failed credibly beside a pass, or flipped. A later failure elsewhere (a pull
+-- request breaking the test) is not flakiness on main, and reopens or widens no DISABLED issue.
+CREATE OR REPLACE TEMP TABLE main_flake_times AS
+WITH flaked AS (
+    SELECT file, classname, name, build_env, test_config, platform, head_sha FROM sha_status
+    WHERE branch_class = 'main' AND (rerun_passed > 0 OR (pair AND credible))
+    UNION
+    SELECT file, classname, name, build_env, test_config, platform, head_sha FROM flips
+)
+SELECT f.file, f.classname, f.name, f.platform, max(sj.completed) AS last_main_flake_at
+FROM flaked f JOIN sha_jobs sj USING (file, classname, name, build_env, test_config, head_sha)
+WHERE sj.branch_class = 'main'
+GROUP BY ALL
+
 -- step: platform_evidence
+-- flake_events counts every branch (Dr. CI and the verdict want to know a test is flaky anywhere);
+-- main_flake_events counts main's only: rerun passes and credible pairs on main commits, and flips
+-- (main-only by nature). Only main's disable a test, as PyTorch's flaky bot reads main's jobs only:
+-- a pull request that makes its own test flaky must not get it disabled for everyone.
 CREATE OR REPLACE TEMP TABLE platform_evidence AS
 WITH st AS (FROM w_test_stats),
 sc AS (
     SELECT file, classname, name, platform, count(*) FILTER (WHERE pair) AS same_commit_pairs,
            coalesce(sum(fails) FILTER (WHERE pair AND credible), 0)::BIGINT AS pair_failures,
+           coalesce(sum(fails) FILTER (WHERE pair AND credible AND branch_class = 'main'), 0)::BIGINT
+               AS main_pair_failures,
            count(DISTINCT head_sha) FILTER (WHERE fails > 0) AS failing_shas
     FROM sha_status GROUP BY ALL
 ),
@@ -157,9 +180,12 @@ SELECT st.*, coalesce(sc.same_commit_pairs, 0) AS same_commit_pairs,
        coalesce(sc.pair_failures, 0) AS pair_failures, coalesce(fl.flips, 0) AS flips,
        coalesce(fl.flip_failures, 0) AS flip_failures, coalesce(sc.failing_shas, 0) AS failing_shas,
        coalesce(ex.exclusive_failing_shas, 0) AS exclusive_failing_shas,
-       st.rerun_passes + coalesce(sc.pair_failures, 0) + coalesce(fl.flip_failures, 0) AS flake_events
+       st.rerun_passes + coalesce(sc.pair_failures, 0) + coalesce(fl.flip_failures, 0) AS flake_events,
+       st.main_rerun_passes + coalesce(sc.main_pair_failures, 0) + coalesce(fl.flip_failures, 0) AS main_flake_events,
+       mt.last_main_flake_at
 FROM st LEFT JOIN sc USING (file, classname, name, platform) LEFT JOIN fl USING (file, classname, name, platform)
 LEFT JOIN exclusive ex USING (file, classname, name, platform)
+LEFT JOIN main_flake_times mt USING (file, classname, name, platform)
 
 -- step: verdicts
 CREATE OR REPLACE TEMP TABLE verdicts AS
@@ -167,10 +193,13 @@ WITH t AS (
     SELECT file, classname, name, sum(runs)::BIGINT AS runs, sum(failures)::BIGINT AS failures,
            sum(rerun_passes)::BIGINT AS rerun_passes, sum(rerun_failures)::BIGINT AS rerun_failures,
            sum(same_commit_pairs)::BIGINT AS same_commit_pairs, sum(flips)::BIGINT AS flips,
-           sum(flake_events)::BIGINT AS flake_events,
+           sum(flake_events)::BIGINT AS flake_events, sum(main_flake_events)::BIGINT AS main_flake_events,
            sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
            list(platform ORDER BY platform) FILTER (WHERE runs > 0) AS platforms,
            coalesce(list(platform ORDER BY platform) FILTER (WHERE flake_events > 0), []) AS flaky_platforms,
+           coalesce(list(platform ORDER BY platform) FILTER (WHERE main_flake_events > 0), [])
+               AS main_flaky_platforms,
+           max(last_main_flake_at) AS last_main_flake_at,
            min(first_seen) AS first_seen, max(last_seen) AS last_seen
     FROM platform_evidence GROUP BY ALL
 )

@@ -3,8 +3,10 @@
 -- covers (test_sums, config_sums). When it covers the whole window, that is all (whole_*); when a
 -- refresh kept the sums of the days before the window's last (views past_tests and past_configs,
 -- see window_stats.py), stats covers the last day, and since sums, minima and maxima add up, the
--- two are added (added_*). A job whose webhooks never came has no platform: its rows count on the
--- platform 'unknown', as ci_metrics_daily names it, so every list of platforms holds names only.
+-- two are added (added_*). Rerun passes on main are also counted apart (main_rerun_passes): only
+-- main-branch flakiness disables a test (flaky_tests.sql). A job whose webhooks never came has no
+-- platform: its rows count on the platform 'unknown', as ci_metrics_daily names it, so every list
+-- of platforms holds names only.
 
 -- step: stats
 CREATE OR REPLACE TEMP VIEW stats AS
@@ -15,6 +17,7 @@ CREATE OR REPLACE TEMP VIEW test_sums AS
 SELECT file, classname, name, platform,
        sum(runs - skipped)::BIGINT AS runs, sum(failed + errors)::BIGINT AS failures,
        sum(rerun_passed)::BIGINT AS rerun_passes, sum(rerun_failed)::BIGINT AS rerun_failures,
+       coalesce(sum(rerun_passed) FILTER (WHERE branch_class = 'main'), 0)::BIGINT AS main_rerun_passes,
        sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
 FROM stats GROUP BY ALL
@@ -40,6 +43,7 @@ CREATE OR REPLACE TEMP TABLE w_test_stats AS
 SELECT file, classname, name, platform,
        sum(runs)::BIGINT AS runs, sum(failures)::BIGINT AS failures,
        sum(rerun_passes)::BIGINT AS rerun_passes, sum(rerun_failures)::BIGINT AS rerun_failures,
+       sum(main_rerun_passes)::BIGINT AS main_rerun_passes,
        sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
 FROM (FROM past_tests UNION ALL BY NAME FROM test_sums) GROUP BY ALL
