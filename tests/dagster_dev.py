@@ -90,15 +90,26 @@ class DagsterDev:
             ... on Pipeline { pipelineSnapshotId } } }""", p={**LOCATION, "pipelineName": job})
         return data["pipelineOrError"]["pipelineSnapshotId"]
 
-    def launch_day(self, job: str, day: str) -> str:
-        """A run of `job` for the `day` partition, launched as the UI's Materialize button does."""
+    def launch_day(self, job: str, day: str, assets: list[str] | None = None) -> str:
+        """A run of `job` for the `day` partition, launched as the UI's Materialize button does
+        (of the `assets` only, when given)."""
+        selector = {**LOCATION, "pipelineName": job}
+        if assets:
+            selector["assetSelection"] = [{"path": [a]} for a in assets]
         data = self.graphql("""mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
             __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-                            p={"selector": {**LOCATION, "pipelineName": job},
+                            p={"selector": selector,
                                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": day}]}})
         launched = data["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         return launched["run"]["runId"]
+
+    def reload(self) -> None:
+        """Deployment > Code locations > Reload: the code location loaded again by a new code server."""
+        data = self.graphql("""mutation { reloadRepositoryLocation(repositoryLocationName: "torchci") {
+            __typename ... on WorkspaceLocationEntry { loadStatus } ... on PythonError { message } } }""")
+        assert data["reloadRepositoryLocation"]["__typename"] == "WorkspaceLocationEntry", data
+        self.wait_loaded()
 
     def wait_run(self, run_id: str, timeout: float = 600.0) -> dict:
         query = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status startTime endTime } } }"""

@@ -206,3 +206,33 @@ def test_a_day_launched_from_the_ui_runs_its_steps_in_one_process(dev):
     while not report.search(dev["log"].read_text(errors="replace")) and time.time() < deadline:
         time.sleep(0.2)
     assert report.search(dev["log"].read_text(errors="replace"))
+
+
+# ---- after that: a new day, made by a reload -----------------------------------------------------
+
+CI_RESULT_ASSETS = ["ci_result", "ci_callback_minutes", "ci_result_rejects"]  # one multi-asset, the cheapest ingest
+
+
+def test_a_new_day_runs_from_the_warm_worker_after_the_code_location_is_reloaded(dev):
+    """The archive ended yesterday, so the partitions end there. Once files land today the refresh
+    sensor asks for a Reload, which gives the code server today's partition; the runs of today that
+    follow must not be forked from a warm worker that loaded the partitions before it ("Partition
+    key range end <today> is after the partitions definition end time")."""
+    server, yesterday = dev["server"], dev["days"][1]
+    today = (dt.date.fromisoformat(yesterday) + dt.timedelta(days=1)).isoformat()
+    warm = server.launch_day("all_assets_daily", yesterday, CI_RESULT_ASSETS)  # a warm worker, partitions to yesterday
+    assert server.wait_run(warm)["status"] == "SUCCESS"
+    (dev["log"].parent / "archive" / "ci-results" / f"day={today}").mkdir(parents=True)
+    server.reload()
+    run_id = server.launch_day("all_assets_daily", today, CI_RESULT_ASSETS)
+    assert server.wait_run(run_id)["status"] == "SUCCESS", "\n".join(failures(server, run_id))
+    run = server.graphql("""query($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }""",
+                         id=run_id)["runOrError"]
+    assert any(t["key"] == "torchci/worker" for t in run["tags"])  # forked from a warm worker, not the code server
+
+
+def failures(server: DagsterDev, run_id: str) -> list[str]:
+    events = server.graphql("""query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
+        events { __typename ... on MessageEvent { message } } } } }""", id=run_id)["logsForRun"]["events"]
+    return [e.get("message") or "" for e in events if "Failure" in e["__typename"]]
+

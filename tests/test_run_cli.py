@@ -125,6 +125,7 @@ def test_a_missing_dagster_home_is_created_and_named(rerun):
     instance = instance_at(home)
     [run] = instance.get_runs()
     assert run.tags["torchci/source"] == "torchci run" and run.tags["dagster/partition"] == D2
+    assert run.tags["torchci/run_id"] == run.run_id  # what tells it from a re-execution inheriting its tags
 
 
 def test_select_re_materializes_only_the_selection_without_re_ingesting(rerun):

@@ -183,6 +183,35 @@ def test_only_runs_of_this_host_whose_process_is_gone_are_marked_failed():
         "dead": "FAILURE", "alive": "STARTED", "elsewhere": "STARTED", "untagged": "STARTED"}
 
 
+def test_only_runs_a_torchci_run_process_executed_are_taken_for_its_dead_runs():
+    """A UI re-execution of a `torchci run` run inherits its torchci/host and torchci/pid tags and
+    runs in the daemon's warm worker, long after that process exited: taken for a killed run, it
+    was marked failed while it ran on (RunFailureEvent, then RunSuccessEvent) and its pool slots
+    were freed for another run to publish at the same time."""
+    instance = dg.DagsterInstance.ephemeral()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    parent_id = str(uuid.uuid4())
+    cli = {"torchci/host": "h1", "torchci/pid": str(gone.pid), "torchci/source": "torchci run",
+           "torchci/run_id": parent_id}
+    inherited = {"dagster/parent_run_id": parent_id, "dagster/root_run_id": parent_id}
+    runs = {
+        "killed": (parent_id, cli),
+        "re-executed": (str(uuid.uuid4()), {**cli, **inherited, "torchci/worker": f"{os.getpid()}:1"}),
+        "re-executed by the code server": (str(uuid.uuid4()), {**cli, **inherited}),
+        "copied in the launchpad": (str(uuid.uuid4()), cli),
+        "re-executed before the run id tag": (str(uuid.uuid4()), {k: v for k, v in {**cli, **inherited}.items()
+                                                                  if k != "torchci/run_id"}),
+    }
+    for run_id, tags in runs.values():
+        instance.add_run(dg.DagsterRun(job_name="all_assets_daily", run_id=run_id, tags=tags,
+                                       status=dg.DagsterRunStatus.STARTED))
+    assert fail_dead_runs(instance, host="h1") == [parent_id]
+    assert {n: instance.get_run_by_id(i).status.value for n, (i, _) in runs.items()} == {
+        "killed": "FAILURE", "re-executed": "STARTED", "re-executed by the code server": "STARTED",
+        "copied in the launchpad": "STARTED", "re-executed before the run id tag": "STARTED"}
+
+
 def test_a_dead_runs_pool_slot_is_freed_with_it():
     """A `torchci run` killed while a step held a pool's one slot: the next run must get the slot."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

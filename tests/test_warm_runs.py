@@ -150,6 +150,20 @@ def test_a_changed_code_location_gets_a_new_worker(location):
     assert ppid1 != ppid2
 
 
+def test_a_reloaded_code_location_gets_a_new_worker(location):
+    """Deployment > Code locations > Reload starts a new code server: definitions built from more
+    than the source files (partitions from the archive's days) may differ from the worker's."""
+    instance, context, out = location
+    first = launch(instance, context, "record_job")
+    wait_for(instance, first, {dg.DagsterRunStatus.SUCCESS})
+    context.reload_code_location("warm")
+    second = launch(instance, context, "record_job")
+    wait_for(instance, second, {dg.DagsterRunStatus.SUCCESS})
+    (_, ppid1, _), (_, ppid2, _) = recorded(out, first), recorded(out, second)
+    assert ppid1 != ppid2
+    assert WORKER_TAG in instance.get_run_by_id(second).tags
+
+
 def test_terminate_cancels_the_run(location):
     instance, context, out = location
     run_id = launch(instance, context, "wait_job")
@@ -218,6 +232,48 @@ def test_the_worker_watches_the_code_where_it_was_imported_from_whatever_its_fol
     finally:
         worker.stdin.close()
         worker.wait(30)
+
+
+PARTITIONED = """
+import dagster as dg
+
+PARTS = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_date="2026-01-03")
+
+@dg.asset(partitions_def=PARTS)
+def day_asset():
+    return None
+
+defs = dg.Definitions(assets=[day_asset], jobs=[dg.define_asset_job("day_job", [day_asset], partitions_def=PARTS)])
+"""
+
+
+def test_the_worker_forks_no_run_of_a_partition_its_definitions_lack(tmp_path):
+    """Partitions that end on an archive's last day grow when the code location is reloaded after
+    a new day lands: a run of that day forked from definitions loaded before would fail. Whatever
+    the launcher knows of reloads, the worker refuses it, and the launcher starts a new one."""
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.origin import RepositoryPythonOrigin
+    from dagster._serdes import serialize_value
+
+    (tmp_path / "days_location.py").write_text(textwrap.dedent(PARTITIONED))
+    origin = RepositoryPythonOrigin(sys.executable, ModuleCodePointer("days_location", "defs",
+                                                                      working_directory=str(tmp_path)))
+    worker = subprocess.Popen([sys.executable, "-m", "torchci_assets.warm_worker"], cwd=tmp_path,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        worker.stdin.write(json.dumps({"origin": serialize_value(origin), "instance_ref": None}).encode() + b"\n")
+        worker.stdin.flush()
+        assert "ready" in json.loads(worker.stdout.readline())
+        request = {"job_name": "day_job", "run_id": "r", "args": "{}", "partitions": ["2026-01-03"]}
+        worker.stdin.write(json.dumps(request).encode() + b"\n")
+        worker.stdin.flush()
+        assert json.loads(worker.stdout.readline()) == {
+            "stale": "partition 2026-01-03 of day_job, which the loaded definitions do not have"}
+        assert worker.wait(30) == 0  # it exits instead of forking
+    finally:
+        worker.stdin.close()
+        if worker.poll() is None:
+            worker.kill()
 
 
 FAKE_WORKER = """#!{python}

@@ -22,6 +22,7 @@ import dagster as dg
 import sqlalchemy.exc
 
 from torchci_assets import preflight
+from torchci_assets.warm_runs import WORKER_TAG
 
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
 # (`--quiet`: warnings only; the run's full log stays in the instance, for the UI).
@@ -38,6 +39,13 @@ NEW_INSTANCE_YAML = """\
 telemetry:
   enabled: false
 """
+
+
+# What `torchci run` tags its runs with: where its process is, and the id of the run it executes.
+# Dagster copies a run's tags to its re-executions (the UI's launchpad copies them to new runs too),
+# host and pid included; the run id tag then names another run, so it tells the runs a `torchci run`
+# process executes from runs that only inherited their tags.
+HOST_TAG, PID_TAG, RUN_ID_TAG = "torchci/host", "torchci/pid", "torchci/run_id"
 
 
 # Dagster's wrappers around the exception a step raised.
@@ -58,22 +66,35 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def executed_by_torchci_run(run: dg.DagsterRun) -> bool:
+    """Whether a `torchci run` process executes `run` itself, rather than the run inheriting the
+    tags of one that did (a re-execution from the UI runs in the daemon's or a worker's process).
+    A run recorded before RUN_ID_TAG existed counts when it is no re-execution and no warm
+    worker's run: a killed one would otherwise hold its pool slots forever."""
+    if RUN_ID_TAG in run.tags:
+        return run.tags[RUN_ID_TAG] == run.run_id
+    return run.get_parent_run_id() is None and WORKER_TAG not in run.tags
+
+
 def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> list[str]:
     """Mark failed the runs an earlier `torchci run` on this host left started when it was killed.
 
     A process killed with SIGKILL cannot record the end of its run, so the instance would show
     it in progress forever, and its staging files would look owned by a live run and never be
     swept. Runs are tagged with the host and pid of the process executing them; a started run
-    of this host whose process is gone is dead. Its pool slots (`torchci_outputs`, ...) are freed
-    too: held by a dead run, they would keep every later run's publishing steps waiting forever.
+    of this host executed by a `torchci run` whose process is gone is dead (a live re-execution
+    of such a run carries the same tags: see `executed_by_torchci_run`). Its pool slots
+    (`torchci_outputs`, ...) are freed too: held by a dead run, they would keep every later run's
+    publishing steps waiting forever.
     Returns the run ids marked failed.
     """
     host = host or socket.gethostname()
     statuses = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
     dead = []
-    for run in instance.get_runs(dg.RunsFilter(statuses=statuses, tags={"torchci/host": host})):
-        pid = run.tags.get("torchci/pid", "")
-        if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+    for run in instance.get_runs(dg.RunsFilter(statuses=statuses, tags={HOST_TAG: host})):
+        pid = run.tags.get(PID_TAG, "")
+        if pid.isdigit() and int(pid) != os.getpid() and executed_by_torchci_run(run) \
+                and not _process_alive(int(pid)):
             instance.report_run_failed(run, f"the `torchci run` process (pid {pid} on {host}) is gone: killed")
             if instance.event_log_storage.supports_global_concurrency_limits:
                 instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
@@ -240,7 +261,7 @@ def _run(args: argparse.Namespace) -> int:
     print(where)
     for run_id in fail_dead_runs(instance):
         print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
-    tags = {"torchci/source": "torchci run", "torchci/host": socket.gethostname(), "torchci/pid": str(os.getpid())}
+    tags = {"torchci/source": "torchci run", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     log_config = QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG
     failed = [day for i, day in enumerate(days, 1)
               if not _run_day(defs, instance, day, f"[{i}/{len(days)}]", day_tags(archive, day, keys is None, tags),

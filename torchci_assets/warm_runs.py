@@ -12,6 +12,12 @@ started, falls back to Dagster's `DefaultRunLauncher` (the code server), with an
 the run saying why. Terminating a run signals its process, which Dagster's handler turns into a
 cancellation; run monitoring asks `check_run_worker_health`, so a run whose process died is
 marked failed.
+
+A worker forks the definitions it loaded, so it is replaced whenever they may differ from the code
+server's: when a source file changed (the worker says so), when the code location was reloaded
+(Deployment > Code locations > Reload, which starts a new code server: the worker is keyed on the
+server's id), and when a run is of a partition the worker's definitions lack (the worker says so;
+the partitions of an archive that ended before today grow only on a reload).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import time
 
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, LaunchRunContext, WorkerStatus
 from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.storage.tags import (ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG,
+                                        PARTITION_NAME_TAG)
 from dagster._serdes import serialize_value
 
 from torchci_assets.warm_worker import working_directory
@@ -54,10 +62,43 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
-class WarmWorker:
-    """The client of one `warm_worker` process: start it, ask it to fork runs, stop it."""
+def run_partitions(tags) -> list[str]:
+    """The partition keys a run executes: its partition, or the ends of its range (a backfill's)."""
+    return [tags[t] for t in (PARTITION_NAME_TAG, ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG)
+            if tags.get(t)]
 
-    def __init__(self, origin, instance_ref=None):
+
+def code_server_id(workspace, location_name: str) -> str | None:
+    """The id of the code server serving `location_name` now; None without one (an in-process
+    location, one that failed to load, no workspace) or when it does not answer.
+
+    A reload of the code location starts a new code server, with a new id. The id is asked of the
+    server, not read from the workspace: the process launching the run (the daemon) may not have
+    seen the reload the webserver made yet, and a run it launches from the old worker would
+    execute the definitions from before the reload."""
+    if workspace is None:
+        return None
+    try:
+        location = workspace.get_code_location(location_name)
+    except Exception:
+        return None
+    client = getattr(location, "client", None)
+    if client is None:
+        return None
+    from dagster._api.get_server_id import sync_get_server_id
+
+    try:
+        return sync_get_server_id(client)
+    except Exception:  # restarting: the worker in place is kept, and refuses a partition it lacks
+        return None
+
+
+class WarmWorker:
+    """The client of one `warm_worker` process: start it, ask it to fork runs, stop it.
+    `server_id`: the code server's id when it was started (see `code_server_id`)."""
+
+    def __init__(self, origin, instance_ref=None, server_id: str | None = None):
+        self.server_id = server_id
         first = json.dumps({"origin": serialize_value(origin),
                             "instance_ref": serialize_value(instance_ref) if instance_ref is not None else None})
         cwd = working_directory(origin)
@@ -103,9 +144,10 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def fork_run(self, job_name: str, run_id: str, args: str) -> dict:
-        """Ask for a child executing the run: `{"pid": n}`, or `{"stale": file}` (the worker exits)."""
-        self._send_line(json.dumps({"job_name": job_name, "run_id": run_id, "args": args}))
+    def fork_run(self, job_name: str, run_id: str, args: str, partitions: list[str] = ()) -> dict:
+        """Ask for a child executing the run: `{"pid": n}`, or `{"stale": why}` (the worker exits)."""
+        self._send_line(json.dumps({"job_name": job_name, "run_id": run_id, "args": args,
+                                    "partitions": list(partitions)}))
         return self._receive(REPLY_TIMEOUT_S)
 
     def stop(self) -> None:
@@ -141,8 +183,9 @@ class WarmRunLauncher(DefaultRunLauncher):
 
         args = serialize_value(ExecuteExternalJobArgs(job_origin=run.remote_job_origin, run_id=run.run_id,
                                                       instance_ref=self._instance.get_ref()))
+        server_id = code_server_id(context.workspace, run.remote_job_origin.location_name)
         try:
-            pid = self._fork(origin, run.run_id, args)
+            pid = self._fork(origin, run.run_id, args, server_id, run_partitions(run.tags))
         except WorkerUnavailable as exc:
             self._instance.report_engine_event(
                 f"{exc}. Launching the run through the code server instead.", run, cls=self.__class__)
@@ -152,17 +195,22 @@ class WarmRunLauncher(DefaultRunLauncher):
         self._instance.add_run_tags(run.run_id, {WORKER_TAG: f"{pid}:{start or ''}"})
         self._run_ids.add(run.run_id)
 
-    def _fork(self, origin, run_id: str, args: str) -> int:
-        """The pid of a child of the warm worker for `origin` executing the run; a stale worker is
-        replaced once."""
+    def _fork(self, origin, run_id: str, args: str, server_id: str | None = None,
+              partitions: list[str] = ()) -> int:
+        """The pid of a child of the warm worker for `origin` executing the run. A worker started
+        for another code server (before a reload) is let go first; a stale one is replaced once."""
         key = serialize_value(origin.repository_origin)
         with self._workers_lock:
             for _ in range(2):
                 worker = self._workers.get(key)
+                if worker is not None and server_id is not None and worker.server_id != server_id:
+                    worker.stop()  # its runs go on; it exits after them
+                    worker = None
                 if worker is None or not worker.alive():
-                    worker = self._workers[key] = WarmWorker(origin.repository_origin, self._instance.get_ref())
+                    worker = self._workers[key] = WarmWorker(origin.repository_origin, self._instance.get_ref(),
+                                                             server_id)
                 try:
-                    reply = worker.fork_run(origin.job_name, run_id, args)
+                    reply = worker.fork_run(origin.job_name, run_id, args, partitions)
                     if "pid" in reply and reply.get("run_id", run_id) != run_id:
                         raise WorkerUnavailable(f"the warm worker answered for run {reply['run_id']}")
                 except WorkerUnavailable:
@@ -175,7 +223,7 @@ class WarmRunLauncher(DefaultRunLauncher):
                     return reply["pid"]
                 worker.stop()
                 del self._workers[key]
-            raise WorkerUnavailable(f"the warm worker found {reply.get('stale')} changed twice in a row")
+            raise WorkerUnavailable(f"the warm worker was stale twice in a row: {reply.get('stale')}")
 
     def _worker_pid(self, run: DagsterRun) -> tuple[int, str] | None:
         tag = run.tags.get(WORKER_TAG)

@@ -10,12 +10,16 @@ its stdin and stdout, one JSON line each way:
 - it reads `{"origin": <the serialized RepositoryPythonOrigin>, "instance_ref": <the serialized
   InstanceRef>}` and answers `{"ready": <pid>}` once the code location is loaded, or
   `{"error": ...}`;
-- then for each `{"job_name": ..., "args": <Dagster's serialized ExecuteExternalJobArgs>}` it
-  forks a child that executes the run exactly as Dagster's code server does
-  (`start_run_in_subprocess`), and answers `{"pid": <child>, "run_id": <the run's>}`;
-- if a source file of the code location changed since it was loaded, it answers
-  `{"stale": <file>}` and exits instead: the launcher starts a new one, so a run never executes
-  code older than what is on disk (as with Dagster's spawned processes).
+- then for each `{"job_name": ..., "args": <Dagster's serialized ExecuteExternalJobArgs>,
+  "partitions": [<the run's partition keys>]}` it forks a child that executes the run exactly as
+  Dagster's code server does (`start_run_in_subprocess`), and answers `{"pid": <child>, "run_id":
+  <the run's>}`;
+- if a source file of the code location changed since it was loaded, or the run is of a
+  partition the definitions it loaded do not have, it answers `{"stale": <why>}` and exits
+  instead: the launcher starts a new one, so a run never executes code older than what is on disk
+  (as with Dagster's spawned processes), nor definitions older than the code server's. The
+  launcher also replaces it when the code location is reloaded (warm_runs.py); the partition
+  check is for what that cannot see.
 It exits when its stdin closes (the launcher's process ended), once its runs have ended. For each
 run that ends it writes one line to stderr: exit code, seconds, CPU-seconds and peak memory.
 """
@@ -84,6 +88,25 @@ def _changed(files: dict[str, int]) -> str | None:
         except OSError:
             return path
     return None
+
+
+def outside_partitions(recon_repo, job_name: str, keys) -> str | None:
+    """Why the run cannot execute with the definitions loaded here: one of its partition keys is
+    not among the job's partitions; None when they all are (or the job has none to check).
+
+    Why: definitions depend on more than source files. The daily partitions of an archive that
+    ended before today end on its last day; once files land in a new day and the code location is
+    reloaded, the code server has that day's partition and a worker loaded before the reload does
+    not, so a run forked from it would fail ("Partition key range end ... is after the partitions
+    definition end time"). A worker loaded now has it."""
+    if not keys:
+        return None
+    try:
+        partitions_def = recon_repo.get_definition().get_job(job_name).partitions_def
+        missing = [k for k in keys if partitions_def is not None and not partitions_def.has_partition_key(k)]
+    except Exception:  # partitions this cannot read (dynamic ones need the instance): the run reports its own errors
+        return None
+    return f"partition {missing[0]} of {job_name}, which the loaded definitions do not have" if missing else None
 
 
 def _reply(out, message: dict) -> None:
@@ -210,7 +233,7 @@ def _lines(fd: int, runs: _Runs):
 
 def serve(requests_fd: int, replies) -> None:
     """Load the code location named by the first line, then fork a child per request until the
-    requests end or a source file changes."""
+    requests end, a source file changes or a run needs partitions loaded after this process."""
     runs = _Runs()
     lines = _lines(requests_fd, runs)
     try:
@@ -223,7 +246,7 @@ def serve(requests_fd: int, replies) -> None:
     _reply(replies, {"ready": os.getpid(), "files": len(files)})
     for line in lines:
         request = json.loads(line)
-        stale = _changed(files)
+        stale = _changed(files) or outside_partitions(recon_repo, request["job_name"], request.get("partitions"))
         if stale:
             _reply(replies, {"stale": stale})
             break
