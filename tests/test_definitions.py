@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from torchci_assets.definitions import defs
 
@@ -92,7 +93,7 @@ def test_the_intra_day_refresh_runs_what_users_wait_for_in_one_process_and_leave
     assert job.executor_def.name == "in_process"  # no process per step
     graph = defs.resolve_asset_graph()
     for key in refreshed:  # whatever a refreshed asset reads of its own day is refreshed too
-        same_day = {p.to_user_string() for p in graph.get(dg.AssetKey(key)).parent_keys} - ARCHIVE
+        same_day = {p.to_user_string() for p in graph.get(dg.AssetKey(key)).parent_keys} - ARCHIVE - GUARDIAN_LEDGERS
         assert same_day - refreshed <= {"backend_levels", "ci_metrics_daily", "test_time_regressions"}, key
 
 
@@ -150,3 +151,133 @@ def test_every_check_is_described_and_per_partition_and_the_ingest_key_checks_bl
     assert {asset for asset, _ in blocking} <= {"webhook_events", "workflow_job", "workflow_run", "push",
                                                 "pull_request", "test_run", "ci_result"}
     assert not any(s.blocking for (asset, name), s in specs.items() if name == "reject_rate_below_threshold")
+
+
+# ---- lineage: what each asset's code reads is what the graph shows ------------------------------
+
+def _window(asset: str, table: str) -> tuple[int, int]:
+    """The days of `table` that `asset` declares it reads, as offsets from its own day (0, 0: the same day)."""
+    node = defs.resolve_asset_graph().get(dg.AssetKey(asset))
+    assert dg.AssetKey(table) in node.parent_keys, f"{asset} reads {table} but declares only " \
+        f"{sorted(k.to_user_string() for k in node.parent_keys)}"
+    mapping = node.partition_mappings.get(dg.AssetKey(table))
+    if isinstance(mapping, dg.TimeWindowPartitionMapping):
+        return mapping.start_offset, mapping.end_offset
+    return 0, 0
+
+
+def _read_windows():
+    from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS as DRCI_DAYS
+    from torchci_assets.derived.flakiness.flaky import WINDOW_DAYS as FLAKY_DAYS
+    from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as RERUN_DAYS
+    from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS, RETIRE_AFTER_DAYS
+    from torchci_assets.derived.results.stats import JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS
+    from torchci_assets.derived.sharding.times import RETIRED_AFTER_DAYS
+
+    jobs = (-JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
+    return [  # (asset, table, days read): each found by reading the code named
+        ("test_jobs", "workflow_job", jobs), ("test_jobs", "workflow_run", jobs),  # results/stats.py, test_jobs.sql
+        ("test_daily_stats", "test_jobs", (0, 0)), ("test_sha_outcomes", "test_jobs", (0, 0)),  # stats.py
+        ("test_daily_stats", "test_run", (0, 0)),  # results/increments.py: the parts counted
+        ("test_times", "workflow_job", (1 - RETIRED_AFTER_DAYS, 0)),  # sharding/times.py active_build_envs
+        ("drci_comments", "pull_request", (1 - DRCI_DAYS, 0)),  # drci/inputs.py load_heads
+        ("drci_comments", "test_results", (1 - TRUNK_DAYS, 0)),  # drci/inputs.py: the merge bases' failures
+        ("disabled_issues", "test_results", (1 - RERUN_DAYS, 0)),  # flakiness/reenable.py rerun_evidence
+        ("disabled_issues", "test_daily_stats", (1 - RETIRE_AFTER_DAYS - LOOKBACK_DAYS, 0)),  # retired.py
+        # stats/unstable-jobs.json, which disabled_tests publishes (hud/unstable.py load_unstable_jobs)
+        ("commit_health", "disabled_tests", (0, 0)), ("pr_jobs", "disabled_tests", (0, 0)),
+        ("flaky_tests", "push", (-FLAKY_DAYS, 0)),  # flakiness/flaky.py: the window and the day before it
+    ]
+
+
+def test_the_asset_graph_shows_what_each_asset_reads_and_over_which_days():
+    """Lineage, staleness and "materialize upstream" in the UI follow the declared dependencies, and a
+    run orders its steps by them: an undeclared read can run before what it reads. Each case is a
+    read found in the code (review r6, item 4); the test below finds them by running a day."""
+    wrong = [f"{asset} reads {table} over {days}, declares {_window(asset, table)}"
+             for asset, table, days in _read_windows() if _window(asset, table) != days]
+    assert not wrong, wrong
+
+
+def test_the_unstable_jobs_list_is_published_before_the_assets_reading_it_in_every_job():
+    """A daily run or a refresh runs disabled_tests (which publishes stats/unstable-jobs.json) before
+    commit_health and pr_jobs, so they mark the day's unstable jobs, not the previous list's."""
+    for name in ("all_assets_daily", "archive_refresh"):
+        job = defs.resolve_job_def(name)
+        deps = job.graph.dependency_structure
+        for reader in ("commit_health", "pr_jobs"):
+            upstream = {o.node_name for outs in deps.input_to_upstream_outputs_for_node(reader).values() for o in outs}
+            assert "disabled_tests" in upstream, (name, reader)
+
+
+@pytest.fixture(scope="module")
+def reads_of_a_day(tmp_path_factory):
+    """A simulated day through the daily job in process, recording per step the lake partitions it
+    lists (every read of a table goes through `Lake.files`)."""
+    import datetime as dt
+
+    from jobs.daily import all_assets_job
+    from resources.configured import ArchiveResource, LakeResource, OutputsResource
+    from resources.github import GitHubResource
+    from resources.lake import Lake
+    from torchci_assets.definitions import DOMAINS
+    from torchci_assets.simulate.generate import generate_archive
+    from torchci_assets.simulate.world import Options
+
+    root = tmp_path_factory.mktemp("reads")
+    archive, lake, outputs = root / "archive", root / "lake", root / "outputs"
+    generate_archive(archive, [dt.date.fromisoformat(READ_DAY)], Options(
+        seed=5, commits_per_day=6, prs_per_day=2, configs=4, test_files=8, tests_per_file=6, backends=1,
+        platform_failures=0), log=lambda _: None)
+    assets = [a for d in DOMAINS for a in d.defs.assets if isinstance(a, dg.AssetsDefinition)]
+    job = dg.Definitions(assets=assets, jobs=[all_assets_job], resources={
+        "archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=str(lake)),
+        "outputs": OutputsResource(uri=str(outputs)), "github": GitHubResource()}).resolve_job_def(all_assets_job.name)
+    lake_reads, files = [], Lake.files
+
+    def recorded_files(self, table, days=None):
+        lake_reads.append((dg.OpExecutionContext.get().op.name, table, None if days is None else sorted(set(days))))
+        return files(self, table, days)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Lake, "files", recorded_files)
+    try:
+        with dg.instance_for_test() as instance:
+            assert job.execute_in_process(partition_key=READ_DAY, instance=instance).success
+    finally:
+        mp.undo()
+    keys = {a.op.name: {k.to_user_string() for k in a.keys} for a in assets}
+    return {"keys": keys, "lake": lake_reads}
+
+
+READ_DAY = "2026-11-20"
+
+
+def test_every_partition_a_day_reads_is_a_declared_dependency(reads_of_a_day):
+    """Each lake partition a step lists (its own day's partitions of its own tables aside) falls within
+    a window that one of the step's assets declares on that table; the checks below find reads the
+    hand-made list above misses (a new window, a helper reading one more table)."""
+    import datetime as dt
+
+    graph = defs.resolve_asset_graph()
+    keys = reads_of_a_day["keys"]
+    day = dt.date.fromisoformat(READ_DAY)
+    wrong = set()
+    for node, table, days in reads_of_a_day["lake"]:
+        if dg.AssetKey(table) not in graph.get_all_asset_keys():
+            continue  # a table of the step's own (a cache, an extract), not an asset
+        offsets = (-10 ** 6, 10 ** 6) if days is None else tuple(
+            (dt.date.fromisoformat(d) - day).days for d in (days[0], days[-1]))
+        if table in keys[node] and offsets == (0, 0):
+            continue  # the step's own partition: what it writes, or an increment of it
+        own = keys[node] - {k for k in keys[node] if k.endswith("_rejects")}  # rejects read no table
+        for asset in own:
+            try:
+                start, end = _window(asset, table)
+            except AssertionError:
+                wrong.add(f"{asset} reads {table} {offsets} and does not declare it")
+                continue
+            if not start <= offsets[0] <= offsets[1] <= end:
+                wrong.add(f"{asset} reads {table} {offsets}, declares {(start, end)}")
+    assert not sorted(wrong), sorted(wrong)
+

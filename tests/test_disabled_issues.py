@@ -28,7 +28,8 @@ from torchci_assets.derived.flakiness.flaky import build_flaky_tests
 from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, parse_platforms
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
-from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, REENABLED_TESTS_PATH
+from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_BEFORE, DISABLED_TESTS_DAY, DISABLED_TESTS_PATH,
+                                                    REENABLED_TESTS_PATH)
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 
 TOKEN = "ghp_disabledissuestest000000000000000"
@@ -103,6 +104,14 @@ def run(world, gh, instance=None, day=None, disabled_tests_config=None, tags=Non
         raise_on_error=False, resources={"lake": LakeResource(uri=world.lake_uri), "github": gh,
                                          "outputs": OutputsResource(uri=world.outputs_uri)},
         run_config={"ops": {"disabled_tests": {"config": disabled_tests_config}}} if disabled_tests_config else None)
+
+
+def as_yesterdays(world) -> None:
+    """Make the published disabled list the previous day's, as the next day's first run finds it."""
+    store = Store(world.outputs_uri)
+    previous = (dt.date.fromisoformat(world.day) - dt.timedelta(days=1)).isoformat()
+    store.write_bytes(DISABLED_TESTS_DAY, json.dumps({"day": previous}).encode())
+    store.write_bytes(DISABLED_TESTS_BEFORE, b"{}")
 
 
 def metadata(result, asset) -> dict:
@@ -211,6 +220,7 @@ def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(h
     fake = FakeIssueTracker(httpserver)
     fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count
     assert run(world, github(httpserver)).success
+    as_yesterdays(world)  # the next run is the next day's: re-enabling is against the day before's list
     (a,) = fake.titled(f"DISABLED {TEST_A}")
     fake.close(a["number"])  # the test was fixed
     filed = fake.add("DISABLED test_new (__main__.TestY)", "Platforms: win", age=dt.timedelta(minutes=1))
@@ -688,6 +698,7 @@ def test_a_pull_requests_failure_does_not_reopen_a_closed_issue(httpserver, tmp_
     h.run(38, LINUX, {"test_a": "fail"}, branch="gh/someone/2/head", head="e" * 40, later_hours=0.9)
     w = world_of(h, tmp_path)
     fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"  # a maintainer closed their own issue
     closed_at = START + dt.timedelta(hours=34)  # after the last main flake (commit 30), before the PR (38)
     issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux\n\nflaky", state="closed",
                      age=dt.datetime.now(dt.timezone.utc) - closed_at)
@@ -697,3 +708,51 @@ def test_a_pull_requests_failure_does_not_reopen_a_closed_issue(httpserver, tmp_
     (row,) = [r for r in w.ledger() if r["test"] == TEST_A]
     assert (row["action"], row["issue_number"]) == ("found", issue["number"]) and "left closed" in row["detail"]
 
+
+
+def test_a_strangers_issue_does_not_stand_for_the_tests_own(httpserver, world):
+    """A stranger's open `DISABLED test_a` issue is left out of the list (its author may not
+    disable a test): the filing must not take it for the test's issue either, or nothing is filed
+    and a flaky test stays enabled. The project files its own, once, and leaves the stranger's
+    as it is."""
+    fake = FakeIssueTracker(httpserver)
+    stranger = fake.add(f"DISABLED {TEST_A}", "Platforms: win\n\nplease", user="a-stranger")
+    result = run(world, github(httpserver))
+    assert result.success
+    ours = [i for i in fake.titled(f"DISABLED {TEST_A}") if i["number"] != stranger["number"]]
+    assert len(ours) == 1 and world.published()[TEST_A] == entry(ours[0], ["linux"])
+    (row,) = [r for r in world.ledger() if r["test"] == TEST_A]
+    assert (row["action"], row["issue_number"]) == ("created", ours[0]["number"])
+    assert f"left aside #{stranger['number']} by a-stranger" in row["detail"]
+    assert fake.issues[stranger["number"]]["body"] == "Platforms: win\n\nplease"  # not widened as if ours
+    assert not fake.comments.get(stranger["number"])
+    # exactly once: the next runs find the project's issue
+    posts = fake.count("POST", "/repos/pytorch/pytorch/issues")
+    assert run(world, github(httpserver)).success and run(world, github(httpserver), tags=REFRESH).success
+    assert fake.count("POST", "/repos/pytorch/pytorch/issues") == posts
+    assert len(fake.titled(f"DISABLED {TEST_A}")) == 2 and world.published()[TEST_A] == entry(ours[0], ["linux"])
+
+
+def test_a_crash_before_this_projects_account_is_known_leaves_one_open_issue(httpserver, world, monkeypatch):
+    """The first issue this project ever files teaches it its own account (GitHub's answer to the
+    create names it). A run killed right after that 201, before anything was kept: the next run
+    does not know the issue's author, files once more, learns the account, and closes its own
+    twin; each test keeps exactly one open issue of this project's."""
+    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
+    real_keep = issues_module.keep_own_logins
+
+    def killed(lake, logins):
+        if logins:  # what a create learned
+            raise SystemExit("killed after GitHub's 201, before its account was kept")
+        return real_keep(lake, logins)
+    monkeypatch.setattr(issues_module, "keep_own_logins", killed)
+    assert not run(world, github(httpserver)).success
+    (b,) = fake.titled(f"DISABLED {TEST_B}")
+    monkeypatch.setattr(issues_module, "keep_own_logins", real_keep)
+    assert run(world, github(httpserver)).success
+    for test in (TEST_A, TEST_B):
+        assert len(fake.titled(f"DISABLED {test}", state="open")) == 1
+    assert fake.titled(f"DISABLED {TEST_B}", state="open") == [fake.issues[b["number"]]]
+    assert world.published()[TEST_B] == entry(b, [])
+    posts = fake.count("POST", "/repos/pytorch/pytorch/issues")
+    assert run(world, github(httpserver)).success and fake.count("POST", "/repos/pytorch/pytorch/issues") == posts

@@ -80,3 +80,30 @@ def test_plans_are_rewritten_only_when_they_change_and_never_by_an_earlier_day(t
     assert report.later_day == later and report.written == 0
     assert outputs.read_bytes(path) == first
     assert lake.files("shard_plans", [DAY])  # the lake still has the day's own plans
+
+
+def test_the_catalog_says_an_earlier_day_published_nothing(tmp_path):
+    """docs/operations.md: a re-run of an old day shows `published: false` beside `not_published`."""
+    from torchci_assets.derived.sharding.assets import shard_plans_asset
+
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    _write_inputs(lake)
+    later = "2026-11-06"
+    for file in lake.files("test_times", [DAY]):
+        lake.write("test_times", later, pa.parquet.read_table(file))
+    assert _materialize(shard_plans_asset, tmp_path, later)["published"] is True
+    meta = _materialize(shard_plans_asset, tmp_path, DAY)
+    assert meta["published"] is False and f"shows {later}, later than {DAY}" in meta["not_published"]
+    assert meta["output"] == outputs.display("shard-plans/")
+
+
+def _materialize(asset, tmp_path, day):
+    """The asset's metadata for `day`, materialized as Dagster does (lake and outputs under tmp_path)."""
+    import dagster as dg
+
+    from resources.configured import LakeResource, OutputsResource
+
+    result = dg.materialize([asset], partition_key=day, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
+    [event] = result.get_asset_materialization_events()
+    return {k: v.value for k, v in event.materialization.metadata.items()}

@@ -47,6 +47,32 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_list(tmp_path):
     assert publish_slow_tests(lake, out, D, 14) == (1, "", None)  # the same day publishes again
 
 
+def test_the_catalog_says_an_earlier_day_published_nothing(tmp_path):
+    """docs/operations.md: a re-run of an old day shows `published: false` beside `not_published`."""
+    from torchci_assets.derived.flakiness.assets import slow_tests_asset
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    earlier = "2026-10-20"
+    for day, name in ((earlier, "test_old"), (D, "test_new")):
+        lake.write("test_daily_stats", day, pa.Table.from_pylist([stats_row(name, "linux", 90.0, 3)]))
+    assert _materialize(slow_tests_asset, tmp_path, D)["published"] is True
+    meta = _materialize(slow_tests_asset, tmp_path, earlier)
+    assert meta["published"] is False and f"shows {D}, later than {earlier}" in meta["not_published"]
+    assert meta["output"] == out.display(SLOW_TESTS_PATH)
+
+
+def _materialize(asset, tmp_path, day):
+    """The asset's metadata for `day`, materialized as Dagster does (lake and outputs under tmp_path)."""
+    import dagster as dg
+
+    from resources.configured import LakeResource, OutputsResource
+
+    result = dg.materialize([asset], partition_key=day, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
+    [event] = result.get_asset_materialization_events()
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
 # Three tests of PyTorch's published slow-tests.json (tests/data/pytorch/slow-tests.2026-08-22.json.gz)
 AVG_POOL = ("test_avg_pool3d_backward_cpu", "CpuTests")
 UNFOLD = ("test_comprehensive_nn_functional_unfold_cuda_complex64", "TestDecompCUDA")

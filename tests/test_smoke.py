@@ -112,6 +112,33 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_sets(tmp_path):
     assert publish_smoke_tests(lake, out, D).later_day is None  # the same day publishes again
 
 
+def test_the_catalog_says_an_earlier_day_published_nothing(tmp_path):
+    """docs/operations.md: a re-run of an old day shows `published: false` beside `not_published`."""
+    from torchci_assets.derived.flakiness.assets import smoke_tests_asset
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    earlier = "2026-10-20"
+    for day, name in ((earlier, "test_old"), (D, "test_new")):
+        lake.write("flaky_test_platforms", day, pa.Table.from_pylist([ev(name, "win", 300, 90),
+                                                                      ev(name, "linux", 900, 0)]))
+    assert _materialize(smoke_tests_asset, tmp_path, D)["published"] is True
+    meta = _materialize(smoke_tests_asset, tmp_path, earlier)
+    assert meta["published"] is False and f"shows {D}, later than {earlier}" in meta["not_published"]
+    assert meta["output"] == out.display("smoke-tests/") and meta["files_published"] == []
+
+
+def _materialize(asset, tmp_path, day):
+    """The asset's metadata for `day`, materialized as Dagster does (lake and outputs under tmp_path)."""
+    import dagster as dg
+
+    from resources.configured import LakeResource, OutputsResource
+
+    result = dg.materialize([asset], partition_key=day, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
+    [event] = result.get_asset_materialization_events()
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
 def test_end_to_end_from_a_history(tmp_path):
     # test_win fails on Windows on one commit in three, never on Linux; test_flaky flakes
     # (passes on rerun) on both platforms

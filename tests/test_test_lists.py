@@ -2,6 +2,7 @@
 
 import json
 
+import dagster as dg
 import pyarrow as pa
 from conftest import pytorch_bytes
 
@@ -17,6 +18,7 @@ from torchci_assets.derived.flakiness.lists import (
     disable_platforms,
     dumps,
     flaky_rows,
+    publish_disabled_from_issues,
     publish_disabled_tests,
     publish_slow_tests,
     pytorch_key,
@@ -212,3 +214,118 @@ def test_a_window_with_clean_passes_and_no_slow_test_publishes_an_empty_list(tmp
     lake.write("test_daily_stats", D, pa.Table.from_pylist([stats_row("test_slow", "linux", 12.0, 10)]))
     assert publish_slow_tests(lake, out, D, 14) == (0, "", None)  # measured, and fast now: a real answer
     assert json.loads(out.read_bytes(SLOW_TESTS_PATH)) == {}
+
+
+# ---- a day's refreshes, the day at once, and re-runs of earlier days --------------------------------
+
+YESTERDAY, TODAY = "2026-11-13", "2026-11-14"
+FLAKY_A = "test_a (__main__.TestX)"
+
+
+def publish_on(lake: Lake, out: Store, day: str, rows: list[dict]) -> dict:
+    """Land `rows` as the day's `flaky_tests` (a refresh or the daily run) and publish; the list."""
+    lake.write("flaky_tests", day, pa.Table.from_pylist(rows))
+    publish_disabled_tests(lake, out, day)
+    return json.loads(out.read_bytes(DISABLED_TESTS_PATH))
+
+
+def test_a_test_a_refresh_disabled_is_decided_again_when_its_evidence_is_withdrawn(tmp_path):
+    """Three main jobs in progress report test_a failing then passing on rerun: the refresh
+    disables it. The jobs then end `cancelled` (or their logs are classified infrastructure), and
+    flaky_tests no longer calls it flaky: the day's next refresh publishes what the day built at
+    once publishes, without it and without listing it re-enabled."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    publish_on(lake, out, YESTERDAY, [row("test_old")])  # yesterday's list: test_old, still listed today
+
+    while_running = publish_on(lake, out, TODAY, [row("test_a"), row("test_old", verdict="healthy", events=0,
+                                                                       runs=3)])
+    assert FLAKY_A in while_running
+    final = [row("test_a", verdict="healthy", events=0, runs=12), row("test_old", verdict="healthy", events=0, runs=3)]
+    refreshed = publish_on(lake, out, TODAY, final)
+
+    once_lake, once = Lake.at(str(tmp_path / "once-lake")), Store(str(tmp_path / "once"))
+    publish_on(once_lake, once, YESTERDAY, [row("test_old")])
+    at_once = publish_on(once_lake, once, TODAY, final)
+    assert FLAKY_A not in at_once and refreshed == at_once == {
+        "test_old (__main__.TestX)": [stable_id("test_old (__main__.TestX)"), "", ["win"]]}
+    assert out.read_bytes(REENABLED_TESTS_PATH) == once.read_bytes(REENABLED_TESTS_PATH) == b"{}"
+    # the test is decided again from each refresh's evidence: it flakes again, it is disabled again
+    assert FLAKY_A in publish_on(lake, out, TODAY, [row("test_a")])
+
+
+def test_a_first_publication_that_stopped_half_way_is_taken_up_against_the_same_list(tmp_path, monkeypatch):
+    """Stopped after the list was written but before its day was: the day's next run still decides
+    against the previous day's list, not against its own half-published one."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    publish_on(lake, out, YESTERDAY, [row("test_old", verdict="healthy", events=0)])
+    monkeypatch.setattr("torchci_assets.derived.flakiness.lists.record_day", lambda *a: None)
+    assert FLAKY_A in publish_on(lake, out, TODAY, [row("test_a")])
+    monkeypatch.undo()
+    assert publish_on(lake, out, TODAY, [row("test_a", verdict="healthy", events=0, runs=12)]) == {}
+
+
+def test_a_rerun_of_an_earlier_day_does_not_replace_the_published_disabled_list(tmp_path):
+    """A backfill or re-execution of an earlier day writes its lake table and leaves the later
+    day's lists as they are: replacing them would re-enable tests flaky now."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    early, late = "2026-11-10", TODAY
+    lake.write("flaky_tests", early, pa.Table.from_pylist([row("test_a", verdict="healthy", events=0,
+                                                                 runs=REENABLE_MIN_RUNS)]))
+    publish_on(lake, out, "2026-11-13", [row("test_a")])
+    publish_on(lake, out, late, [row("test_a")])
+    published = {p: out.read_bytes(p) for p in (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH)}
+    assert FLAKY_A in json.loads(published[DISABLED_TESTS_PATH])
+
+    decision = publish_disabled_tests(lake, out, early)  # what a backfill / re-execution of the earlier day runs
+
+    assert {p: out.read_bytes(p) for p in published} == published, "the earlier day re-enabled a test flaky later"
+    assert decision.later_day == late
+    assert lake.files("disabled_tests", [early])  # the day's own lake table is written
+    # from issues alike: the later day's list stays, whatever the issues say now
+    decision = publish_disabled_from_issues(lake, out, early, [])
+    assert {p: out.read_bytes(p) for p in published} == published
+    assert decision.later_day == late
+    # the later day itself still publishes
+    assert publish_disabled_tests(lake, out, late).later_day is None
+
+
+def test_yesterdays_daily_run_after_todays_first_refresh_becomes_todays_baseline(tmp_path):
+    """The daily run of yesterday at 00:30 comes after today's first refresh: it publishes nothing
+    (today's list is out), but its settled list is what today is decided against, as it would be
+    had it run first; today's next run publishes what the two days built at once publish."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    publish_on(lake, out, YESTERDAY, [row("test_b")])  # yesterday's last refresh: test_b flaky then
+    published = publish_on(lake, out, TODAY, [row("test_b", verdict="healthy", events=0, runs=5)])
+    assert "test_b (__main__.TestX)" in published  # stays: yesterday's list had it
+
+    # the daily run of yesterday: the jobs that made test_b flaky ended cancelled
+    lake.write("flaky_tests", YESTERDAY, pa.Table.from_pylist([row("test_b", verdict="healthy", events=0, runs=5)]))
+    decision = publish_disabled_tests(lake, out, YESTERDAY)
+    assert json.loads(out.read_bytes(DISABLED_TESTS_PATH)) == published
+
+    refreshed = publish_on(lake, out, TODAY, [row("test_b", verdict="healthy", events=0, runs=5)])
+    once_lake, once = Lake.at(str(tmp_path / "once-lake")), Store(str(tmp_path / "once"))
+    publish_on(once_lake, once, YESTERDAY, [row("test_b", verdict="healthy", events=0, runs=5)])
+    assert refreshed == publish_on(once_lake, once, TODAY, [row("test_b", verdict="healthy", events=0, runs=5)]) == {}
+    assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {}
+    assert decision.later_day == TODAY
+
+
+def test_a_rerun_of_an_earlier_day_says_it_published_nothing(tmp_path):
+    from resources.configured import LakeResource, OutputsResource
+    from resources.github import GitHubResource
+    from torchci_assets.derived.flakiness.assets import disabled_tests_asset
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    publish_on(lake, out, TODAY, [row("test_a")])
+    lake.write("flaky_tests", YESTERDAY, pa.Table.from_pylist([row("test_ok", verdict="healthy", events=0)]))
+    result = dg.materialize([disabled_tests_asset], partition_key=YESTERDAY, resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource()})  # no credentials: from the verdict
+    [event] = result.get_asset_materialization_events()
+    meta = {k: v.value for k, v in event.materialization.metadata.items()}
+    assert meta["published"] is False
+    assert meta["not_published"] == (f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH} shows {TODAY}, later than "
+                                     f"{YESTERDAY}: left as it is, as a re-run of an earlier day never replaces the "
+                                     "current outputs")
+    assert FLAKY_A in json.loads(out.read_bytes(DISABLED_TESTS_PATH))

@@ -248,7 +248,8 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_days_files(tmp_path):
                    "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
     [event] = result.get_asset_materialization_events()
     assert store.read_bytes(TEST_TIMES_PATH) == published
-    assert event.materialization.metadata["published_now"].value == []
+    assert event.materialization.metadata["published"].value is False  # as the docs say, not an empty list
+    assert event.materialization.metadata["files_published"].value == []
     assert f"shows {day(0)}, later than {day(-20)}" in event.materialization.metadata["not_published"].value
     assert lake(tmp_path).files("test_times", [day(-20)])  # the lake still has the day's own times
 

@@ -25,8 +25,11 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
     deps=["pr_jobs", "flaky_tests", "disabled_tests",
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
-          dg.AssetDep("test_results", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
-          dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
+          # the failing tests of the merge bases' neighbours, over the trunk days
+          dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
+          # open pull requests whose head has no job yet
+          dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, pending); jobs marked by stats/unstable-jobs.json "
                 "(published with disabled_tests from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "

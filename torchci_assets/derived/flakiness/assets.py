@@ -20,6 +20,8 @@ from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
                                                     publish_slow_tests)
+from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as REENABLE_WINDOW_DAYS
+from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS as RETIRED_LOOKBACK_DAYS, RETIRE_AFTER_DAYS
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
@@ -30,6 +32,14 @@ from torchci_assets.publishing import later_day_kept, nothing_new
 MAX_LISTED = 500
 # Lineage: the window read is the run's `window_days`.
 _WINDOW = window_mapping(WINDOW_DAYS - 1)
+# and the pushes of the day before it too: commits pushed then ran in the window (`flaky.py`)
+_FLAKY_READS = [*(dg.AssetDep(t, partition_mapping=_WINDOW) for t in ("test_daily_stats", "test_sha_outcomes",
+                                                                     "test_jobs")),
+                dg.AssetDep("push", partition_mapping=window_mapping(WINDOW_DAYS))]
+# disabled_issues also reads the rerun jobs' test rows (`reenable.py`) and which tests reported over
+# the retirement window and the month before it (`retired.py`)
+_RERUN_WINDOW = window_mapping(REENABLE_WINDOW_DAYS - 1)
+_REPORTED_WINDOW = window_mapping(RETIRE_AFTER_DAYS + RETIRED_LOOKBACK_DAYS - 1)
 
 
 class WindowConfig(dg.Config):
@@ -39,15 +49,13 @@ class WindowConfig(dg.Config):
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("flaky_tests", group_name="flakiness", kinds={"parquet"},
-                     deps=[dg.AssetDep(t, partition_mapping=_WINDOW)
-                           for t in ("test_daily_stats", "test_sha_outcomes", "test_jobs", "push")],
+                     deps=_FLAKY_READS,
                      description="One row per test over the window ending on the day: runs, failures, rerun "
                                  "passes, same-commit pairs, main-branch flips, flake rate with its Wilson "
                                  "interval, the platforms where it flaked, broken range, and the verdict "
                                  "(flaky, broken, healthy, insufficient_data)."),
         dg.AssetSpec("flaky_test_platforms", group_name="flakiness", kinds={"parquet"},
-                     deps=[dg.AssetDep(t, partition_mapping=_WINDOW)
-                           for t in ("test_daily_stats", "test_sha_outcomes", "test_jobs", "push")],
+                     deps=_FLAKY_READS,
                      description="The same evidence per test and platform, with failing and platform-exclusive "
                                  "failing commits (the smoke sets' input)."),
     ],
@@ -79,7 +87,9 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
     name=LEDGER_TABLE, group_name="flakiness", kinds={"parquet", "github"}, pool="github_issues",
     deps=["flaky_tests", "flaky_test_platforms", dg.AssetDep("test_sha_outcomes", partition_mapping=_WINDOW),
           dg.AssetDep("test_jobs", partition_mapping=_WINDOW),
-          dg.AssetDep("workflow_job", partition_mapping=window_mapping(WINDOW_DAYS - 1, 1))],
+          dg.AssetDep("workflow_job", partition_mapping=window_mapping(WINDOW_DAYS - 1, 1)),
+          dg.AssetDep("test_results", partition_mapping=_RERUN_WINDOW),
+          dg.AssetDep("test_daily_stats", partition_mapping=_REPORTED_WINDOW)],
     check_specs=[check_spec("every_disabled_test_has_an_issue", LEDGER_TABLE)],
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
@@ -157,7 +167,7 @@ class DisabledTestsConfig(dg.Config):
     description=f"{DISABLED_TESTS_PATH} in PyTorch's format. With the DISABLED-issue loop on: built from the open "
                 "DISABLED issues of the upstream repo as PyTorch builds it (real issue numbers and URLs, "
                 "platforms parsed from the issues). Otherwise (dry run): flaky tests with evidence in at least "
-                "3 jobs, on the platforms where they flaked, merged with the published file; tests clean for a "
+                "3 jobs, on the platforms where they flaked, merged with the previous day's list; tests clean for a "
                 f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. "
                 "Lake table disabled_tests.",
 )
@@ -194,9 +204,11 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         "reenabled": len(decision.reenabled),
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
-        "published": store.display(DISABLED_TESTS_PATH),
+        "published": not (decision.later_day or decision.nothing_new), "output": store.display(DISABLED_TESTS_PATH),
         **job_lists,
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
+        **(later_day_kept(context, context.partition_key, decision.later_day,
+                          f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
     })
 
 
@@ -213,7 +225,7 @@ def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, la
     store, day = outputs.store(), context.partition_key
     n, quiet, later = publish_slow_tests(lake.lake(), store, day, config.window_days)
     return dg.MaterializeResult(metadata={"slow_tests": n, "window_days": config.window_days,
-                                          "published": store.display(SLOW_TESTS_PATH),
+                                          "published": not (quiet or later), "output": store.display(SLOW_TESTS_PATH),
                                           **(nothing_new(context, quiet) if quiet else {}),
                                           **(later_day_kept(context, day, later, SLOW_TESTS_PATH) if later else {})})
 
@@ -229,10 +241,12 @@ def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, la
 @lake_metadata
 def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                       outputs: OutputsResource) -> dg.MaterializeResult:
-    report = publish_smoke_tests(lake.lake(), outputs.store(), context.partition_key)
+    store = outputs.store()
+    report = publish_smoke_tests(lake.lake(), store, context.partition_key)
     return dg.MaterializeResult(metadata={
         "tests_per_platform": dg.MetadataValue.json(report.platforms),
-        "published": dg.MetadataValue.json([outputs.store().display(p) for p in report.paths]),
+        "published": bool(report.paths), "output": store.display(SMOKE_DIR + "/"),
+        "files_published": dg.MetadataValue.json([store.display(p) for p in report.paths]),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
         **(later_day_kept(context, report.day, report.later_day, SMOKE_DIR + "/") if report.later_day else {}),
     })

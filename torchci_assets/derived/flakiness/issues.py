@@ -20,8 +20,16 @@ Finding the issue is what makes "never twice" hold, so it looks wherever it coul
      moments ago (by a crashed run, a concurrent one, a human) is seen here;
   3. the issue number the ledger last recorded for the test, read directly;
   4. a search for the exact title in any state (closed issues are not in 1).
-A title counts as the test's when PyTorch's own reading of it gives the test, so a human-filed
-issue is found like ours, or when it is exactly the title filed for the test. A test whose title
+A title counts as the test's when PyTorch's own reading of it gives the test, so a maintainer's
+issue is found like ours, or when it is exactly the title filed for the test. An issue counts only
+when its author may disable a test, by the rule the published list follows (`trusted_test_issues`):
+a stranger's `DISABLED test_x` issue disables nothing, so it must not stand in for the test's issue
+either; this project files its own beside it. The account this project files as is learned from
+GitHub's answer to each create and kept, so an issue whose create was never recorded (a crash right
+after GitHub's 201) is still trusted as ours and found. Only a run killed between the very first
+create this project ever makes and keeping its account leaves an issue it cannot tell from a
+stranger's: the next run files again, learns the account from that answer, and closes its new
+issue as the twin of the first (`_unless_twin`), so one stays open. A test whose title
 PyTorch would not read back as the test (a name with characters other than letters, digits, `-`,
 `_` and `.`) gets no issue at all, as it would disable nothing: it is reported instead, with why.
 Right before each create the list of step 2 is read again, and once more after it: two runs
@@ -74,7 +82,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     unreadable_reason,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.lists import (decide_disabled, flaky_rows, load_published, main_evidence,
+from torchci_assets.derived.flakiness.lists import (decide_disabled, disabled_baseline, flaky_rows, main_evidence,
                                                     pytorch_key)
 
 SQL = SqlFiles(__file__)
@@ -135,6 +143,18 @@ class IssueTracker:
         self.clock = clock
         self.by_number: dict[int, dict] = {}
         self._synced_at: dt.datetime | None = None
+        self.allowed: Permissions | None = None  # who may disable a test; None: every author
+        self._remember: Callable[[str], None] = lambda login: None
+
+    def trust(self, allowed: Permissions, remember: Callable[[str], None] = lambda login: None) -> None:
+        """From now on an issue is the test's only when `allowed` says its author may disable a
+        test. The author of each issue this tracker creates is this project, added to `allowed`
+        and passed to `remember` to be kept for later runs."""
+        self.allowed, self._remember = allowed, remember
+
+    def counts(self, issue: dict) -> bool:
+        """Whether `issue` may stand for a test (see `trust`)."""
+        return self.allowed is None or self.allowed.wrote(issue)
 
     def _keep(self, issue: dict) -> dict:
         if "pull_request" not in issue:
@@ -202,19 +222,27 @@ class IssueTracker:
         would use: the first by URL), else the most recently closed. An issue titled exactly as
         this project titles the test's counts too, whether PyTorch reads the title or not: what
         was filed once is found, never filed again."""
-        title = issue_title(test)
-        mine = [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
-                or (i.get("title") or "").strip() == title
-                or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
+        mine = [i for i in self.titled_for(test) if self.counts(i)]
         open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
         if open_:
             return open_[0]
         closed = sorted(mine, key=lambda i: (i.get("closed_at") or "", i["number"]))
         return closed[-1] if closed else None
 
+    def titled_for(self, test: str) -> list[dict]:
+        """Every issue read whose title names `test` (see `find`), whoever wrote it."""
+        title = issue_title(test)
+        return [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
+                or (i.get("title") or "").strip() == title
+                or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
+
+    def refused(self, test: str) -> list[dict]:
+        """The issues naming `test` whose authors may not disable it (see `trust`)."""
+        return [i for i in self.titled_for(test) if not self.counts(i)]
+
     def find_titled(self, title: str) -> dict | None:
-        """The open issue titled exactly `title` (of several, the oldest)."""
-        same = [i for i in self.open_any() if i.get("title") == title]
+        """The open issue titled exactly `title` (of several, the oldest) that counts (see `trust`)."""
+        same = [i for i in self.open_any() if i.get("title") == title and self.counts(i)]
         return min(same, key=lambda i: i["number"]) if same else None
 
     def open_any(self) -> list[dict]:
@@ -229,7 +257,24 @@ class IssueTracker:
     def create(self, title: str, body: str, labels: Iterable[str]) -> dict:
         resp = self.github.request("POST", f"/repos/{self.repo}/issues", retry_ambiguous=False,
                                    json_body={"title": title, "body": body, "labels": list(labels)})
-        return self._keep(resp.json())
+        return self._learn(self._keep(resp.json()))
+
+    def _learn(self, issue: dict) -> dict:
+        """`issue` was filed by this project: its author is one of this project's accounts."""
+        login = _author(issue)
+        if login and self.allowed is not None and login not in self.allowed.own:
+            self.allowed.own.add(login)
+            self._remember(login)
+        return issue
+
+    def adopt(self, title: str, seen: set[int]) -> dict | None:
+        """After a create GitHub may have taken without answering: the open issue titled `title`
+        with this project's marker that was not among the issues `seen` before the create, which
+        is that create whoever the trust rule knows its author to be (the first issue this project
+        ever files is how it learns its own account); its author is learned as this project's."""
+        mine = [i for i in self.open_any() if i["number"] not in seen and i.get("title") == title
+                and MARKER in (i.get("body") or "")]
+        return self._learn(min(mine, key=lambda i: i["number"])) if mine else None
 
     def update(self, number: int, **fields) -> dict:
         resp = self.github.request("PATCH", f"/repos/{self.repo}/issues/{number}", json_body=fields)
@@ -405,17 +450,19 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
                          evidence: dict[str, Evidence], labels: Iterable[str], max_new: int, run_id: str,
                          log: Callable[[str], None] = lambda s: None,
                          warn: Callable[[str], None] = lambda s: None,
-                         owners: Callable[[str], list[str]] = lambda file: []) -> FilingReport:
+                         owners: Callable[[str], list[str]] = lambda file: [],
+                         only_trusted: bool = False) -> FilingReport:
     """Find, update or create the issue of every wanted test (see the module docstring). A new
-    issue gets `labels` and the owner labels of its test file (`owners`).
+    issue gets `labels` and the owner labels of its test file (`owners`). With `only_trusted` (the
+    asset's runs), an issue is the test's only when its author may disable the test, as for the
+    published list: a stranger's issue is left aside and the test gets this project's own.
 
     Writes (created, updated) are recorded in the ledger one by one right after GitHub answers;
     `found` rows, which change nothing, are recorded together at the end. A GitHub error on one
     test is reported in `failed` and the others go on; an error reading the open issues raises.
     """
     report = FilingReport(dry_run=False)
-    tracker.load_open()
-    tracker.sync_recent()
+    _read_issues(tracker, lake, day, only_trusted)
     report.open_issues = len(tracker.open_issues())
     wanted = readable(wanted, report, warn, tracker.find)
     narrowed = ledger_marks(lake, day)["narrowed"]
@@ -436,7 +483,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
                 created += 1
                 issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels,
                                                 owners, log)
-                row = ledger_row(w.test, action, issue, tracker.repo, run_id, detail)
+                row = ledger_row(w.test, action, issue, tracker.repo, run_id, detail + _left_aside(tracker, w.test))
             elif issue.get("state") == "open":
                 row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log,
                                    narrowed.get(issue["number"]))
@@ -457,6 +504,24 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
     report.open_list = tracker.open_any()
     return report
+
+
+def _read_issues(tracker: IssueTracker, lake: Lake, day: str, only_trusted: bool) -> None:
+    """The open issues and the last hour's changes; with `only_trusted`, whose authors may disable
+    tests (this project's account, learned from its creates, kept at once)."""
+    tracker.load_open()
+    tracker.sync_recent()
+    if only_trusted:
+        tracker.trust(issue_permissions(tracker.github, lake, day, tracker.repo, tracker.by_number.values()),
+                      lambda login: keep_own_logins(lake, {login}))
+
+
+def _left_aside(tracker: IssueTracker, test: str) -> str:
+    """The issues naming `test` that were not taken as its issue, their authors not allowed to
+    disable tests, for the ledger's detail (a maintainer can see why the project filed its own)."""
+    aside = tracker.refused(test)
+    return ("; left aside " + ", ".join(f"#{i['number']} by {_author(i) or 'unknown'}" for i in aside)
+            + " (authors who may not disable tests)") if aside else ""
 
 
 def _lookup(tracker: IssueTracker, test: str, known: dict[str, int], search: bool) -> dict | None:
@@ -582,10 +647,11 @@ def _create_once(tracker: IssueTracker, title: str, body: str, labels: Iterable[
     """Create an issue unless `find` sees it (re-reading the list before each attempt, never
     resending a create GitHub may have taken): (issue, "created", "") when this call created it,
     else (issue, action, why) for one that appeared meanwhile."""
-    unanswered = False
+    unanswered, seen = False, None
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         tracker.sync_recent()  # consistent, and cheap: only what changed since the last read
-        existing = find()
+        seen = set(tracker.by_number) if seen is None else seen  # the issues there were before the first create
+        existing = find() or (tracker.adopt(title, seen) if unanswered else None)
         if existing is not None:
             ours = unanswered and MARKER in (existing.get("body") or "")
             log(f"{title!r}: #{existing['number']} " + ("is the create GitHub took without answering"
@@ -615,7 +681,7 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
     (issue, "created", "") when there is no twin."""
     tracker.sync_recent()
     older = [i for i in tracker.by_number.values() if i.get("state") == "open" and i["number"] < issue["number"]
-             and same(i)]
+             and same(i) and tracker.counts(i)]
     if not older:
         return issue, "created", ""
     keep = min(older, key=lambda i: i["number"])
@@ -753,7 +819,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")
         report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
         return report, mode
-    published = load_published(outputs)
+    published = disabled_baseline(outputs, day).tests  # as `disabled_tests` decides: against the previous day's
     rows = flaky_rows(lake, day, keys=published)
     wanted = wanted_tests(rows, published)
     if not mode.live:
@@ -780,7 +846,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     owners = OwnerLookup(github, config.upstream_repo, config.main_branch.removeprefix("refs/heads/"),
                          config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
-                                  config.disabled_issues.max_new_per_run, run_id, log, warn, owners)
+                                  config.disabled_issues.max_new_per_run, run_id, log, warn, owners,
+                                  only_trusted=True)
     if report.deferred:
         warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
              f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
@@ -856,20 +923,37 @@ def _author(issue: dict) -> str:
     return graphql_login((issue.get("user") or {}).get("login") or "")
 
 
+def _kept_own_logins(lake: Lake) -> set[str]:
+    """The logins kept in OWN_LOGINS; none when it is absent or unreadable (it is only added to)."""
+    try:
+        return set(json.loads(lake.store.read_bytes(OWN_LOGINS)).get("logins") or [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def keep_own_logins(lake: Lake, logins: set[str]) -> set[str]:
+    """Add `logins` to the accounts kept as this project's own (OWN_LOGINS); all of them."""
+    kept = _kept_own_logins(lake)
+    if not logins <= kept:
+        lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(kept | logins)}).encode())
+    return kept | logins
+
+
 def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
     """The accounts this project files DISABLED issues as (a GitHub App's bot is no collaborator,
     so no permission says it may): the authors of `issues` the ledger records this project
-    creating, and those learned so by earlier runs. Learned logins are kept (OWN_LOGINS), so a
-    month without a new issue, past the ledger's lookback, does not cost its issues their trust."""
-    try:
-        kept = set(json.loads(lake.store.read_bytes(OWN_LOGINS)).get("logins") or [])
-    except (OSError, ValueError, AttributeError):
-        kept = set()
+    creating, and those learned so by earlier runs (or by a create, `IssueTracker.create`).
+    Learned logins are kept (OWN_LOGINS), so a month without a new issue, past the ledger's
+    lookback, does not cost its issues their trust."""
     created = {int(n) for (n,) in _ledger_rows(lake, day, SQL["ledger_created"])}
-    learned = {_author(i) for i in issues if i.get("number") in created} - {""}
-    if not learned <= kept:
-        lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(kept | learned)}).encode())
-    return kept | learned
+    return keep_own_logins(lake, {_author(i) for i in issues if i.get("number") in created} - {""})
+
+
+def issue_permissions(github: GitHubResource, lake: Lake, day: str, repo: str,
+                           issues: Iterable[dict]) -> Permissions:
+    """Who may disable a test, for the list and the filing alike: PyTorch's flaky bot, this
+    project (`own_logins`, learned from `issues`) or a user with write access."""
+    return Permissions(github, repo, own_logins(lake, day, issues))
 
 
 @dataclass
@@ -888,7 +972,7 @@ def trusted_test_issues(github: GitHubResource, lake: Lake, day: str, repo: str,
     this project (`own_logins`) or a user with write access may disable a test; anyone else may
     open an issue, and PyTorch's bot closes theirs at once (verifyDisableTestIssueBot), so it never
     reaches PyTorch's list. Here such an issue is left out of the list, as jobs' are."""
-    allowed = Permissions(github, repo, own_logins(lake, day, open_issues))
+    allowed = issue_permissions(github, lake, day, repo, open_issues)
     tests = disabled_test_issues(open_issues)
     return TrustedIssues([i for i in tests if allowed.wrote(i)], [i for i in tests if not allowed.wrote(i)],
                          allowed)

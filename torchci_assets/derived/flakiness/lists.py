@@ -24,6 +24,17 @@ number with "Fixes #N" in PR bodies to run a disabled test on the PR that fixes 
 (dry run) the file comes from the verdict alone as below (`publish_disabled_tests`), and the id
 is a stable hash of the test's key ("local-" + 12 hex digits) with an empty url.
 
+A day's list is decided against the list as it stood before the day's first publication (the
+previous day's, kept in DISABLED_TESTS_BEFORE), not against whatever the day's last intra-day
+refresh published: a test a morning refresh disabled on evidence that was later withdrawn (its jobs
+ended `cancelled`, its log turned out infrastructure) is decided again from the evidence of now,
+so the list a day of refreshes publishes is the list the day built at once publishes. Re-enabling
+still reads history: only a test of the previous day's list can be re-enabled, as before. A
+re-run or backfill of an earlier day publishes nothing when a later day's list is published (the
+day it is for is kept in DISABLED_TESTS_DAY, as for slow-tests.json); when the re-run day is the
+one a later day's list is decided against (yesterday's daily run after today's first refresh), its
+list becomes that baseline, and the later day's next run decides against it.
+
 A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
 nothing new to say in a dry run: the published files stay as they are, and the report's
 `nothing_new` says why (see `torchci_assets.publishing`). A window with evidence publishes
@@ -47,7 +58,7 @@ from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
 from torchci_assets.derived.flakiness.issue_text import condense
 from torchci_assets.partitions import days_ending
-from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
+from torchci_assets.publishing import kept_note, later_day, record_day, recorded_day, write_if_changed
 
 DISABLE_MIN_JOBS = 3
 REENABLE_MIN_RUNS = 50
@@ -58,6 +69,10 @@ SQL = SqlFiles(__file__)
 _SLOW = dict(SQL.steps("slow_tests"))
 DISABLED_TESTS_PATH = "stats/disabled-tests-condensed.json"
 REENABLED_TESTS_PATH = "stats/reenabled-tests.json"
+DISABLED_TESTS_DAY = "stats/disabled-tests.day.json"  # the day the disabled list is for (publishing.record_day)
+# per day, the list it is decided against: {day: {"after": the day of that list or null, "tests": {...}}}
+DISABLED_TESTS_BEFORE = "stats/disabled-tests.before.json"
+BEFORE_DAYS_KEPT = 3  # the latest days' baselines kept: today's, and yesterday's for its daily run
 SLOW_TESTS_PATH = "stats/slow-tests.json"
 SLOW_TESTS_DAY = "stats/slow-tests.day.json"  # the day slow-tests.json is for (publishing.record_day)
 
@@ -107,6 +122,7 @@ class DisabledDecision:
     reenabled: dict  # key -> {"id", "runs"}
     new: list[str]  # keys disabled today that were not before
     nothing_new: str = ""  # why the published files were kept, when they were
+    later_day: str | None = None  # the later day the published files are for, when that kept them
 
 
 def main_evidence(row: dict) -> tuple[int, list[str]]:
@@ -122,9 +138,9 @@ def main_evidence(row: dict) -> tuple[int, list[str]]:
 
 def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
     """rows: `flaky_tests` rows (classname, name, verdict, flake_events, main_flake_events, runs,
-    platforms, flaky_platforms, main_flaky_platforms); previous: the published condensed file ({}
-    if none). Disabling reads main's evidence (`main_evidence`); re-enabling asks for a window
-    clean on every branch."""
+    platforms, flaky_platforms, main_flaky_platforms); previous: the condensed list the day is
+    decided against (`disabled_baseline`: the previous day's; {} if none). Disabling reads main's
+    evidence (`main_evidence`); re-enabling asks for a window clean on every branch."""
     by_key: dict[str, list[dict]] = {}
     for r in rows:
         by_key.setdefault(pytorch_key(r["classname"], r["name"]), []).append(r)
@@ -155,6 +171,73 @@ def load_published(store: Store) -> dict:
     return orjson.loads(store.read_bytes(DISABLED_TESTS_PATH)) if store.exists(DISABLED_TESTS_PATH) else {}
 
 
+@dataclass
+class Baseline:
+    """What the decision for `day` stands on: `tests`, the list it is decided against; `shown`,
+    the day the published list is for; `entries`, the kept baselines by day
+    (DISABLED_TESTS_BEFORE); `kept`, whether `tests` is the one kept for `day` (else it is the
+    published list)."""
+
+    day: str
+    tests: dict
+    shown: str | None
+    entries: dict
+    kept: bool
+
+    @property
+    def later(self) -> str | None:
+        """The later day the published list is for, when there is one: `day` must not replace it."""
+        return self.shown if self.shown is not None and self.shown > self.day else None
+
+    @property
+    def proper(self) -> bool:
+        """Whether `tests` is `day`'s own baseline. Not so only for an earlier day whose baseline is
+        no longer kept: it is decided against the published list, for its lake table alone."""
+        return self.kept or self.later is None
+
+
+def _kept_baselines(outputs: Store) -> dict:
+    """DISABLED_TESTS_BEFORE's entries; {} when absent or unreadable (then a day starts anew from
+    the published list, as before the file existed)."""
+    try:
+        doc = orjson.loads(outputs.read_bytes(DISABLED_TESTS_BEFORE)) if outputs.exists(DISABLED_TESTS_BEFORE) else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {d: e for d, e in doc.items() if isinstance(e, dict) and isinstance(e.get("tests"), dict)}
+
+
+def disabled_baseline(outputs: Store, day: str) -> Baseline:
+    """The list `day` is decided against: the one kept for it at its first publication, while that
+    still follows the day published before it (a first publication that stopped before recording
+    its day is taken up against the same list); else the published list, which before `day`'s
+    first publication is the previous day's."""
+    shown = recorded_day(outputs, DISABLED_TESTS_DAY)
+    entries = _kept_baselines(outputs)
+    entry = entries.get(day)
+    if entry is not None and ((shown is not None and shown >= day) or entry.get("after") == shown):
+        return Baseline(day, entry["tests"], shown, entries, kept=True)
+    return Baseline(day, load_published(outputs), shown, entries, kept=False)
+
+
+def _keep_baselines(outputs: Store, base: Baseline, decided: dict) -> None:
+    """Record what later decisions stand on: the day's own baseline (at its first publication),
+    and the day's list `decided` as the baseline of a later day decided against it (yesterday's
+    daily run after today's first refresh: today's next run decides against the settled list).
+    Only the latest BEFORE_DAYS_KEPT days are kept."""
+    entries = dict(base.entries)
+    if base.proper:
+        for later, entry in entries.items():
+            if later > base.day and entry.get("after") == base.day:
+                entries[later] = {**entry, "tests": decided}
+    if not base.kept and base.later is None:
+        entries[base.day] = {"after": base.shown if base.shown != base.day else None, "tests": base.tests}
+    kept = dict(sorted(entries.items())[-BEFORE_DAYS_KEPT:])
+    if kept != base.entries:
+        write_if_changed(outputs, DISABLED_TESTS_BEFORE, dumps(kept))
+
+
 def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
     cur = execute(con, sql, values)
     names = [d[0] for d in cur.description]
@@ -174,15 +257,17 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
 
 
 def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
-    """Decide from `flaky_tests` of `day` and the published file; write the `disabled_tests`
-    lake table and publish the condensed file and the re-enabled list."""
-    previous = load_published(outputs)
-    rows = flaky_rows(lake, day, keys=previous)
-    decision = decide_disabled(rows, previous)
+    """Decide from `flaky_tests` of `day` and the list `day` is decided against
+    (`disabled_baseline`); write the `disabled_tests` lake table and publish the condensed file
+    and the re-enabled list, unless a later day's are published."""
+    base = disabled_baseline(outputs, day)
+    rows = flaky_rows(lake, day, keys=base.tests)
+    decision = decide_disabled(rows, base.tests)
     if rows or lake.rows_in(lake.files("flaky_tests", [day])):  # `rows` holds only what a decision reads
-        _publish(lake, outputs, day, decision, rows)
+        _publish(lake, outputs, day, decision, rows, base)
     else:
         _record(lake, day, decision, rows)
+        _keep_baselines(outputs, base, decision.disabled)
         decision.nothing_new = (f"no test in flaky_tests for the window ending {day}: "
                                 f"{kept_note(outputs, [DISABLED_TESTS_PATH, REENABLED_TESTS_PATH])}")
     return decision
@@ -191,26 +276,29 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
 def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: list[dict],
                                  allow_mass_reenable: bool = False) -> DisabledDecision:
     """Publish the condensed file built from `issues` (the open DISABLED issues, REST objects)
-    as PyTorch builds it; a test of the previous file without an open issue now is listed as
-    re-enabled. The verdict's counts fill the lake table's flake_events and runs when `day`
-    has a `flaky_tests` partition; the list itself does not need one.
+    as PyTorch builds it; a test of the previous day's list (`disabled_baseline`) without an open
+    issue now is listed as re-enabled. A later day's published list is left as it is. The
+    verdict's counts fill the lake table's flake_events and runs when `day` has a `flaky_tests`
+    partition; the list itself does not need one.
 
     Re-enabling most disabled tests at once would turn CI red everywhere, and is far more
     likely a search outage than a human decision: a list that lost more than half of a
     previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`.
     """
-    previous = load_published(outputs)
+    base = disabled_baseline(outputs, day)
+    previous = base.tests
     disabled = condense(issues)
     rows = flaky_rows(lake, day, keys=[*previous, *disabled]) if lake.files("flaky_tests", [day]) else []
     kept = sum(1 for k in previous if k in disabled)
-    if len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable:
+    if (len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable
+            and base.later is None):
         raise ValueError(f"only {kept} of the {len(previous)} published disabled tests still have an open "
                          f"DISABLED issue ({len(disabled)} open now): refusing to re-enable them all at once. "
                          "If the issues really were closed, materialize with allow_mass_reenable: true.")
     runs = _events(rows)
     reenabled = {k: {"id": v[0], "runs": runs.get(k, (0, 0))[1]} for k, v in previous.items() if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
-    _publish(lake, outputs, day, decision, rows)
+    _publish(lake, outputs, day, decision, rows, base)
     return decision
 
 
@@ -224,11 +312,20 @@ def _events(rows: list[dict]) -> dict[str, tuple[int, int]]:
     return events
 
 
-def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
+def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, rows: list[dict],
+             base: Baseline) -> None:
+    """Record the decision, and publish it unless a later day's list is published (then
+    `decision.later_day` says which). The baselines are written first and the day last, so a
+    publication that stops half way is taken up again against the same baseline."""
     _record(lake, day, decision, rows)
+    _keep_baselines(outputs, base, decision.disabled)
+    decision.later_day = base.later
+    if decision.later_day:
+        return
     # unchanged files are left as they are: CI downloads them, a refresh rewrites them every minute
     write_if_changed(outputs, REENABLED_TESTS_PATH, dumps(decision.reenabled))
     write_if_changed(outputs, DISABLED_TESTS_PATH, dumps(decision.disabled))
+    record_day(outputs, DISABLED_TESTS_DAY, day)
 
 
 def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) -> None:

@@ -10,6 +10,9 @@ import dagster as dg
 from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
+from torchci_assets.derived.guardians import alert_issues, ledger
+from torchci_assets.derived.guardians.inputs import WINDOW as GUARDIAN_WINDOW
+from torchci_assets.derived.hud.backend_pages import BackendViews
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
@@ -21,6 +24,33 @@ from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
+# commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
+# disabled_tests publishes: depending on it runs them after it, so a run uses the day's list.
+_UNSTABLE_JOBS = "disabled_tests"
+
+
+def _back_from_day_end(days: int) -> dg.TimeWindowPartitionMapping:
+    """Lineage of the HUD's guardian sections, which judge as the trunk guardians do at the end of
+    the day (D+1 00:00): `days` days back from D+1's folder, as `guardians.inputs.days_back` counts."""
+    return window_mapping(days - 1, 1)
+
+
+# What hud_site reads besides the outputs of its own day: the grid, the PR list and the metrics'
+# windows; the backend pages' longest window; the guardians' autorevert page and commit marks.
+_GUARDIAN_INPUTS = _back_from_day_end(GUARDIAN_WINDOW.days)
+_SITE_READS = [
+    dg.AssetDep("commit_health", partition_mapping=window_mapping(11, 1)),  # grid: 12 days; marks: to D+1
+    dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
+    dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
+    dg.AssetDep("flaky_tests", partition_mapping=window_mapping(1, 1)),  # tests page: D; marks: D-1..D+1
+    *(dg.AssetDep(t, partition_mapping=_GUARDIAN_INPUTS)
+      for t in ("workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
+    *(dg.AssetDep(t, partition_mapping=window_mapping(max(BackendViews.window_days) - 1))
+      for t in ("ci_result", "pull_request")),
+    dg.AssetDep(ledger.TABLE, partition_mapping=_back_from_day_end(ledger.LOOKBACK_DAYS - 1)),
+    dg.AssetDep(alert_issues.TABLE, partition_mapping=_back_from_day_end(alert_issues.LOOKBACK_DAYS)),
+    "disabled_tests", "test_time_regressions", "backend_levels", "drci_comments",
+]
 
 
 class CommitHealthConfig(dg.Config):
@@ -32,7 +62,7 @@ class CommitHealthConfig(dg.Config):
     name="commit_health", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
-          "flaky_tests"],
+          "flaky_tests", _UNSTABLE_JOBS],
     check_specs=[check_spec("unique_sha_job_group", "commit_health")],
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
@@ -70,7 +100,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result",
                       "job_failure")),
-          "flaky_tests", "commit_health",
+          "flaky_tests", "commit_health", _UNSTABLE_JOBS,
           # the previous day's partition: the jobs of a head whose CI ran before the window (pr_jobs.sql, `carried`)
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(1, -1))],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
@@ -135,10 +165,7 @@ class SiteConfig(dg.Config):
 
 @dg.asset(
     name="hud_site", group_name="hud", kinds={"html"}, partitions_def=daily_partitions, pool="torchci_outputs",
-    deps=[dg.AssetDep("commit_health", partition_mapping=window_mapping(11)),
-          dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
-          dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
-          "flaky_tests", "disabled_tests", "test_time_regressions", "backend_levels", "drci_comments"],
+    deps=_SITE_READS,
     check_specs=[check_spec("pages_under_2mb", "hud_site")],
     description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
                 "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "

@@ -19,6 +19,9 @@ from torchci_assets.staging import sweep_staging
 # which test_results is flagged (webhooks missing or late beyond the window).
 MAX_ROWS_WITHOUT_JOB = 0.01
 _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
+# The aggregates read the day's test rows, its jobs (which jobs count, and as infrastructure), and
+# test_run's list of parts, to add only the parts not counted yet in an intra-day refresh.
+_DAILY_STATS_READS = ["test_results", "test_jobs", "test_run"]
 
 
 @dg.multi_asset(
@@ -32,7 +35,9 @@ _JOB_WINDOW = window_mapping(JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
                                  f"days D-{JOB_LOOKBACK_DAYS}..D+{JOB_LOOKAHEAD_DAYS}, and the job's infra_suspect "
                                  "flag."),
         dg.AssetSpec("test_jobs", group_name="results", kinds={"parquet"},
-                     deps=["test_run", dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
+                     deps=["test_run", dg.AssetDep("workflow_job", partition_mapping=_JOB_WINDOW),
+                           dg.AssetDep("workflow_run", partition_mapping=_JOB_WINDOW),
+                           dg.AssetDep("job_failure", partition_mapping=_JOB_WINDOW)],
                      description="One row per job attempt with test rows that day: test counts, job context, "
                                  "the log's failure_rule, and infra_reason (job-died, log-infra, "
                                  "failed-outside-tests, mass-failure, shared-message)."),
@@ -77,11 +82,11 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("test_daily_stats", group_name="results", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_daily_stats", group_name="results", kinds={"parquet"}, deps=_DAILY_STATS_READS,
                      description="Per day, test and (build_env, test_config, platform, branch_class): runs, "
                                  "outcomes, reruns, failed-then-passed, clean-pass time, distinct shas and jobs, "
                                  "infra-suspect runs counted apart."),
-        dg.AssetSpec("test_sha_outcomes", group_name="results", kinds={"parquet"}, deps=["test_results"],
+        dg.AssetSpec("test_sha_outcomes", group_name="results", kinds={"parquet"}, deps=_DAILY_STATS_READS,
                      description="Per day, test, configuration and commit where the test failed or needed a "
                                  "rerun (non-infra jobs): its outcomes on that commit and the failing job ids. "
                                  "With test_jobs, enough for same-commit pairs and flips over any window."),

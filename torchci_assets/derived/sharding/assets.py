@@ -12,8 +12,9 @@ from torchci_assets.checks import check_spec
 from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,
                                                          markdown_table, max_cost_share, write_test_time_regressions)
-from torchci_assets.derived.sharding.times import (MAX_LOSS, RUN_LOOKBACK_DAYS, TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH,
-                                                   WINDOW_DAYS, PublishRefused, publish_test_times)
+from torchci_assets.derived.sharding.times import (MAX_LOSS, RETIRED_AFTER_DAYS, RUN_LOOKBACK_DAYS,
+                                                   TEST_CLASS_TIMES_PATH, TEST_TIMES_PATH, WINDOW_DAYS, PublishRefused,
+                                                   publish_test_times)
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept, nothing_new
@@ -22,6 +23,8 @@ from torchci_assets.publishing import later_day_kept, nothing_new
 _TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1)
 # and the days before it holding the shards of runs straddling its first day
 _DAILY_TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1 + RUN_LOOKBACK_DAYS)
+# the month of jobs that tells a retired build_env (no job at all) from a live one
+_RETIRED_WINDOW = window_mapping(RETIRED_AFTER_DAYS - 1)
 
 
 class TimesConfig(dg.Config):
@@ -35,7 +38,8 @@ class TimesConfig(dg.Config):
     pool="torchci_outputs",
     group_name="sharding",
     kinds={"parquet", "json"},
-    deps=[dg.AssetDep("test_time_daily", partition_mapping=_DAILY_TIMES_WINDOW)],
+    deps=[dg.AssetDep("test_time_daily", partition_mapping=_DAILY_TIMES_WINDOW),
+          dg.AssetDep("workflow_job", partition_mapping=_RETIRED_WINDOW)],
     partitions_def=daily_partitions,
     description="test-times.json and test-class-times.json (PyTorch's formats, with the \"default\" averages) "
                 "for the window ending on the day, merged with the published files and published to "
@@ -50,14 +54,15 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
         report = publish_test_times(lake.lake(), store, day, config.window_days, config.keep_old_entries,
                                     config.max_loss)
     except PublishRefused as exc:
-        raise dg.Failure(description=str(exc), metadata={"published": store.display(TEST_TIMES_PATH)}) from None
+        raise dg.Failure(description=str(exc), metadata={"published": False,
+                                                          "output": store.display(TEST_TIMES_PATH)}) from None
     return dg.MaterializeResult(metadata={
         "window_days": config.window_days, "window_files": report.window_files,
         "window_classes": report.window_classes, "entries": report.entries,
         "class_entries": report.class_entries, "previous_entries": report.previous_entries,
         "previous_class_entries": report.previous_class_entries,
         "test_times": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
-        "published_now": dg.MetadataValue.json(report.published),
+        "published": bool(report.published), "files_published": dg.MetadataValue.json(report.published),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
         **(later_day_kept(context, day, report.later_day, TEST_TIMES_PATH) if report.later_day else {}),
     })
@@ -82,7 +87,8 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
     return dg.MaterializeResult(metadata={
         "configs": report.configs, "files": report.files, "shards": report.shards,
         "longest_shard_expected_s": round(report.longest_expected_s, 1),
-        "published": store.display("shard-plans/"), "plans_rewritten": report.written,
+        "published": not (report.later_day or report.nothing_new), "output": store.display("shard-plans/"),
+        "plans_rewritten": report.written,
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
         **(later_day_kept(context, day, report.later_day, "shard-plans/") if report.later_day else {}),
     })
