@@ -32,7 +32,8 @@ SORT = {"test_daily_stats": "build_env, test_config, platform, branch_class, fil
 
 def job_rows(job: int, rng: random.Random) -> list[dict]:
     """A job's test rows: mostly passes, some failures and reruns; every 11th job fails 12 tests with
-    one message (an infra suspect), times in quarters of a second (sums exact in any order)."""
+    one message (an infra suspect), times in milliseconds as pytest writes them (a float sum of
+    those depends on its order: the day's sums must not)."""
     run, attempt = 1000 + job, 1 + job % 2
     rows = []
     for file, cls, name in TESTS[: 10 + job % 7]:
@@ -41,7 +42,7 @@ def job_rows(job: int, rng: random.Random) -> list[dict]:
         else:
             status = rng.choices(["passed", "failed", "error", "skipped"], [80, 8, 3, 9])[0]
             message = None
-        rows.append(run_row(job, run, name, status, attempt=attempt, time=rng.randint(1, 40) / 4,
+        rows.append(run_row(job, run, name, status, attempt=attempt, time=rng.randint(1, 40_000) / 1000,
                             reruns=rng.choice([0, 0, 0, 1, 2]), message=message, file=file, classname=cls))
     return rows
 
