@@ -6,6 +6,13 @@ alert run on that minute's commit_health rows, in dry run, exactly as the job ru
 in a lake under --work); each restart the ledger records is then executed by the world (a new
 attempt of the run's jobs, finishing a job's duration later).
 
+Before each pass the world's job tables as of that minute are written to the lake
+(`write_job_tables`), so the autorevert reads every attempt and its start through
+`main_attempt_rows` (the HUD's SQL) and the flaky verdicts through `known_flaky_tests`, as in
+production: the timestamp infrastructure check and the flaky rule for tests are scored too. The
+commit_health rows are the world's own rather than built from those tables each pass (that
+would double the eval's time); tests/test_simulate_trunk.py checks the two agree.
+
 Scored: revert proposals against the planted culprits (precision, recall, and proposals against
 flaky-only, infra-only and pre-existing failures, which must be zero); minutes from the culprit's
 push to the proposal and restarts spent per breakage; alerts: minutes from a job group's second
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import shutil
 import statistics
 import sys
@@ -32,9 +40,11 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians.alert_conditions import recurrently_failing
 from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in
-from torchci_assets.derived.guardians.passes import autorevert_pass
+from torchci_assets.derived.guardians.culprits import judge_all
+from torchci_assets.derived.guardians.passes import autorevert_pass, judged
 from torchci_assets.guardian_config import AutorevertConfig
-from torchci_assets.simulate.trunk import CULPRIT_KINDS, FLAKY_RATE, T0, TrunkWorld
+from torchci_assets.simulate.trunk import (CULPRIT_KINDS, FLAKY_RATE, INNOCENT_KINDS, T0, TrunkWorld, blames,
+                                           write_job_tables)
 
 REPO = "pytorch/pytorch"
 CADENCE_MIN = 5
@@ -55,14 +65,20 @@ def episodes(world: TrunkWorld, end: int) -> list[tuple[str, int, int | None]]:
     return out + [(g, m, None) for g, m in since.items()]
 
 
+def names(timeline: list[tuple[float, dict]], group: str, t: float) -> bool:
+    """Whether the issue names `group` at minute `t`: its latest change by then does."""
+    last = next((r for at, r in reversed(timeline) if at <= t), None)
+    return last is not None and last["action"] != "closed" and group in firing_in(last["body"])
+
+
 def alert_latencies(world: TrunkWorld, changes: list[dict], end: int) -> dict:
     """Minutes from an episode's start to the issue naming its group and from its end to the issue
-    dropping it. Episodes shorter than the cadence may fall between two checks: counted apart."""
+    dropping it. An episode that starts again before a check saw it end finds its group still
+    named: 0 minutes. Episodes shorter than the cadence may fall between two checks: counted apart."""
     timeline = [((r["at"] - T0).total_seconds() // 60, r) for r in changes]
     opened, cleared, missed, short, short_seen = [], [], 0, 0, 0
     for group, start, stop in episodes(world, end):
-        hit = next((t for t, r in timeline if t >= start and r["action"] != "closed"
-                    and group in firing_in(r["body"])), None)
+        hit = next((t for t in [start, *(t for t, _ in timeline if t >= start)] if names(timeline, group, t)), None)
         if stop is not None and stop - start < CADENCE_MIN:
             short += 1
             short_seen += hit is not None and hit < stop
@@ -72,8 +88,8 @@ def alert_latencies(world: TrunkWorld, changes: list[dict], end: int) -> dict:
         else:
             opened.append(int(hit - start))
         if stop is not None:
-            gone = next((t for t, r in timeline if t >= stop and (r["action"] == "closed"
-                         or group not in firing_in(r["body"]))), None)
+            gone = next((t for t in [stop, *(t for t, _ in timeline if t >= stop)]
+                         if not names(timeline, group, t)), None)
             cleared.append(int(gone - stop)) if gone is not None else None
     actions = [r["action"] for r in changes]
     double_open, is_open = 0, False
@@ -94,9 +110,11 @@ def run_world(seed: int, work: Path, flaky_rate: float = FLAKY_RATE) -> dict:
     proposals: dict[str, tuple[int, list[str]]] = {}
     restarts: list[dict] = []
     changes: list[dict] = []
+    reasons: Counter = Counter()
     for now in range(0, end + 1, CADENCE_MIN):
         at = T0 + dt.timedelta(minutes=now)
         rows = world.rows(now)
+        write_job_tables(world, lake, now)
         summary = autorevert_pass(github, lake, REPO, cfg, at, rows=rows)
         for r in summary.taken:
             if r["action"] == "restart":
@@ -104,9 +122,51 @@ def run_world(seed: int, work: Path, flaky_rate: float = FLAKY_RATE) -> dict:
                 world.restart(r["workflow"], r["commit_sha"], r["notes"], now)
             else:
                 proposals.setdefault(r["commit_sha"], (now, r["source_signal_keys"]))
+        taken = [r for r in summary.taken if r["action"] == "restart"]
+        reasons += restart_reasons(lake, cfg, at, rows, taken) if taken else Counter()
         issues = AlertIssues(github, lake, REPO, ("pytorch-alert",), False, at)
         changes += issues.sync([recurrently_failing(rows, REPO, 2)])
-    return score(world, proposals, restarts) | alert_latencies(world, changes, end)
+    return (score(world, proposals, restarts) | alert_latencies(world, changes, end)
+            | {"reasons": reasons, "flaky_by_tries": flaky_by_tries(lake, cfg, at, rows)})
+
+
+def flaky_by_tries(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: list[dict]) -> list[tuple[str, str]]:
+    """(signal, its verdict at the end) of each test that failed and passed on a commit where its
+    job group failed on every attempt: only the attempts' own failing tests (the job tables) show
+    that, commit_health's latest attempt alone cannot; upstream's rule calls such a test flaky."""
+    history, verdicts = judged(lake, cfg, at, True, rows)
+    groups = {s.key: s for s in history.signals if s.test is None}
+    out = []
+    for v in verdicts:
+        mixed = [c for c, ev in v.signal.events.items() if ev.mixed]
+        if v.signal.test is not None and mixed and not any(groups[v.signal.job_group].events[c].mixed for c in mixed):
+            out.append((v.signal.key, f"{v.kind}: {v.reason.split(':')[0]}"))
+    return out
+
+
+def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: list[dict],
+                    taken: list[dict]) -> Counter:
+    """What each restart a pass just took re-ran, to show which rules spend the restarts: the
+    first red (its verdict's reason, numbers dropped: confirming it, or the infrastructure check
+    wanting it to fail after a success), a commit between green and red (bisection), or the last
+    green (fewer than two successes below the first red, or the infrastructure check: no
+    success started after the first failure). The pass does not return its verdicts, so the
+    signals are judged again after it, as it judged them but without the restarts in flight
+    (else the bisection would look elsewhere already)."""
+    history, _ = judged(lake, cfg, at, True, rows)
+    verdicts = judge_all(history, cfg)
+    out: Counter = Counter()
+    for r in taken:
+        sha = r["commit_sha"]
+        mine = [v for v in verdicts if v.signal.key in r["source_signal_keys"]]
+        v = next((v for v in mine if sha in v.restarts), mine[0] if mine else None)
+        if v is None:
+            out["(signal gone)"] += 1
+        elif sha == v.culprit:
+            out["first red: " + re.sub(r"\d+", "N", v.reason.split(":")[0])] += 1
+        else:
+            out["bisection" if sha in v.suspects else "last green"] += 1
+    return out
 
 
 def score(world: TrunkWorld, proposals: dict, restarts: list[dict]) -> dict:
@@ -115,14 +175,14 @@ def score(world: TrunkWorld, proposals: dict, restarts: list[dict]) -> dict:
     for commit_sha, (minute, signals) in proposals.items():
         i = world.index[commit_sha]
         planted = culprits.get(i)
-        if planted and any(s.startswith(planted.group) for s in signals):
+        if planted and any(blames(s, planted) for s in signals):
             found.append({"kind": planted.kind, "minutes": minute - world.pushed_min(i),
-                          "restarts": sum(any(s.startswith(planted.group) for s in r["source_signal_keys"])
+                          "restarts": sum(any(blames(s, planted) for s in r["source_signal_keys"])
                                           for r in restarts)})
         else:
             false.append({"commit": i, "signals": signals,
                           "innocent": [p.kind for p in world.plantings
-                                       if p.kind not in CULPRIT_KINDS and any(s.startswith(p.group) for s in signals)]})
+                                       if p.kind not in CULPRIT_KINDS and any(blames(s, p) for s in signals)]})
     return {"seed": world.seed, "planted": [p.kind for p in culprits.values()], "found": found, "false": false,
             "restarts": len(restarts)}
 
@@ -139,8 +199,9 @@ def report(results: list[dict], seconds: float) -> bool:
     proposals = len(found) + len(false)
     precision = len(found) / proposals if proposals else 1.0
     recall = len(found) / sum(planted.values())
-    print(f"{len(results)} worlds, {sum(planted.values())} planted culprits, {3 * len(results)} planted innocent "
-          f"failures (flaky-only, infra-only, pre-existing) plus a known-flaky test everywhere; {seconds:.0f} s")
+    print(f"{len(results)} worlds, {sum(planted.values())} planted culprits, {len(INNOCENT_KINDS) * len(results)} "
+          f"planted innocent failures ({', '.join(INNOCENT_KINDS)}) plus a known-flaky test everywhere; every "
+          f"attempt's start and outcome in the lake's job tables; {seconds:.0f} s")
     print(f"{'kind':<18}{'planted':>8}{'proposed':>9}{'median min to proposal':>24}{'median restarts':>17}")
     for kind in CULPRIT_KINDS:
         mine = [f for f in found if f["kind"] == kind]
@@ -150,6 +211,12 @@ def report(results: list[dict], seconds: float) -> bool:
           f"(against flaky/infra/pre-existing: {len(innocent)})")
     print(f"restarts in all: {sum(r['restarts'] for r in results)}; all minutes to proposal: "
           f"median {_median([f['minutes'] for f in found])}, max {max((f['minutes'] for f in found), default=0)}")
+    reasons = sum((r["reasons"] for r in results), Counter())
+    print("restarts by what they re-ran: " + "; ".join(f"{n} {why}" for why, n in reasons.most_common()))
+    flaky = [k for r in results for k in r["flaky_by_tries"]]
+    print(f"test signals that failed and passed on a commit whose job failed on every attempt (only the attempts "
+          f"show it): {len(flaky)} in {sum(bool(r['flaky_by_tries']) for r in results)} worlds, judged: "
+          f"{dict(Counter(why for _, why in flaky))}")
     opened = [m for r in results for m in r["alert_open_min"]]
     cleared = [m for r in results for m in r["alert_clear_min"]]
     missed = sum(r["alert_missed"] for r in results)

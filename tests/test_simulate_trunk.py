@@ -1,7 +1,17 @@
-"""The trunk world the guardians' eval runs in: planted breakages show from their commit, and
-restarts behave as GitHub's re-runs do."""
+"""The trunk world the guardians' eval runs in: planted breakages show from their commit,
+restarts behave as GitHub's re-runs do, and its job tables say through the HUD's SQL what its
+commit_health rows say."""
 
-from torchci_assets.simulate.trunk import GROUPS, TrunkWorld
+import pyarrow as pa
+
+from resources.lake import Lake
+from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows
+from torchci_assets.derived.hud.health import build_commit_health
+from torchci_assets.derived.hud.inputs import arrow_schema
+from torchci_assets.simulate.trunk import GROUPS, T0, TrunkWorld, blames, write_job_tables
+
+REPO = "pytorch/pytorch"
+DAY = T0.date().isoformat()
 
 
 def state(world, kind, i, minute):
@@ -48,3 +58,56 @@ def test_infrastructure_and_known_flaky_failures_are_classed_so():
     assert "infra" in classes and "new" not in classes
     known = {state(world, "known_flaky", i, 2000)["failure_class"] for i in range(40)}
     assert known <= {None, "known_flaky"} and "known_flaky" in known
+
+
+def hud_lake(tmp_path, world, minute):
+    """The world's job tables as of `minute` with commit_health built from them, as the refresh does."""
+    lake = Lake.at(str(tmp_path / f"lake-{minute}"))
+    write_job_tables(world, lake, minute)
+    pushes = [{"repo": REPO, "ref": "refs/heads/main", "after": s, "deleted": False, "received_at": world.pushed_at(i)}
+              for i, s in enumerate(world.shas) if world.pushed_min(i) <= minute]
+    lake.write("push", DAY, pa.Table.from_pylist(pushes, schema=arrow_schema("push")))
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=world.at(minute))
+    return lake
+
+
+def test_the_job_tables_say_what_the_rows_say_through_the_hud_and_give_every_attempt_its_start(tmp_path):
+    # the eval feeds the world's rows as commit_health and the guardians read the attempts from
+    # the job tables: the two must agree, reruns, infrastructure and known flaky failures included
+    world = TrunkWorld(3)
+    broken = next(p for p in world.plantings if p.kind == "breaks_test")
+    world.restart("pull", world.shas[broken.commit], "rerun-failed-jobs", world.pushed_min(broken.commit) + 200)
+    world.restart("periodic", world.shas[5], "rerun", 300)
+    world.restart("trunk", world.shas[10], "rerun", 300)
+    keys = ("workflow", "state", "failure_class", "failing_tests", "failing_test_count", "attempts", "run_id",
+            "run_attempt")
+
+    def cell(r):  # (the HUD lists a group's failing tests in no particular order)
+        return {k: sorted(r[k]) if k == "failing_tests" else r[k] for k in keys}
+    for minute in (150, 700):
+        lake = hud_lake(tmp_path, world, minute)
+        at = world.at(minute)
+        # (a commit pushed moments ago has a row without a group: nothing ran yet)
+        hud = {(r["sha"], r["job_group"]): cell(r) for r in main_signal_rows(lake, at)
+               if r["job_group"] is not None}
+        rows = [r for r in world.rows(minute) if r["attempts"]]  # a skipped job has no cell on the HUD
+        assert {(r["sha"], r["job_group"]): cell(r) for r in rows} == hud
+        attempts = main_attempt_rows(lake, at, [r["sha"] for r in rows])
+        started = {(a["sha"], a["job_group"], a["run_attempt"]): a["started_at"] for a in attempts}
+        assert started == {(s, g, k + 1): world.at(start) for (g, i), atts in world.attempts.items()
+                           for k, (start, _) in enumerate(atts) if start <= minute for s in [world.shas[i]]
+                           if world.pushed_min(i) <= minute}
+    classes = {r["failure_class"] for r in hud.values()}
+    assert {"infra", "known_flaky", "new"} <= classes
+    assert known_flaky_tests(lake, at) == {world.known_flaky_test}
+
+
+def test_a_flaky_test_beside_a_broken_one_fails_and_passes_on_one_commit_while_the_job_fails_on_both():
+    world = TrunkWorld(3, flaky_rate=0.5)
+    broken = next(p for p in world.plantings if p.kind == "breaks_test")
+    beside = next(p for p in world.plantings if p.kind == "flaky_beside")
+    assert beside.group == broken.group and blames(broken.group, beside) and not blames(broken.group + " :: "
+                                                                                        + broken.test, beside)
+    mixed = [i for i in range(broken.commit, len(world.shas))
+             if len({beside.test in world.outcome(beside.group, i, k, 0)[2] for k in (0, 1)}) == 2]
+    assert mixed and all(world.outcome(beside.group, i, k, 0)[0] for i in mixed for k in (0, 1))

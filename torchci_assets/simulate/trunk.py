@@ -5,31 +5,50 @@ commit's state per job group as of a minute of simulated time) rather than webho
 autorevert and the alerts can be run every 5 simulated minutes for hours, with each restart they
 order (their dry-run ledger rows) becoming a new attempt that finishes a job's duration later.
 
-Planted per world, each on its own job group and (culprits) its own commit:
+Planted per world, each on its own job group (but flaky_beside) and (culprits) its own commit:
   breaks_test      a commit makes one test fail on every later commit;
   breaks_build     a commit breaks a build;
   breaks_periodic  a commit breaks a test only a periodic job runs, and that job runs on one
                    commit in four (the others are skipped: a restart of the run runs it);
   flaky_only       a test that is not known to be flaky fails 5% of attempts, anywhere;
+  flaky_beside     another such test, in breaks_test's job: once that job is broken a re-run can
+                   fail the broken test alone, so this test failed and passed on one commit while
+                   the job failed on both attempts (only the attempts' own failing tests show it);
   known_flaky      (always present) a test the flaky verdicts know fails 30% of attempts;
   infra_only       for an hour from a commit's push, every attempt of a job dies of infrastructure;
   pre_existing     a test that fails on every commit, the first included.
-Only the first three have a culprit; a revert proposal anywhere else is a false one.
+Only the first three have a culprit; a revert proposal anywhere else is a false one, and so is one
+on breaks_test's culprit from flaky_beside's test alone (`blames` says which signals are whose).
+
+The same CI is also written as the lake's job tables (`job_tables`, `write_job_tables`): every
+attempt as a workflow_job row with its start, the runs, the failing tests, the test jobs' infra
+verdicts and the known flaky test's verdict, so that the guardians read each attempt through the
+HUD's own SQL (`guardians.inputs.main_attempt_rows`) as they do in production; `rows` is what
+commit_health, built from those tables, says (tests/test_simulate_trunk.py checks that).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 import zlib
 from dataclasses import dataclass
 
+import pyarrow as pa
+
+from resources.lake import Lake
+from torchci_assets.derived.guardians.signals import TEST_SEPARATOR
+from torchci_assets.derived.hud.inputs import arrow_schema
+
 T0 = dt.datetime(2026, 11, 2, 6, 0, tzinfo=dt.timezone.utc)
 CULPRIT_KINDS = ("breaks_test", "breaks_build", "breaks_periodic")
-INNOCENT_KINDS = ("flaky_only", "infra_only", "pre_existing")
+INNOCENT_KINDS = ("flaky_only", "flaky_beside", "infra_only", "pre_existing")
 FLAKY_RATE = 0.05
 KNOWN_FLAKY_RATE = 0.30
 INFRA_OUTAGE_MIN = 60
+# the planted tests' file and class: commit_health names a failing test `Class.test (file)`
+TEST_FILE, TEST_CLASS = "test_trunk.py", "TestTrunk"
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,18 @@ class Group:
     name: str
     duration_min: int
     every: int = 1  # runs on commits whose index is a multiple of this; skipped on the others
+
+    @property
+    def job(self) -> str:
+        """The job's name as GitHub gives it: the group's without the workflow, with its shard
+        (`test (default, 1, 1, runner)`), which the HUD strips again to find the group."""
+        return re.sub(r"\(([^,()]+), ", r"(\1, 1, 1, ", self.name.split(" / ", 1)[1])
+
+    @property
+    def test_config(self) -> str | None:
+        """A test job's config (the HUD expects test results from such a job), None for a build."""
+        m = re.search(r"\(([^,()]+),", self.name)
+        return m.group(1) if m else None
 
 
 GROUPS = {
@@ -66,6 +97,18 @@ def sha(seed: int, i: int) -> str:
     return f"{zlib.crc32(f'{seed}:{i}'.encode()):08x}" + f"{i:032x}"
 
 
+def blames(signal_key: str, p: Planting) -> bool:
+    """Whether a guardian's signal (its job group, or `group :: test`) is about planting `p`: its
+    test's signal, or its group's (a group holding two plantings, breaks_test's and
+    flaky_beside's, fails for either)."""
+    return signal_key in (p.group, p.group + TEST_SEPARATOR + p.test)
+
+
+def test_name(name: str) -> str:
+    """A planted test as commit_health lists it (`Class.test (file)`)."""
+    return f"{TEST_CLASS}.{name} ({TEST_FILE})"
+
+
 class TrunkWorld:
     def __init__(self, seed: int, commits: int = 48, push_every_min: int = 10, flaky_rate: float = FLAKY_RATE):
         rng = random.Random(seed)
@@ -73,10 +116,13 @@ class TrunkWorld:
         self.shas = [sha(seed, i) for i in range(commits)]
         self.index = {s: i for i, s in enumerate(self.shas)}
         culprits = rng.sample(range(6, commits // 2), len(CULPRIT_KINDS) + 1)
-        self.plantings = [Planting(k, GROUPS[k].name, c, f"test_{k}_{seed}")
+        self.plantings = [Planting(k, GROUPS[k].name, c, test_name(f"test_{k}_{seed}"))
                           for k, c in zip((*CULPRIT_KINDS, "infra_only"), culprits)]
-        self.plantings += [Planting("flaky_only", GROUPS["flaky_only"].name, 0, f"test_flaky_{seed}"),
-                           Planting("pre_existing", GROUPS["pre_existing"].name, 0, f"test_broken_{seed}")]
+        self.plantings += [Planting("flaky_only", GROUPS["flaky_only"].name, 0, test_name(f"test_flaky_{seed}")),
+                           Planting("pre_existing", GROUPS["pre_existing"].name, 0, test_name(f"test_broken_{seed}")),
+                           Planting("flaky_beside", GROUPS["breaks_test"].name, 0,
+                                    test_name(f"test_flaky_beside_{seed}"))]
+        self.known_flaky_test = test_name(f"test_known_flaky_{seed}")
         self.attempts: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (group, commit) -> (start, end) min
         for i in range(commits):
             for g in GROUPS.values():
@@ -107,12 +153,12 @@ class TrunkWorld:
                 new.append(p.test)
             elif p.kind == "breaks_build" and i >= p.commit:
                 classes.append("new")
-            elif p.kind == "flaky_only" and rng.random() < self.flaky_rate:
+            elif p.kind in ("flaky_only", "flaky_beside") and rng.random() < self.flaky_rate:
                 new.append(p.test)
             elif p.kind == "infra_only" and 0 <= end_min - self.pushed_min(p.commit) < INFRA_OUTAGE_MIN:
                 classes.append("infra")
         if group == GROUPS["known_flaky"].name and rng.random() < KNOWN_FLAKY_RATE:
-            return True, "known_flaky", [f"test_known_flaky_{self.seed}"]
+            return True, "known_flaky", [self.known_flaky_test]
         if new or "new" in classes:
             return True, "new", new
         if classes:
@@ -150,6 +196,64 @@ class TrunkWorld:
     def run_id(self, workflow: str, i: int) -> int:
         return zlib.crc32(f"{self.seed}:{workflow}:{i}".encode())
 
+    # ---- the lake's job tables -------------------------------------------------------
+
+    def job_tables(self, now_min: int) -> dict[str, list[dict]]:
+        """The job tables as the webhooks and test reports would have filled them by `now_min`:
+        a workflow_job row per attempt started (in progress until its end), a workflow_run row
+        per run attempt (completed once its jobs are), per commit and failing test the jobs it
+        failed in, a test_jobs row per finished test job (infra-suspect when infrastructure
+        killed it, as the HUD then classes the failure), and the flaky verdict of the known flaky
+        test. A job is created when it starts (no queue): commit_health's rows count an attempt
+        from its start too. Skipped jobs have no row: the HUD then has no cell, `rows` a skipped one."""
+        jobs, outcomes, test_jobs = [], {}, []
+        runs: dict[tuple[int, int], dict] = {}
+        for gi, g in enumerate(GROUPS.values()):
+            for i, s in enumerate(self.shas):
+                for k, (start, end) in enumerate(self.attempts.get((g.name, i), [])):
+                    if start > now_min:
+                        continue
+                    job_id, run_id, done = 1_000_000 + i * 10_000 + gi * 100 + k, self.run_id(g.workflow, i), \
+                        end <= now_min
+                    failed, cls, tests = self.outcome(g.name, i, k, end) if done else (False, None, [])
+                    jobs.append(self._job_row(g, s, job_id, run_id, k + 1, start, end if done else None, failed))
+                    run = runs.setdefault((run_id, k + 1), {"id": run_id, "run_attempt": k + 1, "name": g.workflow,
+                                                            "event": "push", "status": "completed",
+                                                            "conclusion": "success", "created_at": self.at(start),
+                                                            "updated_at": self.at(start)})
+                    run["created_at"] = min(run["created_at"], self.at(start))
+                    if not done:
+                        run.update(status="in_progress", conclusion=None)
+                    else:
+                        run["updated_at"] = max(run["updated_at"], self.at(end))
+                        if failed and run["conclusion"] is not None:
+                            run["conclusion"] = "failure"
+                    if done and g.test_config is not None:
+                        test_jobs.append({"job_id": job_id, "workflow_run_attempt": k + 1,
+                                          "infra_suspect": cls == "infra", "infra_reason": "runner died"
+                                          if cls == "infra" else None})
+                    for t in tests:
+                        outcomes.setdefault((s, t), []).append(job_id)
+        return {"workflow_job": jobs, "workflow_run": list(runs.values()),
+                "test_sha_outcomes": [{**_split(t), "head_sha": s, "failed": len(ids), "errors": 0,
+                                       "failing_job_ids": ids} for (s, t), ids in outcomes.items()],
+                "test_jobs": test_jobs,
+                "flaky_tests": [{**_split(self.known_flaky_test), "verdict": "flaky"}]}
+
+    def at(self, minute: int) -> dt.datetime:
+        return T0 + dt.timedelta(minutes=minute)
+
+    def _job_row(self, g: Group, s: str, job_id: int, run_id: int, attempt: int, start: int, end: int | None,
+                 failed: bool) -> dict:
+        done = end is not None
+        return {"id": job_id, "run_id": run_id, "run_attempt": attempt, "workflow_name": g.workflow, "name": g.job,
+                "head_sha": s, "head_branch": "main", "status": "completed" if done else "in_progress",
+                "conclusion": ("failure" if failed else "success") if done else None,
+                "created_at": self.at(start), "started_at": self.at(start),
+                "completed_at": self.at(end) if done else None, "labels": [], "queue_s": 0.0,
+                "duration_s": (end - start) * 60.0 if done else None, "build_env": None,
+                "test_config": g.test_config, "platform": "linux", "received_at": self.at(end if done else start)}
+
     # ---- restarts --------------------------------------------------------------------
 
     def restart(self, workflow: str, commit_sha: str, mode: str, now_min: int) -> int:
@@ -169,3 +273,21 @@ class TrunkWorld:
 
     def culprits(self) -> dict[int, Planting]:
         return {p.commit: p for p in self.plantings if p.kind in CULPRIT_KINDS}
+
+
+def _split(test: str) -> dict:
+    """`Class.test (file)` as test_sha_outcomes and flaky_tests hold it."""
+    m = re.fullmatch(r"([^.]+)\.(\S+) \((.+)\)", test)
+    return {"classname": m.group(1), "name": m.group(2), "file": m.group(3)}
+
+
+def write_job_tables(world: TrunkWorld, lake: Lake, now_min: int) -> None:
+    """Write `world`'s job tables as of `now_min` to `lake`, typed as the HUD reads them, each
+    partition replaced whole: the CI in the partition of the world's first day (a later minute's
+    rewrite then never leaves a stale copy in another day; readers take a window of days), the
+    flaky verdicts, which are daily, in today's."""
+    for table, rows in world.job_tables(now_min).items():
+        day = (world.at(now_min) if table == "flaky_tests" else T0).date().isoformat()
+        schema = arrow_schema(table)
+        schema = schema.remove(schema.get_field_index("day")) if "day" in schema.names else schema
+        lake.write(table, day, pa.Table.from_pylist(rows, schema=schema))
