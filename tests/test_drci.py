@@ -732,6 +732,39 @@ def test_a_head_whose_later_workflow_runs_in_the_window_keeps_its_earlier_workfl
     assert (comment["new"], comment["infra"]) == (0, 1)
 
 
+@pytest.mark.parametrize("null_workflow", ["downstream", "github"])
+def test_a_job_the_window_still_shows_is_not_carried_beside_itself_when_it_names_no_workflow(tmp_path, null_workflow):
+    """A downstream callback without workflow.name (or a webhook without workflow_name) has a NULL
+    workflow: the job the window shows must still stand for the previous day's copy, or each day
+    adds one more."""
+    import pyarrow.parquet as pq
+    from hud_lake import History
+
+    from torchci_assets.derived.hud.health import build_pr_jobs
+
+    days = ("2026-10-03", "2026-10-04", "2026-10-05")
+    t0 = dt.datetime(2026, 10, 3, 8, tzinfo=dt.timezone.utc)
+    h = History()
+    h.add("pull_request", days[0], repo=REPO, number=70, state="open", head_sha=HEAD, head_ref="u/70",
+          base_ref="main", merged=None, labels=[], updated_at=t0, received_at=t0)
+    h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", "success", run_id=700, created=t0,
+          day=days[0], branch="u/70", workflow=None if null_workflow == "github" else "pull")
+    h.add("ci_result", days[0], repo="acme/torch-npu", level="L3", head_sha=HEAD,
+          workflow_name=None if null_workflow == "downstream" else "npu-ci", run_id=9, run_attempt=1,
+          job_name="npu-test", status="completed", conclusion="success", started_at=t0, completed_at=t0,
+          execution_s=60.0, failed=0, callback_at=t0, failure_kind="none")
+    for day in days[1:]:  # the other days' tables exist, empty
+        h.rows.setdefault(("pull_request", day), [])
+        h.rows.setdefault(("ci_result", day), [])
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    counts = []
+    for day in days:  # every day's three-day window still holds the first day
+        build_pr_jobs(lake, day, REPO, now=t0 + dt.timedelta(days=2, hours=12) if day == days[2] else None)
+        counts.append(sum(r["number"] == 70 for r in pq.read_table(lake.files("pr_jobs", [day])[0]).to_pylist()))
+    assert counts == [2, 2, 2]
+
+
 def test_a_backfill_of_an_old_day_posts_and_writes_nothing(httpserver, fake, tmp_path):
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]

@@ -106,8 +106,9 @@ carried AS (
                                       h.base_ref AS base_ref, h.labels AS labels, h.pr_updated_at AS pr_updated_at,
                                       h.as_of AS as_of)
     FROM today h JOIN prev_pr_jobs p ON p.number = h.number AND p.head_sha = h.head_sha AND p.source IS NOT NULL
+    -- a downstream callback may name no workflow: NULL is a value here, or a job the window shows would be carried too
     ANTI JOIN pr_job_rows t ON t.number = p.number AND t.head_sha = p.head_sha AND t.source = p.source
-                           AND t.workflow = p.workflow AND t.name = p.name
+                           AND t.workflow IS NOT DISTINCT FROM p.workflow AND t.name IS NOT DISTINCT FROM p.name
 ),
 merged AS (
     SELECT *, false AS is_carried FROM pr_job_rows WHERE source IS NOT NULL OR number NOT IN (SELECT number FROM carried)
