@@ -25,8 +25,9 @@ from torchci_assets.publishing import later_day_kept
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 # commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
-# disabled_tests publishes: depending on it runs them after it, so a run uses the day's list.
-_UNSTABLE_JOBS = "disabled_tests"
+# disabled_tests publishes, as it was last published. They do not depend on disabled_tests: a step
+# that fails skips everything after it, and a GitHub incident failing the disabled list must not
+# freeze the HUD and blind the trunk guardians (an UNSTABLE issue opened reaches them a refresh later).
 
 
 def _back_from_day_end(days: int) -> dg.TimeWindowPartitionMapping:
@@ -62,7 +63,7 @@ class CommitHealthConfig(dg.Config):
     name="commit_health", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
-          "flaky_tests", _UNSTABLE_JOBS],
+          "flaky_tests"],
     check_specs=[check_spec("unique_sha_job_group", "commit_health")],
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
@@ -100,7 +101,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result",
                       "job_failure")),
-          "flaky_tests", "commit_health", _UNSTABLE_JOBS,
+          "flaky_tests", "commit_health",
           # the previous day's partition: the jobs of a head whose CI ran before the window (pr_jobs.sql, `carried`)
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(1, -1))],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
