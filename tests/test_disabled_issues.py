@@ -668,6 +668,25 @@ def test_this_projects_own_issues_stay_trusted_after_the_ledgers_lookback(httpse
     assert world.published() == filed and len(fake.issues) == 2
 
 
+def test_an_upgraded_deployments_own_issues_past_the_lookback_stay_trusted(httpserver, world):
+    """A deployment upgraded from a version that kept no learned logins, whose last issue was filed
+    more than the ledger's lookback ago: its first run learns its account from the whole ledger,
+    so it neither files a second issue for its tests nor closes one as a duplicate."""
+    from torchci_assets.derived.flakiness.issues import LEDGER_LOOKBACK_DAYS, LEDGER_TABLE, OWN_LOGINS
+
+    fake = FakeIssueTracker(httpserver)
+    assert run(world, github(httpserver)).success
+    filed = world.published()
+    ledger = Path(world.lake_uri) / LEDGER_TABLE
+    older = dt.date.fromisoformat(world.day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS + 10)
+    (ledger / f"day={world.day}").rename(ledger / f"day={older.isoformat()}")  # filed long ago
+    (Path(world.lake_uri) / OWN_LOGINS).unlink()  # what the older version leaves
+    assert run(world, github(httpserver)).success
+    assert world.published() == filed
+    assert sorted((n, i["state"]) for n, i in fake.issues.items()) == [(n, "open") for n in sorted(fake.issues)]
+    assert len(fake.issues) == 2
+
+
 def test_flakes_only_on_a_pull_request_do_not_disable_a_test(httpserver, tmp_path):
     """PyTorch's flaky bot reads main's jobs only (flaky_tests/in_subprocess/query.sql,
     `head_branch = 'main'`; disable.ts filterOutPRFlakyTests): a pull request that makes its own

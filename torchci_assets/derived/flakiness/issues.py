@@ -299,14 +299,17 @@ def record(lake: Lake, day: str, rows: list[dict], part: str) -> str:
     return lake.partition_path(LEDGER_TABLE, day, part)
 
 
-def ledger_days(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
+def ledger_days(lake: Lake, day: str, lookback_days: int | None = LEDGER_LOOKBACK_DAYS,
                 today: dt.date | None = None) -> list[str]:
-    """The ledger's partitions from `lookback_days` before `day` (or today, if earlier) on."""
+    """The ledger's partitions from `lookback_days` before `day` (or today, if earlier) on; all of
+    them with None."""
+    if lookback_days is None:
+        return lake.days(LEDGER_TABLE)
     first = min(dt.date.fromisoformat(day), today or utc_now().date()) - dt.timedelta(days=lookback_days)
     return [d for d in lake.days(LEDGER_TABLE) if d >= first.isoformat()]
 
 
-def _ledger_rows(lake: Lake, day: str, sql: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> list[tuple]:
+def _ledger_rows(lake: Lake, day: str, sql: str, lookback_days: int | None = LEDGER_LOOKBACK_DAYS) -> list[tuple]:
     """`sql` over the ledger's recent partitions (view `l`); [] when there are none."""
     days = ledger_days(lake, day, lookback_days)
     if not days:
@@ -934,7 +937,7 @@ def _kept_own_logins(lake: Lake) -> set[str]:
 def keep_own_logins(lake: Lake, logins: set[str]) -> set[str]:
     """Add `logins` to the accounts kept as this project's own (OWN_LOGINS); all of them."""
     kept = _kept_own_logins(lake)
-    if not logins <= kept:
+    if not logins <= kept or not lake.store.exists(OWN_LOGINS):  # written once even empty: see own_logins
         lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(kept | logins)}).encode())
     return kept | logins
 
@@ -944,8 +947,11 @@ def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
     so no permission says it may): the authors of `issues` the ledger records this project
     creating, and those learned so by earlier runs (or by a create, `IssueTracker.create`).
     Learned logins are kept (OWN_LOGINS), so a month without a new issue, past the ledger's
-    lookback, does not cost its issues their trust."""
-    created = {int(n) for (n,) in _ledger_rows(lake, day, SQL["ledger_created"])}
+    lookback, does not cost its issues their trust. Before any is kept (the first run, or the
+    first after an upgrade from a version that kept none) the whole ledger is read, once: its
+    issues may all be older than the lookback."""
+    lookback = LEDGER_LOOKBACK_DAYS if lake.store.exists(OWN_LOGINS) else None
+    created = {int(n) for (n,) in _ledger_rows(lake, day, SQL["ledger_created"], lookback)}
     return keep_own_logins(lake, {_author(i) for i in issues if i.get("number") in created} - {""})
 
 
