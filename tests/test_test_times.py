@@ -253,7 +253,19 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_days_files(tmp_path):
     assert f"shows {day(0)}, later than {day(-20)}" in event.materialization.metadata["not_published"].value
     assert lake(tmp_path).files("test_times", [day(-20)])  # the lake still has the day's own times
 
-    assert publish_test_times(lake(tmp_path), store, day(0)).published == [TEST_TIMES_PATH]  # same day: refreshed
+    assert event.materialization.metadata["output"].value == store.display(TEST_TIMES_PATH)
+    lake(tmp_path).write("test_time_daily", day(1), daily([
+        {"build_env": LINUX, "test_config": "default", "file": "test_ops", "classname": None, "time": 900.0,
+         "runs": 1}]))
+    later = dg.materialize(
+        [assets.test_times_asset], partition_key=day(1),
+        resources={"lake": LakeResource(uri=str(tmp_path / "lake")),
+                   "outputs": OutputsResource(uri=str(tmp_path / "outputs"))})
+    [event] = later.get_asset_materialization_events()
+    assert event.materialization.metadata["published"].value is True  # paths as the other publishers show them
+    assert store.display(TEST_TIMES_PATH) in event.materialization.metadata["files_published"].value
+
+    assert publish_test_times(lake(tmp_path), store, day(1)).published == [TEST_TIMES_PATH]  # same day: refreshed
 
 
 def _jobs(tmp_path, d, envs):

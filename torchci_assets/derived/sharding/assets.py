@@ -61,8 +61,9 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
         "window_classes": report.window_classes, "entries": report.entries,
         "class_entries": report.class_entries, "previous_entries": report.previous_entries,
         "previous_class_entries": report.previous_class_entries,
-        "test_times": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
-        "published": bool(report.published), "files_published": dg.MetadataValue.json(report.published),
+        "output": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
+        "published": bool(report.published),
+        "files_published": dg.MetadataValue.json([store.display(p) for p in report.published]),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
         **(later_day_kept(context, day, report.later_day, TEST_TIMES_PATH) if report.later_day else {}),
     })
