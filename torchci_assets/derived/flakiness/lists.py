@@ -221,17 +221,18 @@ def disabled_baseline(outputs: Store, day: str) -> Baseline:
     return Baseline(day, load_published(outputs), shown, entries, kept=False)
 
 
-def _keep_baselines(outputs: Store, base: Baseline, decided: dict) -> None:
-    """Record what later decisions stand on: the day's own baseline (at its first publication),
-    and the day's list `decided` as the baseline of a later day decided against it (yesterday's
-    daily run after today's first refresh: today's next run decides against the settled list).
-    Only the latest BEFORE_DAYS_KEPT days are kept."""
+def _keep_baselines(outputs: Store, base: Baseline, decided: dict, publishing: bool = True) -> None:
+    """Record what later decisions stand on: the day's own baseline (at its first publication;
+    a day that publishes nothing needs none, and writes nothing CI could mistake for news), and
+    the day's list `decided` as the baseline of a later day decided against it (yesterday's daily
+    run after today's first refresh: today's next run decides against the settled list). Only
+    the latest BEFORE_DAYS_KEPT days are kept."""
     entries = dict(base.entries)
     if base.proper:
         for later, entry in entries.items():
             if later > base.day and entry.get("after") == base.day:
                 entries[later] = {**entry, "tests": decided}
-    if not base.kept and base.later is None:
+    if publishing and not base.kept and base.later is None:
         entries[base.day] = {"after": base.shown if base.shown != base.day else None, "tests": base.tests}
     kept = dict(sorted(entries.items())[-BEFORE_DAYS_KEPT:])
     if kept != base.entries:
@@ -267,7 +268,7 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
         _publish(lake, outputs, day, decision, rows, base)
     else:
         _record(lake, day, decision, rows)
-        _keep_baselines(outputs, base, decision.disabled)
+        _keep_baselines(outputs, base, decision.disabled, publishing=False)
         decision.nothing_new = (f"no test in flaky_tests for the window ending {day}: "
                                 f"{kept_note(outputs, [DISABLED_TESTS_PATH, REENABLED_TESTS_PATH])}")
     return decision
