@@ -66,7 +66,7 @@ from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
 from torchci_assets.derived.flakiness.evidence import gather_evidence
-from torchci_assets.derived.flakiness.job_issues import Permissions, graphql_login
+from torchci_assets.derived.flakiness.job_issues import Permissions, author
 from torchci_assets.derived.flakiness.owners import OwnerLookup
 from torchci_assets.derived.flakiness.issue_text import (
     DISABLED_PREFIX,
@@ -261,7 +261,7 @@ class IssueTracker:
 
     def _learn(self, issue: dict) -> dict:
         """`issue` was filed by this project: its author is one of this project's accounts."""
-        login = _author(issue)
+        login = author(issue)
         if login and self.allowed is not None and login not in self.allowed.own:
             self.allowed.own.add(login)
             self._remember(login)
@@ -523,7 +523,7 @@ def _left_aside(tracker: IssueTracker, test: str) -> str:
     """The issues naming `test` that were not taken as its issue, their authors not allowed to
     disable tests, for the ledger's detail (a maintainer can see why the project filed its own)."""
     aside = tracker.refused(test)
-    return ("; left aside " + ", ".join(f"#{i['number']} by {_author(i) or 'unknown'}" for i in aside)
+    return ("; left aside " + ", ".join(f"#{i['number']} by {author(i) or 'unknown'}" for i in aside)
             + " (authors who may not disable tests)") if aside else ""
 
 
@@ -922,24 +922,29 @@ def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:
     return [i for i in issues if is_test_issue(i.get("title"))]
 
 
-def _author(issue: dict) -> str:
-    return graphql_login((issue.get("user") or {}).get("login") or "")
-
-
-def _kept_own_logins(lake: Lake) -> set[str]:
-    """The logins kept in OWN_LOGINS; none when it is absent or unreadable (it is only added to)."""
+def _kept_own_logins(lake: Lake) -> set[str] | None:
+    """The logins kept in OWN_LOGINS; None when none were ever kept (no file), none when it is
+    unreadable (it is only added to)."""
+    if not lake.store.exists(OWN_LOGINS):
+        return None
     try:
         return set(json.loads(lake.store.read_bytes(OWN_LOGINS)).get("logins") or [])
     except (OSError, ValueError, AttributeError):
         return set()
 
 
+def _keep(lake: Lake, kept: set[str] | None, logins: set[str]) -> set[str]:
+    """`logins` added to `kept` (as `_kept_own_logins` read them), written when that adds one or
+    when nothing was ever kept (written once even empty: see own_logins); all of them."""
+    now = (kept or set()) | logins
+    if kept is None or now != kept:
+        lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(now)}).encode())
+    return now
+
+
 def keep_own_logins(lake: Lake, logins: set[str]) -> set[str]:
     """Add `logins` to the accounts kept as this project's own (OWN_LOGINS); all of them."""
-    kept = _kept_own_logins(lake)
-    if not logins <= kept or not lake.store.exists(OWN_LOGINS):  # written once even empty: see own_logins
-        lake.store.write_bytes(OWN_LOGINS, json.dumps({"logins": sorted(kept | logins)}).encode())
-    return kept | logins
+    return _keep(lake, _kept_own_logins(lake), logins)
 
 
 def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
@@ -950,9 +955,10 @@ def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
     lookback, does not cost its issues their trust. Before any is kept (the first run, or the
     first after an upgrade from a version that kept none) the whole ledger is read, once: its
     issues may all be older than the lookback."""
-    lookback = LEDGER_LOOKBACK_DAYS if lake.store.exists(OWN_LOGINS) else None
+    kept = _kept_own_logins(lake)
+    lookback = LEDGER_LOOKBACK_DAYS if kept is not None else None
     created = {int(n) for (n,) in _ledger_rows(lake, day, SQL["ledger_created"], lookback)}
-    return keep_own_logins(lake, {_author(i) for i in issues if i.get("number") in created} - {""})
+    return _keep(lake, kept, {author(i) for i in issues if i.get("number") in created} - {""})
 
 
 def issue_permissions(github: GitHubResource, lake: Lake, day: str, repo: str,

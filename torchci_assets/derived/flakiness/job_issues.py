@@ -65,10 +65,15 @@ def graphql_login(login: str) -> str:
     return login.removesuffix("[bot]")
 
 
-def job_entry(name: str, author: str, url: str) -> list[str]:
+def author(issue: dict) -> str:
+    """A REST issue's author as `graphql_login` gives it; "" when GitHub names none (a deleted user)."""
+    return graphql_login((issue.get("user") or {}).get("login") or "")
+
+
+def job_entry(name: str, login: str, url: str) -> list[str]:
     parts = [p.strip() for p in name.split("/", _JOB_NAME_MAXSPLIT)]
     workflow, platform, config = (parts + ["", ""])[:3]
-    return [author, issue_number(url), url, workflow, platform, config]
+    return [login, issue_number(url), url, workflow, platform, config]
 
 
 def condense_jobs(issues: Iterable[dict], prefix: str, may_change_jobs: Callable[[str], bool]) -> dict[str, list]:
@@ -77,9 +82,9 @@ def condense_jobs(issues: Iterable[dict], prefix: str, may_change_jobs: Callable
     out: dict[str, list] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
         name = job_name(issue.get("title"), prefix)
-        author = graphql_login((issue.get("user") or {}).get("login") or "")
-        if name is not None and author and (author == FLAKY_BOT or may_change_jobs(author)):
-            out[name] = job_entry(name, author, issue["html_url"])
+        who = author(issue)
+        if name is not None and who and (who == FLAKY_BOT or may_change_jobs(who)):
+            out[name] = job_entry(name, who, issue["html_url"])
     return out
 
 
@@ -109,8 +114,8 @@ class Permissions:
 
     def wrote(self, issue: dict) -> bool:
         """Whether the issue's author may disable what it names."""
-        author = graphql_login((issue.get("user") or {}).get("login") or "")
-        return bool(author) and self(author)
+        who = author(issue)
+        return bool(who) and self(who)
 
     def _ask(self, user: str) -> bool:
         if not _LOGIN.fullmatch(user):  # not a GitHub login: never put it in a URL
