@@ -46,14 +46,18 @@ TEST_WORKERS ?= auto
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# The ports, for a second checkout or a port already taken: `make dev DEV_PORT=3001`.
+DEV_PORT ?= 3000
+SERVE_PORT ?= 8080
+
 # Started in DAGSTER_HOME, the instance's folder: from here Dagster would note on every start that
 # the repository's dagster.yaml (the template copied there) is not the one in use.
 dev: install
-	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p 3000
+	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(DEV_PORT)
 
 # The webhook and relay-callback receiver (docs/relay.md, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install
-	$(BIN)/torchci serve --host 127.0.0.1 --port 8080
+	$(BIN)/torchci serve --host 127.0.0.1 --port $(SERVE_PORT)
 
 bench: install
 	$(BIN)/python bench/bench_ingest.py
