@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
 import os
 import socket
 import sys
@@ -150,6 +151,8 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
     if not os.path.isdir(home):
         raise UsageError(f"DAGSTER_HOME={home} is not a folder")
     os.environ["DAGSTER_HOME"] = home
+    retries = _ConnectionRetries(home)
+    logging.getLogger().addFilter(retries)
     try:
         instance = dg.DagsterInstance.get()
     except Exception as exc:  # a PostgreSQL instance whose server is out of reach: dagster-postgres's own error
@@ -160,7 +163,29 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
         reason = str(cause.orig or cause).strip().splitlines()[0]
         raise InstanceUnreachable(f"the Dagster instance of {home}/dagster.yaml cannot reach its database "
                                   f"({reason}); check its DAGSTER_PG_* settings and that the server is up") from None
+    finally:
+        logging.getLogger().removeFilter(retries)
     return instance, (f"Runs are recorded in the Dagster instance at {home}" + (" (created now)." if created else "."))
+
+
+class _ConnectionRetries(logging.Filter):
+    """dagster-postgres retries a server out of reach for about 15 s, logging each try with the whole
+    psycopg error (four lines) on the root logger; the shell user gets one line saying what is waited for."""
+
+    MARK = "Retrying failed database connection"
+
+    def __init__(self, home: str):
+        super().__init__()
+        self.home, self.said = home, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.MARK):
+            return True
+        if not self.said:
+            print(f"torchci run: the database of the Dagster instance of {self.home}/dagster.yaml does not answer; "
+                  "retrying for a few seconds", file=sys.stderr)
+            self.said = True
+        return False
 
 
 class InstanceUnreachable(RuntimeError):
