@@ -615,6 +615,32 @@ def test_a_cancelled_job_reaches_the_comment_as_cancelled_even_from_an_older_pr_
     assert build_comments(lake, dry, HUD_DAY, REPO, now=now).rows[0]["new"] == 1
 
 
+def test_a_job_whose_completed_webhook_was_lost_in_a_failed_run_is_pending_not_a_pass(tmp_path):
+    """The run's `completed` (conclusion failure) reached the lake, its test job's did not: the comment
+    must not say the head passed, since that job may be the failure; it counts the job as pending."""
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0, History
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+
+    now = T0 + dt.timedelta(hours=2)
+    h = History()
+    h.job(h.push(1, T0), "linux-jammy / build", "success", run_id=10)
+    h.add("pull_request", HUD_DAY, repo=REPO, number=51, state="open", head_sha=HEAD, head_ref="u/51", base_ref="main",
+          labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.job(HEAD, "linux-jammy / build", "success", run_id=510, branch="u/51")
+    h.job(HEAD, "linux-jammy / test (default, 1, 1, linux.2xlarge)", None, run_id=510, branch="u/51")
+    h.run(510, "pull", conclusion="failure", minutes=40)
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, HUD_DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
+    build_pr_jobs(lake, HUD_DAY, REPO, now=now)
+    row = build_comments(lake, GitHubResource(api_url="http://127.0.0.1:9"), HUD_DAY, REPO, now=now).rows[0]
+    assert (row["new"], row["pending"]) == (0, 1)
+    assert "\n## :hourglass_flowing_sand: No Failures, 1 Pending\n" in row["body"]
+    assert ":white_check_mark:" not in row["body"]
+
+
 def test_drci_config_defaults_and_refusals():
     from torchci_assets.config import ConfigError, parse_config
 

@@ -339,3 +339,47 @@ def test_pr_jobs_lineage_names_its_own_previous_day_which_it_reads():
     assert dg.AssetKey("pr_jobs") in node.parent_keys
     mapping = node.partition_mappings[dg.AssetKey("pr_jobs")]
     assert (mapping.start_offset, mapping.end_offset) == (-1, -1)
+
+
+def test_a_job_whose_completed_webhook_was_lost_in_a_failed_run_is_pending_then_abandoned(tmp_path):
+    """The run's `completed` (conclusion failure) arrived, one job's did not: that job may well be the
+    run's failure, so it is pending, not a success, until its conclusion arrives (gap repair reads it
+    from GitHub); after STALE_HOURS without one it is abandoned, an infrastructure failure."""
+    h = History()
+    old_at = T0 - dt.timedelta(hours=40)
+    young, old = h.push(1, T0), h.push(2, old_at)
+    for c, run_id, at in ((young, 10, T0), (old, 20, old_at)):
+        day = at.date().isoformat()
+        h.job(c, TEST.format(1), "success", run_id=run_id, created=at, day=day)
+        h.job(c, TEST.format(2), None, run_id=run_id, created=at, day=day)  # in progress; its `completed` lost
+        h.run(run_id, "pull", conclusion="failure", created=at, day=day)
+    conclusions, rows = health(tmp_path, h)
+    assert conclusions[young] == "pending" and rows[(young, GROUP)]["state"] == "pending"
+    assert rows[(young, GROUP)]["failure_class"] is None
+    assert conclusions[old] == "red" and rows[(old, GROUP)]["state"] == "failure"
+    assert (rows[(old, GROUP)]["failure_class"], rows[(old, GROUP)]["infra_reason"]) == ("infra", "abandoned")
+
+
+@pytest.mark.parametrize("run_conclusion,job_status,state,commit", [
+    ("success", "in_progress", "success", "green"),   # the run says none of its jobs failed
+    ("skipped", "queued", "skipped", "green"),  # every job of the run was skipped
+    ("failure", "in_progress", "pending", "pending"),  # it may be the run's failure
+    ("timed_out", "in_progress", "pending", "pending"),
+    ("failure", "queued", "pending", "pending"),
+    ("cancelled", "queued", "skipped", "green"),  # cancelled before it got a runner: nothing ran, nothing failed
+    ("cancelled", "in_progress", "pending", "pending"),  # cancelled while it ran would be a failure: unknown
+])
+def test_a_job_without_conclusion_in_a_completed_run_is_what_the_runs_conclusion_allows(
+        tmp_path, run_conclusion, job_status, state, commit):
+    """The same job on a main commit and on a pull request's head: both tables say the same."""
+    h = History()
+    c, head, branch = h.push(1), sha(0xC3), "gh/z/3/head"
+    h.add("pull_request", DAY, repo=REPO, number=13, state="open", head_sha=head, head_ref=branch,
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    for run_id, on, on_branch in ((10, c, "main"), (40, head, branch)):
+        h.job(on, TEST.format(1), None, run_id=run_id, status=job_status, branch=on_branch)
+        h.run(run_id, "pull", conclusion=run_conclusion)
+    [row] = pr_rows(tmp_path, h)
+    conclusions, groups = health(tmp_path / "main", h)
+    assert (row["state"], row["failure_class"]) == (state, None)
+    assert (groups[(c, GROUP)]["state"], conclusions[c]) == (state, commit)

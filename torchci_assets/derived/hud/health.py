@@ -13,8 +13,14 @@ the job groups:
 * **Placeholder job ids collapse**: GitHub sometimes creates a job id at dispatch that never gets
   a runner nor a conclusion, then a second id for the same job that runs. Every id with the same
   (run, attempt, job name) is one job identity: `failed` if any id failed (or it is unresolved and
-  older than STALE_HOURS: GitHub abandoned it), `resolved` if any id concluded or its workflow run
-  completed, `pending` otherwise.
+  older than STALE_HOURS: GitHub abandoned it), `resolved` if any id concluded, `pending` otherwise.
+* **A job without conclusion in a completed run** (its `completed` webhook lost) is `pending`, as
+  PyTorch's HUD and Dr. CI show a job without conclusion, unless the run's conclusion rules out its
+  failure: a run that succeeded (or was skipped) resolves it, and a run cancelled before the job
+  started resolves it as `skipped` (nothing ran). In a failed run it may be the failure: it stays
+  pending until gap repair brings GitHub's answer, and is abandoned after STALE_HOURS like any
+  other. (PyTorch's `master_commit_red` counts every job of a completed run as resolved, so its red
+  share can count such a commit green where this one waits.)
 * An attempt of a group failed if any of its jobs did; a group is `failure` when **every** attempt
   failed (never recovered), `flaky` when some failed and a later one did not (recovered on rerun),
   `pending` while an attempt is in flight, else `success` (`skipped` when nothing ran).

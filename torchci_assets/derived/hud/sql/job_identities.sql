@@ -18,6 +18,7 @@ g AS (
            coalesce(bool_or(coalesce(conclusion, '') <> ''), false) AS concluded,
            coalesce(bool_and(conclusion IN ('skipped', 'neutral'))
                     FILTER (WHERE coalesce(conclusion, '') <> ''), false) AS skipped,
+           coalesce(bool_or(status IN ('in_progress', 'completed')), false) AS started,
            max(coalesce(created_at, started_at, received_at)) AS created_at,
            -- the job to link to: a failing id first, else one that concluded, else one that started
            arg_max(id, (failing::BIGINT << 61)
@@ -37,23 +38,44 @@ runs AS (
     SELECT id AS run_id, run_attempt,
            arg_max(name, (rank, updated_at, day)) FILTER (WHERE name IS NOT NULL) AS name,
            arg_max(event, (rank, updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event,
-           arg_max(status, (rank, updated_at, day)) FILTER (WHERE status IS NOT NULL) AS status
+           arg_max(status, (rank, updated_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
+           arg_max(conclusion, (rank, updated_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion
     FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
                                 ELSE 1 END AS rank
           FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM g))
     GROUP BY id, run_attempt
 ),
+r AS (
+    -- what a completed run's conclusion says of its jobs: none failed (success; skipped: none ran either),
+    -- or it was cancelled, which stopped the jobs that had not started before they ran
+    SELECT run_id, run_attempt, name, event,
+           status = 'completed' AND conclusion IN ('success', 'neutral', 'skipped') AS none_failed,
+           status = 'completed' AND conclusion = 'skipped' AS none_ran,
+           status = 'completed' AND conclusion = 'cancelled' AS cancelled
+    FROM runs
+),
+-- a job whose own `completed` never arrived (lost) is settled by its run only when the run's conclusion
+-- rules out its failure: a run of no failure, or one cancelled before the job got a runner (nothing ran:
+-- skipped). In a failed run it may be the failure: unknown, pending (and abandoned once stale), as
+-- PyTorch's HUD shows a job without conclusion
+r_of_g AS (
+    SELECT g.*, r.name AS run_name, r.event,
+           NOT g.concluded AND coalesce(r.none_failed, false) AS none_failed,
+           NOT g.concluded AND coalesce(r.none_ran OR r.cancelled AND NOT g.started, false) AS not_run
+    FROM g LEFT JOIN r USING (run_id, run_attempt)
+),
 i AS (
-    SELECT g.* EXCLUDE (workflow_name), coalesce(g.workflow_name, r.name, 'unknown') AS workflow,
-           coalesce(r.status = 'completed', false) AS run_done
-    FROM g LEFT JOIN runs r USING (run_id, run_attempt)
-    WHERE coalesce(r.event, '') <> 'workflow_run'
+    SELECT * EXCLUDE (workflow_name, run_name, event, skipped, none_failed, not_run),
+           coalesce(workflow_name, run_name, 'unknown') AS workflow,
+           skipped OR not_run AS skipped, none_failed OR not_run AS settled_by_run
+    FROM r_of_g
+    WHERE coalesce(event, '') <> 'workflow_run'
 )
 SELECT *,
     workflow || ' / ' || regexp_replace(name, ', \d+, \d+(,|\))', '\1') AS job_group,
-    CASE WHEN failed THEN 'failed' WHEN concluded OR run_done THEN 'resolved'
+    CASE WHEN failed THEN 'failed' WHEN concluded OR settled_by_run THEN 'resolved'
          WHEN created_at < $stale_before THEN 'failed' ELSE 'pending' END AS identity_state,
-    NOT failed AND NOT concluded AND NOT run_done AND created_at < $stale_before AS stale
+    NOT failed AND NOT concluded AND NOT settled_by_run AND created_at < $stale_before AS stale
 FROM i
 
 -- step: identity_tests
