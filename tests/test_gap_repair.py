@@ -3,11 +3,9 @@ written as a `rest` record, and merged with the webhook when that arrives after 
 
 import copy
 import datetime as dt
-import json
+import shutil
 
-import dagster as dg
 import duckdb
-import orjson
 import pytest
 
 from conftest import write_lines
@@ -211,10 +209,11 @@ def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
     assert mat.event_specific_data.metadata["looked_up"].value == 0
 
 
-def test_runs_cancelled_while_pending_are_not_jobless_and_the_newest_gaps_come_first(tmp_path, octokit, monkeypatch):
-    """A run cancelled before any job was created (a newer run of its concurrency group replaced
-    it) has no job to find: it is not looked up every pass. Under the bound the newest jobless
-    runs are taken, so a burst of old ones cannot crowd out a recent loss."""
+def test_runs_cancelled_while_pending_are_gaps_until_answered_and_the_newest_gaps_come_first(tmp_path, octokit,
+                                                                                            monkeypatch):
+    """A run cancelled before any job of it was heard of may have had jobs whose deliveries were lost,
+    so it is a gap like any run without jobs (until GitHub has answered for it: see the next test).
+    Under the bound the newest jobless runs are taken, so a burst of old ones cannot crowd out a recent loss."""
     from torchci_assets.backfill import gaps as gaps_module
 
     def run(run_id, status, conclusion, created):
@@ -226,11 +225,117 @@ def test_runs_cancelled_while_pending_are_not_jobless_and_the_newest_gaps_come_f
 
     cancelled = [hook(octokit, "workflow_run", "completed", f"2021-09-13T01:0{i}:01.000Z",
                       run(3000 + i, "completed", "cancelled", f"2021-09-13T01:0{i}:00Z")) for i in range(3)]
+    skipped = [hook(octokit, "workflow_run", "completed", "2021-09-13T01:30:01.000Z",
+                    run(3500, "completed", "skipped", "2021-09-13T01:30:00Z"))]
     lost = [hook(octokit, "workflow_run", "requested", f"2021-09-13T0{h}:00:01.000Z",
                  run(run_id, "queued", None, f"2021-09-13T0{h}:00:00Z")) for run_id, h in ((4000, 0), (4001, 2))]
-    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl", cancelled + lost, gz=False)
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl", cancelled + skipped + lost, gz=False)
     lake = Lake.at(str(tmp_path / "lake"))
     ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
-    assert find_gaps(lake, NOW).jobless_runs == {(REPO, 4000, 1), (REPO, 4001, 1)}
+    jobless = {(REPO, run_id, 1) for run_id in (3000, 3001, 3002, 4000, 4001)}
+    assert find_gaps(lake, NOW).jobless_runs == jobless
+    shutil.rmtree(tmp_path / "lake" / "webhook_events")  # a lake without it knows of no answer
+    assert find_gaps(lake, NOW).jobless_runs == jobless
     monkeypatch.setattr(gaps_module, "MAX_RUNS", 1)
     assert find_gaps(lake, NOW).jobless_runs == {(REPO, 4001, 1)}
+
+
+CANCELLED_AT = "2021-09-13T02:24:00Z"
+HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"  # the head of the octokit job examples
+QUEUED_RUN, EMPTY_RUN = 2202229600, 2202229700
+
+
+def cancelled_run(run_id: int, created: str) -> dict:
+    return {"id": run_id, "run_attempt": 1, "status": "completed", "conclusion": "cancelled", "name": "CI",
+            "created_at": created, "run_started_at": created, "updated_at": CANCELLED_AT, "head_branch": "main",
+            "head_sha": HEAD, "event": "pull_request"}
+
+
+def job_of_cancelled_run(octokit, run_id: int, job_id: int, name: str, status: str = "completed") -> dict:
+    """A job of a run cancelled before a runner took it, as GitHub lists it afterwards (`status`
+    "queued": GitHub left it so, as it sometimes does)."""
+    done = status == "completed"
+    return dict(completed_job(octokit), id=job_id, run_id=run_id, name=name, status=status,
+                conclusion="cancelled" if done else None, completed_at=CANCELLED_AT if done else None,
+                steps=[], runner_id=None, runner_name=None, runner_group_id=None, runner_group_name=None)
+
+
+def archive_of_cancelled_runs(tmp_path, octokit, queued_job: dict) -> tuple[Store, Lake]:
+    """A pull request whose head's three runs were cancelled while pending, in an outage that lost
+    job deliveries: RUN's job was heard `queued` but not its completion, QUEUED_RUN's two jobs and
+    EMPTY_RUN (replaced in its concurrency group before it had any) not at all. Every run's
+    `completed` (cancelled) arrived."""
+    def run_hook(run_id, created):
+        def edit(p):
+            p["repository"] = octokit["api.github.com"]["workflow_job"][1]["repository"]
+            p["workflow_run"].update(cancelled_run(run_id, created))
+        return hook(octokit, "workflow_run", "completed", f"{CANCELLED_AT[:-1]}.{run_id % 1000:03d}Z", edit)
+
+    def pr(p):
+        p["pull_request"]["head"]["sha"] = HEAD
+
+    def queued(p):
+        p["workflow_job"].update(queued_job, status="queued", conclusion=None, completed_at=None)
+
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-1.jsonl", [
+        hook(octokit, "pull_request", "opened", "2021-09-13T02:20:00.000Z", pr),
+        hook(octokit, "workflow_job", "queued", "2021-09-13T02:21:14.100Z", queued),
+        *(run_hook(run_id, created) for run_id, created in (
+            (RUN, "2021-09-13T02:21:00Z"), (QUEUED_RUN, "2021-09-13T02:21:00Z"), (EMPTY_RUN, "2021-09-13T02:23:00Z")))],
+        gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    return archive, lake
+
+
+def pull_request_jobs(lake: Lake) -> set[tuple]:
+    """Dr. CI's view of the pull request's jobs: pr_jobs as the HUD and the comment read it."""
+    from torchci_assets.derived.hud.health import build_pr_jobs
+
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    rows = duckdb.sql(f"SELECT job_id, run_id, state, cancelled FROM '{lake.store.root}/pr_jobs/day={DAY}/*.parquet' "
+                      "WHERE job_id IS NOT NULL").fetchall()
+    return set(rows)
+
+
+def test_a_run_cancelled_while_pending_is_asked_once_and_its_lost_jobs_show_cancelled(tmp_path, httpserver, octokit):
+    queued_job = job_of_cancelled_run(octokit, RUN, JOB, "linters")
+    lost = [job_of_cancelled_run(octokit, QUEUED_RUN, QUEUED_RUN * 10 + i, f"build ({i})") for i in (1, 2)]
+    archive, lake = archive_of_cancelled_runs(tmp_path, octokit, queued_job)
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run(cancelled_run(RUN, "2021-09-13T02:21:00Z"), [queued_job])
+    api.add_run(cancelled_run(QUEUED_RUN, "2021-09-13T02:21:00Z"), lost)
+    api.add_run(cancelled_run(EMPTY_RUN, "2021-09-13T02:23:00Z"), [])
+
+    report = repair_gaps(client(httpserver), archive, lake, NOW)
+    assert (report.stale_jobs, report.jobless_runs, report.looked_up, report.failed) == (1, 2, 3, [])
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    cancelled = [(JOB, RUN), (QUEUED_RUN * 10 + 1, QUEUED_RUN), (QUEUED_RUN * 10 + 2, QUEUED_RUN)]
+    assert jobs_in_lake(tmp_path) == sorted((job, run, "completed", "cancelled", "2021-09-13 02:24:00+00")
+                                            for job, run in cancelled)
+    # the HUD and Dr. CI: every lost job failed by cancellation (Dr. CI's CANCELLED), none missing
+    assert pull_request_jobs(lake) == {(job, run, "failure", True) for job, run in cancelled}
+
+    # GitHub has answered for the three completed runs, EMPTY_RUN with no job: no pass asks again
+    api.requests.clear()
+    for minutes in (5, 60, 600):
+        assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=minutes)).looked_up == 0
+    assert api.requests == []
+
+
+def test_a_job_its_completed_run_still_lists_queued_is_asked_for_once(tmp_path, httpserver, octokit):
+    """GitHub answers for a cancelled run with its job still `queued`: the answer of a completed run
+    does not change, so the job is not looked up again on every pass of the next two days."""
+    ghost = job_of_cancelled_run(octokit, RUN, JOB, "linters", status="queued")
+    archive, lake = archive_of_cancelled_runs(tmp_path, octokit, ghost)
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run(cancelled_run(RUN, "2021-09-13T02:21:00Z"), [ghost])
+    api.add_run(cancelled_run(QUEUED_RUN, "2021-09-13T02:21:00Z"), [])
+    api.add_run(cancelled_run(EMPTY_RUN, "2021-09-13T02:23:00Z"), [])
+    repair_gaps(client(httpserver), archive, lake, NOW)
+    assert api.count(rf"/runs/{RUN}/attempts/1/jobs$") == 1
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert jobs_in_lake(tmp_path) == [(JOB, RUN, "queued", None, None)]
+    api.requests.clear()
+    assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=5)).looked_up == 0
+    assert api.requests == []

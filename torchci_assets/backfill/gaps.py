@@ -14,8 +14,14 @@ attempt is not without jobs). The ingest merges them with the webhooks by the st
 lattice, and the delivery ids are those `torchci backfill` writes, so a repair repeated, or
 followed by the late webhook itself, adds no row.
 
-A job that really runs for hours is looked up on each pass until it completes: that is the cost
-(one request per running run attempt per pass) of noticing a lost completion within `limit`.
+What the lake remembers of GitHub's answers keeps each gap to one read per thing it could learn:
+once GitHub has shown a run attempt completed (its `rest` completion record is in the lake), the
+attempt is never asked about again, whatever that answer held. A completed attempt's jobs no longer
+change, so that one read settles a run cancelled while pending, which had jobs whose deliveries
+were lost or, replaced in its concurrency group before any was created, no job at all; and a job
+GitHub itself still shows queued in a completed run. A job that really runs for hours is looked
+up on each pass until it completes: that is the cost (one request per running run attempt per
+pass) of noticing a lost completion within `limit`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
@@ -36,7 +42,7 @@ DEFAULT_LIMIT = dt.timedelta(minutes=30)
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
 MAX_JOBS = 5_000
 MAX_RUNS = 500
-_SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text() for name in ("stale_jobs", "jobless_runs", "heard_jobs")}
+_SQL = SqlFiles(__file__)
 
 
 @dataclass
@@ -63,29 +69,31 @@ class RepairReport:
 
 def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT) -> Gaps:
     days = [(now.date() - dt.timedelta(days=i)).isoformat() for i in range(LOOKBACK_DAYS, -1, -1)]
+    # A run's jobs (and the record of its completion) may all have landed the day before its first
+    # row in the window (a run crossing midnight): looked for there too, or the run would be a gap
+    # all day long.
+    before = (now.date() - dt.timedelta(days=LOOKBACK_DAYS + 1)).isoformat()
     gaps = Gaps()
     con = connect()
     try:
         if not lake.register(con, "workflow_job", days):
             return gaps
         cutoff = now - limit
-        for repo, run_id, attempt, job_id, _status, _heard in con.execute(
-                _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
+        answered = lake.register(con, "webhook_events", [before, *days], name="deliveries") > 0
+        execute(con, dict(_SQL.steps("answered_runs"))["answered" if answered else "none"])
+        for repo, run_id, attempt, job_id, _status, _heard in execute(
+                con, _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
             gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
         run_ids = sorted({run_id for _, run_id, _ in gaps.stale_jobs})
-        for repo, run_id, attempt, job_id in con.execute(_SQL["heard_jobs"], {"run_ids": run_ids}).fetchall():
+        for repo, run_id, attempt, job_id in execute(con, _SQL["heard_jobs"], {"run_ids": run_ids}).fetchall():
             gaps.heard_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
         if lake.register(con, "workflow_run", days):
-            # A run's jobs may all have landed the day before its first row in the window (a run
-            # crossing midnight): looked for there too, or the run would be "jobless" all day long.
-            before = (now.date() - dt.timedelta(days=LOOKBACK_DAYS + 1)).isoformat()
             lake.register(con, "workflow_job", [before, *days], name="jobs_seen")
-            rows = con.execute(_SQL["jobless_runs"], {"cutoff": cutoff, "max_runs": MAX_RUNS}).fetchall()
+            rows = execute(con, _SQL["jobless_runs"], {"cutoff": cutoff, "max_runs": MAX_RUNS}).fetchall()
             gaps.jobless_runs = {(repo, run_id, attempt) for repo, run_id, attempt in rows}
     finally:
         con.close()
     return gaps
-
 
 
 def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], gaps: Gaps,
@@ -94,6 +102,8 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
     if repo not in repositories:
         repositories[repo] = reader.json(f"/repos/{repo}")
     repository = repositories[repo]
+    # the run before its jobs: a run read completed vouches for the jobs listed after it, which no
+    # later pass asks for again (sql/answered_runs.sql)
     run = reader.json(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}")
     jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}/jobs", "jobs"))
     report.looked_up += 1

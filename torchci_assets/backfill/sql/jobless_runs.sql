@@ -1,17 +1,18 @@
 -- Run attempts the lake knows, created before $cutoff, of which not one job was ever heard of:
 -- their workflow_job deliveries were lost. A run that ended without starting a job (skipped,
--- startup_failure, action_required) has none to find, and neither has one cancelled while pending
--- (a newer run of its concurrency group replaced it): GitHub creates no job for those, so asking
--- would find nothing, every pass, for two days. (A cancelled run whose jobs' deliveries were lost
--- is left as it is: its jobs were cancelled too.) Newest first: under $max_runs a recent loss is
--- not crowded out by old ones. Jobs are looked for in `jobs_seen`: the window's workflow_job and
--- the day before it, where a run crossing midnight may have left them all.
+-- startup_failure, action_required) has none to find. One cancelled while pending may have had
+-- jobs (queued, or waiting for an approval) or none (a newer run of its concurrency group replaced
+-- it before any was created): only GitHub knows, so it is asked once after the run completed, and
+-- then left (answered_runs), like any completed attempt GitHub listed no job for. Newest first:
+-- under $max_runs a recent loss is not crowded out by old ones. Jobs are looked for in `jobs_seen`:
+-- the window's workflow_job and the day before it, where a run crossing midnight may have left them all.
 SELECT r.repo, r.id AS run_id, r.run_attempt
 FROM (SELECT repo, id, run_attempt, arg_max(status, updated_at) AS status,
              arg_max(conclusion, updated_at) AS conclusion, min(created_at) AS created_at
       FROM workflow_run WHERE repo IS NOT NULL GROUP BY repo, id, run_attempt) AS r
 WHERE r.created_at < $cutoff
-  AND coalesce(r.conclusion, '') NOT IN ('skipped', 'startup_failure', 'action_required', 'cancelled')
+  AND coalesce(r.conclusion, '') NOT IN ('skipped', 'startup_failure', 'action_required')
   AND NOT EXISTS (SELECT 1 FROM jobs_seen AS j WHERE j.run_id = r.id AND j.run_attempt = r.run_attempt)
+  AND NOT EXISTS (SELECT 1 FROM answered_runs AS a WHERE a.run_id = r.id AND a.run_attempt = r.run_attempt)
 ORDER BY r.created_at DESC, r.repo, r.id DESC, r.run_attempt DESC
 LIMIT $max_runs
