@@ -148,11 +148,11 @@ def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: li
                     taken: list[dict]) -> Counter:
     """What each restart a pass just took re-ran, to show which rules spend the restarts: the
     first red (its verdict's reason, numbers dropped: confirming it, or the infrastructure check
-    wanting it to fail after a success), a commit between green and red (bisection), or the last
-    green (fewer than two successes below the first red, or the infrastructure check: no
-    success started after the first failure). The pass does not return its verdicts, so the
-    signals are judged again after it, as it judged them but without the restarts in flight
-    (else the bisection would look elsewhere already)."""
+    wanting it to fail after a success, inside a gap too), a commit between green and red
+    (bisection), or the last green (fewer than two successes below the first red, or the
+    infrastructure check: no success started after the first failure). The pass does not
+    return its verdicts, so the signals are judged again after it, as it judged them but without
+    the restarts in flight (else the bisection would look elsewhere already)."""
     history, _ = judged(lake, cfg, at, True, rows)
     verdicts = judge_all(history, cfg)
     out: Counter = Counter()
@@ -164,6 +164,8 @@ def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: li
             out["(signal gone)"] += 1
         elif sha == v.culprit:
             out["first red: " + re.sub(r"\d+", "N", v.reason.split(":")[0])] += 1
+        elif sha in v.signal.events and v.signal.events[sha].outcome == "fail":
+            out["first red inside a gap: infrastructure check"] += 1
         else:
             out["bisection" if sha in v.suspects else "last green"] += 1
     return out

@@ -7,10 +7,15 @@ the run's `run_attempt` goes up by one), `GET /repos/{o}/{r}/commits/{sha}/pulls
 culprit's pull request from its message `GET /repos/{o}/{r}/commits/{sha}` (the `commit-items`
 example of tests/data/octokit-openapi, with our sha and message: GitHub knows every main commit)
 and `GET /repos/{o}/{r}/pulls/{n}` (its `pull-request-simple-items` example with our number,
-state, merge time and labels; 404 for a number never added).
+state, merge time, labels and base branch; 404 for a number never added); the lookup lists the
+same shape. Upstream's last resort, `GET /search/issues?q=<sha> repo:{o}/{r} is:pr is:closed`,
+finds a pull request by any commit sha it was added with (GitHub's search indexes a pull
+request's commits), as issue-shaped items, `is:open`/`is:closed` filtering on its state.
 `fail(kind, *responses)` serves scripted answers first, for `rerun` (either re-run endpoint),
-`run`, `pulls`, `commit` or `pull`; `Scripted(..., after_effect=True)` is served after the re-run took effect
-(GitHub starting the run and failing to say so). Shares the server with FakeIssueTracker.
+`run`, `pulls`, `commit`, `pull` or `search`; `Scripted(..., after_effect=True)` is served after the re-run took
+effect (GitHub starting the run and failing to say so). Shares the server with FakeIssueTracker:
+create this one first, so that its search for pull requests (`is:pr`) is matched before the
+tracker's search, which answers every other query.
 """
 
 from __future__ import annotations
@@ -20,13 +25,23 @@ import json
 import re
 import threading
 from pathlib import Path
+from urllib.parse import parse_qs
 
+from pytest_httpserver.httpserver import QueryMatcher
 from werkzeug import Request, Response
 
 from tests.fake_github_issues import Scripted, json_response
 
 EXAMPLES = Path(__file__).parent / "data" / "octokit" / "examples.json"
 REST_EXAMPLES = Path(__file__).parent / "data" / "octokit-openapi" / "examples.json"
+
+
+class PullRequestSearch(QueryMatcher):
+    """Matches searches for pull requests only (`is:pr` in `q`)."""
+
+    def get_comparing_values(self, request_query_string: bytes) -> tuple[bool, bool]:
+        q = parse_qs(request_query_string.decode()).get("q", [""])[0]
+        return "is:pr" in q.split(), True
 
 
 def _run_template() -> dict:
@@ -47,6 +62,9 @@ class FakeActions:
         self.commit_template, self.pull_template = rest["commit-items"][0], rest["pull-request-simple-items"][0]
         self.messages: dict[str, str] = {}
         self.numbered: dict[int, dict] = {}
+        self.bases: dict[int, str] = {}
+        self.indexed: dict[str, list[int]] = {}  # sha -> pull requests search finds by it
+        self.searches: list[str] = []
         base = re.escape(f"/repos/{repo}")
         httpserver.expect_request(re.compile(rf"^{base}/actions/runs/\d+(/rerun|/rerun-failed-jobs)?$")) \
             .respond_with_handler(self.runs_api)
@@ -56,6 +74,8 @@ class FakeActions:
             .respond_with_handler(self.commit_api)
         httpserver.expect_request(re.compile(rf"^{base}/pulls/\d+$"), method="GET") \
             .respond_with_handler(self.pull_api)
+        httpserver.expect_request("/search/issues", method="GET", query_string=PullRequestSearch()) \
+            .respond_with_handler(self.search_api)
 
     def add_run(self, run_id: int, sha: str, name: str, attempt: int = 1) -> dict:
         run = copy.deepcopy(self.template)
@@ -64,16 +84,21 @@ class FakeActions:
         self.runs[run_id] = run
         return run
 
-    def add_pull(self, sha: str | None, number: int, merged: bool = True, labels=()) -> dict:
-        """Pull request `number`, merged or open; GitHub's lookup lists it for `sha` (None: for no
-        commit, only `GET .../pulls/{number}` and a commit message find it)."""
+    def add_pull(self, sha: str | None, number: int, merged: bool = True, labels=(), base: str = "main",
+                 listed: bool = True) -> dict:
+        """Pull request `number` into `base`, merged or open; search finds it by `sha`, and GitHub's
+        lookup lists it for `sha` unless not `listed` (None: for no commit, only
+        `GET .../pulls/{number}` and a commit message find it)."""
         pull = {"number": number, "state": "closed" if merged else "open",
                 "merged_at": "2026-11-20T10:00:00Z" if merged else None,
                 "html_url": f"https://github.com/{self.repo}/pull/{number}",
                 "labels": [{"name": x} for x in labels]}
         self.numbered[number] = pull
+        self.bases[number] = base
         if sha is not None:
-            self.pulls.setdefault(sha, []).append(pull)
+            self.indexed.setdefault(sha, []).append(number)
+            if listed:
+                self.pulls.setdefault(sha, []).append(pull)
         return pull
 
     def set_message(self, sha: str, message: str) -> None:
@@ -123,9 +148,12 @@ class FakeActions:
             pull = self.numbered.get(number)
             if pull is None:
                 return json_response(404, {"message": "Not Found"})
-            body = {**copy.deepcopy(self.pull_template), **pull}
-        body["base"]["ref"] = "main"
-        return json_response(200, body)
+            return json_response(200, self._pull_body(pull))
+
+    def _pull_body(self, pull: dict) -> dict:
+        body = {**copy.deepcopy(self.pull_template), **pull}
+        body["base"]["ref"] = body["base"]["label"] = self.bases[pull["number"]]
+        return body
 
     def pulls_api(self, request: Request) -> Response:
         sha = request.path.split("/commits/")[1].split("/")[0]
@@ -133,4 +161,24 @@ class FakeActions:
             script = self.scripts.get("pulls")
             if script:
                 return script.pop(0).response
-            return json_response(200, self.pulls.get(sha, []))
+            return json_response(200, [self._pull_body(p) for p in self.pulls.get(sha, [])])
+
+    def search_api(self, request: Request) -> Response:
+        """A search for pull requests: by a commit sha among the words, `repo:` and state."""
+        q = request.args["q"]
+        words = q.split()
+        with self.lock:
+            self.searches.append(q)
+            script = self.scripts.get("search")
+            if script:
+                return script.pop(0).response
+            states = [w[len("is:"):] for w in words if w in ("is:open", "is:closed")]
+            wrong_repo = any(w.startswith("repo:") and w != f"repo:{self.repo}" for w in words)
+            numbers = [] if wrong_repo else sorted({n for w in words for n in self.indexed.get(w, [])}, reverse=True)
+            pulls = [self.numbered[n] for n in numbers]
+            items = [{"id": 10_000_000 + p["number"], "number": p["number"], "title": f"pull request {p['number']}",
+                      "state": p["state"], "html_url": p["html_url"], "labels": p["labels"],
+                      "pull_request": {"url": f"https://api.github.com/repos/{self.repo}/pulls/{p['number']}",
+                                       "merged_at": p["merged_at"]}}
+                     for p in pulls if not states or p["state"] in states]
+        return json_response(200, {"total_count": len(items), "incomplete_results": False, "items": items})

@@ -429,3 +429,58 @@ def test_notifications_go_to_the_configured_issue_once_each(gh, fakes, tmp_path,
     assert f"found {sha(5)[:10]} from #{still_open['number']}" in second and "@pytorchbot" not in second
     again = guardian(gh(), tmp_path, 90, cfg=cfg).run([revert(3), revert(4), revert(5)])
     assert not again.taken and len(tracker.comments[notify["number"]]) == 2
+
+
+def test_the_pull_request_is_found_by_search_when_the_message_and_the_lookup_do_not_name_it(gh, fakes, tmp_path,
+                                                                                              monkeypatch):
+    fake_actions, tracker = fakes
+    pr = tracker.add("Make the fast path faster", pull_request=True, number=4242)
+    fake_actions.add_pull(sha(3), 4242, listed=False)  # only GitHub's search knows the commit is 4242's
+    fake_actions.add_pull(sha(4), 4243, merged=False, listed=False)  # an open pull request: not searched for
+    # a dry run asks GitHub nothing, searches included
+    assert [r["outcome"] for r in guardian(gh(token=None), tmp_path).run([revert(3)]).taken] == ["dry_run"]
+    assert fake_actions.searches == [] and tracker.requests == []
+    # the process dies after the comment reached GitHub, before the ledger saw it
+    real_append = ledger.append
+    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
+                        else real_append(lake, r))
+    with pytest.raises(Crash):
+        guardian(gh(), tmp_path).run([revert(3)])
+    monkeypatch.setattr(ledger, "append", real_append)
+    assert fake_actions.searches == [f"{sha(3)} repo:{REPO} is:pr is:closed"]
+    report = guardian(gh(), tmp_path, 5).run([revert(3), revert(4)])
+    assert [(r["commit_sha"], r["outcome"], r["pr_number"]) for r in report.recovered] == [(sha(3), "ok", 4242)]
+    assert [(r["commit_sha"], r["outcome"], r["pr_number"]) for r in report.taken] == [(sha(4), "no_pr", None)]
+    (body,) = tracker.comments[pr["number"]]
+    assert body.startswith("@pytorchbot revert -m") and f"<!-- torchci-autorevert sha={sha(3)} -->" in body
+    # found once: the recovery reads the pull request's comments, it does not search again
+    assert fake_actions.searches == [f"{sha(3)} repo:{REPO} is:pr is:closed", f"{sha(4)} repo:{REPO} is:pr is:closed"]
+    assert not guardian(gh(), tmp_path, 60).run([revert(3), revert(4)]).taken and len(fake_actions.searches) == 2
+
+
+def test_only_a_pull_request_into_main_is_taken_from_the_lookup_or_the_search(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    for number in (4242, 4243, 4244):
+        tracker.add(f"pull request {number}", pull_request=True, number=number)
+    # commit 3 is listed (and found by search) only on its cherry-pick into a release branch
+    fake_actions.add_pull(sha(3), 4243, base="release/2.6")
+    # commit 4: the cherry-pick comes first in GitHub's list, the pull request into main after it
+    fake_actions.add_pull(sha(4), 4243, base="release/2.6")
+    fake_actions.add_pull(sha(4), 4242)
+    # a ghstack pull request targets its stack's base branch: named by the merge bot, it is still the one
+    fake_actions.add_pull(None, 4244, base="gh/a-human/7/base")
+    fake_actions.set_message(sha(5), "Pull Request resolved: https://github.com/pytorch/pytorch/pull/4244")
+    report = guardian(gh(), tmp_path).run([revert(3), revert(4), revert(5)])
+    assert [(r["commit_sha"], r["outcome"], r["pr_number"]) for r in report.taken] == [
+        (sha(3), "no_pr", None), (sha(4), "ok", 4242), (sha(5), "ok", 4244)]
+    assert 4243 not in tracker.comments and len(tracker.comments[4242]) == len(tracker.comments[4244]) == 1
+    assert fake_actions.searches == [f"{sha(3)} repo:{REPO} is:pr is:closed"]
+
+
+def test_the_base_branch_is_the_one_given(gh, fakes, tmp_path):
+    fake_actions, tracker = fakes
+    tracker.add("A change on master", pull_request=True, number=4242)
+    fake_actions.add_pull(sha(3), 4242, base="master")
+    client = gh()
+    on_master = Guardian(client, Lake.at(str(tmp_path / "lake")), REPO, ON, T0, base="master")
+    assert [(r["outcome"], r["pr_number"]) for r in on_master.run([revert(3)]).taken] == [("ok", 4242)]

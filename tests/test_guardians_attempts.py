@@ -94,3 +94,21 @@ def test_a_test_that_failed_and_passed_on_one_commit_is_flaky_and_blames_no_one(
     # the group, red on every attempt from commit 2 on, still pins commit 2: the test adds nothing
     summary = autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(), NOW)
     assert [(v.signal.key, v.culprit) for v in summary.confirmed] == [(GROUP, sha(2))]
+
+
+def test_inside_a_gap_failures_that_all_started_before_the_successes_re_run_the_first_red_too(tmp_path):
+    # commit 2's run skipped the job: a gap, bisected. The green passed twice (enough by the count),
+    # but its jobs queued long and both attempts started after the reds had failed: as upstream,
+    # the first red's failed jobs are re-run beside the bisection, not once the gap is closed
+    h = trunk((1, "success", 100), (1, "success", 110, 2), (2, "skipped", 11), (3, "failure", 21), (4, "failure", 31))
+    lake = lake_of(tmp_path, h)
+    v = verdicts(lake)[GROUP]
+    assert (v.kind, v.culprit, v.suspects, v.restarts) == ("restart", None, (sha(2), sha(3)), (sha(2), sha(3)))
+    assert "every failure started before every success below it" in v.reason
+    summary = autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(), NOW)
+    assert [(r["commit_sha"], r["run_id"], r["notes"]) for r in summary.taken] == [
+        (sha(2), 102, "rerun"), (sha(3), 103, "rerun-failed-jobs")]
+    # the first red's re-run in flight: the gap is still bisected, the red not re-run again
+    attempt(h, 3, None, 120, 2)
+    v = verdicts(lake_of(tmp_path / "running", h))[GROUP]
+    assert (v.kind, v.restarts) == ("restart", (sha(2),))

@@ -18,9 +18,11 @@ decision is logged as "DRY RUN ..." and recorded with `dry_run` true.
 
 The culprit's pull request is found as upstream finds it: from the commit's message first (the
 merge bot names the pull request it lands, or the one it reverts), then GitHub's
-commit-to-pull-requests lookup. A proposal that may not ask for a revert (the pull request opted
-out or is not merged, or the commit is a revert) notifies instead: on the pull request, or on
-the `notify_issue_number` issue when one is configured; the ledger records which.
+commit-to-pull-requests lookup, then GitHub's search; of the last two only a pull request into
+the base branch counts (the one the message names may target a ghstack base branch). A proposal
+that may not ask for a revert (the pull request opted out or is not merged, or the commit is a
+revert) notifies instead: on the pull request, or on the `notify_issue_number` issue when one is
+configured; the ledger records which.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
-from torchci_assets.derived.guardians.proposal import has_marker, notify_only, pull_from_message, revert_comment
+from torchci_assets.derived.guardians.proposal import (has_marker, notify_only, pull_from_message, pull_into,
+                                                       revert_comment, search_query)
 from torchci_assets.derived.guardians.signals import MainHistory
 from torchci_assets.guardian_config import AutorevertConfig
 
@@ -58,13 +61,20 @@ class Report:
     left_open: list[dict] = field(default_factory=list)  # intents GitHub's answers could not settle
 
 
-def _run_to_restart(v: Verdict, sha: str, history: MainHistory) -> tuple[int, int] | None:
-    """A confirmation re-runs the failed jobs of the very run the signal failed in (a commit may
-    have several runs of one workflow: a second cron, a manual dispatch), at the newest attempt
-    of that run seen, which the restart must move past to count as done; a commit inside a gap
-    did not run the signal, so any run of the workflow there will do: the newest."""
+def _failed_on(v: Verdict, sha: str) -> bool:
+    """The restart re-runs a red commit (the first red, to confirm it or for the infrastructure
+    check): only its failed jobs are wanted again."""
     ev = v.signal.events.get(sha)
-    if v.culprit == sha and ev is not None and ev.run_id is not None:
+    return ev is not None and ev.outcome == "fail"
+
+
+def _run_to_restart(v: Verdict, sha: str, history: MainHistory) -> tuple[int, int] | None:
+    """A red commit's re-run is of the failed jobs of the very run the signal failed in (a commit
+    may have several runs of one workflow: a second cron, a manual dispatch), at the newest
+    attempt of that run seen, which the restart must move past to count as done; a commit inside
+    a gap did not run the signal, so any run of the workflow there will do: the newest."""
+    ev = v.signal.events.get(sha)
+    if _failed_on(v, sha) and ev.run_id is not None:
         return ev.run_id, history.attempts.get(ev.run_id, ev.run_attempt or 1)
     return history.runs.get((v.signal.workflow, sha))
 
@@ -78,7 +88,7 @@ def plan(verdicts: list[Verdict], history: MainHistory) -> list[Planned]:
         if v.kind == "confirmed":
             reverts.setdefault(v.culprit, []).append(source)
         for sha in v.restarts:
-            confirm = v.culprit == sha
+            confirm = _failed_on(v, sha)
             restarts.setdefault((v.signal.workflow, sha, _run_to_restart(v, sha, history)), []).append((source, confirm))
     out = [Planned("revert", sha, "", tuple(sorted(set(src)))) for sha, src in sorted(reverts.items())]
     for (workflow, sha, run), items in sorted(restarts.items(), key=lambda kv: (*kv[0][:2], kv[0][2] or (0, 0))):
@@ -167,8 +177,9 @@ class Guardian:
     """One pass of the autorevert over `repo`: recover, then act on the plan."""
 
     def __init__(self, github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig,
-                 now: dt.datetime, log: Callable[[str], None] = lambda s: None):
+                 now: dt.datetime, log: Callable[[str], None] = lambda s: None, base: str = "main"):
         self.github, self.lake, self.repo, self.cfg, self.now, self.log = github, lake, repo, cfg, now, log
+        self.base = base  # the branch main's commits land on: pull requests into others are not the culprit's
         self.live = cfg.enabled and not github.dry_run
 
     def _row(self, p: Planned, key: str, phase: str, **fields) -> dict:
@@ -248,15 +259,26 @@ class Guardian:
 
     def _pull_request(self, sha: str) -> tuple[dict, bool] | None:
         """(the culprit's pull request, whether the commit reverts it): the one its message names
-        when GitHub has it, else the merged one (first) of GitHub's lookup."""
+        when GitHub has it, else the one into the base branch (merged first) of GitHub's lookup,
+        else of its search."""
         commit = self._get_or_none(f"/repos/{self.repo}/commits/{sha}")
         ref = pull_from_message(((commit or {}).get("commit") or {}).get("message") or "", self.repo)
         named = self._get_or_none(f"/repos/{self.repo}/pulls/{ref.number}") if ref else None
         if named is not None:
             return named, ref.reverts
-        pulls = self.github.request("GET", f"/repos/{self.repo}/commits/{sha}/pulls").json()
-        merged = [p for p in pulls if p.get("merged_at")] or pulls
-        return (merged[0], False) if merged else None
+        listed = pull_into(self.github.request("GET", f"/repos/{self.repo}/commits/{sha}/pulls").json(), self.base)
+        found = listed or self._searched(sha)
+        return (found, False) if found else None
+
+    def _searched(self, sha: str) -> dict | None:
+        """The first closed pull request into the base branch GitHub's search finds by the commit,
+        upstream's last resort when neither the message nor the lookup ties the commit to one. A
+        search result is an issue, which does not say its base: the pull request is read for it."""
+        for item in self.github.search_issues(search_query(sha, self.repo)):
+            pull = self._get_or_none(f"/repos/{self.repo}/pulls/{item['number']}")
+            if pull is not None and pull_into([pull], self.base):
+                return pull
+        return None
 
     def _comments(self, number: int) -> list[dict]:
         return self.github.paginate(f"/repos/{self.repo}/issues/{number}/comments", {"per_page": 100})

@@ -13,7 +13,8 @@ check applies as well (`infra_check`): a breakage from outside the code (a runne
 dependency, an outage) makes every attempt fail from some moment on, whatever the commit, so a
 culprit is blamed only when one of its side's failures started between two successes below it.
 While every success predates every failure the last green is re-run; while every failure
-predates every success (the green's jobs ran late) the first red is re-run.
+predates every success (the green's jobs ran late) the first red is re-run. Both apply inside a
+gap too, beside its bisection, as upstream restarts them; only the blame waits for the gap to close.
 
 Between the last green and the first red there may be commits that did not run the signal
 (periodic and trunk jobs skip commits) or gave no usable answer (infrastructure, a known flaky
@@ -179,6 +180,15 @@ def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: A
                    "that ran it, passed on the one before", culprit, (culprit,), failures=failures)
 
 
+def _red_recheck(signal: Signal, first_red: str, infra: str, in_flight: frozenset) -> tuple[str, ...]:
+    """Inside a gap, the first red to re-run for the infrastructure check, as upstream does beside
+    the bisection: the bisection may take several rounds, and the answer the re-run brings (a
+    failure after a success below it, or none) is needed once it ends."""
+    if infra != RESTART_RED or _in_flight(signal.events[first_red]) or (signal.workflow, first_red) in in_flight:
+        return ()
+    return (first_red,)
+
+
 def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
           in_flight: frozenset = frozenset()) -> Verdict:
     """The signal's verdict (see the module docstring). `in_flight`: (workflow, sha) restarted
@@ -208,9 +218,13 @@ def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
     # commits without a run cannot be covered: count them as covered so bisection skips them
     covered = [p or not r for p, r in zip(pending, restartable)]
     picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
-    if picks or recheck:
-        return Verdict(signal, "restart", f"{len(gap)} commit(s) between green and red did not run it: bisect",
-                       suspects=suspects, restarts=(*recheck, *(commits[gap[i]] for i in picks)), failures=failures)
+    red = _red_recheck(signal, commits[first_red], infra, in_flight)
+    if picks or recheck or red:
+        why = f"{len(gap)} commit(s) between green and red did not run it: bisect"
+        if red:
+            why += "; every failure started before every success below it: restart the first red's failed jobs"
+        return Verdict(signal, "restart", why, suspects=suspects,
+                       restarts=(*recheck, *(commits[gap[i]] for i in picks), *red), failures=failures)
     if any(pending):
         return Verdict(signal, "suspect", "waiting for the runs in flight", suspects=suspects, failures=failures)
     return Verdict(signal, "suspect", f"{len(gap)} commit(s) between green and red have no run of "

@@ -50,8 +50,11 @@ def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
 
 
 def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig, now: dt.datetime,
-                    log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None) -> AutorevertSummary:
-    guardian = Guardian(github, lake, repo, cfg, now, log)
+                    log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None,
+                    base: str = "main") -> AutorevertSummary:
+    """`base`: the branch main's commits land on (upstream's `main`); a pull request GitHub ties to
+    a culprit but into another branch gets no proposal."""
+    guardian = Guardian(github, lake, repo, cfg, now, log, base)
     history, verdicts = judged(lake, cfg, now, not guardian.live, rows)
     report = guardian.run(actions.plan(verdicts, history))
     return AutorevertSummary(

@@ -32,6 +32,21 @@ def pull_from_message(message: str, repo: str) -> PullRef | None:
     return None
 
 
+def pull_into(pulls: list[dict], base: str) -> dict | None:
+    """The pull request to blame among those GitHub lists for a commit: only one into `base`, as
+    upstream takes it (a cherry-pick into a release branch lists the commit too, as does a
+    branch that merged main), the merged one first."""
+    into = [p for p in pulls if ((p.get("base") or {}).get("ref")) == base]
+    merged = [p for p in into if p.get("merged_at")] or into
+    return merged[0] if merged else None
+
+
+def search_query(sha: str, repo: str) -> str:
+    """Upstream's last resort for a commit's pull request: GitHub's search, which indexes a pull
+    request's commits; closed ones only, as a landed pull request is."""
+    return f"{sha} repo:{repo} is:pr is:closed"
+
+
 def marker(sha: str) -> str:
     return MARKER.format(sha=sha)
 
