@@ -23,11 +23,17 @@ def _settings():
     return relay.upstream_repo, relay.guardians or GuardianSettings()
 
 
+def _base() -> str:
+    """The branch a culprit's pull request must target: the configured main branch (`master` in a
+    repository that still has one), as upstream takes `main`."""
+    return load_config().main_branch.removeprefix("refs/heads/")
+
+
 @dg.op(pool="trunk_guardians", description="Judge main's signals; restart, propose reverts, record each decision.")
 def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource):
     repo, settings = _settings()
     now = dt.datetime.now(dt.timezone.utc)
-    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info)
+    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info, base=_base())
     for v in s.confirmed:
         context.log.warning(f"culprit {v.culprit[:10]}: {v.signal.key} ({v.reason})")
     if s.taken:

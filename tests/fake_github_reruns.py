@@ -85,12 +85,13 @@ class FakeActions:
         return run
 
     def add_pull(self, sha: str | None, number: int, merged: bool = True, labels=(), base: str = "main",
-                 listed: bool = True) -> dict:
+                 listed: bool = True, merged_at_unset: bool = False) -> dict:
         """Pull request `number` into `base`, merged or open; search finds it by `sha`, and GitHub's
         lookup lists it for `sha` unless not `listed` (None: for no commit, only
-        `GET .../pulls/{number}` and a commit message find it)."""
+        `GET .../pulls/{number}` and a commit message find it). `merged_at_unset`: closed with no
+        `merged_at`, as GitHub shows a pull request PyTorch's merge bot landed by cherry-pick."""
         pull = {"number": number, "state": "closed" if merged else "open",
-                "merged_at": "2026-11-20T10:00:00Z" if merged else None,
+                "merged_at": "2026-11-20T10:00:00Z" if merged and not merged_at_unset else None,
                 "html_url": f"https://github.com/{self.repo}/pull/{number}",
                 "labels": [{"name": x} for x in labels]}
         self.numbered[number] = pull

@@ -367,6 +367,20 @@ def test_an_opted_out_or_unmerged_pull_request_is_notified_not_reverted(gh, fake
     assert guardian(gh(), tmp_path, 60).run([revert(3)]).skipped[0][1] == "already proposed (notified)"
 
 
+def test_a_pull_request_the_merge_bot_landed_is_asked_to_revert_though_github_shows_no_merged_at(
+        gh, fakes, tmp_path):
+    """PyTorch's merge bot lands a pull request by cherry-pick and closes it: GitHub shows it closed with
+    no `merged_at`. Upstream holds back only an open pull request; holding back every one without
+    `merged_at` would only ever notify PyTorch's culprits."""
+    fake_actions, tracker = fakes
+    landed = tracker.add("Make the fast path faster", pull_request=True)
+    fake_actions.add_pull(sha(3), landed["number"], merged_at_unset=True)
+    report = guardian(gh(), tmp_path).run([revert(3)])
+    assert [r["outcome"] for r in report.taken] == ["ok"]
+    (body,) = tracker.comments[landed["number"]]
+    assert body.startswith("@pytorchbot revert")
+
+
 LANDED = ("Make the fast path faster (#4242)\n\nSummary of the change.\n\n"
           "Pull Request resolved: https://github.com/pytorch/pytorch/pull/4242\nApproved by: https://github.com/a-reviewer")
 REVERTED = ('Revert "Make the fast path faster (#4242)"\n\nThis reverts commit 0123456789abcdef.\n\n'

@@ -4,6 +4,7 @@ import datetime as dt
 
 import dagster as dg
 import pyarrow as pa
+import yaml
 
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
@@ -74,3 +75,15 @@ def test_tests_the_flaky_verdicts_call_flaky_are_not_blamed(tmp_path):
     lake.write("flaky_tests", "2026-11-20", pa.Table.from_pylist(verdicts, schema=schema("flaky_tests")))
     summary = autorevert_pass(GitHubResource(), lake, "pytorch/pytorch", AutorevertConfig(), NOW)
     assert summary.confirmed == [] and summary.taken == [] and summary.signals == 2
+
+
+def test_the_culprits_pull_request_must_target_the_configured_main_branch(tmp_path, monkeypatch):
+    """A repository whose main branch is `master`: a pull request into `main` there is not the culprit's."""
+    from jobs.guardians import _base
+
+    assert _base() == "main"  # the default upstream branch
+    cfg = tmp_path / "relay.yaml"
+    cfg.write_text(yaml.safe_dump({"upstream": {"repo": "pytorch/pytorch",
+                                                "branches": ["refs/heads/release/2.6", "refs/heads/master"]}}))
+    monkeypatch.setenv("TORCHCI_CONFIG", str(cfg))
+    assert _base() == "master"

@@ -20,7 +20,7 @@ The culprit's pull request is found as upstream finds it: from the commit's mess
 merge bot names the pull request it lands, or the one it reverts), then GitHub's
 commit-to-pull-requests lookup, then GitHub's search; of the last two only a pull request into
 the base branch counts (the one the message names may target a ghstack base branch). A proposal
-that may not ask for a revert (the pull request opted out or is not merged, or the commit is a
+that may not ask for a revert (the pull request opted out or is still open, or the commit is a
 revert) notifies instead: on the pull request, or on the `notify_issue_number` issue when one is
 configured; the ledger records which.
 """

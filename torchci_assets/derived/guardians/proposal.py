@@ -53,13 +53,16 @@ def marker(sha: str) -> str:
 
 def notify_only(pull: dict, reverts: bool = False) -> str:
     """Why the pull request gets a notification and no revert request ("" when it may be
-    reverted): as upstream, the merge bot is asked only for a merged pull request whose author
-    did not opt out, and never for a commit that is itself a revert of it."""
+    reverted): as upstream, the merge bot is asked only for a closed pull request whose author
+    did not opt out, and never for a commit that is itself a revert of it. Closed, not merged:
+    PyTorch's merge bot lands a pull request by cherry-pick and closes it, so GitHub's
+    `merged_at` stays empty on the very pull requests to revert; an open one is not landed (or
+    was reverted and reopened)."""
     if reverts:
         return "reverted by the commit"
     if OPT_OUT_LABEL in {label.get("name") for label in pull.get("labels") or []}:
         return f"labelled '{OPT_OUT_LABEL}'"
-    if pull.get("state") == "open" or not pull.get("merged_at"):
+    if pull.get("state") == "open":
         return "not merged"
     return ""
 
