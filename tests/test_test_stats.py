@@ -220,7 +220,8 @@ def test_daily_stats_numbers(tmp_path):
     assert (pair["runs"], pair["passed"], pair["failed"], pair["failing_job_ids"]) == (2, 1, 1, [11])
     assert (shas[("test_flaky", B)]["rerun_passed"], shas[("test_flaky", B)]["failing_job_ids"]) == (1, [31])
 
-    times = {(r["file"], r["classname"]): r for r in query(tmp_path, "test_time_daily", "SELECT * FROM t")}
+    times = {(r["file"], r["classname"]): r
+             for r in query(tmp_path, "test_time_daily", "SELECT * FROM t WHERE file IS NOT NULL")}
     # run 100 attempt 1 had a failed shard job: test_ops is out; attempt 2 counts. test_nn ran
     # in successful jobs of runs 100 and 300. The PR and the infra job never count.
     assert {k: (r["build_env"], r["runs"], r["time"]) for k, r in times.items()} == {
@@ -229,6 +230,9 @@ def test_daily_stats_numbers(tmp_path):
         ("nn/test_nn", None): (LINUX, 2, 10.0),
         ("nn/test_nn", "TestNN"): (LINUX, 2, 10.0),
     }
+    # and which runs: their reports on another day (a re-run after midnight) are not counted again
+    markers = query(tmp_path, "test_time_daily", "SELECT workflow_id, runs FROM t WHERE file IS NULL")
+    assert sorted((r["workflow_id"], r["runs"]) for r in markers) == [(100, 0), (300, 0)]
     # the same runs per commit: run 100 (attempt 2) is commit A, run 300 commit B
     per_sha = {(r["file"], r["head_sha"]): (r["runs"], r["time"])
                for r in query(tmp_path, "test_time_sha_daily", "SELECT * FROM t")}

@@ -19,6 +19,7 @@ from test_test_stats import (
 
 import torchci_assets.derived.sharding.assets as assets
 from resources.configured import LakeResource, OutputsResource
+from resources.lake import connect
 from resources.storage import Store
 from torchci_assets.derived.results.stats import (
     build_test_results,
@@ -27,11 +28,13 @@ from torchci_assets.derived.results.stats import (
 from torchci_assets.derived.sharding.times import (
     TEST_CLASS_TIMES_PATH,
     TEST_TIMES_PATH,
+    WINDOW_DAYS,
     PublishRefused,
     check_publishable,
     count_entries,
     dumps,
     publish_test_times,
+    window_times,
 )
 
 WIN = "win-vs2022-cpu-py3"
@@ -385,3 +388,103 @@ def test_older_daily_partitions_are_read_beside_new_ones(tmp_path):
     build_test_time_daily(lake(tmp_path), day(0))
     publish_test_times(lake(tmp_path), outputs(tmp_path), day(0))
     assert json.loads(outputs(tmp_path).read_bytes(TEST_TIMES_PATH))[LINUX]["default"] == {"test_ops": 5.0}
+
+
+def rerun_all(tmp_path, first: int, second: int, *, second_fails: bool = False):
+    """Run 100, two shards: attempt 1 on day(first), then "re-run all jobs" (attempt 2, both shards)
+    on day(second). NN is split over the shards (10 + 20 s, then 12 + 22 s); OPS runs in shard 1 only
+    (5 s, then 7 s). With `second_fails`, attempt 2's shard 2 fails."""
+    webhooks(tmp_path, day(first), [
+        ("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2, attempt=1)),
+        ("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2, attempt=1))])
+    webhooks(tmp_path, day(second), [
+        ("workflow_job", job_payload(21, 100, "a" * 40, shard=1, shards=2, attempt=2)),
+        ("workflow_job", job_payload(22, 100, "a" * 40, shard=2, shards=2, attempt=2,
+                                     conclusion="failure" if second_fails else "success"))])
+    write_test_run(tmp_path, day(first), [
+        nn(11, 100, 10.0, attempt=1), nn(12, 100, 20.0, name="test_pool", attempt=1),
+        run_row(11, 100, "test_add", time=5.0, file=OPS, classname="TestOps", attempt=1)])
+    write_test_run(tmp_path, day(second), [
+        nn(21, 100, 12.0, attempt=2),
+        nn(22, 100, 22.0, name="test_pool", attempt=2, status="failed" if second_fails else "passed"),
+        run_row(21, 100, "test_add", time=7.0, file=OPS, classname="TestOps", attempt=2)])
+
+
+def build_times(tmp_path, *days):
+    for d in days:
+        build_test_results(lake(tmp_path), d)
+        build_test_time_daily(lake(tmp_path), d)
+
+
+def daily_rows(tmp_path, on_day: str) -> list[dict]:
+    con = connect()
+    try:
+        lake(tmp_path).register(con, "test_time_daily", [on_day], name="t")
+        cur = con.execute("SELECT * FROM t ORDER BY ALL")
+        return [dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def file_runs(tmp_path, on_day: str, window_days: int = WINDOW_DAYS) -> dict:
+    """{file: (seconds, runs)} of the window ending on `on_day`."""
+    files, _ = window_times(lake(tmp_path), on_day, window_days)
+    return {r["file"]: (r["time"], r["runs"]) for r in files}
+
+
+def test_a_run_re_run_whole_the_next_day_counts_once(tmp_path):
+    """Attempt 1 clean on D-1, "re-run all jobs" clean on D: one run in the window, not two. D-1
+    summed the run whole (its first attempt is there); D, whose earliest attempt of it is 2, keeps
+    its shards apart, and the window leaves them out: the run counted on D-1."""
+    rerun_all(tmp_path, -1, 0)
+    build_times(tmp_path, day(-1), day(0))
+    assert {(r["file"], r["workflow_id"], r["runs"]) for r in daily_rows(tmp_path, day(-1))} == {
+        ("nn/test_nn", None, 1), ("test_ops", None, 1), (None, 100, 0)}  # the run summed, and its marker
+    assert {(r["workflow_id"], r["runs"], r["attempt"]) for r in daily_rows(tmp_path, day(0))} == {(100, 0, 2)}
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (30.0, 1), "test_ops": (5.0, 1)}
+    _, classes = window_times(lake(tmp_path), day(0))
+    assert {(r["file"], r["classname"]): (r["time"], r["runs"]) for r in classes} == {
+        ("nn/test_nn", "TestNN"): (30.0, 1), ("test_ops", "TestOps"): (5.0, 1)}
+    # a window starting on D sees D-1 among its look-back days: the run counted there, not here
+    assert file_runs(tmp_path, day(0), window_days=1) == {}
+
+
+def test_a_failing_re_run_of_a_counted_run_adds_nothing(tmp_path):
+    """The re-run of D-1's clean run fails a shard on D: its clean shard does not count the run again."""
+    rerun_all(tmp_path, -1, 0, second_fails=True)
+    build_times(tmp_path, day(-1), day(0))
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (30.0, 1), "test_ops": (5.0, 1)}
+
+
+def test_a_failed_run_re_run_whole_the_next_day_counts_its_latest_attempt_once(tmp_path):
+    """Attempt 1 on D-1 fails shard 2 (kept apart), "re-run all jobs" passes on D: the shards join
+    across the days, each at its latest clean attempt, as a "re-run failed jobs" would."""
+    webhooks(tmp_path, day(-1), [
+        ("workflow_job", job_payload(11, 100, "a" * 40, shard=1, shards=2, attempt=1)),
+        ("workflow_job", job_payload(12, 100, "a" * 40, shard=2, shards=2, attempt=1, conclusion="failure"))])
+    webhooks(tmp_path, day(0), [
+        ("workflow_job", job_payload(21, 100, "a" * 40, shard=1, shards=2, attempt=2)),
+        ("workflow_job", job_payload(22, 100, "a" * 40, shard=2, shards=2, attempt=2))])
+    write_test_run(tmp_path, day(-1), [
+        nn(11, 100, 10.0, attempt=1), nn(12, 100, 20.0, name="test_pool", attempt=1, status="failed"),
+        run_row(11, 100, "test_add", time=5.0, file=OPS, classname="TestOps", attempt=1)])
+    write_test_run(tmp_path, day(0), [
+        nn(21, 100, 12.0, attempt=2), nn(22, 100, 22.0, name="test_pool", attempt=2),
+        run_row(21, 100, "test_add", time=7.0, file=OPS, classname="TestOps", attempt=2)])
+    build_times(tmp_path, day(-1), day(0))
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (34.0, 1), "test_ops": (7.0, 1)}
+
+
+def test_a_re_run_counts_once_whichever_day_is_materialized_first(tmp_path):
+    """Each day's partition reads its own reports only: D alone counts the re-run (attempt 2) once;
+    once D-1 is there, the run counts once from D-1, and rebuilding either day changes nothing."""
+    rerun_all(tmp_path, -1, 0)
+    build_times(tmp_path, day(0))
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (34.0, 1), "test_ops": (7.0, 1)}
+    alone = daily_rows(tmp_path, day(0))
+    build_times(tmp_path, day(-1))
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (30.0, 1), "test_ops": (5.0, 1)}
+    before = daily_rows(tmp_path, day(-1))
+    build_times(tmp_path, day(0), day(-1))
+    assert daily_rows(tmp_path, day(0)) == alone and daily_rows(tmp_path, day(-1)) == before
+    assert file_runs(tmp_path, day(0)) == {"nn/test_nn": (30.0, 1), "test_ops": (5.0, 1)}

@@ -14,8 +14,10 @@ usually not in the default config, like distributed ones).
 The seconds for a file are PyTorch's: per workflow run, the sum of its test times over the
 shards that ran it, each shard at its latest clean attempt and whichever day its report landed
 (see `results/sql/test_time_daily.sql` and `sql/window_times.sql`), averaged over the successful
-main-branch runs of the window (default 14 days). The window is read from `test_time_daily`,
-a few thousand rows a day, never from raw test rows.
+main-branch runs of the window (default 14 days), each run once: a run whose shards all passed on
+the day its first attempt reported counts as it was that day, and a "re-run all jobs" of it
+landing on a later day adds nothing. The window is read from `test_time_daily`, a few thousand
+rows a day, never from raw test rows.
 
 Publishing keeps what PyTorch keeps: entries of the previously published file that the
 window did not see stay (a config that did not run for two weeks still needs its times;
@@ -89,7 +91,8 @@ def window_times(lake: Lake, day: str, window_days: int = WINDOW_DAYS) -> tuple[
     Each row's time is sum(time) / sum(runs) over the window, i.e. the mean over every
     successful main-branch run, whichever day its shards ran (`window_times.sql`): a run counts
     in the windows holding its last day, like a run whose shards all landed on one day, the
-    RUN_LOOKBACK_DAYS before the window supplying the shards of one straddling its first day.
+    RUN_LOOKBACK_DAYS before the window supplying the shards of one straddling its first day. A
+    run a day summed whole counts on that day only, whatever of it landed on other days.
     Partitions written before test_time_daily kept runs split over days are read as they are.
     """
     days = days_ending(day, window_days)

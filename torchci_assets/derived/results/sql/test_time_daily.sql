@@ -2,12 +2,20 @@
 -- Test time per invoking file (classname NULL) and per class, PyTorch's way: per workflow run
 -- the sum of the file's test times across the shards that ran it, over main-branch runs, the
 -- shards joined as run_times.sql says (each at its latest clean attempt).
--- A run whose config has reports from all its shards today, each clean at some attempt (the usual
--- case), is summed here: `runs` counts those runs, `time` sums their times (workflow_id NULL). Any
--- other run (it straddles midnight, or a shard failed and may be re-run tomorrow) keeps one row
--- per shard and attempt (workflow_id, shard, num_shards, attempt, clean; runs 0) for the window
--- to join with its other days through the same run_times (sharding/sql/window_times.sql). Either
--- way a window's average is sum(time) / sum(runs) once those rows are joined by run.
+-- Three kinds of rows, so that a window counts every run once whichever days its reports landed:
+--   summed  a run whose config has reports from all its shards today, each clean at some attempt,
+--           and whose first attempt is among them (the usual case): `runs` counts those runs,
+--           `time` sums their times (workflow_id NULL);
+--   marker  one per run summed today (workflow_id set, file NULL, runs 0): its reports landing on
+--           another day (a "re-run all jobs" the next day) are left out of the window, which
+--           already counts the run here;
+--   shard   any other run (it straddles midnight, a shard failed and may be re-run tomorrow, or
+--           today holds only later attempts of a run whose first attempt landed before) keeps one
+--           row per shard and attempt (workflow_id, shard, num_shards, attempt, clean; runs 0) for
+--           the window to join with its other days through the same run_times
+--           (sharding/sql/window_times.sql).
+-- A day reads only its own reports, so its rows never depend on which other days exist; a
+-- window's average is sum(time) / sum(runs) once the shard rows are joined by run.
 WITH r AS (
     SELECT workflow_id, workflow_run_attempt AS attempt, build_env, coalesce(test_config, '') AS test_config,
            coalesce(shard, 1) AS shard, coalesce(num_shards, 1) AS num_shards, invoking_file, classname, time,
@@ -31,14 +39,23 @@ shard_rows AS (
     FROM per_shard_attempt p JOIN shard_attempts s USING (workflow_id, build_env, test_config, shard, num_shards, attempt)
 ),
 runs AS (SELECT * FROM run_times('shard_rows')),
-summed AS (  -- the runs complete today
-    SELECT DISTINCT workflow_id, build_env, test_config FROM runs WHERE all_clean
+first_attempt_today AS (  -- an earlier attempt may have been counted on an earlier day otherwise
+    SELECT workflow_id, build_env, test_config FROM shard_attempts GROUP BY ALL HAVING min(attempt) = 1
+),
+summed AS (  -- the runs complete today, from their first attempt on
+    SELECT DISTINCT workflow_id, build_env, test_config
+    FROM runs SEMI JOIN first_attempt_today USING (workflow_id, build_env, test_config)
+    WHERE all_clean
 )
 SELECT build_env, test_config, file, classname, count(*) AS runs, sum(time) AS time,
        NULL::BIGINT AS workflow_id, NULL::INTEGER AS shard, NULL::INTEGER AS num_shards,
        NULL::BIGINT AS attempt, NULL::BOOLEAN AS clean
-FROM runs WHERE all_clean AND counts
+FROM runs SEMI JOIN summed USING (workflow_id, build_env, test_config)
+WHERE counts
 GROUP BY build_env, test_config, file, classname
+UNION ALL
+SELECT build_env, test_config, NULL, NULL, 0, NULL, workflow_id, NULL, NULL, NULL, NULL
+FROM summed
 UNION ALL
 SELECT build_env, test_config, file, classname, 0, time, workflow_id, shard, num_shards, attempt, clean
 FROM shard_rows ANTI JOIN summed USING (workflow_id, build_env, test_config)

@@ -7,9 +7,14 @@
 -- by run_times, the definition test_time_daily.sql applies to a day's, and count in the window
 -- holding the last day one of their reports landed: the look-back days supply the shards of a run
 -- straddling the window's first day, so every run counts in as many windows as a run summed on
--- its day.
-WITH split AS (
-    SELECT * FROM daily WHERE workflow_id IS NOT NULL AND build_env <> $default
+-- its day. A run some day read summed whole (its marker row, file NULL) counts there only: its
+-- shard rows on other days (a "re-run all jobs" after midnight) are left out, so it counts once.
+WITH summed_whole AS (
+    SELECT DISTINCT workflow_id, build_env, test_config FROM daily WHERE workflow_id IS NOT NULL AND file IS NULL
+),
+split AS (
+    SELECT * FROM daily ANTI JOIN summed_whole USING (workflow_id, build_env, test_config)
+    WHERE workflow_id IS NOT NULL AND build_env <> $default
 ),
 ending_in_window AS (
     SELECT workflow_id, build_env, test_config FROM split GROUP BY ALL HAVING max(day) >= $first_day::DATE
