@@ -43,7 +43,8 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")
     return dg.Output(None, metadata={
-        "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs, "looked_up": report.looked_up,
+        "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs,
+        "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed)})
 

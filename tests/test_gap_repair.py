@@ -339,3 +339,63 @@ def test_a_job_its_completed_run_still_lists_queued_is_asked_for_once(tmp_path, 
     api.requests.clear()
     assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=5)).looked_up == 0
     assert api.requests == []
+
+
+FAILED_RUN = 2202229800
+
+
+def failed_run() -> dict:
+    return {"id": FAILED_RUN, "run_attempt": 1, "status": "completed", "conclusion": "failure", "name": "CI",
+            "created_at": "2021-09-13T02:21:00Z", "run_started_at": "2021-09-13T02:21:00Z",
+            "updated_at": "2021-09-13T02:28:00Z", "head_branch": "main", "head_sha": HEAD, "event": "pull_request"}
+
+
+def test_a_failed_run_whose_failing_job_was_never_heard_of_is_asked_once(tmp_path, httpserver, octokit):
+    """The run concluded `failure` and its one job heard of passed: the failing job's deliveries were
+    all lost. Without it the pull request looked green; GitHub is asked once for the run's jobs."""
+    passed = dict(completed_job(octokit), run_id=FAILED_RUN, name="linters", conclusion="success")
+    failing = dict(completed_job(octokit), id=JOB + 1, run_id=FAILED_RUN, name="build", conclusion="failure")
+
+    def run_done(p):
+        p["repository"] = octokit["api.github.com"]["workflow_job"][1]["repository"]
+        p["workflow_run"].update(failed_run())
+
+    def pr(p):
+        p["pull_request"]["head"]["sha"] = HEAD
+
+    def job_done(p):
+        p["workflow_job"].update(passed)
+
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-1.jsonl", [
+        hook(octokit, "pull_request", "opened", "2021-09-13T02:20:00.000Z", pr),
+        hook(octokit, "workflow_job", "completed", "2021-09-13T02:27:41.000Z", job_done),
+        hook(octokit, "workflow_run", "completed", "2021-09-13T02:28:01.000Z", run_done)], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert pull_request_jobs(lake) == {(JOB, FAILED_RUN, "success", False)}  # green, though the run failed
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run(failed_run(), [passed, failing])
+
+    report = repair_gaps(client(httpserver), archive, lake, NOW)
+    assert (report.unexplained_runs, report.looked_up, report.unheard_jobs, report.failed) == (1, 1, 1, [])
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert pull_request_jobs(lake) == {(JOB, FAILED_RUN, "success", False), (JOB + 1, FAILED_RUN, "failure", False)}
+    api.requests.clear()
+    for minutes in (5, 600):  # answered: never asked again
+        assert repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=minutes)).looked_up == 0
+    assert api.requests == []
+
+
+def test_a_failed_run_a_heard_job_explains_is_not_asked_for(tmp_path, httpserver, octokit):
+    failing = dict(completed_job(octokit), run_id=FAILED_RUN, name="build", conclusion="failure")
+
+    def run_done(p):
+        p["repository"] = octokit["api.github.com"]["workflow_job"][1]["repository"]
+        p["workflow_run"].update(failed_run())
+
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-1.jsonl", [
+        hook(octokit, "workflow_job", "completed", "2021-09-13T02:27:41.000Z", lambda p: p["workflow_job"].update(failing)),
+        hook(octokit, "workflow_run", "completed", "2021-09-13T02:28:01.000Z", run_done)], gz=False)
+    lake = Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
+    assert find_gaps(lake, NOW).attempts == []

@@ -42,6 +42,8 @@ DEFAULT_LIMIT = dt.timedelta(minutes=30)
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
 MAX_JOBS = 5_000
 MAX_RUNS = 500
+# a run concluding so has a failing job (cancelled: the HUD's failing conclusions, as a job's)
+FAILING_RUN_CONCLUSIONS = ("failure", "timed_out", "cancelled", "startup_failure")
 _SQL = SqlFiles(__file__)
 
 
@@ -50,16 +52,18 @@ class Gaps:
     stale_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # (repo, run, attempt) -> job ids
     heard_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # of those attempts: every job heard of
     jobless_runs: set[tuple[str, int, int]] = field(default_factory=set)
+    unexplained_runs: set[tuple[str, int, int]] = field(default_factory=set)  # failed, no job heard failing
 
     @property
     def attempts(self) -> list[tuple[str, int, int]]:
-        return sorted(set(self.stale_jobs) | self.jobless_runs)
+        return sorted(set(self.stale_jobs) | self.jobless_runs | self.unexplained_runs)
 
 
 @dataclass
 class RepairReport:
     stale_jobs: int = 0
     jobless_runs: int = 0
+    unexplained_runs: int = 0
     looked_up: int = 0
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
@@ -84,13 +88,16 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT)
         for repo, run_id, attempt, job_id, _status, _heard in execute(
                 con, _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
             gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
-        run_ids = sorted({run_id for _, run_id, _ in gaps.stale_jobs})
-        for repo, run_id, attempt, job_id in execute(con, _SQL["heard_jobs"], {"run_ids": run_ids}).fetchall():
-            gaps.heard_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
         if lake.register(con, "workflow_run", days):
             lake.register(con, "workflow_job", [before, *days], name="jobs_seen")
-            rows = execute(con, _SQL["jobless_runs"], {"cutoff": cutoff, "max_runs": MAX_RUNS}).fetchall()
-            gaps.jobless_runs = {(repo, run_id, attempt) for repo, run_id, attempt in rows}
+            params = {"cutoff": cutoff, "max_runs": MAX_RUNS}
+            gaps.jobless_runs = {tuple(r) for r in execute(con, _SQL["jobless_runs"], params).fetchall()}
+            gaps.unexplained_runs = {tuple(r) for r in execute(
+                con, _SQL["unexplained_runs"], {**params, "failing": list(FAILING_RUN_CONCLUSIONS)}).fetchall()}
+        # the jobs heard of in the attempts looked up with some jobs: GitHub lists those too
+        run_ids = sorted({run_id for _, run_id, _ in [*gaps.stale_jobs, *gaps.unexplained_runs]})
+        for repo, run_id, attempt, job_id in execute(con, _SQL["heard_jobs"], {"run_ids": run_ids}).fetchall():
+            gaps.heard_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
     finally:
         con.close()
     return gaps
@@ -117,7 +124,7 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
             report.repaired_jobs += job.get("status") == "completed"
         elif job["id"] not in heard:  # never heard of (a jobless run's, or a stale job's sibling): all its states
             part.add(shapes.job_deliveries(job, repository, sender))
-            report.unheard_jobs += stale is not None
+            report.unheard_jobs += stale is not None or key in gaps.unexplained_runs
     starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("status") in ("in_progress", "completed")]
     part.add(shapes.run_deliveries(run, min(starts, default=None), repository)[-1:] if stale else
              shapes.run_deliveries(run, min(starts, default=None), repository))
@@ -128,7 +135,8 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
     for is reported and left for the next pass."""
     gaps = find_gaps(lake, now, limit)
-    report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), jobless_runs=len(gaps.jobless_runs))
+    report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), jobless_runs=len(gaps.jobless_runs),
+                          unexplained_runs=len(gaps.unexplained_runs))
     if not gaps.attempts:
         return report
     reader = RestReader(gh)
@@ -140,7 +148,8 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
         except GitHubError as exc:
             report.failed.append(f"{key[0]} run {key[1]} attempt {key[2]}: {exc}")
     report.deliveries = part.commit()
-    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs; "
+    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
+        f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
         f"never heard of found beside them, {report.deliveries} records "
         f"written, {len(report.failed)} failed; {reader.budget.describe()}")
