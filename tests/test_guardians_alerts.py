@@ -141,6 +141,26 @@ def test_an_alert_issue_is_opened_updated_and_closed(httpserver, tmp_path, track
     assert len(tracker.issues) == 2
 
 
+def test_an_alert_issue_whose_label_a_human_removed_stays_the_alerts_issue(httpserver, tmp_path, tracker):
+    """Listing by label misses it; the table remembers the issue the alert opened, so no second
+    issue is opened beside it, and it is still updated and closed."""
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    (issue,) = tracker.issues.values()
+    issue["labels"] = []
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.rocm.gpu"), 5)] == ["updated"]
+    assert len(tracker.issues) == 1 and "linux.rocm.gpu" in issue["body"]
+    tracker.fail("get", *[Response("", status=500)] * 6)  # GitHub will not show it: nothing is opened beside it
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 7) == [] and len(tracker.issues) == 1
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert(), 10)] == ["closed"]
+    assert issue["state"] == "closed"
+    # closed by a human instead: a new firing opens a new issue, as before
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 15)
+    second = tracker.issues[max(tracker.issues)]
+    second["labels"], second["state"] = [], "closed"
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 20)] == ["opened"]
+    assert len(tracker.issues) == 3
+
+
 def test_an_issue_github_created_without_answering_is_adopted_not_duplicated(httpserver, tmp_path, tracker):
     tracker.fail("create", Scripted(Response("", status=502), after_effect=True))
     rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"))

@@ -76,6 +76,9 @@ def history(lake: Lake, now: dt.datetime) -> list[dict]:
     return sorted(rows, key=lambda r: r["at"])
 
 
+_UNKNOWN: dict = {"state": "unknown"}  # an alert's issue GitHub would not show: nothing is done this check
+
+
 class AlertIssues:
     """One alert pass over `repo`; `live` when credentials and `alerts.enabled` allow writes."""
 
@@ -95,10 +98,14 @@ class AlertIssues:
             issues = self.github.paginate(f"/repos/{self.repo}/issues", {
                 "state": "open", "labels": ",".join(self.labels), "per_page": 100})
             current = {a.kind: self._find(issues, a.kind) for a in alerts}
+            if not all(current.values()):
+                current.update(self._unlabelled({k for k, v in current.items() if v is None}))
         else:
             current = self._dry_state()
         rows = []
         for a in alerts:
+            if current.get(a.kind) is _UNKNOWN:
+                continue
             try:
                 rows += self._one(a, current.get(a.kind))
             except GitHubError as e:  # one alert's trouble does not hold back the others
@@ -109,6 +116,28 @@ class AlertIssues:
     def _find(issues: list[dict], kind: str) -> dict | None:
         mine = sorted((i for i in issues if marker(kind) in (i.get("body") or "")), key=lambda i: i["number"])
         return mine[0] if mine else None
+
+    def _unlabelled(self, kinds: set[str]) -> dict[str, dict]:
+        """The open issues of `kinds` the label listing missed: a human removed the label. The
+        table knows the issue each kind last opened; still open with its marker, it stays the
+        alert's issue (a second one would be opened beside it otherwise), label or not."""
+        last: dict[str, dict] = {}
+        for r in history(self.lake, self.now):
+            if not r["dry_run"] and r["kind"] in kinds:
+                last[r["kind"]] = r
+        found = {}
+        for kind, r in last.items():
+            if r["action"] == "closed" or r["issue_number"] is None:
+                continue
+            try:
+                issue = self.github.request("GET", f"/repos/{self.repo}/issues/{r['issue_number']}").json()
+            except GitHubError as e:  # unknown: opening another could duplicate it, so this kind waits
+                self.log(f"alert {kind}: issue #{r['issue_number']} could not be read ({e}); next check tries again")
+                found[kind] = _UNKNOWN
+                continue
+            if issue.get("state") == "open" and marker(kind) in (issue.get("body") or ""):
+                found[kind] = issue
+        return found
 
     def _dry_state(self) -> dict[str, dict]:
         """Per kind, the issue a dry run would have open, from the dry-run rows of the table."""
