@@ -35,7 +35,7 @@ from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
 from torchci_assets.derived.hud.metrics import build_ci_metrics
-from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SiteSettings, publish_site
+from torchci_assets.derived.site.site import MAX_PAGE_BYTES, SiteSettings, publish_site
 
 DAYS = 14
 START = dt.date(2026, 10, 1)

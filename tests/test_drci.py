@@ -569,7 +569,7 @@ def test_comments_from_the_lake_reach_the_markdown_and_the_pr_page(tmp_path, htt
     from hud_lake import DAY as HUD_DAY
     from test_hud_site import build, history
     from torchci_assets.derived.drci.build import build_comments, load_comments
-    from torchci_assets.derived.hud.site import publish_site
+    from torchci_assets.derived.site.site import publish_site
 
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     history().write(lake)

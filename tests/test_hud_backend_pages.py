@@ -84,7 +84,7 @@ def test_the_page_of_a_backend_gone_from_the_window_is_deleted(tmp_path):
     from hud_lake import History
     from test_hud_site import build
 
-    from torchci_assets.derived.hud.site import publish_site
+    from torchci_assets.derived.site.site import publish_site
     from torchci_assets.ingest.ci_results import CI_RESULT_SCHEMA
 
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))

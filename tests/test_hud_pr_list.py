@@ -11,10 +11,10 @@ from test_hud_site import GROUP_JOB, NOW, build, history
 
 from resources.lake import Lake, connect
 from resources.storage import Store
-from torchci_assets.derived.hud import site
 from torchci_assets.derived.hud.health import PR_JOBS_SCHEMA, build_commit_health, build_pr_jobs
 from torchci_assets.derived.hud.pages import CELL_KINDS
-from torchci_assets.derived.hud.site import publish_site
+from torchci_assets.derived.site import site
+from torchci_assets.derived.site.site import publish_site
 from torchci_assets.ingest.ci_results import CI_RESULT_SCHEMA
 
 COUNTS = ("new", "brk", "kfl", "inf", "uns", "can", "pen")

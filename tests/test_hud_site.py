@@ -17,7 +17,8 @@ from torchci_assets.derived.hud.assets import HUD_ASSETS
 from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
 from torchci_assets.derived.hud.metrics import build_ci_metrics
 from torchci_assets.derived.hud.pages import CELL_KINDS
-from torchci_assets.derived.hud.site import SiteSettings, publish_site
+from torchci_assets.derived.site.assets import SITE_ASSETS
+from torchci_assets.derived.site.site import SiteSettings, publish_site
 
 NOW = dt.datetime(2026, 10, 5, 20, 0, tzinfo=dt.timezone.utc)
 GROUP_JOB = "linux-jammy / test (default, {}, 2, linux.4xlarge)"
@@ -78,7 +79,7 @@ def test_an_older_day_does_not_replace_a_newer_site_and_stale_pr_pages_go(tmp_pa
 def test_a_sleeping_pull_requests_page_stays_while_its_dr_ci_comment_may_link_to_it(tmp_path):
     """A pull request with no webhook for a week leaves the site's list, but its Dr. CI comment on
     GitHub still links to its page: the page stays PR_PAGE_KEEP_DAYS after it was last rendered."""
-    from torchci_assets.derived.hud.site import PR_PAGE_KEEP_DAYS
+    from torchci_assets.derived.site.site import PR_PAGE_KEEP_DAYS
     from torchci_assets.partitions import days_around
 
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
@@ -114,7 +115,7 @@ def test_a_quiet_day_publishes_a_site_that_says_so(tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
     for table in ("workflow_job", "workflow_run", "push", "pull_request"):
         lake.write(table, DAY, pa.Table.from_pylist([], schema=schema(table)))
-    result = dg.materialize(HUD_ASSETS, partition_key=DAY, resources={
+    result = dg.materialize(HUD_ASSETS + SITE_ASSETS, partition_key=DAY, resources={
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))})
     assert result.success
     index = (tmp_path / "out" / "hud" / "index.html").read_text()
@@ -125,7 +126,7 @@ def test_a_quiet_day_publishes_a_site_that_says_so(tmp_path):
 def test_assets_emit_numeric_metadata_and_the_size_check(tmp_path):
     h = history()
     h.write(Lake.at(str(tmp_path / "lake")))
-    result = dg.materialize(HUD_ASSETS, partition_key=DAY, resources={
+    result = dg.materialize(HUD_ASSETS + SITE_ASSETS, partition_key=DAY, resources={
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out"))},
         run_config={"ops": {"commit_health": {"config": {"min_job_groups": 1}}}})
     assert result.success

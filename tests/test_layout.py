@@ -6,6 +6,11 @@ Layers, lowest first: `resources` (storage, the lake, GitHub) < the core modules
 (`derived/<domain>`, `relay`) < `jobs` < the entry points (definitions, the CLI). A module may
 import its own layer and the layers below it, never above: so storage never learns about
 assets, and the archive readers never depend on what is computed from them.
+
+Domains may import each other, but never round a loop: the one that consumes another's results
+sits above it (the trunk guardians and Dr. CI read the HUD's classification of jobs; the static
+site composes every domain's pages), so each can be read, tested and changed without the others
+that build on it.
 """
 
 import ast
@@ -105,6 +110,98 @@ def test_the_checker_sees_a_climbing_import(tmp_path):
     imports = project_imports("torchci_assets.ingest.webhooks", module)
     assert [t for _, t in imports] == ["torchci_assets.derived.flakiness.flaky", "jobs.relay"]
     assert all(layer_of(t) > layer_of("torchci_assets.ingest.webhooks") for _, t in imports)
+
+
+# Packages of the code location that are domains: each folder under `derived/`, and the other
+# packages of `torchci_assets` (ingest, relay, receiver, backfill, simulate).
+def _domain_packages() -> list[str]:
+    top = [p for p in (ROOT / "torchci_assets").iterdir() if (p / "__init__.py").exists() and p.name != "derived"]
+    derived = [p for p in (ROOT / "torchci_assets" / "derived").iterdir() if (p / "__init__.py").exists()]
+    return sorted(".".join(p.relative_to(ROOT).parts) for p in top + derived)
+
+
+DOMAIN_PACKAGES = _domain_packages()
+# Two pairs of modules, neither of them a domain, that import each other, one way inside a function
+# so that neither is ever used half-loaded: `config` parses the guardians' section with
+# `guardian_config`, which raises `config`'s error; `run` runs a day with `day_runs`, which tags
+# its runs as `run` does.
+KNOWN_CYCLES = [["torchci_assets.config", "torchci_assets.guardian_config"],
+                ["torchci_assets.day_runs", "torchci_assets.run"]]
+
+
+def unit_of(module: str) -> str:
+    """The node of the import graph a module belongs to: its domain package, else the module."""
+    return max((d for d in DOMAIN_PACKAGES if module == d or module.startswith(d + ".")), key=len, default=module)
+
+
+def import_graph(mods: list[tuple[str, Path]]) -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> the imports that make that edge, as `file:line imports module`."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for name, path in mods:
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+        for line, target in project_imports(name, path):
+            if unit_of(name) != unit_of(target):
+                edges.setdefault((unit_of(name), unit_of(target)), []).append(f"{where}:{line} imports {target}")
+    return edges
+
+
+def import_cycles(edges) -> list[list[str]]:
+    """The groups of units that reach each other through their imports (each group sorted)."""
+    after: dict[str, set[str]] = {}
+    for a, b in edges:
+        after.setdefault(a, set()).add(b)
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in after.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reaches = {u: reach(u) for u in after}
+    groups = {frozenset(v for v in reaches[u] if u in reaches.get(v, ())) for u in reaches if u in reaches[u]}
+    return sorted(sorted(g) for g in groups)
+
+
+def _explain(cycle: list[str], edges) -> str:
+    return " <-> ".join(cycle) + "".join(f"\n  {i}" for (a, b), found in sorted(edges.items())
+                                         if a in cycle and b in cycle for i in found)
+
+
+def test_domains_import_each_other_without_a_cycle():
+    edges = import_graph(modules())
+    bad = [_explain(c, edges) for c in import_cycles(edges) if set(c) & set(DOMAIN_PACKAGES)]
+    assert not bad, "domains importing each other round a loop:\n" + "\n".join(bad)
+
+
+def test_no_other_import_cycle_than_the_known_pairs():
+    edges = import_graph(modules())
+    bad = [_explain(c, edges) for c in import_cycles(edges) if c not in KNOWN_CYCLES]
+    assert not bad, "modules importing each other round a loop:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_a_planted_cycle(tmp_path):
+    """The graph above is built from the domains' packages and would show a loop between two of them."""
+    assert {"torchci_assets.derived.hud", "torchci_assets.derived.guardians", "torchci_assets.relay",
+            "torchci_assets.ingest", "torchci_assets.receiver"} <= set(DOMAIN_PACKAGES)
+    assert "torchci_assets.derived" not in DOMAIN_PACKAGES and "torchci_assets.config" not in DOMAIN_PACKAGES
+    site, inputs, signals = tmp_path / "site.py", tmp_path / "inputs.py", tmp_path / "signals.py"
+    site.write_text("from torchci_assets.derived.guardians import hud as guardians_hud\n")
+    inputs.write_text("from torchci_assets.derived.hud import health\n")
+    signals.write_text("from .inputs import WINDOW\nfrom resources.lake import Lake\n")
+    planted = [("torchci_assets.derived.hud.site", site), ("torchci_assets.derived.guardians.inputs", inputs),
+               ("torchci_assets.derived.guardians.signals", signals)]
+    edges = import_graph(planted)
+    assert import_cycles(edges) == [["torchci_assets.derived.guardians", "torchci_assets.derived.hud"]]
+    assert edges[("torchci_assets.derived.hud", "torchci_assets.derived.guardians")] == \
+        ["site.py:1 imports torchci_assets.derived.guardians"]
+    assert import_cycles(import_graph(planted[1:])) == []  # one way only: no loop
+    back = tmp_path / "assets.py"  # the HUD importing the site that shows it, in the real tree
+    back.write_text("from torchci_assets.derived.site.site import SITE_DIR\n")
+    cycles = import_cycles(import_graph(modules() + [("torchci_assets.derived.hud.assets", back)]))
+    assert any({"torchci_assets.derived.hud", "torchci_assets.derived.site"} <= set(c) for c in cycles)
 
 
 def test_no_product_module_is_named_like_a_test():

@@ -25,6 +25,7 @@ from torchci_assets.derived.guardians import definitions as guardians
 from torchci_assets.derived.hud import definitions as hud
 from torchci_assets.derived.results import definitions as results
 from torchci_assets.derived.sharding import definitions as sharding
+from torchci_assets.derived.site import definitions as site
 from torchci_assets.ingest import definitions as ingest
 from torchci_assets.relay import definitions as relay
 
@@ -41,7 +42,7 @@ gc.set_threshold(20_000, 20, 20)
 # A bad setting stops the code location's load with one line naming it, before any run reads it.
 preflight.check()
 
-DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, drci, guardians)
+DOMAINS = (ingest, failures, results, flakiness, sharding, backends, hud, relay, drci, guardians, site)
 
 defs = apply_conventions(dg.Definitions.merge(
     *(domain.defs for domain in DOMAINS),

@@ -1,57 +1,27 @@
-"""Dagster assets of the HUD: commit and pull request health, daily CI metrics, and the static site.
+"""Dagster assets of the HUD: commit and pull request health, and daily CI metrics.
 
-Thin wrappers over `health`, `metrics` and `site`, plain functions the tests call directly.
+Thin wrappers over `health` and `metrics`, plain functions the tests call directly. The static
+site that shows them is the `site` domain's: it also shows the pages of the domains built on
+this one's classification (Dr. CI, the trunk guardians).
 """
-
-from pathlib import Path
 
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
-from torchci_assets.derived.guardians import alert_issues, ledger
-from torchci_assets.derived.guardians.inputs import WINDOW as GUARDIAN_WINDOW
-from torchci_assets.derived.hud.backend_pages import BackendViews
 from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.unstable import load_unstable_jobs
-from torchci_assets.derived.hud.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
-from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
-from torchci_assets.publishing import later_day_kept
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 # commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
 # disabled_tests publishes, as it was last published. They do not depend on disabled_tests: a step
 # that fails skips everything after it, and a GitHub incident failing the disabled list must not
 # freeze the HUD and blind the trunk guardians (an UNSTABLE issue opened reaches them a refresh later).
-
-
-def _back_from_day_end(days: int) -> dg.TimeWindowPartitionMapping:
-    """Lineage of the HUD's guardian sections, which judge as the trunk guardians do at the end of
-    the day (D+1 00:00): `days` days back from D+1's folder, as `guardians.inputs.days_back` counts."""
-    return window_mapping(days - 1, 1)
-
-
-# What hud_site reads besides the outputs of its own day: the grid, the PR list and the metrics'
-# windows; the backend pages' longest window; the guardians' autorevert page and commit marks.
-_GUARDIAN_INPUTS = _back_from_day_end(GUARDIAN_WINDOW.days)
-_SITE_READS = [
-    dg.AssetDep("commit_health", partition_mapping=window_mapping(11, 1)),  # grid: 12 days; marks: to D+1
-    dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
-    dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
-    dg.AssetDep("flaky_tests", partition_mapping=window_mapping(1, 1)),  # tests page: D; marks: D-1..D+1
-    *(dg.AssetDep(t, partition_mapping=_GUARDIAN_INPUTS)
-      for t in ("workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
-    *(dg.AssetDep(t, partition_mapping=window_mapping(max(BackendViews.window_days) - 1))
-      for t in ("ci_result", "pull_request")),
-    dg.AssetDep(ledger.TABLE, partition_mapping=_back_from_day_end(ledger.LOOKBACK_DAYS - 1)),
-    dg.AssetDep(alert_issues.TABLE, partition_mapping=_back_from_day_end(alert_issues.LOOKBACK_DAYS)),
-    "disabled_tests", "test_time_regressions", "backend_levels", "drci_comments",
-]
 
 
 class CommitHealthConfig(dg.Config):
@@ -158,43 +128,4 @@ def ci_metrics_daily_asset(context: dg.AssetExecutionContext, lake: LakeResource
     })
 
 
-class SiteConfig(dg.Config):
-    commits: int = 50
-    metrics_days: int = 90
-    pr_days: int = 7
-
-
-@dg.asset(
-    name="hud_site", group_name="hud", kinds={"html"}, partitions_def=daily_partitions, pool="torchci_outputs",
-    deps=_SITE_READS,
-    check_specs=[check_spec("pages_under_2mb", "hud_site")],
-    description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
-                "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "
-                "folder or a static S3 website, replaced page by page atomically, index.html last.",
-)
-@lake_metadata
-def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: LakeResource,
-                   outputs: OutputsResource):
-    day = context.partition_key
-    store = outputs.store()
-    report = publish_site(lake.lake(), store, day, load_config().upstream_repo,
-                          SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info,
-                          reuse=is_refresh(context.run.tags))
-    largest, size = report.largest
-    yield dg.MaterializeResult(metadata={
-        "published": report.published, "pages": len(report.pages), "commits": report.commits,
-        "job_groups": report.job_groups, "pull_requests": report.pull_requests,
-        "bytes": sum(report.pages.values()), "largest_page": largest, "largest_page_bytes": size,
-        "stale_pages_removed": len(report.deleted), "pages_unchanged": len(report.unchanged),
-        "pr_pages_not_rendered": len(report.reused),
-        "index": dg.MetadataValue.url(Path(store.full(f"{SITE_DIR}/index.html")).as_uri()) if store.is_local
-        else store.display(f"{SITE_DIR}/index.html"),
-        **({} if report.published else later_day_kept(context, day, published_day(store), "the HUD")),
-    })
-    over = {p: n for p, n in report.pages.items() if n >= MAX_PAGE_BYTES}
-    yield dg.AssetCheckResult(check_name="pages_under_2mb", passed=not over,
-                              metadata={"largest_page": largest, "largest_page_bytes": size,
-                                        "pages_over": dg.MetadataValue.json(over)})
-
-
-HUD_ASSETS = [commit_health_asset, pr_jobs_asset, ci_metrics_daily_asset, hud_site_asset]
+HUD_ASSETS = [commit_health_asset, pr_jobs_asset, ci_metrics_daily_asset]

@@ -1,4 +1,4 @@
-"""The HUD domain: commit and pull request health, daily CI metrics, and the static site."""
+"""The HUD domain: commit and pull request health and daily CI metrics (the static site is `derived/site`)."""
 
 import dagster as dg
 

@@ -1,4 +1,4 @@
-"""The HUD's pages as HTML strings: pure functions of the data `site.py` reads.
+"""The HUD's pages as HTML strings: pure functions of the data `derived/site/site.py` reads.
 
 Every page is self-contained (its CSS and its few lines of JavaScript inline, plots as inline
 SVG), links only relative paths within the site and absolute GitHub URLs, and so opens the same
@@ -97,7 +97,7 @@ def _time(t: dt.datetime | None) -> str:
 
 def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False) -> str:
     """A main commit's cell. A failure of an unstable job is shown as such, as PyTorch's HUD shows
-    it (a warning). A pull request's job has its kind from pr_rows.sql, in Dr. CI's order."""
+    it (a warning). A pull request's job has its kind from site/sql/pr_rows.sql, in Dr. CI's order."""
     if state == "failure":
         return "unstable" if unstable else failure_class or "new"
     return state if state in CELL_KINDS else "skipped"
@@ -252,7 +252,7 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
 def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str,
             backends: str = "") -> str:
     """pr/<number>.html: every job of the PR's latest head, failures classified (each job's `kind`,
-    as pr_rows.sql tells it), then downstream results."""
+    as site/sql/pr_rows.sql tells it), then downstream results."""
     order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "unstable": 5, "pending": 6,
              "flaky": 7, "success": 8, "skipped": 9}
 
