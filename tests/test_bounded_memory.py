@@ -250,3 +250,29 @@ def test_ci_results_memory_is_bounded_by_the_caps_not_by_the_day(tmp_path):
     assert (day[:2], refresh[:2]) == ((3000, 0), (3000, 0))  # the refresh's are redeliveries: one row a job
     assert day[2] < 640, f"3,000 callbacks of ~40 KB peaked {day[2]} MiB over the start"
     assert refresh[2] < 640, f"a refresh over 3,000 staged callbacks of ~40 KB peaked {refresh[2]} MiB"
+
+
+def test_ci_results_reduction_fits_a_duckdb_limit_far_below_the_days_callbacks(tmp_path, monkeypatch):
+    """A day of 3,000 callbacks of ~40 KB (the ten kept texts just under the cap; 120 MB of texts),
+    1,000 of its 2,000 jobs reported twice, reduced on one DuckDB thread under a 96 MB limit.
+    Choosing each job's callback with a window over the full rows, then sorting them, held every
+    callback's texts at once and failed with DuckDB's out-of-memory error; the rows kept are now
+    chosen from fixed-width columns and read back, and sorted in bounded runs."""
+    import pyarrow.parquet as pq
+
+    from resources import lake as lake_module
+    from torchci_assets.ingest.ci_results import ingest_ci_results_day
+
+    lines = [_callback(i, 4000) for i in range(2000)] + [_callback(i, 4000) for i in range(0, 2000, 2)]
+    rel = f"ci-results/day={DAY}/relay.jsonl.gz"
+    (tmp_path / "archive" / rel).parent.mkdir(parents=True)
+    (tmp_path / "archive" / rel).write_bytes(gzip.compress(b"\n".join(lines) + b"\n", compresslevel=1))
+    monkeypatch.setenv("TORCHCI_DUCKDB_MEMORY", "96MB")
+    monkeypatch.setattr(lake_module, "_RUN_THREADS", 1)
+    report = ingest_ci_results_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY,
+                                   now_ms=1795000000000)
+    assert (report.callbacks, report.rows, report.rejects) == (3000, 2000, [])
+    written = pq.read_table(tmp_path / "lake" / "ci_result" / f"day={DAY}" / "data.parquet",
+                            columns=["run_id", "callbacks"])
+    got = list(zip(*(written.column(c).to_pylist() for c in ("run_id", "callbacks"))))  # in the file's order
+    assert got == sorted([(i, 1 + (i % 2 == 0)) for i in range(2000)], key=lambda r: f"delivery{r[0]}-")

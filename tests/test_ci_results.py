@@ -1,11 +1,16 @@
 """ci-results archive -> `ci_result` / `ci_callback_minutes`: identity, latest state, the 6 h rule, rejects."""
 
 import datetime as dt
+import random
+
+import pyarrow.parquet as pq
+import pytest
 
 from conftest import write_lines
 from resources.lake import Lake, connect
+from resources.sql import compose, relation
 from resources.storage import Store
-from torchci_assets.ingest.ci_results import ingest_ci_results_day
+from torchci_assets.ingest.ci_results import CI_RESULT_SCHEMA, _stage_view, ingest_ci_results_day, judgement
 
 DAY = "2026-11-01"
 REPO = "acme-ai/torch-npu"
@@ -212,3 +217,82 @@ def test_a_text_over_the_cap_is_a_reject_naming_the_field_and_the_file_goes_on(t
             (1, f"{w}.job_name"), (2, "untrusted.callback_payload.delivery_id"), (3, f"{w}.name"), (4, f"{w}.url"),
             (5, "trusted.downstream_repo_level"), (6, "untrusted.callback_payload.payload.head_sha")]]
     assert sorted(len(r["delivery_id"]) for r in rows(tmp_path)) == [7, 4096]  # the file went on
+
+
+# The reduction ci_result was defined by before jobs were chosen from fixed-width columns: a window
+# over every callback of the day, then a sort. It held the texts of every callback at once; it is
+# kept here as the definition the reduction must still agree with, row for row and in order.
+WINDOW_REDUCTION = """
+WITH ranked AS (
+    SELECT *,
+        row_number() OVER (PARTITION BY delivery_id, repo, run_id, run_attempt, job_name
+            ORDER BY state_rank DESC, callback_at DESC NULLS LAST, archive_path DESC, archive_line DESC) AS rn,
+        count(*) OVER (PARTITION BY delivery_id, repo, run_id, run_attempt, job_name) AS n_callbacks,
+        min(started_at) OVER (PARTITION BY delivery_id, repo, run_id, run_attempt, job_name) AS any_started_at,
+        max(queue_s) OVER (PARTITION BY delivery_id, repo, run_id, run_attempt, job_name) AS any_queue_s,
+        max(head_sha) OVER (PARTITION BY delivery_id, repo, run_id, run_attempt, job_name) AS any_head_sha
+    FROM stage
+), winners AS (
+    SELECT * REPLACE (merged_started_at(any_started_at, execution_s, completed_at) AS started_at,
+                      coalesce(queue_s, any_queue_s) AS queue_s,
+                      coalesce(head_sha, any_head_sha) AS head_sha)
+    FROM ranked WHERE rn = 1
+)
+SELECT {{columns}},
+       n_callbacks AS callbacks,
+       failure_kind(status, conclusion, started_at, completed_at, callback_at, passed, failed, skipped,
+                    $as_of_ms, $lost_after_ms, $success_conclusions) AS failure_kind
+FROM winners ORDER BY repo, delivery_id, run_id, run_attempt, job_name
+"""
+
+
+def mixed_day(seed: int) -> dict[str, list]:
+    """Three files of callbacks for 80 jobs: every state in any file order, re-sent ones, callbacks
+    received at the same instant (the archive order decides), before 1970 or at none, head shas, queue and
+    execution times some callbacks leave out, ids that are prefixes of others and not ASCII."""
+    rnd = random.Random(seed)
+    instants = [None, "1969-12-31T23:00:00Z"] + [f"2026-11-01T{h:02d}:{m:02d}:00Z"
+                                                 for h in (9, 10, 23) for m in (0, 30)]
+    ids = ["d1", "d10", "d1-x", "d2", "dé", "d\u00e9\u4e2d", "D1"]
+    names = ["build", "build ", "test (1)", "test (10)", "test (1, 2)", "测试", "Build"]
+    files = {"relay-b.jsonl": [], "relay-a.jsonl": [], "late/relay.jsonl": []}
+    for n in range(80):
+        job = dict(repo=rnd.choice([REPO, "acme-ai/torch-xpu", "zz/backend"]), delivery=rnd.choice(ids),
+                   run_id=rnd.choice([7, 70, 7001]), attempt=rnd.choice([None, 1, 2]), job=rnd.choice(names))
+        for _ in range(rnd.choice([1, 1, 2, 3, 5])):
+            status = rnd.choice(["queued", "waiting", "in_progress", "completed", "completed"])
+            rec = record(**job, status=status, conclusion=rnd.choice(["success", "failure", None]),
+                         started=rnd.choice(instants), completed=rnd.choice(instants), received=rnd.choice(instants),
+                         queue=rnd.choice([None, 12.5, 60.0]), tests=rnd.choice([{}, None]))
+            if rnd.random() < 0.3:
+                del rec["untrusted"]["callback_payload"]["payload"]["head_sha"]
+            elif rnd.random() < 0.3:
+                rec["untrusted"]["callback_payload"]["payload"]["head_sha"] = rnd.choice(["b" * 40, "c" * 40])
+            rec["trusted"]["ci_metrics"]["execution_time"] = rnd.choice([None, 600.0, 1800.0])
+            files[rnd.choice(list(files))].append(rec)
+    # a callback dated before 1970 still beats an undated one, which the archive order favours
+    edge = dict(delivery="d-1969", job="edge")
+    files["relay-a.jsonl"].append(record(**edge, received="1969-12-31T23:00:00Z", conclusion="failure"))
+    files["relay-b.jsonl"].append(record(**edge, started=None, completed=None))
+    return files
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_reduction_equals_the_window_over_every_callback_row_for_row(tmp_path, seed):
+    for name, lines in mixed_day(seed).items():
+        write_lines(tmp_path / "archive" / "ci-results" / f"day={DAY}" / name, lines)
+    now = int(utc("2026-11-01T20:00:00").timestamp() * 1000)
+    report = ingest_ci_results_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY, now)
+    partition = tmp_path / "lake" / "ci_result" / f"day={DAY}"
+    got = pq.read_table(partition / "data.parquet")  # the rows as written, in the file's order
+    con = connect()
+    try:
+        _stage_view(con, Lake.at(str(tmp_path / "lake")), str(partition / "_stage.pq"), [])
+        columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
+        expected = relation(con, compose(WINDOW_REDUCTION, columns=columns), judgement(now)).fetchall()
+    finally:
+        con.close()
+    assert report.rejects == [] and report.callbacks == sum(len(v) for v in mixed_day(seed).values())
+    assert got.schema.names == CI_RESULT_SCHEMA.names
+    assert [tuple(r.values()) for r in got.to_pylist()] == expected
+    assert sum(r[-2] for r in expected) == report.callbacks and len(expected) > 30

@@ -75,7 +75,7 @@ from torchci_assets.ingest.increments import (REWRITE, Manifest, Ownership, fres
 from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.payloads import bounded
 from torchci_assets.ingest.rejects import Reject, rejects_table
-from torchci_assets.ingest.staging import StagingFile, row_groups
+from torchci_assets.ingest.staging import StagingFile, row_groups, sorted_batches
 
 SOURCE = "ci-results"
 LOST_AFTER_MS = 6 * 3600 * 1000
@@ -83,6 +83,9 @@ STAGE_BATCH_ROWS = 10_000
 # Rows per batch of ci_result written: a row holds up to a dozen texts of up to MAX_TEXT_CHARS, so
 # a batch holds at most ~50 MB of them whatever the day's size.
 RESULT_BATCH_ROWS = 1024
+# Rows per batch DuckDB hands the sort of ci_result's rows: the sort holds a run of such batches
+# (`staging.RUN_BYTES`) and one more, so a batch of the longest rows is kept to ~12 MB.
+SORT_INPUT_ROWS = 256
 TS = pa.timestamp("ms", tz="UTC")
 STATE_RANK = {"requested": 0, "pending": 0, "queued": 0, "waiting": 1, "in_progress": 2, "completed": 3}
 SUCCESS_CONCLUSIONS = ("success", "neutral", "skipped")
@@ -108,6 +111,8 @@ CI_RESULT_SCHEMA = pa.schema([
 CALLBACK_MINUTES_SCHEMA = pa.schema([("repo", pa.string()), ("minute", TS), ("callbacks", pa.int64())])
 
 KEY = ("delivery_id", "repo", "run_id", "run_attempt", "job_name")
+# The order of ci_result's rows: by backend, then its jobs.
+RESULT_ORDER = ("repo", "delivery_id", "run_id", "run_attempt", "job_name")
 # The net under parse_record: a value that does not fit its column rejects the line, not the day.
 _GUARD = RowGuard(STAGE_SCHEMA, skip=("location",))
 
@@ -269,16 +274,20 @@ def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, ea
     """Write the day's `ci_result` and `ci_callback_minutes` to `out`, reduced in DuckDB from every
     callback of the day: those this run staged (the local Parquet file `staged`) and those the
     day's earlier increments kept in the partition (`earlier`, its `_stage*` files). Both are read
-    where they lie and the results are written batch by batch, so memory is bounded by DuckDB's
-    limit and the batch caps, not by the day. Returns the rows of each; tallies `failure_kind` in `kinds`."""
+    where they lie; each job's callback is chosen from fixed-width columns, the rows come out
+    unordered and are sorted in bounded runs beside `staged` (`sorted_batches`), so memory is
+    bounded by DuckDB's limit and the caps, not by the day. Returns the rows of each; tallies
+    `failure_kind` in `kinds`."""
     steps = dict(SQL.steps("ci_result"))
     columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
     con = connect()
     try:
         _stage_view(con, lake, staged, earlier)
         jobs = relation(con, compose(steps["jobs"], columns=columns), judgement(as_of_ms))
-        rows = out.write("ci_result", day, pa.RecordBatchReader.from_batches(
-            CI_RESULT_SCHEMA, _tallied(jobs.to_arrow_reader(RESULT_BATCH_ROWS).cast(CI_RESULT_SCHEMA), kinds)))
+        ordered = sorted_batches(jobs.to_arrow_reader(SORT_INPUT_ROWS).cast(CI_RESULT_SCHEMA), CI_RESULT_SCHEMA,
+                                 list(RESULT_ORDER), os.path.dirname(staged), RESULT_BATCH_ROWS)
+        rows = out.write("ci_result", day,
+                         pa.RecordBatchReader.from_batches(CI_RESULT_SCHEMA, _tallied(ordered, kinds)))
         minutes = out.write("ci_callback_minutes", day,
                             con.sql(steps["minutes"]).to_arrow_reader(RESULT_BATCH_ROWS).cast(CALLBACK_MINUTES_SCHEMA))
     finally:
@@ -289,13 +298,16 @@ def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, ea
 def _stage_view(con, lake: Lake, staged: str, earlier: list[str]) -> None:
     """View `stage`: the callbacks of `staged` (this run's, a local file) and `earlier` (the day's
     earlier increments', in the lake), with the archive order the reduction breaks its last ties
-    by. Defines the callback macros in `con`."""
+    by; view `keyed`: the same with the fixed-width columns a job's callback is chosen by. Defines
+    the callback macros in `con`."""
     define_callback_macros(con)
     steps = dict(SQL.steps("ci_result"))
     con.execute(compose(steps["staged"], files=Literals([staged])))
     if not lake.register_files(con, earlier, "earlier_stage"):
         con.execute(steps["no_earlier"])
     con.execute(compose(steps["stage"], columns=STAGE_SCHEMA.names))
+    con.execute(steps["files"])
+    con.execute(steps["keyed"])
 
 
 def _tallied(batches: pa.RecordBatchReader, kinds: dict[str, int]) -> Iterator[pa.RecordBatch]:
