@@ -594,7 +594,8 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
     fake = FakeIssueTracker(httpserver)
     now = dt.datetime.now(dt.timezone.utc)
     day = now.date().isoformat()
-    issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux, win\n\nflaky", age=dt.timedelta(days=20))
+    issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux, win\n\nflaky", age=dt.timedelta(days=20),
+                     user="pytorch-bot[bot]")
     lake = Lake.at(str(tmp_path / "lake"))
     for row in rerun_rows(TEST_A, "linux", list(range(1, 8)), now):  # clean on linux for a week
         lake.write("test_results", row["job_completed_at"].date().isoformat(), pa.Table.from_pylist([row]))

@@ -24,6 +24,7 @@ from torchci_assets.derived.flakiness.flaky import (
     PLATFORM_COLUMNS_ADDED,
     build_flaky_tests,
 )
+from torchci_assets.derived.flakiness.issue_text import render_body
 from torchci_assets.derived.flakiness.lists import decide_disabled, flaky_rows
 from torchci_assets.derived.results.stats import (
     build_test_daily_stats,
@@ -171,6 +172,23 @@ def test_isolated_failures_between_passing_main_commits_are_flips(tmp_path):
         ("flaky", 3, 0, 3, 0)
 
 
+def test_commits_where_the_test_was_skipped_are_neither_passes_nor_failures_for_flips(tmp_path):
+    """test_skipped fails on commits 10, 20 and 30 and is skipped on the two commits after each (a
+    skip decorator, a DISABLED issue): the shard ran, the test did not, so its next run is three
+    commits on, too far for a flip, and the two skips are no failures either (no broken range).
+    test_once_skipped is skipped on one commit after each failure: its runs around them are two
+    commits apart, still flips. Counting skips as passes made both flaky with three flips."""
+    special: dict[int, dict] = {}
+    for i in (10, 20, 30):
+        special[i] = {"test_skipped": "fail", "test_once_skipped": "fail"}
+        special[i + 1] = {"test_skipped": "skip", "test_once_skipped": "skip"}
+        special[i + 2] = {"test_skipped": "skip"}
+    v = verdicts(tmp_path, main_history(["test_skipped", "test_once_skipped", "test_other"], 40, special))
+    s, o = v["test_skipped"], v["test_once_skipped"]
+    assert (s["verdict"], s["failures"], s["flips"], s["flake_events"], s["broken_ranges"]) == ("healthy", 3, 0, 0, 0)
+    assert (o["verdict"], o["failures"], o["flips"], o["flake_events"], o["broken_ranges"]) == ("flaky", 3, 3, 3, 0)
+
+
 def test_a_commit_failing_every_configuration_that_ran_the_test_is_no_flip(tmp_path):
     """Commit 12 breaks test_reverted on all three configurations (reruns failing too) and commit 13
     reverts it: a break, not three flakes; test_flake fails commit 12 on one configuration only,
@@ -315,6 +333,26 @@ def test_only_main_branch_flakes_are_main_evidence(tmp_path):
     assert (v["main_flake_events"], v["main_flaky_platforms"]) == (2, ["linux"])
     # the flip's job at commit 17, not the pull request's break at 38
     assert START + dt.timedelta(hours=17) < v["last_main_flake_at"] < START + dt.timedelta(hours=19)
+
+
+def test_a_new_issue_reports_mains_evidence_and_other_branches_apart(tmp_path):
+    """Main's evidence disables a test, so its new issue reports main's: pull requests' flakes are
+    told apart, in a sentence, and their runs and platforms are not main's."""
+    h = main_history(["test_a", "test_ok"], 40,
+                     {5: {"test_a": "flake"}, 17: {"test_a": "fail"}, 26: {"test_a": "flake"}})
+    h.run(20, WIN, {"test_a": "flake"}, branch="gh/someone/1/head", head="a" * 40, later_hours=0.9)
+    h.run(30, LINUX, {"test_a": "flake"}, branch="gh/someone/2/head", head="b" * 40, later_hours=0.9)
+    lake = Lake.at(str(tmp_path / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    key = "test_a (__main__.TestX)"
+    evidence = gather_evidence(lake, day, [key], "pytorch/pytorch", "https://github.com")[key]
+    body = render_body(evidence, ["linux"])
+    # main: rerun passes at 5 and 26 and a flip at 17, in the 40 runs of linux on main
+    assert "it had 3 flake event(s) in 40 run(s) on main, on linux." in body
+    assert "| linux | 40 | 1 | 3 | 2 | 0 | 1 |" in body.splitlines()
+    assert "| win |" not in body  # it ran on Windows only on a pull request
+    assert "Pull requests and other branches had 2 more flake event(s) in the window" in body
 
 
 def test_a_partition_written_before_main_evidence_was_counted_is_read_as_then(tmp_path):

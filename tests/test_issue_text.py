@@ -250,7 +250,8 @@ def test_the_body_leads_with_the_platforms_and_carries_the_evidence():
     body = render_body(evidence(), ["linux"])
     lines = body.splitlines()
     assert lines[0] == "Platforms: linux" and parse_platforms(body) == ["linux"]
-    assert "over the window 2026-10-20 to 2026-11-02 it had 4 flake event(s) in 700 run(s), on linux." in body
+    assert "over the window 2026-10-20 to 2026-11-02 it had 4 flake event(s) in 700 run(s) on main, on linux." in body
+    assert "other branches" not in body  # none flaked elsewhere
     assert "| linux | 400 | 5 | 4 | 3 | 1 | 0 |" in lines and "| win | 300 | 0 | 0 | 0 | 0 | 0 |" in lines
     links = [line for line in lines if line.startswith("- ")]
     assert len(links) == MAX_JOB_LINKS and "(10 of 25, main first)" in body

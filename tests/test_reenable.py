@@ -25,6 +25,7 @@ REPO = "pytorch/pytorch"
 FIXED, HALF = "test_fixed (__main__.TestR)", "test_half (__main__.TestR)"
 STILL, LATE = "test_still (__main__.TestR)", "test_late (__main__.TestR)"
 JOB = "linux-jammy-py3.10-gcc11 / test (default, 1, 1, linux.2xlarge, rerun_disabled_tests)"
+BOT = "pytorch-bot[bot]"  # PyTorch's bot, which files DISABLED issues
 _job_ids = iter(range(1_000_000, 2_000_000))
 
 
@@ -72,9 +73,9 @@ def lifecycle(httpserver, lake, tmp_path, gh=None, log=None):
 def test_clean_everywhere_closes_clean_somewhere_narrows_red_comments_once_a_day(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     old = dt.timedelta(days=20)
-    fixed = fake.add(f"DISABLED {FIXED}", "Platforms: linux, win\n\nflaky", age=old)
-    half = fake.add(f"DISABLED {HALF}", "Platforms: linux, win\n\nflaky", age=old)
-    still = fake.add(f"DISABLED {STILL}", "Platforms: linux", age=old)
+    fixed = fake.add(f"DISABLED {FIXED}", "Platforms: linux, win\n\nflaky", age=old, user=BOT)
+    half = fake.add(f"DISABLED {HALF}", "Platforms: linux, win\n\nflaky", age=old, user=BOT)
+    still = fake.add(f"DISABLED {STILL}", "Platforms: linux", age=old, user=BOT)
     lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(FIXED, "win") + clean(HALF, "linux")
                      + clean(HALF, "win", (2,)) + [rerun(HALF, "win", 4, "skipped", flaky(1, 49))]
                      + clean(STILL, "linux", (1, 2)) + [rerun(STILL, "linux", 3, "failed", "AssertionError")])
@@ -96,10 +97,33 @@ def test_clean_everywhere_closes_clean_somewhere_narrows_red_comments_once_a_day
     assert third.rows == [] and len(fake.comments[still["number"]]) == 1 and len(fake.comments[half["number"]]) == 2
 
 
+def test_a_strangers_issues_are_neither_closed_nor_narrowed_nor_commented(httpserver, tmp_path):
+    """Anyone can open a DISABLED issue: one whose author may not disable tests disables nothing
+    (it is not in the published list), so its reruns are not this project's to act on."""
+    fake = FakeIssueTracker(httpserver)
+    old = dt.timedelta(days=20)
+    theirs = [fake.add(f"DISABLED {t}", "Platforms: linux, win", age=old, user="a-stranger")
+              for t in (FIXED, HALF, STILL)]
+    ours = fake.add(f"DISABLED {LATE}", "Platforms: linux", age=old, user=BOT)
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(FIXED, "win") + clean(HALF, "linux")
+                     + [rerun(HALF, "win", 2, "failed")] + [rerun(STILL, "linux", 3, "failed")] + clean(LATE, "linux"))
+    logs = []
+    result = lifecycle(httpserver, lake, tmp_path, log=logs)
+    assert [(d.test, d.action) for d in result.decisions] == [(LATE, "close")]
+    assert fake.issues[ours["number"]]["state"] == "closed"
+    for issue in theirs:
+        now = fake.issues[issue["number"]]
+        assert (now["state"], now["body"]) == ("open", "Platforms: linux, win") and issue["number"] not in fake.comments
+    assert [m for m in logs if "left alone" in m] == [
+        f"#{i['number']} ({t}) is left alone: its author a-stranger may not disable tests"
+        for i, t in zip(theirs, (FIXED, HALF, STILL))]
+
+
 def test_runs_before_the_issue_was_filed_and_greens_of_infra_jobs_do_not_count(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
-    late = fake.add(f"DISABLED {LATE}", "Platforms: linux", age=dt.timedelta(days=2))  # filed two days ago
-    other = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20))
+    # filed two days ago
+    late = fake.add(f"DISABLED {LATE}", "Platforms: linux", age=dt.timedelta(days=2), user=BOT)
+    other = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20), user=BOT)
     lake = lake_with(tmp_path, clean(LATE, "linux", (1, 5, 9)) + [rerun(FIXED, "linux", d, infra=True) for d in (1, 3, 5)])
     assert lifecycle(httpserver, lake, tmp_path).decisions == []
     assert fake.issues[late["number"]]["state"] == fake.issues[other["number"]]["state"] == "open"
@@ -107,7 +131,7 @@ def test_runs_before_the_issue_was_filed_and_greens_of_infra_jobs_do_not_count(h
 
 def test_ordinary_jobs_and_plain_skips_are_no_evidence(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
-    fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20))
+    fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20), user=BOT)
     lake = lake_with(tmp_path, [rerun(FIXED, "linux", d, job_name="linux-jammy / test (default, 1, 3)") for d in (1, 3, 5)]
                      + [rerun(FIXED, "linux", d, "skipped", "Test is disabled because an issue exists") for d in (2, 4)])
     assert lifecycle(httpserver, lake, tmp_path).decisions == []
@@ -177,8 +201,9 @@ def test_a_reopened_issue_counts_its_greens_only_from_the_reopening(httpserver, 
     ago: that week says nothing of it now. HALF was reopened by this project 8 days ago (its ledger
     row), and a comment changed it since: the clean week after its reopening counts."""
     fake = FakeIssueTracker(httpserver)
-    human = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=60))
-    ours = fake.add(f"DISABLED {HALF}", "Platforms: linux", age=dt.timedelta(days=60))
+    fake.permissions["a-maintainer"] = "write"
+    human = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=60), user="a-maintainer")
+    ours = fake.add(f"DISABLED {HALF}", "Platforms: linux", age=dt.timedelta(days=60), user=BOT)
     reopened(fake, human, at(1))
     reopened(fake, ours, at(1))
     lake = lake_with(tmp_path, clean(FIXED, "linux", range(6, 13)) + clean(HALF, "linux", range(1, 8)))
@@ -191,7 +216,7 @@ def test_a_reopened_issue_counts_its_greens_only_from_the_reopening(httpserver, 
 
 def test_an_issue_the_filing_reopens_is_not_closed_again_by_the_same_run(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
-    issue = fake.add(f"DISABLED {FIXED}", "Platforms: linux", state="closed", age=dt.timedelta(days=30))
+    issue = fake.add(f"DISABLED {FIXED}", "Platforms: linux", state="closed", age=dt.timedelta(days=30), user=BOT)
     lake = lake_with(tmp_path, clean(FIXED, "linux", range(7, 14)))  # while it was disabled, before the close
     gh = github(httpserver)
     failed = dt.datetime.now(dt.timezone.utc)  # flaked on main, after the close

@@ -15,6 +15,7 @@ from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.issues import LEDGER_TABLE
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
+from torchci_assets.derived.flakiness import retired
 from torchci_assets.derived.flakiness.retired import RETIRED_MARKER, find_absent
 
 DAY = "2026-11-20"
@@ -23,6 +24,7 @@ ON = DisabledIssuesConfig(enabled=True)
 GONE, ALIVE = "test_gone (__main__.TestA)", "test_alive (__main__.TestA)"
 MOVED, NEVER = "test_moved (__main__.TestB)", "test_never (__main__.TestC)"
 EARLY = "test_early (__main__.TestD)"
+BOT = "pytorch-bot[bot]"  # PyTorch's bot, which files DISABLED issues
 
 
 def day(offset: int) -> str:
@@ -98,9 +100,9 @@ def ledger(lake) -> list[dict]:
 
 def test_the_issue_of_a_deleted_test_is_commented_and_closed_once(httpserver, lake, tmp_path):
     fake = FakeIssueTracker(httpserver)
-    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux")
-    moved = fake.add(f"DISABLED {MOVED}", "Platforms: win")
-    fake.add(f"DISABLED {ALIVE}", "")
+    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux", user=BOT)
+    moved = fake.add(f"DISABLED {MOVED}", "Platforms: win", user=BOT)
+    fake.add(f"DISABLED {ALIVE}", "", user=BOT)
     outputs = Store(str(tmp_path / "outputs"))
     result = retire(lake, github(httpserver), outputs)
     assert [r["test"] for r in result.rows] == [GONE] and [a.test for a in result.of("file_gone")] == [MOVED]
@@ -115,7 +117,7 @@ def test_the_issue_of_a_deleted_test_is_commented_and_closed_once(httpserver, la
 
 def test_a_crash_between_the_comment_and_the_close_comments_once(httpserver, lake, tmp_path):
     fake = FakeIssueTracker(httpserver)
-    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux")
+    gone = fake.add(f"DISABLED {GONE}", "Platforms: linux", user=BOT)
     fake.fail("update", json_response(502, {"message": "Bad Gateway"}))
     outputs = Store(str(tmp_path / "outputs"))
     first = retire(lake, github(httpserver, max_retries=0), outputs)
@@ -128,7 +130,7 @@ def test_a_crash_between_the_comment_and_the_close_comments_once(httpserver, lak
 def test_many_deletions_at_once_are_refused_as_a_likely_outage(httpserver, lake, tmp_path):
     fake = FakeIssueTracker(httpserver)
     for i in range(12):
-        fake.add(f"DISABLED test_gone{i} (__main__.TestA)", "")
+        fake.add(f"DISABLED test_gone{i} (__main__.TestA)", "", user=BOT)
     for n in range(7, 27):  # twelve tests of test_a.py that ran before the window and not in it
         lake.write("test_daily_stats", day(n), stats(
             [("test_a.py", "TestA", f"test_gone{i}") for i in range(12)] + [("test_a.py", "TestA", "test_alive")], day(n)))
@@ -147,3 +149,38 @@ def test_without_credentials_it_logs_and_records_what_it_would_close(httpserver,
     assert [(r["test"], r["action"]) for r in ledger(lake)] == [(GONE, "dry_run")] == \
         [(r["test"], r["action"]) for r in result.rows]
     assert any(m.startswith(f"DRY RUN: would comment on the DISABLED issue of {GONE} and close it as deleted") for m in logs)
+
+
+def test_a_strangers_issue_of_a_deleted_test_is_left_alone_and_a_maintainers_is_closed(httpserver, lake, tmp_path):
+    """Anyone can open a DISABLED issue: one whose author may not disable tests disables nothing
+    and is not this project's to comment on or close, however gone its test is."""
+    fake = FakeIssueTracker(httpserver)
+    theirs = fake.add(f"DISABLED {GONE}", "Platforms: linux", user="a-stranger")
+    outputs, logs = Store(str(tmp_path / "outputs")), []
+    assert retire(lake, github(httpserver), outputs, log=logs).rows == []
+    assert fake.issues[theirs["number"]]["state"] == "open" and theirs["number"] not in fake.comments
+    assert f"#{theirs['number']} ({GONE}) is left alone: its author a-stranger may not disable tests" in logs
+
+    fake.permissions["a-maintainer"] = "write"  # a maintainer files one too: that one is retired
+    mine = fake.add(f"DISABLED {GONE}", "Platforms: linux", user="a-maintainer")
+    result = retire(lake, github(httpserver), outputs)
+    assert [(r["test"], r["issue_number"]) for r in result.rows] == [(GONE, mine["number"])]
+    assert fake.issues[mine["number"]]["state"] == "closed"
+    assert fake.issues[theirs["number"]]["state"] == "open" and theirs["number"] not in fake.comments
+
+
+def test_a_strangers_issue_takes_none_of_the_runs_closes(httpserver, lake, tmp_path, monkeypatch):
+    """The issues closed per run are capped: a stranger's issue, left alone, must not use the cap
+    up and keep the bot's issue of another deleted test open."""
+    also = "test_also_gone (__main__.TestA)"  # before GONE in the order closes are made
+    for n in range(7, 27):
+        lake.write("test_daily_stats", day(n), stats([("test_a.py", "test_a.TestA", "test_gone"),
+                                                      ("test_a.py", "test_a.TestA", "test_also_gone"),
+                                                      ("test_a.py", "test_a.TestA", "test_alive")], day(n)))
+    monkeypatch.setattr(retired, "MAX_CLOSED_PER_RUN", 1)
+    fake = FakeIssueTracker(httpserver)
+    theirs = fake.add(f"DISABLED {also}", "", user="a-stranger")
+    mine = fake.add(f"DISABLED {GONE}", "", user=BOT)
+    result = retire(lake, github(httpserver), Store(str(tmp_path / "outputs")))
+    assert [r["test"] for r in result.rows] == [GONE] and [a.test for a in result.of("retired")] == [also, GONE]
+    assert fake.issues[mine["number"]]["state"] == "closed" and fake.issues[theirs["number"]]["state"] == "open"

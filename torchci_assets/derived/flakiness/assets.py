@@ -32,9 +32,10 @@ from torchci_assets.publishing import later_day_kept, nothing_new
 MAX_LISTED = 500
 # Lineage: the window read is the run's `window_days`.
 _WINDOW = window_mapping(WINDOW_DAYS - 1)
-# and the pushes of the day before it too: commits pushed then ran in the window (`flaky.py`)
+# and the pushes of the day before it too: commits pushed then ran in the window (`flaky.py`); of
+# test_results, only the main jobs' skips (`flaky.MAIN_SKIPS`)
 _FLAKY_READS = [*(dg.AssetDep(t, partition_mapping=_WINDOW) for t in ("test_daily_stats", "test_sha_outcomes",
-                                                                     "test_jobs")),
+                                                                     "test_jobs", "test_results")),
                 dg.AssetDep("push", partition_mapping=window_mapping(WINDOW_DAYS))]
 # disabled_issues also reads the rerun jobs' test rows (`reenable.py`) and which tests reported over
 # the retirement window and the month before it (`retired.py`)
@@ -116,7 +117,7 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                                        refresh=is_refresh(context.run.tags))
     life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                          relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
-                         log=context.log.info, warn=context.log.warning)
+                         log=context.log.info, warn=context.log.warning, allowed=report.allowed)
     retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
     yield dg.MaterializeResult(metadata={

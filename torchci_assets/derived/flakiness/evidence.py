@@ -1,7 +1,8 @@
 """The evidence a DISABLED issue carries, read from the flaky verdict's own inputs.
 
-For each test to disable: its counts per platform from `flaky_test_platforms` (the same day's
-partition, so the issue says exactly what the verdict saw) with when it last flaked on main (what
+For each test to disable: its counts per platform on main from `flaky_test_platforms` (the same
+day's partition, so the issue says exactly what the verdict saw; main's evidence is what disables
+a test, other branches' flake events are kept apart) with when it last flaked on main (what
 reopens or widens its issue), and its most recent failing jobs
 from the window's `test_sha_outcomes` (`failing_job_ids`: jobs where it failed or needed a
 rerun), linked through `workflow_job` (run id and repository) with `test_jobs` as the fallback
@@ -72,12 +73,12 @@ def gather_evidence(lake: Lake, day: str, tests: list[str], repo: str, web_url: 
     finally:
         con.close()
     out: dict[str, Evidence] = {t: Evidence(t) for t in tests}
-    for test, platform, runs, failures, events, reruns, pairs, flips, file, start, end, flaked_at in platforms:
+    for test, platform, *counts, every_branch, file, start, end, flaked_at in platforms:
         e = out[test]
+        main = PlatformEvidence(platform, *counts)
         out[test] = replace(e, file=e.file or file or "", window_start=e.window_start or start or "",
                             window_end=e.window_end or end or "",
-                            platforms=[*e.platforms, PlatformEvidence(platform, runs, failures, events, reruns, pairs,
-                                                                      flips)],
+                            platforms=[*e.platforms, replace(main, elsewhere=every_branch - main.flake_events)],
                             last_main_flake_at=max((t for t in (e.last_main_flake_at, flaked_at) if t), default=None))
     for test, job_id, run_id, job_repo, name, head_sha, on_main, at, failing, last in jobs:
         e = out[test]

@@ -1,8 +1,10 @@
 """Flaky, broken or healthy: one verdict per test over a window of days (default 14).
 
-Reads only the daily aggregates of `derived.results` (`test_daily_stats`, `test_sha_outcomes`,
-`test_jobs`) for the window, never `test_results`, so a new day costs what that day's
-aggregates cost; plus the window's `push` rows (a few hundred a day) for main's commit order.
+Reads the daily aggregates of `derived.results` (`test_daily_stats`, `test_sha_outcomes`,
+`test_jobs`) for the window, so a new day costs what that day's aggregates cost; plus the
+window's `push` rows (a few hundred a day) for main's commit order, and of `test_results` only
+which main jobs reported a test skipped (`MAIN_SKIPS`, extracted once per file): the aggregates
+keep no commit where the test did not fail, so they cannot tell a skip from a pass.
 Infra-suspect jobs are already out of every counter used here (see
 `derived.results`): a job that died or where most tests failed at once says nothing about its
 tests.
@@ -13,10 +15,12 @@ Flake evidence, counted in runs (one per job, so "events" are distinct jobs):
     passed (another job that day, or a re-attempt of the same run's shard on any day of the
     window: a re-attempt job without a failure row for the test passed it);
   * flip: a final failure on a main commit whose neighbours on the same configuration
-    (the previous and next main commits where that shard ran, at most MAX_FLIP_GAP commits
-    away in main's order) passed, unless every configuration that ran the test on that commit,
-    two or more, failed it: the commit broke it and was reverted or fixed at once, where a
-    flake fails one configuration at a time.
+    (the previous and next main commits where that shard ran the test, at most MAX_FLIP_GAP
+    commits away in main's order) passed, unless every configuration that ran the test on that
+    commit, two or more, failed it: the commit broke it and was reverted or fixed at once, where
+    a flake fails one configuration at a time. A commit where the shard ran but reported the test
+    skipped (disabled after the failure, say) did not run it: it is neither a pass nor a
+    failure, and the neighbours are the commits around it where the test ran.
 A final failure counts for a pair or a flip only if it is credible as a test failure: on a
 configuration that reruns failing tests (any rerun in the window), the failure must have
 been rerun. A failure that was never retried there means the process died under the test
@@ -36,11 +40,12 @@ Verdict, first rule that applies:
   healthy            otherwise.
 
 Main-branch evidence is counted apart (`main_flake_events`, `main_flaky_platforms`, and
-`last_main_flake_at`, when it last flaked on main): the verdict is over every branch, which is
-what Dr. CI wants (a test flaky anywhere may explain a pull request's failure), but only main's
-evidence disables a test, reopens its closed DISABLED issue or widens its platforms. PyTorch's
-flaky bot reads main's jobs only: a pull request that makes its own test flaky, or breaks it,
-must not get it disabled for everyone.
+`last_main_flake_at`, when it last flaked on main; per platform also its runs, failures, rerun
+passes and same-commit pairs on main, which a new DISABLED issue reports): the verdict is over
+every branch, which is what Dr. CI wants (a test flaky anywhere may explain a pull request's
+failure), but only main's evidence disables a test, reopens its closed DISABLED issue or widens
+its platforms. PyTorch's flaky bot reads main's jobs only: a pull request that makes its own
+test flaky, or breaks it, must not get it disabled for everyone.
 
 The flake rate is flake events over runs (runs that executed, not skipped, outside infra
 jobs), with a Wilson 95% interval: a rate per run on the configurations that ran the test.
@@ -54,6 +59,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from resources.lake import Lake, connect
+from resources.lake_extracts import Extract, register_extract
 from resources.sql import Columns, SqlFiles, relation, run_steps
 from torchci_assets.derived.flakiness import window_stats
 from torchci_assets.derived.flakiness.unchanged import forget, inputs_digest, recorded, remember
@@ -71,9 +77,13 @@ VERDICTS = ("flaky", "broken", "healthy", "insufficient_data")
 FLAKY_COLUMNS_ADDED = Columns({"main_flake_events": "BIGINT", "main_flaky_platforms": "VARCHAR[]",
                                "last_main_flake_at": "TIMESTAMPTZ"})
 PLATFORM_COLUMNS_ADDED = Columns({"main_rerun_passes": "BIGINT", "main_flake_events": "BIGINT",
-                                  "last_main_flake_at": "TIMESTAMPTZ"})
+                                  "last_main_flake_at": "TIMESTAMPTZ", "main_runs": "BIGINT",
+                                  "main_failures": "BIGINT", "main_same_commit_pairs": "BIGINT"})
 
 SQL = SqlFiles(__file__)
+# Per test, the main jobs that reported it skipped, extracted once per test_results file beside
+# flaky_tests' partitions (resources.lake_extracts): what tells flips a skip from a pass.
+MAIN_SKIPS = Extract("main_skips", "test_results", "flaky_tests", SQL)
 # the thresholds the steps of flaky_tests.sql read
 PARAMETERS = {"broken_min_commits": BROKEN_MIN_COMMITS, "max_flip_gap": MAX_FLIP_GAP,
               "min_flake_events": MIN_FLAKE_EVENTS, "min_runs": MIN_RUNS, "z": Z}
@@ -92,9 +102,9 @@ class FlakyReport:
 def register_window(con, lake: Lake, day: str, window_days: int, keep_past_sums: bool = False) -> int:
     """Tables w_test_stats and w_config_reruns of the window's daily stats (`window_stats`; with
     `keep_past_sums`, an intra-day refresh, the earlier days' sums are kept between refreshes),
-    views w_outcomes and w_jobs over its other aggregates, and w_push over its pushes (and the
-    day before: commits pushed then ran in the window), for main's commit order; returns the days
-    with stats.
+    views w_outcomes and w_jobs over its other aggregates, w_skips over its main jobs' skips
+    (`MAIN_SKIPS`), and w_push over its pushes (and the day before: commits pushed then ran in
+    the window), for main's commit order; returns the days with stats.
 
     The window's last day must exist (it is what this partition is about); earlier days may be
     missing (the lake's first days)."""
@@ -109,6 +119,8 @@ def register_window(con, lake: Lake, day: str, window_days: int, keep_past_sums:
     run_steps(con, SQL.steps("window_views"))
     if lake.register(con, "push", days_around(day, window_days), name="w_push") == 0:
         con.execute(SQL["no_pushes"])
+    if register_extract(con, lake, MAIN_SKIPS, days, "w_skips") == 0:
+        con.execute(SQL["no_skips"])
     return len(lake.files("test_daily_stats", days))
 
 
@@ -119,7 +131,9 @@ def compute(con) -> None:
 
 
 def window_inputs(day: str, window_days: int) -> dict[str, list[str]]:
-    """The partitions `flaky_tests` of `day` reads, table -> days (as register_window reads them)."""
+    """The partitions `flaky_tests` of `day` reads, table -> days (as register_window reads them).
+    `test_results` (its skips) is left out: test_daily_stats, built from it, changes whenever it
+    does, and its files' footers are the dearest to read."""
     days = days_ending(day, window_days)
     return {"test_daily_stats": days, "test_sha_outcomes": days, "test_jobs": days,
             "push": days_around(day, window_days)}

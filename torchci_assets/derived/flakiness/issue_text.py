@@ -263,6 +263,9 @@ def with_platforms(body: str | None, platforms: list[str]) -> str:
 
 @dataclass(frozen=True)
 class PlatformEvidence:
+    """One platform's counts on main, the evidence that disables a test (flips are main's by
+    nature), and `elsewhere`, the flake events of pull requests and other branches, which do not."""
+
     platform: str
     runs: int
     failures: int
@@ -270,6 +273,7 @@ class PlatformEvidence:
     rerun_passes: int
     same_commit_pairs: int
     flips: int
+    elsewhere: int = 0
 
 
 @dataclass(frozen=True)
@@ -283,8 +287,8 @@ class FailingJob:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Why a test is disabled: the flaky verdict's counts per platform over its window and the
-    most recent jobs where it failed (or needed a rerun)."""
+    """Why a test is disabled: the flaky verdict's counts per platform on main over its window
+    and the most recent jobs where it failed (or needed a rerun)."""
 
     test: str
     file: str = ""
@@ -306,6 +310,10 @@ class Evidence:
     def runs(self) -> int:
         return sum(p.runs for p in self.platforms)
 
+    @property
+    def elsewhere(self) -> int:
+        return sum(p.elsewhere for p in self.platforms)
+
 
 def _md(text: str) -> str:
     """Text safe inside a markdown link label or table cell."""
@@ -316,29 +324,37 @@ def _when(at: dt.datetime | None) -> str:
     return at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if at else "time unknown"
 
 
-def render_body(evidence: Evidence, platforms: list[str]) -> str:
-    """The body of a new DISABLED issue: the `Platforms:` line first (PyTorch's bot puts it
-    there and humans look for it there), the evidence, how to re-enable, and the marker."""
+def evidence_text(evidence: Evidence, platforms: list[str]) -> list[str]:
+    """The lines that say why the test is disabled: main's evidence, which decided it (as for
+    PyTorch's bot, flakiness seen only on pull requests disables nothing), per platform that ran
+    it on main or flaked there; other branches' flake events in a sentence of their own."""
     flaked_on = [p.platform for p in evidence.platforms if p.flake_events > 0]
     window = (f"the window {evidence.window_start} to {evidence.window_end}"
               if evidence.window_start else "the flaky verdict's window")
-    parts = [
-        platforms_line(platforms),
-        "",
-        f"This test was disabled because it is flaky in CI: over {window} it had "
-        f"{evidence.flake_events} flake event(s) in {evidence.runs} run(s)"
+    elsewhere = evidence.elsewhere
+    lines = [
+        f"This test was disabled because it is flaky on main: over {window} it had "
+        f"{evidence.flake_events} flake event(s) in {evidence.runs} run(s) on main"
         + (f", on {', '.join(flaked_on)}" if flaked_on else "") + ". A flake event is a failure "
         "that passed on a rerun in the same job, a failure on a commit where the test also "
-        "passed, or a failure on main between two passing commits. Jobs that died or where most "
+        "passed, or a failure between two passing commits. Jobs that died or where most "
         "tests failed at once are not counted."
         + ("" if platforms else " It flaked on every platform that ran it: the empty `Platforms:` line "
-           "disables it everywhere."),
+           "disables it everywhere.")
+        + (f" Pull requests and other branches had {elsewhere} more flake event(s) in the window; those do "
+           "not disable a test." if elsewhere else ""),
         "",
-        "| platform | runs | failures | flake events | rerun passes | same-commit pairs | flips on main |",
+        "| platform | runs on main | failures | flake events | rerun passes | same-commit pairs | flips |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    parts += [f"| {_md(p.platform)} | {p.runs} | {p.failures} | {p.flake_events} | {p.rerun_passes} | "
-              f"{p.same_commit_pairs} | {p.flips} |" for p in evidence.platforms]
+    return lines + [f"| {_md(p.platform)} | {p.runs} | {p.failures} | {p.flake_events} | {p.rerun_passes} | "
+                    f"{p.same_commit_pairs} | {p.flips} |" for p in evidence.platforms if p.runs or p.flake_events]
+
+
+def render_body(evidence: Evidence, platforms: list[str]) -> str:
+    """The body of a new DISABLED issue: the `Platforms:` line first (PyTorch's bot puts it
+    there and humans look for it there), the evidence, how to re-enable, and the marker."""
+    parts = [platforms_line(platforms), "", *evidence_text(evidence, platforms)]
     if evidence.jobs:
         parts += ["", f"Most recent failing jobs ({len(evidence.jobs)} of {evidence.failing_jobs}, "
                       "main first):"]

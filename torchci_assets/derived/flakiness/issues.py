@@ -368,6 +368,8 @@ class FilingReport:
     unchanged_since: str = ""  # the run whose identical filing (live) or plan (dry run) stands; this one did nothing
     # every open issue the filing read, and the ones it filed: the retirement step reads no more
     open_list: list[dict] | None = None
+    # who may disable a test, as the filing asked (the retiring and re-enabling ask no one again)
+    allowed: Permissions | None = None
     # the title of each aggregate issue filed, extended (or, dry run, that would be) -> its new tests
     aggregates: dict[str, list[str]] = field(default_factory=dict)
     # tests given no issue because PyTorch could not read their title -> why (a human must act)
@@ -505,7 +507,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
         else:
             report.parts.append(record(lake, day, [row], _slug(w.test)))
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
-    report.open_list = tracker.open_any()
+    report.open_list, report.allowed = tracker.open_any(), tracker.allowed
     return report
 
 

@@ -6,6 +6,14 @@ closed (retired.py), and tests that PyTorch's rerun_disabled_tests jobs show fix
 everywhere or on the platforms where they are clean (reenable.py). Both run from the newest
 verdict only, like the filing, and both have a dry run: without credentials the tests of the
 published disabled list stand in for the issues, and what would be done is logged and recorded.
+
+Both act only on issues whose authors may disable a test, by the rule the published list and the
+filing follow (`Permissions`): anyone can open a `DISABLED test_x` issue, and a stranger's
+disables nothing, so closing, commenting on or narrowing it would be this project acting on
+someone else's issue on evidence that was never about it. Such an issue is logged and left alone.
+An author is asked about only when one of its issues is about to be written to (`may_act`), or
+when a test has several open issues (`issues_by_test`), so a run that changes nothing asks
+GitHub nothing more than the filing and the published list do.
 """
 
 from __future__ import annotations
@@ -17,12 +25,14 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
-from torchci_assets.derived.flakiness.issue_text import platforms_line
+from torchci_assets.derived.flakiness.issue_text import disabled_test, platforms_line
 from torchci_assets.derived.flakiness.issues import (
+    issue_permissions,
     loop_mode,
     read_back_open,
     superseded_by,
 )
+from torchci_assets.derived.flakiness.job_issues import Permissions, author
 from torchci_assets.derived.flakiness.lists import load_published
 from torchci_assets.derived.flakiness.reenable import (
     Reenabling,
@@ -30,7 +40,6 @@ from torchci_assets.derived.flakiness.reenable import (
 )
 from torchci_assets.derived.flakiness.retired import (
     Retirement,
-    open_single_test_issues,
     retire_disabled_tests,
 )
 
@@ -48,23 +57,49 @@ def published_as_issues(outputs: Store) -> dict[str, dict]:
             for test, (_id, url, platforms) in load_published(outputs).items()}
 
 
+def issues_by_test(issues: list[dict], allowed: Callable[[dict], bool]) -> dict[str, dict]:
+    """The open single-test issue of each test: of several, the first by URL (the one the published
+    list names) whose author may disable a test (`allowed`), else the first."""
+    by_test: dict[str, list[dict]] = {}
+    for i in sorted(issues, key=lambda i: i["html_url"]):
+        if i.get("state") == "open" and (test := disabled_test(i.get("title"))):
+            by_test.setdefault(test, []).append(i)
+    return {t: next((i for i in group if allowed(i)), group[0]) if len(group) > 1 else group[0]
+            for t, group in by_test.items()}
+
+
+def author_check(allowed: Callable[[dict], bool], log: Callable[[str], None]) -> Callable[[dict], bool]:
+    """`may_act` for retiring and re-enabling: whether this project may write to `issue`, logging
+    why not."""
+    def may_act(issue: dict) -> bool:
+        if allowed(issue):
+            return True
+        log(f"#{issue['number']} ({disabled_test(issue.get('title'))}) is left alone: its author "
+            f"{author(issue) or 'unknown'} may not disable tests")
+        return False
+    return may_act
+
+
 def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str, repo: str,
                   settings: DisabledIssuesConfig, config_source: str, open_issues: list[dict] | None = None,
                   log: Callable[[str], None] = lambda s: None,
-                  warn: Callable[[str], None] = lambda s: None) -> Lifecycle:
+                  warn: Callable[[str], None] = lambda s: None, allowed: Permissions | None = None) -> Lifecycle:
     """Retire deleted tests, then re-enable fixed ones. `open_issues`: the open issues as the
-    filing just read them (else they are read here, when live)."""
+    filing just read them (else they are read here, when live); `allowed`: the permissions it
+    asked (else asked here)."""
     mode = loop_mode(github, settings, config_source)
     newer = superseded_by(lake, day)
     if newer:
         why = f"{day} is not the newest verdict ({newer} is)"
         return Lifecycle(Retirement([], why), Reenabling(), why)
     if mode.live:
-        issues = open_single_test_issues(open_issues if open_issues is not None else read_back_open(github, repo))
-    else:
-        issues = published_as_issues(outputs)
-    retirement = retire_disabled_tests(github, lake, day, run_id, repo, issues, mode.live, log, warn)
+        read = open_issues if open_issues is not None else read_back_open(github, repo)
+        wrote = (allowed or issue_permissions(github, lake, day, repo, read)).wrote
+        issues, may_act = issues_by_test(read, wrote), author_check(wrote, log)
+    else:  # a dry run writes to no issue
+        issues, may_act = published_as_issues(outputs), lambda issue: True
+    retirement = retire_disabled_tests(github, lake, day, run_id, repo, issues, mode.live, may_act, log, warn)
     closed = {r["test"] for r in retirement.rows}
     remaining = {t: i for t, i in issues.items() if t not in closed}
-    reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, log, warn)
+    reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, log, warn)
     return Lifecycle(retirement, reenabling)

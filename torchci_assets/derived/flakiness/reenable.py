@@ -201,16 +201,18 @@ def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[
 
 
 def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str,
-                            issues: dict[str, dict], live: bool, log: Callable[[str], None] = lambda s: None,
+                            issues: dict[str, dict], live: bool, may_act: Callable[[dict], bool],
+                            log: Callable[[str], None] = lambda s: None,
                             warn: Callable[[str], None] = lambda s: None) -> Reenabling:
-    """Decide for every open single-test issue (`issues`, by test) and act (live) or log and record
-    what would be done (dry run); rows go to the `disabled_issues` ledger."""
+    """Decide for every open single-test issue (`issues`, by test) and act (live: only on those
+    `may_act` allows, see lifecycle.py) or log and record what would be done (dry run); rows go to
+    the `disabled_issues` ledger."""
     since = {t: _created(i) for t, i in issues.items()}
     evidence = rerun_evidence(lake, day, since, greens_since(lake, day, issues))
     out = Reenabling()
     for test, runs in sorted(evidence.items()):
         d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
-        if d.action == "wait":
+        if d.action == "wait" or (live and not may_act(issues[test])):
             continue
         out.decisions.append(d)
         if not live:

@@ -19,6 +19,7 @@ between them finds its comment by the marker and only closes: never two comments
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,7 +28,6 @@ from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.comments import comment_once
-from torchci_assets.derived.flakiness.issue_text import disabled_test
 from torchci_assets.derived.flakiness.issues import (
     ledger_row,
     record,
@@ -125,11 +125,6 @@ def close_retired(github: GitHubResource, repo: str, issue: dict, a: Absent) -> 
             + ("" if posted else " (its comment was already there)"))
 
 
-def open_single_test_issues(issues: list[dict]) -> dict[str, dict]:
-    """Open single-test DISABLED issues by test (aggregates are never closed for one test)."""
-    return {t: i for i in issues if i.get("state") == "open" and (t := disabled_test(i.get("title")))}
-
-
 def describe(retirement: Retirement, log: Callable[[str], None]) -> None:
     for a in retirement.of("file_gone"):
         log(f"{a.test}: its file {a.file} stopped reporting too (last seen "
@@ -137,10 +132,13 @@ def describe(retirement: Retirement, log: Callable[[str], None]) -> None:
 
 
 def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str,
-                          issues: dict[str, dict], live: bool, log: Callable[[str], None] = lambda s: None,
+                          issues: dict[str, dict], live: bool, may_act: Callable[[dict], bool],
+                          log: Callable[[str], None] = lambda s: None,
                           warn: Callable[[str], None] = lambda s: None) -> Retirement:
     """Close the issues (`issues`, open single-test issues by test) of disabled tests that were
-    deleted (live), or log and record what would be closed (dry run); rows go to the ledger."""
+    deleted (live: only those `may_act` allows, see lifecycle.py; its refusals take none of the
+    run's MAX_CLOSED_PER_RUN), or log and record what would be closed (dry run); rows go to the
+    ledger."""
     retirement = find_absent(lake, day, list(issues))
     describe(retirement, log)
     why = refusal(retirement, len(issues))
@@ -148,7 +146,8 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         warn(f"retiring deleted tests: {why}")
         retirement.skipped = why
         return retirement
-    for a in retirement.of("retired")[:MAX_CLOSED_PER_RUN]:
+    allowed = (a for a in retirement.of("retired") if not live or may_act(issues[a.test]))
+    for a in itertools.islice(allowed, MAX_CLOSED_PER_RUN):
         if not live:
             plan = (f"would comment on the DISABLED issue of {a.test} and close it as deleted (not in any report "
                     f"for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")

@@ -6,7 +6,9 @@ CREATE OR REPLACE TEMP VIEW {{view}} AS
 SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS classname, NULL::VARCHAR AS name,
        NULL::VARCHAR AS platform, 0::BIGINT AS runs, 0::BIGINT AS failures,
        0::BIGINT AS flake_events, 0::BIGINT AS rerun_passes, 0::BIGINT AS same_commit_pairs,
-       0::BIGINT AS flips, NULL::TIMESTAMPTZ AS last_main_flake_at,
+       0::BIGINT AS flips, NULL::TIMESTAMPTZ AS last_main_flake_at, 0::BIGINT AS main_runs,
+       0::BIGINT AS main_failures, 0::BIGINT AS main_flake_events, 0::BIGINT AS main_rerun_passes,
+       0::BIGINT AS main_same_commit_pairs,
        NULL::DATE AS window_start, NULL::DATE AS window_end
 WHERE false
 

@@ -69,18 +69,27 @@ SELECT head_sha, row_number() OVER (ORDER BY coalesce(p.t, r.t), head_sha) AS ra
 FROM ran r LEFT JOIN pushed p USING (head_sha)
 
 -- step: seq
--- for each test and config with a main failure: every main commit where that shard ran
+-- for each test and config with a main failure: every main commit where that shard ran the test.
+-- A commit where each job of the shard reported the test skipped (w_skips, its test_key computed
+-- as main_skips.sql does) did not run it: it is neither a pass nor a failure, so the test's
+-- neighbours there are the commits around it where it ran.
 CREATE OR REPLACE TEMP TABLE seq AS
 WITH shards AS (
-    SELECT DISTINCT file, classname, name, build_env, test_config, shard FROM sha_jobs WHERE branch_class = 'main'
+    SELECT DISTINCT file, classname, name, build_env, test_config, shard,
+           ('0x' || md5(concat_ws(chr(31), file, classname, name))[:16])::UBIGINT AS test_key
+    FROM sha_jobs WHERE branch_class = 'main'
 ),
 covered AS (
-    SELECT DISTINCT build_env, test_config, platform, shard, head_sha FROM jobs
+    SELECT DISTINCT build_env, test_config, platform, shard, head_sha, job_id FROM jobs
     WHERE branch_class = 'main' AND NOT infra AND executed > 0
 ),
+skips AS (  -- the window's skips of these tests only (w_skips holds every test's)
+    SELECT test_key, job_id FROM w_skips SEMI JOIN (SELECT DISTINCT test_key FROM shards) USING (test_key)
+),
 tested AS (
-    SELECT DISTINCT file, classname, name, build_env, test_config, platform, head_sha
-    FROM shards JOIN covered USING (build_env, test_config, shard)
+    SELECT DISTINCT s.file, s.classname, s.name, c.build_env, c.test_config, c.platform, c.head_sha
+    FROM shards s JOIN covered c USING (build_env, test_config, shard)
+    ANTI JOIN skips k ON k.test_key = s.test_key AND k.job_id = c.job_id
 )
 SELECT t.*, c.rank,
        coalesce(st.failed_commit, false) AS f, coalesce(st.fails, 0) AS fails,
@@ -164,11 +173,13 @@ GROUP BY ALL
 -- flake_events counts every branch (Dr. CI and the verdict want to know a test is flaky anywhere);
 -- main_flake_events counts main's only: rerun passes and credible pairs on main commits, and flips
 -- (main-only by nature). Only main's disable a test, as PyTorch's flaky bot reads main's jobs only:
--- a pull request that makes its own test flaky must not get it disabled for everyone.
+-- a pull request that makes its own test flaky must not get it disabled for everyone. Main's runs,
+-- failures and same-commit pairs (main_*) are what a new DISABLED issue reports.
 CREATE OR REPLACE TEMP TABLE platform_evidence AS
 WITH st AS (FROM w_test_stats),
 sc AS (
     SELECT file, classname, name, platform, count(*) FILTER (WHERE pair) AS same_commit_pairs,
+           count(*) FILTER (WHERE pair AND branch_class = 'main') AS main_same_commit_pairs,
            coalesce(sum(fails) FILTER (WHERE pair AND credible), 0)::BIGINT AS pair_failures,
            coalesce(sum(fails) FILTER (WHERE pair AND credible AND branch_class = 'main'), 0)::BIGINT
                AS main_pair_failures,
@@ -177,6 +188,7 @@ sc AS (
 ),
 fl AS (SELECT file, classname, name, platform, count(*) AS flips, sum(fails)::BIGINT AS flip_failures FROM flips GROUP BY ALL)
 SELECT st.*, coalesce(sc.same_commit_pairs, 0) AS same_commit_pairs,
+       coalesce(sc.main_same_commit_pairs, 0) AS main_same_commit_pairs,
        coalesce(sc.pair_failures, 0) AS pair_failures, coalesce(fl.flips, 0) AS flips,
        coalesce(fl.flip_failures, 0) AS flip_failures, coalesce(sc.failing_shas, 0) AS failing_shas,
        coalesce(ex.exclusive_failing_shas, 0) AS exclusive_failing_shas,

@@ -3,8 +3,9 @@
 -- covers (test_sums, config_sums). When it covers the whole window, that is all (whole_*); when a
 -- refresh kept the sums of the days before the window's last (views past_tests and past_configs,
 -- see window_stats.py), stats covers the last day, and since sums, minima and maxima add up, the
--- two are added (added_*). Rerun passes on main are also counted apart (main_rerun_passes): only
--- main-branch flakiness disables a test (flaky_tests.sql). A job whose webhooks never came has no
+-- two are added (added_*). Runs, failures and rerun passes on main are also counted apart
+-- (main_runs, main_failures, main_rerun_passes): only main-branch flakiness disables a test
+-- (flaky_tests.sql), and its DISABLED issue reports main's evidence. A job whose webhooks never came has no
 -- platform: its rows count on the platform 'unknown', as ci_metrics_daily names it, so every list
 -- of platforms holds names only.
 
@@ -18,6 +19,8 @@ SELECT file, classname, name, platform,
        sum(runs - skipped)::BIGINT AS runs, sum(failed + errors)::BIGINT AS failures,
        sum(rerun_passed)::BIGINT AS rerun_passes, sum(rerun_failed)::BIGINT AS rerun_failures,
        coalesce(sum(rerun_passed) FILTER (WHERE branch_class = 'main'), 0)::BIGINT AS main_rerun_passes,
+       coalesce(sum(runs - skipped) FILTER (WHERE branch_class = 'main'), 0)::BIGINT AS main_runs,
+       coalesce(sum(failed + errors) FILTER (WHERE branch_class = 'main'), 0)::BIGINT AS main_failures,
        sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
 FROM stats GROUP BY ALL
@@ -44,6 +47,7 @@ SELECT file, classname, name, platform,
        sum(runs)::BIGINT AS runs, sum(failures)::BIGINT AS failures,
        sum(rerun_passes)::BIGINT AS rerun_passes, sum(rerun_failures)::BIGINT AS rerun_failures,
        sum(main_rerun_passes)::BIGINT AS main_rerun_passes,
+       sum(main_runs)::BIGINT AS main_runs, sum(main_failures)::BIGINT AS main_failures,
        sum(infra_runs)::BIGINT AS infra_runs, sum(infra_failures)::BIGINT AS infra_failures,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
 FROM (FROM past_tests UNION ALL BY NAME FROM test_sums) GROUP BY ALL
