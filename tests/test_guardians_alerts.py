@@ -161,6 +161,26 @@ def test_an_alert_issue_whose_label_a_human_removed_stays_the_alerts_issue(https
     assert len(tracker.issues) == 3
 
 
+def test_a_firing_alert_whose_issue_was_deleted_or_is_in_another_repository_gets_a_new_one(
+        httpserver, tmp_path, tracker):
+    """The table's issue is only a hint: one GitHub says is gone (404, 410) is no issue of the alert,
+    and an issue the table recorded in another repository (alerts.repo changed) is not looked up."""
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    (number,) = tracker.issues
+    del tracker.issues[number]  # an admin deleted it: GitHub answers 404 for it
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5)] == ["opened"]
+    (number,) = tracker.issues
+    tracker.issues[number]["labels"] = []
+    tracker.fail("get", *[Response('{"message": "This issue was deleted"}', status=410)] * 6)
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 10)] == ["opened"]
+    tracker.repo, tracker.issues = "pytorch/alerts", {}
+    moved = AlertIssues(client(httpserver), Lake.at(str(tmp_path / "lake")), "pytorch/alerts", ("pytorch-alert",),
+                        True, T0 + dt.timedelta(minutes=15))
+    assert [r["action"] for r in moved.sync([queue_alert("linux.4xlarge")])] == ["opened"]
+    assert not any(path.startswith("/repos/pytorch/alerts/issues/") and method == "GET"
+                   for method, path, _ in tracker.requests if path.rsplit("/", 1)[-1].isdigit())
+
+
 def test_an_issue_github_created_without_answering_is_adopted_not_duplicated(httpserver, tmp_path, tracker):
     tracker.fail("create", Scripted(Response("", status=502), after_effect=True))
     rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"))

@@ -123,7 +123,7 @@ class AlertIssues:
         alert's issue (a second one would be opened beside it otherwise), label or not."""
         last: dict[str, dict] = {}
         for r in history(self.lake, self.now):
-            if not r["dry_run"] and r["kind"] in kinds:
+            if not r["dry_run"] and r["kind"] in kinds and r["repo"] == self.repo:  # (alerts.repo may change)
                 last[r["kind"]] = r
         found = {}
         for kind, r in last.items():
@@ -131,7 +131,10 @@ class AlertIssues:
                 continue
             try:
                 issue = self.github.request("GET", f"/repos/{self.repo}/issues/{r['issue_number']}").json()
-            except GitHubError as e:  # unknown: opening another could duplicate it, so this kind waits
+            except GitHubError as e:
+                if e.status in (404, 410):  # gone (deleted, or transferred away): the alert has no issue
+                    continue
+                # unknown: opening another could duplicate it, so this kind waits
                 self.log(f"alert {kind}: issue #{r['issue_number']} could not be read ({e}); next check tries again")
                 found[kind] = _UNKNOWN
                 continue
