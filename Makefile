@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-serve bench-relay-latency bench-freshness bench-increment bench-drci bench-backfill bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-drci bench-backfill bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,9 @@ bench-shards: install
 
 bench-memory: install
 	$(BIN)/python bench/bench_memory.py
+
+bench-callbacks: install  # a day of downstream CI callbacks: memory under DuckDB limits, CPU of a realistic day
+	$(BIN)/python bench/bench_callbacks.py
 
 bench-serve: install
 	$(BIN)/python bench/bench_serve.py
