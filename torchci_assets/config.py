@@ -23,6 +23,8 @@ from typing import Any
 import yaml
 
 from resources.names import repo_name_problem
+from torchci_assets.config_error import ConfigError  # noqa: F401  (raised here, imported from here by callers)
+from torchci_assets.guardian_config import GuardianSettings, guardian_settings
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 CONFIG_ENV_VAR = "TORCHCI_CONFIG"
@@ -31,10 +33,6 @@ LEVELS = ("L1", "L2", "L3", "L4")
 # Devices become the `ciflow/crcr/<device>` label on upstream pull requests.
 _DEVICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ONCALL_RE = re.compile(r"^@?[A-Za-z0-9][A-Za-z0-9._/-]*$")
-
-
-class ConfigError(ValueError):
-    """A configuration file that cannot be used, with the place of the problem."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,7 @@ class TorchciConfig:
     drci: DrciConfig = field(default_factory=DrciConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
-    guardians: Any = None  # the `autorevert` and `alerts` sections (guardian_config.GuardianSettings)
+    guardians: GuardianSettings | None = None  # the `autorevert` and `alerts` sections
 
     @property
     def main_branch(self) -> str:
@@ -509,7 +507,6 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
 
 
 def _guardians(raw: dict):
-    from torchci_assets.guardian_config import guardian_settings  # it raises this module's ConfigError
     return guardian_settings(raw)
 
 

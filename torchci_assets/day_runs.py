@@ -24,12 +24,10 @@ from dagster._core.remote_origin import (
     RemoteRepositoryOrigin,
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.utils import make_new_run_id
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
 from resources.storage import Store
 from torchci_assets.ingest.landed import day_fingerprint
-from torchci_assets.run import RUN_ID_TAG
 
 CODE_LOCATION = "torchci"  # workspace.yaml's location_name
 REPOSITORY = "__repository__"  # the name Dagster gives the repository a Definitions object makes
@@ -63,18 +61,17 @@ def day_tags(archive: Store, day: str, whole_day: bool, extra: dict[str, str]) -
 
 
 def execute_day(defs: dg.Definitions, instance: dg.DagsterInstance, day: str, tags: dict[str, str],
-                asset_selection: list[dg.AssetKey] | None, run_config: dict):
+                asset_selection: list[dg.AssetKey] | None, run_config: dict, run_id: str):
     """Create the day's run of `all_assets_daily` as the code location's, then execute it here.
 
     The job runs with the code location's executor (in process, `torchci_assets.definitions`), so this costs
-    what `execute_in_process` costs; the result is Dagster's `JobExecutionResult`. The run is tagged with its
-    own id (RUN_ID_TAG): a run executed here, not one that inherited its tags.
+    what `execute_in_process` costs; the result is Dagster's `JobExecutionResult`. `run_id` is the caller's,
+    who tags the run with it (`torchci run`: a run executed here, not one that inherited its tags).
     """
     job = defs.resolve_job_def(all_assets_job.name)
     recon = reconstructable(job.name)
-    run_id = make_new_run_id()
     run = instance.create_run_for_job(
-        job_def=job, run_config=run_config, tags={**tags, RUN_ID_TAG: run_id}, run_id=run_id,
+        job_def=job, run_config=run_config, tags=tags, run_id=run_id,
         asset_selection=set(asset_selection) if asset_selection else None,
         remote_job_origin=remote_origin(job.name), job_code_origin=recon.get_python_origin())
     return execute_run(recon, run, instance)

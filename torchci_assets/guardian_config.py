@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchci_assets.config import ConfigError
+from torchci_assets.config_error import ConfigError
 
 REVERT_CLASSIFICATIONS = ("ignoredsignal", "nosignal", "landrace", "weird", "ghfirst")
 

@@ -300,10 +300,13 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_day(defs, instance, day: str, counter: str, tags: dict, keys, log_config: dict) -> bool:
     """Materialize one day in process and print its line (failed checks, quiet assets, failed steps)."""
+    from dagster._core.utils import make_new_run_id
+
     from torchci_assets.day_runs import execute_day
 
     t0 = time.monotonic()
-    result = execute_day(defs, instance, day, tags, keys, log_config)
+    run_id = make_new_run_id()
+    result = execute_day(defs, instance, day, {**tags, RUN_ID_TAG: run_id}, keys, log_config, run_id)
     failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                      if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
     quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
