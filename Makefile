@@ -35,8 +35,10 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 		touch $@; \
 	fi
 
+# The sample archive only where there is no archive: neither webhooks nor a backfill's cursor (a
+# backfill that read no webhook yet must not be mixed with simulated pytorch/pytorch days).
 run: install
-	@if [ ! -d "$(TORCHCI_ARCHIVE_URI)/webhooks" ]; then \
+	@if [ ! -d "$(TORCHCI_ARCHIVE_URI)/webhooks" ] && [ ! -d "$(TORCHCI_ARCHIVE_URI)/backfill" ]; then \
 	  $(BIN)/torchci simulate --out "$(TORCHCI_ARCHIVE_URI)" --days 3; fi
 	$(BIN)/torchci run
 

@@ -67,11 +67,12 @@ def secondary_limit(retry_after: int = 60) -> Response:
 
 
 class FakeActions:
-    def __init__(self, server, repo: str = "pytorch/pytorch", budget: int = 15_000):
+    def __init__(self, server, repo: str = "pytorch/pytorch", budget: int = 15_000, default_branch: str = "main"):
         self.server = server
         self.repo = repo
         owner, name = repo.split("/")
-        self.repository = shaped("full-repository", {"name": name, "full_name": repo})
+        # the example's default branch is master; the repository played here, as pytorch/pytorch, has main
+        self.repository = shaped("full-repository", {"name": name, "full_name": repo, "default_branch": default_branch})
         self.repository["owner"] = dict(self.repository["owner"], login=owner)
         self.runs: dict[int, dict[int, dict]] = {}  # run id -> attempt -> run object
         self.jobs: dict[tuple[int, int], list[dict]] = {}

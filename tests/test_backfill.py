@@ -59,6 +59,14 @@ def world_api_days():
     return World(SIM), WEEK[:2]
 
 
+def with_branches(api: FakeActions, *names: str) -> FakeActions:
+    """`names` (default main) as branches of the repository, each headed by a commit from before the
+    days read: GitHub answers 404 for a branch it does not have, and a backfill stops there."""
+    for name in names or ("main",):
+        api.add_commit(name, "f" * 40, "e" * 40, "an older head", "2026-10-01T00:00:00Z", "alice")
+    return api
+
+
 def simulated_api(httpserver, days, **kw) -> FakeActions:
     api = FakeActions(httpserver)
     from_world(api, World(SIM), days, **kw)
@@ -153,7 +161,7 @@ def _artifact_zip(names: dict[str, bytes]) -> bytes:
 
 
 def test_a_run_with_three_attempts_expired_artifact_and_missing_log(tmp_path, httpserver):
-    api = FakeActions(httpserver)
+    api = with_branches(FakeActions(httpserver))
     for attempt, conclusion in ((1, "failure"), (2, "failure"), (3, "success")):
         run, jobs = _attempt_objects(attempt, conclusion)
         api.add_run(run, jobs)
@@ -191,7 +199,7 @@ def test_a_run_with_three_attempts_expired_artifact_and_missing_log(tmp_path, ht
 def test_a_report_named_without_a_job_id_is_filed_under_its_attempts_only_job(tmp_path, httpserver):
     """An artifact named `runattempt<n>` but without `_<job id>` belongs to attempt n's only job;
     one whose attempt had several jobs cannot be placed, and is counted, not guessed."""
-    api = FakeActions(httpserver)
+    api = with_branches(FakeActions(httpserver))
     for attempt in (1, 2):
         run, jobs = _attempt_objects(attempt, "success")
         if attempt == 1:
@@ -208,7 +216,7 @@ def test_a_report_named_without_a_job_id_is_filed_under_its_attempts_only_job(tm
 
 
 def test_a_run_still_going_is_read_again_until_it_completes(tmp_path, httpserver):
-    api = FakeActions(httpserver)
+    api = with_branches(FakeActions(httpserver))
     run, jobs = _attempt_objects(1, "success")
     api.add_run(run, jobs)
     going, going_jobs = _attempt_objects(1, None)
@@ -235,7 +243,7 @@ def test_a_run_still_going_is_read_again_until_it_completes(tmp_path, httpserver
 def test_a_run_re_run_after_it_was_read_is_read_again(tmp_path, httpserver):
     """A day read while it was today, its run complete; the run is re-run that day: the same
     command, later, reads the new attempt, as a backfill from scratch would."""
-    api = FakeActions(httpserver)
+    api = with_branches(FakeActions(httpserver))
     run, jobs = _attempt_objects(1, "failure")
     api.add_run(run, jobs)
     store, opts = Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0])
@@ -255,7 +263,7 @@ def test_a_day_read_without_prs_is_read_again_with_them_and_branches_keep_their_
     """The cursor is per options: `--prs` after a backfill without it reads the pull requests'
     runs of the days already done; a backfill without `--prs` after one with it has nothing left;
     another branch's days are its own, and its parts never replace main's."""
-    api = FakeActions(httpserver)
+    api = with_branches(FakeActions(httpserver), "main", "release/2.5")
     for run_id, branch, event in ((1000, "main", "push"), (1001, "feature-x", "pull_request"),
                                   (1002, "release/2.5", "push")):
         run, jobs = _attempt_objects(1, "success")

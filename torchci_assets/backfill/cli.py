@@ -1,4 +1,4 @@
-"""`torchci backfill --repo OWNER/NAME (--since YYYY-MM-DD | --days N) [--branch main] [--prs]`."""
+"""`torchci backfill --repo OWNER/NAME (--since YYYY-MM-DD | --days N) [--branch NAME] [--prs]`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from resources.configured import resolved_uri
 from resources.github import GitHubError, GitHubResource
 from resources.names import repo_name_problem
 from resources.storage import Store
-from torchci_assets.backfill.history import BackfillOptions, backfill
+from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
-EXIT_REFUSED = 2  # bad credentials or no such repository: the command must change, not be run again
+# bad credentials, no such repository or branch, no permission: the command or the credentials must
+# change, running it again cannot help
+EXIT_REFUSED = 2
 # A backfill outlives an hour's budget: wait for the reset (an hour and a bit) instead of stopping.
 MAX_WAIT_S = 3900.0
 
@@ -41,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--since", type=dt.date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
     when.add_argument("--days", type=int, help="the last N days, today included")
-    p.add_argument("--branch", default="main", help="branch whose runs and commits to read (default main)")
+    p.add_argument("--branch", default=None,
+                   help="branch whose runs and commits to read (default: the repository's default branch)")
     p.add_argument("--prs", action="store_true", help="also pull requests and their workflow runs")
     p.add_argument("--archive", default=None, help="archive root (default TORCHCI_ARCHIVE_URI)")
     return p
@@ -81,4 +84,17 @@ def _refusal(exc: GitHubError, repo: str) -> str | None:
     if exc.status == 404 and str(exc).startswith(f"GET /repos/{repo}:"):
         return (f"no repository {repo} that these credentials can see ({exc}): check --repo, and that the "
                 "token or the GitHub App can read it")
+    if isinstance(exc, MissingBranch):
+        return str(exc)
+    if exc.status == 403 and not _rate_limited(exc):
+        return (f"GitHub refused a read ({exc}): the token or the GitHub App needs Actions: read and "
+                "Contents: read on the repository (and Pull requests: read for --prs)")
     return None
+
+
+def _rate_limited(exc: GitHubError) -> bool:
+    """A 403 that was a rate limit: GitHub's message says so, or the client waited on its advice
+    until it gave up. Any other 403 (a token without a permission, an organization's SAML or IP
+    policy) answers the same however often it is asked."""
+    text = str(exc)
+    return "rate limit" in text.lower() or "(gave up:" in text

@@ -1,8 +1,9 @@
 """`torchci backfill`: a repository's CI history from GitHub's REST API into the archive.
 
-Day by day (the day a workflow run was created), oldest first: the day's runs of the branch (and
-with `prs`, of pull requests) are listed, then read in parts of `part_runs` runs, each run with
-every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
+Day by day (the day a workflow run was created), oldest first: the day's runs of the branch (the
+repository's default branch unless one is named; and with `prs`, of pull requests and of the
+`ciflow/...` tags PyTorch's bot pushes for them) are listed, then read in parts of `part_runs`
+runs, each run with every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
 branch's commits of the day (its first-parent chain: what it pointed to) become pushes. Each part is written, then the cursor saved (files.py),
 so an interrupted backfill (a crash, a rate limit that outlasted the wait budget) is continued by
 running the same command again, and the result is the same as one uninterrupted run.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from resources.github import GitHubError, GitHubResource
 from resources.storage import Store
@@ -33,6 +34,13 @@ ARTIFACT_PREFIX = "test-reports"
 _JOB_ID_IN_NAME = re.compile(r"_(\d+)(?:\.zip)?$")
 _ATTEMPT_IN_NAME = re.compile(r"-runattempt(\d+)-")
 FAILED = ("failure", "timed_out")
+# PyTorch's bot pushes `ciflow/<workflow>/<PR number>` tags to run a pull request's head through
+# more workflows (trunk, periodic ...): push runs whose head_branch is the tag, not the branch.
+CIFLOW_PREFIX = "ciflow/"
+
+
+class MissingBranch(GitHubError):
+    """The branch to read is not in the repository: reading nothing would look like a quiet history."""
 
 
 @dataclass
@@ -40,7 +48,7 @@ class BackfillOptions:
     repo: str
     since: dt.date
     until: dt.date  # last day, inclusive
-    branch: str = "main"
+    branch: str | None = None  # None: the repository's default branch
     prs: bool = False
     part_runs: int = 50
     page_size: int = 100  # items per list page (GitHub's most)
@@ -95,15 +103,29 @@ def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: d
         yield from reader.pages(nxt, "workflow_runs", auth_path=path)
 
 
+def is_ciflow_run(run: dict) -> bool:
+    return (run.get("head_branch") or "").startswith(CIFLOW_PREFIX)
+
+
+def run_queries(opts: BackfillOptions) -> list[tuple[dict, Callable[[dict], bool] | None]]:
+    """The run lists a day's reading takes (filters, and which of the runs listed to keep): GitHub
+    filters by one exact head_branch, so the ciflow tags' runs are the push runs kept by prefix."""
+    queries: list[tuple[dict, Callable[[dict], bool] | None]] = [({"branch": opts.branch}, None)]
+    if opts.prs:
+        queries += [({"event": "pull_request"}, None), ({"event": "push"}, is_ciflow_run)]
+    return queries
+
+
 def list_runs(reader: RestReader, opts: BackfillOptions, day: dt.date) -> list[dict]:
-    """The day's runs (latest attempt each) of the branch, and of pull requests with `prs`, by id."""
+    """The day's runs (latest attempt each) of the branch, and with `prs` of pull requests and
+    their ciflow tags, by id."""
     lo = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
     hi = lo + dt.timedelta(days=1, seconds=-1)
-    queries = [{"branch": opts.branch}] + ([{"event": "pull_request"}] if opts.prs else [])
     runs: dict[int, dict] = {}
-    for filters in queries:
+    for filters, keep in run_queries(opts):
         for run in _window(reader, opts.repo, filters, lo, hi):
-            runs[run["id"]] = run
+            if keep is None or keep(run):
+                runs[run["id"]] = run
     return [runs[k] for k in sorted(runs)]
 
 
@@ -198,18 +220,21 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
-def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date) -> dict[str, list[dict]]:
+def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date,
+                         default_branch: str | None = None) -> dict[str, list[dict]]:
     """The commits the branch pointed to since `since`, by day of their committer date: its head's
     first-parent chain. GitHub's commit list is every commit reachable from the branch (`git log`,
     not `--first-parent`), which with merge commits holds each merged pull request's own commits,
     never pushed to the branch; so the list (one walk for the whole backfill) only supplies the
-    objects, and the chain is followed from the head through first parents."""
+    objects, and the chain is followed from the head through first parents. A branch GitHub does
+    not know raises MissingBranch: its runs would list empty too, and the days be marked done."""
     try:
         head = reader.json(f"/repos/{opts.repo}/branches/{opts.branch}").get("commit") or {}
     except GitHubError as exc:
         if exc.status != 404:
             raise
-        return {}  # the branch is gone (or never was): no commit to tell of
+        raise MissingBranch(404, f"GitHub has no branch {opts.branch} in {opts.repo} ({exc}): check --branch; "
+                                 f"left out, the repository's default branch is read ({default_branch})") from exc
     params = {"sha": opts.branch, "since": f"{since.isoformat()}T00:00:00Z"}
     listed = {c["sha"]: c for c in reader.pages(f"/repos/{opts.repo}/commits", None, params)}
     by_day: dict[str, list[dict]] = {}
@@ -261,7 +286,8 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
 
 def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repository: dict,
                    progress: Progress, part_size: int = 500) -> None:
-    """Pull requests updated since `since` (newest first, as GitHub sorts them)."""
+    """Pull requests updated since `since` (newest first, as GitHub sorts them); what one did
+    before `since` is filed on that first day, so the archive starts where the backfill does."""
     owner, name = opts.repo.split("/")
     since = dt.datetime.combine(opts.since, dt.time(), dt.timezone.utc)
     batch: list[dict] = []
@@ -269,7 +295,7 @@ def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repo
     def flush() -> None:
         part = Part(store, f"rest-{owner}-{name}-pulls-{batch[0]['number']}")
         for pr in batch:
-            part.add(shapes.pull_request_deliveries(pr, repository))
+            part.add(shapes.pull_request_deliveries(pr, repository, not_before=since))
         progress.deliveries += part.commit()
         progress.pull_requests += len(batch)
         batch.clear()
@@ -295,12 +321,15 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     progress = progress or Progress()
     reader = RestReader(gh, progress.budget, opts.page_size)
     repository = reader.json(f"/repos/{opts.repo}")
+    if opts.branch is None:
+        opts = replace(opts, branch=repository.get("default_branch") or "main")
+        log(f"backfill {opts.repo}: branch {opts.branch}, the repository's default")
     cursor = Cursor(store, opts.repo, opts.branch, opts.prs)
     # a day read with pull requests holds the branch's runs too: done for a backfill without them
     wider = None if opts.prs else Cursor(store, opts.repo, opts.branch, True)
     days = [d for d in _days(opts) if not cursor.day_done(d.isoformat())
             and not (wider is not None and wider.day_done(d.isoformat()))]
-    pushed = first_parent_commits(reader, opts, days[0]) if days else {}
+    pushed = first_parent_commits(reader, opts, days[0], repository.get("default_branch")) if days else {}
     for day in days:
         backfill_day(reader, store, opts, day, repository, cursor, progress, log, now, pushed)
         progress.days += 1

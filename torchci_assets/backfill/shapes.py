@@ -146,14 +146,22 @@ def push_delivery(commit: dict, ref: str, repository: dict) -> tuple[str, bytes]
     return envelope("push", f"rest-push-{ref}-{commit['sha']}", at, payload)
 
 
-def pull_request_deliveries(pr: dict, repository: dict) -> list[tuple[str, bytes]]:
-    """`opened` at created_at, and `closed` at closed_at for a closed PR (REST keeps no other history)."""
+def pull_request_deliveries(pr: dict, repository: dict,
+                            not_before: dt.datetime | None = None) -> list[tuple[str, bytes]]:
+    """`opened` at created_at, and `closed` at closed_at for a closed PR (REST keeps no other history).
+
+    A pull request opened (or closed) years before the backfill's first day, and updated since,
+    would open archive days, and day partitions, that far back. Its records are received at
+    `not_before` instead (`closed` a millisecond later, so the latest record is still its state),
+    their payloads unchanged: the lake knows the pull request from the backfill's first day on."""
     full = dict(pr, merged=pr.get("merged", pr.get("merged_at") is not None))
     out = []
-    for action, key in (("opened", "created_at"), ("closed", "closed_at")):
+    for order, (action, key) in enumerate((("opened", "created_at"), ("closed", "closed_at"))):
         at = parse_time(pr.get(key))
         if at is None:
             continue
+        if not_before is not None:
+            at = max(at, not_before + dt.timedelta(milliseconds=order))
         shown = dict(full, updated_at=pr[key]) if action == "opened" else full
         if action == "opened":
             shown.update(state="open", merged=False, closed_at=None, merged_at=None)
