@@ -41,7 +41,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.drci.build import build_comments
 from torchci_assets.derived.drci.classify import CLASSES, UNSTABLE, Verdict
-from torchci_assets.derived.drci.inputs import load_unstable
+from torchci_assets.derived.flakiness.job_issues import load_unstable
 from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX, condense_jobs
 from torchci_assets.derived.flakiness.lists import dumps
 
