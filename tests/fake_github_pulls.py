@@ -4,13 +4,15 @@ it shares).
 
 - `GET /repos/{o}/{r}/issues/{n}/comments` (per_page/page with `Link` headers, oldest first, as
   GitHub lists them), `POST` (201), `PATCH` and `DELETE /repos/{o}/{r}/issues/comments/{id}`;
-- `GET /repos/{o}/{r}/compare/{base}...{head}`: `merge_base_commit` from `merge_bases`;
+- `GET /repos/{o}/{r}/compare/{base}...{head}`: `merge_base_commit` from `compared[(base, head)]`,
+  else `merge_bases[head]` (whatever the base);
 - `GET /repos/{o}/{r}/actions/runs?head_sha=` and `/actions/runs/{id}/jobs`, from `runs`.
 Answers are GitHub's own examples (tests/data/github-rest, from @octokit/openapi) with the fields a
 test sets replaced.
 `fail(kind, *responses)` serves scripted answers first (kinds: list, create, edit, delete, compare,
 runs, jobs); `Scripted(..., after_effect=True)` is served after the request took effect.
 `on_create` runs inside a create (a racing run's create, say). Requests are logged in `requests`.
+A create or edit whose body is over `max_body_chars` (GitHub's 65,536) is refused with GitHub's 422.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ COMMENT = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)
 COMPARE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/compare/(?P<base>.+)\.\.\.(?P<head>[0-9a-f]+)$")
 RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs$")
 JOBS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/jobs$")
+MAX_BODY_CHARS = 65_536
+
+
+def too_long() -> Response:
+    """GitHub's answer to a comment body over its limit."""
+    return json_response(422, {"message": "Validation Failed", "errors": [
+        {"resource": "IssueComment", "code": "custom", "field": "body",
+         "message": f"body is too long (maximum is {MAX_BODY_CHARS} characters)"}],
+        "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment"})
 
 
 class FakePullRequests:
@@ -40,12 +51,14 @@ class FakePullRequests:
         self.repo = repo
         self.comments: dict[int, list[dict]] = {}
         self.merge_bases: dict[str, str] = {}
+        self.compared: dict[tuple[str, str], str] = {}  # (base, head) -> merge base, before merge_bases
         self.runs: dict[str, list[dict]] = {}        # head sha -> workflow runs
         self.jobs: dict[int, list[dict]] = {}         # run id -> jobs
         self.requests: list[tuple[str, str, dict]] = []
         self.scripts: dict[str, list[Scripted]] = {}
         self.on_create = None
         self.next_id = 1_000_000
+        self.max_body_chars = MAX_BODY_CHARS
         self.lock = threading.RLock()
         for pattern in (COMMENTS, COMMENT, COMPARE, RUNS, JOBS):
             httpserver.expect_request(pattern).respond_with_handler(self.handle)
@@ -110,6 +123,8 @@ class FakePullRequests:
             return scripted.response if scripted else response
 
     def _answer(self, kind: str, m: re.Match, request: Request) -> Response:
+        if kind in ("create", "edit") and len(json.loads(request.data)["body"]) > self.max_body_chars:
+            return too_long()
         if kind == "list":
             return self._page(request, sorted(self.comments.get(int(m["number"]), []), key=lambda c: c["id"]))
         if kind == "create":
@@ -128,7 +143,7 @@ class FakePullRequests:
                         return json_response(200, c)
             return json_response(404, {"message": "Not Found"})
         if kind == "compare":
-            base = self.merge_bases.get(m["head"])
+            base = self.compared.get((m["base"], m["head"]), self.merge_bases.get(m["head"]))
             if base is None:
                 return json_response(404, {"message": "Not Found"})
             answer = copy.deepcopy(EXAMPLES["commit-comparison"])

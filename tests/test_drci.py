@@ -292,8 +292,10 @@ def test_comment_header_counts_and_markers():
 def test_a_cancelled_job_is_listed_apart_to_retry_not_as_a_new_failure():
     """PyTorch's Dr. CI: `N Cancelled Job(s)` in the title (with the ❌), a CANCELLED section asking for a retry."""
     cancelled = c.classify(failing_job(cancelled=True), trunk({}), c.Flaky())
+    # main failed the same job at the merge base: a cancelled job never ran to a result, so nothing shows it
+    # would fail as main does (PyTorch's isSameFailure requires the same conclusion): still to retry
     on_base = c.classify(failing_job(cancelled=True), trunk({BASE: [GROUP]}), c.Flaky())
-    assert (cancelled.cls, on_base.cls) == (c.CANCELLED, c.BROKEN_TRUNK)  # the same failure on main still explains it
+    assert (cancelled.cls, on_base.cls) == (c.CANCELLED, c.CANCELLED)
     infra = c.Verdict(failing_job(failure_class="infra", infra_reason="runner lost"), c.INFRA, "runner lost")
     body = render(head(), [cancelled, infra], pending=1)
     assert "## :x: 1 Cancelled Job, 1 Pending, 1 Unrelated Failure\n" in body and "NEW FAILURE" not in body
@@ -523,9 +525,9 @@ def test_dry_run_writes_the_markdown_and_skips_closed_prs(httpserver, fake, tmp_
 def test_merge_base_from_the_compare_api_is_cached_per_head(httpserver, fake, tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
     fake.merge_bases[HEAD] = BASE
-    first = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])
+    first = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, MAIN[6])])
     assert (first[HEAD].sha, first[HEAD].exact, first[HEAD].fetched) == (BASE, True, True)
-    again = resolve(lake, gh(httpserver), "2026-11-03", REPO, [(HEAD, "main", MAIN[6])])
+    again = resolve(lake, gh(httpserver), "2026-11-03", REPO, [(HEAD, MAIN[6])])
     assert (again[HEAD].sha, again[HEAD].fetched) == (BASE, False)
     assert fake.count("GET", "/compare/") == 1
     assert fake.requests[0][1] == f"/repos/{REPO}/compare/main...{HEAD}"
@@ -533,9 +535,9 @@ def test_merge_base_from_the_compare_api_is_cached_per_head(httpserver, fake, tm
 
 def test_merge_base_without_credentials_or_answer_is_an_explicit_estimate(httpserver, fake, tmp_path):
     lake = Lake.at(str(tmp_path / "lake"))
-    dry = resolve(lake, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])
+    dry = resolve(lake, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, [(HEAD, MAIN[6])])
     assert (dry[HEAD].sha, dry[HEAD].note) == (MAIN[6], NO_CREDENTIALS) and fake.requests == []
-    missing = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, "main", MAIN[6])])  # compare: 404
+    missing = resolve(lake, gh(httpserver), "2026-11-02", REPO, [(HEAD, MAIN[6])])  # compare: 404
     assert missing[HEAD].sha == MAIN[6] and "compare API failed (404)" in missing[HEAD].note
     assert not lake.days("drci_merge_bases")  # estimates are not cached
 
@@ -613,6 +615,75 @@ def test_a_cancelled_job_reaches_the_comment_as_cancelled_even_from_an_older_pr_
     [path] = lake.files("pr_jobs", [HUD_DAY])
     lake.write("pr_jobs", HUD_DAY, pq.read_table(path).drop_columns(["cancelled"]))
     assert build_comments(lake, dry, HUD_DAY, REPO, now=now).rows[0]["new"] == 1
+
+
+def _main_broke_the_build_and_so_did_pr_50(base_ref: str = "main"):
+    """Main's build failed at sha(1) (fixed at sha(2)); pull request 50's head, branched off sha(1),
+    fails the same build, cancelled or not: (the history, the time to build as of)."""
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0, History
+
+    h = History()
+    for i in (1, 2):
+        h.job(h.push(i, T0 + dt.timedelta(hours=i)), "linux-jammy / build", "failure" if i == 1 else "success",
+              run_id=10 * i, created=T0 + dt.timedelta(hours=i))
+    h.add("pull_request", HUD_DAY, repo=REPO, number=50, state="open", head_sha=HEAD, head_ref="u/50",
+          base_ref=base_ref, labels=[], merged=None, updated_at=T0, received_at=T0)
+    return h, T0 + dt.timedelta(hours=12)
+
+
+def _comment_of_pr_50(h, tmp_path, github, now, **kw) -> dict:
+    from hud_lake import DAY as HUD_DAY
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    if not lake.days("pr_jobs"):
+        h.write(lake)
+        build_commit_health(lake, HUD_DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
+        build_pr_jobs(lake, HUD_DAY, REPO, now=now)
+    return build_comments(lake, github, HUD_DAY, REPO, now=now, **kw).rows[0]
+
+
+def test_a_cancelled_job_is_cancelled_even_when_main_failed_the_same_job_at_the_merge_base(tmp_path, httpserver, fake):
+    """The build was cancelled (by hand, or a newer push): it never ran to a result, so main's
+    failure says nothing of it; "You can merge normally!" would wave through a job never run.
+    PyTorch's Dr. CI asks for a retry (isSameFailure requires the same conclusion)."""
+    from hud_lake import sha
+
+    h, now = _main_broke_the_build_and_so_did_pr_50()
+    h.job(HEAD, "linux-jammy / build", "cancelled", run_id=500, branch="u/50")
+    fake.merge_bases[HEAD] = sha(1)
+    row = _comment_of_pr_50(h, tmp_path, gh(httpserver), now)
+    assert row["merge_base"] == sha(1) and (row["cancelled"], row["broken_trunk"], row["new"]) == (1, 0, 0)
+    assert "## :x: 1 Cancelled Job\n" in row["body"] and "You can merge normally" not in row["body"]
+
+
+def test_the_merge_base_is_taken_with_main_whatever_the_pull_requests_base(tmp_path, httpserver, fake):
+    """A stacked pull request (base feature-a) is retargeted to main when feature-a merges, its head
+    unchanged. Its merge base with feature-a (feature-a's tip) is no main commit, so BROKEN TRUNK
+    could never be found; PyTorch's Dr. CI always compares the head with main, and so does this one.
+    A merge base an earlier version cached with the pull request's base is asked again, once."""
+    import pyarrow as pa
+    from hud_lake import sha
+    from torchci_assets.derived.drci.merge_base import SCHEMA
+
+    h, now = _main_broke_the_build_and_so_did_pr_50(base_ref="feature-a")
+    h.job(HEAD, "linux-jammy / build", "failure", run_id=500, branch="u/50")
+    feature_tip = "fe" * 20
+    fake.compared.update({("feature-a", HEAD): feature_tip, ("main", HEAD): sha(1)})
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("drci_merge_bases", "2026-10-04", pa.Table.from_pylist([
+        {"head_sha": HEAD, "repo": REPO, "base_ref": "feature-a", "merge_base": feature_tip}], schema=SCHEMA))
+    row = _comment_of_pr_50(h, tmp_path, gh(httpserver), now)
+    assert (row["merge_base"], row["merge_base_exact"], row["broken_trunk"], row["new"]) == (sha(1), True, 1, 0)
+    assert [p for _, p, _ in fake.requests if "/compare/" in p] == [f"/repos/{REPO}/compare/main...{HEAD}"]
+    assert _comment_of_pr_50(h, tmp_path, gh(httpserver), now)["merge_base"] == sha(1)
+    assert fake.count("GET", "/compare/") == 1  # cached now, with main
+    # a deployment whose main branch is master compares with master (and caches apart)
+    fake.compared[("master", HEAD)] = sha(1)
+    assert _comment_of_pr_50(h, tmp_path, gh(httpserver), now, main_branch="master")["broken_trunk"] == 1
+    assert fake.requests[-1][1] == f"/repos/{REPO}/compare/master...{HEAD}"
 
 
 def test_a_job_whose_completed_webhook_was_lost_in_a_failed_run_is_pending_not_a_pass(tmp_path):

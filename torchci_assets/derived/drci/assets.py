@@ -48,16 +48,19 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     unstable = load_unstable(outputs.store(), context.log.warning)
     built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
                            limits=limits, log=context.log.info, unstable=unstable,
-                           updates=updates_every(refresh_interval_s()))
+                           updates=updates_every(refresh_interval_s()),
+                           main_branch=relay.main_branch.removeprefix("refs/heads/"))
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)
+    if posted.stopped:
+        context.log.error(f"Dr. CI posting stopped for this run: {posted.stopped}")
     totals = {c: sum(r[c] for r in built.rows)
               for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),
         "dry_run": posted.dry_run, **{f"posts_{a}": n for a, n in sorted(posted.actions.items())},
-        "post_failures": len(posted.failed), "files": posted.files, "files_unchanged": posted.unchanged_files,
+        "post_failures": len(posted.failed), "posting_stopped": posted.stopped, "files": posted.files, "files_unchanged": posted.unchanged_files,
         "merge_bases_estimated": built.estimated_merge_bases,
         "merge_base_note": "estimated from the pull request's base sha (no credentials for the compare API)"
         if built.estimated_merge_bases and github.dry_run else "",

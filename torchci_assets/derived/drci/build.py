@@ -19,7 +19,7 @@ from resources.lake import Lake, connect
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
-from torchci_assets.derived.drci.merge_base import MergeBase, resolve
+from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
 TABLE = "drci_comments"
@@ -58,22 +58,25 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
 
 
 def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: dict[int, inputs.PullRequest],
-                 bases: dict[str, tuple[str | None, str | None]]) -> dict[str, MergeBase]:
-    """The merge base of every head: open ones from the compare API, closed ones from the cache or
-    the webhook's base sha (no request is spent on a comment that is no longer written)."""
+                 bases: dict[str, tuple[str | None, str | None]], branch: str) -> dict[str, MergeBase]:
+    """The merge base with `branch` of every head: open ones from the compare API, closed ones from
+    the cache or the webhook's base sha (no request is spent on a comment that is no longer written)."""
     def wanted(state_open: bool):
-        return [(p.head_sha, p.base_ref or (bases.get(p.head_sha) or (None, None))[1],
-                 (bases.get(p.head_sha) or (None, None))[0]) for p in prs.values() if (p.state == "open") == state_open]
-    return {**resolve(lake, github, day, repo, wanted(False), ask=False), **resolve(lake, github, day, repo, wanted(True))}
+        return [(p.head_sha, (bases.get(p.head_sha) or (None, None))[0])
+                for p in prs.values() if (p.state == "open") == state_open]
+    return {**resolve(lake, github, day, repo, wanted(False), ask=False, branch=branch),
+            **resolve(lake, github, day, repo, wanted(True), branch=branch)}
 
 
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
                    limits: RefreshLimits | None = None, now: dt.datetime | None = None,
                    log: Callable[[str], None] = lambda s: None,
-                   unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES) -> BuildReport:
+                   unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES,
+                   main_branch: str = DEFAULT_BRANCH) -> BuildReport:
     """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
     published unstable-jobs.json (`flakiness.job_issues.load_unstable`), none when not given; `updates`: how
-    often the comments are refreshed, in words (`cadence.updates_every`), said in each body."""
+    often the comments are refreshed, in words (`cadence.updates_every`), said in each body;
+    `main_branch`: the branch merge bases are taken with (without refs/heads/)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     report = BuildReport()
     con = connect()
@@ -86,7 +89,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs)
-        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day))
+        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha})
         sightings = inputs.load_flaky(con, lake, day, prs)

@@ -8,11 +8,14 @@ A failing job of the head (its latest attempt failed) gets the first class that 
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
-  BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
-                it (`NEAR_COMMITS` on each side): see `same_failure`;
   CANCELLED     the job was cancelled (`pr_jobs`' `cancelled`, or GitHub's conclusion when read
                 from the REST API): PyTorch's Dr. CI splits these out of the new failures and asks
-                for a retry, since a cancellation says nothing about the code;
+                for a retry, since a cancellation says nothing about the code. Nor does it show
+                that the job fails as main does, so it is never BROKEN TRUNK: "you can merge
+                normally" would be said of a job that never ran to a result (PyTorch's
+                isSameFailure requires the same conclusion);
+  BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
+                it (`NEAR_COMMITS` on each side): see `same_failure`;
   NEW           anything else: the pull request's own failure.
 
 FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
@@ -224,12 +227,12 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     seen = known_flaky(job, flaky)
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
+    if job.cancelled:
+        return Verdict(job, CANCELLED)
     main = trunk_failure(job, trunk, flaky)
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
-    if job.cancelled:
-        return Verdict(job, CANCELLED)
     return Verdict(job, NEW)
 
 

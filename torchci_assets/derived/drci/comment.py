@@ -3,6 +3,12 @@
 The body is a pure function of the classification, with no timestamp in it, so that an unchanged
 head gives a byte-identical body and posting can skip the write (at most one write per changed
 body). The markers are Dr. CI's own, so a comment is found the same way PyTorch's bot finds its.
+
+GitHub refuses a comment over 65,536 characters, and a refused edit would leave the previous
+head's comment (green, say) standing. A head failing in hundreds of jobs therefore lists at most
+the same number of jobs in each section, the largest that fits in BODY_BUDGET, and says how many
+more there are and where they all are (the HUD's page of the pull request): the header and the
+counts stay whole, and the cut depends on the classification only.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
 DEFAULT_UPDATES = updates_every(DEFAULT_REFRESH_MINUTES * 60)
 MAX_LINE_CHARS = 300
+MAX_BODY_CHARS = 65_536  # GitHub refuses a longer comment (422)
+# What the body is fitted in: the margin covers characters GitHub may count otherwise than Python
+# (an emoji in a job name).
+BODY_BUDGET = MAX_BODY_CHARS - 2_048
 # a link taken from published data (an issue's URL) only when it cannot end the Markdown link early
 _SAFE_URL = re.compile(r"https://[^\s()\[\]<>\"']+")
 
@@ -86,7 +96,17 @@ def _job_item(head: Head, v: Verdict) -> str:
     return line + "\n"
 
 
-def _section(head: Head, cls: str, verdicts: list[Verdict]) -> str:
+def _pr_page(head: Head) -> str | None:
+    return f"{head.hud_url.rstrip('/')}/pr/{head.number}.html" if head.hud_url else None
+
+
+def _more(head: Head, n: int) -> str:
+    url = _pr_page(head)
+    return f"* ... and {n} more ({f'see [the HUD page]({url})' if url else 'see the HUD page'})\n"
+
+
+def _section(head: Head, cls: str, verdicts: list[Verdict], cap: int | None = None) -> str:
+    """One class's section, listing at most `cap` of its jobs (all when None)."""
     mine = sorted((v for v in verdicts if v.cls == cls), key=lambda v: (v.job.name, v.job.job_id or 0))
     if not mine:
         return ""
@@ -98,8 +118,9 @@ def _section(head: Head, cls: str, verdicts: list[Verdict]) -> str:
     out = f"\n<details{'' if collapsed else ' open'}><summary><b>{_plural(n, one, many)}</b> - {text}:</summary>"
     if suggestion:
         out += f"<p>👉 <b>{suggestion}</b></p>"
-    out += "<p>\n\n" + "".join(_job_item(head, v) for v in mine) + "</p></details>\n"
-    return out
+    shown = mine if cap is None else mine[:cap]
+    items = "".join(_job_item(head, v) for v in shown) + (_more(head, n - len(shown)) if len(shown) < n else "")
+    return out + "<p>\n\n" + items + "</p></details>\n"
 
 
 def title(verdicts: list[Verdict], pending: int) -> str:
@@ -124,12 +145,29 @@ def title(verdicts: list[Verdict], pending: int) -> str:
     return f"## {icon} " + ", ".join(parts)
 
 
+def _sections(head: Head, verdicts: list[Verdict], cap: int | None) -> str:
+    return "".join(_section(head, cls, verdicts, cap) for cls in (NEW, CANCELLED, INFRA, FLAKY, BROKEN_TRUNK, UNSTABLE))
+
+
+def _fitted(head: Head, verdicts: list[Verdict], room: int) -> str:
+    """The sections, every job listed when they fit in `room` characters, else at most the
+    largest number of jobs per section that fits (the module docstring)."""
+    full = _sections(head, verdicts, None)
+    if len(full) <= room:
+        return full
+    lo, hi = 0, len(verdicts)  # invariant: a cap of lo fits (0 lists counts and links only), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(_sections(head, verdicts, mid)) <= room else (lo, mid)
+    return _sections(head, verdicts, lo)
+
+
 def render(head: Head, verdicts: list[Verdict], pending: int, updates: str = DEFAULT_UPDATES) -> str:
-    """The whole comment body, markers included. `updates`: how often the comment can change
-    (`cadence.updates_every`), which its last line tells the pull request's author."""
+    """The whole comment body, markers included, within BODY_BUDGET. `updates`: how often the comment
+    can change (`cadence.updates_every`), which its last line tells the pull request's author."""
     links = ""
-    if head.hud_url:
-        url = f"{head.hud_url.rstrip('/')}/pr/{head.number}.html"
+    url = _pr_page(head)
+    if url:
         links = f"## :link: Helpful Links\n### :test_tube: See every job of this pull request at [{url}]({url})\n\n"
     base = head.merge_base or "unknown"
     as_of = f"As of commit {head.head_sha} with merge base {base}"
@@ -138,7 +176,7 @@ def render(head: Head, verdicts: list[Verdict], pending: int, updates: str = DEF
     body = links + title(verdicts, pending) + "\n" + as_of + ":"
     if not verdicts:
         body += "\n:green_heart: Looks good so far! There are no failures yet. :green_heart:\n"
-    body += "".join(_section(head, cls, verdicts) for cls in (NEW, CANCELLED, INFRA, FLAKY, BROKEN_TRUNK, UNSTABLE))
-    return (f"{MARKER_START}\n{body}\n"
-            f"This comment was automatically generated by torchci-dagster and updates {updates}.\n"
-            f"{MARKER_END}")
+    start = f"{MARKER_START}\n"
+    end = f"\nThis comment was automatically generated by torchci-dagster and updates {updates}.\n{MARKER_END}"
+    body += _fitted(head, verdicts, BODY_BUDGET - len(start) - len(body) - len(end))
+    return start + body + end

@@ -13,8 +13,12 @@ costs nothing, since the next run finds the comment and edits it. The steps:
 The `drci` pool lets one Dagster run post at a time, so step 3 is the rare case, not the rule.
 
 A comment counts as ours when its body starts with the marker (a human quoting it does not) and,
-when `author` is given (the app's `<slug>[bot]` login), when that account wrote it; a duplicate is
-deleted only when the kept comment's author wrote it too.
+when `author` is given (the app's `<slug>[bot]` login), when that account wrote it (GitHub logins
+ignore case, so the comparison does too); a duplicate is deleted only when the kept comment's author
+wrote it too. A create GitHub answers for another account than `author` (the token is not the
+app's) is deleted again at once and stops the run's posting with what to set: left there, it would
+not be found as ours, and every later run would add one more. A create that is not found by the
+list after it stops the run's posting too, for the same reason.
 
 A rate limit (403/429 that outlasted the client's retry budget) or a refusal that holds for every
 pull request (401, or 403 "Resource not accessible": the credentials may not comment) stops this
@@ -35,8 +39,9 @@ log = logging.getLogger(__name__)
 
 
 class StopPosting(GitHubError):
-    """GitHub refused for a reason that holds for every pull request (a rate limit that outlasted
-    the retries, credentials that may not comment): stop posting in this run."""
+    """A reason that holds for every pull request (a rate limit that outlasted the retries,
+    credentials that may not comment or that are another account than `drci.author`, a create
+    not found after it): stop posting in this run rather than repeat it for each."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,11 @@ def _login(comment: dict) -> str | None:
     return (comment.get("user") or {}).get("login")
 
 
+def same_login(a: str | None, b: str | None) -> bool:
+    """GitHub logins are case-insensitive: `drci.author` may be spelt otherwise than GitHub answers."""
+    return (a or "").lower() == (b or "").lower()
+
+
 def ours(github: GitHubResource, repo: str, number: int, author: str | None = None) -> list[dict]:
     """Every comment on the pull request that is ours (see the module docstring), oldest first (all pages)."""
     try:
@@ -57,7 +67,7 @@ def ours(github: GitHubResource, repo: str, number: int, author: str | None = No
     except GitHubError as e:
         raise _stop(e) from None
     return sorted((c for c in comments if (c.get("body") or "").startswith(MARKER_START)
-                   and (author is None or _login(c) == author)), key=lambda c: c["id"])
+                   and (author is None or same_login(_login(c), author))), key=lambda c: c["id"])
 
 
 def _stop(e: GitHubError) -> GitHubError:
@@ -76,19 +86,41 @@ def _call(github: GitHubResource, method: str, path: str, **kwargs):
         raise _stop(e) from None
 
 
-def _create(github: GitHubResource, repo: str, number: int, body: str) -> None:
+def _create(github: GitHubResource, repo: str, number: int, body: str) -> dict | None:
+    """The created comment as GitHub answered it, or None when the answer was lost (see step 2)."""
     try:
-        _call(github, "POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body},
-              retry_ambiguous=False)
+        resp = _call(github, "POST", f"/repos/{repo}/issues/{number}/comments", json_body={"body": body},
+                     retry_ambiguous=False)
     except GitHubError as e:
         if not e.ambiguous:
             raise
         log.warning("PR #%d: creating the comment got no clear answer (%s); looking before sending again", number, e)
+        return None
+    try:
+        return resp.json() if resp is not None else None
+    except ValueError:  # a 201 without its JSON: the list after the create still finds the comment
+        return None
+
+
+def _check_author(github: GitHubResource, repo: str, number: int, created: dict | None, author: str | None) -> None:
+    """Stop posting when GitHub wrote the new comment as another account than `author`: no later
+    run would find it as ours, so each would add one (the comment is deleted again first)."""
+    login = _login(created or {})
+    if author is None or login is None or same_login(login, author):
+        return
+    try:
+        _call(github, "DELETE", f"/repos/{repo}/issues/comments/{created['id']}")
+        left = "deleted again"
+    except GitHubError as e:
+        left = f"left in place, delete it by hand ({e})"
+    raise StopPosting(None, f"PR #{number}: the comment was posted as {login!r}, but drci.author is {author!r}: "
+                            f"set drci.author to {login!r} or post with {author!r}'s credentials "
+                            f"(comment {created['id']} {left})")
 
 
 def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict, tuple[int, ...]]:
     keep = found[0]
-    extra = [c for c in found[1:] if _login(c) == _login(keep)]
+    extra = [c for c in found[1:] if same_login(_login(c), _login(keep))]
     for c in extra:
         try:
             _call(github, "DELETE", f"/repos/{repo}/issues/comments/{c['id']}")
@@ -103,10 +135,11 @@ def upsert(github: GitHubResource, repo: str, number: int, body: str, author: st
     found = ours(github, repo, number, author)
     created = False
     if not found:
-        _create(github, repo, number, body)
+        _check_author(github, repo, number, _create(github, repo, number, body), author)
         found = ours(github, repo, number, author)
-        if not found:
-            raise GitHubError(None, f"PR #{number}: the comment was not created (not found after the create)")
+        if not found:  # a failure of this PR would be retried by the next run, adding a comment each time
+            raise StopPosting(None, f"PR #{number}: the comment is not listed after its create; posting stops "
+                                    "until the next run, which looks for it again before creating")
         created = True
     keep, removed = _dedupe(github, repo, found)
     if keep.get("body") == body:

@@ -56,6 +56,7 @@ class PublishReport:
     files: int = 0
     unchanged_files: int = 0  # of `files`: left as they were (same body)
     failed: dict[int, str] = field(default_factory=dict)
+    stopped: str = ""  # why posting stopped for every pull request in this run, if it did
 
     def add(self, action: str) -> None:
         self.actions[action] = self.actions.get(action, 0) + 1
@@ -141,9 +142,10 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author)
         except StopPosting as e:
-            left = len(rows) - i
-            log(f"GitHub refused ({e}); {left} pull request(s) wait for the next run")
-            report.failed.update({x["pr"]: f"stopped: HTTP {e.status}" for x in rows[i:]})
+            report.stopped = str(e)
+            log(f"Dr. CI posting STOPPED for this run: {e}; {len(rows) - i} pull request(s) wait for the next run")
+            reason = f"HTTP {e.status}" if e.status else str(e)
+            report.failed.update({x["pr"]: f"stopped: {reason}" for x in rows[i:]})
             ledger.append({**entry, "action": "failed", "error": str(e)[:500]})
             break
         except GitHubError as e:

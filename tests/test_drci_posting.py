@@ -1,0 +1,150 @@
+"""Dr. CI's posting when the configured author, GitHub's lists or the body's size do not go as
+planned: a pull request still carries one comment, never one more per run, and a body GitHub
+would refuse is never sent.
+
+Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), which answers creates as
+`torchci-bot[bot]` and refuses bodies over GitHub's limit as GitHub does.
+"""
+
+import random
+import re
+
+import pytest
+from conftest import pytorch_json
+from fake_github_issues import json_response
+from fake_github_pulls import FakePullRequests
+from resources.github import GitHubError
+from resources.lake import Lake
+from resources.storage import Store
+from test_drci import BASE, HEAD, REPO, TODAY, body, gh
+from torchci_assets.derived.drci import classify as c
+from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, MAX_BODY_CHARS, Head, render
+from torchci_assets.derived.drci.post import upsert
+from torchci_assets.derived.drci.publish import publish
+
+
+def run(httpserver, tmp_path, prs=(5,), author=None, text=None):
+    """One Dr. CI run posting on `prs` over the same lake (the ledger carries over between runs)."""
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": text or body()} for n in prs]
+    return publish(lake, outputs, gh(httpserver), TODAY.isoformat(), REPO, rows, enabled=True, today=TODAY,
+                   author=author)
+
+
+# ---- the author the comments are taken as ours by ---------------------------------------------
+
+
+def test_an_author_spelt_in_another_case_finds_its_comment_and_posts_once(httpserver, tmp_path):
+    """GitHub logins ignore case: `Torchci-Bot[bot]` in the config is the `torchci-bot[bot]` GitHub answers with."""
+    fake = FakePullRequests(httpserver, REPO)
+    reports = [run(httpserver, tmp_path, author="Torchci-Bot[bot]") for _ in range(3)]
+    assert fake.bodies(5) == [body()] and fake.count("POST") == 1
+    assert reports[0].actions["created"] == 1 and all(not r.failed and not r.stopped for r in reports)
+    # a changed body edits that comment in place
+    assert upsert(gh(httpserver), REPO, 5, body("## :x: 2 New Failures"), author="TORCHCI-BOT[bot]").action == "edited"
+    assert fake.bodies(5) == [body("## :x: 2 New Failures")] and fake.count("POST") == 1
+
+
+def test_posting_as_another_account_than_the_author_stops_and_says_what_to_set(httpserver, tmp_path):
+    """The token is not the app `drci.author` names: no run may leave a comment it will not find
+    again (each would add one); the first create tells what to set and posting stops."""
+    fake = FakePullRequests(httpserver, REPO)
+    for _ in range(3):
+        report = run(httpserver, tmp_path, prs=(5, 6), author="my-app[bot]")
+        assert fake.comments.get(5, []) == [] and 6 not in fake.comments  # PR 6 is not tried
+        assert sorted(report.failed) == [5, 6] and all(v.startswith("stopped: ") for v in report.failed.values())
+        assert "set drci.author to 'torchci-bot[bot]'" in report.stopped and "'my-app[bot]'" in report.stopped
+    assert (fake.count("POST"), fake.count("DELETE")) == (3, 3)
+    # set as told, the next run posts once on each
+    report = run(httpserver, tmp_path, prs=(5, 6), author="torchci-bot[bot]")
+    assert report.actions["created"] == 2 and fake.bodies(5) == fake.bodies(6) == [body()]
+
+
+def test_a_comment_created_but_not_listed_after_stops_the_run_and_is_adopted_by_the_next(httpserver, tmp_path):
+    """GitHub answered 201 but the list right after does not show the comment yet: a failure of that
+    pull request alone would let the run go on (and a later run create again); posting stops."""
+    fake = FakePullRequests(httpserver, REPO)
+    fake.fail("list", json_response(200, []), json_response(200, []))  # before the create, and just after it
+    report = run(httpserver, tmp_path, prs=(5, 6))
+    assert fake.bodies(5) == [body()] and 6 not in fake.comments and fake.count("POST") == 1
+    assert "not listed after its create" in report.stopped and sorted(report.failed) == [5, 6]
+    report = run(httpserver, tmp_path, prs=(5, 6))
+    assert report.actions == {"closed": 0, "unchanged": 1, "created": 1}
+    assert fake.bodies(5) == fake.bodies(6) == [body()] and fake.count("POST") == 2
+
+
+# ---- a head failing in hundreds of jobs ---------------------------------------------------------
+
+
+MESSAGE = ("AssertionError: Tensor-likes are not close!\n\nMismatched elements: 1 / 64 (1.6%)\n"
+           "Greatest absolute difference: " + "9" * 300)
+
+
+def many_failures(n: int = 300, broken: int = 40) -> list[c.Verdict]:
+    """`n` failing test jobs named as PyTorch's are (its build environments and test configs from
+    its published test times, four shards each, a failing test from the config's own files); the
+    last `broken` of them BROKEN TRUNK, the others NEW."""
+    times = pytorch_json("test-times.2026-08-20.json")
+    pairs = [(env, cfg, sorted(files)) for env, configs in sorted(times.items()) if env != "default" and "/" not in env
+             for cfg, files in sorted(configs.items()) if cfg]
+    jobs = []
+    for env, cfg, files in pairs:
+        for shard in (1, 2, 3, 4):
+            if len(jobs) < n:
+                f = files[(shard * 7) % len(files)]
+                jobs.append(c.HeadJob(name=f"{env} / test ({cfg}, {shard}, 4, linux.4xlarge)", job_group=f"pull / {env}",
+                                      state="failure", job_id=16_000_000_000 + len(jobs), run_id=15_000_000_000,
+                                      workflow="pull", tests=(c.FailedTest(f"TestOps.test_x ({f}.py)",
+                                                                           c.message_key(MESSAGE)),)))
+    main = c.MainFailure(BASE, "g", 1, 2, merge_base=True)
+    assert len(jobs) == n
+    return [c.Verdict(j, c.NEW) if i < n - broken else c.Verdict(j, c.BROKEN_TRUNK, "on the merge base", main=main)
+            for i, j in enumerate(jobs)]
+
+
+def listed(text: str, title: str) -> tuple[int, int]:
+    """(jobs listed, jobs said to be more) in the section titled `title`."""
+    section = text[text.index(f"<b>{title}</b>"):]
+    section = section[:section.index("</details>")]
+    more = re.search(r"^\* \.\.\. and (\d+) more ", section, re.M)
+    return len(re.findall(r"^\* \[", section, re.M)), int(more[1]) if more else 0
+
+
+def test_a_head_failing_in_300_jobs_gets_a_body_github_accepts_with_every_count(httpserver, tmp_path):
+    verdicts = many_failures()
+    head = Head(REPO, 5, HEAD, BASE, hud_url="https://hud.example.org/hud")
+    text = render(head, verdicts, pending=4)
+    assert len(text) < MAX_BODY_CHARS and text.startswith(MARKER_START + "\n") and text.endswith(MARKER_END)
+    assert "\n## :x: 260 New Failures, 4 Pending, 40 Unrelated Failures\n" in text
+    assert f"As of commit {HEAD} with merge base {BASE}:" in text
+    new, broken = listed(text, "NEW FAILURES"), listed(text, "BROKEN TRUNK")
+    assert sum(new) == 260 and sum(broken) == 40 and new[1] > 0
+    assert new[0] == broken[0] or broken[1] == 0  # the same number of jobs listed in each section
+    assert "* ... and %d more (see [the HUD page](https://hud.example.org/hud/pr/5.html))" % new[1] in text
+    # the same classification in another order is the same body: an unchanged head costs no edit
+    shuffled = list(verdicts)
+    random.Random(3).shuffle(shuffled)
+    assert render(head, shuffled, pending=4) == text
+    # without a HUD to link, the line still says where the rest is
+    plain = render(Head(REPO, 5, HEAD, BASE), verdicts, pending=4)
+    assert len(plain) < MAX_BODY_CHARS and "* ... and %d more (see the HUD page)\n" % listed(plain, "NEW FAILURES")[1] in plain
+    # posted over the previous head's green comment, which must not stay
+    fake = FakePullRequests(httpserver, REPO)
+    fake.add_comment(5, body("## :white_check_mark: No Failures"))
+    report = run(httpserver, tmp_path, text=text)
+    assert report.actions["edited"] == 1 and not report.failed and fake.bodies(5) == [text]
+
+
+def test_a_body_that_fits_lists_every_job():
+    verdicts = many_failures(n=30, broken=10)
+    text = render(Head(REPO, 5, HEAD, BASE), verdicts, pending=0)
+    assert listed(text, "NEW FAILURES") == (20, 0) and listed(text, "BROKEN TRUNK") == (10, 0)
+    assert "more (see" not in text
+
+
+def test_the_fake_refuses_a_body_over_githubs_limit_as_github_does(httpserver):
+    """The check the test above relies on: GitHub's 422 for a comment body over 65,536 characters."""
+    fake = FakePullRequests(httpserver, REPO)
+    with pytest.raises(GitHubError) as refused:
+        upsert(gh(httpserver), REPO, 5, MARKER_START + "x" * MAX_BODY_CHARS + MARKER_END)
+    assert refused.value.status == 422 and fake.comments == {}
