@@ -283,3 +283,42 @@ def test_a_sqlite_instance_error_is_not_taken_for_an_unreachable_postgres(tmp_pa
     assert not isinstance(raised.value, InstanceUnreachable)
     assert isinstance(raised.value, sqlalchemy.exc.OperationalError) or isinstance(
         raised.value.__cause__, sqlalchemy.exc.OperationalError)
+
+
+# ---- a lake of another repository than upstream.repo ------------------------------------------------
+
+WARNING = "torchci run: warning: the pushes and workflow runs of these days are of "
+
+
+def test_a_lake_of_other_repositories_than_upstream_repo_is_one_warning_saying_what_to_set(quiet):
+    """The real payloads are of Codertocat/Hello-World and a few others, none of the bundled config's
+    pytorch/pytorch: the run says so once, names the repositories and the config to write, with the
+    branch the repository's pushes went to."""
+    _, result, _ = quiet
+    [line] = [x for x in result.stderr.splitlines() if "warning" in x and "upstream.repo" in x]
+    assert line.startswith(WARNING + "Codertocat/Hello-World (")
+    assert "octo-org/octo-repo (" in line and "none of upstream.repo pytorch/pytorch (from " in line
+    assert "default_config.yaml)" in line and "commit_health, pr_jobs, Dr. CI and the HUD" in line
+    assert "`upstream: {repo: Codertocat/Hello-World, branches: [master]}`" in line
+
+
+def test_upstream_warning_reads_the_lake_of_the_days_run(quiet):
+    from resources.lake import Lake
+    from torchci_assets.run import upstream_warning
+
+    tmp, _, _ = quiet
+    lake = Lake.at(str(tmp / "lake"))
+    assert upstream_warning(lake, [D1, D2], "pytorch/pytorch", "cfg.yaml").startswith(WARNING)
+    assert upstream_warning(lake, [D1, D2], "codertocat/hello-world", "cfg.yaml") is None  # GitHub's case
+    assert upstream_warning(lake, [D1, D2], "octo-org/octo-repo", "cfg.yaml") is None  # any of the days' repos
+    assert upstream_warning(lake, ["2026-11-01"], "pytorch/pytorch", "cfg.yaml") is None  # nothing to judge
+
+
+def test_a_config_naming_the_archive_s_repository_runs_without_the_warning(tmp_path, octokit):
+    octokit_archive(tmp_path / "archive", octokit, days=(D2,))
+    config = tmp_path / "widgets.yaml"
+    config.write_text("upstream:\n  repo: Codertocat/Hello-World\n  branches: [master]\n")
+    unset = run_cli(tmp_path, "--select", "key:push")
+    named = run_cli(tmp_path, "--select", "key:push", TORCHCI_CONFIG=str(config))
+    assert unset.returncode == named.returncode == 0, named.stderr[-3000:]
+    assert WARNING in unset.stderr and WARNING not in named.stderr

@@ -18,11 +18,13 @@ import socket
 import sys
 import time
 import warnings
+from collections import Counter
 
 import dagster as dg
 import sqlalchemy.exc
 
 from torchci_assets import preflight
+from torchci_assets.config import load_config
 from torchci_assets.warm_runs import WORKER_TAG
 
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
@@ -127,6 +129,45 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def summarize(lake, days: list[str]) -> list[tuple[str, int]]:
     """Rows per lake table over `days`, read from the Parquet footers (no data scan)."""
     return [(table, lake.rows_in(lake.files(table, days))) for table in lake.tables()]
+
+
+def lake_repositories(lake, days: list[str], upstream_repo: str) -> tuple[Counter, Counter] | None:
+    """(pushes and workflow runs per repository, pushes per (repository, ref)) of `days`, or None
+    as soon as one of them is of `upstream_repo` (GitHub's names are case-insensitive): most runs
+    stop at the first file, and only a lake of other repositories is read whole."""
+    repos: Counter = Counter()
+    refs: Counter = Counter()
+    wanted = upstream_repo.lower()
+    for table, columns in (("push", ["repo", "ref"]), ("workflow_run", ["repo"])):
+        for path in lake.files(table, days):
+            rows = lake.read_files([path], columns)
+            if "repo" not in rows.column_names:  # a partition written without it says nothing
+                continue
+            held = [r for r in rows.column("repo").to_pylist() if r]
+            if any(r.lower() == wanted for r in held):
+                return None
+            repos.update(held)
+            if table == "push" and "ref" in rows.column_names:
+                refs.update(zip(rows.column("repo").to_pylist(), rows.column("ref").to_pylist()))
+    return repos, refs
+
+
+def upstream_warning(lake, days: list[str], upstream_repo: str, source: str) -> str | None:
+    """One line when the days hold pushes or workflow runs, none of `upstream_repo`: commit_health,
+    pr_jobs, Dr. CI and the HUD read that repository's only, so a repository's own history read
+    under the bundled config (pytorch/pytorch) would leave them empty with nothing saying why."""
+    found = lake_repositories(lake, days, upstream_repo)
+    if found is None or not found[0]:
+        return None
+    repos, refs = found
+    top = repos.most_common(1)[0][0]
+    pushed = [(ref, n) for (repo, ref), n in refs.items() if repo == top and (ref or "").startswith("refs/heads/")]
+    branch = max(pushed, key=lambda p: p[1])[0].removeprefix("refs/heads/") if pushed else "main"
+    held = ", ".join(f"{r} ({n:,})" for r, n in repos.most_common(3)) + (", ..." if len(repos) > 3 else "")
+    return (f"torchci run: warning: the pushes and workflow runs of these days are of {held}, none of "
+            f"upstream.repo {upstream_repo} (from {source}): commit_health, pr_jobs, Dr. CI and the HUD read only "
+            f"upstream.repo's and stay empty. Point TORCHCI_CONFIG at a file saying `upstream: {{repo: {top}, "
+            f"branches: [{branch}]}}` (the branch its commits land on) and run again (docs/ingest.md).")
 
 
 def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
@@ -292,6 +333,10 @@ def _run(args: argparse.Namespace) -> int:
               if not _run_day(defs, instance, day, f"[{i}/{len(days)}]", day_tags(archive, day, keys is None, tags),
                               keys, log_config)]
     _print_summary(lake, days)
+    relay = load_config()
+    warning = upstream_warning(lake, days, relay.upstream_repo, relay.source)
+    if warning:
+        print(warning, file=sys.stderr)
     if failed:
         print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
         return 1

@@ -68,7 +68,8 @@ class WindowConfig(dg.Config):
 def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource):
     day = context.partition_key
     lk = lake.lake()
-    report = build_flaky_tests(lk, day, config.window_days, skip_if_unchanged=is_refresh(context.run.tags))
+    report = build_flaky_tests(lk, day, config.window_days, skip_if_unchanged=is_refresh(context.run.tags),
+                               main_branch=load_config().main_branch)
     if report.unchanged:
         context.log.info(f"flaky_tests {day}: no input partition changed since it was written; left as it is")
     if report.days_read < config.window_days:

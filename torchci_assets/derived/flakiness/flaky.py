@@ -63,6 +63,7 @@ from resources.lake_extracts import Extract, register_extract
 from resources.sql import Columns, SqlFiles, relation, run_steps
 from torchci_assets.derived.flakiness import window_stats
 from torchci_assets.derived.flakiness.unchanged import forget, inputs_digest, recorded, remember
+from torchci_assets.derived.results.stats import DEFAULT_MAIN_BRANCH
 from torchci_assets.partitions import days_around, days_ending
 
 WINDOW_DAYS = 14
@@ -124,10 +125,11 @@ def register_window(con, lake: Lake, day: str, window_days: int, keep_past_sums:
     return len(lake.files("test_daily_stats", days))
 
 
-def compute(con) -> None:
-    """Create the step tables of flaky_tests.sql in `con`, whose w_* tables and views are registered."""
+def compute(con, main_branch: str = DEFAULT_MAIN_BRANCH) -> None:
+    """Create the step tables of flaky_tests.sql in `con`, whose w_* tables and views are registered.
+    `main_branch` (the configured one, as a ref) orders main's commits by their pushes to it."""
     con.execute(SQL["wilson"])
-    run_steps(con, SQL.steps("flaky_tests"), PARAMETERS)
+    run_steps(con, SQL.steps("flaky_tests"), {**PARAMETERS, "main_ref": main_branch})
 
 
 def window_inputs(day: str, window_days: int) -> dict[str, list[str]]:
@@ -140,14 +142,16 @@ def window_inputs(day: str, window_days: int) -> dict[str, list[str]]:
 
 
 def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
-                      skip_if_unchanged: bool = False) -> FlakyReport:
+                      skip_if_unchanged: bool = False, main_branch: str = DEFAULT_MAIN_BRANCH) -> FlakyReport:
     """Write `flaky_tests` (one row per test) and `flaky_test_platforms` (per test and platform)
-    for the window ending on `day`. `skip_if_unchanged` (an intra-day refresh): leave both as
-    they are when no input partition changed since they were written (`unchanged`), and keep
-    the sums of the window's earlier days for the next refresh (`window_stats`)."""
-    # the SQL too: a partition written by another version of it is rebuilt, not kept
+    for the window ending on `day`, main's commits being the pushes to `main_branch` (the
+    configured one). `skip_if_unchanged` (an intra-day refresh): leave both as they are when no
+    input partition changed since they were written (`unchanged`), and keep the sums of the
+    window's earlier days for the next refresh (`window_stats`)."""
+    # the SQL and the branch too: a partition written by another version of them is rebuilt, not kept
     digest = inputs_digest(lake, window_inputs(day, window_days),
-                           {"window_days": window_days, **PARAMETERS, "sql": SQL["flaky_tests"]})
+                           {"window_days": window_days, **PARAMETERS, "main_ref": main_branch,
+                            "sql": SQL["flaky_tests"]})
     written = lake.files("flaky_tests", [day]) and lake.files("flaky_test_platforms", [day])
     if skip_if_unchanged and written and recorded(lake, "flaky_tests", day) == digest:
         return _report_of_written(lake, day, window_days)
@@ -155,7 +159,7 @@ def build_flaky_tests(lake: Lake, day: str, window_days: int = WINDOW_DAYS,
     con = connect()
     try:
         days_read = register_window(con, lake, day, window_days, keep_past_sums=skip_if_unchanged)
-        compute(con)
+        compute(con, main_branch)
         days = days_ending(day, window_days)
         span = {"window_start": dt.date.fromisoformat(days[0]), "window_end": dt.date.fromisoformat(days[-1])}
         tests = lake.write("flaky_tests", day, relation(con, SQL["flaky_tests_rows"], span).to_arrow_table())

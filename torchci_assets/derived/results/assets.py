@@ -8,6 +8,7 @@ import dagster as dg
 
 from resources.configured import LakeResource
 from torchci_assets.checks import check_spec
+from torchci_assets.config import load_config
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
                                                   build_test_results, build_test_time_daily, daily_stats_totals)
 from torchci_assets.ingest.increments import is_refresh
@@ -48,12 +49,13 @@ _DAILY_STATS_READS = ["test_results", "test_jobs", "test_run"]
 )
 @lake_metadata
 def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
-    """Joins the day's test rows with their jobs and flags infra-suspect jobs. In an intra-day
-    refresh it adds the test_run parts it has not joined yet and rewrites the files of the jobs
-    that changed since (`derived.results.parts`)."""
+    """Joins the day's test rows with their jobs (main's: those of the configured main branch) and
+    flags infra-suspect jobs. In an intra-day refresh it adds the test_run parts it has not joined
+    yet and rewrites the files of the jobs that changed since (`derived.results.parts`)."""
     day = context.partition_key
     lk = lake.lake()
-    report = build_test_results(lk, day, incremental=is_refresh(context.run.tags))
+    report = build_test_results(lk, day, incremental=is_refresh(context.run.tags),
+                                main_branch=load_config().main_branch)
     written = report.written
     swept = sweep_staging(context, lk, ["test_results", "test_jobs"], day)  # a killed run's files
     if report.job_partitions == 0:

@@ -18,7 +18,10 @@ in none of those partitions are kept (`job_found` false, job columns null, branc
 
 Branch class: `main` when the job ran on the main branch for a push (a fork's pull request
 can come from a branch named main too, so runs whose workflow_run event is a pull request
-are `other`), `other` for every other branch, `unknown` without a job.
+are `other`), `other` for every other branch, `unknown` without a job. The main branch is the
+configured one (`config.main_branch`: `main`, or `master` for a repository whose commits land
+there), passed in by the assets: test times, slow tests and flaky detection read main's jobs
+only, so a repository on `master` read as `main` would get none of them.
 
 Workflow (`workflow_name`): the job's workflow run's name, as PyTorch's queries read it, else the
 name the job's own webhooks carry; test_daily_stats counts the clean passes of PERIODIC_WORKFLOW's
@@ -62,7 +65,8 @@ from torchci_assets.partitions import days_around
 
 JOB_LOOKBACK_DAYS = 2
 JOB_LOOKAHEAD_DAYS = 1
-MAIN_BRANCHES = ("main",)
+# The main branch when none is configured (upstream.branches defaults to it), as config names it.
+DEFAULT_MAIN_BRANCH = "refs/heads/main"
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 INFRA_MIN_FAILURES = 10
 INFRA_FAILING_SHARE = 0.5
@@ -78,11 +82,15 @@ CONFIG_KEY = ["build_env", "test_config", "platform", "branch_class"]
 SQL = SqlFiles(__file__)
 _EMPTY = dict(SQL.steps("empty_views"))
 _INCREMENT = dict(SQL.steps("increments"))
-# what test_jobs.sql needs to know: which jobs are main's and which ones count as infrastructure
-_JOB_PARAMETERS = {"main_branches": list(MAIN_BRANCHES), "pull_request_events": list(PULL_REQUEST_EVENTS),
-                   "died_conclusions": list(DIED_CONCLUSIONS), "infra_min_failures": INFRA_MIN_FAILURES,
-                   "infra_failing_share": INFRA_FAILING_SHARE}
 _STATS_PARAMETERS = {"periodic_workflow": PERIODIC_WORKFLOW}
+
+
+def job_parameters(main_branch: str = DEFAULT_MAIN_BRANCH) -> dict:
+    """What test_jobs.sql needs to know: which jobs are main's and which ones count as infrastructure.
+    `main_branch` is a ref as the config names it; jobs carry the bare branch name."""
+    return {"main_branches": [main_branch.removeprefix("refs/heads/")],
+            "pull_request_events": list(PULL_REQUEST_EVENTS), "died_conclusions": list(DIED_CONCLUSIONS),
+            "infra_min_failures": INFRA_MIN_FAILURES, "infra_failing_share": INFRA_FAILING_SHARE}
 
 
 @dataclass
@@ -117,11 +125,14 @@ def _register(con, lake: Lake, table: str, days: list[str], name: str) -> int:
     return lake.register(con, table, days, name=name)
 
 
-def build_test_results(lake: Lake, day: str, incremental: bool = False) -> ResultsReport:
+def build_test_results(lake: Lake, day: str, incremental: bool = False,
+                       main_branch: str = DEFAULT_MAIN_BRANCH) -> ResultsReport:
     """Write `test_jobs` (one row per job attempt with test rows) and `test_results` (test rows
-    with their job) for `day`; see the module docstring for the job look-back and infra rule. In
-    an intra-day refresh (`incremental`) by adding the test_run parts not joined yet (`parts`)."""
+    with their job) for `day`; see the module docstring for the job look-back, the branch class
+    (`main_branch`) and the infra rule. In an intra-day refresh (`incremental`) by adding the
+    test_run parts not joined yet (`parts`)."""
     layout, plan, sources = parts.plan(lake, day, incremental)
+    job_sql = job_parameters(main_branch)
     con = connect()
     try:
         _require(con, lake, "test_run", [day])
@@ -131,10 +142,10 @@ def build_test_results(lake: Lake, day: str, incremental: bool = False) -> Resul
         _register_or_empty(con, lake, "job_failure", window, "failure_window")
         written = plan.reason
         if plan.mode != "recompute":
-            written = parts.append(con, lake, day, layout, plan, sources.parts, _JOB_PARAMETERS)
+            written = parts.append(con, lake, day, layout, plan, sources.parts, job_sql)
         if isinstance(written, str):
             _require(con, lake, "test_run", [day])
-            written = parts.rebuild(con, lake, day, sources.parts, sources.generation, _JOB_PARAMETERS, written)
+            written = parts.rebuild(con, lake, day, sources.parts, sources.generation, job_sql, written)
         jobs, not_found, rows, rows_without_job = execute(con, _INCREMENT["job_totals"]).fetchall()[0]
         infra = dict(execute(con, _INCREMENT["infra_reasons"]).fetchall())
     finally:

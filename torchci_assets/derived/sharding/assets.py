@@ -9,6 +9,7 @@ import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec
+from torchci_assets.config import load_config
 from torchci_assets.derived.sharding.plans import build_shard_plans
 from torchci_assets.derived.sharding.regressions import (MIN_BASELINE_DAYS, MIN_JUMP_SECONDS, NOISE_MULTIPLE, Rules,
                                                          markdown_table, max_cost_share, write_test_time_regressions)
@@ -128,7 +129,7 @@ def test_time_regressions_asset(context: dg.AssetExecutionContext, config: Regre
     if not 0 < share <= 1:
         raise dg.Failure(description=f"max_cost_share must be a fraction in (0, 1], e.g. 0.05; got {share}")
     rules = Rules(config.window_days, config.noise_multiple, config.min_jump_s, config.min_baseline_days)
-    report = write_test_time_regressions(lk, context.partition_key, rules)
+    report = write_test_time_regressions(lk, context.partition_key, rules, load_config().main_branch)
     rows = report.rows
     if report.window_days_read == 0:
         context.log.warning("no test_time_sha_daily partition in the window, nothing to compare: materialize "

@@ -40,10 +40,10 @@ taken over the days before it. Only files whose time on D is above the window's 
 until it is fixed or the window's median has caught up with it (about half the window later).
 
 First commit seen slow: the commits of the day before `since` and after, in main's order
-(when they were pushed to main, from the `push` table), are split where the fewest commits
-fall on the wrong side of the midpoint (slow before the split, or fast after it); the first
-commit after the split is `first_slow_sha` (`first_slow_at` its push), the one before it
-`last_fast_sha`: the culprit is after the latter, up to and including the former (commits
+(when they were pushed to the configured main branch, from the `push` table), are split where
+the fewest commits fall on the wrong side of the midpoint (slow before the split, or fast after
+it); the first commit after the split is `first_slow_sha` (`first_slow_at` its push), the one
+before it `last_fast_sha`: the culprit is after the latter, up to and including the former (commits
 between them had no successful run of the file). Ties go to the earliest split, so a
 bisection never starts after the culprit.
 
@@ -70,6 +70,7 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
+from torchci_assets.derived.results.stats import DEFAULT_MAIN_BRANCH
 from torchci_assets.partitions import days_ending
 
 WINDOW_DAYS = 14
@@ -235,8 +236,10 @@ class RegressionsReport(NamedTuple):
     rows: list[dict]
 
 
-def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules()) -> RegressionsReport:
-    """The day's regressions as rows of REGRESSIONS_SCHEMA (largest cost share first)."""
+def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
+                               main_branch: str = DEFAULT_MAIN_BRANCH) -> RegressionsReport:
+    """The day's regressions as rows of REGRESSIONS_SCHEMA (largest cost share first); their commits
+    in the order of their pushes to `main_branch`, the configured one."""
     con = connect()
     try:
         window = days_ending(day, rules.window_days)
@@ -259,7 +262,7 @@ def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules()) -> 
             move = assess(key, days, day, pooled.get(key[:2], pooled.get(None)), rules)
             if move is not None:
                 moves.append(move)
-        commits = _commits(con, lake, moves, day, rules.window_days)
+        commits = _commits(con, lake, moves, day, rules.window_days, main_branch)
     finally:
         con.close()
     rows = [_row(m, commits.get(m.key, []), totals[m.key[:2]], day) for m in moves]
@@ -277,7 +280,8 @@ def _series(con, keys: list[Key]) -> dict[Key, list[DayTime]]:
     return out
 
 
-def _commits(con, lake: Lake, moves: list[Move], day: str, window_days: int) -> dict[Key, list[CommitTime]]:
+def _commits(con, lake: Lake, moves: list[Move], day: str, window_days: int,
+             main_branch: str) -> dict[Key, list[CommitTime]]:
     """Each move's commits from the day before its start to `day`, in main's commit order: when
     the commit was pushed to main (its runs finish in another order: queues vary, and a slow
     commit's runs finish late), or when its first run finished if its push is not in the lake."""
@@ -288,7 +292,8 @@ def _commits(con, lake: Lake, moves: list[Move], day: str, window_days: int) -> 
     con.register("moved", pa.table(list(zip(*[(*m.key, m.since) for m in moves])),
                                    names=["build_env", "test_config", "file", "since"]))
     out: dict[Key, list[CommitTime]] = defaultdict(list)
-    for env, cfg, f, sha, at, seconds, runs in execute(con, SQL["commits"], {"day": day}).fetchall():
+    found = execute(con, SQL["commits"], {"day": day, "main_ref": main_branch}).fetchall()
+    for env, cfg, f, sha, at, seconds, runs in found:
         out[(env, cfg, f)].append(CommitTime(sha, at, seconds, runs))
     return out
 
@@ -316,9 +321,10 @@ def _row(move: Move, commits: list[CommitTime], config_total: float, day: str) -
     }
 
 
-def write_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules()) -> RegressionsReport:
+def write_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
+                                main_branch: str = DEFAULT_MAIN_BRANCH) -> RegressionsReport:
     """Find the day's regressions and write them to the lake table `test_time_regressions`."""
-    report = find_test_time_regressions(lake, day, rules)
+    report = find_test_time_regressions(lake, day, rules, main_branch)
     lake.write("test_time_regressions", day, pa.Table.from_pylist(report.rows, schema=REGRESSIONS_SCHEMA))
     return report
 

@@ -2,8 +2,8 @@
 -- with their same-commit passes, main-branch sequences for flips and broken ranges, then per
 -- (test, platform) evidence and per-test verdicts. Reads the tables w_test_stats and
 -- w_config_reruns (window_stats.sql), the views w_outcomes, w_jobs and w_push (flaky.py registers
--- them) and the macro of wilson.sql. Parameters: $broken_min_commits, $max_flip_gap,
--- $min_flake_events, $min_runs, $z.
+-- them) and the macro of wilson.sql. Parameters: $broken_min_commits, $main_ref (the configured main
+-- branch's ref, refs/heads/main or refs/heads/master), $max_flip_gap, $min_flake_events, $min_runs, $z.
 
 -- step: jobs
 CREATE OR REPLACE TEMP TABLE jobs AS
@@ -61,7 +61,7 @@ LEFT JOIN rerun_configs rc USING (build_env, test_config)
 -- builds and queues vary), or when its first test job started if its push is missing
 CREATE OR REPLACE TEMP TABLE commit_rank AS
 WITH pushed AS (
-    SELECT after AS head_sha, min(received_at) AS t FROM w_push WHERE ref = 'refs/heads/main' GROUP BY 1
+    SELECT after AS head_sha, min(received_at) AS t FROM w_push WHERE ref = $main_ref GROUP BY 1
 ),
 ran AS (SELECT head_sha, min(started) AS t FROM jobs WHERE branch_class = 'main' AND head_sha IS NOT NULL
         GROUP BY 1)

@@ -34,9 +34,10 @@ SELECT NULL::VARCHAR AS ref, NULL::VARCHAR AS after, NULL::TIMESTAMPTZ AS receiv
 
 -- step: commits
 -- each moved file's commits (table moved) from the day before its move to $day, in main's order
+-- (pushes to $main_ref, the configured main branch)
 WITH pushed AS (
     SELECT after AS head_sha, min(received_at) AS pushed_at FROM pushes
-    WHERE ref = 'refs/heads/main' GROUP BY 1
+    WHERE ref = $main_ref GROUP BY 1
 ),
 runs AS (
     SELECT build_env, test_config, file, head_sha, min(first_at) AS first_at,
