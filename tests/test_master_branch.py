@@ -149,10 +149,7 @@ def test_test_times_and_slow_tests_publish_as_on_main(both):
 
 def test_flaky_detection_reads_master_s_runs_as_main_s(both):
     (main, meta_main), (master, meta_master) = both["main"], both["master"]
-    # broken_fixed_sha left out: of two configurations broken from the same commit and fixed at
-    # different ones, either's fix may be reported (flaky_tests.sql's step `broken` takes the range
-    # with the latest start, and they tie), on main too
-    verdicts = "SELECT * EXCLUDE (day, broken_fixed_sha) FROM t ORDER BY file, classname, name"
+    verdicts = "SELECT * EXCLUDE (day) FROM t ORDER BY file, classname, name"
     on_master_ = rows(master, "flaky_tests", NAMES[-1:], verdicts)
     assert on_master_ and same(on_master_, rows(main, "flaky_tests", NAMES[-1:], verdicts))
     assert meta_master["flaky_tests"]["verdict_broken"] == meta_main["flaky_tests"]["verdict_broken"] > 0

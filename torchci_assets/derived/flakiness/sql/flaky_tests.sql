@@ -136,9 +136,13 @@ WHERE s.f AND s.credible AND NOT s.prev_f AND NOT s.next_f
                   AND k.name = s.name AND k.head_sha = s.head_sha)
 
 -- step: broken
+-- the latest range: the one that began last; of ranges that began at one commit (two configurations
+-- broken by it), the one still failing, else the one fixed last, so the same inputs always name
+-- the same fix
 CREATE OR REPLACE TEMP TABLE broken AS
 SELECT file, classname, name, count(*) AS broken_ranges, sum(failures)::BIGINT AS broken_failures,
-       arg_max({'from': from_sha, 'fixed': c.head_sha}, first_rank) AS latest
+       arg_max({'from': from_sha, 'fixed': c.head_sha},
+               (first_rank, coalesce(b.fixed_rank, 9223372036854775807))) AS latest
 FROM broken_ranges b LEFT JOIN commit_rank c ON c.rank = b.fixed_rank
 GROUP BY ALL
 
