@@ -35,6 +35,8 @@ from torchci_assets.relay.pushes import (
 
 OP_NAME = "dispatch_to_downstreams"
 OUTCOMES = ("ok", "refused", "dry_run", "already_acknowledged", "in_doubt", "claimed_elsewhere", "deferred")
+# Sent again by the run's retry: nothing reached GitHub, GitHub gave no clear answer, or a claim withdrawn.
+RETRIED = ("failed", "unanswered", "deferred")
 # Polling is the safety net for lost webhooks: every 5 minutes keeps within the API's rate
 # limit (one request per branch) and bounds how late a head can be relayed.
 POLL_INTERVAL_S = 300.0
@@ -111,7 +113,7 @@ def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake
         elif o.outcome == "in_doubt":
             context.log.warning(f"{o.repo}: an earlier attempt for {sha} was claimed and its "
                                 "answer never recorded; not sent again (see the dispatches ledger)")
-    failed = [o.repo for o in outcomes if o.outcome in ("failed", "deferred")]  # deferred: a claim withdrawn
+    failed = [o.repo for o in outcomes if o.outcome in RETRIED]
     if failed:
         context.log.error(f"dispatch of {sha} failed for {', '.join(failed)}; the retry "
                           f"sends only those not acknowledged\n{table}")

@@ -8,6 +8,9 @@ reads pushes (`torchci_assets.relay.pushes.scan_archive`):
   `check_run`/`check_suite` `rerequested` -> `rerun_job`.
 - `check_run_sensor` (ci-results): the tick creates the check runs of L3/L4 callbacks about
   pull requests.
+`zombie_check_run_schedule` (every 10 minutes, on by default where GitHub credentials are set)
+completes as timed out the check runs whose downstream job never reported `completed`
+(`torchci_assets.relay.zombies`).
 Where a person waits on GitHub for the relay (a dispatch, a check run), the sensor tick writes,
 listening to the archive for a few seconds (`torchci_assets.relay.listening`) within a bounded
 budget: starting a run costs tens of seconds on a busy machine, a tick costs none. The cursor is returned only after the ledgers recorded what was sent; what the tick could
@@ -21,8 +24,10 @@ No `from __future__ import annotations` here: Dagster reads the ops' config anno
 definition time.
 """
 
+import datetime as dt
 import hashlib
 import json
+import os
 import time
 import uuid
 from collections import Counter
@@ -45,6 +50,7 @@ from torchci_assets.relay.check_runs import ACTIONS_TABLE, IN_FLIGHT_S, JobState
 from torchci_assets.relay.dispatch import LEDGER_TABLE
 from torchci_assets.relay.listening import Listening, listen
 from torchci_assets.relay.pull_requests import RelayEvent, pick_relay_event
+from torchci_assets.relay.zombies import ZOMBIE_TIMEOUT, time_out, zombie_jobs
 
 # The daemon evaluates sensors in a loop that starts at most every 5 s (dagster 1.13's
 # MIN_INTERVAL_LOOP_TIME); a smaller minimum interval lets these sensors tick on every pass
@@ -161,6 +167,33 @@ def create_upstream_check_runs(context: dg.OpExecutionContext, config: RelayEven
     yield from _act_all(context, config, w, json.loads(config.events_json), act_on_callback, "check runs")
 
 
+class ZombieSweepConfig(dg.Config):
+    """How long a check run may stay in progress before it is completed as timed out."""
+
+    timeout_s: float = ZOMBIE_TIMEOUT.total_seconds()
+    max_retries: int = 3
+    retry_wait_s: float = 60.0
+    claim_settle_s: float = CLAIM_SETTLE_S
+
+
+@dg.op(description="Upstream check runs still in progress past the timeout (6 h) with no completed callback: "
+       "each completed with conclusion timed_out, once, as the relay's zombie sweeper does.")
+def time_out_zombie_check_runs(context: dg.OpExecutionContext, config: ZombieSweepConfig, github: GitHubResource,
+                               lake: LakeResource):
+    if config.timeout_s <= 0:
+        raise dg.Failure(f"timeout_s must be positive, got {config.timeout_s}")
+    w = _writer(context, github, lake, None, config.claim_settle_s)
+    zombies = zombie_jobs(w.lake, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=config.timeout_s))
+    if not zombies:
+        context.log.info(f"no upstream check run in progress for more than {config.timeout_s:g} s")
+        yield dg.Output({}, metadata={"zombies": 0})
+        return
+    if github.dry_run:
+        context.log.warning("DRY RUN: no GitHub credentials; what would be sent is logged and recorded "
+                            "as dry_run (set GITHUB_TOKEN to send)")
+    yield from _act_all(context, config, w, zombies, time_out, "timed-out check runs")
+
+
 RELAY_TAGS = {"torchci/dispatch": "relay"}
 # Check runs and re-runs are made exactly once by their ledger's claims, not by running one at a
 # time: they do not queue behind dispatches (dagster.yaml limits `torchci/dispatch` to one run).
@@ -187,6 +220,26 @@ def rerun_job():
 @dg.job(tags=CHECK_TAGS, executor_def=IN_PROCESS, description="The upstream check runs of downstream job callbacks.")
 def check_run_job():
     create_upstream_check_runs()
+
+
+@dg.job(tags=CHECK_TAGS, executor_def=IN_PROCESS,
+        description="Complete as timed out the upstream check runs whose downstream job never reported.")
+def zombie_check_run_job():
+    time_out_zombie_check_runs()
+
+
+ZOMBIE_SWEEP_EVERY_MIN = 10
+
+
+def has_github_credentials() -> bool:
+    """Whether the code location can write to GitHub: without, there is nothing a sweep could finalize."""
+    return any(os.environ.get(v) for v in ("GITHUB_TOKEN", "GITHUB_APP_ID"))
+
+
+zombie_check_run_schedule = dg.ScheduleDefinition(
+    name="zombie_check_run_schedule", job=zombie_check_run_job, cron_schedule=f"*/{ZOMBIE_SWEEP_EVERY_MIN} * * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING if has_github_credentials() else dg.DefaultScheduleStatus.STOPPED)
 
 
 JOB_FOR_KIND = {"dispatch": (pull_request_dispatch_job, "dispatch_pull_requests"),
@@ -307,5 +360,6 @@ def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResour
                        "L3/L4 pull request callbacks")
 
 
-defs = dg.Definitions(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job, check_run_job],
-                      sensors=[pull_request_sensor, check_run_sensor])
+defs = dg.Definitions(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job, check_run_job,
+                            zombie_check_run_job],
+                      sensors=[pull_request_sensor, check_run_sensor], schedules=[zombie_check_run_schedule])

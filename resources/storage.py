@@ -209,6 +209,44 @@ class Store:
                 out.append(FileEntry(f"{folder}/{info.base_name}", info.size))
         return sorted(out, key=lambda e: e.path)
 
+    def list_named(self, folder: str, name_prefix: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+        """The files directly in `folder` whose names start with `name_prefix` and end in one of
+        `suffixes`, sorted, as `list_files` lists them (links and names that are not UTF-8 refused).
+
+        For a folder of many files of which a caller wants the few named so (a ledger's parts of one
+        commit): locally only those are looked at beyond the folder's names, where `list_files`
+        stats every file. S3 cannot list by part of a name through pyarrow: the folder is listed and
+        its names filtered."""
+        def wanted(name: str) -> bool:
+            return name.startswith(name_prefix) and name[:1] not in (".", "_") and name.endswith(suffixes)
+
+        if not self.is_local:
+            selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
+            skip = len(self.root) + 1
+            return sorted((FileEntry(i.path[skip:], i.size, stamp=str(i.mtime_ns)) for i in self.fs.get_file_info(selector)
+                           if i.type == pafs.FileType.File and wanted(i.base_name)), key=lambda e: e.path)
+        link = self._link_on_path(folder)
+        if link is not None:
+            return [FileEntry(folder, 0, _refusal(link, "a symbolic link"))]
+        try:
+            with os.scandir(self.full(folder)) as entries:
+                named = [e for e in entries if wanted(e.name)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for entry in named:
+            rel, shown = f"{folder}/{entry.name}", unclean_name(entry.name)
+            if shown is not None:
+                out.append(FileEntry(f"{folder}/{shown}", 0, _refusal(f"{folder}/{shown}", NOT_UTF8)))
+            elif entry.is_symlink():
+                out.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
+            elif not entry.is_dir(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                refused = None if stat.S_ISREG(st.st_mode) else _refusal(rel, "not a regular file")
+                out.append(FileEntry(rel, st.st_size if refused is None else 0, refused,
+                                     file_stamp(st) if refused is None else None))
+        return sorted(out, key=lambda e: e.path)
+
     def _list_local(self, prefix: str, suffixes: tuple[str, ...], cache: ListingCache | None) -> list[FileEntry]:
         link = self._link_on_path(prefix)
         if link is not None:

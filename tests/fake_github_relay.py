@@ -128,3 +128,20 @@ class FakeRelayGitHub:
                    "output": body.get("output"), "check_suite": {"id": suite}}
         self.check_runs.append(created)
         return created
+
+
+class LatestFilterGitHub(FakeRelayGitHub):
+    """As GitHub lists check runs: `filter` (default `latest`) keeps the newest check run of each name
+    (here the one created last), `all` keeps every one."""
+
+    def _route(self, request: Request, body) -> Response:
+        suite = IN_SUITE.match(request.path) if request.method == "GET" else None
+        ref = FOR_REF.match(request.path) if request.method == "GET" else None
+        if not (suite or ref) or request.args.get("filter", "latest") != "latest":
+            return super()._route(request, body)
+        name = request.args.get("check_name")
+        runs = [c for c in self.check_runs if (c["check_suite"]["id"] == int(suite.group("suite")) if suite
+                                               else c["head_sha"] == ref.group("sha") and name in (None, c["name"]))]
+        runs = list({c["name"]: c for c in runs}.values())  # created in order: the last of a name wins
+        per_page, page = int(request.args.get("per_page", 30)), int(request.args.get("page", 1))
+        return reply(200, {"total_count": len(runs), "check_runs": runs[(page - 1) * per_page:page * per_page]})

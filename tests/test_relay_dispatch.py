@@ -189,8 +189,60 @@ def test_a_502_storm_is_retried_by_the_run_and_only_the_unacknowledged_repo_is_r
                                                          "acme-ai/torch-npu": 1, "org-three/torch-dsp": 5})
     assert server.acknowledged() == Counter({(SHA, r): 1 for r in REPOS})
     dsp = [r["outcome"] for r in outcome_rows(lake_uri) if r["downstream_repo"] == "org-three/torch-dsp"]
-    assert dsp == ["failed", "ok"]
+    assert dsp == ["unanswered", "ok"]  # GitHub may have taken the first: see the receiver's dispatch_evidence
     assert output_metadata(result)["already_acknowledged_count"] == 3
+
+
+def test_a_dispatch_answered_too_late_is_unanswered_and_the_runs_retry_sends_it_again(httpserver, instance,
+                                                                                    lake_uri):
+    """GitHub takes the dispatch and answers after the client gave up: nobody can tell it landed, so it
+    is recorded `unanswered` (not `failed`, which says nothing was sent) and the run's retry sends it
+    again, as a dropped dispatch would go unnoticed."""
+    import threading
+
+    from pytest_httpserver import HTTPServer
+
+    taken, resent = [], threading.Event()
+
+    def late_then_quick(request):
+        taken.append(json.loads(request.data)["client_payload"]["delivery_id"])
+        if len(taken) == 1:  # GitHub takes it, and answers only after the client gave up and sent it again
+            resent.wait(30)
+        else:
+            resent.set()
+        return Response(status=204)
+
+    github_api = HTTPServer(host="127.0.0.1", threaded=True)  # the late answer must not hold up the others
+    github_api.start()
+    try:
+        github_api.expect_request("/repos/acme-ai/torch-npu/dispatches", method="POST").respond_with_handler(
+            late_then_quick)
+        FakeGitHub(github_api)
+        result = run(github(github_api, read_timeout_s=0.2, max_retries=0), lake_uri, instance, retry_wait_s=0.0,
+                     max_retries=1)
+    finally:
+        resent.set()
+        github_api.clear()
+        github_api.stop()
+    assert result.success and taken == ["d-1", "d-1"]
+    npu = [(r["outcome"], r["status_code"]) for r in outcome_rows(lake_uri) if r["downstream_repo"] == REPOS[3]]
+    assert npu == [("unanswered", None), ("ok", 204)]
+    assert {r["outcome"] for r in outcome_rows(lake_uri) if r["downstream_repo"] != REPOS[3]} == {"ok"}
+    assert "Timeout" in next(r["error"] for r in outcome_rows(lake_uri) if r["outcome"] == "unanswered")
+
+
+def test_only_a_send_github_explicitly_turned_away_is_failed_or_refused(httpserver, lake_uri):
+    """A rate limit outlasting the retries and a 404 are GitHub's answers that nothing was dispatched;
+    a 5xx past the retries is not."""
+    from torchci_assets.config import AllowlistEntry
+
+    FakeGitHub(httpserver, **{REPOS[0]: [reply(429, {"Retry-After": "0"})], REPOS[1]: [reply(404)],
+                              REPOS[2]: [reply(503)]})
+    targets = [AllowlistEntry(r, "L2") for r in REPOS[:3]]
+    outcomes = dispatch.dispatch_event(github(httpserver, max_retries=1), Lake.at(lake_uri),
+                                       dispatch.push_dispatch(commit()), targets, "run-1", settle_s=0.01)
+    assert {o.repo: (o.outcome, o.status_code) for o in outcomes} == {
+        REPOS[0]: ("failed", 429), REPOS[1]: ("refused", 404), REPOS[2]: ("unanswered", 503)}
 
 
 def test_a_storm_outlasting_the_retries_fails_the_run_and_a_reexecution_finishes(httpserver, instance, lake_uri):
@@ -353,11 +405,54 @@ def test_the_claim_that_lost_a_race_is_withdrawn_so_the_winners_failed_send_is_r
     threads = [threading.Thread(target=writer, args=(name,)) for name in ("tick", "run")]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    assert sorted(o for v in outcomes.values() for o in v) == ["claimed_elsewhere", "failed"] and len(fake.log) == 1
+    assert sorted(o for v in outcomes.values() for o in v) == ["claimed_elsewhere", "unanswered"] and len(fake.log) == 1
     assert [o.outcome for o in dispatch.dispatch_event(client, lake, event, target, "retry", settle_s=0.01)] == ["ok"]
     assert fake.acknowledged() == Counter({(SHA, REPOS[0]): 1})
     assert sorted(r["outcome"] for r in ledger_rows(lake, SHA)) == [
-        "claimed", "claimed", "claimed", "failed", "ok", "withdrawn"]
+        "claimed", "claimed", "claimed", "ok", "unanswered", "withdrawn"]
+
+
+def ledger_row(sha, repo, outcome, at):
+    return {"sha": sha, "upstream_repo": "pytorch/pytorch", "downstream_repo": repo, "level": "L2",
+            "event_type": "push", "delivery_id": "d-1", "source": "webhook", "attempted_at": at, "status_code": None,
+            "outcome": outcome, "error": "", "http_attempts": 0, "waited_s": 0.0, "run_id": "r", "attempt_id": outcome,
+            "check_run_wanted": False}
+
+
+def test_a_commits_ledger_rows_are_found_by_name_among_other_commits_parts(roots):
+    """On both backends: the parts named after the commit, in each day folder of the window, and no
+    other commit's (one whose id shares all but its last character included)."""
+    import datetime as dt
+
+    lake = Lake.at(roots.lake_uri)
+    now = dt.datetime.now(dt.timezone.utc)
+    near = SHA[:-1] + "0"
+    for sha, repo, outcome, back in ((SHA, REPOS[0], "claimed", 1), (SHA, REPOS[0], "ok", 0), (near, REPOS[1], "ok", 0),
+                                     ("a" * 40, REPOS[2], "ok", 0), (SHA, REPOS[3], "refused", 9)):
+        dispatch.record_attempt(lake, ledger_row(sha, repo, outcome, now - dt.timedelta(days=back)))
+    rows = ledger_rows(lake, SHA, now=now)
+    assert [(r["sha"], r["downstream_repo"], r["outcome"]) for r in rows] == [
+        (SHA, REPOS[0], "claimed"), (SHA, REPOS[0], "ok")]  # the refusal 9 days back is past the window
+
+
+def test_a_link_named_like_a_commits_part_is_refused_not_followed(tmp_path):
+    import datetime as dt
+    import os
+
+    from resources.storage import Store
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    now = dt.datetime.now(dt.timezone.utc)
+    part = dispatch.record_attempt(lake, ledger_row(SHA, REPOS[0], "ok", now))
+    folder = part.rsplit("/", 1)[0]
+    outside = tmp_path / "outside.parquet"
+    outside.write_bytes((tmp_path / "lake" / part).read_bytes())
+    os.symlink(outside, tmp_path / "lake" / folder / f"{SHA}-evil.parquet")
+    (tmp_path / "lake" / folder / f".{SHA}-x.parquet").write_bytes(b"staging")
+    listed = Store(str(tmp_path / "lake")).list_named(folder, f"{SHA}-", (".parquet",))
+    assert [(e.path.rsplit("/", 1)[-1], e.refused is None) for e in listed] == [
+        (f"{SHA}-evil.parquet", False), (part.rsplit("/", 1)[-1], True)]
+    assert [r["outcome"] for r in ledger_rows(lake, SHA, now=now)] == ["ok"]
 
 
 def test_dry_run_sends_nothing_and_a_later_real_run_still_sends(httpserver, instance, lake_uri):

@@ -1,6 +1,7 @@
 """Backend health counts pull-request callbacks and push callbacks alike: callbacks built by the
 vendored report_callback.py for both dispatch kinds, through the ci_result ingest. An L1 backend's
-callbacks are refused by the receiver, so its level says L2 is a maintainer's decision."""
+callbacks are answered `ignored` and not kept by the receiver, so its level says L2 is a maintainer's
+decision."""
 
 import datetime as dt
 import json
@@ -45,9 +46,10 @@ def test_pull_request_and_push_callbacks_both_count_towards_the_level(tmp_path):
 def test_an_l1_backend_cannot_report_so_its_level_says_l2_is_a_maintainers_decision(tmp_path, issuer, keys):
     record_dispatch(tmp_path, repo=L1_REPO)
     with served(tmp_path, keys=keys) as srv:
-        codes = {srv.post_callback(report("in_progress", repo=L1_REPO, job_name=f"j{i}"),
-                                   issuer.token(L1_REPO)).status_code for i in range(25)}
-    assert codes == {403} and archived(srv.archive, "ci-results") == []  # callbacks from L2 up, as upstream
+        answers = {srv.post_callback(report("in_progress", repo=L1_REPO, job_name=f"j{i}"),
+                                     issuer.token(L1_REPO)).text for i in range(25)}
+    assert answers == {'{"ok":true,"status":"ignored"}'}  # results are kept from L2 up, as upstream keeps them
+    assert archived(srv.archive, "ci-results") == []
     cfg = parse_config(yaml.safe_load(CONFIG_YAML), "receiving.CONFIG_YAML")
     [a] = [a for a in assess_backends([], cfg) if a.repo == L1_REPO]
     assert (a.current_level, a.recommended_level, a.change, a.reasons) == ("L1", "L1", "keep", [L1_REASON])

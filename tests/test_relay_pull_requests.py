@@ -23,11 +23,12 @@ from jobs.relay_prs import (
     pull_request_dispatch_job,
     pull_request_sensor,
     rerun_job,
+    zombie_check_run_job,
 )
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
-from tests.fake_github_relay import FakeRelayGitHub, reply
+from tests.fake_github_relay import FakeRelayGitHub, LatestFilterGitHub, reply
 from tests.relay_callbacks import action_env, build_payload, forwarded
 from torchci_assets.config import load_config
 from torchci_assets.relay import dispatch as dispatch_module
@@ -35,6 +36,7 @@ from torchci_assets.relay.check_runs import ACTIONS_TABLE, create_check_run, job
 from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows
 from torchci_assets.relay.listening import Listening
 from torchci_assets.relay.pull_requests import relay_event
+from torchci_assets.relay.zombies import zombie_jobs
 
 DATA = Path(__file__).parent / "data" / "octokit"
 UPSTREAM = "Codertocat/Hello-World"  # the repository of the octokit examples
@@ -480,6 +482,97 @@ def test_an_in_progress_callback_after_the_completed_one_does_not_hide_it(httpse
     assert [c["status"] for c in server.check_runs] == ["completed", "in_progress"]
 
 
+# ---- check runs whose job never completes ---------------------------------------------
+
+
+def sweep(gh, roots, instance, **config):
+    """One run of zombie_check_run_job, as its schedule starts it."""
+    return execute(zombie_check_run_job, "time_out_zombie_check_runs", config, gh, roots, instance)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def test_a_check_run_whose_job_never_completes_is_timed_out_after_six_hours(httpserver, instance, roots):
+    """The downstream runner of `build` is lost after its in_progress callback: its check run would stay
+    in progress on the pull request for good. Six hours on, the sweep completes it as timed_out, once;
+    `test`, which completed, is left alone, and a `completed` callback coming later changes nothing."""
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L4)
+    records = [callback_record(L4, "L4", "in_progress", cp), callback_record(L4, "L4", "in_progress", cp, job_name="test"),
+               callback_record(L4, "L4", "completed", cp, job_name="test", conclusion="success")]
+    for record in records:
+        assert check_run(record, github(httpserver), roots, instance).success
+    lake, now = Lake.at(roots[0]), utc_now()
+    assert zombie_jobs(lake, now + dt.timedelta(hours=5, minutes=59)) == []
+    [zombie] = zombie_jobs(lake, now + dt.timedelta(hours=6, minutes=1))
+    build = f"crcr/{L4}/upstream-ci/build"
+    assert (zombie.name, zombie.run_id, zombie.run_attempt, zombie.status, zombie.conclusion) == (
+        build, 7001, 1, "completed", "timed_out")
+    result = sweep(github(httpserver), roots, instance, timeout_s=0.001)  # every check run is past it now
+    assert result.success and result.output_for_node("time_out_zombie_check_runs") == {zombie.key: "created"}
+    assert server.check_run_names(event.sha)[-1] == (build, "completed", "timed_out")
+    assert server.check_runs[-1]["external_id"] == "7001" and server.check_runs[-1]["output"]["title"] == "Timed_out"
+    assert sweep(github(httpserver), roots, instance, timeout_s=0.001).success and len(server.check_runs) == 4
+    late = callback_record(L4, "L4", "completed", cp, conclusion="success")
+    assert check_run(late, github(httpserver), roots, instance).output_for_node(
+        "create_upstream_check_runs") == {zombie.key: "already_created"}
+    assert len(server.check_runs) == 4
+
+
+def test_a_zombie_superseded_on_its_head_or_no_longer_wanted_is_left_as_it_is(httpserver, instance, roots,
+                                                                               tmp_path):
+    """Run 7001's `build` was lost, then the run was re-run (attempt 2), which completed: GitHub shows the
+    newest check run of the name, attempt 2's, which a timed_out one would hide. The L3 repository's
+    in-progress check run is left too once the repository is no longer L3, as the relay's sweeper does."""
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/npu"])
+    l4, l3 = client_payload_of(server, L4), client_payload_of(server, L3)
+    for record in (callback_record(L4, "L4", "in_progress", l4),
+                   callback_record(L4, "L4", "in_progress", l4, run_attempt=2),
+                   callback_record(L4, "L4", "completed", l4, run_attempt=2, conclusion="success"),
+                   callback_record(L3, "L3", "in_progress", l3)):
+        assert check_run(record, github(httpserver), roots, instance).success
+    before = server.check_run_names(event.sha)
+    assert [j.downstream_repo for j in zombie_jobs(Lake.at(roots[0]), utc_now() + dt.timedelta(hours=7))] == [L3]
+    (tmp_path / "relay.yaml").write_text(CONFIG.replace(f"  L2: [{L2}]", f"  L2: [{L2}, {L3}]").replace(
+        f"    npu:\n      {L3}: [npu-oncall]\n", "    npu: {}\n"))
+    assert load_config().entry_for(L3).level == "L2"
+    result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
+    assert result.success and list(result.output_for_node("time_out_zombie_check_runs").values()) == ["not_wanted"]
+    assert server.check_run_names(event.sha) == before
+
+
+def test_the_sweep_in_dry_run_sends_nothing_and_says_what_it_would(httpserver, instance, roots):
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    assert check_run(callback_record(L4, "L4", "in_progress", client_payload_of(server, L4)), github(httpserver),
+                     roots, instance).success
+    sent = len(server.requests)
+    dry = GitHubResource(api_url=httpserver.url_for(""))
+    result = sweep(dry, roots, instance, timeout_s=0.001)
+    assert result.success and list(result.output_for_node("time_out_zombie_check_runs").values()) == ["dry_run"]
+    logs = [e.user_message for e in instance.all_logs(result.run_id)]
+    assert any(m.startswith("DRY RUN: would POST") and "conclusion=timed_out" in m for m in logs)
+    assert len(server.requests) == sent
+    assert sweep(dry, roots, instance, timeout_s=0.001).output_for_node("time_out_zombie_check_runs") == {}
+
+
+def test_the_sweep_runs_every_ten_minutes_where_github_credentials_are_set(monkeypatch):
+    from torchci_assets.definitions import defs
+
+    schedule = defs.resolve_schedule_def("zombie_check_run_schedule")
+    assert schedule.cron_schedule == "*/10 * * * *" and schedule.job_name == zombie_check_run_job.name
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GITHUB_APP_ID", raising=False)
+    assert not relay_prs.has_github_credentials()
+    monkeypatch.setenv("GITHUB_APP_ID", "123")
+    assert relay_prs.has_github_credentials()
+
+
+# ---- re-runs -------------------------------------------------------------------------
 # ---- re-runs -------------------------------------------------------------------------
 
 
@@ -579,6 +672,23 @@ def test_check_suite_rerequested_reruns_each_l3_plus_run_once(httpserver, instan
     # "Re-run all checks" re-runs every job of each run, as the relay does, not only the failed ones
     assert sorted(server.reruns("rerun")) == sorted(server.reruns()) == [(L3, 8001), (L4, 8002)]
     assert result.output_for_node("rerun_downstream")[f"{L2}#8003"] == "refused"
+
+
+def test_rerun_all_checks_leaves_superseded_downstream_runs_alone(httpserver, instance, roots):
+    """Closed and reopened on the same head, a pull request was dispatched twice: each dispatch started
+    a downstream run (7001, then 7002) and both reported, so the head carries each check name from both,
+    7002's the newest. The Checks tab shows 7002's; "Re-run all checks" re-runs 7002 alone."""
+    server = LatestFilterGitHub(httpserver)
+    sha = checks_example("check_suite")["check_suite"]["head_sha"]
+    for run_id in ("7001", "7002"):
+        for job in ("build", "test"):
+            server.add_check_run(f"crcr/{L4}/upstream-ci/{job}", sha, run_id)
+    payload = checks_example("check_suite")
+    payload["check_suite"]["id"] = server.suites[sha]
+    result = rerun(payload, "check_suite", httpserver, instance, roots)
+    assert result.success
+    assert server.reruns("rerun") == server.reruns() == [(L4, 7002)]
+    assert result.output_for_node("rerun_downstream") == {f"{L4}#7002": "rerun"}
 
 
 # ---- the sensor ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 | endpoint | answers |
 |---|---|
 | `POST /github/webhook` | 200 once the delivery is fsynced (or `ping` / an event not configured: acknowledged, not kept); 400 no event or delivery header, form-encoded or not a JSON object; 401 missing or bad `X-Hub-Signature-256`; 413 over the size limit; 503 the spool cannot write, or no secret is configured |
-| `POST /relay/callback` | 200 once fsynced; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 403 the token's repository is not allowlisted at L2 or above; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
+| `POST /relay/callback` | 200 once fsynced, or 200 `ignored` (nothing kept) when the token's repository is not allowlisted at L2 or above; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
 | `GET /healthz` | liveness: 200 while both spool writers run, else 503; the spool depth |
 | `GET /readyz` | readiness: 200 while a delivery sent now would be kept, else 503 with the reasons |
 | `GET /metrics` | Prometheus text |
@@ -11,8 +11,9 @@
 Checks run cheapest and least trusting first: size, then authentication, then whether the
 caller may use the endpoint, then the body. Nothing unauthenticated is parsed. Before any body is
 read: a spool over its high-water mark answers 503 (`Retry-After`), a body that does not fit in
-the in-flight budget (`budget.py`) 503 (`Retry-After`), a webhook without a signature 401; these
-answers close the connection instead of reading the body. Headers and bodies that come too slowly
+the in-flight budget (`budget.py`) 503 (`Retry-After`), a webhook without a signature 401, a callback
+from a repository the relay keeps no results of 200 `ignored`; these answers close the connection
+instead of reading the body. Headers and bodies that come too slowly
 are cut off by `timeouts.py` (408, connection closed).
 """
 
@@ -271,6 +272,18 @@ class Receiver:
             self.metrics.observe("torchci_receiver_ack_seconds", time.perf_counter() - t0, endpoint=endpoint)
         return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
+    def ignore(self, endpoint: str, repo: str, level: str | None) -> Response:
+        """200 `ignored` for an authenticated caller the relay keeps no results of (not allowlisted, or
+        below L2), as the relay answers it: a 4xx would turn the downstream job's callback step red for
+        a level it cannot change. Nothing is read or kept; the answer is counted by reason, and left out
+        of the acknowledgement latency, which it would make look faster than storing is."""
+        reason = "not_allowlisted" if level is None else "below_l2"
+        self.metrics.inc("torchci_receiver_ignored_total", endpoint=endpoint, reason=reason)
+        self.noise.log(f"{endpoint}:ignored:{reason}", logging.INFO, f"{endpoint} 200 ignored: {repo} is "
+                       f"{level or 'not allowlisted'}; results are kept from L2 up")
+        self.metrics.inc("torchci_receiver_requests_total", endpoint=endpoint, code="200")
+        return Response(orjson.dumps({"ok": True, "status": "ignored"}), status_code=200, media_type="application/json")
+
     def refuse(self, endpoint: str, status: int, reason: str, message: str, t0: float,
                headers: dict | None = None) -> Response:
         self.metrics.inc("torchci_receiver_rejected_total", endpoint=endpoint, reason=reason)
@@ -372,9 +385,7 @@ class Receiver:
             return self.refuse(ep, 503, "keys_unavailable", str(exc), t0, {"Retry-After": "30"})
         entry = self.config.current().entry_for(repo)
         if entry is None or entry.level not in CALLBACK_LEVELS:
-            level = entry.level if entry else "not allowlisted"
-            return self.refuse(ep, 403, "not_allowlisted",
-                               f"{repo} may not report results: it must be allowlisted at L2 or above ({level})", t0)
+            return self.ignore(ep, repo, entry.level if entry else None)
         wait = self.limiter.retry_after(repo.lower())
         if wait:
             return self.refuse(ep, 429, "rate_limited", f"rate limit exceeded for {repo}", t0,

@@ -11,8 +11,8 @@ under `trusted`, as the relay's callback handler forwards it to HUD:
 
 Timings are measured as the relay measures them, on the receiver's clock:
 - `queue_time`: from the dispatch (the first acknowledged attempt in the `dispatches` ledger
-  for this commit, repository and delivery; for a dispatch in doubt, its claim, written just
-  before the send) to the job's first `in_progress` callback. A
+  for this commit, repository and delivery; for a dispatch in doubt or unanswered, its claim,
+  written just before the send) to the job's first `in_progress` callback. A
   re-run (`run_attempt` > 1) reuses the original delivery, so its "queue" would span the
   first run: it gets null rather than a misleading number.
 - `execution_time`: from the job's first `in_progress` callback to its `completed` one.
@@ -49,7 +49,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.relay.dispatch import ledger_rows
+from torchci_assets.relay.dispatch import UNANSWERED, ledger_rows
 
 log = logging.getLogger("torchci.receiver")
 
@@ -301,12 +301,16 @@ class DispatchLedger:
 
 
 def dispatch_evidence(rows: list[dict]) -> list[dict]:
-    """The ledger rows that show a dispatch may have reached the repository: acknowledged ones,
-    and claims whose answer was never recorded (a crash in between, or a send still under way:
-    the callback itself then shows it landed). A claim settled as refused or failed is not."""
-    settled = {r.get("attempt_id") for r in rows if r.get("outcome") != "claimed"}
+    """The ledger rows that show a dispatch may have reached the repository: acknowledged ones, and
+    the claims of sends whose answer is unknown: never recorded (a crash in between, or a send still
+    under way) or `unanswered` (timeouts, 5xx: GitHub often takes a dispatch it fails to
+    acknowledge). The callback itself then shows it landed. An unanswered send counts from its claim,
+    written just before it went out. A send refused (a 4xx), never made (`failed`), withdrawn before
+    sending or made in dry run is not evidence."""
+    outcome_of = {r.get("attempt_id"): r.get("outcome") for r in rows if r.get("outcome") != "claimed"}
     return [r for r in rows if r.get("attempted_at") is not None and (
-        r.get("outcome") == "ok" or (r.get("outcome") == "claimed" and r.get("attempt_id") not in settled))]
+        r.get("outcome") == "ok" or (r.get("outcome") == "claimed"
+                                     and outcome_of.get(r.get("attempt_id"), UNANSWERED) == UNANSWERED))]
 
 
 def _first_ack(acks: list[tuple[str, str, float]], repo: str, delivery_id: str) -> float | None:

@@ -17,6 +17,7 @@ HELP = {
     "torchci_receiver_requests_total": ("counter", "HTTP requests answered, by endpoint and status code."),
     "torchci_receiver_received_total": ("counter", "Deliveries accepted for the archive, by stream."),
     "torchci_receiver_rejected_total": ("counter", "Requests refused, by endpoint and reason."),
+    "torchci_receiver_ignored_total": ("counter", "Callbacks answered 200 `ignored` and not kept, by endpoint and reason (not_allowlisted, below_l2)."),
     "torchci_receiver_dropped_total": ("counter", "Webhook deliveries acknowledged but not kept (event not configured, ping)."),
     "torchci_receiver_written_total": ("counter", "Records appended to the spool and fsynced, by stream."),
     "torchci_receiver_write_errors_total": ("counter", "Spool appends that failed (the requests got 503), by stream."),

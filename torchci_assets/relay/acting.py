@@ -23,9 +23,9 @@ from torchci_assets.relay.pull_requests import RelayEvent, needs_check_run, pr_l
 from torchci_assets.relay.pushes import SHA_RE
 from torchci_assets.relay.reruns import handle_rerequest
 
-# Outcomes that leave work to do later: a transient failure, a young claim of another writer, or
-# a downstream a tick had no time left for.
-RETRY_OUTCOMES = frozenset({"failed", "in_flight", "deferred"})
+# Outcomes that leave work to do later: a transient failure or a send GitHub did not answer, a
+# young claim of another writer, or a downstream a tick had no time left for.
+RETRY_OUTCOMES = frozenset({"failed", "unanswered", "in_flight", "deferred"})
 
 
 @dataclass

@@ -11,7 +11,7 @@ from torchci_assets.relay.dispatch import LEDGER_TABLE
 
 dispatches = dg.AssetSpec(LEDGER_TABLE, group_name="relay", kinds={"parquet"},
                           description="Ledger of every repository_dispatch attempt: sha, downstream repo, "
-                                      "status code, outcome (ok/refused/failed/dry_run). Written by dispatch_job.")
+                                      "status code, outcome (ok/refused/failed/unanswered/dry_run). Written by dispatch_job.")
 
 relay_actions = dg.AssetSpec(ACTIONS_TABLE, group_name="relay", kinds={"parquet", "github"},
                              description="Ledger of the relay's other GitHub writes: upstream check runs "

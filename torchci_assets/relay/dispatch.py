@@ -7,8 +7,13 @@ pull request once per (delivery, downstream), since `opened`, `synchronize` and 
 head are distinct events a downstream wants each of.
 
 Every send is bracketed by two rows. Before the POST, a `claimed` row; after GitHub's answer,
-the outcome row (`ok`, `refused`, `failed`) with the same `attempt_id`. So:
+the outcome row (`ok`, `refused`, `failed`, `unanswered`) with the same `attempt_id`. So:
 - A run that crashed, was retried or launched twice skips every downstream already `ok`.
+- A send GitHub gave no answer for, or only 5xx answers, past the client's retries, is
+  `unanswered`: GitHub often takes a dispatch it fails to acknowledge, so it may have landed. The
+  run's retry sends it again (a dropped dispatch would go unnoticed), and meanwhile the receiver
+  takes the downstream's callbacks on it (`dispatch_evidence`). Only an explicit refusal (a 4xx,
+  `refused`, or a rate limit outlasting the retries, `failed`) says nothing was dispatched.
 - A downstream whose last row is a `claimed` with no outcome is *in doubt*: the process died
   between the claim and recording GitHub's answer, and nobody can tell whether the dispatch
   landed (repository_dispatch has no idempotency key and no way to look it up). It is not
@@ -26,8 +31,8 @@ the outcome row (`ok`, `refused`, `failed`) with the same `attempt_id`. So:
   leaves at most one downstream in doubt.
 
 Each row is its own small immutable Parquet part named `<sha>-<repo>-<uuid>.parquet`, so
-writers never rewrite each other's rows and finding a commit's rows means listing a few day
-folders and opening only the files whose names start with its sha.
+writers never rewrite each other's rows and finding a commit's rows means looking, in a few day
+folders, only at the files whose names start with its sha (`Store.list_named`).
 
 Dry-run attempts (no credentials) are recorded as `dry_run` and do not count as acknowledged:
 a later run with a token still sends them.
@@ -53,6 +58,7 @@ from torchci_assets.relay.pushes import UpstreamCommit
 
 LEDGER_TABLE = "dispatches"
 WITHDRAWN = "withdrawn"  # the outcome row of a claim its writer gave up before sending (settle_claim)
+UNANSWERED = "unanswered"  # sent, and no answer but timeouts or 5xx: GitHub may have taken it
 # The relay's event types: downstream workflows listen with `repository_dispatch: types: [push]`
 # (trunk and nightly signal) or `types: [pull_request]` (the relay's README).
 EVENT_TYPE = "push"
@@ -77,12 +83,14 @@ class RepoOutcome:
     """What happened to one downstream in this run.
 
     `outcome` is `ok` (GitHub acknowledged), `refused` (a final 4xx such as 403/404: retrying
-    will not help), `failed` (transient errors outlasted the retries), `dry_run` (no
+    will not help), `failed` (a rate limit outlasted the retries, or the send could not be made:
+    nothing reached GitHub), `unanswered` (timeouts or 5xx answers outlasted the retries: GitHub may
+    have taken it), `dry_run` (no
     credentials, nothing sent), `already_acknowledged` (an earlier attempt was acknowledged,
     nothing was sent), `in_doubt` (an earlier writer claimed it and never recorded GitHub's
     answer: not sent again), `claimed_elsewhere` (a concurrent writer won the claim) or
     `deferred` (a sensor tick ran out of time before it, or this writer withdrew a claim too
-    slow to write, recorded as a `withdrawn` row: a run sends it). Only the first four are
+    slow to write, recorded as a `withdrawn` row: a run sends it). Only the first five are
     outcome rows.
     """
 
@@ -141,8 +149,8 @@ def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
     rows: list[dict] = []
     for back in range(lookback_days):
         day = (now - dt.timedelta(days=back)).strftime("%Y-%m-%d")
-        for entry in store.list_files(f"{table}/day={day}", (".parquet",)):
-            if not entry.refused and entry.path.rsplit("/", 1)[-1].startswith(f"{sha}-"):
+        for entry in store.list_named(f"{table}/day={day}", f"{sha}-", (".parquet",)):
+            if not entry.refused:
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])
 
@@ -180,7 +188,7 @@ def event_rows(lake: Lake, event: Dispatch) -> list[dict]:
 
 def target_states(rows: list[dict], field: str = "downstream_repo") -> dict[str, str]:
     """Per downstream (lower-cased; or per value of `field`): `ok` once acknowledged, `in_doubt`
-    while a claim has no outcome row, else `open` (never tried, or refused/failed/dry run)."""
+    while a claim has no outcome row, else `open` (never tried, or refused/failed/unanswered/dry run)."""
     settled = {r.get("attempt_id") for r in rows if r["outcome"] != "claimed"}
     rank = {"open": 0, "in_doubt": 1, "ok": 2}
     states: dict[str, str] = {}
@@ -207,7 +215,8 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
 
     Targets go one after the other, each claimed just before its own send, so a crash leaves
     at most the one being sent in doubt. A refusal or failure of one downstream never stops
-    the others; the caller decides what a `failed` outcome means for the run (it retries them).
+    the others; the caller decides what a `failed` or `unanswered` outcome means for the run (it
+    retries them).
     Past `deadline` (time.monotonic()), as a sensor tick that must end has, no new target is
     started: the rest are `deferred`, for a run to send.
     """
@@ -333,7 +342,7 @@ def _attempt(github: GitHubResource, target: AllowlistEntry, event: Dispatch, at
     elif result.refused:
         outcome = "refused"
     else:
-        outcome = "failed"
+        outcome = UNANSWERED if result.status is None or result.status >= 500 else "failed"
     return RepoOutcome(target.repo, target.level, outcome, result.status, result.error,
                        result.attempts, result.waited_s, attempt_id)
 

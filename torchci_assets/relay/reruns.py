@@ -4,7 +4,8 @@
 failed check) re-runs the failed jobs of that check run's downstream run
 (`POST /repos/<repo>/actions/runs/<run_id>/rerun-failed-jobs`): the repository comes from the
 name `crcr/<owner>/<repo>/...`, the run from `external_id`. `check_suite` `rerequested` ("Re-run
-all checks") lists the suite's check runs, keeps one per (repository, run) and re-runs every job
+all checks") lists the suite's check runs as GitHub shows them (the newest of each name: a superseded
+downstream run is not started again), keeps one per (repository, run) and re-runs every job
 of each (`POST .../actions/runs/<run_id>/rerun`, as the relay does: all checks, passed ones too).
 Only L3 and L4 repositories (the ones that have check runs) are re-run; a check run naming any
 other repository is refused. Each is one run-level call, since GitHub refuses to re-run single
@@ -37,11 +38,14 @@ CLAIM_CLOCK_S = dt.timedelta(seconds=5)
 
 
 def suite_check_runs(github: GitHubResource, config: TorchciConfig, suite_id: int) -> list[dict]:
-    """Every check run of a check suite (GitHub answers `{total_count, check_runs}` pages)."""
+    """The check runs a check suite shows: the newest of each name (GitHub's `filter=latest`, as the
+    relay lists them). The older ones of a name belong to superseded downstream runs (a pull request
+    closed and reopened on the same head starts a new one), which "Re-run all checks" must not
+    start again. GitHub answers `{total_count, check_runs}` pages."""
     runs: list[dict] = []
     for page in range(1, MAX_SUITE_PAGES + 1):
         data = github.request("GET", f"/repos/{config.upstream_repo}/check-suites/{suite_id}/check-runs",
-                              params={"per_page": 100, "page": page, "filter": "all"}).json()
+                              params={"per_page": 100, "page": page, "filter": "latest"}).json()
         batch = data.get("check_runs") or []
         runs += batch
         if not batch or len(runs) >= int(data.get("total_count") or 0):

@@ -40,7 +40,7 @@ a time from L2 up, and demotes at once, but only as far as measured failures tak
 criterion with no data never demotes, because a backend nothing was dispatched to, or one whose
 results stopped coming (an outage on its side or ours, or a week of nightly self-reports only),
 looks the same as a healthy backend nobody asked anything of. An L1 backend is never promoted:
-the relay refuses callbacks below L2 (as upstream does), so there is nothing to measure it on,
+the relay ignores callbacks below L2 (answered `ignored`, not kept, as upstream does), so there is nothing to measure it on,
 and listing it at L2 is a maintainer's decision. A repo that reports results but is not in the
 allowlist is reported with current level none and no recommendation, because adding a repository
 to the relay is a maintainer's decision too.
