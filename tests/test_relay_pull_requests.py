@@ -698,7 +698,9 @@ def sensor_resources(roots, gh) -> dict:
     return {"archive": ArchiveResource(uri=roots[1]), "github": gh, "lake": LakeResource(uri=roots[0])}
 
 
-def test_the_sensor_dispatches_in_its_tick_and_asks_runs_for_labels_and_reruns(httpserver, instance, roots):
+def sensor_started(httpserver, instance, roots):
+    """(the fake GitHub, today's webhook folder, the sensor's resources, its first tick): the archive
+    as read, so what lands next is what the next tick acts on."""
     server = FakeRelayGitHub(httpserver)
     folder = Path(roots[1]) / "webhooks" / f"day={NOW:%Y-%m-%d}"
     folder.mkdir(parents=True)
@@ -706,6 +708,11 @@ def test_the_sensor_dispatches_in_its_tick_and_asks_runs_for_labels_and_reruns(h
     resources = sensor_resources(roots, github(httpserver))
     with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
         first = pull_request_sensor(ctx)
+    return server, folder, resources, first
+
+
+def test_the_sensor_dispatches_in_its_tick_and_asks_runs_for_labels_and_reruns(httpserver, instance, roots):
+    server, folder, resources, first = sensor_started(httpserver, instance, roots)
     lines = []
     for n, (event, payload) in enumerate([("pull_request", pr_payload("opened")),
                                           ("pull_request", pr_payload("edited")),
@@ -732,6 +739,23 @@ def test_the_sensor_dispatches_in_its_tick_and_asks_runs_for_labels_and_reruns(h
     with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=resources) as ctx:
         again = pull_request_sensor(ctx)
     assert not again.run_requests and not again.asset_events and len(server.dispatches()) == 4
+
+
+def test_a_pull_request_torchci_backfill_wrote_is_history_and_not_dispatched(httpserver, instance, roots):
+    """A backfill writes a repository's past pull requests into today's folder (a pull request
+    opened before its first day is filed on that day): the sensor must not dispatch them again."""
+    from torchci_assets.backfill.shapes import pull_request_deliveries
+
+    server, folder, resources, first = sensor_started(httpserver, instance, roots)
+    payload = pr_payload("opened")
+    pr = {**payload["pull_request"], "created_at": "2026-11-25T09:00:00Z"}
+    rest = [line for _, line in pull_request_deliveries(pr, payload["repository"])]
+    webhook = json.dumps({"event": "pull_request", "delivery_id": "d-live", "received_at": "2026-11-25T10:00:00Z",
+                          "payload": payload})
+    (folder / "new.jsonl").write_bytes(b"\n".join(rest) + b"\n" + webhook.encode() + b"\n")
+    with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources) as ctx:
+        pull_request_sensor(ctx)
+    assert {b["client_payload"]["delivery_id"] for _, b in server.dispatches()} == {"d-live"}
 
 
 def test_one_run_relays_every_delivery_of_its_tick_each_once(httpserver, instance, roots):

@@ -28,7 +28,9 @@ import datetime as dt
 
 import orjson
 
-SOURCE = "rest"
+from torchci_assets.ingest.payloads import REST_SOURCE
+
+SOURCE = REST_SOURCE
 _JOB_STATUS = {"requested": "queued", "pending": "queued", "queued": "queued", "waiting": "waiting",
                "in_progress": "in_progress", "completed": "completed"}
 

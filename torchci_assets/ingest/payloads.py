@@ -240,6 +240,19 @@ def _one_value(text: bytes) -> bool:
     return True
 
 
+# The `source` of an archive line read from GitHub's REST API (`torchci backfill`, gap repair), not
+# delivered by a webhook: history, which the lake takes as it takes a webhook but nothing acts on.
+REST_SOURCE = "rest"
+
+
+def from_rest(env: dict) -> str:
+    """Why an envelope is not acted on ("" when it is a webhook): a backfill writes a repository's
+    past pushes and pull requests into today's folders, which must not be dispatched again."""
+    if env.get("source") == REST_SOURCE:
+        return "a REST record (torchci backfill or gap repair): history, not relayed"
+    return ""
+
+
 def parse_envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
     """Validate one archive line; raises ValueError with the reject reason."""
     try:

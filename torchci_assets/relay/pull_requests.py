@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from resources.github import MAX_PAYLOAD_BYTES
 from torchci_assets.config import AllowlistEntry, TorchciConfig
-from torchci_assets.ingest.payloads import parse_envelope
+from torchci_assets.ingest.payloads import from_rest, parse_envelope
 
 PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
 LABEL_PREFIX = "ciflow/crcr/"
@@ -158,8 +158,10 @@ def relay_event(event: str, delivery_id: str, received_at: dt.datetime, payload:
 
 def pick_relay_event(line: bytes, config: TorchciConfig) -> tuple[bool, RelayEvent | None, str]:
     """For scan_archive: (is a pull_request/check_run/check_suite delivery, its event, why not)."""
-    event, delivery_id, received_at, payload, _env = parse_envelope(line)
+    event, delivery_id, received_at, payload, env = parse_envelope(line)
     if event not in ("pull_request", "check_run", "check_suite"):
         return False, None, ""
+    if why := from_rest(env):
+        return True, None, f"{event} {delivery_id}: {why}"
     found, why = relay_event(event, delivery_id, received_at, payload, config)
     return found is not None or bool(why), found, why

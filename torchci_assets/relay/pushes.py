@@ -33,7 +33,7 @@ from resources.listing_cache import KeptListings
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.ingest.payloads import FieldError, parse_envelope, push_row
+from torchci_assets.ingest.payloads import FieldError, from_rest, parse_envelope, push_row
 from torchci_assets.ingest.rejects import Reject
 
 ZERO_SHA = "0" * 40
@@ -173,9 +173,11 @@ def recent_days(store: Store, lookback_days: int = LOOKBACK_DAYS, stream: str = 
 
 def pick_push(line: bytes, config: TorchciConfig) -> tuple[bool, UpstreamCommit | None, str]:
     """For scan_archive: (is a push, the commit to dispatch or None, why not)."""
-    event, delivery_id, received_at, payload, _env = parse_envelope(line)
+    event, delivery_id, received_at, payload, env = parse_envelope(line)
     if event != "push":
         return False, None, ""
+    if why := from_rest(env):
+        return True, None, f"push {delivery_id}: {why}"
     commit, why = push_commit(payload, delivery_id, received_at, config)
     return True, commit, why
 
