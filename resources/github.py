@@ -74,7 +74,8 @@ class DispatchResult:
 
     `ok` means GitHub accepted it; `refused` means a final 4xx (no access, no such repo,
     invalid) that retrying will not fix; neither means a transient failure that outlasted
-    the retry budget. In dry run nothing was sent and `status` is None.
+    the retry budget, `unanswered` when that was no answer or a 5xx (GitHub may have taken it),
+    not when the request could not be made at all. In dry run nothing was sent and `status` is None.
     """
 
     repo: str
@@ -86,6 +87,7 @@ class DispatchResult:
     error: str = ""
     attempts: int = 0
     waited_s: float = 0.0
+    unanswered: bool = False
 
 
 @dataclass(frozen=True)
@@ -635,6 +637,9 @@ class GitHubResource(dg.ConfigurableResource):
             error=outcome.error,
             attempts=outcome.attempts,
             waited_s=outcome.waited_s,
+            # sent and not answered (a timeout, a dropped connection, a 5xx, each retried to the end),
+            # as against a request that could not be made (a bad URL: final at once, nothing sent)
+            unanswered=not outcome.ok and outcome.gave_up and (status is None or status >= 500),
         )
 
     def list_commits(self, owner_repo: str, sha_or_branch: str,

@@ -245,6 +245,16 @@ def test_only_a_send_github_explicitly_turned_away_is_failed_or_refused(httpserv
         REPOS[0]: ("failed", 429), REPOS[1]: ("refused", 404), REPOS[2]: ("unanswered", 503)}
 
 
+def test_a_send_that_could_not_be_made_is_failed_not_unanswered(lake_uri):
+    """A mistyped API address: nothing left the process, so no downstream run can call back for it."""
+    from torchci_assets.config import AllowlistEntry
+
+    gh = GitHubResource(api_url="htp://api.github.invalid", token=TOKEN, backoff_base_s=0.01, write_interval_s=0)
+    (outcome,) = dispatch.dispatch_event(gh, Lake.at(lake_uri), dispatch.push_dispatch(commit()),
+                                         [AllowlistEntry(REPOS[0], "L2")], "run-1", settle_s=0.01)
+    assert (outcome.outcome, outcome.status_code) == ("failed", None) and "InvalidSchema" in outcome.error
+
+
 def test_a_storm_outlasting_the_retries_fails_the_run_and_a_reexecution_finishes(httpserver, instance, lake_uri):
     server = FakeGitHub(httpserver, **{"acme-ai/torch-npu": [reply(502)] * 6 + [Response(status=204)]})
     failed = run(github(httpserver, max_retries=1), lake_uri, instance, retry_wait_s=0.0, max_retries=1)

@@ -522,6 +522,27 @@ def test_a_check_run_whose_job_never_completes_is_timed_out_after_six_hours(http
     assert len(server.check_runs) == 4
 
 
+def test_a_completed_check_run_whose_create_answer_was_lost_is_no_zombie(httpserver, instance, roots, monkeypatch):
+    """The real `completed` (success) was created on GitHub, its answer lost and the claim left in doubt:
+    the sweep must not time it out, which would put a red check run over the job's green one."""
+    from resources.github import GitHubError
+    from torchci_assets.relay import check_runs
+
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    cp = client_payload_of(server, L4)
+    assert check_run(callback_record(L4, "L4", "in_progress", cp), github(httpserver), roots, instance).success
+    server.crash_after.add("check-runs")  # GitHub creates it; its answer is a 502, and the retries run out
+    job = job_state(callback_record(L4, "L4", "completed", cp, conclusion="success"))
+    with pytest.raises(GitHubError):
+        create_check_run(github(httpserver), Lake.at(roots[0]), load_config(), job, "run-x", settle_s=0.01)
+    server.crash_after.discard("check-runs")
+    monkeypatch.setattr(check_runs, "IN_FLIGHT_S", 0.0)  # hours later, when the sweep sees it
+    result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
+    assert result.output_for_node("time_out_zombie_check_runs") == {}
+    assert [c for _, _, c in server.check_run_names(event.sha)] == [None, "success"]
+
+
 def test_a_zombie_superseded_on_its_head_or_no_longer_wanted_is_left_as_it_is(httpserver, instance, roots,
                                                                                tmp_path):
     """Run 7001's `build` was lost, then the run was re-run (attempt 2), which completed: GitHub shows the

@@ -342,7 +342,7 @@ def _attempt(github: GitHubResource, target: AllowlistEntry, event: Dispatch, at
     elif result.refused:
         outcome = "refused"
     else:
-        outcome = UNANSWERED if result.status is None or result.status >= 500 else "failed"
+        outcome = UNANSWERED if result.unanswered else "failed"
     return RepoOutcome(target.repo, target.level, outcome, result.status, result.error,
                        result.attempts, result.waited_s, attempt_id)
 

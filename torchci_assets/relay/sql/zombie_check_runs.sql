@@ -1,8 +1,9 @@
 -- Upstream check runs created in progress before $cutoff that nothing completes: no completed check
--- run of the same name, run and attempt was created, refused or rehearsed in dry run (a failed or
--- withdrawn attempt, or a claim without an outcome, is left to create_check_run, which retries or looks
--- it up), and no newer check run of the name on the head supersedes it (GitHub shows the newest of a
--- name: a re-run's or a later dispatch's). One row per check run, oldest first.
+-- run of the same name, run and attempt was ever tried (created, refused, rehearsed in dry run,
+-- failed, or claimed with its answer lost: GitHub may show the job's real conclusion, which a
+-- `timed_out` would cover; only a withdrawn claim, which sent nothing, does not count), and no newer
+-- check run of the name on the head supersedes it (GitHub shows the newest of a name: a re-run's or a
+-- later dispatch's). One row per check run, oldest first.
 WITH runs AS (
     SELECT lower(key) AS key, sha, downstream_repo, pr_number, name, delivery_id, status, outcome, attempted_at
     FROM relay_actions
@@ -20,7 +21,7 @@ FROM opened AS o
 WHERE o.opened_at < $cutoff
   AND NOT EXISTS (
       SELECT 1 FROM runs AS c
-      WHERE c.sha = o.sha AND c.status = 'completed' AND c.outcome IN ('ok', 'refused', 'dry_run')
+      WHERE c.sha = o.sha AND c.status = 'completed' AND coalesce(c.outcome, '') <> 'withdrawn'
         AND c.key = regexp_replace(o.key, '\|in_progress$', '|completed'))
   AND NOT EXISTS (
       SELECT 1 FROM runs AS n
