@@ -3,7 +3,8 @@
 Bodies are GitHub's own OpenAPI examples (`tests/data/octokit-openapi/examples.json`) with the
 repository's values laid over them, so every key GitHub documents is present. Served:
 - `GET /repos/{o}/{r}`; `GET .../actions/runs` (branch, event, `created=lo..hi`, newest first,
-  `total_count`, `per_page`/`page` with `Link` headers); `.../actions/runs/{id}` (latest attempt),
+  `total_count`, `per_page`/`page` with `Link` headers; with `list_cap` set, only that many of a
+  filtered list are served, as GitHub serves at most 1,000, while `total_count` counts them all); `.../actions/runs/{id}` (latest attempt),
   `.../runs/{id}/attempts/{n}`, `.../runs/{id}/attempts/{n}/jobs`, `.../runs/{id}/artifacts`;
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
@@ -80,6 +81,7 @@ class FakeActions:
         self.blobs: dict[str, bytes] = {}
         self.commits: dict[str, list[dict]] = {}  # branch -> commits, newest first
         self.pulls: list[dict] = []
+        self.list_cap: int | None = None  # GitHub's 1,000 for a filtered run list; None: serve all
         self.requests: list[tuple[str, dict]] = []
         self.scripts: list[tuple[re.Pattern, list[Response]]] = []
         self.limit = self.remaining = budget
@@ -229,7 +231,7 @@ class FakeActions:
             return self._page(request, rest, pulls, None)
         return reply(404, {"message": "Not Found"})
 
-    def _page(self, request: Request, rest: str, items: list, key: str | None, extra: dict | None = None) -> Response:
+    def _page(self, request: Request, rest: str, items: list, key: str | None, total: int | None = None) -> Response:
         per_page = min(100, int(request.args.get("per_page", 30)))
         page = int(request.args.get("page", 1))
         chunk = items[(page - 1) * per_page: page * per_page]
@@ -239,7 +241,7 @@ class FakeActions:
             url = self.server.url_for(f"/repos/{self.repo}{rest}")
             headers["Link"] = (f'<{url}?{urlencode({**args, "page": page + 1})}>; rel="next", '
                                f'<{url}?{urlencode({**args, "page": -(-len(items) // per_page)})}>; rel="last"')
-        body = chunk if key is None else {"total_count": len(items), key: chunk}
+        body = chunk if key is None else {"total_count": len(items) if total is None else total, key: chunk}
         return reply(200, body, headers)
 
     def _list_runs(self, request: Request) -> Response:
@@ -259,6 +261,8 @@ class FakeActions:
                 continue
             out.append(latest)
         out.sort(key=lambda r: r["id"], reverse=True)
+        if self.list_cap is not None and ({"created", "branch", "event"} & set(args)):
+            return self._page(request, "/actions/runs", out[:self.list_cap], "workflow_runs", total=len(out))
         return self._page(request, "/actions/runs", out, "workflow_runs")
 
     def _list_commits(self, request: Request, rest: str) -> Response:

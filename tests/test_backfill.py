@@ -137,6 +137,37 @@ def test_pages_are_followed_through_link_headers(tmp_path, httpserver):
     assert files(tmp_path / "paged") == files(tmp_path / "one-page")
 
 
+def test_a_day_github_would_cut_at_its_list_cap_is_read_whole_in_smaller_windows(tmp_path, httpserver, monkeypatch):
+    api = simulated_api(httpserver, WEEK[:1], reports=False, logs=False)
+    runs = backfill(client(httpserver), Store(str(tmp_path / "whole")), BackfillOptions(REPO, WEEK[0], WEEK[0]),
+                    log=lambda s: None, today=TODAY).runs
+    assert runs > 8
+    api.list_cap = 4  # GitHub serves 1,000 of a filtered list; here 4, so the day must be split
+    monkeypatch.setattr("torchci_assets.backfill.history.LIST_CAP", 4)
+    api.requests.clear()
+    progress = backfill(client(httpserver), Store(str(tmp_path / "split")), BackfillOptions(REPO, WEEK[0], WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    assert progress.runs == runs and progress.runs_cut == 0
+    assert files(tmp_path / "split") == files(tmp_path / "whole")
+    assert sum(p.endswith("/actions/runs") for p, _ in api.requests) > 3
+
+
+def test_a_second_holding_more_runs_than_github_lists_is_counted_and_named(tmp_path, httpserver, monkeypatch):
+    api = with_branches(FakeActions(httpserver))
+    for i in range(6):  # six runs created in the same second: no `created` filter tells them apart
+        run, jobs = _attempt_objects(1, "success")
+        run["id"], jobs[0]["id"], jobs[0]["run_id"] = 600 + i, 9100 + i, 600 + i
+        api.add_run(run, jobs)
+    api.list_cap = 4
+    monkeypatch.setattr("torchci_assets.backfill.history.LIST_CAP", 4)
+    said: list[str] = []
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0]),
+                        log=said.append, today=TODAY)
+    assert (progress.runs, progress.runs_cut) == (4, 2)
+    assert any("only 4 of the 6 runs created at 2026-11-02T11:00:00Z; 2 are not read" in s for s in said)
+    assert "2 GitHub would not list" in said[-1]
+
+
 def _attempt_objects(attempt: int, conclusion: str) -> tuple[dict, list[dict]]:
     t0 = dt.datetime(2026, 11, 2, 10, tzinfo=dt.timezone.utc) + dt.timedelta(hours=attempt)
     iso = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731

@@ -9,7 +9,9 @@ so an interrupted backfill (a crash, a rate limit that outlasted the wait budget
 running the same command again, and the result is the same as one uninterrupted run.
 
 GitHub returns at most 1,000 runs for a filtered list, so a window holding more (a busy day of a
-large repository) is split in halves until each fits.
+large repository) is split in halves until each fits, down to a single second (the finest
+`created` filter); a second that still holds more is read as far as GitHub lists it, and the runs
+left out are counted and named in the log, never dropped in silence.
 """
 
 from __future__ import annotations
@@ -67,11 +69,13 @@ class Progress:
     reports_unattributed: int = 0
     logs: int = 0
     logs_missing: int = 0
+    runs_cut: int = 0  # runs GitHub would not list (more than 1,000 created in one second)
     pushes: int = 0
     pull_requests: int = 0
 
     def line(self) -> str:
-        return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs), reports {self.reports} "
+        cut = f", {self.runs_cut} GitHub would not list" if self.runs_cut else ""
+        return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs{cut}), reports {self.reports} "
                 f"({self.reports_expired} expired, {self.reports_unattributed} without a job id), logs {self.logs} ({self.logs_missing} missing), "
                 f"pushes {self.pushes}, pull requests {self.pull_requests}; {self.budget.describe()}")
 
@@ -85,18 +89,22 @@ def _stamp(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: dt.datetime) -> Iterator[dict]:
-    """Runs created in [lo, hi], split while GitHub would cut the list at LIST_CAP."""
+def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: dt.datetime,
+            cut: Callable[[dt.datetime, int], None]) -> Iterator[dict]:
+    """Runs created in [lo, hi] (whole seconds), split while GitHub would cut the list at LIST_CAP;
+    `cut(second, total)` hears of a second that cannot be split and holds more."""
     path = f"/repos/{repo}/actions/runs"
     params = {**filters, "created": f"{_stamp(lo)}..{_stamp(hi)}", "per_page": reader.per_page}
     resp = reader.get(path, params)
     body = resp.json()
-    if body.get("total_count", 0) > LIST_CAP and hi - lo > dt.timedelta(minutes=1):
-        mid = lo + (hi - lo) / 2
-        mid = mid.replace(microsecond=0)
-        yield from _window(reader, repo, filters, lo, mid)
-        yield from _window(reader, repo, filters, mid + dt.timedelta(seconds=1), hi)
+    total = body.get("total_count", 0)
+    if total > LIST_CAP and hi > lo:
+        mid = (lo + (hi - lo) / 2).replace(microsecond=0)
+        yield from _window(reader, repo, filters, lo, mid, cut)
+        yield from _window(reader, repo, filters, mid + dt.timedelta(seconds=1), hi, cut)
         return
+    if total > LIST_CAP:
+        cut(lo, total)
     yield from body.get("workflow_runs") or []
     nxt = resp.links.get("next", {}).get("url")
     if nxt:
@@ -116,14 +124,15 @@ def run_queries(opts: BackfillOptions) -> list[tuple[dict, Callable[[dict], bool
     return queries
 
 
-def list_runs(reader: RestReader, opts: BackfillOptions, day: dt.date) -> list[dict]:
+def list_runs(reader: RestReader, opts: BackfillOptions, day: dt.date,
+              cut: Callable[[dt.datetime, int], None]) -> list[dict]:
     """The day's runs (latest attempt each) of the branch, and with `prs` of pull requests and
     their ciflow tags, by id."""
     lo = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
     hi = lo + dt.timedelta(days=1, seconds=-1)
     runs: dict[int, dict] = {}
     for filters, keep in run_queries(opts):
-        for run in _window(reader, opts.repo, filters, lo, hi):
+        for run in _window(reader, opts.repo, filters, lo, hi, cut):
             if keep is None or keep(run):
                 runs[run["id"]] = run
     return [runs[k] for k in sorted(runs)]
@@ -256,7 +265,13 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     key = day.isoformat()
     owner, name = opts.repo.split("/")
     name_runs = f"{name}{scope(opts.branch, opts.prs)}"  # parts of other options never share a name
-    runs = list_runs(reader, opts, day)
+
+    def cut(second: dt.datetime, total: int) -> None:
+        progress.runs_cut += total - LIST_CAP
+        log(f"backfill {opts.repo} {key}: GitHub lists only {LIST_CAP:,} of the {total:,} runs created at "
+            f"{_stamp(second)}; {total - LIST_CAP:,} are not read (GitHub cannot list a second more finely)")
+
+    runs = list_runs(reader, opts, day, cut)
     last, unfinished, read = cursor.last_run_id(key), cursor.unfinished(key), cursor.attempts(key)
     again = [r for r in runs if r["id"] <= last and (r["id"] in unfinished or _attempt(r) > read.get(r["id"], _attempt(r)))]
     if again:  # runs still going when last read, or re-run since; this reading is a part of its own
