@@ -178,6 +178,37 @@ def test_ciflow_tag_push_runs_are_read_with_prs_and_shown_with_their_pull_reques
     assert rows == [("trunk", "linux-jammy-py3.10-gcc11 / test (default, 1, 1, linux.2xlarge)", "failure")]
 
 
+def test_days_an_older_prs_backfill_finished_get_their_ciflow_runs_once(tmp_path, httpserver):
+    """A `--prs` cursor written before ciflow tag runs were read: running the backfill again reads
+    those days' ciflow runs, and only them; a third run reads nothing more."""
+    api = with_branches(FakeActions(httpserver))
+    from_world(api, World(SIM), WEEK[:1], reports=False, logs=False)
+    pr = api.pulls[0]
+    _ciflow_run(api, pr, 99_000_000_001, f"ciflow/trunk/{pr['number']}")
+    store = Store(str(tmp_path))
+    opts = BackfillOptions(REPO, WEEK[0], WEEK[0], prs=True)
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
+    cursor_path = "backfill/pytorch/pytorch+prs.json"
+    old = orjson.loads(store.read_bytes(cursor_path))
+    old.pop("ciflow_read", None)  # as the older backfill wrote it
+    for path in (tmp_path / "webhooks").rglob("*.gz"):  # and the archive without the ciflow run
+        kept = [x for x in gzip.decompress(path.read_bytes()).splitlines() if b"99000000001" not in x]
+        path.write_bytes(gzip.compress(b"".join(x + b"\n" for x in kept)))
+    store.write_bytes(cursor_path, orjson.dumps(old))
+    assert 99_000_000_001 not in {r["payload"]["workflow_run"]["id"] for r in records(tmp_path)
+                                  if r["event"] == "workflow_run"}
+    api.requests.clear()
+    said: list[str] = []
+    progress = backfill(client(httpserver), store, opts, log=said.append, today=TODAY)
+    assert progress.runs == 1  # the ciflow run; the day's other runs are not read again
+    assert any("ciflow tag runs of 1 days" in s for s in said)
+    assert 99_000_000_001 in {r["payload"]["workflow_run"]["id"] for r in records(tmp_path)
+                              if r["event"] == "workflow_run"}
+    api.requests.clear()
+    assert backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY).runs == 0
+    assert not any(p.endswith("/actions/runs") for p, _ in api.requests)
+
+
 # ---- make run after a backfill ---------------------------------------------------------------------
 
 def _make_run(tmp_path: Path, archive: Path) -> list[str]:

@@ -102,13 +102,26 @@ class Cursor:
     """What a repository's backfill, with the given options, has done, kept in the archive beside
     the data it wrote."""
 
-    def __init__(self, store: Store, repo: str, branch: str = "main", prs: bool = False):
+    def __init__(self, store: Store, repo: str, branch: str = "main", prs: bool = False, part: str = ""):
         self.store = store
-        self.path = f"backfill/{repo}{scope(branch, prs)}.json"
+        self.path = f"backfill/{repo}{scope(branch, prs)}{part}.json"  # `part`: '+ciflow', never a branch's
         self.state: dict = {"repo": repo, "days_done": [], "last_run_ids": {}, "unfinished": {},
-                            "attempts": {}, "pulls_done_since": None}
+                            "attempts": {}, "pulls_done_since": None, "ciflow_read": True}
         if store.exists(self.path):
-            self.state.update(json.loads(store.read_bytes(self.path)))
+            saved = json.loads(store.read_bytes(self.path))
+            if prs and "ciflow_read" not in saved:
+                # written before ciflow tag runs were read: the days it finished lack only those
+                saved["ciflow_days_missing"] = sorted(set(saved.get("days_done", [])))
+            self.state.update(saved)
+            self.state["ciflow_read"] = True
+
+    def ciflow_missing(self, day: str) -> bool:
+        """The day was finished by a backfill that did not read its ciflow tag runs yet."""
+        return day in self.state.get("ciflow_days_missing", [])
+
+    def ciflow_done(self, day: str) -> None:
+        self.state["ciflow_days_missing"] = [d for d in self.state.get("ciflow_days_missing", []) if d != day]
+        self._save()
 
     def day_done(self, day: str) -> bool:
         return day in self.state["days_done"]

@@ -52,6 +52,7 @@ class BackfillOptions:
     until: dt.date  # last day, inclusive
     branch: str | None = None  # None: the repository's default branch
     prs: bool = False
+    ciflow_only: bool = False  # only the ciflow tag runs (days an older `prs` backfill finished)
     part_runs: int = 50
     page_size: int = 100  # items per list page (GitHub's most)
 
@@ -118,9 +119,12 @@ def is_ciflow_run(run: dict) -> bool:
 def run_queries(opts: BackfillOptions) -> list[tuple[dict, Callable[[dict], bool] | None]]:
     """The run lists a day's reading takes (filters, and which of the runs listed to keep): GitHub
     filters by one exact head_branch, so the ciflow tags' runs are the push runs kept by prefix."""
+    ciflow: tuple[dict, Callable[[dict], bool] | None] = ({"event": "push"}, is_ciflow_run)
+    if opts.ciflow_only:
+        return [ciflow]
     queries: list[tuple[dict, Callable[[dict], bool] | None]] = [({"branch": opts.branch}, None)]
     if opts.prs:
-        queries += [({"event": "pull_request"}, None), ({"event": "push"}, is_ciflow_run)]
+        queries += [({"event": "pull_request"}, None), ciflow]
     return queries
 
 
@@ -264,7 +268,8 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     """The day's runs, in parts, then its pushes (`pushed`: the branch's commits by day)."""
     key = day.isoformat()
     owner, name = opts.repo.split("/")
-    name_runs = f"{name}{scope(opts.branch, opts.prs)}"  # parts of other options never share a name
+    # parts of other options never share a name
+    name_runs = f"{name}{scope(opts.branch, opts.prs)}{'-ciflow' if opts.ciflow_only else ''}"
 
     def cut(second: dt.datetime, total: int) -> None:
         progress.runs_cut += total - LIST_CAP
@@ -290,6 +295,8 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
         cursor.runs_written(key, chunk, chunk[-1]["id"])
         done += len(chunk)
         log(f"backfill {opts.repo} {key}: {done}/{len(runs)} runs of the day; {progress.line()}")
+    if opts.ciflow_only:
+        return
     part = Part(store, f"rest-{owner}-{name}{branch_scope(opts.branch)}-push-{key}")
     for commit in pushed.get(key, []):
         delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository)
@@ -327,6 +334,22 @@ def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repo
         flush()
 
 
+def backfill_ciflow(reader: RestReader, store: Store, opts: BackfillOptions, repository: dict, cursor: Cursor,
+                    progress: Progress, log: Callable[[str], None], now: dt.datetime) -> None:
+    """The ciflow tag runs of days a `prs` backfill finished before it read them, and only those:
+    the days' other runs are in the archive already. Resumed like any day (its own cursor)."""
+    days = [d for d in _days(opts) if cursor.ciflow_missing(d.isoformat())]
+    if not days:
+        return
+    log(f"backfill {opts.repo}: reading the ciflow tag runs of {len(days)} days read before they were")
+    only = replace(opts, ciflow_only=True)
+    own = Cursor(store, opts.repo, opts.branch, True, part="+ciflow")
+    for day in days:
+        backfill_day(reader, store, only, day, repository, own, progress, log, now, {})
+        if not own.unfinished(day.isoformat()):
+            cursor.ciflow_done(day.isoformat())
+
+
 def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Callable[[str], None] = print,
              today: dt.date | None = None, progress: Progress | None = None) -> Progress:
     """Run (or continue) the backfill; raises GitHubError when GitHub stops answering, with every
@@ -350,6 +373,8 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
         progress.days += 1
         if day < today and not cursor.unfinished(day.isoformat()):  # today's runs are still coming
             cursor.finish_day(day.isoformat())
+    if opts.prs:
+        backfill_ciflow(reader, store, opts, repository, cursor, progress, log, now)
     if opts.prs and not cursor.pulls_done(opts.since.isoformat()):
         backfill_pulls(reader, store, opts, repository, progress)
         cursor.finish_pulls(opts.since.isoformat())
