@@ -51,7 +51,8 @@ def trunk(failing: dict[str, list[str]], tests: dict[str, set] | None = None) ->
     fails with BROKEN, a (key, message) pair with its message."""
     def pairs(ts):
         return frozenset((t, c.message_key(BROKEN)) if isinstance(t, str) else (t[0], c.message_key(t[1])) for t in ts)
-    main = Main(order=list(MAIN), failures={sha: [(g, 90, 9, "") if isinstance(g, str) else (g[0], 90, 9, c.message_key(g[1]))
+    main = Main(order=list(MAIN), failures={sha: [(g, 90, 9, "", False) if isinstance(g, str)
+                                                  else (g[0], 90, 9, c.message_key(g[1]), False)
                                                   for g in groups] for sha, groups in failing.items()},
                 tests={(sha, "linux-jammy-py3.10-gcc11", "default"): pairs(t) for sha, t in (tests or {}).items()})
     return main.trunk(BASE)
@@ -301,7 +302,7 @@ def test_a_cancelled_job_is_listed_apart_to_retry_not_as_a_new_failure():
     assert "## :x: 1 Cancelled Job, 1 Pending, 1 Unrelated Failure\n" in body and "NEW FAILURE" not in body
     assert "<details><summary><b>CANCELLED JOB</b> - The following job was cancelled. Please retry:</summary>" in body
     assert c.counts([cancelled, infra]) == {c.NEW: 0, c.BROKEN_TRUNK: 0, c.FLAKY: 0, c.UNSTABLE: 0, c.INFRA: 1,
-                                            c.CANCELLED: 1}
+                                            c.CANCELLED: 1, c.AWAITING_APPROVAL: 0}
     new = c.Verdict(failing_job([(T1, "RuntimeError: x")]), c.NEW)
     body = render(head(), [new, cancelled, cancelled], pending=0)
     assert "## :x: 1 New Failure, 2 Cancelled Jobs\n" in body
@@ -657,6 +658,39 @@ def test_a_cancelled_job_is_cancelled_even_when_main_failed_the_same_job_at_the_
     row = _comment_of_pr_50(h, tmp_path, gh(httpserver), now)
     assert row["merge_base"] == sha(1) and (row["cancelled"], row["broken_trunk"], row["new"]) == (1, 0, 0)
     assert "## :x: 1 Cancelled Job\n" in row["body"] and "You can merge normally" not in row["body"]
+
+
+def _main_cancelled_the_build_and_pr_50(pr_conclusion: str):
+    """Main's build at sha(1) was cancelled (its run cancelled, or a step timed out; fine again at
+    sha(2)); pull request 50's head, branched off sha(1), ends its build with `pr_conclusion`."""
+    from hud_lake import T0, History
+
+    h = History()
+    for i in (1, 2):
+        h.job(h.push(i, T0 + dt.timedelta(hours=i)), "linux-jammy / build", "cancelled" if i == 1 else "success",
+              run_id=10 * i, created=T0 + dt.timedelta(hours=i))
+    h.add("pull_request", "2026-10-05", repo=REPO, number=50, state="open", head_sha=HEAD, head_ref="u/50",
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    h.job(HEAD, "linux-jammy / build", pr_conclusion, run_id=500, branch="u/50")
+    return h, T0 + dt.timedelta(hours=12)
+
+
+def test_a_cancelled_job_is_broken_trunk_where_main_cancelled_the_same_job_too(tmp_path, httpserver, fake):
+    """PyTorch's Dr. CI calls a failure the trunk's when the merge base has the same job with the same
+    conclusion (isSameFailure): a build cancelled here and at the merge base is BROKEN TRUNK, not a
+    cancellation to retry; a build that failed here is not the same failure as main's cancelled one."""
+    from hud_lake import sha
+
+    fake.merge_bases[HEAD] = sha(1)
+    h, now = _main_cancelled_the_build_and_pr_50("cancelled")
+    row = _comment_of_pr_50(h, tmp_path / "cancelled", gh(httpserver), now)
+    assert row["merge_base"] == sha(1) and (row["broken_trunk"], row["cancelled"], row["new"]) == (1, 0, 0)
+    assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)\n" in row["body"]
+    assert "<b>BROKEN TRUNK</b>" in row["body"] and "CANCELLED" not in row["body"]
+    h, now = _main_cancelled_the_build_and_pr_50("failure")
+    row = _comment_of_pr_50(h, tmp_path / "failed", gh(httpserver), now)
+    assert (row["broken_trunk"], row["cancelled"], row["new"]) == (0, 0, 1)
+    assert "## :x: 1 New Failure\n" in row["body"]
 
 
 def test_the_merge_base_is_taken_with_main_whatever_the_pull_requests_base(tmp_path, httpserver, fake):

@@ -6,17 +6,18 @@ Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), which answers
 `torchci-bot[bot]` and refuses bodies over GitHub's limit as GitHub does.
 """
 
+import datetime as dt
 import random
 import re
 
 import pytest
 from conftest import pytorch_json
 from fake_github_issues import json_response
-from fake_github_pulls import FakePullRequests
+from fake_github_pulls import BOT, FakePullRequests
 from resources.github import GitHubError
 from resources.lake import Lake
 from resources.storage import Store
-from test_drci import BASE, HEAD, REPO, TODAY, body, gh
+from test_drci import BASE, HEAD, REPO, TODAY, TOKEN, body, gh
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, MAX_BODY_CHARS, Head, render
 from torchci_assets.derived.drci.post import upsert
@@ -47,17 +48,53 @@ def test_an_author_spelt_in_another_case_finds_its_comment_and_posts_once(httpse
 
 def test_posting_as_another_account_than_the_author_stops_and_says_what_to_set(httpserver, tmp_path):
     """The token is not the app `drci.author` names: no run may leave a comment it will not find
-    again (each would add one); the first create tells what to set and posting stops."""
+    again (each would add one); the first create tells what to set and posting stops. Nor may a
+    later run create (and delete) one again: each create notifies the pull request's subscribers,
+    and a refresh runs every few minutes. The stop holds until the configuration changes."""
     fake = FakePullRequests(httpserver, REPO)
     for _ in range(3):
         report = run(httpserver, tmp_path, prs=(5, 6), author="my-app[bot]")
         assert fake.comments.get(5, []) == [] and 6 not in fake.comments  # PR 6 is not tried
         assert sorted(report.failed) == [5, 6] and all(v.startswith("stopped: ") for v in report.failed.values())
         assert "set drci.author to 'torchci-bot[bot]'" in report.stopped and "'my-app[bot]'" in report.stopped
-    assert (fake.count("POST"), fake.count("DELETE")) == (3, 3)
+    assert (fake.count("POST"), fake.count("DELETE")) == (1, 1)
+    assert fake.count("GET") == 1  # the first run's list: the later runs ask GitHub nothing
+    # the same author spelt in another case is the same account: still stopped
+    assert run(httpserver, tmp_path, prs=(5, 6), author="My-App[bot]").stopped and fake.count("POST") == 1
     # set as told, the next run posts once on each
     report = run(httpserver, tmp_path, prs=(5, 6), author="torchci-bot[bot]")
-    assert report.actions["created"] == 2 and fake.bodies(5) == fake.bodies(6) == [body()]
+    assert report.actions["created"] == 2 and not report.stopped and fake.bodies(5) == fake.bodies(6) == [body()]
+
+
+class PostingAs(FakePullRequests):
+    """The fake comments API answering creates as `login`: the account of the credentials in use."""
+
+    login = "torchci-bot[bot]"
+
+    def add_comment(self, number: int, body: str, user: dict | None = None) -> dict:
+        return super().add_comment(number, body, user or {**BOT, "login": self.login})
+
+
+def test_posting_with_the_authors_own_credentials_resumes_and_the_stop_does_not_lapse(httpserver, tmp_path):
+    """The other way to fix it: keep `drci.author`, post with that account's credentials. The stop
+    was found with the old credentials, so the new ones post; and a stop kept for weeks still holds."""
+    fake = PostingAs(httpserver, REPO)
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": 5, "head_sha": HEAD, "pr_state": "open", "body": body()}]
+
+    logged: list[str] = []
+
+    def on(day: dt.date, token: str = TOKEN):
+        return publish(lake, outputs, gh(httpserver, token=token), day.isoformat(), REPO, rows, enabled=True,
+                       today=day, author="my-app[bot]", log=logged.append)
+
+    for days in (0, 1, 10, 20, 30, 40):  # past the ledger's 14-day lookback, several times
+        assert "set drci.author to 'torchci-bot[bot]'" in on(TODAY + dt.timedelta(days=days)).stopped
+        assert "STOPPED" in logged[-1] and "set drci.author to 'torchci-bot[bot]'" in logged[-1]  # the run's log
+    assert (fake.count("POST"), fake.count("DELETE")) == (1, 1)
+    fake.login = "my-app[bot]"
+    report = on(TODAY + dt.timedelta(days=41), token="ghp_myapp000000000000000000000000000000")
+    assert report.actions["created"] == 1 and not report.stopped and fake.bodies(5) == [body()]
 
 
 def test_a_comment_created_but_not_listed_after_stops_the_run_and_is_adopted_by_the_next(httpserver, tmp_path):

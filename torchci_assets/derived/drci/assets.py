@@ -28,10 +28,15 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           # the failing tests of the merge bases' neighbours, over the trunk days
           dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
+          # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
+          dg.AssetDep("workflow_job", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          # the heads' workflow runs waiting for a maintainer's approval
+          dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # open pull requests whose head has no job yet
           dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
-                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, pending); jobs marked by stats/unstable-jobs.json "
+                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, workflow runs awaiting approval, "
+                "pending); jobs marked by stats/unstable-jobs.json "
                 "(published with disabled_tests from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed.",
@@ -55,7 +60,8 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     if posted.stopped:
         context.log.error(f"Dr. CI posting stopped for this run: {posted.stopped}")
     totals = {c: sum(r[c] for r in built.rows)
-              for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "pending")}
+              for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "awaiting_approval",
+                        "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),

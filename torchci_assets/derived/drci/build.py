@@ -24,7 +24,7 @@ from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
 TABLE = "drci_comments"
 COUNT_COLUMNS = {"NEW": "new", "BROKEN TRUNK": "broken_trunk", "FLAKY": "flaky", "UNSTABLE": "unstable",
-                 "INFRA": "infra", "CANCELLED": "cancelled"}
+                 "INFRA": "infra", "CANCELLED": "cancelled", "AWAITING APPROVAL": "awaiting_approval"}
 SCHEMA = pa.schema([
     ("pr", pa.int64()), ("head_sha", pa.string()), ("pr_state", pa.string()), ("merge_base", pa.string()),
     ("merge_base_exact", pa.bool_()), ("merge_base_note", pa.string()), ("body", pa.string()),
@@ -82,6 +82,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
+        inputs.attach_awaiting(con, lake, day, repo, prs)
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
         live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
         open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}

@@ -8,15 +8,19 @@ A failing job of the head (its latest attempt failed) gets the first class that 
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
+  BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
+                it (`NEAR_COMMITS` on each side): see `same_failure`. As in PyTorch's Dr. CI
+                (isSameFailure), the same failure has the same conclusion: a cancelled job is
+                BROKEN TRUNK only where main's job was cancelled too, and a job that failed is
+                never BROKEN TRUNK by a main job that was cancelled;
   CANCELLED     the job was cancelled (`pr_jobs`' `cancelled`, or GitHub's conclusion when read
                 from the REST API): PyTorch's Dr. CI splits these out of the new failures and asks
-                for a retry, since a cancellation says nothing about the code. Nor does it show
-                that the job fails as main does, so it is never BROKEN TRUNK: "you can merge
-                normally" would be said of a job that never ran to a result (PyTorch's
-                isSameFailure requires the same conclusion);
-  BROKEN TRUNK  the same failure is on main at the merge base or a main commit shortly around
-                it (`NEAR_COMMITS` on each side): see `same_failure`;
+                for a retry, since a cancellation says nothing about the code;
   NEW           anything else: the pull request's own failure.
+
+A workflow run of the head that waits for a maintainer's approval (conclusion `action_required`,
+a first-time contributor's, or `startup_failure`, as PyTorch's Dr. CI counts them) and has no job
+is AWAITING APPROVAL: nothing ran, so nothing can be said of the code yet.
 
 FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
 flake that happened to strike main near the merge base too does not make main broken: rebasing
@@ -51,7 +55,11 @@ FLAKY = "FLAKY"
 UNSTABLE = "UNSTABLE"
 INFRA = "INFRA"
 CANCELLED = "CANCELLED"
-CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA, CANCELLED)  # every class a verdict can have
+AWAITING_APPROVAL = "AWAITING APPROVAL"
+# every class a verdict can have
+CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA, CANCELLED, AWAITING_APPROVAL)
+# A workflow run's conclusions that PyTorch's Dr. CI lists as awaiting approval (its jobs never started).
+AWAITING_CONCLUSIONS = ("action_required", "startup_failure")
 # `pr_jobs`' infra reasons as a reader of the comment understands them.
 INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": "the log shows an infrastructure failure",
                  "no-test-results": "no test results", "abandoned": "no conclusion for 36 hours: abandoned",
@@ -87,7 +95,7 @@ class HeadJob:
 
     name: str
     job_group: str
-    state: str                      # failure, pending, success, skipped
+    state: str                      # failure, pending, success, skipped; awaiting (a run waiting for approval)
     failure_class: str | None = None
     job_id: int | None = None
     run_id: int | None = None
@@ -113,6 +121,7 @@ class MainFailure:
     merge_base: bool                # this commit is the merge base itself
     distance: int = 0               # commits away from the merge base
     line: str = ""                  # message_key of the log classifier's line, "" when none
+    cancelled: bool = False         # every failing job of the group's latest attempt was cancelled
 
 
 @dataclass
@@ -158,7 +167,7 @@ def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
 
 def same_failure(job: HeadJob, failure: MainFailure, trunk: Trunk, flaky: Flaky | None = None) -> bool:
     """True when `failure` on main is the job's own failure (see the module docstring)."""
-    if failure.job_group != job.job_group:
+    if failure.job_group != job.job_group or failure.cancelled != job.cancelled:
         return False
     if not job.tests:
         mine = message_key(job.failure_line)
@@ -227,19 +236,18 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     seen = known_flaky(job, flaky)
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
-    if job.cancelled:
-        return Verdict(job, CANCELLED)
     main = trunk_failure(job, trunk, flaky)
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
-    return Verdict(job, NEW)
+    return Verdict(job, CANCELLED if job.cancelled else NEW)
 
 
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,
                   unstable: dict[str, list] | None = None) -> tuple[list[Verdict], int]:
-    """(a verdict per failing job, the number of pending jobs)."""
-    verdicts = [classify(j, trunk, flaky, unstable) for j in jobs if j.state == "failure"]
+    """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
+    verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting" else classify(j, trunk, flaky, unstable)
+                for j in jobs if j.state in ("failure", "awaiting")]
     pending = sum(1 for j in jobs if j.state == "pending")
     return verdicts, pending
 

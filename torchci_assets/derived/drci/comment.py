@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 
 from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, updates_every
-from torchci_assets.derived.drci.classify import BROKEN_TRUNK, CANCELLED, FLAKY, INFRA, NEW, UNSTABLE, Verdict
+from torchci_assets.derived.drci.classify import (AWAITING_APPROVAL, BROKEN_TRUNK, CANCELLED, FLAKY, INFRA, NEW,
+                                                  UNSTABLE, Verdict)
 
 MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
@@ -30,18 +31,25 @@ BODY_BUDGET = MAX_BODY_CHARS - 2_048
 # a link taken from published data (an issue's URL) only when it cannot end the Markdown link early
 _SAFE_URL = re.compile(r"https://[^\s()\[\]<>\"']+")
 
-# (class, section title singular/plural, description, suggestion, collapsed)
+# (class, section title singular/plural, description, suggestion, collapsed), in the order of the body
 _SECTIONS = (
-    (NEW, ("NEW FAILURE", "NEW FAILURES"), "{has} failed", "", False),
-    (CANCELLED, ("CANCELLED JOB", "CANCELLED JOBS"), "{was} cancelled. Please retry", "", True),
+    (AWAITING_APPROVAL, ("AWAITING APPROVAL", "AWAITING APPROVAL"),
+     "The following {workflow} {needs} approval before CI can run", "", False),
+    (NEW, ("NEW FAILURE", "NEW FAILURES"), "The following {job} {has} failed", "", False),
+    (CANCELLED, ("CANCELLED JOB", "CANCELLED JOBS"), "The following {job} {was} cancelled. Please retry", "", True),
     (INFRA, ("INFRA FAILURE", "INFRA FAILURES"),
-     "failed because of the infrastructure (runner lost, timed out, no test results), not the code",
-     "Retry the failed jobs", True),
-    (FLAKY, ("FLAKY", "FLAKY"), "failed but {was} likely due to flakiness present on trunk", "", True),
-    (BROKEN_TRUNK, ("BROKEN TRUNK", "BROKEN TRUNK"), "failed but {was} present on the merge base",
+     "The following {job} failed because of the infrastructure (runner lost, timed out, no test results), "
+     "not the code", "Retry the failed jobs", True),
+    (FLAKY, ("FLAKY", "FLAKY"), "The following {job} failed but {was} likely due to flakiness present on trunk",
+     "", True),
+    (BROKEN_TRUNK, ("BROKEN TRUNK", "BROKEN TRUNK"), "The following {job} failed but {was} present on the merge base",
      "Rebase onto the `viable/strict` branch to avoid these failures", True),
-    (UNSTABLE, ("UNSTABLE", "UNSTABLE"), "{is} marked as unstable, possibly due to flakiness on trunk", "", True),
+    (UNSTABLE, ("UNSTABLE", "UNSTABLE"),
+     "The following {job} {is} marked as unstable, possibly due to flakiness on trunk", "", True),
 )
+# the words of a description, singular and plural
+_WORDS = {"job": ("job", "jobs"), "workflow": ("workflow", "workflows"), "has": ("has", "have"),
+          "was": ("was", "were"), "is": ("is", "are"), "needs": ("needs", "need")}
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ def _job_item(head: Head, v: Verdict) -> str:
     elif v.cls == UNSTABLE and v.evidence:
         text = v.evidence.replace("[", "(").replace("]", ")")
         line += f" ([{text}]({v.issue}))" if v.issue and _SAFE_URL.fullmatch(v.issue) else f" ({text})"
-    if j.from_rest:
+    if j.from_rest and v.cls != AWAITING_APPROVAL:
         line += " (state read from the REST API: its webhook was lost; log not classified yet)"
     detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].message}" if j.tests else "")
     if detail:
@@ -112,9 +120,7 @@ def _section(head: Head, cls: str, verdicts: list[Verdict], cap: int | None = No
         return ""
     _, (one, many), description, suggestion, collapsed = next(s for s in _SECTIONS if s[0] == cls)
     n = len(mine)
-    subject = f"The following {_plural(n, 'job', 'jobs')} "
-    text = subject + description.format(**{"has": _plural(n, "has", "have"), "was": _plural(n, "was", "were"),
-                                           "is": _plural(n, "is", "are")})
+    text = description.format(**{word: _plural(n, *forms) for word, forms in _WORDS.items()})
     out = f"\n<details{'' if collapsed else ' open'}><summary><b>{_plural(n, one, many)}</b> - {text}:</summary>"
     if suggestion:
         out += f"<p>👉 <b>{suggestion}</b></p>"
@@ -125,11 +131,14 @@ def _section(head: Head, cls: str, verdicts: list[Verdict], cap: int | None = No
 
 def title(verdicts: list[Verdict], pending: int) -> str:
     """The header line: an icon and the counts, as Dr. CI words them. A cancelled job is neither the
-    pull request's failure nor unrelated: it is counted apart and, like a new failure, keeps the ❌."""
+    pull request's failure nor unrelated: it is counted apart and, like a new failure, keeps the ❌.
+    A workflow awaiting approval is no failure, but nor is the head green: it comes first, with a
+    ⚠️ unless something failed (PyTorch's Dr. CI)."""
     new = sum(1 for v in verdicts if v.cls == NEW)
     cancelled = sum(1 for v in verdicts if v.cls == CANCELLED)
-    unrelated = len(verdicts) - new - cancelled
-    parts = []
+    awaiting = sum(1 for v in verdicts if v.cls == AWAITING_APPROVAL)
+    unrelated = len(verdicts) - new - cancelled - awaiting
+    parts = [f"{awaiting} Awaiting Approval"] if awaiting else []
     if new:
         parts.append(f"{new} New {_plural(new, 'Failure', 'Failures')}")
     if cancelled:
@@ -141,12 +150,13 @@ def title(verdicts: list[Verdict], pending: int) -> str:
     if unrelated:
         text = f"{unrelated} Unrelated {_plural(unrelated, 'Failure', 'Failures')}"
         parts.append(text if parts else f"You can merge normally! ({text})")
-    icon = ":x:" if new or cancelled else ":hourglass_flowing_sand:" if pending else ":white_check_mark:"
+    icon = (":x:" if new or cancelled else ":warning:" if awaiting else ":hourglass_flowing_sand:" if pending
+            else ":white_check_mark:")
     return f"## {icon} " + ", ".join(parts)
 
 
 def _sections(head: Head, verdicts: list[Verdict], cap: int | None) -> str:
-    return "".join(_section(head, cls, verdicts, cap) for cls in (NEW, CANCELLED, INFRA, FLAKY, BROKEN_TRUNK, UNSTABLE))
+    return "".join(_section(head, s[0], verdicts, cap) for s in _SECTIONS)
 
 
 def _fitted(head: Head, verdicts: list[Verdict], room: int) -> str:

@@ -22,9 +22,9 @@ import pyarrow as pa
 from resources.lake import Lake
 from resources.lake_extracts import register_extract
 from resources.sql import Columns, compose
-from torchci_assets.derived.drci.classify import (NEAR_COMMITS, FailedTest, Flaky, FlakySighting, HeadJob,
-                                                  MainFailure, Trunk, message_key)
-from torchci_assets.derived.drci.extracts import FAILURES, PR_BASES
+from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
+                                                  FlakySighting, HeadJob, MainFailure, Trunk, message_key)
+from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES
 from torchci_assets.partitions import days_ending
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -32,8 +32,15 @@ WINDOW_DAYS = 3    # test results and webhooks: a head's jobs run within hours o
 TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their neighbours
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN"})
-_PJ_VIEW = "CREATE OR REPLACE TEMP VIEW pj AS SELECT * FROM pj_files"
-_PJ_VIEW_ADDED = "CREATE OR REPLACE TEMP VIEW pj AS SELECT *, {{added}} FROM pj_files"
+# workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
+RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
+                       "head_sha": "VARCHAR", "status": "VARCHAR", "conclusion": "VARCHAR",
+                       "updated_at": "TIMESTAMPTZ"})
+_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT * FROM {{files}}"
+_VIEW_ADDED = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT *, {{added}} FROM {{files}}"
+# the job_failures extract's columns, for an empty view when the window has no workflow_job file
+_JOB_FAILURES = pa.schema([("id", pa.int64()), ("run_id", pa.int64()), ("run_attempt", pa.int64()),
+                           ("head_sha", pa.string()), ("name", pa.string()), ("conclusion", pa.string())])
 
 
 @cache
@@ -59,15 +66,24 @@ class PullRequest:
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
 
 
+def register_with(con, lake: Lake, table: str, days: list[str], view: str, columns: Columns) -> bool:
+    """View `view` over `table`'s partitions for `days`, with those of `columns` its files lack as NULL
+    (files written before a column was added, or by a writer that has no such field); False when
+    there is no file."""
+    files = f"{view}_files"
+    if not lake.register(con, table, days, name=files):
+        return False
+    have = {r[0] for r in con.execute(compose("DESCRIBE {{files}}", files=files)).fetchall()}
+    added = Columns({c: t for c, t in columns.items() if c not in have})
+    con.execute(compose(_VIEW_ADDED, view=view, files=files, added=added) if added
+                else compose(_VIEW, view=view, files=files))
+    return True
+
+
 def register_pr_jobs(con, lake: Lake, day: str) -> bool:
     """View pj over the day's `pr_jobs`, with the columns of PR_JOBS_ADDED its partition lacks as
     NULL (one written before they were added); False when the day has none."""
-    if not lake.register(con, "pr_jobs", [day], name="pj_files"):
-        return False
-    have = {r[0] for r in con.execute(compose("DESCRIBE {{files}}", files="pj_files")).fetchall()}
-    added = Columns({c: t for c, t in PR_JOBS_ADDED.items() if c not in have})
-    con.execute(compose(_PJ_VIEW_ADDED, added=added) if added else _PJ_VIEW)
-    return True
+    return register_with(con, lake, "pr_jobs", [day], "pj", PR_JOBS_ADDED)
 
 
 def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
@@ -92,6 +108,24 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
     return prs
+
+
+def attach_awaiting(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> int:
+    """Add to each head its workflow runs awaiting approval, as jobs in state `awaiting`: each
+    workflow's newest run on the head whose conclusion is one of AWAITING_CONCLUSIONS and that has no
+    job in `pr_jobs` (PyTorch's Dr. CI lists a workflow run only when it has no job). Returns how many."""
+    if not prs or not register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS):
+        return 0
+    by_sha: dict[str, list[PullRequest]] = {}
+    for pr in prs.values():
+        by_sha.setdefault(pr.head_sha, []).append(pr)
+    _register_list(con, "head_shas", "sha", pa.array(sorted(by_sha), pa.string()))
+    found = rows(con, "awaiting_runs", {"repo": repo, "conclusions": list(AWAITING_CONCLUSIONS)})
+    for r in found:
+        name = r["name"] or f"workflow run {r['run_id']}"
+        for pr in by_sha[r["head_sha"]]:
+            pr.jobs.append(HeadJob(name=name, job_group=name, state="awaiting", run_id=r["run_id"], workflow=name))
+    return len(found)
 
 
 def _register_list(con, name: str, column: str, values: pa.Array) -> None:
@@ -125,7 +159,8 @@ class Main:
     """Main's commits in order and their failures, to build each head's `Trunk` from."""
 
     order: list[str] = field(default_factory=list)
-    failures: dict[str, list[tuple[str, int | None, int | None, str]]] = field(default_factory=dict)
+    # sha -> (job group, job id, run id, message key of its line, cancelled) of each failed group
+    failures: dict[str, list[tuple[str, int | None, int | None, str, bool]]] = field(default_factory=dict)
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
@@ -139,9 +174,9 @@ class Main:
     def trunk(self, merge_base: str | None) -> Trunk:
         t = Trunk()
         for sha, distance in self.refs(merge_base).items():
-            for group, job_id, run_id, line in self.failures.get(sha, ()):
+            for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
                 t.failures.setdefault(group, []).append(
-                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line))
+                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled))
         t.tests = self.tests
         return t
 
@@ -151,9 +186,11 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
     main.order = [r["sha"] for r in rows(con, "main_commits")]
+    if not register_extract(con, lake, JOB_FAILURES, days_ending(day, TRUNK_DAYS), "wj"):
+        con.register("wj", _JOB_FAILURES.empty_table())
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
-                                                       message_key(r["failure_line"])))
+                                                       message_key(r["failure_line"]), bool(r["cancelled"])))
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
     if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr"):
         _register_list(con, "ref_shas", "sha", pa.array(sorted(refs), pa.string()))

@@ -14,7 +14,7 @@ from html import escape
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START
 
 EMOJI = {":x:": "❌", ":white_check_mark:": "✅", ":hourglass_flowing_sand:": "⏳", ":green_heart:": "💚",
-         ":link:": "🔗", ":test_tube:": "🧪"}
+         ":link:": "🔗", ":test_tube:": "🧪", ":warning:": "⚠️"}
 _TAGS = re.compile(r"&lt;(/?)(details|summary|p|b)( open)?&gt;")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _CODE = re.compile(r"`([^`\n]+)`")

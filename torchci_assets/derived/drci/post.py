@@ -16,8 +16,9 @@ A comment counts as ours when its body starts with the marker (a human quoting i
 when `author` is given (the app's `<slug>[bot]` login), when that account wrote it (GitHub logins
 ignore case, so the comparison does too); a duplicate is deleted only when the kept comment's author
 wrote it too. A create GitHub answers for another account than `author` (the token is not the
-app's) is deleted again at once and stops the run's posting with what to set: left there, it would
-not be found as ours, and every later run would add one more. A create that is not found by the
+app's) is deleted again at once and stops the run's posting with what to set (`WrongAuthor`): left
+there, it would not be found as ours, and every later run would add one more; the publisher
+remembers it, so later runs create nothing until the configuration changes. A create that is not found by the
 list after it stops the run's posting too, for the same reason.
 
 A rate limit (403/429 that outlasted the client's retry budget) or a refusal that holds for every
@@ -42,6 +43,16 @@ class StopPosting(GitHubError):
     """A reason that holds for every pull request (a rate limit that outlasted the retries,
     credentials that may not comment or that are another account than `drci.author`, a create
     not found after it): stop posting in this run rather than repeat it for each."""
+
+
+class WrongAuthor(StopPosting):
+    """GitHub wrote a new comment as `login`, not as `drci.author`: the credentials are another
+    account's. Every run would create (and delete) one more until the configuration changes, so
+    the publisher remembers it (publish.py)."""
+
+    def __init__(self, message: str, author: str, login: str, comment_id: int | None):
+        super().__init__(None, message)
+        self.author, self.login, self.comment_id = author, login, comment_id
 
 
 @dataclass(frozen=True)
@@ -113,9 +124,9 @@ def _check_author(github: GitHubResource, repo: str, number: int, created: dict 
         left = "deleted again"
     except GitHubError as e:
         left = f"left in place, delete it by hand ({e})"
-    raise StopPosting(None, f"PR #{number}: the comment was posted as {login!r}, but drci.author is {author!r}: "
-                            f"set drci.author to {login!r} or post with {author!r}'s credentials "
-                            f"(comment {created['id']} {left})")
+    raise WrongAuthor(f"PR #{number}: the comment was posted as {login!r}, but drci.author is {author!r}: "
+                      f"set drci.author to {login!r} or post with {author!r}'s credentials "
+                      f"(comment {created['id']} {left})", author, login, created["id"])
 
 
 def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict, tuple[int, ...]]:

@@ -18,6 +18,14 @@ the same the newer partition's comment is the one to show. Either way it is skip
 (`outdated`, `superseded`), so yesterday never overwrites today's comment, nor posts on a pull
 request closed since. Before any newer partition exists, a `pull_request` webhook received after
 the day that gives another head or state makes the row `outdated` as well.
+
+When GitHub answers a create as another account than `drci.author` (post.WrongAuthor: the comment
+is deleted again), the ledger keeps a `wrong_author` row with the author, the account GitHub
+answered as and a digest of the credentials (never the secret). Later runs that have the same
+author and credentials post nothing and say what to set, instead of creating and deleting a
+comment on every refresh (each one notifying the pull request's subscribers); setting the author
+GitHub answered as, or other credentials, resumes posting. The row is written again once it is
+half the ledger's lookback old, so the stop does not lapse.
 """
 
 from __future__ import annotations
@@ -32,10 +40,11 @@ import pyarrow as pa
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.sql import Columns
 from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
-from torchci_assets.derived.drci.inputs import rows
-from torchci_assets.derived.drci.post import StopPosting, upsert
+from torchci_assets.derived.drci.inputs import register_with, rows
+from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, upsert
 from torchci_assets.publishing import write_if_changed
 
 LEDGER = "drci_posts"
@@ -43,8 +52,12 @@ OUTPUT_DIR = "drci"
 LEDGER_SCHEMA = pa.schema([
     ("pr", pa.int64()), ("head_sha", pa.string()), ("action", pa.string()), ("comment_id", pa.int64()),
     ("body_sha256", pa.string()), ("error", pa.string()), ("at", pa.timestamp("ms", tz="UTC")),
+    # of a `wrong_author` row: drci.author, the account GitHub answered as, the credentials' digest
+    ("author", pa.string()), ("answered_as", pa.string()), ("credentials", pa.string()),
 ])
 LEDGER_LOOKBACK_DAYS = 14
+# the ledger's columns added after partitions were written (read as NULL from those)
+LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
 # The newer partitions that take a pull request over from an older one, and the query listing their heads.
 NEWER_VIEWS = ((COMMENTS, "newer_comments"), ("pr_jobs", "newer_pr_jobs"))
 
@@ -64,6 +77,66 @@ class PublishReport:
 
 def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def credentials_key(github: GitHubResource) -> str:
+    """Which credentials post, as a digest (the ledger never holds a secret): a stop found with
+    one set of credentials says nothing of another."""
+    ident = f"app:{github.app_id}" if github.app_id else f"token:{github.token or ''}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class AuthorStop:
+    """A `wrong_author` row of the ledger: these credentials post as `answered_as`, not as `author`."""
+
+    author: str
+    answered_as: str
+    pr: int
+    day: dt.date
+    error: str
+
+    def message(self) -> str:
+        return (f"drci.author is {self.author!r}, but these credentials post as {self.answered_as!r} (found on "
+                f"{self.day}, PR #{self.pr}, the comment deleted again): set drci.author to {self.answered_as!r}, "
+                f"or post with {self.author!r}'s credentials; nothing is posted until then")
+
+
+def author_stop(lake: Lake, day: str, author: str | None, credentials: str) -> AuthorStop | None:
+    """The latest `wrong_author` row of the lookback for this author and these credentials, or None."""
+    first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
+    days = [d for d in lake.days(LEDGER) if d >= first]
+    if author is None or not days:
+        return None
+    con = connect()
+    try:
+        if not register_with(con, lake, LEDGER, days, "lp", LEDGER_ADDED):
+            return None
+        found = rows(con, "author_stop", {"author": author, "credentials": credentials})
+    finally:
+        con.close()
+    return next((AuthorStop(author, r["answered_as"], r["pr"], r["day"], r["error"] or "") for r in found), None)
+
+
+def _stopped(lake: Lake, day: str, stop: AuthorStop, credentials: str, open_rows: list[dict],
+             report: PublishReport, log: Callable[[str], None]) -> None:
+    """A run the remembered stop holds: nothing posted, the reason said; the row renewed when it ages."""
+    report.stopped = stop.message()
+    report.failed.update({r["pr"]: "stopped: wrong author" for r in open_rows})
+    log(f"Dr. CI posting STOPPED: {report.stopped}")
+    if (dt.date.fromisoformat(day) - stop.day).days >= LEDGER_LOOKBACK_DAYS // 2:
+        renewed = {"pr": stop.pr, "action": "wrong_author", "error": stop.error, "author": stop.author,
+                   "answered_as": stop.answered_as, "credentials": credentials, "at": dt.datetime.now(dt.timezone.utc)}
+        lake.write(LEDGER, day, pa.Table.from_pylist([renewed], schema=LEDGER_SCHEMA),
+                   part=f"part-{uuid.uuid4().hex[:12]}")
+
+
+def _stop_fields(e: StopPosting, credentials: str) -> dict:
+    """The ledger fields of the row a stop writes: `wrong_author`, remembered by later runs, or `failed`."""
+    if isinstance(e, WrongAuthor):
+        return {"action": "wrong_author", "comment_id": e.comment_id, "error": str(e)[:500], "author": e.author,
+                "answered_as": e.login, "credentials": credentials}
+    return {"action": "failed", "error": str(e)[:500]}
 
 
 def last_posted(lake: Lake, day: str) -> dict[int, str]:
@@ -131,7 +204,7 @@ def not_superseded(lake: Lake, day: str, repo: str, open_rows: list[dict], repor
 
 
 def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[int, str], report: PublishReport,
-              log: Callable[[str], None], author: str | None) -> list[dict]:
+              log: Callable[[str], None], author: str | None, credentials: str) -> list[dict]:
     ledger, now = [], dt.datetime.now(dt.timezone.utc)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
@@ -146,7 +219,7 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             log(f"Dr. CI posting STOPPED for this run: {e}; {len(rows) - i} pull request(s) wait for the next run")
             reason = f"HTTP {e.status}" if e.status else str(e)
             report.failed.update({x["pr"]: f"stopped: {reason}" for x in rows[i:]})
-            ledger.append({**entry, "action": "failed", "error": str(e)[:500]})
+            ledger.append({**entry, **_stop_fields(e, credentials)})
             break
         except GitHubError as e:
             log(f"PR #{r['pr']}: the comment could not be posted: {e}")
@@ -188,7 +261,12 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
             log(f"DRY RUN (no GitHub credentials): would post or edit the Dr. CI comment on {repo}#{r['pr']} ({path})")
         report.add("dry_run")
         return report
-    ledger = _post_all(github, repo, open_rows, last_posted(lake, day), report, log, author)
+    credentials = credentials_key(github)
+    stop = author_stop(lake, day, author, credentials)
+    if stop is not None:
+        _stopped(lake, day, stop, credentials, open_rows, report, log)
+        return report
+    ledger = _post_all(github, repo, open_rows, last_posted(lake, day), report, log, author, credentials)
     if ledger:
         lake.write(LEDGER, day, pa.Table.from_pylist(ledger, schema=LEDGER_SCHEMA),
                    part=f"part-{uuid.uuid4().hex[:12]}")

@@ -7,9 +7,10 @@ pending in the lake, and its comment frozen, forever. Before the comments are wr
     after 4 hours, so the default of 5 hours is never a job still legitimately running)
 has its workflow runs (`GET /repos/{repo}/actions/runs?head_sha=`) and their latest jobs
 (`GET /repos/{repo}/actions/runs/{id}/jobs`) listed, and the jobs' states in the comment are
-GitHub's. A job that failed this way has no classified log or test results yet: it is shown as a
-new failure (a cancelled one as cancelled) and marked as read from the REST API, until its webhook
-or a backfill brings the rest.
+GitHub's; a workflow's newest run that has no job and waits for approval (a first-time
+contributor's) is listed as awaiting approval. A job that failed this way has no classified log or
+test results yet: it is shown as a new failure (a cancelled one as cancelled) and marked as read
+from the REST API, until its webhook or a backfill brings the rest.
 Without credentials nothing is read (a dry run logs which heads would be); nor for a partition
 older than yesterday (a backfill), whose comment is the lake's view of that day.
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from resources.github import GitHubError, GitHubResource
-from torchci_assets.derived.drci.classify import HeadJob
+from torchci_assets.derived.drci.classify import AWAITING_CONCLUSIONS, HeadJob
 
 FAILING = ("failure", "timed_out", "cancelled", "startup_failure")
 _SHARD = re.compile(r", \d+, \d+(,|\))")
@@ -79,7 +80,7 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
     newest: dict[str, int] = {}
     for run_id, workflow in workflow_of.items():
         newest[workflow] = max(newest.get(workflow, run_id), run_id)
-    changed = 0
+    changed = _add_awaiting(jobs, [r for r in runs if newest.get(workflow_of[r["id"]]) == r["id"]], rest_jobs)
     for run_id, listed in rest_jobs.items():
         for rj in listed:
             workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
@@ -99,6 +100,19 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
                 mine.cancelled = cancelled
                 changed += 1
     return changed
+
+
+def _add_awaiting(jobs: list[HeadJob], newest_runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:
+    """Append each of `newest_runs` that waits for approval and has no job (listed by GitHub or known
+    already) as a job in state `awaiting`; returns how many were new."""
+    known = {j.run_id for j in jobs}
+    added = 0
+    for run in newest_runs:
+        if run.get("conclusion") in AWAITING_CONCLUSIONS and not rest_jobs.get(run["id"]) and run["id"] not in known:
+            name = run.get("name") or f"workflow run {run['id']}"
+            jobs.append(HeadJob(name, name, "awaiting", run_id=run["id"], workflow=name, from_rest=True))
+            added += 1
+    return added
 
 
 def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshLimits, now: dt.datetime,
