@@ -19,10 +19,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from conftest import skip_without
+from hud_lake import REPO, History
+from test_hud_site import GROUP_JOB
 
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
-from torchci_assets.derived.hud.health import BLOCKING_WORKFLOWS
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.hud.health import BLOCKING_WORKFLOWS, build_pr_jobs
+from torchci_assets.derived.site.site import publish_site
 from torchci_assets.simulate.generate import generate_archive
 from torchci_assets.simulate.world import Options
 
@@ -229,3 +234,34 @@ def test_pages_are_small_and_self_contained(site):
         assert page.stat().st_size < 2 * 1024 * 1024
         assert not re.search(r"""(src|href)=["']?(https?:)?//(?!github\.com/)""", text), page
         assert "<link" not in text and "<script src" not in text
+
+
+AGE_DAY = "2026-08-26"
+AGE_SEEN = dt.datetime(2026, 8, 26, 9, tzinfo=dt.timezone.utc)
+
+
+def test_a_page_seen_40_days_ago_says_so_in_the_browser(tmp_path):
+    """A pull request's page kept while the pull request sleeps says how old what it shows is, by
+    the browser's clock (set here)."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = History()
+    head = "a" * 40
+    h.add("pull_request", AGE_DAY, repo=REPO, number=70, state="open", head_sha=head, head_ref="gh/u/70/head",
+          base_ref="main", labels=[], merged=None, updated_at=AGE_SEEN, received_at=AGE_SEEN)
+    h.job(head, GROUP_JOB.format(1), "failure", run_id=170, branch="gh/u/70/head", created=AGE_SEEN, day=AGE_DAY)
+    h.write(lake)
+    build_pr_jobs(lake, AGE_DAY, REPO, now=AGE_SEEN + dt.timedelta(hours=12))
+    publish_site(lake, out, AGE_DAY, REPO)
+    page_file = tmp_path / "out" / "hud" / "pr" / "70.html"
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            for now, said in ((AGE_SEEN + dt.timedelta(days=40, hours=3), " (40 days ago)"),
+                              (AGE_SEEN + dt.timedelta(days=1, hours=1), " (1 day ago)"), (AGE_SEEN + dt.timedelta(hours=5), "")):
+                page.clock.set_fixed_time(now)
+                page.goto(page_file.as_uri())
+                assert page.inner_text("#age") == said
+                assert page.inner_text("#last-seen").startswith(f"Last change seen 2026-08-26 09:31 UTC{said}:")
+        finally:
+            browser.close()

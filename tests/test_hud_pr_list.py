@@ -177,3 +177,24 @@ def test_every_pull_request_dr_ci_commented_on_has_a_page_and_the_cut_list_says_
     index = (hud / "index.html").read_text()
     assert re.findall(r'href="pr/(\d+).html"', index) == ["8", "7"]
     assert "The 2 most recently updated of the 4 pull requests" in index
+
+
+def test_a_cancelled_job_is_cancelled_even_while_main_fails_its_group(tmp_path):
+    """Without a Dr. CI comment the page judges as Dr. CI does: a cancelled job never ran to a result,
+    so main failing the same build when it started says nothing of it; it is to retry (C), not
+    "broken on main", which would tell the author it may be merged as it is."""
+    h = History()
+    for i in (1, 2):
+        at = T0 + dt.timedelta(hours=i)
+        h.job(h.push(i, at), "linux-jammy / build", "failure", run_id=10 * i, created=at)
+    head = "a" * 40
+    at = T0 + dt.timedelta(hours=3)
+    open_pr(h, 7, head, at=at)
+    h.job(head, "linux-jammy / build", "cancelled", run_id=107, branch="gh/u/7/head", created=at)
+    lake = Lake.at(str(tmp_path / "lake"))
+    published(tmp_path, h)
+    [failure_class] = [r["failure_class"] for r in pq.read_table(lake.files("pr_jobs", [DAY])[0]).to_pylist()]
+    assert failure_class == "broken_on_main"  # pr_jobs' own judgement, main failing when it started
+    row = pr_row(tmp_path, 7)
+    assert (row["can"], row["brk"], row["new"]) == ("1", "", "")
+    assert page_summary(tmp_path, 7) == f"C 1 {CELL_KINDS['cancelled'][2]}"

@@ -78,24 +78,68 @@ def test_an_older_day_does_not_replace_a_newer_site_and_stale_pr_pages_go(tmp_pa
 
 def test_a_sleeping_pull_requests_page_stays_while_its_dr_ci_comment_may_link_to_it(tmp_path):
     """A pull request with no webhook for a week leaves the site's list, but its Dr. CI comment on
-    GitHub still links to its page: the page stays PR_PAGE_KEEP_DAYS after it was last rendered."""
+    GitHub still links to its page: a closed one's page stays PR_PAGE_KEEP_DAYS after it was last
+    rendered, an open one's for as long as it is open. A page published before the site recorded
+    states is judged by the state it shows."""
     from torchci_assets.derived.site.site import PR_PAGE_KEEP_DAYS
     from torchci_assets.partitions import days_around
 
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
-    history().write(lake)
+    h = history()
+    h.add("pull_request", DAY, repo=REPO, number=8, state="closed", head_sha="b" * 40, head_ref="gh/u/8/head",
+          base_ref="main", labels=[], merged=True, updated_at=T0 + dt.timedelta(hours=1),
+          received_at=T0 + dt.timedelta(hours=1))
+    h.write(lake)
     build(lake)
-    assert publish_site(lake, out, DAY, REPO).published and out.exists("hud/pr/7.html")
-    page = out.read_bytes("hud/pr/7.html")
+    assert publish_site(lake, out, DAY, REPO).published and out.exists("hud/pr/8.html")
+    page = out.read_bytes("hud/pr/8.html")
     later = days_around(DAY, 0, 10)[-1]
-    assert publish_site(lake, out, later, REPO).deleted == [] and out.read_bytes("hud/pr/7.html") == page
-    assert json.loads(out.read_bytes("hud/site.json"))["rendered"]["hud/pr/7.html"] == DAY
+    assert publish_site(lake, out, later, REPO).deleted == [] and out.read_bytes("hud/pr/8.html") == page
     meta = json.loads(out.read_bytes("hud/site.json"))
-    out.write_bytes("hud/site.json", json.dumps({**meta, "rendered": {"hud/pr/7.html": 5}}).encode())  # not a day
-    assert publish_site(lake, out, later, REPO).deleted == [] and out.exists("hud/pr/7.html")
-    out.write_bytes("hud/site.json", json.dumps(meta).encode())
+    assert meta["rendered"]["hud/pr/8.html"] == DAY
+    assert meta["states"] == {"hud/pr/7.html": "open", "hud/pr/8.html": "closed"}
+    out.write_bytes("hud/site.json", json.dumps({**meta, "rendered": {"hud/pr/8.html": 5}}).encode())  # not a day
+    assert publish_site(lake, out, later, REPO).deleted == [] and out.exists("hud/pr/8.html")
     gone = days_around(DAY, 0, PR_PAGE_KEEP_DAYS + 1)[-1]
-    assert "hud/pr/7.html" in publish_site(lake, out, gone, REPO).deleted and not out.exists("hud/pr/7.html")
+    for recorded in (meta, {k: v for k, v in meta.items() if k != "states"}):
+        out.write_bytes("hud/site.json", json.dumps(recorded).encode())
+        assert publish_site(lake, out, gone, REPO).deleted == ["hud/pr/8.html"] and out.exists("hud/pr/7.html")
+        out.write_bytes("hud/pr/8.html", page)
+
+
+def test_an_open_pull_request_asleep_for_40_days_keeps_its_page_a_merged_one_loses_it(tmp_path, monkeypatch):
+    """Its Dr. CI comment on GitHub links to pr/<n>.html for as long as the pull request is open: a
+    pull request last seen 40 days ago, still open, keeps its page as last seen, saying when that
+    was; one merged then loses its page, PR_PAGE_KEEP_DAYS after it was last shown. The site knows
+    which without reading the 40 days: it reads pr_jobs over its usual window only."""
+    from torchci_assets.partitions import days_around, days_ending
+
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    h = history()
+    then = days_around(DAY, 40)[0]
+    seen = dt.datetime.fromisoformat(then).replace(hour=9, tzinfo=dt.timezone.utc)
+    for n, state, merged in ((70, "open", None), (80, "closed", True)):
+        head = f"{n:02x}" * 20
+        h.add("pull_request", then, repo=REPO, number=n, state=state, head_sha=head, head_ref=f"gh/u/{n}/head",
+              base_ref="main", labels=[], merged=merged, updated_at=seen, received_at=seen)
+        h.job(head, GROUP_JOB.format(1), "failure", run_id=100 + n, branch=f"gh/u/{n}/head", created=seen, day=then)
+    h.write(lake)
+    build_pr_jobs(lake, then, REPO, now=seen + dt.timedelta(hours=12))
+    assert publish_site(lake, out, then, REPO).published
+    page = out.read_bytes("hud/pr/70.html")
+    assert f'<time datetime="{then}T09:31:00Z">{then} 09:31 UTC</time>' in page.decode()  # its job's end
+    build(lake)
+    read = []
+    real = Lake.register
+    monkeypatch.setattr(Lake, "register", lambda self, con, table, days, **kw: (
+        read.append((table, list(days))), real(self, con, table, days, **kw))[1])
+    report = publish_site(lake, out, DAY, REPO)
+    assert out.read_bytes("hud/pr/70.html") == page and "hud/pr/70.html" not in report.deleted
+    assert report.deleted == ["hud/pr/80.html"] and not out.exists("hud/pr/80.html")
+    assert {d for table, days in read if table == "pr_jobs" for d in days} == set(days_ending(DAY, 7))
+    # the next publish still knows it is open, and so on for as long as it stays open
+    assert publish_site(lake, out, days_around(DAY, 0, 100)[-1], REPO).deleted == []
+    assert out.read_bytes("hud/pr/70.html") == page
 
 
 def test_index_is_written_after_the_pages_it_links_to(tmp_path, monkeypatch):

@@ -30,6 +30,8 @@ SCHEMA = pa.schema([
     ("merge_base_exact", pa.bool_()), ("merge_base_note", pa.string()), ("body", pa.string()),
     *((COUNT_COLUMNS[c], pa.int64()) for c in CLASSES), ("pending", pa.int64()),
     ("refreshed_jobs", pa.int64()), ("as_of", pa.timestamp("ms", tz="UTC")),
+    # each failing job's class as the body gives it, for readers that must agree with the comment (the HUD page)
+    ("jobs", pa.list_(pa.struct([("job_id", pa.int64()), ("name", pa.string()), ("class", pa.string())]))),
 ])
 
 
@@ -54,7 +56,7 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
     return {"pr": pr.number, "head_sha": pr.head_sha, "pr_state": pr.state, "merge_base": mb.sha,
             "merge_base_exact": mb.exact, "merge_base_note": mb.note, "body": body,
             **{COUNT_COLUMNS[c]: n[c] for c in CLASSES}, "pending": pending, "refreshed_jobs": refreshed,
-            "as_of": now}
+            "as_of": now, "jobs": [{"job_id": v.job.job_id, "name": v.job.name, "class": v.cls} for v in verdicts]}
 
 
 def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: dict[int, inputs.PullRequest],

@@ -18,7 +18,9 @@ What each page reads (never raw job or test rows):
 Publishing. Each file is written whole under a temporary name and renamed (one PUT on S3), the
 pages index.html links to first and index.html last, then the pages of pull requests and backends
 no longer rendered are deleted: a reader never sees a half-written page nor a link to a page not yet
-there, and a backend's page does not outlive its results.
+there, and a backend's page does not outlive its results. An open pull request's page is not
+deleted (its Dr. CI comment links to it): `hud/site.json` records each page's state, so knowing it
+costs no read of the lake beyond the usual windows.
 A page whose content is what was published last (`hud/site.json` keeps each page's digest, the
 "generated" time left out) is not rewritten: a refresh every few minutes rewrites only the pages
 its new results reach, and a page's "generated" time is when its content last changed.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
@@ -47,6 +50,7 @@ from torchci_assets.derived.hud import backend_pages, pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
+from torchci_assets.derived.site import drci_verdicts
 from torchci_assets.partitions import days_around, days_ending
 
 SITE_DIR = "hud"
@@ -57,14 +61,16 @@ MAX_TESTS_LISTED = 3000
 MAX_PRS_LISTED = 300  # on index.html; every pull request with a Dr. CI comment has a page all the same
 PR_PAGES_PER_READ = 100
 # the folders of pages that come and go with their subject (a pull request, a backend): a page there
-# that a publish no longer renders is deleted; a pull request's only PR_PAGE_KEEP_DAYS after it was last
-# rendered, as its Dr. CI comment links to it and a pull request may sleep for weeks and wake up
+# that a publish no longer renders is deleted; a pull request's only once it is closed and
+# PR_PAGE_KEEP_DAYS after it was last rendered: its Dr. CI comment links to it, and an open pull request
+# may sleep for months and wake up
 PAGE_FOLDERS = ("pr", "backends")
 PR_PAGE_KEEP_DAYS = 30
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
 # the code that renders a pull request's page (its jobs' kinds included): a new version renders every page again
-_RENDERING = hashlib.sha256(b"".join([*(Path(m.__file__).read_bytes() for m in (pages, backend_pages, drci_page)),
+_RENDERING = hashlib.sha256(b"".join([*(Path(m.__file__).read_bytes()
+                                        for m in (pages, backend_pages, drci_page, drci_verdicts)),
                                       SQL["pr_rows"].encode()])).hexdigest()
 
 
@@ -87,6 +93,7 @@ class SiteReport:
     unchanged: list[str] = field(default_factory=list)  # pages whose content was already published
     inputs: dict[str, str] = field(default_factory=dict)  # pull request page -> digest of what it shows
     reused: list[str] = field(default_factory=list)  # pull request pages not rendered: inputs unchanged
+    states: dict[str, str] = field(default_factory=dict)  # pull request page -> its state (open, closed)
 
     @property
     def largest(self) -> tuple[str, int]:
@@ -132,14 +139,16 @@ def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list
     return heads, _group_order(list(groups)), {(r["sha"], r["job_group"]): r for r in rows}
 
 
-def load_prs(con, lake: Lake, day: str, pr_days: int,
-             also: list[int] = ()) -> tuple[list[dict], dict[int, str], int]:
+def load_prs(con, lake: Lake, day: str, pr_days: int, also: list[int] = (),
+             comments: dict[int, dict] | None = None) -> tuple[list[dict], dict[int, str], int]:
     """(one summary per pull request, newest first: the MAX_PRS_LISTED latest and those of `also`,
     the pull requests Dr. CI commented on, which link to their page; a digest of its job rows by
-    number; how many pull requests the window has)."""
+    number; how many pull requests the window has). `comments` (`load_comments`): the jobs they list
+    are of the class they say (pr_rows.sql)."""
     if not _newest(con, lake, "pr_jobs", days_ending(day, pr_days), "number", "pr_updated_at", MAX_PRS_LISTED,
                    list(also)):
         return [], {}, 0
+    con.register("drci_kinds", drci_verdicts.kinds_table(comments or {}))
     run_steps(con, SQL.steps("pr_rows"))
     prs = _rows(con, SQL["pr_summaries"])
     digests = {r["number"]: r["digest"] for r in _rows(con, SQL["pr_digests"], {"numbers": [p["number"] for p in prs]})}
@@ -291,7 +300,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     con = connect()
     try:
         heads, groups, cells = load_grid(con, lake, day, settings.commits)
-        prs, pr_digests, active = load_prs(con, lake, day, settings.pr_days, sorted(drci))
+        prs, pr_digests, active = load_prs(con, lake, day, settings.pr_days, sorted(drci), drci)
         redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report)
         files = render_pr_pages(con, redo, drci, backends_by_head, repo, generated)
         metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
@@ -338,11 +347,35 @@ def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_hea
         rows = load_pr_jobs(con, [p["number"] for p in batch])
         for p in batch:
             jobs = rows.get(p["number"], [])
-            files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_drci_section(pages.pr_page(
+            page = with_drci_section(pages.pr_page(
                 p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
                 repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
                 (drci.get(p["number"]) or {}).get("body"))
+            files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_last_seen(page, last_seen(p, jobs))
     return files
+
+
+def last_seen(pr: dict, jobs: list[dict]) -> dt.datetime | None:
+    """When the HUD last saw the pull request or one of its head's jobs change: a page kept while
+    the pull request sleeps says how old it is."""
+    times = [pr.get("pr_updated_at")] + [j.get(k) for j in jobs for k in ("started_at", "completed_at")]
+    return max((t for t in times if t is not None), default=None)
+
+
+_AGE_JS = ("const t=document.querySelector('#last-seen time'),d=Math.floor((Date.now()-Date.parse(t.dateTime))/864e5);"
+           "if(d>0)document.getElementById('age').textContent=` (${d} day${d>1?'s':''} ago)`;")
+
+
+def with_last_seen(page: str, seen: dt.datetime | None) -> str:
+    """The PR page saying when its state was last seen (and, in the browser, how many days ago): a
+    sleeping open pull request's page is kept as it was, not rendered again."""
+    if seen is None:
+        return page
+    at = seen.astimezone(dt.timezone.utc)
+    note = (f'<p class="muted" id="last-seen">Last change seen <time datetime="{at:%Y-%m-%dT%H:%M:%SZ}">'
+            f'{at:%Y-%m-%d %H:%M} UTC</time><span id="age"></span>: this page shows the pull request as the HUD '
+            "last saw it, and changes when the pull request or its jobs do.</p>")
+    return page.replace("<main>", "<main>" + note, 1).replace("</main>", f"</main><script>{_AGE_JS}</script>", 1)
 
 
 def _listed_note(active: int, pr_days: int) -> str:
@@ -364,6 +397,7 @@ def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dic
         body = (drci.get(p["number"]) or {}).get("body")
         report.inputs[path] = pr_page_inputs(p, rows_digests.get(p["number"]), body,
                                              backends_by_head.get(p["head_sha"], []), repo)
+        report.states[path] = "closed" if p["pr_state"] == "closed" else "open"
         if (rendered or {}).get(path) == report.inputs[path]:
             report.reused.append(path)
         else:
@@ -409,18 +443,15 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     for path in writes:
         outputs.write_bytes(path, files[path])
     last_rendered = {p: day for p in digests if p.startswith(f"{SITE_DIR}/pr/")}
-    for path in sorted(p for p in present if p not in digests and p.startswith(f"{SITE_DIR}/pr/")):
-        last = before["rendered"].get(path)
-        last = last if isinstance(last, str) else day  # a page published before days were kept: from now
-        if last >= days_around(day, PR_PAGE_KEEP_DAYS)[0] and path in before["digests"]:
-            digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
-            last_rendered[path] = last
+    for path, (last, state) in kept_pr_pages(present - set(digests), before, day, outputs).items():
+        digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
+        last_rendered[path], report.states[path] = last, state
     stale = sorted(p for p in present if p not in digests)
     for path in stale:
         outputs.delete(path)
     report.deleted = stale
     outputs.write_bytes(SITE_META, _meta(day, {"pages": report.pages, "digests": digests, "inputs": report.inputs,
-                                               "rendered": last_rendered}))
+                                               "rendered": last_rendered, "states": report.states}))
     report.published = True
     log(f"published {len(files)} pages to {outputs.display(SITE_DIR)}/ ({sum(report.pages.values()) / 1e6:.1f} MB), "
         f"{len(report.unchanged)} of them unchanged and left as they were, "
@@ -428,11 +459,40 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     return report
 
 
+def kept_pr_pages(unrendered: set[str], before: dict, day: str, outputs: Store) -> dict[str, tuple[str, str]]:
+    """path -> (the day it was last rendered, the pull request's state then) of the pull request pages
+    this publish did not render that stay: those of open pull requests, whose Dr. CI comment links
+    there for as long as they are open, and closed ones' for PR_PAGE_KEEP_DAYS. Only what the last
+    publish recorded is read (no window of the lake): a page it did not record goes."""
+    kept = {}
+    for path in sorted(p for p in unrendered if p.startswith(f"{SITE_DIR}/pr/") and p in before["digests"]):
+        last = before["rendered"].get(path)
+        last = last if isinstance(last, str) else day  # a page published before days were kept: from now
+        state = before["states"].get(path)
+        state = state if state in ("open", "closed") else _state_shown(outputs, path)
+        if state == "open" or last >= days_around(day, PR_PAGE_KEEP_DAYS)[0]:
+            kept[path] = (last, state)
+    return kept
+
+
+_STATE_SHOWN = re.compile(rb'/pull/\d+">[^<]*</a> \xc2\xb7 (open|closed)')
+
+
+def _state_shown(outputs: Store, path: str) -> str:
+    """The state a page published before states were recorded shows (pages.pr_page's first line),
+    read once; "open" when it cannot be read, so that no open pull request's page is lost."""
+    try:
+        found = _STATE_SHOWN.search(outputs.read_bytes(path))
+    except FileNotFoundError:
+        return "open"
+    return found[1].decode() if found else "open"
+
+
 def _meta(day: str, meta: dict, drop: set[str] = frozenset()) -> bytes:
     """hud/site.json: the day shown, and each page's bytes, content digest and (pull requests)
-    inputs and the day it was last rendered, but those of the pages in `drop`."""
+    inputs, the day it was last rendered and its state then, but those of the pages in `drop`."""
     kept = {k: {p: v for p, v in (meta.get(k) or {}).items() if p not in drop}
-            for k in ("pages", "digests", "inputs", "rendered")}
+            for k in ("pages", "digests", "inputs", "rendered", "states")}
     return json.dumps({"day": day, **kept}, indent=1, sort_keys=True).encode()
 
 
@@ -444,7 +504,8 @@ def content_digest(page: bytes, generated: str) -> str:
 
 def _published_meta(outputs: Store) -> dict:
     """What the last publish recorded: each page's content digest (`digests`) and bytes (`pages`),
-    and each pull request page's inputs (`inputs`); empty before the first."""
+    and each pull request page's inputs (`inputs`), day last rendered (`rendered`) and state then
+    (`states`); empty before the first."""
     meta = {}
     if outputs.exists(SITE_META):
         try:
@@ -452,4 +513,5 @@ def _published_meta(outputs: Store) -> dict:
         except ValueError:
             meta = {}
     meta = meta if isinstance(meta, dict) else {}
-    return {k: meta.get(k) if isinstance(meta.get(k), dict) else {} for k in ("digests", "pages", "inputs", "rendered")}
+    return {k: meta.get(k) if isinstance(meta.get(k), dict) else {}
+            for k in ("digests", "pages", "inputs", "rendered", "states")}

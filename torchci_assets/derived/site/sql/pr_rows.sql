@@ -10,13 +10,19 @@ ALTER TABLE newest_pr_jobs ADD COLUMN IF NOT EXISTS cancelled BOOLEAN
 ALTER TABLE newest_pr_jobs ADD COLUMN IF NOT EXISTS unstable BOOLEAN
 
 -- step: kinds
--- a failure's kind in Dr. CI's order (drci/classify.py): unstable, infra, known flaky, broken on
--- main, cancelled, new; one per row, so the index never counts a job twice nor apart from its page
--- and its Dr. CI comment. A pull request's row without a job (its head has none yet) has none.
+-- a failure's kind: the class the Dr. CI comment on the same head gives the same job (view drci_kinds,
+-- site/drci_verdicts.py), since the page shows that comment below its table; else pr_jobs' own, in Dr. CI's
+-- order (drci/classify.py): unstable, infra, known flaky, cancelled, broken on main, new. One per row, so the
+-- index never counts a job twice nor apart from its page and its Dr. CI comment. A pull request's row
+-- without a job (its head has none yet) has none.
 CREATE OR REPLACE TEMP VIEW pr_rows AS
-SELECT *, CASE WHEN state IS DISTINCT FROM 'failure' THEN state
-               WHEN coalesce(unstable, false) THEN 'unstable'
-               WHEN failure_class IN ('infra', 'known_flaky', 'broken_on_main') THEN failure_class
-               WHEN coalesce(cancelled, false) THEN 'cancelled'
-               ELSE 'new' END AS kind
-FROM newest_pr_jobs
+SELECT p.*, CASE WHEN p.state IS DISTINCT FROM 'failure' THEN p.state
+                 WHEN d.kind IS NOT NULL THEN d.kind
+                 WHEN coalesce(p.unstable, false) THEN 'unstable'
+                 WHEN p.failure_class IN ('infra', 'known_flaky') THEN p.failure_class
+                 WHEN coalesce(p.cancelled, false) THEN 'cancelled'
+                 WHEN p.failure_class = 'broken_on_main' THEN p.failure_class
+                 ELSE 'new' END AS kind
+FROM newest_pr_jobs p
+LEFT JOIN drci_kinds d ON p.source = 'github' AND d.number = p.number AND d.head_sha = p.head_sha
+                      AND d.job_id = p.job_id AND d.name = p.name
