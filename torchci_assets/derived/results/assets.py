@@ -119,10 +119,12 @@ def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResourc
     specs=[
         dg.AssetSpec("test_time_daily", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config and invoking file (classname null) or class: "
-                                 "successful main-branch run attempts and their summed test time."),
+                                 "the successful main-branch runs summed that day (each once, each shard at its "
+                                 "latest clean attempt) and their summed test time; a marker row per run "
+                                 "summed, and per shard attempt the rows of runs split over days."),
         dg.AssetSpec("test_time_sha_daily", group_name="results", kinds={"parquet"}, deps=["test_results"],
                      description="Per day, build_env, test_config, invoking file and commit (head_sha): the "
-                                 "same successful main-branch run attempts and their summed test time, with "
+                                 "same runs test_time_daily sums that day and their summed test time, with "
                                  "when the commit's first run finished (first_at)."),
     ],
     partitions_def=daily_partitions,

@@ -21,6 +21,11 @@ JOB_COLUMNS_ADDED = Columns({"workflow_name": "VARCHAR"})
 # tool) may lack
 WEBHOOK_COLUMNS_READ = {"workflow_job": Columns({"workflow_name": "VARCHAR"}),
                         "workflow_run": Columns({"name": "VARCHAR"})}
+# test_time_daily: the rows of runs the days split, and their commit (test_time_regressions joins them per
+# commit); a window of partitions from before them all holds runs summed on their day only
+TIME_DAILY_RUN_COLUMNS = Columns({"workflow_id": "BIGINT", "shard": "INTEGER", "num_shards": "INTEGER",
+                                  "attempt": "BIGINT", "clean": "BOOLEAN", "head_sha": "VARCHAR",
+                                  "completed_at": "TIMESTAMPTZ"})
 # test_daily_stats: the clean passes of periodic jobs, counted apart
 STATS_COLUMNS_ADDED = Columns({"periodic_clean_passes": "BIGINT", "periodic_pass_time": "DOUBLE"})
 

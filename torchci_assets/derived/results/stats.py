@@ -50,6 +50,9 @@ look flaky.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -275,15 +278,74 @@ def define_run_times(con) -> None:
 
 
 def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
-    """Write the day's test times (the tables of TIME_TABLES); returns rows per table."""
+    """Write the day's test times (the tables of TIME_TABLES), stamped with `time_rows_version`;
+    returns rows per table."""
+    stamp = {TIME_ROWS_VERSION_KEY: time_rows_version().encode()}
     con = connect()
     try:
         _require(con, lake, "test_results", [day])
         define_run_times(con)
-        return {table: lake.write(table, day, con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS))
-                for table in TIME_TABLES}
+        run_steps(con, SQL.steps("time_runs"))
+        written = {}
+        for table in TIME_TABLES:
+            rows = con.sql(SQL[table]).to_arrow_reader(BATCH_ROWS)
+            written[table] = lake.write(table, day, pa.RecordBatchReader.from_batches(
+                rows.schema.with_metadata(stamp), rows))
+        return written
     finally:
         con.close()
+
+
+# ---- days of test times written by other SQL -------------------------------------------------
+
+# The key of the time tables' Parquet footers that names the SQL which wrote them.
+TIME_ROWS_VERSION_KEY = b"torchci.time_rows"
+# What a day of TIME_TABLES holds is what these files say: a change to any of them may change it.
+_TIME_ROWS_SQL = ("run_times", "time_runs", *TIME_TABLES)
+
+
+@functools.cache
+def time_rows_version() -> str:
+    """A digest of the SQL that writes the time tables. Why: a window reads up to 16 days of
+    them, written by whichever version ran on each day; rows of older SQL (runs counted per
+    attempt, summed runs without their marker rows) count some runs twice beside today's, so such
+    a day is rebuilt from its test_results rather than read (`rebuild_outdated_time_days`)."""
+    return hashlib.sha256("\0".join(SQL[name] for name in _TIME_ROWS_SQL).encode()).hexdigest()[:16]
+
+
+def _written_by(lake: Lake, path: str) -> str | None:
+    metadata = pq.read_schema(path, filesystem=lake.store.fs).metadata or {}
+    version = metadata.get(TIME_ROWS_VERSION_KEY)
+    return version.decode() if version is not None else None
+
+
+def outdated_time_days(lake: Lake, reads: Mapping[str, Iterable[str]]) -> list[str]:
+    """The days whose partition of a time table that `reads` names (table: the days read of it)
+    other SQL than today's wrote; from the files' footers only."""
+    version = time_rows_version()
+    return sorted({d for table, days in reads.items() for d in days
+                   if any(_written_by(lake, f) != version for f in lake.files(table, [d]))})
+
+
+@dataclass
+class TimeDays:
+    rebuilt: list[str]  # outdated days rebuilt from their test_results
+    kept: list[str]  # outdated days without test_results, read as they are
+
+
+def rebuild_outdated_time_days(lake: Lake, reads: Mapping[str, Iterable[str]]) -> TimeDays:
+    """Rebuild both time tables of the days other SQL wrote of those `reads` names (table: the days
+    read of it; `outdated_time_days`) from their test_results, as the daily run would today; a day
+    whose test_results is gone is read as it is. Each such day costs one day's build, once: rebuilt,
+    it carries today's stamp."""
+    out = TimeDays([], [])
+    for d in outdated_time_days(lake, reads):
+        if lake.files("test_results", [d]):
+            build_test_time_daily(lake, d)
+            out.rebuilt.append(d)
+        else:
+            out.kept.append(d)
+    return out
 
 
 def daily_stats_totals(lake: Lake, day: str) -> tuple[int, int]:

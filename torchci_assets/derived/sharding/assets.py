@@ -28,6 +28,23 @@ _DAILY_TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1 + RUN_LOOKBACK_DAYS)
 _RETIRED_WINDOW = window_mapping(RETIRED_AFTER_DAYS - 1)
 
 
+def _outdated(context: dg.AssetExecutionContext, rebuilt: list[str], kept: list[str]) -> dict:
+    """Metadata naming the window's days of test times that older SQL wrote, when there were any;
+    the days rebuilt are recorded as materializations of both time tables, so their partitions in
+    the Dagster UI say when and by what run they were written."""
+    for day in rebuilt:
+        for table in ("test_time_daily", "test_time_sha_daily"):
+            context.log_event(dg.AssetMaterialization(
+                asset_key=table, partition=day,
+                description=f"rebuilt from test_results by {context.asset_key.to_user_string()}: older SQL wrote it"))
+    out = {}
+    if rebuilt:
+        out["older_days_rebuilt"] = dg.MetadataValue.json(rebuilt)
+    if kept:
+        out["older_days_read_as_written"] = dg.MetadataValue.json(kept)
+    return out
+
+
 class TimesConfig(dg.Config):
     window_days: int = WINDOW_DAYS
     keep_old_entries: bool = True
@@ -65,6 +82,7 @@ def test_times_asset(context: dg.AssetExecutionContext, config: TimesConfig, lak
         "output": store.display(TEST_TIMES_PATH), "test_class_times": store.display(TEST_CLASS_TIMES_PATH),
         "published": bool(report.published),
         "files_published": dg.MetadataValue.json([store.display(p) for p in report.published]),
+        **_outdated(context, report.days_rebuilt, report.days_outdated_kept),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
         **(later_day_kept(context, day, report.later_day, TEST_TIMES_PATH) if report.later_day else {}),
     })
@@ -110,6 +128,7 @@ class RegressionsConfig(dg.Config):
     group_name="sharding",
     kinds={"parquet"},
     deps=[dg.AssetDep("test_time_sha_daily", partition_mapping=_TIMES_WINDOW),
+          dg.AssetDep("test_time_daily", partition_mapping=_DAILY_TIMES_WINDOW),
           dg.AssetDep("push", partition_mapping=window_mapping(WINDOW_DAYS))],
     partitions_def=daily_partitions,
     check_specs=[check_spec("regression_cost_below_share", "test_time_regressions")],
@@ -145,6 +164,7 @@ def test_time_regressions_asset(context: dg.AssetExecutionContext, config: Regre
         "files_seen_today": report.files_seen, "window_days_read": report.window_days_read,
         "worst_cost_share": round(worst, 4), "largest": dg.MetadataValue.md(markdown_table(rows)),
         "path": lk.store.display(lk.partition_path("test_time_regressions", context.partition_key)),
+        **_outdated(context, report.days_rebuilt, report.days_outdated_kept),
     }, check_results=[check])
 
 

@@ -4,10 +4,15 @@ PyTorch publishes test times partly to catch these: on 2026-07-15 one file of th
 configs went from ~2,000 s to ~24,500 s and every shard plan was 5-8x its bound. No planner can
 foresee such a jump; this table reports it the day it lands, with the commit to bisect from.
 
-Input: `test_time_sha_daily` over the window (per day, config, file and commit: successful
-main-branch run attempts and their summed time), never raw rows. A file's time on a day is
-the median over that day's commits of the commit's mean time per run, so one odd run does not
-make a day.
+Input: `test_time_sha_daily` over the window (per day, config, file and commit: the successful
+main-branch runs summed that day and their summed time) and the shard rows of `test_time_daily`
+(the runs split over days, with their commit), never raw rows. Each run counts once, as in the
+test times: each shard at its latest clean attempt, on the last day one of its reports landed, a
+"re-run all jobs" of a run already counted adding nothing (otherwise a failed shard's re-run made
+a run of that shard's time alone, and a culprit whose shard was re-run looked fast). A file's
+time on a day is the median over that day's commits of the commit's mean time per run, so one odd
+run does not make a day. Days of either table written by older SQL are rebuilt from their
+test_results first (`results.stats.rebuild_outdated_time_days`).
 
 A (build_env, test_config, file) is a regression on day D when, with `before` the median of
 its daily times before the move and `after` the median since the move began:
@@ -70,7 +75,9 @@ import pyarrow as pa
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
-from torchci_assets.derived.results.stats import DEFAULT_MAIN_BRANCH
+from torchci_assets.derived.results.columns import TIME_DAILY_RUN_COLUMNS, register_current
+from torchci_assets.derived.results.stats import DEFAULT_MAIN_BRANCH, define_run_times, rebuild_outdated_time_days
+from torchci_assets.derived.sharding.times import RUN_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
 
 WINDOW_DAYS = 14
@@ -234,6 +241,14 @@ class RegressionsReport(NamedTuple):
     window_days_read: int
     files_seen: int  # (config, file) pairs that ran on the day
     rows: list[dict]
+    days_rebuilt: list[str] = []  # days of test times older SQL wrote, rebuilt first
+    days_outdated_kept: list[str] = []  # such days without their test_results, read as they are
+
+
+def time_days(day: str, window_days: int) -> list[str]:
+    """The days of test times a window reads: its own and the look-back days before it, whose
+    shard rows complete the runs straddling its first day."""
+    return days_ending(day, window_days + RUN_LOOKBACK_DAYS)
 
 
 def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
@@ -246,10 +261,11 @@ def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
         read = lake.register(con, "test_time_sha_daily", window, name="sha_daily")
         if read == 0:
             return RegressionsReport(day, 0, 0, [])
+        _split_runs(con, lake, day, rules.window_days)
         con.execute(SQL["daily_table"])
         for d in window:
             if lake.register(con, "test_time_sha_daily", [d], name="sha_day"):
-                execute(con, SQL["add_day"], {"mad_to_sd": _MAD_TO_SD})
+                execute(con, SQL["add_day"], {"mad_to_sd": _MAD_TO_SD, "day": d})
         levels = execute(con, SQL["levels"], {"day": day}).fetchall()
         totals: dict[tuple[str, str], float] = defaultdict(float)
         for env, cfg, _, before, _ in levels:
@@ -268,6 +284,17 @@ def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
     rows = [_row(m, commits.get(m.key, []), totals[m.key[:2]], day) for m in moves]
     rows.sort(key=lambda r: (-r["cost_share"], r["build_env"], r["test_config"], r["file"]))
     return RegressionsReport(day, read, len(ran), rows)
+
+
+def _split_runs(con, lake: Lake, day: str, window_days: int) -> None:
+    """Table split_runs: the window's runs whose reports the days split (or a day summed only
+    later attempts of), joined as the test times' window joins them (sql/regressions.sql)."""
+    if register_current(con, lake, "test_time_daily", time_days(day, window_days), "time_daily",
+                        TIME_DAILY_RUN_COLUMNS) == 0:
+        con.execute(SQL["no_split_runs"])
+        return
+    define_run_times(con)
+    execute(con, SQL["split_runs"], {"first_day": days_ending(day, window_days)[0]})
 
 
 def _series(con, keys: list[Key]) -> dict[Key, list[DayTime]]:
@@ -323,10 +350,13 @@ def _row(move: Move, commits: list[CommitTime], config_total: float, day: str) -
 
 def write_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
                                 main_branch: str = DEFAULT_MAIN_BRANCH) -> RegressionsReport:
-    """Find the day's regressions and write them to the lake table `test_time_regressions`."""
+    """Find the day's regressions and write them to the lake table `test_time_regressions`. The
+    window's days of test times written by older SQL are rebuilt first (`rebuild_outdated_time_days`)."""
+    outdated = rebuild_outdated_time_days(lake, {"test_time_daily": time_days(day, rules.window_days),
+                                                 "test_time_sha_daily": days_ending(day, rules.window_days)})
     report = find_test_time_regressions(lake, day, rules, main_branch)
     lake.write("test_time_regressions", day, pa.Table.from_pylist(report.rows, schema=REGRESSIONS_SCHEMA))
-    return report
+    return report._replace(days_rebuilt=outdated.rebuilt, days_outdated_kept=outdated.kept)
 
 
 def markdown_table(rows: Sequence[Mapping], limit: int = 20,

@@ -17,7 +17,9 @@ shards that ran it, each shard at its latest clean attempt and whichever day its
 main-branch runs of the window (default 14 days), each run once: a run whose shards all passed on
 the day its first attempt reported counts as it was that day, and a "re-run all jobs" of it
 landing on a later day adds nothing. The window is read from `test_time_daily`, a few thousand
-rows a day, never from raw test rows.
+rows a day, never from raw test rows. A day of it written by older SQL (its footer names the SQL
+that wrote it) is rebuilt from its test_results before the window reads it: its rows could count
+a run twice beside today's (`results.stats.rebuild_outdated_time_days`).
 
 Publishing keeps what PyTorch keeps: entries of the previously published file that the
 window did not see stay (a config that did not run for two weeks still needs its times;
@@ -43,7 +45,7 @@ Two cases keep the published files, for opposite reasons:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
@@ -51,7 +53,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
-from torchci_assets.derived.results.stats import define_run_times
+from torchci_assets.derived.results.stats import define_run_times, rebuild_outdated_time_days
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, write_if_changed
 
@@ -216,6 +218,8 @@ class TimesReport:
     previous_class_entries: int | None
     nothing_new: str = ""  # why a file was kept as published, when one was
     later_day: str | None = None  # the later day the published files are for, which this one left alone
+    days_rebuilt: list[str] = field(default_factory=list)  # days of test times older SQL wrote, rebuilt first
+    days_outdated_kept: list[str] = field(default_factory=list)  # such days without test_results, read as they are
 
     @property
     def published(self) -> list[str]:
@@ -234,11 +238,20 @@ def publish_test_times(lake: Lake, outputs: Store, day: str, window_days: int = 
     A file whose part of the window has no times is not new: it stays as published (see the
     module docstring) and the report's `nothing_new` says why. When the published files are for
     a later day (this is a re-run or a backfill) only the lake tables are written: the report's
-    `later_day` says which day is kept.
+    `later_day` says which day is kept. The window's days of test_time_daily written by older SQL
+    are rebuilt first (`rebuild_outdated_time_days`): their rows could count a run twice.
     """
     if not lake.files("test_time_daily", [day]):
         raise FileNotFoundError(f"test_time_daily has no partition for {day} in "
                                 f"{lake.store.display('test_time_daily')}: materialize it first")
+    outdated = rebuild_outdated_time_days(
+        lake, {"test_time_daily": days_ending(day, window_days + RUN_LOOKBACK_DAYS)})
+    report = _publish(lake, outputs, day, window_days, keep_old, max_loss)
+    report.days_rebuilt, report.days_outdated_kept = outdated.rebuilt, outdated.kept
+    return report
+
+
+def _publish(lake: Lake, outputs: Store, day: str, window_days: int, keep_old: bool, max_loss: float) -> TimesReport:
     files, classes = window_times(lake, day, window_days)
     lake.write("test_times", day, pa.Table.from_pylist(files, schema=FILE_TIMES_SCHEMA))
     lake.write("test_class_times", day, pa.Table.from_pylist(classes, schema=CLASS_TIMES_SCHEMA))

@@ -1,31 +1,14 @@
--- test_time_sha_daily, from the day's test_results.
--- Test time per invoking file (classname NULL) and per class, PyTorch's way: per workflow run
--- attempt the sum of the file's test times across the shards that ran it, over main-branch
--- runs where every job that ran the file succeeded and none is an infra suspect. `runs`
--- counts those run attempts, so a window's average is sum(time) / sum(runs).
--- The same runs per invoking file and commit: what test_time_regressions needs to see a file's
--- time move and name the first commit seen slow, without reading raw rows over its window.
--- `first_at`, when the commit's first such run finished, orders commits within a day.
-WITH r AS (
-    SELECT workflow_id, workflow_run_attempt, build_env, coalesce(test_config, '') AS test_config,
-           invoking_file, classname, time, job_conclusion, infra_suspect, head_sha, job_completed_at
-    FROM test_results
-    WHERE branch_class = 'main' AND build_env IS NOT NULL AND file <> ''
-),
-good AS (
-    SELECT workflow_id, workflow_run_attempt, build_env, test_config, invoking_file
-    FROM r GROUP BY ALL
-    HAVING bool_and(job_conclusion = 'success' AND NOT infra_suspect)
-),
-per_run AS (
-    SELECT build_env, test_config, invoking_file, workflow_id, workflow_run_attempt,
-           any_value(head_sha) AS head_sha, sum(time) AS time, max(job_completed_at) AS completed_at
-    FROM r JOIN good USING (workflow_id, workflow_run_attempt, build_env, test_config, invoking_file)
-    WHERE head_sha IS NOT NULL
-    GROUP BY ALL
-)
-SELECT build_env, test_config, invoking_file AS file, head_sha, count(*) AS runs, sum(time) AS time,
-       min(completed_at) AS first_at
-FROM per_run
-GROUP BY ALL
+-- test_time_sha_daily, from the day's runs (time_runs.sql).
+-- Test time per invoking file and commit (head_sha): what test_time_regressions needs to see a
+-- file's time move and name the first commit seen slow, without reading raw rows over its window.
+-- The runs are those test_time_daily sums today, counted the same way (each run once, each shard at
+-- its latest clean attempt): `runs` counts them, `time` sums their times, `first_at` is when the
+-- first of them finished (it orders commits within a day when their pushes are not in the lake).
+-- The other runs (split over days, or re-attempted on a later day) are test_time_daily's shard
+-- rows, which carry their commit: test_time_regressions joins them as the test times' window does.
+SELECT r.build_env, r.test_config, r.file, s.head_sha, count(*) AS runs, sum(r.time) AS time,
+       min(s.completed_at) AS first_at
+FROM runs r JOIN summed s USING (workflow_id, build_env, test_config)
+WHERE r.counts AND r.classname IS NULL AND s.head_sha IS NOT NULL
+GROUP BY r.build_env, r.test_config, r.file, s.head_sha
 ORDER BY build_env, test_config, file, first_at, head_sha
