@@ -50,7 +50,7 @@ from torchci_assets.relay.check_runs import ACTIONS_TABLE, IN_FLIGHT_S, JobState
 from torchci_assets.relay.dispatch import LEDGER_TABLE
 from torchci_assets.relay.listening import Listening, listen
 from torchci_assets.relay.pull_requests import RelayEvent, pick_relay_event
-from torchci_assets.relay.zombies import ZOMBIE_TIMEOUT, time_out, zombie_jobs
+from torchci_assets.relay.zombies import sweep_timeout, time_out, zombie_jobs
 
 # The daemon evaluates sensors in a loop that starts at most every 5 s (dagster 1.13's
 # MIN_INTERVAL_LOOP_TIME); a smaller minimum interval lets these sensors tick on every pass
@@ -168,24 +168,28 @@ def create_upstream_check_runs(context: dg.OpExecutionContext, config: RelayEven
 
 
 class ZombieSweepConfig(dg.Config):
-    """How long a check run may stay in progress before it is completed as timed out."""
+    """How long a check run may stay in progress before it is completed as timed out: unset, the
+    relay config's `zombie_timeout_seconds`, which the schedule's sweeps follow."""
 
-    timeout_s: float = ZOMBIE_TIMEOUT.total_seconds()
+    timeout_s: float | None = None
     max_retries: int = 3
     retry_wait_s: float = 60.0
     claim_settle_s: float = CLAIM_SETTLE_S
 
 
-@dg.op(description="Upstream check runs still in progress past the timeout (6 h) with no completed callback: "
-       "each completed with conclusion timed_out, once, as the relay's zombie sweeper does.")
+@dg.op(description="Upstream check runs still in progress past the timeout (zombie_timeout_seconds, 6 h by "
+       "default) with no completed callback: each completed with conclusion timed_out, once, as the relay's "
+       "zombie sweeper does.")
 def time_out_zombie_check_runs(context: dg.OpExecutionContext, config: ZombieSweepConfig, github: GitHubResource,
                                lake: LakeResource):
-    if config.timeout_s <= 0:
-        raise dg.Failure(f"timeout_s must be positive, got {config.timeout_s}")
     w = _writer(context, github, lake, None, config.claim_settle_s)
-    zombies = zombie_jobs(w.lake, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=config.timeout_s))
+    try:
+        timeout = sweep_timeout(w.relay, config.timeout_s)
+    except ValueError as exc:
+        raise dg.Failure(str(exc)) from None
+    zombies = zombie_jobs(w.lake, dt.datetime.now(dt.timezone.utc), timeout)
     if not zombies:
-        context.log.info(f"no upstream check run in progress for more than {config.timeout_s:g} s")
+        context.log.info(f"no upstream check run in progress for more than {timeout.total_seconds():g} s")
         yield dg.Output({}, metadata={"zombies": 0})
         return
     if github.dry_run:

@@ -32,8 +32,8 @@ from tests.fake_github_relay import FakeRelayGitHub, LatestFilterGitHub, reply
 from tests.relay_callbacks import action_env, build_payload, forwarded
 from torchci_assets.config import load_config
 from torchci_assets.relay import dispatch as dispatch_module
-from torchci_assets.relay.check_runs import ACTIONS_TABLE, create_check_run, job_state
-from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows
+from torchci_assets.relay.check_runs import ACTIONS_SCHEMA, ACTIONS_TABLE, create_check_run, job_state
+from torchci_assets.relay.dispatch import PR_EVENT_TYPE, Dispatch, dispatch_event, ledger_rows, record_attempt
 from torchci_assets.relay.listening import Listening
 from torchci_assets.relay.pull_requests import relay_event
 from torchci_assets.relay.zombies import zombie_jobs
@@ -564,6 +564,77 @@ def test_a_zombie_superseded_on_its_head_or_no_longer_wanted_is_left_as_it_is(ht
     result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
     assert result.success and list(result.output_for_node("time_out_zombie_check_runs").values()) == ["not_wanted"]
     assert server.check_run_names(event.sha) == before
+
+
+def l3_demoted_config() -> str:
+    return CONFIG.replace(f"  L2: [{L2}]", f"  L2: [{L2}, {L3}]").replace(f"    npu:\n      {L3}: [npu-oncall]\n",
+                                                                        "    npu: {}\n")
+
+
+def sweep_logs(result, instance) -> list[str]:
+    return [e.user_message for e in instance.all_logs(result.run_id) if "no longer gets check runs" in e.user_message]
+
+
+def test_a_zombie_no_longer_wanted_is_decided_once_not_at_every_sweep(httpserver, instance, roots, tmp_path):
+    """The schedule sweeps every 10 minutes for 3 days: a check run left as it is must be said so once,
+    as the relay's sweeper drops its tracker, not 432 times. A `completed` callback that comes after all
+    still gets its check run."""
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/npu"])
+    cp = client_payload_of(server, L3)
+    assert check_run(callback_record(L3, "L3", "in_progress", cp), github(httpserver), roots, instance).success
+    (tmp_path / "relay.yaml").write_text(l3_demoted_config())
+    first = sweep(github(httpserver), roots, instance, timeout_s=0.001)
+    assert list(first.output_for_node("time_out_zombie_check_runs").values()) == ["not_wanted"]
+    assert len(sweep_logs(first, instance)) == 1
+    again = sweep(github(httpserver), roots, instance, timeout_s=0.001)
+    assert again.success and again.output_for_node("time_out_zombie_check_runs") == {}
+    assert sweep_logs(again, instance) == []
+    assert server.check_run_names(event.sha) == [(f"crcr/{L3}/upstream-ci/build", "in_progress", None)]
+    (tmp_path / "relay.yaml").write_text(CONFIG)
+    late = callback_record(L3, "L3", "completed", cp, conclusion="success")
+    assert check_run(late, github(httpserver), roots, instance).success
+    assert server.check_run_names(event.sha)[-1] == (f"crcr/{L3}/upstream-ci/build", "completed", "success")
+
+
+def test_a_zombie_of_a_repository_promoted_to_l3_after_its_dispatch_is_timed_out(httpserver, instance, roots,
+                                                                               tmp_path):
+    """The pull request carried `ciflow/crcr/npu` when it was dispatched to acme-ai/torch-npu, then at L2;
+    the repository was promoted to L3 before its job started, so the job's callback, echoing the label,
+    got a check run. The relay's sweeper reads the labels of that callback and completes the check run as
+    timed_out; the sweep must not leave it in progress for good for want of a flag the dispatch never set
+    (it was not L3 then)."""
+    server = FakeRelayGitHub(httpserver)
+    (tmp_path / "relay.yaml").write_text(l3_demoted_config())
+    event = dispatched(server, httpserver, instance, roots, labels=["ciflow/crcr/npu"])
+    (tmp_path / "relay.yaml").write_text(CONFIG)
+    cp = client_payload_of(server, L3)
+    assert check_run(callback_record(L3, "L3", "in_progress", cp), github(httpserver), roots, instance).success
+    build = f"crcr/{L3}/upstream-ci/build"
+    assert server.check_run_names(event.sha) == [(build, "in_progress", None)]
+    result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
+    assert result.success and list(result.output_for_node("time_out_zombie_check_runs").values()) == ["created"]
+    assert server.check_run_names(event.sha)[-1] == (build, "completed", "timed_out")
+
+
+def test_the_schedules_sweeps_follow_the_timeout_of_the_config_file(httpserver, instance, roots, tmp_path):
+    """`build` reported in progress two hours ago and nothing since. The sweeps the schedule starts set no
+    timeout of their own: at the relay's 6 h it is not due; once the operator sets 90 minutes in the
+    config file, the next sweep completes it."""
+    server = FakeRelayGitHub(httpserver)
+    event = dispatched(server, httpserver, instance, roots)
+    job = job_state(callback_record(L4, "L4", "in_progress", client_payload_of(server, L4)))
+    row = {name: None for name in ACTIONS_SCHEMA.names}
+    row.update(action="check_run", key=job.key, sha=job.head_sha, upstream_repo=UPSTREAM, downstream_repo=L4,
+               pr_number=job.pr_number, name=job.name, status="in_progress", external_id=str(job.run_id),
+               delivery_id=job.delivery_id, outcome="ok", attempted_at=utc_now() - dt.timedelta(hours=2))
+    record_attempt(Lake.at(roots[0]), row, ACTIONS_TABLE, ACTIONS_SCHEMA)
+    assert sweep(github(httpserver), roots, instance).output_for_node("time_out_zombie_check_runs") == {}
+    (tmp_path / "relay.yaml").write_text(CONFIG + "zombie_timeout_seconds: 5400\n")
+    result = sweep(github(httpserver), roots, instance)
+    assert result.output_for_node("time_out_zombie_check_runs") == {job.key.replace("in_progress", "completed"):
+                                                                    "created"}
+    assert server.check_run_names(event.sha) == [(job.name, "completed", "timed_out")]
 
 
 def test_the_sweep_in_dry_run_sends_nothing_and_says_what_it_would(httpserver, instance, roots):

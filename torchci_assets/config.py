@@ -125,6 +125,12 @@ class DrciConfig:
 
 
 MAIN_BRANCHES = ("refs/heads/main", "refs/heads/master")
+# How long an upstream check run may stay in progress before the relay's zombie sweep completes it
+# as timed_out: the cross-repo relay's ZOMBIE_TIMEOUT_SECONDS and its default. At most two days,
+# so that a check run past it is still within the three days the sweep looks back, with a day to
+# spare for a sweep that was stopped.
+ZOMBIE_TIMEOUT_S = 6 * 3600
+MAX_ZOMBIE_TIMEOUT_S = 2 * 86400
 
 
 def main_branch(branches: tuple[str, ...]) -> str:
@@ -152,6 +158,7 @@ class TorchciConfig:
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
     guardians: GuardianSettings | None = None  # the `autorevert` and `alerts` sections
+    zombie_timeout_seconds: int = ZOMBIE_TIMEOUT_S
 
     @property
     def main_branch(self) -> str:
@@ -388,8 +395,8 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 
 # ---- the whole file ------------------------------------------------------------------
 
-_TOP_KEYS = ("upstream", "poll_commits", "allowlist", "maintainer_approved", "thresholds", "log_classifier",
-             "disabled_issues", "drci", "autorevert", "alerts")
+_TOP_KEYS = ("upstream", "poll_commits", "zombie_timeout_seconds", "allowlist", "maintainer_approved", "thresholds",
+             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -404,6 +411,13 @@ def _infra_rules(raw: Any) -> tuple[str, ...]:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"log_classifier.infra_rules[{i}]: must be a rule name, got {name!r}")
     return tuple(names)
+
+
+def _zombie_timeout(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_ZOMBIE_TIMEOUT_S:
+        raise ConfigError(f"zombie_timeout_seconds: must be a whole number of seconds from 1 to "
+                          f"{MAX_ZOMBIE_TIMEOUT_S} ({MAX_ZOMBIE_TIMEOUT_S // 86400} days), got {raw!r}")
+    return raw
 
 
 def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
@@ -503,6 +517,7 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
         guardians=_guardians(raw),
+        zombie_timeout_seconds=_zombie_timeout(raw.get("zombie_timeout_seconds", ZOMBIE_TIMEOUT_S)),
     )
 
 

@@ -9,11 +9,20 @@ created in progress longer ago than the timeout, with no completed one of the sa
 attempt, and not superseded by a newer check run of its name on the head.
 
 Each is completed through `create_check_run` with a synthesized `completed` job state, so the
-ledger's claim, look-up and exactly-once rules apply as to a real callback, dry run included; the
-level and label rules are applied again (the repository must still be L3/L4, an L3 one still want
-check runs on that head), as the relay's sweeper does. A `completed` callback arriving after the
-timeout finds its check run already created (the key has no conclusion) and changes nothing, as the
-relay refuses a callback once its sweeper completed the job.
+ledger's claim, look-up and exactly-once rules apply as to a real callback, dry run included. The
+repository must still be L3/L4, as the relay's sweeper requires. Its labels are not asked again:
+the relay's sweeper reads them from the job's own callback, which the ledger does not keep, and
+the in-progress check run created from that callback already proves they wanted one (the flag a
+dispatch sets misses a repository promoted to L3 after it). Unlike the relay, a check run created
+at L4 is thus completed after a move to L3 rather than left in progress for want of a label.
+One left as it is, because its repository left L3/L4, is recorded as decided (a `not_wanted`
+completion) and not looked at again, as the relay's sweeper drops it from its set. A `completed`
+callback arriving after the timeout finds its check run already created (the key has no
+conclusion) and changes nothing, as the relay refuses a callback once its sweeper completed the job.
+
+The timeout is `zombie_timeout_seconds` of the relay's config file (the relay's own
+`ZOMBIE_TIMEOUT_SECONDS`, 6 h by default), so the sweeps a schedule starts follow it; a run's own
+`timeout_s` overrides it for that run.
 """
 
 from __future__ import annotations
@@ -23,17 +32,28 @@ import datetime as dt
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
+from torchci_assets.config import ZOMBIE_TIMEOUT_S, TorchciConfig
 from torchci_assets.relay.acting import Writer
-from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, create_check_run, wants_check_run
+from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, create_check_run, record_action
 from torchci_assets.relay.pull_requests import CHECK_RUN_PREFIX
 
 SQL = SqlFiles(__file__)
-# The relay's ZOMBIE_TIMEOUT_SECONDS: longer than any downstream job is allowed to run.
-ZOMBIE_TIMEOUT = dt.timedelta(hours=6)
+# The relay's default ZOMBIE_TIMEOUT_SECONDS: longer than any downstream job is allowed to run.
+ZOMBIE_TIMEOUT = dt.timedelta(seconds=ZOMBIE_TIMEOUT_S)
 # Check runs opened this many days back (and today) are looked at: a sweep that was stopped for
 # that long leaves older ones in progress.
 ZOMBIE_LOOKBACK_DAYS = 3
 TIMED_OUT = "timed_out"
+
+
+def sweep_timeout(relay: TorchciConfig, timeout_s: float | None = None) -> dt.timedelta:
+    """The timeout of one sweep: the run's own `timeout_s` when it sets one (a sweep started by
+    hand), else the config file's, which the schedule's sweeps follow."""
+    if timeout_s is None:
+        return dt.timedelta(seconds=relay.zombie_timeout_seconds)
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s:g}")
+    return dt.timedelta(seconds=timeout_s)
 
 
 def zombie_jobs(lake: Lake, now: dt.datetime, timeout: dt.timedelta = ZOMBIE_TIMEOUT,
@@ -69,13 +89,24 @@ def timed_out_job(row: dict) -> JobState | None:
 
 
 def time_out(job: JobState, w: Writer) -> dict[str, str]:
-    """Complete one zombie's check run as `timed_out`, when its repository still gets check runs."""
+    """Complete one zombie's check run as `timed_out`, while its repository is still L3/L4."""
     entry = w.relay.entry_for(job.downstream_repo)
-    job = dataclasses.replace(job, level=entry.level if entry else "")
-    if not wants_check_run(w.lake, w.relay, job):
+    if entry is None or entry.level not in ("L3", "L4"):
         w.log(f"{job.name} on {job.head_sha[:12]}: in progress past the timeout, but {job.downstream_repo} "
-              f"({job.level or 'not allowlisted'}) no longer gets check runs on it; left as it is")
+              f"({entry.level if entry else 'not allowlisted'}) no longer gets check runs; left as it is")
+        record_action(w.lake, {**ledger_row(job, w), "outcome": "not_wanted"})
         return {job.key: "not_wanted"}
+    job = dataclasses.replace(job, level=entry.level)
     w.log(f"{job.name} (run {job.run_id}, attempt {job.run_attempt}) on {job.head_sha[:12]}: no `completed` "
           "callback came; completing its check run as timed_out")
     return {job.key: create_check_run(w.github, w.lake, w.relay, job, w.run_id, w.log, w.settle_s)}
+
+
+def ledger_row(job: JobState, w: Writer) -> dict:
+    """The zombie's completion as the ledger records one, without its outcome: a sweep that left it
+    says so there, so that the next sweeps pass it by (sql/zombie_check_runs.sql) instead of logging
+    the same decision every ten minutes for days."""
+    return {"action": "check_run", "key": job.key, "sha": job.head_sha, "upstream_repo": w.relay.upstream_repo,
+            "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
+            "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
+            "delivery_id": job.delivery_id, "run_id": w.run_id}

@@ -1,7 +1,8 @@
 -- Upstream check runs created in progress before $cutoff that nothing completes: no completed check
 -- run of the same name, run and attempt was ever tried (created, refused, rehearsed in dry run,
 -- failed, or claimed with its answer lost: GitHub may show the job's real conclusion, which a
--- `timed_out` would cover; only a withdrawn claim, which sent nothing, does not count), and no newer
+-- `timed_out` would cover; only a withdrawn claim, which sent nothing, does not count) nor decided
+-- against by an earlier sweep (`not_wanted`: its repository left L3/L4), and no newer
 -- check run of the name on the head supersedes it (GitHub shows the newest of a name: a re-run's or a
 -- later dispatch's). One row per check run, oldest first.
 WITH runs AS (
