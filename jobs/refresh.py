@@ -7,9 +7,9 @@ file is read) and, when something landed since the day's last refresh, requests 
 `archive_refresh` run of that day's partition.
 
 What a refresh runs (`REFRESH_ASSETS`): the ingest of what landed, the day's test rows with their
-jobs and their aggregates, flaky tests and the DISABLED issues and list, commit_health and pr_jobs,
-Dr. CI's comments and the HUD: what someone waits for within minutes, and what it reads of the
-day. The aggregates add only the test_run parts they have not counted yet (`derived.results.
+jobs and their aggregates, flaky tests and the DISABLED issues and list, the UNSTABLE job list,
+commit_health and pr_jobs, Dr. CI's comments and the HUD: what someone waits for within minutes, and
+what it reads of the day. The aggregates add only the test_run parts they have not counted yet (`derived.results.
 increments`), so a refresh costs what landed plus a fixed part. Left to the daily run
 (`DAILY_ONLY_ASSETS`): the assets that read windows of days and barely move with an hour of data
 (test times and shard plans, time regressions, slow tests, smoke sets, backend levels, the daily
@@ -72,7 +72,7 @@ _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Da
 # daily CI metrics (of the settled day before) are the daily run's.
 REFRESH_ASSETS = (
     "job_failure", "test_results", "test_daily_stats", "flaky_tests", "disabled_issues", "disabled_tests",
-    "commit_health", "pr_jobs", "drci_comments", "hud_site",
+    "unstable_jobs", "commit_health", "pr_jobs", "drci_comments", "hud_site",
 )
 DAILY_ONLY_ASSETS = (
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions", "slow_tests",

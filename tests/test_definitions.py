@@ -20,7 +20,8 @@ EXPECTED_ASSETS = {
     "ci_result", "ci_callback_minutes", "ci_result_rejects", "backend_health", "backend_levels",
     "test_run", "test_run_rejects", "test_results", "test_jobs", "test_daily_stats", "test_sha_outcomes",
     "test_time_daily", "test_time_sha_daily", "test_times", "shard_plans", "test_time_regressions",
-    "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "slow_tests", "smoke_tests",
+    "flaky_tests", "flaky_test_platforms", "disabled_issues", "disabled_tests", "unstable_jobs", "slow_tests",
+    "smoke_tests",
     "job_failure", "log_rejects",
     "commit_health", "pr_jobs", "ci_metrics_daily", "hud_site", "drci_comments",
 }
@@ -36,6 +37,7 @@ GROUPS = {"ingest": "torchci_assets.ingest", "results": "torchci_assets.derived.
 # lives apart from the HUD's code because it also shows the domains built on the HUD (Dr. CI, guardians).
 GROUP_OF_FOLDER = {"torchci_assets.derived.site": "hud"}
 GUARDIAN_LEDGERS = {"autorevert_events", "alerts"}  # written by trunk_guardians_job, from commit_health
+GITHUB_READS = {"unstable_jobs"}  # read from GitHub's issues alone, nothing of the archive or the lake
 
 
 def test_asset_keys_snapshot():
@@ -54,7 +56,7 @@ def test_groups_are_the_domains_and_lineage_starts_at_the_archive():
         assert group == GROUP_OF_FOLDER.get(package) or GROUPS[group] == package, (package, group)
     assert {graph.get(k).group_name for k in graph.get_all_asset_keys()} == set(GROUPS)
     roots = {k.to_user_string() for k in graph.get_all_asset_keys() if not graph.get(k).parent_keys}
-    assert roots == ARCHIVE | LEDGERS  # every asset's lineage goes back to an archive folder
+    assert roots == ARCHIVE | LEDGERS | GITHUB_READS  # every other asset's lineage goes back to an archive folder
     assert not any(graph.get(dg.AssetKey(k)).is_materializable for k in ARCHIVE)
 
 
@@ -90,8 +92,8 @@ def test_the_intra_day_refresh_runs_what_users_wait_for_in_one_process_and_leave
     job = defs.resolve_job_def("archive_refresh")
     refreshed = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
     assert refreshed == EXPECTED_ASSETS - set(DAILY_ONLY_ASSETS)
-    assert {"test_run", "workflow_job", "test_daily_stats", "disabled_tests", "commit_health", "pr_jobs",
-            "drci_comments", "hud_site"} <= refreshed
+    assert {"test_run", "workflow_job", "test_daily_stats", "disabled_tests", "unstable_jobs", "commit_health",
+            "pr_jobs", "drci_comments", "hud_site"} <= refreshed
     assert not refreshed & {"test_time_daily", "test_times", "shard_plans", "smoke_tests", "ci_metrics_daily"}
     assert job.executor_def.name == "in_process"  # no process per step
     graph = defs.resolve_asset_graph()
@@ -200,16 +202,25 @@ def test_the_asset_graph_shows_what_each_asset_reads_and_over_which_days():
     assert not wrong, wrong
 
 
-def test_the_hud_and_the_guardians_inputs_do_not_wait_on_the_disabled_list():
-    """commit_health and pr_jobs read stats/unstable-jobs.json as disabled_tests last published it,
-    without depending on it: a failed step skips what depends on it, and the disabled list fails on
-    GitHub errors, which must not stop the HUD or what the trunk guardians read."""
+def test_the_hud_waits_for_the_unstable_list_and_never_for_the_disabled_list():
+    """commit_health and pr_jobs read stats/unstable-jobs.json, which unstable_jobs publishes: they
+    depend on it, in the daily run and in the intra-day refresh alike, so an UNSTABLE issue reaches the
+    HUD in the run that reads it. A failed step skips what depends on it, and the disabled list fails on
+    GitHub errors, which must not stop the HUD or what the trunk guardians read: neither disabled asset
+    is upstream of them, nor of the unstable list, whose own check does not block."""
+    graph = defs.resolve_asset_graph()
     for name in ("all_assets_daily", "archive_refresh"):
         job = defs.resolve_job_def(name)
         deps = job.graph.dependency_structure
+
+        def upstream_of(node: str) -> set[str]:
+            return {o.node_name for outs in deps.input_to_upstream_outputs_for_node(node).values() for o in outs}
         for reader in ("commit_health", "pr_jobs"):
-            upstream = {o.node_name for outs in deps.input_to_upstream_outputs_for_node(reader).values() for o in outs}
-            assert upstream and "disabled_tests" not in upstream, (name, reader)
+            assert "unstable_jobs" in upstream_of(reader), (name, reader)
+        before_hud = dg.AssetSelection.assets("commit_health", "pr_jobs").upstream().resolve(graph)
+        assert not {dg.AssetKey("disabled_tests"), dg.AssetKey("disabled_issues")} & before_hud
+    specs = [graph.get_check_spec(k) for k in graph.asset_check_keys if k.asset_key == dg.AssetKey("unstable_jobs")]
+    assert specs and not any(s.blocking for s in specs)
 
 
 @pytest.fixture(scope="module")

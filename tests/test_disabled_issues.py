@@ -23,7 +23,7 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from test_flaky import LINUX, START, WIN, History, main_history
 from torchci_assets.derived.flakiness import issues as issues_module
-from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset
+from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset, unstable_jobs_asset
 from torchci_assets.derived.flakiness.flaky import build_flaky_tests
 from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, parse_platforms
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
@@ -99,8 +99,10 @@ def github(httpserver, **kw):
 
 
 def run(world, gh, instance=None, day=None, disabled_tests_config=None, tags=None):
+    """One run of the assets that read the DISABLED and UNSTABLE issues back, as a refresh runs them."""
     return dg.materialize(
-        [disabled_issues_asset, disabled_tests_asset], partition_key=day or world.day, instance=instance, tags=tags,
+        [disabled_issues_asset, disabled_tests_asset, unstable_jobs_asset], partition_key=day or world.day,
+        instance=instance, tags=tags,
         raise_on_error=False, resources={"lake": LakeResource(uri=world.lake_uri), "github": gh,
                                          "outputs": OutputsResource(uri=world.outputs_uri)},
         run_config={"ops": {"disabled_tests": {"config": disabled_tests_config}}} if disabled_tests_config else None)
@@ -170,7 +172,7 @@ def test_flaky_tests_get_issues_with_their_evidence_and_the_list_is_read_back_fr
     assert world.published("stats/disabled-jobs.json") == {"pull / linux-jammy / test (default)": [
         "a-maintainer", number(job), job["html_url"], "pull", "linux-jammy", "test (default)"]}
     assert world.published("stats/unstable-jobs.json") == {}
-    assert (metadata(result, "disabled_tests")["disabled_jobs"], metadata(result, "disabled_tests")["unstable_jobs"]) \
+    assert (metadata(result, "disabled_tests")["disabled_jobs"], metadata(result, "unstable_jobs")["unstable_jobs"]) \
         == (1, 0)
     assert all(c.passed for c in result.get_asset_check_evaluations())
     assert all(TOKEN not in e.user_message for e in instance.all_logs(result.run_id))
@@ -296,8 +298,10 @@ def test_a_secondary_rate_limit_on_search_is_waited_out(httpserver, world):
     searches = [a["q"] for m, p, a in fake.requests if p == "/search/issues"]
     open_query = "repo:pytorch/pytorch is:issue is:open in:title DISABLED"
     unstable_query = "repo:pytorch/pytorch is:issue is:open in:title UNSTABLE"
-    # refused, retried; the read-back, then the unstable jobs
-    assert searches[:2] == [open_query, open_query] and searches[-2:] == [open_query, unstable_query]
+    # the first search refused and retried; then the filing's, the read-back's and the unstable list's, in the
+    # order the steps ran
+    listing = [q for q in searches if "is:open" in q]  # not the searches for one test's title
+    assert searches[0] == searches[1] and sorted(listing[1:]) == [open_query, open_query, unstable_query]
     assert len(world.published()) == 2
 
 
@@ -398,13 +402,14 @@ def test_without_credentials_it_is_todays_list_labelled_dry_run(httpserver, worl
     rows = world.ledger()
     assert sorted((r["test"], r["action"], r["issue_number"]) for r in rows) == \
         [(TEST_A, "dry_run", None), (TEST_B, "dry_run", None)]
-    for asset in ("disabled_issues", "disabled_tests"):
+    for asset in ("disabled_issues", "disabled_tests", "unstable_jobs"):
         meta = metadata(result, asset)
         assert meta["dry_run"] is True and "no GitHub credentials" in meta["dry_run_reason"]
     logs = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any(m.startswith(f"DRY RUN: would find or file 'DISABLED {TEST_A}' in pytorch/pytorch") for m in logs)
     assert any(m.startswith("DRY RUN: no GitHub credentials") for m in logs)
-    assert any("stats/disabled-jobs.json and stats/unstable-jobs.json are not published" in m for m in logs)
+    assert any("stats/disabled-jobs.json is not published" in m for m in logs)
+    assert any("stats/unstable-jobs.json is not published" in m for m in logs)
     assert not (Path(world.outputs_uri) / "stats" / "unstable-jobs.json").exists()
 
 
@@ -481,7 +486,7 @@ def test_a_github_refusal_for_one_test_fails_the_check_not_the_others(httpserver
     fake.fail("create", json_response(422, {"message": "Validation Failed"}))
     result = run(world, github(httpserver))
     assert result.success
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "disabled_issues"]
     assert not check.passed and list(check.metadata["failed"].value) == [TEST_B]
     assert [i["title"] for i in fake.issues.values()] == [f"DISABLED {TEST_A}"]
 
@@ -776,3 +781,43 @@ def test_a_crash_before_this_projects_account_is_known_leaves_one_open_issue(htt
     assert world.published()[TEST_B] == entry(b, [])
     posts = fake.count("POST", "/repos/pytorch/pytorch/issues")
     assert run(world, github(httpserver)).success and fake.count("POST", "/repos/pytorch/pytorch/issues") == posts
+
+
+def permission_asks(fake, start: int = 0) -> dict[str, int]:
+    """How many times GitHub was asked each author's permission, from request `start` on."""
+    asked: dict[str, int] = {}
+    for _, path, _ in fake.requests[start:]:
+        if path.startswith("/repos/pytorch/pytorch/collaborators/"):
+            login = path.split("/")[5]
+            asked[login] = asked.get(login, 0) + 1
+    return asked
+
+
+def test_each_author_is_asked_once_a_run_by_the_filing_the_lists_and_the_unstable_jobs(httpserver, world):
+    """disabled_issues asks about the authors of the issues it finds for its tests, disabled_tests
+    about every DISABLED issue's, unstable_jobs about every UNSTABLE issue's: the same people, often.
+    One run asks GitHub about each once, the later steps taking the answers the earlier ones got;
+    the next run asks again, so a permission withdrawn in between counts from that run on."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions.update({"a-maintainer": "write", "a-writer": "write"})
+    human = fake.add(f"DISABLED {TEST_A}", "Platforms: linux", user="a-maintainer")  # the filing takes it
+    fake.add(f"DISABLED {TEST_B}", "", user="a-stranger")  # left aside: the project files its own
+    job = fake.add("DISABLED pull / win / test (default)", "", user="a-writer")
+    fake.add("UNSTABLE pull / linux-jammy / test (default)", "", user="a-maintainer")
+    fake.add("UNSTABLE trunk / rocm", "", user="a-stranger")
+    result = run(world, github(httpserver))
+    assert result.success
+    assert permission_asks(fake) == {"a-maintainer": 1, "a-stranger": 1, "a-writer": 1}
+    assert world.published()[TEST_A] == entry(human, ["linux"]) and world.published()[TEST_B][0] != number(human)
+    assert list(world.published("stats/disabled-jobs.json")) == ["pull / win / test (default)"]
+    assert list(world.published("stats/unstable-jobs.json")) == ["pull / linux-jammy / test (default)"]
+    start = len(fake.requests)
+    assert run(world, github(httpserver), tags=REFRESH).success  # a refresh asks once a run too
+    assert permission_asks(fake, start) == {"a-maintainer": 1, "a-stranger": 1, "a-writer": 1}
+    fake.permissions["a-maintainer"] = "read"  # withdrawn: the next run trusts none of the maintainer's issues
+    start = len(fake.requests)
+    assert run(world, github(httpserver)).success
+    assert permission_asks(fake, start) == {"a-maintainer": 1, "a-stranger": 1, "a-writer": 1}
+    assert world.published("stats/unstable-jobs.json") == {}
+    assert world.published()[TEST_A][0] != number(human)  # the project's own issue now disables it
+    assert world.published("stats/disabled-jobs.json")["pull / win / test (default)"][1] == number(job)

@@ -409,7 +409,7 @@ def test_assets_materialize_and_publish(tmp_path):
         "github": GitHubResource()})  # no credentials: the DISABLED-issue loop is a dry run
     assert result.success
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 2 and all(c.passed for c in checks)
+    assert len(checks) == 3 and all(c.passed for c in checks)
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["flaky_tests"]["verdict_flaky"].value == 1 and meta["flaky_tests"]["verdict_healthy"].value == 1
     assert meta["disabled_tests"]["disabled"].value == 1

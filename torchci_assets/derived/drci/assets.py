@@ -22,7 +22,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 
 @dg.asset(
     name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
-    deps=["pr_jobs", "flaky_tests", "disabled_tests",
+    deps=["pr_jobs", "flaky_tests", "unstable_jobs",
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the failing tests of the merge bases' neighbours, over the trunk days
@@ -37,7 +37,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, workflow runs awaiting approval, "
                 "pending); jobs marked by stats/unstable-jobs.json "
-                "(published with disabled_tests from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
+                "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed.",
 )

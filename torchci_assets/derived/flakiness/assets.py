@@ -6,6 +6,8 @@ partition is the window of `window_days` days ending that day, read from the dai
 of `derived.results`.
 """
 
+import warnings
+
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
@@ -13,9 +15,11 @@ from resources.github import GitHubResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
-from torchci_assets.derived.flakiness.job_issues import DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, publish_job_lists
-from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, loop_mode, read_back_open, run_disabled_issues,
-                                                     trusted_test_issues)
+from torchci_assets.derived.flakiness.job_issues import (DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX,
+                                                         publish_job_list)
+from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, keep_answers, loop_mode, read_back_open,
+                                                     run_disabled_issues, run_unstable_jobs, trusted_test_issues)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
@@ -119,6 +123,7 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                          relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
                          log=context.log.info, warn=context.log.warning, allowed=report.allowed)
+    keep_answers(lk, context.partition_key, context.run.run_id, report.allowed)  # the run's later steps reuse them
     retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
     yield dg.MaterializeResult(metadata={
@@ -170,8 +175,8 @@ class DisabledTestsConfig(dg.Config):
                 "DISABLED issues of the upstream repo as PyTorch builds it (real issue numbers and URLs, "
                 "platforms parsed from the issues). Otherwise (dry run): flaky tests with evidence in at least "
                 "3 jobs, on the platforms where they flaked, merged with the previous day's list; tests clean for a "
-                f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. "
-                "Lake table disabled_tests.",
+                f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. With the loop on, "
+                f"{DISABLED_JOBS_PATH} too, from the open DISABLED <job> issues. Lake table disabled_tests.",
 )
 @lake_metadata
 def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lake: LakeResource,
@@ -182,21 +187,22 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     if mode.live:
         open_issues = read_back_open(github, relay.upstream_repo, lake.lake(), context.partition_key,
                                      is_refresh(context.run.tags))
-        trusted = trusted_test_issues(github, lake.lake(), context.partition_key, relay.upstream_repo, open_issues)
+        trusted = trusted_test_issues(github, lake.lake(), context.partition_key, relay.upstream_repo, open_issues,
+                                      context.run.run_id)
         if trusted.refused:
             context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
                                 "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
         decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, trusted.tests,
                                                 config.allow_mass_reenable)
-        counts = publish_job_lists(github, relay.upstream_repo, store, open_issues, trusted.allowed)
-        job_lists = {"disabled_jobs": counts[DISABLED_JOBS_PATH], "unstable_jobs": counts[UNSTABLE_JOBS_PATH],
-                     "refused_test_issues": dg.MetadataValue.json(
-                         [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
+        jobs = publish_job_list(github, relay.upstream_repo, store, DISABLED_PREFIX, open_issues, trusted.allowed)
+        keep_answers(lake.lake(), context.partition_key, context.run.run_id, trusted.allowed)
+        job_lists = {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(
+            [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
         source = f"open DISABLED issues of {relay.upstream_repo}"
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
-                            f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} and "
-                            f"{UNSTABLE_JOBS_PATH} are not published (they exist only as issues)")
+                            f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} is not published "
+                            "(it exists only as issues)")
         job_lists = {}
         decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
         source = "flaky verdict (dry run)"
@@ -212,6 +218,51 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         **(later_day_kept(context, context.partition_key, decision.later_day,
                           f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
     })
+
+
+UNSTABLE_CHECK = "read_from_the_open_issues"
+with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    _UNSTABLE_CHECK_SPEC = dg.AssetCheckSpec(
+        UNSTABLE_CHECK, asset="unstable_jobs", partitions_def=daily_partitions,
+        description=f"{UNSTABLE_JOBS_PATH} was read from GitHub's open UNSTABLE issues in this run. When GitHub (or "
+                    "anything else) fails, the list published last stays and the HUD and Dr. CI go on with it: "
+                    "this check fails instead of the step, which would skip them.")
+
+
+@dg.asset(
+    name="unstable_jobs", group_name="flakiness", kinds={"json", "github"}, partitions_def=daily_partitions,
+    check_specs=[_UNSTABLE_CHECK_SPEC],
+    description=f"{UNSTABLE_JOBS_PATH} in PyTorch's format, with the DISABLED-issue loop on: the open "
+                f"{UNSTABLE_PREFIX} <job> issues of the upstream repo by PyTorch's flaky bot or an author with write "
+                "access (the job runs, its failure blocks nothing). commit_health, pr_jobs and Dr. CI read it in the "
+                "same run. A GitHub error leaves the published list as it is and fails the check, not the step. "
+                "Not published in a dry run.",
+)
+def unstable_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
+                        github: GitHubResource):
+    """An asset of its own, not a part of `disabled_tests`: the HUD waits for it, so an UNSTABLE
+    issue reaches the grid in the run that reads it, while the disabled lists, which fail on
+    GitHub errors, stay off the HUD's path. It never fails (`run_unstable_jobs`)."""
+    store = outputs.store()
+    report = run_unstable_jobs(github, lake.lake(), store, context.partition_key, context.run.run_id, load_config(),
+                               log_error=context.log.error)
+    if not report.mode.live:
+        context.log.warning(f"DRY RUN: {report.mode.reason}; {UNSTABLE_JOBS_PATH} is not published (it exists "
+                            "only as issues)")
+    elif report.error:
+        context.log.error(f"{UNSTABLE_JOBS_PATH} left as published before ({report.error}); the HUD reads that one")
+    jobs = sorted(report.jobs or {})
+    yield dg.MaterializeResult(metadata={
+        "dry_run": not report.mode.live, "dry_run_reason": report.mode.reason,
+        "published": report.jobs is not None, "changed": report.changed, "output": store.display(UNSTABLE_JOBS_PATH),
+        **({"unstable_jobs": len(jobs), "jobs": dg.MetadataValue.json(jobs[:MAX_LISTED])}
+           if report.jobs is not None else {}),
+        "permissions_asked": report.asked, "permissions_reused": report.reused,
+        **({"error": report.error} if report.error else {}),
+    })
+    yield dg.AssetCheckResult(check_name=UNSTABLE_CHECK, asset_key="unstable_jobs", passed=not report.error,
+                              metadata={"error": report.error or "none", "dry_run": not report.mode.live})
 
 
 @dg.asset(
@@ -254,5 +305,5 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     })
 
 
-FLAKINESS_ASSETS = [flaky_tests_assets, disabled_issues_asset, disabled_tests_asset, slow_tests_asset,
-                    smoke_tests_asset]
+FLAKINESS_ASSETS = [flaky_tests_assets, disabled_issues_asset, disabled_tests_asset, unstable_jobs_asset,
+                    slow_tests_asset, smoke_tests_asset]

@@ -52,6 +52,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+import traceback
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -66,7 +67,8 @@ from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
 from torchci_assets.derived.flakiness.evidence import gather_evidence
-from torchci_assets.derived.flakiness.job_issues import Permissions, author
+from torchci_assets.derived.flakiness.job_issues import (UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX, Permissions, author,
+                                                         read_job_list)
 from torchci_assets.derived.flakiness.owners import OwnerLookup
 from torchci_assets.derived.flakiness.issue_text import (
     DISABLED_PREFIX,
@@ -82,8 +84,9 @@ from torchci_assets.derived.flakiness.issue_text import (
     unreadable_reason,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.lists import (decide_disabled, disabled_baseline, flaky_rows, main_evidence,
-                                                    pytorch_key)
+from torchci_assets.derived.flakiness.lists import (decide_disabled, disabled_baseline, dumps, flaky_rows,
+                                                    main_evidence, pytorch_key)
+from torchci_assets.publishing import write_if_changed
 
 SQL = SqlFiles(__file__)
 LEDGER_TABLE = "disabled_issues"
@@ -94,6 +97,8 @@ DRY_RUN_STATE = "_dry_run.json"
 LIVE_STATE = "_live.json"
 # the logins this project files issues as (own_logins), beside the ledger's days
 OWN_LOGINS = f"{LEDGER_TABLE}/_own_logins.json"
+# GitHub's answers to the permission lookups of a day's latest run (run_answers), one file a day
+ANSWERS_DIR = f"{LEDGER_TABLE}/_permissions"
 SNAPSHOT_MAX_AGE = dt.timedelta(minutes=50)
 # Issue numbers are looked up in the ledger this far back; older issues are found by search.
 LEDGER_LOOKBACK_DAYS = 30
@@ -467,7 +472,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     test is reported in `failed` and the others go on; an error reading the open issues raises.
     """
     report = FilingReport(dry_run=False)
-    _read_issues(tracker, lake, day, only_trusted)
+    _read_issues(tracker, lake, day, only_trusted, run_id if only_trusted else None)
     report.open_issues = len(tracker.open_issues())
     wanted = readable(wanted, report, warn, tracker.find)
     narrowed = ledger_marks(lake, day)["narrowed"]
@@ -511,13 +516,13 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     return report
 
 
-def _read_issues(tracker: IssueTracker, lake: Lake, day: str, only_trusted: bool) -> None:
+def _read_issues(tracker: IssueTracker, lake: Lake, day: str, only_trusted: bool, run_id: str | None) -> None:
     """The open issues and the last hour's changes; with `only_trusted`, whose authors may disable
     tests (this project's account, learned from its creates, kept at once)."""
     tracker.load_open()
     tracker.sync_recent()
     if only_trusted:
-        tracker.trust(issue_permissions(tracker.github, lake, day, tracker.repo, tracker.by_number.values()),
+        tracker.trust(issue_permissions(tracker.github, lake, day, tracker.repo, tracker.by_number.values(), run_id),
                       lambda login: keep_own_logins(lake, {login}))
 
 
@@ -845,6 +850,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         unchanged = _unchanged_since(tracker, state, log)
         if unchanged is not None:
             _save_live_state(lake, day, {**state, "snapshot": tracker.snapshot()})
+            # what retiring and re-enabling ask, recorded with the rest (keep_answers)
+            unchanged.allowed = issue_permissions(github, lake, day, config.upstream_repo, unchanged.open_list, run_id)
             return unchanged, mode
         tracker = IssueTracker(github, config.upstream_repo)  # a DISABLED issue changed: read them all again
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
@@ -964,10 +971,46 @@ def own_logins(lake: Lake, day: str, issues: Iterable[dict]) -> set[str]:
 
 
 def issue_permissions(github: GitHubResource, lake: Lake, day: str, repo: str,
-                           issues: Iterable[dict]) -> Permissions:
+                      issues: Iterable[dict], run_id: str | None = None) -> Permissions:
     """Who may disable a test, for the list and the filing alike: PyTorch's flaky bot, this
-    project (`own_logins`, learned from `issues`) or a user with write access."""
-    return Permissions(github, repo, own_logins(lake, day, issues))
+    project (`own_logins`, learned from `issues`) or a user with write access, with the answers
+    the run `run_id` already got from GitHub (`run_answers`)."""
+    return Permissions(github, repo, own_logins(lake, day, issues),
+                       run_answers(lake, day, run_id, repo) if run_id else None)
+
+
+def _answers_path(day: str) -> str:
+    return f"{ANSWERS_DIR}/{day}.json"
+
+
+def run_answers(lake: Lake, day: str, run_id: str, repo: str) -> dict[str, bool]:
+    """GitHub's answers to the permission lookups of run `run_id` on `repo` so far ({} for any
+    other run): `disabled_issues`, `disabled_tests` and `unstable_jobs` each read issues whose
+    authors must be asked, and one run asks each author once between them. Only the same run's
+    answers are taken, minutes old at most, as one step's own are: a permission withdrawn counts
+    from the next run on, as it did when each step asked for itself."""
+    try:
+        doc = json.loads(lake.store.read_bytes(_answers_path(day)))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("run_id") != run_id or doc.get("repo") != repo:
+        return {}
+    answers = doc.get("answers")
+    return {k: v for k, v in answers.items() if isinstance(k, str) and isinstance(v, bool)} \
+        if isinstance(answers, dict) else {}
+
+
+def keep_answers(lake: Lake, day: str, run_id: str, allowed: Permissions | None) -> int:
+    """Record GitHub's answers `allowed` got, with those the run recorded before, for the run's
+    later steps (`run_answers`); how many are recorded. A day's runs never overlap (one run per
+    partition at a time), so each day's file holds its latest run's answers alone; two steps of a
+    run writing at once (a process per step) can only cost a later step a question it asks again."""
+    if allowed is None or not allowed.known:
+        return 0
+    answers = {**run_answers(lake, day, run_id, allowed.repo), **allowed.known}
+    lake.store.write_bytes(_answers_path(day), json.dumps(
+        {"run_id": run_id, "repo": allowed.repo, "answers": dict(sorted(answers.items()))}).encode())
+    return len(answers)
 
 
 @dataclass
@@ -981,13 +1024,57 @@ class TrustedIssues:
 
 
 def trusted_test_issues(github: GitHubResource, lake: Lake, day: str, repo: str,
-                        open_issues: list[dict]) -> TrustedIssues:
+                        open_issues: list[dict], run_id: str | None = None) -> TrustedIssues:
     """Split the open issues of disabled tests (one or many) by author: PyTorch's flaky bot,
     this project (`own_logins`) or a user with write access may disable a test; anyone else may
     open an issue, and PyTorch's bot closes theirs at once (verifyDisableTestIssueBot), so it never
-    reaches PyTorch's list. Here such an issue is left out of the list, as jobs' are."""
-    allowed = issue_permissions(github, lake, day, repo, open_issues)
+    reaches PyTorch's list. Here such an issue is left out of the list, as jobs' are. The authors
+    the run `run_id` asked about already are not asked again."""
+    allowed = issue_permissions(github, lake, day, repo, open_issues, run_id)
     tests = disabled_test_issues(open_issues)
     return TrustedIssues([i for i in tests if allowed.wrote(i)], [i for i in tests if not allowed.wrote(i)],
                          allowed)
 
+
+# ---- the unstable jobs ---------------------------------------------------------------------
+
+
+@dataclass
+class UnstableJobs:
+    """What the `unstable_jobs` step did: the list it published (None: none read), or the error
+    that left the published one as it was; the authors it asked GitHub about, and those whose
+    answers an earlier step of the run had got."""
+
+    mode: LoopMode
+    jobs: dict[str, list] | None = None
+    changed: bool = False
+    error: str = ""
+    asked: int = 0
+    reused: int = 0
+
+
+def run_unstable_jobs(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str,
+                      config: TorchciConfig, log_error: Callable[[str], None] = lambda s: None) -> UnstableJobs:
+    """Publish stats/unstable-jobs.json from the open UNSTABLE issues (live; a dry run publishes
+    nothing, as for the disabled jobs). The HUD and Dr. CI wait for this step, so that an issue
+    opened reaches them in the same run; a step that fails skips what waits for it, so any error
+    here (GitHub's, the store's, a bug's) is returned, not raised: the list published last stays
+    and the HUD marks the jobs it names, while the error shows on the asset's check and in the log. The
+    authors are trusted as for the disabled lists, this project's accounts as kept (it files no
+    UNSTABLE issue, so the ledger is not read)."""
+    mode = loop_mode(github, config.disabled_issues, config.source)
+    if not mode.live:
+        return UnstableJobs(mode)
+    repo = config.upstream_repo
+    report = UnstableJobs(mode)
+    try:
+        allowed = Permissions(github, repo, _kept_own_logins(lake) or (), run_answers(lake, day, run_id, repo))
+        report.reused = len(allowed.known)
+        report.jobs = read_job_list(github, repo, UNSTABLE_PREFIX, allowed=allowed)
+        report.asked = len(allowed.known) - report.reused
+        report.changed = write_if_changed(outputs, UNSTABLE_JOBS_PATH, dumps(report.jobs))
+        keep_answers(lake, day, run_id, allowed)
+    except Exception as exc:  # noqa: BLE001 - see the docstring: this step must not skip the HUD
+        log_error(traceback.format_exc())
+        report.jobs, report.changed, report.error = None, False, f"{type(exc).__name__}: {exc}"
+    return report

@@ -97,13 +97,16 @@ class Permissions:
     """Whether a user may disable tests or jobs, or mark jobs unstable: PyTorch's flaky bot, this
     project's own accounts (`own`, logins as `graphql_login` gives them: an App's bot is no
     collaborator), or a user with `admin` or `write` permission on the repository, asked once per
-    user and run. A user GitHub does not know as a collaborator (404) may not."""
+    user and run. A user GitHub does not know as a collaborator (404) may not. `known`: GitHub's
+    answers an earlier step of the same run got (`issues.run_answers`), so the steps that read
+    DISABLED and UNSTABLE issues ask each author once between them."""
 
-    def __init__(self, github: GitHubResource, repo: str, own: Iterable[str] = ()):
+    def __init__(self, github: GitHubResource, repo: str, own: Iterable[str] = (),
+                 known: dict[str, bool] | None = None):
         self.github = github
         self.repo = repo
         self.own = {graphql_login(login) for login in own}
-        self.known: dict[str, bool] = {}
+        self.known: dict[str, bool] = dict(known or {})
 
     def __call__(self, user: str) -> bool:
         if user == FLAKY_BOT or user in self.own:
@@ -129,22 +132,39 @@ class Permissions:
         return str(answer.get("permission") or "").lower() in MAY_CHANGE_JOBS
 
 
+def read_job_list(github: GitHubResource, repo: str, prefix: str, issues: list[dict] | None = None,
+                  allowed: Permissions | None = None) -> dict[str, list]:
+    """One list as of now. `issues`: the open issues when the caller has read them already (the
+    disabled-test read-back has the DISABLED ones), else searched; `allowed`: the permissions the
+    caller has asked already (each author is asked once a run)."""
+    if issues is None:
+        issues = github.search_issues(job_issues_query(repo, prefix))
+    return condense_jobs(issues, prefix, allowed or Permissions(github, repo))
+
+
+def publish_job_list(github: GitHubResource, repo: str, outputs: Store, prefix: str,
+                     issues: list[dict] | None = None, allowed: Permissions | None = None) -> int:
+    """Read one list and write it to the outputs (replaced whole, atomically, as the store writes;
+    left as it is when GitHub fails); the number of jobs in it. The two lists are published by
+    different steps: the unstable one by `unstable_jobs`, which the HUD waits for, the disabled one
+    with the disabled tests, whose GitHub errors must not hold the HUD up."""
+    doc = read_job_list(github, repo, prefix, issues, allowed)
+    write_if_changed(outputs, JOB_LISTS[prefix], dumps(doc))
+    return len(doc)
+
+
 def read_job_lists(github: GitHubResource, repo: str, open_disabled: list[dict] | None = None,
                    allowed: Permissions | None = None) -> dict[str, dict[str, list]]:
-    """Both lists as of now, keyed by their output path. `open_disabled`: the open DISABLED
-    issues when the caller has read them already (the disabled-test read-back has), else searched;
-    `allowed`: the permissions the caller has asked already (each author is asked once a run)."""
+    """Both lists as of now, keyed by their output path (`read_job_list` of each prefix)."""
     allowed = allowed or Permissions(github, repo)
-    issues = {prefix: open_disabled if prefix == DISABLED_PREFIX and open_disabled is not None
-              else github.search_issues(job_issues_query(repo, prefix)) for prefix in JOB_LISTS}
-    return {path: condense_jobs(issues[prefix], prefix, allowed) for prefix, path in JOB_LISTS.items()}
+    return {path: read_job_list(github, repo, prefix, open_disabled if prefix == DISABLED_PREFIX else None, allowed)
+            for prefix, path in JOB_LISTS.items()}
 
 
 def publish_job_lists(github: GitHubResource, repo: str, outputs: Store, open_disabled: list[dict] | None = None,
                       allowed: Permissions | None = None) -> dict[str, int]:
-    """Read both lists and write them to the outputs (each replaced whole, atomically, as the
-    store writes); the number of jobs in each, by path. Reading both before writing either keeps
-    a GitHub error from leaving one list of this run beside one of the last."""
+    """Read both lists, then write both (a GitHub error leaves both as they were); the number of
+    jobs in each, by path."""
     lists = read_job_lists(github, repo, open_disabled, allowed)
     for path, doc in lists.items():
         write_if_changed(outputs, path, dumps(doc))

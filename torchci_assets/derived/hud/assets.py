@@ -19,9 +19,11 @@ from torchci_assets.partitions import daily_partitions, window_mapping
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 # commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
-# disabled_tests publishes, as it was last published. They do not depend on disabled_tests: a step
-# that fails skips everything after it, and a GitHub incident failing the disabled list must not
-# freeze the HUD and blind the trunk guardians (an UNSTABLE issue opened reaches them a refresh later).
+# unstable_jobs publishes: they depend on it, so an issue opened reaches them in the run that reads it.
+# They do not depend on disabled_tests or disabled_issues: a step that fails skips everything after it,
+# and a GitHub incident failing the disabled list must not freeze the HUD and blind the trunk
+# guardians. unstable_jobs itself never fails: on an error it leaves the list published last, which
+# these read, and fails its check instead.
 
 
 class CommitHealthConfig(dg.Config):
@@ -33,14 +35,14 @@ class CommitHealthConfig(dg.Config):
     name="commit_health", group_name="hud", kinds={"parquet"}, partitions_def=daily_partitions,
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("push", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
-          "flaky_tests"],
+          "flaky_tests", "unstable_jobs"],
     check_specs=[check_spec("unique_sha_job_group", "commit_health")],
     description=f"Per main commit pushed on D-{LOOKBACK_DAYS}..D and job group (job name without shard numbers), "
                 "as of the end of D: attempts, state (success/failure/flaky/pending/skipped), failure_class of a "
                 "failure (infra/new/broken_on_main/known_flaky) with the failing tests, and the commit's conclusion "
                 "(red/flaky/green/pending/no_signal) with PyTorch's master_commit_red semantics; time to signal. "
-                "Jobs of the open UNSTABLE issues (the published stats/unstable-jobs.json) are marked unstable and "
-                "block nothing, as on PyTorch's HUD.",
+                "Jobs of the open UNSTABLE issues (stats/unstable-jobs.json, as unstable_jobs publishes it) are "
+                "marked unstable and block nothing, as on PyTorch's HUD.",
 )
 @lake_metadata
 def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource,
@@ -71,7 +73,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     deps=[*(dg.AssetDep(t, partition_mapping=_WINDOW)
             for t in ("pull_request", "workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "ci_result",
                       "job_failure")),
-          "flaky_tests", "commit_health",
+          "flaky_tests", "unstable_jobs", "commit_health",
           # the previous day's partition: the jobs of a head whose CI ran before the window (pr_jobs.sql, `carried`)
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(1, -1))],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "

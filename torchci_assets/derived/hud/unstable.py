@@ -9,8 +9,9 @@ numbers and runner dropped). So `UNSTABLE pull / linux-jammy-py3.10-gcc11` marks
 that build in `pull`, and `UNSTABLE pull / linux-jammy-py3.10-gcc11 / test (default)` the shards
 of its default config.
 
-The open UNSTABLE issues are read from the published `stats/unstable-jobs.json` (the DISABLED
-issue loop reads them back from GitHub), whose keys are the issues' titles without the prefix.
+The open UNSTABLE issues are read from `stats/unstable-jobs.json`, whose keys are the issues'
+titles without the prefix: the `unstable_jobs` asset publishes it from GitHub earlier in the same
+run, or leaves the list published last when it cannot.
 The matching itself is SQL (`sql/commit_groups.sql`, step `unstable`); `is_unstable` says the same
 in Python for the pages and the tests.
 """
