@@ -142,14 +142,11 @@ def test_a_build_failing_at_all_on_the_merge_base_is_broken_trunk_and_never_flak
                       workflow="pull")
     assert c.classify(build, trunk({BASE: [BUILD]}), c.Flaky()).cls == c.BROKEN_TRUNK
     assert c.classify(build, trunk({BASE: [GROUP]}), c.Flaky()).cls == c.NEW
-    # with both logs classified, the lines must agree: a lint error in another file is another failure
-    lint = c.HeadJob(name="lintrunner-clang / linux-job", job_group="Lint / lintrunner-clang / linux-job",
-                     state="failure", failure_class="new", workflow="Lint",
-                     failure_line=">>> Lint for torch/nn/modules/conv.py:")
-    there = [(lint.job_group, ">>> Lint for torch/distributed/fsdp/_fully_shard/_fsdp_param.py:")]
-    assert c.classify(lint, trunk({BASE: there}), c.Flaky()).cls == c.NEW
-    same = [(lint.job_group, ">>> Lint for torch/nn/modules/conv.py:")]
-    assert c.classify(lint, trunk({BASE: same}), c.Flaky()).cls == c.BROKEN_TRUNK
+    # with both logs classified, the lines must agree: a compile error in another file is another failure
+    build.failure_line = "FAILED: [code=1] caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/Linear.cpp.o"
+    there = [(BUILD, "FAILED: [code=1] caffe2/CMakeFiles/torch_cpu.dir/__/torch/csrc/jit/ir/ir.cpp.o")]
+    assert c.classify(build, trunk({BASE: there}), c.Flaky()).cls == c.NEW
+    assert c.classify(build, trunk({BASE: [(BUILD, build.failure_line)]}), c.Flaky()).cls == c.BROKEN_TRUNK
 
 
 def test_a_known_flake_that_also_struck_near_the_merge_base_is_flaky_not_broken_trunk():
@@ -633,7 +630,7 @@ def _main_broke_the_build_and_so_did_pr_50(base_ref: str = "main"):
     return h, T0 + dt.timedelta(hours=12)
 
 
-def _comment_of_pr_50(h, tmp_path, github, now, **kw) -> dict:
+def _comment_of_pr_50(h, tmp_path, github, now, health_days: tuple[str, ...] = (), **kw) -> dict:
     from hud_lake import DAY as HUD_DAY
     from torchci_assets.derived.drci.build import build_comments
     from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
@@ -641,7 +638,8 @@ def _comment_of_pr_50(h, tmp_path, github, now, **kw) -> dict:
     lake = Lake.at(str(tmp_path / "lake"))
     if not lake.days("pr_jobs"):
         h.write(lake)
-        build_commit_health(lake, HUD_DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
+        for day in sorted({*health_days, HUD_DAY}):
+            build_commit_health(lake, day, REPO, ("refs/heads/main",), min_groups=1, now=now)
         build_pr_jobs(lake, HUD_DAY, REPO, now=now)
     return build_comments(lake, github, HUD_DAY, REPO, now=now, **kw).rows[0]
 
@@ -660,15 +658,17 @@ def test_a_cancelled_job_is_cancelled_even_when_main_failed_the_same_job_at_the_
     assert "## :x: 1 Cancelled Job\n" in row["body"] and "You can merge normally" not in row["body"]
 
 
-def _main_cancelled_the_build_and_pr_50(pr_conclusion: str):
+def _main_cancelled_the_build_and_pr_50(pr_conclusion: str, days_before: int = 0):
     """Main's build at sha(1) was cancelled (its run cancelled, or a step timed out; fine again at
-    sha(2)); pull request 50's head, branched off sha(1), ends its build with `pr_conclusion`."""
+    sha(2)), `days_before` the pull request's day; pull request 50's head, branched off sha(1), ends
+    its build with `pr_conclusion`."""
     from hud_lake import T0, History
 
     h = History()
+    pushed = T0 - dt.timedelta(days=days_before)
     for i in (1, 2):
-        h.job(h.push(i, T0 + dt.timedelta(hours=i)), "linux-jammy / build", "cancelled" if i == 1 else "success",
-              run_id=10 * i, created=T0 + dt.timedelta(hours=i))
+        h.job(h.push(i, pushed + dt.timedelta(hours=i)), "linux-jammy / build", "cancelled" if i == 1 else "success",
+              run_id=10 * i, created=pushed + dt.timedelta(hours=i), day=f"{pushed:%Y-%m-%d}")
     h.add("pull_request", "2026-10-05", repo=REPO, number=50, state="open", head_sha=HEAD, head_ref="u/50",
           base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
     h.job(HEAD, "linux-jammy / build", pr_conclusion, run_id=500, branch="u/50")
@@ -690,6 +690,20 @@ def test_a_cancelled_job_is_broken_trunk_where_main_cancelled_the_same_job_too(t
     h, now = _main_cancelled_the_build_and_pr_50("failure")
     row = _comment_of_pr_50(h, tmp_path / "failed", gh(httpserver), now)
     assert (row["broken_trunk"], row["cancelled"], row["new"]) == (0, 0, 1)
+    assert "## :x: 1 New Failure\n" in row["body"]
+
+
+def test_main_cancelling_the_build_a_week_before_is_still_told_from_a_failure(tmp_path, httpserver, fake):
+    """A merge base pushed 7 days back is in the commit_health partitions Dr. CI reads (each holds
+    the pushes of its two days before): the conclusion of main's job there must be read too, or
+    main's cancellation counts as a failure and the pull request's failed build as BROKEN TRUNK."""
+    from hud_lake import T0, sha
+
+    fake.merge_bases[HEAD] = sha(1)
+    h, now = _main_cancelled_the_build_and_pr_50("failure", days_before=7)
+    row = _comment_of_pr_50(h, tmp_path, gh(httpserver), now,
+                            health_days=(f"{T0 - dt.timedelta(days=5):%Y-%m-%d}",))
+    assert row["merge_base"] == sha(1) and (row["broken_trunk"], row["new"]) == (0, 1)
     assert "## :x: 1 New Failure\n" in row["body"]
 
 

@@ -10,7 +10,7 @@ from resources.github import GitHubResource
 from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
-from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.drci.inputs import JOB_DAYS, TRUNK_DAYS, WINDOW_DAYS
 from torchci_assets.derived.flakiness.job_issues import load_unstable
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
@@ -29,7 +29,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
-          dg.AssetDep("workflow_job", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_DAYS - 1)),
           # the heads' workflow runs waiting for a maintainer's approval
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # open pull requests whose head has no job yet

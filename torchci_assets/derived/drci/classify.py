@@ -5,6 +5,9 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 issue, as published in `stats/unstable-jobs.json`, matches it: see `unstable_entry`;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
                 classifier's infra rules, a test job without any test result, a job abandoned);
+  (lint)        a lint job (`EXCLUDED_FROM_BROKEN_TRUNK`) goes straight to CANCELLED or NEW, as in
+                PyTorch's Dr. CI: lint fails because of the code it reads, so main's lint failing
+                alike does not make the pull request's lint error main's;
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
@@ -14,13 +17,20 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 BROKEN TRUNK only where main's job was cancelled too, and a job that failed is
                 never BROKEN TRUNK by a main job that was cancelled;
   CANCELLED     the job was cancelled (`pr_jobs`' `cancelled`, or GitHub's conclusion when read
-                from the REST API): PyTorch's Dr. CI splits these out of the new failures and asks
-                for a retry, since a cancellation says nothing about the code;
+                from the REST API), or its log's line is a step cancelled by its timeout
+                (`CANCELLED_STEP_ERROR`: GitHub concludes such a job `failure`): PyTorch's Dr. CI
+                splits these out of the new failures and asks for a retry, since a cancellation
+                says nothing about the code;
   NEW           anything else: the pull request's own failure.
 
 A workflow run of the head that waits for a maintainer's approval (conclusion `action_required`,
 a first-time contributor's, or `startup_failure`, as PyTorch's Dr. CI counts them) and has no job
 is AWAITING APPROVAL: nothing ran, so nothing can be said of the code yet.
+
+The jobs PyTorch's Dr. CI never calls flaky (`EXCLUDED_FROM_FLAKINESS`: lint, docs, builds,
+backwards_compat, ...) are never FLAKY here either, and a known flake is no evidence of BROKEN
+TRUNK for them; the lists are upstream's (drciUtils.ts), matched as there: any case, anywhere in
+"workflow / job".
 
 FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
 flake that happened to strike main near the merge base too does not make main broken: rebasing
@@ -34,9 +44,9 @@ the error users resent most:
     in the same build environment and test config, with the same message (its first line, with
     numbers masked: `message_key`), or is a known flake (as for FLAKY); at least one must have
     failed on main (a broken test and a flake striking in the same shard is still broken trunk);
-  - a job without failing tests (a build, lint, docs): the same job group failed there at all,
-    and when both jobs' logs were classified, with the same line (`message_key` of the log
-    classifier's line: a lint error in another file is another failure).
+  - a job without failing tests (a build, docs): the same job group failed there at all, and
+    when both jobs' logs were classified, with the same line (`message_key` of the log
+    classifier's line: a compile error in another file is another failure).
 A test that is flaky somewhere but fails here with another message is a new failure: flakiness
 is a property of a failure (test and message), not of a test name, so it is never FLAKY, and
 unless main fails the same way, never BROKEN TRUNK either.
@@ -68,6 +78,13 @@ INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": 
                  "shared-message": "many tests failed with one message"}
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
+# PyTorch's Dr. CI's lists (drciUtils.ts), substrings of "workflow / job" in any case: jobs never
+# matched against main, and jobs never called flaky ("/ build": it cannot tell a flaky build yet).
+EXCLUDED_FROM_BROKEN_TRUNK = ("lint",)
+EXCLUDED_FROM_FLAKINESS = ("lint", "linux-docs", "ghstack-mergeability-check", "backwards_compat",
+                           "pr-sanity-checks", "/ build", "check labels")
+# The line GitHub logs when it cancels a step that ran past its timeout (drciUtils.ts's CANCELLED_STEP_ERROR).
+CANCELLED_STEP_ERROR = "##[error]The operation was canceled."
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+")
@@ -184,6 +201,23 @@ def trunk_failure(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> Mai
     return next((f for f in candidates if same_failure(job, f, trunk, flaky)), None)
 
 
+def full_name(job: HeadJob) -> str:
+    """The job's name as PyTorch's Dr. CI reads it: `workflow / job`."""
+    return f"{job.workflow} / {job.name}" if job.workflow else job.name
+
+
+def excluded(job: HeadJob, kinds: tuple[str, ...]) -> bool:
+    """True when the job is of one of `kinds` (EXCLUDED_FROM_*), as PyTorch's isExcluded matches."""
+    name = full_name(job).lower()
+    return bool(name) and any(kind.lower() in name for kind in kinds)
+
+
+def cancelled_step(job: HeadJob) -> bool:
+    """True when the log classifier's line is a step cancelled by its timeout: the job ended
+    `failure`, yet nothing says the code failed (PyTorch's Dr. CI lists it as cancelled)."""
+    return (job.failure_line or "").strip() == CANCELLED_STEP_ERROR
+
+
 def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
     """A sighting elsewhere of each failing test with the same message, or None. Jobs without
     failing tests (builds, lint) are never flaky: PyTorch's Dr. CI excludes them too."""
@@ -199,7 +233,7 @@ _SHARD_SUFFIX = re.compile(r"^(.*) \(([^,]*),.*\)")
 
 def unstable_name(job: HeadJob) -> str:
     """The job's name as an UNSTABLE issue names it: workflow / job, shard and runner dropped."""
-    full = f"{job.workflow} / {job.name}" if job.workflow else job.name
+    full = full_name(job)
     m = _SHARD_SUFFIX.match(full)
     return f"{m[1]} ({m[2]})" if m else full
 
@@ -217,7 +251,7 @@ def unstable_entry(job: HeadJob, unstable: dict[str, list]) -> tuple[str, list] 
 def _unstable(job: HeadJob, unstable: dict[str, list]) -> Verdict | None:
     # PyTorch's isMatchingJobByName: `unstable`, as written, anywhere in `workflow / job` (a job of
     # the `unstable` workflow is unstable too), the same rule as the HUD's
-    if "unstable" in (f"{job.workflow} / {job.name}" if job.workflow else job.name):
+    if "unstable" in full_name(job):
         return Verdict(job, UNSTABLE, "marked unstable in its name")
     hit = unstable_entry(job, unstable)
     if hit is None:
@@ -233,14 +267,22 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
         return marked
     if job.failure_class == "infra":
         return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
-    seen = known_flaky(job, flaky)
+    if excluded(job, EXCLUDED_FROM_BROKEN_TRUNK):
+        return _own(job)
+    flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
+    seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
-    main = trunk_failure(job, trunk, flaky)
+    main = trunk_failure(job, trunk, flakes)
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
-    return Verdict(job, CANCELLED if job.cancelled else NEW)
+    return _own(job)
+
+
+def _own(job: HeadJob) -> Verdict:
+    # PyTorch's Dr. CI splits the pull request's own failures into cancelled ones and new ones
+    return Verdict(job, CANCELLED if job.cancelled or cancelled_step(job) else NEW)
 
 
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,

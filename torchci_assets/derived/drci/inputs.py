@@ -25,11 +25,15 @@ from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
                                                   FlakySighting, HeadJob, MainFailure, Trunk, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES
+from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
 
 SQL_DIR = Path(__file__).parent / "sql"
 WINDOW_DAYS = 3    # test results and webhooks: a head's jobs run within hours of its push
 TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their neighbours
+# workflow_job days read for the conclusions of main's failures: a commit_health partition holds the
+# commits pushed up to its LOOKBACK_DAYS before, so TRUNK_DAYS of it reach back that much further
+JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
@@ -114,6 +118,8 @@ def attach_awaiting(con, lake: Lake, day: str, repo: str, prs: dict[int, PullReq
     """Add to each head its workflow runs awaiting approval, as jobs in state `awaiting`: each
     workflow's newest run on the head whose conclusion is one of AWAITING_CONCLUSIONS and that has no
     job in `pr_jobs` (PyTorch's Dr. CI lists a workflow run only when it has no job). Returns how many."""
+    # workflow_run holds a row per run attempt (hundreds to a few thousand a day, not jobs): read
+    # whole, no extract (the query costs a few ms over the window)
     if not prs or not register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS):
         return 0
     by_sha: dict[str, list[PullRequest]] = {}
@@ -186,7 +192,7 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
     main.order = [r["sha"] for r in rows(con, "main_commits")]
-    if not register_extract(con, lake, JOB_FAILURES, days_ending(day, TRUNK_DAYS), "wj"):
+    if not register_extract(con, lake, JOB_FAILURES, days_ending(day, JOB_DAYS), "wj"):
         con.register("wj", _JOB_FAILURES.empty_table())
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
