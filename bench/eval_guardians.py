@@ -1,6 +1,8 @@
 """Score the trunk guardians on planted breakages (torchci_assets/simulate/trunk.py).
 
-For each seed a world of 48 main commits (one every 10 min) runs for their CI and 7 hours more;
+For each seed a world of 48 main commits (one every 10 min) runs for their CI and 7 hours more
+(in half the worlds, the even seeds, its last three commits are a landrace whose only green
+started after the reds: the shape in which the infrastructure check re-runs the first red);
 every 5 simulated minutes (the schedule's cadence) the autorevert pass and the recurrently-failing
 alert run on that minute's commit_health rows, in dry run, exactly as the job runs them (ledger
 in a lake under --work); each restart the ledger records is then executed by the world (a new
@@ -147,12 +149,13 @@ def flaky_by_tries(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: lis
 def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: list[dict],
                     taken: list[dict]) -> Counter:
     """What each restart a pass just took re-ran, to show which rules spend the restarts: the
-    first red (its verdict's reason, numbers dropped: confirming it, or the infrastructure check
-    wanting it to fail after a success, inside a gap too), a commit between green and red
-    (bisection), or the last green (fewer than two successes below the first red, or the
-    infrastructure check: no success started after the first failure). The pass does not
-    return its verdicts, so the signals are judged again after it, as it judged them but without
-    the restarts in flight (else the bisection would look elsewhere already)."""
+    first red (its verdict's reason, numbers dropped: confirming it, fewer than 3 failures from
+    it on, or the infrastructure check wanting it to fail after a success; inside a gap too), a
+    commit between green and red (bisection), or the last green (fewer than two successes below
+    the first red, the infrastructure check: no success started after the first failure, or a
+    check nothing in flight can settle). The pass does not return its verdicts, so the signals
+    are judged again after it, as it judged them but without the restarts in flight (else the
+    bisection would look elsewhere already)."""
     history, _ = judged(lake, cfg, at, True, rows)
     verdicts = judge_all(history, cfg)
     out: Counter = Counter()
@@ -165,9 +168,13 @@ def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: li
         elif sha == v.culprit:
             out["first red: " + re.sub(r"\d+", "N", v.reason.split(":")[0])] += 1
         elif sha in v.signal.events and v.signal.events[sha].outcome == "fail":
-            out["first red inside a gap: infrastructure check"] += 1
+            out["first red inside a gap: " + ("infrastructure check" if "every failure started before" in v.reason
+                                              else "fewer than 3 failures")] += 1
+        elif sha in v.suspects:
+            out["bisection"] += 1
         else:
-            out["bisection" if sha in v.suspects else "last green"] += 1
+            out["last green" + (": nothing in flight settles the infrastructure check"
+                                if "nothing in flight can settle" in v.reason else "")] += 1
     return out
 
 

@@ -67,8 +67,10 @@ def test_plan_coalesces_signals_and_prefers_the_revert(tmp_path):
     kinds = [(p.action, p.commit_sha, p.mode) for p in planned]
     # commit 2: confirmed by the first group; the second group still confirms its own red there (another
     # signal's culprit is not this signal's answer), and the build group's gap (skipped 2 and 3) is bisected:
-    # one whole-run rerun of trunk on commit 2 serves both
-    assert kinds == [("revert", sha(2), "rerun"), ("restart", sha(2), "rerun"), ("restart", sha(3), "rerun")]
+    # one whole-run rerun of trunk on commit 2 serves both; the build's first red (commit 4, 2 failures
+    # from it on) has its failed jobs re-run beside the bisection
+    assert kinds == [("revert", sha(2), "rerun"), ("restart", sha(2), "rerun"), ("restart", sha(3), "rerun"),
+                     ("restart", sha(4), "rerun-failed-jobs")]
     (both,) = [p for p in planned if p.action == "restart" and p.commit_sha == sha(2)]
     assert {k for _, k in both.signals} == {"trunk / linux-jammy / test (x, linux.2xlarge)", other}
 
@@ -329,9 +331,9 @@ def test_restarts_the_lake_does_not_show_yet_hold_their_bisection_places(gh, fak
         summary = autorevert_pass(gh(), lake, REPO, cfg, T0 + dt.timedelta(minutes=minutes), rows=rows)
         return [int(r["commit_sha"], 16) for r in summary.taken]
 
-    assert restarted("gssssssrr", 0) == [3, 5]
+    assert restarted("gssssssRr", 0) == [3, 5]
     # the refresh shows commit 5's re-run, not yet commit 3's: still two in flight, nothing more
-    assert restarted("gsssspsrr", 5) == []
+    assert restarted("gsssspsRr", 5) == []
     # commit 3's re-run is shown (green, at attempt 2) and 5 is red: one place free, in the rest 4
     later = history("gssgsrsrr")
     later[0]["attempts"], later[3]["run_attempt"] = 2, 2

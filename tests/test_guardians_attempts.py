@@ -108,7 +108,34 @@ def test_inside_a_gap_failures_that_all_started_before_the_successes_re_run_the_
     summary = autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(), NOW)
     assert [(r["commit_sha"], r["run_id"], r["notes"]) for r in summary.taken] == [
         (sha(2), 102, "rerun"), (sha(3), 103, "rerun-failed-jobs")]
-    # the first red's re-run in flight: the gap is still bisected, the red not re-run again
+    # the first red's re-run in flight: the gap is still bisected, the red not re-run again; that
+    # re-run started after every success, so whatever it says it cannot lie between two: the last
+    # green is re-run beside it, to bring a success after it
     attempt(h, 3, None, 120, 2)
     v = verdicts(lake_of(tmp_path / "running", h))[GROUP]
-    assert (v.kind, v.restarts) == ("restart", (sha(2),))
+    assert (v.kind, v.restarts) == ("restart", (sha(1), sha(2)))
+    assert "nothing in flight can settle the infrastructure check" in v.reason
+
+
+def test_once_the_first_red_failed_after_every_success_the_last_green_is_re_run_to_bracket_it(tmp_path):
+    # the greens ran late (after the reds had failed); the first red's re-run failed after them:
+    # a failure after a success, but none between two, and nothing in flight can bring one. As
+    # upstream stands, the check would wait for ever: the last green is re-run instead
+    h = trunk((1, "success", 100), (2, "success", 110), (3, "failure", 21), (3, "failure", 30, 2), (4, "failure", 31),
+              (3, "failure", 150, 3))
+    v = verdicts(lake_of(tmp_path, h))[GROUP]
+    assert (v.kind, v.culprit, v.restarts) == ("restart", sha(3), (sha(2),))
+    assert "nothing in flight can settle the infrastructure check" in v.reason
+    # the green's re-run passes after that failure: it lies between two successes
+    attempt(h, 2, "success", 200, 2)
+    v = verdicts(lake_of(tmp_path / "later", h))[GROUP]
+    assert (v.kind, v.culprit) == ("confirmed", sha(3))
+
+
+def test_a_test_signal_keeps_its_first_red_while_that_commit_is_re_run(tmp_path):
+    # commit 3 failed the test; its confirming re-run is in flight (commit_health's latest attempt,
+    # pending, lists no failing test yet): it is still the test's first red, not a commit to bisect
+    h = trunk((1, "success", 1), (1, "success", 40, 2), (2, "success", 11), (3, "failure", 21, 1, [TEST]),
+              (4, "failure", 31, 1, [TEST]), (3, None, 90, 2))
+    v = verdicts(lake_of(tmp_path, h))[f"{GROUP} :: {TEST}"]
+    assert (v.kind, v.culprit, v.restarts) == ("suspect", sha(3), ())

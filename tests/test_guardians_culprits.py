@@ -11,13 +11,15 @@ from torchci_assets.derived.guardians.signals import build_history
 from torchci_assets.guardian_config import AutorevertConfig
 
 
-def verdict(states, green_attempts=1, **kw):
+def verdict(states, green_attempts=1, attempts=None, **kw):
     """The trunk group's verdict; every commit also ran a pull job (so '.' is a commit on main).
     `green_attempts`: attempts of commit 0 when it is green (2: it passed twice, which is enough
-    successes below a first red without re-running it)."""
+    successes below a first red without re-running it); `attempts`: {row: attempts} for others."""
     rows = history(states)
     if states[0] == "g":
         rows[0] = {**rows[0], "attempts": green_attempts}
+    for i, n in (attempts or {}).items():
+        rows[i] = {**rows[i], "attempts": n, "run_attempt": n}
     h = build_history(rows + history("g" * len(states), group=PULL), ("trunk",))
     (signal,) = h.signals
     return judge(signal, h, **kw)
@@ -35,10 +37,11 @@ def test_a_first_red_that_failed_once_is_restarted_to_confirm(states):
 
 
 def test_a_confirmed_failure_waits_for_a_newer_red_commit():
-    v = verdict("gggR")
+    # failed on three attempts (enough failures), but on no newer commit yet
+    v = verdict("gggR", attempts={3: 3})
     assert (v.kind, v.culprit, v.restarts) == ("suspect", sha(3), ())
-    assert verdict("gggRp").kind == "suspect"
-    assert (verdict("gggRp", cfg=AutorevertConfig(min_red_commits=1)).kind) == "confirmed"
+    assert verdict("gggRp", attempts={3: 3}).kind == "suspect"
+    assert (verdict("gggRp", attempts={3: 3}, cfg=AutorevertConfig(min_red_commits=1)).kind) == "confirmed"
 
 
 @pytest.mark.parametrize("states, why", [
@@ -61,7 +64,7 @@ def test_infra_and_pending_between_reds_do_not_break_the_pattern():
 
 
 def test_a_gap_of_skipped_commits_is_bisected_from_the_middle():
-    v = verdict("gssssssrr", green_attempts=2)
+    v = verdict("gssssssRr", green_attempts=2)
     assert v.kind == "restart" and v.culprit is None
     assert v.suspects == tuple(sha(i) for i in range(1, 8))
     # gap positions 1..6: middle of the whole is 3, then the middle of the larger rest (4..6) is 5
@@ -77,15 +80,17 @@ def test_after_the_restarts_answer_the_culprit_is_pinned():
 
 
 def test_runs_in_flight_count_against_the_bisection_budget():
-    waiting = verdict("gssppssrr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=2))
+    waiting = verdict("gssppssRr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=2))
     assert (waiting.kind, waiting.restarts, waiting.reason) == ("suspect", (), "waiting for the runs in flight")
     # of the two stretches left (1-2 and 5-6) the older goes first
-    assert verdict("gssppssrr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=3)).restarts == (sha(1),)
+    assert verdict("gssppssRr", green_attempts=2, cfg=AutorevertConfig(bisection_limit=3)).restarts == (sha(1),)
 
 
 def test_commits_that_never_ran_the_workflow_leave_a_suspect_range():
-    v = verdict("g...rr", green_attempts=2)
+    v = verdict("g...Rr", green_attempts=2)
     assert v.kind == "suspect" and v.suspects == tuple(sha(i) for i in range(1, 5)) and v.restarts == ()
+    # with fewer than 3 failures the first red is still re-run, though the range stays as it is
+    assert verdict("g...rr", green_attempts=2).restarts == (sha(4),)
 
 
 def test_a_new_test_failure_in_a_group_already_red_is_pinned_by_its_test_signal():
@@ -100,7 +105,7 @@ def test_a_new_test_failure_in_a_group_already_red_is_pinned_by_its_test_signal(
 
 def test_a_test_is_unknown_where_its_group_stopped_before_it():
     # commit 1 failed without listing test_b (a build failure): test_b's history there is unknown
-    rows = [row(0, "success", attempts=2), row(1, "failure"), row(2, "failure", tests=["test_b"]),
+    rows = [row(0, "success", attempts=2), row(1, "failure"), row(2, "failure", tests=["test_b"], attempts=2),
             row(3, "failure", tests=["test_b"])]
     verdicts = {v.signal.key: v for v in judge_all(build_history(rows))}
     assert verdicts[GROUP].culprit == sha(1)
@@ -161,6 +166,33 @@ def test_a_single_green_attempt_below_the_reds_is_run_again_before_blaming():
     assert [(p.commit_sha, p.mode) for p in plan(judge_all(h), h)] == [(sha(0), "rerun")]
     assert verdict("gRr", green_attempts=2).kind == "confirmed"  # it passed again: the first red broke it
     assert verdict("fRr").kind == "ineligible"  # it failed this time: not the commit's doing
-    # with a gap to bisect, and a first red to confirm, the green goes along
-    assert verdict("gssrr").restarts == (sha(0), sha(1), sha(2))
+    # with a gap to bisect, and a first red to confirm (or with fewer than 3 failures), the green goes along
+    assert verdict("gssrr").restarts == (sha(0), sha(1), sha(2), sha(3))
     assert verdict("grr").restarts == (sha(0), sha(1))
+
+
+def test_inside_a_gap_a_first_red_with_fewer_than_three_failures_is_re_run_beside_the_bisection():
+    # upstream (signal.py, REQUIRE_FAILED_EVENTS): fewer than 3 failures from the first red on and
+    # the first red not in flight: its failed jobs are re-run, gap or no gap
+    v = verdict("gssssssrr", green_attempts=2)
+    assert v.kind == "restart" and v.restarts == (sha(3), sha(5), sha(7))
+    assert "fewer than 3 failures" in v.reason
+    # the red's failed jobs, the gap's whole runs (and the green's, which passed on one attempt)
+    h = build_history(history("gssssssrr") + history("ggggggggg", group=PULL), ("trunk",))
+    modes = {p.commit_sha: p.mode for p in plan(judge_all(h), h)}
+    assert modes == {sha(0): "rerun", sha(3): "rerun", sha(5): "rerun", sha(7): "rerun-failed-jobs"}
+    # three failures (the first red failed twice): the bisection alone
+    assert verdict("gssssssRr", green_attempts=2).restarts == (sha(3), sha(5))
+    # the first red's re-run in flight (shown pending, or ordered and not shown yet): not again
+    assert verdict("gssssssrr", green_attempts=2, in_flight=frozenset({("trunk", sha(7))})).restarts == (sha(3), sha(5))
+
+
+def test_a_pinned_culprit_with_fewer_than_three_failures_is_re_run_again():
+    # failed on its two attempts, no newer commit has run it: a third failure is asked for
+    v = verdict("gggR", green_attempts=2)
+    assert (v.kind, v.culprit, v.restarts) == ("restart", sha(3), (sha(3),))
+    assert "fewer than 3 failures" in v.reason
+    # even where the thresholds ask for less, upstream's 3 failures stand before a culprit
+    loose = AutorevertConfig(confirm_attempts=1, min_red_commits=1)
+    assert verdict("gggRp", green_attempts=2, cfg=loose).kind == "restart"
+    assert verdict("gggRr", green_attempts=2, cfg=loose).kind == "confirmed"

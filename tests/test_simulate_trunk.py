@@ -4,11 +4,16 @@ commit_health rows say."""
 
 import pyarrow as pa
 
+import pytest
+
 from resources.lake import Lake
 from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows
+from torchci_assets.derived.guardians.passes import judged
 from torchci_assets.derived.hud.health import build_commit_health
 from torchci_assets.derived.hud.inputs import arrow_schema
-from torchci_assets.simulate.trunk import GROUPS, T0, TrunkWorld, blames, write_job_tables
+from torchci_assets.guardian_config import AutorevertConfig
+from torchci_assets.simulate import trunk
+from torchci_assets.simulate.trunk import GROUPS, NEW_JOB, T0, TrunkWorld, blames, write_job_tables
 
 REPO = "pytorch/pytorch"
 DAY = T0.date().isoformat()
@@ -71,10 +76,11 @@ def hud_lake(tmp_path, world, minute):
     return lake
 
 
-def test_the_job_tables_say_what_the_rows_say_through_the_hud_and_give_every_attempt_its_start(tmp_path):
+@pytest.mark.parametrize("seed", [3, 2])  # 2: with the landrace's new job, its death at startup and its retry
+def test_the_job_tables_say_what_the_rows_say_through_the_hud_and_give_every_attempt_its_start(tmp_path, seed):
     # the eval feeds the world's rows as commit_health and the guardians read the attempts from
     # the job tables: the two must agree, reruns, infrastructure and known flaky failures included
-    world = TrunkWorld(3)
+    world = TrunkWorld(seed)
     broken = next(p for p in world.plantings if p.kind == "breaks_test")
     world.restart("pull", world.shas[broken.commit], "rerun-failed-jobs", world.pushed_min(broken.commit) + 200)
     world.restart("periodic", world.shas[5], "rerun", 300)
@@ -111,3 +117,53 @@ def test_a_flaky_test_beside_a_broken_one_fails_and_passes_on_one_commit_while_t
     mixed = [i for i in range(broken.commit, len(world.shas))
              if len({beside.test in world.outcome(beside.group, i, k, 0)[2] for k in (0, 1)}) == 2]
     assert mixed and all(world.outcome(beside.group, i, k, 0)[0] for i in mixed for k in (0, 1))
+
+
+def landrace(world):
+    p = next(p for p in world.plantings if p.kind == "breaks_new_job")
+    return p, [world.attempts[NEW_JOB.name, i] for i in (p.commit - 1, p.commit, p.commit + 1)]
+
+
+def test_in_half_the_worlds_the_last_commits_are_a_landrace_whose_only_green_started_after_the_reds():
+    assert not any(p.kind == "breaks_new_job" for p in TrunkWorld(3).plantings)
+    world = TrunkWorld(2)
+    p, (added, culprit, last) = landrace(world)
+    assert p.commit + 1 == len(world.shas) - 1 and p.group == NEW_JOB.name and p.commit in world.culprits()
+    # the job is there from the commit that added it: no row before, a whole-run rerun of an older
+    # commit does not run it
+    with_job = {r["sha"] for r in world.rows(2000) if r["job_group"] == NEW_JOB.name}
+    assert [i for i, s in enumerate(world.shas) if s in with_job] == [p.commit - 1, p.commit, p.commit + 1]
+    world.restart("pull", world.shas[10], "rerun", 2000)
+    assert (NEW_JOB.name, 10) not in world.attempts
+    # its first run died at once of infrastructure; the retry, after that commit's run completed,
+    # started after the culprit's and the last commit's first (and only) attempts
+    (dead_start, dead_end), (retry_start, _) = added
+    assert dead_end - dead_start == 1 and world.outcome(NEW_JOB.name, p.commit - 1, 0, dead_end)[1] == "infra"
+    assert world.outcome(NEW_JOB.name, p.commit - 1, 1, 2000) == (False, None, [])
+    assert len(culprit) == len(last) == 1 and culprit[0][0] < last[0][0] < retry_start
+    for i in (p.commit, p.commit + 1):
+        assert world.outcome(NEW_JOB.name, i, 0, 2000) == (True, "new", [p.test])
+
+
+def test_the_landrace_makes_the_infrastructure_check_re_run_the_first_red(tmp_path):
+    # the shape the eval exists to show: once the retried green has passed, every failure started
+    # before every success, so the first red's failed jobs are re-run
+    world = TrunkWorld(2)
+    p, (added, _, _) = landrace(world)
+    minute = added[1][1] + 1
+    lake = Lake.at(str(tmp_path / "lake"))
+    write_job_tables(world, lake, minute)
+    _, verdicts = judged(lake, AutorevertConfig(), world.at(minute), True, world.rows(minute))
+    (v,) = [v for v in verdicts if v.signal.key == p.group + " :: " + p.test]
+    assert (v.kind, v.culprit) == ("restart", world.shas[p.commit])
+    assert v.reason.startswith("every failure started before every success below it")
+    assert world.shas[p.commit] in v.restarts
+
+
+def test_the_landrace_draws_its_own_chances_the_rest_of_the_world_is_unchanged(monkeypatch):
+    with_it = TrunkWorld(2)
+    monkeypatch.setattr(trunk, "LANDRACE_EVERY", 10**9)
+    without = TrunkWorld(2)
+    assert not any(p.kind == "breaks_new_job" for p in without.plantings)
+    assert {k: v for k, v in with_it.attempts.items() if k[0] != NEW_JOB.name} == without.attempts
+    assert [p for p in with_it.plantings if p.kind != "breaks_new_job"] == without.plantings

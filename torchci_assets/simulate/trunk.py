@@ -16,8 +16,16 @@ Planted per world, each on its own job group (but flaky_beside) and (culprits) i
                    the job failed on both attempts (only the attempts' own failing tests show it);
   known_flaky      (always present) a test the flaky verdicts know fails 30% of attempts;
   infra_only       for an hour from a commit's push, every attempt of a job dies of infrastructure;
-  pre_existing     a test that fails on every commit, the first included.
-Only the first three have a culprit; a revert proposal anywhere else is a false one, and so is one
+  pre_existing     a test that fails on every commit, the first included;
+and in one world in LANDRACE_EVERY (its seed a multiple of it), at the end of the day's pushes:
+  breaks_new_job   a landrace: the third-last commit adds a test job (a new configuration), the
+                   next commit breaks a test only that job runs, and the last commit fails it too.
+                   The new job's first run died at startup of infrastructure (its runner never
+                   came up: the job failed at once) and PyTorch's retry bot re-ran it when that
+                   commit's run completed, so its only success started after the culprit's and
+                   the last commit's failing runs (which nobody retried) had started. That is the
+                   shape in which the autorevert's infrastructure check re-runs the first red.
+Only the breaks_* kinds have a culprit; a revert proposal anywhere else is a false one, and so is one
 on breaks_test's culprit from flaky_beside's test alone (`blames` says which signals are whose).
 
 The same CI is also written as the lake's job tables (`job_tables`, `write_job_tables`): every
@@ -42,7 +50,9 @@ from torchci_assets.derived.guardians.signals import TEST_SEPARATOR
 from torchci_assets.derived.hud.inputs import arrow_schema
 
 T0 = dt.datetime(2026, 11, 2, 6, 0, tzinfo=dt.timezone.utc)
-CULPRIT_KINDS = ("breaks_test", "breaks_build", "breaks_periodic")
+CULPRIT_KINDS = ("breaks_test", "breaks_build", "breaks_periodic", "breaks_new_job")
+SPREAD_KINDS = CULPRIT_KINDS[:3]  # planted at random commits of the first half of the day
+LANDRACE_EVERY = 2  # worlds whose seed is a multiple of this have breaks_new_job
 INNOCENT_KINDS = ("flaky_only", "flaky_beside", "infra_only", "pre_existing")
 FLAKY_RATE = 0.05
 KNOWN_FLAKY_RATE = 0.30
@@ -82,6 +92,8 @@ GROUPS = {
     "pre_existing": Group("pull", "pull / linux-jammy-py3.10-gcc11 / test (crossref, linux.2xlarge)", 60),
     "healthy": Group("pull", "pull / linux-docs / build-docs-python-false", 25),
 }
+# the job breaks_new_job's landrace adds (a world without that planting does not have it)
+NEW_JOB = Group("pull", "pull / linux-noble-py3.13-gcc14 / test (default, linux.4xlarge)", 60)
 BLOCKING = ("pull", "trunk")
 
 
@@ -115,20 +127,45 @@ class TrunkWorld:
         self.seed, self.push_every, self.flaky_rate = seed, push_every_min, flaky_rate
         self.shas = [sha(seed, i) for i in range(commits)]
         self.index = {s: i for i, s in enumerate(self.shas)}
-        culprits = rng.sample(range(6, commits // 2), len(CULPRIT_KINDS) + 1)
+        culprits = rng.sample(range(6, commits // 2), len(SPREAD_KINDS) + 1)
         self.plantings = [Planting(k, GROUPS[k].name, c, test_name(f"test_{k}_{seed}"))
-                          for k, c in zip((*CULPRIT_KINDS, "infra_only"), culprits)]
+                          for k, c in zip((*SPREAD_KINDS, "infra_only"), culprits)]
         self.plantings += [Planting("flaky_only", GROUPS["flaky_only"].name, 0, test_name(f"test_flaky_{seed}")),
                            Planting("pre_existing", GROUPS["pre_existing"].name, 0, test_name(f"test_broken_{seed}")),
                            Planting("flaky_beside", GROUPS["breaks_test"].name, 0,
                                     test_name(f"test_flaky_beside_{seed}"))]
         self.known_flaky_test = test_name(f"test_known_flaky_{seed}")
+        self.groups = dict(GROUPS)
+        self.since: dict[str, int] = {}  # a job added by a commit: its group -> that commit
         self.attempts: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (group, commit) -> (start, end) min
         for i in range(commits):
             for g in GROUPS.values():
                 if i % g.every == 0:
                     self._start(g, i, self.pushed_min(i), rng)
+        if seed % LANDRACE_EVERY == 0:
+            self._plant_landrace(commits - 2)
         self.restarts: list[tuple[str, int, str, int]] = []
+
+    def _plant_landrace(self, culprit: int) -> None:
+        """breaks_new_job (see the module docstring): the job added by the commit before `culprit`,
+        its first attempt there dead at startup and retried when that commit's run completed. Its
+        own random draws, so that the rest of the world is the same with or without it."""
+        g, added = NEW_JOB, culprit - 1
+        self.groups["breaks_new_job"], self.since[g.name] = g, added
+        test = test_name(f"test_breaks_new_job_{self.seed}")
+        self.plantings.append(Planting("breaks_new_job", g.name, culprit, test))
+        rng = random.Random(zlib.crc32(f"{self.seed}:{g.name}".encode()))
+        for i in range(added, len(self.shas)):
+            self._start(g, i, self.pushed_min(i), rng)
+        start, _ = self.attempts[g.name, added][0]
+        self.attempts[g.name, added] = [(start, start + 1)]
+        run = {x.name for x in self.groups.values() if x.workflow == g.workflow}
+        completed = max(a[0][1] for (name, i), a in self.attempts.items() if i == added and name in run)
+        self._start(g, added, completed, rng)
+
+    def exists(self, g: Group, i: int) -> bool:
+        """Whether commit i's workflow has the job at all (a job added later is not there)."""
+        return i >= self.since.get(g.name, 0)
 
     def pushed_min(self, i: int) -> int:
         return i * self.push_every
@@ -157,6 +194,10 @@ class TrunkWorld:
                 new.append(p.test)
             elif p.kind == "infra_only" and 0 <= end_min - self.pushed_min(p.commit) < INFRA_OUTAGE_MIN:
                 classes.append("infra")
+            elif p.kind == "breaks_new_job" and i >= p.commit:
+                new.append(p.test)
+            elif p.kind == "breaks_new_job" and (i, attempt) == (p.commit - 1, 0):
+                classes.append("infra")  # the runner never came up
         if group == GROUPS["known_flaky"].name and rng.random() < KNOWN_FLAKY_RATE:
             return True, "known_flaky", [self.known_flaky_test]
         if new or "new" in classes:
@@ -171,8 +212,9 @@ class TrunkWorld:
         for i, s in enumerate(self.shas):
             if self.pushed_min(i) > now_min:
                 break
-            for g in GROUPS.values():
-                out.append(self._row(g, i, s, now_min))
+            for g in self.groups.values():
+                if self.exists(g, i):
+                    out.append(self._row(g, i, s, now_min))
         return out
 
     def _row(self, g: Group, i: int, s: str, now: int) -> dict:
@@ -208,7 +250,7 @@ class TrunkWorld:
         from its start too. Skipped jobs have no row: the HUD then has no cell, `rows` a skipped one."""
         jobs, outcomes, test_jobs = [], {}, []
         runs: dict[tuple[int, int], dict] = {}
-        for gi, g in enumerate(GROUPS.values()):
+        for gi, g in enumerate(self.groups.values()):
             for i, s in enumerate(self.shas):
                 for k, (start, end) in enumerate(self.attempts.get((g.name, i), [])):
                     if start > now_min:
@@ -260,7 +302,7 @@ class TrunkWorld:
         """A re-run as GitHub does it: refused while the run is in flight; `rerun-failed-jobs`
         runs the failed jobs again, `rerun` every job (a skipped one too). Returns jobs started."""
         i = self.index[commit_sha]
-        groups = [g for g in GROUPS.values() if g.workflow == workflow]
+        groups = [g for g in self.groups.values() if g.workflow == workflow and self.exists(g, i)]
         rows = {g.name: self._row(g, i, commit_sha, now_min) for g in groups}
         if any(r["state"] == "pending" for r in rows.values()):
             return 0

@@ -13,8 +13,11 @@ check applies as well (`infra_check`): a breakage from outside the code (a runne
 dependency, an outage) makes every attempt fail from some moment on, whatever the commit, so a
 culprit is blamed only when one of its side's failures started between two successes below it.
 While every success predates every failure the last green is re-run; while every failure
-predates every success (the green's jobs ran late) the first red is re-run. Both apply inside a
-gap too, beside its bisection, as upstream restarts them; only the blame waits for the gap to close.
+predates every success (the green's jobs ran late) the first red is re-run. That re-run fails
+after every success, so it cannot fall between two: once nothing in flight can settle the check,
+the last green is re-run (upstream waits, for ever). As upstream, while the commits from the
+first red on failed fewer than MIN_FAILURES times, the first red is re-run too. All of these
+apply inside a gap as well, beside its bisection; only the blame waits for the gap to close.
 
 Between the last green and the first red there may be commits that did not run the signal
 (periodic and trunk jobs skip commits) or gave no usable answer (infrastructure, a known flaky
@@ -41,6 +44,10 @@ DEFAULT = AutorevertConfig()
 # alone may predate a breakage from outside (a runner image, a dependency), which a re-run of it
 # after the failures would show.
 MIN_SUCCESSES = 2
+# Failed attempts needed from the first red up (upstream's REQUIRE_FAILED_EVENTS): while fewer,
+# the first red's failed jobs are re-run, inside a gap too, so that a failure that happens once
+# (a flaky test, a bad runner) has had to happen again before anyone is blamed.
+MIN_FAILURES = 3
 
 
 @dataclass(frozen=True)
@@ -149,26 +156,61 @@ def _in_flight(ev: Event) -> bool:
     return any(t.outcome == "pending" for t in ev.tries)
 
 
+def _may_settle(red_side: list[Event], green_side: list[Event]) -> bool:
+    """Whether a try in flight may still settle a PENDING infrastructure check: a green one (its
+    success may come after a failure) or a red one that started between two successes."""
+    if any(_in_flight(ev) for ev in green_side):
+        return True
+    passes = [t.started_at for ev in green_side for t in ev.tries if t.outcome == "pass"]
+    return bool(passes) and any(t.outcome == "pending" and min(passes) < t.started_at < max(passes)
+                                for ev in red_side for t in ev.tries)
+
+
+def _green_why(green: Event, successes: int, infra: str, red_side: list[Event], green_side: list[Event]) -> str:
+    """Why the last green is to be re-run, the whole run ("" when it need not be, or is running).
+    A PENDING check that nothing in flight can settle is one where the first red's re-run
+    failed after every success (what a RESTART_RED re-run always does): only a success after
+    that failure can bracket it, and upstream, which waits, would wait for ever."""
+    if _in_flight(green):
+        return ""
+    if infra == RESTART_GREEN:
+        return "no success below the first red started after its first failure"
+    if infra == PENDING and not _may_settle(red_side, green_side):
+        return "no failure started between two successes below it, and nothing in flight can settle the " \
+               "infrastructure check"
+    if successes < MIN_SUCCESSES:
+        return f"passed on fewer than {MIN_SUCCESSES} attempts below the first red"
+    return ""
+
+
+def _red_why(attempts: int, failures: int, cfg: AutorevertConfig, infra: str) -> str:
+    """Why the first red's failed jobs are to be re-run ("" when they need not be): upstream's
+    infrastructure check wanting a failure after a success, the confirmation on the failing run
+    itself, or fewer than MIN_FAILURES failures from the first red on."""
+    if infra == RESTART_RED:
+        return ("every failure started before every success below it: restart its failed jobs to see it fail "
+                "after a success")
+    if attempts < cfg.confirm_attempts:
+        return f"failed on {attempts} attempt(s): restart its failed jobs to confirm"
+    if failures < MIN_FAILURES:
+        return f"{failures} failure(s) from it on, fewer than {MIN_FAILURES} failures: restart its failed jobs"
+    return ""
+
+
 def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: AutorevertConfig,
-            recheck: tuple[str, ...], infra: str) -> Verdict:
+            recheck: tuple[str, ...], green_why: str, infra: str) -> Verdict:
     """The first red directly follows the last green: confirm it, or restart it (and the green,
-    when it is to be `recheck`ed) to."""
+    when it is to be `recheck`ed, for `green_why`) to."""
     ev = signal.events[culprit]
     attempts = ev.count("fail")
     if _in_flight(ev):
         return Verdict(signal, "suspect", f"failed on {attempts} attempt(s); waiting for its run in flight",
                        culprit, (culprit,), failures=failures)
-    if attempts < cfg.confirm_attempts:
-        return Verdict(signal, "restart", f"failed on {attempts} attempt(s): restart its failed jobs to confirm",
-                       culprit, (culprit,), (*recheck, culprit), failures)
-    if infra == RESTART_RED:
-        return Verdict(signal, "restart", "every failure started before every success below it: restart its "
-                       "failed jobs to see it fail after a success", culprit, (culprit,), (*recheck, culprit),
-                       failures)
+    why = _red_why(attempts, failures, cfg, infra)
+    if why:
+        return Verdict(signal, "restart", why, culprit, (culprit,), (*recheck, culprit), failures)
     if recheck:
-        why = (f"passed on fewer than {MIN_SUCCESSES} attempts below the first red" if infra != RESTART_GREEN
-               else "no success below the first red started after its first failure")
-        return Verdict(signal, "restart", f"{why}: restart the last green to rule out a breakage from outside",
+        return Verdict(signal, "restart", f"{green_why}: restart the last green to rule out a breakage from outside",
                        culprit, (culprit,), recheck, failures)
     if infra not in ("", CONFIRMED):
         return Verdict(signal, "suspect", f"infrastructure check {infra}: waiting for the runs in flight",
@@ -180,13 +222,18 @@ def _pinned(signal: Signal, culprit: str, reds: list[int], failures: int, cfg: A
                    "that ran it, passed on the one before", culprit, (culprit,), failures=failures)
 
 
-def _red_recheck(signal: Signal, first_red: str, infra: str, in_flight: frozenset) -> tuple[str, ...]:
-    """Inside a gap, the first red to re-run for the infrastructure check, as upstream does beside
-    the bisection: the bisection may take several rounds, and the answer the re-run brings (a
-    failure after a success below it, or none) is needed once it ends."""
-    if infra != RESTART_RED or _in_flight(signal.events[first_red]) or (signal.workflow, first_red) in in_flight:
-        return ()
-    return (first_red,)
+def _red_recheck(signal: Signal, first_red: str, infra: str, failures: int, in_flight: frozenset) -> str:
+    """Inside a gap, why to re-run the first red's failed jobs beside the bisection ("" when not),
+    as upstream does: the infrastructure check wanting a failure after a success, or fewer than
+    MIN_FAILURES failures from the first red on. The bisection may take several rounds; the
+    answer the re-run brings is needed once it ends."""
+    if _in_flight(signal.events[first_red]) or (signal.workflow, first_red) in in_flight:
+        return ""
+    if infra == RESTART_RED:
+        return "every failure started before every success below it: restart the first red's failed jobs"
+    if failures < MIN_FAILURES:
+        return f"fewer than {MIN_FAILURES} failures from the first red on: restart its failed jobs"
+    return ""
 
 
 def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
@@ -202,15 +249,15 @@ def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
         return Verdict(signal, "ineligible", f"flaky: failed and passed on {mixed[:10]}, in the window")
     first_red = reds[-1]
     green_side = _green_side(signal, commits, green)
-    infra = infra_check([signal.events[c] for c in commits[first_red:] if c in signal.events], green_side) \
-        if history.timed else ""
-    successes = sum(ev.count("pass") for ev in green_side)
-    recheck = ((commits[green],) if (successes < MIN_SUCCESSES or infra == RESTART_GREEN)
-               and not _in_flight(signal.events[commits[green]]) else ())
+    red_side = [signal.events[c] for c in commits[first_red:] if c in signal.events]
+    infra = infra_check(red_side, green_side) if history.timed else ""
+    green_why = _green_why(signal.events[commits[green]], sum(ev.count("pass") for ev in green_side), infra,
+                           red_side, green_side)
+    recheck = (commits[green],) if green_why else ()
     failures = _failures(signal, commits, reds)
     gap = list(range(green + 1, first_red))
     if not gap:
-        return _pinned(signal, commits[first_red], reds, failures, cfg, recheck, infra)
+        return _pinned(signal, commits[first_red], reds, failures, cfg, recheck, green_why, infra)
     suspects = tuple(commits[i] for i in [*gap, first_red])
     pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending"
                or (signal.workflow, commits[i]) in in_flight for i in gap]
@@ -218,13 +265,12 @@ def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
     # commits without a run cannot be covered: count them as covered so bisection skips them
     covered = [p or not r for p, r in zip(pending, restartable)]
     picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
-    red = _red_recheck(signal, commits[first_red], infra, in_flight)
+    red = _red_recheck(signal, commits[first_red], infra, failures, in_flight)
     if picks or recheck or red:
-        why = f"{len(gap)} commit(s) between green and red did not run it: bisect"
-        if red:
-            why += "; every failure started before every success below it: restart the first red's failed jobs"
-        return Verdict(signal, "restart", why, suspects=suspects,
-                       restarts=(*recheck, *(commits[gap[i]] for i in picks), *red), failures=failures)
+        why = "; ".join([f"{len(gap)} commit(s) between green and red did not run it: bisect",
+                         *([f"{green_why}: restart the last green"] if recheck else []), *([red] if red else [])])
+        return Verdict(signal, "restart", why, suspects=suspects, restarts=(
+            *recheck, *(commits[gap[i]] for i in picks), *((commits[first_red],) if red else ())), failures=failures)
     if any(pending):
         return Verdict(signal, "suspect", "waiting for the runs in flight", suspects=suspects, failures=failures)
     return Verdict(signal, "suspect", f"{len(gap)} commit(s) between green and red have no run of "

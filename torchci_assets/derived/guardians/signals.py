@@ -108,6 +108,10 @@ def _test_event(row: dict, test: str, group: Event) -> Event:
         # a group that recovered on a rerun does not say which test failed first: only the
         # tries can tell (build_history), not mixed here
         return replace(group, mixed=False)
+    if row["state"] == "pending":
+        # a red group being re-run (its tries settled it red): the running attempt lists no
+        # failing test yet, so the test's own tries must settle it, not that empty list
+        return replace(group, outcome="pending", mixed=False)
     outcome = _test_outcome("fail", row.get("failing_tests") or [], row.get("failing_test_count"), test)
     return group if outcome == "fail" else Event(outcome, group.run_id, group.run_attempt, group.job_id,
                                                   group.attempts)
