@@ -626,6 +626,30 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
     assert fake.comments[issue["number"]][1].startswith("It flaked on linux as well")
 
 
+def test_a_flake_on_a_platform_the_issue_names_otherwise_changes_nothing(httpserver, tmp_path):
+    """`windows` and `win` are one condition for PyTorch's runner (so are `mac` and `macos`, and
+    `linux` holds on ROCm): a flake there is covered, and rewriting the body, commenting and
+    restarting the count of clean reruns would all be for nothing."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    now = dt.datetime.now(dt.timezone.utc)
+    bodies = {"test_w (__main__.TestWin)": "Platforms: windows\r\n\r\nflaky on Windows",
+              "test_m (__main__.TestMac)": "Platforms: macos\r\n",
+              "test_r (__main__.TestRocm)": "Platforms: linux"}
+    issues = {t: fake.add(f"DISABLED {t}", b, user="a-maintainer", age=dt.timedelta(hours=6))
+              for t, b in bodies.items()}
+    flaked = {"test_w (__main__.TestWin)": ["win"], "test_m (__main__.TestMac)": ["mac"],
+              "test_r (__main__.TestRocm)": ["rocm", "linux"]}
+    report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"),
+                                  Lake.at(str(tmp_path / "lake")), now.date().isoformat(),
+                                  [Wanted(t, p, p, 3) for t, p in flaked.items()],
+                                  {t: Evidence(t, last_main_flake_at=now - dt.timedelta(hours=1)) for t in flaked},
+                                  ["skipped"], 10, "run-1", only_trusted=True)
+    assert [r["action"] for r in report.rows] == ["found"] * 3
+    assert all(fake.issues[i["number"]]["body"] == bodies[t] for t, i in issues.items())
+    assert fake.comments == {} and fake.count("PATCH") == 0
+
+
 # ---- who and what may disable a test ----------------------------------------------------
 
 
@@ -658,6 +682,26 @@ def test_a_stranger_cannot_disable_a_test(httpserver, tmp_path):
                              "test_by_bot (__main__.TestA)": entry(bot, [])}
     assert len(metadata(result, "disabled_tests")["refused_test_issues"]) == 2
     assert fake.count("GET", "/repos/pytorch/pytorch/collaborators/a-stranger/permission") == 1
+
+
+def test_an_app_pytorchs_bot_authorizes_disables_a_test_but_not_a_job(httpserver, tmp_path):
+    """PyTorch's bot authorizes two GitHub Apps for DISABLED test issues (hasWritePermissions), which
+    GitHub reports as no collaborators; the job lists ask GitHub alone (getDisabledTestsAndJobs)."""
+    w = world_of(main_history(["test_ok"], 30, {}), tmp_path)
+    fake = FakeIssueTracker(httpserver)
+    app = fake.add("DISABLED test_by_app (__main__.TestA)", "Platforms: linux", user="meta-codesync[bot]")
+    tools = fake.add("DISABLED MULTIPLE There are multiple flaky tests in test_b.py",
+                     "disable the following tests:\n```\ntest_b1 (__main__.TestB): win\n```\n",
+                     user="facebook-github-tools[bot]")
+    fake.add("DISABLED pull / linux-jammy / test (default)", "a job", user="meta-codesync[bot]")
+    fake.add("UNSTABLE pull / linux-jammy / test (crossref)", "a job", user="facebook-github-tools[bot]")
+    result = run(w, github(httpserver))
+    assert result.success
+    assert w.published() == {"test_by_app (__main__.TestA)": entry(app, ["linux"]),
+                             "test_b1 (__main__.TestB)": entry(tools, ["win"])}
+    assert w.published("stats/disabled-jobs.json") == {} and w.published("stats/unstable-jobs.json") == {}
+    assert metadata(result, "disabled_tests")["refused_test_issues"] == []
+
 
 
 def test_this_projects_own_issues_stay_trusted_after_the_ledgers_lookback(httpserver, world):

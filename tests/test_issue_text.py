@@ -222,6 +222,17 @@ def test_new_platforms_are_appended_and_an_everywhere_issue_is_left_alone():
     assert added_platforms([], ["linux", "win"]) == []  # [] already means everywhere
 
 
+def test_a_platform_the_runner_already_disables_the_test_on_is_not_added():
+    # one condition for PyTorch's runner: IS_WINDOWS, IS_MACOS; IS_LINUX holds on ROCm and XPU jobs
+    assert added_platforms(["windows"], ["win"]) == [] and added_platforms(["win"], ["windows"]) == []
+    assert added_platforms(["macos"], ["mac"]) == [] and added_platforms(["mac"], ["macos"]) == []
+    assert added_platforms(["linux"], ["rocm", "xpu"]) == []
+    # but not the other way round, and a test configuration covers no platform
+    assert added_platforms(["rocm"], ["linux"]) == ["linux"]
+    assert added_platforms(["dynamo"], ["linux", "dynamo"]) == ["linux"]
+    assert added_platforms(["windows"], ["win", "mac"]) == ["mac"]
+
+
 def test_the_platforms_line_is_replaced_in_place_and_the_rest_kept():
     body = "Platforms: rocm\r\n\r\nHuman notes: flaky since the ROCm upgrade.\nplatforms: mac\nEnd"
     updated = with_platforms(body, ["rocm", "mac", "win"])

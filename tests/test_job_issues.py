@@ -161,6 +161,9 @@ def test_both_lists_equal_what_pytorchs_own_logic_builds_from_the_same_issues(ht
         ("UNSTABLE pull / a / b / c (x, y)", "pytorch-bot[bot]"),  # the bot needs no permission
         ("DISABLED pull / win / test (default)", "pytorch-bot"),  # the login as GraphQL gives it
         ("UNSTABLE pull / a / b / c (x, y)", "a-writer"),  # a later URL for the same job wins
+        # Apps PyTorch's bot authorizes for test issues: the job lists ask GitHub (no allowlist)
+        ("DISABLED pull / by-app / test (default)", "meta-codesync[bot]"),
+        ("UNSTABLE pull / by-app / test (default)", "facebook-github-tools[bot]"),
     ]:
         fake.add(title, user=user)
     fake.permissions["pytorch-bot"] = "read"
@@ -171,6 +174,7 @@ def test_both_lists_equal_what_pytorchs_own_logic_builds_from_the_same_issues(ht
     assert "" in ours[UNSTABLE_JOBS_PATH] and "test_conv (__main__.TestNN)" in ours[UNSTABLE_JOBS_PATH]
     assert ours[UNSTABLE_JOBS_PATH]["pull / a / b / c (x, y)"][0] == "a-writer"
     assert "test_add, test_sub (__main__.TestOps)" in ours[DISABLED_JOBS_PATH]
+    assert "pull / by-app / test (default)" not in ours[DISABLED_JOBS_PATH] | ours[UNSTABLE_JOBS_PATH]
 
 
 def test_each_author_is_asked_once_and_a_non_collaborator_may_not(httpserver):

@@ -42,6 +42,16 @@ def test_keys_and_layout_are_pytorchs():
         assert dumps(json.loads(raw)) == raw
 
 
+def test_non_ascii_is_escaped_as_pytorchs_json_dump_escapes_it():
+    """update_disabled_issues.py writes with json.dump (ensure_ascii): a title with an accent, a
+    symbol, an emoji beyond U+FFFF or DEL is published as it would be."""
+    doc = {"test_caf\u00e9 (__main__.TestUnicode)": ["1", "https://github.com/pytorch/pytorch/issues/1", ["linux"]],
+           "test_x (__main__.TestX)": ["2", "https://github.com/pytorch/pytorch/issues/2", []],
+           "pull / linux \u2013 \U0001f600 / test\x7f\n": ["caf\u00e9-bot", "3", "", "pull", "linux", "\u00b5"]}
+    assert dumps(doc) == json.dumps(doc, sort_keys=True, indent=2).encode()
+    assert dumps(doc).isascii() and json.loads(dumps(doc)) == doc
+
+
 def test_platforms_are_where_it_flaked_and_empty_only_when_everywhere():
     assert disable_platforms(["win"], ["linux", "win"]) == ["win"]
     assert disable_platforms(["win", "linux"], ["linux", "win"]) == []

@@ -18,14 +18,17 @@ it. The format, followed here to the letter:
 
 A line with no platforms disables the test everywhere. An aggregate is filed when more than
 AGGREGATE_ABOVE tests of one file would get a new issue in the same run; tests added later to a
-file that already has an open aggregate are added to its list.
+file that already has an open aggregate are added to its list, and a listed test that flakes on
+main somewhere new has its line widened. Its tests are re-enabled and retired one by one, their
+lines narrowed or dropped, and the aggregate closed when none is left (aggregate_lifecycle.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX, is_aggregate_title, multiple_tests
+from torchci_assets.derived.flakiness.issue_text import (DISABLED_PREFIX, is_aggregate_title, multiple_tests,
+                                                        platforms_line)
 
 # PyTorch's flaky bot files an aggregate above this many tests of one file
 AGGREGATE_ABOVE = 4
@@ -62,12 +65,33 @@ def listed(title: str | None, body: str | None) -> dict[str, list[str]]:
 
 
 def with_tests(title: str, body: str, added: dict[str, list[str]]) -> str:
-    """`body` with `added` tests in its list (the list rewritten sorted, the rest kept as it is)."""
+    """`body` with `added` tests in its list, or their lines replaced (see `with_list`)."""
+    return with_list(body, {**listed(title, body), **added})
+
+
+def with_list(body: str, platforms: dict[str, list[str]]) -> str:
+    """`body` with its list set to `platforms` (rewritten sorted, the rest kept as it is), as
+    upstream's updateAggregateFlakyTestIssue and handleNoLongerFlakyTest rewrite it."""
     start = body.lower().find(_START)
     if start < 0:
-        return f"{tests_block(added)}\n{body}"
+        return f"{tests_block(platforms)}\n{body}"
     tail = _FENCE.join(body[start:].split(_FENCE)[2:])  # what follows the list's closing fence
-    return body[:start] + tests_block({**listed(title, body), **added}) + tail.removeprefix("\n")
+    return body[:start] + tests_block(platforms) + tail.removeprefix("\n")
+
+
+def stand_in(issue: dict, test: str, platforms: list[str], listed_at: str | None) -> dict:
+    """One test of the aggregate `issue` as retiring and re-enabling read a single test's issue:
+    the aggregate's number, URL, title, author and state, the test's line as the `Platforms:` body
+    they parse, and `created_at` when the test was listed (its reruns count from then; the
+    aggregate's filing when unknown). The aggregate itself is kept under `aggregate`."""
+    keep = ("number", "html_url", "title", "user", "state", "state_reason", "closed_at", "updated_at")
+    return {**{k: issue.get(k) for k in keep}, "created_at": listed_at or issue.get("created_at"),
+            "body": platforms_line(platforms), "aggregate": issue, "listed_test": test}
+
+
+def in_aggregate(issue: dict) -> dict | None:
+    """The aggregate a `stand_in` stands for; None for a single test's issue."""
+    return issue.get("aggregate")
 
 
 def groups(tests: Iterable, file_of: Callable[[str], str], is_new: Callable[[str], bool],

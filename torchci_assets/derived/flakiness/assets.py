@@ -19,7 +19,8 @@ from torchci_assets.derived.flakiness.job_issues import (DISABLED_JOBS_PATH, UNS
                                                          publish_job_list)
 from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX
 from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, keep_answers, loop_mode, read_back_open,
-                                                     run_disabled_issues, run_unstable_jobs, trusted_test_issues)
+                                                     reenabled_here, run_disabled_issues, run_unstable_jobs,
+                                                     trusted_test_issues)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     publish_disabled_from_issues, publish_disabled_tests,
@@ -100,9 +101,11 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
                 "with their evidence, or updated with new platforms), one ledger row per action: test, "
-                "issue_number, action (found/created/updated/closed/dry_run), at. Issues of tests deleted "
-                "from the code (absent from every report for 7 days while their file kept reporting) are "
-                "closed. Dry run without credentials or with disabled_issues.enabled false.",
+                "issue_number, action (found/created/updated/closed/reenabled/narrowed/dropped/evidence/dry_run), "
+                "at. Issues of tests deleted from the code (absent from every report for 7 days while their file "
+                "kept reporting) are closed, those of tests clean in PyTorch's rerun_disabled_tests jobs closed or "
+                "narrowed; an aggregate's tests are dropped from its list one by one. Dry run without credentials "
+                "or with disabled_issues.enabled false.",
 )
 @lake_metadata
 def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
@@ -135,6 +138,9 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "closed_as_deleted": dg.MetadataValue.json([r["test"] for r in retired.rows][:50]),
         "deleted_file_gone": dg.MetadataValue.json([a.test for a in retired.of("file_gone")][:50]),
         "retire_skipped": retired.skipped,
+        "aggregate_lines": dg.MetadataValue.json([f"#{r['issue_number']} {r['action']} {r['test']}"
+                                                  for r in life.aggregates.rows][:50]),
+        "aggregates_closed": dg.MetadataValue.json(life.aggregates.closed[:50]),
         **{f"{a}_on_evidence": dg.MetadataValue.json([d.test for d in reenabled.decisions if d.action == a][:50])
            for a in ("close", "narrow", "evidence")},
         "created": dg.MetadataValue.md("\n".join(f"- [#{r['issue_number']}]({r['issue_url']}) {r['test']}"
@@ -193,7 +199,8 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
             context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
                                 "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
         decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, trusted.tests,
-                                                config.allow_mass_reenable)
+                                                config.allow_mass_reenable,
+                                                reenabled_here(lake.lake(), context.partition_key))
         jobs = publish_job_list(github, relay.upstream_repo, store, DISABLED_PREFIX, open_issues, trusted.allowed)
         keep_answers(lake.lake(), context.partition_key, context.run.run_id, trusted.allowed)
         job_lists = {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(

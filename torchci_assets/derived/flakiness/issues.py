@@ -3,12 +3,16 @@
 For each test the verdict disables, the run finds the test's issue and then:
   open, already covering where it flaked      -> `found` (nothing sent);
   open, but it flaked on a platform not listed -> `updated`: the platforms appended to the
-                                                  issue's own `Platforms:` line, and a comment
+                                                  issue's own `Platforms:` line (an aggregate's:
+                                                  the test's line of its list), and a comment
                                                   (on a main flake after the line was last set:
                                                   its filing, or this project's last narrowing);
   closed, and it flaked on main after closing  -> `updated`: reopened (PyTorch's bot does so);
   closed, no main flake since                  -> `found`: a human re-enabled it, left closed;
   none                                         -> `created`, with the evidence in the body.
+An aggregate is the test's issue only while open, as for PyTorch's bot: a closed one is never
+reopened for one of its tests (that would disable all of them again); a test of it that flakes
+on main after its close gets an issue of its own, and until then stays re-enabled (`found`).
 Each action is a row of the `disabled_issues` ledger (test, issue_number, action, at, ...).
 Only flakiness on main counts, as for PyTorch's bot: a pull request that breaks the test (or makes
 it flaky) after a human closed its issue must not reopen it, nor widen an open one.
@@ -226,7 +230,8 @@ class IssueTracker:
         """The issue that disables `test`: an open one (of several, the one PyTorch's list
         would use: the first by URL), else the most recently closed. An issue titled exactly as
         this project titles the test's counts too, whether PyTorch reads the title or not: what
-        was filed once is found, never filed again."""
+        was filed once is found, never filed again. An aggregate counts only while it is open
+        (`titled_for`)."""
         mine = [i for i in self.titled_for(test) if self.counts(i)]
         open_ = sorted((i for i in mine if i.get("state") == "open"), key=lambda i: i["html_url"])
         if open_:
@@ -235,11 +240,24 @@ class IssueTracker:
         return closed[-1] if closed else None
 
     def titled_for(self, test: str) -> list[dict]:
-        """Every issue read whose title names `test` (see `find`), whoever wrote it."""
+        """Every issue read whose title names `test` (see `find`), whoever wrote it, and every open
+        aggregate listing it. A closed aggregate is not the test's issue: reopening it for one test
+        would disable again every test it lists, so PyTorch's bot matches an aggregate only while it
+        is open (aggregateDisableIssue.ts `testMatchesIssue`) and files the test an issue of its own."""
         title = issue_title(test)
         return [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
-                or (i.get("title") or "").strip() == title
-                or (is_aggregate(i.get("title")) and test in listed(i.get("title"), i.get("body")))]
+                or (i.get("title") or "").strip() == title or (i.get("state") == "open" and self._lists(i, test))]
+
+    def closed_aggregate(self, test: str) -> dict | None:
+        """The most recently closed aggregate that lists `test` and counts (see `trust`): its
+        close re-enabled the test, which stays re-enabled until it flakes on main again."""
+        closed = [i for i in self.by_number.values() if i.get("state") == "closed" and self._lists(i, test)
+                  and self.counts(i)]
+        return max(closed, key=lambda i: (i.get("closed_at") or "", i["number"])) if closed else None
+
+    @staticmethod
+    def _lists(issue: dict, test: str) -> bool:
+        return is_aggregate(issue.get("title")) and test in listed(issue.get("title"), issue.get("body"))
 
     def refused(self, test: str) -> list[dict]:
         """The issues naming `test` whose authors may not disable it (see `trust`)."""
@@ -333,17 +351,40 @@ def ledger_issue_numbers(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKB
     return dict(_ledger_rows(lake, day, SQL["ledger_numbers"], lookback_days))
 
 
-MARKS = ("reopened", "widened", "narrowed", "closed")
+def reenabled_here(lake: Lake, day: str) -> set[str]:
+    """The tests this project re-enabled on `day` or the day before (sql/ledger_reenabled.sql): the
+    published list losing them is no search outage, however many an aggregate's close takes at once."""
+    return {test for (test,) in _ledger_rows(lake, day, SQL["ledger_reenabled"], lookback_days=1)}
 
 
-def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> dict[str, dict[int, dt.datetime]]:
-    """For each of MARKS, per issue number, when the ledger last recorded it (sql/ledger_marks.sql);
-    one read of the ledger."""
-    out: dict[str, dict[int, dt.datetime]] = {name: {} for name in MARKS}
-    for number, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
+MARKS = ("reopened", "widened", "narrowed", "closed", "listed")
+
+
+@dataclass
+class Marks:
+    """When the ledger last recorded each of MARKS (sql/ledger_marks.sql): per issue number
+    (`issue`, the latest over its tests) and per issue number and test (`line`: for an aggregate,
+    what concerns one test's line of its list)."""
+
+    issue: dict[str, dict[int, dt.datetime]]
+    line: dict[str, dict[tuple[int, str], dt.datetime]]
+
+    def of(self, name: str, issue: dict, test: str) -> dt.datetime | None:
+        """The mark `name` of `test`'s issue: of the test's line in an aggregate, else of the issue."""
+        n = issue.get("number")
+        return self.line[name].get((n, test)) if is_aggregate(issue.get("title")) else self.issue[name].get(n)
+
+
+def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> Marks:
+    """Marks from one read of the ledger's recent partitions."""
+    out = Marks({name: {} for name in MARKS}, {name: {} for name in MARKS})
+    for number, test, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
         for name, at in zip(MARKS, times):
-            if at is not None:
-                out[name][int(number)] = at.astimezone(dt.timezone.utc)
+            if at is None:
+                continue
+            n, at = int(number), at.astimezone(dt.timezone.utc)
+            out.line[name][(n, test)] = at
+            out.issue[name][n] = max(at, out.issue[name].get(n, at))
     return out
 
 
@@ -393,7 +434,7 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
         "test": test, "issue_number": issue["number"] if issue else None, "action": action, "at": utc_now(),
         "repo": repo, "issue_url": issue.get("html_url", "") if issue else "",
         "issue_state": issue.get("state", "") if issue else "",
-        "platforms": parse_platforms(issue.get("body")) if issue else (platforms or []),
+        "platforms": current_platforms(issue, test) if issue else (platforms or []),
         "detail": detail, "run_id": run_id,
     }
 
@@ -475,36 +516,24 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     _read_issues(tracker, lake, day, only_trusted, run_id if only_trusted else None)
     report.open_issues = len(tracker.open_issues())
     wanted = readable(wanted, report, warn, tracker.find)
-    narrowed = ledger_marks(lake, day)["narrowed"]
-    known = ledger_issue_numbers(lake, day)
+    ctx = _Filing(ledger_issue_numbers(lake, day), ledger_marks(lake, day), list(labels), owners, run_id, log)
     found_rows: list[dict] = []
     aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, labels, owners, max_new, run_id,
-                                           report, log, warn, known)
+                                           report, log, warn, ctx.known)
     for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test)):
         if w.test in aggregated:
             continue
-        title = issue_title(w.test)
+        tried = []  # a create counts against max_new even when GitHub fails it (it may have taken it)
         try:
-            issue = _lookup(tracker, w.test, known, search=created < max_new)
-            if issue is None and created >= max_new:  # its title search waits with it
-                report.deferred.append(w.test)
-                continue
-            if issue is None:
-                created += 1
-                issue, action, detail = _create(tracker, w, evidence.get(w.test) or Evidence(w.test), labels,
-                                                owners, log)
-                row = ledger_row(w.test, action, issue, tracker.repo, run_id, detail + _left_aside(tracker, w.test))
-            elif issue.get("state") == "open":
-                row = _update_open(tracker, w, issue, evidence.get(w.test), run_id, log,
-                                   narrowed.get(issue["number"]))
-                if row["action"] == "found" and w.test not in known and MARKER in (issue.get("body") or ""):
-                    row["detail"] += (f"; filed by this project without a ledger row in the last {LEDGER_LOOKBACK_DAYS}"
-                                      " days (a run that stopped between filing and recording it)")
-            else:
-                row = _closed(tracker, w, issue, evidence.get(w.test), run_id, log)
+            row = _file_one(tracker, w, evidence.get(w.test), ctx, created < max_new, lambda: tried.append(1))
         except GitHubError as e:
             report.failed[w.test] = str(e)
-            warn(f"{title!r}: {e} (left for the next run)")
+            warn(f"{issue_title(w.test)!r}: {e} (left for the next run)")
+            continue
+        finally:
+            created += len(tried)
+        if row is None:  # a new issue beyond max_new: its title search waits with it
+            report.deferred.append(w.test)
             continue
         report.rows.append(row)
         if row["action"] == "found":
@@ -514,6 +543,50 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
     report.open_list, report.allowed = tracker.open_any(), tracker.allowed
     return report
+
+
+@dataclass(frozen=True)
+class _Filing:
+    """What every test's filing reads: the ledger's last issue number per test and its marks, and
+    what a new issue gets."""
+
+    known: dict[str, int]
+    marks: Marks
+    labels: list[str]
+    owners: Callable[[str], list[str]]
+    run_id: str
+    log: Callable[[str], None]
+
+
+def _file_one(tracker: IssueTracker, w: Wanted, evidence: Evidence | None, ctx: _Filing, may_create: bool,
+              creating: Callable[[], None]) -> dict | None:
+    """One wanted test's ledger row (None: it needs a new issue and `may_create` is false);
+    `creating` is called before a new issue is filed. A test whose only issue is a closed
+    aggregate gets an issue of its own once it flakes on main after that close, as PyTorch's bot
+    files one (a closed aggregate is not the test's issue, `IssueTracker.titled_for`); until then
+    it stays re-enabled."""
+    issue = _lookup(tracker, w.test, ctx.known, search=may_create)
+    if issue is not None and issue.get("state") != "open":
+        return _closed(tracker, w, issue, evidence, ctx.run_id, ctx.log)
+    if issue is not None:
+        row = _update_open(tracker, w, issue, evidence, ctx.run_id, ctx.log, ctx.marks)
+        if row["action"] == "found" and w.test not in ctx.known and MARKER in (issue.get("body") or ""):
+            row["detail"] += (f"; filed by this project without a ledger row in the last {LEDGER_LOOKBACK_DAYS}"
+                              " days (a run that stopped between filing and recording it)")
+        return row
+    aggregate = tracker.closed_aggregate(w.test)
+    if aggregate is not None and not flaked_since_close(aggregate, evidence):
+        return ledger_row(w.test, "found", aggregate, tracker.repo, ctx.run_id,
+                          f"listed in aggregate #{aggregate['number']}, closed at {aggregate.get('closed_at')}, "
+                          "no flake on main since: left closed (re-enabled)")
+    if not may_create:
+        return None
+    creating()
+    issue, action, detail = _create(tracker, w, evidence or Evidence(w.test), ctx.labels, ctx.owners, ctx.log)
+    if aggregate is not None:
+        detail += (f"; aggregate #{aggregate['number']}, closed at {aggregate.get('closed_at')}, listed it: "
+                   "it flaked on main since, and a closed aggregate is reopened for none of its tests")
+    return ledger_row(w.test, action, issue, tracker.repo, ctx.run_id, detail + _left_aside(tracker, w.test))
 
 
 def _read_issues(tracker: IssueTracker, lake: Lake, day: str, only_trusted: bool, run_id: str | None) -> None:
@@ -538,7 +611,7 @@ def _lookup(tracker: IssueTracker, test: str, known: dict[str, int], search: boo
     """The test's issue through steps 1-3 of the module docstring, and step 4 (a title search,
     which the search rate limit makes the dear one) when `search`."""
     issue = tracker.find(test)
-    if issue is None and test in known:
+    if issue is None and test in known and known[test] not in tracker.by_number:  # else read already
         tracker.get(known[test])
         issue = tracker.find(test)
     if issue is None and search:
@@ -573,9 +646,9 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
                      warn: Callable[[str], None], known: dict[str, int]) -> tuple[set[str], int]:
     """One aggregate issue per file with more than AGGREGATE_ABOVE new flaky tests (see
     aggregates.py): the tests it handled, and how many issues it created (each counts as one
-    against `max_new`). A test is new only when it has no issue at all: an issue a human closed
-    (to re-enable the test) is found by its title, or by the ledger's number, as the one-test path
-    finds it, before the test is counted toward an aggregate."""
+    against `max_new`). A test is new only when it has no issue (`_is_new`): an issue a human
+    closed (to re-enable the test) is found by its title, or by the ledger's number, as the
+    one-test path finds it, before the test is counted toward an aggregate."""
     file_of = {w.test: (evidence.get(w.test) or Evidence(w.test)).file for w in wanted}
     handled: set[str] = set()
     created = 0
@@ -585,13 +658,17 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
         return aggregate_of.get(file) is not None
 
     def is_new(test: str) -> bool:
-        return tracker.find(test) is None and test not in known
+        return _is_new(tracker, test, known, evidence.get(test))
 
     try:
+        # what the ledger names (a closed issue, a closed aggregate), as the one-test path reads it
+        for n in {known[w.test] for w in wanted if w.test in known and tracker.find(w.test) is None}:
+            if n not in tracker.by_number:
+                tracker.get(n)
         for w in (w for members in groups(wanted, file_of.get, is_new, has_aggregate).values() for w in members):
             tracker.search_test(w.test)
     except GitHubError as e:  # no aggregate on a guess: the one-test path files what it can
-        warn(f"aggregate issues: searching the titles of their tests failed: {e} (left for the next run)")
+        warn(f"aggregate issues: looking up the issues of their tests failed: {e} (left for the next run)")
         return handled, created
     for file, members in groups(wanted, file_of.get, is_new, has_aggregate).items():
         tests = [w.test for w in members]
@@ -612,6 +689,18 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
         report.rows.extend(rows)
         report.parts.append(record(lake, day, rows, _slug(file)))
     return handled, created
+
+
+def _is_new(tracker: IssueTracker, test: str, known: dict[str, int], evidence: Evidence | None) -> bool:
+    """Whether `test` has no issue: none is found, and the ledger names none but a closed aggregate
+    listing it that it flaked on main after (a new flake after that close gets a new issue, in a
+    new aggregate too, as PyTorch's bot files one); until such a flake, that close re-enabled it."""
+    if tracker.find(test) is not None:
+        return False
+    aggregate = tracker.closed_aggregate(test)
+    if aggregate is not None and not flaked_since_close(aggregate, evidence):
+        return False
+    return test not in known or (aggregate is not None and known[test] == aggregate["number"])
 
 
 def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence: dict[str, Evidence],
@@ -702,34 +791,60 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
     return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
 
 
-def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None) -> dt.datetime | None:
-    """When the issue's `Platforms:` line was last set by what is known: its filing, or this
-    project's last narrowing of it (the ledger's `narrowed` rows)."""
-    times = [t for t in (_parse_time(issue.get("created_at")), narrowed_at) if t is not None]
+def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None, listed_at: dt.datetime | None = None
+                     ) -> dt.datetime | None:
+    """When the test's platforms were last set by what is known: the issue's filing, the test's
+    listing in an aggregate (`listed_at`: its filing or the test's addition), or this project's
+    last narrowing of them (the ledger's `narrowed` rows)."""
+    times = [t for t in (_parse_time(issue.get("created_at")), narrowed_at, listed_at) if t is not None]
     return max(times, default=None)
 
 
+def current_platforms(issue: dict, test: str) -> list[str]:
+    """The platforms `issue` disables `test` on ([]: everywhere): an aggregate's line of it, or a
+    single issue's `Platforms:` lines."""
+    if is_aggregate(issue.get("title")):
+        return list(dict.fromkeys(listed(issue.get("title"), issue.get("body")).get(test, [])))
+    return list(dict.fromkeys(parse_platforms(issue.get("body"))))
+
+
 def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
-                 log: Callable[[str], None], narrowed_at: dt.datetime | None = None) -> dict:
-    """Extend the issue's platforms to where the test flaked on main, only on a main flake after
-    the line was last set (`platforms_set_at`), as a closed issue reopens only on a main flake
-    after its close: the verdict's window still holds the flakes of the platforms re-enabling just
-    dropped, and adding them back would undo it on every run."""
-    if is_aggregate(issue.get("title")):  # its list is extended only when a group is filed
-        return ledger_row(w.test, "found", issue, tracker.repo, run_id, f"listed in aggregate #{issue['number']}")
-    current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
-    last, set_at = (evidence.last_main_flake_at if evidence else None), platforms_set_at(issue, narrowed_at)
+                 log: Callable[[str], None], marks: Marks | None = None) -> dict:
+    """Extend the test's platforms (a single issue's line, or the test's line of an aggregate, as
+    updateAggregateFlakyTestIssue does) to where it flaked on main, only on a main flake after they
+    were last set (`platforms_set_at`), as a closed issue reopens only on a main flake after its
+    close: the verdict's window still holds the flakes of the platforms re-enabling just dropped,
+    and adding them back would undo it on every run."""
+    aggregate = is_aggregate(issue.get("title"))
+    current = current_platforms(issue, w.test)
+    narrowed, listed_at = (marks.of("narrowed", issue, w.test), marks.of("listed", issue, w.test)) if marks \
+        else (None, None)
+    set_at = platforms_set_at(issue, narrowed, listed_at)
+    last = evidence.last_main_flake_at if evidence else None
     add = added_platforms(current, w.flaked) if last is None or set_at is None or last > set_at else []
     if not add:
         stale = added_platforms(current, w.flaked)
+        line = f"listed in aggregate #{issue['number']}; its line" if aggregate else "open; Platforms:"
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
-                    f"open; Platforms: {', '.join(current) or 'all'} covers where it flaked"
-                    + (f" since {_iso(set_at)}" if stale and set_at else ""))
-    updated = tracker.update(issue["number"], body=with_platforms(issue.get("body"), current + add))
-    _comment(tracker, issue["number"], f"It flaked on {', '.join(add)} as well: adding "
-             f"{'it' if len(add) == 1 else 'them'} to the platforms.", evidence, log)
+                          f"{line} {', '.join(current) or 'all'} covers where it flaked"
+                          + (f" since {_iso(set_at)}" if stale and set_at else ""))
+    body = (with_tests(issue["title"], issue.get("body") or "", {w.test: current + add}) if aggregate
+            else with_platforms(issue.get("body"), current + add))
+    updated = tracker.update(issue["number"], body=body)
+    what, where = (f"`{w.test}`", "its line of the list") if aggregate else ("It", "the platforms")
+    _comment(tracker, issue["number"], f"{what} flaked on {', '.join(add)} as well: adding "
+             f"{'it' if len(add) == 1 else 'them'} to {where}.", evidence, log)
     log(f"{issue_title(w.test)!r}: #{issue['number']} now disabled on {', '.join(current + add)}")
-    return ledger_row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}")
+    return ledger_row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}"
+                      + (f" (its line of aggregate #{issue['number']})" if aggregate else ""))
+
+
+def flaked_since_close(issue: dict, evidence: Evidence | None) -> bool:
+    """Whether the test flaked on main after `issue` was closed: only that re-disables a test
+    whose issue was closed."""
+    closed_at = _parse_time(issue.get("closed_at"))
+    last = evidence.last_main_flake_at if evidence else None
+    return last is not None and closed_at is not None and last > closed_at
 
 
 def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | None, run_id: str,
@@ -738,11 +853,10 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
     closed (a human re-enabled the test). A failure on a pull request, or a break, is not new
     flakiness on main: it would disable on main a test the pull request broke, and hide the break
     from the pull request's own CI."""
-    closed_at = _parse_time(issue.get("closed_at"))
-    last = evidence.last_main_flake_at if evidence else None
-    if last is None or closed_at is None or last <= closed_at:
+    if not flaked_since_close(issue, evidence):
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
                     f"closed at {issue.get('closed_at')}, no flake on main since: left closed (re-enabled)")
+    last = evidence.last_main_flake_at
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     fields = {"state": "open", **({"body": with_platforms(issue.get("body"), current + add)} if add else {})}

@@ -19,7 +19,8 @@ there. This module builds the same files from the same issues, following that co
   switching CI jobs off); an author GitHub does not know as a collaborator may not (where
   PyTorch's code would fail the whole list). The same check keeps a stranger's DISABLED test
   issue out of the disabled-test list (`issues.trusted_test_issues`), where PyTorch's bot
-  closes it as soon as it is filed;
+  closes it as soon as it is filed; for test issues alone, two GitHub Apps PyTorch's bot
+  authorizes count too (`TEST_ISSUE_APPS`);
 - the entry is `[author, number, url, workflow, platform, config]`, the job name split on its
   first two `/` and each part stripped; the author as GitHub's GraphQL API names it (a bot
   without `[bot]`), the number the URL's last segment, a string.
@@ -44,6 +45,11 @@ UNSTABLE_JOBS_PATH = "stats/unstable-jobs.json"
 JOB_LISTS = {DISABLED_PREFIX: DISABLED_JOBS_PATH, UNSTABLE_PREFIX: UNSTABLE_JOBS_PATH}
 MAY_CHANGE_JOBS = frozenset({"admin", "write"})
 FLAKY_BOT = "pytorch-bot"  # PyTorch's bot may disable jobs whatever its permission says
+# GitHub Apps whose DISABLED test issues PyTorch's bot authorizes (test-infra `utils.ts`
+# `hasWritePermissions`: an App is no collaborator, so GitHub reports it no permission). Logins as
+# the REST API gives them. Test issues only: the job lists ask GitHub alone, as upstream's do
+# (`getDisabledTestsAndJobs.ts` checks with `hasWritePermissionsUsingOctokit`, no allowlist).
+TEST_ISSUE_APPS = frozenset({"facebook-github-tools[bot]", "meta-codesync[bot]"})
 _JOB_NAME_MAXSPLIT = 2
 # GitHub logins: letters, digits and single hyphens; apps' bot accounts end in [bot]
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
@@ -116,7 +122,11 @@ class Permissions:
         return self.known[user]
 
     def wrote(self, issue: dict) -> bool:
-        """Whether the issue's author may disable what it names."""
+        """Whether the author of a DISABLED test issue (one test or an aggregate) may disable its
+        tests: as `__call__`, and the Apps PyTorch's bot authorizes (TEST_ISSUE_APPS), whose issues
+        it leaves open for PyTorch's list. Never asked for a job's issue (see TEST_ISSUE_APPS)."""
+        if (issue.get("user") or {}).get("login") in TEST_ISSUE_APPS:
+            return True
         who = author(issue)
         return bool(who) and self(who)
 

@@ -1,11 +1,13 @@
 """After filing: the rest of a disabled test's life, on the open issues as the filing left them.
 
-Two steps follow the filing in the `disabled_issues` asset, both acting on the open single-test
-DISABLED issues (aggregates are only ever extended): issues of tests deleted from the code are
-closed (retired.py), and tests that PyTorch's rerun_disabled_tests jobs show fixed are re-enabled,
-everywhere or on the platforms where they are clean (reenable.py). Both run from the newest
-verdict only, like the filing, and both have a dry run: without credentials the tests of the
-published disabled list stand in for the issues, and what would be done is logged and recorded.
+Two steps follow the filing in the `disabled_issues` asset, both acting on the open DISABLED
+issues: issues of tests deleted from the code are closed (retired.py), and tests that PyTorch's
+rerun_disabled_tests jobs show fixed are re-enabled, everywhere or on the platforms where they are
+clean (reenable.py). The tests of an aggregate are judged one by one alike, and what both ask of
+an aggregate is done at once, its lines dropped or narrowed (aggregate_lifecycle.py). Both run
+from the newest verdict only, like the filing, and both have a dry run: without credentials the
+tests of the published disabled list stand in for the issues, and what would be done is logged
+and recorded (a dry run's list has no aggregate).
 
 Both act only on issues whose authors may disable a test, by the rule the published list and the
 filing follow (`Permissions`): anyone can open a `DISABLED test_x` issue, and a stranger's
@@ -19,15 +21,18 @@ GitHub nothing more than the filing and the published list do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
-from torchci_assets.derived.flakiness.issue_text import disabled_test, platforms_line
+from torchci_assets.derived.flakiness.aggregate_lifecycle import (AggregateSettling, aggregate_members,
+                                                                  settle_aggregates)
+from torchci_assets.derived.flakiness.issue_text import disabled_test, is_aggregate_title, platforms_line
 from torchci_assets.derived.flakiness.issues import (
     issue_permissions,
+    ledger_marks,
     loop_mode,
     read_back_open,
     superseded_by,
@@ -49,6 +54,7 @@ class Lifecycle:
     retirement: Retirement
     reenabling: Reenabling
     skipped: str = ""
+    aggregates: AggregateSettling = field(default_factory=AggregateSettling)
 
 
 def published_as_issues(outputs: Store) -> dict[str, dict]:
@@ -74,7 +80,8 @@ def author_check(allowed: Callable[[dict], bool], log: Callable[[str], None]) ->
     def may_act(issue: dict) -> bool:
         if allowed(issue):
             return True
-        log(f"#{issue['number']} ({disabled_test(issue.get('title'))}) is left alone: its author "
+        test = issue.get("listed_test") or disabled_test(issue.get("title"))
+        log(f"#{issue['number']} ({test}) is left alone: its author "
             f"{author(issue) or 'unknown'} may not disable tests")
         return False
     return may_act
@@ -92,14 +99,20 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
     if newer:
         why = f"{day} is not the newest verdict ({newer} is)"
         return Lifecycle(Retirement([], why), Reenabling(), why)
+    members: dict[str, dict] = {}
     if mode.live:
         read = open_issues if open_issues is not None else read_back_open(github, repo)
         wrote = (allowed or issue_permissions(github, lake, day, repo, read)).wrote
         issues, may_act = issues_by_test(read, wrote), author_check(wrote, log)
+        if any(is_aggregate_title(i.get("title")) for i in read):  # else no need to read the ledger
+            members = aggregate_members(read, wrote, issues, ledger_marks(lake, day))
     else:  # a dry run writes to no issue
         issues, may_act = published_as_issues(outputs), lambda issue: True
-    retirement = retire_disabled_tests(github, lake, day, run_id, repo, issues, mode.live, may_act, log, warn)
-    closed = {r["test"] for r in retirement.rows}
-    remaining = {t: i for t, i in issues.items() if t not in closed}
+    retirement = retire_disabled_tests(github, lake, day, run_id, repo, {**issues, **members}, mode.live, may_act,
+                                       log, warn)
+    closed = {r["test"] for r in retirement.rows} | {a.test for a in retirement.listed}
+    remaining = {t: i for t, i in {**issues, **members}.items() if t not in closed}
     reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, log, warn)
-    return Lifecycle(retirement, reenabling)
+    settled = settle_aggregates(github, lake, day, run_id, repo, members, retirement.listed, reenabling.listed,
+                                log, warn)
+    return Lifecycle(retirement, reenabling, aggregates=settled)

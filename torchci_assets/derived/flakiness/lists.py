@@ -45,6 +45,7 @@ their list is published every time.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -95,9 +96,26 @@ def stable_id(key: str) -> str:
     return "local-" + hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
+# what Python's json.dump escapes with ensure_ascii (its default) and orjson writes raw: DEL and
+# every non-ASCII character (orjson escapes the control characters itself, as json does)
+_NOT_ASCII = re.compile("[\x7f-\U0010ffff]")
+
+
+def _ascii_escape(m: re.Match) -> str:
+    """`\\uXXXX` as json.dumps writes it: lower-case hex, a surrogate pair beyond U+FFFF."""
+    code = ord(m.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
+
+
 def dumps(doc) -> bytes:
-    """PyTorch's layout: sorted keys, two-space indent."""
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    """PyTorch's files byte for byte: what its `update_disabled_issues.py` writes with
+    `json.dump(data, f, sort_keys=True, indent=2)`, non-ASCII characters escaped. orjson does the
+    work; a document with none (nearly all) is taken as orjson wrote it."""
+    out = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    return out if out.isascii() and b"\x7f" not in out else _NOT_ASCII.sub(_ascii_escape, out.decode()).encode()
 
 
 UNKNOWN_PLATFORM = "unknown"  # the jobs whose webhooks never came (see sql/window_views.sql)
@@ -275,7 +293,8 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
 
 
 def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: list[dict],
-                                 allow_mass_reenable: bool = False) -> DisabledDecision:
+                                 allow_mass_reenable: bool = False, reenabled_here: Iterable[str] = ()
+                                 ) -> DisabledDecision:
     """Publish the condensed file built from `issues` (the open DISABLED issues, REST objects)
     as PyTorch builds it; a test of the previous day's list (`disabled_baseline`) without an open
     issue now is listed as re-enabled. A later day's published list is left as it is. The
@@ -285,12 +304,15 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     Re-enabling most disabled tests at once would turn CI red everywhere, and is far more
     likely a search outage than a human decision: a list that lost more than half of a
     previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`.
+    The tests this project re-enabled itself (`reenabled_here`, from its ledger: an aggregate
+    closed on rerun evidence takes all its tests at once) are not counted as lost.
     """
     base = disabled_baseline(outputs, day)
     previous = base.tests
     disabled = condense(issues)
     rows = flaky_rows(lake, day, keys=[*previous, *disabled]) if lake.files("flaky_tests", [day]) else []
-    kept = sum(1 for k in previous if k in disabled)
+    here = set(reenabled_here)
+    kept = sum(1 for k in previous if k in disabled or k in here)
     if (len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable
             and base.later is None):
         raise ValueError(f"only {kept} of the {len(previous)} published disabled tests still have an open "

@@ -42,6 +42,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
+from torchci_assets.derived.flakiness.aggregates import in_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
@@ -173,6 +174,9 @@ class Reenabling:
     decisions: list[Decision] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    # tests of aggregates to drop (`close`) or narrow, with their evidence: done with the run's
+    # other changes to the same aggregate (aggregate_lifecycle.py)
+    listed: list[tuple[Decision, dict[str, PlatformRuns]]] = field(default_factory=list)
 
 
 def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[str, PlatformRuns],
@@ -206,13 +210,18 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
                             warn: Callable[[str], None] = lambda s: None) -> Reenabling:
     """Decide for every open single-test issue (`issues`, by test) and act (live: only on those
     `may_act` allows, see lifecycle.py) or log and record what would be done (dry run); rows go to
-    the `disabled_issues` ledger."""
+    the `disabled_issues` ledger. A test of an aggregate (`aggregates.stand_in`) is decided alike
+    and only listed in `listed` when clean somewhere; a still-failing one gets no comment (an
+    aggregate of fifty tests would get fifty a day)."""
     since = {t: _created(i) for t, i in issues.items()}
     evidence = rerun_evidence(lake, day, since, greens_since(lake, day, issues))
     out = Reenabling()
     for test, runs in sorted(evidence.items()):
         d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
         if d.action == "wait" or (live and not may_act(issues[test])):
+            continue
+        if in_aggregate(issues[test]) is not None:
+            out.listed.extend([(d, runs)] if d.action in ("close", "narrow") else [])
             continue
         out.decisions.append(d)
         if not live:
@@ -245,15 +254,16 @@ def _created(issue: dict) -> dt.datetime:
 
 def greens_since(lake: Lake, day: str, issues: dict[str, dict]) -> dict[str, dt.datetime]:
     """Per test, when its issue was last (re)opened (`opened_at`) or widened by this project
-    (platforms added on a new flake): greens from before either are what the test failed after."""
+    (platforms added on a new flake; in an aggregate, to the test's own line): greens from before
+    either are what the test failed after."""
     if not any(i.get("number") is not None for i in issues.values()):  # a dry run's stand-ins
         return {t: _created(i) for t, i in issues.items()}
     marks = ledger_marks(lake, day)
     out = {}
     for test, issue in issues.items():
         n = issue.get("number")
-        opened = opened_at(issue, marks["reopened"].get(n), marks["closed"].get(n))
-        out[test] = max(opened, marks["widened"].get(n, opened))
+        opened = opened_at(issue, marks.issue["reopened"].get(n), marks.issue["closed"].get(n))
+        out[test] = max(opened, marks.of("widened", issue, test) or opened)
     return out
 
 

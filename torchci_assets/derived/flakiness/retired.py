@@ -27,6 +27,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
+from torchci_assets.derived.flakiness.aggregates import in_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issues import (
     ledger_row,
@@ -65,6 +66,9 @@ class Retirement:
     skipped: str = ""
     rows: list[dict] = field(default_factory=list)  # the ledger rows of what was (or would be) closed
     failed: dict[str, str] = field(default_factory=dict)
+    # deleted tests of aggregates: their lines are dropped with the run's other changes to the same
+    # aggregate (aggregate_lifecycle.py), not closed here
+    listed: list[Absent] = field(default_factory=list)
 
     def of(self, status: str) -> list[Absent]:
         return [a for a in self.absent if a.status == status]
@@ -135,10 +139,11 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
                           issues: dict[str, dict], live: bool, may_act: Callable[[dict], bool],
                           log: Callable[[str], None] = lambda s: None,
                           warn: Callable[[str], None] = lambda s: None) -> Retirement:
-    """Close the issues (`issues`, open single-test issues by test) of disabled tests that were
-    deleted (live: only those `may_act` allows, see lifecycle.py; its refusals take none of the
-    run's MAX_CLOSED_PER_RUN), or log and record what would be closed (dry run); rows go to the
-    ledger."""
+    """Close the issues (`issues`, open single-test issues by test, and tests of aggregates as
+    `aggregates.stand_in` gives them) of disabled tests that were deleted (live: only those `may_act`
+    allows, see lifecycle.py; its refusals take none of the run's MAX_CLOSED_PER_RUN), or log and
+    record what would be closed (dry run); rows go to the ledger. A test of an aggregate is only
+    listed in `listed`, its line to be dropped, and counts toward MAX_CLOSED_PER_RUN."""
     retirement = find_absent(lake, day, list(issues))
     describe(retirement, log)
     why = refusal(retirement, len(issues))
@@ -153,6 +158,9 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
                     f"for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
             log(f"DRY RUN: {plan}")
             retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, plan))
+            continue
+        if in_aggregate(issues[a.test]) is not None:
+            retirement.listed.append(a)
             continue
         try:
             detail = close_retired(github, repo, issues[a.test], a)

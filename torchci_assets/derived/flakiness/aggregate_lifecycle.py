@@ -1,0 +1,154 @@
+"""Tests of an aggregate DISABLED issue re-enabled and retired one by one; the aggregate closed
+when none is left.
+
+An aggregate disables every test it lists, and they are fixed or deleted one at a time: left as
+they are, a fixed test would stay disabled until every other test of the file is fixed too.
+Retiring and re-enabling therefore judge each listed test as they judge a single test's issue
+(retired.py, reenable.py: the test's line is its `Platforms:` line, its reruns count from when it
+was listed), and act on the test's line, as PyTorch's flaky bot does (handleNoLongerFlakyTest):
+a test deleted, or clean on every platform of its line, is dropped from the list; one clean on
+some platforms has its line narrowed to the others; an aggregate whose list is left empty is
+closed. The tests are taken from the first open aggregate (by URL) naming them, and left to their
+own issue when they have an open one.
+
+All of one run's changes to an aggregate are one comment, saying which tests and why, then one
+edit. The comment carries a marker naming the day and the change, so a retry after a crash
+between the two only edits; and an aggregate whose author may not disable tests is left alone,
+as a single issue is (lifecycle.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from resources.github import GitHubError, GitHubResource
+from resources.lake import Lake
+from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, stand_in, with_list
+from torchci_assets.derived.flakiness.comments import comment_once
+from torchci_assets.derived.flakiness.issue_text import is_aggregate_title, multiple_tests
+from torchci_assets.derived.flakiness.issues import Marks, ledger_row, record
+from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
+from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
+
+
+@dataclass(frozen=True)
+class LineChange:
+    """What becomes of one test's line: dropped (`keep` None) or narrowed to `keep`, and why."""
+
+    test: str
+    keep: list[str] | None
+    why: str
+
+
+@dataclass
+class AggregateSettling:
+    rows: list[dict] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    closed: list[int] = field(default_factory=list)
+
+
+def aggregate_members(issues: list[dict], allowed: Callable[[dict], bool], singles: dict[str, dict],
+                      marks: Marks) -> dict[str, dict]:
+    """Per test listed by an open aggregate of `issues` and without an open issue of its own
+    (`singles`), its `stand_in`: of several aggregates, the first by URL whose author may disable
+    tests (`allowed`, asked only then), else the first. The test's evidence counts from when the
+    ledger last recorded it listed (`marks`)."""
+    by_test: dict[str, list[tuple[dict, list[str]]]] = {}
+    for issue in sorted(issues, key=lambda i: i["html_url"]):
+        if issue.get("state") == "open" and is_aggregate_title(issue.get("title")):
+            for test, platforms in multiple_tests(issue.get("title"), issue.get("body")):
+                if test not in singles:
+                    by_test.setdefault(test, []).append((issue, platforms))
+    out = {}
+    for test, group in by_test.items():
+        issue, platforms = next((g for g in group if allowed(g[0])), group[0]) if len(group) > 1 else group[0]
+        at = marks.line["listed"].get((issue["number"], test))
+        out[test] = stand_in(issue, test, platforms, at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None)
+    return out
+
+
+def changes_of(retired: list[Absent], decided: list[tuple[Decision, dict[str, PlatformRuns]]]) -> list[LineChange]:
+    """The line changes the retiring (`retired`) and re-enabling (`decided`) asked for."""
+    out = [LineChange(a.test, None, f"not in any test report for {RETIRE_AFTER_DAYS} days while `{a.file}` kept "
+                                    "reporting: deleted or renamed") for a in retired]
+    for d, _runs in decided:
+        clean = f"every rerun in PyTorch's rerun_disabled_tests jobs over the last {WINDOW_DAYS} days passed"
+        if d.action == "close":
+            where = ", ".join(d.dropped) or "every platform that reran it"
+            out.append(LineChange(d.test, None, f"{clean}, on {where}"))
+        else:
+            out.append(LineChange(d.test, d.keep, f"{clean} on {', '.join(d.dropped)}"))
+    return out
+
+
+def new_list(title: str, body: str, changes: list[LineChange]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The aggregate's list (test -> platforms) before and after `changes`."""
+    before = listed(title, body)
+    by_test = {c.test: c for c in changes}
+    after = {t: (by_test[t].keep if t in by_test else p) for t, p in before.items()
+             if t not in by_test or by_test[t].keep is not None}
+    return before, after
+
+
+def comment_text(changes: list[LineChange], after: dict[str, list[str]]) -> str:
+    lines = ["Re-enabling tests of this issue, one by one:", ""]
+    for c in sorted(changes, key=lambda c: c.test):
+        if c.keep is None:
+            lines.append(f"- `{c.test}` is dropped from the list: {c.why}.")
+        else:
+            lines.append(f"- `{c.test}` is re-enabled where {c.why}; it stays disabled on {', '.join(c.keep)}.")
+    lines += ["", "No test is left in the list: closing this issue. Reopen it to disable them again."
+              if not after else f"{len(after)} test(s) stay disabled by this issue."]
+    return "\n".join(lines)
+
+
+def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineChange], day: str,
+           run_id: str) -> list[dict]:
+    """Comment (once: its marker names the day and the change) and edit one aggregate: its list
+    without the dropped lines and with the narrowed ones, or closed when none is left. The ledger
+    rows (`dropped`, `narrowed`); [] when the list already is so."""
+    title, body, n = issue["title"], issue.get("body") or "", issue["number"]
+    before, after = new_list(title, body, changes)
+    changes = [c for c in changes if c.test in before and after.get(c.test) != before[c.test]]
+    if not changes:
+        return []
+    digest = hashlib.sha256(json.dumps([sorted(before.items()), sorted(after.items())]).encode()).hexdigest()[:16]
+    comment_once(github, repo, n, f"<!-- torchci-dagster: aggregate {day} {digest} -->", comment_text(changes, after))
+    fields = {"state": "closed", "state_reason": "completed"} if not after else {"body": with_list(body, after)}
+    github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body=fields)
+    now = {**issue, **fields}
+    end = "; the aggregate is closed: no test is left" if not after else ""
+    return [ledger_row(c.test, "dropped" if c.keep is None else "narrowed", now, repo, run_id,
+                       (f"dropped from aggregate #{n}: " if c.keep is None
+                        else f"narrowed to {', '.join(c.keep)} in aggregate #{n}: ") + c.why + end) for c in changes]
+
+
+def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str, members: dict[str, dict],
+                      retired: list[Absent], decided: list[tuple[Decision, dict[str, PlatformRuns]]],
+                      log: Callable[[str], None] = lambda s: None,
+                      warn: Callable[[str], None] = lambda s: None) -> AggregateSettling:
+    """Carry out, aggregate by aggregate, the line changes retiring and re-enabling asked for
+    (`members`: the tests' stand-ins); the rows go to the ledger. A GitHub error on one aggregate
+    leaves its tests for the next run."""
+    by_issue: dict[int, list[LineChange]] = {}
+    for c in changes_of(retired, decided):
+        by_issue.setdefault(members[c.test]["number"], []).append(c)
+    out = AggregateSettling()
+    for n, changes in sorted(by_issue.items()):
+        issue = in_aggregate(members[changes[0].test])
+        try:
+            rows = settle(github, repo, issue, changes, day, run_id)
+        except GitHubError as e:
+            out.failed.update({c.test: str(e) for c in changes})
+            warn(f"aggregate #{n}: {e} (left for the next run)")
+            continue
+        out.rows.extend(rows)
+        out.closed.extend([n] if rows and rows[0]["issue_state"] == "closed" else [])
+        for r in rows:
+            log(f"#{n} ({r['test']}): {r['detail']}")
+    if out.rows:
+        record(lake, day, out.rows, f"aggregates-{run_id[:8]}")
+    return out
