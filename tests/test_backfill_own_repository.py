@@ -209,6 +209,29 @@ def test_days_an_older_prs_backfill_finished_get_their_ciflow_runs_once(tmp_path
     assert not any(p.endswith("/actions/runs") for p, _ in api.requests)
 
 
+def test_the_day_an_older_prs_backfill_left_unfinished_gets_its_ciflow_runs_too(tmp_path, httpserver, monkeypatch):
+    """`torchci backfill --prs` reads up to today, which it leaves unfinished: after the upgrade the
+    same command reads on from that day's last run, and its ciflow runs from before it too."""
+    import torchci_assets.backfill.history as history
+
+    api = with_branches(FakeActions(httpserver))
+    from_world(api, World(SIM), WEEK[:1], reports=False, logs=False)
+    ciflow_id = min(api.runs) - 1000  # created that day, listed below the day's last run id
+    _ciflow_run(api, api.pulls[0], ciflow_id, f"ciflow/trunk/{api.pulls[0]['number']}")
+    store = Store(str(tmp_path))
+    opts = BackfillOptions(REPO, WEEK[0], WEEK[0], prs=True)
+    with monkeypatch.context() as m:  # the older backfill, which did not list ciflow tag runs
+        m.setattr(history, "run_queries", lambda o: [({"branch": o.branch}, None), ({"event": "pull_request"}, None)])
+        backfill(client(httpserver), store, opts, log=lambda s: None, today=WEEK[0])
+    cursor_path = "backfill/pytorch/pytorch+prs.json"
+    old = orjson.loads(store.read_bytes(cursor_path))
+    old.pop("ciflow_read", None)
+    assert old["days_done"] == [] and WEEK[0].isoformat() in old["last_run_ids"]
+    store.write_bytes(cursor_path, orjson.dumps(old))
+    backfill(client(httpserver), store, opts, log=lambda s: None, today=TODAY)
+    assert ciflow_id in {r["payload"]["workflow_run"]["id"] for r in records(tmp_path) if r["event"] == "workflow_run"}
+
+
 # ---- make run after a backfill ---------------------------------------------------------------------
 
 def _make_run(tmp_path: Path, archive: Path) -> list[str]:

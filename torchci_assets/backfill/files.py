@@ -110,8 +110,10 @@ class Cursor:
         if store.exists(self.path):
             saved = json.loads(store.read_bytes(self.path))
             if prs and "ciflow_read" not in saved:
-                # written before ciflow tag runs were read: the days it finished lack only those
-                saved["ciflow_days_missing"] = sorted(set(saved.get("days_done", [])))
+                # written before ciflow tag runs were read: the days it finished, and the one it was
+                # reading (its runs above last_run_ids are read on; those below are not again), lack them
+                saved["ciflow_days_missing"] = sorted(set(saved.get("days_done", []))
+                                                      | set(saved.get("last_run_ids", {})))
             self.state.update(saved)
             self.state["ciflow_read"] = True
 

@@ -99,7 +99,8 @@ def _window(reader: RestReader, repo: str, filters: dict, lo: dt.datetime, hi: d
     resp = reader.get(path, params)
     body = resp.json()
     total = body.get("total_count", 0)
-    if total > LIST_CAP and hi > lo:
+    # split at the cap itself: should GitHub ever report a capped count, a full list is split too
+    if total >= LIST_CAP and hi > lo:
         mid = (lo + (hi - lo) / 2).replace(microsecond=0)
         yield from _window(reader, repo, filters, lo, mid, cut)
         yield from _window(reader, repo, filters, mid + dt.timedelta(seconds=1), hi, cut)
