@@ -54,8 +54,13 @@ SERVE_PORT ?= 8080
 
 # Started in DAGSTER_HOME, the instance's folder: from here Dagster would note on every start that
 # the repository's dagster.yaml (the template copied there) is not the one in use.
+# A job a script starts in the background inherits SIGINT ignored, and Dagster answers SIGTERM with
+# its SIGINT handler, so it would ignore `kill -TERM` too: SIGINT is set back to its default first.
+WITH_DEFAULT_SIGINT = "$(abspath $(BIN))/python" -c 'import os, signal, sys; \
+	signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
 dev: install
-	cd "$(DAGSTER_HOME)" && "$(CURDIR)/$(BIN)/dagster" dev -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(DEV_PORT)
+	cd "$(DAGSTER_HOME)" && exec $(WITH_DEFAULT_SIGINT) "$(abspath $(BIN))/dagster" dev \
+		-w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(DEV_PORT)
 
 # The webhook and relay-callback receiver (docs/relay.md, "Receiving webhooks"); needs TORCHCI_WEBHOOK_SECRETS.
 serve: install

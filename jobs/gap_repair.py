@@ -6,6 +6,10 @@ no job at all, and writes what GitHub says as `rest` records (`torchci_assets.ba
 the archive refresh sensor then re-ingests the days they land in. A lost delivery is so repaired
 within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due.
 
+A pass whose lookups GitHub refuses (credentials it does not accept, a repository they cannot
+read) or leaves all unanswered fails, so the run shows what to fix instead of a green run that
+repaired nothing; a few lookups failing among answers are warnings, asked again on the next pass.
+
 The schedule runs by default where GitHub credentials are configured; without them (the demo's
 simulated repository, which GitHub does not know) it is off and can be started in the UI.
 
@@ -34,19 +38,27 @@ def repair_limit() -> dt.timedelta:
     return dt.timedelta(minutes=minutes - REPAIR_EVERY_MIN)
 
 
+def utcnow() -> dt.datetime:
+    """The pass's clock, one name for tests to set: the lake's days are found from it."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
 @dg.op(description="Look up stale jobs and run attempts without jobs in GitHub's REST API; write them as "
-                   "`rest` records into the archive.")
+                   "`rest` records into the archive. Fails when GitHub refuses the credentials or access, or "
+                   "answers no lookup at all: then no lost delivery is repaired until that is fixed.")
 def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResource, archive: ArchiveResource,
                            lake: LakeResource) -> dg.Output:
-    now = dt.datetime.now(dt.timezone.utc)
-    report = repair_gaps(github, archive.store(), lake.lake(), now, repair_limit(), log=context.log.info)
-    for failure in report.failed:
-        context.log.warning(f"gap repair: {failure} (retried on the next pass)")
-    return dg.Output(None, metadata={
+    report = repair_gaps(github, archive.store(), lake.lake(), utcnow(), repair_limit(), log=context.log.info)
+    metadata = {
         "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
-        "failed": len(report.failed)})
+        "failed": len(report.failed), "not_asked": report.not_asked}
+    for failure in report.failed:
+        context.log.warning(f"gap repair: {failure} (retried on the next pass)")
+    if (problem := report.problem) is not None:
+        raise dg.Failure(description=f"gap repair: {problem}", metadata=metadata, allow_retries=False)
+    return dg.Output(None, metadata=metadata)
 
 
 @dg.job(description="Repair what lost webhook deliveries left incomplete (see torchci_assets.backfill.gaps).")
@@ -60,4 +72,9 @@ def _has_credentials() -> bool:
 
 gap_repair_schedule = dg.ScheduleDefinition(
     job=gap_repair_job, cron_schedule=f"*/{REPAIR_EVERY_MIN} * * * *", execution_timezone="UTC",
+    description=f"Every {REPAIR_EVERY_MIN} minutes, asks GitHub's REST API about the jobs and run attempts whose "
+                f"webhooks were lost (a state unconfirmed for {LIMIT_VAR}, default "
+                f"{DEFAULT_LIMIT.total_seconds() / 60:.0f}, minutes) and writes GitHub's answer into the "
+                "archive. Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or "
+                "GITHUB_APP_ID); without them it is off and can be started in the UI.",
     default_status=dg.DefaultScheduleStatus.RUNNING if _has_credentials() else dg.DefaultScheduleStatus.STOPPED)

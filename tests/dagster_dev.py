@@ -28,6 +28,37 @@ def dev_env(root: Path, **extra: str) -> dict:
     return env
 
 
+def answers(url: str) -> bool:
+    """Whether the server at `url` answers at all (with the UI's own info endpoint, or the
+    receiver's liveness)."""
+    try:
+        return requests.get(f"{url}/server_info", timeout=5).ok or requests.get(f"{url}/healthz", timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of process group `pgid` still running (zombies aside: they are only waiting
+    for their parent to read their exit status)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def ignores(pid: int, signum: int) -> bool:
+    """Whether process `pid` has `signum` ignored (its SigIgn mask)."""
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask.split()[1], 16) >> (signum - 1) & 1)
+
+
 class DagsterDev:
     """A running `dagster dev` in its own process group, started as `make dev` starts it."""
 

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from conftest import write_lines
-from fake_github_actions import FakeActions
+from fake_github_actions import FakeActions, reply
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
@@ -196,6 +196,8 @@ def test_the_scheduled_job_runs_in_dagster(tmp_path, httpserver, monkeypatch):
 
     (schedule,) = [s for s in defs.schedules if s.name == gap_repair_schedule.name]
     assert schedule.cron_schedule == "*/5 * * * *" and schedule.job_name == gap_repair_job.name
+    # what the UI shows: what it does, and why it may be off
+    assert "GitHub's REST API" in schedule.description and "GITHUB_TOKEN" in schedule.description
     assert repair_limit() == dt.timedelta(minutes=25)
     monkeypatch.setenv("TORCHCI_GAP_REPAIR_MINUTES", "3")
     with pytest.raises(ValueError, match="more than the 5-minute"):
@@ -399,3 +401,73 @@ def test_a_failed_run_a_heard_job_explains_is_not_asked_for(tmp_path, httpserver
     lake = Lake.at(str(tmp_path / "lake"))
     ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
     assert find_gaps(lake, NOW).attempts == []
+
+
+BAD_CREDENTIALS = {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}
+
+
+def run_job(tmp_path, httpserver, monkeypatch):
+    """The scheduled job, run by Dagster in this process at NOW."""
+    import jobs.gap_repair
+    from jobs.gap_repair import gap_repair_job
+
+    monkeypatch.setattr(jobs.gap_repair, "utcnow", lambda: NOW)
+    return gap_repair_job.execute_in_process(raise_on_error=False, resources={
+        "github": client(httpserver), "archive": ArchiveResource(uri=str(tmp_path / "archive")),
+        "lake": LakeResource(uri=str(tmp_path / "lake"))})
+
+
+def step_failure(result) -> str:
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return failure.event_specific_data.error.message
+
+
+def test_credentials_github_refuses_fail_the_run_and_keep_what_was_repaired(tmp_path, httpserver, octokit,
+                                                                            monkeypatch):
+    """A token revoked in the middle of a pass: the run attempt looked up before is written, the
+    run fails saying which credentials to fix, and no further lookup is sent (each would be refused)."""
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.fail(rf"/runs/{JOBLESS_RUN}/", *[reply(401, BAD_CREDENTIALS)] * 5)
+    result = run_job(tmp_path, httpserver, monkeypatch)
+    assert not result.success
+    message = step_failure(result)
+    assert "GitHub refused the credentials" in message and "GITHUB_TOKEN" in message and "Bad credentials" in message
+    assert "ghp_FAKE" not in message
+    assert api.count(rf"/runs/{JOBLESS_RUN}/") == 1
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert jobs_in_lake(tmp_path) == [(JOB, RUN, "completed", "failure", "2021-09-13 02:27:40+00")]
+
+
+def test_a_repository_the_credentials_cannot_read_fails_the_run(tmp_path, httpserver, octokit, monkeypatch):
+    archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.fail(r"^/repos/", *[reply(403, {"message": "Resource not accessible by personal access token"})] * 5)
+    result = run_job(tmp_path, httpserver, monkeypatch)
+    assert not result.success
+    message = step_failure(result)
+    assert f"refused to show {REPO}" in message and "Actions: read" in message
+    assert "1 more run attempt not asked" in message
+    assert len(api.requests) == 1
+
+
+def test_a_rate_limit_among_answers_is_a_warning_and_no_answer_at_all_fails(tmp_path, httpserver, octokit,
+                                                                            monkeypatch):
+    """A rate limit is no refusal: the pass that got other answers succeeds, the lookup it missed is
+    asked again on the next pass. A pass that got no answer at all repaired nothing: it fails."""
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    exhausted = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW.timestamp()) + 10**9)}
+    limited = reply(403, {"message": "API rate limit exceeded for user ID 1."}, exhausted)
+    api.fail(rf"/runs/{JOBLESS_RUN}/", limited)
+    result = run_job(tmp_path, httpserver, monkeypatch)
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert output.event_specific_data.metadata["failed"].value == 1
+    assert output.event_specific_data.metadata["looked_up"].value == 1
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+
+    api.fail(r"^/repos/", *[reply(404, {"message": "Not Found"})] * 5)  # JOBLESS_RUN's run attempt alone is left
+    result = run_job(tmp_path, httpserver, monkeypatch)
+    assert not result.success
+    assert "GitHub answered no lookup of this pass (1 failed" in step_failure(result)

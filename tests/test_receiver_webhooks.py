@@ -205,3 +205,6 @@ def test_settings_from_the_environment_never_show_the_secret():
     assert default.oidc_audience == "pytorch-cross-repo-ci-relay" and "push" in default.events
     with pytest.raises(SettingsError, match="TORCHCI_CALLBACK_RATE_LIMIT"):
         ReceiverSettings.from_env({"TORCHCI_CALLBACK_RATE_LIMIT": "0"})
+    # a list naming no event would acknowledge every delivery and keep none
+    with pytest.raises(SettingsError, match="TORCHCI_WEBHOOK_EVENTS=',': names no event"):
+        ReceiverSettings.from_env({"TORCHCI_WEBHOOK_EVENTS": " , "})

@@ -12,6 +12,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
+from torchci_assets.backfill.rest import rate_limited
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
 # bad credentials, no such repository or branch, no permission: the command or the credentials must
@@ -86,15 +87,7 @@ def _refusal(exc: GitHubError, repo: str) -> str | None:
                 "token or the GitHub App can read it")
     if isinstance(exc, MissingBranch):
         return str(exc)
-    if exc.status == 403 and not _rate_limited(exc):
+    if exc.status == 403 and not rate_limited(exc):
         return (f"GitHub refused a read ({exc}): the token or the GitHub App needs Actions: read and "
                 "Contents: read on the repository (and Pull requests: read for --prs)")
     return None
-
-
-def _rate_limited(exc: GitHubError) -> bool:
-    """A 403 that was a rate limit: GitHub's message says so, or the client waited on its advice
-    until it gave up. Any other 403 (a token without a permission, an organization's SAML or IP
-    policy) answers the same however often it is asked."""
-    text = str(exc)
-    return "rate limit" in text.lower() or "(gave up:" in text

@@ -36,7 +36,7 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
-from torchci_assets.backfill.rest import RestReader
+from torchci_assets.backfill.rest import RestReader, rate_limited
 
 DEFAULT_LIMIT = dt.timedelta(minutes=30)
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
@@ -69,6 +69,22 @@ class RepairReport:
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
     failed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # what to fix: GitHub refused the credentials or access
+    not_asked: int = 0  # run attempts left unasked after such a refusal (every one would be refused too)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the pass must show as failed, or None: a refusal no later pass gets past by itself, or
+        no lookup answered at all. A few lookups failing among answers retry on the next pass."""
+        if self.refused:
+            n = self.not_asked
+            unasked = f" ({n} more run attempt{'s' * (n > 1)} not asked)" if n else ""
+            return "; ".join(self.refused) + unasked + "; lost deliveries stay unrepaired until then"
+        if self.failed and not self.looked_up:
+            return (f"GitHub answered no lookup of this pass ({len(self.failed)} failed; first: "
+                    f"{self.failed[0]}): check GITHUB_API_URL and the network, and that the credentials can read "
+                    "Actions on these repositories; lost deliveries stay unrepaired until a pass gets answers")
+        return None
 
 
 def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT) -> Gaps:
@@ -142,15 +158,37 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     reader = RestReader(gh)
     part = Part(archive, f"rest-repair-{now.strftime('%Y%m%dT%H%M%S')}")
     repositories: dict[str, dict] = {}
-    for key in gaps.attempts:
+    refused_repos: set[str] = set()
+    for n, key in enumerate(gaps.attempts):
+        if key[0] in refused_repos:
+            report.not_asked += 1
+            continue
         try:
             _repair_attempt(reader, part, key, gaps, repositories, report)
         except GitHubError as exc:
             report.failed.append(f"{key[0]} run {key[1]} attempt {key[2]}: {exc}")
-    report.deliveries = part.commit()
+            if (fix := refusal(exc, key[0])) is not None:
+                report.refused.append(fix)
+                refused_repos.add(key[0])
+                if exc.status == 401:  # the credentials themselves: no repository is answered
+                    report.not_asked += len(gaps.attempts) - n - 1
+                    break
+    report.deliveries = part.commit()  # what was repaired before a refusal is kept
     log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
         f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
         f"never heard of found beside them, {report.deliveries} records "
-        f"written, {len(report.failed)} failed; {reader.budget.describe()}")
+        f"written, {len(report.failed)} failed, {report.not_asked} not asked; {reader.budget.describe()}")
     return report
+
+
+def refusal(exc: GitHubError, repo: str) -> str | None:
+    """What to fix when GitHub refused for good, else None: a refusal answers the same on every
+    pass, so it must not pass for one of the transient failures the next pass retries."""
+    if exc.status == 401:
+        return (f"GitHub refused the credentials ({exc}): set a valid GITHUB_TOKEN, or GITHUB_APP_ID and "
+                "GITHUB_APP_PRIVATE_KEY, where Dagster runs")
+    if exc.status == 403 and not rate_limited(exc):
+        return (f"GitHub refused to show {repo} ({exc}): the token or the GitHub App needs Actions: read "
+                f"on {repo}")
+    return None

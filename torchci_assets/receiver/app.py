@@ -5,7 +5,7 @@
 | `POST /github/webhook` | 200 once the delivery is fsynced (or `ping` / an event not configured: acknowledged, not kept); 400 no event or delivery header, form-encoded or not a JSON object; 401 missing or bad `X-Hub-Signature-256`; 413 over the size limit; 503 the spool cannot write, or no secret is configured |
 | `POST /relay/callback` | 200 once fsynced, or 200 `ignored` (nothing kept) when the token's repository is not allowlisted at L2 or above; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
 | `GET /healthz` | liveness: 200 while both spool writers run, else 503; the spool depth |
-| `GET /readyz` | readiness: 200 while a delivery sent now would be kept, else 503 with the reasons |
+| `GET /readyz` | readiness: 200 while a delivery sent now would be kept, else 503 with the reasons (no webhook secret among them) |
 | `GET /metrics` | Prometheus text |
 
 Checks run cheapest and least trusting first: size, then authentication, then whether the
@@ -50,7 +50,7 @@ from torchci_assets.receiver.callbacks import (
 )
 from torchci_assets.receiver.metrics import Metrics
 from torchci_assets.receiver.oidc import KeySet, KeysUnavailable, OidcVerifier, TokenError
-from torchci_assets.receiver.readiness import Readiness
+from torchci_assets.receiver.readiness import Readiness, refused_by_settings
 from torchci_assets.receiver.records import ci_result_line, webhook_line
 from torchci_assets.receiver.settings import ReceiverSettings
 from torchci_assets.receiver.signatures import SignatureCheck
@@ -137,7 +137,7 @@ class Receiver:
         self.metrics.gauges = self._gauges
         self.budget = BodyBudget(settings.inflight_bytes)
         self.readiness = Readiness(settings.spool_dir, settings.spool_high_water, settings.roll_backlog_s,
-                                   READINESS_EVERY_S)
+                                   READINESS_EVERY_S, fixed=refused_by_settings(settings))
         self.noise = ThrottledLog(log)
         self._exit = contextlib.ExitStack()
         self._locked = False
@@ -172,7 +172,8 @@ class Receiver:
         self._tasks.append(asyncio.create_task(self._watch_loop()))
         self._tasks.append(asyncio.create_task(self._readiness_loop()))
         if not self.settings.webhook_secrets:
-            log.warning("TORCHCI_WEBHOOK_SECRETS is not set: POST /github/webhook answers 503 until it is")
+            log.warning("TORCHCI_WEBHOOK_SECRETS is not set: POST /github/webhook and GET /readyz answer 503 "
+                        "until it is")
         log.info("receiving into %s (spool %s, roll every %gs or %d bytes); callbacks from %s for audience %r",
                  self.archive.display(), self.settings.spool_dir, self.settings.roll_interval_s,
                  self.settings.roll_bytes, self.settings.oidc_issuer, self.settings.oidc_audience)
@@ -222,7 +223,7 @@ class Receiver:
             try:
                 await self.refresh_readiness()
             except Exception as exc:  # e.g. the spool folder unreadable: not ready, and keep checking
-                self.readiness.reasons = [f"readiness cannot be checked: {exc}"]
+                self.readiness.reasons = [*self.readiness.fixed, f"readiness cannot be checked: {exc}"]
                 self.noise.log("readiness", logging.ERROR, f"readiness cannot be checked: {exc}")
             self.noise.flush()
             WRITE_ERRORS.flush()

@@ -6,7 +6,10 @@ would be kept. GitHub does not retry a failed delivery by itself, so a replica t
 - the spool cannot be written (a small file is written, fsynced and removed, at most once a second);
 - the spool holds more than the high-water mark (deliveries are refused then too, so the pod's
   volume never fills and gets the pod evicted with everything not rolled yet);
-- optionally, the oldest sealed segment has waited for the archive longer than a limit.
+- optionally, the oldest sealed segment has waited for the archive longer than a limit;
+- a setting refuses every delivery of an endpoint (no webhook secret: every webhook is answered
+  503). A replica so configured must not look ready beside one that works, nor a lone one pass
+  its rollout while GitHub's deliveries fail.
 """
 
 from __future__ import annotations
@@ -16,14 +19,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from torchci_assets.receiver.settings import ReceiverSettings
 from torchci_assets.receiver.spool import probe_write, spool_depth
+
+
+def refused_by_settings(settings: ReceiverSettings) -> list[str]:
+    """The settings under which every delivery of an endpoint is refused: they last as long as the
+    process, so they are reasons for as long (a restart with them fixed makes it ready)."""
+    if not settings.webhook_secrets:
+        return ["no webhook secret is configured: every webhook is answered 503; set TORCHCI_WEBHOOK_SECRETS "
+                "to the secret of the GitHub webhook and restart"]
+    return []
 
 
 class Readiness:
     def __init__(self, spool_dir: Path, high_water: int, backlog_s: float = 0.0, every_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, fixed: list[str] | None = None):
         self.spool_dir, self.high_water, self.backlog_s = spool_dir, high_water, backlog_s
         self.every_s, self._clock = every_s, clock
+        self.fixed = list(fixed or [])  # reasons of the settings, in every answer
         self._checked = -float("inf")
         # one probe at a time (the periodic refresh's and a request's): the reasons left are the last one's
         self._lock = threading.Lock()
@@ -39,7 +53,7 @@ class Readiness:
             return self._refresh()
 
     def _refresh(self) -> list[str]:
-        reasons = []
+        reasons = list(self.fixed)
         if problem := probe_write(self.spool_dir):
             reasons.append(problem)
         depth = spool_depth(self.spool_dir)

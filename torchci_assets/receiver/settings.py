@@ -123,6 +123,9 @@ class ReceiverSettings:
             events = None
         elif events_raw:
             events = frozenset(e.strip() for e in events_raw.split(",") if e.strip())
+            if not events:  # every delivery would be acknowledged and dropped: GitHub would show them delivered
+                raise SettingsError(f"TORCHCI_WEBHOOK_EVENTS={events_raw!r}: names no event; list the events to "
+                                    "keep, comma-separated, or * for all")
         else:
             events = frozenset(DEFAULT_EVENTS)
         issuer = (env.get("TORCHCI_OIDC_ISSUER") or GITHUB_ISSUER).strip().rstrip("/")
