@@ -20,7 +20,11 @@ all_assets_job = dg.define_asset_job(
 
 
 @dg.schedule(cron_schedule="30 0 * * *", job=all_assets_job, execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="At 00:30 UTC, every asset for yesterday's partition (all_assets_daily), once its "
+                         "archive is complete. The run is tagged with the fingerprint of that day's archive, so the "
+                         "intra-day refresh does not repeat it. A day outside the partitions (before the first, or "
+                         "after the archive ended) is skipped, the tick saying why.")
 def daily_schedule(context: dg.ScheduleEvaluationContext, archive: ArchiveResource):
     """At 00:30 UTC, yesterday's archive is complete (late files land within minutes). A day
     before the first partition (a fresh install's first night) has nothing to process.

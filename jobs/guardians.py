@@ -62,4 +62,8 @@ def trunk_guardians_job():
 
 trunk_guardians_schedule = dg.ScheduleDefinition(
     job=trunk_guardians_job, cron_schedule="*/5 * * * *", execution_timezone="UTC",
+    description="Every 5 minutes, the trunk guardians (trunk_guardians_job): the autorevert judges main's signals "
+                "(restarts, revert proposals), then the alert conditions are checked (their issues opened or "
+                "closed). Every action is a dry run without GitHub credentials or with autorevert.enabled / "
+                "alerts.enabled false (the default).",
     default_status=dg.DefaultScheduleStatus.RUNNING)

@@ -37,7 +37,7 @@ import dagster as dg
 from jobs.relay import CLAIM_SETTLE_S, report_outcomes
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
-from torchci_assets.config import load_config
+from torchci_assets.config import ZOMBIE_TIMEOUT_S, load_config
 from torchci_assets.relay.acting import (
     Acted,
     Writer,
@@ -243,6 +243,11 @@ def has_github_credentials() -> bool:
 zombie_check_run_schedule = dg.ScheduleDefinition(
     name="zombie_check_run_schedule", job=zombie_check_run_job, cron_schedule=f"*/{ZOMBIE_SWEEP_EVERY_MIN} * * * *",
     execution_timezone="UTC",
+    description=f"Every {ZOMBIE_SWEEP_EVERY_MIN} minutes, completes as timed out the upstream check runs whose "
+                f"downstream job never reported within zombie_timeout_seconds (TORCHCI_CONFIG; default "
+                f"{ZOMBIE_TIMEOUT_S / 3600:g} h). "
+                "Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or GITHUB_APP_ID); without "
+                "them there is no check run it could complete, so it is off (it can be started in the UI).",
     default_status=dg.DefaultScheduleStatus.RUNNING if has_github_credentials() else dg.DefaultScheduleStatus.STOPPED)
 
 

@@ -102,6 +102,24 @@ def test_the_intra_day_refresh_runs_what_users_wait_for_in_one_process_and_leave
         assert same_day - refreshed <= {"backend_levels", "ci_metrics_daily", "test_time_regressions"}, key
 
 
+def test_every_schedule_and_sensor_says_what_it_runs_and_when_it_starts_by_itself():
+    """The UI lists schedules and sensors with their description beside their status: one without
+    says nothing of what it runs, and one that starts stopped must say why (credentials) and that
+    it can be started by hand."""
+    from jobs.relay_prs import has_github_credentials
+
+    timed = [*defs.schedules, *defs.sensors]
+    assert {d.name for d in timed} >= {"daily_schedule", "archive_refresh_sensor", "trunk_guardians_job_schedule",
+                                       "zombie_check_run_schedule", "gap_repair_job_schedule"}
+    for d in timed:
+        assert d.description and len(d.description.strip()) > 40, d.name
+        running = d.default_status in (dg.DefaultScheduleStatus.RUNNING, dg.DefaultSensorStatus.RUNNING)
+        if not running or d.name in ("zombie_check_run_schedule", "gap_repair_job_schedule"):
+            assert "credentials" in d.description and "started in the UI" in d.description, d.name
+    on = {d.name for d in timed if d.default_status == dg.DefaultScheduleStatus.RUNNING}
+    assert ("zombie_check_run_schedule" in on) == has_github_credentials()
+
+
 def test_ingest_assets_have_checks():
     checks = {(c.asset_key.to_user_string(), c.name) for c in defs.resolve_asset_graph().asset_check_keys}
     for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):
@@ -223,6 +241,26 @@ def test_the_hud_waits_for_the_unstable_list_and_never_for_the_disabled_list():
     assert specs and not any(s.blocking for s in specs)
 
 
+def test_a_github_incident_in_the_disabled_loop_skips_nothing():
+    """A failed step skips what depends on it. Downstream of the DISABLED-issue loop (the steps that
+    read and write GitHub's issues) are the daily CI metrics and the HUD, which show the disabled
+    list, and the guardians' alerts ledger, written by trunk_guardians_job (no asset run executes
+    it, so none skips it). The loop fails its checks, not its steps, on GitHub's errors
+    (tests/test_hud_outage.py), and none of them blocks: so nothing is skipped. An asset newly
+    downstream of the loop must be added here knowingly."""
+    graph = defs.resolve_asset_graph()
+    loop = dg.AssetSelection.assets("disabled_issues", "disabled_tests")
+    downstream = {k.to_user_string() for k in (loop.downstream() - loop).resolve(graph)}
+    assert downstream == {"ci_metrics_daily", "hud_site", "alerts"}
+    assert not graph.get(dg.AssetKey("alerts")).is_executable
+    for name in ("all_assets_daily", "archive_refresh"):
+        executed = {k.to_user_string() for k in defs.resolve_job_def(name).asset_layer.executable_asset_keys}
+        assert "hud_site" in executed and "alerts" not in executed, name
+    reads_issues = {"disabled_issues", "disabled_tests", "unstable_jobs"}
+    specs = [graph.get_check_spec(k) for k in graph.asset_check_keys if k.asset_key.to_user_string() in reads_issues]
+    assert {s.asset_key.to_user_string() for s in specs} == reads_issues and not any(s.blocking for s in specs)
+
+
 @pytest.fixture(scope="module")
 def reads_of_a_day(tmp_path_factory):
     """A simulated day through the daily job in process, recording per step the lake partitions it
@@ -264,6 +302,14 @@ def reads_of_a_day(tmp_path_factory):
 
 
 READ_DAY = "2026-11-20"
+# Lake tables that are no asset, each read only by the steps that write it, so the graph has no
+# edge to draw: {table: the assets whose steps keep it}. Each is named in those assets' descriptions
+# (the rejects assets' shared table aside: each is its part of it), and no other domain's code names it.
+OWN_TABLES = {
+    "rejects": {"webhook_rejects", "test_run_rejects", "ci_result_rejects", "log_rejects"},  # lake_metadata
+    "drci_merge_bases": {"drci_comments"},  # GitHub's compare answers cached per head sha (drci/merge_base.py)
+    "drci_posts": {"drci_comments"},  # the ledger of the comments posted (drci/publish.py)
+}
 
 
 def test_every_partition_a_day_reads_is_a_declared_dependency(reads_of_a_day):
@@ -278,7 +324,9 @@ def test_every_partition_a_day_reads_is_a_declared_dependency(reads_of_a_day):
     wrong = set()
     for node, table, days in reads_of_a_day["lake"]:
         if dg.AssetKey(table) not in graph.get_all_asset_keys():
-            continue  # a table of the step's own (a cache, an extract), not an asset
+            if not keys[node] & OWN_TABLES.get(table, set()):
+                wrong.add(f"{node} reads {table}, which is no asset and not a table of its own (OWN_TABLES)")
+            continue
         offsets = (-10 ** 6, 10 ** 6) if days is None else tuple(
             (dt.date.fromisoformat(d) - day).days for d in (days[0], days[-1]))
         if table in keys[node] and offsets == (0, 0):
@@ -294,3 +342,23 @@ def test_every_partition_a_day_reads_is_a_declared_dependency(reads_of_a_day):
                 wrong.add(f"{asset} reads {table} {offsets}, declares {(start, end)}")
     assert not sorted(wrong), sorted(wrong)
 
+
+
+def test_the_tables_an_asset_keeps_for_itself_are_named_in_its_description_and_read_by_no_other_domain():
+    """A cache or ledger of one asset's own draws no edge in the graph: its description says it is
+    there, and no other domain's code reads it (which would be an undeclared dependency)."""
+    from torchci_assets.lake_metadata import REJECT_PARTS
+
+    graph = defs.resolve_asset_graph()
+    assert OWN_TABLES["rejects"] == set(REJECT_PARTS)
+    for table, owners in OWN_TABLES.items():
+        assert dg.AssetKey(table) not in graph.get_all_asset_keys(), table
+        if table == "rejects":
+            continue
+        folders = {Path(graph.get(dg.AssetKey(o)).metadata["dagster/code_references"].code_references[0].file_path
+                        ).parent for o in owners}
+        for owner in owners:
+            assert table in graph.get(dg.AssetKey(owner)).description, (owner, table)
+        naming = {p.relative_to(ROOT) for p in (ROOT / "torchci_assets").rglob("*") if p.suffix in (".py", ".sql")
+                  and not any(p.is_relative_to(f) for f in folders) and table in p.read_text()}
+        assert not naming, (table, sorted(map(str, naming)))

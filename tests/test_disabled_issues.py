@@ -498,10 +498,11 @@ def test_losing_most_disabled_tests_at_once_is_refused(httpserver, world):
     out = Path(world.outputs_uri) / DISABLED_TESTS_PATH
     out.parent.mkdir(parents=True)
     out.write_text(json.dumps(previous))
-    refused = run(world, github(httpserver))
-    assert not refused.success and json.loads(out.read_text()) == previous
-    failure = [e for e in refused.all_events if e.is_step_failure][0]
-    assert "refusing to re-enable them all at once" in failure.step_failure_data.error.to_string()
+    refused = run(world, github(httpserver))  # the check fails, not the step, which would skip the HUD
+    assert refused.success and json.loads(out.read_text()) == previous
+    (check,) = [c for c in refused.get_asset_check_evaluations() if c.asset_key.to_user_string() == "disabled_tests"]
+    assert not check.passed and "refusing to re-enable them all at once" in check.metadata["error"].value
+    assert metadata(refused, "disabled_tests")["published"] is False
     forced = run(world, github(httpserver), disabled_tests_config={"allow_mass_reenable": True})
     assert forced.success and set(world.published()) == {TEST_A, TEST_B}
     assert len(fake.issues) == 2

@@ -240,7 +240,7 @@ AGE_DAY = "2026-08-26"
 AGE_SEEN = dt.datetime(2026, 8, 26, 9, tzinfo=dt.timezone.utc)
 
 
-def test_a_page_seen_40_days_ago_says_so_in_the_browser(tmp_path):
+def test_a_page_seen_40_days_ago_says_so_in_the_browser(tmp_path, browser):
     """A pull request's page kept while the pull request sleeps says how old what it shows is, by
     the browser's clock (set here)."""
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
@@ -253,15 +253,13 @@ def test_a_page_seen_40_days_ago_says_so_in_the_browser(tmp_path):
     build_pr_jobs(lake, AGE_DAY, REPO, now=AGE_SEEN + dt.timedelta(hours=12))
     publish_site(lake, out, AGE_DAY, REPO)
     page_file = tmp_path / "out" / "hud" / "pr" / "70.html"
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page()
-            for now, said in ((AGE_SEEN + dt.timedelta(days=40, hours=3), " (40 days ago)"),
-                              (AGE_SEEN + dt.timedelta(days=1, hours=1), " (1 day ago)"), (AGE_SEEN + dt.timedelta(hours=5), "")):
-                page.clock.set_fixed_time(now)
-                page.goto(page_file.as_uri())
-                assert page.inner_text("#age") == said
-                assert page.inner_text("#last-seen").startswith(f"Last change seen 2026-08-26 09:31 UTC{said}:")
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        for now, said in ((AGE_SEEN + dt.timedelta(days=40, hours=3), " (40 days ago)"),
+                          (AGE_SEEN + dt.timedelta(days=1, hours=1), " (1 day ago)"), (AGE_SEEN + dt.timedelta(hours=5), "")):
+            page.clock.set_fixed_time(now)
+            page.goto(page_file.as_uri())
+            assert page.inner_text("#age") == said
+            assert page.inner_text("#last-seen").startswith(f"Last change seen 2026-08-26 09:31 UTC{said}:")
+    finally:
+        page.close()

@@ -11,8 +11,9 @@ from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
 from torchci_assets.derived.drci.inputs import JOB_DAYS, TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.drci.merge_base import LOOKBACK_DAYS as MERGE_BASE_DAYS, TABLE as MERGE_BASES
 from torchci_assets.derived.flakiness.job_issues import load_unstable
-from torchci_assets.derived.drci.publish import publish
+from torchci_assets.derived.drci.publish import LEDGER as POSTS, publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -39,7 +40,10 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
                 "pending); jobs marked by stats/unstable-jobs.json "
                 "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
-                "request, edited only when the body changed.",
+                "request, edited only when the body changed. It keeps two lake tables of its own, which no other "
+                f"asset reads and so are not assets: {MERGE_BASES} (the compare API's merge bases per head sha, "
+                f"read back over {MERGE_BASE_DAYS} days, so a head costs one request) and {POSTS} (the ledger of its "
+                "posts: an unchanged body costs no request).",
 )
 @lake_metadata
 def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,

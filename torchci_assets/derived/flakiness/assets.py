@@ -11,7 +11,7 @@ import warnings
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
-from resources.github import GitHubResource
+from resources.github import GitHubError, GitHubResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
@@ -23,8 +23,8 @@ from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, keep_answers,
                                                      trusted_test_issues)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
-                                                    publish_disabled_from_issues, publish_disabled_tests,
-                                                    publish_slow_tests)
+                                                    MassReenableRefused, keep_published, publish_disabled_from_issues,
+                                                    publish_disabled_tests, publish_slow_tests)
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as REENABLE_WINDOW_DAYS
 from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS as RETIRED_LOOKBACK_DAYS, RETIRE_AFTER_DAYS
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
@@ -90,6 +90,12 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
     yield unique_key_check(lk, "flaky_tests", day, ["file", "classname", "name"])
 
 
+_FILING_CHECK = "every_disabled_test_has_an_issue"
+_FILING_CHECK_TEXT = ("Every test the verdict disables was found or filed (a GitHub error leaves a test, or every test "
+                      "when GitHub fails the whole loop, for the next run; a test whose name PyTorch's title parser "
+                      "cannot read gets none, for a human to disable).")
+
+
 @dg.asset(
     name=LEDGER_TABLE, group_name="flakiness", kinds={"parquet", "github"}, pool="github_issues",
     deps=["flaky_tests", "flaky_test_platforms", dg.AssetDep("test_sha_outcomes", partition_mapping=_WINDOW),
@@ -97,7 +103,7 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(WINDOW_DAYS - 1, 1)),
           dg.AssetDep("test_results", partition_mapping=_RERUN_WINDOW),
           dg.AssetDep("test_daily_stats", partition_mapping=_REPORTED_WINDOW)],
-    check_specs=[check_spec("every_disabled_test_has_an_issue", LEDGER_TABLE)],
+    check_specs=[check_spec(_FILING_CHECK, LEDGER_TABLE)],
     partitions_def=daily_partitions,
     description="The tests the flaky verdict disables, as DISABLED issues in the upstream repo (found, created "
                 "with their evidence, or updated with new platforms), one ledger row per action: test, "
@@ -105,7 +111,8 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
                 "at. Issues of tests deleted from the code (absent from every report for 7 days while their file "
                 "kept reporting) are closed, those of tests clean in PyTorch's rerun_disabled_tests jobs closed or "
                 "narrowed; an aggregate's tests are dropped from its list one by one. Dry run without credentials "
-                "or with disabled_issues.enabled false.",
+                "or with disabled_issues.enabled false. A GitHub error (an outage, refused credentials) fails its "
+                "check, not its step, so the disabled list and the HUD after it are built all the same.",
 )
 @lake_metadata
 def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
@@ -117,20 +124,43 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     say a backfill next to the daily schedule, never search and create for the same test at
     once; `torchci_outputs` is not used because filing, paced for GitHub's rate limits, would
     hold up every other publish. Its partition is the verdict's day; the ledger is append-only
-    (every run adds its rows; a re-run never removes what was done on GitHub)."""
+    (every run adds its rows; a re-run never removes what was done on GitHub).
+
+    A GitHub error that stops the loop fails the check and is logged as an error, but not the
+    step: a failed step skips everything downstream of it, here `disabled_tests`, the daily CI
+    metrics and the HUD, which would then stay frozen for as long as GitHub fails."""
     lk = lake.lake()
     relay = load_config()
-    report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
-                                       relay, log=context.log.info, warn=context.log.warning,
-                                       refresh=is_refresh(context.run.tags))
-    life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
-                         relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
-                         log=context.log.info, warn=context.log.warning, allowed=report.allowed)
+    try:
+        report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                                           relay, log=context.log.info, warn=context.log.warning,
+                                           refresh=is_refresh(context.run.tags))
+        life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
+                             relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
+                             log=context.log.info, warn=context.log.warning, allowed=report.allowed)
+    except GitHubError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        context.log.error(f"the DISABLED-issue loop stopped on a GitHub error ({error}); what it did before is in "
+                          "the ledger, the next run takes it up again")
+        yield dg.MaterializeResult(metadata={"repo": relay.upstream_repo, "error": error})
+        yield dg.AssetCheckResult(check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=False,
+                                  description=_FILING_CHECK_TEXT, metadata={"error": error})
+        return
     keep_answers(lk, context.partition_key, context.run.run_id, report.allowed)  # the run's later steps reuse them
+    yield dg.MaterializeResult(metadata=filing_metadata(report, life, mode, relay.upstream_repo, lk))
+    yield dg.AssetCheckResult(
+        check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=not report.failed and not report.unreadable,
+        description=_FILING_CHECK_TEXT,
+        metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
+                  "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50]))})
+
+
+def filing_metadata(report, life, mode, repo: str, lk) -> dict:
+    """What a run of the DISABLED-issue loop did, for its materialization."""
     retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
-    yield dg.MaterializeResult(metadata={
-        "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": relay.upstream_repo,
+    return {
+        "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
         "unchanged_since": report.unchanged_since,
         **{f"{a}_count": report.count(a) for a in ("found", "created", "updated", "dry_run")},
@@ -151,14 +181,7 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         "deferred_tests": dg.MetadataValue.json(report.deferred[:50]),
         "unreadable_tests": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
         "ledger_parts": dg.MetadataValue.json([lk.store.display(p) for p in report.parts]),
-    })
-    yield dg.AssetCheckResult(
-        check_name="every_disabled_test_has_an_issue", asset_key=LEDGER_TABLE,
-        passed=not report.failed and not report.unreadable,
-        description="Every test the verdict disables was found or filed (GitHub errors leave it for the next run; "
-                    "a test whose name PyTorch's title parser cannot read gets none, for a human to disable).",
-        metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
-                  "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50]))})
+    }
 
 
 def dry_run_actions(report, life) -> list[str]:
@@ -174,64 +197,90 @@ class DisabledTestsConfig(dg.Config):
     allow_mass_reenable: bool = False
 
 
+READ_BACK_CHECK = "read_from_the_open_issues"
+with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    _DISABLED_CHECK_SPEC = dg.AssetCheckSpec(
+        READ_BACK_CHECK, asset="disabled_tests", partitions_def=daily_partitions,
+        description=f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} were read from GitHub's open DISABLED issues "
+                    "in this run (passes in a dry run, which reads no issue). When GitHub fails, or the issues read "
+                    "would re-enable most disabled tests at once (a likely search outage), the lists published last "
+                    "stay, CI and the HUD go on with them, and this check fails instead of the step, which would "
+                    "skip the HUD.")
+
+
 @dg.asset(
     name="disabled_tests", group_name="flakiness", kinds={"parquet", "json"}, deps=["flaky_tests", LEDGER_TABLE],
-    pool="torchci_outputs", partitions_def=daily_partitions,
+    pool="torchci_outputs", partitions_def=daily_partitions, check_specs=[_DISABLED_CHECK_SPEC],
     description=f"{DISABLED_TESTS_PATH} in PyTorch's format. With the DISABLED-issue loop on: built from the open "
                 "DISABLED issues of the upstream repo as PyTorch builds it (real issue numbers and URLs, "
                 "platforms parsed from the issues). Otherwise (dry run): flaky tests with evidence in at least "
                 "3 jobs, on the platforms where they flaked, merged with the previous day's list; tests clean for a "
                 f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. With the loop on, "
-                f"{DISABLED_JOBS_PATH} too, from the open DISABLED <job> issues. Lake table disabled_tests.",
+                f"{DISABLED_JOBS_PATH} too, from the open DISABLED <job> issues. Lake table disabled_tests, which "
+                "the HUD shows. A GitHub error leaves the published lists as they are (the day's table, when it "
+                "has none yet, gets the list CI goes on reading) and fails the check, not the step.",
 )
 @lake_metadata
 def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lake: LakeResource,
-                         outputs: OutputsResource, github: GitHubResource) -> dg.MaterializeResult:
-    store = outputs.store()
-    relay = load_config()
+                         outputs: OutputsResource, github: GitHubResource):
+    """GitHub's errors fail the check, not the step, as in `disabled_issues`: the daily CI
+    metrics and the HUD wait for this step, and a failed one would skip them."""
+    store, relay, day = outputs.store(), load_config(), context.partition_key
     mode = loop_mode(github, relay.disabled_issues, relay.source)
+    error, job_lists = "", {}
     if mode.live:
-        open_issues = read_back_open(github, relay.upstream_repo, lake.lake(), context.partition_key,
-                                     is_refresh(context.run.tags))
-        trusted = trusted_test_issues(github, lake.lake(), context.partition_key, relay.upstream_repo, open_issues,
-                                      context.run.run_id)
-        if trusted.refused:
-            context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
-                                "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
-        decision = publish_disabled_from_issues(lake.lake(), store, context.partition_key, trusted.tests,
-                                                config.allow_mass_reenable,
-                                                reenabled_here(lake.lake(), context.partition_key))
-        jobs = publish_job_list(github, relay.upstream_repo, store, DISABLED_PREFIX, open_issues, trusted.allowed)
-        keep_answers(lake.lake(), context.partition_key, context.run.run_id, trusted.allowed)
-        job_lists = {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(
-            [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
         source = f"open DISABLED issues of {relay.upstream_repo}"
+        try:
+            decision, job_lists = lists_from_open_issues(context, config, lake.lake(), store, github, relay)
+        except (GitHubError, MassReenableRefused) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            context.log.error(f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} left as published before ({error}); "
+                              "CI and the HUD go on with them")
+            decision = keep_published(lake.lake(), store, day)
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
                             f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} is not published "
                             "(it exists only as issues)")
-        job_lists = {}
-        decision = publish_disabled_tests(lake.lake(), store, context.partition_key)
-        source = "flaky verdict (dry run)"
-    return dg.MaterializeResult(metadata={
+        decision, source = publish_disabled_tests(lake.lake(), store, day), "flaky verdict (dry run)"
+    yield dg.MaterializeResult(metadata={
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "source": source,
         "disabled": len(decision.disabled), "newly_disabled": len(decision.new),
         "reenabled": len(decision.reenabled),
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
-        "published": not (decision.later_day or decision.nothing_new), "output": store.display(DISABLED_TESTS_PATH),
-        **job_lists,
+        "published": not (decision.later_day or decision.nothing_new or error),
+        "output": store.display(DISABLED_TESTS_PATH), **job_lists, **({"error": error} if error else {}),
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
-        **(later_day_kept(context, context.partition_key, decision.later_day,
+        **(later_day_kept(context, day, decision.later_day,
                           f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
     })
+    yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="disabled_tests", passed=not error,
+                              metadata={"error": error or "none", "dry_run": not mode.live})
 
 
-UNSTABLE_CHECK = "read_from_the_open_issues"
+def lists_from_open_issues(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lk, store, github,
+                           relay) -> tuple:
+    """Publish the disabled tests and jobs from the open issues (live); the decision and the job
+    lists' metadata. Raises GitHub's errors and a mass re-enable's refusal."""
+    day = context.partition_key
+    open_issues = read_back_open(github, relay.upstream_repo, lk, day, is_refresh(context.run.tags))
+    trusted = trusted_test_issues(github, lk, day, relay.upstream_repo, open_issues, context.run.run_id)
+    if trusted.refused:
+        context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
+                            "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
+    decision = publish_disabled_from_issues(lk, store, day, trusted.tests, config.allow_mass_reenable,
+                                            reenabled_here(lk, day))
+    jobs = publish_job_list(github, relay.upstream_repo, store, DISABLED_PREFIX, open_issues, trusted.allowed)
+    keep_answers(lk, day, context.run.run_id, trusted.allowed)
+    return decision, {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(
+        [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
+
+
 with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
     warnings.simplefilter("ignore", dg.PreviewWarning)
     _UNSTABLE_CHECK_SPEC = dg.AssetCheckSpec(
-        UNSTABLE_CHECK, asset="unstable_jobs", partitions_def=daily_partitions,
+        READ_BACK_CHECK, asset="unstable_jobs", partitions_def=daily_partitions,
         description=f"{UNSTABLE_JOBS_PATH} was read from GitHub's open UNSTABLE issues in this run. When GitHub (or "
                     "anything else) fails, the list published last stays and the HUD and Dr. CI go on with it: "
                     "this check fails instead of the step, which would skip them.")
@@ -268,7 +317,7 @@ def unstable_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
         "permissions_asked": report.asked, "permissions_reused": report.reused,
         **({"error": report.error} if report.error else {}),
     })
-    yield dg.AssetCheckResult(check_name=UNSTABLE_CHECK, asset_key="unstable_jobs", passed=not report.error,
+    yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="unstable_jobs", passed=not report.error,
                               metadata={"error": report.error or "none", "dry_run": not report.mode.live})
 
 

@@ -292,6 +292,23 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
     return decision
 
 
+class MassReenableRefused(ValueError):
+    """Most disabled tests lost their open issue at once (`publish_disabled_from_issues`)."""
+
+
+def keep_published(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
+    """What stands when the open issues could not be read: the published files, left as they are.
+    A day with no `disabled_tests` partition yet gets one of the list it is decided against, the
+    one CI goes on reading, so that the HUD shows it rather than no disabled test at all; one
+    written earlier in the day stays, as does an earlier day's when a later day's list is shown."""
+    base = disabled_baseline(outputs, day)
+    decision = DisabledDecision(dict(base.tests), {}, [], later_day=base.later)
+    if base.later is None and not lake.files("disabled_tests", [day]):
+        rows = flaky_rows(lake, day, keys=base.tests) if lake.files("flaky_tests", [day]) else []
+        _record(lake, day, decision, rows)
+    return decision
+
+
 def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: list[dict],
                                  allow_mass_reenable: bool = False, reenabled_here: Iterable[str] = ()
                                  ) -> DisabledDecision:
@@ -303,8 +320,8 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
 
     Re-enabling most disabled tests at once would turn CI red everywhere, and is far more
     likely a search outage than a human decision: a list that lost more than half of a
-    previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`.
-    The tests this project re-enabled itself (`reenabled_here`, from its ledger: an aggregate
+    previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`
+    (MassReenableRefused, raised before anything is written). The tests this project re-enabled itself (`reenabled_here`, from its ledger: an aggregate
     closed on rerun evidence takes all its tests at once) are not counted as lost.
     """
     base = disabled_baseline(outputs, day)
@@ -315,9 +332,10 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     kept = sum(1 for k in previous if k in disabled or k in here)
     if (len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable
             and base.later is None):
-        raise ValueError(f"only {kept} of the {len(previous)} published disabled tests still have an open "
-                         f"DISABLED issue ({len(disabled)} open now): refusing to re-enable them all at once. "
-                         "If the issues really were closed, materialize with allow_mass_reenable: true.")
+        raise MassReenableRefused(
+            f"only {kept} of the {len(previous)} published disabled tests still have an open DISABLED issue "
+            f"({len(disabled)} open now): refusing to re-enable them all at once. If the issues really were "
+            "closed, materialize with allow_mass_reenable: true.")
     runs = _events(rows)
     reenabled = {k: {"id": v[0], "runs": runs.get(k, (0, 0))[1]} for k, v in previous.items() if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))

@@ -20,10 +20,10 @@ from torchci_assets.partitions import daily_partitions, window_mapping
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 # commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
 # unstable_jobs publishes: they depend on it, so an issue opened reaches them in the run that reads it.
-# They do not depend on disabled_tests or disabled_issues: a step that fails skips everything after it,
-# and a GitHub incident failing the disabled list must not freeze the HUD and blind the trunk
-# guardians. unstable_jobs itself never fails: on an error it leaves the list published last, which
-# these read, and fails its check instead.
+# They read nothing of the disabled lists; ci_metrics_daily counts the disabled tests and depends on
+# disabled_tests. A step that fails skips everything after it, so none of the steps that read GitHub's
+# issues fails on GitHub's errors: unstable_jobs, disabled_issues and disabled_tests leave what they
+# published last, which the HUD reads, and fail their checks instead (tests/test_hud_outage.py).
 
 
 class CommitHealthConfig(dg.Config):
