@@ -36,7 +36,9 @@ def views(tmp_path):
     write_lines(tmp_path / "archive" / "ci-results" / f"day={DAY}" / "relay-1.jsonl", lines)
     lake = Lake.at(str(tmp_path / "lake"))
     ingest_ci_results_day(Store(str(tmp_path / "archive")), lake, DAY)
-    return backend_pages.load(lake, DAY)
+    # at noon, while the L2 job has run for less than the relay's zombie timeout (6 h)
+    noon = int(T0.replace(hour=12).timestamp() * 1000)
+    return backend_pages.load(lake, DAY, now_ms=noon, zombie_timeout_s=6 * 3600)
 
 
 def test_the_pr_page_section_lists_each_backends_jobs_on_the_head_by_level(tmp_path):

@@ -30,11 +30,13 @@ _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
 def backend_health_asset(context: dg.AssetExecutionContext, lake: LakeResource):
     """Per downstream repo, its health over the windows ending on the partition's day (7 and 28
     days by default): jobs, success rate, infrastructure availability, queue time, commit time,
-    timeouts, callback peak."""
+    timeouts, callback peak. A job that never completed times out after the relay's
+    `zombie_timeout_seconds`, as the relay's sweeper reports it."""
     day = context.partition_key
     lk = lake.lake()
-    windows = health_windows(load_config())
-    table = compute_health(lk, day, windows)
+    config = load_config()
+    windows = health_windows(config)
+    table = compute_health(lk, day, windows, zombie_timeout_s=config.zombie_timeout_seconds)
     lk.write("backend_health", day, table)
     short = [r for r in table.to_pylist() if r["window_days"] == windows[0]]
     yield dg.MaterializeResult(metadata={

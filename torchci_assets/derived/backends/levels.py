@@ -3,25 +3,32 @@
 Health (`backend_health`, one row per repo and window) is measured over windows ending on
 day D, read from the `ci_result` and `ci_callback_minutes` partitions of those days only.
 A job seen on several days (in progress on one, completed the next) is merged to its
-highest state, then judged as of the end of D (or now, while D is not over) with the same
-rule as ingest: a job not completed within 6 h of its start is an infrastructure failure; one
-started less than 6 h before that instant is pending, left out of every figure until a later
-window judges it. A job's start is the earliest its callbacks reported, else the relay's
-measure (`completed_at - execution_time`, see `ci_results.started_at_sql`).
+highest state, then judged as of the end of D (or now, while D is not over). A completed job is
+judged with the same rule as ingest: one completed more than 6 h after its start is an
+infrastructure failure, whatever its conclusion. A job that never completed is timed out as the
+relay's sweeper times it out (`cleanup_handler.py`, which reports it to the HUD as completed
+`timed_out`): once `zombie_timeout_seconds` of the config (6 h by default) passed since its first
+callback reached the receiver, it is a timeout and an infrastructure failure; before that it is
+pending, left out of every figure until a later window judges it. A `completed` callback arriving
+after the timeout wins: the job is then judged as any completed one. A job's start is the
+earliest its callbacks reported, else the relay's measure (`completed_at - execution_time`, see
+`ci_results.started_at_sql`).
 
 Job measures are about what the relay dispatched: nightly and periodic self-reports (no
 dispatch, no relay timings, a commit time of nothing) stay in `ci_result` but are left out of
 them; they still count towards the callback rate, which limits every callback.
 
 Measures, per repo and window:
-- jobs: judged jobs (completed, or lost for good); completed_jobs: those that completed;
+- jobs: judged jobs (completed, or timed out without completing); completed_jobs: those that
+  completed; timeouts: those completed `timed_out` and those timed out without completing; lost:
+  the latter alone;
 - success_rate: jobs that succeeded within 6 h / jobs;
 - infra_availability: share of jobs not lost to infrastructure; test_failure_rate likewise;
 - queue_p50_s / queue_p90_s: the relay-measured queue time of the jobs;
 - commit_time_p95_s: per delivery (one upstream commit relayed), the time from its first
-  job entering the queue to its last job completing; a lost job counts as completing 6 h
-  after its start (it never did, and that is the least it cost). Deliveries with a pending
-  job are left out;
+  job entering the queue to its last job completing; a job that never completed counts as
+  completing when it timed out (it never did, and that is the least it cost). Deliveries with
+  a pending job are left out;
 - callback_peak_per_minute: the most callbacks the repo sent in one minute.
 
 A repository is one whatever the letter case of its name: GitHub's names are case-insensitive
@@ -60,7 +67,7 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import Columns, SqlFiles, compose, relation
 from resources.storage import Store
-from torchci_assets.config import LEVELS, AllowlistEntry, TorchciConfig, dump_allowlist
+from torchci_assets.config import LEVELS, ZOMBIE_TIMEOUT_S, AllowlistEntry, TorchciConfig, dump_allowlist
 from torchci_assets.ingest.ci_results import (
     CALLBACK_MINUTES_SCHEMA,
     CI_RESULT_SCHEMA,
@@ -114,9 +121,11 @@ def _register(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, days: list
     con.execute(compose(_WITH_ADDED if added else _AS_IS, view=table, files=f"{table}_files", added=added))
 
 
-def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None) -> pa.Table:
+def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int | None = None,
+                   zombie_timeout_s: int = ZOMBIE_TIMEOUT_S) -> pa.Table:
     """One `backend_health` row per repo and window ending on `day` (see the module docstring);
-    jobs are judged at the end of `day`, or at `now_ms` (default: now) if that is earlier."""
+    jobs are judged at the end of `day`, or at `now_ms` (default: now) if that is earlier, and
+    those that never completed time out after `zombie_timeout_s`, the relay's zombie timeout."""
     firsts = {w: days_ending(day, w)[0] for w in windows}
     con = connect()
     try:
@@ -124,7 +133,8 @@ def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int |
         _register(con, lake, "ci_result", days, CI_RESULT_SCHEMA)
         _register(con, lake, "ci_callback_minutes", days, CALLBACK_MINUTES_SCHEMA)
         define_callback_macros(con)
-        values = {**judgement(judged_as_of_ms(day, now_ms)), "window_days": list(firsts),
+        values = {**judgement(judged_as_of_ms(day, now_ms)), "zombie_timeout_ms": int(zombie_timeout_s) * 1000,
+                  "window_days": list(firsts),
                   "first_days": [dt.date.fromisoformat(f) for f in firsts.values()],
                   "self_report_events": list(SELF_REPORT_EVENTS)}
         return relation(con, SQL["backend_health"], values).to_arrow_table().cast(HEALTH_SCHEMA)

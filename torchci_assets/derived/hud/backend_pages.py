@@ -5,24 +5,30 @@
   L3/L4 (the ones with upstream check runs) in their own table, L2 below;
 - `backends/<owner>/<repo>.html` per backend: its recent heads (pull requests and commits) and
   its success rate and queue time over the windows the levels are judged on.
+
+A job whose `completed` callback never came is shown as the relay's sweeper reports it to the HUD:
+completed, `timed_out`, once the relay's zombie timeout passed. Left in progress it would never
+count against the backend, however many of its runners died.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from html import escape
-from pathlib import Path
 
 from resources.lake import Lake, connect
 from resources.names import repo_name_problem
+from resources.sql import SqlFiles, execute, relation
+from torchci_assets.config import load_config
 from torchci_assets.derived.hud import pages
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import duration
+from torchci_assets.ingest.ci_results import judged_as_of_ms
 from torchci_assets.partitions import days_ending
 
-SQL = {name: (Path(__file__).parent / "sql" / f"{name}.sql").read_text()
-       for name in ("backend_jobs", "backend_windows")}
-CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "head_sha": "VARCHAR",
+SQL = SqlFiles(__file__)
+CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "delivery_id": "VARCHAR",
+              "head_sha": "VARCHAR",
               "workflow_name": "VARCHAR", "run_id": "BIGINT", "run_attempt": "BIGINT", "job_name": "VARCHAR",
               "status": "VARCHAR", "conclusion": "VARCHAR", "queue_s": "DOUBLE", "execution_s": "DOUBLE",
               "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "day": "DATE"}
@@ -37,15 +43,24 @@ class BackendViews:
     window_days: tuple[int, ...] = (7, 28)
 
 
-def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28)) -> BackendViews:
-    """The ci_result rows of the longest window ending `day`, as the pages need them."""
+def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28), now_ms: int | None = None,
+         zombie_timeout_s: int | None = None) -> BackendViews:
+    """The ci_result rows of the longest window ending `day`, as the pages need them, judged at the
+    end of `day` or at `now_ms` (default: now) if earlier. A job that never completed times out
+    after `zombie_timeout_s`, by default the config's `zombie_timeout_seconds`, which the relay's
+    sweeps follow too."""
+    if zombie_timeout_s is None:
+        zombie_timeout_s = load_config().zombie_timeout_seconds
+    judged = {"as_of_ms": judged_as_of_ms(day, now_ms), "zombie_timeout_s": int(zombie_timeout_s)}
     con = connect()
     try:
         days = days_ending(day, max(window_days))
         register(con, lake, "ci_result", days, "backend_ci", columns=CI_COLUMNS)
         register(con, lake, "pull_request", days, "backend_prs")
-        jobs = _rows(con.sql(SQL["backend_jobs"]))
-        windows = _rows(con.sql(SQL["backend_windows"], params={"windows": list(window_days), "day": day}))
+        steps = dict(SQL.steps("backend_jobs"))
+        execute(con, steps["judged"], judged)
+        jobs = _rows(relation(con, steps["latest"]))
+        windows = _rows(relation(con, SQL["backend_windows"], {"windows": list(window_days), "day": day}))
         numbers = {r["head_sha"]: r["number"] for r in _rows(con.sql(
             "SELECT head_sha, max(number) AS number FROM backend_prs WHERE head_sha IS NOT NULL GROUP BY head_sha"))}
     finally:
@@ -70,11 +85,18 @@ def _run_link(job: dict) -> str:
         f" (attempt {job['run_attempt']})" if (job["run_attempt"] or 1) > 1 else "")
 
 
+def _conclusion(job: dict) -> str:
+    """The conclusion shown, saying when the relay's timeout gave it rather than the backend, so
+    that nobody looks for a `timed_out` step in the downstream run."""
+    if job.get("timed_out"):
+        return escape(f'timed_out (no completed callback within {duration(job["execution_s"])})')
+    return escape(job["conclusion"] or "-")
+
+
 def _job_row(job: dict, up: str) -> list[str]:
     return [f'<a href="{up}{escape(backend_path(job["repo"]))}">{escape(job["repo"])}</a>', escape(job["level"] or ""),
             escape(f'{job["workflow_name"] or ""} / {job["job_name"] or ""}'), escape(job["status"] or ""),
-            escape(job["conclusion"] or "-"), duration(job["queue_s"]), duration(job["execution_s"]),
-            _run_link(job)]
+            _conclusion(job), duration(job["queue_s"]), duration(job["execution_s"]), _run_link(job)]
 
 
 HEADERS = ["backend", "level", "workflow / job", "status", "conclusion", "queue", "execution", "downstream run"]
@@ -102,8 +124,9 @@ def backend_page(repo: str, views: BackendViews, upstream: str, generated: str,
     mine = [j for j in views.jobs if j["repo"] == repo]
     level = mine[-1]["level"] if mine else ""
     windows = [w for w in views.windows if w["repo"] == repo]
-    summary = pages.table(["window", "completed jobs", "success rate", "queue p50", "queue p90"], [
-        [f'{w["window_days"]} days', str(w["completed"]),
+    summary = pages.table(["window", "completed jobs", "of which timed out by the relay", "success rate",
+                           "queue p50", "queue p90"], [
+        [f'{w["window_days"]} days', str(w["completed"]), str(w["timed_out"]),
          "-" if w["success_rate"] is None else f'{100 * w["success_rate"]:.1f}%',
          duration(w["queue_p50_s"]), duration(w["queue_p90_s"])] for w in windows], attrs=' id="windows"')
     heads: dict[str, list[dict]] = {}

@@ -1,6 +1,9 @@
 -- backend_health: one row per downstream repo and window ($window_days, each starting on the
 -- matching day of $first_days), from ci_result and ci_callback_minutes, with the jobs judged as of
--- $as_of_ms (macros: ingest/sql/callback_macros.sql). Nightly and periodic self-reports
+-- $as_of_ms (macros: ingest/sql/callback_macros.sql). A job that never completed is timed out, as
+-- the relay's sweeper reports it, $zombie_timeout_ms after its first callback reached the receiver
+-- (the relay's clock, not the runner's); a completed job is judged as the ingest judges it, a
+-- completion arriving after the timeout included. Nightly and periodic self-reports
 -- ($self_report_events) are left out of the job measures. A repository is one whatever the letter
 -- case of its name (GitHub's names are case-insensitive, and the OIDC claim follows a rename): rows
 -- are keyed by lower(repo) and shown under the spelling seen last.
@@ -20,14 +23,24 @@ merged AS (
                                ORDER BY state_rank DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
             min(started_at) OVER (PARTITION BY window_days, delivery_id, repo, run_id, run_attempt, job_name)
                 AS any_started_at,
+            min(callback_at) OVER (PARTITION BY window_days, delivery_id, repo, run_id, run_attempt, job_name)
+                AS first_callback_at,
             max(queue_s) OVER (PARTITION BY window_days, delivery_id, repo, run_id, run_attempt, job_name) AS any_queue_s
         FROM rows
     ) WHERE rn = 1
 ),
-judged AS (
-    SELECT *, failure_kind(status, conclusion, started_at, completed_at, callback_at, passed, failed, skipped,
-                           $as_of_ms, $lost_after_ms, $success_conclusions) AS kind
+timed AS (
+    SELECT *, epoch_ms(coalesce(first_callback_at, started_at)) + $zombie_timeout_ms AS timed_out_ms
     FROM merged
+),
+judged AS (
+    SELECT *,
+        CASE WHEN status = 'completed'
+                 THEN failure_kind(status, conclusion, started_at, completed_at, callback_at, passed, failed,
+                                   skipped, $as_of_ms, $lost_after_ms, $success_conclusions)
+             WHEN timed_out_ms <= $as_of_ms THEN 'infrastructure'
+             ELSE 'pending' END AS kind
+    FROM timed
 ),
 job_stats AS (
     SELECT window_days, repo,
@@ -36,7 +49,8 @@ job_stats AS (
         count(*) FILTER (WHERE kind = 'none') AS successes,
         count(*) FILTER (WHERE kind = 'test') AS test_failures,
         count(*) FILTER (WHERE kind = 'infrastructure') AS infra_failures,
-        count(*) FILTER (WHERE status = 'completed' AND conclusion = 'timed_out') AS timeouts,
+        count(*) FILTER (WHERE conclusion = 'timed_out' AND status = 'completed'
+                            OR kind = 'infrastructure' AND status <> 'completed') AS timeouts,
         count(*) FILTER (WHERE kind = 'infrastructure' AND status <> 'completed') AS lost,
         count(*) FILTER (WHERE kind = 'pending') AS pending,
         quantile_cont(queue_s, 0.5) FILTER (WHERE kind <> 'pending') AS queue_p50_s,
@@ -45,8 +59,7 @@ job_stats AS (
 ),
 commit_times AS (
     SELECT window_days, repo, delivery_id,
-        (max(CASE WHEN status = 'completed' THEN epoch_ms(completed_at)
-                  ELSE epoch_ms(coalesce(started_at, callback_at)) + $lost_after_ms END)
+        (max(CASE WHEN status = 'completed' THEN epoch_ms(completed_at) ELSE timed_out_ms END)
          - min(epoch_ms(coalesce(started_at, callback_at)) - coalesce(queue_s, 0) * 1000)) / 1000.0 AS commit_s
     FROM judged GROUP BY window_days, repo, delivery_id
     HAVING count(*) FILTER (WHERE kind = 'pending') = 0

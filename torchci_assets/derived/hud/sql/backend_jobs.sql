@@ -1,14 +1,55 @@
+-- The downstream jobs of the backend pages, from the view backend_ci (ci_result's rows of the window).
+
+-- step: judged
+-- One row per job (delivery, repo, run, attempt, job name): its furthest, then latest callback. A job
+-- that never completed is shown as the relay's sweeper reports it to the HUD (cleanup_handler.py):
+-- completed, `timed_out`, once $zombie_timeout_s passed since its first callback reached the receiver
+-- (the relay times it from its in_progress callback), as of $as_of_ms. A `completed` callback that
+-- arrives later wins: the job then has its real conclusion.
+CREATE OR REPLACE TEMP TABLE backend_judged AS
+WITH rows AS (
+    SELECT lower(repo) AS repo, level, event_type, delivery_id, head_sha, workflow_name, job_name, run_id,
+           run_attempt, status, conclusion, queue_s, execution_s, callback_at, failure_kind, day,
+           CASE status WHEN 'completed' THEN 3 WHEN 'in_progress' THEN 2 WHEN 'waiting' THEN 1 ELSE 0 END
+               AS state_rank
+    FROM backend_ci
+    WHERE level IN ('L2', 'L3', 'L4')
+),
+merged AS (
+    SELECT *,
+           row_number() OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name
+                              ORDER BY state_rank DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
+           min(callback_at) OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name)
+               AS first_callback_at,
+           max(queue_s) OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name) AS any_queue_s
+    FROM rows
+),
+timed AS (
+    SELECT *, coalesce(status <> 'completed'
+                       AND epoch_ms(first_callback_at) + $zombie_timeout_s * 1000 <= $as_of_ms, false) AS timed_out
+    FROM merged WHERE rn = 1
+)
+SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,
+       CASE WHEN timed_out THEN 'completed' ELSE status END AS status,
+       CASE WHEN timed_out THEN 'timed_out' ELSE conclusion END AS conclusion,
+       coalesce(queue_s, any_queue_s) AS queue_s,
+       CASE WHEN timed_out THEN CAST($zombie_timeout_s AS DOUBLE) ELSE execution_s END AS execution_s,
+       callback_at,
+       CASE WHEN timed_out THEN 'infrastructure' ELSE failure_kind END AS failure_kind,
+       timed_out, day
+FROM timed
+
+-- step: latest
 -- The latest attempt of each downstream job on each upstream head (L2 and above: L1 cannot report),
 -- with how many attempts it had. Self-reports (nightly, periodic) are not about a head we dispatched.
 SELECT * EXCLUDE (rn) FROM (
-    SELECT lower(repo) AS repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,
-           status, conclusion, queue_s, execution_s, callback_at, failure_kind,
-           count(DISTINCT run_attempt) OVER (PARTITION BY lower(repo), head_sha, workflow_name, job_name) AS attempts,
-           row_number() OVER (PARTITION BY lower(repo), head_sha, workflow_name, job_name
+    SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,
+           status, conclusion, queue_s, execution_s, callback_at, failure_kind, timed_out,
+           count(DISTINCT run_attempt) OVER (PARTITION BY repo, head_sha, workflow_name, job_name) AS attempts,
+           row_number() OVER (PARTITION BY repo, head_sha, workflow_name, job_name
                               ORDER BY run_attempt DESC, callback_at DESC NULLS LAST, day DESC) AS rn
-    FROM backend_ci
-    WHERE level IN ('L2', 'L3', 'L4') AND head_sha IS NOT NULL
-      AND coalesce(event_type, '') NOT IN ('nightly', 'periodic')
+    FROM backend_judged
+    WHERE head_sha IS NOT NULL AND coalesce(event_type, '') NOT IN ('nightly', 'periodic')
 )
 WHERE rn = 1
 ORDER BY repo, head_sha, workflow_name, job_name
