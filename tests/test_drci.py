@@ -299,7 +299,7 @@ def test_a_cancelled_job_is_listed_apart_to_retry_not_as_a_new_failure():
     assert "## :x: 1 Cancelled Job, 1 Pending, 1 Unrelated Failure\n" in body and "NEW FAILURE" not in body
     assert "<details><summary><b>CANCELLED JOB</b> - The following job was cancelled. Please retry:</summary>" in body
     assert c.counts([cancelled, infra]) == {c.NEW: 0, c.BROKEN_TRUNK: 0, c.FLAKY: 0, c.UNSTABLE: 0, c.INFRA: 1,
-                                            c.CANCELLED: 1, c.AWAITING_APPROVAL: 0}
+                                            c.CANCELLED: 1, c.UNCLASSIFIED: 0, c.AWAITING_APPROVAL: 0}
     new = c.Verdict(failing_job([(T1, "RuntimeError: x")]), c.NEW)
     body = render(head(), [new, cancelled, cancelled], pending=0)
     assert "## :x: 1 New Failure, 2 Cancelled Jobs\n" in body

@@ -11,7 +11,7 @@ import random
 import re
 
 import pytest
-from conftest import pytorch_json
+from conftest import pytorch_json, write_lines
 from fake_github_issues import json_response
 from fake_github_pulls import BOT, FakePullRequests
 from resources.github import GitHubError
@@ -22,6 +22,7 @@ from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, MAX_BODY_CHARS, Head, render
 from torchci_assets.derived.drci.post import upsert
 from torchci_assets.derived.drci.publish import publish
+from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 
 def run(httpserver, tmp_path, prs=(5,), author=None, text=None):
@@ -185,3 +186,53 @@ def test_the_fake_refuses_a_body_over_githubs_limit_as_github_does(httpserver):
     with pytest.raises(GitHubError) as refused:
         upsert(gh(httpserver), REPO, 5, MARKER_START + "x" * MAX_BODY_CHARS + MARKER_END)
     assert refused.value.status == 422 and fake.comments == {}
+
+
+# ---- a comment a maintainer deleted ----------------------------------------------------------------
+
+
+def deleted_on_github(fake: FakePullRequests, tmp_path, octokit, number: int, comment: dict, at: str) -> None:
+    """Someone deletes `comment` of pull request `number` on GitHub, which sends the `issue_comment`
+    webhook (action `deleted`, the comment as it was) that the receiver archives; the day is ingested."""
+    with fake.lock:
+        fake.comments[number].remove(comment)
+    opened = next(p for p in octokit["api.github.com"]["pull_request"] if p["action"] == "opened")
+    payload = {"action": "deleted", "issue": {"number": number, "pull_request": {"url": ""}}, "comment": comment,
+               "repository": {**opened["repository"], "full_name": REPO}, "sender": opened["sender"]}
+    folder = tmp_path / "archive" / "webhooks" / f"day={TODAY.isoformat()}"
+    n = len(list(folder.glob("*.jsonl"))) if folder.exists() else 0
+    write_lines(folder / f"hooks-{n}.jsonl", [{"event": "issue_comment", "delivery_id": f"gh-deleted-{comment['id']}",
+                                               "received_at": at, "payload": payload}], gz=False)
+    ingest_webhook_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), TODAY.isoformat(),
+                       workers=1)
+
+
+def test_a_comment_a_maintainer_deleted_is_posted_again_once_at_no_cost_to_the_others(httpserver, tmp_path, octokit):
+    """PyTorch's Dr. CI writes its comment at every run, so a deleted one comes back. Here an unchanged
+    body costs no request at all; GitHub's webhook of the deletion is what brings it back, once, for
+    that pull request only (3 requests), and a deleted comment of someone else's changes nothing."""
+    fake = FakePullRequests(httpserver, REPO)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions["created"] == 2
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
+    assert len(fake.requests) == before  # nothing changed: GitHub is not asked
+
+    deleted_on_github(fake, tmp_path, octokit, 5, fake.comments[5][0], f"{TODAY.isoformat()}T10:00:00Z")
+    assert fake.bodies(5) == []
+    report = run(httpserver, tmp_path, prs=(5, 6))
+    assert report.actions == {"closed": 0, "recorded": 1, "restored": 1, "created": 1}
+    assert fake.bodies(5) == [body()] and fake.bodies(6) == [body()]
+    assert [(m, p) for m, p, _ in fake.requests[before:]] == [
+        ("GET", f"/repos/{REPO}/issues/5/comments"), ("POST", f"/repos/{REPO}/issues/5/comments"),
+        ("GET", f"/repos/{REPO}/issues/5/comments")]
+    # acted on once: the new comment is the one recorded, and the deletion was of the old one
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
+    # a human's comment deleted: not ours, nothing to restore
+    human = fake.add_comment(6, "LGTM", user={**BOT, "login": "octocat", "type": "User"})
+    deleted_on_github(fake, tmp_path, octokit, 6, human, f"{TODAY.isoformat()}T11:00:00Z")
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
+    assert len(fake.requests) == before
+    # deleted again: restored again
+    deleted_on_github(fake, tmp_path, octokit, 5, fake.comments[5][0], f"{TODAY.isoformat()}T12:00:00Z")
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions["restored"] == 1 and fake.bodies(5) == [body()]

@@ -9,6 +9,8 @@ cases run Dr. CI over a hand-made lake, merge bases from a real HTTP server on 1
 GitHub's compare API (fake_github_pulls.py).
 """
 
+import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from test_drci import BASE, BROKEN, GROUP, MAIN, T1, T2, failing_job, flaky, gh,
 from resources.lake import Lake
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.build import build_comments
+from torchci_assets.derived.drci.comment import Head, render
 from torchci_assets.derived.failures.classifier import classify_bytes
 from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
 from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
@@ -26,6 +29,7 @@ from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
 DATA = Path(__file__).parent / "data" / "log-classifier"
 RULESETS = {"own rules": DEFAULT_RULES_PATH, "PyTorch's ruleset": DATA / "pytorch-ruleset.toml"}
 PR_HEAD = "cd" * 20
+BUILD_GROUP = "pull / linux-jammy-py3.10-gcc11 / build"
 LINT_GROUP = "Lint / lintrunner-noclang / linux-job"
 
 
@@ -149,3 +153,167 @@ def test_main_failing_lint_the_same_way_leaves_the_pull_requests_lint_failure_ne
     row = _comment(tmp_path, h, gh(httpserver))
     assert row["merge_base"] == sha(1) and (row["new"], row["broken_trunk"]) == (1, 0)
     assert "## :x: 1 New Failure\n" in row["body"] and "BROKEN TRUNK" not in row["body"]
+
+
+# ---- a label that suppresses a job's failure (SUPPRESSED_JOB_BY_LABELS) --------------------------
+
+BC_LINTER = c.HeadJob("bc_linter", "BC Lint / bc_linter", "failure", "new", job_id=81, run_id=41, workflow="BC Lint",
+                      failure_line="##[error]Process completed with exit code 1.")
+
+
+def test_a_bc_linter_failure_under_a_suppressing_label_is_flaky_and_says_which_label():
+    """PyTorch's Dr. CI: a pull request labelled `suppress-bc-linter` or `suppress-api-compatibility-check`
+    breaks compatibility on purpose, so bc_linter's failure is not for its author to fix (FLAKY, with
+    the label named); the rule is the job's own name, exactly, and comes before every other class."""
+    labels = c.suppressing_labels(REPO, ["module: nn", "suppress-bc-linter"])
+    v = c.classify(BC_LINTER, trunk({}), c.Flaky(), labels=labels)
+    assert (v.cls, v.evidence) == (c.FLAKY, "suppressed by suppress-bc-linter")
+    both = c.suppressing_labels(REPO, ["suppress-api-compatibility-check", "suppress-bc-linter"])
+    assert c.classify(BC_LINTER, trunk({}), c.Flaky(), labels=both).evidence == \
+        "suppressed by suppress-bc-linter, suppress-api-compatibility-check"  # upstream's list order
+    # without the label it is a lint failure like any: the pull request's own
+    assert c.classify(BC_LINTER, trunk({}), c.Flaky(), labels=c.suppressing_labels(REPO, ["module: nn"])).cls == c.NEW
+    # the label silences that job only, and before an UNSTABLE mark or a cancellation
+    assert c.classify(failing_job(), trunk({}), c.Flaky(), labels=labels).cls == c.NEW
+    cancelled = c.HeadJob("bc_linter", "BC Lint / bc_linter", "failure", "new", workflow="BC Lint", cancelled=True)
+    assert c.classify(cancelled, trunk({}), c.Flaky(), {"BC Lint / bc_linter": ["x", 1, ""]}, labels).cls == c.FLAKY
+    # as upstream, only in pytorch/pytorch (its check is the repository's name)
+    assert c.suppressing_labels("pytorch/vision", ["suppress-bc-linter"]) == ()
+    text = render(Head(REPO, 50, PR_HEAD, BASE), [v], 0)
+    assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)\n" in text
+    assert "* [bc_linter](https://github.com/pytorch/pytorch/actions/runs/41/job/81) (suppressed by suppress-bc-linter)\n" \
+        in text
+
+
+def test_a_label_added_after_the_failure_reaches_the_comment_through_the_lake(tmp_path):
+    """The label comes with a `labeled` webhook after BC Lint failed: the pull request's latest
+    labels (pr_jobs keeps them) suppress it; the label removed again, the failure is NEW again."""
+    from resources.github import GitHubResource
+
+    def history(labels_later: list[str]) -> History:
+        h = History()
+        for i in (1, 2):
+            h.job(h.push(i, T0.replace(hour=8 + i)), "bc_linter", "success", workflow="BC Lint", run_id=10 * i,
+                  created=T0.replace(hour=8 + i))
+        _pull_request_50(h)
+        h.add("pull_request", DAY, repo=REPO, number=50, state="open", head_sha=PR_HEAD, head_ref="u/50",
+              base_ref="main", labels=labels_later, merged=None, updated_at=T0.replace(hour=12),
+              received_at=T0.replace(hour=12))
+        h.job(PR_HEAD, "bc_linter", "failure", workflow="BC Lint", run_id=500, branch="u/50",
+              created=T0.replace(hour=10))
+        return h
+
+    dry = GitHubResource(api_url="http://127.0.0.1:9")
+    row = _comment(tmp_path / "labelled", history(["suppress-api-compatibility-check"]), dry)
+    assert (row["new"], row["flaky"]) == (0, 1)
+    assert "You can merge normally! (1 Unrelated Failure)" in row["body"]
+    assert "(suppressed by suppress-api-compatibility-check)" in row["body"]
+    row = _comment(tmp_path / "unlabelled", history([]), dry)
+    assert (row["new"], row["flaky"]) == (1, 0) and "suppressed" not in row["body"]
+
+
+# ---- a failure of a job that did not run at the merge base (UNCLASSIFIED) --------------------------
+
+
+def base_ran(*names: str) -> c.Trunk:
+    """Main around BASE, whose own jobs (`workflow / job` as GitHub names them) are `names`."""
+    t = trunk({})
+    t.base_jobs = frozenset(c.base_name(n) for n in names)
+    return t
+
+
+def test_a_failure_of_a_job_the_merge_base_never_ran_is_unclassified_not_new():
+    """PyTorch's Dr. CI: with nothing to compare against, it cannot tell the pull request's failure from
+    one main has too, and says so (UNCLASSIFIED) rather than blaming the pull request. Shard numbers and
+    the runner do not make another job (PyTorch's `lf.` runners on a pull request, plain ones on main)."""
+    job = failing_job([(T1, BROKEN)], name="linux-jammy-py3.10-gcc11 / test (default, 2, 5, lf.linux.4xlarge)")
+    ran = base_ran("pull / linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)")
+    assert c.classify(job, ran, c.Flaky()).cls == c.NEW
+    v = c.classify(job, base_ran("pull / linux-jammy-py3.10-gcc11 / build"), c.Flaky())
+    assert (v.cls, v.evidence) == (c.UNCLASSIFIED, c.NOT_AT_MERGE_BASE)
+    # the merge base's jobs unknown (not among main's commits the lake read): NEW, as before
+    assert c.classify(job, trunk({}), c.Flaky()).cls == c.NEW
+    # a cancellation there is unclassified too (upstream splits cancelled jobs out of the new ones only)
+    cancelled = failing_job(name=job.name, cancelled=True)
+    assert c.classify(cancelled, base_ran(), c.Flaky()).cls == c.UNCLASSIFIED
+    # a known flake and an unstable mark still come first; lint is never unclassified
+    flake = "RuntimeError: NCCL communicator was aborted on rank 1"
+    assert c.classify(failing_job([(T1, flake)]), base_ran(), flaky((T1, flake, MAIN[1], "main"))).cls == c.FLAKY
+    lint = c.HeadJob("lintrunner-noclang / linux-job", "Lint / lintrunner-noclang / linux-job", "failure", "new",
+                     workflow="Lint")
+    assert c.classify(lint, base_ran(), c.Flaky()).cls == c.NEW
+
+
+def test_a_generic_exit_code_line_keeps_a_job_new_unless_it_is_never_called_flaky():
+    """Upstream's order: a job it never calls flaky (a build) is unclassified as soon as it is not main's
+    failure; any other is first kept NEW when its line only says a step failed (its
+    EXCLUDED_FROM_SIMILARITY_POST_PROCESSING)."""
+    exit_code = "##[error]Process completed with exit code 1."
+    test = failing_job(failure_line=exit_code)
+    build = c.HeadJob("linux-jammy-py3.10-gcc11 / build", BUILD_GROUP, "failure", "new", workflow="pull",
+                      failure_line=exit_code)
+    assert (c.classify(test, base_ran(), c.Flaky()).cls, c.classify(build, base_ran(), c.Flaky()).cls) == \
+        (c.NEW, c.UNCLASSIFIED)
+    test.failure_line = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert c.classify(test, base_ran(), c.Flaky()).cls == c.UNCLASSIFIED
+
+
+def test_the_header_and_the_section_say_unclassified_as_pytorchs_dr_ci():
+    job = failing_job([(T1, BROKEN)])
+    unknown = c.Verdict(job, c.UNCLASSIFIED, c.NOT_AT_MERGE_BASE)
+    new = c.Verdict(failing_job([(T2, BROKEN)], name="linux-jammy / test (default, 2, 5, linux.4xlarge)"), c.NEW)
+    text = render(Head(REPO, 50, PR_HEAD, BASE), [new, unknown], 0)
+    assert "\n## :x: 1 New Failure, 1 Unclassified Failure\n" in text
+    assert ("<details open><summary><b>UNCLASSIFIED FAILURE</b> - DrCI could not classify the following job because "
+            "the workflow did not run on the merge base. The failure may be pre-existing on trunk or introduced by "
+            "this PR:</summary>") in text
+    assert f"({c.NOT_AT_MERGE_BASE})\n" in text and text.index("NEW FAILURE") < text.index("UNCLASSIFIED FAILURE")
+    # alone, or beside unrelated failures: a failure status, never "No Failures" nor "You can merge normally!"
+    alone = render(Head(REPO, 50, PR_HEAD, BASE), [unknown, unknown], 1)
+    assert "\n## :x: 1 Pending, 2 Unclassified Failures\n" in alone and ":green_heart:" not in alone
+    assert "UNCLASSIFIED FAILURES</b> - DrCI could not classify the following jobs" in alone
+    flaky_one = c.Verdict(failing_job(), c.FLAKY, "suppressed by suppress-bc-linter")
+    assert "\n## :x: 1 Unrelated Failure, 1 Unclassified Failure\n" in render(Head(REPO, 50, PR_HEAD, BASE),
+                                                                             [flaky_one, unknown], 0)
+
+
+def periodic_on_main_and_pr_50() -> History:
+    """Main's `pull` jobs run on every commit; `periodic` ran (and failed) on sha(8) only. Pull request 50,
+    branched at sha(5), fails one `pull` test shard on a runner of its own, and the periodic job."""
+    h = History()
+    for i in range(1, 9):
+        at = T0 + dt.timedelta(hours=i)
+        h.push(i, at)
+        h.job(sha(i), "linux-jammy / build", "success", run_id=10 * i, created=at)
+        for shard in (1, 2):
+            h.job(sha(i), f"linux-jammy / test (default, {shard}, 2, linux.4xlarge)", "success", run_id=10 * i,
+                  created=at)
+    h.job(sha(8), "linux-jammy / test (slow, 1, 1, linux.4xlarge)", "failure", workflow="periodic", run_id=88,
+          created=T0 + dt.timedelta(hours=8))
+    _pull_request_50(h)
+    at = T0 + dt.timedelta(hours=9)
+    h.job(PR_HEAD, "linux-jammy / test (default, 2, 2, lf.linux.4xlarge)", "failure", run_id=500, branch="u/50",
+          created=at, job_id=5001)
+    h.job(PR_HEAD, "linux-jammy / test (slow, 1, 1, linux.4xlarge)", "failure", workflow="periodic", run_id=501,
+          branch="u/50", created=at, job_id=5002)
+    return h
+
+
+def test_a_job_the_merge_base_never_ran_reaches_the_comment_and_the_hud_as_unclassified(tmp_path, httpserver, fake):
+    """Through the lake: the merge base's jobs are main's commit_health rows for it. The HUD's page, which
+    carries the comment, shows the unclassified job as a failure of the pull request's, not as broken on
+    main (main's periodic job failed three commits after the merge base, when the pull request's ran)."""
+    from resources.storage import Store
+    from torchci_assets.derived.site.site import publish_site
+
+    fake.merge_bases[PR_HEAD] = sha(5)
+    row = _comment(tmp_path, periodic_on_main_and_pr_50(), gh(httpserver))
+    assert (row["merge_base"], row["new"], row["unclassified"]) == (sha(5), 1, 1)
+    assert "\n## :x: 1 New Failure, 1 Unclassified Failure\n" in row["body"]
+    assert {j["job_id"]: j["class"] for j in row["jobs"]} == {5001: c.NEW, 5002: c.UNCLASSIFIED}
+    lake = Lake.at(str(tmp_path / "lake"))
+    publish_site(lake, Store(str(tmp_path / "out")), DAY, REPO)
+    page = (tmp_path / "out" / "hud" / "pr" / "50.html").read_text()
+    table = re.search(r'<table class="list" id="jobs">.*?</table>', page).group(0)
+    shown = {int(job): css for css, job in re.findall(r'<b class="(\w+)">.*?/job/(\d+)"', table)}
+    assert shown == {5001: "new", 5002: "new"}

@@ -30,7 +30,7 @@ HEADS = {7: "a" * 40, 8: "b" * 40}
 KIND_OF_CSS = {css: kind for kind, (_, css, _) in CELL_KINDS.items()}
 # Dr. CI's classes as the HUD names the same kinds
 DRCI_KINDS = {c.NEW: "new", c.BROKEN_TRUNK: "broken_on_main", c.FLAKY: "known_flaky", c.UNSTABLE: "unstable",
-              c.INFRA: "infra", c.CANCELLED: "cancelled"}
+              c.INFRA: "infra", c.CANCELLED: "cancelled", c.UNCLASSIFIED: "new"}
 
 
 @pytest.fixture

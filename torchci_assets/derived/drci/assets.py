@@ -36,7 +36,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           # open pull requests whose head has no job yet
           dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
-                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED, workflow runs awaiting approval, "
+                "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "
                 "pending); jobs marked by stats/unstable-jobs.json "
                 "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
@@ -64,8 +64,8 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     if posted.stopped:
         context.log.error(f"Dr. CI posting stopped for this run: {posted.stopped}")
     totals = {c: sum(r[c] for r in built.rows)
-              for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "awaiting_approval",
-                        "pending")}
+              for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "unclassified",
+                        "awaiting_approval", "pending")}
     return dg.MaterializeResult(metadata={
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),

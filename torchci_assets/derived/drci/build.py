@@ -17,14 +17,15 @@ import pyarrow as pa
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import inputs
-from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts
+from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, suppressing_labels
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
 from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
 TABLE = "drci_comments"
 COUNT_COLUMNS = {"NEW": "new", "BROKEN TRUNK": "broken_trunk", "FLAKY": "flaky", "UNSTABLE": "unstable",
-                 "INFRA": "infra", "CANCELLED": "cancelled", "AWAITING APPROVAL": "awaiting_approval"}
+                 "INFRA": "infra", "CANCELLED": "cancelled", "UNCLASSIFIED": "unclassified",
+                 "AWAITING APPROVAL": "awaiting_approval"}
 SCHEMA = pa.schema([
     ("pr", pa.int64()), ("head_sha", pa.string()), ("pr_state", pa.string()), ("merge_base", pa.string()),
     ("merge_base_exact", pa.bool_()), ("merge_base_note", pa.string()), ("body", pa.string()),
@@ -48,7 +49,8 @@ class BuildReport:
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
              report: BuildReport, updates: str) -> dict:
-    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable)
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable,
+                                      suppressing_labels(repo, pr.labels))
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
     body = render(head, verdicts, pending, updates)

@@ -1,6 +1,10 @@
 """Which failures of a pull request's head are its own: Dr. CI's classes, as plain functions.
 
 A failing job of the head (its latest attempt failed) gets the first class that applies:
+  (suppressed)  a job PyTorch lets a label silence (SUPPRESSED_JOB_BY_LABELS: `bc_linter` under
+                `suppress-bc-linter` or `suppress-api-compatibility-check`) is FLAKY when the pull
+                request carries one of them, as in PyTorch's Dr. CI (pytorch/pytorch only): the
+                author said the break is intended, so it is not to be fixed;
   UNSTABLE      the job is marked unstable: "unstable" in its name, or an open `UNSTABLE <job>`
                 issue, as published in `stats/unstable-jobs.json`, matches it: see `unstable_entry`;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
@@ -16,6 +20,13 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 (isSameFailure), the same failure has the same conclusion: a cancelled job is
                 BROKEN TRUNK only where main's job was cancelled too, and a job that failed is
                 never BROKEN TRUNK by a main job that was cancelled;
+  UNCLASSIFIED  the job did not run at the merge base at all (no job of that name, shard and runner
+                dropped, whatever its conclusion): nothing says whether main fails it too, so
+                PyTorch's Dr. CI says it cannot tell, rather than blaming the pull request. Only
+                when the merge base's jobs are known (it is among main's commits the lake read,
+                and has a job): otherwise NEW, as PyTorch's Dr. CI when its database has none;
+                never for lint, nor, as upstream, for a job whose log's line is a generic exit
+                code (GENERIC_LINES) unless it is one of the jobs never called flaky;
   CANCELLED     the job was cancelled (`pr_jobs`' `cancelled`, or GitHub's conclusion when read
                 from the REST API), or its log's line is a step cancelled by its timeout
                 (`CANCELLED_STEP_ERROR`: GitHub concludes such a job `failure`): PyTorch's Dr. CI
@@ -65,9 +76,10 @@ FLAKY = "FLAKY"
 UNSTABLE = "UNSTABLE"
 INFRA = "INFRA"
 CANCELLED = "CANCELLED"
+UNCLASSIFIED = "UNCLASSIFIED"
 AWAITING_APPROVAL = "AWAITING APPROVAL"
 # every class a verdict can have
-CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA, CANCELLED, AWAITING_APPROVAL)
+CLASSES = (NEW, BROKEN_TRUNK, FLAKY, UNSTABLE, INFRA, CANCELLED, UNCLASSIFIED, AWAITING_APPROVAL)
 # A workflow run's conclusions that PyTorch's Dr. CI lists as awaiting approval (its jobs never started).
 AWAITING_CONCLUSIONS = ("action_required", "startup_failure")
 # `pr_jobs`' infra reasons as a reader of the comment understands them.
@@ -83,10 +95,20 @@ NEAR_COMMITS = 2
 EXCLUDED_FROM_BROKEN_TRUNK = ("lint",)
 EXCLUDED_FROM_FLAKINESS = ("lint", "linux-docs", "ghstack-mergeability-check", "backwards_compat",
                            "pr-sanity-checks", "/ build", "check labels")
+# PyTorch's Dr. CI's SUPPRESSED_JOB_BY_LABELS: a job (GitHub's job name, no workflow) -> the labels that
+# silence its failure, and the repositories (by name, as upstream compares prInfo.repo) where they do.
+SUPPRESSED_JOB_BY_LABELS = {"bc_linter": ("suppress-bc-linter", "suppress-api-compatibility-check")}
+SUPPRESSING_REPOS = ("pytorch",)
+# upstream's EXCLUDED_FROM_SIMILARITY_POST_PROCESSING: a line saying only that a step failed
+GENERIC_LINES = (re.compile(r"Process completed with exit code \d+"),)
+# the reason an UNCLASSIFIED job is listed, in upstream's words
+NOT_AT_MERGE_BASE = "this job did not run on the merge base, so DrCI cannot tell whether the failure is pre-existing"
 # The line GitHub logs when it cancels a step that ran past its timeout (drciUtils.ts's CANCELLED_STEP_ERROR).
 CANCELLED_STEP_ERROR = "##[error]The operation was canceled."
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
+# PyTorch's REMOVE_JOB_NAME_SUFFIX_REGEX: "... test (default, 1, 5, linux.4xlarge)" -> "... test (default)"
+_BASE_NAME_SUFFIX = re.compile(r", [0-9]+, [0-9]+, .+\)")
 _NUMBER = re.compile(r"\d+")
 
 
@@ -148,6 +170,8 @@ class Trunk:
 
     failures: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
+    # the merge base's jobs (`base_name`), whatever their conclusion; None when not known
+    base_jobs: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -260,8 +284,41 @@ def _unstable(job: HeadJob, unstable: dict[str, list]) -> Verdict | None:
     return Verdict(job, UNSTABLE, f"UNSTABLE {hit[0]}", issue=url or None)
 
 
-def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None) -> Verdict:
-    """The class of one failing job (see the module docstring for the order)."""
+def suppressing_labels(repo: str, labels) -> tuple[str, ...]:
+    """The pull request's labels that may suppress a job's failure: all of them in the repositories
+    where PyTorch's Dr. CI honours SUPPRESSED_JOB_BY_LABELS, none elsewhere."""
+    return tuple(labels or ()) if repo.rsplit("/", 1)[-1] in SUPPRESSING_REPOS else ()
+
+
+def suppressed_by(job: HeadJob, labels) -> list[str]:
+    """The labels among `labels` that suppress this job's failure (upstream's getSuppressedLabels:
+    the job's own name, exactly, in SUPPRESSED_JOB_BY_LABELS), in that list's order."""
+    silencers = SUPPRESSED_JOB_BY_LABELS.get(job.name) if job.name else None
+    return [label for label in silencers if label in labels] if silencers else []
+
+
+def base_name(name: str) -> str:
+    """A job's `workflow / job` name as PyTorch's Dr. CI compares it with the merge base's jobs
+    (removeJobNameSuffix): shard numbers and runner dropped, so every shard and runner is one job."""
+    return _BASE_NAME_SUFFIX.sub(")", name, count=1) if name else name
+
+
+def not_at_merge_base(job: HeadJob, trunk: Trunk) -> bool:
+    """True when the merge base's jobs are known and none of them is this job (see UNCLASSIFIED)."""
+    return trunk.base_jobs is not None and base_name(full_name(job)) not in trunk.base_jobs
+
+
+def generic_line(job: HeadJob) -> bool:
+    return any(p.search(job.failure_line or "") for p in GENERIC_LINES)
+
+
+def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
+             labels=()) -> Verdict:
+    """The class of one failing job (see the module docstring for the order). `labels`: the pull
+    request's labels that may suppress a failure (`suppressing_labels`)."""
+    suppressed = suppressed_by(job, labels)
+    if suppressed:
+        return Verdict(job, FLAKY, f"suppressed by {', '.join(suppressed)}")
     marked = _unstable(job, unstable or {})
     if marked is not None:
         return marked
@@ -277,6 +334,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
+    # upstream asks the jobs never called flaky at once, the others after its generic-line exception
+    if not_at_merge_base(job, trunk) and (flakes is None or not generic_line(job)):
+        return Verdict(job, UNCLASSIFIED, NOT_AT_MERGE_BASE)
     return _own(job)
 
 
@@ -285,10 +345,10 @@ def _own(job: HeadJob) -> Verdict:
     return Verdict(job, CANCELLED if job.cancelled or cancelled_step(job) else NEW)
 
 
-def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky,
-                  unstable: dict[str, list] | None = None) -> tuple[list[Verdict], int]:
+def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
+                  labels=()) -> tuple[list[Verdict], int]:
     """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
-    verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting" else classify(j, trunk, flaky, unstable)
+    verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting" else classify(j, trunk, flaky, unstable, labels)
                 for j in jobs if j.state in ("failure", "awaiting")]
     pending = sum(1 for j in jobs if j.state == "pending")
     return verdicts, pending

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, updates_every
 from torchci_assets.derived.drci.classify import (AWAITING_APPROVAL, BROKEN_TRUNK, CANCELLED, FLAKY, INFRA, NEW,
-                                                  UNSTABLE, Verdict)
+                                                  UNCLASSIFIED, UNSTABLE, Verdict)
 
 MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
@@ -36,6 +36,9 @@ _SECTIONS = (
     (AWAITING_APPROVAL, ("AWAITING APPROVAL", "AWAITING APPROVAL"),
      "The following {workflow} {needs} approval before CI can run", "", False),
     (NEW, ("NEW FAILURE", "NEW FAILURES"), "The following {job} {has} failed", "", False),
+    (UNCLASSIFIED, ("UNCLASSIFIED FAILURE", "UNCLASSIFIED FAILURES"),
+     "DrCI could not classify the following {job} because the workflow did not run on the merge base. "
+     "The {failure} may be pre-existing on trunk or introduced by this PR", "", False),
     (CANCELLED, ("CANCELLED JOB", "CANCELLED JOBS"), "The following {job} {was} cancelled. Please retry", "", True),
     (INFRA, ("INFRA FAILURE", "INFRA FAILURES"),
      "The following {job} failed because of the infrastructure (runner lost, timed out, no test results), "
@@ -49,7 +52,7 @@ _SECTIONS = (
 )
 # the words of a description, singular and plural
 _WORDS = {"job": ("job", "jobs"), "workflow": ("workflow", "workflows"), "has": ("has", "have"),
-          "was": ("was", "were"), "is": ("is", "are"), "needs": ("needs", "need")}
+          "was": ("was", "were"), "is": ("is", "are"), "needs": ("needs", "need"), "failure": ("failure", "failures")}
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def _job_item(head: Head, v: Verdict) -> str:
     elif v.sighting is not None:
         line += (f" ([similar failure]({_job_url(head, v.sighting.run_id, v.sighting.job_id)})"
                  f" on {v.sighting.sha[:10]})")
-    elif v.cls == INFRA and v.evidence:
+    elif v.cls in (INFRA, FLAKY, UNCLASSIFIED) and v.evidence:  # a FLAKY without sighting: suppressed by a label
         line += f" ({v.evidence})"
     elif v.cls == UNSTABLE and v.evidence:
         text = v.evidence.replace("[", "(").replace("]", ")")
@@ -133,11 +136,14 @@ def title(verdicts: list[Verdict], pending: int) -> str:
     """The header line: an icon and the counts, as Dr. CI words them. A cancelled job is neither the
     pull request's failure nor unrelated: it is counted apart and, like a new failure, keeps the ❌.
     A workflow awaiting approval is no failure, but nor is the head green: it comes first, with a
-    ⚠️ unless something failed (PyTorch's Dr. CI)."""
+    ⚠️ unless something failed (PyTorch's Dr. CI). An unclassified failure keeps the ❌ too and is
+    counted last; beside it the unrelated ones are never "You can merge normally!" (upstream's
+    header would say both)."""
     new = sum(1 for v in verdicts if v.cls == NEW)
     cancelled = sum(1 for v in verdicts if v.cls == CANCELLED)
     awaiting = sum(1 for v in verdicts if v.cls == AWAITING_APPROVAL)
-    unrelated = len(verdicts) - new - cancelled - awaiting
+    unclassified = sum(1 for v in verdicts if v.cls == UNCLASSIFIED)
+    unrelated = len(verdicts) - new - cancelled - awaiting - unclassified
     parts = [f"{awaiting} Awaiting Approval"] if awaiting else []
     if new:
         parts.append(f"{new} New {_plural(new, 'Failure', 'Failures')}")
@@ -149,9 +155,11 @@ def title(verdicts: list[Verdict], pending: int) -> str:
         parts.append(f"{pending} Pending")
     if unrelated:
         text = f"{unrelated} Unrelated {_plural(unrelated, 'Failure', 'Failures')}"
-        parts.append(text if parts else f"You can merge normally! ({text})")
-    icon = (":x:" if new or cancelled else ":warning:" if awaiting else ":hourglass_flowing_sand:" if pending
-            else ":white_check_mark:")
+        parts.append(text if parts or unclassified else f"You can merge normally! ({text})")
+    if unclassified:
+        parts.append(f"{unclassified} Unclassified {_plural(unclassified, 'Failure', 'Failures')}")
+    icon = (":x:" if new or cancelled or unclassified else ":warning:" if awaiting
+            else ":hourglass_flowing_sand:" if pending else ":white_check_mark:")
     return f"## {icon} " + ", ".join(parts)
 
 

@@ -23,7 +23,8 @@ from resources.lake import Lake
 from resources.lake_extracts import register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
-                                                  FlakySighting, HeadJob, MainFailure, Trunk, message_key)
+                                                  FlakySighting, HeadJob, MainFailure, Trunk, base_name,
+                                                  message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
@@ -35,7 +36,7 @@ TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their
 # commits pushed up to its LOOKBACK_DAYS before, so TRUNK_DAYS of it reach back that much further
 JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
-PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN"})
+PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "head_sha": "VARCHAR", "status": "VARCHAR", "conclusion": "VARCHAR",
@@ -68,6 +69,7 @@ class PullRequest:
     updated_at: dt.datetime | None
     jobs: list[HeadJob] = field(default_factory=list)
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
+    labels: tuple[str, ...] = ()            # its labels, as its latest pull_request webhook gave them
 
 
 def register_with(con, lake: Lake, table: str, days: list[str], view: str, columns: Columns) -> bool:
@@ -99,10 +101,11 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     if lake.register(con, "pull_request", days_ending(day, WINDOW_DAYS), name="pr"):
         for r in rows(con, "heads_without_jobs", {"repo": repo}):
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
-                                           r["updated_at"])
+                                           r["updated_at"], labels=tuple(r["labels"] or ()))
     for r in rows(con, "head_jobs"):
         pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
-                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"]))
+                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"],
+                                                     labels=tuple(r["labels"] or ())))
         pr.jobs.append(HeadJob(name=r["name"] or "", job_group=r["job_group"] or "", state=r["state"],
                                failure_class=r["failure_class"], job_id=r["job_id"], run_id=r["run_id"],
                                workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
@@ -168,6 +171,8 @@ class Main:
     # sha -> (job group, job id, run id, message key of its line, cancelled) of each failed group
     failures: dict[str, list[tuple[str, int | None, int | None, str, bool]]] = field(default_factory=dict)
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
+    # merge base sha -> its jobs (`classify.base_name`), for those that have any
+    jobs: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
         """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
@@ -184,6 +189,7 @@ class Main:
                 t.failures.setdefault(group, []).append(
                     MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled))
         t.tests = self.tests
+        t.base_jobs = self.jobs.get(merge_base) if merge_base else None
         return t
 
 
@@ -197,6 +203,7 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
                                                        message_key(r["failure_line"]), bool(r["cancelled"])))
+    main.jobs = merge_base_jobs(con, merge_bases)
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
     if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr"):
         _register_list(con, "ref_shas", "sha", pa.array(sorted(refs), pa.string()))
@@ -206,6 +213,18 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
                 (r["test"], message_key(r["message"])))
         main.tests = {k: frozenset(v) for k, v in tests.items()}
     return main
+
+
+def merge_base_jobs(con, merge_bases: set[str]) -> dict[str, frozenset[str]]:
+    """sha -> the jobs that ran at each merge base main's commit_health (view ch) lists, whatever their
+    conclusion, named as upstream compares them (`base_name`); a merge base without any is left out."""
+    if not merge_bases:
+        return {}
+    _register_list(con, "merge_base_shas", "sha", pa.array(sorted(merge_bases), pa.string()))
+    jobs: dict[str, set[str]] = {}
+    for r in rows(con, "merge_base_jobs"):
+        jobs.setdefault(r["sha"], set()).add(base_name(f"{r['workflow']} / {r['job_name']}"))
+    return {sha: frozenset(names) for sha, names in jobs.items()}
 
 
 Sighting = tuple[str, str, str | None, FlakySighting]

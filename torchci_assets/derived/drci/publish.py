@@ -10,6 +10,14 @@ is skipped without a request, and anything else goes through `post.upsert`, whic
 comment on GitHub itself. So a body costs one list request and at most one write when it changed,
 and nothing while it does not.
 
+A comment a maintainer deleted is posted again, once: GitHub sends an `issue_comment` webhook
+(action `deleted`) that the lake keeps in `webhook_events`, and a pull request whose last recorded
+comment is among the deleted ones is not skipped (counted `restored`): `upsert` finds none and
+creates it, and the ledger then records the new comment, so the deletion is acted on once. Asking
+GitHub instead whether each comment is still there would cost a request per pull request per
+refresh; the webhooks cost none. A deletion whose webhook was lost (or not subscribed) leaves the
+pull request without its comment until the body changes, as before.
+
 A partition older than the newest one (yesterday's, recomputed by the daily run after midnight or by
 a late file's refresh) speaks for yesterday's heads as of the end of yesterday. A pull request that
 a newer `drci_comments` or `pr_jobs` partition lists is that partition's to publish: when its head
@@ -40,9 +48,11 @@ import pyarrow as pa
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
+from resources.lake_extracts import register_extract
 from resources.sql import Columns
 from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
+from torchci_assets.derived.drci.extracts import DELETED_COMMENTS
 from torchci_assets.derived.drci.inputs import register_with, rows
 from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, upsert
 from torchci_assets.publishing import write_if_changed
@@ -139,8 +149,16 @@ def _stop_fields(e: StopPosting, credentials: str) -> dict:
     return {"action": "failed", "error": str(e)[:500]}
 
 
-def last_posted(lake: Lake, day: str) -> dict[int, str]:
-    """pr -> the body hash its latest successful ledger row recorded."""
+@dataclass(frozen=True)
+class LastPost:
+    """A pull request's latest successful ledger row: what was posted, and where."""
+
+    body_sha256: str
+    comment_id: int | None
+
+
+def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
+    """pr -> the body hash and comment id its latest successful ledger row recorded."""
     first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
     days = [d for d in lake.days(LEDGER) if d >= first]
     if not days:
@@ -149,9 +167,38 @@ def last_posted(lake: Lake, day: str) -> dict[int, str]:
     try:
         if not lake.register(con, LEDGER, days, name="lp"):
             return {}
-        return {r["pr"]: r["body_sha256"] for r in rows(con, "last_posted")}
+        return {r["pr"]: LastPost(r["body_sha256"], r["comment_id"]) for r in rows(con, "last_posted")}
     finally:
         con.close()
+
+
+def deleted_comments(lake: Lake, day: str, comment_ids: set[int]) -> set[int]:
+    """Those of `comment_ids` whose deletion GitHub's webhooks reported over the ledger's lookback
+    (a ledger row older than that is not read, so neither is an older deletion)."""
+    first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
+    days = [d for d in lake.days("webhook_events") if first <= d <= day]
+    if not comment_ids or not days:
+        return set()
+    con = connect()
+    try:
+        if not register_extract(con, lake, DELETED_COMMENTS, days, "dw"):
+            return set()
+        con.register("posted_comments", pa.table({"comment_id": pa.array(sorted(comment_ids), pa.int64())}))
+        return {r["comment_id"] for r in rows(con, "gone_comments")}
+    finally:
+        con.close()
+
+
+def unchanged_posts(lake: Lake, day: str, open_rows: list[dict]) -> tuple[dict[int, str], set[int]]:
+    """(pr -> the body hash of each row whose comment already shows its body: posted last, per the
+    ledger, and not deleted since, per the webhooks; those cost no request), and the pull requests
+    whose comment with this very body was deleted (posted again: restored)."""
+    done = last_posted(lake, day)
+    same = {r["pr"]: done[r["pr"]] for r in open_rows
+            if r["pr"] in done and done[r["pr"]].body_sha256 == body_hash(r["body"])}
+    gone = deleted_comments(lake, day, {p.comment_id for p in same.values() if p.comment_id is not None})
+    return ({pr: p.body_sha256 for pr, p in same.items() if p.comment_id not in gone},
+            {pr for pr, p in same.items() if p.comment_id in gone})
 
 
 def newer_heads(lake: Lake, day: str) -> dict[int, set[tuple[str, str]]]:
@@ -204,13 +251,17 @@ def not_superseded(lake: Lake, day: str, repo: str, open_rows: list[dict], repor
 
 
 def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[int, str], report: PublishReport,
-              log: Callable[[str], None], author: str | None, credentials: str) -> list[dict]:
+              log: Callable[[str], None], author: str | None, credentials: str, deleted: set[int]) -> list[dict]:
+    """Post each row but those `done` lists; `deleted`: the pull requests whose comment was deleted
+    (`unchanged_posts`)."""
     ledger, now = [], dt.datetime.now(dt.timezone.utc)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
         if done.get(r["pr"]) == digest:
             report.add("recorded")
             continue
+        if r["pr"] in deleted:
+            log(f"PR #{r['pr']}: its Dr. CI comment was deleted on GitHub; posting it again")
         entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": now}
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author)
@@ -227,6 +278,8 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             ledger.append({**entry, "action": "failed", "error": str(e)[:500]})
             continue
         report.add(posted.action)
+        if r["pr"] in deleted:
+            report.add("restored")
         if posted.removed:
             report.add("duplicates_removed")
         ledger.append({**entry, "action": posted.action, "comment_id": posted.comment_id})
@@ -266,7 +319,8 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
     if stop is not None:
         _stopped(lake, day, stop, credentials, open_rows, report, log)
         return report
-    ledger = _post_all(github, repo, open_rows, last_posted(lake, day), report, log, author, credentials)
+    done, deleted = unchanged_posts(lake, day, open_rows)
+    ledger = _post_all(github, repo, open_rows, done, report, log, author, credentials, deleted)
     if ledger:
         lake.write(LEDGER, day, pa.Table.from_pylist(ledger, schema=LEDGER_SCHEMA),
                    part=f"part-{uuid.uuid4().hex[:12]}")

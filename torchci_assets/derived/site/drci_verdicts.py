@@ -16,7 +16,9 @@ from torchci_assets.derived.drci import classify as drci
 
 # Dr. CI's class -> the HUD's kind of the same failure (runs awaiting approval are not jobs)
 CLASS_KINDS = {drci.NEW: "new", drci.BROKEN_TRUNK: "broken_on_main", drci.FLAKY: "known_flaky",
-               drci.UNSTABLE: "unstable", drci.INFRA: "infra", drci.CANCELLED: "cancelled"}
+               drci.UNSTABLE: "unstable", drci.INFRA: "infra", drci.CANCELLED: "cancelled",
+               # not known to be unrelated: a failure of the pull request's until shown otherwise
+               drci.UNCLASSIFIED: "new"}
 KINDS_SCHEMA = pa.schema([("number", pa.int64()), ("head_sha", pa.string()), ("job_id", pa.int64()),
                           ("name", pa.string()), ("kind", pa.string())])
 

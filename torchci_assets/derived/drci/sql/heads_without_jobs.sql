@@ -3,7 +3,7 @@
 WITH latest AS (
     SELECT number, arg_max(head_sha, received_at) AS head_sha, arg_max(state, received_at) AS state,
            arg_max(head_ref, received_at) AS head_ref, arg_max(base_ref, received_at) AS base_ref,
-           max(received_at) AS updated_at
+           arg_max(labels, received_at) FILTER (WHERE labels IS NOT NULL) AS labels, max(received_at) AS updated_at
     FROM pr
     WHERE number IS NOT NULL AND head_sha IS NOT NULL AND lower(coalesce(repo, $repo)) = lower($repo)
     GROUP BY number

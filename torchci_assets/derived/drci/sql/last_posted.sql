@@ -1,5 +1,5 @@
--- Per pull request, the body hash of its latest successful post (view lp over drci_posts).
-SELECT pr, arg_max(body_sha256, "at") AS body_sha256
+-- Per pull request, the body hash and comment id of its latest successful post (view lp over drci_posts).
+SELECT pr, body_sha256, comment_id
 FROM lp
 WHERE action IN ('created', 'edited', 'unchanged')
-GROUP BY pr
+QUALIFY row_number() OVER (PARTITION BY pr ORDER BY "at" DESC, comment_id DESC) = 1
