@@ -7,11 +7,14 @@ Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), which answers
 """
 
 import datetime as dt
+import json
 import random
 import re
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from conftest import pytorch_json, write_lines
+from conftest import envelope, pytorch_json, write_lines
 from fake_github_issues import json_response
 from fake_github_pulls import BOT, FakePullRequests
 from resources.github import GitHubError
@@ -21,7 +24,9 @@ from test_drci import BASE, HEAD, REPO, TODAY, TOKEN, body, gh
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START, MAX_BODY_CHARS, Head, render
 from torchci_assets.derived.drci.post import upsert
+from torchci_assets.derived.drci.extracts import DELETED_RECORD, deleted_comment_ids
 from torchci_assets.derived.drci.publish import publish
+from torchci_assets.ingest.webhook_scan import WEBHOOK_EVENTS_SCHEMA
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 
@@ -236,3 +241,99 @@ def test_a_comment_a_maintainer_deleted_is_posted_again_once_at_no_cost_to_the_o
     # deleted again: restored again
     deleted_on_github(fake, tmp_path, octokit, 5, fake.comments[5][0], f"{TODAY.isoformat()}T12:00:00Z")
     assert run(httpserver, tmp_path, prs=(5, 6)).actions["restored"] == 1 and fake.bodies(5) == [body()]
+
+
+def webhook_files_read(monkeypatch) -> list[str]:
+    """The webhook_events files the lake is asked to read from now on (their footers, or their rows)."""
+    read: list[str] = []
+    digest, register = Lake.file_digest, Lake.register_files
+
+    def counted_digest(self, path):
+        read.extend([path] if "/webhook_events/" in path else [])
+        return digest(self, path)
+
+    def counted_register(self, con, files, name):
+        read.extend(f for f in files if "/webhook_events/" in f)
+        return register(self, con, files, name)
+
+    monkeypatch.setattr(Lake, "file_digest", counted_digest)
+    monkeypatch.setattr(Lake, "register_files", counted_register)
+    return read
+
+
+def webhook_listing(tmp_path) -> dict[str, tuple]:
+    """Full path -> (size, version) of the lake's webhook_events files, as a listing gives them."""
+    store = Lake.at(str(tmp_path / "lake")).store
+    return {store.full(e.path): (e.size, e.stamp) for e in store.list_files("webhook_events", (".parquet",))}
+
+
+def test_a_refresh_reads_only_the_webhook_files_new_since_the_last_for_deletions(httpserver, tmp_path, octokit,
+                                                                                 monkeypatch):
+    """Every publish asks which of its comments were deleted, over the ledger's 14 days of webhooks:
+    a run with nothing new reads none of their files, one after a deletion landed reads only the
+    files that came or changed since, and a lost or garbled record of what was read costs a read of
+    every file, never a comment restored twice or a deletion missed."""
+    fake = FakePullRequests(httpserver, REPO)
+    for back in (1, 2, 3):  # the days before in the window: GitHub's webhooks, as received and ingested
+        day = (TODAY - dt.timedelta(days=back)).isoformat()
+        events = [envelope("pull_request", f"{day}-{i}", p, f"{day}T12:00:00.000Z")
+                  for i, p in enumerate(octokit["api.github.com"]["pull_request"][:5])]
+        write_lines(tmp_path / "archive" / "webhooks" / f"day={day}" / "hooks.jsonl", events, gz=False)
+        ingest_webhook_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), day, workers=1)
+    run(httpserver, tmp_path, prs=(5, 6))
+    deleted_on_github(fake, tmp_path, octokit, 6, fake.comments[6][0], f"{TODAY.isoformat()}T09:00:00Z")
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions["restored"] == 1
+    read = webhook_files_read(monkeypatch)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2} and read == []
+
+    before = webhook_listing(tmp_path)
+    deleted_on_github(fake, tmp_path, octokit, 5, fake.comments[5][0], f"{TODAY.isoformat()}T10:00:00Z")
+    after = webhook_listing(tmp_path)
+    landed = {path for path, version in after.items() if before.get(path) != version}
+    assert len(after) == 4 and len(landed) == 1  # today's file, rewritten with the new delivery
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions["restored"] == 1 and fake.bodies(5) == [body()]
+    assert sorted(read) == sorted(landed)
+
+    for damage in (b"{not json", None):  # garbled, then lost
+        lake = Lake.at(str(tmp_path / "lake"))
+        lake.store.write_bytes(DELETED_RECORD, damage) if damage else lake.store.delete(DELETED_RECORD)
+        read.clear()
+        assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
+        assert sorted(read) == sorted(after) and len(fake.bodies(5)) == len(fake.bodies(6)) == 1
+
+
+def webhook_part(lake: Lake, day: str, part: str, first_id: int) -> set[int]:
+    """A part of webhook_events as the ingest writes them: a comment deleted (`first_id`) among
+    other deliveries; the ids it says were deleted."""
+    rows = [{"event": event, "action": action, "delivery_id": f"{day}-{part}-{i}", "repo": REPO,
+             "received_at": dt.datetime.fromisoformat(f"{day}T12:00:00+00:00"),
+             "payload": json.dumps({"action": action, "comment": {"id": first_id + i}})}
+            for i, (event, action) in enumerate([("issue_comment", "deleted"), ("issue_comment", "created"),
+                                                 ("workflow_job", "completed")])]
+    lake.write("webhook_events", day, pa.Table.from_pylist(rows, schema=WEBHOOK_EVENTS_SCHEMA), part=part)
+    return {first_id}
+
+
+def test_the_record_of_deletions_follows_rewritten_files_and_both_partitions_of_a_night(tmp_path, monkeypatch):
+    """After midnight yesterday's partition and today's both publish, each over its own 14 days:
+    neither makes the other read its files again. A day's parts merged into one file (the ingests'
+    compaction) cost a read of that file, and the deletions they hold are still found."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    days = [(TODAY - dt.timedelta(days=back)).isoformat() for back in (2, 1, 0)]
+    ids = {day: webhook_part(lake, day, "part-a", 1000 * n) | webhook_part(lake, day, "part-b", 1000 * n + 500)
+           for n, day in enumerate(days, 1)}
+    read = webhook_files_read(monkeypatch)
+    assert deleted_comment_ids(lake, days) == set().union(*ids.values()) and len(read) == 6
+    read.clear()
+    assert deleted_comment_ids(lake, days[:2]) == ids[days[0]] | ids[days[1]] and read == []
+    assert deleted_comment_ids(lake, days) == set().union(*ids.values()) and read == []
+
+    folder = f"webhook_events/day={days[1]}"
+    parts = [lake.store.full(e.path) for e in lake.store.list_files(folder, (".parquet",))]
+    merged = pa.concat_tables(pq.read_table(p, filesystem=lake.store.fs) for p in parts)
+    lake.write("webhook_events", days[1], merged.select(WEBHOOK_EVENTS_SCHEMA.names).cast(WEBHOOK_EVENTS_SCHEMA),
+               part="merged")
+    for p in parts:
+        lake.store.fs.delete_file(p)
+    assert deleted_comment_ids(lake, days) == set().union(*ids.values())
+    assert read == [lake.store.full(f"{folder}/merged.parquet")]

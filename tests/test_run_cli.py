@@ -1,7 +1,9 @@
 """`torchci run` as a user runs it: the real CLI in a subprocess, on an archive of real GitHub
 webhook payloads (`@octokit/webhooks-examples`) and nothing else: a quiet day for every
 publishing asset. Then the front door: a DAGSTER_HOME that does not exist yet, the first daily
-partition, and `--select` re-running part of the graph without re-ingesting."""
+partition, and `--select` re-running part of the graph without re-ingesting. Last, GitHub failing
+the DISABLED-issue loop: the run ends saying which checks could not read it and what to fix, and
+exits 3 when GitHub refused the credentials."""
 
 from __future__ import annotations
 
@@ -322,3 +324,44 @@ def test_a_config_naming_the_archive_s_repository_runs_without_the_warning(tmp_p
     named = run_cli(tmp_path, "--select", "key:push", TORCHCI_CONFIG=str(config))
     assert unset.returncode == named.returncode == 0, named.stderr[-3000:]
     assert WARNING in unset.stderr and WARNING not in named.stderr
+
+
+# ---- GitHub refusing the DISABLED-issue loop -------------------------------------------------------
+
+# The assets that read GitHub's issues: they go on with the lists published last when GitHub fails,
+# and fail their checks instead of their steps.
+ISSUE_READERS = "key:disabled_issues or key:disabled_tests or key:unstable_jobs"
+LOOP_ON = "upstream: {repo: pytorch/pytorch, branches: [main]}\npoll_commits: false\ndisabled_issues: {enabled: true}\n"
+
+
+@pytest.mark.parametrize("status", [401, 403, 502])
+def test_checks_github_failed_end_the_run_saying_what_to_fix_and_a_refusal_exits_3(tmp_path, httpserver, octokit,
+                                                                                  status):
+    """Every step succeeds through a GitHub incident (the lists stay as published, the HUD is built),
+    so the run's last line names the checks that could not read GitHub and what to fix; credentials
+    GitHub refuses (a 401, a 403 that is no rate limit) stay refused until someone changes them:
+    exit status 3, where an outage passes by itself (0)."""
+    from fake_github_issues import FakeIssueTracker, json_response
+    from test_hud_outage import KINDS
+
+    fake = FakeIssueTracker(httpserver)
+    message = {401: "Bad credentials", 403: "Resource not accessible by integration", 502: "Bad Gateway"}[status]
+    headers = {"Retry-After": "0"} if status == 502 else {}  # the client's retries of a 502 cost no time
+    for kind in KINDS:
+        fake.fail(kind, *[json_response(status, {"message": message}, headers)] * 400)
+    octokit_archive(tmp_path / "archive", octokit, days=(D1,))
+    (tmp_path / "config.yaml").write_text(LOOP_ON)
+    result = run_cli(tmp_path, "--select", ISSUE_READERS, GITHUB_TOKEN="t0ken", GITHUB_API_URL=httpserver.url_for(""),
+                     TORCHCI_CONFIG=str(tmp_path / "config.yaml"))
+    assert f"[1/1] {D1}: ok" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    checks = ("disabled_issues:every_disabled_test_has_an_issue, disabled_tests:read_from_the_open_issues, "
+              "unstable_jobs:read_from_the_open_issues")
+    assert last.startswith(f"torchci run: 3 check(s) reading GitHub failed on {D1}: {checks} (GitHubError: "), last
+    assert f"HTTP {status}: {message}" in last
+    if status == 502:
+        assert result.returncode == 0 and "the next run reads the issues again" in last
+    else:
+        assert result.returncode == 3 and last.endswith("this does not pass by itself (exit status 3)")
+        assert ("set a valid GITHUB_TOKEN" if status == 401 else "needs Issues: read and write on pytorch/pytorch") \
+            in last

@@ -19,6 +19,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from dataclasses import dataclass
 
 import dagster as dg
 import sqlalchemy.exc
@@ -53,6 +54,26 @@ HOST_TAG, PID_TAG, RUN_ID_TAG = "torchci/host", "torchci/pid", "torchci/run_id"
 
 # Dagster's wrappers around the exception a step raised.
 STEP_WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError")
+
+
+# Exit status when every day ran but GitHub refused the credentials of a check that reads it (a 401,
+# or a 403 that is no rate limit): the lists it reads stay as published for as long as nobody
+# changes them, so a scheduler must not take the run for a success. An outage or a rate limit
+# passes by itself: status 0, with the same closing line.
+GITHUB_REFUSED_EXIT = 3
+
+
+@dataclass(frozen=True)
+class GitHubCheckFailure:
+    """A check that could not read GitHub, as its metadata says (`error`, `fix`, `github_refused`:
+    set by the DISABLED-issue loop's assets, which go on with the lists published last). `refused`
+    is None when the check does not tell (the unstable list's: its error may not be GitHub's)."""
+
+    day: str
+    check: str
+    error: str
+    fix: str
+    refused: bool | None
 
 
 class UsageError(Exception):
@@ -113,7 +134,10 @@ def _day(text: str) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="torchci run", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="torchci run", description=__doc__.split("\n\n")[0],
+                                epilog="Exit status: 0 when every day ran, 1 when a day failed, 2 on bad usage, "
+                                       f"{GITHUB_REFUSED_EXIT} when every day ran but GitHub refused the credentials "
+                                       "of the DISABLED-issue loop (the disabled lists stay as published).")
     p.add_argument("--from", dest="start", type=_day, help="first day to process (default: the archive's first)")
     p.add_argument("--to", dest="end", type=_day, help="last day to process (default: the archive's last)")
     p.add_argument("--select", metavar="SELECTION",
@@ -329,9 +353,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
     tags = {"torchci/source": "torchci run", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     log_config = QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG
-    failed = [day for i, day in enumerate(days, 1)
-              if not _run_day(defs, instance, day, f"[{i}/{len(days)}]", day_tags(archive, day, keys is None, tags),
-                              keys, log_config)]
+    failed, github = [], []
+    for i, day in enumerate(days, 1):
+        ok, not_read = _run_day(defs, instance, day, f"[{i}/{len(days)}]",
+                                day_tags(archive, day, keys is None, tags), keys, log_config)
+        failed += [] if ok else [day]
+        github += not_read
     _print_summary(lake, days)
     relay = load_config()
     warning = upstream_warning(lake, days, relay.upstream_repo, relay.source)
@@ -339,12 +366,15 @@ def _run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     if failed:
         print(f"Failed days: {', '.join(failed)} (re-run with `torchci run --from DAY --to DAY`)", file=sys.stderr)
-        return 1
-    return 0
+    if github:
+        print(github_line(github), file=sys.stderr)
+    return 1 if failed else GITHUB_REFUSED_EXIT if any(f.refused is True for f in github) else 0
 
 
-def _run_day(defs, instance, day: str, counter: str, tags: dict, keys, log_config: dict) -> bool:
-    """Materialize one day in process and print its line (failed checks, quiet assets, failed steps)."""
+def _run_day(defs, instance, day: str, counter: str, tags: dict, keys,
+             log_config: dict) -> tuple[bool, list[GitHubCheckFailure]]:
+    """Materialize one day in process and print its line (failed checks, quiet assets, failed steps);
+    whether it succeeded, and its checks that could not read GitHub."""
     from dagster._core.utils import make_new_run_id
 
     from torchci_assets.day_runs import execute_day
@@ -366,7 +396,33 @@ def _run_day(defs, instance, day: str, counter: str, tags: dict, keys, log_confi
         for event in result.all_events:
             if event.is_step_failure:
                 print(f"      {event.step_key}: {failure_line(event.step_failure_data.error)}")
-    return result.success
+    return result.success, github_failures(day, failed_checks)
+
+
+def github_failures(day: str, failed_checks: list) -> list[GitHubCheckFailure]:
+    """Of a day's failed checks (Dagster's evaluations), those that could not read GitHub: the ones
+    whose metadata says what to fix."""
+    out = []
+    for c in failed_checks:
+        meta = {k: v.value for k, v in c.metadata.items()}
+        if meta.get("fix"):
+            check = f"{c.asset_key.to_user_string()}:{c.check_name}"
+            refused = meta.get("github_refused")
+            out.append(GitHubCheckFailure(day, check, str(meta.get("error", "")), str(meta["fix"]),
+                                          refused if isinstance(refused, bool) else None))
+    return out
+
+
+def github_line(failures: list[GitHubCheckFailure]) -> str:
+    """The run's last line when checks could not read GitHub: which, on which days, GitHub's answer
+    and what to fix (a refusal's first: it does not pass by itself, and the exit status says so)."""
+    first = max(failures, key=lambda f: (f.refused is True, f.refused is not None))  # stable: the earliest
+    checks = sorted({f.check for f in failures})
+    days = sorted({f.day for f in failures})
+    when = days[0] if len(days) == 1 else f"{len(days)} days, {days[0]}..{days[-1]}"
+    return (f"torchci run: {len(checks)} check(s) reading GitHub failed on {when}: {', '.join(checks)} "
+            f"({first.error}); the disabled lists published last stay. To fix: {first.fix}"
+            + (f" (exit status {GITHUB_REFUSED_EXIT})" if first.refused else ""))
 
 
 def _print_summary(lake, days: list[str]) -> None:

@@ -48,11 +48,10 @@ import pyarrow as pa
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
-from resources.lake_extracts import register_extract
 from resources.sql import Columns
 from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
-from torchci_assets.derived.drci.extracts import DELETED_COMMENTS
+from torchci_assets.derived.drci.extracts import DELETED_SOURCE, deleted_comment_ids
 from torchci_assets.derived.drci.inputs import register_with, rows
 from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, upsert
 from torchci_assets.publishing import write_if_changed
@@ -174,19 +173,13 @@ def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
 
 def deleted_comments(lake: Lake, day: str, comment_ids: set[int]) -> set[int]:
     """Those of `comment_ids` whose deletion GitHub's webhooks reported over the ledger's lookback
-    (a ledger row older than that is not read, so neither is an older deletion)."""
+    (a ledger row older than that is not read, so neither is an older deletion). Every publish asks,
+    so the files read before are not read again (`extracts.deleted_comment_ids`)."""
     first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
-    days = [d for d in lake.days("webhook_events") if first <= d <= day]
+    days = [d for d in lake.days(DELETED_SOURCE) if first <= d <= day]
     if not comment_ids or not days:
         return set()
-    con = connect()
-    try:
-        if not register_extract(con, lake, DELETED_COMMENTS, days, "dw"):
-            return set()
-        con.register("posted_comments", pa.table({"comment_id": pa.array(sorted(comment_ids), pa.int64())}))
-        return {r["comment_id"] for r in rows(con, "gone_comments")}
-    finally:
-        con.close()
+    return comment_ids & deleted_comment_ids(lake, days)
 
 
 def unchanged_posts(lake: Lake, day: str, open_rows: list[dict]) -> tuple[dict[int, str], set[int]]:

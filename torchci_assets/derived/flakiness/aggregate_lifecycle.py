@@ -5,11 +5,16 @@ An aggregate disables every test it lists, and they are fixed or deleted one at 
 they are, a fixed test would stay disabled until every other test of the file is fixed too.
 Retiring and re-enabling therefore judge each listed test as they judge a single test's issue
 (retired.py, reenable.py: the test's line is its `Platforms:` line, its reruns count from when it
-was listed), and act on the test's line, as PyTorch's flaky bot does (handleNoLongerFlakyTest):
-a test deleted, or clean on every platform of its line, is dropped from the list; one clean on
-some platforms has its line narrowed to the others; an aggregate whose list is left empty is
-closed. The tests are taken from the first open aggregate (by URL) naming them, and left to their
-own issue when they have an open one.
+was listed), and act on the test's line. A test clean on every platform of its line is dropped from
+the list, and an aggregate whose list is left empty is closed, as PyTorch's flaky bot does
+(handleNoLongerFlakyTest); a test deleted from the code is dropped so too. Narrowing the line of a
+test clean on some platforms to the others is this project's own, as it narrows a single issue: the
+bot drops whole tests only. The bot also acts only on an aggregate, as on a single issue, not
+updated for two weeks (NUM_HOURS_NOT_UPDATED_BEFORE_CLOSING); this project waits on no issue's last
+update, a test's reruns counting from its listing or the aggregate's reopening instead: a wait on
+the aggregate's last update would let any change to one line, this project's own edits included,
+hold back every other line for two weeks. The tests are taken from the first open aggregate (by
+URL) naming them, and left to their own issue when they have an open one.
 
 All of one run's changes to an aggregate are one comment, saying which tests and why, then one
 edit. The comment carries a marker naming the day and the change, so a retry after a crash

@@ -6,12 +6,14 @@ partition is the window of `window_days` days ending that day, read from the dai
 of `derived.results`.
 """
 
+import datetime as dt
 import warnings
 
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubError, GitHubResource
+from torchci_assets.backfill.rest import rate_limited
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
@@ -139,12 +141,12 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                              relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
                              log=context.log.info, warn=context.log.warning, allowed=report.allowed)
     except GitHubError as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        context.log.error(f"the DISABLED-issue loop stopped on a GitHub error ({error}); what it did before is in "
-                          "the ledger, the next run takes it up again")
-        yield dg.MaterializeResult(metadata={"repo": relay.upstream_repo, "error": error})
+        failure = read_failure(exc, relay.upstream_repo)
+        context.log.error(f"the DISABLED-issue loop stopped on a GitHub error ({failure['error']}); what it did "
+                          f"before is in the ledger. {failure['fix']}")
+        yield dg.MaterializeResult(metadata={"repo": relay.upstream_repo, **failure})
         yield dg.AssetCheckResult(check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=False,
-                                  description=_FILING_CHECK_TEXT, metadata={"error": error})
+                                  description=_FILING_CHECK_TEXT, metadata=failure)
         return
     keep_answers(lk, context.partition_key, context.run.run_id, report.allowed)  # the run's later steps reuse them
     yield dg.MaterializeResult(metadata=filing_metadata(report, life, mode, relay.upstream_repo, lk))
@@ -153,6 +155,30 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         description=_FILING_CHECK_TEXT,
         metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
                   "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50]))})
+
+
+def read_failure(exc: Exception, repo: str) -> dict:
+    """The metadata of a check GitHub failed: the error, whether GitHub refused the credentials
+    (`github_refused`) and what to do (`fix`). The lists stay as published while it lasts, and a
+    refusal (a 401, or a 403 that is no rate limit) lasts until someone changes the credentials:
+    `torchci run` exits non-zero on it and the HUD says what to set, where an outage or a rate
+    limit passes by itself."""
+    status = exc.status if isinstance(exc, GitHubError) else None
+    refused = status == 401 or (status == 403 and not rate_limited(exc))
+    if status == 401:
+        fix = ("GitHub refused the credentials: set a valid GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY "
+               "(and GITHUB_APP_INSTALLATION_ID), where Dagster runs; this does not pass by itself")
+    elif refused:
+        fix = (f"GitHub refused these credentials access to the issues of {repo}: the token or the GitHub App needs "
+               f"Issues: read and write on {repo}; this does not pass by itself")
+    elif isinstance(exc, MassReenableRefused):
+        fix = ("the open issues read would re-enable most disabled tests at once (likely a search outage): the next "
+               "run reads them again; if those issues really were closed, materialize disabled_tests with "
+               "allow_mass_reenable: true")
+    else:
+        fix = ("GitHub failed (an outage, a rate limit, no answer): the next run reads the issues again; if it lasts, "
+               "check GitHub's status and the network where Dagster runs")
+    return {"error": f"{type(exc).__name__}: {exc}", "github_refused": refused, "fix": fix}
 
 
 def filing_metadata(report, life, mode, repo: str, lk) -> dict:
@@ -206,7 +232,9 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
                     "in this run (passes in a dry run, which reads no issue). When GitHub fails, or the issues read "
                     "would re-enable most disabled tests at once (a likely search outage), the lists published last "
                     "stay, CI and the HUD go on with them, and this check fails instead of the step, which would "
-                    "skip the HUD.")
+                    "skip the HUD. Its metadata gives GitHub's error, what to do (fix) and whether GitHub refused the "
+                    "credentials (github_refused: they stay refused until someone changes them, and `torchci run` "
+                    "exits 3); the HUD's grid and tests pages open with a banner saying so.")
 
 
 @dg.asset(
@@ -228,15 +256,15 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
     metrics and the HUD wait for this step, and a failed one would skip them."""
     store, relay, day = outputs.store(), load_config(), context.partition_key
     mode = loop_mode(github, relay.disabled_issues, relay.source)
-    error, job_lists = "", {}
+    failure, job_lists = {}, {}
     if mode.live:
         source = f"open DISABLED issues of {relay.upstream_repo}"
         try:
             decision, job_lists = lists_from_open_issues(context, config, lake.lake(), store, github, relay)
         except (GitHubError, MassReenableRefused) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            context.log.error(f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} left as published before ({error}); "
-                              "CI and the HUD go on with them")
+            failure = read_failure(exc, relay.upstream_repo)
+            context.log.error(f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} left as published before "
+                              f"({failure['error']}); CI and the HUD go on with them. {failure['fix']}")
             decision = keep_published(lake.lake(), store, day)
     else:
         context.log.warning(f"DRY RUN: {mode.reason}; {DISABLED_TESTS_PATH} is built from the flaky verdict "
@@ -249,14 +277,42 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         "reenabled": len(decision.reenabled),
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
-        "published": not (decision.later_day or decision.nothing_new or error),
-        "output": store.display(DISABLED_TESTS_PATH), **job_lists, **({"error": error} if error else {}),
+        "published": not (decision.later_day or decision.nothing_new or failure),
+        "output": store.display(DISABLED_TESTS_PATH), **job_lists, **failure,
+        **read_from_github_at(context.instance, mode.live, bool(failure)),
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
         **(later_day_kept(context, day, decision.later_day,
                           f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
     })
-    yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="disabled_tests", passed=not error,
-                              metadata={"error": error or "none", "dry_run": not mode.live})
+    yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="disabled_tests", passed=not failure,
+                              metadata={"error": "none", "dry_run": not mode.live, **failure})
+
+
+# Metadata of `disabled_tests`: when its lists were last read from GitHub (ISO, UTC), carried over the
+# runs that could not read them, so that the HUD can say how old the list CI goes on with is.
+READ_AT = "read_from_github_at"
+
+
+def read_from_github_at(instance: dg.DagsterInstance, live: bool, failed: bool) -> dict:
+    """`READ_AT` of this materialization: now when the lists were read, else the last one's."""
+    if not live:
+        return {}
+    if not failed:
+        return {READ_AT: dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    records = instance.fetch_materializations(dg.AssetKey("disabled_tests"), limit=1).records
+    last = last_read(records[0].asset_materialization.metadata, records[0].timestamp) if records else None
+    return {READ_AT: last} if last else {}
+
+
+def last_read(metadata: dict, timestamp: float) -> str | None:
+    """When the lists were last read from GitHub, as the materialization before this one (its
+    `metadata`, its `timestamp`) says: its `READ_AT`, or its own time when it read them (written
+    before `READ_AT` was kept: no error and no dry run); None when unknown."""
+    if READ_AT in metadata:
+        return metadata[READ_AT].value
+    if "error" in metadata or ("dry_run" in metadata and metadata["dry_run"].value):
+        return None
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def lists_from_open_issues(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lk, store, github,
@@ -275,6 +331,12 @@ def lists_from_open_issues(context: dg.AssetExecutionContext, config: DisabledTe
     keep_answers(lk, day, context.run.run_id, trusted.allowed)
     return decision, {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(
         [i["html_url"] for i in trusted.refused][:MAX_LISTED])}
+
+
+# What to do when the unstable list could not be read (its error may be GitHub's or not: a refusal
+# of the credentials fails `disabled_tests`' check as well, which tells it apart).
+_UNSTABLE_FIX = (f"{UNSTABLE_JOBS_PATH} stays as published and the next run reads it again; see the error, and "
+                 "disabled_tests' check for credentials GitHub refused")
 
 
 with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
@@ -318,7 +380,9 @@ def unstable_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
         **({"error": report.error} if report.error else {}),
     })
     yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="unstable_jobs", passed=not report.error,
-                              metadata={"error": report.error or "none", "dry_run": not report.mode.live})
+                              metadata={"error": report.error or "none", "dry_run": not report.mode.live,
+                                        **({"fix": _UNSTABLE_FIX} if report.error else {})})
+
 
 
 @dg.asset(

@@ -10,6 +10,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.derived.guardians.inputs import WINDOW as GUARDIAN_WINDOW
 from torchci_assets.derived.hud.backend_pages import BackendViews
+from torchci_assets.derived.site.lists_not_read import ListsNotRead, lists_not_read
 from torchci_assets.derived.site.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
@@ -62,7 +63,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
     store = outputs.store()
     report = publish_site(lake.lake(), store, day, load_config().upstream_repo,
                           SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info,
-                          reuse=is_refresh(context.run.tags))
+                          reuse=is_refresh(context.run.tags), not_read=disabled_lists_not_read(context.instance, day))
     largest, size = report.largest
     yield dg.MaterializeResult(metadata={
         "published": report.published, "pages": len(report.pages), "commits": report.commits,
@@ -78,6 +79,17 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
     yield dg.AssetCheckResult(check_name="pages_under_2mb", passed=not over,
                               metadata={"largest_page": largest, "largest_page_bytes": size,
                                         "pages_over": dg.MetadataValue.json(over)})
+
+
+def disabled_lists_not_read(instance: dg.DagsterInstance, day: str) -> ListsNotRead | None:
+    """Whether the latest run of `disabled_tests` for `day` could not read the lists from GitHub: it
+    fails its check, not its step, so that this asset runs; the pages then say so (`lists_not_read`)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("disabled_tests"), asset_partitions=[day]), limit=1).records
+    if not records:
+        return None
+    metadata = {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
+    return lists_not_read(metadata, records[0].timestamp)
 
 
 SITE_ASSETS = [hud_site_asset]

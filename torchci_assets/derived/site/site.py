@@ -51,6 +51,7 @@ from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
 from torchci_assets.derived.site import drci_verdicts
+from torchci_assets.derived.site.lists_not_read import ListsNotRead, with_banner
 from torchci_assets.partitions import days_around, days_ending
 
 SITE_DIR = "hud"
@@ -287,11 +288,12 @@ def backend_charts(days: list[str], rows: list[dict]) -> list[str]:
 
 
 def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings,
-                generated: str | None = None,
-                rendered: dict[str, str] | None = None) -> tuple[dict[str, bytes], SiteReport]:
+                generated: str | None = None, rendered: dict[str, str] | None = None,
+                not_read: ListsNotRead | None = None) -> tuple[dict[str, bytes], SiteReport]:
     """Every page of the site for `day`, as {path under the outputs: bytes}, but the pull
     requests' pages whose inputs are those `rendered` gives (path -> `pr_page_inputs`, of pages
-    published and still there): those are listed in `report.reused`, not rendered."""
+    published and still there): those are listed in `report.reused`, not rendered. `not_read`:
+    the disabled lists could not be read from GitHub, which index.html and tests.html say first."""
     generated = generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = SiteReport(day, False)
     backends = backend_pages.load(lake, day)
@@ -331,6 +333,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         "conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
         "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.",
         marks, _listed_note(active, settings.pr_days))
+    for page in ("index.html", "tests.html"):
+        files[f"{SITE_DIR}/{page}"] = with_banner(files[f"{SITE_DIR}/{page}"], not_read)
     out = {path: html.encode() for path, html in files.items()}
     report.pages = {path: len(data) for path, data in out.items()}
     return out, report
@@ -416,10 +420,11 @@ def published_day(outputs: Store) -> str | None:
 
 
 def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteSettings | None = None,
-                 log: Callable[[str], None] = lambda s: None, reuse: bool = False) -> SiteReport:
+                 log: Callable[[str], None] = lambda s: None, reuse: bool = False,
+                 not_read: ListsNotRead | None = None) -> SiteReport:
     """Render and publish the site for `day` (see the module docstring for the order of writes).
     `reuse` (an intra-day refresh): a pull request's page whose inputs did not change since it
-    was published is neither read nor rendered again."""
+    was published is neither read nor rendered again. `not_read`: see `render_site`."""
     current = published_day(outputs)
     if current is not None and current > day:
         log(f"{outputs.display(SITE_META)} shows {current}, later than {day}: not replaced")
@@ -429,7 +434,7 @@ def publish_site(lake: Lake, outputs: Store, day: str, repo: str, settings: Site
     present = {e.path for folder in PAGE_FOLDERS for e in outputs.list_files(f"{SITE_DIR}/{folder}", (".html",))}
     rendered = {p: d for p, d in (before.get("inputs") or {}).items() if p in present and p in before["digests"]}
     files, report = render_site(lake, outputs, day, repo, settings or SiteSettings(), generated,
-                                rendered if reuse else None)
+                                rendered if reuse else None, not_read)
     digests = {path: content_digest(data, generated) for path, data in files.items()}
     for path in report.reused:
         digests[path], report.pages[path] = before["digests"][path], before["pages"].get(path, 0)
