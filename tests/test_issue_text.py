@@ -236,7 +236,10 @@ def test_a_platform_the_runner_already_disables_the_test_on_is_not_added():
 def test_the_platforms_line_is_replaced_in_place_and_the_rest_kept():
     body = "Platforms: rocm\r\n\r\nHuman notes: flaky since the ROCm upgrade.\nplatforms: mac\nEnd"
     updated = with_platforms(body, ["rocm", "mac", "win"])
-    assert updated == "Platforms: rocm, mac, win\n\nHuman notes: flaky since the ROCm upgrade.\nEnd"
+    # each kept line keeps its own line break (a human's CRLF stays CRLF)
+    assert updated == "Platforms: rocm, mac, win\r\n\r\nHuman notes: flaky since the ROCm upgrade.\nEnd"
+    assert with_platforms("Platforms: win\r\n\r\nflaky on Windows\r\n", ["win", "linux"]) == \
+        "Platforms: win, linux\r\n\r\nflaky on Windows\r\n"
     assert parse_platforms(updated) == ["mac", "rocm", "win"]  # read back sorted, as upstream reads it
     # an indented line is one upstream reads, so it is the one replaced (and no other line adds to it)
     assert with_platforms("Notes\n   Platforms: rocm\n  platforms: mac\nEnd", ["rocm", "win"]) == \

@@ -56,5 +56,10 @@ def test_every_entry_point_stops_on_a_bad_timeout_with_one_line_naming_it(tmp_pa
 
 def test_a_runs_own_timeout_must_be_positive(tmp_path):
     config = load_config(write(tmp_path, "zombie_timeout_seconds: 5400\n"))
-    with pytest.raises(ValueError, match=r"timeout_s must be a positive number of seconds, got -1"):
+    with pytest.raises(ValueError, match=r"timeout_s must be a positive number of seconds, at most 172800 "
+                                         r"\(2 days\), got -1"):
         sweep_timeout(config, -1)
+    # past two days, a check run due is older than the three days the sweep reads: it would find none
+    with pytest.raises(ValueError, match=r"at most 172800 \(2 days\), got 259200"):
+        sweep_timeout(config, 3 * 86400)
+    assert sweep_timeout(config, 172800) == dt.timedelta(days=2)

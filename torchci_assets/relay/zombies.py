@@ -32,7 +32,7 @@ import datetime as dt
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
-from torchci_assets.config import ZOMBIE_TIMEOUT_S, TorchciConfig
+from torchci_assets.config import MAX_ZOMBIE_TIMEOUT_S, ZOMBIE_TIMEOUT_S, TorchciConfig
 from torchci_assets.relay.acting import Writer
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, create_check_run, record_action
 from torchci_assets.relay.pull_requests import CHECK_RUN_PREFIX
@@ -51,8 +51,10 @@ def sweep_timeout(relay: TorchciConfig, timeout_s: float | None = None) -> dt.ti
     hand), else the config file's, which the schedule's sweeps follow."""
     if timeout_s is None:
         return dt.timedelta(seconds=relay.zombie_timeout_seconds)
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s:g}")
+    if not 0 < timeout_s <= MAX_ZOMBIE_TIMEOUT_S:
+        # past the maximum, a check run due would be older than the sweep looks back: none found
+        raise ValueError(f"timeout_s must be a positive number of seconds, at most {MAX_ZOMBIE_TIMEOUT_S} "
+                         f"(2 days), got {timeout_s:g}")
     return dt.timedelta(seconds=timeout_s)
 
 

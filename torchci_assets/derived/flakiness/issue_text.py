@@ -245,22 +245,24 @@ def added_platforms(current: list[str], flaked: list[str]) -> list[str]:
 def with_platforms(body: str | None, platforms: list[str]) -> str:
     """`body` with its `Platforms:` line set to `platforms`: the first line upstream reads as one
     (indented too) is replaced in place and later ones dropped (they would add to it); a body
-    without one gets it on top. Lines are split where upstream splits them (`\\r`, `\\n`)."""
-    lines = _LINE_BREAK.split(body or "")
-    if lines[-1] == "":
-        lines.pop()  # a final line break ends the last line, as in str.splitlines
-    out: list[str] = []
+    without one gets it on top. Lines are split where upstream splits them (`\\r`, `\\n`), and
+    each kept line keeps its own line break: a human's CRLF body stays CRLF."""
+    text = body or ""
+    if not text:
+        return platforms_line(platforms) + "\n"
+    breaks = _LINE_BREAK.findall(text) + [""]
+    out: list[tuple[str, str]] = []
     placed = False
-    for line in lines:
+    for line, brk in zip(_LINE_BREAK.split(text), breaks):
         if _is_platforms_line(line):
             if not placed:
-                out.append(platforms_line(platforms))
+                out.append((platforms_line(platforms), brk))
                 placed = True
             continue
-        out.append(line)
+        out.append((line, brk))
     if not placed:
-        out = [platforms_line(platforms), ""] + out
-    return "\n".join(out)
+        out = [(platforms_line(platforms), breaks[0] or "\n"), ("", breaks[0] or "\n"), *out]
+    return "".join(line + brk for line, brk in out)
 
 
 # ---- the evidence a new issue carries ---------------------------------------------------
