@@ -88,6 +88,15 @@ def unstable_marks(tmp_path) -> dict[str, bool]:
     return {"commit_health": main, "pr_jobs": pr}
 
 
+def maintainers_issue(tmp_path, httpserver) -> FakeIssueTracker:
+    """A lake, and GitHub holding ISSUE, opened by a maintainer (write access)."""
+    lake_at(tmp_path)
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    fake.add(ISSUE, user="a-maintainer")
+    return fake
+
+
 def materialized(result) -> set[str]:
     return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
 
@@ -96,10 +105,7 @@ def test_an_unstable_issue_reaches_the_hud_in_the_run_that_reads_it(tmp_path, ht
     """The HUD's assets with what they depend on that reads GitHub: one run takes an UNSTABLE issue
     opened since the last list to the grid and the pull request's jobs (the list was read, then
     the HUD built from it, in that order)."""
-    lake_at(tmp_path)
-    fake = FakeIssueTracker(httpserver)
-    fake.permissions["a-maintainer"] = "write"
-    fake.add(ISSUE, user="a-maintainer")
+    fake = maintainers_issue(tmp_path, httpserver)
     hud_and_its_github_reads = (dg.AssetSelection.assets("commit_health", "pr_jobs").upstream()
                                 & dg.AssetSelection.tag(KIND_GITHUB, "")) | dg.AssetSelection.assets(
                                     "commit_health", "pr_jobs")
@@ -116,10 +122,7 @@ def test_a_disabled_list_failing_on_github_does_not_hold_the_hud_up(tmp_path, ht
     the disabled loop and list fail their checks, not their steps, so nothing is skipped; the
     unstable list and the HUD are built all the same (tests/test_hud_outage.py follows the HUD's
     whole path)."""
-    lake_at(tmp_path)
-    fake = FakeIssueTracker(httpserver)
-    fake.permissions["a-maintainer"] = "write"
-    fake.add(ISSUE, user="a-maintainer")
+    fake = maintainers_issue(tmp_path, httpserver)
     fake.fail("list", *[json_response(502, {"message": "Bad Gateway"})] * 20)
     selection = ("disabled_issues", "disabled_tests", "unstable_jobs", "commit_health", "pr_jobs")
     result = materialize(tmp_path, httpserver, dg.AssetSelection.assets(*selection))
@@ -136,10 +139,7 @@ def test_when_the_unstable_list_fails_the_hud_goes_on_with_the_list_published_la
     """The unstable list's own read fails (its search, or a permission lookup GitHub does not
     answer): its step still succeeds, so the HUD is built in the same run, from the list published
     last, left as it was; the asset's check fails and says why."""
-    lake_at(tmp_path)
-    fake = FakeIssueTracker(httpserver)
-    fake.permissions["a-maintainer"] = "write"
-    fake.add(ISSUE, user="a-maintainer")
+    fake = maintainers_issue(tmp_path, httpserver)
     fake.add("UNSTABLE trunk / rocm / test (default)", user="a-maintainer")  # opened since: not read
     last = {"pull / linux-jammy-py3.10-gcc11": ["a-maintainer", "7", f"https://github.com/{REPO}/issues/7", "pull",
                                                 "linux-jammy-py3.10-gcc11", ""]}
@@ -156,11 +156,27 @@ def test_when_the_unstable_list_fails_the_hud_goes_on_with_the_list_published_la
     assert event.materialization.metadata["published"].value is False
 
 
+def test_credentials_github_refuses_are_told_apart_from_an_outage_on_the_unstable_check(tmp_path, httpserver):
+    """A 401 does not pass by itself: the check says GitHub refused the credentials and what to set
+    (as the disabled lists' checks do, so `torchci run` exits 3 and the HUD's banner names it); a 502
+    is an outage the next run may get past."""
+    fake = maintainers_issue(tmp_path, httpserver)
+    fake.fail("search", *[json_response(401, {"message": "Bad credentials"})] * 20)
+    only_the_list = dg.AssetSelection.assets("unstable_jobs", "commit_health")
+    result = materialize(tmp_path, httpserver, only_the_list)
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "unstable_jobs"]
+    assert not check.passed and check.metadata["github_refused"].value is True
+    assert "GITHUB_TOKEN" in check.metadata["fix"].value and "401" in check.metadata["error"].value
+    fake.scripts.clear()
+    fake.fail("search", *[json_response(502, {"message": "Bad Gateway"})] * 20)
+    (check,) = [c for c in materialize(tmp_path, httpserver, only_the_list).get_asset_check_evaluations()
+                if c.asset_key.to_user_string() == "unstable_jobs"]
+    assert not check.passed and check.metadata["github_refused"].value is False
+    assert "outage" in check.metadata["fix"].value
+
+
 def test_the_next_run_publishes_what_github_answers_again(tmp_path, httpserver):
-    lake_at(tmp_path)
-    fake = FakeIssueTracker(httpserver)
-    fake.permissions["a-maintainer"] = "write"
-    fake.add(ISSUE, user="a-maintainer")
+    fake = maintainers_issue(tmp_path, httpserver)
     fake.fail("search", *[json_response(502, {"message": "Bad Gateway"})] * 2)
     selection = dg.AssetSelection.assets("unstable_jobs", "commit_health")
     assert materialize(tmp_path, httpserver, selection).success

@@ -67,7 +67,7 @@ GITHUB_REFUSED_EXIT = 3
 class GitHubCheckFailure:
     """A check that could not read GitHub, as its metadata says (`error`, `fix`, `github_refused`:
     set by the DISABLED-issue loop's assets, which go on with the lists published last). `refused`
-    is None when the check does not tell (the unstable list's: its error may not be GitHub's)."""
+    is None when the check does not tell (the unstable list's, when its error was not GitHub's)."""
 
     day: str
     check: str

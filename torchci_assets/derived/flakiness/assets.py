@@ -381,7 +381,17 @@ def unstable_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     })
     yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="unstable_jobs", passed=not report.error,
                               metadata={"error": report.error or "none", "dry_run": not report.mode.live,
-                                        **({"fix": _UNSTABLE_FIX} if report.error else {})})
+                                        **_unstable_failure(report, load_config().upstream_repo)})
+
+
+def _unstable_failure(report, repo: str) -> dict:
+    """The failed check's `fix` (and, for GitHub's own errors, whether it refused the credentials,
+    as `read_failure` says for the disabled lists); nothing when the list was read."""
+    if not report.error:
+        return {}
+    if isinstance(report.exception, GitHubError):
+        return {k: v for k, v in read_failure(report.exception, repo).items() if k != "error"}
+    return {"fix": _UNSTABLE_FIX}
 
 
 

@@ -1165,6 +1165,7 @@ class UnstableJobs:
     error: str = ""
     asked: int = 0
     reused: int = 0
+    exception: Exception | None = None  # the error itself: a refusal of the credentials is told apart
 
 
 def run_unstable_jobs(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str,
@@ -1191,4 +1192,5 @@ def run_unstable_jobs(github: GitHubResource, lake: Lake, outputs: Store, day: s
     except Exception as exc:  # noqa: BLE001 - see the docstring: this step must not skip the HUD
         log_error(traceback.format_exc())
         report.jobs, report.changed, report.error = None, False, f"{type(exc).__name__}: {exc}"
+        report.exception = exc
     return report
