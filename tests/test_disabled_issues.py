@@ -488,7 +488,21 @@ def test_a_github_refusal_for_one_test_fails_the_check_not_the_others(httpserver
     assert result.success
     (check,) = [c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "disabled_issues"]
     assert not check.passed and list(check.metadata["failed"].value) == [TEST_B]
+    assert "github_refused" not in check.metadata  # one test's answer: no credentials to change
     assert [i["title"] for i in fake.issues.values()] == [f"DISABLED {TEST_A}"]
+
+
+def test_a_token_that_may_not_write_issues_says_what_to_set(httpserver, world):
+    """A token that reads issues but may not create them (403, no rate limit) fails every filing,
+    run after run, though the lists are read: the check says GitHub refused it and what to set, as
+    the checks of the lists do (`torchci run` exits 3 on it); a 422 for one test says no such thing."""
+    fake = FakeIssueTracker(httpserver)
+    fake.fail("create", *[json_response(403, {"message": "Resource not accessible by personal access token"})] * 2)
+    result = run(world, github(httpserver))
+    assert result.success
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "disabled_issues"]
+    assert not check.passed and check.metadata["github_refused"].value is True
+    assert "Issues: read and write" in check.metadata["fix"].value and "403" in check.metadata["error"].value
 
 
 def test_losing_most_disabled_tests_at_once_is_refused(httpserver, world):

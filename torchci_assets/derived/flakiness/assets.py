@@ -154,7 +154,16 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=not report.failed and not report.unreadable,
         description=_FILING_CHECK_TEXT,
         metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
-                  "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50]))})
+                  "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
+                  **_filing_refused(report.first_error, relay.upstream_repo)})
+
+
+def _filing_refused(exc: GitHubError | None, repo: str) -> dict:
+    """A token that may read issues but not write them fails every filing, run after run, though
+    the lists are read: its check says so and what to set (`read_failure`); a failure of one test's
+    issue (a 422, an outage) is left to the `failed` list and the next run."""
+    failure = read_failure(exc, repo) if exc is not None else {}
+    return failure if failure.get("github_refused") else {}
 
 
 def read_failure(exc: Exception, repo: str) -> dict:

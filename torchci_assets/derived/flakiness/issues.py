@@ -407,6 +407,7 @@ class FilingReport:
     dry_run: bool
     rows: list[dict] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    first_error: GitHubError | None = None  # the first of `failed`: a refusal (a read-only token) says what to set
     deferred: list[str] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     open_issues: int = 0
@@ -528,6 +529,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
             row = _file_one(tracker, w, evidence.get(w.test), ctx, created < max_new, lambda: tried.append(1))
         except GitHubError as e:
             report.failed[w.test] = str(e)
+            report.first_error = report.first_error or e
             warn(f"{issue_title(w.test)!r}: {e} (left for the next run)")
             continue
         finally:
