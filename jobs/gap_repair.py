@@ -22,7 +22,7 @@ import os
 import dagster as dg
 
 from resources.configured import ArchiveResource, LakeResource
-from resources.github import GitHubResource
+from resources.github import GitHubResource, has_credentials
 from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps
 
 REPAIR_EVERY_MIN = 5
@@ -66,10 +66,6 @@ def gap_repair_job():
     repair_lost_deliveries()
 
 
-def _has_credentials() -> bool:
-    return any(os.environ.get(v) for v in ("GITHUB_TOKEN", "GITHUB_APP_ID"))
-
-
 gap_repair_schedule = dg.ScheduleDefinition(
     job=gap_repair_job, cron_schedule=f"*/{REPAIR_EVERY_MIN} * * * *", execution_timezone="UTC",
     description=f"Every {REPAIR_EVERY_MIN} minutes, asks GitHub's REST API about the jobs and run attempts whose "
@@ -77,4 +73,4 @@ gap_repair_schedule = dg.ScheduleDefinition(
                 f"{DEFAULT_LIMIT.total_seconds() / 60:.0f}, minutes) and writes GitHub's answer into the "
                 "archive. Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or "
                 "GITHUB_APP_ID); without them it is off and can be started in the UI.",
-    default_status=dg.DefaultScheduleStatus.RUNNING if _has_credentials() else dg.DefaultScheduleStatus.STOPPED)
+    default_status=dg.DefaultScheduleStatus.RUNNING if has_credentials() else dg.DefaultScheduleStatus.STOPPED)

@@ -27,7 +27,6 @@ definition time.
 import datetime as dt
 import hashlib
 import json
-import os
 import time
 import uuid
 from collections import Counter
@@ -36,7 +35,7 @@ import dagster as dg
 
 from jobs.relay import CLAIM_SETTLE_S, report_outcomes
 from resources.configured import ArchiveResource, LakeResource
-from resources.github import GitHubResource
+from resources.github import GitHubResource, has_credentials
 from torchci_assets.config import ZOMBIE_TIMEOUT_S, load_config
 from torchci_assets.relay.acting import (
     Acted,
@@ -235,11 +234,6 @@ def zombie_check_run_job():
 ZOMBIE_SWEEP_EVERY_MIN = 10
 
 
-def has_github_credentials() -> bool:
-    """Whether the code location can write to GitHub: without, there is nothing a sweep could finalize."""
-    return any(os.environ.get(v) for v in ("GITHUB_TOKEN", "GITHUB_APP_ID"))
-
-
 zombie_check_run_schedule = dg.ScheduleDefinition(
     name="zombie_check_run_schedule", job=zombie_check_run_job, cron_schedule=f"*/{ZOMBIE_SWEEP_EVERY_MIN} * * * *",
     execution_timezone="UTC",
@@ -248,7 +242,7 @@ zombie_check_run_schedule = dg.ScheduleDefinition(
                 f"{ZOMBIE_TIMEOUT_S / 3600:g} h). "
                 "Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or GITHUB_APP_ID); without "
                 "them there is no check run it could complete, so it is off (it can be started in the UI).",
-    default_status=dg.DefaultScheduleStatus.RUNNING if has_github_credentials() else dg.DefaultScheduleStatus.STOPPED)
+    default_status=dg.DefaultScheduleStatus.RUNNING if has_credentials() else dg.DefaultScheduleStatus.STOPPED)
 
 
 JOB_FOR_KIND = {"dispatch": (pull_request_dispatch_job, "dispatch_pull_requests"),

@@ -26,6 +26,7 @@ import datetime as dt
 import email.utils
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -150,6 +151,28 @@ def app_problem(app_id: str | None, private_key_pem: str | None) -> str | None:
     except (ValueError, RuntimeError) as exc:
         return str(exc)
     return None
+
+
+def rate_limited(exc: GitHubError) -> bool:
+    """A 403 that was a rate limit: GitHub's message says so, or the client waited on its advice
+    until it gave up. Any other 403 (a token without a permission, an organization's SAML or IP
+    policy) answers the same however often it is asked."""
+    text = str(exc)
+    return "rate limit" in text.lower() or "(gave up:" in text
+
+
+def refused(exc: Exception) -> bool:
+    """GitHub refused the credentials (a 401) or their access (a 403 that is no rate limit): it
+    answers the same until someone changes them, unlike an outage or a rate limit."""
+    status = exc.status if isinstance(exc, GitHubError) else None
+    return status == 401 or (status == 403 and not rate_limited(exc))
+
+
+def has_credentials(env=None) -> bool:
+    """Whether credentials to write to GitHub are set (a token or an App): the schedules that only
+    write to GitHub start by themselves only then."""
+    env = os.environ if env is None else env
+    return any(env.get(v) for v in ("GITHUB_TOKEN", "GITHUB_APP_ID"))
 
 
 def credential_problems(env: dict) -> list[str]:

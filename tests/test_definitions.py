@@ -106,7 +106,7 @@ def test_every_schedule_and_sensor_says_what_it_runs_and_when_it_starts_by_itsel
     """The UI lists schedules and sensors with their description beside their status: one without
     says nothing of what it runs, and one that starts stopped must say why (credentials) and that
     it can be started by hand."""
-    from jobs.relay_prs import has_github_credentials
+    from resources.github import has_credentials
 
     timed = [*defs.schedules, *defs.sensors]
     assert {d.name for d in timed} >= {"daily_schedule", "archive_refresh_sensor", "trunk_guardians_job_schedule",
@@ -117,7 +117,7 @@ def test_every_schedule_and_sensor_says_what_it_runs_and_when_it_starts_by_itsel
         if not running or d.name in ("zombie_check_run_schedule", "gap_repair_job_schedule"):
             assert "credentials" in d.description and "started in the UI" in d.description, d.name
     on = {d.name for d in timed if d.default_status == dg.DefaultScheduleStatus.RUNNING}
-    assert ("zombie_check_run_schedule" in on) == has_github_credentials()
+    assert ("zombie_check_run_schedule" in on) == has_credentials()
 
 
 def test_ingest_assets_have_checks():

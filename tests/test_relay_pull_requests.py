@@ -653,15 +653,16 @@ def test_the_sweep_in_dry_run_sends_nothing_and_says_what_it_would(httpserver, i
 
 
 def test_the_sweep_runs_every_ten_minutes_where_github_credentials_are_set(monkeypatch):
+    from resources.github import has_credentials
     from torchci_assets.definitions import defs
 
     schedule = defs.resolve_schedule_def("zombie_check_run_schedule")
     assert schedule.cron_schedule == "*/10 * * * *" and schedule.job_name == zombie_check_run_job.name
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     monkeypatch.delenv("GITHUB_APP_ID", raising=False)
-    assert not relay_prs.has_github_credentials()
+    assert not has_credentials()
     monkeypatch.setenv("GITHUB_APP_ID", "123")
-    assert relay_prs.has_github_credentials()
+    assert has_credentials()
 
 
 # ---- re-runs -------------------------------------------------------------------------

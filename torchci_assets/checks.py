@@ -60,10 +60,11 @@ DESCRIPTIONS = {
 }
 
 
-def check_spec(name: str, asset, blocking: bool = False) -> dg.AssetCheckSpec:
-    """A check of one day partition, with its description. `blocking` for checks whose failure
+def check_spec(name: str, asset, blocking: bool = False, description: str | None = None) -> dg.AssetCheckSpec:
+    """A check of one day partition, with its description (`description`, else DESCRIPTIONS' for
+    the name: one name may mean a different thing on each asset). `blocking` for checks whose failure
     means the table itself is wrong (duplicates, missing ids): downstream assets do not run on it."""
-    description = DESCRIPTIONS.get(name) or (
+    description = description or DESCRIPTIONS.get(name) or (
         "No two rows share the table's key (the columns after `unique_`): a duplicate means a record was "
         "ingested twice and would be counted twice downstream.")
     # Per-partition check results are a preview feature, worth it here: the UI shows each day's

@@ -8,11 +8,10 @@ import os
 import sys
 
 from resources.configured import resolved_uri
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
-from torchci_assets.backfill.rest import rate_limited
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
 # bad credentials, no such repository or branch, no permission: the command or the credentials must

@@ -30,13 +30,13 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
-from torchci_assets.backfill.rest import RestReader, rate_limited
+from torchci_assets.backfill.rest import RestReader
 
 DEFAULT_LIMIT = dt.timedelta(minutes=30)
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap

@@ -117,11 +117,3 @@ class RestReader:
                 log.warning("GET %s: download cut off (%s); retry %d in %.1fs", path, error, attempt, wait)
                 self.gh.pause(wait)
         raise GitHubError(None, f"GET {path}: download cut off {attempt} times: {error}")
-
-
-def rate_limited(exc: GitHubError) -> bool:
-    """A 403 that was a rate limit: GitHub's message says so, or the client waited on its advice
-    until it gave up. Any other 403 (a token without a permission, an organization's SAML or IP
-    policy) answers the same however often it is asked."""
-    text = str(exc)
-    return "rate limit" in text.lower() or "(gave up:" in text

@@ -170,6 +170,14 @@ def request_body(job: JobState, web_url: str = "https://github.com") -> dict:
     return body
 
 
+def action_row(job: JobState, upstream_repo: str, run_id: str) -> dict:
+    """A job's check-run row of the `relay_actions` ledger, without its outcome."""
+    return {"action": "check_run", "key": job.key, "sha": job.head_sha, "upstream_repo": upstream_repo,
+            "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
+            "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
+            "delivery_id": job.delivery_id, "run_id": run_id}
+
+
 def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, job: JobState, run_id: str,
                      log: Callable[[str], None] = lambda s: None, settle_s: float = CLAIM_SETTLE_S) -> str:
     """Create the check run for `job` unless done already; returns what happened."""
@@ -181,10 +189,7 @@ def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, 
     if state == "ok":
         return "already_created"
     body = request_body(job, github.web_url)
-    base = {"action": "check_run", "key": job.key, "sha": job.head_sha, "upstream_repo": config.upstream_repo,
-            "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
-            "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
-            "details_url": body["details_url"], "delivery_id": job.delivery_id, "run_id": run_id}
+    base = {**action_row(job, config.upstream_repo, run_id), "details_url": body["details_url"]}
     stale: set = set()
     if state == "in_doubt":
         found = _find(github, config, job, {r.get("github_id") for r in rows if r.get("github_id")})

@@ -34,7 +34,7 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from torchci_assets.config import MAX_ZOMBIE_TIMEOUT_S, ZOMBIE_TIMEOUT_S, TorchciConfig
 from torchci_assets.relay.acting import Writer
-from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, create_check_run, record_action
+from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, action_row, create_check_run, record_action
 from torchci_assets.relay.pull_requests import CHECK_RUN_PREFIX
 
 SQL = SqlFiles(__file__)
@@ -96,19 +96,11 @@ def time_out(job: JobState, w: Writer) -> dict[str, str]:
     if entry is None or entry.level not in ("L3", "L4"):
         w.log(f"{job.name} on {job.head_sha[:12]}: in progress past the timeout, but {job.downstream_repo} "
               f"({entry.level if entry else 'not allowlisted'}) no longer gets check runs; left as it is")
-        record_action(w.lake, {**ledger_row(job, w), "outcome": "not_wanted"})
+        # recorded, so that the next sweeps pass it by (sql/zombie_check_runs.sql) instead of logging
+        # the same decision every ten minutes for days
+        record_action(w.lake, {**action_row(job, w.relay.upstream_repo, w.run_id), "outcome": "not_wanted"})
         return {job.key: "not_wanted"}
     job = dataclasses.replace(job, level=entry.level)
     w.log(f"{job.name} (run {job.run_id}, attempt {job.run_attempt}) on {job.head_sha[:12]}: no `completed` "
           "callback came; completing its check run as timed_out")
     return {job.key: create_check_run(w.github, w.lake, w.relay, job, w.run_id, w.log, w.settle_s)}
-
-
-def ledger_row(job: JobState, w: Writer) -> dict:
-    """The zombie's completion as the ledger records one, without its outcome: a sweep that left it
-    says so there, so that the next sweeps pass it by (sql/zombie_check_runs.sql) instead of logging
-    the same decision every ten minutes for days."""
-    return {"action": "check_run", "key": job.key, "sha": job.head_sha, "upstream_repo": w.relay.upstream_repo,
-            "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
-            "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
-            "delivery_id": job.delivery_id, "run_id": w.run_id}

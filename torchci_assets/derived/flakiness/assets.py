@@ -7,13 +7,11 @@ of `derived.results`.
 """
 
 import datetime as dt
-import warnings
 
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
-from resources.github import GitHubError, GitHubResource
-from torchci_assets.backfill.rest import rate_limited
+from resources.github import GitHubError, GitHubResource, refused
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
@@ -173,11 +171,11 @@ def read_failure(exc: Exception, repo: str) -> dict:
     `torchci run` exits non-zero on it and the HUD says what to set, where an outage or a rate
     limit passes by itself."""
     status = exc.status if isinstance(exc, GitHubError) else None
-    refused = status == 401 or (status == 403 and not rate_limited(exc))
+    was_refused = refused(exc)
     if status == 401:
         fix = ("GitHub refused the credentials: set a valid GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY "
                "(and GITHUB_APP_INSTALLATION_ID), where Dagster runs; this does not pass by itself")
-    elif refused:
+    elif was_refused:
         fix = (f"GitHub refused these credentials access to the issues of {repo}: the token or the GitHub App needs "
                f"Issues: read and write on {repo}; this does not pass by itself")
     elif isinstance(exc, MassReenableRefused):
@@ -187,7 +185,7 @@ def read_failure(exc: Exception, repo: str) -> dict:
     else:
         fix = ("GitHub failed (an outage, a rate limit, no answer): the next run reads the issues again; if it lasts, "
                "check GitHub's status and the network where Dagster runs")
-    return {"error": f"{type(exc).__name__}: {exc}", "github_refused": refused, "fix": fix}
+    return {"error": f"{type(exc).__name__}: {exc}", "github_refused": was_refused, "fix": fix}
 
 
 def filing_metadata(report, life, mode, repo: str, lk) -> dict:
@@ -233,17 +231,15 @@ class DisabledTestsConfig(dg.Config):
 
 
 READ_BACK_CHECK = "read_from_the_open_issues"
-with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
-    warnings.simplefilter("ignore", dg.PreviewWarning)
-    _DISABLED_CHECK_SPEC = dg.AssetCheckSpec(
-        READ_BACK_CHECK, asset="disabled_tests", partitions_def=daily_partitions,
-        description=f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} were read from GitHub's open DISABLED issues "
-                    "in this run (passes in a dry run, which reads no issue). When GitHub fails, or the issues read "
-                    "would re-enable most disabled tests at once (a likely search outage), the lists published last "
-                    "stay, CI and the HUD go on with them, and this check fails instead of the step, which would "
-                    "skip the HUD. Its metadata gives GitHub's error, what to do (fix) and whether GitHub refused the "
-                    "credentials (github_refused: they stay refused until someone changes them, and `torchci run` "
-                    "exits 3); the HUD's grid and tests pages open with a banner saying so.")
+_DISABLED_CHECK_SPEC = check_spec(
+    READ_BACK_CHECK, "disabled_tests",
+    description=f"{DISABLED_TESTS_PATH} and {DISABLED_JOBS_PATH} were read from GitHub's open DISABLED issues "
+                "in this run (passes in a dry run, which reads no issue). When GitHub fails, or the issues read "
+                "would re-enable most disabled tests at once (a likely search outage), the lists published last "
+                "stay, CI and the HUD go on with them, and this check fails instead of the step, which would "
+                "skip the HUD. Its metadata gives GitHub's error, what to do (fix) and whether GitHub refused the "
+                "credentials (github_refused: they stay refused until someone changes them, and `torchci run` "
+                "exits 3); the HUD's grid and tests pages open with a banner saying so.")
 
 
 @dg.asset(
@@ -348,13 +344,11 @@ _UNSTABLE_FIX = (f"{UNSTABLE_JOBS_PATH} stays as published and the next run read
                  "disabled_tests' check for credentials GitHub refused")
 
 
-with warnings.catch_warnings():  # per-partition check results are a preview feature (see checks.check_spec)
-    warnings.simplefilter("ignore", dg.PreviewWarning)
-    _UNSTABLE_CHECK_SPEC = dg.AssetCheckSpec(
-        READ_BACK_CHECK, asset="unstable_jobs", partitions_def=daily_partitions,
-        description=f"{UNSTABLE_JOBS_PATH} was read from GitHub's open UNSTABLE issues in this run. When GitHub (or "
-                    "anything else) fails, the list published last stays and the HUD and Dr. CI go on with it: "
-                    "this check fails instead of the step, which would skip them.")
+_UNSTABLE_CHECK_SPEC = check_spec(
+    READ_BACK_CHECK, "unstable_jobs",
+    description=f"{UNSTABLE_JOBS_PATH} was read from GitHub's open UNSTABLE issues in this run. When GitHub (or "
+                "anything else) fails, the list published last stays and the HUD and Dr. CI go on with it: "
+                "this check fails instead of the step, which would skip them.")
 
 
 @dg.asset(
