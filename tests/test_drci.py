@@ -953,7 +953,7 @@ def test_yesterdays_partition_leaves_every_pull_request_a_newer_partition_lists_
                    today=TODAY).actions["created"] == 1
 
 
-def materialize_on_hud_lake(tmp_path, httpserver):
+def materialize_on_hud_lake(tmp_path, httpserver, instance=None):
     """drci_comments materialized in Dagster (no credentials) over the HUD tests' lake, outputs under
     tmp_path/out: (the lake, the materialization's metadata)."""
     import dagster as dg
@@ -967,7 +967,7 @@ def materialize_on_hud_lake(tmp_path, httpserver):
     build(lake)
     result = dg.materialize([drci_comments_asset], partition_key=HUD_DAY, resources={
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
-        "github": GitHubResource(api_url=httpserver.url_for(""))})
+        "github": GitHubResource(api_url=httpserver.url_for(""))}, instance=instance)
     assert result.success
     return lake, result.get_asset_materialization_events()[0].materialization.metadata
 

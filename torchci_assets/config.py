@@ -122,6 +122,9 @@ class DrciConfig:
     # The login that posts (a GitHub App's `<slug>[bot]`): when set, only its comments with the
     # marker are taken as ours, so another bot's Dr. CI comment on the same PR is left alone.
     author: str | None = None
+    # A flaky-rules.json in PyTorch's format (test-infra's generated-stats branch publishes one):
+    # failures a rule matches are FLAKY. A relative path is taken from the config file's folder.
+    flaky_rules: str | None = None
 
 
 MAIN_BRANCHES = ("refs/heads/main", "refs/heads/master")
@@ -439,11 +442,11 @@ def _parse_disabled_issues(raw: Any, where: str) -> DisabledIssuesConfig:
     return DisabledIssuesConfig(enabled, tuple(labels), limit, unknown)
 
 
-def _parse_drci(raw: Any, where: str) -> DrciConfig:
+def _parse_drci(raw: Any, where: str, source: str) -> DrciConfig:
     if raw is None:
         return DrciConfig()
-    _expect(raw, dict, where, "a mapping with enabled, missing_after_minutes, stuck_after_minutes and author")
-    _check_keys(raw, ("enabled", "missing_after_minutes", "stuck_after_minutes", "author"), where)
+    _expect(raw, dict, where, "a mapping with enabled, missing_after_minutes, stuck_after_minutes, author and flaky_rules")
+    _check_keys(raw, ("enabled", "missing_after_minutes", "stuck_after_minutes", "author", "flaky_rules"), where)
     default = DrciConfig()
     enabled = _expect(raw.get("enabled", default.enabled), bool, f"{where}.enabled", "true or false")
     minutes = {}
@@ -455,7 +458,12 @@ def _parse_drci(raw: Any, where: str) -> DrciConfig:
     author = raw.get("author")
     if author is not None and (not isinstance(author, str) or not author.strip() or " " in author):
         raise ConfigError(f"{where}.author: must be a GitHub login such as my-app[bot], got {author!r}")
-    return DrciConfig(enabled, **minutes, author=author)
+    rules = raw.get("flaky_rules")
+    if rules is not None and (not isinstance(rules, str) or not rules.strip()):
+        raise ConfigError(f"{where}.flaky_rules: must be the path of a flaky-rules.json, got {rules!r}")
+    if rules and not os.path.isabs(rules) and os.path.exists(source):
+        rules = os.path.join(os.path.dirname(os.path.abspath(source)), rules)
+    return DrciConfig(enabled, **minutes, author=author, flaky_rules=rules)
 
 
 def _branch(raw: Any, where: str) -> str:
@@ -513,7 +521,7 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
         thresholds=_parse_thresholds(raw.get("thresholds"), "thresholds"),
         poll_commits=poll,
         disabled_issues=_parse_disabled_issues(raw.get("disabled_issues"), "disabled_issues"),
-        drci=_parse_drci(raw.get("drci"), "drci"),
+        drci=_parse_drci(raw.get("drci"), "drci", source),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
         guardians=_guardians(raw),

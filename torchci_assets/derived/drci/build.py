@@ -19,6 +19,7 @@ from resources.lake import Lake, connect
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, suppressing_labels
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
+from torchci_assets.derived.drci.flaky_rules import load_rules
 from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
@@ -48,9 +49,9 @@ class BuildReport:
 
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
-             report: BuildReport, updates: str) -> dict:
+             report: BuildReport, updates: str, rules: tuple = ()) -> dict:
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable,
-                                      suppressing_labels(repo, pr.labels))
+                                      suppressing_labels(repo, pr.labels), rules)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
     body = render(head, verdicts, pending, updates)
@@ -76,12 +77,16 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                    limits: RefreshLimits | None = None, now: dt.datetime | None = None,
                    log: Callable[[str], None] = lambda s: None,
                    unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES,
-                   main_branch: str = DEFAULT_BRANCH) -> BuildReport:
+                   main_branch: str = DEFAULT_BRANCH, flaky_rules: str | None = None,
+                   warn: Callable[[str], None] | None = None) -> BuildReport:
     """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
     published unstable-jobs.json (`flakiness.job_issues.load_unstable`), none when not given; `updates`: how
     often the comments are refreshed, in words (`cadence.updates_every`), said in each body;
-    `main_branch`: the branch merge bases are taken with (without refs/heads/)."""
+    `main_branch`: the branch merge bases are taken with (without refs/heads/); `flaky_rules`: the
+    path of a flaky-rules.json in PyTorch's format (none: no rule), whose problems go to `warn`
+    (default: `log`)."""
     now = now or dt.datetime.now(dt.timezone.utc)
+    rules = load_rules(flaky_rules, warn or log)
     report = BuildReport()
     con = connect()
     try:
@@ -104,7 +109,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         pr = prs[number]
         mb = merge_bases[pr.head_sha]
         report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
-                                    refreshed.get(number, 0), report, updates))
+                                    refreshed.get(number, 0), report, updates, rules))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report

@@ -20,6 +20,10 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 (isSameFailure), the same failure has the same conclusion: a cancelled job is
                 BROKEN TRUNK only where main's job was cancelled too, and a job that failed is
                 never BROKEN TRUNK by a main job that was cancelled;
+  FLAKY (rule)  the job's name and its log classifier's line match a rule of PyTorch's
+                flaky-rules.json, when one is given (`flaky_rule`): a known infrastructure flake
+                upstream lists by hand. After BROKEN TRUNK, as upstream; never for lint nor for the
+                jobs never called flaky;
   UNCLASSIFIED  the job did not run at the merge base at all (no job of that name, shard and runner
                 dropped, whatever its conclusion): nothing says whether main fails it too, so
                 PyTorch's Dr. CI says it cannot tell, rather than blaming the pull request. Only
@@ -192,6 +196,18 @@ class Flaky:
 
 
 @dataclass(frozen=True)
+class FlakyRule:
+    """A rule of PyTorch's flaky-rules.json: a failed job whose name matches `name` and whose
+    failure matches every one of `captures` (regular expressions, searched) is a known flake."""
+
+    name: str
+    captures: tuple[str, ...]
+    name_re: re.Pattern = field(compare=False, repr=False)
+    capture_res: tuple[re.Pattern, ...] = field(compare=False, repr=False)
+    source: str = "flaky-rules.json"  # the file's name, cited in the verdict
+
+
+@dataclass(frozen=True)
 class Verdict:
     job: HeadJob
     cls: str
@@ -249,6 +265,17 @@ def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
         return None
     seen = [_flake(t, flaky) for t in job.tests]
     return seen[0] if all(seen) else None
+
+
+def flaky_rule(job: HeadJob, rules: tuple[FlakyRule, ...]) -> FlakyRule | None:
+    """The first rule this job's failure matches (upstream's isFlaky): its name in `workflow / job`,
+    every capture in the log classifier's line. Upstream also tries each capture of that line;
+    they are parts of the line, so the line alone answers the same for unanchored patterns."""
+    line = job.failure_line or ""
+    if not line:
+        return None
+    name = full_name(job)
+    return next((r for r in rules if r.name_re.search(name) and all(p.search(line) for p in r.capture_res)), None)
 
 
 # PyTorch's transformJobName: "pull / env / test (default, 1, 5, runner)" -> "pull / env / test (default)"
@@ -313,9 +340,10 @@ def generic_line(job: HeadJob) -> bool:
 
 
 def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-             labels=()) -> Verdict:
+             labels=(), rules: tuple[FlakyRule, ...] = ()) -> Verdict:
     """The class of one failing job (see the module docstring for the order). `labels`: the pull
-    request's labels that may suppress a failure (`suppressing_labels`)."""
+    request's labels that may suppress a failure (`suppressing_labels`); `rules`: flaky-rules.json's
+    (`flaky_rules.load_rules`)."""
     suppressed = suppressed_by(job, labels)
     if suppressed:
         return Verdict(job, FLAKY, f"suppressed by {', '.join(suppressed)}")
@@ -334,6 +362,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     if main is not None:
         where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
         return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
+    rule = flaky_rule(job, rules) if flakes is not None else None
+    if rule is not None:
+        return Verdict(job, FLAKY, f"matched **{rule.name}** rule in {rule.source}")
     # upstream asks the jobs never called flaky at once, the others after its generic-line exception
     if not_at_merge_base(job, trunk) and (flakes is None or not generic_line(job)):
         return Verdict(job, UNCLASSIFIED, NOT_AT_MERGE_BASE)
@@ -346,9 +377,10 @@ def _own(job: HeadJob) -> Verdict:
 
 
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-                  labels=()) -> tuple[list[Verdict], int]:
+                  labels=(), rules: tuple[FlakyRule, ...] = ()) -> tuple[list[Verdict], int]:
     """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
-    verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting" else classify(j, trunk, flaky, unstable, labels)
+    verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting"
+                else classify(j, trunk, flaky, unstable, labels, rules)
                 for j in jobs if j.state in ("failure", "awaiting")]
     pending = sum(1 for j in jobs if j.state == "pending")
     return verdicts, pending

@@ -32,14 +32,19 @@ is deleted again), the ledger keeps a `wrong_author` row with the author, the ac
 answered as and a digest of the credentials (never the secret). Later runs that have the same
 author and credentials post nothing and say what to set, instead of creating and deleting a
 comment on every refresh (each one notifying the pull request's subscribers); setting the author
-GitHub answered as, or other credentials, resumes posting. The row is written again once it is
-half the ledger's lookback old, so the stop does not lapse.
+GitHub answered as, or other credentials, resumes posting. The stop must hold however long no run
+happened (a paused deployment's first run back would otherwise create and delete a comment), so it is
+not looked for in the ledger's lookback: the newest stop per author and credentials is kept in one
+small record beside the ledger (`AUTHOR_STOPS_RECORD`), written before the ledger row, and read by
+every run in place of the ledger. The ledger stays the truth: a record lost or unreadable is rebuilt
+from every day of the ledger, once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +72,8 @@ LEDGER_SCHEMA = pa.schema([
 LEDGER_LOOKBACK_DAYS = 14
 # the ledger's columns added after partitions were written (read as NULL from those)
 LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
+# the newest wrong-author stop per author and credentials, over the whole ledger (see the module docstring)
+AUTHOR_STOPS_RECORD = f"{LEDGER}/_author_stops.json"
 # The newer partitions that take a pull request over from an older one, and the query listing their heads.
 NEWER_VIEWS = ((COMMENTS, "newer_comments"), ("pr_jobs", "newer_pr_jobs"))
 
@@ -111,33 +118,69 @@ class AuthorStop:
                 f"or post with {self.author!r}'s credentials; nothing is posted until then")
 
 
-def author_stop(lake: Lake, day: str, author: str | None, credentials: str) -> AuthorStop | None:
-    """The latest `wrong_author` row of the lookback for this author and these credentials, or None."""
-    first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
-    days = [d for d in lake.days(LEDGER) if d >= first]
-    if author is None or not days:
-        return None
+def _stop_key(author: str, credentials: str) -> str:
+    return f"{author.lower()} {credentials}"
+
+
+def _scan_author_stops(lake: Lake) -> dict[str, dict]:
+    """The newest `wrong_author` row per author and credentials in every day of the ledger: the
+    record rebuilt, which costs a read of the whole ledger (once, not every run)."""
     con = connect()
     try:
-        if not register_with(con, lake, LEDGER, days, "lp", LEDGER_ADDED):
-            return None
-        found = rows(con, "author_stop", {"author": author, "credentials": credentials})
+        if not register_with(con, lake, LEDGER, lake.days(LEDGER), "lp", LEDGER_ADDED):
+            return {}
+        found = rows(con, "author_stop")
     finally:
         con.close()
-    return next((AuthorStop(author, r["answered_as"], r["pr"], r["day"], r["error"] or "") for r in found), None)
+    return {_stop_key(r["author"], r["credentials"]): {
+        "pr": r["pr"], "answered_as": r["answered_as"], "error": r["error"] or "", "day": str(r["day"]),
+        "at": r["at"].isoformat() if r["at"] else ""} for r in found}
 
 
-def _stopped(lake: Lake, day: str, stop: AuthorStop, credentials: str, open_rows: list[dict],
-             report: PublishReport, log: Callable[[str], None]) -> None:
-    """A run the remembered stop holds: nothing posted, the reason said; the row renewed when it ages."""
+def _parse_stops(data: bytes) -> dict[str, dict]:
+    stops = json.loads(data)["stops"]
+    if not isinstance(stops, dict) or not all(isinstance(v, dict) and isinstance(v["answered_as"], str)
+                                              and isinstance(v["pr"], int) for v in stops.values()):
+        raise ValueError("not a record of wrong-author stops")
+    return stops
+
+
+def author_stops(lake: Lake) -> dict[str, dict]:
+    """The record of stops, rebuilt from the ledger when it is missing or unreadable."""
+    stops = lake.read_record(AUTHOR_STOPS_RECORD, _parse_stops)
+    if stops is None:
+        stops = _scan_author_stops(lake)
+        lake.store.write_bytes(AUTHOR_STOPS_RECORD, json.dumps({"stops": stops}, sort_keys=True).encode())
+    return stops
+
+
+def remember_stops(lake: Lake, ledger: list[dict]) -> None:
+    """Add the ledger rows' wrong-author stops to the record (before the rows themselves are written:
+    a crash between the two leaves the stop remembered, the safe side)."""
+    new = {_stop_key(r["author"], r["credentials"]): {
+        "pr": r["pr"], "answered_as": r["answered_as"], "error": r.get("error") or "", "day": r["day"],
+        "at": r["at"].isoformat()} for r in ledger if r.get("action") == "wrong_author"}
+    if new:
+        stops = author_stops(lake)
+        lake.store.write_bytes(AUTHOR_STOPS_RECORD, json.dumps({"stops": {**stops, **new}}, sort_keys=True).encode())
+
+
+def author_stop(lake: Lake, day: str, author: str | None, credentials: str) -> AuthorStop | None:
+    """The newest stop for this author and these credentials, however old, or None. `day` is the
+    partition publishing (a stop found since applies to it too)."""
+    if author is None or not (lake.days(LEDGER) or lake.store.exists(AUTHOR_STOPS_RECORD)):
+        return None
+    r = author_stops(lake).get(_stop_key(author, credentials))
+    if r is None:
+        return None
+    return AuthorStop(author, r["answered_as"], r["pr"], dt.date.fromisoformat(r["day"]), r.get("error") or "")
+
+
+def _stopped(stop: AuthorStop, open_rows: list[dict], report: PublishReport, log: Callable[[str], None]) -> None:
+    """A run the remembered stop holds: nothing posted, the reason said."""
     report.stopped = stop.message()
     report.failed.update({r["pr"]: "stopped: wrong author" for r in open_rows})
     log(f"Dr. CI posting STOPPED: {report.stopped}")
-    if (dt.date.fromisoformat(day) - stop.day).days >= LEDGER_LOOKBACK_DAYS // 2:
-        renewed = {"pr": stop.pr, "action": "wrong_author", "error": stop.error, "author": stop.author,
-                   "answered_as": stop.answered_as, "credentials": credentials, "at": dt.datetime.now(dt.timezone.utc)}
-        lake.write(LEDGER, day, pa.Table.from_pylist([renewed], schema=LEDGER_SCHEMA),
-                   part=f"part-{uuid.uuid4().hex[:12]}")
 
 
 def _stop_fields(e: StopPosting, credentials: str) -> dict:
@@ -310,10 +353,11 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
     credentials = credentials_key(github)
     stop = author_stop(lake, day, author, credentials)
     if stop is not None:
-        _stopped(lake, day, stop, credentials, open_rows, report, log)
+        _stopped(stop, open_rows, report, log)
         return report
     done, deleted = unchanged_posts(lake, day, open_rows)
     ledger = _post_all(github, repo, open_rows, done, report, log, author, credentials, deleted)
+    remember_stops(lake, [{**r, "day": day} for r in ledger])
     if ledger:
         lake.write(LEDGER, day, pa.Table.from_pylist(ledger, schema=LEDGER_SCHEMA),
                    part=f"part-{uuid.uuid4().hex[:12]}")

@@ -1,7 +1,7 @@
--- The latest time these credentials ($credentials, a digest) were found to post as another account
--- than $author (GitHub logins ignore case), from the ledger's `wrong_author` rows (view lp over drci_posts).
-SELECT pr, answered_as, error, day
+-- Every wrong-author stop the ledger holds (view lp over all of drci_posts' days): the newest per
+-- author (GitHub logins ignore case) and credentials digest, found when those credentials posted as
+-- another account than the author.
+SELECT lower(author) AS author, credentials, pr, answered_as, error, day, "at"
 FROM lp
-WHERE action = 'wrong_author' AND lower(author) = lower($author) AND credentials = $credentials
-ORDER BY "at" DESC, day DESC
-LIMIT 1
+WHERE action = 'wrong_author' AND author IS NOT NULL AND credentials IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY lower(author), credentials ORDER BY "at" DESC, day DESC) = 1
