@@ -8,6 +8,7 @@ Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), which answers
 
 import datetime as dt
 import json
+import os
 import random
 import re
 
@@ -244,7 +245,11 @@ def test_a_comment_a_maintainer_deleted_is_posted_again_once_at_no_cost_to_the_o
 
 
 def webhook_files_read(monkeypatch) -> list[str]:
-    """The webhook_events files the lake is asked to read from now on (their footers, or their rows)."""
+    """The webhook_events files the lake is asked to read from now on (their footers, or their rows);
+    every file written is taken as settled (`lake_extracts.SETTLED_S`), as an hour later."""
+    from resources import lake_extracts
+
+    monkeypatch.setattr(lake_extracts, "SETTLED_S", 0)
     read: list[str] = []
     digest, register = Lake.file_digest, Lake.register_files
 
@@ -273,6 +278,9 @@ def test_a_refresh_reads_only_the_webhook_files_new_since_the_last_for_deletions
     a run with nothing new reads none of their files, one after a deletion landed reads only the
     files that came or changed since, and a lost or garbled record of what was read costs a read of
     every file, never a comment restored twice or a deletion missed."""
+    from resources import lake_extracts
+
+    monkeypatch.setattr(lake_extracts, "SETTLED_S", 0)  # every file written is settled, as an hour later
     fake = FakePullRequests(httpserver, REPO)
     for back in (1, 2, 3):  # the days before in the window: GitHub's webhooks, as received and ingested
         day = (TODAY - dt.timedelta(days=back)).isoformat()
@@ -337,3 +345,25 @@ def test_the_record_of_deletions_follows_rewritten_files_and_both_partitions_of_
         lake.store.fs.delete_file(p)
     assert deleted_comment_ids(lake, days) == set().union(*ids.values())
     assert read == [lake.store.full(f"{folder}/merged.parquet")]
+
+
+def test_a_webhook_file_rewritten_within_its_version_s_tick_is_read_again(tmp_path, monkeypatch):
+    """S3 keeps the second of a write: a file rewritten within it, with the same size, lists as the
+    same version (played here on a local file by putting its size, time and inode back). Until a file
+    is older than that, the record does not vouch for it, and a deletion it now holds is found."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    day = TODAY.isoformat()
+    assert deleted_comment_ids(lake, [day]) == set()
+    webhook_part(lake, day, "part-a", 1000)
+    path = tmp_path / "lake" / "webhook_events" / f"day={day}" / "part-a.parquet"
+    assert deleted_comment_ids(lake, [day]) == {1000}
+    stat = path.stat()
+    other = Lake.at(str(tmp_path / "other"))  # the same deliveries, another comment deleted: the same size
+    webhook_part(other, day, "part-a", 2000)
+    swapped = (tmp_path / "other" / "webhook_events" / f"day={day}" / "part-a.parquet").read_bytes()
+    assert len(swapped) == stat.st_size and swapped != path.read_bytes()
+    with open(path, "r+b") as f:  # in place: the same inode
+        f.write(swapped)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_ino == stat.st_ino and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert deleted_comment_ids(lake, [day]) == {2000}

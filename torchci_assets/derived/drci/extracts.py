@@ -10,17 +10,20 @@ The comments deleted on GitHub (sql/deleted_comments.sql) are read over the post
 days of `webhook_events` at every publish, and they are a handful: naming an extract per file
 reads every file's footer, some 700 reads a refresh on S3 for nothing new. So their ids are kept
 in one small record instead (`deleted_comment_ids`), per source file as its listing shows it
-(size and version), and only a file new or rewritten since is read: a refresh lists the window's
-folders and reads the files that landed since the last one.
+(size and version, once settled: `lake_extracts.settled_version`), and only a file new or
+rewritten since is read: a refresh lists the window's folders and reads the files that landed
+since the last one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 
 from resources.lake import Lake, connect
-from resources.lake_extracts import Extract
+from resources import lake_extracts
+from resources.lake_extracts import Extract, settled_version
 from resources.sql import SqlFiles, relation
 
 SQL = SqlFiles(__file__)
@@ -45,18 +48,20 @@ def deleted_comment_ids(lake: Lake, days: list[str]) -> set[int]:
     before = lake.read_record(DELETED_RECORD, _parse_record) or {}
     kept = before.get("files", {}) if before.get("query") == query else {}
     listed: dict[str, list] = {}
+    settled_before_ns = time.time_ns() - lake_extracts.SETTLED_S * 1_000_000_000
     for day in days:
         for entry in lake.store.list_files(f"{DELETED_SOURCE}/day={day}", (".parquet",)):
             if not entry.refused:
-                version = f"{entry.size}/{entry.stamp}"
-                seen = kept.get(entry.path)
+                version = settled_version(entry, settled_before_ns)  # None: read it, keep nothing of it
+                seen = kept.get(entry.path) if version else None
                 listed[entry.path] = seen if seen is not None and seen[0] == version else [version, None]
     unread = [path for path, (_, ids) in listed.items() if ids is None]
     if unread:
         for path, ids in read_deleted(lake, unread).items():
             listed[path][1] = ids
     # the days after these (today's, while yesterday's partition publishes) stay for their next look
-    now = {**{p: v for p, v in kept.items() if _day_of(p) > max(days, default="")}, **listed}
+    now = {**{p: v for p, v in kept.items() if _day_of(p) > max(days, default="")},
+           **{p: v for p, v in listed.items() if v[0] is not None}}
     if now != kept or before.get("query") != query:
         lake.store.write_bytes(DELETED_RECORD, json.dumps({"query": query, "files": now}, sort_keys=True).encode())
     return {i for _, ids in listed.values() for i in ids}
