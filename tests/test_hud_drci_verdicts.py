@@ -143,3 +143,25 @@ def test_a_row_written_before_the_jobs_column_leaves_the_pages_own_verdict(tmp_p
     lake.write("drci_comments", DAY, pa.Table.from_pylist([{k: r[k] for k in older.names} for r in rows], schema=older))
     publish_site(lake, out, DAY, REPO)
     assert page_kinds(tmp_path, 7) == {7007: "broken_on_main"} and page_kinds(tmp_path, 8) == {7008: "new"}
+
+
+def test_a_failure_dr_ci_read_from_the_rest_api_is_a_failure_on_the_page_too(tmp_path, httpserver, fake):
+    """Pull request 7's test job is in progress in the lake, its `completed` webhook lost: Dr. CI reads
+    GitHub's REST API for the head stuck that long and learns the job failed. The comment below the
+    page's table lists it as a new failure: the table and the index's list must not show it pending."""
+    h = main_and_two_pull_requests()
+    test = "linux-jammy / test (default, 1, 1, linux.4xlarge)"
+    h.job(HEADS[7], test, None, run_id=107, branch="gh/u/7/head", created=T0 + dt.timedelta(hours=1),
+          job_id=7100)
+    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed"}]
+    fake.jobs[107] = [{"id": 7007, "run_id": 107, "workflow_name": "pull", "name": BUILD, "status": "completed",
+                       "conclusion": "failure"},
+                      {"id": 7100, "run_id": 107, "workflow_name": "pull", "name": test, "status": "completed",
+                       "conclusion": "failure"}]
+    lake, out, rows = built(tmp_path, httpserver, fake, h)
+    row = next(r for r in rows if r["pr"] == 7)
+    assert row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
+    assert {j["job_id"]: DRCI_KINDS[j["class"]] for j in row["jobs"]} == {7007: "new", 7100: "new"}
+    publish_site(lake, out, DAY, REPO)
+    assert page_kinds(tmp_path, 7) == {7007: "new", 7100: "new"}
+    assert pr_row(tmp_path, 7)["new"] == "2" and pr_row(tmp_path, 7).get("pen", "") == ""

@@ -78,7 +78,8 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
           dg.AssetDep("pr_jobs", partition_mapping=window_mapping(1, -1))],
     description=f"Per pull request active on D-{LOOKBACK_DAYS}..D, every job of its latest head (latest attempt per "
                 "job name) with its state and failure_class (known_flaky/broken_on_main/new/infra) and failing "
-                "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo). "
+                "tests, plus the L3/L4 downstream backends' results for that head (source = backend repo; one whose "
+                "completed callback never came is an infrastructure failure after zombie_timeout_seconds). "
                 "A job of an open UNSTABLE issue is marked unstable, as on main; a head with no job yet has one "
                 "row whose job columns are null.",
 )
@@ -88,7 +89,9 @@ def pr_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     day = context.partition_key
     lk = lake.lake()
     unstable = load_unstable_jobs(outputs.store(), context.log.warning)
-    report = build_pr_jobs(lk, day, load_config().upstream_repo, unstable_jobs=unstable)
+    relay = load_config()
+    report = build_pr_jobs(lk, day, relay.upstream_repo, unstable_jobs=unstable,
+                           zombie_timeout_s=relay.zombie_timeout_seconds)
     return dg.MaterializeResult(metadata={
         "pull_requests": report.pull_requests, "rows": report.rows, "downstream_rows": report.downstream_rows,
         **{f"failures_{c}": n for c, n in report.failure_classes.items()},
@@ -120,7 +123,8 @@ def ci_metrics_daily_asset(context: dg.AssetExecutionContext, lake: LakeResource
     day = context.partition_key
     lk = lake.lake()
     relay = load_config()
-    report = build_ci_metrics(lk, day, relay.upstream_repo, relay.branches)
+    report = build_ci_metrics(lk, day, relay.upstream_repo, relay.branches,
+                              zombie_timeout_s=relay.zombie_timeout_seconds)
     h = report.headline
     metadata = {k: (float(h[k]) if isinstance(h[k], float) else int(h[k])) for k in _HEADLINE if h[k] is not None}
     metadata.update({f"queue_p90_s_{p}": float(v) for p, v in sorted(report.queue_p90_by_platform.items())})

@@ -19,8 +19,8 @@ from html import escape
 from resources.lake import Lake, connect
 from resources.names import repo_name_problem
 from resources.sql import SqlFiles, execute, relation
-from torchci_assets.config import load_config
 from torchci_assets.derived.hud import pages
+from torchci_assets.derived.hud.downstream import define_downstream_macros, zombie_timeout
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import duration
 from torchci_assets.ingest.ci_results import judged_as_of_ms
@@ -49,11 +49,10 @@ def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28), now_ms: i
     end of `day` or at `now_ms` (default: now) if earlier. A job that never completed times out
     after `zombie_timeout_s`, by default the config's `zombie_timeout_seconds`, which the relay's
     sweeps follow too."""
-    if zombie_timeout_s is None:
-        zombie_timeout_s = load_config().zombie_timeout_seconds
-    judged = {"as_of_ms": judged_as_of_ms(day, now_ms), "zombie_timeout_s": int(zombie_timeout_s)}
+    judged = {"as_of_ms": judged_as_of_ms(day, now_ms), "zombie_timeout_s": zombie_timeout(zombie_timeout_s)}
     con = connect()
     try:
+        define_downstream_macros(con)
         days = days_ending(day, max(window_days))
         register(con, lake, "ci_result", days, "backend_ci", columns=CI_COLUMNS)
         register(con, lake, "pull_request", days, "backend_prs")

@@ -70,7 +70,9 @@ import pyarrow.compute as pc
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute, relation, run_steps
 from torchci_assets.config import main_branch
+from torchci_assets.derived.hud.downstream import define_downstream_macros, epoch_ms, zombie_timeout
 from torchci_assets.derived.hud.inputs import register
+from torchci_assets.ingest.ci_results import define_callback_macros
 from torchci_assets.partitions import days_around
 
 LOOKBACK_DAYS = 2
@@ -208,13 +210,14 @@ class PrJobsReport:
 
 def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: tuple[str, ...] = ("L3", "L4"),
                   stale_hours: int = STALE_HOURS, now: dt.datetime | None = None,
-                  unstable_jobs: list[str] | None = None) -> PrJobsReport:
+                  unstable_jobs: list[str] | None = None, zombie_timeout_s: int | None = None) -> PrJobsReport:
     """Write `pr_jobs` for `day`: for each pull request of `upstream_repo` active on
     day-LOOKBACK_DAYS..day, every job of its latest head (the latest attempt of each job name, with its
     failure class) and the downstream backends' results for that head (`source` = the backend repo,
     levels in `downstream_levels`), as of the end of `day`; one row with no job for a head without
     any. `unstable_jobs` as for `build_commit_health`: a pull request's job is unstable as it would
-    be on main."""
+    be on main. A downstream job that never completed times out after `zombie_timeout_s` (default:
+    the config's `zombie_timeout_seconds`), as on the backend pages (downstream.py)."""
     as_of = as_of_instant(day, now)
     window = days_around(day, LOOKBACK_DAYS)
     con = connect()
@@ -223,7 +226,10 @@ def build_pr_jobs(lake: Lake, day: str, upstream_repo: str, downstream_levels: t
             "w_pr": window, "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
             "w_flaky": [day], "w_job_failure": window, "w_ci": window, "w_health": [day]})
         values = {"upstream_repo": upstream_repo, "as_of": as_of, "levels": list(downstream_levels),
-                  "unstable": list(unstable_jobs or [])}
+                  "unstable": list(unstable_jobs or []), "as_of_ms": epoch_ms(as_of),
+                  "zombie_timeout_s": zombie_timeout(zombie_timeout_s)}
+        define_callback_macros(con)
+        define_downstream_macros(con)
         run_steps(con, SQL.steps("pr_heads"), values)
         job_identities(con, as_of, stale_hours)
         run_steps(con, [s for s in SQL.steps("commit_groups") if s[0] in ("unstable_rule", "unstable")], values)

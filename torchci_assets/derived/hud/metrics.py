@@ -15,7 +15,9 @@ One table, one row per day and dimension (the other dimension columns null):
   `platform`   per platform: jobs and queue time p50/p90/max;
   `runner`     per platform and runner label: the same;
   `job_group`  per job group on the main branch: successful jobs and their duration p50/p90;
-  `backend`    per downstream backend: judged jobs, success rate and callbacks received that day.
+  `backend`    per downstream backend: judged jobs, success rate and callbacks received that day
+               (a job whose `completed` callback never came is judged as on the backend pages:
+               timed out, an infrastructure failure, after the relay's zombie timeout).
 
 Every input is one day's partition (commit_health, workflow_job, test_jobs, flaky_tests,
 disabled_tests, ci_result, ci_callback_minutes) plus the day before's job ids, so that a job whose
@@ -32,8 +34,10 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation
 from torchci_assets.config import main_branch
+from torchci_assets.derived.hud.downstream import define_downstream_macros, zombie_timeout
 from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS
 from torchci_assets.derived.hud.inputs import register
+from torchci_assets.ingest.ci_results import judged_as_of_ms
 
 SETTLE_DAYS = 1
 DIMENSIONS = ("day", "platform", "runner", "job_group", "backend")
@@ -64,9 +68,12 @@ class MetricsReport:
     queue_p90_by_platform: dict[str, float]
 
 
-def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...]) -> MetricsReport:
+def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...], now_ms: int | None = None,
+                     zombie_timeout_s: int | None = None) -> MetricsReport:
     """Write `ci_metrics_daily` for `day` (see the module docstring); returns the headline figures.
-    Of `branches`, only the main branch's commits and jobs count (`main_branch`), as in commit_health."""
+    Of `branches`, only the main branch's commits and jobs count (`main_branch`), as in commit_health.
+    Downstream jobs are judged at the end of `day` (or `now_ms`, default now, if earlier) as the backend
+    pages judge them: one that never completed times out after `zombie_timeout_s` (default: the config's)."""
     commits_day = (dt.date.fromisoformat(day) - dt.timedelta(days=SETTLE_DAYS)).isoformat()
     before = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
     con = connect()
@@ -79,9 +86,11 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
                                   ("push", [day], "pushes")):
             register(con, lake, table, days, view)
         main = main_branch(branches)  # main's commits and jobs, as commit_health has them
+        define_downstream_macros(con)
         values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,
                   "branches": [main], "branch_names": [main.removeprefix("refs/heads/")],
-                  "failing_conclusions": list(FAILING_CONCLUSIONS)}
+                  "failing_conclusions": list(FAILING_CONCLUSIONS), "as_of_ms": judged_as_of_ms(day, now_ms),
+                  "zombie_timeout_s": zombie_timeout(zombie_timeout_s)}
         table = _with_schema(relation(con, SQL["ci_metrics_daily"], values).to_arrow_table())
     finally:
         con.close()

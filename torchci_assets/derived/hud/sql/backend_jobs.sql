@@ -2,10 +2,9 @@
 
 -- step: judged
 -- One row per job (delivery, repo, run, attempt, job name): its furthest, then latest callback. A job
--- that never completed is shown as the relay's sweeper reports it to the HUD (cleanup_handler.py):
--- completed, `timed_out`, once $zombie_timeout_s passed since its first callback reached the receiver
--- (the relay times it from its in_progress callback), as of $as_of_ms. A `completed` callback that
--- arrives later wins: the job then has its real conclusion.
+-- that never completed is shown as the relay's sweeper reports it to the HUD: completed, `timed_out`,
+-- by downstream_timed_out (downstream_macros.sql, as pr_jobs and ci_metrics_daily judge it) as of
+-- $as_of_ms. A `completed` callback that arrives later wins: the job then has its real conclusion.
 CREATE OR REPLACE TEMP TABLE backend_judged AS
 WITH rows AS (
     SELECT lower(repo) AS repo, level, event_type, delivery_id, head_sha, workflow_name, job_name, run_id,
@@ -25,8 +24,7 @@ merged AS (
     FROM rows
 ),
 timed AS (
-    SELECT *, coalesce(status <> 'completed'
-                       AND epoch_ms(first_callback_at) + $zombie_timeout_s * 1000 <= $as_of_ms, false) AS timed_out
+    SELECT *, downstream_timed_out(status, first_callback_at, $as_of_ms, $zombie_timeout_s) AS timed_out
     FROM merged WHERE rn = 1
 )
 SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,
@@ -35,7 +33,7 @@ SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_a
        coalesce(queue_s, any_queue_s) AS queue_s,
        CASE WHEN timed_out THEN CAST($zombie_timeout_s AS DOUBLE) ELSE execution_s END AS execution_s,
        callback_at,
-       CASE WHEN timed_out THEN 'infrastructure' ELSE failure_kind END AS failure_kind,
+       downstream_kind(status, failure_kind, timed_out) AS failure_kind,
        timed_out, day
 FROM timed
 

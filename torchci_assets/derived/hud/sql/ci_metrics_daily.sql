@@ -66,13 +66,20 @@ group_rows AS (
         AND conclusion = 'success'
     GROUP BY ALL
 ),
+-- the day's downstream jobs judged as of $as_of_ms as the backend pages judge them (downstream_macros.sql)
+ci_judged AS (
+    SELECT * REPLACE (downstream_kind(status, failure_kind,
+                                      downstream_timed_out(status, callback_at, $as_of_ms, $zombie_timeout_s))
+                      AS failure_kind)
+    FROM ci
+),
 backend_rows AS (
     SELECT 'backend' AS dimension, repo,
            count(*) FILTER (WHERE failure_kind <> 'pending') AS jobs,
            count(*) FILTER (WHERE failure_kind = 'none') / nullif(count(*) FILTER (WHERE failure_kind <> 'pending'), 0)
                AS success_rate,
            (SELECT coalesce(sum(callbacks), 0) FROM callbacks c WHERE c.repo = r.repo)::BIGINT AS callbacks
-    FROM ci r GROUP BY repo
+    FROM ci_judged r GROUP BY repo
     UNION ALL BY NAME
     SELECT 'backend' AS dimension, repo, 0 AS jobs, NULL AS success_rate, sum(callbacks)::BIGINT AS callbacks
     FROM callbacks WHERE repo NOT IN (SELECT repo FROM ci) GROUP BY repo

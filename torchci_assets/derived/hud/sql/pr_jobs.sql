@@ -62,12 +62,26 @@ github AS (
              THEN 'broken_on_main' ELSE g.failure_class END AS failure_class)
     FROM github0 g LEFT JOIN inherited x USING (head_sha, workflow, name)
 ),
+-- each downstream job's attempt (its rows of the window's days merged: the furthest, then latest callback), judged
+-- as of $as_of_ms as the backend pages judge it (downstream_macros.sql): a job whose `completed` callback never
+-- came is timed out after the relay's $zombie_timeout_s, not pending for ever
+ci_attempts AS (
+    SELECT * EXCLUDE (rn), downstream_timed_out(status, first_callback_at, $as_of_ms, $zombie_timeout_s) AS timed_out
+    FROM (
+        SELECT *, row_number() OVER (PARTITION BY repo, head_sha, job_name, run_id, run_attempt
+                                     ORDER BY callback_state_rank(status) DESC, callback_at DESC NULLS LAST,
+                                              day DESC) AS rn,
+                  min(callback_at) OVER (PARTITION BY repo, head_sha, job_name, run_id, run_attempt)
+                      AS first_callback_at
+        FROM w_ci WHERE head_sha IN (SELECT sha FROM heads) AND list_contains($levels, level)
+    ) WHERE rn = 1
+),
 ci AS (
-    SELECT * FROM (
+    SELECT * REPLACE (downstream_kind(status, failure_kind, timed_out) AS failure_kind) FROM (
         SELECT *, row_number() OVER (PARTITION BY repo, head_sha, job_name
                                      ORDER BY run_attempt DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
                   count(DISTINCT run_attempt) OVER (PARTITION BY repo, head_sha, job_name) AS attempts
-        FROM w_ci WHERE head_sha IN (SELECT sha FROM heads) AND list_contains($levels, level)
+        FROM ci_attempts
     ) WHERE rn = 1
 ),
 downstream AS (
@@ -75,10 +89,12 @@ downstream AS (
            workflow_name || ' / ' || job_name AS job_group, job_name AS name,
            CASE failure_kind WHEN 'none' THEN 'success' WHEN 'pending' THEN 'pending' ELSE 'failure' END AS state,
            CASE failure_kind WHEN 'infrastructure' THEN 'infra' WHEN 'test' THEN 'new' END AS failure_class,
-           attempts, NULL::BIGINT AS job_id, run_id, run_attempt, execution_s AS duration_s, started_at,
+           attempts, NULL::BIGINT AS job_id, run_id, run_attempt,
+           CASE WHEN timed_out THEN CAST($zombie_timeout_s AS DOUBLE) ELSE execution_s END AS duration_s, started_at,
            completed_at, NULL::VARCHAR AS build_env, NULL::VARCHAR AS test_config,
            NULL::VARCHAR AS platform,
-           CASE WHEN failure_kind = 'infrastructure' THEN 'downstream-infra' END AS infra_reason,
+           CASE WHEN timed_out THEN 'downstream-timed-out'
+                WHEN failure_kind = 'infrastructure' THEN 'downstream-infra' END AS infra_reason,
            NULL::VARCHAR AS failure_line, []::VARCHAR[] AS failing_tests,
            coalesce(failed, 0) AS failing_test_count, false AS cancelled, false AS unstable
     FROM ci

@@ -14,9 +14,12 @@ ALTER TABLE newest_pr_jobs ADD COLUMN IF NOT EXISTS unstable BOOLEAN
 -- site/drci_verdicts.py), since the page shows that comment below its table; else pr_jobs' own, in Dr. CI's
 -- order (drci/classify.py): unstable, infra, known flaky, cancelled, broken on main, new. One per row, so the
 -- index never counts a job twice nor apart from its page and its Dr. CI comment. A pull request's row
--- without a job (its head has none yet) has none.
+-- without a job (its head has none yet) has none. A job pending here that the comment lists as failing
+-- has the comment's kind: its `completed` webhook was lost and Dr. CI read its failure from GitHub's
+-- REST API (drci/refresh.py), which never reaches pr_jobs.
 CREATE OR REPLACE TEMP VIEW pr_rows AS
-SELECT p.*, CASE WHEN p.state IS DISTINCT FROM 'failure' THEN p.state
+SELECT p.*, CASE WHEN p.state = 'pending' AND d.kind IS NOT NULL THEN d.kind
+                 WHEN p.state IS DISTINCT FROM 'failure' THEN p.state
                  WHEN d.kind IS NOT NULL THEN d.kind
                  WHEN coalesce(p.unstable, false) THEN 'unstable'
                  WHEN p.failure_class IN ('infra', 'known_flaky') THEN p.failure_class
