@@ -20,6 +20,8 @@ from pathlib import Path
 # a string literal, a comment, or a parameter: only the last counts
 _TOKENS = re.compile(r"'(?:[^']|'')*'|--[^\n]*|(?<![\w$])\$([A-Za-z_]\w*)")
 _STEP = re.compile(r"^-- step: (\w+)\s*$", re.MULTILINE)
+# a string literal or a quoted identifier (kept as written), else a run of comments and white space
+_LAYOUT = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|((?:--[^\n]*|\s)+)")
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 _TYPE = re.compile(r"[A-Z]+(\[\])?")
 
@@ -44,6 +46,13 @@ class SqlFiles:
         if parts[0].strip() and not parts[0].strip().startswith("--"):
             raise ValueError(f"{name}.sql: text before its first '-- step:' line")
         return [(parts[i], parts[i + 1].strip()) for i in range(1, len(parts), 2)]
+
+
+def statements_only(sql: str) -> str:
+    """The SQL without its comments and with one space for each run of white space (not inside a
+    quoted literal or identifier): what a digest of what the SQL does should be taken of, so that
+    rewording a comment or re-indenting does not make results look written by other SQL."""
+    return _LAYOUT.sub(lambda m: " " if m.group(1) is not None else m.group(0), sql).strip()
 
 
 def parameters(sql: str) -> set[str]:

@@ -4,6 +4,7 @@ and a window never counts a run twice because a day of it was written by an olde
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -216,3 +217,35 @@ def test_commit_times_written_when_attempts_counted_as_runs_are_rebuilt(tmp_path
     report = write_test_time_regressions(lake(tmp_path), day(0))
     assert commit_times(tmp_path, day(-1)) == {(FILE, "a" * 40): (1, 30.0), ("test_ops", "a" * 40): (1, 5.0)}
     assert report.days_rebuilt == [day(-1)]
+
+
+def test_only_a_change_to_the_statements_makes_the_time_days_look_written_by_other_sql(tmp_path, monkeypatch):
+    """Any edit of the time tables' SQL used to rebuild the window's 16 days once: a reworded
+    comment or a re-indented line does not change what the SQL writes, so it rebuilds nothing;
+    a changed statement still does."""
+    import shutil
+
+    from resources import sql as sql_files
+    from resources.sql import SqlFiles
+    from torchci_assets.derived.results import stats
+
+    sql = tmp_path / "results" / "sql"
+    shutil.copytree(Path(stats.__file__).parent / "sql", sql)
+
+    def version() -> str:
+        monkeypatch.setattr(stats, "SQL", SqlFiles(str(tmp_path / "results" / "stats.py")))
+        stats.time_rows_version.cache_clear()
+        sql_files._read.cache_clear()  # each file is read once per process
+        return stats.time_rows_version()
+
+    try:
+        shipped = version()
+        path = sql / "time_runs.sql"
+        text = path.read_text()
+        path.write_text("-- reworded: " + text.replace("\n    ", "\n        ").replace("-- The day's", "-- Each day's"))
+        assert version() == shipped
+        path.write_text(text.replace("coalesce(shard, 1) AS shard", "coalesce(shard, 2) AS shard"))
+        assert version() != shipped
+    finally:
+        monkeypatch.undo()
+        stats.time_rows_version.cache_clear()

@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
-from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps
+from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps, statements_only
 from torchci_assets.derived.results import increments, parts
 from torchci_assets.derived.results.columns import (JOB_COLUMNS_ADDED, WEBHOOK_COLUMNS_READ, columns_of,
                                                     register_current)
@@ -309,8 +309,9 @@ def time_rows_version() -> str:
     """A digest of the SQL that writes the time tables. Why: a window reads up to 16 days of
     them, written by whichever version ran on each day; rows of older SQL (runs counted per
     attempt, summed runs without their marker rows) count some runs twice beside today's, so such
-    a day is rebuilt from its test_results rather than read (`rebuild_outdated_time_days`)."""
-    return hashlib.sha256("\0".join(SQL[name] for name in _TIME_ROWS_SQL).encode()).hexdigest()[:16]
+    a day is rebuilt from its test_results rather than read (`rebuild_outdated_time_days`). Only
+    the statements count: a comment reworded rebuilds nothing."""
+    return hashlib.sha256("\0".join(statements_only(SQL[name]) for name in _TIME_ROWS_SQL).encode()).hexdigest()[:16]
 
 
 def _written_by(lake: Lake, path: str) -> str | None:
