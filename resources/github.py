@@ -591,6 +591,21 @@ class GitHubResource(dg.ConfigurableResource):
             raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous)
         return outcome.response
 
+    def account(self) -> str | None:
+        """The login GitHub names as the author of what this client writes: a token's user
+        (`GET /user`), or a GitHub App's bot, `<slug>[bot]` (`GET /app`, signed with the App's
+        JWT); None in dry run. Raises GitHubError when GitHub does not say (an Actions token,
+        say, may not read /user)."""
+        if self.dry_run:
+            return None
+        if self.token:
+            return str(self.request("GET", "/user").json()["login"])
+        outcome = self._send("GET", self._url("/app"), lambda renew: f"Bearer {self._app_jwt()}")
+        if not outcome.ok:
+            status = outcome.response.status_code if outcome.response is not None else None
+            raise GitHubError(status, f"GET /app: {outcome.error}")
+        return f"{outcome.response.json()['slug']}[bot]"
+
     def paginate(self, path: str, params: dict | None = None, must_complete: bool = True) -> list:
         """Every item of a list endpoint, following `Link: rel="next"` up to `max_pages`.
 

@@ -14,6 +14,9 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   404 for a user who is not a collaborator.
 - `GET /repos/{o}/{r}/contents/{path}?ref=`: a file of `files` ({path: text}) in GitHub's
   content-file shape (base64 in 60-character lines), else 404.
+- `GET /user` and `GET /app`: the account creates are authored by (`ACCOUNT`), in the shapes of
+  GitHub's `private-user` and `integration` examples (tests/data/octokit-openapi); with
+  `says_account=False`, 403 as GitHub answers an Actions token.
 `GET .../issues/{n}/comments` lists `comments[n]`, paginated. `clock` is GitHub's time (now; a
 simulation of past days sets its own).
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
@@ -29,12 +32,15 @@ import hashlib
 import json
 import re
 import threading
+from pathlib import Path
 from urllib.parse import urlencode
 
 from werkzeug import Request, Response
 
 CONTENTS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)$")
 PERMISSION_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<user>[^/]+)/permission$")
+ACCOUNT = "torchci-bot[bot]"  # the author of every issue and comment the API creates
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "octokit-openapi" / "examples.json").read_text())
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
 
 
@@ -71,10 +77,12 @@ class FakeIssueTracker:
         self.files: dict[str, str] = {}
         self.lock = threading.Lock()
         self.clock = now  # GitHub's clock: a simulation sets its own time
+        self.says_account = True
         httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
         httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
         httpserver.expect_request(PERMISSION_PATH, method="GET").respond_with_handler(self.permission)
         httpserver.expect_request(CONTENTS_PATH, method="GET").respond_with_handler(self.contents)
+        httpserver.expect_request(re.compile(r"^/(user|app)$"), method="GET").respond_with_handler(self.whoami)
 
     # ---- test helpers ------------------------------------------------------------------
 
@@ -203,6 +211,15 @@ class FakeIssueTracker:
         return json_response(200, {"permission": level, "role_name": level,
                                    "user": {"login": m["user"], "type": "User", "site_admin": False}})
 
+    def whoami(self, request: Request) -> Response:
+        with self.lock:
+            self.requests.append(("GET", request.path, dict(request.args)))
+        if not self.says_account:
+            return json_response(403, {"message": "Resource not accessible by integration"})
+        if request.path == "/user":
+            return json_response(200, {**EXAMPLES["private-user"], "login": ACCOUNT})
+        return json_response(200, {**EXAMPLES["integration"], "slug": ACCOUNT.removesuffix("[bot]")})
+
     def contents(self, request: Request) -> Response:
         m = CONTENTS_PATH.match(request.path)
         with self.lock:
@@ -250,7 +267,7 @@ class FakeIssueTracker:
             return self._page(request, request.path, items)
         if kind == "create":
             body = json.loads(request.data)
-            issue = self._new(body["title"], body.get("body"), "torchci-bot[bot]", body.get("labels", []), self.clock())
+            issue = self._new(body["title"], body.get("body"), ACCOUNT, body.get("labels", []), self.clock())
             return json_response(201, issue)
         issue = self.issues.get(number)
         if issue is None:
@@ -258,7 +275,7 @@ class FakeIssueTracker:
         if kind == "get":
             return json_response(200, issue)
         if kind == "comments":
-            listed = [{"id": i + 1, "body": b, "user": {"login": "torchci-bot[bot]"}}
+            listed = [{"id": i + 1, "body": b, "user": {"login": ACCOUNT}}
                       for i, b in enumerate(self.comments.get(number, []))]
             return self._page(request, request.path, listed)
         if kind == "update":

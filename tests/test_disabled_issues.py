@@ -817,12 +817,37 @@ def test_a_strangers_issue_does_not_stand_for_the_tests_own(httpserver, world):
     assert len(fake.titled(f"DISABLED {TEST_A}")) == 2 and world.published()[TEST_A] == entry(ours[0], ["linux"])
 
 
-def test_a_crash_before_this_projects_account_is_known_leaves_one_open_issue(httpserver, world, monkeypatch):
-    """The first issue this project ever files teaches it its own account (GitHub's answer to the
-    create names it). A run killed right after that 201, before anything was kept: the next run
-    does not know the issue's author, files once more, learns the account, and closes its own
-    twin; each test keeps exactly one open issue of this project's."""
+def test_a_crash_right_after_the_very_first_create_files_no_second_issue(httpserver, world, monkeypatch):
+    """The first issue this project ever files: GitHub is asked which account the credentials
+    write as before it, and that is kept, so a run killed right after GitHub's 201 (before the
+    ledger, before anything else is kept) leaves an issue the next run knows as ours: it files
+    nothing for that test again and closes nothing."""
     fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
+    real_create = issues_module.IssueTracker.create
+
+    def killed(tracker, title, body, labels):
+        real_create(tracker, title, body, labels)
+        raise SystemExit("killed right after GitHub's 201")
+    monkeypatch.setattr(issues_module.IssueTracker, "create", killed)
+    assert not run(world, github(httpserver)).success
+    (first,) = [i for i in fake.issues.values()]
+    monkeypatch.setattr(issues_module.IssueTracker, "create", real_create)
+    assert run(world, github(httpserver)).success
+    assert fake.count("POST", "/repos/pytorch/pytorch/issues") == 2  # the first, then the other test's
+    for test in (TEST_A, TEST_B):
+        (issue,) = fake.titled(f"DISABLED {test}")
+        assert issue["state"] == "open"
+    assert fake.issues[first["number"]]["state"] == "open"
+    assert fake.count("GET", "/user") == 1  # the account is kept: never asked again
+
+
+def test_a_crash_before_this_projects_account_is_known_leaves_one_open_issue(httpserver, world, monkeypatch):
+    """Where GitHub does not say which account the credentials write as (403 on /user, as for an
+    Actions token), the first create's answer teaches it. A run killed right after that 201,
+    before anything was kept: the next run does not know the issue's author, files once more,
+    learns the account, and closes its own twin; each test keeps exactly one open issue."""
+    fake = FakeIssueTracker(httpserver, lag=True)  # search does not see new issues yet
+    fake.says_account = False
     real_keep = issues_module.keep_own_logins
 
     def killed(lake, logins):

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -532,3 +533,29 @@ def test_a_401_to_an_installation_token_is_retried_once_with_a_new_token(httpser
     assert refused.refused and refused.status == 401 and len(never.requests) == 2 and len(minting.requests) == 3
     personal = serve(httpserver, "/repos/a/d/dispatches", reply(401, {"message": "Bad credentials"}))
     assert client(httpserver).dispatch("a/d", "e", {}).refused and len(personal.requests) == 1
+
+
+def test_the_account_a_client_writes_as_is_a_tokens_user_or_an_apps_bot(httpserver, rsa_key):
+    """What GitHub will name as the author of an issue this client files: `GET /user` for a
+    token, `<slug>[bot]` from `GET /app` (signed with the App's JWT, no installation token) for
+    an App; nothing in dry run; a refusal is GitHub's error, for the caller to fall back."""
+    examples = json.loads((Path(__file__).parent / "data" / "octokit-openapi" / "examples.json").read_text())
+    user = serve(httpserver, "/user", reply(200, examples["private-user"]), reply(403, {"message": "no"}),
+                 method="GET")
+    assert client(httpserver).account() == examples["private-user"]["login"] == "octocat"
+    assert user.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"
+    with pytest.raises(GitHubError) as refused:
+        client(httpserver).account()
+    assert refused.value.status == 403
+    key, pem = rsa_key
+    app = serve(httpserver, "/app", reply(200, examples["integration"]), method="GET")
+    gh = client(httpserver, token=None, app_id="1234", app_private_key=pem, app_installation_id="42")
+    assert gh.account() == "octoapp[bot]"
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    header, claims, signature = app.requests[0].headers["Authorization"].removeprefix("Bearer ").split(".")
+    key.public_key().verify(_b64decode(signature), f"{header}.{claims}".encode(), padding.PKCS1v15(),
+                            hashes.SHA256())  # the App's own JWT, as GitHub requires for /app
+    assert json.loads(_b64decode(claims))["iss"] == 1234
+    assert GitHubResource(api_url=httpserver.url_for("")).account() is None

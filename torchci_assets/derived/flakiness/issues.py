@@ -30,10 +30,12 @@ when its author may disable a test, by the rule the published list follows (`tru
 a stranger's `DISABLED test_x` issue disables nothing, so it must not stand in for the test's issue
 either; this project files its own beside it. The account this project files as is learned from
 GitHub's answer to each create and kept, so an issue whose create was never recorded (a crash right
-after GitHub's 201) is still trusted as ours and found. Only a run killed between the very first
-create this project ever makes and keeping its account leaves an issue it cannot tell from a
-stranger's: the next run files again, learns the account from that answer, and closes its new
-issue as the twin of the first (`_unless_twin`), so one stays open. A test whose title
+after GitHub's 201) is still trusted as ours and found. Before the very first create this project
+ever makes, GitHub is asked which account the credentials write as (`GET /user`, or `GET /app`
+for an App), and that is kept first. Only where GitHub does not say (an Actions token) can a run
+killed right after that first create leave an issue the next run cannot tell from a stranger's:
+it files again, learns the account from that answer, and closes its new issue as the twin of the
+first (`_unless_twin`), so one stays open. A test whose title
 PyTorch would not read back as the test (a name with characters other than letters, digits, `-`,
 `_` and `.`) gets no issue at all, as it would disable nothing: it is reported instead, with why.
 Right before each create the list of step 2 is read again, and once more after it: two runs
@@ -278,6 +280,8 @@ class IssueTracker:
                 if i.get("state") == "open" and disabled_test(i.get("title")) is not None]
 
     def create(self, title: str, body: str, labels: Iterable[str]) -> dict:
+        if self.allowed is not None and not self.allowed.own:
+            self._learn_account()
         resp = self.github.request("POST", f"/repos/{self.repo}/issues", retry_ambiguous=False,
                                    json_body={"title": title, "body": body, "labels": list(labels)})
         return self._learn(self._keep(resp.json()))
@@ -289,6 +293,19 @@ class IssueTracker:
             self.allowed.own.add(login)
             self._remember(login)
         return issue
+
+    def _learn_account(self) -> None:
+        """Before the first issue this project ever files: ask GitHub which account the
+        credentials write as, and keep it, so that a run killed right after that create leaves an
+        issue the next run knows as ours. GitHub not saying is no error: the create's answer
+        teaches the account as before (`_learn`), and a twin is closed (`_unless_twin`)."""
+        try:
+            login = self.github.account()
+        except (GitHubError, ValueError, KeyError, TypeError):
+            return
+        if login:
+            self.allowed.own.add(login)
+            self._remember(login)
 
     def adopt(self, title: str, seen: set[int]) -> dict | None:
         """After a create GitHub may have taken without answering: the open issue titled `title`
