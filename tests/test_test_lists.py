@@ -24,6 +24,7 @@ from torchci_assets.derived.flakiness.lists import (
     pytorch_key,
     stable_id,
 )
+from torchci_assets.ingest.jobnames import parse_job_name
 
 D = "2026-11-14"
 
@@ -61,6 +62,31 @@ def test_platforms_are_where_it_flaked_and_empty_only_when_everywhere():
     assert disable_platforms(["linux", "unknown"], ["linux", "unknown"]) == ["linux"]
     assert disable_platforms(["linux", "win", "unknown"], ["linux", "win", "unknown"]) == []
     assert disable_platforms(["unknown"], ["linux", "unknown"]) == []
+
+
+def test_platforms_are_named_as_pytorchs_runner_names_them():
+    """The ingest names aarch64 and s390x jobs' platforms itself; PyTorch's runner would drop those
+    names and, with none left, disable the test everywhere. Both are its linux."""
+    aarch64 = parse_job_name("linux-jammy-aarch64-py3.10 / test (default, 1, 3, linux.arm64.2xlarge)").platform
+    s390x = parse_job_name("linux-manylinux-2_28-py3-cpu-s390x / test (default, 1, 10, linux.s390x)").platform
+    assert (aarch64, s390x) == ("linux-aarch64", "s390x")
+    assert disable_platforms([aarch64], ["linux", aarch64, "win"]) == ["linux"]
+    assert disable_platforms([s390x], ["linux", s390x, "mac"]) == ["linux"]
+    assert disable_platforms([aarch64, "win"], ["linux", aarch64, "win", "mac"]) == ["linux", "win"]
+    # one PyTorch platform, linux, ran it: named, not [] (everywhere)
+    assert disable_platforms(["linux", aarch64], ["linux", aarch64]) == ["linux"]
+    assert disable_platforms([aarch64, "win"], [aarch64, "win"]) == []  # every platform that ran it
+
+
+def test_a_carried_entry_gets_pytorchs_platform_names():
+    """A list published with the ingest's own names keeps its tests disabled where they flaked."""
+    previous = {"test_arm (__main__.TestX)": ["local-abc", "", ["linux-aarch64"]],
+                "test_both (__main__.TestX)": ["local-def", "", ["linux-aarch64", "s390x", "win"]],
+                "test_issue (__main__.TestX)": ["42", "https://github.com/pytorch/pytorch/issues/42", ["mac", "rocm"]]}
+    d = decide_disabled([], previous)
+    assert d.disabled == {"test_arm (__main__.TestX)": ["local-abc", "", ["linux"]],
+                          "test_both (__main__.TestX)": ["local-def", "", ["linux", "win"]],
+                          "test_issue (__main__.TestX)": previous["test_issue (__main__.TestX)"]}
 
 
 def test_flaky_tests_with_enough_jobs_are_disabled_with_a_stable_id():

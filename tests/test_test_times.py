@@ -6,7 +6,7 @@ import re
 import dagster as dg
 import pyarrow as pa
 import pytest
-from conftest import pytorch_json
+from conftest import pytorch_bytes, pytorch_json
 from test_test_stats import (
     LINUX,
     day,
@@ -120,6 +120,41 @@ def test_times_are_pytorch_averages_in_pytorchs_shape(tmp_path):
     assert all(file_key.match(f) for f in ours)
     assert {"test_ops", "nn/test_convolution"} <= real_keys  # spelled as ours: no .py, '/' folders
     assert text == dumps(times).decode() and text.startswith('{\n  "default": {')  # sorted, 2-space indent
+
+
+def test_pytorchs_real_files_come_back_byte_for_byte():
+    """PyTorch writes both files with Python's `json.dumps(indent=2, sort_keys=True)`: its times
+    under 1e-4 s read `4.761904988083101e-05`, not `0.00004761904988083101`, and a name beyond ASCII
+    is escaped. Its real files, small times and integer zeros among them, come back unchanged."""
+    for name in ("test-times.2026-08-19.json", "test-times.2026-08-20.json", "test-times.2026-04-20.json"):
+        raw = pytorch_bytes(name)
+        assert dumps(json.loads(raw)) == raw, name
+    assert b'"distributed/test_token_switch": 4.761904988083101e-05,' in pytorch_bytes("test-times.2026-08-19.json")
+    classes = {"linux": {"default": {"test_caf\u00e9": {"TestBig": 1e16, "TestTiny": 2.5000001187436283e-05}}}}
+    assert dumps(classes) == (b'{\n  "linux": {\n    "default": {\n      "test_caf\\u00e9": {\n'
+                              b'        "TestBig": 1e+16,\n        "TestTiny": 2.5000001187436283e-05\n'
+                              b'      }\n    }\n  }\n}')
+
+
+def test_published_small_times_are_spelled_as_pytorch_spells_them(tmp_path):
+    """A window measuring a test file at a few microseconds a run (a test that returns at once) publishes its
+    time in exponent form, as PyTorch would, beside the real file's entries it carries along."""
+    store = outputs(tmp_path)
+    store.write_bytes(TEST_TIMES_PATH, pytorch_bytes("test-times.2026-08-19.json"))
+    webhooks(tmp_path, day(0), [("workflow_job", job_payload(21, 200, "b" * 40))])
+    write_test_run(tmp_path, day(0), [
+        run_row(21, 200, "test_skips", time=2.5e-05, file="test_tiny.py", classname="TestTiny"), nn(21, 200, 15.0)])
+    build_test_results(lake(tmp_path), day(0))
+    build_test_time_daily(lake(tmp_path), day(0))
+
+    publish_test_times(lake(tmp_path), store, day(0), max_loss=1.0)  # the window is tiny beside PyTorch's
+
+    for path in (TEST_TIMES_PATH, TEST_CLASS_TIMES_PATH):
+        raw = store.read_bytes(path)
+        assert raw == json.dumps(json.loads(raw), indent=2, sort_keys=True).encode(), path
+    times = store.read_bytes(TEST_TIMES_PATH)
+    assert b'"test_tiny": 2.5e-05' in times and json.loads(times)[LINUX]["default"]["test_tiny"] == 2.5e-05
+    assert b"    \"default\": {\n      \"nn/test_nn\": 15.0,\n      \"test_tiny\": 2.5e-05\n    }" in times
 
 
 def test_entries_not_seen_in_the_window_are_kept_and_defaults_replaced(tmp_path):

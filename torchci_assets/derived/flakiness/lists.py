@@ -7,11 +7,12 @@ PyTorch's CI downloads both and its test runner reads them unchanged:
 
 Disabling follows PyTorch's bar: a test is disabled when its verdict is `flaky` and its flake
 evidence on the main branch spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where
-it flaked there (flakes seen only on pull requests disable nothing)
-(the empty list, which means every platform, only when it flaked on every platform that ran
-it, at least two). A disabled test stays disabled until it has been clean for a whole
-window: at least REENABLE_MIN_RUNS runs and no flake event; then it is dropped from the file
-and listed in reenabled-tests.json. Without runs it stays (no evidence it was fixed). In
+it flaked there, named as PyTorch's runner names them (flakes seen only on pull requests disable
+nothing; an aarch64 or s390x job is `linux`, since the runner drops a name it does not know); the
+empty list, which means every platform, only when it flaked on every platform that ran it, at
+least two. A disabled test stays disabled until it has been clean for a whole window: at least
+REENABLE_MIN_RUNS runs and no flake event; then it is dropped from the file and listed in
+reenabled-tests.json. Without runs it stays (no evidence it was fixed). In
 PyTorch, disabled tests still run in the rerun-disabled-tests jobs, which supply those runs.
 
 Two sources, one format. With the DISABLED-issue loop on (credentials and
@@ -57,7 +58,7 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register_current
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
-from torchci_assets.derived.flakiness.issue_text import condense
+from torchci_assets.derived.flakiness.issue_text import condense, pytorch_platforms
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, recorded_day, write_if_changed
 
@@ -122,11 +123,13 @@ UNKNOWN_PLATFORM = "unknown"  # the jobs whose webhooks never came (see sql/wind
 
 
 def disable_platforms(flaky_platforms: list[str], platforms: list[str]) -> list[str]:
-    """Where to disable: the known platforms where it flaked; [] (everywhere) when that is every
-    platform that ran it, and more than one, or when it flaked only in jobs of no known platform
-    (which may have been any)."""
-    flaked = sorted(set(flaky_platforms) - {UNKNOWN_PLATFORM})
-    ran = set(platforms) - {UNKNOWN_PLATFORM}
+    """Where to disable, in PyTorch's platform names (`pytorch_platforms`: linux-aarch64 and s390x
+    are its linux), since its runner drops a name it does not know and a list left empty disables
+    the test everywhere: the platforms where it flaked; [] (everywhere) when that is every platform
+    that ran it, and more than one, or when it flaked only in jobs of no known platform (which may
+    have been any)."""
+    flaked = pytorch_platforms(flaky_platforms)
+    ran = set(pytorch_platforms(platforms))
     return [] if len(flaked) > 1 and set(flaked) >= ran else flaked
 
 
@@ -179,8 +182,8 @@ def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
         runs = sum(r["runs"] for r in rs)
         if runs >= REENABLE_MIN_RUNS and all(r["flake_events"] == 0 for r in rs):
             reenabled[key] = {"id": entry[0], "runs": runs}
-        else:
-            disabled[key] = list(entry)
+        else:  # in PyTorch's names: a name its runner does not know would disable the test everywhere
+            disabled[key] = [entry[0], entry[1], pytorch_platforms(entry[2])]
     return DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
 
 
