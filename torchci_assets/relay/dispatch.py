@@ -31,8 +31,12 @@ the outcome row (`ok`, `refused`, `failed`, `unanswered`) with the same `attempt
   leaves at most one downstream in doubt.
 
 Each row is its own small immutable Parquet part named `<sha>-<repo>-<uuid>.parquet`, so
-writers never rewrite each other's rows and finding a commit's rows means looking, in a few day
-folders, only at the files whose names start with its sha (`Store.list_named`).
+writers never rewrite each other's rows, in a sub-folder of the day named by the sha's first two
+hex digits (`day=D/<xx>/`). Finding a commit's rows means looking, in a few day folders, only at
+the files of its sub-folder whose names start with its sha (`Store.list_named`): S3 lists a folder
+whole, and a busy day holds tens of thousands of parts, where a sub-folder holds a 256th of them and
+the day folder at most 256 sub-folders. Parts written in the day folder itself (lakes from before
+the sub-folders) are still read.
 
 Dry-run attempts (no credentials) are recorded as `dry_run` and do not count as acknowledged:
 a later run with a token still sends them.
@@ -121,6 +125,13 @@ def client_payload(commit: UpstreamCommit) -> dict:
     }
 
 
+def ledger_folder(sha: str) -> str:
+    """The sub-folder of a day's ledger parts of `sha`: its first two hex digits, which spread a
+    day's commits evenly; `other` for a row without a commit id."""
+    head = sha[:2].lower()
+    return head if len(head) == 2 and all(c in "0123456789abcdef" for c in head) else "other"
+
+
 def _slug(repo: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", repo.replace("/", "--")).lower()
 
@@ -136,7 +147,7 @@ def record_attempt(lake: Lake, row: dict, table: str = LEDGER_TABLE, schema: pa.
     `row` has the schema's columns; its `attempted_at` picks the day partition.
     """
     day = row["attempted_at"].astimezone(dt.timezone.utc).strftime("%Y-%m-%d")
-    part = f"{row['sha']}-{_slug(row['downstream_repo'])}-{uuid.uuid4().hex[:12]}"
+    part = f"{ledger_folder(row['sha'])}/{row['sha']}-{_slug(row['downstream_repo'])}-{uuid.uuid4().hex[:12]}"
     lake.write(table, day, pa.Table.from_pylist([row], schema=schema), part=part)
     return lake.partition_path(table, day, part)
 
@@ -149,7 +160,10 @@ def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
     rows: list[dict] = []
     for back in range(lookback_days):
         day = (now - dt.timedelta(days=back)).strftime("%Y-%m-%d")
-        for entry in store.list_named(f"{table}/day={day}", f"{sha}-", (".parquet",)):
+        folder = f"{table}/day={day}"
+        entries = store.list_named(folder, f"{sha}-", (".parquet",))  # written before the sub-folders
+        entries += store.list_named(f"{folder}/{ledger_folder(sha)}", f"{sha}-", (".parquet",))
+        for entry in entries:
             if not entry.refused:
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])

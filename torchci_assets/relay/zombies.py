@@ -6,7 +6,11 @@ request for good, blocking a merge that waits on it. The relay's sweeper (`clean
 finalizes such check runs after `ZOMBIE_TIMEOUT_SECONDS` (6 h) with the conclusion `timed_out`;
 this is its counterpart, read from the `relay_actions` ledger instead of a Redis set: a check run
 created in progress longer ago than the timeout, with no completed one of the same name, run and
-attempt, and not superseded by a newer check run of its name on the head.
+attempt, and not superseded by a newer check run of its name on the head. A create left in doubt
+counts as created: a run whose every try GitHub left unanswered (timeouts, 5xx) gives up with its
+claim open, and GitHub may well have taken it; completing one GitHub never took still shows what the
+relay would have shown, a job that started and never reported. A sweep's own `timed_out` left in
+doubt is tried again by the next sweep, which looks it up before sending.
 
 Each is completed through `create_check_run` with a synthesized `completed` job state, so the
 ledger's claim, look-up and exactly-once rules apply as to a real callback, dry run included. The

@@ -1,20 +1,31 @@
--- Upstream check runs created in progress before $cutoff that nothing completes: no completed check
+-- Upstream check runs created in progress before $cutoff that nothing completes, or whose create was
+-- left in doubt then (claimed, and no answer recorded under the claim's attempt: GitHub timed out or
+-- failed on every try, and may have created it; when it did not, the job still started and never
+-- completed, so a `timed_out` check run is what the pull request would have shown anyway): no completed check
 -- run of the same name, run and attempt was ever tried (created, refused, rehearsed in dry run,
 -- failed, or claimed with its answer lost: GitHub may show the job's real conclusion, which a
--- `timed_out` would cover; only a withdrawn claim, which sent nothing, does not count) nor decided
+-- `timed_out` would cover; only a withdrawn claim, which sent nothing, and a sweep's own `timed_out`
+-- claim left in doubt, which the next sweep looks up and sends when GitHub lacks it, do not count) nor decided
 -- against by an earlier sweep (`not_wanted`: its repository left L3/L4), and no newer
 -- check run of the name on the head supersedes it (GitHub shows the newest of a name: a re-run's or a
 -- later dispatch's). One row per check run, oldest first.
 WITH runs AS (
-    SELECT lower(key) AS key, sha, downstream_repo, pr_number, name, delivery_id, status, outcome, attempted_at
+    SELECT lower(key) AS key, sha, downstream_repo, pr_number, name, delivery_id, status, conclusion, outcome,
+           attempted_at, attempt_id
     FROM relay_actions
     WHERE action = 'check_run'
+),
+answered AS (
+    SELECT DISTINCT attempt_id FROM runs WHERE outcome <> 'claimed' AND attempt_id IS NOT NULL
 ),
 opened AS (
     SELECT sha, key, any_value(downstream_repo) AS downstream_repo, any_value(pr_number) AS pr_number,
            any_value(name) AS name, any_value(delivery_id) AS delivery_id, min(attempted_at) AS opened_at
     FROM runs
-    WHERE status = 'in_progress' AND outcome = 'ok'
+    WHERE status = 'in_progress'
+      AND (outcome = 'ok'
+           OR (outcome = 'claimed' AND attempt_id IS NOT NULL
+               AND attempt_id NOT IN (SELECT attempt_id FROM answered)))
     GROUP BY sha, key
 )
 SELECT o.sha, o.key, o.downstream_repo, o.pr_number, o.name, o.delivery_id, o.opened_at
@@ -23,6 +34,8 @@ WHERE o.opened_at < $cutoff
   AND NOT EXISTS (
       SELECT 1 FROM runs AS c
       WHERE c.sha = o.sha AND c.status = 'completed' AND coalesce(c.outcome, '') <> 'withdrawn'
+        AND NOT (c.outcome = 'claimed' AND c.conclusion = 'timed_out'
+                 AND coalesce(c.attempt_id, '') NOT IN (SELECT attempt_id FROM answered))
         AND c.key = regexp_replace(o.key, '\|in_progress$', '|completed'))
   AND NOT EXISTS (
       SELECT 1 FROM runs AS n
