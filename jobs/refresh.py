@@ -22,23 +22,29 @@ The rules, each a plain function below so the tests call them directly:
     of receipt), from the first daily partition on. Yesterday because files keep landing in its
     folder after midnight (a spool segment rolled at 00:00:40, a receiver restarted after an
     outage rolls what it holds). The daily schedule's run of yesterday tags the fingerprint it saw
-    (`FINGERPRINT_TAG`), and the sensor takes it as that day's baseline: the schedule's run is
-    not repeated, and only what lands after it triggers a refresh of yesterday. A watched day past
+    (`FINGERPRINT_TAG`), and once that run has succeeded the sensor takes it as that day's
+    baseline: the schedule's run is not repeated, and only what lands after it triggers a refresh
+    of yesterday. A daily run that failed or was canceled is no baseline (it may not have ingested
+    what it saw): the sensor refreshes the day once after it, on what the archive holds then, and
+    again as more lands. A watched day past
     the last partition (an archive that ended before today, until the code location reloads) has
     no partition to refresh: when files land there the sensor warns and says what to do;
-  * a day is refreshed when its fingerprint differs from its baseline (the one the last request,
-    the sensor's or the schedule's, saw); at most once per interval (`TORCHCI_REFRESH_MINUTES`,
+  * a day is refreshed when its fingerprint differs from its baseline (the one the sensor's last
+    request, or the schedule's last successful run, saw), or when the day's latest daily run
+    failed and no request of the sensor has followed it; at most once per interval (`TORCHCI_REFRESH_MINUTES`,
     default 1.5, 0 turns the refresh off), on the tick nearest the interval's end; never while a
     run of that partition is queued or running (whatever launched it): what lands meanwhile is
     picked up at the first tick after it;
-  * the cursor (per watched day: the fingerprint requested and when) advances only with the
-    request, and run keys are `<day>:<fingerprint>`, unique per state of the day, since Dagster
-    remembers run keys forever.
+  * the cursor (per watched day: the fingerprint requested, when, and the failed daily run the
+    request answered) advances only with the request, and run keys are `<day>:<fingerprint>`,
+    unique per state of the day, since Dagster remembers run keys forever; the refresh after a
+    failed daily run adds `:after-<its run id>`, as the state it saw may have been requested before.
 
 A refresh and another run of the same partition (the daily schedule's, a backfill, a re-execution)
 never run at once: dagster.yaml limits runs to one per `dagster/partition` tag value, so the later
 one waits in the queue. (`torchci run` executes in process, outside the queue.) A failed refresh
-is not requested again for the same files: the next landing, or the daily schedule, retries it.
+is not requested again for the same files: the next landing, or the daily schedule, retries it;
+should the daily run fail too, the sensor's one refresh after it does.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ PARTITION_TAG = "dagster/partition"
 WATCHED_DAYS = 2  # today and yesterday
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+_FAILED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 
 # What a refresh materializes: the ingest of what landed and the outputs someone waits for within
 # the hour (the disabled list, the HUD's commit grid and PR pages, Dr. CI's comments), with what
@@ -108,10 +115,13 @@ def watched_days(now: float, first_day: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Seen:
-    """A state of a day's archive that a run was requested for, and when (epoch seconds)."""
+    """A state of a day's archive that a run was requested for, and when (epoch seconds); for the
+    sensor's own requests, the failed daily run of the day it had seen then (`after`), so that a
+    failure calls for one refresh, not one per tick."""
 
     fingerprint: str
     at: float
+    after: str | None = None
 
 
 @dataclass
@@ -121,18 +131,20 @@ class RefreshCursor:
     days: dict[str, Seen]
 
     def to_json(self) -> str:
-        return json.dumps({d: {"fingerprint": s.fingerprint, "at": s.at} for d, s in sorted(self.days.items())},
-                          separators=(",", ":"))
+        return json.dumps({d: {"fingerprint": s.fingerprint, "at": s.at, **({"after": s.after} if s.after else {})}
+                           for d, s in sorted(self.days.items())}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | None) -> "RefreshCursor":
         raw = json.loads(text) if text else {}
-        return cls({d: Seen(s["fingerprint"], float(s["at"])) for d, s in raw.items()})
+        return cls({d: Seen(s["fingerprint"], float(s["at"]), s.get("after")) for d, s in raw.items()})
 
-    def advanced(self, requested: list[tuple[str, str]], now: float, keep: list[str]) -> "RefreshCursor":
-        """The cursor once the (day, fingerprint) refreshes are requested; only the `keep` days stay."""
+    def advanced(self, requested: list[tuple[str, str]], now: float, keep: list[str],
+                 after: dict[str, str] | None = None) -> "RefreshCursor":
+        """The cursor once the (day, fingerprint) refreshes are requested, each answering the failed
+        daily run `after[day]` if any; only the `keep` days stay."""
         days = {d: s for d, s in self.days.items() if d in keep}
-        days.update({d: Seen(fp, now) for d, fp in requested})
+        days.update({d: Seen(fp, now, (after or {}).get(d)) for d, fp in requested})
         return RefreshCursor(days)
 
 
@@ -150,17 +162,18 @@ def baseline(cursor: Seen | None, daily_run: Seen | None) -> Seen | None:
 
 
 def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_flight: str | None,
-           now: float, interval_s: float) -> Decision:
+           now: float, interval_s: float, failed_daily: str | None = None) -> Decision:
     """Whether to refresh `fp.day` now.
 
     `base` is the state the day's last run was requested for (see `baseline`), `last_request` the
     sensor's own last request of the day (the interval counts from it), `in_flight` the id of a
-    run of that partition still queued or running.
+    run of that partition still queued or running, `failed_daily` the id of the day's failed daily
+    run no request of the sensor has followed yet (`failed_daily_run`): the day is due even unchanged.
     """
     day = fp.day
     if fp.files == 0:
         return Decision(day, False, f"{day}: no file in the archive yet")
-    if base is not None and base.fingerprint == fp.short:
+    if base is not None and base.fingerprint == fp.short and not failed_daily:
         return Decision(day, False, f"{day}: nothing new since {_hhmm(base.at)} ({fp.files:,} files)")
     if in_flight:
         return Decision(day, False, f"{day}: new files, but run {in_flight} of this partition is in flight; "
@@ -172,7 +185,8 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
         wait = interval_s - (now - last_request.at)
         return Decision(day, False, f"{day}: new files; refreshed at {_hhmm(last_request.at)}, next refresh "
                                     f"in {wait / 60:.1f} min ({REFRESH_MINUTES_VAR}={interval_s / 60:g})")
-    what = "first refresh" if base is None else f"changed since {_hhmm(base.at)}"
+    what = ("first refresh" if base is None else f"the daily run {failed_daily} failed" if failed_daily
+            else f"changed since {_hhmm(base.at)}")
     return Decision(day, True, f"{day}: {fp.files:,} files, {fp.bytes / 1e6:,.1f} MB ({what})")
 
 
@@ -187,8 +201,8 @@ def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
                     "`make dev`), or set TORCHCI_FIRST_DAY so that the partitions always run to today")
 
 
-def run_key(fp: DayFingerprint) -> str:
-    return f"{fp.day}:{fp.short}"
+def run_key(fp: DayFingerprint, after: str | None = None) -> str:
+    return f"{fp.day}:{fp.short}" + (f":after-{after}" if after else "")
 
 
 def _hhmm(at: float) -> str:
@@ -202,12 +216,23 @@ def in_flight_run(instance: dg.DagsterInstance, day: str) -> str | None:
 
 
 def daily_run_seen(instance: dg.DagsterInstance, day: str) -> Seen | None:
-    """The state the daily schedule's latest run of `day` was requested for, when it recorded one."""
-    records = instance.get_run_records(dg.RunsFilter(job_name=all_assets_job.name, tags={PARTITION_TAG: day}),
-                                       limit=1)
+    """The state the daily schedule's latest successful run of `day` was requested for, when it
+    recorded one. Only a success: a failed run may not have ingested what it saw, and one in
+    flight holds the refresh back anyway (`in_flight_run`)."""
+    records = instance.get_run_records(dg.RunsFilter(job_name=all_assets_job.name, tags={PARTITION_TAG: day},
+                                                     statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)
     if not records or FINGERPRINT_TAG not in records[0].dagster_run.tags:
         return None
     return Seen(records[0].dagster_run.tags[FINGERPRINT_TAG], records[0].create_timestamp.timestamp())
+
+
+def failed_daily_run(instance: dg.DagsterInstance, day: str) -> str | None:
+    """The id of the latest of the finished daily runs of `day`, when it failed or was canceled:
+    the refresh outputs may lack what it was to ingest, and a refresh that failed before it is
+    retried by nothing else. The sensor answers it with one refresh (`Seen.after` remembers which)."""
+    runs = instance.get_runs(dg.RunsFilter(job_name=all_assets_job.name, tags={PARTITION_TAG: day},
+                                           statuses=[dg.DagsterRunStatus.SUCCESS, *_FAILED]), limit=1)
+    return runs[0].run_id if runs and runs[0].status in _FAILED else None
 
 
 def clock() -> float:
@@ -234,13 +259,17 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
                  if day > last and (beyond := day_fingerprint(store, day)).files]
     for d in unreached:
         context.log.warning(d.reason)
-    decisions, fps = [], {}
+    decisions, fps, failed, unanswered = [], {}, {}, {}
     for day in days:
         fp = fps[day] = day_fingerprint(store, day)
         own = cursor.days.get(day)
         base = baseline(own, daily_run_seen(context.instance, day))
-        flying = in_flight_run(context.instance, day) if base is None or base.fingerprint != fp.short else None
-        decisions.append(decide(fp, base, own, flying, now, interval))
+        failed[day] = failed_daily_run(context.instance, day)
+        if failed[day] and failed[day] != (own.after if own else None):
+            unanswered[day] = failed[day]
+        due = base is None or base.fingerprint != fp.short or day in unanswered
+        flying = in_flight_run(context.instance, day) if due else None
+        decisions.append(decide(fp, base, own, flying, now, interval, unanswered.get(day)))
     for d in decisions:
         context.log.info(d.reason)
     chosen = [d.day for d in decisions if d.request]
@@ -249,8 +278,8 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
             f"no watched day within the partitions {first}..{last} "
             "(an archive that ended before today gets today's partition when the code location reloads)")
         return dg.SkipReason(reasons)  # the cursor stays as it is
-    requests = [dg.RunRequest(run_key=run_key(fps[day]), partition_key=day,
+    requests = [dg.RunRequest(run_key=run_key(fps[day], unanswered.get(day)), partition_key=day,
                               tags={FINGERPRINT_TAG: fps[day].short, "torchci/archive_files": str(fps[day].files)})
                 for day in chosen]
     return dg.SensorResult(run_requests=requests,
-                           cursor=cursor.advanced([(d, fps[d].short) for d in chosen], now, days).to_json())
+                           cursor=cursor.advanced([(d, fps[d].short) for d in chosen], now, days, failed).to_json())

@@ -49,7 +49,9 @@ or of a health window's last day; now, while that day is not over):
 - `pending`: not completed and started less than 6 h before that instant: not judged yet.
 A day's partition can only judge what it saw: a job still in progress at the end of day D
 is `infrastructure` there if it started before D 18:00, and the health windows re-judge
-every job from its merged state across the window's days.
+every job from its merged state across the window's days. A refresh that finds no new file
+judges the day again only when a job it left pending has since passed 6 h (the manifest keeps
+when the earliest pending job started): nothing else in the day can change without new callbacks.
 """
 
 from __future__ import annotations
@@ -270,14 +272,15 @@ def judged_as_of_ms(day: str, now_ms: int | None = None) -> int:
 
 
 def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, earlier: list[str], as_of_ms: int,
-                     kinds: dict[str, int]) -> tuple[int, int]:
+                     report: CiResultReport) -> tuple[int, int]:
     """Write the day's `ci_result` and `ci_callback_minutes` to `out`, reduced in DuckDB from every
     callback of the day: those this run staged (the local Parquet file `staged`) and those the
     day's earlier increments kept in the partition (`earlier`, its `_stage*` files). Both are read
     where they lie; each job's callback is chosen from fixed-width columns, the rows come out
     unordered and are sorted in bounded runs beside `staged` (`sorted_batches`), so memory is
     bounded by DuckDB's limit and the caps, not by the day. Returns the rows of each; tallies
-    `failure_kind` in `kinds`."""
+    `failure_kind` in `report.kinds` and keeps the earliest start of a pending job in
+    `report.pending_since_ms` (see `rejudge_due`)."""
     steps = dict(SQL.steps("ci_result"))
     columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
     con = connect()
@@ -287,7 +290,7 @@ def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, ea
         ordered = sorted_batches(jobs.to_arrow_reader(SORT_INPUT_ROWS).cast(CI_RESULT_SCHEMA), CI_RESULT_SCHEMA,
                                  list(RESULT_ORDER), os.path.dirname(staged), RESULT_BATCH_ROWS)
         rows = out.write("ci_result", day,
-                         pa.RecordBatchReader.from_batches(CI_RESULT_SCHEMA, _tallied(ordered, kinds)))
+                         pa.RecordBatchReader.from_batches(CI_RESULT_SCHEMA, _tallied(ordered, report)))
         minutes = out.write("ci_callback_minutes", day,
                             con.sql(steps["minutes"]).to_arrow_reader(RESULT_BATCH_ROWS).cast(CALLBACK_MINUTES_SCHEMA))
     finally:
@@ -310,12 +313,39 @@ def _stage_view(con, lake: Lake, staged: str, earlier: list[str]) -> None:
     con.execute(steps["keyed"])
 
 
-def _tallied(batches: pa.RecordBatchReader, kinds: dict[str, int]) -> Iterator[pa.RecordBatch]:
-    """The batches as they are, counting their rows by `failure_kind` into `kinds` on the way."""
+def _tallied(batches: pa.RecordBatchReader, report: CiResultReport) -> Iterator[pa.RecordBatch]:
+    """The batches as they are, counting their rows by `failure_kind` into `report.kinds` and
+    noting when the earliest pending job started (the instant the lost rule counts from) on the way."""
     for batch in batches:
-        for kind, n in zip(*pc.value_counts(batch.column("failure_kind")).flatten()):
-            kinds[kind.as_py()] = kinds.get(kind.as_py(), 0) + n.as_py()
+        counted = dict(zip(*(c.to_pylist() for c in pc.value_counts(batch.column("failure_kind")).flatten())))
+        for kind, n in counted.items():
+            report.kinds[kind] = report.kinds.get(kind, 0) + n
+        if "pending" in counted:
+            report.pending_since_ms = _earliest(report.pending_since_ms, _pending_since_ms(batch))
         yield batch
+
+
+def _pending_since_ms(batch: pa.RecordBatch) -> int | None:
+    """When the batch's earliest pending job started, as `failure_kind` counts it (its start, else
+    its callback); None if no pending job has either."""
+    pending = batch.filter(pc.equal(batch.column("failure_kind"), "pending"))
+    start = pc.min(pc.coalesce(pending.column("started_at"), pending.column("callback_at")).cast(pa.int64()))
+    return start.as_py()
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def rejudge_due(counts: dict, as_of_ms: int) -> bool:
+    """Whether a refresh that found no new callback must judge the day again at `as_of_ms`: only
+    when a job still pending at the last judgement has since run past the lost rule, so a day
+    with nothing that can change costs no reduction. A manifest written before the earliest
+    pending start was recorded cannot tell, and is judged again once."""
+    if PENDING_SINCE not in counts:
+        return True
+    since = counts[PENDING_SINCE]
+    return since is not None and since + LOST_AFTER_MS <= as_of_ms
 
 
 @dataclass
@@ -332,11 +362,13 @@ class CiResultReport:
     rebuild_reason: str | None = None  # why a refresh rebuilt the day instead
     day_lines: int = 0  # the day's totals, for its reject rate
     day_rejects: int = 0
+    pending_since_ms: int | None = None  # when the earliest job judged pending started (see rejudge_due)
 
 
 TABLES = ("ci_result", "ci_callback_minutes")
 OWNERSHIP = Ownership(TABLES, [SOURCE])
 STAGE_PART = "stage"  # every callback of the day, parsed, kept hidden in the partition (`_stage*.pq`)
+PENDING_SINCE = "pending_since_ms"  # the manifest's count: when the earliest pending job started, or None
 
 
 def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None = None,
@@ -356,7 +388,10 @@ def ingest_ci_results_day(store: Store, lake: Lake, day: str, now_ms: int | None
         log_mode(log, TABLES[0], day, new if manifest else None, report.rebuild_reason)
         if manifest is not None:
             report.mode = "increment"
-            if new:
+            if new or rejudge_due(manifest.counts, judged_as_of_ms(day, now_ms)):
+                if not new:
+                    log(f"{TABLES[0]} day={day}: no new archive file, but a pending job may have run past "
+                        f"the {LOST_AFTER_MS // 3_600_000} h lost rule: judging the day's jobs again")
                 _write_day(store, lake, day, new, now_ms, report, manifest)
             else:
                 report.rows, report.minutes = manifest.counts["rows"], manifest.counts["minutes"]
@@ -375,10 +410,11 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
     with (tempfile.TemporaryDirectory(prefix=f"torchci-ci-results-{day}-") as tmp, PartitionCommit(lake) as out):
         staged = os.path.join(tmp, "stage.parquet")
         _parse_files(store, files, report, staged)
-        out.write(TABLES[0], day, pa.RecordBatchReader.from_batches(STAGE_SCHEMA, row_groups(staged)),
-                  part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
+        if files or not seq:  # a re-judgement (no new file) stages nothing
+            out.write(TABLES[0], day, pa.RecordBatchReader.from_batches(STAGE_SCHEMA, row_groups(staged)),
+                      part=part_name(STAGE_PART, seq) if seq else STAGE_PART, hidden=True)
         report.rows, report.minutes = reduce_callbacks(out, lake, day, staged, earlier, judged_as_of_ms(day, now_ms),
-                                                       report.kinds)
+                                                       report)
         rejects_part = part_name(SOURCE, seq) if seq else SOURCE
         if report.rejects or not seq:
             out.write("rejects", day, rejects_table(report.rejects), part=rejects_part)
@@ -393,7 +429,7 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
     after = (fresh_manifest(files, {t: ["data.parquet"] for t in TABLES}) if manifest is None
              else next_manifest(manifest, files, changes))
     after.counts = {"rows": report.rows, "minutes": report.minutes, "lines": report.day_lines,
-                    "rejects": report.day_rejects}
+                    "rejects": report.day_rejects, PENDING_SINCE: report.pending_since_ms}
     write_manifests(lake, day, TABLES[0], after, OWNERSHIP)
 
 
