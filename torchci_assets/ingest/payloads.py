@@ -16,6 +16,7 @@ import datetime as dt
 import orjson
 import pyarrow as pa
 
+from resources.sql import Columns
 from torchci_assets.ingest.fields import checked
 from torchci_assets.ingest.jobnames import parse_job_name
 
@@ -25,6 +26,9 @@ TS = pa.timestamp("ms", tz="UTC")
 # buffered and reduced by the thousand, where a few megabyte values exhaust the memory.
 MAX_TEXT_CHARS = 4096
 MAX_LABELS = 256
+# GitHub's webhook lists at most 2048 commits of a push (its Events API 20, which is not read
+# here): a list longer is not GitHub's, and its row would hold megabytes.
+MAX_PUSH_COMMITS = 2048
 # Job names longer than this are parsed without the cache, which would otherwise keep them.
 _CACHED_NAME_CHARS = 512
 
@@ -150,8 +154,14 @@ PUSH_STAGE = pa.schema([
     ("repo", pa.string()), ("ref", pa.string()), ("before", pa.string()), ("after", pa.string()),
     ("forced", pa.bool_()), ("created", pa.bool_()), ("deleted", pa.bool_()),
     ("head_commit_id", pa.string()), ("head_commit_timestamp", pa.string()), ("commit_count", pa.int32()),
+    ("commits", pa.list_(pa.string())),
     ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
+# The push table's columns that partitions written before them lack (a reader takes them as NULL):
+# `commits`, the ids of the commits a push lists, oldest first. A merge bot lands a stack of pull
+# requests (ghstack) in one push, whose `after` is only the last of them: without the others the
+# commits below it would be missing from the branch's line, and their failures blamed on it.
+PUSH_COLUMNS_ADDED = Columns({"commits": "VARCHAR[]"})
 
 
 def push_row(p: dict) -> tuple:
@@ -165,8 +175,22 @@ def push_row(p: dict) -> tuple:
         _repo(p), ref, _get(p, "before", str, w), _get(p, "after", str, w),
         bool(_get(p, "forced", bool, w)), bool(_get(p, "created", bool, w)), bool(_get(p, "deleted", bool, w)),
         _get(head, "id", str, "push.head_commit"), _get(head, "timestamp", str, "push.head_commit"),
-        len(commits) if isinstance(commits, list) else None,
+        len(commits) if isinstance(commits, list) else None, _commit_ids(commits),
     )
+
+
+def _commit_ids(value) -> list[str] | None:
+    """The ids of a push's `commits`, in GitHub's order (oldest first, the head last), or None when
+    they cannot all be read: the push's head (`after`) is what most readers need, so a list not
+    shaped as GitHub's (not a list, over MAX_PUSH_COMMITS, a commit without a string id) costs the
+    row only its list, as a payload without one (an older or trimmed payload) does. A tag's or a
+    deletion's list is empty, not None."""
+    if not isinstance(value, list) or len(value) > MAX_PUSH_COMMITS:
+        return None
+    ids = [c.get("id") if isinstance(c, dict) else None for c in value]
+    if not all(type(i) is str and len(i) <= MAX_TEXT_CHARS for i in ids):
+        return None
+    return ids
 
 
 PR_STAGE = pa.schema([

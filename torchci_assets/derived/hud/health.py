@@ -68,11 +68,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, execute, relation, run_steps
+from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps
 from torchci_assets.config import main_branch
 from torchci_assets.derived.hud.downstream import define_downstream_macros, epoch_ms, zombie_timeout
-from torchci_assets.derived.hud.inputs import register
+from torchci_assets.derived.hud.inputs import COLUMNS, register
 from torchci_assets.ingest.ci_results import define_callback_macros
+from torchci_assets.ingest.payloads import PUSH_COLUMNS_ADDED
 from torchci_assets.partitions import days_around
 
 LOOKBACK_DAYS = 2
@@ -141,6 +142,17 @@ def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, i
     return {view: register(con, lake, _VIEWS[view], days, view) for view, days in views.items()}
 
 
+def register_pushes(con, lake: Lake, days: list[str]) -> int:
+    """View w_push with the commits each push lists (`commit_heads.sql`), which partitions written
+    before the push table kept them lack; returns the files read."""
+    files = lake.register(con, "push", days, name="w_push__files")
+    columns = {**COLUMNS["push"], **PUSH_COLUMNS_ADDED}
+    step = dict(SQL.steps("commit_heads"))["pushes" if files else "no_pushes"]
+    con.execute(compose(step, view="w_push", source="w_push__files", added=PUSH_COLUMNS_ADDED,
+                        columns=list(columns) if files else Columns(columns)))
+    return files
+
+
 def job_identities(con, as_of: dt.datetime, stale_hours: int) -> None:
     """Temp tables from the `heads(sha)` table and the w_* views: the job identities of those heads,
     the failing tests and infrastructure evidence of the failed ones, and their failure class."""
@@ -172,14 +184,14 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
     window = days_around(day, LOOKBACK_DAYS)
     con = connect()
     try:
-        inputs = register_inputs(con, lake, {
-            "w_push": window, "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
-            "w_flaky": [day], "w_job_failure": window})
+        inputs = {"w_push": register_pushes(con, lake, window), **register_inputs(con, lake, {
+            "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
+            "w_flaky": [day], "w_job_failure": window})}
         values = {"upstream_repo": upstream_repo, "branch": main_branch(branches), "as_of": as_of,
                   "blocking": list(blocking), "signal": list(SIGNAL_WORKFLOWS), "min_groups": int(min_groups),
                   "stale_before": as_of - dt.timedelta(hours=int(stale_hours)),
                   "unstable": list(unstable_jobs or [])}
-        execute(con, SQL["commit_heads"], values)
+        execute(con, dict(SQL.steps("commit_heads"))["heads"], values)
         job_identities(con, as_of, stale_hours)
         run_steps(con, SQL.steps("commit_groups"), values)
         table = relation(con, SQL["commit_health"], values).to_arrow_table().cast(COMMIT_HEALTH_SCHEMA)

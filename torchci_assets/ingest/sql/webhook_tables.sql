@@ -76,7 +76,7 @@ GROUP BY id, run_attempt ORDER BY id, run_attempt
 
 -- step: push
 SELECT repo, ref, before, after, forced, created, deleted, head_commit_id,
-       TRY_CAST(head_commit_timestamp AS TIMESTAMPTZ) AS head_commit_timestamp, commit_count,
+       TRY_CAST(head_commit_timestamp AS TIMESTAMPTZ) AS head_commit_timestamp, commit_count, commits,
        received_at, delivery_id
 FROM stage ORDER BY received_at, delivery_id
 
