@@ -6,7 +6,8 @@ against dry-run rows and live ones against live ones (so a dry run never blocks 
            one; after k failed ones in a row, wait `backoff_min[k-1]` (20, 40, 60 min) from the
            last; at most `max_restarts_per_commit` per commit in all;
   revert   at most one proposal per commit, ever; one GitHub did not post (an error, and no
-           comment with its marker) is tried again with the restarts' backoff and cap.
+           comment with its marker) is tried again with the restarts' backoff and cap, unless
+           GitHub refused it (422: the same comment would be refused again), recorded once.
 
 Exactly once: a live action writes `intent`, calls GitHub, writes `done`. If the run dies in
 between, the next run finds the open intent and asks GitHub what happened before anything
@@ -168,6 +169,8 @@ def revert_block(acts: list[dict], p: Planned, now: dt.datetime, cfg: Autorevert
     made = [a for a in mine if not a.get("failed")]
     if made:
         return f"already proposed ({made[0].get('outcome') or 'in flight'})"
+    if any(a.get("outcome") == "refused" for a in mine):
+        return "GitHub refused the proposal: not tried again"
     if len(mine) >= cfg.max_restarts_per_commit:
         return f"cap: {len(mine)} failed proposals for this commit already"
     return _backoff(mine, now, cfg)[1]
@@ -319,6 +322,9 @@ class Guardian:
             self.github.request("POST", f"/repos/{self.repo}/issues/{number}/comments", json_body={"body": body},
                                 retry_ambiguous=False)
         except GitHubError as e:
+            if e.status == 422:  # the comment itself is invalid: sending it again changes nothing
+                self.log(f"GitHub refused the proposal for {sha[:10]} on #{number}: {e}")
+                return {"outcome": "refused", "failed": True, "notes": str(e)[:500]}
             if not (e.ambiguous and has_marker(self._comments(number), sha)):
                 return {"outcome": "failed", "failed": True, "notes": str(e)[:500]}
         self.log(f"posted the proposal for {sha[:10]} on #{number}")

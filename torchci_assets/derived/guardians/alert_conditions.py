@@ -3,7 +3,8 @@
 PyTorch's rules (test-infra `tools/torchci/check_alerts.py`, `queue_alert.py`):
   recurrently_failing   a blocking job group failed on `failing_commits` (2) main commits in a row,
                         newest first; pending and skipped commits are passed over (a Schrodinger's
-                        failure), a success or a flaky recovery ends the chain;
+                        failure), and so are cancelled ones (upstream counts a failed job only, not
+                        a cancelled one); a success or a flaky recovery ends the chain;
   queue                 per machine type, more than `max_jobs` jobs waiting and the oldest for more
                         than `max_wait_min` (first matching rule: ROCm 2 h, the large Linux pools
                         30 min, anything else 1 h);
@@ -55,7 +56,7 @@ def recurrently_failing(rows: list[dict], repo: str, min_commits: int) -> Alert:
         for r in history:
             if r["state"] in ("success", "flaky"):
                 break
-            chain += r["state"] == "failure"
+            chain += r["state"] == "failure" and not r.get("cancelled")
         if chain >= min_commits:
             failing.append(group)  # the group alone: the issue changes when the set of groups does
     return Alert("recurrently_failing", f"[Pytorch] There are {len(failing)} Recurrently Failing Jobs on {repo} main",

@@ -36,8 +36,9 @@ SCHEMA = pa.schema([
     # pull request); parts written before this column read it as null
     ("notify_issue", pa.int64()),
 ])
-# outcomes of a `done` row; `not_sent` rows (a crash before the call) count for nothing
-OUTCOMES = ("ok", "notified", "failed", "dry_run", "not_sent", "no_pr")
+# outcomes of a `done` row; `not_sent` rows (a crash before the call) count for nothing, `refused`
+# (GitHub's 422 on a proposal) is final
+OUTCOMES = ("ok", "notified", "failed", "refused", "dry_run", "not_sent", "no_pr")
 
 
 def new_key() -> str:

@@ -9,8 +9,20 @@ import re
 from collections import defaultdict
 from typing import NamedTuple
 
+from torchci_assets.derived.guardians.signals import TEST_SEPARATOR
+
 MARKER = "<!-- torchci-autorevert sha={sha} -->"
 OPT_OUT_LABEL = "autorevert: disable"
+MAX_BODY_CHARS = 65_536  # GitHub refuses a longer comment (422)
+# What the body is fitted in: the margin covers characters GitHub may count otherwise than Python.
+BODY_BUDGET = MAX_BODY_CHARS - 2_048
+# A culprit can break hundreds of tests: the comment names this many signals, each cut at
+# MAX_KEY_CHARS, and counts the rest (the HUD shows them all), so it always fits.
+MAX_LISTED = 50
+MAX_KEY_CHARS = 300
+# The revert's message (`-m`, the revert commit's message) names at most this many job groups,
+# never tests.
+MAX_MESSAGE_GROUPS = 3
 
 
 class PullRef(NamedTuple):
@@ -67,26 +79,59 @@ def notify_only(pull: dict, reverts: bool = False) -> str:
     return ""
 
 
+def _cut(text: str, limit: int = MAX_KEY_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def message_signals(signals: list[tuple[str, str]]) -> str:
+    """What `{signals}` in the revert's message stands for: the job groups that failed, at most
+    MAX_MESSAGE_GROUPS of them, never the tests, so the merge bot's command stays one short line
+    whatever the culprit broke. A double quote would end `-m "..."` early."""
+    groups = sorted({key.split(TEST_SEPARATOR)[0] for _, key in signals})
+    named = ", ".join(_cut(g, 120) for g in groups[:MAX_MESSAGE_GROUPS]).replace('"', "'")
+    more = len(groups) - MAX_MESSAGE_GROUPS
+    return f"{named} and {more} more job group(s)" if more > 0 else named
+
+
+def signal_lines(signals: list[tuple[str, str]]) -> list[str]:
+    """One line per workflow naming its failing signals, the first MAX_LISTED of them in all (job
+    groups before tests: a group says more than any one of its tests); the rest are counted."""
+    listed = sorted(set(signals), key=lambda s: (TEST_SEPARATOR in s[1], s))
+    by_workflow: dict[str, list[str]] = defaultdict(list)
+    for workflow, key in listed[:MAX_LISTED]:
+        by_workflow[workflow].append(key)
+    lines = [f"- {_cut(wf)}: {', '.join(f'`{_cut(k)}`' for k in keys)}" for wf, keys in sorted(by_workflow.items())]
+    if len(listed) > MAX_LISTED:
+        lines.append(f"- ...and {len(listed) - MAX_LISTED} more, see the HUD")
+    return lines
+
+
+def fitted(body: str, sha: str) -> str:
+    """`body` cut to BODY_BUDGET with its marker kept: the comment must be found again."""
+    if len(body) <= BODY_BUDGET:
+        return body
+    end = marker(sha)
+    return body[:BODY_BUDGET - len(end) - 1] + "\n" + end
+
+
 def revert_comment(sha: str, signals: list[tuple[str, str]], message: str, classification: str,
                    hud_url: str = "", request: bool = True, pull: int | None = None, why: str = "") -> str:
     """`signals` are (workflow, signal key) pairs that failed from `sha` on; without `request`
     the comment only notifies, naming the pull request `pull` (when it goes elsewhere, to the
-    notification issue) and `why` it is not reverted."""
-    by_workflow: dict[str, list[str]] = defaultdict(list)
-    for workflow, key in signals:
-        by_workflow[workflow].append(key)
-    names = ", ".join(sorted({key for _, key in signals}))
+    notification issue) and `why` it is not reverted. GitHub refuses a comment over
+    MAX_BODY_CHARS, and a refused proposal is never made: the signals are capped, and the body
+    is fitted whatever the configured message says."""
     source = f" from #{pull}" if pull else ""
     because = f" ({why})" if why else ""
-    lines = [f'@pytorchbot revert -m "{message.format(signals=names, sha=sha[:10])}" -c {classification}' if request
+    said = message.format(signals=message_signals(signals), sha=sha[:10])
+    lines = [f'@pytorchbot revert -m "{said}" -c {classification}' if request
              else f"The trunk guardian found {sha[:10]}{source} to be a likely culprit; it does not ask for a revert "
                   f"here{because}.",
-             "", "This PR is attributed to have caused regression in:"]
-    lines += [f"- {wf}: {', '.join(f'`{k}`' for k in sorted(keys))}" for wf, keys in sorted(by_workflow.items())]
+             "", "This PR is attributed to have caused regression in:", *signal_lines(signals)]
     if hud_url:
         lines += ["", f"See the HUD: {hud_url}"]
     lines += ["", "Please investigate and fix the issues.", marker(sha)]
-    return "\n".join(lines)
+    return fitted("\n".join(lines), sha)
 
 
 def has_marker(comments: list[dict], sha: str) -> bool:

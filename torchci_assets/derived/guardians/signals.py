@@ -6,8 +6,10 @@ one test inside such a group. Its events are its outcome on each main commit, ol
            that is the commit's own: infrastructure and known-flaky failures are not counted;
   pass     it succeeded, or failed and then passed on a rerun (flaky is not broken);
   pending  it is still running;
-  unknown  it ran but says nothing about the code: infrastructure, a known flaky test, or (for a
-           test signal) a group that failed before reaching the test;
+  unknown  it ran but says nothing about the code: infrastructure, a known flaky test, a
+           cancellation (every failing job cancelled, as upstream's autorevert treats a
+           cancelled attempt as missing: cancelling trunk runs during an incident must not pin a
+           culprit), or (for a test signal) a group that failed before reaching the test;
 and no event where it did not run (the workflow skipped the commit, or the job was skipped).
 
 Only failures the commit itself may have caused are evidence, as in PyTorch's autorevert:
@@ -82,16 +84,17 @@ class MainHistory:
     timed: bool = False  # the events carry their tries (the job tables were read)
 
 
-def _outcome(state: str, failure_class: str | None) -> str:
+def _outcome(state: str, failure_class: str | None, cancelled: bool = False) -> str:
     if state == "failure":
-        return "unknown" if failure_class in NOT_EVIDENCE else "fail"
+        return "unknown" if cancelled or failure_class in NOT_EVIDENCE else "fail"
     return {"success": "pass", "flaky": "pass", "pending": "pending", "skipped": "skipped"}.get(state, "unknown")
 
 
 def _group_event(row: dict) -> Event:
-    state = row["state"]
-    return Event(_outcome(state, row.get("failure_class")), row.get("run_id"), row.get("run_attempt"),
-                 row.get("job_id"), int(row.get("attempts") or 1), state == "flaky")
+    """A group that recovered from cancellations alone is no flaky group: nothing failed there."""
+    state, cancelled = row["state"], bool(row.get("cancelled"))
+    return Event(_outcome(state, row.get("failure_class"), cancelled), row.get("run_id"), row.get("run_attempt"),
+                 row.get("job_id"), int(row.get("attempts") or 1), state == "flaky" and not cancelled)
 
 
 def _test_outcome(group: str, listed: list[str], failing_count: int | None, test: str) -> str:
@@ -118,10 +121,10 @@ def _test_event(row: dict, test: str, group: Event) -> Event:
 
 
 def _attempt_outcome(a: dict) -> str:
-    """An attempt row's word for its group: a failure as classified (infra and known flaky say
-    nothing), else pending while a job runs."""
+    """An attempt row's word for its group: a failure as classified (infra, known flaky and a
+    cancellation say nothing), else pending while a job runs."""
     if a["has_failure"]:
-        return _outcome("failure", a.get("failure_class"))
+        return _outcome("failure", a.get("failure_class"), bool(a.get("cancelled")))
     return "pending" if a["has_pending"] else "skipped" if a["all_skipped"] else "pass"
 
 
@@ -137,12 +140,16 @@ def _with_tries(event: Event, attempts: list[dict], outcome) -> Event:
     is mixed, as upstream's flaky rule reads its events. A commit with a rerun in flight keeps
     the word its finished attempts gave, as upstream partitions commits: a green being re-run is
     still the last green (else the walk would pass over it to an older green, re-run that one
-    in turn, and so on down the line), a red being re-run still the first red."""
+    in turn, and so on down the line), a red being re-run still the first red. A red none of whose
+    attempts is evidence (an infrastructure failure, then a cancelled re-run: the group's latest word
+    is the cancelled attempt's class) says nothing either."""
     tries = tuple(Try(outcome(a), a["started_at"], a.get("run_id"), a.get("run_attempt")) for a in attempts)
     seen = {t.outcome for t in tries}
     settled = event.outcome
     if settled == "pending" and len(seen & {"fail", "pass"}) == 1:
         settled = next(iter(seen & {"fail", "pass"}))
+    elif settled == "fail" and tries and not seen & {"fail", "pass", "pending"}:
+        settled = "unknown"
     return replace(event, outcome=settled, tries=tries, mixed=event.mixed or {"fail", "pass"} <= seen)
 
 

@@ -48,7 +48,10 @@ group's latest attempt:
   `known_flaky`     every failing test is `flaky` in `flaky_tests`.
 A cancelled job is a failure, as PyTorch's HUD counts it (`isFailedJob`). On a pull request, a
 job whose every failing id was cancelled is also marked `cancelled` in `pr_jobs`: PyTorch's Dr. CI
-lists such a job apart, to be retried, not as the pull request's failure.
+lists such a job apart, to be retried, not as the pull request's failure. On main, a group whose
+every failed attempt failed by cancellation alone is marked `cancelled` in `commit_health`: the
+trunk guardians read it as no word on the code (cancelling trunk runs during an incident must not
+pin a culprit nor keep an alert open), as PyTorch's autorevert and alerts read a cancelled job.
 
 Windows, and why a partition is a snapshot. Day D's partition holds the commits pushed on
 D-LOOKBACK_DAYS..D, judged with everything that arrived by the end of D (or now, for today):
@@ -110,6 +113,8 @@ COMMIT_HEALTH_SCHEMA = pa.schema([
     ("failure_line", pa.string()), ("failing_tests", pa.list_(pa.string())), ("failing_test_count", pa.int64()),
     ("conclusion", pa.string()), ("blocking_groups", pa.int64()), ("time_to_signal_s", pa.float64()),
     ("signal_at", TS),
+    # every failed attempt of the group failed by cancellation alone (the trunk guardians' no evidence)
+    ("cancelled", pa.bool_()),
 ])
 
 PR_JOBS_SCHEMA = pa.schema([

@@ -11,8 +11,8 @@ CREATE OR REPLACE TEMP TABLE heads AS SELECT DISTINCT unnest($shas::VARCHAR[]) A
 -- step: attempt_rows
 -- an attempt starts when its first job does, a job counting from the later of its start and its
 -- creation (a job not started yet: its creation), as upstream's signal extraction times its events
-SELECT a.sha, a.workflow, a.job_group, a.run_id, a.run_attempt, a.has_failure, a.has_pending, a.all_skipped,
-       a.failure_class, a.failing_tests, a.failing_test_count, s.started_at
+SELECT a.sha, a.workflow, a.job_group, a.run_id, a.run_attempt, a.has_failure, a.cancelled, a.has_pending,
+       a.all_skipped, a.failure_class, a.failing_tests, a.failing_test_count, s.started_at
 FROM attempts a
 JOIN (SELECT sha, workflow, job_group, run_id, run_attempt,
              min(greatest(coalesce(started_at, created_at), created_at)) AS started_at

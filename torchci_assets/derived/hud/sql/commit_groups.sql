@@ -23,10 +23,22 @@ WHERE unstable_job(workflow || ' / ' || name, $unstable::VARCHAR[])
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the
 -- failing identities' classes combined (infra only when every failing job is; a real
--- failure anywhere makes it new), the job to link to, the longest job, the failing tests
+-- failure anywhere makes it new), the job to link to, the longest job, the failing tests,
+-- and whether it failed by cancellation alone (every failing job cancelled: the HUD counts it red,
+-- as PyTorch's does, but the trunk guardians take it for no word on the code, as upstream's
+-- autorevert and alerts do)
 CREATE OR REPLACE TEMP TABLE attempts AS
+WITH cancelled AS (
+    SELECT f.sha, f.run_id, f.run_attempt, f.name
+    FROM (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS id FROM identities WHERE failed) f
+    JOIN w_jobs j ON j.id = f.id AND j.head_sha = f.sha
+    WHERE coalesce(j.conclusion, '') <> ''
+    GROUP BY ALL
+    HAVING bool_and(j.conclusion = 'cancelled')
+)
 SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
        bool_or(i.identity_state = 'failed') AS has_failure,
+       coalesce(bool_and(k.sha IS NOT NULL) FILTER (WHERE i.identity_state = 'failed'), false) AS cancelled,
        bool_or(i.identity_state = 'pending') AS has_pending,
        bool_and(i.skipped) AS all_skipped,
        -- jobs PyTorch ignores on viable/strict do not block
@@ -51,6 +63,7 @@ FROM identities i
 LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
      AND c.name = i.name
 LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
+LEFT JOIN cancelled k ON k.sha = i.sha AND k.run_id = i.run_id AND k.run_attempt = i.run_attempt AND k.name = i.name
 GROUP BY i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt
 
 -- step: group_rows
@@ -60,6 +73,8 @@ WITH g AS (
     SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
            bool_and(has_failure) AS all_failed, bool_or(has_failure) AS any_failed,
            bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking, bool_and(unstable) AS unstable,
+           -- every failed attempt failed by cancellation alone
+           coalesce(bool_and(cancelled) FILTER (WHERE has_failure), false) AS cancelled,
            -- the latest attempt's cell: by creation time, then attempt number
            arg_max(run_id, latest) AS run_id,
            arg_max(run_attempt, latest) AS run_attempt,
@@ -81,7 +96,7 @@ SELECT sha, workflow, job_group, blocking, unstable, attempts, jobs,
          WHEN any_failed THEN 'flaky' WHEN all_skipped THEN 'skipped' ELSE 'success' END AS state,
     failing_jobs, job_id, run_id, run_attempt, job_name, duration_s, infra_reason, failure_line,
     failing_tests, failing_test_count,
-    CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class
+    CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class, cancelled
 FROM g
 
 -- step: signal
