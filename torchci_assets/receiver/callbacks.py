@@ -26,9 +26,11 @@ Where this receiver differs from the relay's state machine, on purpose: a repeat
 (whose report failed) are accepted, the first with the first one's timings and the second with
 a null `execution_time`, because refusing them loses results while the ingest deduplicates
 repeats. A callback for work never dispatched to the caller is refused (400) like the relay
-does, so a backend's record holds only what the relay asked of it. Nightly and periodic
-self-reports (`event_type` `nightly`/`periodic`) have no dispatch: they must be `completed`
-and carry no timings.
+does, so a backend's record holds only what the relay asked of it. A pull-request callback must
+name the head its delivery was dispatched for, since its upstream check run goes on that head
+(the relay checks only the delivery, and so lets a backend put a check run on any commit).
+Nightly and periodic self-reports (`event_type` `nightly`/`periodic`) have no dispatch: they
+must be `completed` and carry no timings.
 """
 
 from __future__ import annotations
@@ -123,13 +125,19 @@ def _timestamp(obj: dict, key: str, where: str) -> None:
 
 def _commit_shas(body: dict) -> tuple[str, ...]:
     """Commit ids the body names, for finding its dispatch: this project's `sha`, a push's `after`,
-    a self-report's `head_sha`, a pull request's head, or a polled commit's id used as delivery."""
+    a self-report's `head_sha`, or a polled commit's id used as delivery. A body naming a pull
+    request's head is found by that head alone: the upstream check run goes on it, so it must be
+    the head the delivery was dispatched for, whatever other commit the body names (a
+    `synchronize` payload carries `after` too, and the body is the backend's to write)."""
     payload = body.get("payload") if isinstance(body.get("payload"), dict) else {}
     pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
     head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+    if head.get("sha") is not None:
+        candidates = (head.get("sha"),)
+    else:
+        candidates = (body.get("sha"), payload.get("after"), payload.get("head_sha"), body.get("delivery_id"))
     found: list[str] = []
-    for value in (body.get("sha"), payload.get("after"), payload.get("head_sha"), head.get("sha"),
-                  body.get("delivery_id")):
+    for value in candidates:
         if isinstance(value, str) and SHA_RE.match(value.lower()) and value.lower() not in found:
             found.append(value.lower())
     return tuple(found)

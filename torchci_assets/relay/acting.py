@@ -50,7 +50,21 @@ def pr_dispatch(event: RelayEvent, relay: TorchciConfig) -> Dispatch:
     wanted = frozenset(e.repo.lower() for e in relay.allowlist if needs_check_run(e, labels))
     return Dispatch(event.sha, relay.upstream_repo, PR_EVENT_TYPE, event.delivery_id, "webhook",
                     {"event_type": PR_EVENT_TYPE, "delivery_id": event.delivery_id, "payload": event.payload},
-                    per_delivery=True, check_run_wanted=wanted)
+                    per_delivery=True, check_run_wanted=wanted, content_key=pr_content_key(event.payload))
+
+
+def pr_content_key(payload: dict) -> str:
+    """What a pull_request delivery says happened, the same in each webhook's copy of the event
+    (a repository webhook's and the App's): repository, number, action, head and the pull
+    request's `updated_at`, which a later event of the same action and head moves on. "" when
+    the payload lacks one of them: each such delivery is then its own event."""
+    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
+    repo = payload.get("repository") if isinstance(payload.get("repository"), dict) else {}
+    parts = (repo.get("full_name"), pr.get("number"), payload.get("action"),
+             (pr.get("head") or {}).get("sha") if isinstance(pr.get("head"), dict) else None, pr.get("updated_at"))
+    if any(part is None or part == "" for part in parts):
+        return ""
+    return "|".join(str(part).lower() for part in parts)
 
 
 def dispatch_pull_request(event: RelayEvent, w: Writer) -> list[RepoOutcome]:

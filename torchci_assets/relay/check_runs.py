@@ -71,6 +71,7 @@ class JobState:
     status: str
     conclusion: str | None
     labels: frozenset[str]
+    received_at: str = ""  # the receiver's clock, ISO 8601: which of a job's callbacks is newest
 
     @property
     def name(self) -> str:
@@ -84,17 +85,15 @@ class JobState:
     def run_key(self) -> str:
         return f"check:{self.head_sha}:{self.key}"
 
-    @property
-    def received_at(self) -> str:  # for scan_archive's first-delivery-wins rule
-        return ""
-
 
 def job_state(record: dict) -> JobState | None:
     """The job state of a ci-results archive record when it is an L3/L4 callback about a pull
     request with a head sha, else None (L2 results, pushes and self-reports get no check run).
-    A nightly or periodic self-report is accepted without any dispatch, so the pull request it
-    names is the repository's word alone: believing it would let a backend put a check run on
-    any commit it likes (the relay grants self-reports no check runs either)."""
+    Any other callback reached the archive only naming the head its delivery was dispatched for
+    (the receiver refuses it otherwise), so its head is the relay's word. A nightly or periodic
+    self-report is accepted without any dispatch, so the pull request it names is the
+    repository's word alone: believing it would let a backend put a check run on any commit it
+    likes (the relay grants self-reports no check runs either)."""
     trusted, untrusted = record.get("trusted") or {}, record.get("untrusted") or {}
     body = untrusted.get("callback_payload") if isinstance(untrusted, dict) else None
     if not isinstance(trusted, dict) or not isinstance(body, dict) or body.get("event_type") in SELF_REPORT_EVENTS:
@@ -111,7 +110,8 @@ def job_state(record: dict) -> JobState | None:
     return JobState(repo, level, head, number if isinstance(number, int) else None,
                     str(body.get("delivery_id") or ""), str(workflow.get("name") or ""),
                     str(workflow.get("job_name") or ""), int(run_id), int(attempt), workflow["status"],
-                    workflow.get("conclusion") or None, frozenset(pr_labels(body)))
+                    workflow.get("conclusion") or None, frozenset(pr_labels(body)),
+                    str(record.get("received_at") or ""))
 
 
 def check_run_wanted(lake: Lake, head_sha: str, repo: str) -> bool:
@@ -249,9 +249,8 @@ def _find(github: GitHubResource, config: TorchciConfig, job: JobState, known: s
 
 def recorded_jobs(store: Store, head_sha: str, repo: str, lookback_days: int = JOB_LOOKBACK_DAYS) -> list[JobState]:
     """The latest state of each job of `repo` on `head_sha`, from the callbacks in the archive
-    (the relay's `crcr:dispatch_job:<head_sha>:<repo>` cache): the newest attempt, completed
-    over in progress."""
-    latest: dict[tuple[str, str], JobState] = {}
+    (the relay's `crcr:dispatch_job:<head_sha>:<repo>` cache, which every callback overwrites)."""
+    found: list[JobState] = []
     for day in recent_days(store, lookback_days, stream="ci-results"):
         for entry in store.list_files(f"ci-results/day={day}", WEBHOOK_SUFFIXES):
             for _, line in iter_lines(store, entry.path, "ci-results", []):
@@ -259,13 +258,37 @@ def recorded_jobs(store: Store, head_sha: str, repo: str, lookback_days: int = J
                     job = job_state(orjson.loads(line))
                 except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
                     continue
-                if job is None or job.head_sha != head_sha or job.downstream_repo.lower() != repo.lower():
-                    continue
-                slot = (job.workflow_name, job.job_name)
-                rank = (job.run_attempt, STATUS_RANK[job.status])
-                if slot not in latest or rank > (latest[slot].run_attempt, STATUS_RANK[latest[slot].status]):
-                    latest[slot] = job
-    return sorted(latest.values(), key=lambda j: j.name)
+                if job is not None and job.head_sha == head_sha and job.downstream_repo.lower() == repo.lower():
+                    found.append(job)
+    return latest_jobs(found)
+
+
+def latest_jobs(jobs: list[JobState]) -> list[JobState]:
+    """Per (workflow, job), the state of its newest run: the run whose last callback arrived last,
+    as the relay's cache ends up after every callback overwrote it. A close and reopen of one head
+    dispatches again, and its downstream run must not lose to the older run's result, whose
+    attempt number is the same. Within one run a completed state beats an in-progress one that
+    arrived after it (the relay refuses that in-progress callback)."""
+    runs: dict[tuple, list[JobState]] = {}
+    for job in jobs:
+        runs.setdefault((job.workflow_name, job.job_name, job.run_id, job.run_attempt), []).append(job)
+    latest: dict[tuple[str, str], tuple] = {}
+    for (workflow, name, run_id, attempt), states in runs.items():
+        newest = max(_arrival(j.received_at) for j in states)
+        state = max(states, key=lambda j: (STATUS_RANK[j.status], _arrival(j.received_at)))
+        rank = (newest, attempt, run_id)
+        if (workflow, name) not in latest or rank > latest[(workflow, name)][0]:
+            latest[(workflow, name)] = (rank, state)
+    return sorted((state for _, state in latest.values()), key=lambda j: j.name)
+
+
+def _arrival(received_at: str) -> dt.datetime:
+    """When the receiver took a callback; the oldest possible time when the record does not say."""
+    try:
+        at = dt.datetime.fromisoformat(received_at)
+    except ValueError:
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
 
 
 def backfill_for_label(github: GitHubResource, lake: Lake, store: Store, config: TorchciConfig, payload: dict,

@@ -4,7 +4,8 @@ allowlisted downstream, exactly once each.
 Exactly once rests on the `dispatches` ledger, a lake table with one row per attempt, keyed
 by commit: a push is acknowledged once per (sha, downstream), whatever delivery carried it; a
 pull request once per (delivery, downstream), since `opened`, `synchronize` and `closed` of one
-head are distinct events a downstream wants each of.
+head are distinct events a downstream wants each of, and a delivery carrying the same content as
+one already dispatched (the App's copy of a repository webhook's event) counts as that one.
 
 Every send is bracketed by two rows. Before the POST, a `claimed` row; after GitHub's answer,
 the outcome row (`ok`, `refused`, `failed`, `unanswered`) with the same `attempt_id`. So:
@@ -58,14 +59,13 @@ import pyarrow.parquet as pq
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.config import AllowlistEntry
-from torchci_assets.relay.pushes import UpstreamCommit
+from torchci_assets.relay.pushes import EVENT_TYPE, UpstreamCommit, client_payload
 
 LEDGER_TABLE = "dispatches"
 WITHDRAWN = "withdrawn"  # the outcome row of a claim its writer gave up before sending (settle_claim)
 UNANSWERED = "unanswered"  # sent, and no answer but timeouts or 5xx: GitHub may have taken it
 # The relay's event types: downstream workflows listen with `repository_dispatch: types: [push]`
 # (trunk and nightly signal) or `types: [pull_request]` (the relay's README).
-EVENT_TYPE = "push"
 PR_EVENT_TYPE = "pull_request"
 # How long a writer waits between writing its claims and reading them back (see the docstring).
 CLAIM_SETTLE_S = 0.5
@@ -78,7 +78,7 @@ LEDGER_SCHEMA = pa.schema([
     ("source", pa.string()), ("attempted_at", pa.timestamp("ms", tz="UTC")),
     ("status_code", pa.int32()), ("outcome", pa.string()), ("error", pa.string()),
     ("http_attempts", pa.int32()), ("waited_s", pa.float64()), ("run_id", pa.string()),
-    ("attempt_id", pa.string()), ("check_run_wanted", pa.bool_()),
+    ("attempt_id", pa.string()), ("check_run_wanted", pa.bool_()), ("content_key", pa.string()),
 ])
 
 
@@ -106,23 +106,6 @@ class RepoOutcome:
     http_attempts: int = 0
     waited_s: float = 0.0
     attempt_id: str = ""
-
-
-def client_payload(commit: UpstreamCommit) -> dict:
-    """The relay's client_payload: `event_type`, `delivery_id` and the (trimmed) GitHub
-    `payload`, which downstream validators read, plus the commit's identity at the top level
-    for workflow expressions. Nine keys, within GitHub's ten."""
-    return {
-        "event_type": EVENT_TYPE,
-        "delivery_id": commit.delivery_id or commit.sha,
-        "upstream_repo": commit.upstream_repo,
-        "ref": commit.ref,
-        "sha": commit.sha,
-        "before": commit.before,
-        "forced": commit.forced,
-        "source": commit.source,
-        "payload": commit.payload,
-    }
 
 
 def ledger_folder(sha: str) -> str:
@@ -176,6 +159,9 @@ class Dispatch:
     `per_delivery` says whether each delivery is its own event (pull requests) or only the
     commit counts (pushes). `check_run_wanted` lists the downstreams (lower-cased) that get an
     upstream check run for this head whatever labels their callbacks echo: the relay's flag.
+    `content_key` names what happened independently of the delivery that told it: GitHub sends
+    one event once per webhook pointed at the receiver, each copy with its own delivery id, and a
+    copy of an event already dispatched must not start a second downstream run.
     """
 
     sha: str
@@ -186,6 +172,7 @@ class Dispatch:
     client_payload: dict
     per_delivery: bool = False
     check_run_wanted: frozenset[str] = field(default_factory=frozenset)
+    content_key: str = ""
 
 
 def push_dispatch(commit: UpstreamCommit) -> Dispatch:
@@ -194,10 +181,12 @@ def push_dispatch(commit: UpstreamCommit) -> Dispatch:
 
 
 def event_rows(lake: Lake, event: Dispatch) -> list[dict]:
-    """The ledger rows of this event (its commit and kind, and its delivery when per delivery)."""
+    """The ledger rows of this event (its commit and kind, and when per delivery its delivery, or
+    another delivery of the same content)."""
     return [r for r in ledger_rows(lake, event.sha)
             if (r.get("event_type") or EVENT_TYPE) == event.event_type
-            and (not event.per_delivery or r.get("delivery_id") == event.delivery_id)]
+            and (not event.per_delivery or r.get("delivery_id") == event.delivery_id
+                 or (event.content_key != "" and r.get("content_key") == event.content_key))]
 
 
 def target_states(rows: list[dict], field: str = "downstream_repo") -> dict[str, str]:
@@ -271,6 +260,7 @@ def _record(lake: Lake, event: Dispatch, target: AllowlistEntry, outcome: str, r
         "http_attempts": result.http_attempts if result else 0,
         "waited_s": result.waited_s if result else 0.0, "run_id": run_id, "attempt_id": attempt_id,
         "check_run_wanted": target.repo.lower() in event.check_run_wanted,
+        "content_key": event.content_key or None,
     }
     record_attempt(lake, row)
     return row

@@ -2,7 +2,8 @@
 relay (pytorch/test-infra `aws/lambda/cross_repo_ci_relay/webhook/event_handler.py`) does:
 
 - `pull_request` `opened`, `reopened`, `synchronize`, `closed`: dispatched to every
-  allowlisted downstream (all levels) as `event_type: pull_request`, once per delivery.
+  allowlisted downstream (all levels) as `event_type: pull_request`, once per delivery (and once
+  per event when two webhooks deliver it: see `acting.pr_content_key`).
   Other actions (`edited`, `assigned`, ...) are not dispatched. A pull request from a fork is
   dispatched like any other: the delivery is the upstream repository's, its head is the fork's.
 - `pull_request` `labeled` with `ciflow/crcr/<device>`: the L3 repositories of that device
@@ -19,12 +20,11 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 from dataclasses import dataclass
 
-from resources.github import MAX_PAYLOAD_BYTES
 from torchci_assets.config import AllowlistEntry, TorchciConfig
 from torchci_assets.ingest.payloads import from_rest, parse_envelope
+from torchci_assets.relay.pushes import fits_dispatch
 
 PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "closed"})
 LABEL_PREFIX = "ciflow/crcr/"
@@ -93,16 +93,11 @@ def run_id_from_external_id(external_id: object) -> int | None:
     return int(head) if head.isdigit() and 0 < len(head) <= 19 else None
 
 
-def _json_size(value: dict) -> int:
-    return len(json.dumps(value, separators=(",", ":")).encode())
-
-
 def trim_pr_payload(payload: dict, event_type: str, delivery_id: str) -> dict:
     """The webhook payload as dispatched: verbatim when it fits GitHub's 64 KB for the
     client_payload (the relay forwards it whole), else with the description shortened and the
     repository objects cut to their names, which keeps what downstream workflows read."""
-    envelope = {"event_type": event_type, "delivery_id": delivery_id, "payload": payload}
-    if _json_size(envelope) < MAX_PAYLOAD_BYTES:
+    if fits_dispatch({"event_type": event_type, "delivery_id": delivery_id, "payload": payload}):
         return payload
     out = copy.deepcopy(payload)
     pr = out.get("pull_request") if isinstance(out.get("pull_request"), dict) else {}

@@ -22,6 +22,7 @@ What this module decides, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from resources.github import MAX_PAYLOAD_BYTES
 from resources.listing_cache import KeptListings
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
@@ -36,6 +38,7 @@ from torchci_assets.ingest.lines import iter_lines
 from torchci_assets.ingest.payloads import FieldError, from_rest, parse_envelope, push_row
 from torchci_assets.ingest.rejects import Reject
 
+EVENT_TYPE = "push"  # downstream workflows listen with `repository_dispatch: types: [push]`
 ZERO_SHA = "0" * 40
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 WEBHOOK_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -63,7 +66,7 @@ class UpstreamCommit:
     delivery_id: str
     received_at: str
     source: str  # "webhook" or "poll"
-    payload: dict  # the trimmed push payload
+    payload: dict  # what the dispatch carries under `payload`: the push webhook's, or a poll's summary
 
     @property
     def run_key(self) -> str:
@@ -108,8 +111,37 @@ class ScanReport:
     rejects: list[Reject] = field(default_factory=list)
 
 
+def client_payload(commit: UpstreamCommit) -> dict:
+    """The relay's client_payload: `event_type`, `delivery_id` and the GitHub `payload`, which
+    downstream validators read, plus the commit's identity at the top level for workflow
+    expressions. Nine keys, within GitHub's ten."""
+    return {
+        "event_type": EVENT_TYPE,
+        "delivery_id": commit.delivery_id or commit.sha,
+        "upstream_repo": commit.upstream_repo,
+        "ref": commit.ref,
+        "sha": commit.sha,
+        "before": commit.before,
+        "forced": commit.forced,
+        "source": commit.source,
+        "payload": commit.payload,
+    }
+
+
+def fits_dispatch(body: dict) -> bool:
+    """Whether GitHub takes `body` whole as a client_payload, measured as the client sends it
+    (`validate_dispatch`: UTF-8, non-ASCII characters as they are, which escaped would count a
+    Chinese character six bytes instead of three and cut payloads that fit)."""
+    try:
+        size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError):
+        return False
+    return size <= MAX_PAYLOAD_BYTES
+
+
 def trim_push_payload(payload: dict) -> dict:
-    """The push payload without what downstreams do not need, bounded in size.
+    """The push payload without what downstreams do not need, bounded in size, for a push whose
+    webhook payload does not fit the dispatch.
 
     GitHub's push payload is mostly the repository object and up to 20 full commits, and
     repository_dispatch allows 64 KB: keep the fields a downstream workflow reads (ref,
@@ -158,8 +190,11 @@ def push_commit(payload: dict, delivery_id: str, received_at: dt.datetime,
     if not SHA_RE.match(sha):
         return None, f"push {delivery_id}: {ref} has no valid 'after' sha ({after!r})"
     received = received_at.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
-    return UpstreamCommit(config.upstream_repo, sha, ref, (before or "").lower(), forced,
-                          delivery_id, received, "webhook", trim_push_payload(payload)), ""
+    commit = UpstreamCommit(config.upstream_repo, sha, ref, (before or "").lower(), forced,
+                            delivery_id, received, "webhook", payload)
+    if not fits_dispatch(client_payload(commit)):  # the relay sends it whole; GitHub would refuse it
+        commit = dataclasses.replace(commit, payload=trim_push_payload(payload))
+    return commit, ""
 
 
 def recent_days(store: Store, lookback_days: int = LOOKBACK_DAYS, stream: str = "webhooks") -> list[str]:
