@@ -109,3 +109,18 @@ def test_days_ingested_before_pushes_kept_their_commits_still_build_the_line(tmp
     empty = Lake.at(str(tmp_path / "empty"))
     report = build_commit_health(empty, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
     assert (report.commits, report.inputs["w_push"], line_of(empty)) == (0, 0, [])
+
+
+def test_the_commits_under_a_stacks_head_have_no_signal_at_once_while_a_new_head_is_pending(tmp_path, octokit):
+    """GitHub runs a push's workflows on its head only: a commit under a stack's head never gets a
+    job, so the HUD must not show it pending for the 36 hours a head waits for its first jobs. A
+    head pushed moments ago, with no job yet, is pending."""
+    lake = stacked_history(octokit, tmp_path)
+    ingested_pushes(tmp_path / "more", lake, [(2, [3, 4, 5], 30), (5, [6], 40), (6, [7, 8], 50)], octokit)
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    con = connect()
+    lake.register(con, "commit_health", [DAY], name="h")
+    conclusions = dict(con.execute("SELECT sha, any_value(conclusion) FROM h GROUP BY sha").fetchall())
+    assert {i: conclusions[sha(i)] for i in (3, 4, 7, 8)} == {
+        3: "no_signal", 4: "no_signal", 7: "no_signal", 8: "pending"}
+    assert conclusions[sha(5)] == "red"

@@ -1,6 +1,7 @@
 -- commit_health's steps after job_identities.sql: each group's attempts, its state, the commit's
 -- time to signal and conclusion. Parameters: $blocking and $signal (workflow names), $min_groups,
--- $stale_before (a commit pushed since then with nothing blocking yet is pending), $unstable (the
+-- $stale_before (a push's head pushed since then with nothing blocking yet is pending; a commit under
+-- a stack's head, which GitHub runs no push workflow on, has no signal at once), $unstable (the
 -- jobs of the open UNSTABLE issues).
 
 -- step: unstable_rule
@@ -129,10 +130,11 @@ CREATE OR REPLACE TEMP TABLE commit_conclusion AS
 SELECT h.sha,
     count(g.sha) FILTER (WHERE g.blocking) AS blocking_groups,
     CASE WHEN bool_or(g.blocking AND g.state = 'pending') THEN 'pending'
-         WHEN count(g.sha) FILTER (WHERE g.blocking) = 0 AND h.pushed_at >= $stale_before THEN 'pending'
+         WHEN count(g.sha) FILTER (WHERE g.blocking) = 0 AND h.pushed_head AND h.pushed_at >= $stale_before
+             THEN 'pending'
          WHEN count(g.sha) FILTER (WHERE g.blocking) < $min_groups THEN 'no_signal'
          WHEN bool_or(g.blocking AND g.state = 'failure') THEN 'red'
          WHEN bool_or(g.blocking AND g.state = 'flaky') THEN 'flaky'
          ELSE 'green' END AS conclusion
 FROM heads h LEFT JOIN group_rows g USING (sha)
-GROUP BY h.sha, h.pushed_at
+GROUP BY h.sha, h.pushed_at, h.pushed_head

@@ -15,7 +15,8 @@ CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} WHERE false
 -- requests in one push. They are in the order GitHub lists them (oldest first), the head last,
 -- each a microsecond before the next, so that ordering by pushed_at orders a push's commits too;
 -- the head keeps the push's arrival. A push listing none (a partition written before the table
--- kept them) puts its head alone on the line.
+-- kept them) puts its head alone on the line. `pushed_head`: the commit was the head of a push,
+-- which GitHub runs the push's workflows on (a commit under a stack's head gets none).
 CREATE TEMP TABLE heads AS
 WITH pushes AS (
     SELECT received_at,
@@ -28,5 +29,6 @@ WITH pushes AS (
 listed AS (
     SELECT unnest(line) AS sha, unnest(range(len(line))) AS i, len(line) AS n, received_at FROM pushes
 )
-SELECT sha, min(received_at - to_microseconds(n - 1 - i)) AS pushed_at FROM listed
+SELECT sha, min(received_at - to_microseconds(n - 1 - i)) AS pushed_at, bool_or(i = n - 1) AS pushed_head
+FROM listed
 GROUP BY sha
