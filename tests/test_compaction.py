@@ -71,3 +71,28 @@ def test_levels_come_from_the_names_with_a_prefix_for_hidden_files():
     merges, order = plan_merges(["stage", "stage-inc-1", "stage-inc-2", "stage-inc-3"], 3, prefix="stage-",
                                 fanout=2)
     assert [m.name for m in merges] == ["stage-m1-3-0"] and order == ["stage", "stage-m1-3-0", "stage-inc-3"]
+
+
+def test_a_merge_of_parts_written_before_and_after_a_column_was_added_keeps_the_column(tmp_path):
+    """The day a deployment adds a column (the push table's `commits`), the morning's parts lack it
+    and the afternoon's have it; merging them must keep the afternoon's values, the morning's rows
+    reading NULL, as a day built at once by the new version would read the old rows' absence."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from resources.lake import Lake
+    from torchci_assets.ingest.commit import PartitionCommit
+    from torchci_assets.ingest.compaction import Merge, write_merge
+
+    lake, day = Lake.at(str(tmp_path / "lake")), "2026-11-02"
+    lake.write("push", day, pa.table({"after": ["a1", "a2"]}), part="inc-1-000")
+    lake.write("push", day, pa.table({"after": ["a3"], "commits": pa.array([["c", "a3"]], pa.list_(pa.string()))}),
+               part="inc-2-000")
+    paths = {s: lake.store.full(lake.partition_path("push", day, s)) for s in ("inc-1-000", "inc-2-000")}
+    out = PartitionCommit(lake)
+    assert write_merge(out, lake, "push", day, Merge("m1-000", ("inc-1-000", "inc-2-000")), paths) == 3
+    out.commit()
+    (merged,) = lake.files("push", [day])
+    assert merged.endswith("m1-000.parquet")
+    assert pq.read_table(merged).to_pylist() == [
+        {"after": "a1", "commits": None}, {"after": "a2", "commits": None}, {"after": "a3", "commits": ["c", "a3"]}]

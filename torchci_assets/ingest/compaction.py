@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import Lake
@@ -100,19 +101,31 @@ def write_merge(out: PartitionCommit, lake: Lake, table: str, day: str, merge: M
                 hidden: bool = False, options: dict | None = None) -> int:
     """Write `merge`'s part from its sources (stem -> full path) into the commit, one source's
     row groups after the other, and have the commit remove the sources; returns its rows."""
-    first = paths[merge.sources[0]]
-    with lake.store.fs.open_input_file(first) as f:
-        schema = pq.ParquetFile(f).schema_arrow
+    schema = merged_schema(lake, [paths[stem] for stem in merge.sources])
     rows = 0
     with out.writer(table, day, schema, part=merge.name, options=options, hidden=hidden) as w:
         for stem in merge.sources:
             with lake.store.fs.open_input_file(paths[stem]) as f:
                 data = pq.ParquetFile(f).read()
+            for name in schema.names:
+                if name not in data.column_names:  # a part written before the column was added
+                    data = data.append_column(schema.field(name), pa.nulls(data.num_rows, schema.field(name).type))
             w.write_table(data.select(schema.names).cast(schema))
             rows += data.num_rows
     names = {paths[s].rsplit("/", 1)[-1] for s in merge.sources}
     out.replace_matching(table, day, lambda name: name in names)
     return rows
+
+
+def merged_schema(lake: Lake, sources: list[str]) -> pa.Schema:
+    """The schema of a part merged from `sources` (full paths, oldest first): the newest one's,
+    with any column only older ones have after it. A day can hold parts of two versions (the day
+    a deployment adds a column): taking the oldest's would drop the new column's values."""
+    schemas = []
+    for path in reversed(sources):
+        with lake.store.fs.open_input_file(path) as f:
+            schemas.append(pq.ParquetFile(f).schema_arrow)
+    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
 
 
 def merge_appended(out: PartitionCommit, lake: Lake, table: str, day: str, seq: int, parts: list[str],
