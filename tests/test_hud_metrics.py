@@ -95,3 +95,16 @@ def test_a_day_without_any_data_has_its_row(tmp_path):
     report, rows = metrics(tmp_path, History(), [])
     assert [r["dimension"] for r in rows] == ["day"]
     assert report.headline["main_commits"] == 0 and report.headline["red_pct"] is None
+
+
+def test_a_stack_landed_in_one_push_counts_each_of_its_commits(tmp_path):
+    """The merge bot lands a stack of pull requests (ghstack) in one push: each is a commit on main.
+    A part written before the push table kept the commits counts its heads, as before."""
+    h = History()
+    h.push(100)  # the HUD tests' push table: without `commits`
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("push", DAY, pa.Table.from_pylist([{
+        "repo": REPO, "ref": "refs/heads/main", "after": sha(103), "deleted": False, "received_at": T0,
+        "commits": [sha(101), sha(102), sha(103)]}]), part="stack")
+    report, _ = metrics(tmp_path, h, _health_rows(BEFORE, ["green"], [60.0]))
+    assert report.headline["main_commits"] == 4

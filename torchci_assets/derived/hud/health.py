@@ -147,13 +147,13 @@ def register_inputs(con, lake: Lake, views: dict[str, list[str]]) -> dict[str, i
     return {view: register(con, lake, _VIEWS[view], days, view) for view, days in views.items()}
 
 
-def register_pushes(con, lake: Lake, days: list[str]) -> int:
-    """View w_push with the commits each push lists (`commit_heads.sql`), which partitions written
+def register_pushes(con, lake: Lake, days: list[str], view: str = "w_push") -> int:
+    """View `view` with the commits each push lists (`commit_heads.sql`), which partitions written
     before the push table kept them lack; returns the files read."""
-    files = lake.register(con, "push", days, name="w_push__files")
+    files = lake.register(con, "push", days, name=f"{view}__files")
     columns = {**COLUMNS["push"], **PUSH_COLUMNS_ADDED}
     step = dict(SQL.steps("commit_heads"))["pushes" if files else "no_pushes"]
-    con.execute(compose(step, view="w_push", source="w_push__files", added=PUSH_COLUMNS_ADDED,
+    con.execute(compose(step, view=view, source=f"{view}__files", added=PUSH_COLUMNS_ADDED,
                         columns=list(columns) if files else Columns(columns)))
     return files
 

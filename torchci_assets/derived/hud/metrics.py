@@ -35,7 +35,7 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation
 from torchci_assets.config import main_branch
 from torchci_assets.derived.hud.downstream import define_downstream_macros, zombie_timeout
-from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS
+from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS, register_pushes
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.ingest.ci_results import judged_as_of_ms
 
@@ -82,9 +82,9 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
                                   ("workflow_job", [before], "jobs_before"), ("workflow_run", [before, day], "runs"),
                                   ("test_jobs", [before, day], "tjobs"), ("job_failure", [before, day], "jfail"),
                                   ("flaky_tests", [day], "flaky"), ("disabled_tests", [day], "disabled"),
-                                  ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks"),
-                                  ("push", [day], "pushes")):
+                                  ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks")):
             register(con, lake, table, days, view)
+        register_pushes(con, lake, [day], "pushes")
         main = main_branch(branches)  # main's commits and jobs, as commit_health has them
         define_downstream_macros(con)
         values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,

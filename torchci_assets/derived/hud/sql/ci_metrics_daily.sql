@@ -23,7 +23,9 @@ commits AS (
     WHERE pushed_day = $commits_day AND conclusion <> 'no_signal'
 ),
 pushed AS (
-    SELECT count(DISTINCT after) AS main_commits FROM pushes
+    -- every commit a push lists (a stack landed in one push is several), its head when it lists none
+    SELECT count(DISTINCT sha) AS main_commits
+    FROM (SELECT unnest(list_append(coalesce(commits, []), after)) AS sha, * EXCLUDE (commits) FROM pushes)
     WHERE list_contains($branches, ref) AND (repo IS NULL OR lower(repo) = lower($upstream_repo))
       AND NOT coalesce(deleted, false) AND after <> '0000000000000000000000000000000000000000'
 ),
