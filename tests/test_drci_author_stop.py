@@ -15,7 +15,7 @@ from fake_github_pulls import FakePullRequests
 from test_drci import HEAD, REPO, TODAY, body, gh
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.derived.drci.publish import (AUTHOR_STOPS_RECORD, LEDGER, LEDGER_LOOKBACK_DAYS, LEDGER_SCHEMA,
+from torchci_assets.derived.drci.publish import (AUTHOR_STOPS, AUTHOR_STOPS_SCANNED, LEDGER, LEDGER_LOOKBACK_DAYS, LEDGER_SCHEMA,
                                                  author_stop, credentials_key, publish)
 
 
@@ -65,9 +65,9 @@ def test_a_stop_written_before_the_record_existed_is_found_once_then_read_from_t
         assert stop is not None and (stop.answered_as, stop.pr) == ("torchci-bot[bot]", 9)
         assert author_stop(lake, TODAY.isoformat(), "my-app[bot]", "other-creds") is None
         assert author_stop(lake, TODAY.isoformat(), "someone-else[bot]", creds) is None
-    assert len(scans) == 1 and lake.store.exists(AUTHOR_STOPS_RECORD)
-    # the record lost or damaged: the ledger is read again, once
-    lake.store.write_bytes(AUTHOR_STOPS_RECORD, b"{not json")
+    assert len(scans) == 1 and lake.store.exists(AUTHOR_STOPS_SCANNED)
+    # the stop's file damaged: the ledger is read again, once
+    lake.store.write_bytes(p.stop_path(p._stop_key("my-app[bot]", creds)), b"{not json")
     assert author_stop(lake, TODAY.isoformat(), "my-app[bot]", creds).pr == 9 and len(scans) == 2
     assert author_stop(lake, TODAY.isoformat(), "my-app[bot]", creds).pr == 9 and len(scans) == 2
 
@@ -76,5 +76,32 @@ def test_the_credentials_digest_is_what_the_record_keeps(httpserver, tmp_path):
     """The record, like the ledger, never holds the secret."""
     FakePullRequests(httpserver, REPO)
     publish_on(httpserver, tmp_path, TODAY)
-    text = (tmp_path / "lake" / AUTHOR_STOPS_RECORD).read_text()
+    (path,) = [f for f in (tmp_path / "lake" / AUTHOR_STOPS).glob("*.json") if f.name != "_scanned.json"]
+    text = path.read_text()
     assert credentials_key(gh(httpserver)) in text and gh(httpserver).token not in text
+
+
+def test_a_run_looking_for_stops_in_the_ledger_never_loses_one_another_run_just_kept(httpserver, tmp_path,
+                                                                                    monkeypatch):
+    """The first run after an upgrade reads the whole ledger for stops; a refresh posting meanwhile
+    learns the author is wrong and keeps that stop. The first run must not write its own, older
+    view over it: the next run would create and delete a comment again."""
+    from torchci_assets.derived.drci import publish as p
+
+    fake = FakePullRequests(httpserver, REPO)
+    lake = Lake.at(str(tmp_path / "lake"))
+    ledger_rows(lake, TODAY - dt.timedelta(days=1),
+                [{"pr": 5, "head_sha": HEAD, "action": "created", "comment_id": 1, "body_sha256": "x"}])
+    real_scan, raced = p._scan_author_stops, []
+
+    def a_refresh_posts_meanwhile(lk):
+        found = real_scan(lk)  # the ledger read: no stop yet
+        if not raced:
+            raced.append(None)
+            raced[0] = publish_on(httpserver, tmp_path, TODAY)  # learns the wrong author, keeps the stop
+        return found
+    monkeypatch.setattr(p, "_scan_author_stops", a_refresh_posts_meanwhile)
+    p.author_stop(lake, TODAY.isoformat(), "my-app[bot]", "any")
+    assert raced[0].stopped and (fake.count("POST"), fake.count("DELETE")) == (1, 1)
+    assert publish_on(httpserver, tmp_path, TODAY).stopped
+    assert (fake.count("POST"), fake.count("DELETE")) == (1, 1)  # held: nothing created again

@@ -34,10 +34,11 @@ author and credentials post nothing and say what to set, instead of creating and
 comment on every refresh (each one notifying the pull request's subscribers); setting the author
 GitHub answered as, or other credentials, resumes posting. The stop must hold however long no run
 happened (a paused deployment's first run back would otherwise create and delete a comment), so it is
-not looked for in the ledger's lookback: the newest stop per author and credentials is kept in one
-small record beside the ledger (`AUTHOR_STOPS_RECORD`), written before the ledger row, and read by
-every run in place of the ledger. The ledger stays the truth: a record lost or unreadable is rebuilt
-from every day of the ledger, once.
+not looked for in the ledger's lookback: the newest stop per author and credentials is kept in a
+small file of its own beside the ledger (`AUTHOR_STOPS`), written before the ledger row, and read by
+every run in place of the ledger. A file per stop, so that no run ever rewrites a stop another run
+wrote (two runs, a refresh and a daily run, may post at once). The ledger stays the truth: a ledger
+written before these files, or a stop's file damaged, makes one read of every day of the ledger.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ LEDGER_SCHEMA = pa.schema([
 LEDGER_LOOKBACK_DAYS = 14
 # the ledger's columns added after partitions were written (read as NULL from those)
 LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
-# the newest wrong-author stop per author and credentials, over the whole ledger (see the module docstring)
-AUTHOR_STOPS_RECORD = f"{LEDGER}/_author_stops.json"
+# the newest wrong-author stop per author and credentials, over the whole ledger, a file each (see the
+# module docstring), and the mark that the ledger's stops were written there (a ledger older than they)
+AUTHOR_STOPS = f"{LEDGER}/_author_stops"
+AUTHOR_STOPS_SCANNED = f"{AUTHOR_STOPS}/_scanned.json"
 # The newer partitions that take a pull request over from an older one, and the query listing their heads.
 NEWER_VIEWS = ((COMMENTS, "newer_comments"), ("pr_jobs", "newer_pr_jobs"))
 
@@ -123,8 +126,8 @@ def _stop_key(author: str, credentials: str) -> str:
 
 
 def _scan_author_stops(lake: Lake) -> dict[str, dict]:
-    """The newest `wrong_author` row per author and credentials in every day of the ledger: the
-    record rebuilt, which costs a read of the whole ledger (once, not every run)."""
+    """The newest `wrong_author` row per author and credentials in every day of the ledger: what the
+    stops' files are rebuilt from, at a cost of a read of the whole ledger (once, not every run)."""
     con = connect()
     try:
         if not register_with(con, lake, LEDGER, lake.days(LEDGER), "lp", LEDGER_ADDED):
@@ -137,40 +140,50 @@ def _scan_author_stops(lake: Lake) -> dict[str, dict]:
         "at": r["at"].isoformat() if r["at"] else ""} for r in found}
 
 
-def _parse_stops(data: bytes) -> dict[str, dict]:
-    stops = json.loads(data)["stops"]
-    if not isinstance(stops, dict) or not all(isinstance(v, dict) and isinstance(v["answered_as"], str)
-                                              and isinstance(v["pr"], int) for v in stops.values()):
-        raise ValueError("not a record of wrong-author stops")
-    return stops
+def stop_path(key: str) -> str:
+    """The file of the stop of one author and credentials (`_stop_key`), named by a digest of it."""
+    return f"{AUTHOR_STOPS}/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def author_stops(lake: Lake) -> dict[str, dict]:
-    """The record of stops, rebuilt from the ledger when it is missing or unreadable."""
-    stops = lake.read_record(AUTHOR_STOPS_RECORD, _parse_stops)
-    if stops is None:
-        stops = _scan_author_stops(lake)
-        lake.store.write_bytes(AUTHOR_STOPS_RECORD, json.dumps({"stops": stops}, sort_keys=True).encode())
-    return stops
+def _parse_stop(data: bytes) -> dict:
+    stop = json.loads(data)
+    if not isinstance(stop, dict) or not isinstance(stop["answered_as"], str) or not isinstance(stop["pr"], int):
+        raise ValueError("not a wrong-author stop")
+    return stop
+
+
+def _keep_stops(lake: Lake, stops: dict[str, dict]) -> None:
+    """Each stop in its own file: a run writes only the stops it learned, never another's."""
+    for key, stop in stops.items():
+        lake.store.write_bytes(stop_path(key), json.dumps({**stop, "key": key}, sort_keys=True).encode())
+
+
+def _rebuilt(lake: Lake) -> None:
+    """Every stop the ledger holds written to its file, then the mark that this was done."""
+    _keep_stops(lake, _scan_author_stops(lake))
+    lake.store.write_bytes(AUTHOR_STOPS_SCANNED, b"{}")
 
 
 def remember_stops(lake: Lake, ledger: list[dict]) -> None:
-    """Add the ledger rows' wrong-author stops to the record (before the rows themselves are written:
-    a crash between the two leaves the stop remembered, the safe side)."""
-    new = {_stop_key(r["author"], r["credentials"]): {
+    """Keep the ledger rows' wrong-author stops (before the rows themselves are written: a crash
+    between the two leaves the stop remembered, the safe side)."""
+    _keep_stops(lake, {_stop_key(r["author"], r["credentials"]): {
         "pr": r["pr"], "answered_as": r["answered_as"], "error": r.get("error") or "", "day": r["day"],
-        "at": r["at"].isoformat()} for r in ledger if r.get("action") == "wrong_author"}
-    if new:
-        stops = author_stops(lake)
-        lake.store.write_bytes(AUTHOR_STOPS_RECORD, json.dumps({"stops": {**stops, **new}}, sort_keys=True).encode())
+        "at": r["at"].isoformat()} for r in ledger if r.get("action") == "wrong_author"})
 
 
 def author_stop(lake: Lake, day: str, author: str | None, credentials: str) -> AuthorStop | None:
     """The newest stop for this author and these credentials, however old, or None. `day` is the
     partition publishing (a stop found since applies to it too)."""
-    if author is None or not (lake.days(LEDGER) or lake.store.exists(AUTHOR_STOPS_RECORD)):
+    if author is None:
         return None
-    r = author_stops(lake).get(_stop_key(author, credentials))
+    path = stop_path(_stop_key(author, credentials))
+    if not lake.store.exists(AUTHOR_STOPS_SCANNED) and lake.days(LEDGER):
+        _rebuilt(lake)  # a ledger older than the stops' files: its stops are looked for once
+    r = lake.read_record(path, _parse_stop)
+    if r is None and lake.store.exists(path):  # damaged: the ledger says again
+        _rebuilt(lake)
+        r = lake.read_record(path, _parse_stop)
     if r is None:
         return None
     return AuthorStop(author, r["answered_as"], r["pr"], dt.date.fromisoformat(r["day"]), r.get("error") or "")
