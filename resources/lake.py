@@ -117,7 +117,9 @@ class Lake:
 
     def sweep_staging(self, table: str, day: str, is_live) -> list[str]:
         """Remove staging files in the table's day folder that no live writer owns (see
-        `Store.sweep_staging`); returns their paths."""
+        `Store.sweep_staging`); returns their paths. A dead run's commit journaled there is finished
+        first (`Store.finish_commits`): its staged files may be the only copy of its new state."""
+        self.store.finish_commits(f"{table}/day={day}", is_live)
         return self.store.sweep_staging(f"{table}/day={day}", is_live)
 
     def tables(self) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import json
 import logging
 import mimetypes
 import os
@@ -48,6 +49,10 @@ UPLOAD_CHUNK = 16 << 20
 # `.<final name>.<kind>-[<owner>-]<32 hex nonce>`; files written before owners existed have none.
 STAGING_RE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|pending)-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}$")
 _OWNER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# The journal of a commit of several files (`Store.commit_files`), a copy in each folder it changes:
+# `_<...>` like the writers' own hidden files, so no reader of the Parquet parts lists it.
+JOURNAL_RE = re.compile(r"^_commit-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}\.json$")
+UNSTARTED, COMMITTING, DONE = "unstarted", "committing", "done"  # a journaled commit found left: `journal_state`
 
 
 class RefusedPath(OSError):
@@ -61,6 +66,12 @@ def staging_name(name: str, kind: str, owner: str | None) -> str:
     """The hidden name a file is written under, beside its final `name`, by `owner` (a run id)."""
     tag = _OWNER_UNSAFE.sub("_", owner)[:64] + "-" if owner else ""
     return f".{name}.{kind}-{tag}{uuid.uuid4().hex}"
+
+
+def journal_name(owner: str | None) -> str:
+    """The name of the journal of a commit by `owner` (a run id), as `staging_name` tags it."""
+    tag = _OWNER_UNSAFE.sub("_", owner)[:64] + "-" if owner else ""
+    return f"_commit-{tag}{uuid.uuid4().hex}.json"
 
 
 def staging_owner(base_name: str) -> tuple[bool, str | None]:
@@ -103,6 +114,26 @@ class FileEntry:
     size: int
     refused: str | None = None
     stamp: str | None = None  # which version of the file: see `file_stamp`
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A commit's journal as found at `path` (one of its `copies`, one a folder it changes): the
+    paths it deletes, then the (staged path, final path) renames, in the order they are done."""
+
+    path: str
+    owner: str | None
+    deletes: tuple[str, ...]
+    moves: tuple[tuple[str, str], ...]
+    copies: tuple[str, ...]
+
+    def paths(self) -> set[str]:
+        """Every path the commit deletes or writes."""
+        return {*self.deletes, *(final for _, final in self.moves)}
+
+
+def _parent(rel: str) -> str:
+    return rel.rsplit("/", 1)[0] if "/" in rel else ""
 
 
 def file_stamp(st: os.stat_result) -> str:
@@ -439,6 +470,109 @@ class Store:
                 self.delete(rel)
                 removed.append(rel)
         return removed
+
+    # ---- commits of several files ---------------------------------------------------
+
+    def commit_files(self, deletes: list[str], moves: list[tuple[str, str]], owner: str | None = None,
+                     journal_last: Callable[[str], bool] = lambda folder: False) -> None:
+        """Delete `deletes`, then rename each complete staged file of `moves` (staged, final) onto its
+        final path: one commit, which a process killed midway leaves to be finished, never half done.
+
+        Why a journal: a reader lists a folder, and no order of several deletes and renames keeps
+        what it lists whole (deletes first leave fewer rows, renames first some twice). So a commit
+        of more than one change first writes its journal, a copy in each folder it changes, and
+        removes them last, in the same order; whoever finds one left finishes the commit
+        (`finish_commit`), which is always possible: the staged files are complete before the
+        journal names them. A commit killed among its first copies changed nothing yet, and is
+        undone instead (`Store.journal_state`). The copies go in folder order, those `journal_last`
+        names last."""
+        if len(deletes) + len(moves) <= 1:  # a single delete or rename is atomic as it is
+            self._apply(deletes, moves)
+            return
+        name = journal_name(owner)
+        folders = sorted({_parent(p) for p in [*deletes, *(final for _, final in moves)]},
+                         key=lambda folder: (journal_last(folder), folder))
+        copies = [f"{folder}/{name}" if folder else name for folder in folders]
+        data = json.dumps({"owner": owner, "deletes": list(deletes), "moves": [list(m) for m in moves],
+                           "copies": copies}).encode()
+        for path in copies:
+            with self.atomic_output(path, owner) as out:
+                out.write(data)
+        self._apply(deletes, moves)
+        for path in copies:
+            self.delete(path)
+
+    def _apply(self, deletes: list[str], moves: list[tuple[str, str]]) -> None:
+        """The deletes and renames of a commit; a rename whose staged file is gone was done already
+        (by whoever finished the commit: a process killed between a copy and a delete on S3 did half)."""
+        for path in deletes:
+            self.delete(path)
+        for staged, final in moves:
+            try:
+                self.fs.move(self.full(staged), self.full(final))
+            except OSError:
+                if self.exists(staged):
+                    raise
+
+    def journals(self, folder: str) -> list[Journal]:
+        """The journals of unfinished commits directly in `folder`, by name (usually none: a commit
+        removes its own). Locally only the folder's names are read, not every file's size."""
+        if self.is_local:
+            try:
+                with os.scandir(self.full(folder)) as entries:
+                    names = [e.name for e in entries if JOURNAL_RE.match(e.name) and e.is_file(follow_symlinks=False)]
+            except (FileNotFoundError, NotADirectoryError):
+                names = []
+        else:
+            selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
+            names = [i.base_name for i in self.fs.get_file_info(selector)
+                     if i.type == pafs.FileType.File and JOURNAL_RE.match(i.base_name)]
+        out = []
+        for name in sorted(names):
+            path = f"{folder}/{name}" if folder else name
+            try:
+                raw = json.loads(self.read_bytes(path))
+                out.append(Journal(path, raw["owner"], tuple(raw["deletes"]),
+                                   tuple((s, f) for s, f in raw["moves"]), tuple(raw["copies"])))
+            except FileNotFoundError:  # finished since the listing
+                continue
+            except (ValueError, KeyError, TypeError) as exc:  # never a partial one: it is written whole
+                raise ValueError(f"{self.display(path)} is not a commit journal ({exc!r}); "
+                                 "remove it if nothing wrote it") from None
+        return out
+
+    def journal_state(self, journal: Journal) -> str:
+        """UNSTARTED (killed while writing its copies: nothing changed), COMMITTING (every copy
+        written: its changes may be midway) or DONE (killed while removing its copies, which go in
+        the order they were written)."""
+        if not self.exists(journal.copies[0]):
+            return DONE
+        return COMMITTING if all(self.exists(p) for p in journal.copies[1:]) else UNSTARTED
+
+    def finish_commit(self, journal: Journal) -> str:
+        """End a commit found by its journal, killed midway, and remove the journal; its state was.
+        COMMITTING: what is left of it is done (deletes and renames done already are skipped), so
+        it ends as it would have. UNSTARTED: it is undone, its staged files deleted."""
+        state = self.journal_state(journal)
+        if state == COMMITTING:
+            self._apply(list(journal.deletes), list(journal.moves))
+        elif state == UNSTARTED:
+            for staged, _ in journal.moves:
+                self.delete(staged)
+        for path in journal.copies:
+            self.delete(path)
+        return state
+
+    def finish_commits(self, folder: str, is_live: Callable[[str], bool] = lambda owner: False) -> list[str]:
+        """Finish the commits journaled in `folder` whose owner is not live (as `sweep_staging` asks;
+        without an owner: not live); the journals' paths. Before a sweep: a killed commit's staged
+        files are its only copy of the new state."""
+        done = []
+        for journal in self.journals(folder):
+            if journal.owner is None or not is_live(journal.owner):
+                self.finish_commit(journal)
+                done.append(journal.path)
+        return done
 
 
 NOT_UTF8 = "a name that is not valid UTF-8 (shown with U+FFFD)"

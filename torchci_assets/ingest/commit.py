@@ -2,9 +2,16 @@
 
 One ingest pass writes several tables (and several files of one table). Each file is first
 written under a hidden name beside its final place (readers skip names starting with '.'),
-and only when everything is written are they all renamed into place, one rename each. A run
-killed before that leaves every table's previous partition intact; the commit itself is a
-handful of renames, and a re-run replaces the same file names, so nothing is ever duplicated.
+and only when everything is written are they all renamed into place, one rename each, after the
+stale files are deleted. A run killed before that leaves every table's previous partition intact,
+and a re-run replaces the same file names, so nothing is ever duplicated.
+
+A run killed during those deletes and renames would leave a partition that never was (the stale
+parts gone, the new ones not in place): so the commit first writes its journal, which names them
+all, in each folder it changes (`Store.commit_files`), and removes it last. The next commit that
+writes or deletes one of the paths a journal names finishes that commit before its own (see
+`PartitionCommit.commit`), and so does a sweep of a dead run's staging files
+(`Lake.sweep_staging`), since they may be the only copy of its new state.
 
 The hidden name carries the lake's owner (`.<name>.pending-<run id>-<nonce>`): a run killed
 with SIGKILL leaves its files behind, and the next successful run of the partition removes
@@ -20,10 +27,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import PARQUET_OPTIONS, Lake, written_schema
-from resources.storage import staging_name
+from resources.storage import JOURNAL_RE, Store, staging_name
 
 
 HIDDEN_SUFFIX = ".pq"
+# Tables several ingests write, each its own parts. A commit's journal goes there last: a run killed
+# among its copies leaves them in the ingest's own tables, where its next run finds them (`increments`:
+# a file its manifest does not list means a rebuild, whose commit clears them).
+SHARED_TABLES = ("rejects",)
 
 
 def hidden_path(lake: Lake, table: str, day: str, name: str) -> str:
@@ -92,18 +103,42 @@ class PartitionCommit:
     def commit(self) -> None:
         """Stale files go first (what is left is an earlier state, never one with duplicates), then
         the files under new names, then those replacing a file: a commit that adds a part and is
-        killed before its replacements shows a name its manifest does not list (see `increments`)."""
+        killed before its replacements shows a name its manifest does not list (see `increments`).
+        All of it under one journal (`Store.commit_files`), after finishing the killed commits this
+        one would otherwise undo or be undone by (`finish_killed_commits`)."""
         store = self.lake.store
+        finish_killed_commits(store, self._folders(), self._touches)
         written = {final for _, final in self.pending}
-        for table, day, match in self.replaced:
-            folder = self.lake.partition_path(table, day).rsplit("/", 1)[0]
-            for entry in store.list_folder(folder):
-                if match(entry.path.rsplit("/", 1)[-1]) and entry.path not in written:
-                    store.delete(entry.path)
+        stale = [path for path in self._replaced_paths() if path not in written]
         fresh = [(tmp, final) for tmp, final in self.pending if not store.exists(final)]
-        for tmp, final in fresh + [p for p in self.pending if p not in fresh]:
-            store.fs.move(store.full(tmp), store.full(final))
+        store.commit_files(stale, fresh + [p for p in self.pending if p not in fresh], self.lake.owner,
+                           journal_last=lambda folder: folder.split("/", 1)[0] in SHARED_TABLES)
         self.pending, self.replaced = [], []
+
+    def _replaced_folder(self, table: str, day: str) -> str:
+        return self.lake.partition_path(table, day).rsplit("/", 1)[0]
+
+    def _folders(self) -> list[str]:
+        """The folders this commit changes."""
+        return sorted({final.rsplit("/", 1)[0] for _, final in self.pending}
+                      | {self._replaced_folder(table, day) for table, day, _ in self.replaced})
+
+    def _touches(self, path: str) -> bool:
+        """Whether this commit writes `path`, or deletes it when it is there."""
+        folder, name = path.rsplit("/", 1)
+        return (any(final == path for _, final in self.pending)
+                or any(folder == self._replaced_folder(t, d) and match(name) for t, d, match in self.replaced))
+
+    def _replaced_paths(self) -> list[str]:
+        """The files of the replaced folders whose names pass their `match`, once each; never a
+        journal, which only its commit's finishing removes."""
+        out: dict[str, None] = {}
+        for table, day, match in self.replaced:
+            for entry in self.lake.store.list_folder(self._replaced_folder(table, day)):
+                name = entry.path.rsplit("/", 1)[-1]
+                if match(name) and not JOURNAL_RE.match(name):
+                    out[entry.path] = None
+        return list(out)
 
     def abort(self) -> None:
         for tmp, _ in self.pending:
@@ -118,3 +153,19 @@ class PartitionCommit:
             self.commit()
         else:
             self.abort()
+
+
+def finish_killed_commits(store: Store, folders: list[str], touches: Callable[[str], bool]) -> list[str]:
+    """Finish (or undo, when they had not started: `Store.finish_commit`) the commits journaled in
+    `folders` that name a path `touches` says the caller writes or deletes; their journals. Such a
+    commit is an earlier run's of the same ingest, killed midway: two live commits never write the
+    same path (one run of a partition at a time; in a folder several ingests share, `rejects`, each
+    writes its own parts), so a journal naming only other paths is left alone, its commit perhaps
+    still at work. Finished first, it cannot undo this commit later."""
+    done = []
+    for folder in folders:
+        for journal in store.journals(folder):
+            if any(touches(path) for path in journal.paths()):
+                store.finish_commit(journal)
+                done.append(journal.path)
+    return done
