@@ -29,6 +29,15 @@ The rules, each a plain function below so the tests call them directly:
     again as more lands. A watched day past
     the last partition (an archive that ended before today, until the code location reloads) has
     no partition to refresh: when files land there the sensor warns and says what to do;
+  * late days: a file landing in an older day's folder (a receiver that could not roll its spool
+    for days: the deliveries were acknowledged, GitHub sends them no more) would be read by
+    nothing. The receiver marks such a day (`_late/<day>` in the archive, `receiver.spool`), and
+    the sensor watches a marked day within the partitions (MAX_LATE_DAYS a tick, oldest first) as
+    it watches yesterday, until a run of that partition (its own refresh, or any run tagged with
+    the fingerprint it ran on) has succeeded on what the day's folders hold: then it remembers the
+    marker's stamp as settled and looks at the day again only when the marker changes (another
+    late file). Its refreshes' run keys end in `:late`, as the state may have been requested, and
+    failed, while it was yesterday;
   * a day is refreshed when its fingerprint differs from its baseline (the one the sensor's last
     request, or the schedule's last successful run, saw), or when the day's latest daily run
     failed and no request of the sensor has followed it; at most once per interval (`TORCHCI_REFRESH_MINUTES`,
@@ -36,7 +45,8 @@ The rules, each a plain function below so the tests call them directly:
     run of that partition is queued or running (whatever launched it): what lands meanwhile is
     picked up at the first tick after it;
   * the cursor (per watched day: the fingerprint requested, when, and the failed daily run the
-    request answered) advances only with the request, and run keys are `<day>:<fingerprint>`,
+    request answered; per marked day: the marker stamp settled) advances only with the request,
+    or with a late day's success, and run keys are `<day>:<fingerprint>`,
     unique per state of the day, since Dagster remembers run keys forever; the refresh after a
     failed daily run adds `:after-<its run id>`, as the state it saw may have been requested before.
 
@@ -51,17 +61,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 
 from jobs.daily import FINGERPRINT_TAG, all_assets_job
 from resources.configured import DUCKDB_THREADS_TAG, ArchiveResource
+from resources.storage import Store
 from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR, refresh_interval_s
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
+from torchci_assets.receiver.spool import LATE_FOLDER
 
 # How often the sensor lists the archive: the refresh starts on the tick nearest its interval's
 # end; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
@@ -71,6 +84,11 @@ WATCHED_DAYS = 2  # today and yesterday
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 _FAILED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+LATE_KEY = "late"  # the cursor's settled markers, beside its days
+# Late days looked at per tick, oldest first: each costs a listing of its day (~1 s on S3 for a
+# PyTorch-sized day), and the tick must stay well under a minute after an outage of weeks.
+MAX_LATE_DAYS = 10
 
 # What a refresh materializes: the ingest of what landed and the outputs someone waits for within
 # the hour (the disabled list, the HUD's commit grid and PR pages, Dr. CI's comments), with what
@@ -126,26 +144,34 @@ class Seen:
 
 @dataclass
 class RefreshCursor:
-    """The sensor's memory: per watched day, the last state it requested a refresh for."""
+    """The sensor's memory: per watched day, the last state it requested a refresh for; per late
+    day, the stamp of the marker a successful run has answered (`settled`), so that an answered
+    marker costs no listing of its day."""
 
     days: dict[str, Seen]
+    settled: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({d: {"fingerprint": s.fingerprint, "at": s.at, **({"after": s.after} if s.after else {})}
-                           for d, s in sorted(self.days.items())}, separators=(",", ":"))
+        out: dict = {d: {"fingerprint": s.fingerprint, "at": s.at, **({"after": s.after} if s.after else {})}
+                     for d, s in sorted(self.days.items())}
+        if self.settled:
+            out[LATE_KEY] = dict(sorted(self.settled.items()))
+        return json.dumps(out, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | None) -> "RefreshCursor":
         raw = json.loads(text) if text else {}
-        return cls({d: Seen(s["fingerprint"], float(s["at"]), s.get("after")) for d, s in raw.items()})
+        settled = raw.pop(LATE_KEY, {})
+        return cls({d: Seen(s["fingerprint"], float(s["at"]), s.get("after")) for d, s in raw.items()}, settled)
 
     def advanced(self, requested: list[tuple[str, str]], now: float, keep: list[str],
-                 after: dict[str, str] | None = None) -> "RefreshCursor":
+                 after: dict[str, str] | None = None, settled: dict[str, str] | None = None) -> "RefreshCursor":
         """The cursor once the (day, fingerprint) refreshes are requested, each answering the failed
-        daily run `after[day]` if any; only the `keep` days stay."""
+        daily run `after[day]` if any; only the `keep` days stay. `settled`, when given, replaces
+        the settled markers."""
         days = {d: s for d, s in self.days.items() if d in keep}
         days.update({d: Seen(fp, now, (after or {}).get(d)) for d, fp in requested})
-        return RefreshCursor(days)
+        return RefreshCursor(days, dict(self.settled if settled is None else settled))
 
 
 @dataclass(frozen=True)
@@ -201,8 +227,47 @@ def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
                     "`make dev`), or set TORCHCI_FIRST_DAY so that the partitions always run to today")
 
 
-def run_key(fp: DayFingerprint, after: str | None = None) -> str:
-    return f"{fp.day}:{fp.short}" + (f":after-{after}" if after else "")
+def run_key(fp: DayFingerprint, after: str | None = None, late: bool = False) -> str:
+    return f"{fp.day}:{fp.short}" + (f":after-{after}" if after else "") + (":late" if late else "")
+
+
+def late_markers(store: Store) -> dict[str, str]:
+    """day -> stamp of each `_late/<day>` marker in the archive (see `receiver.spool`): one listing
+    of a small folder, whatever the number of days it names."""
+    out = {}
+    for entry in store.list_files(LATE_FOLDER, ("",)):
+        name = entry.path.rsplit("/", 1)[-1]
+        if entry.refused is None and _DAY.fullmatch(name):
+            out[name] = entry.stamp or str(entry.size)
+    return out
+
+
+def late_days(markers: dict[str, str], settled: dict[str, str], watched: list[str], first: str,
+              last: str) -> list[str]:
+    """The marked days to look at now: not watched anyway, within the partitions (a day before
+    them is never run; one after them is `no_partition`'s), and whose marker no success answered."""
+    return sorted(d for d, stamp in markers.items()
+                  if d not in watched and first <= d <= last and settled.get(d) != stamp)
+
+
+def succeeded_on(instance: dg.DagsterInstance, day: str, fingerprint: str) -> bool:
+    """Whether a run of `day`'s partition (any job) succeeded on the day's files as `fingerprint`
+    says they are: then it ingested every late file there is."""
+    return bool(instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: day, FINGERPRINT_TAG: fingerprint},
+                                                statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1))
+
+
+def late_stuck(instance: dg.DagsterInstance, fp: DayFingerprint) -> tuple[str, bool]:
+    """Why a late day with nothing new is not settled yet, and whether that is a failure: its run
+    is in flight, or failed (the sensor does not request the same state twice: retrying a failure
+    at every interval would loop)."""
+    if flying := in_flight_run(instance, fp.day):
+        return f"{fp.day}: late files, run {flying} of this partition is in flight", False
+    runs = instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: fp.day, FINGERPRINT_TAG: fp.short},
+                                           statuses=_FAILED), limit=1)
+    what = f"its refresh, run {runs[0].run_id}, did not succeed" if runs else "no run succeeded on them"
+    return (f"{fp.day}: late files ({fp.files:,} files), {what}: re-execute it or run the day's partition "
+            "again; the sensor refreshes the day once more when another late file lands"), True
 
 
 def _hhmm(at: float) -> str:
@@ -240,11 +305,52 @@ def clock() -> float:
     return time.time()
 
 
+@dataclass
+class DayLook:
+    """What the sensor made of one day this tick."""
+
+    fp: DayFingerprint
+    decision: Decision
+    failed: str | None = None  # the day's latest finished daily run, when it failed
+    unanswered: str | None = None  # that run, when no request of the sensor has followed it
+    late: bool = False
+    settled: bool = False  # a late day a run has succeeded on as its folders are now
+    warn: bool = False  # a late day refreshed now, or whose refresh failed: for the operator to see
+
+
+def look_at(instance: dg.DagsterInstance, store: Store, cursor: RefreshCursor, day: str, now: float,
+            interval: float, late: bool = False) -> DayLook:
+    """The decision for `day` (`decide`), with what the request and the cursor need."""
+    fp = day_fingerprint(store, day)
+    if late and succeeded_on(instance, day, fp.short):
+        return DayLook(fp, Decision(day, False, f"{day}: late files refreshed"), late=True, settled=True)
+    own = cursor.days.get(day)
+    base = baseline(own, daily_run_seen(instance, day))
+    failed = failed_daily_run(instance, day)
+    unanswered = failed if failed and failed != (own.after if own else None) else None
+    due = base is None or base.fingerprint != fp.short or unanswered
+    flying = in_flight_run(instance, day) if due else None
+    decision = decide(fp, base, own, flying, now, interval, unanswered)
+    if not late:
+        return DayLook(fp, decision, failed, unanswered)
+    if not due:
+        stuck, failing = late_stuck(instance, fp)
+        return DayLook(fp, Decision(day, False, stuck), failed, unanswered, late=True, warn=failing)
+    decision = Decision(day, decision.request, f"{decision.reason}; late files, landed after the day's daily run")
+    return DayLook(fp, decision, failed, unanswered, late=True, warn=decision.request)
+
+
+def nothing_to_do(looks: list[DayLook], unreached: list[Decision], first: str, last: str) -> str:
+    return "; ".join([x.decision.reason for x in looks] + [d.reason for d in unreached]) or (
+        f"no watched day within the partitions {first}..{last} "
+        "(an archive that ended before today gets today's partition when the code location reloads)")
+
+
 @dg.sensor(job=archive_refresh_job, minimum_interval_seconds=TICK_SECONDS,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="New files in today's (or yesterday's) archive folders: re-materializes that day's "
-                       f"partitions (ingest, test aggregates, disabled list, HUD, Dr. CI), at most every "
-                       f"{REFRESH_MINUTES_VAR} minutes (default {DEFAULT_REFRESH_MINUTES:g}) per day.")
+           description="New files in today's (or yesterday's, or a day the receiver marked late) archive folders: "
+                       "re-materializes that day's partitions (ingest, test aggregates, disabled list, HUD, Dr. CI), "
+                       f"at most every {REFRESH_MINUTES_VAR} minutes (default {DEFAULT_REFRESH_MINUTES:g}) per day.")
 def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource):
     interval = refresh_interval_s()
     if interval == 0:
@@ -253,33 +359,32 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
     cursor = RefreshCursor.from_json(context.cursor)
     first, last = daily_partitions.start.strftime("%Y-%m-%d"), last_partition()
     watched = watched_days(now, first)
-    days = [d for d in watched if d <= last]
     store = archive.store()
     unreached = [no_partition(beyond, last) for day in watched
                  if day > last and (beyond := day_fingerprint(store, day)).files]
     for d in unreached:
         context.log.warning(d.reason)
-    decisions, fps, failed, unanswered = [], {}, {}, {}
-    for day in days:
-        fp = fps[day] = day_fingerprint(store, day)
-        own = cursor.days.get(day)
-        base = baseline(own, daily_run_seen(context.instance, day))
-        failed[day] = failed_daily_run(context.instance, day)
-        if failed[day] and failed[day] != (own.after if own else None):
-            unanswered[day] = failed[day]
-        due = base is None or base.fingerprint != fp.short or day in unanswered
-        flying = in_flight_run(context.instance, day) if due else None
-        decisions.append(decide(fp, base, own, flying, now, interval, unanswered.get(day)))
-    for d in decisions:
-        context.log.info(d.reason)
-    chosen = [d.day for d in decisions if d.request]
+    markers = late_markers(store)
+    late = late_days(markers, cursor.settled, watched, first, last)
+    if waiting := late[MAX_LATE_DAYS:]:
+        context.log.warning(f"{len(waiting)} more day(s) marked late ({waiting[0]}..{waiting[-1]}) wait until "
+                            f"the {MAX_LATE_DAYS} before them are refreshed")
+    looks = [look_at(context.instance, store, cursor, day, now, interval, day in late)
+             for day in late[:MAX_LATE_DAYS] + [d for d in watched if d <= last]]
+    for x in looks:
+        (context.log.warning if x.warn else context.log.info)(x.decision.reason)
+    chosen = [x for x in looks if x.decision.request]
+    settled = {d: s for d, s in cursor.settled.items() if d in markers}
+    settled.update({x.fp.day: markers[x.fp.day] for x in looks if x.settled})
+    keep = [x.fp.day for x in looks if not x.settled] + waiting
+    advanced = cursor.advanced([(x.fp.day, x.fp.short) for x in chosen], now, keep,
+                               {x.fp.day: x.failed for x in chosen if x.failed}, settled)
     if not chosen:
-        reasons = "; ".join(d.reason for d in decisions + unreached) or (
-            f"no watched day within the partitions {first}..{last} "
-            "(an archive that ended before today gets today's partition when the code location reloads)")
-        return dg.SkipReason(reasons)  # the cursor stays as it is
-    requests = [dg.RunRequest(run_key=run_key(fps[day], unanswered.get(day)), partition_key=day,
-                              tags={FINGERPRINT_TAG: fps[day].short, "torchci/archive_files": str(fps[day].files)})
-                for day in chosen]
-    return dg.SensorResult(run_requests=requests,
-                           cursor=cursor.advanced([(d, fps[d].short) for d in chosen], now, days, failed).to_json())
+        reasons = nothing_to_do(looks, unreached, first, last)
+        if settled == cursor.settled:
+            return dg.SkipReason(reasons)  # the cursor stays as it is
+        return dg.SensorResult(skip_reason=reasons, cursor=advanced.to_json())
+    requests = [dg.RunRequest(run_key=run_key(x.fp, x.unanswered, x.late), partition_key=x.fp.day,
+                              tags={FINGERPRINT_TAG: x.fp.short, "torchci/archive_files": str(x.fp.files)})
+                for x in chosen]
+    return dg.SensorResult(run_requests=requests, cursor=advanced.to_json())

@@ -108,3 +108,26 @@ def test_a_stack_landed_in_one_push_counts_each_of_its_commits(tmp_path):
         "commits": [sha(101), sha(102), sha(103)]}]), part="stack")
     report, _ = metrics(tmp_path, h, _health_rows(BEFORE, ["green"], [60.0]))
     assert report.headline["main_commits"] == 4
+
+
+def test_a_job_redelivered_days_later_is_counted_on_the_day_its_completion_first_arrived(tmp_path):
+    """GitHub's "Recent deliveries" page redelivers up to three days back: the copy lands in a later
+    day partition and must not count the job again there. A job completed at 23:59 whose delivery
+    arrived at 00:01 counts on the day it arrived, once."""
+    h = History()
+    c = sha(1)
+    at = dt.datetime.fromisoformat(DAY).replace(tzinfo=dt.timezone.utc)
+    for back, job_id in ((2, 801), (3, 802)):
+        day = (at - dt.timedelta(days=back)).date().isoformat()
+        created = at - dt.timedelta(days=back) + dt.timedelta(hours=9)
+        for copy_day in (day, DAY):  # the original, then the redelivery today
+            h.job(c, f"old-{back} / test (default, 1, 1, linux.2xlarge)", "failure", queue_s=7000, job_id=job_id,
+                  day=copy_day, run_id=job_id, created=created, test_config="default")
+    h.job(c, "midnight / build", "success", queue_s=30, job_id=803, run_id=803,
+          created=at - dt.timedelta(minutes=32))  # completed 23:59 yesterday, its delivery received 00:00 today
+    h.job(c, "today / build", "success", queue_s=60, run_id=804)
+    report, rows = metrics(tmp_path, h, [])
+    m = report.headline
+    assert (m["jobs"], m["failed_jobs"], m["queue_max_s"]) == (2, 0, 60)
+    platform = {r["platform"]: r["jobs"] for r in rows if r["dimension"] == "platform"}
+    assert platform == {"linux": 2}

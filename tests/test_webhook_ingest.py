@@ -211,6 +211,25 @@ def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(roots):
     assert rows(roots, "workflow_job")[0]["started_at"] is None
 
 
+
+def test_a_line_that_is_not_utf8_is_rejected_as_such_with_the_bytes_offset(tmp_path):
+    """A Latin-1 byte in a title (an old proxy re-encoding a delivery) is no surrogate: the reject
+    says what is wrong, where, and the lines around it are kept."""
+    roots = Roots(str(tmp_path))
+    good = [json.dumps(envelope("push", f"good-{i}", {"ref": "refs/heads/main", "after": f"{i:040x}",
+                                                       "repository": {"full_name": "pytorch/pytorch"}})).encode()
+            for i in range(2)]
+    bad = json.dumps(envelope("pull_request", "latin-1", {"action": "opened", "number": 7,
+                                                           "pull_request": {"title": "caf@"}})).encode()
+    offset = bad.index(b"caf@") + 3
+    bad = bad.replace(b"caf@", b"caf\xe9")
+    roots.write_bytes(day_file("latin1.jsonl"), b"\n".join([good[0], bad, good[1]]) + b"\n")
+    report = ingest(roots)
+    [reject] = rows(roots, "rejects")
+    assert reject["location"] == f"webhooks/day={DAY}/latin1.jsonl:2"
+    assert reject["reason"] == f"invalid UTF-8 at byte {offset}" and len(report.rejects) == 1
+    assert {r["delivery_id"] for r in rows(roots, "webhook_events")} == {"good-0", "good-1"}
+
 def test_empty_day_writes_empty_partitions(roots):
     report = ingest(roots, day="2026-10-31")
     assert report.files == 0

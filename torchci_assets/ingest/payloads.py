@@ -282,6 +282,12 @@ def parse_envelope(line: bytes) -> tuple[str, str, dt.datetime, dict, dict]:
     try:
         env = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
+        # orjson calls any byte that is not UTF-8 a surrogate: say where the line stops being UTF-8
+        # instead (decoded only once the line failed, so a good line pays nothing)
+        try:
+            bytes(line).decode() if not isinstance(line, str) else None
+        except UnicodeDecodeError as bad:
+            raise ValueError(f"invalid UTF-8 at byte {bad.start}") from None
         raise ValueError(f"invalid JSON: {exc}") from None
     if not isinstance(env, dict):
         raise ValueError(f"invalid envelope: a JSON {type(env).__name__}, expected an object")

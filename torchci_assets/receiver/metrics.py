@@ -29,6 +29,7 @@ HELP = {
     "torchci_receiver_rolled_records_total": ("counter", "Records published to the archive, by stream."),
     "torchci_receiver_roll_dropped_lines_total": ("counter", "Spool lines not archived because they were torn by a crash (never acknowledged)."),
     "torchci_receiver_roll_failures_total": ("counter", "Failed attempts to publish a segment (it is kept and retried)."),
+    "torchci_receiver_late_segments_total": ("counter", "Segments published into a day older than yesterday (UTC), which the archive's `_late/<day>` marker makes the refresh sensor pick up."),
     "torchci_receiver_spool_segments": ("gauge", "Spool segments not yet in the archive, by stream."),
     "torchci_receiver_spool_bytes": ("gauge", "Bytes in the spool not yet in the archive, by stream."),
     "torchci_receiver_oldest_segment_age_seconds": ("gauge", "Age of the oldest sealed segment waiting for the archive."),

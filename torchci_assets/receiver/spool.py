@@ -21,6 +21,14 @@ the second is published a microsecond later instead of replacing it.
 
 On start, `.open` segments left by a crash are sealed and everything sealed is rolled before
 the server accepts requests. One process owns a spool (an flock on `<spool>/.lock`).
+
+A segment published into a day older than yesterday (UTC, by this machine's clock: after an archive
+outage, or a receiver down over a weekend) lands where nothing looks any more: the refresh sensor
+watches today and yesterday, and the day's daily run is over. Its deliveries were acknowledged, so
+GitHub will not send them again. The roller therefore leaves a marker, `_late/<day>` in the archive
+(written atomically, after the file and before the spool copy goes, so a crash between them
+rolls the segment again and rewrites the marker), logs a warning and counts it; the sensor
+refreshes a marked day until a run has succeeded on what its folders hold.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ OPEN_SUFFIX = ".jsonl.open"
 SEALED_SUFFIX = ".jsonl"
 STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
 READ_CHUNK = 4 << 20
+LATE_FOLDER = "_late"  # the archive's markers of days that received a segment after the sensor stopped watching them
 GZIP_LEVEL = 1  # ISA-L level 1: several hundred MB/s, so a roll never competes with the requests for long
 
 
@@ -82,6 +91,34 @@ def segment_name_day(name: str) -> str:
 
 def archive_path(stream: str, name: str) -> str:
     return f"{stream}/day={segment_name_day(name)}/{name}.jsonl.gz"
+
+
+def archive_path_day(rel: str) -> str:
+    """The day of a published `<stream>/day=<day>/<name>` path."""
+    return rel.split("/", 2)[1].removeprefix("day=")
+
+
+def is_late(day: str, now: float) -> bool:
+    """Whether `day` is older than yesterday (UTC) at `now`: past what the refresh sensor watches."""
+    yesterday = dt.datetime.fromtimestamp(now, dt.timezone.utc).date() - dt.timedelta(days=1)
+    return day < yesterday.isoformat()
+
+
+def late_marker_path(day: str) -> str:
+    return f"{LATE_FOLDER}/{day}"
+
+
+def mark_late(store: Store, rel: str, now: float) -> str | None:
+    """Leave the marker of `rel`'s day when the file came late (see the module docstring); the
+    marker's path, or None for a file in time. Its content names the file and when, and differs
+    at each write, so that even a listing of second-resolution stamps (S3) sees a new marker."""
+    day = archive_path_day(rel)
+    if not is_late(day, now):
+        return None
+    marker = late_marker_path(day)
+    at = dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat()
+    store.write_bytes(marker, orjson.dumps({"day": day, "file": rel, "marked_at": at}) + b"\n")
+    return marker
 
 
 def fsync_dir(path: Path) -> None:
@@ -412,8 +449,10 @@ class RollResult:
     dropped: int
 
 
-def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> RollResult:
-    """Publish one sealed segment to the archive, then delete it.
+def roll_segment(store: Store, stream: str, path: Path, check: bool = True,
+                 on_published: Callable[[str], None] = lambda rel: None) -> RollResult:
+    """Publish one sealed segment to the archive, then delete it; `on_published(archive path)`
+    runs in between (a failure there keeps the segment, to be rolled again).
 
     With `check`, every line is parsed and a torn one dropped: for segments a crash or a failed
     write left behind. A segment this process sealed after complete writes is streamed as it is,
@@ -422,7 +461,7 @@ def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> R
     """
     rel = _archive_path_for(store, stream, path)
     if not check:
-        return _roll_verbatim(store, rel, path)
+        return _roll_verbatim(store, rel, path, on_published)
     lines = dropped = 0
     compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 31)
     with store.atomic_output(rel) as out, open(path, "rb") as src:
@@ -452,7 +491,7 @@ def roll_segment(store: Store, stream: str, path: Path, check: bool = True) -> R
         out.write(compressor.flush())
     if dropped:
         log.warning("roll %s: %d torn line(s) dropped (never acknowledged)", path, dropped)
-    return _published(store, rel, path, lines, dropped)
+    return _published(store, rel, path, lines, dropped, on_published)
 
 
 def _archive_path_for(store: Store, stream: str, path: Path) -> str:
@@ -489,7 +528,7 @@ def _first_line_digest(stream) -> bytes:
     return digest.digest()
 
 
-def _roll_verbatim(store: Store, rel: str, path: Path) -> RollResult:
+def _roll_verbatim(store: Store, rel: str, path: Path, on_published: Callable[[str], None]) -> RollResult:
     compressor = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 31)
     lines, last = 0, b"\n"
     with store.atomic_output(rel) as out, open(path, "rb") as src:
@@ -501,11 +540,12 @@ def _roll_verbatim(store: Store, rel: str, path: Path) -> RollResult:
             lines += 1
             out.write(compressor.compress(b"\n"))
         out.write(compressor.flush())
-    return _published(store, rel, path, lines, 0)
+    return _published(store, rel, path, lines, 0, on_published)
 
 
-def _published(store: Store, rel: str, segment: Path, lines: int, dropped: int) -> RollResult:
-    """Once the archive file and its name are on disk, the spool copy goes."""
+def _published(store: Store, rel: str, segment: Path, lines: int, dropped: int,
+               on_published: Callable[[str], None]) -> RollResult:
+    """Once the archive file and its name are on disk (and `on_published` is done), the spool copy goes."""
     if store.is_local:
         final = Path(store.full(rel))
         fd = os.open(final, os.O_RDONLY)
@@ -516,6 +556,7 @@ def _published(store: Store, rel: str, segment: Path, lines: int, dropped: int) 
         fsync_dir(final.parent)
         for stale in final.parent.glob(f".{final.name}.tmp-*"):  # left by a crash during an earlier roll
             stale.unlink(missing_ok=True)
+    on_published(rel)
     os.remove(segment)
     fsync_dir(segment.parent)
     return RollResult(rel, lines, dropped)
@@ -526,9 +567,9 @@ class Roller:
 
     def __init__(self, root: Path, store: Store, metrics: Metrics,
                  on_rolled: Callable[[str, RollResult], None] = lambda stream, result: None,
-                 retry_max_s: float = 60.0):
+                 retry_max_s: float = 60.0, clock: Callable[[], float] = time.time):
         self.root, self.store, self.metrics, self.on_rolled = root, store, metrics, on_rolled
-        self.retry_max_s = retry_max_s
+        self.retry_max_s, self.clock = retry_max_s, clock
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._check: set[str] = set()  # segments a failed write left: their lines are checked
@@ -558,7 +599,8 @@ class Roller:
         rolled = failed = 0
         for stream, path in sealed_segments(self.root):
             try:
-                result = roll_segment(self.store, stream, path, check=check_all or path.name in self._check)
+                result = roll_segment(self.store, stream, path, check=check_all or path.name in self._check,
+                                      on_published=lambda rel, stream=stream: self._mark_if_late(stream, rel))
                 self._check.discard(path.name)
             except FileNotFoundError:
                 continue  # rolled by a previous pass that died before its cleanup was seen
@@ -573,6 +615,15 @@ class Roller:
             self.metrics.inc("torchci_receiver_roll_dropped_lines_total", result.dropped, stream=stream)
             self.on_rolled(stream, result)
         return rolled, failed
+
+    def _mark_if_late(self, stream: str, rel: str) -> None:
+        marker = mark_late(self.store, rel, self.clock())
+        if marker is None:
+            return
+        self.metrics.inc("torchci_receiver_late_segments_total", stream=stream)
+        log.warning("rolled %s more than a day late: its day is no longer watched by the refresh sensor; marked "
+                    "%s, so the sensor refreshes that day (with the refresh off, run the day's partition again)",
+                    rel, self.store.display(marker))
 
     def _run(self) -> None:
         backoff = 1.0

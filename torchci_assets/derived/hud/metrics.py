@@ -20,8 +20,14 @@ One table, one row per day and dimension (the other dimension columns null):
                timed out, an infrastructure failure, after the relay's zombie timeout).
 
 Every input is one day's partition (commit_health, workflow_job, test_jobs, flaky_tests,
-disabled_tests, ci_result, ci_callback_minutes) plus the day before's job ids, so that a job whose
-`completed` delivery was redelivered after midnight is counted once; a new day costs that day.
+disabled_tests, ci_result, ci_callback_minutes) plus the day before's job ids; a new day costs that
+day. A job counts once, on the day its completion arrived: a copy of that delivery in a later day
+(redelivered after midnight, or days later from GitHub's "Recent deliveries") is not counted again.
+Within a day of the original the day before's ids tell the copy; further back, its `completed_at`:
+a job completed before the day before (UTC) came in time for that day or the next, so a delivery of
+it now is a copy. A job completed at 23:59 whose delivery arrived at 00:01 counts on the day it
+arrived. The price: a job whose only completion arrives more than a day after it completed (a repair
+of a lost delivery after a long outage) is counted on no day.
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
         values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,
                   "branches": [main], "branch_names": [main.removeprefix("refs/heads/")],
                   "failing_conclusions": list(FAILING_CONCLUSIONS), "as_of_ms": judged_as_of_ms(day, now_ms),
+                  "completed_from": dt.datetime.fromisoformat(before).replace(tzinfo=dt.timezone.utc),
                   "zombie_timeout_s": zombie_timeout(zombie_timeout_s)}
         table = _with_schema(relation(con, SQL["ci_metrics_daily"], values).to_arrow_table())
     finally:

@@ -4,7 +4,10 @@
 WITH jobs AS (
     SELECT j.* REPLACE (coalesce(j.platform, 'unknown') AS platform),
            coalesce(j.workflow_name, r.name, 'unknown') AS workflow, coalesce(list_filter(labels, lambda x: x NOT IN ('self-hosted', 'linux', 'x64', 'ARM64'))[1], 'unknown') AS label
+    -- a job counts on the day its completion arrived, once: a copy redelivered the next day is in
+    -- jobs_before, one redelivered later completed before $completed_from (see metrics.py)
     FROM (SELECT * FROM jobs_today WHERE status = 'completed' AND coalesce(conclusion, '') <> 'skipped'
+          AND coalesce(completed_at >= $completed_from, true)
           AND (id, run_attempt) NOT IN (SELECT (id, run_attempt) FROM jobs_before WHERE status = 'completed')) j
     LEFT JOIN (SELECT id, any_value(name) AS name FROM runs GROUP BY id) r ON r.id = j.run_id
 ),
