@@ -21,7 +21,7 @@ from test_drci import BASE, BROKEN, GROUP, MAIN, T1, T2, failing_job, flaky, gh,
 from resources.lake import Lake
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.build import build_comments
-from torchci_assets.derived.drci.comment import Head, render
+from torchci_assets.derived.drci.comment import NOT_CLASSIFIED, Head, render
 from torchci_assets.derived.failures.classifier import classify_bytes
 from torchci_assets.derived.failures.rules import DEFAULT_RULES_PATH, load_ruleset
 from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
@@ -181,8 +181,8 @@ def test_a_bc_linter_failure_under_a_suppressing_label_is_flaky_and_says_which_l
     assert c.suppressing_labels("pytorch/vision", ["suppress-bc-linter"]) == ()
     text = render(Head(REPO, 50, PR_HEAD, BASE), [v], 0)
     assert "## :white_check_mark: You can merge normally! (1 Unrelated Failure)\n" in text
-    assert "* [bc_linter](https://github.com/pytorch/pytorch/actions/runs/41/job/81) (suppressed by suppress-bc-linter)\n" \
-        in text
+    assert "* [BC Lint / bc_linter](https://github.com/pytorch/pytorch/actions/runs/41/job/81) (suppressed by " \
+        "suppress-bc-linter)\n" in text
 
 
 def test_a_label_added_after_the_failure_reaches_the_comment_through_the_lake(tmp_path):
@@ -267,7 +267,8 @@ def test_the_header_and_the_section_say_unclassified_as_pytorchs_dr_ci():
     assert ("<details open><summary><b>UNCLASSIFIED FAILURE</b> - DrCI could not classify the following job because "
             "the workflow did not run on the merge base. The failure may be pre-existing on trunk or introduced by "
             "this PR:</summary>") in text
-    assert f"({c.NOT_AT_MERGE_BASE})\n" in text and text.index("NEW FAILURE") < text.index("UNCLASSIFIED FAILURE")
+    assert f"({c.NOT_AT_MERGE_BASE}) ({NOT_CLASSIFIED})\n" in text
+    assert text.index("NEW FAILURE") < text.index("UNCLASSIFIED FAILURE")
     # alone, or beside unrelated failures: a failure status, never "No Failures" nor "You can merge normally!"
     alone = render(Head(REPO, 50, PR_HEAD, BASE), [unknown, unknown], 1)
     assert "\n## :x: 1 Pending, 2 Unclassified Failures\n" in alone and ":green_heart:" not in alone

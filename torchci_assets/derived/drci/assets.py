@@ -28,7 +28,8 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the failing tests of the merge bases' neighbours, over the trunk days
           dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
-          dg.AssetDep("webhook_events", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
+          # the heads' base shas, and the main commits that landed a pull request before (over the trunk days)
+          dg.AssetDep("webhook_events", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_DAYS - 1)),
           # the heads' workflow runs waiting for a maintainer's approval

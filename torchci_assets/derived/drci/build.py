@@ -17,7 +17,7 @@ import pyarrow as pa
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import inputs
-from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, suppressing_labels
+from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, failing, suppressing_labels
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
 from torchci_assets.derived.drci.flaky_rules import load_rules
 from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
@@ -49,8 +49,9 @@ class BuildReport:
 
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
-             report: BuildReport, updates: str, rules: tuple = ()) -> dict:
-    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha), inputs.flaky_for(sightings, pr), unstable,
+             report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset()) -> dict:
+    """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`)."""
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own), inputs.flaky_for(sightings, pr), unstable,
                                       suppressing_labels(repo, pr.labels), rules)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
@@ -59,7 +60,7 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
     return {"pr": pr.number, "head_sha": pr.head_sha, "pr_state": pr.state, "merge_base": mb.sha,
             "merge_base_exact": mb.exact, "merge_base_note": mb.note, "body": body,
             **{COUNT_COLUMNS[c]: n[c] for c in CLASSES}, "pending": pending, "refreshed_jobs": refreshed,
-            "as_of": now, "jobs": [{"job_id": v.job.job_id, "name": v.job.name, "class": v.cls} for v in verdicts]}
+            "as_of": now, "jobs": [{"job_id": v.job.job_id, "name": v.job.name, "class": v.cls} for v in failing(verdicts)]}
 
 
 def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: dict[int, inputs.PullRequest],
@@ -103,13 +104,15 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha})
         sightings = inputs.load_flaky(con, lake, day, prs)
+        landed = inputs.load_merge_commits(con, lake, day, repo, set(prs))
     finally:
         con.close()
     for number in sorted(prs):
         pr = prs[number]
         mb = merge_bases[pr.head_sha]
         report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
-                                    refreshed.get(number, 0), report, updates, rules))
+                                    refreshed.get(number, 0), report, updates, rules,
+                                    landed.get(number, frozenset())))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report

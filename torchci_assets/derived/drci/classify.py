@@ -105,6 +105,8 @@ SUPPRESSED_JOB_BY_LABELS = {"bc_linter": ("suppress-bc-linter", "suppress-api-co
 SUPPRESSING_REPOS = ("pytorch",)
 # upstream's EXCLUDED_FROM_SIMILARITY_POST_PROCESSING: a line saying only that a step failed
 GENERIC_LINES = (re.compile(r"Process completed with exit code \d+"),)
+# (the class of a job of the same head, the class a NEW failure like it gets), in upstream's order
+SIMILAR_IN_PR = ((UNSTABLE, UNSTABLE), (FLAKY, FLAKY), (BROKEN_TRUNK, FLAKY))
 # the reason an UNCLASSIFIED job is listed, in upstream's words
 NOT_AT_MERGE_BASE = "this job did not run on the merge base, so DrCI cannot tell whether the failure is pre-existing"
 # The line GitHub logs when it cancels a step that ran past its timeout (drciUtils.ts's CANCELLED_STEP_ERROR).
@@ -116,20 +118,26 @@ _BASE_NAME_SUFFIX = re.compile(r", [0-9]+, [0-9]+, .+\)")
 _NUMBER = re.compile(r"\d+")
 
 
-def message_key(message: str | None) -> str:
-    """A failure message as compared between runs: its first non-empty line, addresses and numbers
-    masked (a port, a pid, an element count differ between two runs of the same failure)."""
+def first_line(message: str | None) -> str:
+    """A failure message's first non-empty line, its spaces collapsed: what a reader is shown."""
     for line in (message or "").splitlines():
         line = " ".join(line.split())
         if line:
-            return _NUMBER.sub("N", _HEX.sub("0x", line))[:300]
+            return line
     return ""
+
+
+def message_key(message: str | None) -> str:
+    """A failure message as compared between runs: its first non-empty line, addresses and numbers
+    masked (a port, a pid, an element count differ between two runs of the same failure)."""
+    return _NUMBER.sub("N", _HEX.sub("0x", first_line(message)))[:300]
 
 
 @dataclass(frozen=True)
 class FailedTest:
     key: str      # "classname.name (file)", as pr_jobs and commit_health list tests
-    message: str  # message_key of its failure here
+    message: str  # message_key of its failure here, for comparisons
+    text: str = field(default="", compare=False)  # its first line as it failed, for the reader
 
 
 @dataclass
@@ -165,6 +173,7 @@ class MainFailure:
     distance: int = 0               # commits away from the merge base
     line: str = ""                  # message_key of the log classifier's line, "" when none
     cancelled: bool = False         # every failing job of the group's latest attempt was cancelled
+    after: bool = False             # the commit is after the merge base (the pull request's base lacks it)
 
 
 @dataclass
@@ -215,6 +224,7 @@ class Verdict:
     main: MainFailure | None = None
     sighting: FlakySighting | None = None
     issue: str | None = None        # the UNSTABLE issue's URL that marks the job
+    related: HeadJob | None = None  # the job of the same head whose unrelated failure this one repeats
 
 
 def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
@@ -239,6 +249,15 @@ def trunk_failure(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> Mai
     """The main failure that is the same as the job's, the merge base's first, else the nearest."""
     candidates = sorted(trunk.failures.get(job.job_group, ()), key=lambda f: (not f.merge_base, f.distance, f.sha))
     return next((f for f in candidates if same_failure(job, f, trunk, flaky)), None)
+
+
+def trunk_place(failure: MainFailure) -> str:
+    """Where on main a BROKEN TRUNK failure was seen, in words that do not claim the merge base for a
+    neighbour of it (a commit after the merge base is not in the pull request's base)."""
+    if failure.merge_base:
+        return "the merge base"
+    side = "after" if failure.after else "before"
+    return f"main, {failure.distance} {'commit' if failure.distance == 1 else 'commits'} {side} the merge base"
 
 
 def full_name(job: HeadJob) -> str:
@@ -360,8 +379,7 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
     main = trunk_failure(job, trunk, flakes)
     if main is not None:
-        where = "the merge base" if main.merge_base else f"main, {main.distance} commit(s) from the merge base"
-        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {where}", main=main)
+        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {trunk_place(main)}", main=main)
     rule = flaky_rule(job, rules) if flakes is not None else None
     if rule is not None:
         return Verdict(job, FLAKY, f"matched **{rule.name}** rule in {rule.source}")
@@ -376,18 +394,66 @@ def _own(job: HeadJob) -> Verdict:
     return Verdict(job, CANCELLED if job.cancelled or cancelled_step(job) else NEW)
 
 
+def same_failure_in_pr(job: HeadJob, other: HeadJob) -> bool:
+    """True when two jobs of one head failed alike (upstream's isSameFailure without the name check):
+    both cancelled or neither, and the same log line (its `message_key`), or, when neither has a
+    line, the same failing tests with the same messages. Nothing is the same as nothing."""
+    if job.cancelled != other.cancelled:
+        return False
+    mine, theirs = message_key(job.failure_line), message_key(other.failure_line)
+    if mine or theirs:
+        return mine == theirs
+    pairs = {(t.key, t.message) for t in job.tests}
+    return bool(pairs) and pairs == {(t.key, t.message) for t in other.tests}
+
+
+def similar_in_pr(verdicts: list[Verdict], vouched: frozenset[int] = frozenset()) -> list[Verdict]:
+    """Upstream's hasSimilarFailuresInSamePR: a NEW or UNCLASSIFIED job failing as an UNSTABLE, FLAKY
+    or BROKEN TRUNK job of the same head does (an unstable CUDA version's twin, a periodic job broken
+    like its trunk job) is UNSTABLE or FLAKY alike, citing that job; tried in that order, each
+    verdict so given counting for the jobs after it. Never for a generic line (GENERIC_LINES), nor
+    for the jobs never matched against main or never called flaky, which upstream leaves out.
+    Unlike upstream, an UNSTABLE job is a source only when `vouched` holds its job id (`id(job)`):
+    its failure, read without its mark, is unrelated too. A mark says the job may fail, not that this
+    failure is not the pull request's: a test the pull request broke in an unstable job and in its
+    twins would otherwise make every twin UNSTABLE."""
+    out = list(verdicts)
+    for i, v in enumerate(out):
+        if v.cls not in (NEW, UNCLASSIFIED) or generic_line(v.job) or excluded(v.job, EXCLUDED_FROM_BROKEN_TRUNK) \
+                or excluded(v.job, EXCLUDED_FROM_FLAKINESS):
+            continue
+        for source, cls in SIMILAR_IN_PR:
+            other = next((o for o in out if o.cls == source and o.job.state == "failure" and o.job is not v.job
+                          and (source != UNSTABLE or o.related is not None or id(o.job) in vouched)
+                          and same_failure_in_pr(v.job, o.job)), None)
+            if other is not None:
+                out[i] = Verdict(v.job, cls, f"the same failure as {full_name(other.job)}", related=other.job)
+                break
+    return out
+
+
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
                   labels=(), rules: tuple[FlakyRule, ...] = ()) -> tuple[list[Verdict], int]:
     """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
     verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting"
                 else classify(j, trunk, flaky, unstable, labels, rules)
                 for j in jobs if j.state in ("failure", "awaiting")]
-    pending = sum(1 for j in jobs if j.state == "pending")
-    return verdicts, pending
+    # the UNSTABLE jobs whose failure is unrelated without their mark too (`similar_in_pr`)
+    vouched = frozenset(id(v.job) for v in verdicts if v.cls == UNSTABLE and v.related is None
+                        and classify(v.job, trunk, flaky, None, labels, rules).cls in (FLAKY, BROKEN_TRUNK, INFRA))
+    pending = [j for j in jobs if j.state == "pending"]
+    # a pending job an UNSTABLE mark covers is listed with them, as upstream does, and counted as pending only
+    marked = [v for v in (_unstable(j, unstable or {}) for j in pending) if v is not None]
+    return similar_in_pr(verdicts, vouched) + marked, len(pending)
+
+
+def failing(verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts of failures and awaiting runs: not those of pending jobs listed as UNSTABLE."""
+    return [v for v in verdicts if v.job.state != "pending"]
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
     out = {c: 0 for c in CLASSES}
-    for v in verdicts:
+    for v in failing(verdicts):
         out[v.cls] += 1
     return out

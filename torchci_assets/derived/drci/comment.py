@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, updates_every
 from torchci_assets.derived.drci.classify import (AWAITING_APPROVAL, BROKEN_TRUNK, CANCELLED, FLAKY, INFRA, NEW,
-                                                  UNCLASSIFIED, UNSTABLE, Verdict)
+                                                  UNCLASSIFIED, UNSTABLE, Verdict, failing, full_name,
+                                                  trunk_place)
 
 MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
@@ -50,6 +51,12 @@ _SECTIONS = (
     (UNSTABLE, ("UNSTABLE", "UNSTABLE"),
      "The following {job} {is} marked as unstable, possibly due to flakiness on trunk", "", True),
 )
+# a pending job listed (an UNSTABLE one): upstream's hourglass before its name
+PENDING_ICON = ":hourglass_flowing_sand: "
+# said of a NEW or UNCLASSIFIED failure without a line from the log classifier (PyTorch's Dr. CI calls it FLAKY)
+NOT_CLASSIFIED = "log not classified yet, or no failure line found in it"
+# BROKEN TRUNK's description when a failure was seen on a main commit next to the merge base, not on it
+NEAR_MERGE_BASE = "The following {job} failed but {was} present on main at or next to the merge base"
 # the words of a description, singular and plural
 _WORDS = {"job": ("job", "jobs"), "workflow": ("workflow", "workflows"), "has": ("has", "have"),
           "was": ("was", "were"), "is": ("is", "are"), "needs": ("needs", "need"), "failure": ("failure", "failures")}
@@ -87,10 +94,16 @@ def _code(text: str) -> str:
 def _job_item(head: Head, v: Verdict) -> str:
     j = v.job
     url = _job_url(head, j.run_id, j.job_id)
-    line = f"* [{j.name}]({url})" if url else f"* {j.name}"
+    name = j.name if v.cls == AWAITING_APPROVAL else full_name(j)  # a workflow run: its name is the workflow's
+    icon = PENDING_ICON if j.state == "pending" else ""
+    line = f"* {icon}[{name}]({url})" if url else f"* {icon}{name}"
     if v.main is not None:
-        where = "merge base" if v.main.merge_base else "main"
-        line += f" ([trunk failure]({_job_url(head, v.main.run_id, v.main.job_id)}) on {where} {v.main.sha[:10]})"
+        url = _job_url(head, v.main.run_id, v.main.job_id)
+        line += (f" ([trunk failure]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
+                 else f" ([trunk failure]({url}) on {trunk_place(v.main)}: {v.main.sha[:10]})")
+    elif v.related is not None:
+        other = v.related
+        line += f" ([related job]({_job_url(head, other.run_id, other.job_id)}): the same failure as {full_name(other)})"
     elif v.sighting is not None:
         line += (f" ([similar failure]({_job_url(head, v.sighting.run_id, v.sighting.job_id)})"
                  f" on {v.sighting.sha[:10]})")
@@ -101,7 +114,9 @@ def _job_item(head: Head, v: Verdict) -> str:
         line += f" ([{text}]({v.issue}))" if v.issue and _SAFE_URL.fullmatch(v.issue) else f" ({text})"
     if j.from_rest and v.cls != AWAITING_APPROVAL:
         line += " (state read from the REST API: its webhook was lost; log not classified yet)"
-    detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].message}" if j.tests else "")
+    elif v.cls in (NEW, UNCLASSIFIED) and j.state == "failure" and not j.failure_line:
+        line += f" ({NOT_CLASSIFIED})"
+    detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].text or j.tests[0].message}" if j.tests else "")
     if detail:
         line += "\n    " + _code(detail)
     return line + "\n"
@@ -123,6 +138,8 @@ def _section(head: Head, cls: str, verdicts: list[Verdict], cap: int | None = No
         return ""
     _, (one, many), description, suggestion, collapsed = next(s for s in _SECTIONS if s[0] == cls)
     n = len(mine)
+    if cls == BROKEN_TRUNK and not all(v.main is None or v.main.merge_base for v in mine):
+        description = NEAR_MERGE_BASE
     text = description.format(**{word: _plural(n, *forms) for word, forms in _WORDS.items()})
     out = f"\n<details{'' if collapsed else ' open'}><summary><b>{_plural(n, one, many)}</b> - {text}:</summary>"
     if suggestion:
@@ -138,7 +155,8 @@ def title(verdicts: list[Verdict], pending: int) -> str:
     A workflow awaiting approval is no failure, but nor is the head green: it comes first, with a
     ⚠️ unless something failed (PyTorch's Dr. CI). An unclassified failure keeps the ❌ too and is
     counted last; beside it the unrelated ones are never "You can merge normally!" (upstream's
-    header would say both)."""
+    header would say both). A pending job listed as UNSTABLE counts as pending only, as upstream."""
+    verdicts = failing(verdicts)
     new = sum(1 for v in verdicts if v.cls == NEW)
     cancelled = sum(1 for v in verdicts if v.cls == CANCELLED)
     awaiting = sum(1 for v in verdicts if v.cls == AWAITING_APPROVAL)
@@ -192,7 +210,7 @@ def render(head: Head, verdicts: list[Verdict], pending: int, updates: str = DEF
     if head.merge_base_note:
         as_of += f" ({head.merge_base_note})"
     body = links + title(verdicts, pending) + "\n" + as_of + ":"
-    if not verdicts:
+    if not failing(verdicts):
         body += "\n:green_heart: Looks good so far! There are no failures yet. :green_heart:\n"
     start = f"{MARKER_START}\n"
     end = f"\nThis comment was automatically generated by torchci-dagster and updates {updates}.\n{MARKER_END}"

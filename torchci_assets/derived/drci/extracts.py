@@ -2,7 +2,8 @@
 a refresh scans only the files that are new or rewritten since the last run, not the window.
 
 Dr. CI reads a few thousand rows of `test_results` (the failures, sql/test_failures.sql), of
-`webhook_events` (the pull requests' base shas, sql/pr_bases.sql) and of `workflow_job` (the
+`webhook_events` (the pull requests' base shas, sql/pr_bases.sql, and the commits that landed them,
+sql/pr_merges.sql) and of `workflow_job` (the
 failed jobs' conclusions, sql/job_failures.sql) out of millions, over a window of days, every few
 minutes. Their extracts are kept beside the comments, under `drci_comments`.
 
@@ -32,6 +33,7 @@ HOME = "drci_comments"  # the table beside whose partitions the extracts are kep
 FAILURES = Extract("test_failures", "test_results", HOME, SQL)
 PR_BASES = Extract("pr_bases", "webhook_events", HOME, SQL)
 JOB_FAILURES = Extract("job_failures", "workflow_job", HOME, SQL)
+PR_MERGES = Extract("pr_merges", "webhook_events", HOME, SQL)
 
 DELETED_SOURCE = "webhook_events"
 # the record of the deleted comments' ids per webhook_events file (hidden from drci_comments' readers)

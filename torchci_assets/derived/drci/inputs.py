@@ -24,8 +24,8 @@ from resources.lake_extracts import register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
                                                   FlakySighting, HeadJob, MainFailure, Trunk, base_name,
-                                                  message_key)
-from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES
+                                                  first_line, message_key)
+from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
 
@@ -151,7 +151,8 @@ def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None
     _register_list(con, "failing_jobs", "job_id", pa.array(list(failing), pa.int64()))
     tests: dict[int, list[FailedTest]] = {}
     for r in rows(con, "head_tests"):
-        tests.setdefault(r["job_id"], []).append(FailedTest(r["test"], message_key(r["message"])))
+        tests.setdefault(r["job_id"], []).append(FailedTest(r["test"], message_key(r["message"]),
+                                                            first_line(r["message"])))
     for job_id, found in tests.items():
         failing[job_id].tests = tuple(found)
 
@@ -182,15 +183,47 @@ class Main:
         lo, hi = max(0, i - NEAR_COMMITS), min(len(self.order), i + NEAR_COMMITS + 1)
         return {self.order[k]: abs(k - i) for k in range(lo, hi)}
 
-    def trunk(self, merge_base: str | None) -> Trunk:
+    def trunk(self, merge_base: str | None, own: frozenset[str] = frozenset()) -> Trunk:
+        """`own`: the main commits that landed this pull request (`load_merge_commits`), left out
+        (`own_commits`)."""
         t = Trunk()
+        mine = self.own_commits(merge_base, own)
+        base_at = self.order.index(merge_base) if merge_base in self.order else -1
         for sha, distance in self.refs(merge_base).items():
+            if sha in mine:
+                continue
+            after = self.order.index(sha) > base_at
             for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
                 t.failures.setdefault(group, []).append(
-                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled))
+                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled, after))
         t.tests = self.tests
         t.base_jobs = self.jobs.get(merge_base) if merge_base else None
         return t
+
+    def own_commits(self, merge_base: str | None, own: frozenset[str]) -> set[str]:
+        """The commits near the merge base whose failure may be the pull request's own: those that
+        landed it, and every commit after the merge base that follows one of them (they carry the
+        change until its revert). A pull request landed, reverted and pushed again otherwise finds
+        its own breakage on main and is told it is the trunk's (PyTorch's Dr. CI likewise rejects
+        the pull request's merge commits: isFailureFromPrevMergeCommit)."""
+        if not own:
+            return set()
+        refs = self.refs(merge_base)
+        base_at = self.order.index(merge_base) if merge_base in self.order else len(self.order)
+        landed = min((self.order.index(s) for s in own if s in refs and self.order.index(s) > base_at), default=None)
+        return {s for s in refs if s in own or (landed is not None and self.order.index(s) >= landed)}
+
+
+def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int]) -> dict[int, frozenset[str]]:
+    """pr -> the main commits that landed it (sql/pr_merges.sql), over the webhooks of the days whose
+    main commits a merge base's neighbours can be (TRUNK_DAYS)."""
+    if not numbers or not register_extract(con, lake, PR_MERGES, days_ending(day, TRUNK_DAYS), "pm"):
+        return {}
+    _register_list(con, "pr_numbers", "number", pa.array(sorted(numbers), pa.int64()))
+    found: dict[int, set[str]] = {}
+    for r in rows(con, "merge_commits", {"repo": repo}):
+        found.setdefault(r["number"], set()).add(r["sha"])
+    return {n: frozenset(s) for n, s in found.items()}
 
 
 def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:

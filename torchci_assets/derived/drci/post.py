@@ -10,7 +10,12 @@ costs nothing, since the next run finds the comment and edits it. The steps:
      both comments now, and both keep the oldest (lowest id) and delete the others, so one is
      left whichever finishes first; a twin left by an older crash is removed the same way;
   4. edit the kept comment only when its body differs.
-The `drci` pool lets one Dagster run post at a time, so step 3 is the rare case, not the rule.
+The `drci` pool lets one Dagster run post at a time, so step 3 is the rare case, not the rule. When it
+happens, the runs' last writes may land in either order, so a post that met another run's comment
+(a twin deleted, the kept comment not its own, or its own new comment edited already) says so
+(`Posted.raced`): the publisher then does not trust its ledger row, and the next run lists the
+comments and corrects the body. Two runs that both edit an existing comment cannot tell (nothing
+differs in what they see), which the pool is there to prevent.
 
 A comment counts as ours when its body starts with the marker (a human quoting it does not) and,
 when `author` is given (the app's `<slug>[bot]` login), when that account wrote it (GitHub logins
@@ -60,6 +65,7 @@ class Posted:
     action: str             # created, edited, unchanged
     comment_id: int
     removed: tuple[int, ...] = ()   # duplicate comments deleted
+    raced: bool = False     # another run was posting at once: the kept comment may show its body, not this one
 
 
 def _login(comment: dict) -> str | None:
@@ -144,16 +150,21 @@ def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict,
 def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None) -> Posted:
     """Make the pull request carry exactly one comment with `body` (see the module docstring)."""
     found = ours(github, repo, number, author)
-    created = False
+    mine = None  # the id of the comment this call created
     if not found:
-        _check_author(github, repo, number, _create(github, repo, number, body), author)
+        made = _create(github, repo, number, body)
+        _check_author(github, repo, number, made, author)
         found = ours(github, repo, number, author)
         if not found:  # a failure of this PR would be retried by the next run, adding a comment each time
             raise StopPosting(None, f"PR #{number}: the comment is not listed after its create; posting stops "
                                     "until the next run, which looks for it again before creating")
-        created = True
+        mine = (made or {}).get("id", found[0]["id"])
     keep, removed = _dedupe(github, repo, found)
+    created = mine is not None
+    # a twin, a kept comment another run created, or this run's new comment already edited by another
+    # run: that run may write its body after this one's
+    raced = bool(removed) or (created and (keep["id"] != mine or keep.get("body") != body))
     if keep.get("body") == body:
-        return Posted("created" if created else "unchanged", keep["id"], removed)
+        return Posted("created" if created else "unchanged", keep["id"], removed, raced)
     _call(github, "PATCH", f"/repos/{repo}/issues/comments/{keep['id']}", json_body={"body": body})
-    return Posted("created" if created else "edited", keep["id"], removed)
+    return Posted("created" if created else "edited", keep["id"], removed, raced)

@@ -71,6 +71,8 @@ LEDGER_SCHEMA = pa.schema([
     ("author", pa.string()), ("answered_as", pa.string()), ("credentials", pa.string()),
 ])
 LEDGER_LOOKBACK_DAYS = 14
+# the action of a post that met another run's comment: the next run lists the comments and corrects the body
+RACED = "raced"
 # the ledger's columns added after partitions were written (read as NULL from those)
 LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
 # the newest wrong-author stop per author and credentials, over the whole ledger, a file each (see the
@@ -213,7 +215,8 @@ class LastPost:
 
 
 def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
-    """pr -> the body hash and comment id its latest successful ledger row recorded."""
+    """pr -> the body hash and comment id its latest successful ledger row recorded (no body after a
+    raced post: GitHub may show the other run's)."""
     first = (dt.date.fromisoformat(day) - dt.timedelta(days=LEDGER_LOOKBACK_DAYS)).isoformat()
     days = [d for d in lake.days(LEDGER) if d >= first]
     if not days:
@@ -222,7 +225,8 @@ def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
     try:
         if not lake.register(con, LEDGER, days, name="lp"):
             return {}
-        return {r["pr"]: LastPost(r["body_sha256"], r["comment_id"]) for r in rows(con, "last_posted")}
+        return {r["pr"]: LastPost("" if r["action"] == RACED else r["body_sha256"], r["comment_id"])
+                for r in rows(con, "last_posted")}
     finally:
         con.close()
 
@@ -303,7 +307,7 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
               log: Callable[[str], None], author: str | None, credentials: str, deleted: set[int]) -> list[dict]:
     """Post each row but those `done` lists; `deleted`: the pull requests whose comment was deleted
     (`unchanged_posts`)."""
-    ledger, now = [], dt.datetime.now(dt.timezone.utc)
+    ledger = []
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
         if done.get(r["pr"]) == digest:
@@ -311,7 +315,8 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             continue
         if r["pr"] in deleted:
             log(f"PR #{r['pr']}: its Dr. CI comment was deleted on GitHub; posting it again")
-        entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": now}
+        # stamped before the post lists the comments: a run that raced it and wrote later stamps a later row
+        entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": dt.datetime.now(dt.timezone.utc)}
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author)
         except StopPosting as e:
@@ -331,8 +336,17 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             report.add("restored")
         if posted.removed:
             report.add("duplicates_removed")
-        ledger.append({**entry, "action": posted.action, "comment_id": posted.comment_id})
+        ledger.append(_posted_row(entry, posted, report))
     return ledger
+
+
+def _posted_row(entry: dict, posted, report: PublishReport) -> dict:
+    """The ledger row of a post: a raced one (post.Posted.raced) is stamped when it ended, after
+    whatever the other run wrote before it, and never vouches for the body (`last_posted`)."""
+    if not posted.raced:
+        return {**entry, "action": posted.action, "comment_id": posted.comment_id}
+    report.add("raced")
+    return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": dt.datetime.now(dt.timezone.utc)}
 
 
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],

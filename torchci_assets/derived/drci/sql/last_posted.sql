@@ -1,5 +1,6 @@
--- Per pull request, the body hash and comment id of its latest successful post (view lp over drci_posts).
-SELECT pr, body_sha256, comment_id
+-- Per pull request, the action, body hash and comment id of its latest successful post (view lp over
+-- drci_posts); a `raced` post (another run posted at once) is one too, and wins a tie: its body is not vouched for.
+SELECT pr, action, body_sha256, comment_id
 FROM lp
-WHERE action IN ('created', 'edited', 'unchanged')
-QUALIFY row_number() OVER (PARTITION BY pr ORDER BY "at" DESC, comment_id DESC) = 1
+WHERE action IN ('created', 'edited', 'unchanged', 'raced')
+QUALIFY row_number() OVER (PARTITION BY pr ORDER BY "at" DESC, (action = 'raced') DESC, comment_id DESC) = 1
