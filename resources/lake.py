@@ -151,6 +151,12 @@ class Lake:
                 tables.append(pq.ParquetFile(f).read(columns=columns))
         return pa.concat_tables(tables) if tables else pa.table({})
 
+    def register_rows(self, con: duckdb.DuckDBPyConnection, files: list[str], name: str) -> None:
+        """Expose the rows of these Parquet files of the lake (full paths: the small hidden files a
+        writer keeps beside its partitions) to `con` as relation `name`, read through pyarrow: DuckDB
+        cannot read S3 here, and these files have no `day` of their own to add."""
+        con.register(name, self.read_files(files))
+
     def register(self, con: duckdb.DuckDBPyConnection, table: str, days: Iterable[str] | None = None,
                  name: str | None = None) -> int:
         """Expose the table's partitions for `days` to `con` as view `name` (default: the table's name).

@@ -9,6 +9,7 @@ log classified as infrastructure later, redelivered webhooks, and a refresh kill
 
 import shutil
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import Roots
@@ -250,3 +251,32 @@ def test_test_run_parts_merged_by_the_ingest_are_followed_not_rebuilt(tmp_path, 
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
     jobs = {r["job_id"]: r for r in query(tmp_path, "test_jobs", "SELECT * FROM t")}
     assert jobs[8]["job_status"] == "completed"
+
+
+def test_a_second_refresh_of_a_day_on_s3_follows_its_parts_as_on_the_local_disk(tmp_path, rows, s3_server):
+    """The refresh's records beside the partitions (which job each part holds, the jobs counted) are
+    read back through pyarrow: DuckDB cannot read S3 here. The day's first refresh wrote them; the
+    second read them (as DuckDB files it failed, and every refresh after a day's first failed on S3)."""
+    import uuid
+
+    import pyarrow.fs as pafs
+    from conftest import S3_BUCKET
+
+    from resources.lake import Lake
+    from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
+
+    hooks(tmp_path, range(1, JOBS + 1))
+    land(tmp_path, "part-0", [r for job in range(1, 25) for r in rows[job]])
+    refresh(tmp_path)
+    s3 = Lake.at(f"s3://{S3_BUCKET}/refresh-{uuid.uuid4().hex[:8]}/lake")
+    pafs.copy_files(str(tmp_path / "lake"), s3.store.full(""), destination_filesystem=s3.store.fs)
+    second = pa.Table.from_pylist([r for job in range(25, JOBS + 1) for r in rows[job]], schema=TEST_RUN_SCHEMA)
+    for each in (lake(tmp_path), s3):
+        each.write("test_run", D, second, part="part-1")
+    on_disk = refresh(tmp_path)
+    on_s3 = build_test_results(s3, D, incremental=True), build_test_daily_stats(s3, D, incremental=True)
+    assert (on_s3[1].mode, on_disk[1].mode) == ("append", "append")
+    for table, order in ORDER.items():
+        got = [s3.read_files(s3.files(table, [D])), lake(tmp_path).read_files(lake(tmp_path).files(table, [D]))]
+        assert got[0].sort_by([(c.strip(), "ascending") for c in order.split(",")]).to_pylist() == \
+            got[1].sort_by([(c.strip(), "ascending") for c in order.split(",")]).to_pylist(), table

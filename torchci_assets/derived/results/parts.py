@@ -279,7 +279,8 @@ def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters:
     maps_before = hidden_files(lake, TABLE, day, JOB_PARTS)
     if not maps_before:
         return "no record of which part holds each job"
-    execute(con, _STEPS["job_parts"], {"files": maps_before})
+    lake.register_rows(con, maps_before, "job_parts_rows")
+    execute(con, _STEPS["job_parts"])
     if lake.register_files(con, [lake.store.full(p) for p in new_parts], "test_run"):
         execute(con, _JOBS["job_tests"])
     else:
@@ -299,7 +300,8 @@ def files_of_jobs(con, lake: Lake, day: str) -> list[str]:
     layout, maps = read_layout(lake, day), hidden_files(lake, TABLE, day, JOB_PARTS)
     if layout is None or not maps or any(source_of(f) not in layout.buckets for f in everything):
         return everything
-    execute(con, _STEPS["job_parts"], {"files": maps})
+    lake.register_rows(con, maps, "job_parts_rows")
+    execute(con, _STEPS["job_parts"])
     wanted = {lake.store.full(lake.partition_path(TABLE, day, file_part(src, bucket)))
               for src, bucket in execute(con, _STEPS["files_of_jobs"]).fetchall()}
     return [f for f in everything if f in wanted]

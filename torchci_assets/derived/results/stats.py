@@ -206,7 +206,8 @@ def _moved(con, lake: Lake, day: str, plan: increments.Plan) -> increments.Plan:
     counted = increments.counted_jobs_files(lake, day)
     if not counted:
         return increments.Plan("recompute", "no record of the jobs counted", [])
-    execute(con, _INCREMENT["counted"], {"files": counted})
+    lake.register_rows(con, counted, "counted_files")
+    execute(con, _INCREMENT["counted"])
     older = sorted(set(JOB_COLUMNS_ADDED) - columns_of(con, "counted"))
     if older:  # counted by an earlier version: those fields cannot be compared
         return increments.Plan("recompute", f"the jobs counted were recorded without {', '.join(older)}", [])

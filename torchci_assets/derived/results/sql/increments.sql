@@ -120,7 +120,8 @@ WHERE (b.max_pass_time = p.max_pass_time AND b.max_pass_time IS DISTINCT FROM a.
    OR (b.last_seen = p.last_seen AND b.last_seen IS DISTINCT FROM a.last_seen)
 
 -- step: counted
-CREATE OR REPLACE TEMP TABLE counted AS SELECT * FROM read_parquet($files, hive_partitioning = false)
+-- (view counted_files: the hidden files' rows, `Lake.register_rows`: read through pyarrow on either store)
+CREATE OR REPLACE TEMP TABLE counted AS SELECT * FROM counted_files
 
 -- step: moved_counts
 SELECT count(*) FILTER (WHERE is_new), count(*) FILTER (WHERE NOT is_new), count(*) FILTER (WHERE grown) FROM moved

@@ -14,7 +14,8 @@ SELECT workflow_id, workflow_run_attempt, job_id, tests, executed, failed, error
 FROM previous_jobs WHERE false
 
 -- step: job_parts
-CREATE OR REPLACE TEMP TABLE job_parts AS SELECT * FROM read_parquet($files, hive_partitioning = false)
+-- (view job_parts_rows: the hidden files' rows, `Lake.register_rows`: read through pyarrow on either store)
+CREATE OR REPLACE TEMP TABLE job_parts AS SELECT * FROM job_parts_rows
 
 -- step: all_jobs
 SELECT * FROM test_jobs
