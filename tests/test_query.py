@@ -135,3 +135,21 @@ def test_views_are_quoted_so_any_table_folder_name_works(tmp_path):
     assert query.register_lake(con, lake) == ["odd-name"]
     assert con.execute('SELECT sum(v), min(day) FROM "odd-name"').fetchone() == (3, dt.date(2026, 11, 1))
 
+
+
+def test_a_query_naming_tables_views_only_those(roots, capsys, monkeypatch):
+    """A view reads its files' footers (on S3, requests): a query of one table must not pay for the
+    lake's every table. A query naming none (`SHOW TABLES`) still sees every table."""
+    build_lake(roots)
+    viewed: list[str] = []
+    real = Lake.register
+
+    def watched(self, con, table, days=None, name=None):
+        viewed.append(table)
+        return real(self, con, table, days, name)
+    monkeypatch.setattr(Lake, "register", watched)
+    code, out, _ = run(capsys, "SELECT count(*) AS n FROM Workflow_Job", "--lake", roots.lake_uri, "--format", "csv")
+    assert (code, out.splitlines(), viewed) == (0, ["n", "6"], ["workflow_job"])
+    viewed.clear()
+    code, out, _ = run(capsys, "SHOW TABLES", "--lake", roots.lake_uri, "--format", "csv")
+    assert code == 0 and "workflow_run" in out.splitlines() and len(viewed) == 6
