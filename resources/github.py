@@ -238,6 +238,13 @@ def _message(resp: requests.Response) -> str:
     return " ".join(str(text).split())[:200]
 
 
+def payload_bytes(client_payload: dict) -> bytes:
+    """A client_payload as the request carries it, what GitHub's size limit counts: compact UTF-8,
+    non-ASCII characters as they are (escaped, a Chinese character would count six bytes, not
+    three). TypeError or ValueError when it is no JSON."""
+    return json.dumps(client_payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
 def validate_dispatch(owner_repo: str, event_type: str, client_payload: dict) -> bytes:
     """The request body for a repository_dispatch, or ValueError for what GitHub would reject.
 
@@ -258,8 +265,7 @@ def validate_dispatch(owner_repo: str, event_type: str, client_payload: dict) ->
         raise ValueError(f"client_payload has {len(client_payload)} top-level keys; GitHub "
                          f"allows at most {MAX_PAYLOAD_KEYS}")
     try:
-        payload = json.dumps(client_payload, separators=(",", ":"), ensure_ascii=False,
-                             allow_nan=False).encode()
+        payload = payload_bytes(client_payload)
     except (TypeError, ValueError) as e:
         raise ValueError(f"client_payload is not serializable as JSON: {e}") from None
     if len(payload) > MAX_PAYLOAD_BYTES:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import MAX_PAYLOAD_BYTES
+from resources.github import MAX_PAYLOAD_BYTES, payload_bytes
 from resources.listing_cache import KeptListings
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
@@ -129,14 +129,12 @@ def client_payload(commit: UpstreamCommit) -> dict:
 
 
 def fits_dispatch(body: dict) -> bool:
-    """Whether GitHub takes `body` whole as a client_payload, measured as the client sends it
-    (`validate_dispatch`: UTF-8, non-ASCII characters as they are, which escaped would count a
-    Chinese character six bytes instead of three and cut payloads that fit)."""
+    """Whether GitHub takes `body` whole as a client_payload, measured on the bytes the client
+    sends (`resources.github.payload_bytes`)."""
     try:
-        size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+        return len(payload_bytes(body)) <= MAX_PAYLOAD_BYTES
     except (TypeError, ValueError):
         return False
-    return size <= MAX_PAYLOAD_BYTES
 
 
 def trim_push_payload(payload: dict) -> dict:
