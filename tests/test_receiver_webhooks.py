@@ -208,3 +208,22 @@ def test_settings_from_the_environment_never_show_the_secret():
     # a list naming no event would acknowledge every delivery and keep none
     with pytest.raises(SettingsError, match="TORCHCI_WEBHOOK_EVENTS=',': names no event"):
         ReceiverSettings.from_env({"TORCHCI_WEBHOOK_EVENTS": " , "})
+
+
+def test_a_secret_with_commas_and_edge_spaces_comes_from_the_secrets_file(tmp_path, octokit):
+    """GitHub takes any text as a webhook secret; the comma-separated variable cannot carry one with a
+    comma or an edge space, the file (a mounted Secret, one a line) keeps it byte for byte."""
+    odd = " a,b c "
+    path = tmp_path / "secrets"
+    path.write_bytes(f"{odd}\r\nrotated-out\n\n".encode())
+    s = ReceiverSettings.from_env({"TORCHCI_WEBHOOK_SECRETS_FILE": str(path), "TORCHCI_WEBHOOK_SECRETS": "env-one"})
+    assert s.webhook_secrets.values == (b"env-one", odd.encode(), b"rotated-out")
+    assert "a,b c" not in repr(s)
+    body = json.dumps(payload_of(octokit, "workflow_run")).encode()
+    with served(tmp_path, webhook_secrets=s.webhook_secrets) as srv:
+        assert srv.post_webhook(body, event="workflow_run", secret=odd).status_code == 200
+        assert srv.post_webhook(body, event="workflow_run", secret="env-one").status_code == 200
+        assert srv.post_webhook(body, event="workflow_run", secret="a").status_code == 401
+        assert srv.post_webhook(body, event="workflow_run", secret=odd.strip()).status_code == 401
+    with pytest.raises(SettingsError, match="TORCHCI_WEBHOOK_SECRETS_FILE=.*cannot be read"):
+        ReceiverSettings.from_env({"TORCHCI_WEBHOOK_SECRETS_FILE": str(tmp_path / "missing")})

@@ -172,8 +172,8 @@ class Receiver:
         self._tasks.append(asyncio.create_task(self._watch_loop()))
         self._tasks.append(asyncio.create_task(self._readiness_loop()))
         if not self.settings.webhook_secrets:
-            log.warning("TORCHCI_WEBHOOK_SECRETS is not set: POST /github/webhook and GET /readyz answer 503 "
-                        "until it is")
+            log.warning("no webhook secret (TORCHCI_WEBHOOK_SECRETS or TORCHCI_WEBHOOK_SECRETS_FILE): "
+                        "POST /github/webhook and GET /readyz answer 503 until one is set")
         log.info("receiving into %s (spool %s, roll every %gs or %d bytes); callbacks from %s for audience %r",
                  self.archive.display(), self.settings.spool_dir, self.settings.roll_interval_s,
                  self.settings.roll_bytes, self.settings.oidc_issuer, self.settings.oidc_audience)

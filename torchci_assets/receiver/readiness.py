@@ -28,7 +28,7 @@ def refused_by_settings(settings: ReceiverSettings) -> list[str]:
     process, so they are reasons for as long (a restart with them fixed makes it ready)."""
     if not settings.webhook_secrets:
         return ["no webhook secret is configured: every webhook is answered 503; set TORCHCI_WEBHOOK_SECRETS "
-                "to the secret of the GitHub webhook and restart"]
+                "(or TORCHCI_WEBHOOK_SECRETS_FILE) to the secret of the GitHub webhook and restart"]
     return []
 
 

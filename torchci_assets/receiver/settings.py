@@ -29,7 +29,7 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10, "
 
 # Every variable `from_env` reads (the storage's own S3 variables aside).
 ENV_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_SPOOL_DIR", "TORCHCI_RECEIVER_HOST",
-            "TORCHCI_WEBHOOK_SECRETS", "TORCHCI_WEBHOOK_EVENTS", "TORCHCI_WEBHOOK_MAX_BYTES",
+            "TORCHCI_WEBHOOK_SECRETS", "TORCHCI_WEBHOOK_SECRETS_FILE", "TORCHCI_WEBHOOK_EVENTS", "TORCHCI_WEBHOOK_MAX_BYTES",
             "TORCHCI_CALLBACK_MAX_BYTES", "TORCHCI_OIDC_ISSUER", "TORCHCI_OIDC_AUDIENCE", "TORCHCI_OIDC_JWKS_URL",
             "TORCHCI_OIDC_LEEWAY_S", "TORCHCI_CALLBACK_RATE_LIMIT", "TORCHCI_ROLL_INTERVAL_S", "TORCHCI_ROLL_BYTES",
             "TORCHCI_PUSH_ROLL_S", "TORCHCI_HEADER_TIMEOUT_S", "TORCHCI_BODY_TIMEOUT_S", "TORCHCI_INFLIGHT_BYTES",
@@ -77,6 +77,23 @@ def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -
     return value
 
 
+def webhook_secrets(env: Mapping[str, str]) -> tuple[bytes, ...]:
+    """The secrets of TORCHCI_WEBHOOK_SECRETS (comma-separated, trimmed) and of the file that
+    TORCHCI_WEBHOOK_SECRETS_FILE names (one a line, kept byte for byte but the line's end): GitHub
+    takes any text as a secret, and one with a comma or an edge space can only come from the file.
+    An unreadable file is an error naming the path, never its content."""
+    secrets = [s.strip().encode() for s in env.get("TORCHCI_WEBHOOK_SECRETS", "").split(",") if s.strip()]
+    path = (env.get("TORCHCI_WEBHOOK_SECRETS_FILE") or "").strip()
+    if path:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise SettingsError(f"TORCHCI_WEBHOOK_SECRETS_FILE={path!r}: cannot be read ({e.strerror}); name a "
+                                "file holding the webhook secret, one a line") from None
+        secrets += [line.rstrip(b"\r") for line in data.split(b"\n") if line.rstrip(b"\r")]
+    return tuple(dict.fromkeys(secrets))
+
+
 def _host_name(raw: str) -> str:
     """The host part of `<host>-<start>` archive names, made safe for a path (the start has no
     '-', so a host name with dashes still splits back at the last one)."""
@@ -117,7 +134,7 @@ class ReceiverSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "ReceiverSettings":
         env = os.environ if env is None else env
-        secrets = tuple(s.strip().encode() for s in env.get("TORCHCI_WEBHOOK_SECRETS", "").split(",") if s.strip())
+        secrets = webhook_secrets(env)
         events_raw = env.get("TORCHCI_WEBHOOK_EVENTS", "").strip()
         if events_raw == "*":
             events = None
