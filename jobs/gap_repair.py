@@ -4,7 +4,9 @@ Every REPAIR_EVERY_MIN minutes, `repair_lost_deliveries` finds the jobs whose la
 state is not `completed` and older than the limit less that interval, and the run attempts with
 no job at all, and writes what GitHub says as `rest` records (`torchci_assets.backfill.gaps`);
 the archive refresh sensor then re-ingests the days they land in. A lost delivery is so repaired
-within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due.
+within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due. The first pass of
+each hour also looks for pull requests GitHub closed whose `closed` delivery was lost
+(`torchci_assets.backfill.pr_closes`).
 
 A pass whose lookups GitHub refuses (credentials it does not accept, a repository they cannot
 read) or leaves all unanswered fails, so the run shows what to fix instead of a green run that
@@ -24,6 +26,7 @@ import dagster as dg
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource, has_credentials
 from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps
+from torchci_assets.config import load_config
 
 REPAIR_EVERY_MIN = 5
 LIMIT_VAR = "TORCHCI_GAP_REPAIR_MINUTES"
@@ -48,12 +51,17 @@ def utcnow() -> dt.datetime:
                    "answers no lookup at all: then no lost delivery is repaired until that is fixed.")
 def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResource, archive: ArchiveResource,
                            lake: LakeResource) -> dg.Output:
-    report = repair_gaps(github, archive.store(), lake.lake(), utcnow(), repair_limit(), log=context.log.info)
+    now = utcnow()
+    pulls_of = load_config().upstream_repo if now.minute < REPAIR_EVERY_MIN else None  # the hour's first pass
+    report = repair_gaps(github, archive.store(), lake.lake(), now, repair_limit(), log=context.log.info,
+                         pulls_of=pulls_of)
     metadata = {
         "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed), "not_asked": report.not_asked}
+    if pulls_of:
+        metadata["pull_requests_found_closed"] = report.closes.found_closed
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")
     if (problem := report.problem) is not None:
@@ -71,6 +79,7 @@ gap_repair_schedule = dg.ScheduleDefinition(
     description=f"Every {REPAIR_EVERY_MIN} minutes, asks GitHub's REST API about the jobs and run attempts whose "
                 f"webhooks were lost (a state unconfirmed for {LIMIT_VAR}, default "
                 f"{DEFAULT_LIMIT.total_seconds() / 60:.0f}, minutes) and writes GitHub's answer into the "
-                "archive. Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or "
+                "archive; the first pass of each hour also writes the closes of pull requests whose close "
+                "webhook was lost. Starts by itself only where GitHub credentials are set (GITHUB_TOKEN or "
                 "GITHUB_APP_ID); without them it is off and can be started in the UI.",
     default_status=dg.DefaultScheduleStatus.RUNNING if has_credentials() else dg.DefaultScheduleStatus.STOPPED)

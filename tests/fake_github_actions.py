@@ -9,7 +9,8 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
   log GitHub does not have); `.../commits` (sha, since, until); `.../branches/{name}` (its newest
-  commit as its head); `.../pulls` (state=all, sorted by update, newest first); `.../installation`
+  commit as its head); `.../pulls` (`state`: open by default, closed or all; sorted by update, newest
+  first) and `.../pulls/{n}` (the full shape, `merged` from `merged_at`); `.../installation`
   (the App's installation, for a request signed with its JWT).
 - `X-RateLimit-Limit/Remaining/Reset/Resource` on every answer, counting down.
 `fail(pattern, *responses)` serves scripted answers first to requests whose path matches (a
@@ -227,8 +228,15 @@ class FakeActions:
             return reply(200, {"name": m[1], "commit": commits[0], "protected": False,
                                "_links": {"self": f"https://api.github.com/repos/{self.repo}/branches/{m[1]}"}})
         if rest == "/pulls":
-            pulls = sorted(self.pulls, key=lambda p: (p["updated_at"], p["number"]), reverse=True)
+            state = request.args.get("state", "open")  # GitHub's default
+            pulls = sorted((p for p in self.pulls if state == "all" or p["state"] == state),
+                           key=lambda p: (p["updated_at"], p["number"]), reverse=True)
             return self._page(request, rest, pulls, None)
+        if m := re.fullmatch(r"/pulls/(\d+)", rest):
+            pull = next((p for p in self.pulls if p["number"] == int(m[1])), None)
+            if pull is None:
+                return reply(404, {"message": "Not Found"})
+            return reply(200, shaped("pull-request", {**pull, "merged": pull.get("merged_at") is not None}))
         return reply(404, {"message": "Not Found"})
 
     def _page(self, request: Request, rest: str, items: list, key: str | None, total: int | None = None) -> Response:

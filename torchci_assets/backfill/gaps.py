@@ -36,6 +36,7 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
+from torchci_assets.backfill.pr_closes import CloseReport, repair_closes
 from torchci_assets.backfill.rest import RestReader
 
 DEFAULT_LIMIT = dt.timedelta(minutes=30)
@@ -71,6 +72,7 @@ class RepairReport:
     failed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # what to fix: GitHub refused the credentials or access
     not_asked: int = 0  # run attempts left unasked after such a refusal (every one would be refused too)
+    closes: CloseReport = field(default_factory=CloseReport)  # the pull requests compared, when they were
 
     @property
     def problem(self) -> str | None:
@@ -80,7 +82,7 @@ class RepairReport:
             n = self.not_asked
             unasked = f" ({n} more run attempt{'s' * (n > 1)} not asked)" if n else ""
             return "; ".join(self.refused) + unasked + "; lost deliveries stay unrepaired until then"
-        if self.failed and not self.looked_up:
+        if self.failed and not self.looked_up and not self.closes.listed:
             return (f"GitHub answered no lookup of this pass ({len(self.failed)} failed; first: "
                     f"{self.failed[0]}): check GITHUB_API_URL and the network, and that the credentials can read "
                     "Actions on these repositories; lost deliveries stay unrepaired until a pass gets answers")
@@ -147,17 +149,44 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
 
 
 def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime,
-                limit: dt.timedelta = DEFAULT_LIMIT, log: Callable[[str], None] = lambda s: None) -> RepairReport:
+                limit: dt.timedelta = DEFAULT_LIMIT, log: Callable[[str], None] = lambda s: None,
+                pulls_of: str | None = None) -> RepairReport:
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
-    for is reported and left for the next pass."""
+    for is reported and left for the next pass. With `pulls_of`, also the closes of that
+    repository's pull requests whose delivery was lost (`pr_closes`)."""
     gaps = find_gaps(lake, now, limit)
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), jobless_runs=len(gaps.jobless_runs),
                           unexplained_runs=len(gaps.unexplained_runs))
-    if not gaps.attempts:
+    if not gaps.attempts and pulls_of is None:
         return report
     reader = RestReader(gh)
     part = Part(archive, f"rest-repair-{now.strftime('%Y%m%dT%H%M%S')}")
     repositories: dict[str, dict] = {}
+    refused_repos = _repair_attempts(reader, part, gaps, repositories, report)
+    if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
+        try:
+            repository = repositories.get(pulls_of) or reader.json(f"/repos/{pulls_of}")
+            repair_closes(reader, part, lake, pulls_of, repository, now, report.closes)
+        except GitHubError as exc:
+            report.failed.append(f"{pulls_of} pull requests: {exc}")
+            if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
+                report.refused.append(fix)
+    report.deliveries = part.commit()  # what was repaired before a refusal is kept
+    closes = report.closes
+    pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
+             f"{closes.looked_up} looked up, {closes.found_closed} found closed") if pulls_of else ""
+    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
+        f"{report.unexplained_runs} failed with no job heard failing; "
+        f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
+        f"never heard of found beside them{pulls}; {report.deliveries} records "
+        f"written, {len(report.failed)} failed, {report.not_asked} not asked; {reader.budget.describe()}")
+    return report
+
+
+def _repair_attempts(reader: RestReader, part: Part, gaps: Gaps, repositories: dict[str, dict],
+                     report: RepairReport) -> set[str]:
+    """Look up every gap's run attempt, newest first; the repositories GitHub refused ("*": the
+    credentials, for every repository)."""
     refused_repos: set[str] = set()
     for n, key in enumerate(gaps.attempts):
         if key[0] in refused_repos:
@@ -170,25 +199,20 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
             if (fix := refusal(exc, key[0])) is not None:
                 report.refused.append(fix)
                 refused_repos.add(key[0])
-                if exc.status == 401:  # the credentials themselves: no repository is answered
+                if exc.status == 401:  # the credentials themselves: no repository is answered ("*")
+                    refused_repos.add("*")
                     report.not_asked += len(gaps.attempts) - n - 1
                     break
-    report.deliveries = part.commit()  # what was repaired before a refusal is kept
-    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
-        f"{report.unexplained_runs} failed with no job heard failing; "
-        f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
-        f"never heard of found beside them, {report.deliveries} records "
-        f"written, {len(report.failed)} failed, {report.not_asked} not asked; {reader.budget.describe()}")
-    return report
+    return refused_repos
 
 
-def refusal(exc: GitHubError, repo: str) -> str | None:
+def refusal(exc: GitHubError, repo: str, permission: str = "Actions: read") -> str | None:
     """What to fix when GitHub refused for good, else None: a refusal answers the same on every
     pass, so it must not pass for one of the transient failures the next pass retries."""
     if exc.status == 401:
         return (f"GitHub refused the credentials ({exc}): set a valid GITHUB_TOKEN, or GITHUB_APP_ID and "
                 "GITHUB_APP_PRIVATE_KEY, where Dagster runs")
     if exc.status == 403 and not rate_limited(exc):
-        return (f"GitHub refused to show {repo} ({exc}): the token or the GitHub App needs Actions: read "
+        return (f"GitHub refused to show {repo} ({exc}): the token or the GitHub App needs {permission} "
                 f"on {repo}")
     return None

@@ -148,8 +148,8 @@ def push_delivery(commit: dict, ref: str, repository: dict) -> tuple[str, bytes]
     return envelope("push", f"rest-push-{ref}-{commit['sha']}", at, payload)
 
 
-def pull_request_deliveries(pr: dict, repository: dict,
-                            not_before: dt.datetime | None = None) -> list[tuple[str, bytes]]:
+def pull_request_deliveries(pr: dict, repository: dict, not_before: dt.datetime | None = None,
+                            actions: tuple[str, ...] = ("opened", "closed")) -> list[tuple[str, bytes]]:
     """`opened` at created_at, and `closed` at closed_at for a closed PR (REST keeps no other history).
 
     A pull request opened (or closed) years before the backfill's first day, and updated since,
@@ -160,7 +160,7 @@ def pull_request_deliveries(pr: dict, repository: dict,
     out = []
     for order, (action, key) in enumerate((("opened", "created_at"), ("closed", "closed_at"))):
         at = parse_time(pr.get(key))
-        if at is None:
+        if at is None or action not in actions:
             continue
         if not_before is not None:
             at = max(at, not_before + dt.timedelta(milliseconds=order))

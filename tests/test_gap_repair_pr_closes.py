@@ -1,0 +1,121 @@
+"""Gap repair of lost `pull_request closed` deliveries: a pull request GitHub closed leaves the HUD
+and Dr. CI once the hour's first pass has compared the open ones, and no request more is made."""
+
+import copy
+import datetime as dt
+import gzip
+import json
+
+import duckdb
+from conftest import write_lines
+from fake_github_actions import FakeActions, reply
+from test_gap_repair import client
+
+from resources.configured import ArchiveResource, LakeResource
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.hud.health import build_pr_jobs
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+
+REPO = "Codertocat/Hello-World"
+DAY, TODAY = "2021-09-13", "2021-09-14"
+HOUR_START = dt.datetime(2021, 9, 14, 10, 2, tzinfo=dt.timezone.utc)
+
+
+def opened(octokit, number: int) -> dict:
+    """The `opened` example of @octokit/webhooks-examples, as pull request `number`."""
+    payload = copy.deepcopy(next(p for p in octokit["api.github.com"]["pull_request"] if p["action"] == "opened"))
+    payload["number"] = payload["pull_request"]["number"] = number
+    payload["pull_request"].update(head={**payload["pull_request"]["head"], "sha": f"{number:040x}"},
+                                   updated_at=f"{DAY}T08:0{number}:00Z")
+    return {"event": "pull_request", "delivery_id": f"gh-opened-{number}", "received_at": f"{DAY}T08:0{number}:00.000Z",
+            "payload": payload}
+
+
+def lake_showing_open(tmp_path, octokit, numbers) -> tuple[Store, Lake]:
+    """Pull requests opened yesterday, their close webhooks never received: pr_jobs shows them open."""
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks-1.jsonl",
+                [opened(octokit, n) for n in numbers], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    build_pr_jobs(lake, DAY, REPO, now=dt.datetime(2021, 9, 13, 23, 0, tzinfo=dt.timezone.utc))
+    return archive, lake
+
+
+def pr_states(lake: Lake, day: str) -> dict[int, str]:
+    return dict(duckdb.sql("SELECT DISTINCT number, pr_state FROM read_parquet($files)",
+                           params={"files": lake.files("pr_jobs", [day])}).fetchall())
+
+
+def run_pass(tmp_path, httpserver, monkeypatch, now: dt.datetime):
+    import jobs.gap_repair
+    from jobs.gap_repair import gap_repair_job
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"upstream:\n  repo: {REPO}\n")
+    monkeypatch.setenv("TORCHCI_CONFIG", str(config))
+    monkeypatch.setattr(jobs.gap_repair, "utcnow", lambda: now)
+    result = gap_repair_job.execute_in_process(resources={
+        "github": client(httpserver), "archive": ArchiveResource(uri=str(tmp_path / "archive")),
+        "lake": LakeResource(uri=str(tmp_path / "lake"))})
+    (out,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    return out.event_specific_data.metadata
+
+
+def github_with(httpserver) -> FakeActions:
+    api = FakeActions(httpserver, repo=REPO)
+    for number, state in ((1, "open"), (2, "closed"), (3, "open"), (4, "closed")):
+        closed = "2021-09-13T20:00:00Z" if state == "closed" else None
+        api.add_pull({"number": number, "state": state, "created_at": f"{DAY}T08:00:00Z",
+                      "updated_at": closed or f"{DAY}T08:00:00Z", "closed_at": closed, "merged_at": closed})
+    return api
+
+
+def archived(tmp_path, day: str) -> list[dict]:
+    """The records written into the archive's `day` (gzipped JSON lines, as gap repair writes them)."""
+    return [json.loads(line) for f in sorted((tmp_path / "archive" / "webhooks" / f"day={day}").glob("*.gz"))
+            for line in gzip.open(f, "rt")]
+
+
+def pull_requests_asked(api: FakeActions) -> list[str]:
+    return [path for path, _ in api.requests if "/pulls" in path]
+
+
+def test_a_pull_request_whose_close_webhook_was_lost_is_closed_by_the_hours_first_pass(tmp_path, httpserver, octokit,
+                                                                                       monkeypatch):
+    archive, lake = lake_showing_open(tmp_path, octokit, (1, 2, 3))
+    assert pr_states(lake, DAY) == {1: "open", 2: "open", 3: "open"}
+    api = github_with(httpserver)
+
+    # a pass later in the hour does not compare pull requests: no request about them
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(minutes=30))
+    assert pull_requests_asked(api) == [] and "pull_requests_found_closed" not in meta
+
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert meta["pull_requests_found_closed"].value == 1
+    # one page of the open ones, then only the one missing from it (#4 was never shown open here)
+    assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/2"]
+    [line] = archived(tmp_path, TODAY)
+    assert (line["event"], line["payload"]["action"], line["payload"]["number"]) == ("pull_request", "closed", 2)
+    assert line["payload"]["pull_request"]["merged"] is True and line["received_at"] >= HOUR_START.isoformat()[:19]
+
+    # the refresh of today ingests it: the HUD and Dr. CI no longer show #2 open
+    ingest_webhook_day(archive, lake, TODAY, workers=1)
+    build_pr_jobs(lake, TODAY, REPO, now=HOUR_START + dt.timedelta(minutes=3))
+    assert pr_states(lake, TODAY) == {1: "open", 2: "closed", 3: "open"}
+
+    # the next hour's pass finds nothing to ask about
+    run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert pull_requests_asked(api)[2:] == [f"/repos/{REPO}/pulls"]
+
+
+def test_a_pull_request_reopened_since_the_list_was_read_gets_no_close(tmp_path, httpserver, octokit, monkeypatch):
+    archive, lake = lake_showing_open(tmp_path, octokit, (2,))
+    api = github_with(httpserver)
+    api.fail(r"/pulls$", reply(200, []))  # the list read while #2 was closed; reopened before it is asked about
+    api.add_pull({"number": 2, "state": "open", "created_at": f"{DAY}T08:00:00Z", "updated_at": f"{TODAY}T09:00:00Z",
+                  "closed_at": None, "merged_at": None})
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert meta["pull_requests_found_closed"].value == 0
+    assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/2"]
+    assert archived(tmp_path, TODAY) == []

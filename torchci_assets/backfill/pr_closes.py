@@ -1,0 +1,69 @@
+"""Lost `pull_request closed` deliveries: pull requests the HUD still shows open that GitHub closed.
+
+A pull request's page, its row in the HUD's list and Dr. CI's view of it follow `pr_jobs`, which
+carries an open pull request from day to day until a `closed` delivery says otherwise. GitHub does
+not retry a delivery that failed, so one lost close would keep the pull request open there for good.
+Nothing in the lake can tell: an open pull request may go weeks without a delivery. So once an hour
+gap repair compares the pull requests the newest `pr_jobs` partition shows open with the ones GitHub
+lists open (one request per hundred), asks GitHub for each one missing from that list (one request
+each), and writes the `closed` record of each one GitHub shows closed, received now, so that it
+lands in today's partition and wins over the older `opened` (`shapes.pull_request_deliveries`).
+Its delivery id is the one `torchci backfill --prs` gives the same record: a repair written twice,
+or a backfill of the same pull request, adds no row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from resources.lake import Lake, connect
+from resources.sql import SqlFiles, execute
+from torchci_assets.backfill import shapes
+from torchci_assets.backfill.files import Part
+from torchci_assets.backfill.rest import RestReader
+
+MAX_LOOKUPS = 200  # pull requests asked about one by one in a pass; the rest wait for the next
+_SQL = SqlFiles(__file__)
+
+
+@dataclass
+class CloseReport:
+    open_in_lake: int = 0
+    open_on_github: int = 0
+    listed: bool = False  # GitHub answered the list of open pull requests
+    looked_up: int = 0
+    found_closed: int = 0
+
+
+def open_in_lake(lake: Lake) -> list[int]:
+    """The pull requests the newest `pr_jobs` partition shows open (none before one is built)."""
+    days = lake.days("pr_jobs")
+    if not days:
+        return []
+    con = connect()
+    try:
+        lake.register(con, "pr_jobs", [max(days)])
+        return [n for (n,) in execute(con, _SQL["open_pull_requests"]).fetchall()]
+    finally:
+        con.close()
+
+
+def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repository: dict, now: dt.datetime,
+                  report: CloseReport) -> None:
+    """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
+    GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing."""
+    shown_open = open_in_lake(lake)
+    report.open_in_lake = len(shown_open)
+    if not shown_open:
+        return
+    listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
+    report.open_on_github, report.listed = len(listed), True
+    for number in [n for n in shown_open if n not in listed][:MAX_LOOKUPS]:
+        pr = reader.json(f"/repos/{repo}/pulls/{number}")
+        report.looked_up += 1
+        if pr.get("state") != "closed":
+            continue
+        closed = shapes.pull_request_deliveries(pr, repository, not_before=now, actions=("closed",))
+        part.add(closed)
+        report.found_closed += bool(closed)
