@@ -33,11 +33,14 @@ The rules, each a plain function below so the tests call them directly:
     for days: the deliveries were acknowledged, GitHub sends them no more) would be read by
     nothing. The receiver marks such a day (`_late/<day>` in the archive, `receiver.spool`), and
     the sensor watches a marked day within the partitions (MAX_LATE_DAYS a tick, oldest first) as
-    it watches yesterday, until a run of that partition (its own refresh, or any run tagged with
-    the fingerprint it ran on) has succeeded on what the day's folders hold: then it remembers the
-    marker's stamp as settled and looks at the day again only when the marker changes (another
-    late file). Its refreshes' run keys end in `:late`, as the state may have been requested, and
-    failed, while it was yesterday;
+    it watches yesterday, until a run of that partition has succeeded on what the day's folders
+    hold (its own refresh, any run tagged with the fingerprint it ran on, or a run of the whole job
+    without one, a backfill, created after the sensor requested that state): then it deletes the
+    marker (`forget_marker`, which writes it back should a late file land meanwhile), and looks at
+    the day again only when another late file marks it. Its refreshes' run keys end in `:late`, as
+    the state may have been requested, and failed, while it was yesterday. A failed refresh of a
+    late day is retried after 1, 2, 4, 8 intervals, at most MAX_LATE_ATTEMPTS runs a state (run
+    keys ending in `:retry-<n>`): nothing else would retry it, the day's daily run being over;
   * a day is refreshed when its fingerprint differs from its baseline (the one the sensor's last
     request, or the schedule's last successful run, saw), or when the day's latest daily run
     failed and no request of the sensor has followed it; at most once per interval (`TORCHCI_REFRESH_MINUTES`,
@@ -45,16 +48,16 @@ The rules, each a plain function below so the tests call them directly:
     run of that partition is queued or running (whatever launched it): what lands meanwhile is
     picked up at the first tick after it;
   * the cursor (per watched day: the fingerprint requested, when, and the failed daily run the
-    request answered; per marked day: the marker stamp settled) advances only with the request,
-    or with a late day's success, and run keys are `<day>:<fingerprint>`,
+    request answered; per marked day whose marker the sensor could not delete: its stamp, settled)
+    advances only with the request, or with a late day's success, and run keys are `<day>:<fingerprint>`,
     unique per state of the day, since Dagster remembers run keys forever; the refresh after a
     failed daily run adds `:after-<its run id>`, as the state it saw may have been requested before.
 
 A refresh and another run of the same partition (the daily schedule's, a backfill, a re-execution)
 never run at once: dagster.yaml limits runs to one per `dagster/partition` tag value, so the later
 one waits in the queue. (`torchci run` executes in process, outside the queue.) A failed refresh
-is not requested again for the same files: the next landing, or the daily schedule, retries it;
-should the daily run fail too, the sensor's one refresh after it does.
+of a watched day is not requested again for the same files: the next landing, or the daily
+schedule, retries it; should the daily run fail too, the sensor's one refresh after it does.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, REFRESH_MINUTES_VAR,
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 from torchci_assets.ingest.landed import DayFingerprint, day_fingerprint
 from torchci_assets.partitions import daily_partitions, last_partition
-from torchci_assets.receiver.spool import LATE_FOLDER
+from torchci_assets.receiver.spool import LATE_FOLDER, late_marker_path, write_late_marker
 
 # How often the sensor lists the archive: the refresh starts on the tick nearest its interval's
 # end; a listing of a PyTorch-sized day takes ~1 s (a few requests on S3).
@@ -89,6 +92,11 @@ LATE_KEY = "late"  # the cursor's settled markers, beside its days
 # Late days looked at per tick, oldest first: each costs a listing of its day (~1 s on S3 for a
 # PyTorch-sized day), and the tick must stay well under a minute after an outage of weeks.
 MAX_LATE_DAYS = 10
+# Runs a late day's state may cost: a failed one is retried after 1, 2, 4, 8 refresh intervals
+# (~22 min at the default), as a killed run or an S3 blip heals within minutes without anyone,
+# while a day that always fails (a bug, a file the ingest rejects) costs 5 runs, then the warning
+# asks an operator. Nothing else retries it: the day's daily run is over, and GitHub redelivers nothing.
+MAX_LATE_ATTEMPTS = 5
 
 # What a refresh materializes: the ingest of what landed and the outputs someone waits for within
 # the hour (the disabled list, the HUD's commit grid and PR pages, Dr. CI's comments), with what
@@ -227,8 +235,9 @@ def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
                     "`make dev`), or set TORCHCI_FIRST_DAY so that the partitions always run to today")
 
 
-def run_key(fp: DayFingerprint, after: str | None = None, late: bool = False) -> str:
-    return f"{fp.day}:{fp.short}" + (f":after-{after}" if after else "") + (":late" if late else "")
+def run_key(fp: DayFingerprint, after: str | None = None, late: bool = False, retry: int = 0) -> str:
+    return (f"{fp.day}:{fp.short}" + (f":after-{after}" if after else "") + (":late" if late else "")
+            + (f":retry-{retry}" if retry else ""))
 
 
 def late_markers(store: Store) -> dict[str, str]:
@@ -257,17 +266,84 @@ def succeeded_on(instance: dg.DagsterInstance, day: str, fingerprint: str) -> bo
                                                 statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1))
 
 
-def late_stuck(instance: dg.DagsterInstance, fp: DayFingerprint) -> tuple[str, bool]:
-    """Why a late day with nothing new is not settled yet, and whether that is a failure: its run
-    is in flight, or failed (the sensor does not request the same state twice: retrying a failure
-    at every interval would loop)."""
+def ran_whole_after(instance: dg.DagsterInstance, own: Seen | None, fp: DayFingerprint) -> bool:
+    """Whether a run of the whole daily (or refresh) job of `fp.day` that carries no fingerprint (a
+    backfill, a launch by hand) succeeded, created after the sensor requested the day as it is now:
+    its ingest listed the day later still, so it read every file. A run tagged with a fingerprint
+    is judged by it (`succeeded_on`)."""
+    if own is None or own.fingerprint != fp.short:
+        return False
+    after = dt.datetime.fromtimestamp(own.at, dt.timezone.utc)
+    runs = instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: fp.day}, statuses=[dg.DagsterRunStatus.SUCCESS],
+                                           created_after=after), limit=20)
+    return any(r.job_name in (all_assets_job.name, archive_refresh_job.name) and not r.asset_selection
+               and FINGERPRINT_TAG not in r.tags for r in runs)
+
+
+def retry_wait(failures: int, last_failed: float, now: float, interval_s: float) -> float:
+    """Seconds until a late day whose state `failures` runs failed on, the last at `last_failed`,
+    is retried: 1, 2, 4... intervals after that failure (the tick nearest the end takes it)."""
+    return last_failed + interval_s * 2 ** (failures - 1) - TICK_SECONDS / 2 - now
+
+
+def late_stuck(instance: dg.DagsterInstance, fp: DayFingerprint, now: float,
+               interval_s: float) -> tuple[str, bool, int]:
+    """Why a late day with nothing new is not settled yet, whether the operator should see it, and
+    the retry to request now (0: none): its run is in flight, or failed and is retried with a
+    backoff (`retry_wait`) up to MAX_LATE_ATTEMPTS runs of the state, each retry a run key of its
+    own, so that a failure never loops."""
     if flying := in_flight_run(instance, fp.day):
-        return f"{fp.day}: late files, run {flying} of this partition is in flight", False
-    runs = instance.get_runs(dg.RunsFilter(tags={PARTITION_TAG: fp.day, FINGERPRINT_TAG: fp.short},
-                                           statuses=_FAILED), limit=1)
-    what = f"its refresh, run {runs[0].run_id}, did not succeed" if runs else "no run succeeded on them"
-    return (f"{fp.day}: late files ({fp.files:,} files), {what}: re-execute it or run the day's partition "
-            "again; the sensor refreshes the day once more when another late file lands"), True
+        return f"{fp.day}: late files, run {flying} of this partition is in flight", False, 0
+    failures = instance.get_run_records(dg.RunsFilter(tags={PARTITION_TAG: fp.day, FINGERPRINT_TAG: fp.short},
+                                                      statuses=_FAILED), limit=MAX_LATE_ATTEMPTS)
+    files = f"{fp.day}: late files ({fp.files:,} files)"
+    ask = ("run the day's partition again" if not failures else "re-execute it or run the day's partition again"
+           ) + "; the sensor refreshes the day once more when another late file lands"
+    if not failures or len(failures) >= MAX_LATE_ATTEMPTS:
+        what = "no run succeeded on them" if not failures else (
+            f"{len(failures)} runs failed on them, the last run {failures[0].dagster_run.run_id}")
+        return f"{files}, {what}: {ask}", True, 0
+    last = failures[0]
+    wait = retry_wait(len(failures), last.end_time or last.update_timestamp.timestamp(), now, interval_s)
+    retry = f"{files}, its refresh, run {last.dagster_run.run_id}, failed; retry {len(failures)} of " \
+            f"{MAX_LATE_ATTEMPTS - 1}"
+    if wait > 0:
+        return f"{retry} in {wait / 60:.1f} min", True, 0
+    return f"{retry} now", True, len(failures)
+
+
+def forget_marker(store: Store, day: str, settled_on: str) -> bool:
+    """Delete `day`'s marker, a run having succeeded on the day's files as `settled_on` says they
+    are; whether it is gone. No store here deletes only if unchanged (S3 through pyarrow cannot),
+    so the race with a receiver marking the day again is settled by order: the receiver publishes
+    a late file before it writes its marker, so a marker it writes after the delete survives it,
+    and the file of one it wrote before the delete is in the listing that follows: the day then
+    differs from `settled_on`, and the marker is written back."""
+    store.delete(late_marker_path(day))
+    if day_fingerprint(store, day).short == settled_on:
+        return True
+    write_late_marker(store, day, clock(), by="archive_refresh_sensor",
+                      why="files landed in the day while the sensor deleted its marker")
+    return False
+
+
+def settle(store: Store, looks: list["DayLook"], markers: dict[str, str], log) -> dict[str, str]:
+    """Forget the markers of the late days a run has succeeded on (`forget_marker`); the stamps of
+    those the sensor could not delete (an archive it may not write), for the cursor to remember as
+    settled, so that they cost no listing either."""
+    kept = {}
+    for x in looks:
+        day = x.fp.day
+        try:
+            gone = forget_marker(store, day, x.fp.short)
+        except OSError as exc:
+            log.warning(f"{day}: its marker {store.display(late_marker_path(day))} could not be deleted ({exc}); "
+                        "the sensor remembers it as settled")
+            kept[day] = markers[day]
+            continue
+        if not gone:
+            log.warning(f"{day}: late files landed while its settled marker was deleted; marked again")
+    return kept
 
 
 def _hhmm(at: float) -> str:
@@ -316,15 +392,16 @@ class DayLook:
     late: bool = False
     settled: bool = False  # a late day a run has succeeded on as its folders are now
     warn: bool = False  # a late day refreshed now, or whose refresh failed: for the operator to see
+    retry: int = 0  # a late day's retry of its failed refresh (`late_stuck`)
 
 
 def look_at(instance: dg.DagsterInstance, store: Store, cursor: RefreshCursor, day: str, now: float,
             interval: float, late: bool = False) -> DayLook:
     """The decision for `day` (`decide`), with what the request and the cursor need."""
     fp = day_fingerprint(store, day)
-    if late and succeeded_on(instance, day, fp.short):
-        return DayLook(fp, Decision(day, False, f"{day}: late files refreshed"), late=True, settled=True)
     own = cursor.days.get(day)
+    if late and (succeeded_on(instance, day, fp.short) or ran_whole_after(instance, own, fp)):
+        return DayLook(fp, Decision(day, False, f"{day}: late files refreshed"), late=True, settled=True)
     base = baseline(own, daily_run_seen(instance, day))
     failed = failed_daily_run(instance, day)
     unanswered = failed if failed and failed != (own.after if own else None) else None
@@ -334,8 +411,8 @@ def look_at(instance: dg.DagsterInstance, store: Store, cursor: RefreshCursor, d
     if not late:
         return DayLook(fp, decision, failed, unanswered)
     if not due:
-        stuck, failing = late_stuck(instance, fp)
-        return DayLook(fp, Decision(day, False, stuck), failed, unanswered, late=True, warn=failing)
+        stuck, warn, retry = late_stuck(instance, fp, now, interval)
+        return DayLook(fp, Decision(day, retry > 0, stuck), failed, unanswered, late=True, warn=warn, retry=retry)
     decision = Decision(day, decision.request, f"{decision.reason}; late files, landed after the day's daily run")
     return DayLook(fp, decision, failed, unanswered, late=True, warn=decision.request)
 
@@ -375,16 +452,16 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
         (context.log.warning if x.warn else context.log.info)(x.decision.reason)
     chosen = [x for x in looks if x.decision.request]
     settled = {d: s for d, s in cursor.settled.items() if d in markers}
-    settled.update({x.fp.day: markers[x.fp.day] for x in looks if x.settled})
+    settled.update(settle(store, [x for x in looks if x.settled], markers, context.log))
     keep = [x.fp.day for x in looks if not x.settled] + waiting
     advanced = cursor.advanced([(x.fp.day, x.fp.short) for x in chosen], now, keep,
                                {x.fp.day: x.failed for x in chosen if x.failed}, settled)
     if not chosen:
         reasons = nothing_to_do(looks, unreached, first, last)
-        if settled == cursor.settled:
+        if settled == cursor.settled and not any(x.settled for x in looks):
             return dg.SkipReason(reasons)  # the cursor stays as it is
         return dg.SensorResult(skip_reason=reasons, cursor=advanced.to_json())
-    requests = [dg.RunRequest(run_key=run_key(x.fp, x.unanswered, x.late), partition_key=x.fp.day,
+    requests = [dg.RunRequest(run_key=run_key(x.fp, x.unanswered, x.late, x.retry), partition_key=x.fp.day,
                               tags={FINGERPRINT_TAG: x.fp.short, "torchci/archive_files": str(x.fp.files)})
                 for x in chosen]
     return dg.SensorResult(run_requests=requests, cursor=advanced.to_json())

@@ -193,7 +193,7 @@ def test_a_marked_day_is_refreshed_once_per_state_until_a_run_succeeds_then_left
     settles = tick(instance, archive, first.cursor)
     assert not settles.run_requests and f"{LATE_DAY}: late files refreshed" in settles.skip_reason.skip_message
     cursor = RefreshCursor.from_json(settles.cursor)
-    assert cursor.settled == late_markers(Store(str(archive))) and LATE_DAY not in cursor.days
+    assert late_markers(Store(str(archive))) == {} and LATE_DAY not in cursor.days  # the marker is forgotten
 
     left_alone = tick(instance, archive, settles.cursor)
     assert isinstance(left_alone, dg.SkipReason) and LATE_DAY not in left_alone.skip_message
@@ -206,19 +206,118 @@ def test_a_marked_day_is_refreshed_once_per_state_until_a_run_succeeds_then_left
     assert second.tags[FINGERPRINT_TAG] == day_fingerprint(Store(str(archive)), LATE_DAY).short
 
 
-def test_a_failed_refresh_of_a_marked_day_says_so_and_is_not_requested_again_for_the_same_files(
+def test_a_failed_refresh_of_a_marked_day_is_retried_after_1_2_4_8_intervals_then_left_to_an_operator(
         instance, tmp_path, octokit, later):
+    """A killed run or an S3 blip heals without anyone; a day that always fails costs 5 runs, then
+    the warning names the run to re-execute. The failures end now (wall clock); the sensor's clock
+    is moved past each backoff."""
+    archive = tmp_path / "archive"
+    daily_run_of_the_late_day(instance, archive, octokit)
+    roll_late(tmp_path, octokit, "late-1", 2)
+    result = tick(instance, archive, None)
+    (request,) = result.run_requests
+    keys = [request.run_key]
+    for attempt in range(1, refresh.MAX_LATE_ATTEMPTS):
+        failed = add_run(instance, LATE_DAY, dg.DagsterRunStatus.FAILURE, **request.tags)
+        later(1.5 * 2 ** (attempt - 1) - 0.5)  # the backoff not over yet
+        early = tick(instance, archive, result.cursor)
+        assert isinstance(early, dg.SkipReason), attempt
+        assert f"its refresh, run {failed.run_id}, failed; retry {attempt} of {refresh.MAX_LATE_ATTEMPTS - 1} in" \
+            in early.skip_message
+        later(1.5 * 2 ** (attempt - 1))
+        result = tick(instance, archive, result.cursor)
+        (request,) = result.run_requests
+        assert request.partition_key == LATE_DAY and request.run_key == f"{keys[0]}:retry-{attempt}"
+        assert request.tags[FINGERPRINT_TAG] == day_fingerprint(Store(str(archive)), LATE_DAY).short
+        keys.append(request.run_key)
+    last = add_run(instance, LATE_DAY, dg.DagsterRunStatus.FAILURE, **request.tags)
+    later(24 * 60)
+    stuck = tick(instance, archive, result.cursor)
+    assert isinstance(stuck, dg.SkipReason)
+    assert f"{refresh.MAX_LATE_ATTEMPTS} runs failed on them, the last run {last.run_id}: re-execute it" \
+        in stuck.skip_message
+    assert len(set(keys)) == refresh.MAX_LATE_ATTEMPTS == 5
+    assert late_markers(Store(str(archive))).keys() == {LATE_DAY}  # still marked
+
+
+def test_a_run_of_the_whole_day_after_the_sensors_request_settles_a_marked_day_without_a_retry(
+        instance, tmp_path, octokit, later):
+    """A backfill (no fingerprint tag) launched after the sensor requested the day as it is now read
+    every file of it: the marker is forgotten and the failed refresh is not retried."""
+    archive = tmp_path / "archive"
+    daily_run_of_the_late_day(instance, archive, octokit)
+    roll_late(tmp_path, octokit, "late-1", 2)
+    later(-1)  # the request is a minute before the backfill is created
+    first = tick(instance, archive, None)
+    (request,) = first.run_requests
+    add_run(instance, LATE_DAY, dg.DagsterRunStatus.FAILURE, **request.tags)
+    add_run(instance, LATE_DAY, dg.DagsterRunStatus.SUCCESS, job="all_assets_daily")
+    later(30)
+    settles = tick(instance, archive, first.cursor)
+    assert not settles.run_requests and f"{LATE_DAY}: late files refreshed" in settles.skip_reason.skip_message
+    assert late_markers(Store(str(archive))) == {}
+
+
+def test_a_run_of_the_whole_day_created_before_the_sensors_request_does_not_settle_it(
+        instance, tmp_path, octokit, later):
+    archive = tmp_path / "archive"
+    daily_run_of_the_late_day(instance, archive, octokit)
+    roll_late(tmp_path, octokit, "late-1", 2)
+    later(1)  # the request is a minute after the backfill was created
+    first = tick(instance, archive, None)
+    (request,) = first.run_requests
+    add_run(instance, LATE_DAY, dg.DagsterRunStatus.SUCCESS, job="all_assets_daily")
+    add_run(instance, LATE_DAY, dg.DagsterRunStatus.FAILURE, **request.tags)
+    later(30)
+    retried = tick(instance, archive, first.cursor)
+    assert [r.run_key for r in retried.run_requests] == [f"{request.run_key}:retry-1"]
+    assert late_markers(Store(str(archive))).keys() == {LATE_DAY}
+
+
+def test_a_marker_rewritten_after_the_run_began_survives_its_success(instance, tmp_path, octokit, later):
     archive = tmp_path / "archive"
     daily_run_of_the_late_day(instance, archive, octokit)
     roll_late(tmp_path, octokit, "late-1", 2)
     first = tick(instance, archive, None)
     (request,) = first.run_requests
-    failed = add_run(instance, LATE_DAY, dg.DagsterRunStatus.FAILURE, **request.tags)
-    later(30)
-    stuck = tick(instance, archive, first.cursor)
-    assert isinstance(stuck, dg.SkipReason)
-    assert f"its refresh, run {failed.run_id}, did not succeed" in stuck.skip_message
-    assert not RefreshCursor.from_json(first.cursor).settled  # still watched
+    run = add_run(instance, LATE_DAY, dg.DagsterRunStatus.STARTED, **request.tags)
+    roll_late(tmp_path, octokit, "late-2", 3)  # while the run reads the day
+    marker = late_markers(Store(str(archive)))
+    instance.report_dagster_event(dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name=run.job_name),
+                                  run_id=run.run_id)
+    later(5)
+    again = tick(instance, archive, first.cursor)
+    (second,) = again.run_requests
+    assert second.tags[FINGERPRINT_TAG] == day_fingerprint(Store(str(archive)), LATE_DAY).short != request.tags[
+        FINGERPRINT_TAG]
+    assert late_markers(Store(str(archive))) == marker
+
+
+class RollingWhileDeleting(Store):
+    """The archive as a sensor sees it when the receiver rolls another late segment of the day (its
+    file, then its marker) between the sensor's check and its delete of the marker."""
+
+    def __init__(self, uri: str, roll):
+        super().__init__(uri)
+        self.roll = roll
+
+    def delete(self, rel: str) -> None:
+        if rel.startswith(f"{LATE_FOLDER}/"):
+            self.roll()
+        super().delete(rel)
+
+
+def test_a_marker_the_receiver_rewrites_while_the_sensor_deletes_it_is_written_back(tmp_path, octokit):
+    archive = tmp_path / "archive"
+    roll_late(tmp_path, octokit, "late-1", 2)
+    settled_on = day_fingerprint(Store(str(archive)), LATE_DAY).short
+    store = RollingWhileDeleting(str(archive), lambda: roll_late(tmp_path, octokit, "late-2", 3))
+    assert refresh.forget_marker(store, LATE_DAY, settled_on) is False
+    assert late_markers(Store(str(archive))).keys() == {LATE_DAY}
+    assert refresh.forget_marker(Store(str(archive)), LATE_DAY, settled_on) is False  # still not what was settled
+    now = day_fingerprint(Store(str(archive)), LATE_DAY).short
+    assert refresh.forget_marker(Store(str(archive)), LATE_DAY, now) is True
+    assert late_markers(Store(str(archive))) == {}
 
 
 def test_a_late_file_the_daily_run_already_read_needs_no_refresh(instance, tmp_path, octokit, later):
@@ -228,7 +327,7 @@ def test_a_late_file_the_daily_run_already_read_needs_no_refresh(instance, tmp_p
     seen = day_fingerprint(Store(str(archive)), LATE_DAY).short
     add_run(instance, LATE_DAY, dg.DagsterRunStatus.SUCCESS, job="all_assets_daily", **{FINGERPRINT_TAG: seen})
     result = tick(instance, archive, None)
-    assert not result.run_requests and RefreshCursor.from_json(result.cursor).settled.keys() == {LATE_DAY}
+    assert not result.run_requests and late_markers(Store(str(archive))) == {}
 
 
 def test_the_sensors_refresh_of_a_marked_day_brings_the_late_delivery_into_the_lake(
@@ -256,7 +355,7 @@ def test_the_sensors_refresh_of_a_marked_day_brings_the_late_delivery_into_the_l
         con.close()
     later(2)
     settles = tick(instance, archive, first.cursor)
-    assert not settles.run_requests and RefreshCursor.from_json(settles.cursor).settled.keys() == {LATE_DAY}
+    assert not settles.run_requests and late_markers(Store(str(archive))) == {}
 
 
 def test_after_a_long_outage_a_tick_looks_at_the_oldest_marked_days_first_and_a_bounded_number(
@@ -274,6 +373,6 @@ def test_after_a_long_outage_a_tick_looks_at_the_oldest_marked_days_first_and_a_
         add_run(instance, request.partition_key, dg.DagsterRunStatus.SUCCESS, **request.tags)
     settles = tick(instance, archive, first.cursor)
     assert not settles.run_requests
-    assert set(RefreshCursor.from_json(settles.cursor).settled) == set(days[:refresh.MAX_LATE_DAYS])
+    assert sorted(late_markers(Store(str(archive)))) == days[refresh.MAX_LATE_DAYS:]
     rest = tick(instance, archive, settles.cursor)
     assert [r.partition_key for r in rest.run_requests] == days[refresh.MAX_LATE_DAYS:]

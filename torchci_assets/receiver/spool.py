@@ -28,7 +28,8 @@ watches today and yesterday, and the day's daily run is over. Its deliveries wer
 GitHub will not send them again. The roller therefore leaves a marker, `_late/<day>` in the archive
 (written atomically, after the file and before the spool copy goes, so a crash between them
 rolls the segment again and rewrites the marker), logs a warning and counts it; the sensor
-refreshes a marked day until a run has succeeded on what its folders hold.
+refreshes a marked day until a run has succeeded on what its folders hold, then deletes the marker
+(`jobs.refresh.forget_marker`, which relies on the file being published before its marker).
 """
 
 from __future__ import annotations
@@ -115,9 +116,14 @@ def mark_late(store: Store, rel: str, now: float) -> str | None:
     day = archive_path_day(rel)
     if not is_late(day, now):
         return None
+    return write_late_marker(store, day, now, file=rel)
+
+
+def write_late_marker(store: Store, day: str, now: float, **fields: str) -> str:
+    """Write `day`'s marker (what it says: `fields`, and when); its path."""
     marker = late_marker_path(day)
     at = dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat()
-    store.write_bytes(marker, orjson.dumps({"day": day, "file": rel, "marked_at": at}) + b"\n")
+    store.write_bytes(marker, orjson.dumps({"day": day, **fields, "marked_at": at}) + b"\n")
     return marker
 
 
