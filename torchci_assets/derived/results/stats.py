@@ -310,8 +310,9 @@ def time_rows_version() -> str:
     """A digest of the SQL that writes the time tables. Why: a window reads up to 16 days of
     them, written by whichever version ran on each day; rows of older SQL (runs counted per
     attempt, summed runs without their marker rows) count some runs twice beside today's, so such
-    a day is rebuilt from its test_results rather than read (`rebuild_outdated_time_days`). Only
-    the statements count: a comment reworded rebuilds nothing."""
+    a day is rebuilt from its test_results rather than read (`rebuild_outdated_time_days`). Any
+    change of the statements does so once for the window's days (rows that add up times otherwise
+    would not equal today's bit for bit); a comment reworded rebuilds nothing."""
     return hashlib.sha256("\0".join(statements_only(SQL[name]) for name in _TIME_ROWS_SQL).encode()).hexdigest()[:16]
 
 

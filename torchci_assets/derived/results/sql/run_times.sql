@@ -2,6 +2,9 @@
 -- file's times over the shards that ran it): the one definition test_time_daily.sql (a day's
 -- reports) and sharding/sql/window_times.sql (the window's runs whose shards landed on different
 -- days) both apply. stats.define_run_times creates it.
+-- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
+-- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
+-- same reports give the same bits and a file published from them is not rewritten.
 
 -- step: run_times
 -- run_times('<view or CTE>'): from rows of one shard attempt and file (classname NULL) or class
@@ -32,7 +35,7 @@ run_chosen AS (
 ),
 run_files AS (
     SELECT build_env, test_config, file, classname, workflow_id,
-           sum(r.time) FILTER (WHERE r.attempt = c.attempt) AS time,
+           sum(round(r.time * 1e6)::BIGINT) FILTER (WHERE r.attempt = c.attempt) / 1e6 AS time,
            bool_and(c.attempt IS NOT NULL) AS every_shard_clean
     FROM run_shard_rows r JOIN run_chosen c USING (workflow_id, build_env, test_config, shard)
     GROUP BY ALL

@@ -10,6 +10,9 @@
 --   summed      the runs complete today from their first attempt on (every shard clean at some
 --               attempt, attempt 1 among them: an earlier attempt may have been counted on an
 --               earlier day otherwise), with their commit and when their last job finished.
+-- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
+-- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
+-- same reports give the same bits and a file published from them is not rewritten.
 
 -- step: time_tests
 CREATE OR REPLACE TEMP VIEW time_tests AS
@@ -31,7 +34,7 @@ GROUP BY workflow_id, build_env, test_config, shard, num_shards, attempt
 CREATE OR REPLACE TEMP TABLE shard_rows AS
 WITH per_shard_attempt AS (
     SELECT workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file AS file, classname,
-           sum(time) AS time
+           sum(round(time * 1e6)::BIGINT) / 1e6 AS time
     FROM time_tests
     GROUP BY GROUPING SETS ((workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file),
                             (workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file, classname))

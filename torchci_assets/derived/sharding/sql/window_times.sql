@@ -9,6 +9,9 @@
 -- straddling the window's first day, so every run counts in as many windows as a run summed on
 -- its day. A run some day read summed whole (its marker row, file NULL) counts there only: its
 -- shard rows on other days (a "re-run all jobs" after midnight) are left out, so it counts once.
+-- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
+-- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
+-- same reports give the same bits and a file published from them is not rewritten.
 WITH summed_whole AS (
     SELECT DISTINCT workflow_id, build_env, test_config FROM daily WHERE workflow_id IS NOT NULL AND file IS NULL
 ),
@@ -23,7 +26,8 @@ window_split AS (
     SELECT * FROM split SEMI JOIN ending_in_window USING (workflow_id, build_env, test_config)
 ),
 joined AS (
-    SELECT build_env, test_config, file, classname, count(*) AS runs, sum(time) AS time
+    SELECT build_env, test_config, file, classname, count(*) AS runs,
+           sum(round(time * 1e6)::BIGINT) / 1e6 AS time
     FROM run_times('window_split') WHERE counts
     GROUP BY ALL
 ),
@@ -33,6 +37,7 @@ summed AS (
     UNION ALL
     SELECT * FROM joined
 )
-SELECT build_env, test_config, file, classname, sum(time) / sum(runs) AS time, sum(runs)::BIGINT AS runs
+SELECT build_env, test_config, file, classname, sum(round(time * 1e6)::BIGINT) / 1e6 / sum(runs) AS time,
+       sum(runs)::BIGINT AS runs
 FROM summed
 GROUP BY ALL ORDER BY build_env, test_config, file, classname NULLS FIRST
