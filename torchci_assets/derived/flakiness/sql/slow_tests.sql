@@ -12,9 +12,7 @@
 -- every other. build_env and test_config say where the test is slowest, for whoever looks into it.
 -- A window partition written before the periodic counters existed reads them as NULL: nothing
 -- subtracted, as then.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: measured
 -- whether the window measured anything the list counts: a clean pass on main outside periodic

@@ -2,9 +2,7 @@
 -- file's times over the shards that ran it): the one definition test_time_daily.sql (a day's
 -- reports) and sharding/sql/window_times.sql (the window's runs whose shards landed on different
 -- days) both apply. stats.define_run_times creates it.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: run_times
 -- run_times('<view or CTE>'): from rows of one shard attempt and file (classname NULL) or class

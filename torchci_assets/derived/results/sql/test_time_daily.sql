@@ -17,9 +17,7 @@
 --           finished (completed_at), test_time_regressions joins them per commit the same way.
 -- A day reads only its own reports, so its rows never depend on which other days exist; a
 -- window's average is sum(time) / sum(runs) once the shard rows are joined by run.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 SELECT build_env, test_config, file, classname, count(*) AS runs,
        sum(round(time * 1e6)::BIGINT) / 1e6 AS time,
        NULL::BIGINT AS workflow_id, NULL::INTEGER AS shard, NULL::INTEGER AS num_shards,

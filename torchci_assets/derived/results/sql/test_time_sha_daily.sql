@@ -6,9 +6,7 @@
 -- first of them finished (it orders commits within a day when their pushes are not in the lake).
 -- The other runs (split over days, or re-attempted on a later day) are test_time_daily's shard
 -- rows, which carry their commit: test_time_regressions joins them as the test times' window does.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 SELECT r.build_env, r.test_config, r.file, s.head_sha, count(*) AS runs,
        sum(round(r.time * 1e6)::BIGINT) / 1e6 AS time,
        min(s.completed_at) AS first_at

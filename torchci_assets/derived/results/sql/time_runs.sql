@@ -10,9 +10,7 @@
 --   summed      the runs complete today from their first attempt on (every shard clean at some
 --               attempt, attempt 1 among them: an earlier attempt may have been counted on an
 --               earlier day otherwise), with their commit and when their last job finished.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: time_tests
 CREATE OR REPLACE TEMP VIEW time_tests AS

@@ -5,9 +5,7 @@
 -- (test_time_daily's shard rows) joined by run_times on the last day one of their reports landed,
 -- as the test times' window joins them (window_times.sql): each run counts once, whichever days
 -- its reports landed.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: split_runs
 -- view time_daily over test_time_daily of the window and the look-back days before it (in today's

@@ -9,9 +9,7 @@
 -- straddling the window's first day, so every run counts in as many windows as a run summed on
 -- its day. A run some day read summed whole (its marker row, file NULL) counts there only: its
 -- shard rows on other days (a "re-run all jobs" after midnight) are left out, so it counts once.
--- Times are summed as whole microseconds, as everywhere a time is summed (results/sql/test_daily_stats.sql):
--- a sum of floats depends on the order DuckDB's threads add its terms in, an integer sum does not, so the
--- same reports give the same bits and a file published from them is not rewritten.
+-- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 WITH summed_whole AS (
     SELECT DISTINCT workflow_id, build_env, test_config FROM daily WHERE workflow_id IS NOT NULL AND file IS NULL
 ),
