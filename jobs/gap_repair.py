@@ -59,9 +59,10 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
         "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
-        "failed": len(report.failed), "not_asked": report.not_asked}
+        "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone}
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
+        metadata["pull_requests_gone"] = len(report.closes.gone)
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")
     if (problem := report.problem) is not None:

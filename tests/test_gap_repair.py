@@ -471,3 +471,18 @@ def test_a_rate_limit_among_answers_is_a_warning_and_no_answer_at_all_fails(tmp_
     result = run_job(tmp_path, httpserver, monkeypatch)
     assert not result.success
     assert "GitHub answered no lookup of this pass (1 failed" in step_failure(result)
+
+
+def test_runs_deleted_on_github_are_no_failure_and_the_pass_succeeds(tmp_path, httpserver, octokit, monkeypatch):
+    """Workflow runs can be deleted (a run that printed a secret, a clean-up): GitHub answers 404 for
+    them while the repository answers. That is GitHub's answer, not a lookup that failed: the pass
+    succeeds, counting them, instead of failing as if GitHub could not be reached."""
+    archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.runs.clear()
+    result = run_job(tmp_path, httpserver, monkeypatch)
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    meta = output.event_specific_data.metadata
+    assert (meta["failed"].value, meta["looked_up"].value, meta["runs_gone"].value) == (0, 0, 2)
+    assert api.count(r"/runs/\d+/attempts/1$") == 2

@@ -119,3 +119,16 @@ def test_a_pull_request_reopened_since_the_list_was_read_gets_no_close(tmp_path,
     assert meta["pull_requests_found_closed"].value == 0
     assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/2"]
     assert archived(tmp_path, TODAY) == []
+
+
+def test_a_pull_request_github_no_longer_has_does_not_keep_the_others_open(tmp_path, httpserver, octokit, monkeypatch):
+    """A pull request GitHub deleted (spam, say) answers 404: it is counted, and the pull requests
+    after it are still asked about and closed, on this pass and every later one."""
+    archive, lake = lake_showing_open(tmp_path, octokit, (1, 2, 3))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] != 1]  # deleted: its lookup answers 404
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/1", f"/repos/{REPO}/pulls/2"]
+    assert meta["pull_requests_found_closed"].value == 1 and meta["pull_requests_gone"].value == 1
+    assert meta["failed"].value == 0
+    assert [(r["payload"]["action"], r["payload"]["number"]) for r in archived(tmp_path, TODAY)] == [("closed", 2)]

@@ -20,8 +20,9 @@ attempt is never asked about again, whatever that answer held. A completed attem
 change, so that one read settles a run cancelled while pending, which had jobs whose deliveries
 were lost or, replaced in its concurrency group before any was created, no job at all; and a job
 GitHub itself still shows queued in a completed run. A job that really runs for hours is looked
-up on each pass until it completes: that is the cost (one request per running run attempt per
-pass) of noticing a lost completion within `limit`.
+up on each pass until it completes: that is the cost (two requests, the run and its jobs, per
+running run attempt per pass) of noticing a lost completion within `limit`. A run GitHub answers
+404 for, in a repository it shows, was deleted: that is its answer, counted, not a failed lookup.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class RepairReport:
     jobless_runs: int = 0
     unexplained_runs: int = 0
     looked_up: int = 0
+    runs_gone: int = 0  # run attempts GitHub answers 404 for in a repository it shows: deleted runs
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
@@ -82,7 +84,7 @@ class RepairReport:
             n = self.not_asked
             unasked = f" ({n} more run attempt{'s' * (n > 1)} not asked)" if n else ""
             return "; ".join(self.refused) + unasked + "; lost deliveries stay unrepaired until then"
-        if self.failed and not self.looked_up and not self.closes.listed:
+        if self.failed and not self.looked_up and not self.runs_gone and not self.closes.listed:
             return (f"GitHub answered no lookup of this pass ({len(self.failed)} failed; first: "
                     f"{self.failed[0]}): check GITHUB_API_URL and the network, and that the credentials can read "
                     "Actions on these repositories; lost deliveries stay unrepaired until a pass gets answers")
@@ -129,8 +131,15 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
     repository = repositories[repo]
     # the run before its jobs: a run read completed vouches for the jobs listed after it, which no
     # later pass asks for again (sql/answered_runs.sql)
-    run = reader.json(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}")
-    jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}/jobs", "jobs"))
+    try:
+        run = reader.json(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}")
+        jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}/jobs", "jobs"))
+    except GitHubError as exc:
+        if exc.status != 404:
+            raise
+        # the repository answered, the run does not: deleted (GitHub lets a run be), nothing to repair
+        report.runs_gone += 1
+        return
     report.looked_up += 1
     sender = run.get("triggering_actor") or run.get("actor")
     stale = gaps.stale_jobs.get(key)
@@ -174,13 +183,20 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
     closes = report.closes
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
-             f"{closes.looked_up} looked up, {closes.found_closed} found closed") if pulls_of else ""
+             f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
+             if pulls_of else "")
     log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
         f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
-        f"never heard of found beside them{pulls}; {report.deliveries} records "
-        f"written, {len(report.failed)} failed, {report.not_asked} not asked; {reader.budget.describe()}")
+        f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub{pulls}; "
+        f"{report.deliveries} records written, {len(report.failed)} failed, {report.not_asked} not asked; "
+        f"{reader.budget.describe()}")
     return report
+
+
+def _gone(numbers: list[int]) -> str:
+    shown = ", ".join(f"#{n}" for n in numbers[:10]) + (" ..." if len(numbers) > 10 else "")
+    return f", {len(numbers)} GitHub no longer has ({shown})" if numbers else ""
 
 
 def _repair_attempts(reader: RestReader, part: Part, gaps: Gaps, repositories: dict[str, dict],

@@ -8,6 +8,8 @@ gap repair compares the pull requests the newest `pr_jobs` partition shows open 
 lists open (one request per hundred), asks GitHub for each one missing from that list (one request
 each), and writes the `closed` record of each one GitHub shows closed, received now, so that it
 lands in today's partition and wins over the older `opened` (`shapes.pull_request_deliveries`).
+One GitHub no longer has (404, 410: deleted as spam, say) is counted and passed over: it must not
+keep the pull requests asked about after it open too.
 Its delivery id is the one `torchci backfill --prs` gives the same record: a repair written twice,
 or a backfill of the same pull request, adds no row.
 """
@@ -15,8 +17,9 @@ or a backfill of the same pull request, adds no row.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from resources.github import GitHubError
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from torchci_assets.backfill import shapes
@@ -34,6 +37,7 @@ class CloseReport:
     listed: bool = False  # GitHub answered the list of open pull requests
     looked_up: int = 0
     found_closed: int = 0
+    gone: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub (404, 410)
 
 
 def open_in_lake(lake: Lake) -> list[int]:
@@ -60,10 +64,22 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
     listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
     report.open_on_github, report.listed = len(listed), True
     for number in [n for n in shown_open if n not in listed][:MAX_LOOKUPS]:
-        pr = reader.json(f"/repos/{repo}/pulls/{number}")
-        report.looked_up += 1
-        if pr.get("state") != "closed":
+        pr = _pull_request(reader, repo, number, report)
+        if pr is None or pr.get("state") != "closed":
             continue
         closed = shapes.pull_request_deliveries(pr, repository, not_before=now, actions=("closed",))
         part.add(closed)
         report.found_closed += bool(closed)
+
+
+def _pull_request(reader: RestReader, repo: str, number: int, report: CloseReport) -> dict | None:
+    """The pull request as GitHub shows it now; None when GitHub no longer has it."""
+    try:
+        pr = reader.json(f"/repos/{repo}/pulls/{number}")
+    except GitHubError as exc:
+        if exc.status not in (404, 410):
+            raise
+        report.gone.append(number)
+        return None
+    report.looked_up += 1
+    return pr
