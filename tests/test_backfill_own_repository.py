@@ -140,6 +140,31 @@ def test_old_pull_requests_are_filed_on_the_first_day_and_keep_their_state(tmp_p
     assert states == [(4242, "open", False), (4243, "closed", True), (4244, "closed", False)]
 
 
+def test_a_pull_request_updated_while_the_list_is_paged_is_not_missed(tmp_path, httpserver):
+    """GitHub pages the pull requests sorted by update, newest first, by page number: one updated
+    while a later page is read moves to the first page, already read, and the pages after shift by
+    one. It is read all the same, once, in its newest state."""
+    api = with_branches(FakeActions(httpserver))
+    for n in range(1, 8):
+        api.add_pull({"number": n, "state": "open", "created_at": f"{WEEK[0]}T0{n}:00:00Z",
+                      "updated_at": f"{WEEK[1]}T0{n}:00:00Z", "closed_at": None, "merged_at": None})
+    route = api._route
+
+    def merge_1_as_page_2_is_read(request, rest):
+        if rest == "/pulls" and request.args.get("page") == "2":
+            api.add_pull({**next(p for p in api.pulls if p["number"] == 1), "state": "closed",
+                          "updated_at": f"{WEEK[1]}T12:00:00Z", "closed_at": f"{WEEK[1]}T12:00:00Z",
+                          "merged_at": f"{WEEK[1]}T12:00:00Z"})
+        return route(request, rest)
+
+    api._route = merge_1_as_page_2_is_read
+    backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[1], prs=True, page_size=3),
+             log=lambda s: None, today=TODAY)
+    pulled = [(r["payload"]["number"], r["payload"]["action"]) for r in records(tmp_path)
+              if r["event"] == "pull_request"]
+    assert sorted(pulled) == sorted([(n, "opened") for n in range(1, 8)] + [(1, "closed")])
+
+
 # ---- ciflow tag pushes ------------------------------------------------------------------------------
 
 def _ciflow_run(api: FakeActions, pr: dict, run_id: int, tag: str) -> None:

@@ -39,6 +39,8 @@ FAILED = ("failure", "timed_out")
 # PyTorch's bot pushes `ciflow/<workflow>/<PR number>` tags to run a pull request's head through
 # more workflows (trunk, periodic ...): push runs whose head_branch is the tag, not the branch.
 CIFLOW_PREFIX = "ciflow/"
+# readings of the pull request list: the first, then again while pull requests updated meanwhile turn up
+MAX_PULL_READINGS = 10
 
 
 class MissingBranch(GitHubError):
@@ -307,6 +309,31 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     progress.deliveries += part.commit()
 
 
+def updated_pulls(reader: RestReader, repo: str, since: dt.datetime) -> Iterator[dict]:
+    """The pull requests updated since `since`, each once, newest first. GitHub pages them sorted by
+    update and by page number: one updated while a later page is read moves to the first page, read
+    already, and no page read after gives it. So the list is read again from its top, down to the
+    newest update the previous reading began with, for the pull requests not given yet, until a
+    reading gives none (most often one request)."""
+    params = {"state": "all", "sort": "updated", "direction": "desc"}
+    seen: set[int] = set()
+    stop = since
+    for reading in range(MAX_PULL_READINGS):
+        began, fresh = None, 0
+        for pr in reader.pages(f"/repos/{repo}/pulls", None, params):
+            updated = shapes.parse_time(pr.get("updated_at"))
+            began = began or updated
+            if updated is not None and updated < stop:
+                break
+            if pr["number"] not in seen:
+                seen.add(pr["number"])
+                fresh += 1
+                yield pr
+        if began is None or (reading and not fresh):
+            return
+        stop = began
+
+
 def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repository: dict,
                    progress: Progress, part_size: int = 500) -> None:
     """Pull requests updated since `since` (newest first, as GitHub sorts them); what one did
@@ -323,11 +350,7 @@ def backfill_pulls(reader: RestReader, store: Store, opts: BackfillOptions, repo
         progress.pull_requests += len(batch)
         batch.clear()
 
-    params = {"state": "all", "sort": "updated", "direction": "desc"}
-    for pr in reader.pages(f"/repos/{opts.repo}/pulls", None, params):
-        updated = shapes.parse_time(pr.get("updated_at"))
-        if updated is not None and updated < since:
-            break
+    for pr in updated_pulls(reader, opts.repo, since):
         batch.append(pr)
         if len(batch) >= part_size:
             flush()
