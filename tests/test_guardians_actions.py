@@ -55,6 +55,21 @@ def guardian(client, tmp_path, minutes=0.0, cfg=ON, log=None):
                     log or (lambda s: None))
 
 
+def crash_before_done(monkeypatch, run) -> None:
+    """`run()` dies after its call to GitHub, before the ledger's `done` row."""
+    real_append = ledger.append
+
+    def die_on_done(lake, row):
+        if row["phase"] == "done":
+            raise Crash()
+        return real_append(lake, row)
+
+    monkeypatch.setattr(ledger, "append", die_on_done)
+    with pytest.raises(Crash):
+        run()
+    monkeypatch.setattr(ledger, "append", real_append)
+
+
 def rows(tmp_path):
     return ledger.read(Lake.at(str(tmp_path / "lake")), T0 + dt.timedelta(hours=5))
 
@@ -139,17 +154,7 @@ def test_failed_restarts_back_off_20_40_60_minutes(gh, fakes, tmp_path):
 def test_a_crash_after_the_restart_and_before_the_ledger_never_restarts_twice(gh, fakes, tmp_path, monkeypatch):
     fake_actions, _ = fakes
     fake_actions.add_run(1003, sha(3), "trunk")
-    real_append = ledger.append
-
-    def die_on_done(lake, row):
-        if row["phase"] == "done":
-            raise Crash()
-        return real_append(lake, row)
-
-    monkeypatch.setattr(ledger, "append", die_on_done)
-    with pytest.raises(Crash):
-        guardian(gh(), tmp_path, 0).run([restart()])
-    monkeypatch.setattr(ledger, "append", real_append)
+    crash_before_done(monkeypatch, lambda: guardian(gh(), tmp_path, 0).run([restart()]))
     assert fake_actions.reruns == [(1003, "rerun-failed-jobs")]
     report = guardian(gh(), tmp_path, 5).run([restart()])
     assert [r["outcome"] for r in report.recovered] == ["ok"]
@@ -221,12 +226,7 @@ def test_a_crash_after_the_comment_is_recovered_from_the_marker(gh, fakes, tmp_p
     fake_actions, tracker = fakes
     pr = tracker.add("Make the fast path faster", pull_request=True)
     fake_actions.add_pull(sha(3), pr["number"])
-    real_append = ledger.append
-    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
-                        else real_append(lake, r))
-    with pytest.raises(Crash):
-        guardian(gh(), tmp_path).run([revert()])
-    monkeypatch.setattr(ledger, "append", real_append)
+    crash_before_done(monkeypatch, lambda: guardian(gh(), tmp_path).run([revert()]))
     report = guardian(gh(), tmp_path, 5).run([revert()])
     assert [r["outcome"] for r in report.recovered] == ["ok"] and not report.taken
     assert len(tracker.comments[pr["number"]]) == 1
@@ -427,12 +427,7 @@ def test_notifications_go_to_the_configured_issue_once_each(gh, fakes, tmp_path,
     still_open = tracker.add("A stacked PR still open", pull_request=True)
     fake_actions.add_pull(sha(5), still_open["number"], merged=False)
     # the process dies after the first notification reached GitHub, before the ledger saw it
-    real_append = ledger.append
-    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
-                        else real_append(lake, r))
-    with pytest.raises(Crash):
-        guardian(gh(), tmp_path, cfg=cfg).run([revert(3)])
-    monkeypatch.setattr(ledger, "append", real_append)
+    crash_before_done(monkeypatch, lambda: guardian(gh(), tmp_path, cfg=cfg).run([revert(3)]))
     report = guardian(gh(), tmp_path, 5, cfg=cfg).run([revert(3), revert(4), revert(5)])
     assert [(r["commit_sha"], r["outcome"]) for r in report.recovered] == [(sha(3), "ok")]
     assert [(r["commit_sha"], r["outcome"], r["pr_number"], r["notify_issue"]) for r in report.taken] == [
@@ -457,12 +452,7 @@ def test_the_pull_request_is_found_by_search_when_the_message_and_the_lookup_do_
     assert [r["outcome"] for r in guardian(gh(token=None), tmp_path).run([revert(3)]).taken] == ["dry_run"]
     assert fake_actions.searches == [] and tracker.requests == []
     # the process dies after the comment reached GitHub, before the ledger saw it
-    real_append = ledger.append
-    monkeypatch.setattr(ledger, "append", lambda lake, r: (_ for _ in ()).throw(Crash()) if r["phase"] == "done"
-                        else real_append(lake, r))
-    with pytest.raises(Crash):
-        guardian(gh(), tmp_path).run([revert(3)])
-    monkeypatch.setattr(ledger, "append", real_append)
+    crash_before_done(monkeypatch, lambda: guardian(gh(), tmp_path).run([revert(3)]))
     assert fake_actions.searches == [f"{sha(3)} repo:{REPO} is:pr is:closed"]
     report = guardian(gh(), tmp_path, 5).run([revert(3), revert(4)])
     assert [(r["commit_sha"], r["outcome"], r["pr_number"]) for r in report.recovered] == [(sha(3), "ok", 4242)]
@@ -500,3 +490,40 @@ def test_the_base_branch_is_the_one_given(gh, fakes, tmp_path):
     client = gh()
     on_master = Guardian(client, Lake.at(str(tmp_path / "lake")), REPO, ON, T0, base="master")
     assert [(r["outcome"], r["pr_number"]) for r in on_master.run([revert(3)]).taken] == [("ok", 4242)]
+
+
+def test_a_gap_commit_whose_rerun_skips_the_job_again_gives_no_signal_and_the_bisection_moves_on(gh, fakes, tmp_path):
+    """Commits 1-3 skipped the job (its `if:` skips it there), and every whole-run re-run of them
+    skips it again. Each is re-run once, the bisection going on to the next, and the range ends
+    as suspects: no commit is re-run every 20 minutes up to the cap while the others wait."""
+    from torchci_assets.derived.guardians.passes import autorevert_pass
+    fake_actions, _ = fakes
+    for i in range(6):
+        fake_actions.add_run(1000 + i, sha(i), "trunk")
+    lake = Lake.at(str(tmp_path / "lake"))
+    cfg = AutorevertConfig(enabled=True, bisection_limit=1)
+
+    def restarted(minutes):
+        rows = history("gsssRr")  # commit 4 failed twice and 5 once: 3 failures, the red is not re-run
+        rows[0]["attempts"] = 2  # the green passed twice: enough successes below the reds
+        for r in rows[1:4]:  # the lake shows each re-run done, with the job skipped in it again
+            r["run_attempt"] = fake_actions.attempt(r["run_id"])
+        summary = autorevert_pass(gh(), lake, REPO, cfg, T0 + dt.timedelta(minutes=minutes), rows=rows)
+        return summary, [int(r["commit_sha"], 16) for r in summary.taken]
+
+    assert [restarted(minutes)[1] for minutes in (0, 30, 60)] == [[2], [1], [3]]
+    for minutes in range(90, 300, 30):
+        summary, taken = restarted(minutes)
+        assert taken == [] and summary.verdicts == {"suspect": 1}
+    assert fake_actions.reruns == [(1002, "rerun"), (1001, "rerun"), (1003, "rerun")]
+
+
+def test_the_whole_run_reruns_are_read_from_the_ledger_recovered_ones_too(gh, fakes, tmp_path, monkeypatch):
+    fake_actions, _ = fakes
+    fake_actions.add_run(1003, sha(3), "trunk")
+    fake_actions.add_run(1004, sha(4), "trunk")
+    crash_before_done(monkeypatch, lambda: guardian(gh(), tmp_path, 0).run([restart(mode="rerun")]))
+    guardian(gh(), tmp_path, 5).run([restart(4)])  # a re-run of failed jobs: not of the whole run
+    acts = ledger.actions(rows(tmp_path))
+    assert actions.whole_reruns(acts, False) == {("trunk", sha(3), 1003, 1)}
+    assert actions.whole_reruns(acts, True) == set()  # dry runs apart

@@ -196,3 +196,38 @@ def test_a_pinned_culprit_with_fewer_than_three_failures_is_re_run_again():
     loose = AutorevertConfig(confirm_attempts=1, min_red_commits=1)
     assert verdict("gggRp", green_attempts=2, cfg=loose).kind == "restart"
     assert verdict("gggRr", green_attempts=2, cfg=loose).kind == "confirmed"
+
+
+def _gap_job_not_made(build_state: str, attempt: int) -> list:
+    """trunk's test group ran on 0 (green, twice), 2 and 3 (red); on 1 its job was never made
+    (not even skipped), while trunk's build group ran there in run 1001, at `attempt`."""
+    build = "trunk / linux-jammy-py3.10-gcc11 / build"
+    rows = [{**row(0, "success"), "attempts": 2}, row(2, "failure", attempts=2), row(3, "failure")]
+    return rows + [{**row(1, build_state, group=build), "run_attempt": attempt}]
+
+
+def test_a_gap_commit_whose_job_was_not_made_in_the_whole_rerun_gives_no_signal_once_the_run_ends():
+    rerun = frozenset({("trunk", sha(1), 1001, 1)})  # the whole run 1001 re-run from its attempt 1
+
+    def judged(build_state, attempt, reruns=rerun):
+        h = build_history(_gap_job_not_made(build_state, attempt), ("trunk",))
+        (signal,) = [s for s in h.signals if s.key == GROUP]
+        return judge(signal, h, reruns=reruns)
+
+    assert judged("success", 1, frozenset()).restarts == (sha(1),)  # not re-run yet: bisect it
+    assert judged("success", 1).restarts == (sha(1),)  # the lake does not show the re-run yet
+    # the re-run is running: the test job may still be made (a reusable workflow's jobs come late)
+    assert judged("pending", 2).restarts == (sha(1),)
+    v = judged("success", 2)  # it ended without the test job
+    assert (v.kind, v.restarts, v.suspects) == ("suspect", (), (sha(1), sha(2)))
+    assert v.reason == "1 commit(s) between green and red cannot give the signal: 1 did not run it when re-run"
+
+
+def test_only_a_whole_run_rerun_after_the_skip_says_a_gap_commit_cannot_give_the_signal():
+    rows = [{**r, "attempts": 2} if r["sha"] == sha(0) else r for r in history("gsRr")]
+    h = build_history(rows)
+    (signal,) = h.signals
+    assert judge(signal, h, reruns=frozenset({("trunk", sha(1), 1001, 1)})).restarts == (sha(1),)  # skip of attempt 1
+    shown = build_history([{**r, "run_attempt": 2} if r["sha"] == sha(1) else r for r in rows])
+    assert judge(shown.signals[0], shown, reruns=frozenset({("trunk", sha(1), 1001, 1)})).kind == "suspect"
+    assert judge(shown.signals[0], shown, reruns=frozenset({("periodic", sha(1), 1001, 1)})).restarts == (sha(1),)

@@ -116,6 +116,20 @@ def restarts_in_flight(acts: list[dict], history: MainHistory, now: dt.datetime,
     return frozenset(out)
 
 
+def _mode(act: dict) -> str:
+    """The restart's endpoint, the first word of its notes (`rerun`: the whole run)."""
+    return (act.get("notes") or "").split(":")[0]
+
+
+def whole_reruns(acts: list[dict], dry_run: bool) -> frozenset:
+    """(workflow, sha, run id, attempt re-run) of every whole-run re-run made (dry run's or
+    live ones): once the lake shows the run past that attempt, a gap commit whose job did not
+    run in it cannot give the signal (culprits._no_signal)."""
+    return frozenset((a["workflow"], a["commit_sha"], a["run_id"], a.get("run_attempt") or 1) for a in acts
+                     if a["action"] == "restart" and bool(a["dry_run"]) == dry_run and a.get("run_id") is not None
+                     and a.get("outcome") in ("ok", "dry_run") and _mode(a) == "rerun")
+
+
 def _minutes_since(row: dict, now: dt.datetime) -> float:
     return (now - row["at"]).total_seconds() / 60
 
@@ -336,7 +350,8 @@ class Guardian:
         """Close an intent a dead run left open, with what GitHub shows happened; while GitHub
         cannot tell, it stays open and blocks the action like a done one."""
         p = Planned(act["action"], act["commit_sha"], act.get("workflow") or "", (),
-                    (act["run_id"], act["run_attempt"]) if act.get("run_id") is not None else None)
+                    (act["run_id"], act["run_attempt"]) if act.get("run_id") is not None else None,
+                    _mode(act) if act["action"] == "restart" else "rerun")
         try:
             if p.action == "restart":
                 attempt = self._attempt_now(p.run[0])
@@ -353,4 +368,5 @@ class Guardian:
         return [self._row(p, act["key"], "done", pr_number=act.get("pr_number"), notify_issue=act.get("notify_issue"),
                           outcome=outcome, failed=False,
                           workflows=act.get("workflows"), source_signal_keys=act.get("source_signal_keys"),
-                          notes="recovered after an interrupted run")]
+                          notes=f"{p.mode}: recovered after an interrupted run" if p.action == "restart"
+                          else "recovered after an interrupted run")]

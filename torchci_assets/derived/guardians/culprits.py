@@ -24,7 +24,10 @@ Between the last green and the first red there may be commits that did not run t
 test). Any of them could be the culprit, so their workflow is restarted there: not all at once
 but by bisection, the middle of the largest unexplored stretch first (`plan_bisection`, as
 `bisection_planner.py` does), so that a gap of n commits is pinned in about log2(n) rounds.
-Once the first red directly follows the last green, the first red is the culprit. A flaky test
+A commit the workflow's whole-run re-run finished on without running the signal's job (an `if:`
+skips it there) cannot give the signal: the bisection passes over it, as over a commit without
+a run, and it stays a suspect (`_no_signal`). Once the first red directly follows the last
+green, the first red is the culprit. A flaky test
 can fake that pattern (fail once, pass on the next commit), so it is confirmed only when the
 culprit failed on `confirm_attempts` attempts (its failed jobs are restarted until then) and
 `min_red_commits` commits from it on are red; a flaky test at rate p passes both with
@@ -53,7 +56,7 @@ MIN_FAILURES = 3
 @dataclass(frozen=True)
 class Verdict:
     """What one signal says. `kind`: ineligible, restart, confirmed, or suspect (a range that
-    cannot be narrowed: its commits have no run to restart)."""
+    cannot be narrowed: its commits have no run to restart, or did not run the job when re-run)."""
 
     signal: Signal
     kind: str
@@ -236,10 +239,52 @@ def _red_recheck(signal: Signal, first_red: str, infra: str, failures: int, in_f
     return ""
 
 
+def _no_signal(signal: Signal, history: MainHistory, sha: str, reruns: frozenset) -> bool:
+    """Whether a whole-run re-run of the signal's workflow on `sha` (`reruns`: the autorevert's,
+    (workflow, sha, run id, attempt re-run)) ended without running the signal's job: its `if:`
+    skipped it again, or the job was not even made. A further re-run would skip it once more, so
+    the commit cannot give the signal, and re-running it every `restart_interval_min` up to the
+    cap would only hold the bisection's place. Upstream counts such a commit as missing and
+    re-runs it until its cap; here, as a commit without a run, it is passed over and stays a
+    suspect (it may still be the culprit: nothing can say)."""
+    ev = signal.events.get(sha)
+    if ev is not None and ev.outcome != "skipped":
+        return False
+    for workflow, rerun_sha, run_id, attempt in reruns:
+        if (workflow, rerun_sha) != (signal.workflow, sha):
+            continue
+        if ev is not None and ev.run_id == run_id and (ev.run_attempt or 1) > attempt:
+            return True  # the job itself skipped in the re-run: settled, whatever else still runs
+        if history.attempts.get(run_id, 0) > attempt and run_id not in history.running:
+            return True  # the re-run finished, and the job never came
+    return False
+
+
+def _gap_cover(signal: Signal, history: MainHistory, gap: list[str], in_flight: frozenset,
+               reruns: frozenset) -> tuple[list[bool], list[bool]]:
+    """Per gap commit: whether a run of it is in flight (it holds a bisection place), and whether
+    it cannot give the signal (no run of the workflow to restart, or a re-run without the job):
+    the bisection passes over those, and their places go to the rest."""
+    pending = [(signal.events.get(sha) or Event("none")).outcome == "pending" or (signal.workflow, sha) in in_flight
+               for sha in gap]
+    idle = [not p and ((signal.workflow, sha) not in history.runs or _no_signal(signal, history, sha, reruns))
+            for sha, p in zip(gap, pending)]
+    return pending, idle
+
+
+def _unnarrowable(signal: Signal, history: MainHistory, gap: list[str]) -> str:
+    """Why a gap that no restart can narrow stays a range of suspects."""
+    no_run = sum((signal.workflow, sha) not in history.runs for sha in gap)
+    why = [*([f"{no_run} have no run of {signal.workflow} to restart"] if no_run else []),
+           *([f"{len(gap) - no_run} did not run it when re-run"] if no_run < len(gap) else [])]
+    return f"{len(gap)} commit(s) between green and red cannot give the signal: {', '.join(why)}"
+
+
 def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
-          in_flight: frozenset = frozenset()) -> Verdict:
+          in_flight: frozenset = frozenset(), reruns: frozenset = frozenset()) -> Verdict:
     """The signal's verdict (see the module docstring). `in_flight`: (workflow, sha) restarted
-    where commit_health does not show it yet; they hold bisection places as pending runs do."""
+    where commit_health does not show it yet; they hold bisection places as pending runs do.
+    `reruns`: the whole-run re-runs made, (workflow, sha, run id, attempt re-run) (`_no_signal`)."""
     commits = history.commits
     green, reds, why = _walk(signal, commits)
     if green is None:
@@ -255,27 +300,23 @@ def judge(signal: Signal, history: MainHistory, cfg: AutorevertConfig = DEFAULT,
                            red_side, green_side)
     recheck = (commits[green],) if green_why else ()
     failures = _failures(signal, commits, reds)
-    gap = list(range(green + 1, first_red))
+    gap = list(commits[green + 1:first_red])
     if not gap:
         return _pinned(signal, commits[first_red], reds, failures, cfg, recheck, green_why, infra)
-    suspects = tuple(commits[i] for i in [*gap, first_red])
-    pending = [(signal.events.get(commits[i]) or Event("none")).outcome == "pending"
-               or (signal.workflow, commits[i]) in in_flight for i in gap]
-    restartable = [(signal.workflow, commits[i]) in history.runs for i in gap]
-    # commits without a run cannot be covered: count them as covered so bisection skips them
-    covered = [p or not r for p, r in zip(pending, restartable)]
-    picks = plan_bisection(covered, cfg.bisection_limit + sum(not r for r in restartable))
+    suspects = (*gap, commits[first_red])
+    pending, idle = _gap_cover(signal, history, gap, in_flight, reruns)
+    picks = plan_bisection([p or i for p, i in zip(pending, idle)], cfg.bisection_limit + sum(idle))
     red = _red_recheck(signal, commits[first_red], infra, failures, in_flight)
     if picks or recheck or red:
         why = "; ".join([f"{len(gap)} commit(s) between green and red did not run it: bisect",
                          *([f"{green_why}: restart the last green"] if recheck else []), *([red] if red else [])])
         return Verdict(signal, "restart", why, suspects=suspects, restarts=(
-            *recheck, *(commits[gap[i]] for i in picks), *((commits[first_red],) if red else ())), failures=failures)
+            *recheck, *(gap[i] for i in picks), *((commits[first_red],) if red else ())), failures=failures)
     if any(pending):
         return Verdict(signal, "suspect", "waiting for the runs in flight", suspects=suspects, failures=failures)
-    return Verdict(signal, "suspect", f"{len(gap)} commit(s) between green and red have no run of "
-                   f"{signal.workflow} to restart", suspects=suspects, failures=failures)
+    return Verdict(signal, "suspect", _unnarrowable(signal, history, gap), suspects=suspects, failures=failures)
 
 
-def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT, in_flight: frozenset = frozenset()) -> list[Verdict]:
-    return [judge(s, history, cfg, in_flight) for s in history.signals]
+def judge_all(history: MainHistory, cfg: AutorevertConfig = DEFAULT, in_flight: frozenset = frozenset(),
+              reruns: frozenset = frozenset()) -> list[Verdict]:
+    return [judge(s, history, cfg, in_flight, reruns) for s in history.signals]

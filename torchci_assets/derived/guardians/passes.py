@@ -41,12 +41,13 @@ def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
            rows: list[dict] | None = None) -> tuple[MainHistory, list[Verdict]]:
     """Main's signals and their verdicts as the autorevert acts on them, for the pass and the
     HUD's marks alike: `cfg`'s workflows and thresholds, the flaky verdicts, the ledger's
-    restarts in flight (`dry_run`'s or the live ones)."""
+    restarts (`dry_run`'s or the live ones): those in flight, and the whole-run re-runs made."""
     rows = main_signal_rows(lake, now) if rows is None else rows
     attempts = main_attempt_rows(lake, now, [r["sha"] for r in rows])
     history = build_history(rows, cfg.workflows, known_flaky_tests(lake, now), attempts)
-    in_flight = actions.restarts_in_flight(ledger.actions(ledger.read(lake, now)), history, now, dry_run)
-    return history, judge_all(history, cfg, in_flight)
+    acts = ledger.actions(ledger.read(lake, now))
+    in_flight = actions.restarts_in_flight(acts, history, now, dry_run)
+    return history, judge_all(history, cfg, in_flight, actions.whole_reruns(acts, dry_run))
 
 
 def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig, now: dt.datetime,

@@ -74,14 +74,16 @@ class Signal:
 @dataclass(frozen=True)
 class MainHistory:
     """Main's commits oldest first, the signals seen on them, per (workflow, sha) the latest
-    run there is to restart, and per run its latest attempt seen (a job group rerun later than
-    another in the same run shows the run's newer attempt)."""
+    run there is to restart, per run its latest attempt seen (a job group rerun later than
+    another in the same run shows the run's newer attempt), and the runs with a job group still
+    running (a job not created yet may still run there)."""
 
     commits: tuple[str, ...]
     signals: tuple[Signal, ...]
     runs: dict  # (workflow, sha) -> (run_id, run_attempt)
     attempts: dict = field(default_factory=dict)  # run_id -> run_attempt
     timed: bool = False  # the events carry their tries (the job tables were read)
+    running: frozenset = frozenset()  # run ids with a group pending
 
 
 def _outcome(state: str, failure_class: str | None, cancelled: bool = False) -> str:
@@ -175,6 +177,7 @@ def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
     failing_tests: dict[str, set[str]] = {}
     runs: dict[tuple[str, str], tuple[int, int]] = {}
     attempts: dict[int, int] = {}
+    running: set[int] = set()
     group_rows: dict[str, dict[str, dict]] = {}
     for r in rows:
         ev = _group_event(r)
@@ -190,6 +193,8 @@ def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
             key = (r["workflow"], r["sha"])
             runs[key] = max(runs.get(key, (0, 0)), (r["run_id"], r.get("run_attempt") or 1))
             attempts[r["run_id"]] = max(attempts.get(r["run_id"], 0), r.get("run_attempt") or 1)
+            if r["state"] == "pending":
+                running.add(r["run_id"])
     signals = [Signal(g, meta[g], g, None, ev) for g, ev in sorted(groups.items())]
     for g, tests in sorted(failing_tests.items()):
         for test in sorted(tests):
@@ -197,4 +202,4 @@ def build_history(rows: Iterable[dict], workflows: tuple[str, ...] = (),
             events = {sha: _with_tries(ev, tried[sha, g], lambda a, t=test: _attempt_test_outcome(a, t))
                       if (sha, g) in tried else ev for sha, ev in events.items()}
             signals.append(Signal(g + TEST_SEPARATOR + test, meta[g], g, test, events))
-    return MainHistory(commits, tuple(signals), runs, attempts, attempt_rows is not None)
+    return MainHistory(commits, tuple(signals), runs, attempts, attempt_rows is not None, frozenset(running))
