@@ -4,6 +4,8 @@ import datetime as dt
 
 from resources.github import GitHubResource
 from resources.lake import Lake
+from tests.fake_github_issues import FakeIssueTracker, json_response
+from tests.fake_github_reruns import FakeActions
 from tests.test_guardians_job import NOW, write_health
 from tests.trunk_history import history, sha
 from torchci_assets.derived.guardians.alert_conditions import Alert
@@ -25,16 +27,45 @@ def test_marks_and_page_show_culprits_suspects_and_restarts(tmp_path):
     AlertIssues(GitHubResource(), lake, REPO, ("pytorch-alert",), False, NOW).sync(
         [Alert("queue", "[Pytorch] There are 1 machines with long queues", ("linux.4xlarge",))])
     marks = guardian_marks(lake, NOW)
-    assert marks == {sha(3): ["culprit", "suspect"], sha(6): ["restarting", "suspect"]}
+    # a dry run: the revert and the restart were only proposed, and the marks say so
+    assert marks == {sha(3): ["suspect", "would revert"], sha(6): ["suspect", "would restart"]}
     # three days on, the commits are out of the signals' window and the restart long done; the ledger remains
-    assert guardian_marks(lake, NOW + dt.timedelta(days=3)) == {sha(3): ["culprit"]}
+    assert guardian_marks(lake, NOW + dt.timedelta(days=3)) == {sha(3): ["would revert"]}
     html = autorevert_page(lake, NOW, REPO, "now")
     # one of each in the counts, and one of each in the list
     assert html.count("<td>revert</td>") == 2 and html.count("<td>restart</td>") == 2
     assert html.count("<td>dry_run</td><td>1</td>") == 2 and "[Pytorch] There are 1 machines with long queues" in html
     grid = pages.grid_page([{"sha": sha(3), "pushed_at": NOW, "conclusion": "red", "time_to_signal_s": None}], [],
                            {}, [], REPO, "now", "", {sha(3): mark_badges(marks[sha(3)])})
-    assert 'title="revert proposed">culprit</span>' in grid and 'href="autorevert.html"' in grid
+    assert 'title="dry run: a revert would have been proposed, nothing was sent">would revert</span>' in grid
+    assert "culprit</span>" not in grid and 'href="autorevert.html"' in grid
+
+
+def test_live_marks_show_what_github_was_asked_and_did(httpserver, tmp_path):
+    """Enabled with credentials: the revert proposed and the restart sent are marked as done; a
+    restart GitHub refused is in flight nowhere, and a pull request notified instead of asked to
+    revert is marked so."""
+    actions, tracker = FakeActions(httpserver, REPO), FakeIssueTracker(httpserver, REPO)
+    client = GitHubResource(api_url=httpserver.url_for(""), token="ghp_FAKEtokenHUD0123456789", write_interval_s=0.0)
+    client._sleep = lambda s: None
+    third = "trunk / linux-jammy / test (crossref, linux.2xlarge)"
+    for i in range(7):
+        actions.add_run(1000 + i, sha(i), "trunk")
+    actions.add_pull(sha(3), tracker.add("Make the fast path faster", pull_request=True)["number"])
+    actions.add_pull(sha(4), tracker.add("Opted out", pull_request=True)["number"], labels=("autorevert: disable",))
+    actions.fail("rerun", json_response(403, {"message": "This workflow is already running"}))
+    lake = Lake.at(str(tmp_path / "lake"))
+    # culprit 3 (asked to revert) and 4 (its pull request opted out: notified); commit 5 (OTHER) and 6 (third)
+    # failed once: their failed jobs re-run, 5's refused by GitHub, 6's sent
+    write_health(lake, "2026-11-20", history("gggRrr") + history("ggggRrr", group="trunk / linux / build")
+                 + history("gggggr", group=OTHER) + history("ggggggr", group=third))
+    summary = autorevert_pass(client, lake, REPO, AutorevertConfig(enabled=True), NOW)
+    assert not summary.dry_run
+    assert [(int(r["commit_sha"], 16), r["action"], r["outcome"]) for r in summary.taken] == [
+        (3, "revert", "ok"), (4, "revert", "notified"), (5, "restart", "failed"), (6, "restart", "ok")]
+    marks = guardian_marks(lake, NOW, AutorevertConfig(enabled=True))
+    assert {sha: [m for m in ms if m != "suspect"] for sha, ms in marks.items()} == {
+        sha(3): ["culprit"], sha(4): ["notified"], sha(5): [], sha(6): ["restarting"]}
 
 
 def test_marks_follow_the_configured_autorevert(tmp_path, monkeypatch):

@@ -1,8 +1,11 @@
 """The guardians on the HUD: marks on main's grid and the `autorevert.html` ledger page.
 
-Marks per commit: `culprit` when a revert was proposed (or would have been, in dry run),
-`suspect` while a signal points at it (or at a range holding it) without confirmation, and
-`restarting` while a restart of it is younger than a job's usual run. The page lists the
+Marks per commit: `culprit` when a revert was proposed, `notified` when the culprit's pull request
+(or the notification issue) was told instead (it opted out, is still open, or the commit is a
+revert), `suspect` while a signal points at it (or at a range holding it) without confirmation,
+and `restarting` while a restart GitHub took is younger than a job's usual run. What a dry run
+only decided is marked `would revert` and `would restart`: a mark must not say GitHub was asked
+for what it never was (the ledger row's own `dry_run` says which). The page lists the
 ledger's actions newest first, with their counts, and the alerts' state changes, as the
 autorevert's own metrics page in PyTorch's HUD does.
 """
@@ -21,7 +24,10 @@ from torchci_assets.guardian_config import AutorevertConfig
 from torchci_assets.derived.hud import pages
 
 PAGE = "autorevert.html"
-MARKS = {"culprit": "revert proposed", "suspect": "suspected culprit", "restarting": "restart in flight"}
+MARKS = {"culprit": "revert proposed", "notified": "culprit's pull request notified, no revert asked",
+         "suspect": "suspected culprit", "restarting": "restart in flight",
+         "would revert": "dry run: a revert would have been proposed, nothing was sent",
+         "would restart": "dry run: a restart would have been sent, nothing was"}
 
 
 def configured() -> AutorevertConfig:
@@ -39,16 +45,27 @@ def guardian_marks(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = 
             for sha in v.suspects:
                 marks.setdefault(sha, set()).add("suspect")
     for a in ledger.actions(ledger.read(lake, now)):
-        if a["action"] == "revert" and a.get("outcome") in ("ok", "dry_run"):
-            marks.setdefault(a["commit_sha"], set()).add("culprit")
-        elif a["action"] == "restart" and a.get("outcome") != "not_sent" and now - a["at"] < actions.IN_FLIGHT:
-            marks.setdefault(a["commit_sha"], set()).add("restarting")
+        mark = action_mark(a, now)
+        if mark:
+            marks.setdefault(a["commit_sha"], set()).add(mark)
     return {sha: sorted(m) for sha, m in marks.items()}
 
 
+def action_mark(act: dict, now: dt.datetime) -> str | None:
+    """The mark a ledger action puts on its commit: by what GitHub was asked and took (an open
+    intent may have reached it), never by what a dry run would have done; none for a call that
+    failed or was never sent, nor for a restart older than a job's usual run."""
+    outcome = "open" if act.get("open") else act.get("outcome")
+    if act["action"] == "revert":
+        return {"ok": "culprit", "notified": "notified", "dry_run": "would revert"}.get(outcome)
+    if now - act["at"] >= actions.IN_FLIGHT:
+        return None
+    return {"ok": "restarting", "open": "restarting", "dry_run": "would restart"}.get(outcome)
+
+
 def mark_badges(marks: list[str]) -> str:
-    return "".join(f' <span class="badge {"red" if m == "culprit" else "pending"}" title="{escape(MARKS[m])}">'
-                   f"{escape(m)}</span>" for m in marks)
+    return "".join(f' <span class="badge {"red" if m in ("culprit", "notified") else "pending"}" '
+                   f'title="{escape(MARKS[m])}">{escape(m)}</span>' for m in marks)
 
 
 def _t(t: dt.datetime | None) -> str:
