@@ -321,3 +321,51 @@ def test_each_alert_opens_its_issue_from_the_lake_and_closes_it_when_clear(https
     alerts, changes = check(now + dt.timedelta(minutes=15))
     assert [(r["kind"], r["action"]) for r in changes] == [(kind, "closed")] and issue["state"] == "closed"
     assert len(tracker.issues) == 1
+
+
+class CreatesAfter:
+    """A GitHub client that runs `first` before each issue it creates: another check, which
+    listed the open issues and read the table before this one's create landed, creating its own."""
+
+    def __init__(self, github: GitHubResource, first):
+        self.github, self.first = github, first
+
+    def __getattr__(self, name):
+        return getattr(self.github, name)
+
+    def request(self, method, path, **kwargs):
+        if method == "POST" and path.endswith("/issues"):
+            self.first()
+        return self.github.request(method, path, **kwargs)
+
+
+def test_two_checks_that_raced_close_every_duplicate_issue_in_one_check_and_say_so_once(httpserver, tmp_path,
+                                                                                        tracker):
+    """Two checks at once (pools not configured, or a second deployment on the same repository)
+    both list no issue and both open one. The next check keeps the oldest and closes the other
+    as its duplicate; a cleared alert then closes every open issue of the alert in one check.
+    Each close is said once, and nothing is sent again."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    first, second = (AlertIssues(client(httpserver), lake, REPO, ("pytorch-alert",), True, T0) for _ in range(2))
+    first.github = CreatesAfter(first.github, lambda: second.sync([queue_alert("linux.4xlarge")]))
+    first.sync([queue_alert("linux.4xlarge")])
+    assert len(tracker.titled(queue_alert("linux.4xlarge").title, "open")) == 2  # the race made a duplicate
+    kept, duplicate = sorted(tracker.issues)
+    tracker.fail("update", *[Response("", status=502) for _ in range(6)])  # the first try and 5 retries
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 3) == [] and duplicate not in tracker.comments
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5)
+    assert [(r["action"], r["issue_number"]) for r in rows] == [("duplicate closed", duplicate)]
+    assert tracker.issues[duplicate]["state"] == "closed" and tracker.issues[kept]["state"] == "open"
+    assert tracker.comments[duplicate] == [f"Duplicate of #{kept}, which this alert keeps up to date; closed."]
+    # the kept issue stays the alert's when a human takes its label off (the table's last row names the duplicate)
+    tracker.issues[kept]["labels"] = []
+    assert check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 10) == [] and len(tracker.issues) == 2
+    # the label back on, a human reopens the duplicate, and the alert clears: both close in one check
+    tracker.issues[kept]["labels"] = tracker.issues[duplicate]["labels"]
+    tracker.issues[duplicate]["state"] = "open"
+    rows = check(httpserver, tmp_path, queue_alert(), 15)
+    assert sorted((r["action"], r["issue_number"]) for r in rows) == [("closed", kept), ("duplicate closed", duplicate)]
+    assert all(i["state"] == "closed" for i in tracker.issues.values())
+    assert tracker.comments[kept] == ["The condition cleared; closed."]
+    assert tracker.comments[duplicate][1:] == ["The condition cleared; closed."]
+    assert check(httpserver, tmp_path, queue_alert(), 20) == [] and len(tracker.comments[duplicate]) == 2

@@ -76,6 +76,8 @@ def history(lake: Lake, now: dt.datetime) -> list[dict]:
     return sorted(rows, key=lambda r: r["at"])
 
 
+# the action of a row for an extra open issue of an alert, closed beside the one the alert keeps
+DUPLICATE_CLOSED = "duplicate closed"
 _UNKNOWN: dict = {"state": "unknown"}  # an alert's issue GitHub would not show: nothing is done this check
 
 
@@ -97,45 +99,82 @@ class AlertIssues:
         if self.live:
             issues = self.github.paginate(f"/repos/{self.repo}/issues", {
                 "state": "open", "labels": ",".join(self.labels), "per_page": 100})
-            current = {a.kind: self._find(issues, a.kind) for a in alerts}
+            found = {a.kind: self._mine(issues, a.kind) for a in alerts}
+            current = {kind: mine[0] if mine else None for kind, mine in found.items()}
             if not all(current.values()):
                 current.update(self._unlabelled({k for k, v in current.items() if v is None}))
         else:
-            current = self._dry_state()
+            found, current = {}, self._dry_state()
         rows = []
         for a in alerts:
             if current.get(a.kind) is _UNKNOWN:
                 continue
             try:
+                rows += self._close_duplicates(a, found.get(a.kind, [])[1:], current.get(a.kind))
                 rows += self._one(a, current.get(a.kind))
             except GitHubError as e:  # one alert's trouble does not hold back the others
                 self.log(f"alert {a.kind}: GitHub refused or failed ({e}); next check tries again")
         return rows
 
     @staticmethod
-    def _find(issues: list[dict], kind: str) -> dict | None:
-        mine = sorted((i for i in issues if marker(kind) in (i.get("body") or "")), key=lambda i: i["number"])
+    def _mine(issues: list[dict], kind: str) -> list[dict]:
+        """The open issues of `kind`, oldest first: more than one when two checks raced to open it
+        (overlapping runs, or two deployments on one repository) or a human reopened an old one."""
+        return sorted((i for i in issues if marker(kind) in (i.get("body") or "")), key=lambda i: i["number"])
+
+    @classmethod
+    def _find(cls, issues: list[dict], kind: str) -> dict | None:
+        mine = cls._mine(issues, kind)
         return mine[0] if mine else None
+
+    def _close_duplicates(self, alert: Alert, duplicates: list[dict], kept: dict) -> list[dict]:
+        """Close every open issue of the alert but the oldest, in this check (as upstream closes all
+        but one): a firing alert keeps the oldest up to date, and a cleared one closes it next.
+        Closed first, then said, so a duplicate is commented on once: closed, it is never listed
+        again, and a close that failed is tried again at the next check with nothing posted."""
+        if not duplicates:
+            return []
+        said = (f"Duplicate of #{kept['number']}, which this alert keeps up to date; closed." if alert.firing
+                else "The condition cleared; closed.")
+        rows = []
+        for issue in duplicates:
+            self._close(issue, alert.kind, said)
+            rows.append(self._row(alert, DUPLICATE_CLOSED, issue["number"], issue["body"]))
+        return rows
+
+    def _close(self, issue: dict, kind: str, said: str) -> None:
+        self._write(f"close issue #{issue['number']} of {kind}", "PATCH", f"issues/{issue['number']}",
+                    {"state": "closed", "state_reason": "completed"})
+        self._say(issue["number"], said)
+
+    def _recorded_open(self, kinds: set[str]) -> dict[str, int]:
+        """Per kind, the newest issue the table says was opened or updated and not closed since
+        (as the alert's issue or as a duplicate: two racing checks each record the one they
+        opened, and either may be the one closed as the other's duplicate)."""
+        numbers: dict[str, list[int]] = {}
+        for r in history(self.lake, self.now):
+            if (r["dry_run"] or r["kind"] not in kinds or r["repo"] != self.repo  # (alerts.repo may change)
+                    or r["issue_number"] is None):
+                continue
+            mine = numbers.setdefault(r["kind"], [])
+            mine[:] = [n for n in mine if n != r["issue_number"]]
+            if r["action"] not in ("closed", DUPLICATE_CLOSED):
+                mine.append(r["issue_number"])
+        return {kind: mine[-1] for kind, mine in numbers.items() if mine}
 
     def _unlabelled(self, kinds: set[str]) -> dict[str, dict]:
         """The open issues of `kinds` the label listing missed: a human removed the label. The
         table knows the issue each kind last opened; still open with its marker, it stays the
         alert's issue (a second one would be opened beside it otherwise), label or not."""
-        last: dict[str, dict] = {}
-        for r in history(self.lake, self.now):
-            if not r["dry_run"] and r["kind"] in kinds and r["repo"] == self.repo:  # (alerts.repo may change)
-                last[r["kind"]] = r
         found = {}
-        for kind, r in last.items():
-            if r["action"] == "closed" or r["issue_number"] is None:
-                continue
+        for kind, number in self._recorded_open(kinds).items():
             try:
-                issue = self.github.request("GET", f"/repos/{self.repo}/issues/{r['issue_number']}").json()
+                issue = self.github.request("GET", f"/repos/{self.repo}/issues/{number}").json()
             except GitHubError as e:
                 if e.status in (404, 410):  # gone (deleted, or transferred away): the alert has no issue
                     continue
                 # unknown: opening another could duplicate it, so this kind waits
-                self.log(f"alert {kind}: issue #{r['issue_number']} could not be read ({e}); next check tries again")
+                self.log(f"alert {kind}: issue #{number} could not be read ({e}); next check tries again")
                 found[kind] = _UNKNOWN
                 continue
             if issue.get("state") == "open" and marker(kind) in (issue.get("body") or ""):
@@ -164,9 +203,7 @@ class AlertIssues:
         if not alert.firing and issue is not None:
             # Closed first, then said: a close that fails is tried again at the next check with
             # nothing posted yet, and a closed issue is never found open again to comment twice.
-            self._write(f"close issue #{issue['number']} of {alert.kind}", "PATCH", f"issues/{issue['number']}",
-                        {"state": "closed", "state_reason": "completed"})
-            self._say(issue["number"], "The condition cleared; closed.")
+            self._close(issue, alert.kind, "The condition cleared; closed.")
             return [self._row(alert, "closed", issue["number"], issue["body"])]
         return []
 
