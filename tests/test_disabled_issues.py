@@ -621,10 +621,12 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
         lake.write("test_results", row["job_completed_at"].date().isoformat(), pa.Table.from_pylist([row]))
     wanted = [Wanted(TEST_A, ["linux", "win"], ["linux", "win"], 4)]  # it flaked on both, 10 days ago
     old = {TEST_A: Evidence(TEST_A, last_main_flake_at=now - dt.timedelta(days=10))}
+    details = []
 
     def one_run(run_id: str, evidence: dict) -> tuple[str, str]:
         f = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, day, wanted, evidence,
                                  ["skipped"], 10, run_id)
+        details.append(f.rows[0]["detail"])
         life = run_lifecycle(github(httpserver), lake, Store(str(tmp_path / "out")), day, run_id, "pytorch/pytorch",
                              DisabledIssuesConfig(enabled=True), "cfg")
         return f.rows[0]["action"], ",".join(d.action for d in life.reenabling.decisions)
@@ -634,11 +636,40 @@ def test_a_platform_reenabling_dropped_is_added_back_only_on_a_flake_after_the_n
     writes = fake.count("PATCH"), len(fake.comments[issue["number"]])
     assert one_run("run-2", old) == ("found", "") and one_run("run-3", old) == ("found", "")
     assert (fake.count("PATCH"), len(fake.comments[issue["number"]])) == writes == (1, 1)
+    assert not any("by hand" in d for d in details)  # the ledger knows the narrowing as this project's
     # a flake after the narrowing adds linux back, and the reruns before it no longer drop it
     flake = dt.datetime.now(dt.timezone.utc)
     assert one_run("run-4", {TEST_A: Evidence(TEST_A, last_main_flake_at=flake)}) == ("updated", "")
     assert fake.issues[issue["number"]]["body"].startswith("Platforms: win, linux\n")
     assert fake.comments[issue["number"]][1].startswith("It flaked on linux as well")
+
+
+def test_a_platform_a_human_took_off_the_line_is_added_back_only_on_a_flake_after_the_edit(httpserver, tmp_path):
+    """PyTorch's bot tells maintainers to re-enable a test on some platforms by removing them from
+    the `Platforms:` line. The verdict's window still holds the flakes that widened the issue to
+    them: adding them back on those would undo the maintainer's edit on every run."""
+    fake = FakeIssueTracker(httpserver)
+    now = dt.datetime.now(dt.timezone.utc)
+    day = now.date().isoformat()
+    issue = fake.add(f"DISABLED {TEST_A}", "Platforms: linux, win\n\nflaky", age=dt.timedelta(days=6))
+    lake = Lake.at(str(tmp_path / "lake"))
+    wanted = [Wanted(TEST_A, ["linux"], ["linux", "win"], 4)]
+    widened = {TEST_A: Evidence(TEST_A, last_main_flake_at=now - dt.timedelta(days=5))}  # after the filing
+
+    def one_run(run_id: str, evidence: dict) -> str:
+        report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, day, wanted,
+                                      evidence, ["skipped"], 10, run_id)
+        return report.rows[0]["action"]
+
+    assert one_run("run-1", widened) == "found"
+    fake._patch(fake.issues[issue["number"]], {"body": "Platforms: linux\n\nflaky, but not on Windows"})
+    assert one_run("run-2", widened) == "found" and one_run("run-3", widened) == "found"
+    assert fake.issues[issue["number"]]["body"] == "Platforms: linux\n\nflaky, but not on Windows"
+    assert fake.count("PATCH") == 0 and fake.comments == {}
+    # a flake after the edit adds win back
+    assert one_run("run-4", {TEST_A: Evidence(TEST_A, last_main_flake_at=dt.datetime.now(dt.timezone.utc))}) \
+        == "updated"
+    assert fake.issues[issue["number"]]["body"].startswith("Platforms: linux, win\n")
 
 
 def test_a_flake_on_a_platform_the_issue_names_otherwise_changes_nothing(httpserver, tmp_path):

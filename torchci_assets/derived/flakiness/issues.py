@@ -6,7 +6,8 @@ For each test the verdict disables, the run finds the test's issue and then:
                                                   issue's own `Platforms:` line (an aggregate's:
                                                   the test's line of its list), and a comment
                                                   (on a main flake after the line was last set:
-                                                  its filing, or this project's last narrowing);
+                                                  its filing, this project's last narrowing, or
+                                                  when a maintainer's narrowing was first seen);
   closed, and it flaked on main after closing  -> `updated`: reopened (PyTorch's bot does so);
   closed, no main flake since                  -> `found`: a human re-enabled it, left closed;
   none                                         -> `created`, with the evidence in the body.
@@ -385,6 +386,8 @@ class Marks:
 
     issue: dict[str, dict[int, dt.datetime]]
     line: dict[str, dict[tuple[int, str], dt.datetime]]
+    # per issue number and test, its platforms as the ledger's latest row saw them
+    platforms: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
     def of(self, name: str, issue: dict, test: str) -> dt.datetime | None:
         """The mark `name` of `test`'s issue: of the test's line in an aggregate, else of the issue."""
@@ -395,7 +398,8 @@ class Marks:
 def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS) -> Marks:
     """Marks from one read of the ledger's recent partitions."""
     out = Marks({name: {} for name in MARKS}, {name: {} for name in MARKS})
-    for number, test, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
+    for number, test, platforms, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
+        out.platforms[(int(number), test)] = list(platforms or [])
         for name, at in zip(MARKS, times):
             if at is None:
                 continue
@@ -730,7 +734,7 @@ def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence
     existing = tracker.find_titled(title)
     if existing is not None:
         body = with_tests(title, existing.get("body") or "", platforms)
-        tracker.update(existing["number"], body=body)
+        existing = tracker.update(existing["number"], body=body)  # its rows record the lines it now has
         tracker.comment(existing["number"], f"{len(members)} more flaky test(s) of `{file}` added to the list: "
                                             + ", ".join(f"`{t}`" for t in sorted(platforms)))
         log(f"{title!r}: #{existing['number']}: {len(members)} test(s) added")
@@ -819,6 +823,15 @@ def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None, listed_at: dt
     return max(times, default=None)
 
 
+def narrowed_by_hand(current: list[str], seen: list[str] | None) -> bool:
+    """Whether someone took platforms off the test's line since the ledger last saw it as `seen`
+    (this project's own narrowing records the line it left): PyTorch's bot tells maintainers to
+    re-enable a test on a platform so. The flakes before that edit must not add them back."""
+    if seen is None or not current:
+        return False
+    return not seen or bool(added_platforms(current, seen))
+
+
 def current_platforms(issue: dict, test: str) -> list[str]:
     """The platforms `issue` disables `test` on ([]: everywhere): an aggregate's line of it, or a
     single issue's `Platforms:` lines."""
@@ -838,14 +851,17 @@ def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Eviden
     current = current_platforms(issue, w.test)
     narrowed, listed_at = (marks.of("narrowed", issue, w.test), marks.of("listed", issue, w.test)) if marks \
         else (None, None)
-    set_at = platforms_set_at(issue, narrowed, listed_at)
+    seen = marks.platforms.get((issue["number"], w.test)) if marks else None
+    by_hand = narrowed_by_hand(current, seen)
+    set_at = platforms_set_at(issue, utc_now() if by_hand else narrowed, listed_at)
     last = evidence.last_main_flake_at if evidence else None
     add = added_platforms(current, w.flaked) if last is None or set_at is None or last > set_at else []
     if not add:
         stale = added_platforms(current, w.flaked)
         line = f"listed in aggregate #{issue['number']}; its line" if aggregate else "open; Platforms:"
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
-                          f"{line} {', '.join(current) or 'all'} covers where it flaked"
+                          (f"narrowed by hand from {', '.join(seen) or 'all'}; " if by_hand else "")
+                          + f"{line} {', '.join(current) or 'all'} covers where it flaked"
                           + (f" since {_iso(set_at)}" if stale and set_at else ""))
     body = (with_tests(issue["title"], issue.get("body") or "", {w.test: current + add}) if aggregate
             else with_platforms(issue.get("body"), current + add))

@@ -194,7 +194,7 @@ def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[
         marker = f"<!-- torchci-dagster: re-enabled on {','.join(d.dropped)} -->"
         comment_once(github, repo, n, marker, f"Re-enabling `{d.test}` on {', '.join(d.dropped)}: every rerun "
                      f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}")
-        github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": with_platforms(issue.get("body"), d.keep)})
+        github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": after(issue, d)["body"]})
         return f"narrowed to {', '.join(d.keep)}: clean on {', '.join(d.dropped)}"
     if d.action == "evidence":
         marker = f"<!-- torchci-dagster: rerun evidence {day} -->"
@@ -202,6 +202,12 @@ def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[
                         f"\n\n{table}"):
             return "evidence appended: still failing reruns"
     return None
+
+
+def after(issue: dict, d: Decision) -> dict:
+    """`issue` as `act` left it for `d`: the ledger records the line it left, which a later
+    filing compares with the issue to tell a human's narrowing from this project's."""
+    return {**issue, "body": with_platforms(issue.get("body"), d.keep)} if d.action == "narrow" else issue
 
 
 def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: str, repo: str,
@@ -238,7 +244,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
         if detail:
             log(f"#{issues[test]['number']} ({test}): {detail}")
             action = {"close": "reenabled", "narrow": "narrowed"}.get(d.action, d.action)
-            out.rows.append(ledger_row(test, action, issues[test], repo, run_id, detail))
+            out.rows.append(ledger_row(test, action, after(issues[test], d), repo, run_id, detail))
     if out.rows:
         record(lake, day, out.rows, f"reenable-{run_id[:8]}")
     return out
