@@ -208,6 +208,16 @@ def test_unstable_and_infra_come_first():
     assert (v.cls, v.evidence) == (c.INFRA, "runner lost")
 
 
+def test_a_lint_job_is_the_pull_requests_even_when_its_failure_looks_like_infrastructure():
+    """Upstream sends lint to the new failures before any other class but UNSTABLE (isExcludedFromBrokenTrunk
+    comes before its infra checks): lint reads the code, so its failure is the code's to fix or retry."""
+    lint = "lintrunner-noclang / linux-job"
+    assert c.classify(failing_job(name=lint, failure_class="infra", infra_reason="log"), trunk({}), c.Flaky()).cls \
+        == c.NEW
+    assert c.classify(failing_job(name=lint, failure_class="infra", infra_reason="abandoned", cancelled=True),
+                      trunk({}), c.Flaky()).cls == c.CANCELLED
+
+
 def pytorch_unstable() -> dict:
     from conftest import pytorch_json
     return pytorch_json("unstable-jobs.json")

@@ -98,3 +98,22 @@ def test_only_the_same_failure_follows_a_flaky_twin():
     assert classes(job(JOB, None, 1), job(CUDA, None, 2)) == [c.FLAKY, c.NEW]
     # never a build (a job never called flaky)
     assert classes(job(JOB, SEGV, 1), job("linux-jammy / build", SEGV, 2)) == [c.FLAKY, c.NEW]
+
+
+def test_a_cancelled_job_cancelled_like_an_unrelated_one_is_unrelated_too():
+    """Upstream's post-pass takes every job its classes left as the pull request's, cancelled ones
+    included (isSameFailure then asks for the same conclusion): a cancelled periodic shard whose log
+    ends like the cancelled trunk job's, itself cancelled alike on the merge base, is FLAKY."""
+    cut = "##[error]The runner has received a shutdown signal."
+    twin = job("linux-jammy / test (slow, 1, 1, linux.4xlarge)", cut, 2, cancelled=True)
+    trunk_job = job(JOB, cut, 1, cancelled=True)
+    trunk_job.job_group, twin.workflow, twin.job_group = "pull / linux-jammy / test", "periodic", "periodic / linux-jammy / test"
+    main = c.Trunk(failures={"pull / linux-jammy / test": [
+        c.MainFailure("ab" * 20, "pull / linux-jammy / test", 90, 9, True, line=c.message_key(cut), cancelled=True)]})
+    verdicts, _ = c.classify_head([trunk_job, twin], main, c.Flaky())
+    assert [(v.cls, v.related) for v in verdicts] == [(c.BROKEN_TRUNK, None), (c.FLAKY, trunk_job)]
+    # a cancelled job is still never the same failure as a failed one, nor is nothing the same as nothing
+    assert classes(job(JOB, SEGV, 1), job(CUDA, SEGV, 2, cancelled=True)) == [c.FLAKY, c.NEW]
+    assert [v.cls for v in c.similar_in_pr([c.Verdict(job(JOB, None, 1, cancelled=True), c.FLAKY, "x"),
+                                            c.Verdict(job(CUDA, None, 2, cancelled=True), c.CANCELLED)])] == \
+        [c.FLAKY, c.CANCELLED]

@@ -7,11 +7,12 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 author said the break is intended, so it is not to be fixed;
   UNSTABLE      the job is marked unstable: "unstable" in its name, or an open `UNSTABLE <job>`
                 issue, as published in `stats/unstable-jobs.json`, matches it: see `unstable_entry`;
-  INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
-                classifier's infra rules, a test job without any test result, a job abandoned);
   (lint)        a lint job (`EXCLUDED_FROM_BROKEN_TRUNK`) goes straight to CANCELLED or NEW, as in
                 PyTorch's Dr. CI: lint fails because of the code it reads, so main's lint failing
-                alike does not make the pull request's lint error main's;
+                alike does not make the pull request's lint error main's, nor does a log that looks
+                like infrastructure (upstream asks this before any of its infra checks);
+  INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
+                classifier's infra rules, a test job without any test result, a job abandoned);
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
@@ -369,10 +370,10 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     marked = _unstable(job, unstable or {})
     if marked is not None:
         return marked
-    if job.failure_class == "infra":
-        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
     if excluded(job, EXCLUDED_FROM_BROKEN_TRUNK):
         return _own(job)
+    if job.failure_class == "infra":
+        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
     seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
@@ -408,9 +409,10 @@ def same_failure_in_pr(job: HeadJob, other: HeadJob) -> bool:
 
 
 def similar_in_pr(verdicts: list[Verdict], vouched: frozenset[int] = frozenset()) -> list[Verdict]:
-    """Upstream's hasSimilarFailuresInSamePR: a NEW or UNCLASSIFIED job failing as an UNSTABLE, FLAKY
-    or BROKEN TRUNK job of the same head does (an unstable CUDA version's twin, a periodic job broken
-    like its trunk job) is UNSTABLE or FLAKY alike, citing that job; tried in that order, each
+    """Upstream's hasSimilarFailuresInSamePR: a NEW, CANCELLED or UNCLASSIFIED job failing as an UNSTABLE,
+    FLAKY or BROKEN TRUNK job of the same head does (an unstable CUDA version's twin, a periodic job broken
+    like its trunk job; a cancelled one only like a cancelled one: `same_failure_in_pr`) is UNSTABLE or
+    FLAKY alike, citing that job; tried in that order, each
     verdict so given counting for the jobs after it. Never for a generic line (GENERIC_LINES), nor
     for the jobs never matched against main or never called flaky, which upstream leaves out.
     Unlike upstream, an UNSTABLE job is a source only when `vouched` holds its job id (`id(job)`):
@@ -419,7 +421,7 @@ def similar_in_pr(verdicts: list[Verdict], vouched: frozenset[int] = frozenset()
     twins would otherwise make every twin UNSTABLE."""
     out = list(verdicts)
     for i, v in enumerate(out):
-        if v.cls not in (NEW, UNCLASSIFIED) or generic_line(v.job) or excluded(v.job, EXCLUDED_FROM_BROKEN_TRUNK) \
+        if v.cls not in (NEW, CANCELLED, UNCLASSIFIED) or generic_line(v.job) or excluded(v.job, EXCLUDED_FROM_BROKEN_TRUNK) \
                 or excluded(v.job, EXCLUDED_FROM_FLAKINESS):
             continue
         for source, cls in SIMILAR_IN_PR:
