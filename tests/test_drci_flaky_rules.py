@@ -9,6 +9,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from test_drci import BASE, MAIN, trunk
 from test_log_rules import FIXTURES, PYTORCH_RULES, _fixture_log
@@ -17,6 +18,7 @@ from resources.lake import Lake
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.flaky_rules import load_rules, parse_rules
 from torchci_assets.derived.failures.classifier import classify_bytes
+from torchci_assets.derived.failures.job_failure import JOB_FAILURE_SCHEMA
 from torchci_assets.derived.failures.rules import load_ruleset
 
 RULES = Path(__file__).parent / "data" / "drci-flaky-rules" / "flaky-rules.json"
@@ -94,10 +96,10 @@ def test_a_rules_file_missing_or_malformed_is_reported_by_name_and_applies_nothi
     assert verdict(job(lines["docker_manifest_unknown"]), good).evidence == "matched **linux** rule in mine.json"
 
 
-def test_the_rules_file_given_to_the_builder_reaches_the_comment(tmp_path, lines):
-    """Through the lake: the log classifier's line in `job_failure`, `pr_jobs`, then `drci_comments`."""
+def lake_with_failing_head(tmp_path, line: str, captures=()) -> tuple[Lake, dt.datetime]:
+    """Main passing, and PR 50's head failing LINUX_TEST with `line` (and `captures`) in `job_failure`,
+    written as the log classifier's asset writes it; `pr_jobs` and `commit_health` built."""
     from hud_lake import DAY, REPO, T0, History
-    from torchci_assets.derived.drci.build import build_comments
     from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
 
     h, now, head = History(), T0 + dt.timedelta(hours=12), "ab" * 20
@@ -107,11 +109,22 @@ def test_the_rules_file_given_to_the_builder_reaches_the_comment(tmp_path, lines
     h.add("pull_request", DAY, repo=REPO, number=50, state="open", head_sha=head, head_ref="u/50", base_ref="main",
           labels=[], merged=None, updated_at=T0, received_at=T0)
     failed = h.job(head, LINUX_TEST, "failure", run_id=500, branch="u/50")
-    h.add("job_failure", DAY, job_id=failed, run_attempt=1, infra=False, line=lines["docker_manifest_unknown"])
     lake = Lake.at(str(tmp_path / "lake"))
     h.write(lake)
+    lake.write("job_failure", DAY, pa.Table.from_pylist([{
+        "job_id": failed, "run_attempt": 1, "job_name": LINUX_TEST, "conclusion": "failure", "line": line,
+        "captures": list(captures), "infra": False}], schema=JOB_FAILURE_SCHEMA))
     build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=now)
     build_pr_jobs(lake, DAY, REPO, now=now)
+    return lake, now
+
+
+def test_the_rules_file_given_to_the_builder_reaches_the_comment(tmp_path, lines):
+    """Through the lake: the log classifier's line in `job_failure`, `pr_jobs`, then `drci_comments`."""
+    from hud_lake import DAY, REPO
+    from torchci_assets.derived.drci.build import build_comments
+
+    lake, now = lake_with_failing_head(tmp_path, lines["docker_manifest_unknown"])
     dry, logged = GitHubResource(api_url="http://127.0.0.1:9"), []
     row = build_comments(lake, dry, DAY, REPO, now=now, flaky_rules=str(RULES)).rows[0]
     assert (row["flaky"], row["new"]) == (1, 0) and "matched **linux** rule in flaky-rules.json" in row["body"]
@@ -153,3 +166,27 @@ def test_the_asset_reads_the_configured_rules_and_says_when_it_cannot(tmp_path, 
         logged = [e.user_message for e in instance.all_logs(instance.get_runs()[0].run_id)]
     assert meta["pull_requests"].value == 2
     assert any("gone/flaky-rules.json" in m and "no flaky rule applied" in m for m in logged)
+
+
+def test_a_rule_matches_any_capture_of_the_log_classifier_as_upstream(tmp_path, lines):
+    """Upstream's isFlaky takes a rule's pattern as matched when it is found in any of the failure's
+    captures or in its line. The real shutdown log's line starts with `##[error]`, its capture with the
+    message: a rule anchored on the message is met by the capture only, through the lake's `job_failure`."""
+    from hud_lake import DAY, REPO
+    from torchci_assets.derived.drci.build import build_comments
+
+    log = classify_bytes(_fixture_log(next(f for f in FIXTURES if f.stem == "gha_cancellation_shutdown")),
+                         load_ruleset(PYTORCH_RULES))
+    anchored = tmp_path / "flaky-rules.json"
+    anchored.write_text('[{"name": "^pull / linux", "captures": ["^The runner has received a shutdown signal"]}]')
+    lake, now = lake_with_failing_head(tmp_path, log.line, log.captures)
+    dry = GitHubResource(api_url="http://127.0.0.1:9")
+    row = build_comments(lake, dry, DAY, REPO, now=now, flaky_rules=str(anchored)).rows[0]
+    assert (row["flaky"], row["new"]) == (1, 0) and "matched **^pull / linux** rule in flaky-rules.json" in row["body"]
+    # every pattern of a rule must be met, each by the line or by some capture
+    rules = parse_rules(b'[{"name": "linux", "captures": ["^SIGBUS$", "^nn/test_pruning$"]},'
+                        b' {"name": "linux", "captures": ["^SIGBUS$", "^test_nn$"]}]')
+    crash = lines["test_file_signal_crash"]
+    assert verdict(job(crash, captures=("nn/test_pruning", "SIGBUS")), rules).evidence == \
+        "matched **linux** rule in flaky-rules.json"
+    assert verdict(job(crash, captures=("test_nn", "SIGSEGV")), rules).cls == c.NEW

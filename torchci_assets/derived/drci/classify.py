@@ -21,7 +21,7 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 (isSameFailure), the same failure has the same conclusion: a cancelled job is
                 BROKEN TRUNK only where main's job was cancelled too, and a job that failed is
                 never BROKEN TRUNK by a main job that was cancelled;
-  FLAKY (rule)  the job's name and its log classifier's line match a rule of PyTorch's
+  FLAKY (rule)  the job's name and its log classifier's line or captures match a rule of PyTorch's
                 flaky-rules.json, when one is given (`flaky_rule`): a known infrastructure flake
                 upstream lists by hand. After BROKEN TRUNK, as upstream; never for lint nor for the
                 jobs never called flaky;
@@ -156,6 +156,7 @@ class HeadJob:
     test_config: str | None = None
     infra_reason: str | None = None
     failure_line: str | None = None
+    captures: tuple[str, ...] = ()  # the log classifier's captures of its line (flaky rules match them)
     tests: tuple[FailedTest, ...] = ()
     started_at: dt.datetime | None = None
     from_rest: bool = False         # its state was read from the REST API (a lost webhook)
@@ -289,13 +290,14 @@ def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
 
 def flaky_rule(job: HeadJob, rules: tuple[FlakyRule, ...]) -> FlakyRule | None:
     """The first rule this job's failure matches (upstream's isFlaky): its name in `workflow / job`,
-    every capture in the log classifier's line. Upstream also tries each capture of that line;
-    they are parts of the line, so the line alone answers the same for unanchored patterns."""
-    line = job.failure_line or ""
-    if not line:
+    and every pattern of the rule found in the log classifier's line or in one of its captures. Both,
+    as upstream: a capture is not just a part of the line to a pattern (`^`, `$` meet its ends)."""
+    texts = [t for t in (job.failure_line, *job.captures) if t]
+    if not texts:
         return None
     name = full_name(job)
-    return next((r for r in rules if r.name_re.search(name) and all(p.search(line) for p in r.capture_res)), None)
+    return next((r for r in rules if r.name_re.search(name)
+                 and all(any(p.search(t) for t in texts) for p in r.capture_res)), None)
 
 
 # PyTorch's transformJobName: "pull / env / test (default, 1, 5, runner)" -> "pull / env / test (default)"

@@ -37,6 +37,8 @@ TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their
 JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
+# job_failure's captures, as NULL where a partition lacks them
+JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "head_sha": "VARCHAR", "status": "VARCHAR", "conclusion": "VARCHAR",
@@ -144,17 +146,31 @@ def _register_list(con, name: str, column: str, values: pa.Array) -> None:
 
 
 def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
-    """Fill each failing job's failing tests and messages from `test_results`."""
+    """Fill each failing job's failing tests and messages from `test_results`, and its log
+    classifier's captures (`attach_captures`)."""
     failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
-    if not failing or not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
+    if not failing:
         return
     _register_list(con, "failing_jobs", "job_id", pa.array(list(failing), pa.int64()))
+    attach_captures(con, lake, day, failing)
+    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
+        return
     tests: dict[int, list[FailedTest]] = {}
     for r in rows(con, "head_tests"):
         tests.setdefault(r["job_id"], []).append(FailedTest(r["test"], message_key(r["message"]),
                                                             first_line(r["message"])))
     for job_id, found in tests.items():
         failing[job_id].tests = tuple(found)
+
+
+def attach_captures(con, lake: Lake, day: str, failing: dict[int, HeadJob]) -> None:
+    """Fill the failing jobs' (temp table failing_jobs) log classifier captures from `job_failure` over
+    the window: `pr_jobs` keeps the line only, and PyTorch's flaky rules are matched against both. A
+    row per failed job a day, read whole (no extract)."""
+    if not register_with(con, lake, "job_failure", days_ending(day, WINDOW_DAYS), "jfc", JOB_FAILURE_ADDED):
+        return
+    for r in rows(con, "head_captures"):
+        failing[r["job_id"]].captures = tuple(c for c in r["captures"] or () if c)
 
 
 def base_shas(con, lake: Lake, day: str) -> dict[str, tuple[str | None, str | None]]:
