@@ -3,13 +3,14 @@ HTTP server on 127.0.0.1 (the Dr. CI loop's counterpart of fake_github_issues.py
 it shares).
 
 - `GET /repos/{o}/{r}/issues/{n}/comments` (per_page/page with `Link` headers, oldest first, as
-  GitHub lists them), `POST` (201), `PATCH` and `DELETE /repos/{o}/{r}/issues/comments/{id}`;
+  GitHub lists them), `POST` (201), `GET` (404 once deleted), `PATCH` and `DELETE
+  /repos/{o}/{r}/issues/comments/{id}`;
 - `GET /repos/{o}/{r}/compare/{base}...{head}`: `merge_base_commit` from `compared[(base, head)]`,
   else `merge_bases[head]` (whatever the base);
 - `GET /repos/{o}/{r}/actions/runs?head_sha=` and `/actions/runs/{id}/jobs`, from `runs`.
 Answers are GitHub's own examples (tests/data/github-rest, from @octokit/openapi) with the fields a
 test sets replaced.
-`fail(kind, *responses)` serves scripted answers first (kinds: list, create, edit, delete, compare,
+`fail(kind, *responses)` serves scripted answers first (kinds: list, create, get, edit, delete, compare,
 runs, jobs); `Scripted(..., after_effect=True)` is served after the request took effect.
 `on_create` runs inside a create (a racing run's create, say). Requests are logged in `requests`.
 A create or edit whose body is over `max_body_chars` (GitHub's 65,536) is refused with GitHub's 422.
@@ -105,7 +106,7 @@ class FakePullRequests:
                 if kind == "comments":
                     return ("list" if request.method == "GET" else "create"), m
                 if kind == "comment":
-                    return ("edit" if request.method == "PATCH" else "delete"), m
+                    return {"PATCH": "edit", "GET": "get"}.get(request.method, "delete"), m
                 return kind, m
         raise AssertionError(request.path)
 
@@ -132,10 +133,12 @@ class FakePullRequests:
                 hook, self.on_create = self.on_create, None
                 hook()
             return json_response(201, self.add_comment(int(m["number"]), json.loads(request.data)["body"]))
-        if kind in ("edit", "delete"):
+        if kind in ("edit", "delete", "get"):
             for number, listed in self.comments.items():
                 for c in listed:
                     if c["id"] == int(m["id"]):
+                        if kind == "get":
+                            return json_response(200, c)
                         if kind == "delete":
                             listed.remove(c)
                             return Response(status=204)

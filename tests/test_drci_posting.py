@@ -31,12 +31,12 @@ from torchci_assets.ingest.webhook_scan import WEBHOOK_EVENTS_SCHEMA
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 
-def run(httpserver, tmp_path, prs=(5,), author=None, text=None):
-    """One Dr. CI run posting on `prs` over the same lake (the ledger carries over between runs)."""
+def run(httpserver, tmp_path, prs=(5,), author=None, text=None, now=None):
+    """One Dr. CI run posting on `prs` over the same lake (the ledger carries over between runs), at `now`."""
     lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     rows = [{"pr": n, "head_sha": HEAD, "pr_state": "open", "body": text or body()} for n in prs]
     return publish(lake, outputs, gh(httpserver), TODAY.isoformat(), REPO, rows, enabled=True, today=TODAY,
-                   author=author)
+                   author=author, **({"clock": lambda: now} if now else {}))
 
 
 # ---- the author the comments are taken as ours by ---------------------------------------------
@@ -242,6 +242,61 @@ def test_a_comment_a_maintainer_deleted_is_posted_again_once_at_no_cost_to_the_o
     # deleted again: restored again
     deleted_on_github(fake, tmp_path, octokit, 5, fake.comments[5][0], f"{TODAY.isoformat()}T12:00:00Z")
     assert run(httpserver, tmp_path, prs=(5, 6)).actions["restored"] == 1 and fake.bodies(5) == [body()]
+
+
+def test_a_comment_deleted_without_a_webhook_is_found_by_a_look_every_few_hours_and_posted_again_once(
+        httpserver, tmp_path):
+    """The deletion's webhook was lost: an unchanged body costs nothing within VERIFY_AFTER of its
+    post, then one GET of the recorded comment (404: deleted) brings it back, once; a comment still
+    there costs that GET only, and is not looked at again for VERIFY_AFTER."""
+    from torchci_assets.derived.drci.publish import VERIFY_AFTER
+
+    fake = FakePullRequests(httpserver, REPO)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions["created"] == 2
+    gone = fake.comments[5].pop()  # deleted on GitHub; no webhook ever reaches the lake
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
+    assert len(fake.requests) == before  # within VERIFY_AFTER: GitHub is not asked
+    later = dt.datetime.now(dt.timezone.utc) + VERIFY_AFTER + dt.timedelta(minutes=1)
+    report = run(httpserver, tmp_path, prs=(5, 6), now=later)
+    assert report.actions == {"closed": 0, "verified": 1, "restored": 1, "created": 1}
+    assert fake.bodies(5) == [body()] and fake.bodies(6) == [body()]
+    assert [(m, p) for m, p, _ in fake.requests[before:]] == [
+        ("GET", f"/repos/{REPO}/issues/comments/{gone['id']}"), ("GET", f"/repos/{REPO}/issues/5/comments"),
+        ("POST", f"/repos/{REPO}/issues/5/comments"), ("GET", f"/repos/{REPO}/issues/5/comments"),
+        ("GET", f"/repos/{REPO}/issues/comments/{fake.comments[6][0]['id']}")]
+    # each look and each post counts as the latest: nothing is asked again for VERIFY_AFTER
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6), now=later).actions == {"closed": 0, "recorded": 2}
+    assert len(fake.requests) == before
+
+
+def test_the_looks_at_recorded_comments_are_bounded_per_run_oldest_first(httpserver, tmp_path, monkeypatch):
+    """A deployment's first run after a pause finds every comment due: VERIFY_PER_RUN looks a run, the
+    longest unseen first, and the next runs take the rest; a look that fails is tried again later."""
+    from torchci_assets.derived.drci import publish as pub
+
+    monkeypatch.setattr(pub, "VERIFY_PER_RUN", 2)
+    fake = FakePullRequests(httpserver, REPO)
+    for n in (7, 5, 6):  # posted in this order: 7 is the longest unseen
+        run(httpserver, tmp_path, prs=(n,))
+    later = dt.datetime.now(dt.timezone.utc) + pub.VERIFY_AFTER + dt.timedelta(minutes=1)
+    ids = {n: fake.comments[n][0]["id"] for n in (5, 6, 7)}
+    fake.fail("get", *[json_response(500, {"message": "Server Error"})] * 6)  # the first look fails, its 5 retries too
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 2, "verified": 1}
+    assert looked(fake, before) == {ids[5], ids[7]}  # the two longest unseen (5's failed, 7's found it); 6 waits
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 1, "verified": 2}
+    assert looked(fake, before) == {ids[5], ids[6]}  # 5 again, its look having failed
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 3}
+    assert len(fake.requests) == before
+
+
+def looked(fake, since: int) -> set[int]:
+    """The ids of the comments GET alone since request `since`."""
+    return {int(p.rsplit("/", 1)[1]) for m, p, _ in fake.requests[since:] if m == "GET" and "/issues/comments/" in p}
 
 
 def webhook_files_read(monkeypatch) -> list[str]:

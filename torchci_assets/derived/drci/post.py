@@ -147,6 +147,19 @@ def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict,
     return keep, tuple(c["id"] for c in extra)
 
 
+def shows(github: GitHubResource, repo: str, comment_id: int, body: str) -> bool | None:
+    """Whether the comment is on GitHub with `body` (one GET): False when GitHub says it is gone (404)
+    or shows another body, None when it could not tell (the caller looks again another time)."""
+    try:
+        resp = github.request("GET", f"/repos/{repo}/issues/comments/{comment_id}")
+    except GitHubError as e:
+        return False if e.status == 404 else None
+    try:
+        return resp is not None and resp.json().get("body") == body
+    except (ValueError, AttributeError):
+        return None
+
+
 def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None) -> Posted:
     """Make the pull request carry exactly one comment with `body` (see the module docstring)."""
     found = ours(github, repo, number, author)

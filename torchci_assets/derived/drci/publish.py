@@ -14,9 +14,15 @@ A comment a maintainer deleted is posted again, once: GitHub sends an `issue_com
 (action `deleted`) that the lake keeps in `webhook_events`, and a pull request whose last recorded
 comment is among the deleted ones is not skipped (counted `restored`): `upsert` finds none and
 creates it, and the ledger then records the new comment, so the deletion is acted on once. Asking
-GitHub instead whether each comment is still there would cost a request per pull request per
-refresh; the webhooks cost none. A deletion whose webhook was lost (or not subscribed) leaves the
-pull request without its comment until the body changes, as before.
+GitHub instead whether each comment is still there at every refresh would cost a request per pull
+request per refresh; the webhooks cost none. A deletion whose webhook was lost (or not subscribed)
+is found by a look instead: a pull request whose comment the ledger has not seen for VERIFY_AFTER
+(posted, or looked at) gets one GET of that comment, at most VERIFY_PER_RUN a run, the longest
+unseen first. Found with its body, a `verified` row restarts the wait; gone (404) or showing another
+body, it goes through `upsert` like any change, which lists the comments before it writes, so a crash
+or a rerun still posts once. So a lost deletion costs the pull request its comment for VERIFY_AFTER at
+most (plus the runs the per-run bound delays it), and the looks cost each pull request one request per
+VERIFY_AFTER: 500 open pull requests, about 2 000 requests a day, never more than VERIFY_PER_RUN a run.
 
 A partition older than the newest one (yesterday's, recomputed by the daily run after midnight or by
 a late file's refresh) speaks for yesterday's heads as of the end of yesterday. A pull request that
@@ -59,7 +65,7 @@ from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
 from torchci_assets.derived.drci.extracts import DELETED_SOURCE, deleted_comment_ids
 from torchci_assets.derived.drci.inputs import register_with, rows
-from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, upsert
+from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, shows, upsert
 from torchci_assets.publishing import write_if_changed
 
 LEDGER = "drci_posts"
@@ -73,6 +79,11 @@ LEDGER_SCHEMA = pa.schema([
 LEDGER_LOOKBACK_DAYS = 14
 # the action of a post that met another run's comment: the next run lists the comments and corrects the body
 RACED = "raced"
+# a look (one GET) found the recorded comment with its body; each pull request's is looked at once per
+# VERIFY_AFTER without a post, at most VERIFY_PER_RUN a run (see the module docstring)
+VERIFIED = "verified"
+VERIFY_AFTER = dt.timedelta(hours=6)
+VERIFY_PER_RUN = 20
 # the ledger's columns added after partitions were written (read as NULL from those)
 LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
 # the newest wrong-author stop per author and credentials, over the whole ledger, a file each (see the
@@ -212,6 +223,7 @@ class LastPost:
 
     body_sha256: str
     comment_id: int | None
+    at: dt.datetime | None = None   # when the ledger last saw the comment: posted, or looked at
 
 
 def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
@@ -225,7 +237,7 @@ def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
     try:
         if not lake.register(con, LEDGER, days, name="lp"):
             return {}
-        return {r["pr"]: LastPost("" if r["action"] == RACED else r["body_sha256"], r["comment_id"])
+        return {r["pr"]: LastPost("" if r["action"] == RACED else r["body_sha256"], r["comment_id"], r["at"])
                 for r in rows(con, "last_posted")}
     finally:
         con.close()
@@ -242,16 +254,33 @@ def deleted_comments(lake: Lake, day: str, comment_ids: set[int]) -> set[int]:
     return comment_ids & deleted_comment_ids(lake, days)
 
 
-def unchanged_posts(lake: Lake, day: str, open_rows: list[dict]) -> tuple[dict[int, str], set[int]]:
-    """(pr -> the body hash of each row whose comment already shows its body: posted last, per the
-    ledger, and not deleted since, per the webhooks; those cost no request), and the pull requests
-    whose comment with this very body was deleted (posted again: restored)."""
+@dataclass
+class Recorded:
+    """What the ledger and the webhooks say of the rows about to be posted (`unchanged_posts`)."""
+
+    done: dict[int, str]          # pr -> body hash of each comment already showing its row's body
+    deleted: set[int]             # the pull requests whose comment with this very body was deleted
+    due: dict[int, int] = field(default_factory=dict)  # of `done`, pr -> comment id to look at (`due_looks`)
+
+
+def unchanged_posts(lake: Lake, day: str, open_rows: list[dict], now: dt.datetime) -> Recorded:
+    """The rows whose comment already shows their body (posted last, per the ledger, and not deleted
+    since, per the webhooks; those cost no request but a look when due), and the pull requests whose
+    comment with this very body was deleted (posted again: restored)."""
     done = last_posted(lake, day)
     same = {r["pr"]: done[r["pr"]] for r in open_rows
             if r["pr"] in done and done[r["pr"]].body_sha256 == body_hash(r["body"])}
     gone = deleted_comments(lake, day, {p.comment_id for p in same.values() if p.comment_id is not None})
-    return ({pr: p.body_sha256 for pr, p in same.items() if p.comment_id not in gone},
-            {pr for pr, p in same.items() if p.comment_id in gone})
+    kept = {pr: p for pr, p in same.items() if p.comment_id not in gone}
+    return Recorded({pr: p.body_sha256 for pr, p in kept.items()}, {pr for pr, p in same.items() if p.comment_id in gone},
+                    due_looks(kept, now))
+
+
+def due_looks(posts: dict[int, LastPost], now: dt.datetime) -> dict[int, int]:
+    """pr -> comment id of the posts unseen for VERIFY_AFTER, the VERIFY_PER_RUN longest unseen."""
+    due = sorted((p.at, pr) for pr, p in posts.items()
+                 if p.comment_id is not None and p.at is not None and now - p.at >= VERIFY_AFTER)
+    return {pr: posts[pr].comment_id for _, pr in due[:VERIFY_PER_RUN]}
 
 
 def newer_heads(lake: Lake, day: str) -> dict[int, set[tuple[str, str]]]:
@@ -303,20 +332,37 @@ def not_superseded(lake: Lake, day: str, repo: str, open_rows: list[dict], repor
     return kept
 
 
-def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[int, str], report: PublishReport,
-              log: Callable[[str], None], author: str | None, credentials: str, deleted: set[int]) -> list[dict]:
-    """Post each row but those `done` lists; `deleted`: the pull requests whose comment was deleted
-    (`unchanged_posts`)."""
-    ledger = []
+def _looked(github: GitHubResource, repo: str, r: dict, seen: Recorded, log: Callable[[str], None]) -> str:
+    """A recorded row's comment, looked at when due: `recorded` (not due, or no clear answer: looked at
+    again by a later run), `verified` (there, with its body), or `changed` (gone or edited: post it)."""
+    comment_id = seen.due.get(r["pr"])
+    if comment_id is None:
+        return "recorded"
+    there = shows(github, repo, comment_id, r["body"])
+    if there is None:
+        log(f"PR #{r['pr']}: could not look at its Dr. CI comment {comment_id}; a later run looks again")
+        return "recorded"
+    return VERIFIED if there else "changed"
+
+
+def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorded, report: PublishReport,
+              log: Callable[[str], None], author: str | None, credentials: str,
+              clock: Callable[[], dt.datetime]) -> list[dict]:
+    """Post each row but those `seen.done` lists, unless a look finds its comment gone (`_looked`)."""
+    ledger, deleted = [], set(seen.deleted)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
-        if done.get(r["pr"]) == digest:
-            report.add("recorded")
-            continue
-        if r["pr"] in deleted:
-            log(f"PR #{r['pr']}: its Dr. CI comment was deleted on GitHub; posting it again")
         # stamped before the post lists the comments: a run that raced it and wrote later stamps a later row
-        entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": dt.datetime.now(dt.timezone.utc)}
+        entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": clock()}
+        looked = _looked(github, repo, r, seen, log) if seen.done.get(r["pr"]) == digest else None
+        if looked in ("recorded", VERIFIED):
+            report.add(looked)
+            ledger.extend([{**entry, "action": VERIFIED, "comment_id": seen.due[r["pr"]]}] if looked == VERIFIED else [])
+            continue
+        if looked == "changed":
+            deleted.add(r["pr"])
+        if r["pr"] in deleted:
+            log(f"PR #{r['pr']}: its Dr. CI comment was deleted (or edited) on GitHub; posting it again")
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author)
         except StopPosting as e:
@@ -336,24 +382,28 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], done: dict[in
             report.add("restored")
         if posted.removed:
             report.add("duplicates_removed")
-        ledger.append(_posted_row(entry, posted, report))
+        ledger.append(_posted_row(entry, posted, report, clock))
     return ledger
 
 
-def _posted_row(entry: dict, posted, report: PublishReport) -> dict:
+def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], dt.datetime]) -> dict:
     """The ledger row of a post: a raced one (post.Posted.raced) is stamped when it ended, after
     whatever the other run wrote before it, and never vouches for the body (`last_posted`)."""
     if not posted.raced:
         return {**entry, "action": posted.action, "comment_id": posted.comment_id}
     report.add("raced")
-    return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": dt.datetime.now(dt.timezone.utc)}
+    return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": clock()}
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
             enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None,
-            today: dt.date | None = None) -> PublishReport:
+            today: dt.date | None = None, clock: Callable[[], dt.datetime] = _utc_now) -> PublishReport:
     """Write `drci/<pr>.md` for every open pull request and post the changed bodies (see the module
-    docstring); returns what was done."""
+    docstring); returns what was done. `clock`: the time the ledger's rows are stamped with."""
     open_rows = [r for r in rows if r["pr_state"] == "open"]
     report = PublishReport(dry_run=github.dry_run or not enabled)
     today = today or dt.datetime.now(dt.timezone.utc).date()
@@ -382,8 +432,8 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
     if stop is not None:
         _stopped(stop, open_rows, report, log)
         return report
-    done, deleted = unchanged_posts(lake, day, open_rows)
-    ledger = _post_all(github, repo, open_rows, done, report, log, author, credentials, deleted)
+    seen = unchanged_posts(lake, day, open_rows, clock())
+    ledger = _post_all(github, repo, open_rows, seen, report, log, author, credentials, clock)
     remember_stops(lake, [{**r, "day": day} for r in ledger])
     if ledger:
         lake.write(LEDGER, day, pa.Table.from_pylist(ledger, schema=LEDGER_SCHEMA),
