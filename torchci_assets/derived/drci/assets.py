@@ -32,6 +32,8 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("webhook_events", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_DAYS - 1)),
+          # the log classifier's captures of the heads' failing jobs (flaky rules match them)
+          dg.AssetDep("job_failure", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # the heads' workflow runs waiting for a maintainer's approval
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # open pull requests whose head has no job yet
