@@ -70,7 +70,8 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
     return dg.Output(None, metadata=metadata)
 
 
-@dg.job(description="Repair what lost webhook deliveries left incomplete (see torchci_assets.backfill.gaps).")
+@dg.job(description="Repair what lost webhook deliveries left incomplete: GitHub's current state of the jobs and "
+                    "run attempts the lake holds unfinished, written into the archive for the refresh to ingest.")
 def gap_repair_job():
     repair_lost_deliveries()
 

@@ -172,7 +172,10 @@ def _poll(context, github: GitHubResource, relay, cursor: RelayCursor, known: se
 @dg.sensor(job=dispatch_job, minimum_interval_seconds=15,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="New heads of the upstream branches, from push webhooks in the archive "
-                       "and, with credentials and poll_commits, from polling the branches.")
+                       "and, with credentials and poll_commits, from polling the branches: a dispatch_job run "
+                       "per head sends repository_dispatch to the allowlisted downstream repositories. Without "
+                       "GitHub credentials every dispatch is a dry run, recorded as dry_run in the dispatches "
+                       "ledger (a run with credentials still sends it).")
 def upstream_commit_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource,
                            github: GitHubResource):
     tick_started = time.monotonic()

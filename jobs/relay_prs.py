@@ -319,8 +319,10 @@ def run_requests(job: dg.JobDefinition, op: str, items: list[dict], keys: list[s
 
 @dg.sensor(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job], minimum_interval_seconds=TICK_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Upstream pull_request deliveries in the webhook archive, dispatched by the tick itself; "
-                       "labels, re-runs and what a tick could not finish go to runs.")
+           description="Upstream pull_request deliveries in the webhook archive, dispatched downstream by the "
+                       "tick itself; ciflow/crcr labels (their check runs), re-runs asked from the Checks tab and "
+                       "what a tick could not finish go to runs. Without GitHub credentials each write is a dry "
+                       "run, recorded as dry_run in its ledger (dispatches; check runs and re-runs: relay_actions).")
 def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
                         lake: LakeResource):
     writer: list[Writer] = []  # made at the first delivery to act on: a quiet tick logs nothing about GitHub
@@ -345,7 +347,8 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
 
 @dg.sensor(job=check_run_job, minimum_interval_seconds=TICK_S, default_status=dg.DefaultSensorStatus.RUNNING,
            description="L3/L4 downstream callbacks about pull requests in the ci-results archive: the tick "
-                       "creates their upstream check runs; what it could not finish goes to a run.")
+                       "creates their upstream check runs; what it could not finish goes to a run. Without GitHub "
+                       "credentials each check run is a dry run, recorded as dry_run in the relay_actions ledger.")
 def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResource, github: GitHubResource,
                      lake: LakeResource):
     writer: list[Writer] = []

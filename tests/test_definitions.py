@@ -118,6 +118,19 @@ def test_every_schedule_and_sensor_says_what_it_runs_and_when_it_starts_by_itsel
             assert "credentials" in d.description and "started in the UI" in d.description, d.name
     on = {d.name for d in timed if d.default_status == dg.DefaultScheduleStatus.RUNNING}
     assert ("zombie_check_run_schedule" in on) == has_credentials()
+    talking = [d for d in timed if talks_to_github(d)]
+    assert {"upstream_commit_sensor", "pull_request_sensor", "check_run_sensor"} <= {d.name for d in talking}
+    for d in talking:  # on from the start or not, it sends nothing to GitHub without credentials: it says so
+        assert "credentials" in d.description, d.name
+
+
+def talks_to_github(timed) -> bool:
+    """Whether a schedule or sensor calls GitHub in its tick, or runs a job of ops (no asset) that does:
+    what it does without credentials is its own to say (an asset says it in its own description)."""
+    names = [t.job_name for t in timed.targets] if isinstance(timed, dg.SensorDefinition) else [timed.job_name]
+    jobs = [defs.resolve_job_def(n) for n in names]
+    return "github" in timed.required_resource_keys or any(
+        "github" in j.required_resource_keys and not j.asset_layer.executable_asset_keys for j in jobs)
 
 
 def test_ingest_assets_have_checks():
@@ -191,6 +204,7 @@ def _window(asset: str, table: str) -> tuple[int, int]:
 
 def _read_windows():
     from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS as DRCI_DAYS
+    from torchci_assets.derived.drci.publish import LEDGER_LOOKBACK_DAYS as POSTS_DAYS
     from torchci_assets.derived.flakiness.flaky import WINDOW_DAYS as FLAKY_DAYS
     from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as RERUN_DAYS
     from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS, RETIRE_AFTER_DAYS
@@ -205,6 +219,9 @@ def _read_windows():
         ("test_times", "workflow_job", (1 - RETIRED_AFTER_DAYS, 0)),  # sharding/times.py active_build_envs
         ("drci_comments", "pull_request", (1 - DRCI_DAYS, 0)),  # drci/inputs.py load_heads
         ("drci_comments", "test_results", (1 - TRUNK_DAYS, 0)),  # drci/inputs.py: the merge bases' failures
+        # drci/publish.py deleted_comments: the comments deleted on GitHub over the posts' lookback (a
+        # posting run alone reads them, so the day below does not), beyond the trunk days of the extracts
+        ("drci_comments", "webhook_events", (-POSTS_DAYS, 0)),
         ("disabled_issues", "test_results", (1 - RERUN_DAYS, 0)),  # flakiness/reenable.py rerun_evidence
         ("disabled_issues", "test_daily_stats", (1 - RETIRE_AFTER_DAYS - LOOKBACK_DAYS, 0)),  # retired.py
         ("flaky_tests", "push", (-FLAKY_DAYS, 0)),  # flakiness/flaky.py: the window and the day before it
@@ -264,13 +281,14 @@ def test_a_github_incident_in_the_disabled_loop_skips_nothing():
 @pytest.fixture(scope="module")
 def reads_of_a_day(tmp_path_factory):
     """A simulated day through the daily job in process, recording per step the lake partitions it
-    lists (every read of a table goes through `Lake.files`)."""
+    lists (every read of a table lists its folders: `Lake.files`, and the extracts Dr. CI keeps of
+    big tables, `resources.lake_extracts`, list them through the lake's `Store.list_files`)."""
     import datetime as dt
 
     from jobs.daily import all_assets_job
     from resources.configured import ArchiveResource, LakeResource, OutputsResource
     from resources.github import GitHubResource
-    from resources.lake import Lake
+    from resources.storage import Store
     from torchci_assets.definitions import DOMAINS
     from torchci_assets.simulate.generate import generate_archive
     from torchci_assets.simulate.world import Options
@@ -284,14 +302,17 @@ def reads_of_a_day(tmp_path_factory):
     job = dg.Definitions(assets=assets, jobs=[all_assets_job], resources={
         "archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=str(lake)),
         "outputs": OutputsResource(uri=str(outputs)), "github": GitHubResource()}).resolve_job_def(all_assets_job.name)
-    lake_reads, files = [], Lake.files
+    lake_reads, list_files = [], Store.list_files
 
-    def recorded_files(self, table, days=None):
-        lake_reads.append((dg.OpExecutionContext.get().op.name, table, None if days is None else sorted(set(days))))
-        return files(self, table, days)
+    def recorded_list_files(self, prefix, *args, **kwargs):
+        step = dg.OpExecutionContext.get()
+        if step is not None and self.uri == str(lake):
+            table, _, day = prefix.partition("/day=")
+            lake_reads.append((step.op.name, table, [day] if day else None))
+        return list_files(self, prefix, *args, **kwargs)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(Lake, "files", recorded_files)
+    mp.setattr(Store, "list_files", recorded_list_files)
     try:
         with dg.instance_for_test() as instance:
             assert job.execute_in_process(partition_key=READ_DAY, instance=instance).success
@@ -362,3 +383,19 @@ def test_the_tables_an_asset_keeps_for_itself_are_named_in_its_description_and_r
         naming = {p.relative_to(ROOT) for p in (ROOT / "torchci_assets").rglob("*") if p.suffix in (".py", ".sql")
                   and not any(p.is_relative_to(f) for f in folders) and table in p.read_text()}
         assert not naming, (table, sorted(map(str, naming)))
+
+
+def test_what_the_ui_shows_speaks_to_users():
+    """The descriptions the UI shows beside assets, checks, jobs, ops, schedules and sensors name
+    what a user sees (assets, tables, files, settings), never a code module or an issue number."""
+    import re
+
+    graph = defs.resolve_asset_graph()
+    jobs = [defs.resolve_job_def(j.name) for j in defs.jobs]
+    shown = {**{f"asset {k.to_user_string()}": graph.get(k).description for k in graph.get_all_asset_keys()},
+             **{f"check {k.name}": graph.get_check_spec(k).description for k in graph.asset_check_keys},
+             **{f"job {j.name}": j.description for j in jobs},
+             **{f"op {n.name}": n.description for j in jobs for n in j.all_node_defs},
+             **{f"{d.name}": d.description for d in [*defs.schedules, *defs.sensors]}}
+    internal = re.compile(r"\b(torchci_assets|resources)\.[a-z_]|(?<![\w/-])jobs\.[a-z_]|#\d+\b")
+    assert not {what: internal.search(text)[0] for what, text in shown.items() if text and internal.search(text)}

@@ -13,7 +13,7 @@ from torchci_assets.derived.drci.build import TABLE, build_comments
 from torchci_assets.derived.drci.inputs import JOB_DAYS, TRUNK_DAYS, WINDOW_DAYS
 from torchci_assets.derived.drci.merge_base import LOOKBACK_DAYS as MERGE_BASE_DAYS, TABLE as MERGE_BASES
 from torchci_assets.derived.flakiness.job_issues import load_unstable
-from torchci_assets.derived.drci.publish import LEDGER as POSTS, publish
+from torchci_assets.derived.drci.publish import LEDGER as POSTS, LEDGER_LOOKBACK_DAYS as POSTS_DAYS, publish
 from torchci_assets.derived.drci.refresh import RefreshLimits
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -28,8 +28,9 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the failing tests of the merge bases' neighbours, over the trunk days
           dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
-          # the heads' base shas, and the main commits that landed a pull request before (over the trunk days)
-          dg.AssetDep("webhook_events", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
+          # the heads' base shas, and the main commits that landed a pull request before (over the trunk
+          # days); when posting, the comments deleted on GitHub over the posts' lookback
+          dg.AssetDep("webhook_events", partition_mapping=window_mapping(max(TRUNK_DAYS - 1, POSTS_DAYS))),
           # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_DAYS - 1)),
           # the log classifier's captures of the heads' failing jobs (flaky rules match them)
