@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-drci bench-backfill bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-drci bench-backfill bench-gap-repair bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -110,6 +110,9 @@ bench-drci: install  # Dr. CI's GitHub requests and freshness on a PyTorch-sized
 
 bench-backfill: install  # torchci backfill against the fake GitHub API serving a simulated PyTorch-sized day
 	$(BIN)/python bench/bench_backfill.py
+
+bench-gap-repair: install  # gap repair's GitHub requests and repair delays over a PyTorch-sized day of running jobs
+	$(BIN)/python bench/bench_gap_repair.py
 
 bench-ui-run: install  # a day launched from the Dagster UI against the same day from `torchci run`
 	$(BIN)/python bench/bench_ui_run.py

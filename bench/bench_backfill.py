@@ -39,15 +39,16 @@ PYTORCH_RUNS, PYTORCH_JOBS = 3_000, 60_000
 TOKEN_BUDGET, APP_BUDGET = 5_000, 15_000
 
 
-def free_port() -> int:
-    for port in range(3700, 3800):
+def free_port(first: int = 3700) -> int:
+    """A free port among the hundred from `first` (each benchmark its own hundred)."""
+    for port in range(first, first + 100):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
                 return port
             except OSError:
                 continue
-    raise SystemExit("no free port in 3700-3799")
+    raise SystemExit(f"no free port in {first}-{first + 99}")
 
 
 def kind(path: str) -> str:

@@ -4,7 +4,9 @@ Every REPAIR_EVERY_MIN minutes, `repair_lost_deliveries` finds the jobs whose la
 state is not `completed` and older than the limit less that interval, and the run attempts with
 no job at all, and writes what GitHub says as `rest` records (`torchci_assets.backfill.gaps`);
 the archive refresh sensor then re-ingests the days they land in. A lost delivery is so repaired
-within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due. The first pass of
+within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due, except the
+completion of a job GitHub already showed running in a run still running: that one within a
+quarter of its run attempt's age (see `gaps.BACKOFF`). The first pass of
 each hour also looks for pull requests GitHub closed whose `closed` delivery was lost
 (`torchci_assets.backfill.pr_closes`).
 
@@ -54,9 +56,9 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
     now = utcnow()
     pulls_of = load_config().upstream_repo if now.minute < REPAIR_EVERY_MIN else None  # the hour's first pass
     report = repair_gaps(github, archive.store(), lake.lake(), now, repair_limit(), log=context.log.info,
-                         pulls_of=pulls_of)
+                         pulls_of=pulls_of, every=dt.timedelta(minutes=REPAIR_EVERY_MIN))
     metadata = {
-        "stale_jobs": report.stale_jobs, "jobless_runs": report.jobless_runs,
+        "stale_jobs": report.stale_jobs, "stale_jobs_waiting": report.waiting, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone}

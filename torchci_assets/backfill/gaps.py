@@ -19,9 +19,11 @@ once GitHub has shown a run attempt completed (its `rest` completion record is i
 attempt is never asked about again, whatever that answer held. A completed attempt's jobs no longer
 change, so that one read settles a run cancelled while pending, which had jobs whose deliveries
 were lost or, replaced in its concurrency group before any was created, no job at all; and a job
-GitHub itself still shows queued in a completed run. A job that really runs for hours is looked
-up on each pass until it completes: that is the cost (two requests, the run and its jobs, per
-running run attempt per pass) of noticing a lost completion within `limit`. A run GitHub answers
+GitHub itself still shows queued in a completed run. A job that really runs for hours is not
+looked up on each pass (two requests, the run and its jobs, per running run attempt: on a
+PyTorch-sized day, more an hour than a token's budget): once GitHub has shown it in the state the
+lake has, its attempt is asked again each time its age has grown by BACKOFF, unless the lake heard
+the attempt complete, which makes the job a certain gap (sql/stale_jobs.sql). A run GitHub answers
 404 for, in a repository it shows, was deleted: that is its answer, counted, not a failed lookup.
 """
 
@@ -41,6 +43,10 @@ from torchci_assets.backfill.pr_closes import CloseReport, repair_closes
 from torchci_assets.backfill.rest import RestReader
 
 DEFAULT_LIMIT = dt.timedelta(minutes=30)
+PASS_EVERY = dt.timedelta(minutes=5)  # the schedule's interval (jobs/gap_repair.py)
+# A job GitHub showed still running is asked about again when its run attempt's age has grown by
+# this factor: each wait a quarter of the age, so a 3-hour job costs 9 lookups, not 31.
+BACKOFF = 1.25
 LOOKBACK_DAYS = 2  # jobs run at most a day or so; older silence is history, not a gap
 MAX_JOBS = 5_000
 MAX_RUNS = 500
@@ -55,6 +61,7 @@ class Gaps:
     heard_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # of those attempts: every job heard of
     jobless_runs: set[tuple[str, int, int]] = field(default_factory=set)
     unexplained_runs: set[tuple[str, int, int]] = field(default_factory=set)  # failed, no job heard failing
+    waiting: int = 0  # stale jobs GitHub showed running (or queued), their attempt not due this pass
 
     @property
     def attempts(self) -> list[tuple[str, int, int]]:
@@ -64,6 +71,7 @@ class Gaps:
 @dataclass
 class RepairReport:
     stale_jobs: int = 0
+    waiting: int = 0  # stale jobs GitHub last showed running, not asked about on this pass (BACKOFF)
     jobless_runs: int = 0
     unexplained_runs: int = 0
     looked_up: int = 0
@@ -91,7 +99,10 @@ class RepairReport:
         return None
 
 
-def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT) -> Gaps:
+def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT,
+              every: dt.timedelta = PASS_EVERY) -> Gaps:
+    """The gaps a pass at `now` asks GitHub about; passes run every `every` (a job waiting for its
+    turn, `Gaps.waiting`, is due at the pass whose interval holds its moment: see sql/stale_jobs.sql)."""
     days = [(now.date() - dt.timedelta(days=i)).isoformat() for i in range(LOOKBACK_DAYS, -1, -1)]
     # A run's jobs (and the record of its completion) may all have landed the day before its first
     # row in the window (a run crossing midnight): looked for there too, or the run would be a gap
@@ -103,12 +114,10 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT)
         if not lake.register(con, "workflow_job", days):
             return gaps
         cutoff = now - limit
-        answered = lake.register(con, "webhook_events", [before, *days], name="deliveries") > 0
-        execute(con, dict(_SQL.steps("answered_runs"))["answered" if answered else "none"])
-        for repo, run_id, attempt, job_id, _status, _heard in execute(
-                con, _SQL["stale_jobs"], {"cutoff": cutoff, "max_jobs": MAX_JOBS}).fetchall():
-            gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
-        if lake.register(con, "workflow_run", days):
+        runs = lake.register(con, "workflow_run", days) > 0
+        _known_states(con, runs, lake.register(con, "webhook_events", [before, *days], name="deliveries") > 0)
+        _stale_jobs(con, gaps, cutoff, _tick(now, every), limit, every)
+        if runs:
             lake.register(con, "workflow_job", [before, *days], name="jobs_seen")
             params = {"cutoff": cutoff, "max_runs": MAX_RUNS}
             gaps.jobless_runs = {tuple(r) for r in execute(con, _SQL["jobless_runs"], params).fetchall()}
@@ -121,6 +130,31 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT)
     finally:
         con.close()
     return gaps
+
+
+def _known_states(con, runs: bool, answered: bool) -> None:
+    """The temp tables sql/stale_jobs.sql reads: what GitHub answered, and what the lake heard."""
+    execute(con, dict(_SQL.steps("answered_runs"))["answered" if answered else "none"])
+    known = dict(_SQL.steps("known_states"))
+    execute(con, known["completed_runs" if runs else "no_runs"])
+    execute(con, known["shown_jobs" if answered else "none_shown"])
+
+
+def _tick(now: dt.datetime, every: dt.timedelta) -> dt.datetime:
+    """The schedule's tick a pass belongs to: passes started late still cover consecutive intervals."""
+    seconds = every.total_seconds()
+    return dt.datetime.fromtimestamp(now.timestamp() // seconds * seconds, dt.timezone.utc)
+
+
+def _stale_jobs(con, gaps: Gaps, cutoff: dt.datetime, tick: dt.datetime, limit: dt.timedelta,
+                every: dt.timedelta) -> None:
+    params = {"cutoff": cutoff, "max_jobs": MAX_JOBS, "tick": tick, "every_s": every.total_seconds(),
+              "limit_s": limit.total_seconds(), "growth": BACKOFF}
+    for repo, run_id, attempt, job_id, _status, _heard, due in execute(con, _SQL["stale_jobs"], params).fetchall():
+        if due:
+            gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
+        else:
+            gaps.waiting += 1
 
 
 def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], gaps: Gaps,
@@ -159,12 +193,13 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
 
 def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime,
                 limit: dt.timedelta = DEFAULT_LIMIT, log: Callable[[str], None] = lambda s: None,
-                pulls_of: str | None = None) -> RepairReport:
+                pulls_of: str | None = None, every: dt.timedelta = PASS_EVERY) -> RepairReport:
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
     for is reported and left for the next pass. With `pulls_of`, also the closes of that
     repository's pull requests whose delivery was lost (`pr_closes`)."""
-    gaps = find_gaps(lake, now, limit)
-    report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), jobless_runs=len(gaps.jobless_runs),
+    gaps = find_gaps(lake, now, limit, every)
+    report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
+                          jobless_runs=len(gaps.jobless_runs),
                           unexplained_runs=len(gaps.unexplained_runs))
     if not gaps.attempts and pulls_of is None:
         return report
@@ -185,7 +220,8 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
              f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
              if pulls_of else "")
-    log(f"gap repair: {report.stale_jobs} stale jobs, {report.jobless_runs} run attempts without jobs, "
+    log(f"gap repair: {report.stale_jobs} stale jobs, {report.waiting} more GitHub showed running not asked "
+        f"about this pass, {report.jobless_runs} run attempts without jobs, "
         f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
         f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub{pulls}; "

@@ -2,6 +2,14 @@
 -- before $cutoff: a delivery GitHub never made (or made to a collector that was down). Not those of
 -- an attempt GitHub already answered for once it was completed (answered_runs): a job its completed
 -- run still shows unfinished stays so, and asking every pass would only get that answer again.
+--
+-- `due`: whether this pass asks about the job's run attempt. It does when one of its stale jobs is
+-- a certain gap: its attempt was heard completing (completed_runs), or GitHub never showed the job
+-- in the state the lake has (shown_jobs: the first lookup, at the limit). Otherwise every stale job
+-- of the attempt was shown so by GitHub, still running or queued: the attempt is asked again when
+-- its age (from its oldest stale job's last delivery to the pass's tick $tick) reaches the limit
+-- times a power of $growth, the pass whose $every_s seconds up to its tick hold that moment. Due
+-- attempts first, so that $max_jobs never leaves one out for jobs that wait.
 WITH ranked AS (
     SELECT id, run_attempt, run_id, repo, status, received_at,
            CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END AS rank
@@ -9,10 +17,28 @@ WITH ranked AS (
     WHERE id IS NOT NULL AND run_id IS NOT NULL AND repo IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM answered_runs AS a
                       WHERE a.run_id = workflow_job.run_id AND a.run_attempt = workflow_job.run_attempt)
+),
+stale AS (
+    SELECT repo, run_id, run_attempt, id, arg_max(status, rank) AS status, max(received_at) AS last_heard
+    FROM ranked
+    GROUP BY repo, run_id, run_attempt, id
+    HAVING max(rank) < 4 AND max(received_at) < $cutoff
+),
+judged AS (
+    SELECT s.*,
+           EXISTS (SELECT 1 FROM completed_runs AS c WHERE c.run_id = s.run_id AND c.run_attempt = s.run_attempt)
+           OR NOT EXISTS (SELECT 1 FROM shown_jobs AS g
+                          WHERE g.id = s.id AND g.run_attempt = s.run_attempt AND g.status = s.status) AS certain,
+           epoch($tick::TIMESTAMPTZ) - epoch(min(s.last_heard) OVER attempt) AS age
+    FROM stale AS s
+    WINDOW attempt AS (PARTITION BY s.repo, s.run_id, s.run_attempt)
 )
-SELECT repo, run_id, run_attempt, id, arg_max(status, rank) AS status, max(received_at) AS last_heard
-FROM ranked
-GROUP BY repo, run_id, run_attempt, id
-HAVING max(rank) < 4 AND max(received_at) < $cutoff
-ORDER BY repo, run_id, run_attempt, id
+SELECT repo, run_id, run_attempt, id, status, last_heard,
+       bool_or(certain) OVER attempt
+       OR CASE WHEN age - $every_s < $limit_s THEN true
+               ELSE floor(ln(age / $limit_s) / ln($growth)) > floor(ln((age - $every_s) / $limit_s) / ln($growth))
+          END AS due
+FROM judged
+WINDOW attempt AS (PARTITION BY repo, run_id, run_attempt)
+ORDER BY due DESC, repo, run_id, run_attempt, id
 LIMIT $max_jobs
