@@ -50,3 +50,27 @@ def test_after_two_racing_runs_the_next_run_gets_its_body_shown(httpserver, tmp_
         # and once it is shown, a run with the same body sends nothing
         before = len(fake.requests)
         assert post(httpserver, tmp_path, n, text).actions.get("recorded") == 1 and len(fake.requests) == before
+
+
+def test_a_post_that_read_its_clock_before_another_runs_create_and_edited_that_comment_is_the_one_vouched_for(
+        httpserver, tmp_path):
+    """The interleaving the race above meets now and then, made certain: run B reads its clock, is
+    descheduled while run A lists, creates and confirms its comment, then lists, finds A's comment
+    and edits it. GitHub shows B's body, so the ledger must vouch for B's: its row is stamped once
+    it listed, after A's create, not when it first read the clock."""
+    import datetime as dt
+
+    fake = FakePullRequests(httpserver, REPO)
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    older, newer = body("## :x: 1 New Failure (run A)"), body("## :white_check_mark: No Failures (B)")
+    b_started = dt.datetime.now(dt.timezone.utc)
+    post(httpserver, tmp_path, 7, older)  # run A, whole, after B read its clock
+    sent = len(fake.requests)  # B's clock reads before its first request: all taken before A ran
+    publish(lake, outputs, gh(httpserver), TODAY.isoformat(), REPO,
+            [{"pr": 7, "head_sha": HEAD, "pr_state": "open", "body": newer}], enabled=True, today=TODAY,
+            clock=lambda: b_started if len(fake.requests) == sent else dt.datetime.now(dt.timezone.utc))
+    assert fake.bodies(7) == [newer]
+    assert last_posted(lake, TODAY.isoformat())[7].body_sha256 == body_hash(newer)
+    # so the next run computing the older body again gets it shown, rather than skipping it on trust
+    post(httpserver, tmp_path, 7, older)
+    assert fake.bodies(7) == [older]

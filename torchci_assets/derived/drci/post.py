@@ -35,7 +35,9 @@ request only.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from resources.github import GitHubError, GitHubResource
@@ -66,6 +68,7 @@ class Posted:
     comment_id: int
     removed: tuple[int, ...] = ()   # duplicate comments deleted
     raced: bool = False     # another run was posting at once: the kept comment may show its body, not this one
+    listed_at: dt.datetime | None = None  # when the comments were first listed (the post's ledger stamp)
 
 
 def _login(comment: dict) -> str | None:
@@ -160,9 +163,17 @@ def shows(github: GitHubResource, repo: str, comment_id: int, body: str) -> bool
         return None
 
 
-def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None) -> Posted:
-    """Make the pull request carry exactly one comment with `body` (see the module docstring)."""
+def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None,
+           clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> Posted:
+    """Make the pull request carry exactly one comment with `body` (see the module docstring).
+
+    `listed_at` is read once the comments are listed, not before: a write this post finds was made
+    before it, so another run's post whose write it overwrites was stamped earlier, whatever the
+    two threads' or processes' clocks were read in between (stamped before the listing, the run that
+    created a comment could be stamped after the run that then edited it, and its body, no longer
+    shown, would be the one the ledger vouched for)."""
     found = ours(github, repo, number, author)
+    listed_at = clock()
     mine = None  # the id of the comment this call created
     if not found:
         made = _create(github, repo, number, body)
@@ -178,6 +189,6 @@ def upsert(github: GitHubResource, repo: str, number: int, body: str, author: st
     # run: that run may write its body after this one's
     raced = bool(removed) or (created and (keep["id"] != mine or keep.get("body") != body))
     if keep.get("body") == body:
-        return Posted("created" if created else "unchanged", keep["id"], removed, raced)
+        return Posted("created" if created else "unchanged", keep["id"], removed, raced, listed_at)
     _call(github, "PATCH", f"/repos/{repo}/issues/comments/{keep['id']}", json_body={"body": body})
-    return Posted("created" if created else "edited", keep["id"], removed, raced)
+    return Posted("created" if created else "edited", keep["id"], removed, raced, listed_at)

@@ -352,7 +352,7 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
     ledger, deleted = [], set(seen.deleted)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
-        # stamped before the post lists the comments: a run that raced it and wrote later stamps a later row
+        # a post's row is stamped once it listed the comments (`upsert`), a look's, a stop's or a failure's now
         entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": clock()}
         looked = _looked(github, repo, r, seen, log) if seen.done.get(r["pr"]) == digest else None
         if looked in ("recorded", VERIFIED):
@@ -364,7 +364,7 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
         if r["pr"] in deleted:
             log(f"PR #{r['pr']}: its Dr. CI comment was deleted (or edited) on GitHub; posting it again")
         try:
-            posted = upsert(github, repo, r["pr"], r["body"], author)
+            posted = upsert(github, repo, r["pr"], r["body"], author, clock)
         except StopPosting as e:
             report.stopped = str(e)
             log(f"Dr. CI posting STOPPED for this run: {e}; {len(rows) - i} pull request(s) wait for the next run")
@@ -390,7 +390,7 @@ def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], 
     """The ledger row of a post: a raced one (post.Posted.raced) is stamped when it ended, after
     whatever the other run wrote before it, and never vouches for the body (`last_posted`)."""
     if not posted.raced:
-        return {**entry, "action": posted.action, "comment_id": posted.comment_id}
+        return {**entry, "action": posted.action, "comment_id": posted.comment_id, "at": posted.listed_at or entry["at"]}
     report.add("raced")
     return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": clock()}
 
