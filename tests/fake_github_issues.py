@@ -7,7 +7,8 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
   issues as of the last `index()` call, as GitHub's does for seconds to minutes.
 - `GET /repos/{o}/{r}/issues`: state, sort (created/updated), direction, since, pagination;
   pull requests included, as GitHub does. Always current.
-- `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201),
+- `GET/PATCH /repos/{o}/{r}/issues/{n}`, `POST /repos/{o}/{r}/issues` (201; 422 for a title over
+  256 characters, as GitHub answers),
   `POST /repos/{o}/{r}/issues/{n}/comments` (pull requests' conversation comments too); the
   issue list filters by `labels` (comma-separated, all required) as GitHub's does.
 - `GET /repos/{o}/{r}/collaborators/{user}/permission`: from `permissions` ({login: "write"}),
@@ -41,6 +42,11 @@ CONTENTS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/contents/(?P<path>.+)
 PERMISSION_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/collaborators/(?P<user>[^/]+)/permission$")
 ACCOUNT = "torchci-bot[bot]"  # the author of every issue and comment the API creates
 EXAMPLES = json.loads((Path(__file__).parent / "data" / "octokit-openapi" / "examples.json").read_text())
+# GitHub refuses a title over 256 characters, as it answers then
+MAX_TITLE_CHARS = 256
+TITLE_TOO_LONG = {"message": "Validation Failed", "errors": [{"resource": "Issue", "code": "custom", "field": "title",
+                  "message": "title is too long (maximum is 256 characters)"}],
+                  "documentation_url": "https://docs.github.com/rest/issues/issues#create-an-issue", "status": "422"}
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
 
 
@@ -267,6 +273,8 @@ class FakeIssueTracker:
             return self._page(request, request.path, items)
         if kind == "create":
             body = json.loads(request.data)
+            if len(body["title"]) > MAX_TITLE_CHARS:
+                return json_response(422, TITLE_TOO_LONG)
             issue = self._new(body["title"], body.get("body"), ACCOUNT, body.get("labels", []), self.clock())
             return json_response(201, issue)
         issue = self.issues.get(number)

@@ -431,7 +431,7 @@ def test_a_dry_run_with_the_same_plan_is_not_logged_or_recorded_again(httpserver
     con = connect()
     world.lake.register(con, "flaky_tests", [world.day], name="f")
     table = con.sql("SELECT * REPLACE (CASE WHEN name = 'test_a' THEN list_sort(list_distinct(list_concat("
-                    "main_flaky_platforms, platforms))) ELSE main_flaky_platforms END AS main_flaky_platforms) "
+                    "main_flaky_os_platforms, platforms))) ELSE main_flaky_os_platforms END AS main_flaky_os_platforms) "
                     "FROM f").to_arrow_table()
     con.close()
     world.lake.write("flaky_tests", world.day, table)
@@ -601,6 +601,25 @@ def test_a_test_whose_title_pytorch_cannot_read_gets_no_issue_and_is_reported(ht
     assert tracker.find(UNREADABLE[0])["number"] == stale["number"]
 
 
+def test_a_test_whose_title_github_refuses_as_too_long_gets_no_issue_and_is_reported(httpserver, tmp_path):
+    """GitHub refuses a title over 256 characters with a 422: a test whose `DISABLED <test>` is
+    longer would fail on every run and take a new issue's place under max_new_per_run each time."""
+    fake = FakeIssueTracker(httpserver)
+    long = f"test_{'x' * 240}_cuda_float32 (__main__.TestLongNames)"
+    lake, warnings = Lake.at(str(tmp_path / "lake")), []
+    wanted = [Wanted(long, ["linux"], ["linux"], 9), Wanted(TEST_A, ["linux"], ["linux"], 5)]
+    for run_id in ("run-1", "run-2"):
+        report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), lake, "2026-11-28",
+                                      wanted, {}, ["skipped"], 1, run_id, warn=warnings.append)
+        assert (report.failed, report.deferred) == ({}, [])
+        assert [(r["test"], r["action"]) for r in report.rows] == [(TEST_A, "created" if run_id == "run-1" else "found")]
+        assert list(report.unreadable) == [long]
+    assert [i["title"] for i in fake.issues.values()] == [f"DISABLED {TEST_A}"]
+    assert fake.count("POST") == 1  # GitHub was never asked for the long one
+    assert f"its title would be {len(long) + 9} characters; GitHub refuses over 256" in report.unreadable[long]
+    assert sum(long in w and "gets no DISABLED issue" in w for w in warnings) == 2  # once a run
+
+
 def rerun_rows(test: str, platform: str, days_ago: list[int], now: dt.datetime) -> list[dict]:
     name, cls = test.split(" (__main__.")
     return [{"name": name, "classname": f"test_x.{cls[:-1]}", "platform": platform, "job_id": 5_000 + d,
@@ -674,24 +693,28 @@ def test_a_platform_a_human_took_off_the_line_is_added_back_only_on_a_flake_afte
 
 def test_a_flake_on_a_platform_the_issue_names_otherwise_changes_nothing(httpserver, tmp_path):
     """`windows` and `win` are one condition for PyTorch's runner (so are `mac` and `macos`, and
-    `linux` holds on ROCm): a flake there is covered, and rewriting the body, commenting and
+    `linux` holds on ROCm; PyTorch's bot takes dynamo and inductor jobs for Linux ones, and `dynamo`
+    holds in inductor jobs): a flake there is covered, and rewriting the body, commenting and
     restarting the count of clean reruns would all be for nothing."""
     fake = FakeIssueTracker(httpserver)
     fake.permissions["a-maintainer"] = "write"
     now = dt.datetime.now(dt.timezone.utc)
     bodies = {"test_w (__main__.TestWin)": "Platforms: windows\r\n\r\nflaky on Windows",
               "test_m (__main__.TestMac)": "Platforms: macos\r\n",
-              "test_r (__main__.TestRocm)": "Platforms: linux"}
+              "test_r (__main__.TestRocm)": "Platforms: linux",
+              "test_d (__main__.TestDynamo)": "Platforms: linux",
+              "test_i (__main__.TestInductor)": "Platforms: dynamo"}
     issues = {t: fake.add(f"DISABLED {t}", b, user="a-maintainer", age=dt.timedelta(hours=6))
               for t, b in bodies.items()}
     flaked = {"test_w (__main__.TestWin)": ["win"], "test_m (__main__.TestMac)": ["mac"],
-              "test_r (__main__.TestRocm)": ["rocm", "linux"]}
+              "test_r (__main__.TestRocm)": ["rocm", "linux"], "test_d (__main__.TestDynamo)": ["dynamo", "inductor"],
+              "test_i (__main__.TestInductor)": ["inductor"]}
     report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"),
                                   Lake.at(str(tmp_path / "lake")), now.date().isoformat(),
                                   [Wanted(t, p, p, 3) for t, p in flaked.items()],
                                   {t: Evidence(t, last_main_flake_at=now - dt.timedelta(hours=1)) for t in flaked},
                                   ["skipped"], 10, "run-1", only_trusted=True)
-    assert [r["action"] for r in report.rows] == ["found"] * 3
+    assert [r["action"] for r in report.rows] == ["found"] * 5
     assert all(fake.issues[i["number"]]["body"] == bodies[t] for t, i in issues.items())
     assert fake.comments == {} and fake.count("PATCH") == 0
 

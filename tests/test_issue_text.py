@@ -19,6 +19,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     PlatformEvidence,
     added_platforms,
     condense,
+    flaky_bot_platforms,
     issue_title,
     multiple_tests,
     parse_platforms,
@@ -85,7 +86,20 @@ def test_a_test_pytorch_cannot_read_back_from_its_title_is_told_apart(test, reas
 def test_issue_platforms_map_to_where_pytorchs_runner_acts_on_them():
     assert runs_on("mac") == runs_on("macos") == {"mac"} and runs_on("windows") == runs_on("win") == {"win"}
     assert runs_on("linux") == {"linux", "rocm", "xpu"}  # IS_LINUX holds on ROCm and XPU jobs
-    assert runs_on("dynamo") is None and runs_on("slow") is None  # a test configuration, on any platform
+    # where the runner's TEST_WITH_TORCHDYNAMO / TEST_WITH_TORCHINDUCTOR hold: rerun jobs whose names say so
+    assert runs_on("dynamo") == {"dynamo"} and runs_on("inductor") == {"inductor"}
+    assert runs_on("slow") is None and runs_on("asan") is None  # a test configuration, on any platform
+
+
+@pytest.mark.parametrize("os_platforms, configs, platforms", [
+    ([], ["dynamo"], ["dynamo"]),  # flaky only in dynamo jobs: disabled there, not on all of linux
+    (["linux"], ["dynamo", "inductor"], ["linux"]),  # dynamo and inductor are subsets of linux
+    (["linux-aarch64"], ["inductor"], ["linux"]),  # PyTorch's linux
+    (["rocm", "win"], ["dynamo"], ["dynamo", "rocm", "win"]),
+    (["unknown"], [], []),  # no known platform: everywhere, as before
+])
+def test_a_flaky_test_is_disabled_where_pytorchs_flaky_bot_would(os_platforms, configs, platforms):
+    assert flaky_bot_platforms(os_platforms, configs) == platforms
 
 
 # Upstream's singleDisableIssue.parseBody: lines trimmed before matching, supported names only, sorted

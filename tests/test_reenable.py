@@ -238,10 +238,39 @@ CLEAN, RED = PlatformRuns(J, 0, J, D), PlatformRuns(40, 2, J, D)
     (["linux"], {"linux": CLEAN, "xpu": PlatformRuns(2, 0, 2, 2)}, "wait", []),
     (["linux", "win"], {"linux": CLEAN, "rocm": CLEAN, "win": RED}, "narrow", ["win"]),
     (["rocm"], {"linux": RED, "rocm": CLEAN}, "close", []),
-    (["dynamo"], {"linux": CLEAN}, "close", []),  # a test configuration: on whatever reran it
-    (["inductor", "slow"], {"linux": CLEAN, "win": RED}, "evidence", []),
+    # a test configuration holds where its jobs ran (`dynamo`: the reruns of jobs where
+    # TEST_WITH_TORCHDYNAMO holds), whatever the OS's own reruns say
+    (["dynamo"], {"linux": CLEAN}, "wait", []),  # plain Linux reruns do not run it disabled
+    (["dynamo"], {"dynamo": CLEAN, "linux": RED}, "close", []),
+    (["inductor"], {"inductor": CLEAN, "dynamo": RED, "linux": RED}, "close", []),
+    (["inductor"], {"dynamo": CLEAN, "linux": CLEAN}, "wait", []),
+    (["inductor", "slow"], {"linux": CLEAN, "win": RED}, "evidence", []),  # slow: on any platform
     (["dynamo"], {}, "wait", []),
 ])
 def test_issue_platforms_are_read_as_pytorchs_runner_reads_them(disabled_on, runs, action, keep):
     d = decide("test_x (__main__.T)", disabled_on, runs)
     assert (d.action, d.keep) == (action, keep)
+
+
+DYNAMO_JOB = "linux-jammy-py3.10-clang18 / test (dynamo_wrapped, 1, 1, linux.2xlarge, rerun_disabled_tests)"
+INDUCTOR_JOB = ("rocm-mi300 / linux-noble-rocm-py3.12-mi300 / test (inductor, 1, 1, linux.rocm.gpu.mi300.2, "
+                "rerun_disabled_tests)")
+
+
+def test_a_test_disabled_under_dynamo_is_reenabled_on_the_reruns_of_dynamo_jobs_only(httpserver, tmp_path):
+    """Plain Linux rerun jobs do not run a test disabled on `dynamo` as disabled: their greens say
+    nothing of it under dynamo. A ROCm inductor job runs it disabled on `rocm` (TEST_WITH_ROCM holds
+    there too): its red keeps a test disabled on rocm disabled."""
+    fake = FakeIssueTracker(httpserver)
+    old = dt.timedelta(days=20)
+    plain = fake.add(f"DISABLED {FIXED}", "Platforms: dynamo\n\nflaky", age=old, user=BOT)
+    dynamo = fake.add(f"DISABLED {HALF}", "Platforms: dynamo\n\nflaky", age=old, user=BOT)
+    rocm = fake.add(f"DISABLED {STILL}", "Platforms: rocm\n\nflaky", age=old, user=BOT)
+    days = range(1, MIN_DAYS + 1)
+    lake = lake_with(tmp_path, clean(FIXED, "linux") + [rerun(HALF, "linux", d, job_name=DYNAMO_JOB) for d in days]
+                     + clean(STILL, "rocm") + [rerun(STILL, "rocm", 2, "failed", job_name=INDUCTOR_JOB)])
+    result = lifecycle(httpserver, lake, tmp_path)
+    assert [(d.test, d.action) for d in result.decisions] == [(HALF, "close"), (STILL, "evidence")]
+    assert fake.issues[dynamo["number"]]["state"] == "closed"
+    assert "| dynamo | 7 | 7 | 7 | 0 |" in fake.comments[dynamo["number"]][0]
+    assert fake.issues[plain["number"]]["state"] == fake.issues[rocm["number"]]["state"] == "open"

@@ -93,7 +93,7 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
 _FILING_CHECK = "every_disabled_test_has_an_issue"
 _FILING_CHECK_TEXT = ("Every test the verdict disables was found or filed (a GitHub error leaves a test, or every test "
                       "when GitHub fails the whole loop, for the next run; a test whose name PyTorch's title parser "
-                      "cannot read gets none, for a human to disable).")
+                      "cannot read, or whose title GitHub refuses as too long, gets none, for a human to disable).")
 
 
 @dg.asset(

@@ -41,7 +41,9 @@ Verdict, first rule that applies:
 
 Main-branch evidence is counted apart (`main_flake_events`, `main_flaky_platforms`, and
 `last_main_flake_at`, when it last flaked on main; per platform also its runs, failures, rerun
-passes and same-commit pairs on main, which a new DISABLED issue reports): the verdict is over
+passes and same-commit pairs on main, which a new DISABLED issue reports; and the platforms of its
+main flakes as PyTorch's flaky bot tells jobs apart, `main_flaky_os_platforms` of the jobs that are
+neither dynamo nor inductor jobs and `main_flaky_configs` of those that are): the verdict is over
 every branch, which is what Dr. CI wants (a test flaky anywhere may explain a pull request's
 failure), but only main's evidence disables a test, reopens its closed DISABLED issue or widens
 its platforms. PyTorch's flaky bot reads main's jobs only: a pull request that makes its own
@@ -76,7 +78,8 @@ VERDICTS = ("flaky", "broken", "healthy", "insufficient_data")
 # Columns added to flaky_tests and flaky_test_platforms after partitions were written: a reader of
 # an older partition (`results.columns.register_current`) gets them as NULL, "not counted then".
 FLAKY_COLUMNS_ADDED = Columns({"main_flake_events": "BIGINT", "main_flaky_platforms": "VARCHAR[]",
-                               "last_main_flake_at": "TIMESTAMPTZ"})
+                               "last_main_flake_at": "TIMESTAMPTZ", "main_flaky_os_platforms": "VARCHAR[]",
+                               "main_flaky_configs": "VARCHAR[]"})
 PLATFORM_COLUMNS_ADDED = Columns({"main_rerun_passes": "BIGINT", "main_flake_events": "BIGINT",
                                   "last_main_flake_at": "TIMESTAMPTZ", "main_runs": "BIGINT",
                                   "main_failures": "BIGINT", "main_same_commit_pairs": "BIGINT"})
@@ -129,6 +132,7 @@ def compute(con, main_branch: str = DEFAULT_MAIN_BRANCH) -> None:
     """Create the step tables of flaky_tests.sql in `con`, whose w_* tables and views are registered.
     `main_branch` (the configured one, as a ref) orders main's commits by their pushes to it."""
     con.execute(SQL["wilson"])
+    run_steps(con, SQL.steps("test_configs"))
     run_steps(con, SQL.steps("flaky_tests"), {**PARAMETERS, "main_ref": main_branch})
 
 

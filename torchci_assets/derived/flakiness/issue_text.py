@@ -62,8 +62,9 @@ _FENCE = "```"
 _PLATFORMS_KEY = "platforms:"
 MARKER = "<!-- torchci-dagster: disabled-test -->"
 MAX_JOB_LINKS = 10
-# GitHub refuses issue bodies over 65536 characters.
+# GitHub refuses issue bodies over 65536 characters, and titles over 256 (a 422 on every try).
 MAX_BODY_CHARS = 65536
+MAX_TITLE_CHARS = 256
 
 # The platform names the disabled list keeps (test-infra utils.ts `supportedPlatforms`); any other
 # name in an issue is dropped before PyTorch's runner sees it. The runner also knows
@@ -73,12 +74,16 @@ PYTORCH_PLATFORMS = ("asan", "dynamo", "inductor", "linux", "mac", "macos", "roc
 # Linux, so PyTorch's IS_LINUX is the narrowest condition that still covers them.
 _AS_PYTORCH = {"linux-aarch64": "linux", "s390x": "linux"}
 # Where the runner acts on each of PyTorch's names, as this project's platforms (after
-# `pytorch_platforms`): `mac` and `macos` are one condition (IS_MACOS), `win` and `windows` too, and
-# IS_LINUX holds on ROCm and XPU jobs as well (they run Linux). A name missing here is a test
-# configuration, not an OS (asan, dynamo, inductor, slow): it holds on any platform.
+# `pytorch_platforms`) and the test configurations a rerun job's name puts it in (`dynamo` where
+# TEST_WITH_TORCHDYNAMO holds, inductor jobs included; `inductor`, see sql/test_configs.sql): `mac`
+# and `macos` are one condition (IS_MACOS), `win` and `windows` too, and IS_LINUX holds on ROCm and
+# XPU jobs as well (they run Linux). A name missing here (asan, slow) holds on any platform.
 _RUNS_ON = {"linux": frozenset({"linux", "rocm", "xpu"}), "mac": frozenset({"mac"}), "macos": frozenset({"mac"}),
             "win": frozenset({"win"}), "windows": frozenset({"win"}), "rocm": frozenset({"rocm"}),
-            "xpu": frozenset({"xpu"})}
+            "xpu": frozenset({"xpu"}), "dynamo": frozenset({"dynamo"}), "inductor": frozenset({"inductor"})}
+# The names a name already disables a test for, beyond its own: PyTorch's flaky bot takes dynamo and
+# inductor jobs for subsets of linux, and its runner's dynamo holds in inductor jobs.
+_COVERS = {"linux": frozenset({"dynamo", "inductor"}), "dynamo": frozenset({"inductor"})}
 
 
 def issue_title(test: str) -> str:
@@ -124,14 +129,17 @@ def is_test_issue(title: str | None) -> bool:
 
 def unreadable_reason(test: str) -> str | None:
     """Why PyTorch cannot disable `test` through an issue, or None when it can: its title parser
-    must read exactly `test` back from the title filed for it. An issue it reads otherwise
-    disables nothing, and a bot that finds issues by that reading files it again on every run."""
+    must read exactly `test` back from the title filed for it, and GitHub must take the title. An
+    issue it reads otherwise disables nothing, and a bot that finds issues by that reading files it
+    again on every run; a title GitHub refuses fails every run, each time in a new issue's place."""
     title = issue_title(test)
     read = disabled_test(title)
-    if read == test:
-        return None
-    how = f"reads no test in {title!r}" if read is None else f"reads {title!r} as {read!r}"
-    return f"PyTorch's title parser {how} (a test name is letters, digits, '-', '_' and '.')"
+    if read != test:
+        how = f"reads no test in {title!r}" if read is None else f"reads {title!r} as {read!r}"
+        return f"PyTorch's title parser {how} (a test name is letters, digits, '-', '_' and '.')"
+    if len(title) > MAX_TITLE_CHARS:
+        return f"its title would be {len(title)} characters; GitHub refuses over {MAX_TITLE_CHARS}"
+    return None
 
 
 def _aggregate_block(body: str) -> str | None:
@@ -218,10 +226,20 @@ def pytorch_platforms(platforms: Iterable[str]) -> list[str]:
     return sorted(p for p in out if p in PYTORCH_PLATFORMS)
 
 
+def flaky_bot_platforms(os_platforms: Iterable[str], configs: Iterable[str]) -> list[str]:
+    """Where PyTorch's flaky bot disables a test that flaked in jobs of `os_platforms` (this
+    project's names) that are neither dynamo nor inductor jobs, and in jobs of `configs` (dynamo,
+    inductor) (test-infra utils.ts `getPlatformsAffected`): the OS platforms, and the configurations
+    only when linux is not among them, as they are subsets of linux. A test flaky only under dynamo
+    is disabled there, not in every Linux job."""
+    names = pytorch_platforms(os_platforms)
+    return names if "linux" in names else sorted({*names, *configs})
+
+
 def runs_on(platform: str) -> frozenset[str] | None:
-    """The platforms (this project's, as `pytorch_platforms` names them) where PyTorch's runner
-    disables a test for the issue platform `platform`; None for a test configuration (dynamo,
-    inductor, slow, ...), which may hold on any of them."""
+    """The platforms (this project's, as `pytorch_platforms` names them) and test configurations
+    (dynamo, inductor) where PyTorch's runner disables a test for the issue platform `platform`;
+    None for one that may hold on any of them (asan, slow)."""
     return _RUNS_ON.get(platform)
 
 
@@ -233,12 +251,12 @@ def added_platforms(current: list[str], flaked: list[str]) -> list[str]:
     """Platforms to add to an issue whose list is `current` now that the test flaked on
     `flaked`: none when `current` is empty (it already disables everywhere), and none where
     PyTorch's runner already disables the test for a name of `current` (`runs_on`: an issue on
-    `windows` covers a flake on `win`, one on `linux` a flake on `rocm`). Adding such a name
-    would change nothing CI does, yet rewrite the issue, comment on it and restart the count of
-    clean reruns that re-enables the test."""
+    `windows` covers a flake on `win`, one on `linux` a flake on `rocm`; `_COVERS`: one on `linux`
+    a flake under dynamo). Adding such a name would change nothing CI does, yet rewrite the issue,
+    comment on it and restart the count of clean reruns that re-enables the test."""
     if not current:
         return []
-    covered = set(current).union(*(runs_on(p) or () for p in current))
+    covered = set(current).union(*(runs_on(p) or () for p in current), *(_COVERS.get(p, ()) for p in current))
     return [p for p in dict.fromkeys(flaked) if p not in covered and not (runs_on(p) or {p}) <= covered]
 
 

@@ -8,7 +8,8 @@ PyTorch's CI downloads both and its test runner reads them unchanged:
 Disabling follows PyTorch's bar: a test is disabled when its verdict is `flaky` and its flake
 evidence on the main branch spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where
 it flaked there, named as PyTorch's runner names them (flakes seen only on pull requests disable
-nothing; an aarch64 or s390x job is `linux`, since the runner drops a name it does not know); the
+nothing; an aarch64 or s390x job is `linux`, since the runner drops a name it does not know) and as
+its flaky bot picks them (a test flaky only in dynamo jobs is disabled on `dynamo`, not `linux`); the
 empty list, which means every platform, only when it flaked on every platform that ran it, at
 least two. A disabled test stays disabled until it has been clean for a whole window: at least
 REENABLE_MIN_RUNS runs and no flake event; then it is dropped from the file and listed in
@@ -58,7 +59,7 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register_current
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
-from torchci_assets.derived.flakiness.issue_text import condense, pytorch_platforms
+from torchci_assets.derived.flakiness.issue_text import condense, flaky_bot_platforms, pytorch_platforms
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, recorded_day, write_if_changed
 
@@ -148,13 +149,16 @@ class DisabledDecision:
 
 def main_evidence(row: dict) -> tuple[int, list[str]]:
     """A `flaky_tests` row's flake events and flaky platforms on main, the evidence that disables
-    a test (flakiness seen only on pull requests must not disable it for everyone). A row without
-    them (NULL: a partition written before they were counted) decides on every branch's, as it
-    did then."""
+    a test (flakiness seen only on pull requests must not disable it for everyone), the platforms
+    as PyTorch's flaky bot names them (`flaky_bot_platforms`: dynamo, not linux, for a test flaky
+    only in dynamo jobs). A row without them (NULL: a partition written before they were counted)
+    decides as it did then: on every branch's evidence, or on each platform's of main."""
     events = row.get("main_flake_events")
     if events is None:
         return row["flake_events"], list(row["flaky_platforms"] or [])
-    return events, list(row.get("main_flaky_platforms") or [])
+    if row.get("main_flaky_os_platforms") is None:
+        return events, list(row.get("main_flaky_platforms") or [])
+    return events, flaky_bot_platforms(row["main_flaky_os_platforms"], row.get("main_flaky_configs") or [])
 
 
 def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:

@@ -19,10 +19,12 @@ disables:
   0.1%. A test with an older issue is clean only when the whole window is, so a fix made on day F
   is re-enabled on day F + WINDOW_DAYS - 1 whatever these two say;
 - a platform of the issue is read as PyTorch's runner reads it (`issue_text.runs_on`): `mac` and
-  `macos` are one, `linux` also holds on ROCm and XPU jobs, and a test configuration (dynamo,
-  inductor, slow, ...) on any platform. The rerun jobs run a disabled test only where its issue
-  disables it, so each platform of the issue is clean when every platform it holds on that reran
-  the test is clean (at least one did);
+  `macos` are one, `linux` also holds on ROCm and XPU jobs, `dynamo` in the jobs whose names say
+  dynamo or inductor and `inductor` in those saying inductor (a rerun job counts for its platform and
+  for those: sql/test_configs.sql), slow and asan on any platform. The rerun jobs run a disabled
+  test only where its issue disables it, so each platform of the issue is clean when every platform
+  it holds on that reran the test is clean (at least one did): a test disabled under dynamo is
+  never re-enabled on plain Linux jobs' runs;
 - every disabled platform clean: the issue is closed with the evidence (a comment, once);
 - some clean: those are dropped from the issue's `Platforms:` line, the others stay;
 - an issue for every platform (an empty line) closes only when every platform that reran the
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
-from resources.sql import SqlFiles, execute
+from resources.sql import SqlFiles, execute, run_steps
 from torchci_assets.derived.flakiness.aggregates import in_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
@@ -103,6 +105,7 @@ def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime],
     try:
         if register_extract(con, lake, RERUN_RESULTS, days, "r_results") == 0:
             return {}
+        run_steps(con, SQL.steps("test_configs"))
         out = _by_platform(_evidence_rows(con, since))
         greens = _by_platform(_evidence_rows(con, later)) if later else {}
     finally:

@@ -7,7 +7,7 @@ WITH keyed AS (
     SELECT *, name || ' (__main__.' || string_split(classname, '.')[-1] || ')' AS test_key FROM f
 )
 SELECT file, classname, name, verdict, flake_events, main_flake_events, runs, platforms, flaky_platforms,
-       main_flaky_platforms
+       main_flaky_platforms, main_flaky_os_platforms, main_flaky_configs
 FROM keyed
 WHERE $keys::VARCHAR[] IS NULL
    OR test_key IN (SELECT test_key FROM keyed WHERE verdict = 'flaky' OR flake_events > 0)

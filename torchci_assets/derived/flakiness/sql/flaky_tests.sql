@@ -2,8 +2,9 @@
 -- with their same-commit passes, main-branch sequences for flips and broken ranges, then per
 -- (test, platform) evidence and per-test verdicts. Reads the tables w_test_stats and
 -- w_config_reruns (window_stats.sql), the views w_outcomes, w_jobs and w_push (flaky.py registers
--- them) and the macro of wilson.sql. Parameters: $broken_min_commits, $main_ref (the configured main
--- branch's ref, refs/heads/main or refs/heads/master), $max_flip_gap, $min_flake_events, $min_runs, $z.
+-- them) and the macros of wilson.sql and test_configs.sql. Parameters: $broken_min_commits,
+-- $main_ref (the configured main branch's ref, refs/heads/main or refs/heads/master), $max_flip_gap,
+-- $min_flake_events, $min_runs, $z.
 
 -- step: jobs
 CREATE OR REPLACE TEMP TABLE jobs AS
@@ -157,21 +158,42 @@ WHERE NOT EXISTS (SELECT 1 FROM fp o WHERE o.file = fp.file AND o.classname = fp
   AND EXISTS (SELECT 1 FROM ran r WHERE r.head_sha = fp.head_sha AND r.platform <> fp.platform)
 GROUP BY ALL
 
+-- step: main_flaked
+-- the main commits and configurations where the test flaked: it passed on rerun, failed credibly
+-- beside a pass, or flipped. A failure elsewhere (a pull request breaking the test) is not
+-- flakiness on main, and disables, reopens or widens no DISABLED issue.
+CREATE OR REPLACE TEMP TABLE main_flaked AS
+SELECT file, classname, name, build_env, test_config, platform, head_sha FROM sha_status
+WHERE branch_class = 'main' AND (rerun_passed > 0 OR (pair AND credible))
+UNION
+SELECT file, classname, name, build_env, test_config, platform, head_sha FROM flips
+
 -- step: main_flake_times
--- when the test last flaked on main, per platform: the latest failing job of a main commit where
--- it passed on rerun, failed credibly beside a pass, or flipped. A later failure elsewhere (a pull
--- request breaking the test) is not flakiness on main, and reopens or widens no DISABLED issue.
+-- when the test last flaked on main, per platform: the latest failing job of a main flake
 CREATE OR REPLACE TEMP TABLE main_flake_times AS
-WITH flaked AS (
-    SELECT file, classname, name, build_env, test_config, platform, head_sha FROM sha_status
-    WHERE branch_class = 'main' AND (rerun_passed > 0 OR (pair AND credible))
-    UNION
-    SELECT file, classname, name, build_env, test_config, platform, head_sha FROM flips
-)
 SELECT f.file, f.classname, f.name, f.platform, max(sj.completed) AS last_main_flake_at
-FROM flaked f JOIN sha_jobs sj USING (file, classname, name, build_env, test_config, head_sha)
+FROM main_flaked f JOIN sha_jobs sj USING (file, classname, name, build_env, test_config, head_sha)
 WHERE sj.branch_class = 'main'
 GROUP BY ALL
+
+-- step: main_flaky_jobs
+-- where the test flaked on main as PyTorch's flaky bot tells jobs apart (test_configs.sql): the
+-- configurations of the dynamo and inductor jobs, and the platforms where it flaked in those jobs
+-- only (the bot counts them for no OS). Which of them a DISABLED issue names is the bot's rule
+-- (issue_text.flaky_bot_platforms).
+CREATE OR REPLACE TEMP TABLE main_flaky_jobs AS
+WITH configs AS (
+    SELECT DISTINCT file, classname, name, platform, job_configs(concat_ws(' ', build_env, test_config)) AS configs
+    FROM main_flaked
+),
+per_platform AS (
+    SELECT file, classname, name, platform, bool_and(len(configs) > 0) AS configs_only,
+           flatten(list(configs)) AS configs
+    FROM configs GROUP BY ALL
+)
+SELECT file, classname, name, coalesce(list(platform) FILTER (WHERE configs_only), []) AS configs_only_platforms,
+       list_sort(list_distinct(flatten(list(configs)))) AS main_flaky_configs
+FROM per_platform GROUP BY ALL
 
 -- step: platform_evidence
 -- flake_events counts every branch (Dr. CI and the verdict want to know a test is flaky anywhere);
@@ -219,7 +241,12 @@ WITH t AS (
            min(first_seen) AS first_seen, max(last_seen) AS last_seen
     FROM platform_evidence GROUP BY ALL
 )
-SELECT t.*, flake_events / nullif(runs, 0) AS flake_rate,
+-- main_flaky_os_platforms: main_flaky_platforms but those where it flaked in dynamo or inductor jobs only
+SELECT t.*,
+       list_filter(t.main_flaky_platforms, lambda p: NOT list_contains(coalesce(j.configs_only_platforms, []), p))
+           AS main_flaky_os_platforms,
+       coalesce(j.main_flaky_configs, []) AS main_flaky_configs,
+       flake_events / nullif(runs, 0) AS flake_rate,
        wilson_bound(flake_events, runs, $z, -1) AS flake_rate_low,
        wilson_bound(flake_events, runs, $z, 1) AS flake_rate_high,
        coalesce(b.broken_ranges, 0) AS broken_ranges, coalesce(b.broken_failures, 0) AS broken_failures,
@@ -228,5 +255,5 @@ SELECT t.*, flake_events / nullif(runs, 0) AS flake_rate,
             WHEN b.broken_ranges > 0 THEN 'broken'
             WHEN runs < $min_runs OR flake_events > 0 THEN 'insufficient_data'
             ELSE 'healthy' END AS verdict
-FROM t LEFT JOIN broken b USING (file, classname, name)
+FROM t LEFT JOIN broken b USING (file, classname, name) LEFT JOIN main_flaky_jobs j USING (file, classname, name)
 ORDER BY verdict, flake_rate DESC NULLS LAST, file, classname, name
