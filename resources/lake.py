@@ -144,12 +144,13 @@ class Lake:
 
     def read_files(self, files: list[str], columns: list[str] | None = None) -> pa.Table:
         """The rows of these Parquet files of the lake (full paths, as `files` gives them), one
-        file after the other, as one table; none: an empty table without columns."""
+        file after the other, as one table; none: an empty table without columns. A column some files
+        lack (written before it was added) is NULL in their rows."""
         tables = []
         for path in files:
             with self.store.fs.open_input_file(path) as f:
                 tables.append(pq.ParquetFile(f).read(columns=columns))
-        return pa.concat_tables(tables) if tables else pa.table({})
+        return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
 
     def register_rows(self, con: duckdb.DuckDBPyConnection, files: list[str], name: str) -> None:
         """Expose the rows of these Parquet files of the lake (full paths: the small hidden files a

@@ -117,3 +117,54 @@ def test_a_head_without_jobs_is_read_from_the_rest_api_and_found_awaiting_approv
     assert report.refreshed_heads == 1 and row["awaiting_approval"] == 1 and row["refreshed_jobs"] == 1
     assert "\n## :warning: 1 Awaiting Approval\n" in row["body"] and "REST API" not in row["body"]
     assert report.refresh_requests == 2  # the head's runs, then the run's jobs (none)
+
+
+def two_workflows_named_ci(octokit) -> tuple[dict, dict, dict]:
+    """The pull request opened, and two workflows both named `CI` (two files, as `name: CI` in each)
+    whose runs on its head wait for approval: the example's run of its workflow (2823525), and a
+    later run of the manually triggered example's workflow (16340987)."""
+    opened, first = opened_and_awaiting(octokit)
+    first["workflow_run"]["name"] = "CI"
+    manual = next(p["workflow_run"] for p in octokit["api.github.com"]["workflow_run"]
+                  if p["workflow_run"]["workflow_id"] != first["workflow_run"]["workflow_id"])
+    second = copy.deepcopy(first)
+    second["workflow_run"].update(id=manual["id"], workflow_id=manual["workflow_id"], path=".github/workflows/lint.yml",
+                                  created_at="2019-05-15T15:21:40Z", updated_at="2019-05-15T15:21:40Z")
+    return opened, first, second
+
+
+def test_two_workflows_of_the_same_name_each_have_their_awaiting_run_listed(tmp_path, octokit):
+    """As PyTorch's Dr. CI keeps them: each workflow's newest run by the workflow's id, so a later run
+    of another workflow of the same name hides nothing; a later run of the same workflow does."""
+    opened, first, second = two_workflows_named_ci(octokit)
+    hooks = [envelope("pull_request", "2019-05-15T15:20:34Z", opened),
+             envelope("workflow_run", "2019-05-15T15:20:41Z", first),
+             envelope("workflow_run", "2019-05-15T15:21:41Z", second)]
+    dry = GitHubResource(api_url="http://127.0.0.1:9")
+    [row] = build_comments(ingest(tmp_path, hooks), dry, DAY, REPO, now=NOW).rows
+    assert row["awaiting_approval"] == 2 and "\n## :warning: 2 Awaiting Approval\n" in row["body"]
+    for run in (first, second):
+        assert f"* [CI]({dry.web_url}/{REPO}/actions/runs/{run['workflow_run']['id']})\n" in row["body"]
+
+    rerun = copy.deepcopy(first)  # the first workflow runs again, approved and passing
+    rerun["workflow_run"].update(id=second["workflow_run"]["id"] + 1, conclusion="success",
+                                 updated_at="2019-05-15T15:40:00Z")
+    [row] = build_comments(ingest(tmp_path, [*hooks, envelope("workflow_run", "2019-05-15T15:40:01Z", rerun)]),
+                           dry, DAY, REPO, now=NOW).rows
+    assert row["awaiting_approval"] == 1
+    assert f"* [CI]({dry.web_url}/{REPO}/actions/runs/{second['workflow_run']['id']})\n" in row["body"]
+
+
+def test_two_workflows_of_the_same_name_read_from_the_rest_api_each_have_their_awaiting_run_listed(
+        tmp_path, httpserver, octokit):
+    opened, first, second = two_workflows_named_ci(octokit)
+    lake = ingest(tmp_path, [envelope("pull_request", "2019-05-15T15:20:34Z", opened)])
+    fake = FakePullRequests(httpserver, REPO)
+    head = opened["pull_request"]["head"]["sha"]
+    fake.runs[head] = [{k: run["workflow_run"][k] for k in ("id", "workflow_id", "name", "head_sha", "status",
+                                                            "conclusion")}
+                       for run in (second, first)]
+    [row] = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW).rows
+    assert row["awaiting_approval"] == 2 and row["refreshed_jobs"] == 2
+    for run in (first, second):
+        assert f"/actions/runs/{run['workflow_run']['id']})\n" in row["body"]

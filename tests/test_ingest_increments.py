@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from conftest import envelope, jsonl_bytes
@@ -526,3 +527,40 @@ def test_callbacks_are_ordered_as_in_the_archive_whatever_increment_read_them(tm
     assert con.execute("SELECT location FROM stage ORDER BY archive_path, archive_line").fetchall() == [
         (read[3],), (read[2],), (read[0],), (read[1],)]
     con.close()
+
+
+def test_a_day_whose_earlier_increments_were_staged_without_workflow_id_keeps_it_from_the_later_ones(
+        tmp_path, octokit, monkeypatch):
+    """The day a deployment adds `workflow_id` to workflow_run: the day's first increment was staged
+    by the version before (no such column), the next ones by this one, and a run of the first is
+    reduced again from both kinds of staged rows."""
+    from torchci_assets.ingest import payloads, webhook_scan
+
+    runs = octokit["api.github.com"]["workflow_run"]
+    requested = next(p for p in runs if p["action"] == "requested")
+    completed = next(p for p in runs if p["action"] == "completed" and p["workflow_run"]["id"] == 289782451)
+    manual = next(p for p in runs if p["workflow_run"]["id"] == 1589141559)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+
+    def landing(n: int, payload: dict) -> None:
+        land(archive, {f"webhooks/day={DAY}/hooks-{n}.jsonl": jsonl_bytes(
+            "a.jsonl", [envelope("workflow_run", f"run-{n}", payload, f"2026-11-20T1{n}:00:00Z")])})
+        ingest_webhook_day(archive, lake, DAY, workers=1, incremental=True)
+
+    with monkeypatch.context() as before:
+        before.setattr(webhook_scan, "RUN_STAGE",
+                       pa.schema([f for f in payloads.RUN_STAGE if f.name != "workflow_id"]))
+        before.setattr(webhook_scan, "workflow_run_row", lambda p: (row := payloads.workflow_run_row(p))[:4] + row[5:])
+        kept = webhooks.SQL["workflow_run"]
+        before.setitem(webhooks.SQL, "workflow_run", kept[:kept.index("       arg_max(workflow_id")]
+                       + kept[kept.index("AS workflow_id,\n") + len("AS workflow_id,\n"):])
+        landing(1, requested)
+    landing(2, manual)
+    landing(3, completed)
+    con = connect()
+    try:
+        lake.register(con, "workflow_run", [DAY], name="t")
+        got = con.execute("SELECT id, workflow_id, status FROM t ORDER BY id").fetchall()
+    finally:
+        con.close()
+    assert got == [(289782451, 2823525, "completed"), (1589141559, 16340987, manual["workflow_run"]["status"])]

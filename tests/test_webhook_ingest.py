@@ -88,7 +88,8 @@ def test_octokit_examples_come_out_typed(roots, octokit):
     runs = {(r["id"], r["run_attempt"]): r for r in rows(roots, "workflow_run")}
     assert runs.keys() == expected["workflow_run"].keys()
     for key, run in expected["workflow_run"].items():
-        assert (runs[key]["head_sha"], runs[key]["event"], runs[key]["name"]) == (run["head_sha"], run["event"], run["name"])
+        assert (runs[key]["head_sha"], runs[key]["event"], runs[key]["name"], runs[key]["workflow_id"]) == \
+            (run["head_sha"], run["event"], run["name"], run.get("workflow_id"))
 
     pushes = {r["delivery_id"]: r for r in rows(roots, "push")}
     assert len(pushes) == len(expected["push"])

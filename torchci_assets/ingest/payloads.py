@@ -132,7 +132,7 @@ def workflow_job_row(p: dict) -> tuple:
 
 RUN_STAGE = pa.schema([
     ("id", pa.int64()), ("run_attempt", pa.int64()), ("repo", pa.string()), ("name", pa.string()),
-    ("event", pa.string()), ("head_sha", pa.string()), ("head_branch", pa.string()),
+    ("workflow_id", pa.int64()), ("event", pa.string()), ("head_sha", pa.string()), ("head_branch", pa.string()),
     ("status", pa.string()), ("conclusion", pa.string()), ("created_at", pa.string()),
     ("updated_at", pa.string()), ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
@@ -143,7 +143,7 @@ def workflow_run_row(p: dict) -> tuple:
     w = "workflow_run"
     return (
         _id(run, "id", w, required=True), _id(run, "run_attempt", w, minimum=1) or 1, _repo(p),
-        _get(run, "name", str, w),
+        _get(run, "name", str, w), _id(run, "workflow_id", w),
         _get(run, "event", str, w), _get(run, "head_sha", str, w), _get(run, "head_branch", str, w),
         _get(run, "status", str, w), _get(run, "conclusion", str, w), _get(run, "created_at", str, w),
         _get(run, "updated_at", str, w),

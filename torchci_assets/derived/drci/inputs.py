@@ -41,8 +41,8 @@ PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
-                       "head_sha": "VARCHAR", "status": "VARCHAR", "conclusion": "VARCHAR",
-                       "updated_at": "TIMESTAMPTZ"})
+                       "workflow_id": "BIGINT", "head_sha": "VARCHAR", "status": "VARCHAR",
+                       "conclusion": "VARCHAR", "updated_at": "TIMESTAMPTZ"})
 _VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT * FROM {{files}}"
 _VIEW_ADDED = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT *, {{added}} FROM {{files}}"
 # the job_failures extract's columns, for an empty view when the window has no workflow_job file

@@ -77,15 +77,13 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
     when it is pending there or GitHub's is a later attempt (a higher job id: its webhook was lost)."""
     by_key = {(j.workflow, j.name): j for j in jobs}
     workflow_of = {r["id"]: r.get("name") or "" for r in runs}
-    newest: dict[str, int] = {}
-    for run_id, workflow in workflow_of.items():
-        newest[workflow] = max(newest.get(workflow, run_id), run_id)
-    changed = _add_awaiting(jobs, [r for r in runs if newest.get(workflow_of[r["id"]]) == r["id"]], rest_jobs)
+    newest = _newest_runs(runs)
+    changed = _add_awaiting(jobs, [r for r in runs if r["id"] in newest], rest_jobs)
     for run_id, listed in rest_jobs.items():
+        if run_id not in newest:
+            continue
         for rj in listed:
             workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
-            if newest.get(workflow, run_id) != run_id:
-                continue
             state = _state(rj)
             cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
             mine = by_key.get((workflow, rj["name"]))
@@ -100,6 +98,17 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
                 mine.cancelled = cancelled
                 changed += 1
     return changed
+
+
+def _newest_runs(runs: list[dict]) -> set[int]:
+    """The ids of each workflow's newest run (the highest id). A workflow is its `workflow_id`, as
+    PyTorch's Dr. CI keys it: two workflow files may share a name, and one's later run must not hide
+    the other's (a run without one, as older answers may be, is known by its name)."""
+    newest: dict[tuple, int] = {}
+    for run in runs:
+        key = (run["workflow_id"],) if run.get("workflow_id") is not None else ("", run.get("name") or "")
+        newest[key] = max(newest.get(key, run["id"]), run["id"])
+    return set(newest.values())
 
 
 def _add_awaiting(jobs: list[HeadJob], newest_runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:

@@ -62,6 +62,8 @@ ORDER BY run_id, id, run_attempt
 SELECT id, run_attempt,
        arg_max(repo, (rank, updated_at, received_at, location)) FILTER (WHERE repo IS NOT NULL) AS repo,
        arg_max(name, (rank, updated_at, received_at, location)) FILTER (WHERE name IS NOT NULL) AS name,
+       arg_max(workflow_id, (rank, updated_at, received_at, location)) FILTER (WHERE workflow_id IS NOT NULL)
+           AS workflow_id,
        arg_max(event, (rank, updated_at, received_at, location)) FILTER (WHERE event IS NOT NULL) AS event,
        arg_max(head_sha, (rank, updated_at, received_at, location)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
        arg_max(head_branch, (rank, updated_at, received_at, location)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,

@@ -1,9 +1,10 @@
 -- The workflow runs of the heads (temp table head_shas(sha)) that wait for approval: each workflow's
 -- newest run on the head (by run id, as PyTorch's Dr. CI keeps a workflow's newest run), its latest state
 -- (view wr over workflow_run) a conclusion of $conclusions, and no job of it in pr_jobs (view pj): once
--- approved, its jobs speak for it.
+-- approved, its jobs speak for it. A workflow is its id (two workflow files may share a name); a run
+-- read from a partition written before workflow_id was kept has none, and is known by its name.
 WITH runs AS (
-    SELECT head_sha, id AS run_id, any_value(name) AS name,
+    SELECT head_sha, id AS run_id, any_value(name) AS name, max(workflow_id) AS workflow_id,
            arg_max(coalesce(conclusion, ''), (updated_at, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
                                                         WHEN 'waiting' THEN 2 ELSE 1 END)) AS conclusion
     FROM wr
@@ -11,7 +12,9 @@ WITH runs AS (
     GROUP BY head_sha, id
 ),
 newest AS (
-    SELECT head_sha, coalesce(name, '') AS workflow, max(run_id) AS run_id FROM runs GROUP BY ALL
+    SELECT head_sha, workflow_id, CASE WHEN workflow_id IS NULL THEN coalesce(name, '') END AS workflow_name,
+           max(run_id) AS run_id
+    FROM runs GROUP BY ALL
 )
 SELECT r.head_sha, r.run_id, r.name, r.conclusion
 FROM runs r JOIN newest n USING (head_sha, run_id)
