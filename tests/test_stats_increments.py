@@ -18,6 +18,7 @@ from test_test_stats import D, job_payload, lake, query, run_payload, run_row, w
 import torchci_assets.derived.results.assets as assets
 from jobs.refresh import archive_refresh_job
 from resources.configured import LakeResource
+from torchci_assets.derived.flakiness.assets import flaky_tests_assets
 from torchci_assets.derived.results import increments
 from torchci_assets.derived.results.stats import DAILY_TABLES, build_test_daily_stats, build_test_results
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
@@ -113,7 +114,7 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, rows
         land(tmp_path, f"part-{k}", [r for job in range(1 + 12 * k, 13 + 12 * k) for r in rows[job]])
         built = refresh(tmp_path)
         modes.append((built.mode, built.parts_added))
-    assert modes == [("recompute", 0), ("append", 1), ("append", 1), ("append", 1)]
+    assert modes == [("recompute", 1), ("append", 1), ("append", 1), ("append", 1)]  # a recompute counts every part
     incremental = tables(tmp_path)
     assert incremental == at_once(tmp_path, tmp_path / "once")
     assert len(incremental["test_daily_stats"]) > 40 and len(incremental["test_sha_outcomes"]) > 40
@@ -238,6 +239,9 @@ def test_only_the_intra_day_refresh_adds_increments(tmp_path, rows):
     meta = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert meta["test_daily_stats"]["mode"].value == "recompute"
     assert meta["test_results"]["mode"].value == "rebuild"
+    # both counted the day's four parts again, and say so
+    added = [meta[t]["test_run_parts_added"].value for t in ("test_daily_stats", "test_results")]
+    assert added == [4, 4]
 
 
 def _sources(parts: dict[str, int], generation: str | None = None, merged: dict | None = None) -> increments.Sources:
@@ -308,3 +312,47 @@ def test_the_ingests_own_parts_are_added_as_they_land(tmp_path):
     built = refresh(tmp_path)
     assert (built.mode, built.parts_added) == ("append", 1)
     assert tables(tmp_path) == at_once(tmp_path, tmp_path / "once")
+
+
+def refreshed_metadata(tmp_path) -> dict[str, dict]:
+    """One intra-day refresh of the test rows, their aggregates and flaky_tests: each asset's metadata."""
+    result = dg.materialize([assets.test_results_assets, assets.test_daily_stats_assets, flaky_tests_assets],
+                            partition_key=D, resources={"lake": LakeResource(uri=str(tmp_path / "lake"))},
+                            tags=archive_refresh_job.tags)
+    assert result.success
+    return {e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items()}
+            for e in result.get_asset_materialization_events()}
+
+
+def digests(tmp_path, table: str) -> dict[str, str]:
+    lk = lake(tmp_path)
+    return {path: lk.file_digest(path) for path in lk.files(table, [D])}
+
+
+def test_a_refresh_with_nothing_new_rewrites_no_file_and_flaky_tests_is_left_as_written(tmp_path, rows):
+    """Webhooks that move no job (a pull request's, a redelivery) or nothing at all landed: test_jobs
+    is not rewritten with the same rows, so flaky_tests, which keeps its result while none of its
+    input files changed, keeps it."""
+    first_half_counted(tmp_path, rows)
+    refreshed_metadata(tmp_path)
+    jobs, results = digests(tmp_path, "test_jobs"), digests(tmp_path, "test_results")
+    meta = refreshed_metadata(tmp_path)
+    assert meta["flaky_tests"]["unchanged_inputs"] is True
+    assert (digests(tmp_path, "test_jobs"), digests(tmp_path, "test_results")) == (jobs, results)
+    assert (meta["test_results"]["mode"], meta["test_results"]["rows_written"]) == ("unchanged", 0)
+    assert meta["test_daily_stats"]["mode"] == "unchanged"
+
+
+def test_a_refresh_after_a_job_changed_rewrites_its_files_and_recomputes_flaky_tests(tmp_path, rows):
+    """The opposite: job 3's `completed` says cancelled after its rows were written; no test row landed."""
+    first_half_counted(tmp_path, rows)
+    refreshed_metadata(tmp_path)
+    jobs = digests(tmp_path, "test_jobs")
+    webhooks(tmp_path, D, job_hooks(range(1, JOBS + 1), conclusions={3: "cancelled"}))
+    meta = refreshed_metadata(tmp_path)
+    assert (meta["test_results"]["mode"], meta["test_results"]["files_rewritten"]) == ("append", 1)
+    assert meta["test_daily_stats"]["mode"] != "unchanged"
+    assert meta["flaky_tests"]["unchanged_inputs"] is False
+    assert digests(tmp_path, "test_jobs") != jobs
+    assert query(tmp_path, "test_jobs", "SELECT job_conclusion FROM t WHERE job_id = 3") == [
+        {"job_conclusion": "cancelled"}]

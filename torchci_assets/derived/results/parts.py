@@ -19,7 +19,10 @@ change, its job columns are joined again from the new test_jobs.
 
 test_jobs (one row per job attempt, ~60 k a day) is rewritten whole: its test counts are the
 previous ones plus those of the new parts' jobs; only the join with the jobs' webhooks and logs
-over the window runs again, which is what picks up a later webhook or log verdict.
+over the window runs again, which is what picks up a later webhook or log verdict. A refresh with
+no new part, no changed file and test_jobs joined to the same rows writes nothing (`unchanged`):
+a file rewritten with the same rows has a new footer, and results kept while their inputs' files
+are as they were (`flaky_tests`) would be computed again.
 
 When the ingest merges test_run parts (`ingest.compaction`), the merged part's files are written
 from it as a new part's are and the files of the parts it replaced go: the files stay one set per
@@ -86,8 +89,8 @@ class Layout:
 
 @dataclass
 class Written:
-    """What a build wrote: `mode` rebuild or append, why, test_run parts added, files rewritten
-    for changed jobs, and test_results rows written."""
+    """What a build wrote: `mode` rebuild, append or unchanged (nothing written), why, test_run
+    parts added, files rewritten for changed jobs, and test_results rows written."""
 
     mode: str
     reason: str
@@ -248,6 +251,9 @@ def append(con, lake: Lake, day: str, layout: Layout, plan: increments.Plan, sou
         return why
     merged_away = {stem(p) for held in plan.carried.values() for p in held}
     changed = [(src, b) for src, b in execute(con, _STEPS["changed_files"]).fetchall() if src not in merged_away]
+    if not (plan.new_parts or plan.carried or changed) and _same_jobs(con):
+        return Written("unchanged", "no new test_run part and no job changed since the previous run: nothing "
+                                    "written")
     lake.store.delete(record_path(day))  # a run killed from here on leaves no layout to add to
     with PartitionCommit(lake) as out:
         buckets, maps, rows = _add_sources(con, lake, out, day, [*plan.new_parts, *plan.carried])
@@ -266,6 +272,16 @@ def append(con, lake: Lake, day: str, layout: Layout, plan: increments.Plan, sou
     merges = f"; {len(merged_away)} part(s)' files merged into {len(plan.carried)}" if plan.carried else ""
     return Written("append", f"{len(plan.new_parts)} new test_run part(s); {len(changed)} file(s) of changed jobs "
                              f"rewritten{merges}", len(plan.new_parts), len(changed), rows)
+
+
+def _same_jobs(con) -> bool:
+    """Whether test_jobs, joined again, holds the rows the previous run wrote. Rewriting it with
+    the same rows would still give its file a new footer, which `flaky_tests` (and any result kept
+    while its inputs' files stay as they were) takes for a change."""
+    previous = [c for c in con.table("previous_jobs").columns if c != "day"]  # the view's Hive column
+    if previous != con.table("test_jobs").columns:  # written by another version of test_jobs.sql
+        return False
+    return execute(con, _STEPS["jobs_moved"]).fetchone()[0] == 0
 
 
 def _jobs_after(con, lake: Lake, day: str, new_parts: list[str], job_parameters: dict) -> str | None:

@@ -170,7 +170,7 @@ class DailyStats:
     rows: dict[str, int]
     mode: str  # recompute, append or unchanged (see `increments`)
     reason: str
-    parts_added: int = 0
+    parts_added: int = 0  # test_run parts whose rows this run counted: the new ones, or all in a recompute
     counted_rows: int = 0  # runs + infra_runs over test_daily_stats: every test_results row once
 
 
@@ -183,7 +183,8 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
     try:
         _require(con, lake, "test_results", [day], name="all_results")
         if _register(con, lake, "test_jobs", [day], "test_jobs") == 0:  # test_results written by hand (a test)
-            return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition")
+            return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition",
+                          len(sources.parts))
         execute(con, _INCREMENT["counted_jobs"])
         if plan.mode != "recompute":
             plan = _moved(con, lake, day, plan)
@@ -195,7 +196,8 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
                                                 "that changed since", [])
         tables = tables or _recomputed(con)
         record = increments.Record(sources.parts, sources.generation)
-        return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(plan.new_parts))
+        added = plan.new_parts if plan.mode == "append" else sources.parts  # a recompute counts every part
+        return _write(con, lake, day, tables, record, plan.mode, plan.reason, len(added))
     finally:
         con.close()
 

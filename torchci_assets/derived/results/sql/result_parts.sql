@@ -43,6 +43,12 @@ WHERE (p.head_sha, p.head_branch, p.branch_class, p.build_env, p.test_config, p.
        j.job_name, j.workflow_name, j.job_conclusion, j.job_completed_at, j.job_found, j.infra_suspect)
 ORDER BY ALL
 
+-- step: jobs_moved
+-- Rows of test_jobs that differ from those the previous run wrote, either way (same columns, in
+-- order; view previous_jobs' Hive `day` left out).
+SELECT (SELECT count(*) FROM (SELECT * FROM test_jobs EXCEPT ALL SELECT * EXCLUDE (day) FROM previous_jobs))
+     + (SELECT count(*) FROM (SELECT * EXCLUDE (day) FROM previous_jobs EXCEPT ALL SELECT * FROM test_jobs))
+
 -- step: files_of_jobs
 -- The files holding rows of the jobs in table key_jobs.
 SELECT DISTINCT m.src, m.bucket FROM job_parts m SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
