@@ -209,7 +209,11 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     refused_repos = _repair_attempts(reader, part, gaps, repositories, report)
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
         try:
-            repository = repositories.get(pulls_of) or reader.json(f"/repos/{pulls_of}")
+            def repository() -> dict:
+                if pulls_of not in repositories:
+                    repositories[pulls_of] = reader.json(f"/repos/{pulls_of}")
+                return repositories[pulls_of]
+
             repair_closes(reader, part, lake, pulls_of, repository, now, report.closes)
         except GitHubError as exc:
             report.failed.append(f"{pulls_of} pull requests: {exc}")

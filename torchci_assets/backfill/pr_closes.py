@@ -17,6 +17,7 @@ or a backfill of the same pull request, adds no row.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from resources.github import GitHubError
@@ -53,10 +54,12 @@ def open_in_lake(lake: Lake) -> list[int]:
         con.close()
 
 
-def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repository: dict, now: dt.datetime,
-                  report: CloseReport) -> None:
+def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repository: Callable[[], dict],
+                  now: dt.datetime, report: CloseReport) -> None:
     """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
-    GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing."""
+    GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing. The
+    repository (`repository()`, a request) is asked for only when a record is written: a lake that
+    shows no pull request open costs no request at all."""
     shown_open = open_in_lake(lake)
     report.open_in_lake = len(shown_open)
     if not shown_open:
@@ -67,7 +70,7 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
         pr = _pull_request(reader, repo, number, report)
         if pr is None or pr.get("state") != "closed":
             continue
-        closed = shapes.pull_request_deliveries(pr, repository, not_before=now, actions=("closed",))
+        closed = shapes.pull_request_deliveries(pr, repository(), not_before=now, actions=("closed",))
         part.add(closed)
         report.found_closed += bool(closed)
 
