@@ -160,9 +160,7 @@ def _stale_jobs(con, gaps: Gaps, cutoff: dt.datetime, tick: dt.datetime, limit: 
 def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], gaps: Gaps,
                     repositories: dict[str, dict], report: RepairReport) -> None:
     repo, run_id, attempt = key
-    if repo not in repositories:
-        repositories[repo] = reader.json(f"/repos/{repo}")
-    repository = repositories[repo]
+    repository = _repository(reader, repositories, repo)
     # the run before its jobs: a run read completed vouches for the jobs listed after it, which no
     # later pass asks for again (sql/answered_runs.sql)
     try:
@@ -209,12 +207,8 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     refused_repos = _repair_attempts(reader, part, gaps, repositories, report)
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
         try:
-            def repository() -> dict:
-                if pulls_of not in repositories:
-                    repositories[pulls_of] = reader.json(f"/repos/{pulls_of}")
-                return repositories[pulls_of]
-
-            repair_closes(reader, part, lake, pulls_of, repository, now, report.closes)
+            repair_closes(reader, part, lake, pulls_of, lambda: _repository(reader, repositories, pulls_of), now,
+                          report.closes)
         except GitHubError as exc:
             report.failed.append(f"{pulls_of} pull requests: {exc}")
             if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
@@ -237,6 +231,13 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
 def _gone(numbers: list[int]) -> str:
     shown = ", ".join(f"#{n}" for n in numbers[:10]) + (" ..." if len(numbers) > 10 else "")
     return f", {len(numbers)} GitHub no longer has ({shown})" if numbers else ""
+
+
+def _repository(reader: RestReader, repositories: dict[str, dict], repo: str) -> dict:
+    """The repository's object for the records' `repository`, asked for once a pass."""
+    if repo not in repositories:
+        repositories[repo] = reader.json(f"/repos/{repo}")
+    return repositories[repo]
 
 
 def _repair_attempts(reader: RestReader, part: Part, gaps: Gaps, repositories: dict[str, dict],

@@ -163,8 +163,13 @@ def shows(github: GitHubResource, repo: str, comment_id: int, body: str) -> bool
         return None
 
 
+def utc_now() -> dt.datetime:
+    """The clock a post's ledger row is stamped with (`publish` takes another in tests)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def upsert(github: GitHubResource, repo: str, number: int, body: str, author: str | None = None,
-           clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> Posted:
+           clock: Callable[[], dt.datetime] = utc_now) -> Posted:
     """Make the pull request carry exactly one comment with `body` (see the module docstring).
 
     `listed_at` is read once the comments are listed, not before: a write this post finds was made

@@ -65,7 +65,7 @@ from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
 from torchci_assets.derived.drci.extracts import DELETED_SOURCE, deleted_comment_ids
 from torchci_assets.derived.drci.inputs import register_with, rows
-from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, shows, upsert
+from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, shows, upsert, utc_now
 from torchci_assets.publishing import write_if_changed
 
 LEDGER = "drci_posts"
@@ -395,13 +395,9 @@ def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], 
     return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": clock()}
 
 
-def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
             enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None,
-            today: dt.date | None = None, clock: Callable[[], dt.datetime] = _utc_now) -> PublishReport:
+            today: dt.date | None = None, clock: Callable[[], dt.datetime] = utc_now) -> PublishReport:
     """Write `drci/<pr>.md` for every open pull request and post the changed bodies (see the module
     docstring); returns what was done. `clock`: the time the ledger's rows are stamped with."""
     open_rows = [r for r in rows if r["pr_state"] == "open"]
