@@ -8,10 +8,11 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../runs/{id}/attempts/{n}`, `.../runs/{id}/attempts/{n}/jobs`, `.../runs/{id}/artifacts`;
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
-  log GitHub does not have); `.../commits` (sha, since, until); `.../branches/{name}` (its newest
-  commit as its head); `.../pulls` (`state`: open by default, closed or all; sorted by update, newest
-  first) and `.../pulls/{n}` (the full shape, `merged` from `merged_at`); `.../installation`
-  (the App's installation, for a request signed with its JWT).
+  log GitHub does not have); `.../commits` (sha, since, until: in `git log`'s order, and cut by
+  `since` as git cuts it); `.../branches/{name}` (its newest commit as its head); `.../pulls`
+  (`state`: open by default, closed or all; sorted by update, newest first) and `.../pulls/{n}`
+  (the full shape, `merged` from `merged_at`); `.../installation` (the App's installation, for a
+  request signed with its JWT).
 - `X-RateLimit-Limit/Remaining/Reset/Resource` on every answer, counting down.
 `fail(pattern, *responses)` serves scripted answers first to requests whose path matches (a
 secondary rate limit, a 502); `requests` logs every (path, args).
@@ -122,11 +123,13 @@ class FakeActions:
     def add_log(self, job_id: int, data: bytes) -> None:
         self.blobs[f"logs/{job_id}"] = data
 
-    def add_commit(self, branch: str, sha: str, parent: str, message: str, date: str, author: str) -> None:
+    def add_commit(self, branch: str, sha: str, parent: str, message: str, date: str, author: str,
+                   committed: str | None = None) -> None:
+        """`date` is the author's; `committed` the committer's (default: the same)."""
         person = {"name": author, "email": f"{author}@users.noreply.github.com", "date": date}
         commit = shaped("commit-items", {"sha": sha, "parents": [{"sha": parent, "url": "", "html_url": ""}]})
         commit["commit"] = dict(commit["commit"], message=message, author=person,
-                                committer=dict(person, name="PyTorch MergeBot",
+                                committer=dict(person, name="PyTorch MergeBot", date=committed or date,
                                                email="pytorchmergebot@users.noreply.github.com"),
                                 tree=dict(commit["commit"]["tree"], sha=sha[::-1]))
         self.commits.setdefault(branch, []).insert(0, commit)
@@ -274,11 +277,25 @@ class FakeActions:
         return self._page(request, "/actions/runs", out, "workflow_runs")
 
     def _list_commits(self, request: Request, rest: str) -> Response:
+        """`git log <sha>`'s order: from the branch's head, the newest (by committer date) of the
+        commits whose children were listed comes next. `since` is git's `--since`: a commit dated
+        before it is left out, and git goes no further down that line, so the commits below it
+        are left out too, even those dated after `since` (unless another line reaches them)."""
         commits = self.commits.get(request.args.get("sha", "main"), [])
+        by_sha = {c["sha"]: c for c in commits}
         since, until = request.args.get("since"), request.args.get("until")
-        keep = [c for c in commits
-                if (not since or _t(c["commit"]["committer"]["date"]) >= _t(since))
-                and (not until or _t(c["commit"]["committer"]["date"]) <= _t(until))]
+        when = lambda c: _t(c["commit"]["committer"]["date"])  # noqa: E731
+        queue, seen, keep = commits[:1], {c["sha"] for c in commits[:1]}, []
+        while queue:
+            commit = queue.pop(max(range(len(queue)), key=lambda i: when(queue[i])))
+            if since and when(commit) < _t(since):
+                continue
+            if not until or when(commit) <= _t(until):
+                keep.append(commit)
+            for p in commit["parents"]:
+                if p["sha"] in by_sha and p["sha"] not in seen:
+                    seen.add(p["sha"])
+                    queue.append(by_sha[p["sha"]])
         return self._page(request, rest, keep, None)
 
 

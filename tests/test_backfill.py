@@ -14,7 +14,7 @@ from fake_github_actions import EXAMPLES, FakeActions, from_world, reply, second
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.backfill import shapes
+from torchci_assets.backfill import history, shapes
 from torchci_assets.backfill.files import Part
 from torchci_assets.backfill.history import BackfillOptions, backfill
 from torchci_assets.ingest.reports import ingest_test_run_day
@@ -399,6 +399,68 @@ def test_a_merged_branchs_own_commits_are_not_pushes_to_main(tmp_path, httpserve
                         log=lambda s: None, today=TODAY)
     pushes = [line["payload"] for line in lines(files(tmp_path)) if line["event"] == "push"]
     assert progress.pushes == 2 and sorted((p["before"][:2], p["after"][:2]) for p in pushes) == [("aa", "bb"), ("bb", "ee")]
+
+
+def test_commits_dated_before_the_window_but_pushed_in_it_are_pushes_and_so_are_those_before_them(tmp_path, httpserver):
+    """A commit made weeks before it was pushed (a local commit pushed late, a branch fast-forwarded
+    onto main) keeps its old dates; pushed after a commit of the window, it was pushed in the window
+    too, no earlier than that commit. The window's pushes before it are read on past it."""
+    api = FakeActions(httpserver)
+    p0, p1, x1, x2, h = "0a" * 20, "1a" * 20, "1b" * 20, "1c" * 20, "2a" * 20
+    api.add_commit("main", p0, "f" * 40, "before the window", "2026-10-25T09:00:00Z", "alice")
+    api.add_commit("main", p1, p0, "the window's first", "2026-11-01T10:00:00Z", "alice")
+    api.add_commit("main", x1, p1, "made weeks ago", "2026-10-10T08:00:00Z", "bob", committed="2026-10-12T08:00:00Z")
+    api.add_commit("main", x2, x1, "its follow-up", "2026-10-11T08:00:00Z", "bob", committed="2026-10-12T08:05:00Z")
+    api.add_commit("main", h, x2, "the head", "2026-11-02T09:00:00Z", "carol")
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, dt.date(2026, 11, 1), WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    pushes = sorted((line["received_at"], line["payload"]["after"][:4]) for line in lines(files(tmp_path))
+                    if line["event"] == "push")
+    assert progress.pushes == 4, pushes
+    # filed in the order they were pushed, the late ones just after the commit they were pushed on
+    assert [sha for _, sha in pushes] == ["1a1a", "1b1b", "1c1c", "2a2a"]
+    assert pushes[1][0] > "2026-11-01T10:00:00" and pushes[2][0] < "2026-11-01T10:00:01"
+    # the payload keeps the commit's own dates
+    late = next(line["payload"] for line in lines(files(tmp_path)) if line["payload"].get("after") == x1)
+    assert late["head_commit"]["timestamp"] == "2026-10-12T08:00:00Z"
+
+
+def test_the_walk_past_the_window_reads_a_bounded_part_of_a_long_history(tmp_path, httpserver):
+    """Five commits in the window on top of 2,000 older ones: the walk reads on past the window's
+    first commit for a bounded number (history.WALK_PAST), not the whole history."""
+    api = FakeActions(httpserver)
+    parent = "f" * 40
+    start = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
+    for i in range(2005):
+        at = start + dt.timedelta(hours=i) if i < 2000 else dt.datetime(2026, 11, 2, i - 2000, tzinfo=dt.timezone.utc)
+        sha = f"{i:040x}"
+        api.add_commit("main", sha, parent, f"commit {i}", at.strftime("%Y-%m-%dT%H:%M:%SZ"), "alice")
+        parent = sha
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    assert progress.pushes == 5
+    # the list read as far as 5 + WALK_PAST commits, 100 a page (the whole history: 21 pages)
+    assert api.count(r"/commits$") == -(-(5 + history.WALK_PAST) // 100) == 3
+
+
+def test_a_merged_branch_longer_than_the_walks_reach_past_the_window_is_read_through(tmp_path, httpserver):
+    """A merge of a 300-commit branch made in the window: GitHub lists its commits between the merge
+    and main's previous head, all dated in the window; the walk reads through them to that head."""
+    api = FakeActions(httpserver)
+    before, prev, merge = "0a" * 20, "1a" * 20, "2a" * 20
+    api.add_commit("main", before, "f" * 40, "before the window", "2026-10-30T09:00:00Z", "alice")
+    api.add_commit("main", prev, before, "the window's first", "2026-11-01T01:00:00Z", "alice")
+    side = prev
+    for i in range(300):
+        at = dt.datetime(2026, 11, 1, 2, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i)
+        api.add_commit("main", f"{i:040x}", side, f"feature {i}", at.strftime("%Y-%m-%dT%H:%M:%SZ"), "bob")
+        side = f"{i:040x}"
+    api.add_commit("main", merge, prev, "Merge pull request #78 from bob/feature", "2026-11-02T10:00:00Z", "web-flow")
+    api.commits["main"][0]["parents"].append({"sha": side, "url": "", "html_url": ""})
+    progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, dt.date(2026, 11, 1), WEEK[0]),
+                        log=lambda s: None, today=TODAY)
+    pushes = sorted(line["payload"]["after"][:2] for line in lines(files(tmp_path)) if line["event"] == "push")
+    assert progress.pushes == 2 and pushes == ["1a", "2a"]
 
 
 # ---- REST shapes against webhook shapes ---------------------------------------------------------

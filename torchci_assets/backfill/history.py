@@ -39,6 +39,11 @@ FAILED = ("failure", "timed_out")
 # PyTorch's bot pushes `ciflow/<workflow>/<PR number>` tags to run a pull request's head through
 # more workflows (trunk, periodic ...): push runs whose head_branch is the tag, not the branch.
 CIFLOW_PREFIX = "ciflow/"
+# commits dated before the window the branch's list is read on for, past the chain's last commit
+# dated in it: two pages of 100, a few requests, where reading to the root could take thousands. A
+# push of more commits all dated before the window (a long-lived branch fast-forwarded onto the
+# branch) ends the walk, and what the window pushed below it is not read.
+WALK_PAST = 200
 # readings of the pull request list: the first, then again while pull requests updated meanwhile turn up
 MAX_PULL_READINGS = 10
 
@@ -236,14 +241,70 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
+def _committed(commit: dict) -> dt.datetime | None:
+    return shapes.parse_time(((commit.get("commit") or {}).get("committer") or {}).get("date"))
+
+
+def _dated_before(commit: dict, start: dt.datetime) -> bool:
+    at = _committed(commit)
+    return at is None or at < start
+
+
+def first_parent_chain(listing: Iterator[dict], head: str | None, start: dt.datetime) -> list[dict]:
+    """The first-parent chain from `head`, newest first, its commits found in `listing` (the
+    branch's commit list, newest first, read a page at a time as the walk needs it).
+
+    A commit's date is no bound on when it was pushed: one made weeks before it was pushed keeps
+    its old dates, and the window's commits below it are still to come. So the walk goes on past
+    commits dated before `start`, and ends once the list has given WALK_PAST of those since the
+    chain's last commit dated from `start` on (or at the list's end, or a root). Commits of the
+    window are read however many (a merged branch's own, listed between two of the chain's)."""
+    listed: dict[str, dict] = {}
+    old = 0  # commits dated before `start` listed since the chain last reached one dated from it on
+    chain: list[dict] = []
+    sha = head
+    while sha is not None:
+        while sha not in listed and old < WALK_PAST:
+            item = next(listing, None)
+            if item is None:
+                break
+            listed[item["sha"]] = item
+            old += _dated_before(item, start)
+        commit = listed.get(sha)
+        if commit is None:
+            break
+        chain.append(commit)
+        if not _dated_before(commit, start):
+            old = 0
+        parents = commit.get("parents") or []
+        sha = parents[0]["sha"] if parents else None
+    return chain
+
+
+def pushed_not_before(chain: list[dict]) -> Iterator[tuple[dict, dt.datetime]]:
+    """Each commit of a first-parent chain (newest first) with the earliest instant it can have
+    been pushed, oldest first: its committer date, or when its first parent's is later (a commit
+    made long before it was pushed), a millisecond after its parent's, as it was pushed after it."""
+    last: dt.datetime | None = None
+    for commit in reversed(chain):
+        at = _committed(commit)
+        if last is not None and (at is None or at < last):
+            at = last + dt.timedelta(milliseconds=1)
+        if at is not None:
+            last = at
+            yield commit, at
+
+
 def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date,
-                         default_branch: str | None = None) -> dict[str, list[dict]]:
-    """The commits the branch pointed to since `since`, by day of their committer date: its head's
-    first-parent chain. GitHub's commit list is every commit reachable from the branch (`git log`,
-    not `--first-parent`), which with merge commits holds each merged pull request's own commits,
-    never pushed to the branch; so the list (one walk for the whole backfill) only supplies the
-    objects, and the chain is followed from the head through first parents. A branch GitHub does
-    not know raises MissingBranch: its runs would list empty too, and the days be marked done."""
+                         default_branch: str | None = None) -> dict[str, list[tuple[dict, dt.datetime]]]:
+    """The commits the branch pointed to since `since`, by the day each was pushed at the earliest
+    (`pushed_not_before`), with that instant: its head's first-parent chain. GitHub's commit list is
+    every commit reachable from the branch (`git log`, not `--first-parent`), which with merge
+    commits holds each merged pull request's own commits, never pushed to the branch; so the list
+    (one walk for the whole backfill) only supplies the objects, and the chain is followed from the
+    head through first parents. The list is asked for without `since`: like `git log --since`, it
+    would leave out the commits below one dated before it. A branch GitHub does not know raises
+    MissingBranch: its runs would list empty too, and the days be marked done."""
     try:
         head = reader.json(f"/repos/{opts.repo}/branches/{opts.branch}").get("commit") or {}
     except GitHubError as exc:
@@ -251,23 +312,18 @@ def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.da
             raise
         raise MissingBranch(404, f"GitHub has no branch {opts.branch} in {opts.repo} ({exc}): check --branch; "
                                  f"left out, the repository's default branch is read ({default_branch})") from exc
-    params = {"sha": opts.branch, "since": f"{since.isoformat()}T00:00:00Z"}
-    listed = {c["sha"]: c for c in reader.pages(f"/repos/{opts.repo}/commits", None, params)}
-    by_day: dict[str, list[dict]] = {}
-    commit = listed.get(head.get("sha"))
-    while commit is not None:
-        at = shapes.parse_time(((commit.get("commit") or {}).get("committer") or {}).get("date"))
-        if at is None or at.date() < since:
-            break
-        by_day.setdefault(at.date().isoformat(), []).append(commit)
-        parents = commit.get("parents") or []
-        commit = listed.get(parents[0]["sha"]) if parents else None
+    start = dt.datetime.combine(since, dt.time(), dt.timezone.utc)
+    listing = reader.pages(f"/repos/{opts.repo}/commits", None, {"sha": opts.branch})
+    by_day: dict[str, list[tuple[dict, dt.datetime]]] = {}
+    for commit, at in pushed_not_before(first_parent_chain(listing, head.get("sha"), start)):
+        if at >= start:
+            by_day.setdefault(at.date().isoformat(), []).append((commit, at))
     return by_day
 
 
 def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
                  cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime,
-                 pushed: dict[str, list[dict]]) -> None:
+                 pushed: dict[str, list[tuple[dict, dt.datetime]]]) -> None:
     """The day's runs, in parts, then its pushes (`pushed`: the branch's commits by day)."""
     key = day.isoformat()
     owner, name = opts.repo.split("/")
@@ -301,8 +357,8 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     if opts.ciflow_only:
         return
     part = Part(store, f"rest-{owner}-{name}{branch_scope(opts.branch)}-push-{key}")
-    for commit in pushed.get(key, []):
-        delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository)
+    for commit, at in pushed.get(key, []):
+        delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository, at)
         if delivery is not None:
             part.add([delivery])
             progress.pushes += 1

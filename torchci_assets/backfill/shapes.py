@@ -132,10 +132,12 @@ def _push_commit(commit: dict) -> dict:
             "added": [], "removed": [], "modified": []}
 
 
-def push_delivery(commit: dict, ref: str, repository: dict) -> tuple[str, bytes] | None:
-    """A branch commit as the one-commit push that landed it; None without a commit date."""
+def push_delivery(commit: dict, ref: str, repository: dict,
+                  at: dt.datetime | None = None) -> tuple[str, bytes] | None:
+    """A branch commit as the one-commit push that landed it, received at `at` (default: its
+    committer date); None without either."""
     head = _push_commit(commit)
-    at = parse_time(head["timestamp"])
+    at = at or parse_time(head["timestamp"])
     if at is None:
         return None
     parents = commit.get("parents") or []
