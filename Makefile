@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-drci bench-backfill bench-gap-repair bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-drci bench-backfill bench-gap-repair bench-search bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -113,6 +113,9 @@ bench-backfill: install  # torchci backfill against the fake GitHub API serving 
 
 bench-gap-repair: install  # gap repair's GitHub requests and repair delays over a PyTorch-sized day of running jobs
 	$(BIN)/python bench/bench_gap_repair.py
+
+bench-search: install  # the search requests of reading every open DISABLED issue, past GitHub's 1,000 results
+	$(BIN)/python bench/bench_search.py
 
 bench-ui-run: install  # a day launched from the Dagster UI against the same day from `torchci run`
 	$(BIN)/python bench/bench_ui_run.py

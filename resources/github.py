@@ -54,6 +54,10 @@ TOKEN_RENEW_MARGIN_S = 300.0
 # GitHub's search API returns at most this many results for one query.
 SEARCH_MAX_RESULTS = 1000
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
+# No issue is older than GitHub: the start of the first creation-date range a search is split into.
+SEARCH_EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.timezone.utc)
+# Issues created from the first second to the last, both included and whole; None: open-ended.
+Created = tuple[dt.datetime | None, dt.datetime | None]
 
 
 class GitHubError(RuntimeError):
@@ -117,6 +121,36 @@ class _NotInstalled(GitHubError):
 
 # /repos/{owner}/{repo}/...: the repository a call is about, whose installation's token it needs.
 _REPO_PATH = re.compile(r"^/repos/(?P<owner>[^/?#]+)/(?P<repo>[^/?#]+)")
+
+
+def _iso_second(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def created_qualifier(start: dt.datetime | None, end: dt.datetime | None) -> str:
+    """The `created:` qualifier of a creation range in GitHub's syntax (both ends included); ''
+    for all time."""
+    if start is None:
+        return "" if end is None else f"created:<={_iso_second(end)}"
+    return f"created:>={_iso_second(start)}" if end is None else \
+        f"created:{_iso_second(start)}..{_iso_second(end)}"
+
+
+def split_created(start: dt.datetime | None, end: dt.datetime | None,
+                  now: dt.datetime) -> tuple[Created, Created] | None:
+    """A creation range's two halves by time, or None for a single second, which cannot be split.
+
+    An open start stands for GitHub's launch and an open end for `now` (when the read began); the
+    later half keeps the open end, so issues created while the ranges are read are in the last one
+    read, as they would be in a single search begun then (a count that grows while that range is
+    paged is read again, as any).
+    """
+    low = start or SEARCH_EPOCH
+    high = end or max(now, low)
+    if high <= low:
+        return None
+    middle = low + dt.timedelta(seconds=int((high - low).total_seconds()) // 2)
+    return (start, middle), (middle + dt.timedelta(seconds=1), end)
 
 
 def _b64url(data: bytes) -> str:
@@ -635,34 +669,68 @@ class GitHubResource(dg.ConfigurableResource):
 
         The search API has its own rate limit (30 requests a minute with credentials, 10
         without): calls are spaced `search_interval_s` apart and its 403/429 answers go through
-        the retry loop like any other. A search that timed out on GitHub's side
-        (`incomplete_results`), matched more than GitHub will return (1000), or whose pages
-        did not add up to its `total_count` (issues changed while paging) raises GitHubError
-        rather than returning a partial list; one full retry is made for the last case.
+        the retry loop like any other. GitHub returns at most 1000 results of a search, so one
+        that matches more is read again in creation-date ranges (`created:`), each halved until
+        it matches at most 1000 (see `split_created`); one of 1000 or fewer costs its pages alone.
+        A search that timed out on GitHub's side (`incomplete_results`), more than 1000 matches
+        created in one second, or ranges whose counts add up to more than twice the whole's
+        (GitHub not reading `created:`) raise GitHubError rather than return a partial list, as
+        do the pages of a range that did not add up to its `total_count` (issues changed while
+        paging) twice in a row.
         """
         if not 1 <= per_page <= 100:
             raise ValueError(f"per_page must be between 1 and 100, got {per_page}")
+        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        found: dict[int, dict] = {}
+        ranges: list[Created] = [(None, None)]
+        whole = None
+        while ranges:
+            too_many, counted = [], 0
+            for created in ranges:
+                items, total = self._search_range(query, created, per_page)
+                counted += total
+                found.update(items or {})
+                too_many += [(created, total)] if items is None else []
+            whole = counted if whole is None else whole
+            if counted > 2 * whole:
+                raise GitHubError(None, f"search {query!r}: the counts of its creation-date ranges do not add "
+                                        f"up ({counted} matches in ranges of {whole}); is `created:` read?")
+            ranges = [half for created, total in too_many for half in self._halves(query, created, total, now)]
+        return list(found.values())
+
+    @staticmethod
+    def _halves(query: str, created: Created, total: int, now: dt.datetime) -> tuple[Created, Created]:
+        halves = split_created(*created, now)
+        if halves is None:
+            second = _iso_second(created[0] or SEARCH_EPOCH)
+            raise GitHubError(None, f"search {query!r}: {total} matches created in one second, {second}; "
+                                    f"GitHub returns at most {SEARCH_MAX_RESULTS} of them, so not all can be read")
+        return halves
+
+    def _search_range(self, query: str, created: Created, per_page: int) -> tuple[dict[int, dict] | None, int]:
+        """The matches created in `created` by id, and how many GitHub counts; None for the matches
+        when there are more than it returns (after the first page). Pages that do not add up to
+        the count are read once more (issues changed while paging), then raise."""
+        q = f"{query} {created_qualifier(*created)}".rstrip()
         for attempt in (1, 2):
             items: dict[int, dict] = {}
             total = 0
             # GitHub serves at most 1000 results, so a search's pages are bounded by that, not max_pages
-            pages = self.pages("/search/issues", {"q": query, "per_page": per_page},
-                                -(-SEARCH_MAX_RESULTS // per_page))
-            for resp in pages:
+            for resp in self.pages("/search/issues", {"q": q, "per_page": per_page},
+                                   -(-SEARCH_MAX_RESULTS // per_page)):
                 page = resp.json()
                 if page.get("incomplete_results"):
-                    raise GitHubError(resp.status_code, f"search {query!r}: GitHub returned "
+                    raise GitHubError(resp.status_code, f"search {q!r}: GitHub returned "
                                       "incomplete results (its search timed out); try again later")
                 total = page.get("total_count", 0)
                 if total > SEARCH_MAX_RESULTS:
-                    raise GitHubError(resp.status_code, f"search {query!r}: {total} matches, more "
-                                      f"than the {SEARCH_MAX_RESULTS} GitHub returns; narrow the query")
+                    return None, total
                 items.update((item["id"], item) for item in page.get("items", []))
             if len(items) == total:
-                return list(items.values())
+                return items, total
             log.warning("search %r: read %d of %d results (issues changed while paging)%s",
-                        query, len(items), total, "; searching again" if attempt == 1 else "")
-        raise GitHubError(None, f"search {query!r}: read {len(items)} results but GitHub counted "
+                        q, len(items), total, "; searching again" if attempt == 1 else "")
+        raise GitHubError(None, f"search {q!r}: read {len(items)} results but GitHub counted "
                                 f"{total}; the list is not complete")
 
     def dispatch(self, owner_repo: str, event_type: str, client_payload: dict) -> DispatchResult:

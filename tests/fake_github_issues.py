@@ -2,8 +2,11 @@
 
 What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward parts:
 - `GET /search/issues`: the `q` qualifiers the loop uses (repo:, is:issue, is:open/closed,
-  in:title, quoted phrases, words), `per_page`/`page` with `Link` headers, `total_count`,
-  `incomplete_results`. Search reads an *index* that lags writes: with `lag=True` it shows
+  in:title, quoted phrases, words, `created:` with GitHub's range syntax: `A..B`, `>=A`, `<=B`,
+  `>A`, `<B`, `A..*`, `*..B`, each a date or a `YYYY-MM-DDTHH:MM:SSZ` time), `per_page`/`page`
+  with `Link` headers, `total_count`, `incomplete_results`. As GitHub, it serves at most the first
+  1,000 results of a search (a page past them is a 422) while `total_count` counts them all.
+  Search reads an *index* that lags writes: with `lag=True` it shows
   issues as of the last `index()` call, as GitHub's does for seconds to minutes.
 - `GET /repos/{o}/{r}/issues`: state, sort (created/updated), direction, since, pagination;
   pull requests included, as GitHub does. Always current.
@@ -47,11 +50,36 @@ MAX_TITLE_CHARS = 256
 TITLE_TOO_LONG = {"message": "Validation Failed", "errors": [{"resource": "Issue", "code": "custom", "field": "title",
                   "message": "title is too long (maximum is 256 characters)"}],
                   "documentation_url": "https://docs.github.com/rest/issues/issues#create-an-issue", "status": "422"}
+# GitHub's search serves at most this many results of a query, and answers a page past them so
+SEARCH_CAP = 1000
+BEYOND_CAP = {"message": "Only the first 1000 search results are available",
+              "documentation_url": "https://docs.github.com/v3/search/"}
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
 
 
 def iso(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _instant(text: str, end_of_day: bool) -> dt.datetime:
+    """A `created:` bound: a time, or a date standing for its first (or, as an upper bound, last) second."""
+    if "T" in text:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+    day = dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)
+    return day + dt.timedelta(days=1, seconds=-1) if end_of_day else day
+
+
+def created_within(qualifier: str, created_at: str) -> bool:
+    """Whether an issue created at `created_at` matches `created:<qualifier>`, as GitHub reads it."""
+    at = dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    if ".." in qualifier:
+        low, high = qualifier.split("..", 1)
+        return ((low == "*" or at >= _instant(low, False)) and (high == "*" or at <= _instant(high, True)))
+    for op, test in ((">=", lambda b: at >= _instant(b, False)), ("<=", lambda b: at <= _instant(b, True)),
+                     (">", lambda b: at > _instant(b, True)), ("<", lambda b: at < _instant(b, False))):
+        if qualifier.startswith(op):
+            return test(qualifier[len(op):])
+    return _instant(qualifier, False) <= at <= _instant(qualifier, True)
 
 
 def now() -> dt.datetime:
@@ -191,9 +219,12 @@ class FakeIssueTracker:
             repos = [w[len("repo:"):] for w in words if w.startswith("repo:")]
             states = [w[len("is:"):] for w in words if w in ("is:open", "is:closed")]
             bare = [w.lower() for w in words if ":" not in w]
+            created = [w[len("created:"):] for w in words if w.startswith("created:")]
             hits = []
             for issue in self.search_view.values():
                 if any(r != self.repo for r in repos) or (states and issue["state"] not in states):
+                    continue
+                if not all(created_within(c, issue["created_at"]) for c in created):
                     continue
                 if "is:issue" in words and "pull_request" in issue:
                     continue
@@ -201,7 +232,10 @@ class FakeIssueTracker:
                 if all(p in title for p in phrases) and all(b in title for b in bare):
                     hits.append(issue)
             hits.sort(key=lambda i: -i["number"])
-            return self._page(request, request.path, hits, {"total_count": len(hits), "incomplete_results": False})
+            if (int(request.args.get("page", 1)) - 1) * int(request.args.get("per_page", 30)) >= SEARCH_CAP:
+                return json_response(422, BEYOND_CAP)
+            return self._page(request, request.path, hits[:SEARCH_CAP],
+                              {"total_count": len(hits), "incomplete_results": False})
 
     def permission(self, request: Request) -> Response:
         m = PERMISSION_PATH.match(request.path)

@@ -289,6 +289,19 @@ def test_every_open_disabled_issue_is_read_back_across_pages(httpserver, world):
     assert pages == ["1", "2", "3"] * 2  # per asset: the filing and the read-back
 
 
+def test_more_open_disabled_issues_than_one_search_returns_are_all_read_back(httpserver, world):
+    # PyTorch has had more than the 1,000 open DISABLED issues GitHub's search returns for one query
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"
+    # over two years, three filed in the same second
+    filed = [fake.add(f"DISABLED test_m{i} (__main__.TestM)", "Platforms: linux",
+                      age=dt.timedelta(hours=7 * (i // 3))) for i in range(2500)]
+    assert run(world, github(httpserver)).success
+    published = world.published()
+    assert len(published) == 2502
+    assert all(published[f"test_m{i} (__main__.TestM)"] == entry(f, ["linux"]) for i, f in enumerate(filed))
+
+
 def test_a_secondary_rate_limit_on_search_is_waited_out(httpserver, world):
     fake = FakeIssueTracker(httpserver)
     fake.fail("search", json_response(403, {"message": "You have exceeded a secondary rate limit. Please wait."},

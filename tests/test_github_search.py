@@ -1,12 +1,17 @@
 """GitHubResource's search, pagination, pacing and non-idempotent writes, against a real HTTP
 server on 127.0.0.1 (pytest-httpserver)."""
 
+import datetime as dt
 import time
 
 import pytest
+from fake_github_issues import FakeIssueTracker, created_within
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, created_qualifier, split_created
 from test_github_resource import Sleeps, client, reply, serve
+
+UTC = dt.timezone.utc
+DISABLED = "repo:pytorch/pytorch is:issue is:open in:title DISABLED"
 
 
 def search_page(httpserver, n, total, items, last=False, **extra):
@@ -63,10 +68,99 @@ def test_incomplete_or_oversized_searches_are_errors_not_partial_lists(httpserve
                                                     "items": items(1)}), method="GET")
     with pytest.raises(GitHubError, match="incomplete results"):
         client(httpserver).search_issues("q")
+    # a server that counts 1500 whatever the creation range (GitHub not reading `created:`) is no
+    # reason to split ranges forever
     httpserver.clear()
-    serve(httpserver, "/search/issues", search_page(httpserver, 1, 1500, items(1, 2)), method="GET")
-    with pytest.raises(GitHubError, match="1500 matches, more than the 1000 GitHub returns"):
-        client(httpserver).search_issues("q")
+    script = serve(httpserver, "/search/issues", search_page(httpserver, 1, 1500, items(1, 2)), method="GET")
+    with pytest.raises(GitHubError, match="do not add up"):
+        client(httpserver, search_interval_s=0).search_issues("q")
+    assert len(script.requests) == 7  # the whole, its halves, their four halves
+
+
+def test_creation_ranges_halve_by_time_the_later_half_left_open():
+    now = dt.datetime(2025, 6, 1, tzinfo=UTC)
+    first, later = split_created(None, None, now)
+    assert first[0] is None and later[1] is None and later[0] - first[1] == dt.timedelta(seconds=1)
+    github_launch = dt.datetime(2008, 1, 1, tzinfo=UTC)
+    assert first[1] == github_launch + (now - github_launch) / 2
+    a, b = dt.datetime(2024, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 1, 0, 0, 3, tzinfo=UTC)
+    assert split_created(a, b, now) == ((a, a + dt.timedelta(seconds=1)), (a + dt.timedelta(seconds=2), b))
+    assert split_created(a, a, now) is None  # one second: nothing to split
+    assert split_created(now, None, now) is None
+    assert created_qualifier(None, None) == ""
+    assert created_qualifier(a, b) == "created:2024-01-01T00:00:00Z..2024-01-01T00:00:03Z"
+    assert created_qualifier(None, b) == "created:<=2024-01-01T00:00:03Z"
+    assert created_qualifier(a, None) == "created:>=2024-01-01T00:00:00Z"
+
+
+def test_the_fake_reads_created_as_github_does():
+    # GitHub's syntax: a date stands for its whole day, a time for its second, `*` for no bound
+    assert created_within("2024-01-01..2024-02-01", "2024-02-01T23:59:59Z")
+    assert not created_within("2024-01-01..2024-02-01", "2024-02-02T00:00:00Z")
+    assert created_within("2024-01-01T10:00:00Z..2024-01-01T10:00:05Z", "2024-01-01T10:00:05Z")
+    assert not created_within("2024-01-01T10:00:00Z..2024-01-01T10:00:05Z", "2024-01-01T10:00:06Z")
+    assert created_within(">=2024-03-01", "2024-03-01T00:00:00Z")
+    assert not created_within(">2024-03-01", "2024-03-01T12:00:00Z")
+    assert created_within("<=2024-03-01T00:00:00Z", "2024-03-01T00:00:00Z")
+    assert not created_within("<2024-03-01", "2024-03-01T00:00:00Z")
+    assert created_within("2024-03-01..*", "2030-01-01T00:00:00Z")
+    assert created_within("*..2024-03-01", "2009-01-01T00:00:00Z")
+    assert created_within("2024-03-01", "2024-03-01T18:00:00Z")
+    assert not created_within("2024-03-01", "2024-03-02T00:00:00Z")
+
+
+def searches(fake) -> list[dict]:
+    return [a for m, p, a in fake.requests if p == "/search/issues"]
+
+
+def test_a_search_matching_more_than_github_returns_is_read_in_creation_ranges(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    filed = [fake.add(f"DISABLED test_{i} (__main__.T)", age=dt.timedelta(hours=7 * (i // 3))) for i in range(2500)]
+    fake.add("DISABLED test_done (__main__.T)", state="closed")
+    sleeps = Sleeps()
+    found = client(httpserver, _sleep=sleeps).search_issues(DISABLED)
+    assert sorted(i["number"] for i in found) == sorted(i["number"] for i in filed)  # each once
+    asked = searches(fake)
+    assert asked[0] == {"q": DISABLED, "per_page": "100"}  # the whole first: 2500 counted
+    assert all(a["q"].startswith(DISABLED + " created:") for a in asked[1:])
+    assert len(sleeps) == len(asked) - 1  # every search spaced for the search limit
+
+
+def test_a_search_matching_at_most_1000_costs_its_pages_alone(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    for i in range(1000):
+        fake.add(f"DISABLED test_{i} (__main__.T)", age=dt.timedelta(hours=i))
+    assert len(client(httpserver).search_issues(DISABLED)) == 1000
+    assert [a.get("page", "1") for a in searches(fake)] == [str(n) for n in range(1, 11)]
+    assert all(a["q"] == DISABLED for a in searches(fake))
+
+
+def test_issues_filed_while_the_ranges_are_read_are_in_the_list(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    for i in range(1500):
+        fake.add(f"DISABLED test_{i} (__main__.T)", age=dt.timedelta(hours=i))
+    answer = fake.search
+
+    def filing_after_the_first(request):
+        response = answer(request)
+        if len(fake.requests) == 1:
+            fake.add("DISABLED test_new (__main__.T)", age=dt.timedelta(0))
+        return response
+
+    httpserver.clear()
+    httpserver.expect_request("/search/issues", method="GET").respond_with_handler(filing_after_the_first)
+    found = client(httpserver, search_interval_s=0).search_issues(DISABLED)
+    assert len(found) == 1501 and "DISABLED test_new (__main__.T)" in {i["title"] for i in found}
+
+
+def test_more_than_github_returns_created_in_one_second_is_an_error_not_a_partial_list(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    at = dt.datetime(2025, 3, 1, 12, 0, 7, tzinfo=UTC)
+    fake.clock = lambda: at
+    for i in range(1001):
+        fake.add(f"DISABLED test_{i} (__main__.T)", age=dt.timedelta(0))
+    with pytest.raises(GitHubError, match="1001 matches created in one second, 2025-03-01T12:00:07Z"):
+        client(httpserver, search_interval_s=0).search_issues(DISABLED)
 
 
 def test_pages_that_do_not_add_up_are_read_again_once(httpserver):
