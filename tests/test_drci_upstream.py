@@ -1,7 +1,7 @@
 """Dr. CI's classes where PyTorch's Dr. CI (test-infra's torchci/lib/drciUtils.ts and
 pages/api/drci/drci.ts) decides by the job's name or its log's line: a step cancelled by its
 timeout is a cancellation to retry, lint is never the trunk's or a flake, and the jobs it never calls
-flaky (builds, docs, backwards_compat, ...) are not FLAKY here either.
+flaky (builds, docs, backwards_compat, ...) are not FLAKY here either, nor INFRA by their log.
 
 The log lines are those the project's log classifier finds in PyTorch's real CI logs
 (tests/data/log-classifier/fixtures), with its own rules and with PyTorch's ruleset; the end-to-end
@@ -33,13 +33,18 @@ BUILD_GROUP = "pull / linux-jammy-py3.10-gcc11 / build"
 LINT_GROUP = "Lint / lintrunner-noclang / linux-job"
 
 
-def classified_line(fixture: str, rules: Path = DEFAULT_RULES_PATH) -> str:
-    """The line the log classifier finds in one of PyTorch's real logs, as `job_failure` keeps it
-    (the fixture's in-band markers removed: they are not part of the log)."""
+def classified(fixture: str, rules: Path = DEFAULT_RULES_PATH):
+    """The log classifier's match in one of PyTorch's real logs (the fixture's in-band markers removed:
+    they are not part of the log)."""
     text = (DATA / "fixtures" / fixture).read_text()
     lines = [line.removeprefix("#=MATCH=# ").replace("‹", "").replace("›", "")
              for line in text.split("\n") if not line.startswith("#=SOURCE=#")]
-    return classify_bytes("\n".join(lines).encode(), load_ruleset(rules)).line
+    return classify_bytes("\n".join(lines).encode(), load_ruleset(rules))
+
+
+def classified_line(fixture: str, rules: Path = DEFAULT_RULES_PATH) -> str:
+    """The line the log classifier finds in one of PyTorch's real logs, as `job_failure` keeps it."""
+    return classified(fixture, rules).line
 
 
 @pytest.fixture
@@ -153,6 +158,92 @@ def test_main_failing_lint_the_same_way_leaves_the_pull_requests_lint_failure_ne
     row = _comment(tmp_path, h, gh(httpserver))
     assert row["merge_base"] == sha(1) and (row["new"], row["broken_trunk"]) == (1, 0)
     assert "## :x: 1 New Failure\n" in row["body"] and "BROKEN TRUNK" not in row["body"]
+
+
+# ---- builds, docs and the other jobs upstream never calls flaky: never INFRA by their log ----------
+
+NEVER_FLAKY = [("pull", "linux-jammy-py3.10-gcc11 / build"), ("pull", "linux-docs / build-docs-python-false"),
+               ("pull", "linux-jammy-py3.10-gcc11 / test (backwards_compat, 1, 1, linux.2xlarge)"),
+               ("linux-binary-manywheel", "manywheel-py3_14t-rocm7_2-build / build")]
+# real logs whose line this project's log classifier calls infrastructure (its log_classifier.infra_rules)
+INFRA_LOGS = ("docker_manifest_unknown.txt", "gha_cancellation_shutdown.txt")
+# the shard numbers job_identities.sql drops from a job's name to make its group
+SHARDS = re.compile(r", \d+, \d+(,|\))")
+
+
+def infra_by_log(workflow: str, name: str, fixture: str, **kw) -> c.HeadJob:
+    """A failing job whose log's line an infra rule matched (`pr_jobs`' infra class, reason `log`), in the
+    job group `pr_jobs` gives it (shard numbers dropped)."""
+    group = workflow + " / " + SHARDS.sub(r"\1", name)
+    return c.HeadJob(name, group, "failure", "infra", job_id=91, run_id=92, workflow=workflow, infra_reason="log",
+                     failure_line=classified_line(fixture), **kw)
+
+
+@pytest.mark.parametrize("fixture", INFRA_LOGS)
+@pytest.mark.parametrize("workflow, name", NEVER_FLAKY)
+def test_a_build_or_docs_job_whose_log_looks_like_infrastructure_is_classed_as_upstream(workflow, name, fixture):
+    """PyTorch's Dr. CI asks the jobs it never calls flaky (EXCLUDED_FROM_FLAKINESS) only whether main
+    failed alike and whether the merge base ran them, before any of its infra checks: a build's log that
+    looks like infrastructure may be the code's (the real manywheel log: the workflow pulls an image,
+    python:3.14t, that does not exist), so it is the trunk's, unclassified, cancelled or the pull request's."""
+    from torchci_assets.config import DEFAULT_INFRA_RULES
+
+    assert classified(fixture).rule in DEFAULT_INFRA_RULES
+    job = infra_by_log(workflow, name, fixture)
+    assert c.excluded(job, c.EXCLUDED_FROM_FLAKINESS) and not c.excluded(job, c.EXCLUDED_FROM_BROKEN_TRUNK)
+    v = c.classify(job, trunk({}), c.Flaky())
+    assert (v.cls, v.evidence) == (c.NEW, "")
+    on_main = c.classify(job, trunk({BASE: [(job.job_group, job.failure_line)]}), c.Flaky())
+    assert (on_main.cls, on_main.main.sha) == (c.BROKEN_TRUNK, BASE)
+    assert c.classify(job, base_ran(), c.Flaky()).cls == c.UNCLASSIFIED
+    assert c.classify(infra_by_log(workflow, name, fixture, cancelled=True), trunk({}), c.Flaky()).cls == c.CANCELLED
+    # a test job with the same log is the infrastructure's, as before (upstream would call it flaky)
+    test = infra_by_log("pull", "linux-jammy-py3.10-gcc11 / test (default, 1, 5, linux.4xlarge)", fixture)
+    assert c.classify(test, trunk({}), c.Flaky()).cls == c.INFRA
+
+
+@pytest.mark.parametrize("reason", ["no-test-results", "failed-outside-tests", "mass-failure", "shared-message"])
+def test_a_backwards_compat_job_is_not_infra_by_what_its_tests_reported(reason):
+    """backwards_compat is a test job upstream never calls flaky: no test result, or a failure outside the
+    tests, is no more an excuse for it than an infra-looking log."""
+    name = "linux-jammy-py3.10-gcc11 / test (backwards_compat, 1, 1, linux.2xlarge)"
+    bc = c.HeadJob(name, "pull / linux-jammy-py3.10-gcc11 / test", "failure", "infra", workflow="pull",
+                   test_config="backwards_compat", infra_reason=reason)
+    assert c.classify(bc, trunk({}), c.Flaky()).cls == c.NEW
+    default = failing_job(failure_class="infra", infra_reason=reason)
+    assert c.classify(default, trunk({}), c.Flaky()).cls == c.INFRA
+
+
+def test_an_abandoned_build_stays_infra_unlike_a_failed_one():
+    """A job without a conclusion for 36 hours never ran to a failure: upstream counts it pending (never the
+    pull request's), so it is INFRA here for builds and docs too, never NEW, nor BROKEN TRUNK by whatever
+    main's build failed with (it has no line to compare)."""
+    build = c.HeadJob("linux-jammy-py3.10-gcc11 / build", BUILD_GROUP, "failure", "infra", workflow="pull",
+                      infra_reason="abandoned")
+    for at_base in (trunk({}), trunk({BASE: [(BUILD_GROUP, "ninja: build stopped: subcommand failed.")]}), base_ran()):
+        v = c.classify(build, at_base, c.Flaky())
+        assert (v.cls, v.evidence) == (c.INFRA, "no conclusion for 36 hours: abandoned")
+
+
+def test_a_build_failing_on_an_infra_looking_line_reaches_the_comment_as_new(tmp_path):
+    """Through the lake: the manywheel build's real line is an infra rule's (`job_failure.infra`), yet the
+    comment lists the build as the pull request's new failure; a test job failing so stays INFRA."""
+    from resources.github import GitHubResource
+
+    h = History()
+    build, test = "manywheel-py3_14t-rocm7_2-build / build", "linux-jammy / test (default, 1, 2, linux.4xlarge)"
+    for i in (1, 2):
+        for name, config in ((build, None), (test, "default")):
+            h.job(h.push(i, T0.replace(hour=8 + i)), name, "success", run_id=10 * i, created=T0.replace(hour=8 + i),
+                  test_config=config)
+    _pull_request_50(h)
+    line = classified_line("docker_manifest_unknown.txt")
+    for name, config, job_id in ((build, None, 5001), (test, "default", 5002)):
+        h.job(PR_HEAD, name, "failure", run_id=500, branch="u/50", test_config=config, job_id=job_id)
+        h.add("job_failure", DAY, job_id=job_id, run_attempt=1, infra=True, line=line)
+    row = _comment(tmp_path, h, GitHubResource(api_url="http://127.0.0.1:9"))
+    assert {j["job_id"]: j["class"] for j in row["jobs"]} == {5001: c.NEW, 5002: c.INFRA}
+    assert (row["new"], row["infra"]) == (1, 1) and "## :x: 1 New Failure, 1 Unrelated Failure\n" in row["body"]
 
 
 # ---- a label that suppresses a job's failure (SUPPRESSED_JOB_BY_LABELS) --------------------------

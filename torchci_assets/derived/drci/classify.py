@@ -12,7 +12,11 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 alike does not make the pull request's lint error main's, nor does a log that looks
                 like infrastructure (upstream asks this before any of its infra checks);
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
-                classifier's infra rules, a test job without any test result, a job abandoned);
+                classifier's infra rules, a test job without any test result, a job abandoned).
+                A job never called flaky (a build, docs, backwards_compat: below) is INFRA only
+                when abandoned, as upstream sets those jobs aside before its infra checks and asks
+                them only whether main failed alike (BROKEN TRUNK) and whether the merge base ran
+                them (UNCLASSIFIED): see `infra_failure`;
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
@@ -44,9 +48,16 @@ a first-time contributor's, or `startup_failure`, as PyTorch's Dr. CI counts the
 is AWAITING APPROVAL: nothing ran, so nothing can be said of the code yet.
 
 The jobs PyTorch's Dr. CI never calls flaky (`EXCLUDED_FROM_FLAKINESS`: lint, docs, builds,
-backwards_compat, ...) are never FLAKY here either, and a known flake is no evidence of BROKEN
-TRUNK for them; the lists are upstream's (drciUtils.ts), matched as there: any case, anywhere in
-"workflow / job".
+backwards_compat, ...) are never FLAKY here either, nor INFRA unless abandoned, and a known flake is
+no evidence of BROKEN TRUNK for them; the lists are upstream's (drciUtils.ts), matched as there: any
+case, anywhere in "workflow / job".
+
+For the other jobs INFRA is tried before BROKEN TRUNK and the flaky rules, unlike upstream, which
+asks its infra checks (a job with no failure line and no runner, or no log) after them and calls
+such a job FLAKY: an infrastructure failure often leaves no line nor test to compare, and a job
+with neither is the same failure as any failure of its group on main (`same_failure`), so BROKEN
+TRUNK would cite a main failure it does not share; rebasing does not bring a lost runner back
+either. All three say "not yours", so the order never turns a new failure into an unrelated one.
 
 FLAKY is tried before BROKEN TRUNK (PyTorch's Dr. CI tries the merge base first) because a known
 flake that happened to strike main near the merge base too does not make main broken: rebasing
@@ -357,6 +368,18 @@ def not_at_merge_base(job: HeadJob, trunk: Trunk) -> bool:
     return trunk.base_jobs is not None and base_name(full_name(job)) not in trunk.base_jobs
 
 
+def infra_failure(job: HeadJob, never_flaky: bool) -> bool:
+    """True when the job is INFRA: `pr_jobs`' infra class, and, for a job never called flaky (a build,
+    docs, backwards_compat), only when it was abandoned. PyTorch's Dr. CI sets those jobs aside before
+    its infra checks: their log looking like infrastructure may be the code's (a build pulling an
+    image the workflow names wrongly, a docs build running out of disk), and it cannot tell, so it
+    asks main and the merge base only. An abandoned job never concluded, which upstream counts as
+    pending, never as the pull request's, and it has no line to match main's failure with."""
+    if job.failure_class != "infra":
+        return False
+    return not never_flaky or job.infra_reason == "abandoned"
+
+
 def generic_line(job: HeadJob) -> bool:
     return any(p.search(job.failure_line or "") for p in GENERIC_LINES)
 
@@ -374,9 +397,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
         return marked
     if excluded(job, EXCLUDED_FROM_BROKEN_TRUNK):
         return _own(job)
-    if job.failure_class == "infra":
-        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
+    if infra_failure(job, never_flaky=flakes is None):
+        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
     seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
