@@ -968,7 +968,7 @@ def materialize_on_hud_lake(tmp_path, httpserver, instance=None):
     tmp_path/out: (the lake, the materialization's metadata)."""
     import dagster as dg
     from hud_lake import DAY as HUD_DAY
-    from resources.configured import LakeResource, OutputsResource
+    from resources.configured import ArchiveResource, LakeResource, OutputsResource
     from test_hud_site import build, history
     from torchci_assets.derived.drci.assets import drci_comments_asset
 
@@ -977,7 +977,8 @@ def materialize_on_hud_lake(tmp_path, httpserver, instance=None):
     build(lake)
     result = dg.materialize([drci_comments_asset], partition_key=HUD_DAY, resources={
         "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
-        "github": GitHubResource(api_url=httpserver.url_for(""))}, instance=instance)
+        "github": GitHubResource(api_url=httpserver.url_for("")),
+        "archive": ArchiveResource(uri=str(tmp_path / "archive"))}, instance=instance)
     assert result.success
     return lake, result.get_asset_materialization_events()[0].materialization.metadata
 

@@ -179,10 +179,10 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
     for job in jobs:
         job.setdefault("run_attempt", attempt)
         if stale is not None and job["id"] in stale:  # the state GitHub shows now
-            part.add(shapes.job_deliveries(job, repository, sender)[-1:])
+            part.add(shapes.job_records(job, repository, sender, heard=True))
             report.repaired_jobs += job.get("status") == "completed"
         elif job["id"] not in heard:  # never heard of (a jobless run's, or a stale job's sibling): all its states
-            part.add(shapes.job_deliveries(job, repository, sender))
+            part.add(shapes.job_records(job, repository, sender, heard=False))
             report.unheard_jobs += stale is not None or key in gaps.unexplained_runs
     starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("status") in ("in_progress", "completed")]
     part.add(shapes.run_deliveries(run, min(starts, default=None), repository)[-1:] if stale else

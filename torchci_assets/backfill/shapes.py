@@ -89,6 +89,14 @@ def job_deliveries(job: dict, repository: dict, sender: dict | None = None) -> l
     return out
 
 
+def job_records(job: dict, repository: dict, sender: dict | None, heard: bool) -> list[tuple[str, bytes]]:
+    """The deliveries a REST job adds to what the lake has: of a job it `heard` of, the state GitHub
+    shows now (the earlier ones are there already, and a day of arrival more would be ingested again
+    for nothing); of one it never heard of, every state its timestamps prove."""
+    deliveries = job_deliveries(job, repository, sender)
+    return deliveries[-1:] if heard else deliveries
+
+
 def run_deliveries(run: dict, first_job_started: str | None, repository: dict) -> list[tuple[str, bytes]]:
     """The `workflow_run` deliveries a REST run (one attempt) proves, oldest first."""
     status = run.get("status")

@@ -5,7 +5,7 @@ import os
 
 import dagster as dg
 
-from resources.configured import LakeResource, OutputsResource
+from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
@@ -42,7 +42,9 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
     description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "
                 "pending); jobs marked by stats/unstable-jobs.json "
-                "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. Bodies of open pull requests are "
+                "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. A head stuck or without jobs is read "
+                "from GitHub's REST API, and the jobs it changed are written into the archive as `rest` records, as gap "
+                "repair writes them, for the next refresh to ingest. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
                 "request, edited only when the body changed. It keeps two lake tables of its own, which no other "
                 f"asset reads and so are not assets: {MERGE_BASES} (the compare API's merge bases per head sha, "
@@ -51,8 +53,9 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 )
 @lake_metadata
 def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, outputs: OutputsResource,
-                        github: GitHubResource) -> dg.MaterializeResult:
-    """Runs in the `drci` pool (one step at a time across runs), so two runs never post at once."""
+                        github: GitHubResource, archive: ArchiveResource) -> dg.MaterializeResult:
+    """Runs in the `drci` pool (one step at a time across runs), so two runs never post at once. Jobs
+    read from the REST API are written into the archive, which the next refresh ingests."""
     day = context.partition_key
     lk = lake.lake()
     relay = load_config()
@@ -63,7 +66,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
                            limits=limits, log=context.log.info, unstable=unstable,
                            updates=updates_every(refresh_interval_s()),
                            main_branch=relay.main_branch.removeprefix("refs/heads/"),
-                           flaky_rules=relay.drci.flaky_rules, warn=context.log.error)
+                           flaky_rules=relay.drci.flaky_rules, warn=context.log.error, archive=archive.store())
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)
     if posted.stopped:

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
+from resources.storage import Store
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, failing, suppressing_labels
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
@@ -79,13 +80,14 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                    log: Callable[[str], None] = lambda s: None,
                    unstable: dict[str, list] | None = None, updates: str = DEFAULT_UPDATES,
                    main_branch: str = DEFAULT_BRANCH, flaky_rules: str | None = None,
-                   warn: Callable[[str], None] | None = None) -> BuildReport:
+                   warn: Callable[[str], None] | None = None, archive: Store | None = None) -> BuildReport:
     """Compute and write the day's `drci_comments` (see the module docstring). `unstable`: the
     published unstable-jobs.json (`flakiness.job_issues.load_unstable`), none when not given; `updates`: how
     often the comments are refreshed, in words (`cadence.updates_every`), said in each body;
     `main_branch`: the branch merge bases are taken with (without refs/heads/); `flaky_rules`: the
     path of a flaky-rules.json in PyTorch's format (none: no rule), whose problems go to `warn`
-    (default: `log`)."""
+    (default: `log`); `archive`: where the jobs read from the REST API are recorded (`refresh.record`;
+    none: not recorded)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     rules = load_rules(flaky_rules, warn or log)
     report = BuildReport()
@@ -96,7 +98,8 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
         live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
         open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}
-        refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log)
+        refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now,
+                                                           log, archive)
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs)

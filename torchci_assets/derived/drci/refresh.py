@@ -11,6 +11,13 @@ GitHub's; a workflow's newest run that has no job and waits for approval (a firs
 contributor's) is listed as awaiting approval. A job that failed this way has no classified log or
 test results yet: it is shown as a new failure (a cancelled one as cancelled) and marked as read
 from the REST API, until its webhook or a backfill brings the rest.
+What GitHub showed of each job it changed is written into the archive as `rest` records, as gap
+repair writes them (`backfill/shapes.py`), so the refresh ingests it: `pr_jobs`, and the HUD page
+built from it, then say what the comment says, and the head is no longer stale, so it is read
+once, not at every refresh. The delivery ids are gap repair's and the backfill's, so a record
+written twice, or by both, is one row; the state lattice keeps a later webhook's completion (it
+arrives after the instant the record is filed at), and never lets a record of an earlier state
+undo a later one the lake has.
 Without credentials nothing is read (a dry run logs which heads would be); nor for a partition
 older than yesterday (a backfill), whose comment is the lake's view of that day.
 """
@@ -18,11 +25,15 @@ older than yesterday (a backfill), whose comment is the lake's view of that day.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from resources.github import GitHubError, GitHubResource
+from resources.storage import Store
+from torchci_assets.backfill import shapes
+from torchci_assets.backfill.files import Part
 from torchci_assets.derived.drci.classify import AWAITING_CONCLUSIONS, HeadJob
 
 FAILING = ("failure", "timed_out", "cancelled", "startup_failure")
@@ -70,20 +81,24 @@ def _state(job: dict) -> str:
     return "failure" if conclusion in FAILING else "skipped" if conclusion in ("skipped", "neutral") else "success"
 
 
-def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:
+def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, list[dict]],
+                    learned: list[tuple[dict, dict, bool]] | None = None) -> int:
     """Apply GitHub's job states to `jobs` (matched by workflow and name; new ones appended); returns
     how many changed. As PyTorch's Dr. CI reads them: only each workflow's newest run counts (an
     older run's copy of a job says nothing of the head now), and GitHub's job replaces the lake's
-    when it is pending there or GitHub's is a later attempt (a higher job id: its webhook was lost)."""
+    when it is pending there or GitHub's is a later attempt (a higher job id: its webhook was lost).
+    Each job applied is appended to `learned` as (GitHub's job, its run, whether the lake heard of
+    that job id), for `record`."""
+    learned = [] if learned is None else learned
     by_key = {(j.workflow, j.name): j for j in jobs}
-    workflow_of = {r["id"]: r.get("name") or "" for r in runs}
+    run_of = {r["id"]: r for r in runs}
     newest = _newest_runs(runs)
     changed = _add_awaiting(jobs, [r for r in runs if r["id"] in newest], rest_jobs)
     for run_id, listed in rest_jobs.items():
         if run_id not in newest:
             continue
         for rj in listed:
-            workflow = rj.get("workflow_name") or workflow_of.get(run_id, "")
+            workflow = rj.get("workflow_name") or run_of.get(run_id, {}).get("name") or ""
             state = _state(rj)
             cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
             mine = by_key.get((workflow, rj["name"]))
@@ -92,8 +107,10 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
                                workflow=workflow, from_rest=True, cancelled=cancelled)
                 jobs.append(mine)
                 by_key[(workflow, rj["name"])] = mine
+                learned.append((rj, run_of.get(run_id, {}), False))
                 changed += 1
             elif mine.state != state and (mine.state == "pending" or (mine.job_id or 0) < rj["id"]):
+                learned.append((rj, run_of.get(run_id, {}), mine.job_id == rj["id"]))
                 mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
                 mine.cancelled = cancelled
                 changed += 1
@@ -124,10 +141,28 @@ def _add_awaiting(jobs: list[HeadJob], newest_runs: list[dict], rest_jobs: dict[
     return added
 
 
+def record(archive: Store, repo: str, learned: list[tuple[dict, dict, bool]]) -> int:
+    """Write the jobs of `learned` (`merge_rest_jobs`) into the archive as `rest` records, filed on
+    the days their own timestamps fall on; returns how many. The file is named by its content: the
+    same answer written again replaces it with the same bytes, another answer never overwrites it."""
+    lines = []
+    for job, run, heard in learned:
+        repository = run.get("repository") or {"full_name": repo}
+        job = {**job, "run_attempt": job.get("run_attempt") or run.get("run_attempt") or 1}
+        lines += shapes.job_records(job, repository, run.get("triggering_actor") or run.get("actor"), heard)
+    if not lines:
+        return 0
+    digest = hashlib.sha256(b"".join(sorted(line for _, line in lines))).hexdigest()[:16]
+    part = Part(archive, f"rest-drci-{digest}")
+    part.add(lines)
+    return part.commit()
+
+
 def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshLimits, now: dt.datetime,
-                  log: Callable[[str], None] = lambda s: None) -> tuple[dict[int, int], int]:
+                  log: Callable[[str], None] = lambda s: None,
+                  archive: Store | None = None) -> tuple[dict[int, int], int]:
     """Refresh the stale heads of `prs` (number -> inputs.PullRequest) in place; returns
-    ({number: jobs changed}, requests sent)."""
+    ({number: jobs changed}, requests sent). With `archive`, what changed is recorded there (`record`)."""
     stale = {n: why for n, p in prs.items() if (why := stale_reason(p.jobs, p.updated_at, limits, now))}
     if not stale:
         return {}, 0
@@ -135,7 +170,7 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
         log(f"DRY RUN (no GitHub credentials): would read {len(stale)} stale head(s) from the REST API: "
             + ", ".join(f"#{n} ({why})" for n, why in sorted(stale.items())[:10]))
         return {}, 0
-    changed, requests = {}, 0
+    changed, requests, learned = {}, 0, []
     for number, why in sorted(stale.items()):
         pr = prs[number]
         try:
@@ -150,6 +185,9 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
         except GitHubError as e:
             log(f"PR #{number}: could not read its head from the REST API ({e}); the comment uses the lake")
             continue
-        changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs)
+        changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs, learned)
         log(f"PR #{number}: {why}; read {len(runs)} run(s) from the REST API, {changed[number]} job(s) updated")
+    if archive is not None and learned:
+        log(f"wrote {record(archive, repo, learned)} rest record(s) of {len(learned)} job(s) into the archive, "
+            "for the refresh to ingest")
     return changed, requests

@@ -16,7 +16,7 @@ ALTER TABLE newest_pr_jobs ADD COLUMN IF NOT EXISTS unstable BOOLEAN
 -- index never counts a job twice nor apart from its page and its Dr. CI comment. A pull request's row
 -- without a job (its head has none yet) has none. A job pending here that the comment lists as failing
 -- has the comment's kind: its `completed` webhook was lost and Dr. CI read its failure from GitHub's
--- REST API (drci/refresh.py), which never reaches pr_jobs.
+-- REST API (drci/refresh.py) in this run; the records it wrote reach pr_jobs at the next refresh.
 CREATE OR REPLACE TEMP VIEW pr_rows AS
 SELECT p.*, CASE WHEN p.state = 'pending' AND d.kind IS NOT NULL THEN d.kind
                  WHEN p.state IS DISTINCT FROM 'failure' THEN p.state

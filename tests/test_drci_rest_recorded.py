@@ -1,0 +1,166 @@
+"""A job Dr. CI read from GitHub's REST API (its webhooks lost) is recorded in the archive, so the
+HUD's pull-request page, built from `pr_jobs`, says what the comment below it says.
+
+The lake is made by ingesting real webhook payloads (@octokit/webhooks-examples, tests/data/octokit):
+the `pull_request` opened example, and a `workflow_job` example moved onto that pull request's head,
+whose `completed` delivery never came. GitHub's REST API is a real HTTP server on 127.0.0.1
+(fake_github_pulls.py) answering with GitHub's own job and run examples. What Dr. CI learned is
+taken by the same ingest the intra-day refresh runs, as gap repair's records are.
+"""
+
+import copy
+import datetime as dt
+import re
+import shutil
+
+import duckdb
+
+from conftest import write_lines
+from fake_github_pulls import FakePullRequests
+from test_drci import gh
+from test_drci_awaiting import envelope
+from test_hud_drci_verdicts import page_kinds
+from test_hud_pr_list import pr_row
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.drci.build import build_comments
+from torchci_assets.derived.hud.health import build_pr_jobs
+from torchci_assets.derived.site.site import publish_site
+from torchci_assets.ingest.webhooks import ingest_webhook_day
+
+DAY = "2019-05-15"  # the pull_request example's day
+NOW = dt.datetime(2019, 5, 15, 16, 0, tzinfo=dt.timezone.utc)  # the job started 6 hours ago: stuck
+REPO = "Codertocat/Hello-World"
+RUN = 2202229078  # the workflow_job example's run
+JOB = 289782451  # its id
+NAME = "linux-jammy / test (default, 1, 1, linux.4xlarge)"
+
+
+def opened_and_running(octokit) -> tuple[dict, dict]:
+    """The pull request opened, and its test job's `in_progress` delivery (the `completed` one was lost)."""
+    hooks = octokit["api.github.com"]
+    opened = copy.deepcopy(next(p for p in hooks["pull_request"] if p["action"] == "opened"))
+    job = copy.deepcopy(next(p for p in hooks["workflow_job"]
+                             if p["action"] == "in_progress" and p["repository"]["full_name"] == REPO))
+    job["repository"] = opened["repository"]
+    job["workflow_job"].update(name=NAME, workflow_name="pull", head_sha=opened["pull_request"]["head"]["sha"],
+                               head_branch=opened["pull_request"]["head"]["ref"],
+                               created_at="2019-05-15T10:00:00Z", started_at="2019-05-15T10:00:05Z")
+    return opened, job
+
+
+def archive_hooks(tmp_path, name: str, hooks: list[dict]) -> None:
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / f"{name}.jsonl", hooks, gz=False)
+
+
+def refresh(tmp_path) -> Lake:
+    """What the intra-day refresh does once files landed: the day ingested again, its pr_jobs built."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    return lake
+
+
+def github_shows(fake: FakePullRequests, opened: dict, attempt: int, job_id: int, **job) -> None:
+    """GitHub's REST answer for the head: its `pull` run, at `attempt`, whose job `job_id` failed."""
+    head = opened["pull_request"]["head"]
+    fake.runs[head["sha"]] = [{"id": RUN, "name": "pull", "workflow_id": 161335, "head_sha": head["sha"],
+                               "head_branch": head["ref"], "status": "completed", "conclusion": "failure",
+                               "run_attempt": attempt, "repository": opened["repository"]}]
+    fake.jobs[RUN] = [{"id": job_id, "run_id": RUN, "run_attempt": attempt, "workflow_name": "pull", "name": NAME,
+                       "head_sha": head["sha"], "head_branch": head["ref"], "status": "completed",
+                       "conclusion": "failure", "created_at": "2019-05-15T10:00:00Z",
+                       "started_at": "2019-05-15T10:00:05Z", "completed_at": "2019-05-15T11:00:00Z", **job}]
+
+
+def pr_jobs_states(tmp_path) -> list[tuple]:
+    return duckdb.sql(f"SELECT job_id, state FROM '{tmp_path}/lake/pr_jobs/day={DAY}/*.parquet' "
+                      "WHERE job_id IS NOT NULL ORDER BY job_id").fetchall()
+
+
+def jobs_in_lake(tmp_path) -> list[tuple]:
+    return duckdb.sql(f"SELECT id, run_attempt, status, conclusion, runner_name FROM "
+                      f"'{tmp_path}/lake/workflow_job/day={DAY}/*.parquet' ORDER BY id").fetchall()
+
+
+def test_a_failure_dr_ci_read_from_the_rest_api_reaches_pr_jobs_and_is_read_once(tmp_path, httpserver, octokit):
+    opened, job = opened_and_running(octokit)
+    archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
+    lake = refresh(tmp_path)
+    assert pr_jobs_states(tmp_path) == [(JOB, "pending")]
+    fake = FakePullRequests(httpserver, REPO)
+    github_shows(fake, opened, 1, JOB)
+    archive = Store(str(tmp_path / "archive"))
+    report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
+    [row] = report.rows
+    assert (report.refreshed_heads, row["new"], row["pending"]) == (1, 1, 0)
+    assert "state read from the REST API" in row["body"]
+
+    lake = refresh(tmp_path)
+    assert pr_jobs_states(tmp_path) == [(JOB, "failure")]  # was pending, for as long as the webhook stayed lost
+    publish_site(lake, Store(str(tmp_path / "out")), DAY, REPO)
+    assert page_kinds(tmp_path, 2) == {JOB: "new"}
+    assert pr_row(tmp_path, 2)["new"] == "1" and pr_row(tmp_path, 2).get("pen", "") == ""
+
+    # the head is no longer stale: the next comment asks GitHub's Actions API nothing, and lists the
+    # job failing from the lake
+    fake.requests.clear()
+    again = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW + dt.timedelta(minutes=2), archive=archive)
+    assert again.refresh_requests == 0 and fake.count("GET", "/actions/") == 0
+    [row] = again.rows
+    assert [j["job_id"] for j in row["jobs"]] == [JOB] and row["pending"] == 0
+    assert "state read from the REST API" not in row["body"]
+
+
+def test_a_rerun_whose_deliveries_were_all_lost_is_not_pending_on_the_page(tmp_path, httpserver, octokit):
+    """The run was re-run and every delivery of its second attempt lost: GitHub lists the second
+    attempt's job (another id), which failed. The page showed the first attempt's job pending."""
+    opened, job = opened_and_running(octokit)
+    archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
+    lake = refresh(tmp_path)
+    fake = FakePullRequests(httpserver, REPO)
+    github_shows(fake, opened, 2, JOB + 1, created_at="2019-05-15T10:30:00Z", started_at="2019-05-15T10:30:05Z")
+    [row] = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=Store(str(tmp_path / "archive"))).rows
+    assert [j["job_id"] for j in row["jobs"]] == [JOB + 1] and row["new"] == 1
+
+    lake = refresh(tmp_path)
+    publish_site(lake, Store(str(tmp_path / "out")), DAY, REPO)
+    assert page_kinds(tmp_path, 2) == {JOB + 1: "new"}
+    assert pr_row(tmp_path, 2).get("pen", "") == ""
+    page = (tmp_path / "out" / "hud" / "pr" / "2.html").read_text()
+    assert not re.search(rf"/job/{JOB}\"", page)  # the first attempt's job, replaced by the second's
+
+
+def test_a_record_read_twice_counts_once_and_the_late_webhook_wins(tmp_path, httpserver, octokit):
+    """Two comments written before the refresh ingests read the same answer, and gap repair wrote the
+    same records: one row. GitHub's own
+    `completed` delivery, arriving after all (received after the moment the REST record is filed at),
+    is the job's row (its runner), still one row."""
+    opened, job = opened_and_running(octokit)
+    archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
+    lake = refresh(tmp_path)
+    fake = FakePullRequests(httpserver, REPO)
+    github_shows(fake, opened, 1, JOB, runner_name="read from REST")
+    archive = Store(str(tmp_path / "archive"))
+    for minutes in (0, 2):
+        build_comments(lake, gh(httpserver), DAY, REPO, now=NOW + dt.timedelta(minutes=minutes), archive=archive)
+    folder = tmp_path / "archive" / "webhooks" / f"day={DAY}"
+    [written] = folder.glob("rest-drci-*.jsonl.gz")  # the same answer, the same file
+    shutil.copy(written, folder / "rest-repair-20190515T160500.jsonl.gz")  # and the same records by gap repair
+    lake = refresh(tmp_path)
+    assert jobs_in_lake(tmp_path) == [(JOB, 1, "completed", "failure", "read from REST")]
+    events = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/lake/webhook_events/day={DAY}/*.parquet' "
+                        f"WHERE delivery_id = 'rest-workflow_job-{JOB}-1-completed'").fetchall()
+    assert events == [(1,)]
+
+    completed = copy.deepcopy(job)
+    completed["action"] = "completed"
+    completed["workflow_job"].update(status="completed", conclusion="failure", completed_at="2019-05-15T11:00:00Z",
+                                     runner_name="GitHub Actions 5")
+    archive_hooks(tmp_path, "hooks-2", [envelope("workflow_job", "2019-05-15T11:00:01Z", completed)])
+    lake = refresh(tmp_path)
+    assert jobs_in_lake(tmp_path) == [(JOB, 1, "completed", "failure", "GitHub Actions 5")]
+    assert pr_jobs_states(tmp_path) == [(JOB, "failure")]
