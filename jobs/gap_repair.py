@@ -5,8 +5,9 @@ state is not `completed` and older than the limit less that interval, and the ru
 no job at all, and writes what GitHub says as `rest` records (`torchci_assets.backfill.gaps`);
 the archive refresh sensor then re-ingests the days they land in. A lost delivery is so repaired
 within the limit (TORCHCI_GAP_REPAIR_MINUTES, default 30) of when it was due, except the
-completion of a job GitHub already showed running in a run still running: that one within a
-quarter of its run attempt's age (see `gaps.BACKOFF`). The first pass of
+completion of a job GitHub already showed running in a run still running, and the jobs of a run
+GitHub showed waiting without any: those within a quarter of the run attempt's age (see
+`gaps.BACKOFF`). The first pass of
 each hour also looks for pull requests GitHub closed whose `closed` delivery was lost
 (`torchci_assets.backfill.pr_closes`).
 
@@ -61,10 +62,12 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
         "stale_jobs": report.stale_jobs, "stale_jobs_waiting": report.waiting, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
-        "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone}
+        "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone,
+        "runs_known_gone": report.known_gone}
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
         metadata["pull_requests_gone"] = len(report.closes.gone)
+        metadata["pull_requests_known_gone"] = len(report.closes.known_gone)
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")
     if (problem := report.problem) is not None:

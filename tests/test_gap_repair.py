@@ -413,12 +413,12 @@ def test_a_failed_run_a_heard_job_explains_is_not_asked_for(tmp_path, httpserver
 BAD_CREDENTIALS = {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}
 
 
-def run_job(tmp_path, httpserver, monkeypatch):
-    """The scheduled job, run by Dagster in this process at NOW."""
+def run_job(tmp_path, httpserver, monkeypatch, now: dt.datetime = NOW):
+    """The scheduled job, run by Dagster in this process at `now`."""
     import jobs.gap_repair
     from jobs.gap_repair import gap_repair_job
 
-    monkeypatch.setattr(jobs.gap_repair, "utcnow", lambda: NOW)
+    monkeypatch.setattr(jobs.gap_repair, "utcnow", lambda: now)
     return gap_repair_job.execute_in_process(raise_on_error=False, resources={
         "github": client(httpserver), "archive": ArchiveResource(uri=str(tmp_path / "archive")),
         "lake": LakeResource(uri=str(tmp_path / "lake"))})
@@ -493,3 +493,22 @@ def test_runs_deleted_on_github_are_no_failure_and_the_pass_succeeds(tmp_path, h
     meta = output.event_specific_data.metadata
     assert (meta["failed"].value, meta["looked_up"].value, meta["runs_gone"].value) == (0, 0, 2)
     assert api.count(r"/runs/\d+/attempts/1$") == 2
+
+
+def test_a_run_deleted_on_github_is_asked_about_once_across_passes(tmp_path, httpserver, octokit, monkeypatch):
+    """A deleted run stays deleted: the pass that heard 404 remembers it in the archive, and later
+    passes neither ask about it nor count it again, for the two days its jobs stay in the lake."""
+    archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.runs.clear()
+    api.jobs.clear()
+    run_job(tmp_path, httpserver, monkeypatch)
+    asked = api.count(r"/runs/\d+/attempts/1")
+    assert asked == 2  # one request for each of the two run attempts
+    for later in (dt.timedelta(minutes=5), dt.timedelta(hours=20)):
+        result = run_job(tmp_path, httpserver, monkeypatch, now=NOW + later)
+        assert result.success
+        (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+        meta = output.event_specific_data.metadata
+        assert (meta["runs_gone"].value, meta["runs_known_gone"].value) == (0, 2)
+    assert api.count(r"/runs/\d+/attempts/1") == asked

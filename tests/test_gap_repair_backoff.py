@@ -1,14 +1,16 @@
-"""Gap repair's cost on jobs that really run for hours: GitHub is asked about a job it showed running
-again after waits growing with the job's age, not on every pass, while a lost completion is still
-repaired within the limit where the lake can tell it is certainly lost (its run was heard
-completing, or GitHub never showed the job in the state the lake has), and within a quarter of
-its age otherwise."""
+"""Gap repair's cost on jobs that really run for hours, and on runs that wait long without jobs:
+GitHub is asked about a job it showed running again after waits growing with the job's age, not on
+every pass, while a lost completion is still repaired within the limit where the lake can tell it
+is certainly lost (its run was heard completing, or GitHub never showed the job in the state the
+lake has), and within a quarter of its age otherwise."""
 
 import datetime as dt
 
+import duckdb
+
 from conftest import write_lines
-from test_gap_repair import (DAY, JOB, REPO, RUN, archive_with_lost_completion, client, completed_job, fake_api, hook,
-                             jobs_in_lake)
+from test_gap_repair import (DAY, JOB, JOBLESS_RUN, REPO, RUN, archive_with_lost_completion, client, completed_job,
+                             fake_api, hook, jobs_in_lake)
 
 from torchci_assets.backfill.gaps import repair_gaps
 from torchci_assets.ingest.webhooks import ingest_webhook_day
@@ -124,3 +126,49 @@ def test_a_job_github_never_showed_running_is_asked_at_the_limit_beside_one_back
     # last heard 03:42:01, stale after the 30-minute limit: the first pass from then on
     assert repaired == dt.datetime(2021, 9, 13, 4, 15, tzinfo=dt.timezone.utc)
     assert not passes.completed(JOB)
+
+
+def test_a_lookup_of_an_attempt_github_shows_running_asks_for_its_jobs_alone(tmp_path, httpserver, octokit):
+    """The jobs of an attempt, one in progress, prove the attempt still running: its run is not
+    asked for on that lookup (a request each, on a PyTorch-sized day half of gap repair's). Once the
+    jobs show it may have ended, the run is read before its jobs, written completed, and the attempt
+    is never asked about again."""
+    passes = Passes(tmp_path, httpserver, octokit)
+    passes.api.add_run(the_run("in_progress"), [running(octokit)])
+    passes.until(STARTED + dt.timedelta(hours=3))
+    assert len(passes.asked) > 1
+    assert passes.api.count(rf"/runs/{RUN}/attempts/1$") == 0
+
+    # its completion and its run's are lost: the lookup that finds it done reads the run too
+    passes.api.add_run(the_run("completed"), [done(octokit, "2021-09-13T05:23:15Z")])
+    passes.until_completed(JOB, dt.datetime(2021, 9, 13, 6, 30, tzinfo=dt.timezone.utc))
+    assert passes.api.count(rf"/runs/{RUN}/attempts/1$") == 1
+    runs = duckdb.sql(f"SELECT status FROM '{tmp_path}/lake/workflow_run/day={DAY}/*.parquet' "
+                      f"WHERE id = {RUN}").fetchall()
+    assert ("completed",) in runs
+    asked = len(passes.api.requests)
+    passes.until(passes.now + dt.timedelta(hours=2))
+    assert len(passes.api.requests) == asked
+
+
+def test_a_run_github_shows_without_jobs_is_asked_again_after_growing_waits(tmp_path, httpserver, octokit):
+    """A run the lake heard requested, no job since: GitHub lists none either while it waits (for a
+    runner, its concurrency group). Once GitHub has shown it so, it is asked again when its age has
+    grown by a quarter, not on every pass; jobs it starts, their deliveries all lost, are found
+    within a quarter of its age (and a pass)."""
+    created = dt.datetime(2021, 9, 13, 2, 0, tzinfo=dt.timezone.utc)
+    waiting = dict(the_run("queued"), id=JOBLESS_RUN, created_at="2021-09-13T02:00:00Z",
+                   run_started_at="2021-09-13T02:00:00Z")
+    passes = Passes(tmp_path, httpserver, octokit)
+    passes.api.add_run(waiting, [])
+    passes.until(created + dt.timedelta(hours=3))
+    # a pass every 5 minutes from the limit on would have asked 27 times
+    assert 1 < passes.api.count(rf"/runs/{JOBLESS_RUN}/attempts/1$") <= 10
+
+    started = passes.now
+    job = running(octokit, id=JOBLESS_RUN * 10, run_id=JOBLESS_RUN, name="build", created_at="2021-09-13T05:00:00Z",
+                  started_at="2021-09-13T05:01:00Z")
+    passes.api.add_run(dict(waiting, status="in_progress"), [job])
+    while not any(row[1] == JOBLESS_RUN for row in jobs_in_lake(tmp_path)):
+        assert passes.now <= started + (started - created) / 4 + EVERY, "the run's jobs not found in time"
+        passes.until(passes.now)

@@ -132,3 +132,16 @@ def test_a_pull_request_github_no_longer_has_does_not_keep_the_others_open(tmp_p
     assert meta["pull_requests_found_closed"].value == 1 and meta["pull_requests_gone"].value == 1
     assert meta["failed"].value == 0
     assert [(r["payload"]["action"], r["payload"]["number"]) for r in archived(tmp_path, TODAY)] == [("closed", 2)]
+
+
+def test_a_pull_request_github_no_longer_has_is_asked_about_once(tmp_path, httpserver, octokit, monkeypatch):
+    """A deleted pull request stays deleted: the hour's pass that heard 404 remembers it, and the
+    next hours' passes do not ask for it again, though the lake still shows it open."""
+    lake_showing_open(tmp_path, octokit, (1, 3))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] != 1]
+    run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/1", f"/repos/{REPO}/pulls"]
+    assert meta["pull_requests_gone"].value == 0 and meta["pull_requests_known_gone"].value == 1
+    assert meta["failed"].value == 0

@@ -20,11 +20,13 @@ attempt is never asked about again, whatever that answer held. A completed attem
 change, so that one read settles a run cancelled while pending, which had jobs whose deliveries
 were lost or, replaced in its concurrency group before any was created, no job at all; and a job
 GitHub itself still shows queued in a completed run. A job that really runs for hours is not
-looked up on each pass (two requests, the run and its jobs, per running run attempt: on a
-PyTorch-sized day, more an hour than a token's budget): once GitHub has shown it in the state the
-lake has, its attempt is asked again each time its age has grown by BACKOFF, unless the lake heard
-the attempt complete, which makes the job a certain gap (sql/stale_jobs.sql). A run GitHub answers
-404 for, in a repository it shows, was deleted: that is its answer, counted, not a failed lookup.
+looked up on each pass (on a PyTorch-sized day, more requests an hour than a token's budget): once
+GitHub has shown it in the state the lake has, its attempt is asked again each time its age has
+grown by BACKOFF, unless the lake heard the attempt complete, which makes the job a certain gap
+(sql/stale_jobs.sql); a run GitHub showed without jobs while it waits likewise. Such a lookup of a
+running attempt reads its jobs alone (`_read_attempt`). A run GitHub answers 404 for, in a
+repository it shows, was deleted: that is its answer, counted, not a failed lookup, and remembered
+(`gone.py`) so that no later pass asks again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
+from torchci_assets.backfill import gone as deleted
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
 from torchci_assets.backfill.pr_closes import CloseReport, repair_closes
@@ -61,11 +64,25 @@ class Gaps:
     heard_jobs: dict[tuple[str, int, int], set[int]] = field(default_factory=dict)  # of those attempts: every job heard of
     jobless_runs: set[tuple[str, int, int]] = field(default_factory=set)
     unexplained_runs: set[tuple[str, int, int]] = field(default_factory=set)  # failed, no job heard failing
+    heard_completed: set[tuple[str, int, int]] = field(default_factory=set)  # of stale_jobs': run heard completing
     waiting: int = 0  # stale jobs GitHub showed running (or queued), their attempt not due this pass
 
     @property
     def attempts(self) -> list[tuple[str, int, int]]:
         return sorted(set(self.stale_jobs) | self.jobless_runs | self.unexplained_runs)
+
+    def drop(self, unwanted: Callable[[tuple[str, int, int]], bool]) -> int:
+        """Leave out the attempts `unwanted` says not to ask about; how many there were."""
+        keys = [key for key in self.attempts if unwanted(key)]
+        for key in keys:
+            self.stale_jobs.pop(key, None)
+            self.jobless_runs.discard(key)
+            self.unexplained_runs.discard(key)
+        return len(keys)
+
+    def run_first(self, key: tuple[str, int, int]) -> bool:
+        """Whether the attempt's run is likely over: a jobless or failed run, or one heard completing."""
+        return key not in self.stale_jobs or key in self.heard_completed
 
 
 @dataclass
@@ -75,7 +92,8 @@ class RepairReport:
     jobless_runs: int = 0
     unexplained_runs: int = 0
     looked_up: int = 0
-    runs_gone: int = 0  # run attempts GitHub answers 404 for in a repository it shows: deleted runs
+    gone: list[tuple[str, int, int]] = field(default_factory=list)  # 404 in a repository GitHub shows: deleted
+    known_gone: int = 0  # run attempts an earlier pass heard 404 for, not asked again
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
@@ -83,6 +101,10 @@ class RepairReport:
     refused: list[str] = field(default_factory=list)  # what to fix: GitHub refused the credentials or access
     not_asked: int = 0  # run attempts left unasked after such a refusal (every one would be refused too)
     closes: CloseReport = field(default_factory=CloseReport)  # the pull requests compared, when they were
+
+    @property
+    def runs_gone(self) -> int:
+        return len(self.gone)
 
     @property
     def problem(self) -> str | None:
@@ -116,10 +138,12 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT,
         cutoff = now - limit
         runs = lake.register(con, "workflow_run", days) > 0
         _known_states(con, runs, lake.register(con, "webhook_events", [before, *days], name="deliveries") > 0)
-        _stale_jobs(con, gaps, cutoff, _tick(now, every), limit, every)
+        backoff = {"tick": _tick(now, every), "every_s": every.total_seconds(), "limit_s": limit.total_seconds(),
+                   "growth": BACKOFF}
+        _stale_jobs(con, gaps, cutoff, backoff)
         if runs:
             lake.register(con, "workflow_job", [before, *days], name="jobs_seen")
-            params = {"cutoff": cutoff, "max_runs": MAX_RUNS}
+            params = {"cutoff": cutoff, "max_runs": MAX_RUNS, **backoff}
             gaps.jobless_runs = {tuple(r) for r in execute(con, _SQL["jobless_runs"], params).fetchall()}
             gaps.unexplained_runs = {tuple(r) for r in execute(
                 con, _SQL["unexplained_runs"], {**params, "failing": list(FAILING_RUN_CONCLUSIONS)}).fetchall()}
@@ -134,8 +158,11 @@ def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT,
 
 def _known_states(con, runs: bool, answered: bool) -> None:
     """The temp tables sql/stale_jobs.sql reads: what GitHub answered, and what the lake heard."""
-    execute(con, dict(_SQL.steps("answered_runs"))["answered" if answered else "none"])
+    rest = dict(_SQL.steps("answered_runs"))
+    execute(con, rest["rest_runs" if answered else "no_rest_runs"])
+    execute(con, rest["answered"])
     known = dict(_SQL.steps("known_states"))
+    execute(con, known["backoff_due"])
     execute(con, known["completed_runs" if runs else "no_runs"])
     execute(con, known["shown_jobs" if answered else "none_shown"])
 
@@ -146,13 +173,14 @@ def _tick(now: dt.datetime, every: dt.timedelta) -> dt.datetime:
     return dt.datetime.fromtimestamp(now.timestamp() // seconds * seconds, dt.timezone.utc)
 
 
-def _stale_jobs(con, gaps: Gaps, cutoff: dt.datetime, tick: dt.datetime, limit: dt.timedelta,
-                every: dt.timedelta) -> None:
-    params = {"cutoff": cutoff, "max_jobs": MAX_JOBS, "tick": tick, "every_s": every.total_seconds(),
-              "limit_s": limit.total_seconds(), "growth": BACKOFF}
-    for repo, run_id, attempt, job_id, _status, _heard, due in execute(con, _SQL["stale_jobs"], params).fetchall():
+def _stale_jobs(con, gaps: Gaps, cutoff: dt.datetime, backoff: dict) -> None:
+    params = {"cutoff": cutoff, "max_jobs": MAX_JOBS, **backoff}
+    for repo, run_id, attempt, job_id, _status, _heard, completed, due in execute(
+            con, _SQL["stale_jobs"], params).fetchall():
         if due:
             gaps.stale_jobs.setdefault((repo, run_id, attempt), set()).add(job_id)
+            if completed:
+                gaps.heard_completed.add((repo, run_id, attempt))
         else:
             gaps.waiting += 1
 
@@ -161,19 +189,17 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
                     repositories: dict[str, dict], report: RepairReport) -> None:
     repo, run_id, attempt = key
     repository = _repository(reader, repositories, repo)
-    # the run before its jobs: a run read completed vouches for the jobs listed after it, which no
-    # later pass asks for again (sql/answered_runs.sql)
     try:
-        run = reader.json(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}")
-        jobs = list(reader.pages(f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}/jobs", "jobs"))
+        run, jobs = _read_attempt(reader, f"/repos/{repo}/actions/runs/{run_id}/attempts/{attempt}",
+                                  gaps.run_first(key))
     except GitHubError as exc:
         if exc.status != 404:
             raise
         # the repository answered, the run does not: deleted (GitHub lets a run be), nothing to repair
-        report.runs_gone += 1
+        report.gone.append(key)
         return
     report.looked_up += 1
-    sender = run.get("triggering_actor") or run.get("actor")
+    sender = None if run is None else run.get("triggering_actor") or run.get("actor")
     stale = gaps.stale_jobs.get(key)
     heard = gaps.heard_jobs.get(key, set())
     for job in jobs:
@@ -184,9 +210,27 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
         elif job["id"] not in heard:  # never heard of (a jobless run's, or a stale job's sibling): all its states
             part.add(shapes.job_records(job, repository, sender, heard=False))
             report.unheard_jobs += stale is not None or key in gaps.unexplained_runs
+    if run is None:  # still running, as its jobs show: nothing to add to what the lake heard of it
+        return
     starts = [j["started_at"] for j in jobs if j.get("started_at") and j.get("status") in ("in_progress", "completed")]
     part.add(shapes.run_deliveries(run, min(starts, default=None), repository)[-1:] if stale else
              shapes.run_deliveries(run, min(starts, default=None), repository))
+
+
+def _read_attempt(reader: RestReader, path: str, run_first: bool) -> tuple[dict | None, list[dict]]:
+    """The attempt's run (None when its jobs show it running) and its jobs. A run read completed
+    vouches for the jobs listed after it, which no later pass asks for again (sql/answered_runs.sql),
+    so the run is read before them. But most lookups are of attempts still running: their jobs are
+    read first, and one of them in progress proves the run not over, which costs one request, not
+    two (on a PyTorch-sized day, half of gap repair's requests)."""
+    if not run_first:
+        jobs = list(reader.pages(f"{path}/jobs", "jobs"))
+        if any(job.get("status") == "in_progress" for job in jobs):
+            return None, jobs
+    run = reader.json(path)
+    if run_first or run.get("status") == "completed":  # the jobs again, listed after the run
+        jobs = list(reader.pages(f"{path}/jobs", "jobs"))
+    return run, jobs
 
 
 def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime,
@@ -195,10 +239,11 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
     for is reported and left for the next pass. With `pulls_of`, also the closes of that
     repository's pull requests whose delivery was lost (`pr_closes`)."""
-    gaps = find_gaps(lake, now, limit, every)
+    gaps, gone = find_gaps(lake, now, limit, every), deleted.load(archive)
+    known_gone = gaps.drop(gone.has_run)
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
                           jobless_runs=len(gaps.jobless_runs),
-                          unexplained_runs=len(gaps.unexplained_runs))
+                          unexplained_runs=len(gaps.unexplained_runs), known_gone=known_gone)
     if not gaps.attempts and pulls_of is None:
         return report
     reader = RestReader(gh)
@@ -208,12 +253,14 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
         try:
             repair_closes(reader, part, lake, pulls_of, lambda: _repository(reader, repositories, pulls_of), now,
-                          report.closes)
+                          report.closes, set(gone.pulls.get(pulls_of, [])))
         except GitHubError as exc:
             report.failed.append(f"{pulls_of} pull requests: {exc}")
             if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
                 report.refused.append(fix)
+        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
+    _remember_gone(archive, gone, report.gone, now)
     closes = report.closes
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
              f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
@@ -222,10 +269,18 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
         f"about this pass, {report.jobless_runs} run attempts without jobs, "
         f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
-        f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub{pulls}; "
+        f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub ({report.known_gone} more "
+        f"known deleted, not asked){pulls}; "
         f"{report.deliveries} records written, {len(report.failed)} failed, {report.not_asked} not asked; "
         f"{reader.budget.describe()}")
     return report
+
+
+def _remember_gone(archive: Store, gone: deleted.Gone, runs: list[tuple[str, int, int]], now: dt.datetime) -> None:
+    for key in runs:
+        gone.add_run(key, now)
+    gone.forget_runs_before(now - dt.timedelta(days=LOOKBACK_DAYS + 2))  # no pass reads its jobs any more
+    deleted.save(archive, gone)
 
 
 def _gone(numbers: list[int]) -> str:

@@ -39,6 +39,7 @@ class CloseReport:
     looked_up: int = 0
     found_closed: int = 0
     gone: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub (404, 410)
+    known_gone: list[int] = field(default_factory=list)  # shown open here, GitHub answered 404 before: not asked
 
 
 def open_in_lake(lake: Lake) -> list[int]:
@@ -55,18 +56,20 @@ def open_in_lake(lake: Lake) -> list[int]:
 
 
 def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repository: Callable[[], dict],
-                  now: dt.datetime, report: CloseReport) -> None:
+                  now: dt.datetime, report: CloseReport, gone: set[int] = frozenset()) -> None:
     """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
-    GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing. The
+    GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing, and one in
+    `gone` (GitHub answered an earlier pass 404 for it, `gone.py`) is not asked about. The
     repository (`repository()`, a request) is asked for only when a record is written: a lake that
     shows no pull request open costs no request at all."""
     shown_open = open_in_lake(lake)
     report.open_in_lake = len(shown_open)
+    report.known_gone = [n for n in shown_open if n in gone]
     if not shown_open:
         return
     listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
     report.open_on_github, report.listed = len(listed), True
-    for number in [n for n in shown_open if n not in listed][:MAX_LOOKUPS]:
+    for number in [n for n in shown_open if n not in listed and n not in gone][:MAX_LOOKUPS]:
         pr = _pull_request(reader, repo, number, report)
         if pr is None or pr.get("state") != "closed":
             continue

@@ -8,8 +8,10 @@
 -- in the state the lake has (shown_jobs: the first lookup, at the limit). Otherwise every stale job
 -- of the attempt was shown so by GitHub, still running or queued: the attempt is asked again when
 -- its age (from its oldest stale job's last delivery to the pass's tick $tick) reaches the limit
--- times a power of $growth, the pass whose $every_s seconds up to its tick hold that moment. Due
--- attempts first, so that $max_jobs never leaves one out for jobs that wait.
+-- times a power of $growth, the pass whose $every_s seconds up to its tick hold that moment
+-- (backoff_due, sql/known_states.sql). Due attempts first, so that $max_jobs never leaves one out
+-- for jobs that wait. `run_completed`: the attempt was heard completing, so its run is read before
+-- its jobs (gaps._read_attempt).
 WITH ranked AS (
     SELECT id, run_attempt, run_id, repo, status, received_at,
            CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END AS rank
@@ -24,20 +26,23 @@ stale AS (
     GROUP BY repo, run_id, run_attempt, id
     HAVING max(rank) < 4 AND max(received_at) < $cutoff
 ),
+heard AS (
+    SELECT s.*,
+           EXISTS (SELECT 1 FROM completed_runs AS c
+                   WHERE c.run_id = s.run_id AND c.run_attempt = s.run_attempt) AS run_completed
+    FROM stale AS s
+),
 judged AS (
     SELECT s.*,
-           EXISTS (SELECT 1 FROM completed_runs AS c WHERE c.run_id = s.run_id AND c.run_attempt = s.run_attempt)
+           run_completed
            OR NOT EXISTS (SELECT 1 FROM shown_jobs AS g
                           WHERE g.id = s.id AND g.run_attempt = s.run_attempt AND g.status = s.status) AS certain,
            epoch($tick::TIMESTAMPTZ) - epoch(min(s.last_heard) OVER attempt) AS age
-    FROM stale AS s
+    FROM heard AS s
     WINDOW attempt AS (PARTITION BY s.repo, s.run_id, s.run_attempt)
 )
-SELECT repo, run_id, run_attempt, id, status, last_heard,
-       bool_or(certain) OVER attempt
-       OR CASE WHEN age - $every_s < $limit_s THEN true
-               ELSE floor(ln(age / $limit_s) / ln($growth)) > floor(ln((age - $every_s) / $limit_s) / ln($growth))
-          END AS due
+SELECT repo, run_id, run_attempt, id, status, last_heard, run_completed,
+       bool_or(certain) OVER attempt OR backoff_due(age, $every_s, $limit_s, $growth) AS due
 FROM judged
 WINDOW attempt AS (PARTITION BY repo, run_id, run_attempt)
 ORDER BY due DESC, repo, run_id, run_attempt, id
