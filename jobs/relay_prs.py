@@ -49,7 +49,7 @@ from torchci_assets.relay.check_runs import ACTIONS_TABLE, IN_FLIGHT_S, JobState
 from torchci_assets.relay.dispatch import LEDGER_TABLE
 from torchci_assets.relay.listening import Listening, listen
 from torchci_assets.relay.pull_requests import RelayEvent, pick_relay_event
-from torchci_assets.relay.zombies import sweep_timeout, time_out, zombie_jobs
+from torchci_assets.relay.zombies import sweep_ledgers, sweep_timeout, time_out, zombie_jobs
 
 # The daemon evaluates sensors in a loop that starts at most every 5 s (dagster 1.13's
 # MIN_INTERVAL_LOOP_TIME); a smaller minimum interval lets these sensors tick on every pass
@@ -186,7 +186,11 @@ def time_out_zombie_check_runs(context: dg.OpExecutionContext, config: ZombieSwe
         timeout = sweep_timeout(w.relay, config.timeout_s)
     except ValueError as exc:
         raise dg.Failure(str(exc)) from None
-    zombies = zombie_jobs(w.lake, dt.datetime.now(dt.timezone.utc), timeout)
+    now = dt.datetime.now(dt.timezone.utc)
+    swept = sweep_ledgers(w.lake, now)
+    if swept:
+        context.log.info(f"removed {len(swept)} staging file(s) killed ledger writers left: " + ", ".join(swept[:10]))
+    zombies = zombie_jobs(w.lake, now, timeout)
     if not zombies:
         context.log.info(f"no upstream check run in progress for more than {timeout.total_seconds():g} s")
         yield dg.Output({}, metadata={"zombies": 0})

@@ -451,18 +451,21 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.full(rel))
 
-    def sweep_staging(self, folder: str, is_live: Callable[[str], bool]) -> list[str]:
+    def sweep_staging(self, folder: str, is_live: Callable[[str], bool], min_age_s: float = 0.0) -> list[str]:
         """Delete the staging files directly in `folder` whose owner is not live; their paths.
 
         `is_live(owner)` is asked only after the folder was listed, so a writer that starts
         after the listing is never swept; files without an owner (written before owners
-        existed, or by a caller that gave none) are stale by definition.
+        existed, or by a caller that gave none) are stale by definition. With `min_age_s`, a file
+        changed more recently than that is kept whoever owns it: for writers no run list knows
+        (sensor ticks), age is what tells a dead writer's file from a live one's.
         """
         selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
+        cutoff_ns = (dt.datetime.now(dt.timezone.utc).timestamp() - min_age_s) * 1e9
         staged = []
         for info in self.fs.get_file_info(selector):
             is_staging, owner = staging_owner(info.base_name)
-            if is_staging and info.type == pafs.FileType.File:
+            if is_staging and info.type == pafs.FileType.File and (not min_age_s or info.mtime_ns < cutoff_ns):
                 staged.append((f"{folder}/{info.base_name}", owner))
         removed = []
         for rel, owner in staged:

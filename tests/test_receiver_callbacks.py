@@ -346,7 +346,7 @@ def test_a_dispatch_github_left_unanswered_is_taken_as_landed_a_refused_one_is_n
 
 
 def test_what_counts_as_a_dispatch_that_may_have_landed():
-    from torchci_assets.receiver.callbacks import dispatch_evidence
+    from torchci_assets.relay.dispatch import dispatch_evidence
 
     at = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc)
     rows = [{"attempt_id": a, "outcome": o, "attempted_at": at, "downstream_repo": a} for a, outcomes in {

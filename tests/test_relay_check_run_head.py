@@ -8,17 +8,20 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_lines
 
 from jobs.relay_prs import check_run_job
 from resources.configured import LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
+from resources.storage import Store
 from tests.fake_github_relay import FakeRelayGitHub
 from tests.receiving import L3_REPO, archived, config_file, served
-from tests.relay_callbacks import action_env, build_payload
+from tests.relay_callbacks import action_env, build_payload, forwarded
 from tests.test_receiver_callbacks import issuer, keys  # noqa: F401 (fixtures: a local OIDC issuer)
 from torchci_assets.config import load_config
 from torchci_assets.relay.acting import pr_dispatch
+from torchci_assets.relay.check_runs import backfill_for_label
 from torchci_assets.relay.dispatch import dispatch_event
 from torchci_assets.relay.pull_requests import relay_event
 
@@ -85,3 +88,28 @@ def test_the_honest_callback_puts_its_check_run_on_the_dispatched_head(dispatche
     check_runs_from(record, tmp_path, httpserver, instance)
     assert [(c["head_sha"], c["status"], c["conclusion"]) for c in dispatched.check_runs] == \
         [(HEAD, "completed", "success")]
+
+
+def archived_before_the_check(head: str) -> dict:
+    """The record a receiver from before the head check archived for a callback naming `head`
+    (the relay's envelope, as `served` writes it, without any refusal)."""
+    return forwarded(callback(head).decode(), L3_REPO, dt.datetime.now(dt.timezone.utc), level="L3")
+
+
+def test_a_callback_archived_before_the_head_check_gets_no_check_run_on_another_head(dispatched, tmp_path, httpserver,
+                                                                                    instance):
+    check_runs_from(archived_before_the_check(OTHER), tmp_path, httpserver, instance)
+    assert dispatched.check_runs == []
+    check_runs_from(archived_before_the_check(HEAD), tmp_path, httpserver, instance)  # the honest one still does
+    assert [(c["head_sha"], c["conclusion"]) for c in dispatched.check_runs] == [(HEAD, "success")]
+
+
+def test_a_label_on_another_pull_request_backfills_nothing_from_a_callback_archived_before_the_check(
+        dispatched, tmp_path, httpserver):
+    write_lines(tmp_path / "archive" / "ci-results" / f"day={dt.date.today():%Y-%m-%d}" / "old-receiver.jsonl",
+                [archived_before_the_check(OTHER)])
+    labeled = copy.deepcopy(PR) | {"action": "labeled", "label": {"name": "ciflow/crcr/tpu"}}
+    labeled["pull_request"]["head"]["sha"] = OTHER
+    done = backfill_for_label(github(httpserver), Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "archive")),
+                              load_config(), labeled, "delivery-L", "run-2", settle_s=0.01)
+    assert dispatched.check_runs == [] and done == {L3_REPO: "wanted"}

@@ -55,7 +55,7 @@ def recorded(roots, *callbacks) -> list[tuple[int, int, str]]:
         record["received_at"] = at(minute)
         records.append(record)
     archive_callbacks(roots, records)
-    return [(j.run_id, j.run_attempt, j.status) for j in recorded_jobs(Store(roots[1]), HEAD, L3)]
+    return [(j.run_id, j.run_attempt, j.status) for j in recorded_jobs(Store(roots[1]), HEAD, L3, {"d"})]
 
 
 def test_the_newest_run_wins_whatever_its_attempt_number(roots):

@@ -144,6 +144,17 @@ def archive_callbacks(roots, records: list[dict]) -> None:
             out.write(json.dumps(record) + "\n")
 
 
+def dispatched_to(roots, client_payload: dict, *repos: str) -> None:
+    """The dispatch ledger's acknowledgement of `client_payload`'s delivery to `repos`, for its head:
+    what a callback about it needs before it gets a check run (the receiver's head check)."""
+    sha = client_payload["payload"]["pull_request"]["head"]["sha"]
+    for repo in repos:
+        record_attempt(Lake.at(roots[0]), {
+            "sha": sha, "upstream_repo": "pytorch/pytorch", "downstream_repo": repo, "event_type": PR_EVENT_TYPE,
+            "delivery_id": client_payload["delivery_id"], "attempted_at": NOW, "outcome": "ok",
+            "attempt_id": uuid.uuid4().hex})
+
+
 def check_run(record: dict, gh, roots, instance):
     return execute(check_run_job, "create_upstream_check_runs", events(record), gh, roots, instance)
 
@@ -872,6 +883,7 @@ def test_the_check_run_sensor_creates_the_l3_l4_pull_request_check_runs_in_its_t
     with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
         first = check_run_sensor(ctx)
     cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
+    dispatched_to(roots, cp, L4, L2, L3)
     archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp), callback_record(L2, "L2", "in_progress", cp),
                               callback_record(L3, "L3", "completed", cp, conclusion="success")])
     with dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources) as ctx:

@@ -29,6 +29,7 @@ from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config, quick
     REPOS,
     archive_callbacks,
     callback_record,
+    dispatched_to,
     github,
     pr_payload,
     quick_ticks,
@@ -185,6 +186,7 @@ def test_a_check_run_whose_answer_a_tick_lost_goes_to_a_run_that_finds_it(httpse
     server = FakeRelayGitHub(httpserver)
     cursor = started(roots, github(httpserver), check_run_sensor, "ci-results")
     cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
+    dispatched_to(roots, cp, L4)
     archive_callbacks(roots, [callback_record(L4, "L4", "completed", cp, conclusion="success")])
     server.crash_after.add("check-runs")  # GitHub creates it; the answer is a 502
     result = tick(check_run_sensor, roots, github(httpserver), cursor)
@@ -249,6 +251,7 @@ def test_two_replica_processes_ticking_at_once_create_each_check_run_once(httpse
     server = FakeRelayGitHub(httpserver)
     cursor = started(roots, github(httpserver), check_run_sensor, "ci-results")
     cp = {"event_type": "pull_request", "delivery_id": "d-1", "payload": pr_payload("opened")}
+    dispatched_to(roots, cp, L4)
     archive_callbacks(roots, [callback_record(L4, "L4", "in_progress", cp, job_name=job) for job in ("build", "test")])
     replicas = race("check_run_sensor", roots, httpserver, cursor, tmp_path)
     # One replica created each; the other stood down, found it on GitHub, or left it to a run.

@@ -51,7 +51,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.relay.dispatch import UNANSWERED, ledger_rows
+from torchci_assets.relay.dispatch import dispatch_evidence, ledger_rows
 
 log = logging.getLogger("torchci.receiver")
 
@@ -306,19 +306,6 @@ class DispatchLedger:
             raise LedgerUnavailable(f"the dispatches ledger is unreadable: {exc}") from exc
         return [(r["downstream_repo"].lower(), r["delivery_id"], r["attempted_at"].timestamp())
                 for r in dispatch_evidence(rows)]
-
-
-def dispatch_evidence(rows: list[dict]) -> list[dict]:
-    """The ledger rows that show a dispatch may have reached the repository: acknowledged ones, and
-    the claims of sends whose answer is unknown: never recorded (a crash in between, or a send still
-    under way) or `unanswered` (timeouts, 5xx: GitHub often takes a dispatch it fails to
-    acknowledge). The callback itself then shows it landed. An unanswered send counts from its claim,
-    written just before it went out. A send refused (a 4xx), never made (`failed`), withdrawn before
-    sending or made in dry run is not evidence."""
-    outcome_of = {r.get("attempt_id"): r.get("outcome") for r in rows if r.get("outcome") != "claimed"}
-    return [r for r in rows if r.get("attempted_at") is not None and (
-        r.get("outcome") == "ok" or (r.get("outcome") == "claimed"
-                                     and outcome_of.get(r.get("attempt_id"), UNANSWERED) == UNANSWERED))]
 
 
 def _first_ack(acks: list[tuple[str, str, float]], repo: str, delivery_id: str) -> float | None:

@@ -17,7 +17,8 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import TorchciConfig
-from torchci_assets.relay.check_runs import backfill_for_label, create_check_run, job_state, wants_check_run
+from torchci_assets.relay.check_runs import (backfill_for_label, create_check_run, dispatched_deliveries, job_state,
+                                             wants_check_run)
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, PR_EVENT_TYPE, Dispatch, RepoOutcome, dispatch_event
 from torchci_assets.relay.pull_requests import RelayEvent, needs_check_run, pr_labels
 from torchci_assets.relay.pushes import SHA_RE
@@ -93,6 +94,10 @@ def act_on_callback(record: dict, w: Writer) -> dict[str, str]:
     if job is None:
         w.log("a record that is not an L3/L4 pull-request callback: skipped")
         return {}
+    if job.delivery_id not in dispatched_deliveries(w.lake, job.head_sha, job.downstream_repo):
+        w.log(f"{job.downstream_repo}: its delivery {job.delivery_id} was never dispatched for {job.head_sha[:12]}, "
+              "the head its callback names (archived before the receiver checked it); no check run")
+        return {job.key: "not_dispatched"}
     if not wants_check_run(w.lake, w.relay, job):
         w.log(f"{job.downstream_repo} ({job.level}): no ciflow/crcr label on {job.head_sha[:12]}; "
               "no check run (a later label creates it from the recorded state)")

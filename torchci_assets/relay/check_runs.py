@@ -33,8 +33,8 @@ from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS
 from torchci_assets.ingest.lines import iter_lines
-from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, ledger_rows, record_attempt, settle_claim,
-                                             target_states)
+from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, dispatch_evidence, ledger_rows, record_attempt,
+                                             settle_claim, target_states)
 from torchci_assets.relay.pull_requests import LABEL_PREFIX, check_run_name, needs_check_run, pr_labels
 from torchci_assets.relay.pushes import WEBHOOK_SUFFIXES, recent_days
 
@@ -89,8 +89,9 @@ class JobState:
 def job_state(record: dict) -> JobState | None:
     """The job state of a ci-results archive record when it is an L3/L4 callback about a pull
     request with a head sha, else None (L2 results, pushes and self-reports get no check run).
-    Any other callback reached the archive only naming the head its delivery was dispatched for
-    (the receiver refuses it otherwise), so its head is the relay's word. A nightly or periodic
+    The head it names is the backend's word until `dispatched_deliveries` confirms it: the
+    receiver refuses a callback naming a head its delivery was not dispatched for, but the archive
+    also holds what receivers archived before they checked that. A nightly or periodic
     self-report is accepted without any dispatch, so the pull request it names is the
     repository's word alone: believing it would let a backend put a check run on any commit it
     likes (the relay grants self-reports no check runs either)."""
@@ -112,6 +113,16 @@ def job_state(record: dict) -> JobState | None:
                     str(workflow.get("job_name") or ""), int(run_id), int(attempt), workflow["status"],
                     workflow.get("conclusion") or None, frozenset(pr_labels(body)),
                     str(record.get("received_at") or ""))
+
+
+def dispatched_deliveries(lake: Lake, head_sha: str, repo: str) -> set[str]:
+    """The deliveries dispatched to `repo` for `head_sha` (acknowledged or in doubt, as the receiver
+    counts them): the only ones whose callbacks may put a check run on that head. The receiver
+    checks this at receipt; checked again here, a callback archived before it did (the label
+    backfill reads three days of archive) cannot put a check run on a commit its backend was never
+    asked to test, another pull request's included."""
+    return {r["delivery_id"] for r in dispatch_evidence(ledger_rows(lake, head_sha))
+            if r["downstream_repo"].lower() == repo.lower()}
 
 
 def check_run_wanted(lake: Lake, head_sha: str, repo: str) -> bool:
@@ -247,9 +258,11 @@ def _find(github: GitHubResource, config: TorchciConfig, job: JobState, known: s
     return None
 
 
-def recorded_jobs(store: Store, head_sha: str, repo: str, lookback_days: int = JOB_LOOKBACK_DAYS) -> list[JobState]:
+def recorded_jobs(store: Store, head_sha: str, repo: str, deliveries: set[str],
+                  lookback_days: int = JOB_LOOKBACK_DAYS) -> list[JobState]:
     """The latest state of each job of `repo` on `head_sha`, from the callbacks in the archive
-    (the relay's `crcr:dispatch_job:<head_sha>:<repo>` cache, which every callback overwrites)."""
+    (the relay's `crcr:dispatch_job:<head_sha>:<repo>` cache, which every callback overwrites),
+    counting only the callbacks of `deliveries` (`dispatched_deliveries`)."""
     found: list[JobState] = []
     for day in recent_days(store, lookback_days, stream="ci-results"):
         for entry in store.list_files(f"ci-results/day={day}", WEBHOOK_SUFFIXES):
@@ -258,7 +271,8 @@ def recorded_jobs(store: Store, head_sha: str, repo: str, lookback_days: int = J
                     job = job_state(orjson.loads(line))
                 except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
                     continue
-                if job is not None and job.head_sha == head_sha and job.downstream_repo.lower() == repo.lower():
+                if job is not None and job.head_sha == head_sha and job.downstream_repo.lower() == repo.lower() \
+                        and job.delivery_id in deliveries:
                     found.append(job)
     return latest_jobs(found)
 
@@ -304,7 +318,7 @@ def backfill_for_label(github: GitHubResource, lake: Lake, store: Store, config:
         if entry.level != "L3" or entry.device != device:
             continue
         mark_wanted(lake, config, head_sha, entry.repo, delivery_id, run_id)
-        jobs = recorded_jobs(store, head_sha, entry.repo)
+        jobs = recorded_jobs(store, head_sha, entry.repo, dispatched_deliveries(lake, head_sha, entry.repo))
         if not jobs:
             done[entry.repo] = "wanted"
             log(f"{entry.repo}: no job reported yet on {head_sha[:12]}; its callbacks will create the check runs")

@@ -71,6 +71,9 @@ PR_EVENT_TYPE = "pull_request"
 CLAIM_SETTLE_S = 0.5
 # Re-executions happen within hours; a week bounds the listing while covering any retry.
 LEDGER_LOOKBACK_DAYS = 7
+# A ledger part is one row, staged and renamed in milliseconds: a staging file this old was left by
+# a writer killed mid-write (`sweep_ledger_staging`).
+LEDGER_STAGING_MAX_AGE = dt.timedelta(hours=1)
 
 LEDGER_SCHEMA = pa.schema([
     ("sha", pa.string()), ("upstream_repo", pa.string()), ("downstream_repo", pa.string()),
@@ -150,6 +153,37 @@ def ledger_rows(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBACK_DAYS,
             if not entry.refused:
                 rows += pq.read_table(store.full(entry.path), filesystem=store.fs).to_pylist()
     return sorted(rows, key=lambda r: r["attempted_at"])
+
+
+def sweep_ledger_staging(lake: Lake, table: str, days: Iterable[str],
+                         max_age: dt.timedelta = LEDGER_STAGING_MAX_AGE) -> list[str]:
+    """Remove the staging files a writer killed mid-write left in a ledger's `days` (their day
+    folders and sub-folders) more than `max_age` ago; their paths. Readers skip them, but nothing
+    else would ever remove them. Age, not the owner, decides: sensor ticks write the ledgers too,
+    and no run list knows whether a tick is alive. On S3 a write is staged on the writer's own
+    disk, never in the ledger's folders: nothing is listed there."""
+    store = lake.store
+    if not store.is_local:
+        return []
+    removed: list[str] = []
+    for day in days:
+        folder = f"{table}/day={day}"
+        for sub in [folder, *(f"{folder}/{name}" for name in store.list_dirs(folder))]:
+            removed += store.sweep_staging(sub, lambda owner: False, max_age.total_seconds())
+    return removed
+
+
+def dispatch_evidence(rows: list[dict]) -> list[dict]:
+    """The ledger rows that show a dispatch may have reached the repository: acknowledged ones, and
+    the claims of sends whose answer is unknown: never recorded (a crash in between, or a send still
+    under way) or `unanswered` (timeouts, 5xx: GitHub often takes a dispatch it fails to
+    acknowledge). The callback itself then shows it landed. An unanswered send counts from its claim,
+    written just before it went out. A send refused (a 4xx), never made (`failed`), withdrawn before
+    sending or made in dry run is not evidence."""
+    outcome_of = {r.get("attempt_id"): r.get("outcome") for r in rows if r.get("outcome") != "claimed"}
+    return [r for r in rows if r.get("attempted_at") is not None and (
+        r.get("outcome") == "ok" or (r.get("outcome") == "claimed"
+                                     and outcome_of.get(r.get("attempt_id"), UNANSWERED) == UNANSWERED))]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,12 @@ completion) and not looked at again, as the relay's sweeper drops it from its se
 callback arriving after the timeout finds its check run already created (the key has no
 conclusion) and changes nothing, as the relay refuses a callback once its sweeper completed the job.
 
+The clock starts at the in-progress check run's creation, as the relay's starts at the job's
+`in_progress` callback: that callback, sent by the job once it runs, is what creates it, so time
+spent queued downstream never counts. A check run created later than its callback (a label added
+while the job ran) gets its full timeout from its creation: later than the HUD times the job out,
+never earlier; the ledger does not keep the callback's arrival to do otherwise.
+
 The timeout is `zombie_timeout_seconds` of the relay's config file (the relay's own
 `ZOMBIE_TIMEOUT_SECONDS`, 6 h by default), so the sweeps a schedule starts follow it; a run's own
 `timeout_s` overrides it for that run.
@@ -39,6 +45,7 @@ from resources.sql import SqlFiles, execute
 from torchci_assets.config import MAX_ZOMBIE_TIMEOUT_S, ZOMBIE_TIMEOUT_S, TorchciConfig
 from torchci_assets.relay.acting import Writer
 from torchci_assets.relay.check_runs import ACTIONS_TABLE, JobState, action_row, create_check_run, record_action
+from torchci_assets.relay.dispatch import LEDGER_TABLE, sweep_ledger_staging
 from torchci_assets.relay.pull_requests import CHECK_RUN_PREFIX
 
 SQL = SqlFiles(__file__)
@@ -60,6 +67,13 @@ def sweep_timeout(relay: TorchciConfig, timeout_s: float | None = None) -> dt.ti
         raise ValueError(f"timeout_s must be a positive number of seconds, at most {MAX_ZOMBIE_TIMEOUT_S} "
                          f"(2 days), got {timeout_s:g}")
     return dt.timedelta(seconds=timeout_s)
+
+
+def sweep_ledgers(lake: Lake, now: dt.datetime, lookback_days: int = ZOMBIE_LOOKBACK_DAYS) -> list[str]:
+    """Remove what writers killed mid-write left in both relay ledgers over the days the sweep looks
+    at (`sweep_ledger_staging`): the relay's own housekeeping, every ten minutes with the zombies."""
+    days = [(now - dt.timedelta(days=back)).strftime("%Y-%m-%d") for back in range(lookback_days + 1)]
+    return [path for table in (LEDGER_TABLE, ACTIONS_TABLE) for path in sweep_ledger_staging(lake, table, days)]
 
 
 def zombie_jobs(lake: Lake, now: dt.datetime, timeout: dt.timedelta = ZOMBIE_TIMEOUT,
