@@ -90,6 +90,22 @@ def test_a_branch_github_does_not_have_stops_with_what_to_check(tmp_path, httpse
 
 # ---- refusals running the command again cannot fix -----------------------------------------------
 
+def test_a_backfill_into_the_simulated_sample_stops_before_reading_github(tmp_path, httpserver, monkeypatch, capsys):
+    """The README's first command, `make run`, leaves its simulated pytorch/pytorch archive in
+    ./var/archive: a team's backfill there would be mixed with it in every test statistic (test
+    times, flaky and slow tests read every repository's reports). Exit 2 naming what to do."""
+    with_branches(FakeActions(httpserver, repo=TEAM))
+    command_env(monkeypatch, httpserver, tmp_path / "archive")
+    assert main(["simulate", "--out", str(tmp_path / "archive"), "--days", "1", "--configs", "1",
+                 "--test-files", "2", "--commits-per-day", "2", "--prs-per-day", "1", "--no-test-reports"]) == 0
+    capsys.readouterr()
+    assert main(["backfill", "--repo", TEAM, "--days", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds a simulated archive (ground-truth.json" in err
+    assert "make clean" in err and "TORCHCI_ARCHIVE_URI" in err
+    assert httpserver.log == [] and not (tmp_path / "archive" / "backfill").exists()
+
+
 def test_a_token_without_actions_permission_exits_2_and_a_rate_limit_still_75(tmp_path, httpserver,
                                                                                monkeypatch, capsys):
     api = team_api(httpserver, "main")

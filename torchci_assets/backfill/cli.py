@@ -12,6 +12,7 @@ from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
+from torchci_assets.simulate import GROUND_TRUTH
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
 # bad credentials, no such repository or branch, no permission: the command or the credentials must
@@ -61,8 +62,11 @@ def main(argv: list[str]) -> int:
     since = args.since or today - dt.timedelta(days=args.days - 1)
     if since > today:
         parser().error("--since is in the future")
-    gh = github_from_env()
     store = Store(args.archive or resolved_uri("TORCHCI_ARCHIVE_URI"))
+    if store.exists(GROUND_TRUTH):
+        print(f"backfill {args.repo}: {simulated_archive(store, args.repo)}", file=sys.stderr)
+        return EXIT_REFUSED
+    gh = github_from_env()
     opts = BackfillOptions(repo=args.repo, since=since, until=today, branch=args.branch, prs=args.prs)
     try:
         backfill(gh, store, opts, log=lambda s: print(s, flush=True), today=today)
@@ -74,6 +78,14 @@ def main(argv: list[str]) -> int:
               "command again to continue.", file=sys.stderr)
         return EXIT_STOPPED
     return 0
+
+
+def simulated_archive(store: Store, repo: str) -> str:
+    """Why not backfill into `make run`'s sample: the test statistics (test times, flaky and slow
+    tests) read every repository's reports, so its simulated days would count as the team's."""
+    return (f"{store.display()} holds a simulated archive ({GROUND_TRUTH}, from `make run` or `torchci "
+            f"simulate`): {repo}'s days would be mixed with its simulated pytorch/pytorch ones. Start from an "
+            "empty archive: `make clean` (removes ./var), or set TORCHCI_ARCHIVE_URI to another folder")
 
 
 def _refusal(exc: GitHubError, repo: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import orjson
 
+from . import GROUND_TRUTH
 from .backends import backends, nightly_records, push_records
 from .disabled import lifecycle_truth
 from .junit import job_cases, render_xml, test_run_rows
@@ -299,7 +300,7 @@ def generate_archive(out: Path, days: list[dt.date], opts: Options,
         for k in ("deliveries", "webhook_files", "webhook_json_bytes", "reports", "report_bytes",
                   "test_run_rows", "ci_results", "disk_bytes", "seconds"):
             setattr(totals, k, getattr(totals, k) + getattr(s, k))
-    write_atomic(out / "ground-truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2) + b"\n")
+    write_atomic(out / GROUND_TRUTH, orjson.dumps(truth, option=orjson.OPT_INDENT_2) + b"\n")
     log(f"total: {len(days)} days, {totals.deliveries:,} deliveries, {totals.reports:,} test reports, "
         f"{totals.test_run_rows:,} test-run rows, {totals.ci_results:,} ci-results, "
         f"{totals.disk_bytes / 1e6:.1f} MB on disk, {totals.seconds:.1f} s -> {out}")
