@@ -154,6 +154,15 @@ def test_a_bad_selection_or_first_day_is_a_usage_error(tmp_path):
         2, "torchci run: TORCHCI_FIRST_DAY='yesterday' is not a day: use YYYY-MM-DD")
 
 
+def test_a_range_with_no_archive_day_names_the_archive_s_days_and_exits_1(tmp_path):
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={D1}" / "a.jsonl.gz",
+                [envelope("ping", "d-1", {}, f"{D1}T12:00:00.000Z")])
+    result = run_cli(tmp_path, "--from", "2026-12-01", DAGSTER_HOME=str(tmp_path / "h"))
+    assert (result.returncode, result.stderr.strip()) == (
+        1, f"torchci run: no archive day from 2026-12-01: {tmp_path / 'archive'} has 1 day(s), {D1}..{D1}")
+    assert not (tmp_path / "h").exists()  # nothing was run, nothing recorded
+
+
 def test_an_archive_out_of_reach_is_one_line_saying_what_to_check(tmp_path):
     from conftest import free_port
 

@@ -135,7 +135,8 @@ def _day(text: str) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="torchci run", description=__doc__.split("\n\n")[0],
-                                epilog="Exit status: 0 when every day ran, 1 when a day failed, 2 on bad usage, "
+                                epilog="Exit status: 0 when every day ran, 1 when a day failed or the range holds "
+                                       "no archive day, 2 on bad usage, "
                                        f"{GITHUB_REFUSED_EXIT} when every day ran but GitHub refused the credentials "
                                        "of the DISABLED-issue loop (the disabled lists stay as published).")
     p.add_argument("--from", dest="start", type=_day, help="first day to process (default: the archive's first)")

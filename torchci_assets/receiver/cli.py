@@ -36,7 +36,8 @@ def return_freed_memory() -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="torchci serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                         help="lowest level of the log lines printed (default info)")
