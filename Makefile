@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-drci bench-backfill bench-gap-repair bench-search bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-s3-refresh bench-drci bench-backfill bench-gap-repair bench-search bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,9 @@ bench-increment: install  # the refresh's ingest: a 5-minute increment against r
 
 bench-extracts: install  # naming a window's per-file extracts, local disk and a local S3 server
 	$(BIN)/python bench/bench_extracts.py
+
+bench-s3-refresh: install  # a small day's refresh on a local S3 server against the local disk: S3 requests by operation and step
+	$(BIN)/python bench/bench_s3_refresh.py
 
 bench-drci: install  # Dr. CI's GitHub requests and freshness on a PyTorch-sized day of pull requests
 	$(BIN)/python bench/bench_drci.py

@@ -73,9 +73,10 @@ class LakeResource(dg.ConfigurableResource):
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         set_run_threads(None)
 
-    def lake(self, owner: str | None = None) -> Lake:
-        """The lake; files it stages are named for `owner` (the run writing them), see `Lake`."""
-        return Lake(Store(self.uri), owner)
+    def lake(self, owner: str | None = None, keep_listings: bool = False) -> Lake:
+        """The lake; files it stages are named for `owner` (the run writing them), see `Lake`;
+        `keep_listings` for a step that reads its tables many times (see `Lake._day_files`)."""
+        return Lake(Store(self.uri), owner, keep_listings)
 
 
 class OutputsResource(dg.ConfigurableResource):

@@ -50,13 +50,15 @@ class Lake:
     """The lake at `store`; files it writes are staged under names carrying `owner` (a run id),
     so a later run can tell a dead writer's leftovers from a live one's (`sweep_staging`)."""
 
-    def __init__(self, store: Store, owner: str | None = None):
+    def __init__(self, store: Store, owner: str | None = None, keep_listings: bool = False):
         self.store = store
         self.owner = owner
+        # folder -> (the store's write count when listed, its Parquet files): see `_day_files`
+        self._kept: dict[str, tuple[int, list]] | None = {} if keep_listings and not store.is_local else None
 
     @classmethod
-    def at(cls, uri: str, owner: str | None = None) -> "Lake":
-        return cls(Store(uri), owner)
+    def at(cls, uri: str, owner: str | None = None, keep_listings: bool = False) -> "Lake":
+        return cls(Store(uri), owner, keep_listings)
 
     def __repr__(self) -> str:
         return f"Lake({self.store.uri!r})"
@@ -134,9 +136,24 @@ class Lake:
         if days is None:
             entries = self.store.list_files(table, (".parquet",))
         else:
-            entries = [e for d in sorted(set(days)) for e in self.store.list_files(f"{table}/day={d}", (".parquet",))]
+            entries = [e for d in sorted(set(days)) for e in self._day_files(f"{table}/day={d}")]
         # A link in the lake is never followed.
         return [self.store.full(e.path) for e in entries if not e.refused]
+
+    def _day_files(self, folder: str) -> list:
+        """The Parquet files of a day folder. On S3 each listing is a request, and a step that
+        reads its tables again and again (the HUD's pages, the flaky verdicts' windows) would list
+        the same folders dozens of times: with `keep_listings` a folder is listed once, and again
+        after this process wrote, deleted or renamed anything in it. For steps only: another
+        process's writes are not seen until then, so no long-lived reader nor a ledger's writer
+        keeps listings."""
+        if self._kept is None:
+            return self.store.list_files(folder, (".parquet",))
+        writes, kept = self._kept.get(folder, (None, None))
+        if writes != self.store.writes(folder):
+            writes, kept = self.store.writes(folder), self.store.list_files(folder, (".parquet",))
+            self._kept[folder] = (writes, kept)
+        return kept
 
     def rows_in(self, files: list[str]) -> int:
         """Rows of these Parquet files of the lake, from their footers (no data is read)."""

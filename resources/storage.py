@@ -25,6 +25,7 @@ is listed as refused too, under a readable name: it could not be stored as a pat
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import errno
@@ -52,6 +53,11 @@ _OWNER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # The journal of a commit of several files (`Store.commit_files`), a copy in each folder it changes:
 # `_<...>` like the writers' own hidden files, so no reader of the Parquet parts lists it.
 JOURNAL_RE = re.compile(r"^_commit-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}\.json$")
+# What this process wrote, deleted or renamed in each folder (and below it) of each store root, counted:
+# a listing a reader keeps (`Lake(keep_listings=True)`) is taken again once its folder's count moved.
+# Folders down to two levels only (a lake table's day folder): a few entries a day for a process that
+# writes for months (the receiver), where the archive's report folders would be thousands.
+_WRITES: collections.Counter = collections.Counter()
 UNSTARTED, COMMITTING, DONE = "unstarted", "committing", "done"  # a journaled commit found left: `journal_state`
 
 
@@ -160,6 +166,16 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
+
+    def writes(self, folder: str) -> int:
+        """How many writes, deletes and renames this process made in `folder` or below, by any Store
+        (`folder` at most two levels below the root: see _WRITES)."""
+        return _WRITES[(self.root, folder)]
+
+    def _wrote(self, rel: str) -> None:
+        parts = rel.split("/")[:-1][:2]
+        for i in range(len(parts) + 1):
+            _WRITES[(self.root, "/".join(parts[:i]))] += 1
 
     def full(self, rel: str) -> str:
         """The path of `rel` as the underlying filesystem (or DuckDB, when local) sees it."""
@@ -423,6 +439,7 @@ class Store:
             else:
                 self._upload(tmp, final)
         finally:
+            self._wrote(rel)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
 
@@ -448,6 +465,7 @@ class Store:
             out.write(data)
 
     def delete(self, rel: str) -> None:
+        self._wrote(rel)
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.full(rel))
 
@@ -511,6 +529,7 @@ class Store:
         for path in deletes:
             self.delete(path)
         for staged, final in moves:
+            self._wrote(final)
             try:
                 self.fs.move(self.full(staged), self.full(final))
             except OSError:

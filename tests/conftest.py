@@ -1,3 +1,4 @@
+import contextlib
 import gzip
 import json
 import os
@@ -78,27 +79,16 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> N
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    """A real S3 API on 127.0.0.1 (moto's server), with bucket S3_BUCKET; yields the endpoint.
-
-    The storage layer reads its endpoint and credentials from the environment, as in
-    production, so the fixture sets them for the session (dummy keys: moto accepts any) and
-    restores them afterwards. The server is a separate process, so the S3 client code under
-    test talks HTTP to it exactly as it would to MinIO or AWS.
-    """
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
+@contextlib.contextmanager
+def s3_environment(endpoint: str, bucket: str):
+    """The environment the storage layer reads, set for the S3 server at `endpoint` (dummy keys:
+    moto accepts any) with `bucket` created, and restored afterwards."""
     env = {"TORCHCI_S3_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
     saved = {k: os.environ.get(k) for k in env}
     try:
-        wait_for_port(port, proc)
         os.environ.update(env)
-        pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1",
-                          allow_bucket_creation=True).create_dir(S3_BUCKET)
+        pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True).create_dir(bucket)
         yield endpoint
     finally:
         for k, v in saved.items():
@@ -106,6 +96,25 @@ def s3_server():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API on 127.0.0.1 (moto's server), with bucket S3_BUCKET; yields the endpoint.
+
+    The storage layer reads its endpoint and credentials from the environment, as in
+    production, so the fixture sets them for the session and restores them afterwards. The
+    server is a separate process, so the S3 client code under test talks HTTP to it exactly as
+    it would to MinIO or AWS.
+    """
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc)
+        with s3_environment(f"http://127.0.0.1:{port}", S3_BUCKET) as endpoint:
+            yield endpoint
+    finally:
         proc.terminate()
         proc.wait(10)
 

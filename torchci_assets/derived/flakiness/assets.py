@@ -72,7 +72,7 @@ class WindowConfig(dg.Config):
 @lake_metadata
 def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource):
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(keep_listings=True)
     report = build_flaky_tests(lk, day, config.window_days, skip_if_unchanged=is_refresh(context.run.tags),
                                main_branch=load_config().main_branch)
     if report.unchanged:

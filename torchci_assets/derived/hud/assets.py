@@ -48,7 +48,7 @@ class CommitHealthConfig(dg.Config):
 def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthConfig, lake: LakeResource,
                         outputs: OutputsResource):
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(keep_listings=True)
     relay = load_config()
     unstable = load_unstable_jobs(outputs.store(), context.log.warning)
     report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),

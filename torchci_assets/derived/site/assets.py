@@ -61,7 +61,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
                    outputs: OutputsResource):
     day = context.partition_key
     store = outputs.store()
-    report = publish_site(lake.lake(), store, day, load_config().upstream_repo,
+    report = publish_site(lake.lake(keep_listings=True), store, day, load_config().upstream_repo,
                           SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info,
                           reuse=is_refresh(context.run.tags), not_read=disabled_lists_not_read(context.instance, day))
     largest, size = report.largest
