@@ -42,9 +42,11 @@ run: install
 	  $(BIN)/torchci simulate --out "$(TORCHCI_ARCHIVE_URI)" --days 3; fi
 	$(BIN)/torchci run
 
-# One pytest worker per core; each test file runs whole on one worker, so a module's fixtures (a
-# simulated archive, a `dagster dev`) are built once. TEST_WORKERS=0 runs in this process.
-TEST_WORKERS ?= auto
+# Three pytest workers per two cores: a quarter of a test's time is spent waiting (for a `dagster
+# dev`, a subprocess, a server), which a third worker fills (bench/README.md, "The test suite").
+# Each test file runs whole on one worker, so a module's fixtures (a simulated archive, a `dagster
+# dev`) are built once. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= $(shell python3 -c 'import os; print(max(1, (os.cpu_count() or 1) * 3 // 2))')
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
