@@ -182,3 +182,15 @@ def extracts_made(monkeypatch) -> list[str]:
         real(con, lake, extract, source, rel)
     monkeypatch.setattr(lake_extracts, "_extract", watched)
     return made
+
+
+# The files that take longest, run first: each file runs whole on one worker (`--dist loadfile`),
+# so one of them started last would keep a worker busy long after the others ran out of files.
+SLOW_FIRST = ("test_run_cli.py", "test_commit_kill.py", "test_relay_pull_requests.py", "test_dagster_dev.py",
+              "test_warm_runs.py", "test_relay_ticks.py", "test_backfill.py", "test_webhook_ingest.py",
+              "test_gap_repair_backoff.py", "test_staging.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: the rest as collected
