@@ -14,6 +14,7 @@ from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
+from torchci_assets.backfill import gone
 from torchci_assets.backfill.gaps import find_gaps, repair_gaps
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
@@ -512,3 +513,22 @@ def test_a_run_deleted_on_github_is_asked_about_once_across_passes(tmp_path, htt
         meta = output.event_specific_data.metadata
         assert (meta["runs_gone"].value, meta["runs_known_gone"].value) == (0, 2)
     assert api.count(r"/runs/\d+/attempts/1") == asked
+
+
+def test_an_unreadable_note_of_deleted_runs_costs_the_lookups_again_not_the_pass(tmp_path, httpserver, octokit,
+                                                                                monkeypatch):
+    """The notes of deleted runs only save requests: torn or edited by hand, the pass asks about the
+    runs again, succeeds and writes the notes anew."""
+    archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.runs.clear()
+    api.jobs.clear()
+    run_job(tmp_path, httpserver, monkeypatch)
+    store = Store(str(tmp_path / "archive"))
+    for torn in (b'{"runs": {"a#1/1": "not a time"}}', b'{"runs": ', b'[1, 2]'):
+        store.write_bytes(gone.PATH, torn)
+        asked = api.count(r"/runs/\d+/attempts/1")
+        result = run_job(tmp_path, httpserver, monkeypatch, now=NOW + dt.timedelta(minutes=5))
+        assert result.success
+        assert api.count(r"/runs/\d+/attempts/1") == asked + 2
+        assert len(gone.load(store).runs) == 2

@@ -239,7 +239,7 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
     for is reported and left for the next pass. With `pulls_of`, also the closes of that
     repository's pull requests whose delivery was lost (`pr_closes`)."""
-    gaps, gone = find_gaps(lake, now, limit, every), deleted.load(archive)
+    gaps, gone = find_gaps(lake, now, limit, every), deleted.load(archive, log)
     known_gone = gaps.drop(gone.has_run)
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
                           jobless_runs=len(gaps.jobless_runs),

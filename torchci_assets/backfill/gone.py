@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from resources.storage import Store
@@ -50,11 +51,19 @@ class Gone:
         self.runs = kept
 
 
-def load(store: Store) -> Gone:
+def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
+    """The notes of earlier passes; none when the file is missing or unreadable (a torn write, a
+    hand edit): they only save requests, so a bad file costs the lookups again, never a pass."""
     if not store.exists(PATH):
         return Gone()
-    saved = json.loads(store.read_bytes(PATH))
-    return Gone(runs=saved.get("runs", {}), pulls=saved.get("pulls", {}))
+    try:
+        saved = json.loads(store.read_bytes(PATH))
+        return Gone(runs={str(k): dt.datetime.fromisoformat(at).isoformat() for k, at in saved.get("runs", {}).items()},
+                    pulls={str(repo): sorted(int(n) for n in numbers) for repo, numbers in saved.get("pulls", {}).items()})
+    except (ValueError, TypeError, AttributeError) as exc:
+        warn(f"{store.display(PATH)} is unreadable ({exc}): deleted runs and pull requests are asked about "
+             "again, and the file is written anew")
+        return Gone(changed=True)
 
 
 def save(store: Store, gone: Gone) -> None:
