@@ -9,10 +9,13 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
   log GitHub does not have); `.../commits` (sha, since, until: in `git log`'s order, and cut by
-  `since` as git cuts it); `.../branches/{name}` (its newest commit as its head); `.../pulls`
+  `since` as git cuts it); `.../branches/{name}` (its head: the newest push's `after`, else its newest commit); `.../pulls`
   (`state`: open by default, closed or all; sorted by update, newest first) and `.../pulls/{n}`
   (the full shape, `merged` from `merged_at`); `.../installation` (the App's installation, for a
-  request signed with its JWT).
+  request signed with its JWT); `.../activity` (the pushes `add_push` recorded, newest first, `ref` as
+  `main` or `refs/heads/main`, `activity_type`, pages with `Link` headers; each the `activity-items`
+  example, whose keys (`pushed_at`, `push_type`, `pusher`) are older than the schema's required ones
+  (`timestamp`, `activity_type`, `actor`), so both are served, alike).
 - `X-RateLimit-Limit/Remaining/Reset/Resource` on every answer, counting down.
 `fail(pattern, *responses)` serves scripted answers first to requests whose path matches (a
 secondary rate limit, a 502); `requests` logs every (path, args).
@@ -83,6 +86,7 @@ class FakeActions:
         self.blobs: dict[str, bytes] = {}
         self.commits: dict[str, list[dict]] = {}  # branch -> commits, newest first
         self.pulls: list[dict] = []
+        self.activity: list[dict] = []  # the branches' pushes, newest first
         self.list_cap: int | None = None  # GitHub's 1,000 for a filtered run list; None: serve all
         self.requests: list[tuple[str, dict]] = []
         self.scripts: list[tuple[re.Pattern, list[Response]]] = []
@@ -134,6 +138,17 @@ class FakeActions:
                                 tree=dict(commit["commit"]["tree"], sha=sha[::-1]))
         self.commits.setdefault(branch, []).insert(0, commit)
         self.commits[branch].sort(key=lambda c: c["commit"]["committer"]["date"], reverse=True)
+
+    def add_push(self, branch: str, before: str, after: str, at: str, kind: str = "push") -> dict:
+        """A push GitHub's activity list gives (`kind`: push, force_push, pr_merge ...)."""
+        pusher = dict(EXAMPLES["activity-items"][0]["pusher"], login="pytorchmergebot")
+        item = shaped("activity-items", {"id": len(self.activity) + 1, "before": before, "after": after,
+                                         "ref": f"refs/heads/{branch}", "pushed_at": at, "timestamp": at,
+                                         "push_type": "normal" if kind == "push" else kind,
+                                         "activity_type": kind, "pusher": pusher, "actor": pusher})
+        self.activity.append(item)
+        self.activity.sort(key=lambda a: a["timestamp"], reverse=True)
+        return item
 
     def add_pull(self, pr: dict) -> None:
         self.pulls = [p for p in self.pulls if p["number"] != pr["number"]] + [shaped("pull-request-simple-items", pr)]
@@ -225,11 +240,17 @@ class FakeActions:
         if rest == "/commits":
             return self._list_commits(request, rest)
         if m := re.fullmatch(r"/branches/(.+)", rest):
-            commits = self.commits.get(m[1])
-            if not commits:
+            head = self._head(m[1])
+            if head is None:
                 return reply(404, {"message": "Branch not found"})
-            return reply(200, {"name": m[1], "commit": commits[0], "protected": False,
+            return reply(200, {"name": m[1], "commit": head, "protected": False,
                                "_links": {"self": f"https://api.github.com/repos/{self.repo}/branches/{m[1]}"}})
+        if rest == "/activity":
+            ref = request.args.get("ref")
+            kind = request.args.get("activity_type")
+            items = [a for a in self.activity if (ref is None or a["ref"] in (ref, f"refs/heads/{ref}"))
+                     and (kind is None or a["activity_type"] == kind)]
+            return self._page(request, rest, items if request.args.get("direction") != "asc" else items[::-1], None)
         if rest == "/pulls":
             state = request.args.get("state", "open")  # GitHub's default
             pulls = sorted((p for p in self.pulls if state == "all" or p["state"] == state),
@@ -241,6 +262,12 @@ class FakeActions:
                 return reply(404, {"message": "Not Found"})
             return reply(200, shaped("pull-request", {**pull, "merged": pull.get("merged_at") is not None}))
         return reply(404, {"message": "Not Found"})
+
+    def _head(self, branch: str) -> dict | None:
+        """The commit the branch points to: its newest push's, else its newest commit."""
+        commits = self.commits.get(branch) or []
+        pushed = next((a["after"] for a in self.activity if a["ref"] == f"refs/heads/{branch}"), None)
+        return next((c for c in commits if c["sha"] == pushed), commits[0] if commits else None)
 
     def _page(self, request: Request, rest: str, items: list, key: str | None, total: int | None = None) -> Response:
         per_page = min(100, int(request.args.get("per_page", 30)))
@@ -281,11 +308,12 @@ class FakeActions:
         commits whose children were listed comes next. `since` is git's `--since`: a commit dated
         before it is left out, and git goes no further down that line, so the commits below it
         are left out too, even those dated after `since` (unless another line reaches them)."""
-        commits = self.commits.get(request.args.get("sha", "main"), [])
+        branch = request.args.get("sha", "main")
+        commits, head = self.commits.get(branch, []), self._head(branch)
         by_sha = {c["sha"]: c for c in commits}
         since, until = request.args.get("since"), request.args.get("until")
         when = lambda c: _t(c["commit"]["committer"]["date"])  # noqa: E731
-        queue, seen, keep = commits[:1], {c["sha"] for c in commits[:1]}, []
+        queue, seen, keep = [head] if head else [], {head["sha"]} if head else set(), []
         while queue:
             commit = queue.pop(max(range(len(queue)), key=lambda i: when(queue[i])))
             if since and when(commit) < _t(since):
@@ -322,7 +350,7 @@ def report_zip(job, seed: int) -> bytes | None:
 
 
 def from_world(api: FakeActions, world, days: list[dt.date], reports: bool = True, logs: bool = True) -> None:
-    """Every run, job, report, failed job's log, main commit and pull request of the activities
+    """Every run, job, report, failed job's log, main commit (and its push) and pull request of the activities
     triggered on `days` (a run created late on the last day completes after it, as on GitHub)."""
     from torchci_assets.simulate.catalog import WORKFLOW_FILES
     from torchci_assets.simulate.logs import render_log
@@ -342,6 +370,7 @@ def from_world(api: FakeActions, world, days: list[dt.date], reports: bool = Tru
                     _job_files(api, world, job, reports, logs, render_log, iso_s)
             for commit, _did, _recv in act.pushes:
                 api.add_commit("main", commit.sha, commit.parent, commit.message, iso_s(commit.time), commit.author)
+                api.add_push("main", commit.parent, commit.sha, iso_s(commit.time))
             for d in act.deliveries:
                 if d.event == "pull_request":
                     api.add_pull(plain(d.obj["pull_request"]))

@@ -4,7 +4,8 @@ Day by day (the day a workflow run was created), oldest first: the day's runs of
 repository's default branch unless one is named; and with `prs`, of pull requests and of the
 `ciflow/...` tags PyTorch's bot pushes for them) are listed, then read in parts of `part_runs`
 runs, each run with every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
-branch's commits of the day (its first-parent chain: what it pointed to) become pushes. Each part is written, then the cursor saved (files.py),
+branch's commits of the day (its first-parent chain: what it pointed to) become pushes, at the times
+GitHub's activity list gives them. Each part is written, then the cursor saved (files.py),
 so an interrupted backfill (a crash, a rate limit that outlasted the wait budget) is continued by
 running the same command again, and the result is the same as one uninterrupted run.
 
@@ -40,10 +41,13 @@ FAILED = ("failure", "timed_out")
 # more workflows (trunk, periodic ...): push runs whose head_branch is the tag, not the branch.
 CIFLOW_PREFIX = "ciflow/"
 # commits dated before the window the branch's list is read on for, past the chain's last commit
-# dated in it: two pages of 100, a few requests, where reading to the root could take thousands. A
-# push of more commits all dated before the window (a long-lived branch fast-forwarded onto the
-# branch) ends the walk, and what the window pushed below it is not read.
+# dated (or, by GitHub's activity list, pushed) in it: two pages of 100, a few requests, where
+# reading to the root could take thousands. Where the activity list does not reach, a push of more
+# commits all dated before the window (a long-lived branch fast-forwarded onto the branch) ends
+# the walk, and what the window pushed below it is not read.
 WALK_PAST = 200
+# GitHub's activity types that move a branch to the activity's `after` (a branch deletion does not)
+BRANCH_MOVES = ("push", "force_push", "pr_merge", "merge_queue_merge", "branch_creation")
 # readings of the pull request list: the first, then again while pull requests updated meanwhile turn up
 MAX_PULL_READINGS = 10
 
@@ -250,17 +254,81 @@ def _dated_before(commit: dict, start: dt.datetime) -> bool:
     return at is None or at < start
 
 
-def first_parent_chain(listing: Iterator[dict], head: str | None, start: dt.datetime) -> list[dict]:
+@dataclass
+class PushClock:
+    """When each commit of the branch's first-parent chain was pushed, by GitHub's activity list:
+    a commit became part of the branch at the first push whose `after` is it or a commit above it
+    on the chain, so walking the chain down from the head, its push time is the earliest of the
+    pushes seen so far. Below `boundary` (the `before` of the oldest push GitHub still lists, when
+    that push is in the window) the list says nothing, and commits are dated as the walk dates them."""
+
+    pushed: dict[str, dt.datetime]  # a push's `after` -> the earliest push that moved the branch to it
+    boundary: str | None = None
+    forced: set[str] = field(default_factory=set)  # the `after` of force pushes
+    times: dict[str, dt.datetime] = field(default_factory=dict)  # commit sha -> when it was pushed
+    _at: dt.datetime | None = None
+    _below: bool = False
+
+    def __call__(self, commit: dict) -> dt.datetime | None:
+        """The push time of the chain's next commit (newest first), None below the list's reach.
+        Below a force push's head, down to the next push's, the list says nothing either: the push
+        names the head it replaced, not the commits both share, which were on the branch before."""
+        sha = commit["sha"]
+        self._below = self._below or sha == self.boundary
+        if self._below:
+            return None
+        at = self.pushed.get(sha)
+        if at is not None and (self._at is None or at < self._at):
+            self._at = at
+        found = self._at
+        if found is not None:
+            self.times[sha] = found
+        if sha in self.forced and found == at:
+            self._at = None
+        return found
+
+
+def branch_pushes(reader: RestReader, opts: BackfillOptions, start: dt.datetime) -> PushClock | None:
+    """The branch's pushes from GitHub's activity list (newest first), read back to the first one
+    before `start`; None when GitHub lists none, or has no such list (404, 422: an older GitHub
+    Enterprise Server): the pushes are then the walk's alone."""
+    pushed: dict[str, dt.datetime] = {}
+    forced: set[str] = set()
+    oldest_before = None  # the `before` of the oldest push read
+    params = {"ref": opts.branch, "direction": "desc"}
+    try:
+        for item in reader.pages(f"/repos/{opts.repo}/activity", None, params):
+            # the schema's keys; OpenAPI's example still shows the older `pushed_at`, `push_type`
+            at = shapes.parse_time(item.get("timestamp") or item.get("pushed_at"))
+            if item.get("activity_type", "push") not in BRANCH_MOVES or at is None or not item.get("after"):
+                continue
+            pushed[item["after"]] = min(at, pushed.get(item["after"], at))
+            if item.get("activity_type") == "force_push":
+                forced.add(item["after"])
+            if at < start:
+                return PushClock(pushed, None, forced)
+            oldest_before = item.get("before")
+    except GitHubError as exc:
+        if exc.status not in (404, 422):
+            raise
+        return None
+    return PushClock(pushed, oldest_before, forced) if pushed else None
+
+
+def first_parent_chain(listing: Iterator[dict], head: str | None, start: dt.datetime,
+                       clock: PushClock | None = None) -> list[dict]:
     """The first-parent chain from `head`, newest first, its commits found in `listing` (the
     branch's commit list, newest first, read a page at a time as the walk needs it).
 
-    A commit's date is no bound on when it was pushed: one made weeks before it was pushed keeps
-    its old dates, and the window's commits below it are still to come. So the walk goes on past
-    commits dated before `start`, and ends once the list has given WALK_PAST of those since the
-    chain's last commit dated from `start` on (or at the list's end, or a root). Commits of the
-    window are read however many (a merged branch's own, listed between two of the chain's)."""
+    With GitHub's pushes (`clock`), the walk ends at the first commit pushed before `start`.
+    Without them, a commit's date is no bound on when it was pushed: one made weeks before it was
+    pushed keeps its old dates, and the window's commits below it are still to come. So the walk
+    goes on past commits dated before `start`, and ends once the list has given WALK_PAST of those
+    since the chain's last commit dated (or pushed) from `start` on (or at the list's end, or a
+    root). Commits of the window are read however many (a merged branch's own, listed between two
+    of the chain's)."""
     listed: dict[str, dict] = {}
-    old = 0  # commits dated before `start` listed since the chain last reached one dated from it on
+    old = 0  # commits dated before `start` listed since the chain last reached one of the window
     chain: list[dict] = []
     sha = head
     while sha is not None:
@@ -271,24 +339,27 @@ def first_parent_chain(listing: Iterator[dict], head: str | None, start: dt.date
             listed[item["sha"]] = item
             old += _dated_before(item, start)
         commit = listed.get(sha)
-        if commit is None:
+        pushed = clock(commit) if clock is not None and commit is not None else None
+        if commit is None or (pushed is not None and pushed < start):
             break
         chain.append(commit)
-        if not _dated_before(commit, start):
+        if pushed is not None or not _dated_before(commit, start):
             old = 0
         parents = commit.get("parents") or []
         sha = parents[0]["sha"] if parents else None
     return chain
 
 
-def pushed_not_before(chain: list[dict]) -> Iterator[tuple[dict, dt.datetime]]:
-    """Each commit of a first-parent chain (newest first) with the earliest instant it can have
-    been pushed, oldest first: its committer date, or when its first parent's is later (a commit
-    made long before it was pushed), a millisecond after its parent's, as it was pushed after it."""
+def pushed_not_before(chain: list[dict], times: dict[str, dt.datetime] | None = None
+                      ) -> Iterator[tuple[dict, dt.datetime]]:
+    """Each commit of a first-parent chain (newest first) with the instant it is filed at, oldest
+    first: when GitHub says it was pushed (`times`), else the earliest it can have been, its
+    committer date; a millisecond after its parent's when that is not earlier (the commits of one
+    push, a commit made long before it was pushed), as it was pushed after it."""
     last: dt.datetime | None = None
     for commit in reversed(chain):
-        at = _committed(commit)
-        if last is not None and (at is None or at < last):
+        at = (times or {}).get(commit["sha"]) or _committed(commit)
+        if last is not None and (at is None or at <= last):
             at = last + dt.timedelta(milliseconds=1)
         if at is not None:
             last = at
@@ -297,12 +368,13 @@ def pushed_not_before(chain: list[dict]) -> Iterator[tuple[dict, dt.datetime]]:
 
 def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date,
                          default_branch: str | None = None) -> dict[str, list[tuple[dict, dt.datetime]]]:
-    """The commits the branch pointed to since `since`, by the day each was pushed at the earliest
-    (`pushed_not_before`), with that instant: its head's first-parent chain. GitHub's commit list is
-    every commit reachable from the branch (`git log`, not `--first-parent`), which with merge
-    commits holds each merged pull request's own commits, never pushed to the branch; so the list
-    (one walk for the whole backfill) only supplies the objects, and the chain is followed from the
-    head through first parents. The list is asked for without `since`: like `git log --since`, it
+    """The commits the branch pointed to since `since`, by the day each was pushed, with that
+    instant: its head's first-parent chain, each commit at the time of the push GitHub's activity
+    list gives (`branch_pushes`), else at the earliest it can have been pushed (`pushed_not_before`).
+    GitHub's commit list is every commit reachable from the branch (`git log`, not
+    `--first-parent`), which with merge commits holds each merged pull request's own commits, never
+    pushed to the branch; so the list (one walk for the whole backfill) only supplies the objects,
+    and the chain is followed from the head through first parents. The list is asked for without `since`: like `git log --since`, it
     would leave out the commits below one dated before it. A branch GitHub does not know raises
     MissingBranch: its runs would list empty too, and the days be marked done."""
     try:
@@ -313,9 +385,11 @@ def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.da
         raise MissingBranch(404, f"GitHub has no branch {opts.branch} in {opts.repo} ({exc}): check --branch; "
                                  f"left out, the repository's default branch is read ({default_branch})") from exc
     start = dt.datetime.combine(since, dt.time(), dt.timezone.utc)
+    clock = branch_pushes(reader, opts, start)
     listing = reader.pages(f"/repos/{opts.repo}/commits", None, {"sha": opts.branch})
+    chain = first_parent_chain(listing, head.get("sha"), start, clock)
     by_day: dict[str, list[tuple[dict, dt.datetime]]] = {}
-    for commit, at in pushed_not_before(first_parent_chain(listing, head.get("sha"), start)):
+    for commit, at in pushed_not_before(chain, clock.times if clock else None):
         if at >= start:
             by_day.setdefault(at.date().isoformat(), []).append((commit, at))
     return by_day
