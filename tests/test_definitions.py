@@ -399,3 +399,38 @@ def test_what_the_ui_shows_speaks_to_users():
              **{f"{d.name}": d.description for d in [*defs.schedules, *defs.sensors]}}
     internal = re.compile(r"\b(torchci_assets|resources)\.[a-z_]|(?<![\w/-])jobs\.[a-z_]|#\d+\b")
     assert not {what: internal.search(text)[0] for what, text in shown.items() if text and internal.search(text)}
+
+
+# The relay's ledgers and what writes them, as the UI lists them: sensors (their ticks write), jobs
+# (their runs write) and the schedules and sensors that start those jobs.
+LEDGER_WRITERS = {
+    "dispatches": ("upstream_commit_sensor", "dispatch_job", "pull_request_sensor", "pull_request_dispatch_job"),
+    "relay_actions": ("check_run_sensor", "check_run_job", "pull_request_sensor", "check_run_label_job", "rerun_job",
+                      "zombie_check_run_schedule", "zombie_check_run_job"),
+}
+
+
+def test_a_relay_ledgers_description_names_every_sensor_and_job_writing_it():
+    """A ledger is no asset `torchci run` materializes: its page in the UI is where a user learns
+    what writes it, so its description names each writer (a word of its own: `check_run_job` is not
+    `zombie_check_run_job`), and each name is one the UI lists."""
+    import re
+
+    graph = defs.resolve_asset_graph()
+    listed = {j.name for j in defs.jobs} | {d.name for d in [*defs.sensors, *defs.schedules]}
+    for ledger, writers in LEDGER_WRITERS.items():
+        assert set(writers) <= listed, (ledger, set(writers) - listed)
+        text = graph.get(dg.AssetKey(ledger)).description
+        assert [w for w in writers if not re.search(rf"(?<!\w){w}(?!\w)", text)] == [], ledger
+
+
+def test_drci_comments_says_which_partitions_post_and_what_newer_ones_it_reads():
+    """A re-run of an old day recomputes it and posts nothing; yesterday's partition reads the newest
+    partitions after its day (no declared dependency can say so) only to leave them their pull
+    requests: the asset's description says both, naming the tables read."""
+    from torchci_assets.derived.drci.publish import NEWER_VIEWS
+
+    text = defs.resolve_asset_graph().get(dg.AssetKey("drci_comments")).description
+    assert "older than yesterday" in text and "posts nothing" in text
+    newer = next((s for s in text.split(". ") if "newer" in s or "after its day" in s), "")
+    assert all(t in newer for t in [*(table for table, _ in NEWER_VIEWS), "pull_request"]), newer

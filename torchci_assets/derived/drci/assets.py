@@ -46,7 +46,12 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
                 "from GitHub's REST API, and the jobs it changed are written into the archive as `rest` records, as gap "
                 "repair writes them, for the next refresh to ingest. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "
-                "request, edited only when the body changed. It keeps two lake tables of its own, which no other "
+                "request, edited only when the body changed. Only today's and yesterday's partitions post or write "
+                "drci/<pr>.md: a re-run of a day older than yesterday recomputes its rows and posts nothing. "
+                "Yesterday's partition reads the newest drci_comments and pr_jobs partitions after its day, and the "
+                "pull_request webhooks received since, only to leave to them the pull requests they cover (the head "
+                "pushed again or the pull request closed since, or the same head, whose newer comment is the one "
+                "to show): it never posts from them. It keeps two lake tables of its own, which no other "
                 f"asset reads and so are not assets: {MERGE_BASES} (the compare API's merge bases per head sha, "
                 f"read back over {MERGE_BASE_DAYS} days, so a head costs one request) and {POSTS} (the ledger of its "
                 "posts: an unchanged body costs no request).",
