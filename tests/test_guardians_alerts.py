@@ -16,7 +16,7 @@ from resources.storage import Store
 from tests.fake_github_issues import FakeIssueTracker, Scripted
 from tests.trunk_history import T0, history
 from torchci_assets.derived.guardians import alert_conditions as cond
-from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in, marker
+from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in, marker, history as alerts_history
 from torchci_assets.derived.guardians.passes import alerts_pass
 from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
 
@@ -159,6 +159,12 @@ def test_an_alert_issue_whose_label_a_human_removed_stays_the_alerts_issue(https
     second["labels"], second["state"] = [], "closed"
     assert [r["action"] for r in check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 20)] == ["opened"]
     assert len(tracker.issues) == 3
+    # the one a human closed is recorded so, and not read again at every check
+    rows = alerts_history(Lake.at(str(tmp_path / "lake")), T0 + dt.timedelta(minutes=25))
+    assert ("closed on GitHub", second["number"]) in [(r["action"], r["issue_number"]) for r in rows]
+    asked = tracker.count("GET", f"/repos/{REPO}/issues/{second['number']}")
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 25)
+    assert tracker.count("GET", f"/repos/{REPO}/issues/{second['number']}") == asked
 
 
 def test_a_firing_alert_whose_issue_was_deleted_or_is_in_another_repository_gets_a_new_one(
@@ -369,3 +375,26 @@ def test_two_checks_that_raced_close_every_duplicate_issue_in_one_check_and_say_
     assert tracker.comments[kept] == ["The condition cleared; closed."]
     assert tracker.comments[duplicate][1:] == ["The condition cleared; closed."]
     assert check(httpserver, tmp_path, queue_alert(), 20) == [] and len(tracker.comments[duplicate]) == 2
+
+
+def test_an_older_issue_whose_label_a_human_removed_is_kept_and_closed_beside_a_labelled_one(httpserver, tmp_path,
+                                                                                            tracker):
+    """Two checks raced and opened two issues; a human took the label off the older one. The
+    listing shows the newer one alone, the table still knows the older: it stays the alert's
+    issue (the newer one is closed as its duplicate), and it is closed when the alert clears."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    first, second = (AlertIssues(client(httpserver), lake, REPO, ("pytorch-alert",), True, T0) for _ in range(2))
+    first.github = CreatesAfter(first.github, lambda: second.sync([queue_alert("linux.4xlarge")]))
+    first.sync([queue_alert("linux.4xlarge")])
+    older, newer = sorted(tracker.issues)
+    tracker.issues[older]["labels"] = []
+    rows = check(httpserver, tmp_path, queue_alert("linux.4xlarge"), 5)
+    assert [(r["action"], r["issue_number"]) for r in rows] == [("duplicate closed", newer)]
+    assert tracker.comments[newer] == [f"Duplicate of #{older}, which this alert keeps up to date; closed."]
+    assert [(r["action"], r["issue_number"]) for r in check(httpserver, tmp_path, queue_alert(), 10)] == [
+        ("closed", older)]
+    assert all(i["state"] == "closed" for i in tracker.issues.values())
+    # nothing is left for a later check to close or look up again
+    asked = len(tracker.requests)
+    assert check(httpserver, tmp_path, queue_alert(), 15) == []
+    assert [(m, p) for m, p, _ in tracker.requests[asked:]] == [("GET", f"/repos/{REPO}/issues")]

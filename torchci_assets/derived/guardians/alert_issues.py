@@ -1,9 +1,10 @@
 """Alerts as GitHub issues: one open issue per alert, updated while it fires, closed when it clears.
 
 Each issue carries a hidden marker with its alert's kind and one label (PyTorch's `pytorch-alert`
-by default), and is found by listing the repository's open issues with that label: the list is
-consistent at once, where search lags writes. An issue is created only when no open issue has
-the marker, and a create that got no clear answer is never resent blindly: the list is read
+by default), and is found by listing the repository's open issues with that label (the list is
+consistent at once, where search lags writes) and by reading the issues the table says the alert
+opened that the list misses (a human removed their label). An issue is created only when no open
+issue has the marker, and a create that got no clear answer is never resent blindly: the list is read
 again and the issue adopted if GitHub made it. Every change of state (opened, updated, closed)
 is a row of the `alerts` lake table. In dry run (no credentials, or `alerts.enabled: false`) the
 state is kept by that table alone: what would be opened, updated or closed is logged as
@@ -78,6 +79,10 @@ def history(lake: Lake, now: dt.datetime) -> list[dict]:
 
 # the action of a row for an extra open issue of an alert, closed beside the one the alert keeps
 DUPLICATE_CLOSED = "duplicate closed"
+# the action of a row for an issue of an alert found closed, deleted or without its marker: someone
+# else ended it, and it is not looked up again
+LEFT = "closed on GitHub"
+CLOSING_ACTIONS = ("closed", DUPLICATE_CLOSED, LEFT)
 _UNKNOWN: dict = {"state": "unknown"}  # an alert's issue GitHub would not show: nothing is done this check
 
 
@@ -99,10 +104,9 @@ class AlertIssues:
         if self.live:
             issues = self.github.paginate(f"/repos/{self.repo}/issues", {
                 "state": "open", "labels": ",".join(self.labels), "per_page": 100})
-            found = {a.kind: self._mine(issues, a.kind) for a in alerts}
-            current = {kind: mine[0] if mine else None for kind, mine in found.items()}
-            if not all(current.values()):
-                current.update(self._unlabelled({k for k, v in current.items() if v is None}))
+            found = self._open_issues(issues, {a.kind for a in alerts})
+            current = {kind: _UNKNOWN if mine is _UNKNOWN else mine[0] if mine else None
+                       for kind, mine in found.items()}
         else:
             found, current = {}, self._dry_state()
         rows = []
@@ -110,7 +114,7 @@ class AlertIssues:
             if current.get(a.kind) is _UNKNOWN:
                 continue
             try:
-                rows += self._close_duplicates(a, found.get(a.kind, [])[1:], current.get(a.kind))
+                rows += self._close_duplicates(a, (found.get(a.kind) or [])[1:], current.get(a.kind))
                 rows += self._one(a, current.get(a.kind))
             except GitHubError as e:  # one alert's trouble does not hold back the others
                 self.log(f"alert {a.kind}: GitHub refused or failed ({e}); next check tries again")
@@ -147,10 +151,24 @@ class AlertIssues:
                     {"state": "closed", "state_reason": "completed"})
         self._say(issue["number"], said)
 
-    def _recorded_open(self, kinds: set[str]) -> dict[str, int]:
-        """Per kind, the newest issue the table says was opened or updated and not closed since
-        (as the alert's issue or as a duplicate: two racing checks each record the one they
-        opened, and either may be the one closed as the other's duplicate)."""
+    def _open_issues(self, listed: list[dict], kinds: set[str]) -> dict[str, list[dict] | dict]:
+        """Per kind, its open issues oldest first: those the label listing shows, and those the
+        table says the alert opened that it misses (a human removed the label), so that the oldest
+        is kept and the others closed whichever of them carry the label; `_UNKNOWN` for a kind
+        one of whose issues GitHub would not show."""
+        numbers = {i["number"] for i in listed}
+        unlisted = {kind: [n for n in mine if n not in numbers] for kind, mine in self._recorded_open(kinds).items()}
+        found: dict[str, list[dict] | dict] = {}
+        for kind in kinds:
+            extra = self._unlabelled(kind, unlisted.get(kind, []))
+            found[kind] = extra if extra is _UNKNOWN else sorted(
+                [*self._mine(listed, kind), *extra], key=lambda i: i["number"])
+        return found
+
+    def _recorded_open(self, kinds: set[str]) -> dict[str, list[int]]:
+        """Per kind, the issues the table says were opened or updated and not closed since (as the
+        alert's issue or as a duplicate: two racing checks each record the one they opened, and
+        either may be the one closed as the other's duplicate)."""
         numbers: dict[str, list[int]] = {}
         for r in history(self.lake, self.now):
             if (r["dry_run"] or r["kind"] not in kinds or r["repo"] != self.repo  # (alerts.repo may change)
@@ -158,27 +176,29 @@ class AlertIssues:
                 continue
             mine = numbers.setdefault(r["kind"], [])
             mine[:] = [n for n in mine if n != r["issue_number"]]
-            if r["action"] not in ("closed", DUPLICATE_CLOSED):
+            if r["action"] not in CLOSING_ACTIONS:
                 mine.append(r["issue_number"])
-        return {kind: mine[-1] for kind, mine in numbers.items() if mine}
+        return numbers
 
-    def _unlabelled(self, kinds: set[str]) -> dict[str, dict]:
-        """The open issues of `kinds` the label listing missed: a human removed the label. The
-        table knows the issue each kind last opened; still open with its marker, it stays the
-        alert's issue (a second one would be opened beside it otherwise), label or not."""
-        found = {}
-        for kind, number in self._recorded_open(kinds).items():
+    def _unlabelled(self, kind: str, numbers: list[int]) -> list[dict] | dict:
+        """Of the issues the table knows as `kind`'s that the label listing missed, those still
+        open with the marker: they stay the alert's, label or not. One closed, deleted or edited
+        by someone else is recorded so (`LEFT`), and not looked up again."""
+        found = []
+        for number in numbers:
             try:
                 issue = self.github.request("GET", f"/repos/{self.repo}/issues/{number}").json()
             except GitHubError as e:
-                if e.status in (404, 410):  # gone (deleted, or transferred away): the alert has no issue
-                    continue
-                # unknown: opening another could duplicate it, so this kind waits
-                self.log(f"alert {kind}: issue #{number} could not be read ({e}); next check tries again")
-                found[kind] = _UNKNOWN
-                continue
+                if e.status not in (404, 410):  # unknown: opening another could duplicate it, so this kind waits
+                    self.log(f"alert {kind}: issue #{number} could not be read ({e}); next check tries again")
+                    return _UNKNOWN
+                issue = {}  # gone (deleted, or transferred away): not the alert's
             if issue.get("state") == "open" and marker(kind) in (issue.get("body") or ""):
-                found[kind] = issue
+                found.append(issue)
+            else:
+                record(self.lake, {"at": self.now, "repo": self.repo, "kind": kind, "action": LEFT,
+                                   "issue_number": number, "title": issue.get("title") or "",
+                                   "body": issue.get("body") or "", "dry_run": False})
         return found
 
     def _dry_state(self) -> dict[str, dict]:
