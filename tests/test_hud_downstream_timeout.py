@@ -9,11 +9,13 @@ was dispatched for. The timeout is read through `load_config()`, as every page r
 
 import datetime as dt
 
+import pyarrow as pa
 import pytest
 from hud_lake import History
 from test_backend_zombies import DAY, HEAD, HOUR, REPO, T0, four_green_and, ingested, ms, the, use_config
 
 from resources.lake import connect
+from torchci_assets.derived.backends.levels import compute_health
 from torchci_assets.derived.hud import backend_pages
 from torchci_assets.derived.hud.health import build_pr_jobs
 from torchci_assets.derived.hud.metrics import build_ci_metrics
@@ -101,3 +103,22 @@ def test_a_completion_after_the_timeout_is_the_jobs_real_result_in_the_grid(tmp_
     assert the(backend_pages.load(lake, DAY).jobs, "zombie")["conclusion"] == "success"
     assert grid_row(lake, None)["state"] == "success"
     assert backend_row(lake, None)["success_rate"] == pytest.approx(1.0)
+
+
+def test_a_job_whose_callbacks_arrival_is_not_known_times_out_from_its_start_everywhere(tmp_path, monkeypatch):
+    """ci_result rows written before the receiver's arrival time was kept have no `callback_at`:
+    the backend pages, the grid, the metrics and backend_health all time such a job out from its
+    start, by the one rule (the health windows used to, the pages showed it running for ever)."""
+    use_config(tmp_path, monkeypatch, zombie_timeout_seconds=2 * HOUR)
+    lake = lake_with_a_zombie(tmp_path, T0)  # in progress from 09:00
+    for path in lake.files("ci_result", [DAY]):
+        rows = lake.read_files([path])
+        rows = rows.set_column(rows.schema.get_field_index("callback_at"), "callback_at",
+                               pa.nulls(rows.num_rows, rows.schema.field("callback_at").type))
+        lake.write("ci_result", DAY, rows, part=path.rsplit("/", 1)[-1].removesuffix(".parquet"))
+    noon = T0.replace(hour=12)
+    assert the(backend_pages.load(lake, DAY, now_ms=ms(noon)).jobs, "zombie")["timed_out"]
+    assert (grid_row(lake, noon)["state"], grid_row(lake, noon)["failure_class"]) == ("failure", "infra")
+    assert backend_row(lake, noon)["jobs"] == 5
+    (week,) = compute_health(lake, DAY, (7,), now_ms=ms(noon), zombie_timeout_s=2 * HOUR).to_pylist()
+    assert (week["jobs"], week["lost"]) == (5, 1)

@@ -133,7 +133,7 @@ def compute_health(lake: Lake, day: str, windows: tuple[int, ...], now_ms: int |
         _register(con, lake, "ci_result", days, CI_RESULT_SCHEMA)
         _register(con, lake, "ci_callback_minutes", days, CALLBACK_MINUTES_SCHEMA)
         define_callback_macros(con)
-        values = {**judgement(judged_as_of_ms(day, now_ms)), "zombie_timeout_ms": int(zombie_timeout_s) * 1000,
+        values = {**judgement(judged_as_of_ms(day, now_ms)), "zombie_timeout_s": int(zombie_timeout_s),
                   "window_days": list(firsts),
                   "first_days": [dt.date.fromisoformat(f) for f in firsts.values()],
                   "self_report_events": list(SELF_REPORT_EVENTS)}

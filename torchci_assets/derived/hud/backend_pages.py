@@ -31,7 +31,7 @@ CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "d
               "head_sha": "VARCHAR",
               "workflow_name": "VARCHAR", "run_id": "BIGINT", "run_attempt": "BIGINT", "job_name": "VARCHAR",
               "status": "VARCHAR", "conclusion": "VARCHAR", "queue_s": "DOUBLE", "execution_s": "DOUBLE",
-              "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "day": "DATE"}
+              "started_at": "TIMESTAMPTZ", "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "day": "DATE"}
 RECENT_HEADS = 50
 
 

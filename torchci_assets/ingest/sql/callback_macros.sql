@@ -1,4 +1,19 @@
--- Expressions ci_result's ingest and the backends' health windows share, so both judge a job alike.
+-- Expressions ci_result's ingest, the backends' health windows and the HUD share, so all judge a job alike.
+
+-- step: downstream_timeout_ms
+-- When a downstream job that never completed times out, as the relay's sweeper reports it
+-- (cleanup_handler.py): zombie_timeout_s (the config's zombie_timeout_seconds) after its first callback
+-- reached the receiver (the relay's clock, not the runner's); for rows written before that arrival was
+-- kept, after its start.
+CREATE OR REPLACE TEMP MACRO downstream_timeout_ms(first_callback_at, started_at, zombie_timeout_s) AS
+    epoch_ms(coalesce(first_callback_at, started_at)) + zombie_timeout_s * 1000
+
+-- step: downstream_timed_out
+-- Whether the job is timed out as of as_of_ms (downstream_timeout_ms). A `completed` callback that
+-- arrives later wins: the job has its real result.
+CREATE OR REPLACE TEMP MACRO downstream_timed_out(status, first_callback_at, started_at, as_of_ms, zombie_timeout_s) AS
+    coalesce(status <> 'completed'
+             AND downstream_timeout_ms(first_callback_at, started_at, zombie_timeout_s) <= as_of_ms, false)
 
 -- step: callback_state_rank
 -- how far a callback's job got: a job's row is its furthest callback

@@ -1,9 +1,9 @@
 -- backend_health: one row per downstream repo and window ($window_days, each starting on the
 -- matching day of $first_days), from ci_result and ci_callback_minutes, with the jobs judged as of
 -- $as_of_ms (macros: ingest/sql/callback_macros.sql). A job that never completed is timed out, as
--- the relay's sweeper reports it, $zombie_timeout_ms after its first callback reached the receiver
--- (the relay's clock, not the runner's); a completed job is judged as the ingest judges it, a
--- completion arriving after the timeout included. Nightly and periodic self-reports
+-- the relay's sweeper reports it and the HUD shows it (downstream_timed_out), $zombie_timeout_s after
+-- its first callback reached the receiver (the relay's clock, not the runner's); a completed job is
+-- judged as the ingest judges it, a completion arriving after the timeout included. Nightly and periodic self-reports
 -- ($self_report_events) are left out of the job measures. A repository is one whatever the letter
 -- case of its name (GitHub's names are case-insensitive, and the OIDC claim follows a rename): rows
 -- are keyed by lower(repo) and shown under the spelling seen last.
@@ -30,7 +30,8 @@ merged AS (
     ) WHERE rn = 1
 ),
 timed AS (
-    SELECT *, epoch_ms(coalesce(first_callback_at, started_at)) + $zombie_timeout_ms AS timed_out_ms
+    SELECT *, downstream_timeout_ms(first_callback_at, started_at, $zombie_timeout_s) AS timed_out_ms,
+        downstream_timed_out(status, first_callback_at, started_at, $as_of_ms, $zombie_timeout_s) AS timed_out
     FROM merged
 ),
 judged AS (
@@ -38,7 +39,7 @@ judged AS (
         CASE WHEN status = 'completed'
                  THEN failure_kind(status, conclusion, started_at, completed_at, callback_at, passed, failed,
                                    skipped, $as_of_ms, $lost_after_ms, $success_conclusions)
-             WHEN timed_out_ms <= $as_of_ms THEN 'infrastructure'
+             WHEN timed_out THEN 'infrastructure'
              ELSE 'pending' END AS kind
     FROM timed
 ),

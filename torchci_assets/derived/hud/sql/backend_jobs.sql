@@ -3,12 +3,12 @@
 -- step: judged
 -- One row per job (delivery, repo, run, attempt, job name): its furthest, then latest callback. A job
 -- that never completed is shown as the relay's sweeper reports it to the HUD: completed, `timed_out`,
--- by downstream_timed_out (downstream_macros.sql, as pr_jobs and ci_metrics_daily judge it) as of
--- $as_of_ms. A `completed` callback that arrives later wins: the job then has its real conclusion.
+-- by downstream_timed_out (ingest's callback_macros.sql, as pr_jobs, ci_metrics_daily and backend_health
+-- judge it) as of $as_of_ms. A `completed` callback that arrives later wins: the job then has its real conclusion.
 CREATE OR REPLACE TEMP TABLE backend_judged AS
 WITH rows AS (
     SELECT lower(repo) AS repo, level, event_type, delivery_id, head_sha, workflow_name, job_name, run_id,
-           run_attempt, status, conclusion, queue_s, execution_s, callback_at, failure_kind, day,
+           run_attempt, status, conclusion, queue_s, execution_s, started_at, callback_at, failure_kind, day,
            CASE status WHEN 'completed' THEN 3 WHEN 'in_progress' THEN 2 WHEN 'waiting' THEN 1 ELSE 0 END
                AS state_rank
     FROM backend_ci
@@ -20,11 +20,13 @@ merged AS (
                               ORDER BY state_rank DESC, callback_at DESC NULLS LAST, day DESC) AS rn,
            min(callback_at) OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name)
                AS first_callback_at,
+           min(started_at) OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name) AS any_started_at,
            max(queue_s) OVER (PARTITION BY repo, delivery_id, run_id, run_attempt, job_name) AS any_queue_s
     FROM rows
 ),
 timed AS (
-    SELECT *, downstream_timed_out(status, first_callback_at, $as_of_ms, $zombie_timeout_s) AS timed_out
+    SELECT *, downstream_timed_out(status, first_callback_at, any_started_at, $as_of_ms, $zombie_timeout_s)
+               AS timed_out
     FROM merged WHERE rn = 1
 )
 SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,

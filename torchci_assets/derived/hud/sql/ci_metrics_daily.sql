@@ -74,7 +74,8 @@ group_rows AS (
 -- the day's downstream jobs judged as of $as_of_ms as the backend pages judge them (downstream_macros.sql)
 ci_judged AS (
     SELECT * REPLACE (downstream_kind(status, failure_kind,
-                                      downstream_timed_out(status, callback_at, $as_of_ms, $zombie_timeout_s))
+                                      downstream_timed_out(status, callback_at, started_at, $as_of_ms,
+                                                           $zombie_timeout_s))
                       AS failure_kind)
     FROM ci
 ),

@@ -66,13 +66,15 @@ github AS (
 -- as of $as_of_ms as the backend pages judge it (downstream_macros.sql): a job whose `completed` callback never
 -- came is timed out after the relay's $zombie_timeout_s, not pending for ever
 ci_attempts AS (
-    SELECT * EXCLUDE (rn), downstream_timed_out(status, first_callback_at, $as_of_ms, $zombie_timeout_s) AS timed_out
+    SELECT * EXCLUDE (rn), downstream_timed_out(status, first_callback_at, any_started_at,
+                                                 $as_of_ms, $zombie_timeout_s) AS timed_out
     FROM (
         SELECT *, row_number() OVER (PARTITION BY repo, head_sha, job_name, run_id, run_attempt
                                      ORDER BY callback_state_rank(status) DESC, callback_at DESC NULLS LAST,
                                               day DESC) AS rn,
                   min(callback_at) OVER (PARTITION BY repo, head_sha, job_name, run_id, run_attempt)
-                      AS first_callback_at
+                      AS first_callback_at,
+                  min(started_at) OVER (PARTITION BY repo, head_sha, job_name, run_id, run_attempt) AS any_started_at
         FROM w_ci WHERE head_sha IN (SELECT sha FROM heads) AND list_contains($levels, level)
     ) WHERE rn = 1
 ),
