@@ -2,7 +2,9 @@
 
 For each seed a world of 48 main commits (one every 10 min) runs for their CI and 7 hours more
 (in half the worlds, the even seeds, its last three commits are a landrace whose only green
-started after the reds: the shape in which the infrastructure check re-runs the first red);
+started after the reds: the shape in which the infrastructure check re-runs the first red; in the
+other half its last commit breaks a test no newer commit runs: the shape in which a pinned culprit
+is re-run while fewer than 3 failures stand, and is never proposed, as no second red commit comes);
 every 5 simulated minutes (the schedule's cadence) the autorevert pass and the recurrently-failing
 alert run on that minute's commit_health rows, in dry run, exactly as the job runs them (ledger
 in a lake under --work); each restart the ledger records is then executed by the world (a new
@@ -16,7 +18,8 @@ commit_health rows are the world's own rather than built from those tables each 
 would double the eval's time); tests/test_simulate_trunk.py checks the two agree.
 
 Scored: revert proposals against the planted culprits (precision, recall, and proposals against
-flaky-only, infra-only and pre-existing failures, which must be zero); minutes from the culprit's
+flaky-only, infra-only and pre-existing failures, which must be zero, and against a held culprit,
+the last commit's, which must be zero too); minutes from the culprit's
 push to the proposal and restarts spent per breakage; alerts: minutes from a job group's second
 consecutive failure (checked every simulated minute) to the issue naming it, and from its
 recovery to the issue dropping it.
@@ -45,8 +48,8 @@ from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in
 from torchci_assets.derived.guardians.culprits import judge_all
 from torchci_assets.derived.guardians.passes import autorevert_pass, judged
 from torchci_assets.guardian_config import AutorevertConfig
-from torchci_assets.simulate.trunk import (CULPRIT_KINDS, FLAKY_RATE, INNOCENT_KINDS, T0, TrunkWorld, blames,
-                                           write_job_tables)
+from torchci_assets.simulate.trunk import (CULPRIT_KINDS, FLAKY_RATE, HELD_KINDS, INNOCENT_KINDS, T0, TrunkWorld,
+                                           blames, write_job_tables)
 
 REPO = "pytorch/pytorch"
 CADENCE_MIN = 5
@@ -178,22 +181,28 @@ def restart_reasons(lake: Lake, cfg: AutorevertConfig, at: dt.datetime, rows: li
     return out
 
 
+def blamed_restarts(p, restarts: list[dict]) -> int:
+    return sum(any(blames(s, p) for s in r["source_signal_keys"]) for r in restarts)
+
+
 def score(world: TrunkWorld, proposals: dict, restarts: list[dict]) -> dict:
     culprits = world.culprits()
+    held = [p for p in world.plantings if p.kind in HELD_KINDS]
     found, false = [], []
     for commit_sha, (minute, signals) in proposals.items():
         i = world.index[commit_sha]
         planted = culprits.get(i)
-        if planted and any(blames(s, planted) for s in signals):
+        if any(p.commit == i and any(blames(s, p) for s in signals) for p in held):
+            false.append({"commit": i, "signals": signals, "innocent": [], "held": True})
+        elif planted and any(blames(s, planted) for s in signals):
             found.append({"kind": planted.kind, "minutes": minute - world.pushed_min(i),
-                          "restarts": sum(any(blames(s, planted) for s in r["source_signal_keys"])
-                                          for r in restarts)})
+                          "restarts": blamed_restarts(planted, restarts)})
         else:
             false.append({"commit": i, "signals": signals,
                           "innocent": [p.kind for p in world.plantings
                                        if p.kind not in CULPRIT_KINDS and any(blames(s, p) for s in signals)]})
     return {"seed": world.seed, "planted": [p.kind for p in culprits.values()], "found": found, "false": false,
-            "restarts": len(restarts)}
+            "restarts": len(restarts), "held": [blamed_restarts(p, restarts) for p in held]}
 
 
 def _median(values) -> str:
@@ -204,7 +213,7 @@ def report(results: list[dict], seconds: float) -> bool:
     planted = Counter(k for r in results for k in r["planted"])
     found = [f for r in results for f in r["found"]]
     false = [f for r in results for f in r["false"]]
-    innocent = [f for f in false if f["innocent"]]
+    innocent = [f for f in false if f["innocent"] or f.get("held")]
     proposals = len(found) + len(false)
     precision = len(found) / proposals if proposals else 1.0
     recall = len(found) / sum(planted.values())
@@ -217,7 +226,10 @@ def report(results: list[dict], seconds: float) -> bool:
         print(f"{kind:<18}{planted[kind]:>8}{len(mine):>9}{_median([f['minutes'] for f in mine]):>24}"
               f"{_median([f['restarts'] for f in mine]):>17}")
     print(f"precision {precision:.3f}  recall {recall:.3f}  false proposals {len(false)} "
-          f"(against flaky/infra/pre-existing: {len(innocent)})")
+          f"(against flaky/infra/pre-existing or a held culprit: {len(innocent)})")
+    held = [n for r in results for n in r["held"]]
+    print(f"held culprits (the last commit breaks a test, no newer commit runs it): {len(held)}, proposed "
+          f"{sum(bool(f.get('held')) for f in false)}, restarts on them median {_median(held)}")
     print(f"restarts in all: {sum(r['restarts'] for r in results)}; all minutes to proposal: "
           f"median {_median([f['minutes'] for f in found])}, max {max((f['minutes'] for f in found), default=0)}")
     reasons = sum((r["reasons"] for r in results), Counter())

@@ -166,4 +166,27 @@ def test_the_landrace_draws_its_own_chances_the_rest_of_the_world_is_unchanged(m
     without = TrunkWorld(2)
     assert not any(p.kind == "breaks_new_job" for p in without.plantings)
     assert {k: v for k, v in with_it.attempts.items() if k[0] != NEW_JOB.name} == without.attempts
-    assert [p for p in with_it.plantings if p.kind != "breaks_new_job"] == without.plantings
+    assert [p for p in with_it.plantings if p.kind != "breaks_new_job"] == [
+        p for p in without.plantings if p.kind != "breaks_last"]
+
+
+def test_in_the_other_worlds_the_last_commit_breaks_a_test_and_is_re_run_while_fewer_than_3_failures_stand(
+        tmp_path):
+    # no newer commit runs it: once its failing run was re-run to confirm, its own two failures are
+    # all there are, and the pinned culprit's rule re-runs it again; it is never confirmed, as no
+    # second red commit follows
+    world = TrunkWorld(3)
+    (p,) = [p for p in world.plantings if p.kind == "breaks_last"]
+    assert p.commit == len(world.shas) - 1 and p.commit not in world.culprits()
+    g = next(g for g in GROUPS.values() if g.name == p.group)
+    run_done = max(world.attempts[x.name, p.commit][0][1] for x in GROUPS.values()
+                   if x.workflow == g.workflow and (x.name, p.commit) in world.attempts)
+    assert world.restart(g.workflow, world.shas[p.commit], "rerun-failed-jobs", run_done + 1) >= 1
+    minute = world.attempts[g.name, p.commit][1][1] + 1
+    lake = Lake.at(str(tmp_path / "lake"))
+    write_job_tables(world, lake, minute)
+    _, verdicts = judged(lake, AutorevertConfig(), world.at(minute), True, world.rows(minute))
+    (v,) = [v for v in verdicts if v.signal.key == p.group + " :: " + p.test]
+    assert (v.kind, v.culprit) == ("restart", world.shas[p.commit]) and world.shas[p.commit] in v.restarts
+    assert v.reason == "2 failure(s) from it on, fewer than 3 failures: restart its failed jobs"
+    assert not any(p.kind == "breaks_last" for p in TrunkWorld(2).plantings)  # the landrace ends those

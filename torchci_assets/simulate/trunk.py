@@ -24,7 +24,13 @@ and in one world in LANDRACE_EVERY (its seed a multiple of it), at the end of th
                    came up: the job failed at once) and PyTorch's retry bot re-ran it when that
                    commit's run completed, so its only success started after the culprit's and
                    the last commit's failing runs (which nobody retried) had started. That is the
-                   shape in which the autorevert's infrastructure check re-runs the first red.
+                   shape in which the autorevert's infrastructure check re-runs the first red;
+and in the other worlds:
+  breaks_last      the last commit breaks a test (in infra_only's job, long after its outage). No
+                   newer commit runs it, so once its failing run was re-run to confirm, its own two
+                   failures are all there are: the pinned culprit is re-run while fewer than 3
+                   failures stand (upstream's rule). It is never proposed: `min_red_commits` wants a
+                   newer red commit, which never comes (HELD_KINDS: scored apart, not a miss).
 Only the breaks_* kinds have a culprit; a revert proposal anywhere else is a false one, and so is one
 on breaks_test's culprit from flaky_beside's test alone (`blames` says which signals are whose).
 
@@ -54,6 +60,7 @@ CULPRIT_KINDS = ("breaks_test", "breaks_build", "breaks_periodic", "breaks_new_j
 SPREAD_KINDS = CULPRIT_KINDS[:3]  # planted at random commits of the first half of the day
 LANDRACE_EVERY = 2  # worlds whose seed is a multiple of this have breaks_new_job
 INNOCENT_KINDS = ("flaky_only", "flaky_beside", "infra_only", "pre_existing")
+HELD_KINDS = ("breaks_last",)  # a culprit no guardian may propose yet (see the module docstring)
 FLAKY_RATE = 0.05
 KNOWN_FLAKY_RATE = 0.30
 INFRA_OUTAGE_MIN = 60
@@ -144,6 +151,9 @@ class TrunkWorld:
                     self._start(g, i, self.pushed_min(i), rng)
         if seed % LANDRACE_EVERY == 0:
             self._plant_landrace(commits - 2)
+        else:  # no random draw: the rest of the world is the same
+            self.plantings.append(Planting("breaks_last", GROUPS["infra_only"].name, commits - 1,
+                                           test_name(f"test_breaks_last_{seed}")))
         self.restarts: list[tuple[str, int, str, int]] = []
 
     def _plant_landrace(self, culprit: int) -> None:
@@ -194,7 +204,7 @@ class TrunkWorld:
                 new.append(p.test)
             elif p.kind == "infra_only" and 0 <= end_min - self.pushed_min(p.commit) < INFRA_OUTAGE_MIN:
                 classes.append("infra")
-            elif p.kind == "breaks_new_job" and i >= p.commit:
+            elif p.kind in ("breaks_new_job", "breaks_last") and i >= p.commit:
                 new.append(p.test)
             elif p.kind == "breaks_new_job" and (i, attempt) == (p.commit - 1, 0):
                 classes.append("infra")  # the runner never came up
