@@ -37,7 +37,10 @@ def configured() -> AutorevertConfig:
 
 def guardian_marks(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> dict[str, list[str]]:
     """Per commit sha, its marks (keys of MARKS). Suspects are judged as the autorevert judges
-    them (`cfg`, by default the configured one): a signal it does not watch marks nothing."""
+    them (`cfg`, by default the configured one): a signal it does not watch marks nothing. Whether
+    the pass was a dry run (disabled, or no credentials, which the HUD cannot see) only picks which
+    ledger restarts hold bisection places: a verdict's suspects are the same either way, and the
+    `would ...` marks come from each ledger row's own `dry_run`."""
     cfg = cfg or configured()
     marks: dict[str, set[str]] = {}
     for v in judged(lake, cfg, now, not cfg.enabled)[1]:
