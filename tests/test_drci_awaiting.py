@@ -168,3 +168,26 @@ def test_two_workflows_of_the_same_name_read_from_the_rest_api_each_have_their_a
     assert row["awaiting_approval"] == 2 and row["refreshed_jobs"] == 2
     for run in (first, second):
         assert f"/actions/runs/{run['workflow_run']['id']})\n" in row["body"]
+
+
+def test_a_run_awaiting_approval_read_from_the_rest_api_is_recorded_and_read_once(tmp_path, httpserver, octokit):
+    """The run's webhook was lost: what GitHub showed of it (its example, as the REST API answers a run
+    that needs approval) is written into the archive, so the next refresh has it from the lake and asks
+    GitHub nothing, as for a job read that way."""
+    opened, run = opened_and_awaiting(octokit)
+    hooks = [envelope("pull_request", "2019-05-15T15:20:34Z", opened)]
+    lake = ingest(tmp_path, hooks)
+    fake = FakePullRequests(httpserver, REPO)
+    rest_run = {**run["workflow_run"], "repository": opened["repository"], "run_started_at": "2019-05-15T15:20:40Z"}
+    fake.runs[rest_run["head_sha"]] = [rest_run]
+    archive = Store(str(tmp_path / "archive"))
+    report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
+    assert report.refreshed_heads == 1 and report.rows[0]["awaiting_approval"] == 1
+
+    lake = ingest(tmp_path, hooks)  # the refresh ingests the day again, with what Dr. CI wrote
+    fake.requests.clear()
+    again = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW + dt.timedelta(minutes=5), archive=archive)
+    assert again.refresh_requests == 0 and fake.count("GET", "/actions/") == 0
+    [row] = again.rows
+    assert row["awaiting_approval"] == 1 and "\n## :warning: 1 Awaiting Approval\n" in row["body"]
+    assert f"/actions/runs/{RUN})\n" in row["body"]

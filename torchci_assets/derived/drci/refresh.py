@@ -11,10 +11,10 @@ GitHub's; a workflow's newest run that has no job and waits for approval (a firs
 contributor's) is listed as awaiting approval. A job that failed this way has no classified log or
 test results yet: it is shown as a new failure (a cancelled one as cancelled) and marked as read
 from the REST API, until its webhook or a backfill brings the rest.
-What GitHub showed of each job it changed is written into the archive as `rest` records, as gap
-repair writes them (`backfill/shapes.py`), so the refresh ingests it: `pr_jobs`, and the HUD page
-built from it, then say what the comment says, and the head is no longer stale, so it is read
-once, not at every refresh. The delivery ids are gap repair's and the backfill's, so a record
+What GitHub showed of each job it changed, and of each run it listed as awaiting approval, is
+written into the archive as `rest` records, as gap repair writes them (`backfill/shapes.py`), so
+the refresh ingests it: `pr_jobs`, and the HUD page built from it, then say what the comment says,
+and the head is no longer stale, so it is read once, not at every refresh. The delivery ids are gap repair's and the backfill's, so a record
 written twice, or by both, is one row; the state lattice keeps a later webhook's completion (it
 arrives after the instant the record is filed at), and never lets a record of an earlier state
 undo a later one the lake has.
@@ -82,18 +82,19 @@ def _state(job: dict) -> str:
 
 
 def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, list[dict]],
-                    learned: list[tuple[dict, dict, bool]] | None = None) -> int:
+                    learned: list[tuple[dict, dict, bool]] | None = None,
+                    awaiting: list[dict] | None = None) -> int:
     """Apply GitHub's job states to `jobs` (matched by workflow and name; new ones appended); returns
     how many changed. As PyTorch's Dr. CI reads them: only each workflow's newest run counts (an
     older run's copy of a job says nothing of the head now), and GitHub's job replaces the lake's
     when it is pending there or GitHub's is a later attempt (a higher job id: its webhook was lost).
     Each job applied is appended to `learned` as (GitHub's job, its run, whether the lake heard of
-    that job id), for `record`."""
+    that job id), and each run listed as awaiting approval to `awaiting`, for `record`."""
     learned = [] if learned is None else learned
     by_key = {(j.workflow, j.name): j for j in jobs}
     run_of = {r["id"]: r for r in runs}
     newest = _newest_runs(runs)
-    changed = _add_awaiting(jobs, [r for r in runs if r["id"] in newest], rest_jobs)
+    changed = _add_awaiting(jobs, [r for r in runs if r["id"] in newest], rest_jobs, awaiting)
     for run_id, listed in rest_jobs.items():
         if run_id not in newest:
             continue
@@ -128,28 +129,35 @@ def _newest_runs(runs: list[dict]) -> set[int]:
     return set(newest.values())
 
 
-def _add_awaiting(jobs: list[HeadJob], newest_runs: list[dict], rest_jobs: dict[int, list[dict]]) -> int:
+def _add_awaiting(jobs: list[HeadJob], newest_runs: list[dict], rest_jobs: dict[int, list[dict]],
+                  added_runs: list[dict] | None = None) -> int:
     """Append each of `newest_runs` that waits for approval and has no job (listed by GitHub or known
-    already) as a job in state `awaiting`; returns how many were new."""
+    already) as a job in state `awaiting`, and the run to `added_runs`; returns how many were new."""
     known = {j.run_id for j in jobs}
     added = 0
     for run in newest_runs:
         if run.get("conclusion") in AWAITING_CONCLUSIONS and not rest_jobs.get(run["id"]) and run["id"] not in known:
             name = run.get("name") or f"workflow run {run['id']}"
             jobs.append(HeadJob(name, name, "awaiting", run_id=run["id"], workflow=name, from_rest=True))
+            if added_runs is not None:
+                added_runs.append(run)
             added += 1
     return added
 
 
-def record(archive: Store, repo: str, learned: list[tuple[dict, dict, bool]]) -> int:
-    """Write the jobs of `learned` (`merge_rest_jobs`) into the archive as `rest` records, filed on
-    the days their own timestamps fall on; returns how many. The file is named by its content: the
-    same answer written again replaces it with the same bytes, another answer never overwrites it."""
+def record(archive: Store, repo: str, learned: list[tuple[dict, dict, bool]], awaiting: list[dict] = ()) -> int:
+    """Write the jobs of `learned` and the runs of `awaiting` (`merge_rest_jobs`) into the archive as
+    `rest` records, filed on the days their own timestamps fall on; returns how many. The file is named
+    by its content: the same answer written again replaces it with the same bytes, another answer never
+    overwrites it. A run awaiting approval has no job to record: without its own record the head would
+    stay jobless in the lake, and be read again at every refresh until a maintainer approves it."""
     lines = []
     for job, run, heard in learned:
         repository = run.get("repository") or {"full_name": repo}
         job = {**job, "run_attempt": job.get("run_attempt") or run.get("run_attempt") or 1}
         lines += shapes.job_records(job, repository, run.get("triggering_actor") or run.get("actor"), heard)
+    for run in awaiting:
+        lines += shapes.run_deliveries(run, None, run.get("repository") or {"full_name": repo})
     if not lines:
         return 0
     digest = hashlib.sha256(b"".join(sorted(line for _, line in lines))).hexdigest()[:16]
@@ -170,7 +178,7 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
         log(f"DRY RUN (no GitHub credentials): would read {len(stale)} stale head(s) from the REST API: "
             + ", ".join(f"#{n} ({why})" for n, why in sorted(stale.items())[:10]))
         return {}, 0
-    changed, requests, learned = {}, 0, []
+    changed, requests, learned, awaiting = {}, 0, [], []
     for number, why in sorted(stale.items()):
         pr = prs[number]
         try:
@@ -185,9 +193,9 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
         except GitHubError as e:
             log(f"PR #{number}: could not read its head from the REST API ({e}); the comment uses the lake")
             continue
-        changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs, learned)
+        changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs, learned, awaiting)
         log(f"PR #{number}: {why}; read {len(runs)} run(s) from the REST API, {changed[number]} job(s) updated")
-    if archive is not None and learned:
-        log(f"wrote {record(archive, repo, learned)} rest record(s) of {len(learned)} job(s) into the archive, "
-            "for the refresh to ingest")
+    if archive is not None and (learned or awaiting):
+        log(f"wrote {record(archive, repo, learned, awaiting)} rest record(s) of {len(learned)} job(s) and "
+            f"{len(awaiting)} run(s) awaiting approval into the archive, for the refresh to ingest")
     return changed, requests
