@@ -225,6 +225,22 @@ def test_an_abandoned_build_stays_infra_unlike_a_failed_one():
         assert (v.cls, v.evidence) == (c.INFRA, "no conclusion for 36 hours: abandoned")
 
 
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_an_abandoned_lint_job_is_infra_as_an_abandoned_build_is(cancelled):
+    """Lint goes straight to CANCELLED or NEW, before any infra check, as upstream sets it aside; but an
+    abandoned lint job never concluded either, which upstream counts pending like any other: telling the
+    author to fix a lint error that was never reported (NEW) is wrong, so it is INFRA, as a build is.
+    A lint job failing on an infra-looking line stays the pull request's."""
+    lint = c.HeadJob("lintrunner-noclang / linux-job", LINT_GROUP, "failure", "infra", workflow="Lint",
+                     infra_reason="abandoned", cancelled=cancelled)
+    for at_base in (trunk({}), trunk({BASE: [(LINT_GROUP, "Lint for torch/foo.py")]})):
+        v = c.classify(lint, at_base, c.Flaky())
+        assert (v.cls, v.evidence) == (c.INFRA, "no conclusion for 36 hours: abandoned")
+    by_log = c.HeadJob("lintrunner-noclang / linux-job", LINT_GROUP, "failure", "infra", workflow="Lint",
+                       infra_reason="log", cancelled=cancelled)
+    assert c.classify(by_log, trunk({}), c.Flaky()).cls == (c.CANCELLED if cancelled else c.NEW)
+
+
 def test_a_build_failing_on_an_infra_looking_line_reaches_the_comment_as_new(tmp_path):
     """Through the lake: the manywheel build's real line is an infra rule's (`job_failure.infra`), yet the
     comment lists the build as the pull request's new failure; a test job failing so stays INFRA."""

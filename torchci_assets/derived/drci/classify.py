@@ -10,7 +10,8 @@ A failing job of the head (its latest attempt failed) gets the first class that 
   (lint)        a lint job (`EXCLUDED_FROM_BROKEN_TRUNK`) goes straight to CANCELLED or NEW, as in
                 PyTorch's Dr. CI: lint fails because of the code it reads, so main's lint failing
                 alike does not make the pull request's lint error main's, nor does a log that looks
-                like infrastructure (upstream asks this before any of its infra checks);
+                like infrastructure (upstream asks this before any of its infra checks); one
+                abandoned is INFRA, as any abandoned job (below): it reported no lint error;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
                 classifier's infra rules, a test job without any test result, a job abandoned).
                 A job never called flaky (a build, docs, backwards_compat: below) is INFRA only
@@ -375,9 +376,16 @@ def infra_failure(job: HeadJob, never_flaky: bool) -> bool:
     image the workflow names wrongly, a docs build running out of disk), and it cannot tell, so it
     asks main and the merge base only. An abandoned job never concluded, which upstream counts as
     pending, never as the pull request's, and it has no line to match main's failure with."""
-    if job.failure_class != "infra":
-        return False
-    return not never_flaky or job.infra_reason == "abandoned"
+    return job.failure_class == "infra" and (not never_flaky or abandoned(job))
+
+
+def abandoned(job: HeadJob) -> bool:
+    """No conclusion for 36 hours (`pr_jobs`' infra reason): nothing the job reported is the code's."""
+    return job.failure_class == "infra" and job.infra_reason == "abandoned"
+
+
+def _infra(job: HeadJob) -> Verdict:
+    return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
 
 
 def generic_line(job: HeadJob) -> bool:
@@ -396,10 +404,10 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     if marked is not None:
         return marked
     if excluded(job, EXCLUDED_FROM_BROKEN_TRUNK):
-        return _own(job)
+        return _infra(job) if abandoned(job) else _own(job)
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
     if infra_failure(job, never_flaky=flakes is None):
-        return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
+        return _infra(job)
     seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
