@@ -10,7 +10,13 @@ not. Refreshes run every --interval minutes (the intra-day refresh's cadence, de
 every open pull request whose head saw such a delivery since the last refresh (or whose head is
 new) gets a new body: one list of its comments and one write (the first: a create and a second
 list, to catch a racing twin), plus one compare request per new head for its merge base. Bodies
-that did not change cost nothing (the ledger). Counted from the archive's own deliveries.
+that did not change cost nothing (the ledger) but the looks for a deletion whose webhook was lost:
+each refresh takes the comments Dr. CI's own `publish.due_looks` picks (unseen, neither posted nor
+looked at, for VERIFY_AFTER), asked as `publish.look` asks them (`looks` counts the comments looked
+at, `look req` the requests). The simulated pull requests close within hours, so --settled
+(default 500) more stay open all day with a comment that no longer changes, last seen at random in
+the VERIFY_AFTER before the day: PyTorch's open pull requests, which only the looks cost. Counted
+from the archive's own deliveries.
 
 Freshness. A `completed` delivery reaches the archive within the receiver's roll (60 s), waits for
 the next refresh (ticks every 60 s, at most one per interval), and is in the comment when the
@@ -77,16 +83,50 @@ def deliveries(archive: Path) -> tuple[dict, dict]:
     return jobs, prs
 
 
-def requests_for(jobs: dict, prs: dict, start: float, interval_s: float) -> dict:
+def look_requests(due: dict) -> int:
+    """The requests `publish.look` sends for the looks `due`: one GraphQL query per post.LOOK_BATCH
+    comments with a node id (a GET each before the looks were batched)."""
+    from torchci_assets.derived.drci import post
+
+    batch = getattr(post, "LOOK_BATCH", None)
+    return len(due) if batch is None else -(-len(due) // batch)
+
+
+def looks_at(seen_at: dict[int, float], t: float) -> dict:
+    """The looks a refresh at `t` takes: Dr. CI's own choice (`publish.due_looks`), each comment seen
+    last at `seen_at` and recorded with a node id, as every post now records one."""
+    import datetime as dt
+
+    from torchci_assets.derived.drci.publish import LastPost, due_looks
+
+    def at(x: float) -> dt.datetime:
+        return dt.datetime.fromtimestamp(x, dt.timezone.utc)
+
+    node = "node_id" in LastPost.__dataclass_fields__  # a ledger before node ids: a GET each look
+    return due_looks({n: LastPost("b", n, at(x), *([f"IC_{n}"] if node else [])) for n, x in seen_at.items()}, at(t))
+
+
+def settled_seen(count: int, start: float, seed: int = 7) -> dict[int, float]:
+    """The `settled` pull requests (numbers above the simulated ones), each last seen at random in the
+    VERIFY_AFTER before `start`."""
+    from torchci_assets.derived.drci.publish import VERIFY_AFTER
+
+    rng = random.Random(seed)
+    return {10_000_000 + i: start - rng.uniform(0, VERIFY_AFTER.total_seconds()) for i in range(count)}
+
+
+def requests_for(jobs: dict, prs: dict, start: float, interval_s: float, settled: int = 0) -> dict:
     """Requests of a day's refreshes every `interval_s` from `start` (see the module docstring)."""
-    out = {"refreshes": 0, "bodies": 0, "creates": 0, "compares": 0, "lists": 0, "writes": 0}
-    heads_seen, commented, per_hour = set(), set(), defaultdict(int)
+    out = {"refreshes": 0, "bodies": 0, "creates": 0, "compares": 0, "lists": 0, "writes": 0, "looks": 0,
+           "look_requests": 0}
+    heads_seen, commented, per_hour, seen_at = set(), set(), defaultdict(int), settled_seen(settled, start)
     for k in range(int(86400 // interval_s)):
         lo, hi = start + k * interval_s - ROLL_S, start + (k + 1) * interval_s - ROLL_S
         out["refreshes"] += 1
         for number, events in prs.items():
             past = [e for e in events if e[0] <= hi]
             if not past or past[-1][3] != "open":
+                seen_at.pop(number, None)  # closed: no longer written, nor looked at
                 continue
             head = past[-1][2]
             new_head = head not in heads_seen
@@ -94,6 +134,7 @@ def requests_for(jobs: dict, prs: dict, start: float, interval_s: float) -> dict
             if not changed:
                 continue
             heads_seen.add(head)
+            seen_at[number] = hi
             out["compares"] += new_head
             out["bodies"] += 1
             out["lists"] += 1
@@ -103,7 +144,11 @@ def requests_for(jobs: dict, prs: dict, start: float, interval_s: float) -> dict
                 commented.add(number)
                 out["creates"] += 1
                 out["lists"] += 1
-    out["total"] = out["compares"] + out["lists"] + out["writes"]
+        due = looks_at({n: t for n, t in seen_at.items() if t < hi}, hi)
+        seen_at.update((n, hi) for n in due)
+        out["looks"] += len(due)
+        out["look_requests"] += look_requests(due)
+    out["total"] = out["compares"] + out["lists"] + out["writes"] + out["look_requests"]
     out["peak_writes_per_hour"] = max(per_hour.values(), default=0)
     return out
 
@@ -134,6 +179,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--prs-per-day", type=int, default=150)
     p.add_argument("--intervals", type=float, nargs="+", default=[15, 5, 3, 1], help="refresh intervals, minutes")
     p.add_argument("--step-s", type=float, default=10.0, help="drci_comments step time, seconds (measured apart)")
+    p.add_argument("--settled", type=int, default=500, help="pull requests open all day whose comment does not change")
     args = p.parse_args(argv)
     archive = simulate(args.prs_per_day)
     jobs, prs = deliveries(archive)
@@ -141,14 +187,14 @@ def main(argv: list[str]) -> int:
     day_jobs = {h: [e for e in ev if start <= e[0] < start + 86400] for h, ev in jobs.items()}
     completed = sum(1 for ev in day_jobs.values() for _, a in ev if a == "completed")
     print(f"simulated day {DAY}: {len(prs)} pull requests seen, {sum(1 for ev in day_jobs.values() if ev)} heads with "
-          f"jobs, {completed} job completions")
+          f"jobs, {completed} job completions; {args.settled} settled pull requests open all day")
     print(f"{'interval':>9} {'refreshes':>9} {'bodies':>7} {'creates':>7} {'compare':>7} {'lists':>7} {'writes':>7} "
-          f"{'requests':>8} {'writes/h peak':>13}   receipt -> comment p50 / p95")
+          f"{'looks':>6} {'look req':>8} {'requests':>8} {'writes/h peak':>13}   receipt -> comment p50 / p95")
     for minutes in args.intervals:
-        r = requests_for(jobs, prs, start, minutes * 60)
+        r = requests_for(jobs, prs, start, minutes * 60, args.settled)
         lat = freshness(day_jobs, minutes * 60, args.step_s)
         print(f"{minutes:>7g} m {r['refreshes']:>9} {r['bodies']:>7} {r['creates']:>7} {r['compares']:>7} {r['lists']:>7} "
-              f"{r['writes']:>7} {r['total']:>8} {r['peak_writes_per_hour']:>13}   {pct(lat, 0.5) / 60:5.1f} / {pct(lat, 0.95) / 60:5.1f} min")
+              f"{r['writes']:>7} {r['looks']:>6} {r['look_requests']:>8} {r['total']:>8} {r['peak_writes_per_hour']:>13}   {pct(lat, 0.5) / 60:5.1f} / {pct(lat, 0.95) / 60:5.1f} min")
     return 0
 
 

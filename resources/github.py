@@ -362,6 +362,13 @@ class GitHubResource(dg.ConfigurableResource):
         return base.removesuffix("/api/v3")  # GitHub Enterprise Server; a test server stays as is
 
     @property
+    def graphql_url(self) -> str:
+        """GitHub's GraphQL endpoint: `/graphql` at the REST API's root (`/api/graphql` beside
+        GitHub Enterprise Server's `/api/v3`; a test server's own root)."""
+        base = self.api_url.rstrip("/")
+        return (base.removesuffix("/v3") if base.endswith("/api/v3") else base) + "/graphql"
+
+    @property
     def dry_run_requests(self) -> list[dict]:
         """The writes a dry run would have sent: dicts of method, url and json."""
         return list(self._dry_run_requests)
@@ -393,7 +400,7 @@ class GitHubResource(dg.ConfigurableResource):
         base = self.api_url.rstrip("/")
         if path_or_url.startswith(("http://", "https://")):
             # Pagination links come from the server; never carry credentials elsewhere.
-            if not path_or_url.startswith(base + "/"):
+            if not path_or_url.startswith(base + "/") and path_or_url != self.graphql_url:
                 raise ValueError(f"refusing to call {path_or_url!r}: not under {base}")
             return path_or_url
         return base + "/" + path_or_url.lstrip("/")
@@ -589,9 +596,10 @@ class GitHubResource(dg.ConfigurableResource):
             self._dry_run_requests.append({"method": method, "url": url, "json": record})
             log.info("dry run (no GitHub credentials): would %s %s", method, url)
             return _Outcome(None, dry_run=True)
-        # Searches have their own rate-limit bucket; everything else shares `core`.
-        bucket = "search" if url.startswith(self._url("/search/")) else "core"
-        kind = bucket if bucket == "search" else "read" if method in _SAFE_METHODS else "write"
+        # Searches and GraphQL queries (reads, though POSTed) have their own rate-limit buckets;
+        # everything else shares `core`.
+        bucket = "search" if url.startswith(self._url("/search/")) else "graphql" if url == self.graphql_url else "core"
+        kind = bucket if bucket == "search" else "read" if method in _SAFE_METHODS or bucket == "graphql" else "write"
         interval = {"search": self.search_interval_s, "write": self.write_interval_s}.get(kind, 0.0)
         self._pace(kind, bucket, interval)
         try:
@@ -630,6 +638,22 @@ class GitHubResource(dg.ConfigurableResource):
             status = outcome.response.status_code if outcome.response is not None else None
             raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous)
         return outcome.response
+
+    def graphql(self, query: str, variables: dict, auth_path: str) -> dict:
+        """GitHub's answer to a GraphQL query, `data` with `errors` beside it as GitHub gives them (a
+        node not found is an error of its own place, not a failed query). `auth_path`: a REST path
+        of the repository asked about, whose App installation's token the query carries. Raises
+        GitHubError when the call fails or GitHub answers without `data` (a dry run sends nothing)."""
+        resp = self.request("POST", self.graphql_url, json_body={"query": query, "variables": variables},
+                            auth_path=auth_path)
+        try:
+            answer = resp.json() if resp is not None else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("data"), dict):
+            errors = answer.get("errors") if isinstance(answer, dict) else None
+            raise GitHubError(resp.status_code if resp is not None else None, f"POST graphql: no data ({errors})")
+        return answer
 
     def account(self) -> str | None:
         """The login GitHub names as the author of what this client writes: a token's user

@@ -7,11 +7,14 @@ it shares).
   /repos/{o}/{r}/issues/comments/{id}`;
 - `GET /repos/{o}/{r}/compare/{base}...{head}`: `merge_base_commit` from `compared[(base, head)]`,
   else `merge_bases[head]` (whatever the base);
-- `GET /repos/{o}/{r}/actions/runs?head_sha=` and `/actions/runs/{id}/jobs`, from `runs`.
+- `GET /repos/{o}/{r}/actions/runs?head_sha=` and `/actions/runs/{id}/jobs`, from `runs`;
+- `POST /graphql` with `nodes(ids: $ids)`: each comment by its `node_id` (`databaseId`, `body`), and
+  for an id no comment has, null and GitHub's `NOT_FOUND` error naming its place, as GitHub answers
+  for a deleted comment.
 Answers are GitHub's own examples (tests/data/github-rest, from @octokit/openapi) with the fields a
 test sets replaced.
 `fail(kind, *responses)` serves scripted answers first (kinds: list, create, get, edit, delete, compare,
-runs, jobs); `Scripted(..., after_effect=True)` is served after the request took effect.
+runs, jobs, graphql); `Scripted(..., after_effect=True)` is served after the request took effect.
 `on_create` runs inside a create (a racing run's create, say). Requests are logged in `requests`.
 A create or edit whose body is over `max_body_chars` (GitHub's 65,536) is refused with GitHub's 422.
 """
@@ -35,6 +38,7 @@ COMMENT = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/comments/(?P<id>\d+)
 COMPARE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/compare/(?P<base>.+)\.\.\.(?P<head>[0-9a-f]+)$")
 RUNS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs$")
 JOBS = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/jobs$")
+GRAPHQL = re.compile(r"^/graphql$")
 MAX_BODY_CHARS = 65_536
 
 
@@ -63,6 +67,7 @@ class FakePullRequests:
         self.lock = threading.RLock()
         for pattern in (COMMENTS, COMMENT, COMPARE, RUNS, JOBS):
             httpserver.expect_request(pattern).respond_with_handler(self.handle)
+        httpserver.expect_request(GRAPHQL, method="POST").respond_with_handler(self.handle_graphql)
 
     # ---- test helpers ------------------------------------------------------------------
 
@@ -122,6 +127,24 @@ class FakePullRequests:
                 return scripted.response
             response = self._answer(kind, m, request)
             return scripted.response if scripted else response
+
+    def handle_graphql(self, request: Request) -> Response:
+        with self.lock:
+            asked = json.loads(request.data)
+            self.requests.append((request.method, request.path, {"ids": list(asked["variables"]["ids"])}))
+            script = self.scripts.get("graphql")
+            if script:
+                return script.pop(0).response
+            assert "nodes(ids:" in asked["query"], asked["query"]
+            by_node = {c["node_id"]: c for listed in self.comments.values() for c in listed}
+            nodes, errors = [], []
+            for i, node_id in enumerate(asked["variables"]["ids"]):
+                c = by_node.get(node_id)
+                nodes.append(None if c is None else {"databaseId": c["id"], "body": c["body"]})
+                if c is None:
+                    errors.append({"type": "NOT_FOUND", "path": ["nodes", i], "locations": [{"line": 1, "column": 30}],
+                                   "message": f"Could not resolve to a node with the global id of '{node_id}'."})
+            return json_response(200, {"data": {"nodes": nodes}, **({"errors": errors} if errors else {})})
 
     def _answer(self, kind: str, m: re.Match, request: Request) -> Response:
         if kind in ("create", "edit") and len(json.loads(request.data)["body"]) > self.max_body_chars:

@@ -246,13 +246,16 @@ def test_a_comment_a_maintainer_deleted_is_posted_again_once_at_no_cost_to_the_o
 
 def test_a_comment_deleted_without_a_webhook_is_found_by_a_look_every_few_hours_and_posted_again_once(
         httpserver, tmp_path):
-    """The deletion's webhook was lost: an unchanged body costs nothing within VERIFY_AFTER of its
-    post, then one GET of the recorded comment (404: deleted) brings it back, once; a comment still
-    there costs that GET only, and is not looked at again for VERIFY_AFTER."""
+    """The deletion's webhook was lost, and the ledger was written before it kept the comments' node
+    ids: an unchanged body costs nothing within VERIFY_AFTER of its post, then one GET of the recorded
+    comment (404: deleted) brings it back, once; a comment still there costs that GET only, gives its
+    node id, and is not looked at again for VERIFY_AFTER, then by GraphQL."""
     from torchci_assets.derived.drci.publish import VERIFY_AFTER
 
     fake = FakePullRequests(httpserver, REPO)
     assert run(httpserver, tmp_path, prs=(5, 6)).actions["created"] == 2
+    for part in (tmp_path / "lake" / "drci_posts").glob("day=*/*.parquet"):  # as an older version wrote it
+        pq.write_table(pq.read_table(part).drop_columns(["node_id"]), part)
     gone = fake.comments[5].pop()  # deleted on GitHub; no webhook ever reaches the lake
     before = len(fake.requests)
     assert run(httpserver, tmp_path, prs=(5, 6)).actions == {"closed": 0, "recorded": 2}
@@ -262,13 +265,18 @@ def test_a_comment_deleted_without_a_webhook_is_found_by_a_look_every_few_hours_
     assert report.actions == {"closed": 0, "verified": 1, "restored": 1, "created": 1}
     assert fake.bodies(5) == [body()] and fake.bodies(6) == [body()]
     assert [(m, p) for m, p, _ in fake.requests[before:]] == [
-        ("GET", f"/repos/{REPO}/issues/comments/{gone['id']}"), ("GET", f"/repos/{REPO}/issues/5/comments"),
-        ("POST", f"/repos/{REPO}/issues/5/comments"), ("GET", f"/repos/{REPO}/issues/5/comments"),
-        ("GET", f"/repos/{REPO}/issues/comments/{fake.comments[6][0]['id']}")]
+        ("GET", f"/repos/{REPO}/issues/comments/{gone['id']}"),
+        ("GET", f"/repos/{REPO}/issues/comments/{fake.comments[6][0]['id']}"), ("GET", f"/repos/{REPO}/issues/5/comments"),
+        ("POST", f"/repos/{REPO}/issues/5/comments"), ("GET", f"/repos/{REPO}/issues/5/comments")]
     # each look and each post counts as the latest: nothing is asked again for VERIFY_AFTER
     before = len(fake.requests)
     assert run(httpserver, tmp_path, prs=(5, 6), now=later).actions == {"closed": 0, "recorded": 2}
     assert len(fake.requests) == before
+    # then both by their node ids, the one a post recorded and the one the GET gave
+    later += VERIFY_AFTER + dt.timedelta(minutes=1)
+    assert run(httpserver, tmp_path, prs=(5, 6), now=later).actions == {"closed": 0, "verified": 2}
+    assert fake.requests[before:] == [("POST", "/graphql", {"ids": sorted(
+        [fake.comments[5][0]["node_id"], fake.comments[6][0]["node_id"]], key=lambda n: int(n[3:]))})]
 
 
 def test_the_looks_at_recorded_comments_are_bounded_per_run_oldest_first(httpserver, tmp_path, monkeypatch):
@@ -282,21 +290,25 @@ def test_the_looks_at_recorded_comments_are_bounded_per_run_oldest_first(httpser
         run(httpserver, tmp_path, prs=(n,))
     later = dt.datetime.now(dt.timezone.utc) + pub.VERIFY_AFTER + dt.timedelta(minutes=1)
     ids = {n: fake.comments[n][0]["id"] for n in (5, 6, 7)}
-    fake.fail("get", *[json_response(500, {"message": "Server Error"})] * 6)  # the first look fails, its 5 retries too
+    fake.fail("graphql", *[json_response(502, {"message": "Server Error"})] * 6)  # the first look fails, its 5 retries too
     before = len(fake.requests)
-    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 2, "verified": 1}
-    assert looked(fake, before) == {ids[5], ids[7]}  # the two longest unseen (5's failed, 7's found it); 6 waits
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 3}
+    assert looked(fake, before) == {ids[5], ids[7]}  # the two longest unseen; 6 waits
     before = len(fake.requests)
     assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 1, "verified": 2}
-    assert looked(fake, before) == {ids[5], ids[6]}  # 5 again, its look having failed
+    assert looked(fake, before) == {ids[5], ids[7]}  # again, their look having failed
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 2, "verified": 1}
+    assert looked(fake, before) == {ids[6]}
     before = len(fake.requests)
     assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 3}
     assert len(fake.requests) == before
 
 
 def looked(fake, since: int) -> set[int]:
-    """The ids of the comments GET alone since request `since`."""
-    return {int(p.rsplit("/", 1)[1]) for m, p, _ in fake.requests[since:] if m == "GET" and "/issues/comments/" in p}
+    """The ids of the comments looked at since request `since` (a GET alone, or by node id in a GraphQL query)."""
+    return ({int(p.rsplit("/", 1)[1]) for m, p, _ in fake.requests[since:] if m == "GET" and "/issues/comments/" in p}
+            | {int(n[3:]) for m, p, a in fake.requests[since:] if p == "/graphql" for n in a["ids"]})
 
 
 def webhook_files_read(monkeypatch) -> list[str]:
@@ -422,3 +434,49 @@ def test_a_webhook_file_rewritten_within_its_version_s_tick_is_read_again(tmp_pa
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert path.stat().st_ino == stat.st_ino and path.stat().st_mtime_ns == stat.st_mtime_ns
     assert deleted_comment_ids(lake, [day]) == {2000}
+
+
+def test_the_looks_of_a_run_cost_one_graphql_request_and_a_deleted_comment_is_posted_again_once(httpserver, tmp_path):
+    """500 open pull requests looked at once per VERIFY_AFTER by a GET each cost ~2,000 requests a day:
+    the comments due are asked in one GraphQL `nodes` query by the node ids their posts recorded, and
+    one GitHub no longer resolves (deleted, its webhook lost) is posted again, as after a GET's 404."""
+    from torchci_assets.derived.drci.publish import VERIFY_AFTER
+
+    fake = FakePullRequests(httpserver, REPO)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7)).actions["created"] == 3
+    fake.comments[6].pop()  # deleted on GitHub; no webhook ever reaches the lake
+    later = dt.datetime.now(dt.timezone.utc) + VERIFY_AFTER + dt.timedelta(minutes=1)
+    before = len(fake.requests)
+    report = run(httpserver, tmp_path, prs=(5, 6, 7), now=later)
+    assert report.actions == {"closed": 0, "verified": 2, "restored": 1, "created": 1}
+    assert [(m, p) for m, p, _ in fake.requests[before:]] == [
+        ("POST", "/graphql"), ("GET", f"/repos/{REPO}/issues/6/comments"), ("POST", f"/repos/{REPO}/issues/6/comments"),
+        ("GET", f"/repos/{REPO}/issues/6/comments")]
+    assert [fake.bodies(n) for n in (5, 6, 7)] == [[body()]] * 3
+    # the looks and the new post count as seen: nothing is asked for VERIFY_AFTER, then one query again
+    before = len(fake.requests)
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=later).actions == {"closed": 0, "recorded": 3}
+    assert len(fake.requests) == before
+    again = run(httpserver, tmp_path, prs=(5, 6, 7), now=later + VERIFY_AFTER + dt.timedelta(minutes=1))
+    assert again.actions == {"closed": 0, "verified": 3}
+    assert [(m, p) for m, p, _ in fake.requests[before:]] == [("POST", "/graphql")]
+
+
+def test_comments_nearly_due_are_looked_at_in_the_query_of_one_due(httpserver, tmp_path):
+    """Comments posted at different times fall due one by one, and a refresh runs every few minutes: a
+    query each would cost nearly a request per look again. A comment unseen for half of VERIFY_AFTER
+    comes along in the query of one due; one seen more recently waits."""
+    from torchci_assets.derived.drci.publish import VERIFY_AFTER
+
+    fake = FakePullRequests(httpserver, REPO)
+    t0 = dt.datetime.now(dt.timezone.utc)
+    for n, hours in ((5, 0), (6, 2), (7, 4)):
+        run(httpserver, tmp_path, prs=(n,), now=t0 + dt.timedelta(hours=hours))
+    before = len(fake.requests)
+    look_at = t0 + VERIFY_AFTER + dt.timedelta(minutes=1)  # 5 unseen for 6 h, 6 for 4 h, 7 for 2 h
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=look_at).actions == {"closed": 0, "verified": 2, "recorded": 1}
+    assert looked(fake, before) == {fake.comments[n][0]["id"] for n in (5, 6)}
+    assert [p for _, p, _ in fake.requests[before:]] == ["/graphql"]
+    before = len(fake.requests)  # 7 is due only 6 h after its post; nothing is asked before
+    assert run(httpserver, tmp_path, prs=(5, 6, 7), now=t0 + dt.timedelta(hours=9)).actions == {"closed": 0, "recorded": 3}
+    assert len(fake.requests) == before

@@ -559,3 +559,16 @@ def test_the_account_a_client_writes_as_is_a_tokens_user_or_an_apps_bot(httpserv
                             hashes.SHA256())  # the App's own JWT, as GitHub requires for /app
     assert json.loads(_b64decode(claims))["iss"] == 1234
     assert GitHubResource(api_url=httpserver.url_for("")).account() is None
+
+
+def test_graphql_goes_to_graphql_beside_the_rest_root_and_no_elsewhere():
+    """GitHub's GraphQL endpoint is not under GitHub Enterprise Server's REST root (`/api/v3`) but beside
+    it: the client calls it there, and still refuses any other address outside the REST root."""
+    from resources.github import GitHubResource
+
+    assert GitHubResource().graphql_url == "https://api.github.com/graphql"
+    ghes = GitHubResource(api_url="https://ghe.example.com/api/v3/")
+    assert ghes.graphql_url == "https://ghe.example.com/api/graphql"
+    assert ghes._url(ghes.graphql_url) == "https://ghe.example.com/api/graphql"
+    with pytest.raises(ValueError, match="refusing"):
+        ghes._url("https://ghe.example.com/api/other")

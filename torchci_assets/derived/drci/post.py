@@ -69,6 +69,7 @@ class Posted:
     removed: tuple[int, ...] = ()   # duplicate comments deleted
     raced: bool = False     # another run was posting at once: the kept comment may show its body, not this one
     listed_at: dt.datetime | None = None  # when the comments were first listed (the post's ledger stamp)
+    node_id: str | None = None  # the kept comment's GraphQL id, what later looks ask by (`shown`)
 
 
 def _login(comment: dict) -> str | None:
@@ -150,17 +151,54 @@ def _dedupe(github: GitHubResource, repo: str, found: list[dict]) -> tuple[dict,
     return keep, tuple(c["id"] for c in extra)
 
 
-def shows(github: GitHubResource, repo: str, comment_id: int, body: str) -> bool | None:
+def shows(github: GitHubResource, repo: str, comment_id: int, body: str) -> tuple[bool | None, str | None]:
     """Whether the comment is on GitHub with `body` (one GET): False when GitHub says it is gone (404)
-    or shows another body, None when it could not tell (the caller looks again another time)."""
+    or shows another body, None when it could not tell (the caller looks again another time); and
+    its node id when GitHub showed it, for the next looks to ask by (`shown`)."""
     try:
         resp = github.request("GET", f"/repos/{repo}/issues/comments/{comment_id}")
     except GitHubError as e:
-        return False if e.status == 404 else None
+        return (False if e.status == 404 else None), None
     try:
-        return resp is not None and resp.json().get("body") == body
+        comment = resp.json() if resp is not None else {}
+        return comment.get("body") == body, comment.get("node_id")
     except (ValueError, AttributeError):
-        return None
+        return None, None
+
+
+# the comments asked about in one GraphQL query (GitHub's `nodes` takes at most 100 ids)
+LOOK_BATCH = 100
+_NODES = "query($ids: [ID!]!) { nodes(ids: $ids) { ... on IssueComment { databaseId body } } }"
+
+
+def shown(github: GitHubResource, repo: str, looks: dict[int, tuple[str, str]]) -> dict[int, bool | None]:
+    """comment id -> whether the comment is on GitHub with its body, for `looks` (comment id -> its
+    node id and body), LOOK_BATCH a GraphQL query: what `shows` tells, a request per LOOK_BATCH
+    comments rather than one each. False when GitHub no longer resolves the id (a deleted comment:
+    its place is a NOT_FOUND error) or shows another body, None when it could not tell."""
+    out: dict[int, bool | None] = {}
+    items = sorted(looks.items())
+    for start in range(0, len(items), LOOK_BATCH):
+        batch = items[start:start + LOOK_BATCH]
+        try:
+            answer = github.graphql(_NODES, {"ids": [node for _, (node, _) in batch]}, f"/repos/{repo}/issues")
+        except GitHubError as e:
+            log.warning("looking at %d Dr. CI comment(s) failed (%s); a later run looks again", len(batch), e)
+            out.update((cid, None) for cid, _ in batch)
+            continue
+        out.update(_read_nodes(batch, answer))
+    return out
+
+
+def _read_nodes(batch: list[tuple[int, tuple[str, str]]], answer: dict) -> dict[int, bool | None]:
+    nodes = answer["data"].get("nodes") or []
+    missing = {e["path"][1] for e in answer.get("errors") or []
+               if e.get("type") == "NOT_FOUND" and len(e.get("path") or ()) == 2 and e["path"][0] == "nodes"}
+    out: dict[int, bool | None] = {}
+    for i, (cid, (_, body)) in enumerate(batch):
+        node = nodes[i] if i < len(nodes) else None
+        out[cid] = (False if i in missing else None) if node is None else node.get("body") == body
+    return out
 
 
 def utc_now() -> dt.datetime:
@@ -194,6 +232,6 @@ def upsert(github: GitHubResource, repo: str, number: int, body: str, author: st
     # run: that run may write its body after this one's
     raced = bool(removed) or (created and (keep["id"] != mine or keep.get("body") != body))
     if keep.get("body") == body:
-        return Posted("created" if created else "unchanged", keep["id"], removed, raced, listed_at)
+        return Posted("created" if created else "unchanged", keep["id"], removed, raced, listed_at, keep.get("node_id"))
     _call(github, "PATCH", f"/repos/{repo}/issues/comments/{keep['id']}", json_body={"body": body})
-    return Posted("created" if created else "edited", keep["id"], removed, raced, listed_at)
+    return Posted("created" if created else "edited", keep["id"], removed, raced, listed_at, keep.get("node_id"))

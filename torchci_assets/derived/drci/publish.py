@@ -16,13 +16,17 @@ comment is among the deleted ones is not skipped (counted `restored`): `upsert` 
 creates it, and the ledger then records the new comment, so the deletion is acted on once. Asking
 GitHub instead whether each comment is still there at every refresh would cost a request per pull
 request per refresh; the webhooks cost none. A deletion whose webhook was lost (or not subscribed)
-is found by a look instead: a pull request whose comment the ledger has not seen for VERIFY_AFTER
-(posted, or looked at) gets one GET of that comment, at most VERIFY_PER_RUN a run, the longest
-unseen first. Found with its body, a `verified` row restarts the wait; gone (404) or showing another
-body, it goes through `upsert` like any change, which lists the comments before it writes, so a crash
-or a rerun still posts once. So a lost deletion costs the pull request its comment for VERIFY_AFTER at
-most (plus the runs the per-run bound delays it), and the looks cost each pull request one request per
-VERIFY_AFTER: 500 open pull requests, about 2 000 requests a day, never more than VERIFY_PER_RUN a run.
+is found by a look instead: the comments the ledger has not seen for VERIFY_AFTER (posted, or looked
+at), at most VERIFY_PER_RUN a run, the longest unseen first, are asked about in one GraphQL `nodes`
+query by the node ids their posts recorded (`post.shown`; a row written before the ledger kept node
+ids gets one GET, which gives the id), with those unseen for RIDE_ALONG_AFTER riding along. Found
+with its body, a `verified` row restarts the wait; gone (GitHub no longer resolves it) or showing
+another body, it goes through `upsert` like any change, which lists the comments before it writes,
+so a crash or a rerun still posts once. So a lost deletion costs the pull request its comment for
+VERIFY_AFTER at most (plus the runs the per-run bound delays it), and the looks cost a query per
+VERIFY_PER_RUN comments due: 500 open pull requests, about 20 requests a day (a GET each cost about
+2 000; `make bench-drci`). Conditional GETs (a 304 is free) would not do: an ETag holds for the
+token that read it, and an App's installation token changes every hour.
 
 A partition older than the newest one (yesterday's, recomputed by the daily run after midnight or by
 a late file's refresh) speaks for yesterday's heads as of the end of yesterday. A pull request that
@@ -65,7 +69,7 @@ from resources.storage import Store
 from torchci_assets.derived.drci.build import TABLE as COMMENTS
 from torchci_assets.derived.drci.extracts import DELETED_SOURCE, deleted_comment_ids
 from torchci_assets.derived.drci.inputs import register_with, rows
-from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, shows, upsert, utc_now
+from torchci_assets.derived.drci.post import StopPosting, WrongAuthor, shown, shows, upsert, utc_now
 from torchci_assets.publishing import write_if_changed
 
 LEDGER = "drci_posts"
@@ -75,6 +79,8 @@ LEDGER_SCHEMA = pa.schema([
     ("body_sha256", pa.string()), ("error", pa.string()), ("at", pa.timestamp("ms", tz="UTC")),
     # of a `wrong_author` row: drci.author, the account GitHub answered as, the credentials' digest
     ("author", pa.string()), ("answered_as", pa.string()), ("credentials", pa.string()),
+    # of a post or a look: the comment's GraphQL node id, which the looks ask by (`post.shown`)
+    ("node_id", pa.string()),
 ])
 LEDGER_LOOKBACK_DAYS = 14
 # the action of a post that met another run's comment: the next run lists the comments and corrects the body
@@ -83,9 +89,11 @@ RACED = "raced"
 # VERIFY_AFTER without a post, at most VERIFY_PER_RUN a run (see the module docstring)
 VERIFIED = "verified"
 VERIFY_AFTER = dt.timedelta(hours=6)
-VERIFY_PER_RUN = 20
+VERIFY_PER_RUN = 100  # one GraphQL query (post.LOOK_BATCH)
+# unseen this long, a comment is looked at with those due (`due_looks`)
+RIDE_ALONG_AFTER = VERIFY_AFTER / 2
 # the ledger's columns added after partitions were written (read as NULL from those)
-LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR"})
+LEDGER_ADDED = Columns({"author": "VARCHAR", "answered_as": "VARCHAR", "credentials": "VARCHAR", "node_id": "VARCHAR"})
 # the newest wrong-author stop per author and credentials, over the whole ledger, a file each (see the
 # module docstring), and the mark that the ledger's stops were written there (a ledger older than they)
 AUTHOR_STOPS = f"{LEDGER}/_author_stops"
@@ -224,6 +232,7 @@ class LastPost:
     body_sha256: str
     comment_id: int | None
     at: dt.datetime | None = None   # when the ledger last saw the comment: posted, or looked at
+    node_id: str | None = None      # its GraphQL id (None in a row written before the ledger kept it)
 
 
 def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
@@ -235,10 +244,10 @@ def last_posted(lake: Lake, day: str) -> dict[int, LastPost]:
         return {}
     con = connect()
     try:
-        if not lake.register(con, LEDGER, days, name="lp"):
+        if not register_with(con, lake, LEDGER, days, "lp", LEDGER_ADDED):
             return {}
-        return {r["pr"]: LastPost("" if r["action"] == RACED else r["body_sha256"], r["comment_id"], r["at"])
-                for r in rows(con, "last_posted")}
+        return {r["pr"]: LastPost("" if r["action"] == RACED else r["body_sha256"], r["comment_id"], r["at"],
+                                  r["node_id"]) for r in rows(con, "last_posted")}
     finally:
         con.close()
 
@@ -260,7 +269,8 @@ class Recorded:
 
     done: dict[int, str]          # pr -> body hash of each comment already showing its row's body
     deleted: set[int]             # the pull requests whose comment with this very body was deleted
-    due: dict[int, int] = field(default_factory=dict)  # of `done`, pr -> comment id to look at (`due_looks`)
+    # of `done`, pr -> the comment id and node id to look at (`due_looks`)
+    due: dict[int, tuple[int, str | None]] = field(default_factory=dict)
 
 
 def unchanged_posts(lake: Lake, day: str, open_rows: list[dict], now: dt.datetime) -> Recorded:
@@ -276,11 +286,16 @@ def unchanged_posts(lake: Lake, day: str, open_rows: list[dict], now: dt.datetim
                     due_looks(kept, now))
 
 
-def due_looks(posts: dict[int, LastPost], now: dt.datetime) -> dict[int, int]:
-    """pr -> comment id of the posts unseen for VERIFY_AFTER, the VERIFY_PER_RUN longest unseen."""
-    due = sorted((p.at, pr) for pr, p in posts.items()
-                 if p.comment_id is not None and p.at is not None and now - p.at >= VERIFY_AFTER)
-    return {pr: posts[pr].comment_id for _, pr in due[:VERIFY_PER_RUN]}
+def due_looks(posts: dict[int, LastPost], now: dt.datetime) -> dict[int, tuple[int, str | None]]:
+    """pr -> comment id and node id of the posts unseen for VERIFY_AFTER, the VERIFY_PER_RUN longest
+    unseen; when any is due, those with a node id unseen for RIDE_ALONG_AFTER come in the same GraphQL
+    query (free beside it): looks due one by one across runs would otherwise cost a query each."""
+    seen = sorted((p.at, pr) for pr, p in posts.items() if p.comment_id is not None and p.at is not None)
+    if not seen or now - seen[0][0] < VERIFY_AFTER:
+        return {}
+    due = [pr for at, pr in seen if now - at >= VERIFY_AFTER
+           or (now - at >= RIDE_ALONG_AFTER and posts[pr].node_id is not None)]
+    return {pr: (posts[pr].comment_id, posts[pr].node_id) for pr in due[:VERIFY_PER_RUN]}
 
 
 def newer_heads(lake: Lake, day: str) -> dict[int, set[tuple[str, str]]]:
@@ -332,15 +347,29 @@ def not_superseded(lake: Lake, day: str, repo: str, open_rows: list[dict], repor
     return kept
 
 
-def _looked(github: GitHubResource, repo: str, r: dict, seen: Recorded, log: Callable[[str], None]) -> str:
-    """A recorded row's comment, looked at when due: `recorded` (not due, or no clear answer: looked at
-    again by a later run), `verified` (there, with its body), or `changed` (gone or edited: post it)."""
-    comment_id = seen.due.get(r["pr"])
-    if comment_id is None:
+def look(github: GitHubResource, repo: str, rows: list[dict],
+         seen: Recorded) -> dict[int, tuple[bool | None, str | None]]:
+    """pr -> whether its recorded comment shows its row's body, and the comment's node id, for the rows
+    due a look (`seen.due`) whose body is the one recorded: those recorded with a node id in one GraphQL
+    query per post.LOOK_BATCH (`post.shown`), those recorded without one (by a ledger older than node
+    ids) a GET each (`post.shows`), which gives the node id for the next looks."""
+    due = {r["pr"]: (*seen.due[r["pr"]], r["body"]) for r in rows
+           if r["pr"] in seen.due and seen.done.get(r["pr"]) == body_hash(r["body"])}
+    by_node = shown(github, repo, {cid: (node, body) for cid, node, body in due.values() if node})
+    return {pr: (by_node[cid], node) if node else shows(github, repo, cid, body)
+            for pr, (cid, node, body) in due.items()}
+
+
+def _looked(r: dict, seen: Recorded, answers: dict[int, tuple[bool | None, str | None]],
+            log: Callable[[str], None]) -> str:
+    """A recorded row's comment, looked at when due (`look`): `recorded` (not due, or no clear answer:
+    looked at again by a later run), `verified` (there, with its body), or `changed` (gone or edited:
+    post it)."""
+    if r["pr"] not in answers:
         return "recorded"
-    there = shows(github, repo, comment_id, r["body"])
+    there = answers[r["pr"]][0]
     if there is None:
-        log(f"PR #{r['pr']}: could not look at its Dr. CI comment {comment_id}; a later run looks again")
+        log(f"PR #{r['pr']}: could not look at its Dr. CI comment {seen.due[r['pr']][0]}; a later run looks again")
         return "recorded"
     return VERIFIED if there else "changed"
 
@@ -349,15 +378,17 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
               log: Callable[[str], None], author: str | None, credentials: str,
               clock: Callable[[], dt.datetime]) -> list[dict]:
     """Post each row but those `seen.done` lists, unless a look finds its comment gone (`_looked`)."""
-    ledger, deleted = [], set(seen.deleted)
+    ledger, deleted, answers = [], set(seen.deleted), look(github, repo, rows, seen)
     for i, r in enumerate(rows):
         digest = body_hash(r["body"])
         # a post's row is stamped once it listed the comments (`upsert`), a look's, a stop's or a failure's now
         entry = {"pr": r["pr"], "head_sha": r["head_sha"], "body_sha256": digest, "at": clock()}
-        looked = _looked(github, repo, r, seen, log) if seen.done.get(r["pr"]) == digest else None
+        looked = _looked(r, seen, answers, log) if seen.done.get(r["pr"]) == digest else None
         if looked in ("recorded", VERIFIED):
             report.add(looked)
-            ledger.extend([{**entry, "action": VERIFIED, "comment_id": seen.due[r["pr"]]}] if looked == VERIFIED else [])
+            if looked == VERIFIED:
+                ledger.append({**entry, "action": VERIFIED, "comment_id": seen.due[r["pr"]][0],
+                               "node_id": answers[r["pr"]][1]})
             continue
         if looked == "changed":
             deleted.add(r["pr"])
@@ -390,9 +421,10 @@ def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], 
     """The ledger row of a post: a raced one (post.Posted.raced) is stamped when it ended, after
     whatever the other run wrote before it, and never vouches for the body (`last_posted`)."""
     if not posted.raced:
-        return {**entry, "action": posted.action, "comment_id": posted.comment_id, "at": posted.listed_at or entry["at"]}
+        return {**entry, "action": posted.action, "comment_id": posted.comment_id, "node_id": posted.node_id,
+                "at": posted.listed_at or entry["at"]}
     report.add("raced")
-    return {**entry, "action": RACED, "comment_id": posted.comment_id, "at": clock()}
+    return {**entry, "action": RACED, "comment_id": posted.comment_id, "node_id": posted.node_id, "at": clock()}
 
 
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
