@@ -704,6 +704,26 @@ def test_a_platform_a_human_took_off_the_line_is_added_back_only_on_a_flake_afte
     assert fake.issues[issue["number"]]["body"].startswith("Platforms: linux, win\n")
 
 
+def test_an_issue_naming_the_tests_module_in_its_suite_is_the_tests_own(httpserver, world):
+    """PyTorch's runner matches a disabled test by its method and the last part of its suite
+    (common_utils.py `check_if_enable`: the class name), so `test_a (test_x.TestX)`, as PyTorch's
+    bot titles a test whose JUnit classname is dotted and as people copy it from a report, disables
+    the same test as `test_a (__main__.TestX)`. A maintainer's issue so titled is the test's issue:
+    it is widened when the test flakes elsewhere, and no second issue is filed beside it."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    filed = dt.datetime.now(dt.timezone.utc) - (START - dt.timedelta(days=1))  # before the history's flakes
+    dotted = fake.add("DISABLED test_a (test_x.TestX)", "Platforms: win\n\nflaky", user="a-maintainer", age=filed)
+    assert run(world, github(httpserver)).success
+    assert fake.titled(f"DISABLED {TEST_A}") == []
+    assert fake.issues[dotted["number"]]["body"] == "Platforms: win, linux\n\nflaky"
+    published = world.published()
+    assert TEST_A not in published and published["test_a (test_x.TestX)"] == entry(dotted, ["linux", "win"])
+    (row,) = [r for r in world.ledger() if r["test"] == TEST_A]
+    assert (row["action"], row["issue_number"]) == ("updated", dotted["number"])
+    assert run(world, github(httpserver)).success and fake.titled(f"DISABLED {TEST_A}") == []
+
+
 def test_a_flake_on_a_platform_the_issue_names_otherwise_changes_nothing(httpserver, tmp_path):
     """`windows` and `win` are one condition for PyTorch's runner (so are `mac` and `macos`, and
     `linux` holds on ROCm; PyTorch's bot takes dynamo and inductor jobs for Linux ones, and `dynamo`

@@ -111,6 +111,24 @@ def disabled_test(title: str | None) -> str | None:
     return parse_test_name(title[len(_SINGLE_PREFIX):])
 
 
+def runner_test(key: str | None) -> str | None:
+    """The test PyTorch's runner takes `key` ("test_x (Suite)") for, keyed as this project keys
+    tests: its method and the last part of its suite under `__main__`. The runner compares a
+    disabled test's class name alone (common_utils.py `check_if_enable`), so an issue titled for
+    `test_x (distributed.test_c10d.TestY)`, as PyTorch's bot titles a test whose class is not in
+    `__main__` and as people copy it from a report, disables the same test as one for
+    `test_x (__main__.TestY)`."""
+    if key is None:
+        return None
+    name, _, suite = key.partition(" (")
+    return f"{name} (__main__.{suite.rstrip(')').rsplit('.', 1)[-1]})"
+
+
+def titled_for_test(title: str | None, test: str) -> bool:
+    """Whether a single-test issue so titled disables `test` in PyTorch's runner (`runner_test`)."""
+    return runner_test(disabled_test(title)) == runner_test(test)
+
+
 def is_single_test_title(title: str | None) -> bool:
     """Whether upstream takes the title for one disabled test's (`isSingleIssue`)."""
     return disabled_test(title) is not None

@@ -88,6 +88,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
     pytorch_platforms,
     render_body,
+    titled_for_test,
     unreadable_reason,
     with_platforms,
 )
@@ -248,7 +249,7 @@ class IssueTracker:
         would disable again every test it lists, so PyTorch's bot matches an aggregate only while it
         is open (aggregateDisableIssue.ts `testMatchesIssue`) and files the test an issue of its own."""
         title = issue_title(test)
-        return [i for i in self.by_number.values() if disabled_test(i.get("title")) == test
+        return [i for i in self.by_number.values() if titled_for_test(i.get("title"), test)
                 or (i.get("title") or "").strip() == title or (i.get("state") == "open" and self._lists(i, test))]
 
     def closed_aggregate(self, test: str) -> dict | None:
@@ -760,7 +761,7 @@ def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterab
     if detail:
         return issue, action, detail
     log(f"{title!r}: created #{issue['number']} (Platforms: {', '.join(w.platforms) or 'all'})")
-    issue, action, detail = _unless_twin(tracker, title, issue, lambda i: disabled_test(i.get("title")) == w.test, log)
+    issue, action, detail = _unless_twin(tracker, title, issue, lambda i: titled_for_test(i.get("title"), w.test), log)
     return issue, action, detail or f"created with Platforms: {', '.join(parse_platforms(issue.get('body'))) or 'all'}"
 
 

@@ -29,7 +29,7 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.aggregate_lifecycle import (AggregateSettling, aggregate_members,
                                                                   settle_aggregates)
-from torchci_assets.derived.flakiness.issue_text import disabled_test, is_aggregate_title, platforms_line
+from torchci_assets.derived.flakiness.issue_text import disabled_test, is_aggregate_title, platforms_line, runner_test
 from torchci_assets.derived.flakiness.issues import (
     issue_permissions,
     ledger_marks,
@@ -58,17 +58,18 @@ class Lifecycle:
 
 
 def published_as_issues(outputs: Store) -> dict[str, dict]:
-    """The published list's tests as stand-ins for their issues (dry run): number and body only."""
-    return {test: {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open"}
+    """The published list's tests as stand-ins for their issues (dry run): number and body only,
+    keyed as `issues_by_test` keys them."""
+    return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open"}
             for test, (_id, url, platforms) in load_published(outputs).items()}
 
 
 def issues_by_test(issues: list[dict], allowed: Callable[[dict], bool]) -> dict[str, dict]:
-    """The open single-test issue of each test: of several, the first by URL (the one the published
-    list names) whose author may disable a test (`allowed`), else the first."""
+    """The open single-test issue of each test (keyed as the test's runs are, `runner_test`): of
+    several, the first by URL whose author may disable a test (`allowed`), else the first."""
     by_test: dict[str, list[dict]] = {}
     for i in sorted(issues, key=lambda i: i["html_url"]):
-        if i.get("state") == "open" and (test := disabled_test(i.get("title"))):
+        if i.get("state") == "open" and (test := runner_test(disabled_test(i.get("title")))):
             by_test.setdefault(test, []).append(i)
     return {t: next((i for i in group if allowed(i)), group[0]) if len(group) > 1 else group[0]
             for t, group in by_test.items()}
