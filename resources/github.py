@@ -54,8 +54,12 @@ TOKEN_RENEW_MARGIN_S = 300.0
 # GitHub's search API returns at most this many results for one query.
 SEARCH_MAX_RESULTS = 1000
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
-# No issue is older than GitHub: the start of the first creation-date range a search is split into.
+# No issue is older than GitHub: where a search's creation-date ranges start when its first page
+# does not say when its oldest match was created.
 SEARCH_EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.timezone.utc)
+# Search results oldest first: the first page of a search matching more than GitHub returns names
+# the oldest match, where its creation-date ranges start.
+SEARCH_OLDEST_FIRST = {"sort": "created", "order": "asc"}
 # Issues created from the first second to the last, both included and whole; None: open-ended.
 Created = tuple[dt.datetime | None, dt.datetime | None]
 
@@ -125,6 +129,16 @@ _REPO_PATH = re.compile(r"^/repos/(?P<owner>[^/?#]+)/(?P<repo>[^/?#]+)")
 
 def _iso_second(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _created_at(items: list[dict]) -> dt.datetime | None:
+    """When the first of `items` was created, to the second; None when GitHub does not say."""
+    text = items[0].get("created_at") if items else None
+    try:
+        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return at.replace(microsecond=0) if at is not None and at.tzinfo is not None else None
 
 
 def created_qualifier(start: dt.datetime | None, end: dt.datetime | None) -> str:
@@ -694,8 +708,9 @@ class GitHubResource(dg.ConfigurableResource):
         The search API has its own rate limit (30 requests a minute with credentials, 10
         without): calls are spaced `search_interval_s` apart and its 403/429 answers go through
         the retry loop like any other. GitHub returns at most 1000 results of a search, so one
-        that matches more is read again in creation-date ranges (`created:`), each halved until
-        it matches at most 1000 (see `split_created`); one of 1000 or fewer costs its pages alone.
+        that matches more is read again in creation-date ranges (`created:`) from its oldest
+        match's creation (its pages come oldest first), each halved until it matches at most 1000
+        (see `split_created`); one of 1000 or fewer costs its pages alone.
         A search that timed out on GitHub's side (`incomplete_results`), more than 1000 matches
         created in one second, or ranges whose counts add up to more than twice the whole's
         (GitHub not reading `created:`) raise GitHubError rather than return a partial list, as
@@ -711,10 +726,10 @@ class GitHubResource(dg.ConfigurableResource):
         while ranges:
             too_many, counted = [], 0
             for created in ranges:
-                items, total = self._search_range(query, created, per_page)
+                items, total, oldest = self._search_range(query, created, per_page)
                 counted += total
                 found.update(items or {})
-                too_many += [(created, total)] if items is None else []
+                too_many += [((created[0] or oldest, created[1]), total)] if items is None else []
             whole = counted if whole is None else whole
             if counted > 2 * whole:
                 raise GitHubError(None, f"search {query!r}: the counts of its creation-date ranges do not add "
@@ -731,16 +746,19 @@ class GitHubResource(dg.ConfigurableResource):
                                     f"GitHub returns at most {SEARCH_MAX_RESULTS} of them, so not all can be read")
         return halves
 
-    def _search_range(self, query: str, created: Created, per_page: int) -> tuple[dict[int, dict] | None, int]:
-        """The matches created in `created` by id, and how many GitHub counts; None for the matches
-        when there are more than it returns (after the first page). Pages that do not add up to
-        the count are read once more (issues changed while paging), then raise."""
+    def _search_range(self, query: str, created: Created, per_page: int
+                      ) -> tuple[dict[int, dict] | None, int, dt.datetime | None]:
+        """The matches created in `created` by id, how many GitHub counts, and when the oldest was
+        created (the pages come oldest first); None for the matches when there are more than it
+        returns (after the first page), whose oldest then starts the ranges split from it rather
+        than GitHub's launch. Pages that do not add up to the count are read once more (issues
+        changed while paging), then raise."""
         q = f"{query} {created_qualifier(*created)}".rstrip()
         for attempt in (1, 2):
             items: dict[int, dict] = {}
             total = 0
             # GitHub serves at most 1000 results, so a search's pages are bounded by that, not max_pages
-            for resp in self.pages("/search/issues", {"q": q, "per_page": per_page},
+            for resp in self.pages("/search/issues", {"q": q, "per_page": per_page, **SEARCH_OLDEST_FIRST},
                                    -(-SEARCH_MAX_RESULTS // per_page)):
                 page = resp.json()
                 if page.get("incomplete_results"):
@@ -748,10 +766,10 @@ class GitHubResource(dg.ConfigurableResource):
                                       "incomplete results (its search timed out); try again later")
                 total = page.get("total_count", 0)
                 if total > SEARCH_MAX_RESULTS:
-                    return None, total
+                    return None, total, _created_at(page.get("items") or [{}])
                 items.update((item["id"], item) for item in page.get("items", []))
             if len(items) == total:
-                return items, total
+                return items, total, None
             log.warning("search %r: read %d of %d results (issues changed while paging)%s",
                         q, len(items), total, "; searching again" if attempt == 1 else "")
         raise GitHubError(None, f"search {q!r}: read {len(items)} results but GitHub counted "

@@ -231,7 +231,9 @@ class FakeIssueTracker:
                 title = issue["title"].lower()
                 if all(p in title for p in phrases) and all(b in title for b in bare):
                     hits.append(issue)
-            hits.sort(key=lambda i: -i["number"])
+            hits.sort(key=lambda i: -i["number"])  # GitHub's best match: any order will do
+            if request.args.get("sort") == "created":
+                hits.sort(key=lambda i: i["created_at"], reverse=request.args.get("order", "desc") != "asc")
             if (int(request.args.get("page", 1)) - 1) * int(request.args.get("per_page", 30)) >= SEARCH_CAP:
                 return json_response(422, BEYOND_CAP)
             return self._page(request, request.path, hits[:SEARCH_CAP],

@@ -33,7 +33,7 @@ def test_search_follows_pages_and_spaces_its_calls_for_the_search_limit(httpserv
     found = gh.search_issues("repo:pytorch/pytorch is:issue is:open in:title DISABLED", per_page=2)
     assert [i["number"] for i in found] == [1, 2, 3, 4, 5]
     assert script.requests[0].args.to_dict() == {"q": "repo:pytorch/pytorch is:issue is:open in:title DISABLED",
-                                                 "per_page": "2"}
+                                                 "per_page": "2", "sort": "created", "order": "asc"}
     assert script.requests[1].args.to_dict()["page"] == "2"
     assert len(sleeps) == 2 and all(1.9 <= s <= 2.0 for s in sleeps)  # between pages, not before the first
 
@@ -121,9 +121,22 @@ def test_a_search_matching_more_than_github_returns_is_read_in_creation_ranges(h
     found = client(httpserver, _sleep=sleeps).search_issues(DISABLED)
     assert sorted(i["number"] for i in found) == sorted(i["number"] for i in filed)  # each once
     asked = searches(fake)
-    assert asked[0] == {"q": DISABLED, "per_page": "100"}  # the whole first: 2500 counted
+    assert asked[0] == {"q": DISABLED, "per_page": "100", "sort": "created", "order": "asc"}  # the whole: 2500
     assert all(a["q"].startswith(DISABLED + " created:") for a in asked[1:])
     assert len(sleeps) == len(asked) - 1  # every search spaced for the search limit
+
+
+def test_the_creation_ranges_start_at_the_oldest_match_not_at_githubs_launch(httpserver):
+    """Issues filed over the last two years: the ranges are halved from the oldest match's
+    creation (the whole search's first page, oldest first, names it), so no search of the 30 a
+    minute is spent on the empty years before it."""
+    fake = FakeIssueTracker(httpserver)
+    filed = [fake.add(f"DISABLED test_{i} (__main__.T)", age=dt.timedelta(hours=17 * i)) for i in range(1001)]
+    found = client(httpserver, search_interval_s=0).search_issues(DISABLED)
+    assert len(found) == 1001
+    ranges = {a["q"].split(" created:")[1] for a in searches(fake) if " created:" in a["q"]}
+    empty = [r for r in ranges if not any(created_within(r, i["created_at"]) for i in filed)]
+    assert empty == [] and len(searches(fake)) == 1 + 11  # the whole, then the pages of its two halves
 
 
 def test_a_search_matching_at_most_1000_costs_its_pages_alone(httpserver):
