@@ -36,7 +36,7 @@ def body(status: str, repo: str = L2_REPO) -> bytes:
 
 
 def test_a_pull_request_callback_is_accepted_with_its_queue_time(tmp_path, issuer, keys):
-    record(tmp_path, L2_REPO, "claimed", ago_s=31.0)
+    record(tmp_path, L2_REPO, "claimed", ago_s=600.0)
     record(tmp_path, L2_REPO, "ok", ago_s=30.0)
     with served(tmp_path, keys=keys) as srv:
         answer = srv.post_callback(body("in_progress"), issuer.token(L2_REPO))
@@ -44,7 +44,8 @@ def test_a_pull_request_callback_is_accepted_with_its_queue_time(tmp_path, issue
     (line,) = archived(srv.archive, "ci-results")
     assert line["untrusted"]["callback_payload"]["event_type"] == "pull_request"
     # From GitHub's acknowledgement, as the relay's DISPATCHED record (not the claim before the send).
-    assert 30.0 <= line["trusted"]["ci_metrics"]["queue_time"] < 31.0
+    # The claim is ten minutes older, so a slow server start on a loaded machine cannot blur the two.
+    assert 30.0 <= line["trusted"]["ci_metrics"]["queue_time"] < 600.0
 
 
 def test_a_callback_for_a_delivery_dispatched_to_another_repo_is_refused(tmp_path, issuer, keys):
