@@ -12,9 +12,11 @@ parallel runs never share a database file or a lock.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 import uuid
@@ -23,6 +25,7 @@ from collections.abc import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from resources.sql import Literals, compose
@@ -32,6 +35,7 @@ PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=T
 # A key of every lake file's footer: a fresh id per write (see `written_schema`).
 WRITE_ID = b"torchci.write"
 DAY_PARTITION = pa.schema([("day", pa.date32())])
+HIVE_DAY = re.compile(r"/day=([0-9]{4}-[0-9]{2}-[0-9]{2})/")
 # A view per table and set of days (file paths go in as quoted literals: a view takes no parameter).
 _PARQUET_VIEW = ("CREATE OR REPLACE TEMP VIEW {{name}} AS "
                  "SELECT * FROM read_parquet([{{files}}], hive_partitioning = true, union_by_name = true)")
@@ -110,10 +114,11 @@ class Lake:
     def read_record(self, path: str, parse):
         """`parse` of the bytes at `path` (relative to the lake), or None when the file is missing
         or unreadable: a record of what a previous run wrote, which the caller then rebuilds."""
-        if not self.store.exists(path):
+        data = self.store.read_bytes_if_exists(path)
+        if data is None:
             return None
         try:
-            return parse(self.store.read_bytes(path))
+            return parse(data)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -157,17 +162,43 @@ class Lake:
 
     def rows_in(self, files: list[str]) -> int:
         """Rows of these Parquet files of the lake, from their footers (no data is read)."""
-        return sum(pq.read_metadata(f, filesystem=self.store.fs).num_rows for f in files)
+        return sum(self.fragment(f).metadata.num_rows for f in files)
+
+    def fragment(self, path: str, partition: pc.Expression | None = None):
+        """The lake file at `path` (a full path) as a pyarrow dataset fragment, its footer read.
+
+        Why a fragment: pyarrow opens a file by path with a HeadObject for its size, a request on
+        S3 that the listing which named the file answered already (`Store.listed_sizes`); and the
+        footer kept in the fragment is not read again when its rows are. A file replaced since
+        its listing by one of another size fails the read at the old size: it is read again at its
+        size now."""
+        import pyarrow.dataset as pads  # here only: it imports pandas, which every process would pay for
+
+        size = self.store.listed_sizes.get(path)
+        try:
+            return _with_footer(pads.ParquetFileFormat().make_fragment(path, self.store.fs, partition, file_size=size))
+        except (OSError, pa.ArrowInvalid):
+            if size is None:
+                raise
+        self.store.listed_sizes.pop(path, None)
+        return _with_footer(pads.ParquetFileFormat().make_fragment(path, self.store.fs, partition))
 
     def read_files(self, files: list[str], columns: list[str] | None = None) -> pa.Table:
         """The rows of these Parquet files of the lake (full paths, as `files` gives them), one
         file after the other, as one table; none: an empty table without columns. A column some files
         lack (written before it was added) is NULL in their rows."""
-        tables = []
-        for path in files:
-            with self.store.fs.open_input_file(path) as f:
-                tables.append(pq.ParquetFile(f).read(columns=columns))
+        tables = [self._read_file(path, columns) for path in files]
         return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+
+    def _read_file(self, path: str, columns: list[str] | None) -> pa.Table:
+        """One file's rows, those of `columns` it has. On S3 through `fragment` (no HeadObject);
+        locally a fragment's scan would only cost more CPU (~0.4 ms a file, bench/README.md)."""
+        if self.store.is_local:
+            with self.store.fs.open_input_file(path) as f:
+                return pq.ParquetFile(f).read(columns=columns)
+        fragment = self.fragment(path)
+        names = fragment.physical_schema.names
+        return fragment.to_table(columns=columns and [c for c in columns if c in names])
 
     def register_rows(self, con: duckdb.DuckDBPyConnection, files: list[str], name: str) -> None:
         """Expose the rows of these Parquet files of the lake (full paths: the small hidden files a
@@ -197,14 +228,24 @@ class Lake:
             # Hive `day` typed as DATE, as DuckDB's hive_partitioning infers it.
             import pyarrow.dataset as pads  # here only: it imports pandas, which every process would pay for
 
-            fs = self.store.fs
-            schema = pa.unify_schemas([pq.read_schema(f, filesystem=fs) for f in files] + [DAY_PARTITION],
+            fragments = [self.fragment(f, _hive_day(f)) for f in files]
+            schema = pa.unify_schemas([f.physical_schema for f in fragments] + [DAY_PARTITION],
                                       promote_options="permissive")
-            dataset = pads.dataset(files, schema=schema, filesystem=fs, format="parquet",
-                                   partitioning=pads.partitioning(DAY_PARTITION, flavor="hive"))
+            dataset = pads.FileSystemDataset(fragments, schema, pads.ParquetFileFormat(), self.store.fs)
             con.register(f"{name}__arrow", dataset)
             con.execute(compose(_ARROW_VIEW, name=name, source=f"{name}__arrow"))
         return len(files)
+
+
+def _with_footer(fragment):
+    fragment.ensure_complete_metadata()
+    return fragment
+
+
+def _hive_day(path: str) -> pc.Expression | None:
+    """`day` = the date of the path's last `day=` folder, as Hive partitioning reads it (none: NULL)."""
+    days = HIVE_DAY.findall(path)
+    return pc.field("day") == pa.scalar(dt.date.fromisoformat(days[-1]), pa.date32()) if days else None
 
 
 # DuckDB's threads per connection for the rest of this run, set by `LakeResource` from the run's

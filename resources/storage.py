@@ -58,6 +58,8 @@ JOURNAL_RE = re.compile(r"^_commit-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}\.
 # Folders down to two levels only (a lake table's day folder): a few entries a day for a process that
 # writes for months (the receiver), where the archive's report folders would be thousands.
 _WRITES: collections.Counter = collections.Counter()
+# Sizes of the S3 objects a store listed (`Store.listed_sizes`), forgotten all at once past this many.
+MAX_LISTED_SIZES = 100_000
 UNSTARTED, COMMITTING, DONE = "unstarted", "committing", "done"  # a journaled commit found left: `journal_state`
 
 
@@ -102,7 +104,9 @@ def s3_options() -> dict:
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
-        return pafs.S3FileSystem(**s3_options()), uri[len("s3://"):].rstrip("/")
+        # allow_delayed_open: a file under a part (10 MB) goes up as one PutObject, with its metadata,
+        # not as a multipart upload of three requests.
+        return pafs.S3FileSystem(**s3_options(), allow_delayed_open=True), uri[len("s3://"):].rstrip("/")
     path = uri[len("file://"):] if uri.startswith("file://") else uri
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
@@ -163,6 +167,9 @@ class Store:
         self.uri = uri
         self.fs, self.root = _filesystem(uri)
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+        # Full path -> size of each S3 object this store listed and has not written since: pyarrow
+        # opens an object by path with a HeadObject for its size, which a reader given the size spares.
+        self.listed_sizes: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -173,6 +180,7 @@ class Store:
         return _WRITES[(self.root, folder)]
 
     def _wrote(self, rel: str) -> None:
+        self.listed_sizes.pop(self.full(rel), None)
         parts = rel.split("/")[:-1][:2]
         for i in range(len(parts) + 1):
             _WRITES[(self.root, "/".join(parts[:i]))] += 1
@@ -186,6 +194,16 @@ class Store:
         return ("s3://" if not self.is_local else "") + self.full(rel)
 
     # ---- reading -------------------------------------------------------------------
+
+    def _listed(self, info: pafs.FileInfo) -> FileEntry:
+        """The entry of an S3 object as listed, its size kept in `listed_sizes`."""
+        self._keep_size(info)
+        return FileEntry(info.path[len(self.root) + 1:], info.size, stamp=str(info.mtime_ns))
+
+    def _keep_size(self, info: pafs.FileInfo) -> None:
+        if len(self.listed_sizes) >= MAX_LISTED_SIZES:
+            self.listed_sizes.clear()
+        self.listed_sizes[info.path] = info.size
 
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full(rel)).type != pafs.FileType.NotFound
@@ -234,13 +252,12 @@ class Store:
         if self.is_local:
             return self._list_local(prefix, suffixes, cache)
         selector = pafs.FileSelector(self.full(prefix), recursive=True, allow_not_found=True)
-        skip = len(self.root) + 1
         out = []
         for info in self.fs.get_file_info(selector):
             if info.type != pafs.FileType.File or info.base_name[:1] in (".", "_"):
                 continue
             if info.base_name.endswith(suffixes):
-                out.append(FileEntry(info.path[skip:], info.size, stamp=str(info.mtime_ns)))
+                out.append(self._listed(info))
         out.sort(key=lambda e: e.path)
         return out
 
@@ -253,6 +270,8 @@ class Store:
             if info.type == pafs.FileType.File and not info.base_name.startswith("."):
                 if self.is_local and os.path.islink(info.path):
                     continue
+                if not self.is_local:
+                    self._keep_size(info)
                 out.append(FileEntry(f"{folder}/{info.base_name}", info.size))
         return sorted(out, key=lambda e: e.path)
 
@@ -269,8 +288,7 @@ class Store:
 
         if not self.is_local:
             selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
-            skip = len(self.root) + 1
-            return sorted((FileEntry(i.path[skip:], i.size, stamp=str(i.mtime_ns)) for i in self.fs.get_file_info(selector)
+            return sorted((self._listed(i) for i in self.fs.get_file_info(selector)
                            if i.type == pafs.FileType.File and wanted(i.base_name)), key=lambda e: e.path)
         link = self._link_on_path(folder)
         if link is not None:
@@ -413,6 +431,14 @@ class Store:
         with self.open_raw(rel) as f:
             return f.read()
 
+    def read_bytes_if_exists(self, rel: str) -> bytes | None:
+        """The file's bytes, or None when there is none. Not `exists` then `read_bytes`: on S3 the
+        open asks whether it exists anyway, and `exists` of a missing key costs a listing too."""
+        try:
+            return self.read_bytes(rel)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
     # ---- writing -------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -449,8 +475,9 @@ class Store:
         pyarrow cannot abort an S3 upload from Python: closing the stream, which the `with`
         does even when the block raises, publishes whatever was written. So nothing is sent
         until the content is complete on local disk. The upload itself is one PutObject for
-        small files and a multipart upload for large ones; S3 exposes neither until it
-        completes, so a process killed mid-upload leaves the previous object in place.
+        files under a part (see `_filesystem`) and a multipart upload for larger ones; S3
+        exposes neither until it completes, so a process killed mid-upload leaves the previous
+        object in place.
         """
         # compression=None: pyarrow would otherwise gzip again a name ending in .gz. The content
         # type is the one S3 serves the object with: the HUD's pages from a website bucket must

@@ -12,11 +12,14 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import free_port, s3_environment, wait_for_port
 from counting_s3 import CountingS3
-from resources.lake import Lake
+from resources.lake import Lake, connect
+from resources.storage import s3_options
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET = "torchci-requests"
@@ -51,6 +54,88 @@ def test_a_lake_lists_a_day_folder_once_until_it_writes_there(server):
     assert again == [first] * 3 and [p.rsplit("/", 1)[1] for p in first] == ["data.parquet"]
     lake.write("t", DAY, pa.table({"x": [2]}), part="inc-1")
     assert [p.rsplit("/", 1)[1] for p in lake.files("t", [DAY])] == ["data.parquet", "inc-1.parquet"]
+
+
+def two_days(lake: Lake) -> list[str]:
+    """A table of two day files, the second with a column the first lacks; their paths, listed."""
+    lake.write("t", DAY, pa.table({"x": [1, 2]}))
+    lake.write("t", "2026-11-21", pa.table({"x": [3], "y": ["a"]}))
+    return lake.files("t", [DAY, "2026-11-21"])
+
+
+def test_reading_files_the_lake_listed_asks_no_sizes(server):
+    """pyarrow opens a file by path with a HeadObject for its size; the listing gave it already."""
+    lake = Lake.at(fresh_uri())
+    files = two_days(lake)
+    since = time.time()
+    assert lake.read_files(files, columns=["y", "x"]).to_pylist() == [
+        {"y": None, "x": 1}, {"y": None, "x": 2}, {"y": "a", "x": 3}]
+    assert lake.rows_in(files) == 3
+    con = connect()
+    lake.register_files(con, files, "t")
+    assert con.execute("SELECT day::VARCHAR, x, y FROM t ORDER BY x").fetchall() == [
+        (DAY, 1, None), (DAY, 2, None), ("2026-11-21", 3, "a")]
+    assert server.counts(since)["HeadObject"] == 0
+
+
+def test_a_view_reads_each_footer_once(server):
+    """A view over S3 files reads each file's footer to learn its schema; its query reads the data
+    and not the footer again: two GetObjects a small file, the footer and its one row group."""
+    lake = Lake.at(fresh_uri())
+    files = two_days(lake)
+    since = time.time()
+    con = connect()
+    lake.register_files(con, files, "t")
+    assert con.execute("SELECT sum(x), count(y) FROM t").fetchall() == [(6, 1)]
+    assert server.counts(since)["GetObject"] == 2 * len(files)
+
+
+def test_a_file_another_writer_replaced_since_the_listing_is_read_as_it_is_now(server):
+    """A listing kept by a step (or read a moment before) can hold a size another process's write
+    has changed since: the read at that size fails, and the file is read again at its size now."""
+    lake = Lake.at(fresh_uri(), keep_listings=True)
+    files = two_days(lake)
+    bigger = pa.table({"x": list(range(100, 1100))})
+    with pafs.S3FileSystem(**s3_options()).open_output_stream(files[0]) as out:  # not through this process's Store
+        pq.write_table(bigger, out)
+    assert lake.files("t", [DAY, "2026-11-21"]) == files  # the kept listing, and its sizes
+    assert lake.rows_in(files) == 1001
+    assert lake.read_files(files[:1], columns=["x"]).column("x").to_pylist() == list(range(100, 1100))
+    con = connect()
+    lake.register_files(con, files, "t")
+    assert con.execute("SELECT count(*), sum(x) FROM t").fetchall() == [(1001, sum(range(100, 1100)) + 3)]
+
+
+def test_a_record_is_read_with_one_head_and_one_get(server):
+    """A step's records (an extract's index, a layout, a ledger's note) are read where they may be
+    missing: the open's HeadObject says so, no HeadObject of its own first."""
+    lake = Lake.at(fresh_uri())
+    lake.store.write_bytes("t/day=2026-11-20/_index.json", b'{"a": 1}')
+    since = time.time()
+    assert lake.read_record("t/day=2026-11-20/_index.json", json.loads) == {"a": 1}
+    assert lake.read_record("t/day=2026-11-20/_gone.json", json.loads) is None
+    assert server.counts(since) == {"HeadObject": 2, "GetObject": 1}
+
+
+def test_an_extract_read_after_its_folder_was_listed_asks_no_size(server):
+    """Lake extracts are named from their folder's listing (`Store.list_folder`) and then read."""
+    lake = Lake.at(fresh_uri())
+    lake.write("t", DAY, pa.table({"x": [1, 2]}), part="_extract")
+    lake.store.list_folder(f"t/day={DAY}")
+    since = time.time()
+    assert lake.rows_in([lake.store.full(f"t/day={DAY}/_extract.parquet")]) == 2
+    assert server.counts(since)["HeadObject"] == 0
+
+
+def test_a_small_file_goes_up_as_one_put_with_its_content_type(server):
+    """A file under a part (pyarrow's 10 MB) is one PutObject, not a multipart upload of three
+    requests, and S3 keeps the content type it is served with (the HUD's pages, the JSON lists)."""
+    store = Lake.at(fresh_uri()).store
+    since = time.time()
+    store.write_bytes("hud/index.html", b"<html></html>")
+    assert server.counts(since) == {"PutObject": 1}
+    with store.fs.open_input_stream(store.full("hud/index.html")) as f:
+        assert f.metadata()["Content-Type"] == b"text/html; charset=utf-8"
 
 
 def test_the_steps_of_a_refresh_that_read_their_tables_many_times_list_each_folder_once(server, tmp_path):

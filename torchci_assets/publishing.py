@@ -49,7 +49,7 @@ def write_if_changed(outputs: Store, path: str, data: bytes) -> bool:
     would bump its modification time and ETag, so HUD readers and caches fetch it again and a
     watcher sees a change that is not one. Reading it back is cheaper than either."""
     try:
-        if outputs.exists(path) and outputs.read_bytes(path) == data:
+        if outputs.read_bytes_if_exists(path) == data:
             return False
     except OSError:
         pass  # unreadable: write it anew

@@ -185,10 +185,11 @@ def load_unstable(outputs: Store, log: Callable[[str], None] = lambda s: None) -
     """The published unstable jobs, `{job: [author, number, url, workflow, platform, config]}`; {} when
     the file is absent (a dry run publishes none). A file that is not such a mapping is reported and
     ignored, entry by entry: one bad entry never costs the comments their other marks."""
-    if not outputs.exists(UNSTABLE_JOBS_PATH):
-        return {}
     try:
-        doc = json.loads(outputs.read_bytes(UNSTABLE_JOBS_PATH))
+        data = outputs.read_bytes_if_exists(UNSTABLE_JOBS_PATH)
+        if data is None:
+            return {}
+        doc = json.loads(data)
     except (OSError, ValueError) as exc:
         log(f"{UNSTABLE_JOBS_PATH} is not readable JSON ({exc}); no job is treated as unstable")
         return {}

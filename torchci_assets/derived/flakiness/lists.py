@@ -193,7 +193,8 @@ def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
 
 def load_published(store: Store) -> dict:
     """The published condensed file ({} before the first publish)."""
-    return orjson.loads(store.read_bytes(DISABLED_TESTS_PATH)) if store.exists(DISABLED_TESTS_PATH) else {}
+    data = store.read_bytes_if_exists(DISABLED_TESTS_PATH)
+    return {} if data is None else orjson.loads(data)
 
 
 @dataclass
@@ -225,7 +226,8 @@ def _kept_baselines(outputs: Store) -> dict:
     """DISABLED_TESTS_BEFORE's entries; {} when absent or unreadable (then a day starts anew from
     the published list, as before the file existed)."""
     try:
-        doc = orjson.loads(outputs.read_bytes(DISABLED_TESTS_BEFORE)) if outputs.exists(DISABLED_TESTS_BEFORE) else {}
+        data = outputs.read_bytes_if_exists(DISABLED_TESTS_BEFORE)
+        doc = {} if data is None else orjson.loads(data)
     except (OSError, ValueError):
         return {}
     if not isinstance(doc, dict):

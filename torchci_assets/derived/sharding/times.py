@@ -208,7 +208,8 @@ def dumps(times: dict) -> bytes:
 
 
 def _load(store: Store, path: str) -> dict | None:
-    return orjson.loads(store.read_bytes(path)) if store.exists(path) else None
+    data = store.read_bytes_if_exists(path)
+    return None if data is None else orjson.loads(data)
 
 
 @dataclass

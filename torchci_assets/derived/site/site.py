@@ -318,7 +318,8 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     files[f"{SITE_DIR}/metrics.html"] = pages.metrics_page(
         charts, tables, generated, f"ci_metrics_daily, {metric_days[0]} to {day}. Commit figures are plotted on the "
                                    "day the commits were pushed, once they had a day to settle.")
-    levels = json.loads(outputs.read_bytes(LEVELS_FILE)) if outputs.exists(LEVELS_FILE) else {"backends": []}
+    data = outputs.read_bytes_if_exists(LEVELS_FILE)
+    levels = {"backends": []} if data is None else json.loads(data)
     files[f"{SITE_DIR}/backends.html"] = pages.backends_page(
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
@@ -410,10 +411,11 @@ def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dic
 
 
 def published_day(outputs: Store) -> str | None:
-    if not outputs.exists(SITE_META):
+    data = outputs.read_bytes_if_exists(SITE_META)
+    if data is None:
         return None
     try:
-        day = json.loads(outputs.read_bytes(SITE_META)).get("day")
+        day = json.loads(data).get("day")
     except (ValueError, AttributeError):
         return None
     return day if isinstance(day, str) else None
@@ -511,10 +513,10 @@ def _published_meta(outputs: Store) -> dict:
     """What the last publish recorded: each page's content digest (`digests`) and bytes (`pages`),
     and each pull request page's inputs (`inputs`), day last rendered (`rendered`) and state then
     (`states`); empty before the first."""
-    meta = {}
-    if outputs.exists(SITE_META):
+    meta, data = {}, outputs.read_bytes_if_exists(SITE_META)
+    if data is not None:
         try:
-            meta = json.loads(outputs.read_bytes(SITE_META))
+            meta = json.loads(data)
         except ValueError:
             meta = {}
     meta = meta if isinstance(meta, dict) else {}
