@@ -89,6 +89,7 @@ _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Da
 _FAILED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 LATE_KEY = "late"  # the cursor's settled markers, beside its days
+STANDIN = ".settling"  # `_late/<day>.settling`: the day's marker while the sensor deletes it (`forget_marker`)
 # Late days looked at per tick, oldest first: each costs a listing of its day (~1 s on S3 for a
 # PyTorch-sized day), and the tick must stay well under a minute after an outage of weeks.
 MAX_LATE_DAYS = 10
@@ -243,11 +244,12 @@ def run_key(fp: DayFingerprint, after: str | None = None, late: bool = False, re
 def late_markers(store: Store) -> dict[str, str]:
     """day -> stamp of each `_late/<day>` marker in the archive (see `receiver.spool`): one listing
     of a small folder, whatever the number of days it names."""
-    out = {}
+    out: dict[str, str] = {}
     for entry in store.list_files(LATE_FOLDER, ("",)):
-        name = entry.path.rsplit("/", 1)[-1]
+        name = entry.path.rsplit("/", 1)[-1].removesuffix(STANDIN)
         if entry.refused is None and _DAY.fullmatch(name):
-            out[name] = entry.stamp or str(entry.size)
+            stamp = entry.stamp or str(entry.size)
+            out[name] = f"{out[name]}+{stamp}" if name in out else stamp
     return out
 
 
@@ -318,13 +320,23 @@ def forget_marker(store: Store, day: str, settled_on: str) -> bool:
     so the race with a receiver marking the day again is settled by order: the receiver publishes
     a late file before it writes its marker, so a marker it writes after the delete survives it,
     and the file of one it wrote before the delete is in the listing that follows: the day then
-    differs from `settled_on`, and the marker is written back."""
-    store.delete(late_marker_path(day))
-    if day_fingerprint(store, day).short == settled_on:
-        return True
-    write_late_marker(store, day, clock(), by="archive_refresh_sensor",
-                      why="files landed in the day while the sensor deleted its marker")
-    return False
+    differs from `settled_on`, and the marker is written back. A sensor killed, or refused the
+    write, between the delete and the write-back would lose that file's day for good, so a stand-in
+    (`<day>.settling`, a marker of the day as well) is written first and removed last."""
+    standin = late_marker_path(day) + STANDIN
+    write_late_marker(store, day, clock(), path=standin, by="archive_refresh_sensor", settled_on=settled_on,
+                      why="the sensor is deleting the day's marker, a run having succeeded on its files")
+    try:
+        store.delete(late_marker_path(day))
+    except OSError:
+        store.delete(standin)  # nothing deleted: the folder as it was, the cursor remembering it settled
+        raise
+    settled = day_fingerprint(store, day).short == settled_on
+    if not settled:
+        write_late_marker(store, day, clock(), by="archive_refresh_sensor",
+                          why="files landed in the day while the sensor deleted its marker")
+    store.delete(standin)
+    return settled
 
 
 def settle(store: Store, looks: list["DayLook"], markers: dict[str, str], log) -> dict[str, str]:
@@ -337,8 +349,8 @@ def settle(store: Store, looks: list["DayLook"], markers: dict[str, str], log) -
         try:
             gone = forget_marker(store, day, x.fp.short)
         except OSError as exc:
-            log.warning(f"{day}: its marker {store.display(late_marker_path(day))} could not be deleted ({exc}); "
-                        "the sensor remembers it as settled")
+            log.warning(f"{day}: its marker {store.display(late_marker_path(day))} could not be deleted or "
+                        f"written back ({exc}); the sensor remembers it as settled")
             kept[day] = markers[day]
             continue
         if not gone:

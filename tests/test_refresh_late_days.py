@@ -8,6 +8,10 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import dagster as dg
@@ -376,3 +380,68 @@ def test_after_a_long_outage_a_tick_looks_at_the_oldest_marked_days_first_and_a_
     assert sorted(late_markers(Store(str(archive)))) == days[refresh.MAX_LATE_DAYS:]
     rest = tick(instance, archive, settles.cursor)
     assert [r.partition_key for r in rest.run_requests] == days[refresh.MAX_LATE_DAYS:]
+
+
+class RefusingTheWriteBack(RollingWhileDeleting):
+    """As above, and then the archive refuses the sensor's writes of markers (a storage blip, a
+    policy changed): the marker it deletes cannot be written back."""
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        if rel.startswith(f"{LATE_FOLDER}/") and not self.exists(f"{LATE_FOLDER}/{LATE_DAY}"):
+            raise OSError("the archive refused the write")
+        super().write_bytes(rel, data)
+
+
+def test_a_marker_whose_write_back_fails_after_its_delete_still_marks_the_day(tmp_path, octokit):
+    archive = tmp_path / "archive"
+    roll_late(tmp_path, octokit, "late-1", 2)
+    settled_on = day_fingerprint(Store(str(archive)), LATE_DAY).short
+    before = late_markers(Store(str(archive)))
+    store = RefusingTheWriteBack(str(archive), lambda: roll_late(tmp_path, octokit, "late-2", 3))
+    with pytest.raises(OSError):
+        refresh.forget_marker(store, LATE_DAY, settled_on)
+    # the sensor's cursor remembers the marker it saw as settled (`settle`): the day's late-2 file
+    # must still show as a marker that is not that one, or the day is never refreshed again
+    after = late_markers(Store(str(archive)))
+    assert late_days(after, before, [], "2026-01-01", LATE_DAY) == [LATE_DAY]
+
+
+KILLED_WHILE_FORGETTING = """
+import sys, time
+from jobs import refresh
+from resources.storage import Store
+
+class Paused(Store):
+    def delete(self, rel):
+        if rel == sys.argv[3]:
+            print("deleting", flush=True)
+            sys.stdin.readline()  # the receiver rolls a late file meanwhile
+        super().delete(rel)
+        if rel == sys.argv[3]:
+            print("deleted", flush=True)
+            time.sleep(60)
+
+refresh.forget_marker(Paused(sys.argv[1]), sys.argv[2], sys.argv[4])
+"""
+
+
+def test_a_sensor_killed_between_a_markers_delete_and_its_write_back_leaves_the_day_marked(tmp_path, octokit):
+    archive = tmp_path / "archive"
+    roll_late(tmp_path, octokit, "late-1", 2)
+    settled_on = day_fingerprint(Store(str(archive)), LATE_DAY).short
+    before = late_markers(Store(str(archive)))
+    child = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_FORGETTING, str(archive), LATE_DAY,
+                              f"{LATE_FOLDER}/{LATE_DAY}", settled_on],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "deleting\n"
+        roll_late(tmp_path, octokit, "late-2", 3)  # its file, then its marker, before the delete
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "deleted\n"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    after = late_markers(Store(str(archive)))
+    assert late_days(after, before, [], "2026-01-01", LATE_DAY) == [LATE_DAY]

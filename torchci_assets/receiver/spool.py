@@ -119,9 +119,9 @@ def mark_late(store: Store, rel: str, now: float) -> str | None:
     return write_late_marker(store, day, now, file=rel)
 
 
-def write_late_marker(store: Store, day: str, now: float, **fields: str) -> str:
-    """Write `day`'s marker (what it says: `fields`, and when); its path."""
-    marker = late_marker_path(day)
+def write_late_marker(store: Store, day: str, now: float, path: str | None = None, **fields: str) -> str:
+    """Write `day`'s marker (what it says: `fields`, and when), at `path` or its own; its path."""
+    marker = path or late_marker_path(day)
     at = dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat()
     store.write_bytes(marker, orjson.dumps({"day": day, **fields, "marked_at": at}) + b"\n")
     return marker
