@@ -187,9 +187,6 @@ def time_out_zombie_check_runs(context: dg.OpExecutionContext, config: ZombieSwe
     except ValueError as exc:
         raise dg.Failure(str(exc)) from None
     now = dt.datetime.now(dt.timezone.utc)
-    swept = sweep_ledgers(w.lake, now)
-    if swept:
-        context.log.info(f"removed {len(swept)} staging file(s) killed ledger writers left: " + ", ".join(swept[:10]))
     zombies = zombie_jobs(w.lake, now, timeout)
     if not zombies:
         context.log.info(f"no upstream check run in progress for more than {timeout.total_seconds():g} s")
@@ -289,7 +286,31 @@ def tick_writer(context, sensor: str, github: GitHubResource, lake: LakeResource
                   context.log.info, CLAIM_SETTLE_S, time.monotonic() + LISTENING.act_s)
 
 
-def tick_listen(context, archive: ArchiveResource, pick, stream: str, act):
+# The ledgers' staging sweep (`sweep_ledgers`) runs in the relay sensors' ticks, which every
+# deployment runs (the zombie schedule is off without credentials), at most this often per lake
+# and process: it lists a few days of both ledgers.
+LEDGER_SWEEP_EVERY_S = 600.0
+_ledgers_swept: dict[str, float] = {}  # lake -> when this process last swept it (time.monotonic)
+
+
+def sweep_ledgers_due(context, lake: LakeResource) -> list[str]:
+    """Remove what killed writers left in the ledgers, when this process has not for a while; a
+    failure is logged and left to a later tick: the relay itself must not wait on housekeeping."""
+    if time.monotonic() - _ledgers_swept.get(lake.uri, -LEDGER_SWEEP_EVERY_S) < LEDGER_SWEEP_EVERY_S:
+        return []
+    _ledgers_swept[lake.uri] = time.monotonic()
+    try:
+        swept = sweep_ledgers(lake.lake(), dt.datetime.now(dt.timezone.utc))
+    except OSError as exc:
+        context.log.warning(f"the relay ledgers' staging files could not be swept ({exc}); a later tick tries again")
+        return []
+    if swept:
+        context.log.info(f"removed {len(swept)} staging file(s) killed ledger writers left: " + ", ".join(swept[:10]))
+    return swept
+
+
+def tick_listen(context, archive: ArchiveResource, pick, stream: str, act, lake: LakeResource):
+    sweep_ledgers_due(context, lake)
     return listen(archive.store(), context.cursor, load_config(), pick, stream, act, LISTENING, context.log.info)
 
 
@@ -339,7 +360,7 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
         acted.left += [e for e in events if e.kind != "dispatch"]
         return acted
 
-    heard = tick_listen(context, archive, pick_relay_event, "webhooks", act)
+    heard = tick_listen(context, archive, pick_relay_event, "webhooks", act, lake)
     later, requests_ = heard.acted.left, []
     for job, op in {j.name: (j, o) for j, o in (JOB_FOR_KIND[e.kind] for e in later)}.values():
         mine = [e for e in later if JOB_FOR_KIND[e.kind][0] is job]
@@ -362,7 +383,7 @@ def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResour
             writer.append(tick_writer(context, "check_run_sensor", github, lake, archive))
         return act_within(found, lambda f: act_on_callback(f.record, writer[0]), lambda f: f.run_key, seconds_left)
 
-    heard = tick_listen(context, archive, pick_callback, "ci-results", act)
+    heard = tick_listen(context, archive, pick_callback, "ci-results", act, lake)
     left = heard.acted.left
     requests_ = run_requests(check_run_job, "create_upstream_check_runs", [f.record for f in left],
                              [f.run_key for f in left], {"torchci/sha": left[0].job.head_sha} if left else {})

@@ -1,7 +1,8 @@
 """A relay ledger writer killed mid-write (`kill -9` of a sensor's process or a run) leaves its
 staging file in the ledger's sub-folder; readers skip it, but such files must not pile up. The
-relay's periodic sweep removes the ones old enough that no live writer can own them, and never a
-young one: the ledger's writers include sensor ticks, which no Dagster run list knows."""
+relay's sensor ticks, which every deployment runs, remove the ones old enough that no live writer
+can own them, and never a young one: the ledger's writers include sensor ticks, which no Dagster
+run list knows."""
 
 import datetime as dt
 import os
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from jobs.relay_prs import zombie_check_run_job
-from resources.configured import LakeResource
+from jobs.relay_prs import check_run_sensor
+from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import staging_name, staging_owner
@@ -78,10 +79,13 @@ def test_the_relay_sweep_removes_staging_files_killed_writers_left_in_the_ledger
     young.parent.mkdir(parents=True)
     young.write_bytes(b"being written")
 
-    result = zombie_check_run_job.execute_in_process(
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={"github": GitHubResource(api_url="http://127.0.0.1:9"), "lake": LakeResource(uri=str(lake))})
+    # a deployment without GitHub credentials, whose zombie schedule is off: its sensor ticks sweep
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GITHUB_APP_ID", raising=False)
+    resources = {"archive": ArchiveResource(uri=str(tmp_path / "archive")), "lake": LakeResource(uri=str(lake)),
+                 "github": GitHubResource(api_url="http://127.0.0.1:9")}
+    with dg.build_sensor_context(resources=resources) as context:
+        check_run_sensor(context)
 
-    assert result.success
     assert staged(lake) == [young]
     assert [r["attempt_id"] for r in ledger_rows(Lake.at(str(lake)), SHA)] == ["a-1"]

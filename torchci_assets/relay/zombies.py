@@ -71,7 +71,8 @@ def sweep_timeout(relay: TorchciConfig, timeout_s: float | None = None) -> dt.ti
 
 def sweep_ledgers(lake: Lake, now: dt.datetime, lookback_days: int = ZOMBIE_LOOKBACK_DAYS) -> list[str]:
     """Remove what writers killed mid-write left in both relay ledgers over the days the sweep looks
-    at (`sweep_ledger_staging`): the relay's own housekeeping, every ten minutes with the zombies."""
+    at (`sweep_ledger_staging`): the relay's own housekeeping, which the relay sensors' ticks do
+    every ten minutes, with or without credentials (jobs/relay_prs.py)."""
     days = [(now - dt.timedelta(days=back)).strftime("%Y-%m-%d") for back in range(lookback_days + 1)]
     return [path for table in (LEDGER_TABLE, ACTIONS_TABLE) for path in sweep_ledger_staging(lake, table, days)]
 
