@@ -532,3 +532,32 @@ def test_an_unreadable_note_of_deleted_runs_costs_the_lookups_again_not_the_pass
         assert result.success
         assert api.count(r"/runs/\d+/attempts/1") == asked + 2
         assert len(gone.load(store).runs) == 2
+
+
+RERUN = 2202229800
+
+
+def test_a_re_run_attempt_without_jobs_is_asked_about_by_its_own_age_not_the_first_attempts(
+        tmp_path, httpserver, octokit):
+    """A re-run's `created_at` is its first attempt's, hours ago: its second attempt, requested two
+    minutes ago and still waiting for its jobs, is no gap before the limit has passed since it was
+    requested, as a new run's attempt is not."""
+    def rerun(p):
+        jobless_run(octokit, p)
+        p["workflow_run"].update(id=RERUN, run_attempt=2, created_at="2021-09-13T00:30:00Z",
+                                 updated_at="2021-09-13T03:28:00Z", run_started_at="2021-09-13T03:28:00Z")
+
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl",
+                [hook(octokit, "workflow_run", "requested", "2021-09-13T03:28:01.000Z", rerun)], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run({"id": RERUN, "run_attempt": 2, "status": "queued", "conclusion": None, "name": "CI",
+                 "created_at": "2021-09-13T00:30:00Z", "run_started_at": "2021-09-13T03:28:00Z",
+                 "updated_at": "2021-09-13T03:28:00Z", "head_branch": "main"}, [])
+    for minutes in (0, 5, 25):
+        report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=minutes))
+        assert (report.jobless_runs, api.count(rf"/runs/{RERUN}/attempts/2")) == (0, 0)
+    report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=30))
+    assert (report.jobless_runs, report.looked_up) == (1, 1)
+    assert api.count(rf"/runs/{RERUN}/attempts/2") >= 1

@@ -5,7 +5,8 @@ GitHub does not retry a delivery that failed, so a lost `workflow_job completed`
 Every few minutes (a Dagster schedule) this reads the last days of `workflow_job` and
 `workflow_run` and finds
 - jobs whose highest known state is not `completed` and was last heard of more than `limit` ago,
-- run attempts with no job heard of at all, created more than `limit` ago;
+- run attempts with no job heard of at all, requested more than `limit` ago (a re-run's attempt:
+  since the re-run, not the run's creation);
 then reads each such run attempt's jobs from the REST API (one request per hundred jobs, not one
 per job) and writes what it finds as `rest` records (`shapes.py`): the current state of each stale
 job, every job of a run that had none, and every job GitHub lists beside a stale one that the lake
