@@ -561,3 +561,24 @@ def test_a_re_run_attempt_without_jobs_is_asked_about_by_its_own_age_not_the_fir
     report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=30))
     assert (report.jobless_runs, report.looked_up) == (1, 1)
     assert api.count(rf"/runs/{RERUN}/attempts/2") >= 1
+
+
+def test_two_overlapping_passes_keep_each_others_notes_of_deleted_runs(tmp_path):
+    """A pass reads the notes at its start and writes them at its end, minutes later on a busy day:
+    a pass started meanwhile (the schedule does not wait) must not lose the notes the other wrote."""
+    store = Store(str(tmp_path / "archive"))
+    old = (REPO, 1, 1)
+    first = gone.load(store)
+    first.add_run(old, NOW - dt.timedelta(days=5))  # older than any pass reads: forgotten below
+    gone.save(store, first)
+    slow, quick = gone.load(store), gone.load(store)
+    quick.add_run((REPO, 2, 1), NOW)
+    quick.set_pulls(REPO, [7])
+    gone.save(store, quick)
+    slow.add_run((REPO, 3, 1), NOW)
+    slow.set_pulls("other/repo", [9])
+    slow.forget_runs_before(NOW - dt.timedelta(days=4))
+    gone.save(store, slow)
+    notes = gone.load(store)
+    assert sorted(notes.runs) == [gone.Gone.run_key((REPO, n, 1)) for n in (2, 3)]
+    assert notes.pulls == {REPO: [7], "other/repo": [9]}

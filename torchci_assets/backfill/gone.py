@@ -5,8 +5,9 @@ pull request stays open in `pr_jobs` for good: nothing in the lake changes to sa
 Asked again, GitHub would answer 404 again, every pass (runs) or every hour (pull requests). So the
 pass that hears 404 notes it in the archive (`gap-repair/gone.json`), and later passes do not ask.
 A run is forgotten once it is older than what gap repair reads; a pull request once the lake no
-longer shows it open. Two passes writing at once may lose one's notes: that costs a request again,
-nothing else.
+longer shows it open. Passes may overlap (a busy pass takes longer than the schedule's interval),
+so a pass merges its notes into the file as it is when it writes, not as it was when it read it;
+only two writes within the same instant can still lose one's notes, which costs a request again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class Gone:
     runs: dict[str, str] = field(default_factory=dict)  # "owner/repo#run_id/attempt" -> when GitHub answered 404
     pulls: dict[str, list[int]] = field(default_factory=dict)  # "owner/repo" -> pull request numbers
     changed: bool = False
+    set_repos: set[str] = field(default_factory=set)  # the repositories whose pulls this pass decided
+    oldest: dt.datetime | None = None  # runs noted before this are forgotten
 
     @staticmethod
     def run_key(key: tuple[str, int, int]) -> str:
@@ -41,14 +44,27 @@ class Gone:
 
     def set_pulls(self, repo: str, numbers: list[int]) -> None:
         """The pull requests of `repo` GitHub no longer has that the lake still shows open."""
+        self.set_repos.add(repo)
         if sorted(numbers) != self.pulls.get(repo, []):
             self.pulls[repo] = sorted(numbers)
             self.changed = True
 
     def forget_runs_before(self, oldest: dt.datetime) -> None:
-        kept = {k: at for k, at in self.runs.items() if dt.datetime.fromisoformat(at) >= oldest}
+        self.oldest = oldest
+        kept = self._recent(self.runs)
         self.changed |= len(kept) != len(self.runs)
         self.runs = kept
+
+    def _recent(self, runs: dict[str, str]) -> dict[str, str]:
+        if self.oldest is None:
+            return runs
+        return {k: at for k, at in runs.items() if dt.datetime.fromisoformat(at) >= self.oldest}
+
+    def merged_into(self, on_file: "Gone") -> "Gone":
+        """These notes over what another pass wrote since they were read: every run either noted
+        (less those too old), and the pull requests of the repositories this pass looked at."""
+        pulls = {**on_file.pulls, **{repo: self.pulls[repo] for repo in self.set_repos if repo in self.pulls}}
+        return Gone(runs=self._recent({**on_file.runs, **self.runs}), pulls=pulls)
 
 
 def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
@@ -68,5 +84,6 @@ def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
 
 def save(store: Store, gone: Gone) -> None:
     if gone.changed:
-        store.write_bytes(PATH, json.dumps({"runs": gone.runs, "pulls": gone.pulls}, indent=1,
+        notes = gone.merged_into(load(store))
+        store.write_bytes(PATH, json.dumps({"runs": notes.runs, "pulls": notes.pulls}, indent=1,
                                            sort_keys=True).encode())
