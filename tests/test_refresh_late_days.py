@@ -445,3 +445,24 @@ def test_a_sensor_killed_between_a_markers_delete_and_its_write_back_leaves_the_
         child.wait()
     after = late_markers(Store(str(archive)))
     assert late_days(after, before, [], "2026-01-01", LATE_DAY) == [LATE_DAY]
+
+
+def test_a_run_of_selected_assets_of_the_day_does_not_settle_a_marked_day(instance, tmp_path, octokit, later):
+    """Even every asset the refresh updates, materialized from the asset graph: a selection may leave
+    out the ingest or one of them, so the day stays marked and its refresh is still requested."""
+    from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+
+    archive = tmp_path / "archive"
+    daily_run_of_the_late_day(instance, archive, octokit)
+    roll_late(tmp_path, octokit, "late-1", 2)
+    later(-1)
+    first = tick(instance, archive, None)
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("torchci"), "__repository__"),
+                             "__ASSET_JOB")
+    instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="selected", status=dg.DagsterRunStatus.SUCCESS,
+                                   tags={refresh.PARTITION_TAG: LATE_DAY}, remote_job_origin=origin,
+                                   asset_selection=frozenset(dg.AssetKey(k) for k in refresh.REFRESH_ASSETS)))
+    later(30)
+    again = tick(instance, archive, first.cursor)
+    assert [r.partition_key for r in again.run_requests] == [LATE_DAY]  # its refresh still wanted
+    assert late_markers(Store(str(archive))).keys() == {LATE_DAY}
