@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 
 from jobs import relay_prs
@@ -514,9 +515,11 @@ def test_a_check_run_whose_job_never_completes_is_timed_out_after_six_hours(http
     cp = client_payload_of(server, L4)
     records = [callback_record(L4, "L4", "in_progress", cp), callback_record(L4, "L4", "in_progress", cp, job_name="test"),
                callback_record(L4, "L4", "completed", cp, job_name="test", conclusion="success")]
-    for record in records:
+    now = utc_now()
+    for record in records:  # each taken by the receiver now, as it happens
+        record["received_at"] = now.isoformat()
         assert check_run(record, github(httpserver), roots, instance).success
-    lake, now = Lake.at(roots[0]), utc_now()
+    lake = Lake.at(roots[0])
     assert zombie_jobs(lake, now + dt.timedelta(hours=5, minutes=59)) == []
     [zombie] = zombie_jobs(lake, now + dt.timedelta(hours=6, minutes=1))
     build = f"crcr/{L4}/upstream-ci/build"
@@ -531,6 +534,38 @@ def test_a_check_run_whose_job_never_completes_is_timed_out_after_six_hours(http
     assert check_run(late, github(httpserver), roots, instance).output_for_node(
         "create_upstream_check_runs") == {zombie.key: "already_created"}
     assert len(server.check_runs) == 4
+
+
+def test_a_check_run_created_after_its_callback_is_timed_out_from_the_callback(httpserver, instance, roots):
+    """A `ciflow/crcr` label added two hours into the job: its check run is created then, from the
+    archived `in_progress` callback. The relay's sweeper, and the HUD, time the job out six hours
+    after that callback, not six hours after the label."""
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    record = callback_record(L4, "L4", "in_progress", client_payload_of(server, L4))
+    now = utc_now()
+    record["received_at"] = (now - dt.timedelta(hours=2)).isoformat()
+    assert check_run(record, github(httpserver), roots, instance).success
+    lake = Lake.at(roots[0])
+    assert zombie_jobs(lake, now + dt.timedelta(hours=3, minutes=59)) == []
+    [zombie] = zombie_jobs(lake, now + dt.timedelta(hours=4, minutes=1))
+    assert (zombie.run_id, zombie.status, zombie.conclusion) == (7001, "completed", "timed_out")
+
+
+def test_a_check_run_recorded_before_callbacks_times_were_kept_counts_from_its_creation(roots):
+    """A ledger written by an earlier version has no `heard_at` column at all: its check runs are
+    timed out a timeout after their creation, and the sweep reads it without failing."""
+    job = job_state(callback_record(L4, "L4", "in_progress", {"delivery_id": "d-1", "payload": {"pull_request": {
+        "number": 1, "head": {"sha": "ab" * 20}}}}))
+    schema = pa.schema([f for f in ACTIONS_SCHEMA if f.name != "heard_at"])
+    row = {name: None for name in schema.names}
+    row.update(action="check_run", key=job.key, sha=job.head_sha, upstream_repo=UPSTREAM, downstream_repo=L4,
+               pr_number=1, name=job.name, status="in_progress", external_id=str(job.run_id),
+               delivery_id=job.delivery_id, outcome="ok", attempted_at=utc_now())
+    record_attempt(Lake.at(roots[0]), row, ACTIONS_TABLE, schema)
+    assert zombie_jobs(Lake.at(roots[0]), utc_now() + dt.timedelta(hours=5, minutes=59)) == []
+    [zombie] = zombie_jobs(Lake.at(roots[0]), utc_now() + dt.timedelta(hours=6, minutes=1))
+    assert zombie.key == job.key.replace("in_progress", "completed")
 
 
 def test_a_completed_check_run_whose_create_answer_was_lost_is_no_zombie(httpserver, instance, roots, monkeypatch):

@@ -46,6 +46,9 @@ ACTIONS_SCHEMA = pa.schema([
     ("details_url", pa.string()), ("github_id", pa.int64()), ("delivery_id", pa.string()),
     ("attempted_at", pa.timestamp("ms", tz="UTC")), ("outcome", pa.string()), ("error", pa.string()),
     ("run_id", pa.string()), ("attempt_id", pa.string()),
+    # when the receiver took the callback a check run answers: a zombie's clock (zombies.py), as the
+    # relay's; null in rows written before it was kept
+    ("heard_at", pa.timestamp("ms", tz="UTC")),
 ])
 STATUS_RANK = {"in_progress": 0, "completed": 1}
 # A claim younger than this may belong to a writer still waiting on GitHub (one call with its
@@ -186,7 +189,7 @@ def action_row(job: JobState, upstream_repo: str, run_id: str) -> dict:
     return {"action": "check_run", "key": job.key, "sha": job.head_sha, "upstream_repo": upstream_repo,
             "downstream_repo": job.downstream_repo, "pr_number": job.pr_number, "name": job.name,
             "status": job.status, "conclusion": job.conclusion, "external_id": str(job.run_id),
-            "delivery_id": job.delivery_id, "run_id": run_id}
+            "delivery_id": job.delivery_id, "run_id": run_id, "heard_at": heard_at(job.received_at)}
 
 
 def create_check_run(github: GitHubResource, lake: Lake, config: TorchciConfig, job: JobState, run_id: str,
@@ -294,6 +297,12 @@ def latest_jobs(jobs: list[JobState]) -> list[JobState]:
         if (workflow, name) not in latest or rank > latest[(workflow, name)][0]:
             latest[(workflow, name)] = (rank, state)
     return sorted((state for _, state in latest.values()), key=lambda j: j.name)
+
+
+def heard_at(received_at: str) -> dt.datetime | None:
+    """When the receiver took a callback, None when the record does not say."""
+    at = _arrival(received_at)
+    return None if at.year == dt.MINYEAR else at
 
 
 def _arrival(received_at: str) -> dt.datetime:

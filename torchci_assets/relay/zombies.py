@@ -24,11 +24,11 @@ completion) and not looked at again, as the relay's sweeper drops it from its se
 callback arriving after the timeout finds its check run already created (the key has no
 conclusion) and changes nothing, as the relay refuses a callback once its sweeper completed the job.
 
-The clock starts at the in-progress check run's creation, as the relay's starts at the job's
-`in_progress` callback: that callback, sent by the job once it runs, is what creates it, so time
-spent queued downstream never counts. A check run created later than its callback (a label added
-while the job ran) gets its full timeout from its creation: later than the HUD times the job out,
-never earlier; the ledger does not keep the callback's arrival to do otherwise.
+The clock starts when the receiver took the job's `in_progress` callback, as the relay's does
+(the ledger keeps it, `heard_at`): that callback, sent by the job once it runs, is what creates the
+check run, so time spent queued downstream never counts, and a check run created later than its
+callback (a label added while the job ran) is timed out when the HUD times the job out, not a full
+timeout after its creation. Rows written before `heard_at` was kept count from the creation.
 
 The timeout is `zombie_timeout_seconds` of the relay's config file (the relay's own
 `ZOMBIE_TIMEOUT_SECONDS`, 6 h by default), so the sweeps a schedule starts follow it; a run's own
@@ -86,6 +86,8 @@ def zombie_jobs(lake: Lake, now: dt.datetime, timeout: dt.timedelta = ZOMBIE_TIM
     try:
         if not lake.register(con, ACTIONS_TABLE, days):
             return []
+        kept = "heard_at" in con.table(ACTIONS_TABLE).columns
+        execute(con, dict(SQL.steps("actions_view"))["with_heard_at" if kept else "without_heard_at"])
         cursor = execute(con, SQL["zombie_check_runs"], {"cutoff": now - timeout})
         columns = [d[0] for d in cursor.description]
         rows = [dict(zip(columns, row)) for row in cursor.fetchall()]

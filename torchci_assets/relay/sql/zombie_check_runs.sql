@@ -8,11 +8,13 @@
 -- claim left in doubt, which the next sweep looks up and sends when GitHub lacks it, do not count) nor decided
 -- against by an earlier sweep (`not_wanted`: its repository left L3/L4), and no newer
 -- check run of the name on the head supersedes it (GitHub shows the newest of a name: a re-run's or a
--- later dispatch's). One row per check run, oldest first.
+-- later dispatch's). One row per check run, oldest first. Its clock starts when the receiver took
+-- the callback it answers (heard_at), as the relay's sweeper's does, or at its creation when the
+-- ledger does not say (rows written before it did) or says later (clocks apart).
 WITH runs AS (
     SELECT lower(key) AS key, sha, downstream_repo, pr_number, name, delivery_id, status, conclusion, outcome,
-           attempted_at, attempt_id
-    FROM relay_actions
+           attempted_at, attempt_id, heard_at
+    FROM actions
     WHERE action = 'check_run'
 ),
 answered AS (
@@ -20,7 +22,8 @@ answered AS (
 ),
 opened AS (
     SELECT sha, key, any_value(downstream_repo) AS downstream_repo, any_value(pr_number) AS pr_number,
-           any_value(name) AS name, any_value(delivery_id) AS delivery_id, min(attempted_at) AS opened_at
+           any_value(name) AS name, any_value(delivery_id) AS delivery_id, min(attempted_at) AS opened_at,
+           least(coalesce(min(heard_at), min(attempted_at)), min(attempted_at)) AS clock_from
     FROM runs
     WHERE status = 'in_progress'
       AND (outcome = 'ok'
@@ -30,7 +33,7 @@ opened AS (
 )
 SELECT o.sha, o.key, o.downstream_repo, o.pr_number, o.name, o.delivery_id, o.opened_at
 FROM opened AS o
-WHERE o.opened_at < $cutoff
+WHERE o.clock_from < $cutoff
   AND NOT EXISTS (
       SELECT 1 FROM runs AS c
       WHERE c.sha = o.sha AND c.status = 'completed' AND coalesce(c.outcome, '') <> 'withdrawn'
@@ -41,4 +44,4 @@ WHERE o.opened_at < $cutoff
       SELECT 1 FROM runs AS n
       WHERE n.sha = o.sha AND lower(n.name) = lower(o.name) AND n.outcome = 'ok' AND n.key <> o.key
         AND n.attempted_at > o.opened_at)
-ORDER BY o.opened_at, o.key
+ORDER BY o.clock_from, o.key
