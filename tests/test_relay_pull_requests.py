@@ -467,17 +467,22 @@ def test_two_replicas_racing_on_one_callback_create_one_check_run(httpserver, in
     server = FakeRelayGitHub(httpserver)
     dispatched(server, httpserver, instance, roots)
     job = job_state(callback_record(L4, "L4", "in_progress", client_payload_of(server, L4)))
-    config, results = load_config(), []
-    threads = [threading.Thread(target=lambda n=n: results.append(
-        create_check_run(github(httpserver), Lake.at(roots[0]), config, job, n, settle_s=0.3))) for n in "ab"]
+    config, results, start = load_config(), [], threading.Barrier(2)
+
+    def replica(name: str) -> None:
+        start.wait()
+        results.append(create_check_run(github(httpserver), Lake.at(roots[0]), config, job, name, settle_s=0.3))
+
+    threads = [threading.Thread(target=replica, args=(n,)) for n in "ab"]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    # The loser either lost the claim or saw the winner's claim still young ("in_flight": its run
-    # retries later and then finds the check run).
-    assert len(server.check_runs) == 1 and "created" in results
-    assert set(results) - {"created"} <= {"claimed_elsewhere", "in_flight"}
+    # The loser lost the claim, or saw the winner's claim still young ("in_flight": its run retries
+    # later and then finds the check run), or, on a loaded machine where the winner finished before
+    # the loser looked, saw its acknowledgement. Whichever: one check run.
+    assert len(server.check_runs) == 1 and results.count("created") == 1
+    assert set(results) - {"created"} <= {"claimed_elsewhere", "in_flight", "already_acknowledged"}
 
 
 def test_an_in_progress_callback_after_the_completed_one_does_not_hide_it(httpserver, instance, roots):
