@@ -24,6 +24,8 @@ from torchci_assets.derived.flakiness.lists import publish_disabled_from_issues
 FILE = "test_burst.py"
 BURST = [f"test_op_{i:02d} (__main__.TestBurst)" for i in range(6)]
 T = BURST[0]
+# BURST as PyTorch's bot lists a test whose class is not in `__main__` (and people copy it)
+DOTTED = [t.replace("__main__.", "distributed.test_burst.") for t in BURST]
 LABELS = ["skipped", "module: flaky-tests"]
 
 
@@ -127,6 +129,24 @@ def test_a_listed_test_flaking_on_a_new_platform_has_its_line_widened_once(https
     assert again.count("found") == 1 and len(fake.comments[agg["number"]]) == 1
 
 
+def test_a_line_naming_the_tests_module_in_its_suite_is_the_tests_line_widened_as_written(httpserver, tmp_path):
+    """PyTorch's runner matches a disabled test by its method and class name alone, and PyTorch's
+    bot lists a test whose class is not in `__main__` with its dotted suite: such a line is the
+    test's, widened where it stands (its name as written), and no issue is filed beside it."""
+    fake = FakeIssueTracker(httpserver)
+    written = {t: ["linux"] for t in DOTTED}
+    agg = aggregate(fake, written)
+    lake = Lake.at(str(tmp_path / "lake"))
+    ev = {T: Evidence(T, FILE, last_main_flake_at=now() - dt.timedelta(hours=2))}  # after its listing
+    report = file(httpserver, lake, [Wanted(T, ["linux", "win"], ["linux", "win"], 3)], ev)
+    assert [(r["action"], r["issue_number"], r["platforms"]) for r in report.rows] == [
+        ("updated", agg["number"], ["linux", "win"])]
+    assert len(fake.issues) == 1
+    assert condense([fake.issues[agg["number"]]]) == {
+        **condense([agg]), DOTTED[0]: [str(agg["number"]), agg["html_url"], ["linux", "win"]]}
+    assert "flaked on win as well" in fake.comments[agg["number"]][0]
+
+
 def test_a_listed_test_is_not_widened_on_flakes_from_before_its_listing_nor_where_covered(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     agg = aggregate(fake, {**{t: ["linux"] for t in BURST}, T: ["windows"]}, age=dt.timedelta(days=3))
@@ -187,6 +207,22 @@ def test_a_line_clean_on_one_platform_is_narrowed_to_the_others(httpserver, tmp_
     assert "stays disabled on win" in fake.comments[agg["number"]][0]
 
 
+def test_lines_naming_the_tests_module_in_their_suite_are_dropped_and_narrowed_as_written(httpserver, tmp_path):
+    """The reruns report a test by its JUnit classname, which the runner, and this project, match
+    to a line by class name alone: a dotted line is judged on its test's reruns, dropped or
+    narrowed, and every other line keeps its text."""
+    fake = FakeIssueTracker(httpserver)
+    agg = aggregate(fake, {t: ["linux", "win"] for t in DOTTED}, age=dt.timedelta(days=20))
+    lake = lake_with(tmp_path, clean(T, "linux") + clean(T, "win") + clean(BURST[1], "linux"))
+    result = life(httpserver, lake, tmp_path)
+    assert [(r["test"], r["action"], r["platforms"]) for r in result.aggregates.rows] == [
+        (T, "dropped", []), (BURST[1], "narrowed", ["win"])]
+    body = fake.issues[agg["number"]]["body"]
+    assert f"{DOTTED[0]}:" not in body and f"{DOTTED[1]}: win\n" in body
+    assert all(f"{t}: linux, win\n" in body for t in DOTTED[2:]) and "__main__" not in body
+    assert fake.issues[agg["number"]]["state"] == "open"
+
+
 def test_a_crash_between_the_comment_and_the_edit_comments_once(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     agg = aggregate(fake, {t: ["linux"] for t in BURST}, age=dt.timedelta(days=20))
@@ -224,13 +260,15 @@ def test_a_strangers_aggregate_is_left_alone(httpserver, tmp_path):
     assert f"#{agg['number']} ({T}) is left alone: its author a-stranger may not disable tests" in logs
 
 
-def test_a_deleted_test_is_dropped_from_its_aggregate(httpserver, retired_lake, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("suite", ["__main__.TestA", "test_a.TestA"])
+def test_a_deleted_test_is_dropped_from_its_aggregate(httpserver, retired_lake, tmp_path, suite):  # noqa: F811
+    """Its line as written: under `__main__`, or under a dotted suite (the runner's class name alone)."""
     fake = FakeIssueTracker(httpserver)
-    gone, alive = "test_gone (__main__.TestA)", "test_alive (__main__.TestA)"
+    gone, alive = f"test_gone ({suite})", f"test_alive ({suite})"
     agg = fake.add(aggregate_title("test_a.py"), aggregate_body("test_a.py", {gone: ["linux"], alive: []}, "x"),
                    user=BOT, age=dt.timedelta(days=20))
     result = life(httpserver, retired_lake, tmp_path)
-    assert [(r["test"], r["action"]) for r in result.aggregates.rows] == [(gone, "dropped")]
+    assert [(r["test"], r["action"]) for r in result.aggregates.rows] == [("test_gone (__main__.TestA)", "dropped")]
     assert "deleted or renamed" in result.aggregates.rows[0]["detail"]
     assert sorted(condense([fake.issues[agg["number"]]])) == [alive]
     assert result.retirement.rows == [] and fake.issues[agg["number"]]["state"] == "open"

@@ -255,6 +255,25 @@ def test_a_main_flake_after_the_issue_was_closed_reopens_it(httpserver, world):
     assert world.published()[TEST_A] == entry(old, ["linux"])
 
 
+def test_a_main_flake_after_a_closed_issue_naming_the_tests_module_reopens_that_issue(httpserver, world):
+    """A closed issue titled with the test's dotted suite, as PyTorch's bot titles a test whose
+    class is not in `__main__`, is the test's issue (the runner matches the class name alone):
+    its title search finds it, and a new flake on main reopens it, its title as written, rather
+    than filing a second issue beside it."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    old = fake.add("DISABLED test_a (test_x.TestX)", "Platforms: linux\n\nold report", state="closed",
+                   user="a-maintainer", age=dt.timedelta(days=60))
+    assert run(world, github(httpserver)).success
+    assert fake.issues[old["number"]]["state"] == "open" and fake.titled(f"DISABLED {TEST_A}") == []
+    assert fake.issues[old["number"]]["title"] == "DISABLED test_a (test_x.TestX)"
+    assert "flaked again on main" in fake.comments[old["number"]][0]
+    (row,) = [r for r in world.ledger() if r["test"] == TEST_A]
+    assert (row["action"], row["issue_number"], row["issue_state"]) == ("updated", old["number"], "open")
+    published = world.published()
+    assert TEST_A not in published and published["test_a (test_x.TestX)"] == entry(old, ["linux"])
+
+
 def test_flaking_on_a_new_platform_extends_the_issues_own_platforms(httpserver, world):
     fake = FakeIssueTracker(httpserver)
     fake.permissions["a-human"] = "write"  # a maintainer: their DISABLED issues count

@@ -21,6 +21,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     condense,
     flaky_bot_platforms,
     issue_title,
+    line_for_test,
     multiple_tests,
     parse_platforms,
     pytorch_platforms,
@@ -293,3 +294,13 @@ def test_a_body_for_everywhere_has_an_empty_platforms_line_that_parses_to_all():
     body = render_body(evidence(jobs=0), [])
     assert body.splitlines()[0] == "Platforms:" and parse_platforms(body) == []
     assert "disables it everywhere" in body and "failing jobs" not in body
+
+
+def test_a_tests_line_is_the_one_the_runner_takes_for_it_as_written():
+    """PyTorch's runner matches a line by method and class name alone; of several lines for one
+    test, the one written as the test is asked for is its own, else the first."""
+    lines = ["test_a (distributed.test_c10d.TestX)", "test_a (__main__.TestX)", "test_ab (m.TestX)"]
+    assert line_for_test(lines, "test_a (__main__.TestX)") == "test_a (__main__.TestX)"
+    assert line_for_test(lines, "test_a (other.TestX)") == "test_a (distributed.test_c10d.TestX)"
+    assert line_for_test(lines[::-1], "test_ab (__main__.TestX)") == "test_ab (m.TestX)"
+    assert line_for_test(lines, "test_a (m.TestXY)") is None and line_for_test(lines, "test_b (m.TestX)") is None

@@ -14,7 +14,9 @@ updated for two weeks (NUM_HOURS_NOT_UPDATED_BEFORE_CLOSING); this project waits
 update, a test's reruns counting from its listing or the aggregate's reopening instead: a wait on
 the aggregate's last update would let any change to one line, this project's own edits included,
 hold back every other line for two weeks. The tests are taken from the first open aggregate (by
-URL) naming them, and left to their own issue when they have an open one.
+URL) naming them, and left to their own issue when they have an open one. A line is its test's
+when PyTorch's runner takes it so (`runner_test`: a dotted suite too), and is changed under the
+name its author wrote.
 
 All of one run's changes to an aggregate are one comment, saying which tests and why, then one
 edit. The comment carries a marker naming the day and the change, so a retry after a crash
@@ -33,7 +35,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, stand_in, with_list
 from torchci_assets.derived.flakiness.comments import comment_once
-from torchci_assets.derived.flakiness.issue_text import is_aggregate_title, multiple_tests
+from torchci_assets.derived.flakiness.issue_text import is_aggregate_title, line_for_test, multiple_tests, runner_test
 from torchci_assets.derived.flakiness.issues import Marks, ledger_row, record
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
 from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
@@ -59,19 +61,20 @@ def aggregate_members(issues: list[dict], allowed: Callable[[dict], bool], singl
                       marks: Marks) -> dict[str, dict]:
     """Per test listed by an open aggregate of `issues` and without an open issue of its own
     (`singles`), its `stand_in`: of several aggregates, the first by URL whose author may disable
-    tests (`allowed`, asked only then), else the first. The test's evidence counts from when the
-    ledger last recorded it listed (`marks`)."""
-    by_test: dict[str, list[tuple[dict, list[str]]]] = {}
+    tests (`allowed`, asked only then), else the first. Tests are keyed as their runs are
+    (`runner_test`: a line with a dotted suite is its test's), each stand-in naming its line as
+    written. The test's evidence counts from when the ledger last recorded it listed (`marks`)."""
+    by_test: dict[str, list[tuple[dict, str, list[str]]]] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
         if issue.get("state") == "open" and is_aggregate_title(issue.get("title")):
-            for test, platforms in multiple_tests(issue.get("title"), issue.get("body")):
-                if test not in singles:
-                    by_test.setdefault(test, []).append((issue, platforms))
+            for line, platforms in multiple_tests(issue.get("title"), issue.get("body")):
+                if (test := runner_test(line)) not in singles:
+                    by_test.setdefault(test, []).append((issue, line, platforms))
     out = {}
     for test, group in by_test.items():
-        issue, platforms = next((g for g in group if allowed(g[0])), group[0]) if len(group) > 1 else group[0]
+        issue, line, platforms = next((g for g in group if allowed(g[0])), group[0]) if len(group) > 1 else group[0]
         at = marks.line["listed"].get((issue["number"], test))
-        out[test] = stand_in(issue, test, platforms, at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None)
+        out[test] = stand_in(issue, line, platforms, at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None)
     return out
 
 
@@ -90,21 +93,23 @@ def changes_of(retired: list[Absent], decided: list[tuple[Decision, dict[str, Pl
 
 
 def new_list(title: str, body: str, changes: list[LineChange]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """The aggregate's list (test -> platforms) before and after `changes`."""
+    """The aggregate's list (line as written -> platforms) before and after `changes` (each to
+    its test's line, `line_for_test`)."""
     before = listed(title, body)
-    by_test = {c.test: c for c in changes}
-    after = {t: (by_test[t].keep if t in by_test else p) for t, p in before.items()
-             if t not in by_test or by_test[t].keep is not None}
+    by_line = {line: c for c in changes if (line := line_for_test(before, c.test)) is not None}
+    after = {t: (by_line[t].keep if t in by_line else p) for t, p in before.items()
+             if t not in by_line or by_line[t].keep is not None}
     return before, after
 
 
-def comment_text(changes: list[LineChange], after: dict[str, list[str]]) -> str:
+def comment_text(changes: dict[str, LineChange], after: dict[str, list[str]]) -> str:
+    """The comment on `changes` (line as written -> its change)."""
     lines = ["Re-enabling tests of this issue, one by one:", ""]
-    for c in sorted(changes, key=lambda c: c.test):
+    for line, c in sorted(changes.items()):
         if c.keep is None:
-            lines.append(f"- `{c.test}` is dropped from the list: {c.why}.")
+            lines.append(f"- `{line}` is dropped from the list: {c.why}.")
         else:
-            lines.append(f"- `{c.test}` is re-enabled where {c.why}; it stays disabled on {', '.join(c.keep)}.")
+            lines.append(f"- `{line}` is re-enabled where {c.why}; it stays disabled on {', '.join(c.keep)}.")
     lines += ["", "No test is left in the list: closing this issue. Reopen it to disable them again."
               if not after else f"{len(after)} test(s) stay disabled by this issue."]
     return "\n".join(lines)
@@ -117,11 +122,12 @@ def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineCha
     rows (`dropped`, `narrowed`); [] when the list already is so."""
     title, body, n = issue["title"], issue.get("body") or "", issue["number"]
     before, after = new_list(title, body, changes)
-    changes = [c for c in changes if c.test in before and after.get(c.test) != before[c.test]]
+    by_line = {line: c for c in changes if (line := line_for_test(before, c.test)) and after.get(line) != before[line]}
+    changes = list(by_line.values())
     if not changes:
         return []
     digest = hashlib.sha256(json.dumps([sorted(before.items()), sorted(after.items())]).encode()).hexdigest()[:16]
-    comment_once(github, repo, n, f"<!-- torchci-dagster: aggregate {day} {digest} -->", comment_text(changes, after))
+    comment_once(github, repo, n, f"<!-- torchci-dagster: aggregate {day} {digest} -->", comment_text(by_line, after))
     fields = {"state": "closed", "state_reason": "completed"} if not after else {"body": with_list(body, after)}
     github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body=fields)
     now = {**issue, **fields}

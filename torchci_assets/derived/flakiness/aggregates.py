@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from torchci_assets.derived.flakiness.issue_text import (DISABLED_PREFIX, is_aggregate_title, multiple_tests,
-                                                        platforms_line)
+from torchci_assets.derived.flakiness.issue_text import (DISABLED_PREFIX, is_aggregate_title, line_for_test,
+                                                        multiple_tests, platforms_line)
 
 # PyTorch's flaky bot files an aggregate above this many tests of one file
 AGGREGATE_ABOVE = 4
@@ -65,8 +65,10 @@ def listed(title: str | None, body: str | None) -> dict[str, list[str]]:
 
 
 def with_tests(title: str, body: str, added: dict[str, list[str]]) -> str:
-    """`body` with `added` tests in its list, or their lines replaced (see `with_list`)."""
-    return with_list(body, {**listed(title, body), **added})
+    """`body` with `added` tests in its list, or their lines replaced under the names they are
+    written with (`line_for_test`: a dotted suite stays dotted; see `with_list`)."""
+    lines = listed(title, body)
+    return with_list(body, {**lines, **{line_for_test(lines, t) or t: p for t, p in added.items()}})
 
 
 def with_list(body: str, platforms: dict[str, list[str]]) -> str:

@@ -120,13 +120,28 @@ def runner_test(key: str | None) -> str | None:
     `test_x (__main__.TestY)`."""
     if key is None:
         return None
+    name, cls = method_and_class(key)
+    return f"{name} (__main__.{cls})"
+
+
+def method_and_class(key: str) -> tuple[str, str]:
+    """The two words of `key` ("test_x (Suite)") PyTorch's runner matches a test by: the method and
+    the last part of the suite, the class name."""
     name, _, suite = key.partition(" (")
-    return f"{name} (__main__.{suite.rstrip(')').rsplit('.', 1)[-1]})"
+    return name, suite.rstrip(")").rsplit(".", 1)[-1]
 
 
 def titled_for_test(title: str | None, test: str) -> bool:
     """Whether a single-test issue so titled disables `test` in PyTorch's runner (`runner_test`)."""
     return runner_test(disabled_test(title)) == runner_test(test)
+
+
+def line_for_test(names: Iterable[str], test: str) -> str | None:
+    """Of `names` (tests as an aggregate's lines write them), the one that disables `test` in
+    PyTorch's runner (`runner_test`), or None: `test` itself when written so, else the first. A
+    line is read, widened, narrowed and dropped under the name its author wrote, never renamed."""
+    same = [n for n in names if runner_test(n) == runner_test(test)]
+    return test if test in same else next(iter(same), None)
 
 
 def is_single_test_title(title: str | None) -> bool:

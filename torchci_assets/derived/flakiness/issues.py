@@ -24,9 +24,11 @@ Finding the issue is what makes "never twice" hold, so it looks wherever it coul
      search's index lags writes by seconds to minutes, the list does not, so an issue created
      moments ago (by a crashed run, a concurrent one, a human) is seen here;
   3. the issue number the ledger last recorded for the test, read directly;
-  4. a search for the exact title in any state (closed issues are not in 1).
-A title counts as the test's when PyTorch's own reading of it gives the test, so a maintainer's
-issue is found like ours, or when it is exactly the title filed for the test. An issue counts only
+  4. a search in any state (closed issues are not in 1) for the test's method and class name.
+A title counts as the test's when PyTorch's runner takes it for the test (its class name alone: a
+dotted suite too, `issue_text.runner_test`), so a maintainer's issue is found like ours, or when it
+is exactly the title filed for the test; an open aggregate counts when a line of it names the test
+so, and that line is widened under the name written there. An issue counts only
 when its author may disable a test, by the rule the published list follows (`trusted_test_issues`):
 a stranger's `DISABLED test_x` issue disables nothing, so it must not stand in for the test's issue
 either; this project files its own beside it. The account this project files as is learned from
@@ -85,6 +87,8 @@ from torchci_assets.derived.flakiness.issue_text import (
     disabled_test,
     is_test_issue,
     issue_title,
+    line_for_test,
+    method_and_class,
     parse_platforms,
     pytorch_platforms,
     render_body,
@@ -142,7 +146,11 @@ def open_disabled_query(repo: str) -> str:
 
 
 def title_query(repo: str, test: str) -> str:
-    return f'repo:{repo} is:issue in:title "{test.replace(chr(34), " ")}"'
+    """The search for `test`'s issues in any state: its method and class name, the words PyTorch's
+    runner matches it by (`method_and_class`), so that an issue titled with a dotted suite
+    (`test_x (distributed.test_c10d.TestY)`) is found as well as one under `__main__`; which of the
+    hits are the test's is decided by `IssueTracker.titled_for`."""
+    return f'repo:{repo} is:issue in:title ' + " ".join(f'"{w.replace(chr(34), " ")}"' for w in method_and_class(test))
 
 
 class IssueTracker:
@@ -261,7 +269,9 @@ class IssueTracker:
 
     @staticmethod
     def _lists(issue: dict, test: str) -> bool:
-        return is_aggregate(issue.get("title")) and test in listed(issue.get("title"), issue.get("body"))
+        """Whether `issue` is an aggregate with a line for `test` (`line_for_test`: a dotted suite too)."""
+        return is_aggregate(issue.get("title")) and line_for_test(listed(issue.get("title"), issue.get("body")),
+                                                                  test) is not None
 
     def refused(self, test: str) -> list[dict]:
         """The issues naming `test` whose authors may not disable it (see `trust`)."""
@@ -837,7 +847,8 @@ def current_platforms(issue: dict, test: str) -> list[str]:
     """The platforms `issue` disables `test` on ([]: everywhere): an aggregate's line of it, or a
     single issue's `Platforms:` lines."""
     if is_aggregate(issue.get("title")):
-        return list(dict.fromkeys(listed(issue.get("title"), issue.get("body")).get(test, [])))
+        lines = listed(issue.get("title"), issue.get("body"))
+        return list(dict.fromkeys(lines.get(line_for_test(lines, test) or test, [])))
     return list(dict.fromkeys(parse_platforms(issue.get("body"))))
 
 
