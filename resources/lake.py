@@ -34,6 +34,8 @@ from resources.storage import Store
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
 # A key of every lake file's footer: a fresh id per write (see `written_schema`).
 WRITE_ID = b"torchci.write"
+# What `file_digest` reads of a file's end at once: pyarrow's own first read of a footer.
+FOOTER_READ = 64 * 1024
 DAY_PARTITION = pa.schema([("day", pa.date32())])
 HIVE_DAY = re.compile(r"/day=([0-9]{4}-[0-9]{2}-[0-9]{2})/")
 # A view per table and set of days (file paths go in as quoted literals: a view takes no parameter).
@@ -95,11 +97,7 @@ class Lake:
         write that made it, `written_schema`), which any rewrite changes; no data is read."""
         h = hashlib.sha256("/".join(path.rsplit("/", 3)[-3:]).encode())
         with self.store.fs.open_input_file(path) as f:
-            size = f.size()
-            if size >= 12:  # the last 8 bytes give the footer's length
-                f.seek(size - 8)
-                f.seek(max(0, size - 8 - int.from_bytes(f.read(4), "little")))
-            h.update(f.read())
+            h.update(_footer_bytes(f))
         return h.hexdigest()
 
     def files_digest(self, files: list[str], settings: dict | None = None) -> str:
@@ -162,7 +160,14 @@ class Lake:
 
     def rows_in(self, files: list[str]) -> int:
         """Rows of these Parquet files of the lake, from their footers (no data is read)."""
-        return sum(self.fragment(f).metadata.num_rows for f in files)
+        return sum(self.footer(f).num_rows for f in files)
+
+    def footer(self, path: str) -> pq.FileMetaData:
+        """The footer of the lake file at `path` (a full path). On S3 through `fragment`, without
+        the HeadObject of an open by path; locally as a file's (pyarrow.dataset imports pandas)."""
+        if self.store.is_local:
+            return pq.read_metadata(path, filesystem=self.store.fs)
+        return self.fragment(path).metadata
 
     def fragment(self, path: str, partition: pc.Expression | None = None):
         """The lake file at `path` (a full path) as a pyarrow dataset fragment, its footer read.
@@ -235,6 +240,19 @@ class Lake:
             con.register(f"{name}__arrow", dataset)
             con.execute(compose(_ARROW_VIEW, name=name, source=f"{name}__arrow"))
         return len(files)
+
+
+def _footer_bytes(f: pa.NativeFile) -> bytes:
+    """The file's bytes from its footer on (the footer, its length and the magic; a file too short
+    to have one: all of it). One read of the file's end, which holds the footer of all but the
+    widest tables: on S3 each read is a request."""
+    size = f.size()
+    first = max(0, size - FOOTER_READ)
+    tail = f.read_at(size - first, first)
+    if size < 12:  # the last 8 bytes give the footer's length
+        return tail
+    start = max(0, size - 8 - int.from_bytes(tail[-8:-4], "little"))
+    return tail[start - first:] if start >= first else f.read_at(size - start, start)
 
 
 def _with_footer(fragment):

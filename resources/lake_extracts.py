@@ -68,7 +68,10 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
     prefix = f"_{extract.name}-"
     index_path = f"{folder}/{prefix}index.json"
     query = hashlib.sha256(extract.query.encode()).hexdigest()[:16]
-    known = lake.read_record(index_path, lambda b: _parse_index(b, query)) or {}
+    present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
+    # An index is opened once listed: on S3, opening a missing file is a request to learn it is missing.
+    listed = f"{prefix}index.json" in present
+    known = (lake.read_record(index_path, lambda b: _parse_index(b, query)) if listed else None) or {}
     settled_before_ns = time.time_ns() - SETTLED_S * 1_000_000_000
     wanted: dict[str, str] = {}  # extract name -> its source's full path
     index: dict[str, list[str]] = {}
@@ -82,7 +85,6 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
         wanted[name] = src
         if version:
             index[entry.path] = [version, name]
-    present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
     _make(lake, extract, folder, sorted((n, s) for n, s in wanted.items() if n not in present))
     for name in sorted(present):
         if name.startswith(prefix) and name.endswith(".pq") and name not in wanted:

@@ -167,8 +167,8 @@ class Store:
         self.uri = uri
         self.fs, self.root = _filesystem(uri)
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
-        # Full path -> size of each S3 object this store listed and has not written since: pyarrow
-        # opens an object by path with a HeadObject for its size, which a reader given the size spares.
+        # Full path -> size of each S3 object as this store last listed or wrote it: pyarrow opens
+        # an object by path with a HeadObject for its size, which a reader given the size spares.
         self.listed_sizes: dict[str, int] = {}
 
     def __repr__(self) -> str:
@@ -197,13 +197,13 @@ class Store:
 
     def _listed(self, info: pafs.FileInfo) -> FileEntry:
         """The entry of an S3 object as listed, its size kept in `listed_sizes`."""
-        self._keep_size(info)
+        self._keep_size(info.path, info.size)
         return FileEntry(info.path[len(self.root) + 1:], info.size, stamp=str(info.mtime_ns))
 
-    def _keep_size(self, info: pafs.FileInfo) -> None:
+    def _keep_size(self, path: str, size: int) -> None:
         if len(self.listed_sizes) >= MAX_LISTED_SIZES:
             self.listed_sizes.clear()
-        self.listed_sizes[info.path] = info.size
+        self.listed_sizes[path] = size
 
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full(rel)).type != pafs.FileType.NotFound
@@ -271,7 +271,7 @@ class Store:
                 if self.is_local and os.path.islink(info.path):
                     continue
                 if not self.is_local:
-                    self._keep_size(info)
+                    self._keep_size(info.path, info.size)
                 out.append(FileEntry(f"{folder}/{info.base_name}", info.size))
         return sorted(out, key=lambda e: e.path)
 
@@ -457,6 +457,7 @@ class Store:
             # S3 folders are virtual; the content is staged on local disk, see _upload.
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part")
             os.close(fd)
+        uploaded = None
         try:
             with pa.OSFile(tmp, "wb") as out:
                 yield out
@@ -464,10 +465,13 @@ class Store:
                 os.replace(tmp, final)
             else:
                 self._upload(tmp, final)
+                uploaded = os.path.getsize(tmp)
         finally:
             self._wrote(rel)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
+        if uploaded is not None:  # read back (its footer, a kept file) without asking S3 for the size
+            self._keep_size(final, uploaded)
 
     def _upload(self, local: str, final: str) -> None:
         """Copy a complete local file to the object `final`.

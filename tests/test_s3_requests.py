@@ -3,6 +3,7 @@
 its number of requests more than its CPU."""
 
 import collections
+import hashlib
 import json
 import os
 import subprocess
@@ -124,6 +125,80 @@ def test_an_extract_read_after_its_folder_was_listed_asks_no_size(server):
     lake.store.list_folder(f"t/day={DAY}")
     since = time.time()
     assert lake.rows_in([lake.store.full(f"t/day={DAY}/_extract.parquet")]) == 2
+    assert server.counts(since)["HeadObject"] == 0
+
+
+def footer_digest(lake: Lake, rel: str) -> str:
+    """`Lake.file_digest` as it was first written: the file's place and its footer, read apart."""
+    data = lake.store.read_bytes(rel)
+    start = max(0, len(data) - 8 - int.from_bytes(data[-8:-4], "little")) if len(data) >= 12 else 0
+    return hashlib.sha256(("/".join(rel.rsplit("/", 3)[-3:])).encode() + data[start:]).hexdigest()
+
+
+def test_a_file_digest_is_one_get_of_the_footer_and_the_same_digest(server):
+    """Naming an extract digests its source's footer at every refresh until the index vouches for
+    the file: one ranged read of the file's end, not one for the footer's length and another for
+    the footer. A footer larger than that read takes a second one. The digest is the same as
+    ever: a changed one would rename every extract once."""
+    lake = Lake.at(fresh_uri())
+    lake.write("t", DAY, pa.table({"x": [1, 2]}))
+    wide = pa.table({f"column_{i:04d}_{'y' * 40}": [i] for i in range(1500)})  # a footer over 64 KiB
+    lake.write("t", DAY, wide, part="wide")
+    small, big = lake.files("t", [DAY])
+    for path, gets in ((small, 1), (big, 2)):
+        since = time.time()
+        digest = lake.file_digest(path)
+        assert server.counts(since) == {"HeadObject": 1, "GetObject": gets}
+        assert digest == footer_digest(lake, path.split("/", 2)[2])
+
+
+def test_a_file_this_process_wrote_is_read_without_a_head(server):
+    """A step reads back what it wrote a moment before (its own partition's footers for the
+    catalog, its kept sums, a classification it keeps): the size it wrote is the size to read."""
+    lake = Lake.at(fresh_uri())
+    lake.write("t", DAY, pa.table({"x": [1, 2, 3]}), part="_kept")
+    path = lake.store.full(f"t/day={DAY}/_kept.parquet")
+    since = time.time()
+    assert lake.rows_in([path]) == 3
+    assert lake.read_files([path]).column("x").to_pylist() == [1, 2, 3]
+    assert server.counts(since)["HeadObject"] == 0
+
+
+def test_an_extract_index_the_listing_does_not_show_is_not_asked_for(server, tmp_path):
+    """A day's extracts list their folder anyway (which extracts are there): an index that the
+    listing does not show is not opened to learn that it is missing."""
+    from resources import lake_extracts
+    from resources.sql import SqlFiles
+
+    lake = Lake.at(fresh_uri())
+    lake.write("src", DAY, pa.table({"x": [1, 2, 3]}))
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "picked.sql").write_text("SELECT x FROM src WHERE x > 1")
+    extract = lake_extracts.Extract("picked", "src", "home", SqlFiles(str(tmp_path / "module.py")))
+    since = time.time()
+    files = lake_extracts.day_extracts(lake, extract, DAY)
+    assert lake.read_files(files).column("x").to_pylist() == [2, 3]
+    assert [w for _, op, w in server.requests(since) if op == "HeadObject" and w.endswith("index.json")] == []
+
+
+def test_footers_read_by_path_after_a_listing_ask_no_sizes(server):
+    """The catalog's metadata of a partition, the daily stats' check and the time tables' versions
+    read footers of files the lake just listed."""
+    from torchci_assets.derived.results.stats import (TIME_ROWS_VERSION_KEY, daily_stats_totals,
+                                                       outdated_time_days, time_rows_version)
+    from torchci_assets.lake_metadata import table_metadata
+
+    uri = fresh_uri()
+    writer = Lake.at(uri)
+    writer.write("test_results", DAY, pa.table({"x": [1, 2, 3]}))
+    writer.write("test_daily_stats", DAY, pa.table({"runs": [2], "infra_runs": [1]}))
+    today = pa.schema([("runs", pa.int64())], metadata={TIME_ROWS_VERSION_KEY: time_rows_version()})
+    writer.write("test_daily_stats", "2026-11-21", pa.table({"runs": [1]}, schema=today))
+    lake = Lake.at(uri)  # another process's lake: it knows only what it lists
+    since = time.time()
+    assert table_metadata(lake, "test_results", DAY)["dagster/row_count"] == 3
+    assert daily_stats_totals(lake, DAY) == (3, 3)
+    assert outdated_time_days(lake, {"test_daily_stats": [DAY, "2026-11-21"]}) == [DAY]
     assert server.counts(since)["HeadObject"] == 0
 
 

@@ -13,7 +13,6 @@ import functools
 import inspect
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from resources.lake import Lake
 
@@ -28,7 +27,7 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
     files = [f for f in lake.files(table, [day]) if parts is None or _reject_part(f, parts)]
     if not files:
         return {}
-    footers = [pq.ParquetFile(f, filesystem=lake.store.fs).metadata for f in files]
+    footers = [lake.footer(f) for f in files]
     schema = footers[0].schema.to_arrow_schema()
     columns = [dg.TableColumn(field.name, str(field.type)) for field in schema]
     return {"dagster/row_count": sum(m.num_rows for m in footers),

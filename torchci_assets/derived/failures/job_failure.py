@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles
@@ -248,10 +247,10 @@ def _classified_before(lake: Lake, day: str, digest: str) -> dict[tuple[str, int
     kept it (a log replaced, even by one of the same size, has another stamp: read again). Kept
     results without `invalid_utf8` come from an older classifier, whose context was another one
     and which matched invalid UTF-8 unreplaced: they are classified again."""
-    path = hidden_path(lake, "job_failure", day, CLASSIFIED_PART)
-    if not lake.store.exists(path):
+    try:  # opened, not first asked for: on S3 each is a request
+        table = lake.read_files([lake.store.full(hidden_path(lake, "job_failure", day, CLASSIFIED_PART))])
+    except FileNotFoundError:
         return {}
-    table = pq.read_table(lake.store.full(path), filesystem=lake.store.fs)
     if "invalid_utf8" not in table.column_names:
         return {}
     fields = [f.name for f in dataclasses.fields(LogResult)]

@@ -19,7 +19,6 @@ window in one pass and keep nothing.
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from resources.sql import SqlFiles, execute, relation
@@ -69,7 +68,7 @@ def _kept(con, lake: Lake, day: str, digest: str) -> bool:
     paths = {kind: lake.store.full(lake.partition_path(KEPT_WITH, day, part)) for kind, part in KEPT.items()}
     for path in paths.values():
         try:
-            metadata = pq.read_metadata(path, filesystem=lake.store.fs).metadata or {}
+            metadata = lake.footer(path).metadata or {}
         except (OSError, pa.ArrowException):  # missing (FileNotFoundError is an OSError) or unreadable
             return False
         if metadata.get(DIGEST_KEY) != digest.encode():

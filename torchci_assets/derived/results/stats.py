@@ -57,7 +57,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from resources.lake import Lake, connect
 from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps, statements_only
@@ -319,7 +318,7 @@ def time_rows_version() -> str:
 
 
 def _written_by(lake: Lake, path: str) -> str | None:
-    metadata = pq.read_schema(path, filesystem=lake.store.fs).metadata or {}
+    metadata = lake.footer(path).metadata or {}
     version = metadata.get(TIME_ROWS_VERSION_KEY)
     return version.decode() if version is not None else None
 
@@ -365,6 +364,6 @@ def daily_stats_totals(lake: Lake, day: str) -> tuple[int, int]:
     rows = lake.rows_in(results)
     counted = 0
     for f in stats:
-        table = pq.read_table(f, columns=["runs", "infra_runs"], filesystem=lake.store.fs)
+        table = lake.read_files([f], columns=["runs", "infra_runs"])
         counted += sum(pc.sum(table[c]).as_py() or 0 for c in ("runs", "infra_runs"))
     return rows, counted
