@@ -55,11 +55,20 @@ class Extract:
         return self.sql[self.name]
 
 
-def register_extract(con, lake: Lake, extract: Extract, days: list[str], name: str) -> int:
+def register_extract(con, lake: Lake, extract: Extract, days: list[str], name: str,
+                     seen: dict[tuple[Extract, str], list[str]] | None = None) -> int:
     """View `name` over the extract of `extract.table`'s files of `days` (extracting the files
-    not extracted yet); returns the number of files (0: no view, as `Lake.register`)."""
-    files = [f for day in days for f in day_extracts(lake, extract, day)]
-    return lake.register_files(con, files, name)
+    not extracted yet); returns the number of files (0: no view, as `Lake.register`).
+
+    `seen`: (extract, day) -> its files, as an earlier call of the same pass found them. A reader
+    of one extract over overlapping windows in one pass (Dr. CI) brings each day up to date once,
+    and reads one state of it: on S3 each day costs two listings and its new files' footers."""
+    if seen is None:
+        seen = {}
+    for day in days:
+        if (extract, day) not in seen:
+            seen[(extract, day)] = day_extracts(lake, extract, day)
+    return lake.register_files(con, [f for day in days for f in seen[(extract, day)]], name)
 
 
 def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:

@@ -181,6 +181,29 @@ def test_an_extract_index_the_listing_does_not_show_is_not_asked_for(server, tmp
     assert [w for _, op, w in server.requests(since) if op == "HeadObject" and w.endswith("index.json")] == []
 
 
+def test_a_pass_reading_an_extract_over_overlapping_windows_brings_each_day_up_to_date_once(server, tmp_path):
+    """Dr. CI reads test_results' failures three times a refresh, over windows of three and seven
+    days: the days read before are not listed nor their sources' footers read again."""
+    from resources import lake_extracts
+    from resources.sql import SqlFiles
+
+    lake = Lake.at(fresh_uri())
+    days = ["2026-11-19", DAY]
+    for i, day in enumerate(days):
+        lake.write("src", day, pa.table({"x": [i, 10 + i]}))
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "picked.sql").write_text("SELECT x FROM src WHERE x > 5")
+    extract = lake_extracts.Extract("picked", "src", "home", SqlFiles(str(tmp_path / "module.py")))
+    seen: dict = {}
+    con = connect()
+    assert lake_extracts.register_extract(con, lake, extract, days[1:], "v", seen) == 1
+    since = time.time()
+    assert lake_extracts.register_extract(con, lake, extract, days, "v", seen) == 2
+    assert con.execute("SELECT x FROM v ORDER BY x").fetchall() == [(10,), (11,)]
+    assert [w for _, op, w in server.requests(since) if op == "ListObjects"] == [
+        f"{lake.store.root}/home/day=2026-11-19/", f"{lake.store.root}/src/day=2026-11-19/"]
+
+
 def test_footers_read_by_path_after_a_listing_ask_no_sizes(server):
     """The catalog's metadata of a partition, the daily stats' check and the time tables' versions
     read footers of files the lake just listed."""

@@ -91,6 +91,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     now = now or dt.datetime.now(dt.timezone.utc)
     rules = load_rules(flaky_rules, warn or log)
     report = BuildReport()
+    seen: dict = {}  # test_results' failures are read over three windows: each day brought up to date once
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
@@ -102,11 +103,11 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                                                            log, archive)
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
-        inputs.attach_tests(con, lake, day, prs)
+        inputs.attach_tests(con, lake, day, prs, seen)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
-        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha})
-        sightings = inputs.load_flaky(con, lake, day, prs)
+        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen)
+        sightings = inputs.load_flaky(con, lake, day, prs, seen)
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs))
     finally:
         con.close()

@@ -145,15 +145,16 @@ def _register_list(con, name: str, column: str, values: pa.Array) -> None:
     con.register(name, pa.table({column: values}))
 
 
-def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
+def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: dict | None = None) -> None:
     """Fill each failing job's failing tests and messages from `test_results`, and its log
-    classifier's captures (`attach_captures`)."""
+    classifier's captures (`attach_captures`). `seen`: the extracts this pass brought up to date
+    (`register_extract`), shared with `load_main` and `load_flaky`."""
     failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
     if not failing:
         return
     _register_list(con, "failing_jobs", "job_id", pa.array(list(failing), pa.int64()))
     attach_captures(con, lake, day, failing)
-    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
+    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr", seen):
         return
     tests: dict[int, list[FailedTest]] = {}
     for r in rows(con, "head_tests"):
@@ -242,7 +243,7 @@ def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int]) 
     return {n: frozenset(s) for n, s in found.items()}
 
 
-def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
+def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: dict | None = None) -> Main:
     main = Main()
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
@@ -254,7 +255,7 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str]) -> Main:
                                                        message_key(r["failure_line"]), bool(r["cancelled"])))
     main.jobs = merge_base_jobs(con, merge_bases)
     refs = {sha for mb in merge_bases for sha in main.refs(mb)}
-    if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr"):
+    if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr", seen):
         _register_list(con, "ref_shas", "sha", pa.array(sorted(refs), pa.string()))
         tests: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
         for r in rows(con, "main_tests"):
@@ -296,12 +297,12 @@ def index_sightings(rows: list[Sighting]) -> Sightings:
     return Sightings(frozenset(t for t, _ in by_key), by_key)
 
 
-def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> Sightings:
+def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: dict | None = None) -> Sightings:
     """Every failure in the window of a flaky test that fails on a head."""
     keys = {t.key for p in prs.values() for j in p.jobs for t in j.tests}
     if not keys or not lake.register(con, "flaky_tests", [day], name="ft"):
         return index_sightings([])
-    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr"):
+    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr", seen):
         return index_sightings([])
     _register_list(con, "head_tests", "test", pa.array(sorted(keys), pa.string()))
     return index_sightings([(r["test"], message_key(r["message"]), r["head_branch"],
