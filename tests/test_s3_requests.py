@@ -174,7 +174,7 @@ def test_an_extract_index_the_listing_does_not_show_is_not_asked_for(server, tmp
     lake.write("src", DAY, pa.table({"x": [1, 2, 3]}))
     (tmp_path / "sql").mkdir()
     (tmp_path / "sql" / "picked.sql").write_text("SELECT x FROM src WHERE x > 1")
-    extract = lake_extracts.Extract("picked", "src", "home", SqlFiles(str(tmp_path / "module.py")))
+    extract = lake_extracts.Extract("picked", "src", "readers", SqlFiles(str(tmp_path / "module.py")))
     since = time.time()
     files = lake_extracts.day_extracts(lake, extract, DAY)
     assert lake.read_files(files).column("x").to_pylist() == [2, 3]
@@ -193,7 +193,7 @@ def test_a_pass_reading_an_extract_over_overlapping_windows_brings_each_day_up_t
         lake.write("src", day, pa.table({"x": [i, 10 + i]}))
     (tmp_path / "sql").mkdir()
     (tmp_path / "sql" / "picked.sql").write_text("SELECT x FROM src WHERE x > 5")
-    extract = lake_extracts.Extract("picked", "src", "home", SqlFiles(str(tmp_path / "module.py")))
+    extract = lake_extracts.Extract("picked", "src", "readers", SqlFiles(str(tmp_path / "module.py")))
     seen: dict = {}
     con = connect()
     assert lake_extracts.register_extract(con, lake, extract, days[1:], "v", seen) == 1
@@ -201,7 +201,7 @@ def test_a_pass_reading_an_extract_over_overlapping_windows_brings_each_day_up_t
     assert lake_extracts.register_extract(con, lake, extract, days, "v", seen) == 2
     assert con.execute("SELECT x FROM v ORDER BY x").fetchall() == [(10,), (11,)]
     assert [w for _, op, w in server.requests(since) if op == "ListObjects"] == [
-        f"{lake.store.root}/home/day=2026-11-19/", f"{lake.store.root}/src/day=2026-11-19/"]
+        f"{lake.store.root}/readers/day=2026-11-19/", f"{lake.store.root}/src/day=2026-11-19/"]
 
 
 def test_footers_read_by_path_after_a_listing_ask_no_sizes(server):
