@@ -70,10 +70,11 @@ class Gone:
 def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
     """The notes of earlier passes; none when the file is missing or unreadable (a torn write, a
     hand edit): they only save requests, so a bad file costs the lookups again, never a pass."""
-    if not store.exists(PATH):
+    data = store.read_bytes_if_exists(PATH)  # one open: `exists` first would cost S3 a HEAD and a listing more
+    if data is None:
         return Gone()
     try:
-        saved = json.loads(store.read_bytes(PATH))
+        saved = json.loads(data)
         return Gone(runs={str(k): dt.datetime.fromisoformat(at).isoformat() for k, at in saved.get("runs", {}).items()},
                     pulls={str(repo): sorted(int(n) for n in numbers) for repo, numbers in saved.get("pulls", {}).items()})
     except (ValueError, TypeError, AttributeError) as exc:
