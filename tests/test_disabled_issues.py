@@ -605,6 +605,39 @@ def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would
         a.split(": ", 1)[1] for a in actions}
 
 
+def filing_plan(world, result) -> dict[str, str]:
+    """Per test the verdict disables, how the disabled_issues run of `result` filed it or (dry
+    run) would: in the file's aggregate (its title), else on its own issue ("own")."""
+    aggregates = metadata(result, "disabled_issues")["aggregates"]
+    in_aggregate = {t: title for title, tests in aggregates.items() for t in tests}
+    return {r["test"]: in_aggregate.get(r["test"], "own") for r in world.ledger() if r["run_id"] == result.run_id}
+
+
+def test_the_dry_run_plans_what_the_real_run_does_for_a_test_published_with_a_dotted_suite(
+        httpserver, built_lifecycle, tmp_path, instance):
+    """The published list names a test as its issue's title does: `test_a (test_x.TestX)` when a
+    maintainer titled it so. PyTorch's runner, and the real run, take it for `test_a (__main__.TestX)`,
+    which has an issue and so is not one of the file's new tests: five are left, and the aggregate
+    lists those five. The dry run, on the same issues and list, must plan the same."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    dotted = fake.add("DISABLED test_a (test_x.TestX)", "Platforms: linux\n\nflaky", user="a-maintainer",
+                      age=dt.timedelta(days=1))
+    plans = {}
+    for mode, gh in (("live", github(httpserver)), ("dry", GitHubResource(api_url=httpserver.url_for("")))):
+        world = World(built_lifecycle, tmp_path / mode)
+        Path(world.outputs_uri, "stats").mkdir(parents=True)
+        Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps(
+            {"test_a (test_x.TestX)": [number(dotted), dotted["html_url"], ["linux"]]}))
+        result = run(world, gh, instance)
+        assert result.success and metadata(result, "disabled_issues")["dry_run"] is (mode == "dry")
+        plans[mode] = filing_plan(world, result)
+    title = "DISABLED MULTIPLE There are multiple flaky tests in test_x.py"
+    assert plans["live"] == {f"{t} (__main__.TestX)": "own" if t == "test_a" else title for t in BURST}
+    assert plans["dry"] == plans["live"]
+    assert len(fake.titled(title)) == 1 and fake.titled(f"DISABLED {TEST_A}") == []
+
+
 UNREADABLE = ["test_pow_shape_(2, 3) (__main__.TestBinary)", "test_naïve (__main__.TestUnicode)",
               "test_case[x] (__main__.TestParam)"]
 

@@ -92,6 +92,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
     pytorch_platforms,
     render_body,
+    runner_test,
     titled_for_test,
     unreadable_reason,
     with_platforms,
@@ -969,6 +970,15 @@ def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
             for key, entry in sorted(decision.disabled.items())]
 
 
+def unpublished(published: dict) -> Callable[[str], bool]:
+    """The dry run's `is_new`: whether a test has no entry in the published list, an entry being
+    the test's as PyTorch's runner matches it (`runner_test`), as a live run takes an issue titled
+    or listed with a dotted suite for the test's. An exact match would count a test published as
+    `test_x (distributed.test_c10d.TestY)` new, and plan it into an aggregate the live run leaves it out of."""
+    tests = {runner_test(key) for key in published}
+    return lambda test: runner_test(test) not in tests
+
+
 def superseded_by(lake: Lake, day: str) -> str | None:
     """The newest `flaky_tests` partition when it is newer than `day`: issues are filed from the
     newest verdict only, so a backfill of old days does not file what has since been fixed."""
@@ -998,7 +1008,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
              "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                              lambda test: test not in published, skip_repeat=refresh), mode
+                              unpublished(published), skip_repeat=refresh), mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")
