@@ -132,7 +132,8 @@ def test_a_listed_test_flaking_on_a_new_platform_has_its_line_widened_once(https
 def test_a_line_naming_the_tests_module_in_its_suite_is_the_tests_line_widened_as_written(httpserver, tmp_path):
     """PyTorch's runner matches a disabled test by its method and class name alone, and PyTorch's
     bot lists a test whose class is not in `__main__` with its dotted suite: such a line is the
-    test's, widened where it stands (its name as written), and no issue is filed beside it."""
+    test's, widened where it stands (its name as written, in the list and in the comment that
+    says why, so a reader finds the line it names), and no issue is filed beside it."""
     fake = FakeIssueTracker(httpserver)
     written = {t: ["linux"] for t in DOTTED}
     agg = aggregate(fake, written)
@@ -144,7 +145,8 @@ def test_a_line_naming_the_tests_module_in_its_suite_is_the_tests_line_widened_a
     assert len(fake.issues) == 1
     assert condense([fake.issues[agg["number"]]]) == {
         **condense([agg]), DOTTED[0]: [str(agg["number"]), agg["html_url"], ["linux", "win"]]}
-    assert "flaked on win as well" in fake.comments[agg["number"]][0]
+    (comment,) = fake.comments[agg["number"]]
+    assert f"`{DOTTED[0]}` flaked on win as well" in comment and "__main__" not in comment
 
 
 def test_a_listed_test_is_not_widened_on_flakes_from_before_its_listing_nor_where_covered(httpserver, tmp_path):

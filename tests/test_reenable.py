@@ -122,13 +122,16 @@ def test_a_strangers_issues_are_neither_closed_nor_narrowed_nor_commented(httpse
 def test_an_issue_naming_the_tests_module_in_its_suite_is_reenabled_on_the_tests_reruns(httpserver, tmp_path):
     """PyTorch's bot titles a test whose class is not in `__main__` with its dotted suite, and the
     runner disables it by class name alone: `test_fixed (test_r.TestR)` is the test the reruns
-    report as `test_r.TestR`, so its clean reruns re-enable it like any other."""
+    report as `test_r.TestR`, so its clean reruns re-enable it like any other, and the comment
+    names it as the title does."""
     fake = FakeIssueTracker(httpserver)
     dotted = fake.add("DISABLED test_fixed (test_r.TestR)", "Platforms: linux\n\nflaky", age=dt.timedelta(days=20),
                       user=BOT)
     result = lifecycle(httpserver, lake_with(tmp_path, clean(FIXED, "linux")), tmp_path)
     assert [(d.test, d.action) for d in result.decisions] == [(FIXED, "close")]
     assert fake.issues[dotted["number"]]["state"] == "closed"
+    # the comment names the test as the issue's title does
+    assert fake.comments[dotted["number"]][0].startswith("Re-enabling `test_fixed (test_r.TestR)`: every rerun")
 
 
 def test_runs_before_the_issue_was_filed_and_greens_of_infra_jobs_do_not_count(httpserver, tmp_path):

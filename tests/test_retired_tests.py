@@ -115,6 +115,17 @@ def test_the_issue_of_a_deleted_test_is_commented_and_closed_once(httpserver, la
     assert again.rows == [] and len(fake.comments[gone["number"]]) == 1
 
 
+def test_an_issue_titled_with_a_dotted_suite_is_closed_with_a_comment_naming_it_so(httpserver, lake, tmp_path):
+    """PyTorch's runner matches a disabled test by its class name alone, so `test_gone (test_a.TestA)`
+    is the deleted test's issue; the comment names the test as the title does."""
+    fake = FakeIssueTracker(httpserver)
+    dotted = fake.add("DISABLED test_gone (test_a.TestA)", "Platforms: linux", user=BOT)
+    result = retire(lake, github(httpserver), Store(str(tmp_path / "outputs")))
+    assert [r["test"] for r in result.rows] == [GONE] and fake.issues[dotted["number"]]["state"] == "closed"
+    (comment,) = fake.comments[dotted["number"]]
+    assert comment.startswith("Closing: `test_gone (test_a.TestA)` has not appeared in any test report")
+
+
 def test_a_crash_between_the_comment_and_the_close_comments_once(httpserver, lake, tmp_path):
     fake = FakeIssueTracker(httpserver)
     gone = fake.add(f"DISABLED {GONE}", "Platforms: linux", user=BOT)

@@ -136,6 +136,12 @@ def titled_for_test(title: str | None, test: str) -> bool:
     return runner_test(disabled_test(title)) == runner_test(test)
 
 
+def titled_as(title: str | None, test: str) -> str:
+    """`test` as the single-test issue so titled writes it (a dotted suite too), else `test`: a
+    comment on the issue names the test as its title does, so a reader finds the test it means."""
+    return disabled_test(title) or test
+
+
 def line_for_test(names: Iterable[str], test: str) -> str | None:
     """Of `names` (tests as an aggregate's lines write them), the one that disables `test` in
     PyTorch's runner (`runner_test`), or None: `test` itself when written so, else the first. A

@@ -844,12 +844,17 @@ def narrowed_by_hand(current: list[str], seen: list[str] | None) -> bool:
     return not seen or bool(added_platforms(current, seen))
 
 
+def listed_as(issue: dict, test: str) -> str:
+    """The name the aggregate `issue`'s list writes `test` under (`line_for_test`: a dotted suite
+    too), else `test`: a line is read, changed and named in comments as its author wrote it."""
+    return line_for_test(listed(issue.get("title"), issue.get("body")), test) or test
+
+
 def current_platforms(issue: dict, test: str) -> list[str]:
     """The platforms `issue` disables `test` on ([]: everywhere): an aggregate's line of it, or a
     single issue's `Platforms:` lines."""
     if is_aggregate(issue.get("title")):
-        lines = listed(issue.get("title"), issue.get("body"))
-        return list(dict.fromkeys(lines.get(line_for_test(lines, test) or test, [])))
+        return list(dict.fromkeys(listed(issue.get("title"), issue.get("body")).get(listed_as(issue, test), [])))
     return list(dict.fromkeys(parse_platforms(issue.get("body"))))
 
 
@@ -879,7 +884,7 @@ def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Eviden
     body = (with_tests(issue["title"], issue.get("body") or "", {w.test: current + add}) if aggregate
             else with_platforms(issue.get("body"), current + add))
     updated = tracker.update(issue["number"], body=body)
-    what, where = (f"`{w.test}`", "its line of the list") if aggregate else ("It", "the platforms")
+    what, where = (f"`{listed_as(issue, w.test)}`", "its line of the list") if aggregate else ("It", "the platforms")
     _comment(tracker, issue["number"], f"{what} flaked on {', '.join(add)} as well: adding "
              f"{'it' if len(add) == 1 else 'them'} to {where}.", evidence, log)
     log(f"{issue_title(w.test)!r}: #{issue['number']} now disabled on {', '.join(current + add)}")

@@ -50,6 +50,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
     pytorch_platforms,
     runs_on,
+    titled_as,
     with_platforms,
 )
 from torchci_assets.derived.flakiness.issues import ledger_marks, ledger_row, record
@@ -184,18 +185,19 @@ class Reenabling:
 
 def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[str, PlatformRuns],
         day: str) -> str | None:
-    """Carry out one decision on GitHub; the ledger's detail, or None when nothing was to be done."""
-    n, table = issue["number"], evidence_table(runs)
+    """Carry out one decision on GitHub; the ledger's detail, or None when nothing was to be done.
+    The comment names the test as the issue's title does (a dotted suite too), not as its runs do."""
+    n, table, test = issue["number"], evidence_table(runs), titled_as(issue.get("title"), d.test)
     window = f"over the last {WINDOW_DAYS} days"
     if d.action == "close":
-        comment_once(github, repo, n, REENABLED_MARKER, f"Re-enabling `{d.test}`: every rerun of it in PyTorch's "
+        comment_once(github, repo, n, REENABLED_MARKER, f"Re-enabling `{test}`: every rerun of it in PyTorch's "
                      f"rerun_disabled_tests jobs {window} passed, on every platform it was disabled for "
                      f"(at least {MIN_JOBS} jobs on {MIN_DAYS} days each).\n\n{table}")
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"state": "closed", "state_reason": "completed"})
         return "closed: clean reruns on every disabled platform"
     if d.action == "narrow":
         marker = f"<!-- torchci-dagster: re-enabled on {','.join(d.dropped)} -->"
-        comment_once(github, repo, n, marker, f"Re-enabling `{d.test}` on {', '.join(d.dropped)}: every rerun "
+        comment_once(github, repo, n, marker, f"Re-enabling `{test}` on {', '.join(d.dropped)}: every rerun "
                      f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}")
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": after(issue, d)["body"]})
         return f"narrowed to {', '.join(d.keep)}: clean on {', '.join(d.dropped)}"

@@ -29,6 +29,7 @@ from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
 from torchci_assets.derived.flakiness.aggregates import in_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
+from torchci_assets.derived.flakiness.issue_text import titled_as
 from torchci_assets.derived.flakiness.issues import (
     ledger_row,
     record,
@@ -112,17 +113,18 @@ def refusal(retirement: Retirement, open_tests: int) -> str:
     return retirement.skipped
 
 
-def comment_text(a: Absent, window_days: int = RETIRE_AFTER_DAYS) -> str:
+def comment_text(a: Absent, title: str | None = None, window_days: int = RETIRE_AFTER_DAYS) -> str:
+    """The closing comment, naming the test as the issue's `title` does (`titled_as`)."""
     seen = f"last seen {a.last_seen:%Y-%m-%d}" if a.last_seen else "not seen"
-    return (f"Closing: `{a.test}` has not appeared in any test report for {window_days} days ({seen}, in "
-            f"`{a.file}`), while `{a.file}` kept reporting: the test was deleted or renamed, so this issue no "
-            "longer disables anything. If the test still exists, reopen this issue and it is disabled again.")
+    return (f"Closing: `{titled_as(title, a.test)}` has not appeared in any test report for {window_days} days "
+            f"({seen}, in `{a.file}`), while `{a.file}` kept reporting: the test was deleted or renamed, so this "
+            "issue no longer disables anything. If the test still exists, reopen this issue and it is disabled again.")
 
 
 def close_retired(github: GitHubResource, repo: str, issue: dict, a: Absent) -> str:
     """Comment (once, found by its marker after a crash) and close; the ledger's detail."""
     number = issue["number"]
-    posted = comment_once(github, repo, number, RETIRED_MARKER, comment_text(a))
+    posted = comment_once(github, repo, number, RETIRED_MARKER, comment_text(a, issue.get("title")))
     github.request("PATCH", f"/repos/{repo}/issues/{number}", json_body={"state": "closed",
                                                                         "state_reason": "not_planned"})
     return (f"closed: not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting"
