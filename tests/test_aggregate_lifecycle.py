@@ -164,6 +164,45 @@ def test_a_listed_test_is_not_widened_on_flakes_from_before_its_listing_nor_wher
     assert agg["number"] not in fake.comments and fake.issues[agg["number"]]["body"] == agg["body"]
 
 
+def listed_earlier(fake, lake, lines: dict[str, list[str]], row_platforms: list[str], detail: str) -> dict:
+    """An aggregate filed three days ago listing `lines`, and the ledger's row of T's listing then,
+    recording `row_platforms` with `detail`."""
+    agg = fake.add(aggregate_title(FILE), aggregate_body(FILE, lines, f"Platforms: \n{MARKER}"), user=BOT,
+                   age=dt.timedelta(days=3), labels=["skipped", AGGREGATE_LABEL])
+    row = ledger_row(T, "updated", agg, REPO, "run-0000", detail.format(n=agg["number"]))
+    record(lake, DAY, [{**row, "platforms": row_platforms, "at": now() - dt.timedelta(days=3)}], "earlier")
+    return agg
+
+
+def test_a_listing_row_of_an_older_version_is_not_taken_for_the_line_a_human_narrowed(httpserver, tmp_path):
+    """Versions before the lines were read one by one recorded an aggregate's test with the platforms
+    of the aggregate's body (its example's `Platforms:` line, here everywhere), not of the test's line.
+    Taken for what the ledger saw of the line, that `[]` made the line look narrowed by hand, and the
+    test's flake on win after its listing was never added: CI kept running it on Windows."""
+    fake = FakeIssueTracker(httpserver)
+    lake = Lake.at(str(tmp_path / "lake"))
+    agg = listed_earlier(fake, lake, {t: ["linux"] for t in BURST}, [], "added to aggregate #{n}")
+    ev = {T: Evidence(T, FILE, last_main_flake_at=now() - dt.timedelta(hours=2))}  # after its listing
+    report = file(httpserver, lake, [Wanted(T, ["linux", "win"], ["linux", "win"], 3)], ev)
+    assert [(r["action"], r["detail"]) for r in report.rows] == [
+        ("updated", f"added platforms: win (its line of aggregate #{agg['number']})")]
+    assert condense([fake.issues[agg["number"]]])[T][2] == ["linux", "win"]
+
+
+def test_a_line_a_human_narrowed_after_its_listing_is_not_widened_on_the_flakes_before(httpserver, tmp_path):
+    """This version's listing row records the test's line: a maintainer taking win off it is seen,
+    and the flakes before the edit do not add win back."""
+    fake = FakeIssueTracker(httpserver)
+    lake = Lake.at(str(tmp_path / "lake"))
+    agg = listed_earlier(fake, lake, {**{t: ["linux"] for t in BURST}, T: ["linux", "win"]}, ["linux", "win"],
+                         "added to aggregate #{n}; its line: linux, win")
+    fake._patch(fake.issues[agg["number"]], {"body": agg["body"].replace(f"{T}: linux, win", f"{T}: linux")})
+    ev = {T: Evidence(T, FILE, last_main_flake_at=now() - dt.timedelta(hours=2))}  # before the edit
+    report = file(httpserver, lake, [Wanted(T, ["linux", "win"], ["linux", "win"], 3)], ev)
+    assert [r["action"] for r in report.rows] == ["found"] and "narrowed by hand" in report.rows[0]["detail"]
+    assert condense([fake.issues[agg["number"]]])[T][2] == ["linux"] and agg["number"] not in fake.comments
+
+
 # ---- re-enabling and retiring the tests of an aggregate ------------------------------------------------
 
 

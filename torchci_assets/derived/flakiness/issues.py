@@ -398,7 +398,7 @@ class Marks:
 
     issue: dict[str, dict[int, dt.datetime]]
     line: dict[str, dict[tuple[int, str], dt.datetime]]
-    # per issue number and test, its platforms as the ledger's latest row saw them
+    # per issue number and test, its platforms as the ledger's latest row saw them (missing: unknown)
     platforms: dict[tuple[int, str], list[str]] = field(default_factory=dict)
 
     def of(self, name: str, issue: dict, test: str) -> dt.datetime | None:
@@ -411,7 +411,8 @@ def ledger_marks(lake: Lake, day: str, lookback_days: int = LEDGER_LOOKBACK_DAYS
     """Marks from one read of the ledger's recent partitions."""
     out = Marks({name: {} for name in MARKS}, {name: {} for name in MARKS})
     for number, test, platforms, *times in _ledger_rows(lake, day, SQL["ledger_marks"], lookback_days):
-        out.platforms[(int(number), test)] = list(platforms or [])
+        if platforms is not None:  # else an older version's row, which did not read the line
+            out.platforms[(int(number), test)] = list(platforms)
         for name, at in zip(MARKS, times):
             if at is None:
                 continue
@@ -720,10 +721,18 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
             continue
         created += action == "created"
         report.aggregates[issue.get("title") or aggregate_title(file)] = tests
-        rows = [ledger_row(w.test, action, issue, tracker.repo, run_id, detail, w.platforms) for w in members]
+        rows = [listing_row(w.test, action, issue, tracker.repo, run_id, detail) for w in members]
         report.rows.extend(rows)
         report.parts.append(record(lake, day, rows, _slug(file)))
     return handled, created
+
+
+def listing_row(test: str, action: str, issue: dict, repo: str, run_id: str, detail: str) -> dict:
+    """The ledger row of `test` listed in the aggregate `issue`, its detail ending with the line as
+    read ("; its line: ..."), which tells it from an older version's row of the same listing, whose
+    platforms were the aggregate body's (sql/ledger_marks.sql)."""
+    row = ledger_row(test, action, issue, repo, run_id, detail)
+    return {**row, "detail": f"{detail}; its line: {', '.join(row['platforms']) or 'all'}"}
 
 
 def _is_new(tracker: IssueTracker, test: str, known: dict[str, int], evidence: Evidence | None) -> bool:
