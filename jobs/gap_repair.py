@@ -63,7 +63,8 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone,
-        "runs_known_gone": report.known_gone}
+        "runs_known_gone": report.known_gone, "runs_suspected_gone": len(report.suspected),
+        "runs_suspected_waiting": report.suspected_waiting}
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
         metadata["pull_requests_gone"] = len(report.closes.gone)

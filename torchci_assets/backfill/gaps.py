@@ -26,8 +26,11 @@ GitHub has shown it in the state the lake has, its attempt is asked again each t
 grown by BACKOFF, unless the lake heard the attempt complete, which makes the job a certain gap
 (sql/stale_jobs.sql); a run GitHub showed without jobs while it waits likewise. Such a lookup of a
 running attempt reads its jobs alone (`_read_attempt`). A run GitHub answers 404 for, in a
-repository it shows, was deleted: that is its answer, counted, not a failed lookup, and remembered
-(`gone.py`) so that no later pass asks again.
+repository it shows, may have been deleted: that is an answer, counted, not a failed lookup. But
+GitHub also answers 404 for a run it created moments ago, or on a passing error, and a run taken
+for deleted loses its jobs for good: the first 404 is noted as a suspicion (`gone.py`), and the run
+is asked about again once CONFIRM_GONE_AFTER has passed. A second 404 makes it deleted, and no later
+pass asks again; an answer repairs it as any other, one pass later than it would have been.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ MAX_JOBS = 5_000
 MAX_RUNS = 500
 # a run concluding so has a failing job (cancelled: the HUD's failing conclusions, as a job's)
 FAILING_RUN_CONCLUSIONS = ("failure", "timed_out", "cancelled", "startup_failure")
+# A run GitHub answered 404 for is asked again this long after, and deleted if it answers 404 again:
+# long past GitHub's replication lag and a passing error, short beside the two days a gap is looked for.
+CONFIRM_GONE_AFTER = dt.timedelta(minutes=30)
 _SQL = SqlFiles(__file__)
 
 
@@ -67,6 +73,7 @@ class Gaps:
     unexplained_runs: set[tuple[str, int, int]] = field(default_factory=set)  # failed, no job heard failing
     heard_completed: set[tuple[str, int, int]] = field(default_factory=set)  # of stale_jobs': run heard completing
     waiting: int = 0  # stale jobs GitHub showed running (or queued), their attempt not due this pass
+    suspected: set[tuple[str, int, int]] = field(default_factory=set)  # GitHub answered 404 for once before
 
     @property
     def attempts(self) -> list[tuple[str, int, int]]:
@@ -93,8 +100,11 @@ class RepairReport:
     jobless_runs: int = 0
     unexplained_runs: int = 0
     looked_up: int = 0
-    gone: list[tuple[str, int, int]] = field(default_factory=list)  # 404 in a repository GitHub shows: deleted
-    known_gone: int = 0  # run attempts an earlier pass heard 404 for, not asked again
+    gone: list[tuple[str, int, int]] = field(default_factory=list)  # a second 404 (the repository answers): deleted
+    suspected: list[tuple[str, int, int]] = field(default_factory=list)  # a first 404: asked again later
+    cleared: list[tuple[str, int, int]] = field(default_factory=list)  # answered after a 404: not deleted
+    known_gone: int = 0  # run attempts an earlier pass found deleted, not asked again
+    suspected_waiting: int = 0  # run attempts an earlier pass heard a first 404 for, not yet asked again
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
@@ -115,7 +125,7 @@ class RepairReport:
             n = self.not_asked
             unasked = f" ({n} more run attempt{'s' * (n > 1)} not asked)" if n else ""
             return "; ".join(self.refused) + unasked + "; lost deliveries stay unrepaired until then"
-        if self.failed and not self.looked_up and not self.runs_gone and not self.closes.listed:
+        if self.failed and not self.looked_up and not self.gone and not self.suspected and not self.closes.listed:
             return (f"GitHub answered no lookup of this pass ({len(self.failed)} failed; first: "
                     f"{self.failed[0]}): check GITHUB_API_URL and the network, and that the credentials can read "
                     "Actions on these repositories; lost deliveries stay unrepaired until a pass gets answers")
@@ -196,10 +206,12 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
     except GitHubError as exc:
         if exc.status != 404:
             raise
-        # the repository answered, the run does not: deleted (GitHub lets a run be), nothing to repair
-        report.gone.append(key)
+        # the repository answered, the run does not: deleted (GitHub lets a run be) once confirmed
+        (report.gone if key in gaps.suspected else report.suspected).append(key)
         return
     report.looked_up += 1
+    if key in gaps.suspected:
+        report.cleared.append(key)
     sender = None if run is None else run.get("triggering_actor") or run.get("actor")
     stale = gaps.stale_jobs.get(key)
     heard = gaps.heard_jobs.get(key, set())
@@ -241,10 +253,9 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     for is reported and left for the next pass. With `pulls_of`, also the closes of that
     repository's pull requests whose delivery was lost (`pr_closes`)."""
     gaps, gone = find_gaps(lake, now, limit, every), deleted.load(archive, log)
-    known_gone = gaps.drop(gone.has_run)
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
-                          jobless_runs=len(gaps.jobless_runs),
-                          unexplained_runs=len(gaps.unexplained_runs), known_gone=known_gone)
+                          jobless_runs=len(gaps.jobless_runs), unexplained_runs=len(gaps.unexplained_runs))
+    _leave_out_gone(gaps, gone, now, report)
     if not gaps.attempts and pulls_of is None:
         return report
     reader = RestReader(gh)
@@ -261,7 +272,7 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
                 report.refused.append(fix)
         gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
-    _remember_gone(archive, gone, report.gone, now)
+    _remember_gone(archive, gone, report, now)
     closes = report.closes
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
              f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
@@ -271,15 +282,32 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
         f"{report.unexplained_runs} failed with no job heard failing; "
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
         f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub ({report.known_gone} more "
-        f"known deleted, not asked){pulls}; "
+        f"known deleted, not asked), {len(report.suspected)} answered 404 for the first time "
+        f"({report.suspected_waiting} more asked again later){pulls}; "
         f"{report.deliveries} records written, {len(report.failed)} failed, {report.not_asked} not asked; "
         f"{reader.budget.describe()}")
     return report
 
 
-def _remember_gone(archive: Store, gone: deleted.Gone, runs: list[tuple[str, int, int]], now: dt.datetime) -> None:
-    for key in runs:
+def _leave_out_gone(gaps: Gaps, gone: deleted.Gone, now: dt.datetime, report: RepairReport) -> None:
+    """Leave out the runs found deleted, and those GitHub answered 404 for once, until their turn to
+    confirm; note which of those asked about are such a confirmation."""
+    def waits(key: tuple[str, int, int]) -> bool:
+        since = gone.suspected_since(key)
+        return since is not None and now - since < CONFIRM_GONE_AFTER
+
+    report.known_gone = gaps.drop(gone.has_run)
+    report.suspected_waiting = gaps.drop(waits)
+    gaps.suspected = {key for key in gaps.attempts if gone.suspected_since(key) is not None}
+
+
+def _remember_gone(archive: Store, gone: deleted.Gone, report: RepairReport, now: dt.datetime) -> None:
+    for key in report.gone:
         gone.add_run(key, now)
+    for key in report.suspected:
+        gone.suspect_run(key, now)
+    for key in report.cleared:
+        gone.clear_run(key)
     gone.forget_runs_before(now - dt.timedelta(days=LOOKBACK_DAYS + 2))  # no pass reads its jobs any more
     deleted.save(archive, gone)
 

@@ -4,6 +4,11 @@ A deleted run's jobs stay in the lake unfinished for the two days gap repair rea
 pull request stays open in `pr_jobs` for good: nothing in the lake changes to say they are gone.
 Asked again, GitHub would answer 404 again, every pass (runs) or every hour (pull requests). So the
 pass that hears 404 notes it in the archive (`gap-repair/gone.json`), and later passes do not ask.
+But GitHub also answers 404 for a run it has just created (its replicas lag) and on passing errors
+behind its load balancers, and a run taken for deleted would lose its jobs for good: a run's first
+404 is noted as suspected (`suspected`), and the run is deleted (`runs`) only when GitHub answers
+404 again when asked later (`gaps.CONFIRM_GONE_AFTER`); an answer clears the suspicion. A file
+written before suspicions were noted holds deletions only, and reads so.
 A run is forgotten once it is older than what gap repair reads; a pull request once the lake no
 longer shows it open. Passes may overlap (a busy pass takes longer than the schedule's interval),
 so a pass merges its notes into the file as it is when it writes, not as it was when it read it;
@@ -25,10 +30,12 @@ PATH = "gap-repair/gone.json"
 @dataclass
 class Gone:
     runs: dict[str, str] = field(default_factory=dict)  # "owner/repo#run_id/attempt" -> when GitHub answered 404
+    suspected: dict[str, str] = field(default_factory=dict)  # runs GitHub answered 404 for once -> when
     pulls: dict[str, list[int]] = field(default_factory=dict)  # "owner/repo" -> pull request numbers
     changed: bool = False
     set_repos: set[str] = field(default_factory=set)  # the repositories whose pulls this pass decided
     oldest: dt.datetime | None = None  # runs noted before this are forgotten
+    suspicions: dict[str, str | None] = field(default_factory=dict)  # this pass's: noted, or cleared (None)
 
     @staticmethod
     def run_key(key: tuple[str, int, int]) -> str:
@@ -38,8 +45,26 @@ class Gone:
     def has_run(self, key: tuple[str, int, int]) -> bool:
         return self.run_key(key) in self.runs
 
+    def suspected_since(self, key: tuple[str, int, int]) -> dt.datetime | None:
+        """When GitHub first answered 404 for the run, if it has not been confirmed or cleared."""
+        at = self.suspected.get(self.run_key(key))
+        return None if at is None else dt.datetime.fromisoformat(at)
+
     def add_run(self, key: tuple[str, int, int], now: dt.datetime) -> None:
+        """GitHub answered 404 again: the run is deleted."""
         self.runs[self.run_key(key)] = now.isoformat()
+        self.clear_run(key)
+
+    def suspect_run(self, key: tuple[str, int, int], now: dt.datetime) -> None:
+        self._suspect(self.run_key(key), now.isoformat())
+
+    def clear_run(self, key: tuple[str, int, int]) -> None:
+        """No longer a suspicion: GitHub answered for the run, or confirmed it deleted."""
+        self._suspect(self.run_key(key), None)
+
+    def _suspect(self, run: str, at: str | None) -> None:
+        self.suspicions[run] = at
+        self.suspected = _applied(self.suspected, {run: at})
         self.changed = True
 
     def set_pulls(self, repo: str, numbers: list[int]) -> None:
@@ -51,9 +76,9 @@ class Gone:
 
     def forget_runs_before(self, oldest: dt.datetime) -> None:
         self.oldest = oldest
-        kept = self._recent(self.runs)
-        self.changed |= len(kept) != len(self.runs)
-        self.runs = kept
+        kept, suspected = self._recent(self.runs), self._recent(self.suspected)
+        self.changed |= len(kept) != len(self.runs) or len(suspected) != len(self.suspected)
+        self.runs, self.suspected = kept, suspected
 
     def _recent(self, runs: dict[str, str]) -> dict[str, str]:
         if self.oldest is None:
@@ -62,9 +87,24 @@ class Gone:
 
     def merged_into(self, on_file: "Gone") -> "Gone":
         """These notes over what another pass wrote since they were read: every run either noted
-        (less those too old), and the pull requests of the repositories this pass looked at."""
+        (less those too old), the suspicions on file as this pass changed them (less the runs
+        either pass confirmed deleted), and the pull requests of the repositories this pass looked at."""
         pulls = {**on_file.pulls, **{repo: self.pulls[repo] for repo in self.set_repos if repo in self.pulls}}
-        return Gone(runs=self._recent({**on_file.runs, **self.runs}), pulls=pulls)
+        runs = self._recent({**on_file.runs, **self.runs})
+        suspected = _applied(on_file.suspected, self.suspicions)
+        return Gone(runs=runs, pulls=pulls,
+                    suspected=self._recent({run: at for run, at in suspected.items() if run not in runs}))
+
+
+def _applied(suspected: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
+    """`suspected` with `changes` made: a run noted keeps its first 404's time, one cleared (None) goes."""
+    out = dict(suspected)
+    for run, at in changes.items():
+        if at is None:
+            out.pop(run, None)
+        else:
+            out.setdefault(run, at)
+    return out
 
 
 def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
@@ -75,7 +115,7 @@ def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
         return Gone()
     try:
         saved = json.loads(data)
-        return Gone(runs={str(k): dt.datetime.fromisoformat(at).isoformat() for k, at in saved.get("runs", {}).items()},
+        return Gone(runs=_times(saved.get("runs", {})), suspected=_times(saved.get("suspected", {})),
                     pulls={str(repo): sorted(int(n) for n in numbers) for repo, numbers in saved.get("pulls", {}).items()})
     except (ValueError, TypeError, AttributeError) as exc:
         warn(f"{store.display(PATH)} is unreadable ({exc}): deleted runs and pull requests are asked about "
@@ -83,8 +123,12 @@ def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
         return Gone(changed=True)
 
 
+def _times(runs: dict) -> dict[str, str]:
+    return {str(k): dt.datetime.fromisoformat(at).isoformat() for k, at in runs.items()}
+
+
 def save(store: Store, gone: Gone) -> None:
     if gone.changed:
         notes = gone.merged_into(load(store))
-        store.write_bytes(PATH, json.dumps({"runs": notes.runs, "pulls": notes.pulls}, indent=1,
-                                           sort_keys=True).encode())
+        store.write_bytes(PATH, json.dumps({"runs": notes.runs, "suspected": notes.suspected, "pulls": notes.pulls},
+                                           indent=1, sort_keys=True).encode())
