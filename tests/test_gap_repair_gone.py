@@ -6,10 +6,12 @@ deletion would lose the run's jobs from every table for good."""
 import datetime as dt
 import json
 
-from fake_github_actions import reply
+from conftest import write_lines
+from fake_github_actions import FakeActions, reply
 from test_gap_repair import (DAY, JOB, JOBLESS_RUN, NOW, REPO, RUN, archive_with_lost_completion, client,
-                             completed_job, fake_api, jobs_in_lake, run_job)
+                             completed_job, fake_api, hook, jobs_in_lake, run_job)
 
+from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.backfill import gone
 from torchci_assets.backfill.gaps import CONFIRM_GONE_AFTER, repair_gaps
@@ -96,3 +98,40 @@ def test_overlapping_passes_keep_each_others_suspicions_and_clearings(tmp_path):
     assert notes.suspected == {gone.Gone.run_key((REPO, 3, 1)): NOW.isoformat()}
     assert sorted(notes.runs) == [gone.Gone.run_key((REPO, 2, 1))]
 
+
+RERUN = 2202229900
+
+
+def test_a_failed_re_run_is_asked_about_by_its_own_age_not_the_first_attempts(tmp_path, httpserver, octokit):
+    """A re-run's `created_at` is its first attempt's, hours ago: its second attempt, requested ten
+    minutes ago and failed with no failing job heard, is no gap before the limit has passed since the
+    re-run (the failing job's deliveries may still land), as a new run's attempt is not. The lake
+    keeps an attempt's last update of the day, here its completion two minutes ago: the age counts
+    from there."""
+    passed = dict(completed_job(octokit), run_id=RERUN, run_attempt=2, name="linters", conclusion="success",
+                  completed_at="2021-09-13T03:26:00Z")
+    failing = dict(passed, id=JOB + 1, name="build", conclusion="failure")
+    run = {"id": RERUN, "run_attempt": 2, "status": "completed", "conclusion": "failure", "name": "CI",
+           "created_at": "2021-09-13T00:30:00Z", "run_started_at": "2021-09-13T03:20:00Z",
+           "updated_at": "2021-09-13T03:28:00Z", "head_branch": "main"}
+
+    def run_as(updated: dict):
+        def edit(p):
+            p["repository"] = octokit["api.github.com"]["workflow_job"][1]["repository"]
+            p["workflow_run"].update(run, **updated)
+        return edit
+
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl", [
+        hook(octokit, "workflow_run", "requested", "2021-09-13T03:20:01.000Z",
+             run_as({"status": "queued", "conclusion": None, "updated_at": "2021-09-13T03:20:00Z"})),
+        hook(octokit, "workflow_job", "completed", "2021-09-13T03:26:01.000Z", lambda p: p["workflow_job"].update(passed)),
+        hook(octokit, "workflow_run", "completed", "2021-09-13T03:28:01.000Z", run_as({}))], gz=False)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    api = FakeActions(httpserver, repo=REPO)
+    api.add_run(run, [passed, failing])
+    for minutes in (0, 5, 15):
+        report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=minutes))
+        assert (report.unexplained_runs, api.count(rf"/runs/{RERUN}/")) == (0, 0)
+    report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=30))
+    assert (report.unexplained_runs, report.looked_up, report.unheard_jobs) == (1, 1, 1)
