@@ -68,6 +68,7 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
         metadata["pull_requests_gone"] = len(report.closes.gone)
+        metadata["pull_requests_suspected_gone"] = len(report.closes.suspected)
         metadata["pull_requests_known_gone"] = len(report.closes.known_gone)
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")

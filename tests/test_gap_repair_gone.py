@@ -124,7 +124,8 @@ def test_a_failed_re_run_is_asked_about_by_its_own_age_not_the_first_attempts(tm
     write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / "hooks.jsonl", [
         hook(octokit, "workflow_run", "requested", "2021-09-13T03:20:01.000Z",
              run_as({"status": "queued", "conclusion": None, "updated_at": "2021-09-13T03:20:00Z"})),
-        hook(octokit, "workflow_job", "completed", "2021-09-13T03:26:01.000Z", lambda p: p["workflow_job"].update(passed)),
+        hook(octokit, "workflow_job", "completed", "2021-09-13T03:26:01.000Z",
+             lambda p: p["workflow_job"].update(passed)),
         hook(octokit, "workflow_run", "completed", "2021-09-13T03:28:01.000Z", run_as({}))], gz=False)
     archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
     ingest_webhook_day(archive, lake, DAY, workers=1)

@@ -129,19 +129,52 @@ def test_a_pull_request_github_no_longer_has_does_not_keep_the_others_open(tmp_p
     api.pulls = [p for p in api.pulls if p["number"] != 1]  # deleted: its lookup answers 404
     meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
     assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/1", f"/repos/{REPO}/pulls/2"]
-    assert meta["pull_requests_found_closed"].value == 1 and meta["pull_requests_gone"].value == 1
+    assert meta["pull_requests_found_closed"].value == 1 and meta["pull_requests_suspected_gone"].value == 1
     assert meta["failed"].value == 0
     assert [(r["payload"]["action"], r["payload"]["number"]) for r in archived(tmp_path, TODAY)] == [("closed", 2)]
 
 
-def test_a_pull_request_github_no_longer_has_is_asked_about_once(tmp_path, httpserver, octokit, monkeypatch):
-    """A deleted pull request stays deleted: the hour's pass that heard 404 remembers it, and the
-    next hours' passes do not ask for it again, though the lake still shows it open."""
+def test_a_pull_request_github_no_longer_has_is_asked_about_twice(tmp_path, httpserver, octokit, monkeypatch):
+    """A deleted pull request stays deleted: the next hour's pass hears 404 again and remembers it,
+    and later passes do not ask for it again, though the lake still shows it open."""
     lake_showing_open(tmp_path, octokit, (1, 3))
     api = github_with(httpserver)
     api.pulls = [p for p in api.pulls if p["number"] != 1]
     run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
     meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
-    assert pull_requests_asked(api) == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/1", f"/repos/{REPO}/pulls"]
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
+    listed, asked = f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/1"
+    assert pull_requests_asked(api) == [listed, asked, listed, asked, listed]
     assert meta["pull_requests_gone"].value == 0 and meta["pull_requests_known_gone"].value == 1
     assert meta["failed"].value == 0
+
+
+def test_a_pull_request_github_answers_404_for_once_is_asked_again_and_closed(tmp_path, httpserver, octokit,
+                                                                             monkeypatch):
+    """GitHub answers 404 for a pull request it has (a passing error behind its load balancers): the
+    next hour's pass asks again, finds it closed and writes the close, instead of showing it open on
+    the HUD and in Dr. CI for good."""
+    lake_showing_open(tmp_path, octokit, (2,))
+    api = github_with(httpserver)
+    api.fail(r"/pulls/2$", reply(404, {"message": "Not Found"}))
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_found_closed"].value) == (0, 0)
+    assert archived(tmp_path, TODAY) == []
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert meta["pull_requests_found_closed"].value == 1
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 2
+    assert [(r["payload"]["action"], r["payload"]["number"]) for r in archived(tmp_path, TODAY)] == [("closed", 2)]
+
+
+def test_a_pull_request_github_says_is_gone_is_not_asked_about_again(tmp_path, httpserver, octokit, monkeypatch):
+    """410 is GitHub saying the pull request was deleted, no passing error: one answer is enough."""
+    lake_showing_open(tmp_path, octokit, (1,))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] != 1]
+    api.fail(r"/pulls/1$", reply(410, {"message": "This issue was deleted"}))
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert meta["pull_requests_known_gone"].value == 1
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/1") == 1

@@ -265,17 +265,19 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
         try:
             repair_closes(reader, part, lake, pulls_of, lambda: _repository(reader, repositories, pulls_of), now,
-                          report.closes, set(gone.pulls.get(pulls_of, [])))
+                          report.closes, set(gone.pulls.get(pulls_of, [])),
+                          set(gone.pulls_suspected.get(pulls_of, [])))
         except GitHubError as exc:
             report.failed.append(f"{pulls_of} pull requests: {exc}")
             if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
                 report.refused.append(fix)
-        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone)
+        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone, report.closes.suspected)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
     _remember_gone(archive, gone, report, now)
     closes = report.closes
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
              f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
+             f"{_gone(closes.suspected, 'answered 404 for the first time')}"
              if pulls_of else "")
     log(f"gap repair: {report.stale_jobs} stale jobs, {report.waiting} more GitHub showed running not asked "
         f"about this pass, {report.jobless_runs} run attempts without jobs, "
@@ -312,9 +314,9 @@ def _remember_gone(archive: Store, gone: deleted.Gone, report: RepairReport, now
     deleted.save(archive, gone)
 
 
-def _gone(numbers: list[int]) -> str:
+def _gone(numbers: list[int], what: str = "GitHub no longer has") -> str:
     shown = ", ".join(f"#{n}" for n in numbers[:10]) + (" ..." if len(numbers) > 10 else "")
-    return f", {len(numbers)} GitHub no longer has ({shown})" if numbers else ""
+    return f", {len(numbers)} {what} ({shown})" if numbers else ""
 
 
 def _repository(reader: RestReader, repositories: dict[str, dict], repo: str) -> dict:

@@ -7,8 +7,9 @@ pass that hears 404 notes it in the archive (`gap-repair/gone.json`), and later 
 But GitHub also answers 404 for a run it has just created (its replicas lag) and on passing errors
 behind its load balancers, and a run taken for deleted would lose its jobs for good: a run's first
 404 is noted as suspected (`suspected`), and the run is deleted (`runs`) only when GitHub answers
-404 again when asked later (`gaps.CONFIRM_GONE_AFTER`); an answer clears the suspicion. A file
-written before suspicions were noted holds deletions only, and reads so.
+404 again when asked later (`gaps.CONFIRM_GONE_AFTER`); an answer clears the suspicion. A pull
+request likewise (`pulls_suspected`, asked again on the next hour's comparison). A file written
+before suspicions were noted holds deletions only, and reads so.
 A run is forgotten once it is older than what gap repair reads; a pull request once the lake no
 longer shows it open. Passes may overlap (a busy pass takes longer than the schedule's interval),
 so a pass merges its notes into the file as it is when it writes, not as it was when it read it;
@@ -32,6 +33,7 @@ class Gone:
     runs: dict[str, str] = field(default_factory=dict)  # "owner/repo#run_id/attempt" -> when GitHub answered 404
     suspected: dict[str, str] = field(default_factory=dict)  # runs GitHub answered 404 for once -> when
     pulls: dict[str, list[int]] = field(default_factory=dict)  # "owner/repo" -> pull request numbers
+    pulls_suspected: dict[str, list[int]] = field(default_factory=dict)  # answered 404 for once, by the last pass
     changed: bool = False
     set_repos: set[str] = field(default_factory=set)  # the repositories whose pulls this pass decided
     oldest: dt.datetime | None = None  # runs noted before this are forgotten
@@ -67,12 +69,14 @@ class Gone:
         self.suspected = _applied(self.suspected, {run: at})
         self.changed = True
 
-    def set_pulls(self, repo: str, numbers: list[int]) -> None:
-        """The pull requests of `repo` GitHub no longer has that the lake still shows open."""
+    def set_pulls(self, repo: str, numbers: list[int], suspected: list[int] = ()) -> None:
+        """The pull requests of `repo` GitHub no longer has that the lake still shows open, and those
+        it answered 404 for the first time (asked again on the next pass that looks)."""
         self.set_repos.add(repo)
-        if sorted(numbers) != self.pulls.get(repo, []):
-            self.pulls[repo] = sorted(numbers)
-            self.changed = True
+        for notes, values in ((self.pulls, numbers), (self.pulls_suspected, suspected)):
+            if sorted(values) != notes.get(repo, []):
+                notes[repo] = sorted(values)
+                self.changed = True
 
     def forget_runs_before(self, oldest: dt.datetime) -> None:
         self.oldest = oldest
@@ -89,11 +93,15 @@ class Gone:
         """These notes over what another pass wrote since they were read: every run either noted
         (less those too old), the suspicions on file as this pass changed them (less the runs
         either pass confirmed deleted), and the pull requests of the repositories this pass looked at."""
-        pulls = {**on_file.pulls, **{repo: self.pulls[repo] for repo in self.set_repos if repo in self.pulls}}
         runs = self._recent({**on_file.runs, **self.runs})
         suspected = _applied(on_file.suspected, self.suspicions)
-        return Gone(runs=runs, pulls=pulls,
+        return Gone(runs=runs, pulls=self._pulls(self.pulls, on_file.pulls),
+                    pulls_suspected=self._pulls(self.pulls_suspected, on_file.pulls_suspected),
                     suspected=self._recent({run: at for run, at in suspected.items() if run not in runs}))
+
+    def _pulls(self, mine: dict[str, list[int]], on_file: dict[str, list[int]]) -> dict[str, list[int]]:
+        """`on_file`, with the repositories this pass looked at as this pass left them."""
+        return {**on_file, **{repo: mine[repo] for repo in self.set_repos if repo in mine}}
 
 
 def _applied(suspected: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
@@ -116,7 +124,7 @@ def load(store: Store, warn: Callable[[str], None] = lambda s: None) -> Gone:
     try:
         saved = json.loads(data)
         return Gone(runs=_times(saved.get("runs", {})), suspected=_times(saved.get("suspected", {})),
-                    pulls={str(repo): sorted(int(n) for n in numbers) for repo, numbers in saved.get("pulls", {}).items()})
+                    pulls=_numbers(saved.get("pulls", {})), pulls_suspected=_numbers(saved.get("pulls_suspected", {})))
     except (ValueError, TypeError, AttributeError) as exc:
         warn(f"{store.display(PATH)} is unreadable ({exc}): deleted runs and pull requests are asked about "
              "again, and the file is written anew")
@@ -127,8 +135,13 @@ def _times(runs: dict) -> dict[str, str]:
     return {str(k): dt.datetime.fromisoformat(at).isoformat() for k, at in runs.items()}
 
 
+def _numbers(pulls: dict) -> dict[str, list[int]]:
+    return {str(repo): sorted(int(n) for n in numbers) for repo, numbers in pulls.items()}
+
+
 def save(store: Store, gone: Gone) -> None:
     if gone.changed:
         notes = gone.merged_into(load(store))
-        store.write_bytes(PATH, json.dumps({"runs": notes.runs, "suspected": notes.suspected, "pulls": notes.pulls},
-                                           indent=1, sort_keys=True).encode())
+        saved = {"runs": notes.runs, "suspected": notes.suspected, "pulls": notes.pulls,
+                 "pulls_suspected": notes.pulls_suspected}
+        store.write_bytes(PATH, json.dumps(saved, indent=1, sort_keys=True).encode())

@@ -9,7 +9,9 @@ lists open (one request per hundred), asks GitHub for each one missing from that
 each), and writes the `closed` record of each one GitHub shows closed, received now, so that it
 lands in today's partition and wins over the older `opened` (`shapes.pull_request_deliveries`).
 One GitHub no longer has (404, 410: deleted as spam, say) is counted and passed over: it must not
-keep the pull requests asked about after it open too.
+keep the pull requests asked about after it open too. A first 404 may be a passing error, which
+taken for a deletion would keep the pull request open for good: it is asked again the next hour, and
+deleted (`gone.py`, not asked again) only when GitHub answers 404 again.
 Its delivery id is the one `torchci backfill --prs` gives the same record: a repair written twice,
 or a backfill of the same pull request, adds no row.
 """
@@ -38,7 +40,8 @@ class CloseReport:
     listed: bool = False  # GitHub answered the list of open pull requests
     looked_up: int = 0
     found_closed: int = 0
-    gone: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub (404, 410)
+    gone: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub (404, 410) twice: deleted
+    suspected: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub for the first time
     known_gone: list[int] = field(default_factory=list)  # shown open here, GitHub answered 404 before: not asked
 
 
@@ -56,10 +59,12 @@ def open_in_lake(lake: Lake) -> list[int]:
 
 
 def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repository: Callable[[], dict],
-                  now: dt.datetime, report: CloseReport, gone: set[int] = frozenset()) -> None:
+                  now: dt.datetime, report: CloseReport, gone: set[int] = frozenset(),
+                  suspected: set[int] = frozenset()) -> None:
     """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
     GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing, and one in
-    `gone` (GitHub answered an earlier pass 404 for it, `gone.py`) is not asked about. The
+    `gone` (GitHub answered earlier passes 404 for it twice, `gone.py`) is not asked about; one in
+    `suspected` (GitHub answered 404 once) is, and a 404 again makes it gone. The
     repository (`repository()`, a request) is asked for only when a record is written: a lake that
     shows no pull request open costs no request at all."""
     shown_open = open_in_lake(lake)
@@ -70,7 +75,7 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
     listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
     report.open_on_github, report.listed = len(listed), True
     for number in [n for n in shown_open if n not in listed and n not in gone][:MAX_LOOKUPS]:
-        pr = _pull_request(reader, repo, number, report)
+        pr = _pull_request(reader, repo, number, report, number in suspected)
         if pr is None or pr.get("state") != "closed":
             continue
         closed = shapes.pull_request_deliveries(pr, repository(), not_before=now, actions=("closed",))
@@ -78,14 +83,15 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
         report.found_closed += bool(closed)
 
 
-def _pull_request(reader: RestReader, repo: str, number: int, report: CloseReport) -> dict | None:
-    """The pull request as GitHub shows it now; None when GitHub no longer has it."""
+def _pull_request(reader: RestReader, repo: str, number: int, report: CloseReport, suspected: bool) -> dict | None:
+    """The pull request as GitHub shows it now; None when GitHub does not have it: deleted when it
+    says so (410) or answered 404 before (`suspected`)."""
     try:
         pr = reader.json(f"/repos/{repo}/pulls/{number}")
     except GitHubError as exc:
         if exc.status not in (404, 410):
             raise
-        report.gone.append(number)
+        (report.gone if suspected or exc.status == 410 else report.suspected).append(number)
         return None
     report.looked_up += 1
     return pr
