@@ -623,7 +623,7 @@ def test_the_dry_run_plans_what_the_real_run_does_for_a_test_published_with_a_do
     fake.permissions["a-maintainer"] = "write"
     dotted = fake.add("DISABLED test_a (test_x.TestX)", "Platforms: linux\n\nflaky", user="a-maintainer",
                       age=dt.timedelta(days=1))
-    plans = {}
+    plans, published = {}, {}
     for mode, gh in (("live", github(httpserver)), ("dry", GitHubResource(api_url=httpserver.url_for("")))):
         world = World(built_lifecycle, tmp_path / mode)
         Path(world.outputs_uri, "stats").mkdir(parents=True)
@@ -631,11 +631,15 @@ def test_the_dry_run_plans_what_the_real_run_does_for_a_test_published_with_a_do
             {"test_a (test_x.TestX)": [number(dotted), dotted["html_url"], ["linux"]]}))
         result = run(world, gh, instance)
         assert result.success and metadata(result, "disabled_issues")["dry_run"] is (mode == "dry")
-        plans[mode] = filing_plan(world, result)
+        plans[mode], published[mode] = filing_plan(world, result), world.published()
     title = "DISABLED MULTIPLE There are multiple flaky tests in test_x.py"
     assert plans["live"] == {f"{t} (__main__.TestX)": "own" if t == "test_a" else title for t in BURST}
     assert plans["dry"] == plans["live"]
     assert len(fake.titled(title)) == 1 and fake.titled(f"DISABLED {TEST_A}") == []
+    # and names the issue the live run found; its list holds the test once, under that issue's name, as the live one
+    (planned,) = [r["detail"] for r in world.ledger() if r["test"] == TEST_A and r["detail"].startswith("would find")]
+    assert planned.startswith("would find or file 'DISABLED test_a (test_x.TestX)'")
+    assert published["dry"].keys() == published["live"].keys() and TEST_A not in published["dry"]
 
 
 UNREADABLE = ["test_pow_shape_(2, 3) (__main__.TestBinary)", "test_naïve (__main__.TestUnicode)",

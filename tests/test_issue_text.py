@@ -22,6 +22,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     flaky_bot_platforms,
     issue_title,
     line_for_test,
+    names_by_test,
     multiple_tests,
     parse_platforms,
     pytorch_platforms,
@@ -304,3 +305,8 @@ def test_a_tests_line_is_the_one_the_runner_takes_for_it_as_written():
     assert line_for_test(lines, "test_a (other.TestX)") == "test_a (distributed.test_c10d.TestX)"
     assert line_for_test(lines[::-1], "test_ab (__main__.TestX)") == "test_ab (m.TestX)"
     assert line_for_test(lines, "test_a (m.TestXY)") is None and line_for_test(lines, "test_b (m.TestX)") is None
+    # all at once, per test as its runs key it: the same picks
+    by_test = names_by_test(lines)
+    assert by_test == {"test_a (__main__.TestX)": "test_a (__main__.TestX)",
+                       "test_ab (__main__.TestX)": "test_ab (m.TestX)"}
+    assert names_by_test(lines[:1] + lines[2:] + ["test_a (x.TestX)"])["test_a (__main__.TestX)"] == lines[0]

@@ -185,6 +185,53 @@ def test_the_rows_read_for_a_decision_decide_as_every_row_would(tmp_path):
     assert flaky_rows(lake, D, keys=previous) == [] and lake.rows_in(lake.files("flaky_tests", [D])) == 0
 
 
+DOTTED = "test_a (distributed.test_c10d.TestY)"  # as a maintainer may title the test's issue
+DOTTED_ENTRY = ["1234", "https://github.com/pytorch/pytorch/issues/1234", ["linux"]]
+
+
+def lake_table(tmp_path, day) -> list[tuple]:
+    table = pa.parquet.read_table(str(tmp_path / "lake" / "disabled_tests" / f"day={day}" / "data.parquet"))
+    return [(r["test"], r["status"], r["flake_events"], r["runs"]) for r in table.to_pylist()]
+
+
+def test_an_entry_written_with_a_dotted_suite_is_the_tests_entry_kept_and_reenabled_under_its_name(tmp_path):
+    """A list published from the issues names a test as its issue's title does, a dotted suite too;
+    PyTorch's runner matches the class name alone, so that entry disables `test_a (__main__.TestY)`.
+    Decided without credentials, the list carries it as the test's: the test flaking again keeps
+    that one entry (never a second, local one beside it), and its clean runs re-enable it."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    out.write_bytes(DISABLED_TESTS_PATH, dumps({DOTTED: DOTTED_ENTRY}))
+    flaky, clean = row("test_a", cls="TestY"), row("test_a", cls="TestY", verdict="healthy", events=0)
+    days = {"2026-11-14": flaky, "2026-11-15": clean}
+    for day, test_a in days.items():
+        lake.write("flaky_tests", day, pa.Table.from_pylist([test_a, row("test_ok", verdict="healthy", events=0)]))
+
+    flaked = publish_disabled_tests(lake, out, "2026-11-14")
+    assert json.loads(out.read_bytes(DISABLED_TESTS_PATH)) == {DOTTED: [*DOTTED_ENTRY[:2], ["win"]]}
+    assert flaked.new == [] and lake_table(tmp_path, "2026-11-14") == [(DOTTED, "disabled", 5, 400)]
+
+    reenabled = publish_disabled_tests(lake, out, "2026-11-15")
+    assert json.loads(out.read_bytes(DISABLED_TESTS_PATH)) == {}
+    assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {DOTTED: {"id": "1234", "runs": 400}}
+    assert reenabled.new == [] and lake_table(tmp_path, "2026-11-15") == [(DOTTED, "reenabled", 0, 400)]
+
+
+def test_a_test_disabled_by_an_issue_titled_with_a_dotted_suite_is_counted_on_its_runs(tmp_path):
+    """From the issues, the list names the test as the issue's title does; the lake table counts
+    the test's flakes and runs on that entry, and its re-enabling the runs it had."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    issue = {"number": 1234, "title": f"DISABLED {DOTTED}", "body": "Platforms: linux", "state": "open",
+             "html_url": DOTTED_ENTRY[1]}
+    lake.write("flaky_tests", "2026-11-14", pa.Table.from_pylist([row("test_a", cls="TestY")]))
+    lake.write("flaky_tests", "2026-11-15", pa.Table.from_pylist([row("test_a", cls="TestY", verdict="healthy",
+                                                                      events=0)]))
+    publish_disabled_from_issues(lake, out, "2026-11-14", [issue])
+    assert json.loads(out.read_bytes(DISABLED_TESTS_PATH)) == {DOTTED: DOTTED_ENTRY}
+    assert lake_table(tmp_path, "2026-11-14") == [(DOTTED, "disabled", 5, 400)]
+    publish_disabled_from_issues(lake, out, "2026-11-15", [])  # a maintainer closed the issue
+    assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {DOTTED: {"id": "1234", "runs": 400}}
+
+
 def test_a_window_whose_tests_are_all_healthy_still_publishes(tmp_path):
     """No row needs reading, yet the window has tests: the list is decided (and re-enables), not kept."""
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))

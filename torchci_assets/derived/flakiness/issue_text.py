@@ -150,6 +150,18 @@ def line_for_test(names: Iterable[str], test: str) -> str | None:
     return test if test in same else next(iter(same), None)
 
 
+def names_by_test(names: Iterable[str]) -> dict[str, str]:
+    """Per test a name of `names` disables in PyTorch's runner (keyed `runner_test`), that name
+    as `line_for_test` picks it: the test's own when written so, else the first. One pass, as a
+    list of thousands is read against as many tests."""
+    by_test: dict[str, str] = {}
+    for name in names:
+        test = runner_test(name)
+        if name == test or test not in by_test:
+            by_test[test] = name
+    return by_test
+
+
 def is_single_test_title(title: str | None) -> bool:
     """Whether upstream takes the title for one disabled test's (`isSingleIssue`)."""
     return disabled_test(title) is not None

@@ -89,6 +89,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     issue_title,
     line_for_test,
     method_and_class,
+    names_by_test,
     parse_platforms,
     pytorch_platforms,
     render_body,
@@ -477,10 +478,13 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
 def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
-                   is_new: Callable[[str], bool] = lambda test: True, skip_repeat: bool = False) -> FilingReport:
+                   is_new: Callable[[str], bool] = lambda test: True, skip_repeat: bool = False,
+                   written_as: Callable[[str], str] = lambda test: test) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     New tests (`is_new`: the published list stands in for the issues) of a file with more than
     AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them.
+    A test's own issue is named as the published list writes the test (`written_as`: a dotted
+    suite too), the issue a live run would find for it.
     With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
     logged nor recorded again: the ledger and the log say it once, not every few minutes."""
     report = FilingReport(dry_run=True)
@@ -497,7 +501,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
-            title = issue_title(w.test)
+            title = issue_title(written_as(w.test))
             lines.append(f"DRY RUN: would find or file {title!r} in {repo} "
                          f"(Platforms: {', '.join(w.platforms) or 'all'}) ({reason})")
             detail = f"would find or file {title!r} ({reason})"
@@ -993,6 +997,13 @@ def unpublished(published: dict) -> Callable[[str], bool]:
     return lambda test: runner_test(test) not in tests
 
 
+def published_as(published: dict) -> Callable[[str], str]:
+    """The dry run's `written_as`: the name of a test's entry in the published list (`names_by_test`:
+    `test_x (distributed.test_c10d.TestY)` when its issue is so titled), else the test's own."""
+    names = names_by_test(published)
+    return lambda test: names.get(runner_test(test), test)
+
+
 def superseded_by(lake: Lake, day: str) -> str | None:
     """The newest `flaky_tests` partition when it is newer than `day`: issues are filed from the
     newest verdict only, so a backfill of old days does not file what has since been fixed."""
@@ -1022,7 +1033,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
              "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                              unpublished(published), skip_repeat=refresh), mode
+                              unpublished(published), skip_repeat=refresh,
+                              written_as=published_as(published)), mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")

@@ -59,7 +59,13 @@ from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register_current
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
-from torchci_assets.derived.flakiness.issue_text import condense, flaky_bot_platforms, pytorch_platforms
+from torchci_assets.derived.flakiness.issue_text import (
+    condense,
+    flaky_bot_platforms,
+    names_by_test,
+    pytorch_platforms,
+    runner_test,
+)
 from torchci_assets.partitions import days_ending
 from torchci_assets.publishing import kept_note, later_day, record_day, recorded_day, write_if_changed
 
@@ -165,24 +171,30 @@ def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
     """rows: `flaky_tests` rows (classname, name, verdict, flake_events, main_flake_events, runs,
     platforms, flaky_platforms, main_flaky_platforms); previous: the condensed list the day is
     decided against (`disabled_baseline`: the previous day's; {} if none). Disabling reads main's
-    evidence (`main_evidence`); re-enabling asks for a window clean on every branch."""
+    evidence (`main_evidence`); re-enabling asks for a window clean on every branch. An entry is
+    its test's as PyTorch's runner matches it (`names_by_test`: one written with a dotted suite,
+    as a maintainer may title the issue, too), and stays under the name written: the test is
+    listed once, and that entry is re-enabled on the test's runs."""
     by_key: dict[str, list[dict]] = {}
     for r in rows:
         by_key.setdefault(pytorch_key(r["classname"], r["name"]), []).append(r)
+    written = names_by_test(previous)
     disabled: dict = {}
     for key, rs in by_key.items():
+        name = written.get(key, key)
         for r in rs:
             events, flaked = main_evidence(r)
             if r["verdict"] == "flaky" and events >= DISABLE_MIN_JOBS:
                 where = disable_platforms(flaked, list(r["platforms"]))
-                old = disabled.get(key) or previous.get(key)
+                old = disabled.get(name) or previous.get(name)
                 ident, url = (old[0], old[1]) if old else (stable_id(key), "")
-                disabled[key] = [ident, url, where if key not in disabled else _merge_platforms(disabled[key][2], where)]
+                merged = where if name not in disabled else _merge_platforms(disabled[name][2], where)
+                disabled[name] = [ident, url, merged]
     reenabled = {}
     for key, entry in previous.items():
         if key in disabled:
             continue
-        rs = by_key.get(key, [])
+        rs = by_key.get(runner_test(key), [])
         runs = sum(r["runs"] for r in rs)
         if runs >= REENABLE_MIN_RUNS and all(r["flake_events"] == 0 for r in rs):
             reenabled[key] = {"id": entry[0], "runs": runs}
@@ -279,7 +291,8 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
     try:
         if register_current(con, lake, "flaky_tests", [day], "f", FLAKY_COLUMNS_ADDED) == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
-        return _rows(con, SQL["disabling_rows"], {"keys": None if keys is None else sorted(keys)})
+        tests = None if keys is None else sorted({runner_test(k) for k in keys})  # as the rows key them
+        return _rows(con, SQL["disabling_rows"], {"keys": tests})
     finally:
         con.close()
 
@@ -346,14 +359,16 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
             f"({len(disabled)} open now): refusing to re-enable them all at once. If the issues really were "
             "closed, materialize with allow_mass_reenable: true.")
     runs = _events(rows)
-    reenabled = {k: {"id": v[0], "runs": runs.get(k, (0, 0))[1]} for k, v in previous.items() if k not in disabled}
+    reenabled = {k: {"id": v[0], "runs": runs.get(runner_test(k), (0, 0))[1]} for k, v in previous.items()
+                 if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
     _publish(lake, outputs, day, decision, rows, base)
     return decision
 
 
 def _events(rows: list[dict]) -> dict[str, tuple[int, int]]:
-    """Per test key: flake events and runs, summed over its files."""
+    """Per test key: flake events and runs, summed over its files. Keyed as the rows key a test: an
+    entry's are read under its `runner_test` (one written with a dotted suite too)."""
     events: dict[str, tuple[int, int]] = {}
     for r in rows:
         key = pytorch_key(r["classname"], r["name"])
@@ -381,9 +396,9 @@ def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, r
 def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
     """The `disabled_tests` lake table of `day`: what the decision says, with the verdict's counts."""
     events = _events(rows)
+    counts = {k: events.get(runner_test(k), (0, 0)) for k in decision.disabled}
     table = [{"test": k, "id": v[0], "url": v[1], "platforms": v[2], "status": "disabled",
-              "flake_events": events.get(k, (0, 0))[0], "runs": events.get(k, (0, 0))[1]}
-             for k, v in sorted(decision.disabled.items())]
+              "flake_events": counts[k][0], "runs": counts[k][1]} for k, v in sorted(decision.disabled.items())]
     table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
                "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
     lake.write("disabled_tests", day, pa.Table.from_pylist(table, schema=DISABLED_SCHEMA))
