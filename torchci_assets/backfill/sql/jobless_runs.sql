@@ -7,8 +7,9 @@
 -- still without jobs while it waits (rest_runs: for a runner, its concurrency group) is not asked
 -- on every pass until it starts: again each time its age has grown by $growth (backoff_due,
 -- sql/known_states.sql), as a job GitHub showed running. An attempt's age runs from its request:
--- the run's created_at for the first, a re-run's first update (created_at stays the first
--- attempt's, hours before). Newest first:
+-- the run's created_at for the first; for a re-run (created_at stays the first attempt's, hours
+-- before) the earliest update the lake holds of it, which is later than its request (workflow_run
+-- keeps a day's last state), so a re-run is asked about late, never early. Newest first:
 -- under $max_runs a recent loss is not crowded out by old ones. Jobs are looked for in `jobs_seen`:
 -- the window's workflow_job and the day before it, where a run crossing midnight may have left them all.
 SELECT r.repo, r.id AS run_id, r.run_attempt
