@@ -1,6 +1,9 @@
 """test_results (job join with late arrivals, branch class, infra suspects) and the daily aggregates."""
 
 import datetime as dt
+import math
+import re
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -14,6 +17,7 @@ from torchci_assets.derived.results.stats import (
     build_test_daily_stats,
     build_test_time_daily,
     build_test_results,
+    define_seconds_sum,
 )
 from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
 from torchci_assets.ingest.webhooks import ingest_webhook_day
@@ -296,3 +300,50 @@ def test_sha_outcomes_keep_exactly_the_groups_with_a_failure_or_a_rerun(tmp_path
                rerun_count, jobs, failing_job_ids FROM t ORDER BY ALL""")]
     assert len(expected) > 20 and any(r[3] is None for r in expected)
     assert got == expected
+
+
+# ---- seconds_sum: the lake's one way of summing times -----------------------------------------
+
+SQL_ROOT = Path(__file__).resolve().parent.parent / "torchci_assets"
+MACRO_FILE = SQL_ROOT / "derived" / "results" / "sql" / "seconds_sum.sql"
+# A time turned into microseconds by hand (`* 1e6`, `* 1000000`), or seconds summed as floats
+# (`sum(time)`, `sum(r.pass_time)`).
+_BY_HAND = re.compile(r"\*\s*(1e6|1000000|1_000_000)\b|(?<!\w)sum\(\s*(\w+\.)?\w*time\s*\)")
+# test_run's fold adds the entries one job's reports hold for one test (one or two, as reported):
+# the raw times stay as the reports give them, not rounded to the microsecond.
+_RAW_TIMES = SQL_ROOT / "ingest" / "sql" / "test_run_fold.sql"
+
+
+def test_no_sql_file_sums_seconds_but_through_seconds_sum():
+    """Every query sums seconds through seconds_sum: a float sum's last bits follow the order
+    DuckDB's threads add in (a job's time in test_jobs differed between two runs of the same day),
+    and a copy that rounds otherwise would make one table's day differ from another's."""
+    files = [p for p in sorted(SQL_ROOT.rglob("*.sql")) if p not in (MACRO_FILE, _RAW_TIMES)]
+    by_hand = [f"{p.relative_to(SQL_ROOT)}:{n}" for p in files
+               for n, line in enumerate(p.read_text().splitlines(), 1) if _BY_HAND.search(line.split("--")[0])]
+    assert by_hand == []
+
+
+def _seconds_sums(con, sql: str, times: list[float]) -> dict[str, float]:
+    """`sql` over the times in their order and reversed (one thread, so a sum adds them in that order)."""
+    out = {}
+    for order, rows in (("forward", times), ("reversed", times[::-1])):
+        con.register("t", pa.table({"time": rows, "keep": [round(r * 10) % 2 == 0 for r in rows]}))
+        (out[order],), = con.execute(sql).fetchall()
+    return out
+
+
+def test_seconds_sum_adds_whole_microseconds_whatever_their_order():
+    """A float sum of the same times in two orders differs in its last bits; seconds_sum's does not,
+    and it is the sum of each time rounded to the microsecond (half away from zero, as DuckDB rounds)."""
+    times = [0.1, 0.2, 0.3, 123456.789, 1e-6, 7.7, 0.0005004, 2.0000015]
+    con = connect()
+    con.execute("SET threads = 1")
+    define_seconds_sum(con)
+    assert len(set(_seconds_sums(con, "SELECT sum(time) FROM t", times).values())) == 2
+    whole = _seconds_sums(con, "SELECT seconds_sum(time) FROM t", times)
+    assert whole["forward"] == whole["reversed"] == sum(math.floor(t * 1e6 + 0.5) for t in times) / 1e6
+    kept = _seconds_sums(con, "SELECT seconds_sum(time, keep) FROM t", times)
+    expected = sum(math.floor(t * 1e6 + 0.5) for t in times if round(t * 10) % 2 == 0) / 1e6
+    assert kept["forward"] == kept["reversed"] == expected != whole["forward"]
+    assert con.execute("SELECT seconds_sum(time), seconds_sum(time, false) FROM t WHERE false").fetchall() == [(None, None)]

@@ -58,6 +58,7 @@ from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
 from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register_current
+from torchci_assets.derived.results.stats import define_seconds_sum
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
 from torchci_assets.derived.flakiness.issue_text import (
     condense,
@@ -411,6 +412,7 @@ def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
     all (nothing was measured)."""
     con = connect()
     try:
+        define_seconds_sum(con)
         if register_current(con, lake, "test_daily_stats", days_ending(day, window_days), "s",
                             STATS_COLUMNS_ADDED) == 0:
             raise FileNotFoundError(f"test_daily_stats has no partition in the window ending {day}")

@@ -137,6 +137,7 @@ def build_test_results(lake: Lake, day: str, incremental: bool = False,
     job_sql = job_parameters(main_branch)
     con = connect()
     try:
+        define_seconds_sum(con)
         _require(con, lake, "test_run", [day])
         window = days_around(day, JOB_LOOKBACK_DAYS, JOB_LOOKAHEAD_DAYS)
         job_partitions = _register_or_empty(con, lake, "workflow_job", window, "job_window")
@@ -180,6 +181,7 @@ def build_test_daily_stats(lake: Lake, day: str, incremental: bool = False) -> D
     plan = increments.plan(increments.read_record(lake, day), sources, incremental)
     con = connect()
     try:
+        define_seconds_sum(con)
         _require(con, lake, "test_results", [day], name="all_results")
         if _register(con, lake, "test_jobs", [day], "test_jobs") == 0:  # test_results written by hand (a test)
             return _write(con, lake, day, _recomputed(con), None, "recompute", "no test_jobs partition",
@@ -272,10 +274,18 @@ def _stats_rows(con, lake: Lake, day: str) -> dict[str, int]:
     return {table: lake.rows_in(lake.files(table, [day])) for table in DAILY_TABLES}
 
 
+def define_seconds_sum(con) -> None:
+    """The macro seconds_sum (sql/seconds_sum.sql), in `con`: every table that sums times in
+    seconds sums them the same way, whole microseconds, so none drifts from another in the last bits."""
+    run_steps(con, SQL.steps("seconds_sum"))
+
+
 def define_run_times(con) -> None:
-    """The table macro run_times (sql/run_times.sql), in `con`: how a run's shards join into its
-    test times, one definition for a day's runs (test_time_daily) and for the window's runs whose
-    shards landed on different days (sharding's window_times), so the two cannot drift apart."""
+    """The table macro run_times (sql/run_times.sql), in `con`, with the seconds_sum it uses: how a
+    run's shards join into its test times, one definition for a day's runs (test_time_daily) and
+    for the window's runs whose shards landed on different days (sharding's window_times), so the
+    two cannot drift apart."""
+    define_seconds_sum(con)
     run_steps(con, SQL.steps("run_times"))
 
 
@@ -303,7 +313,7 @@ def build_test_time_daily(lake: Lake, day: str) -> dict[str, int]:
 # The key of the time tables' Parquet footers that names the SQL which wrote them.
 TIME_ROWS_VERSION_KEY = b"torchci.time_rows"
 # What a day of TIME_TABLES holds is what these files say: a change to any of them may change it.
-_TIME_ROWS_SQL = ("run_times", "time_runs", *TIME_TABLES)
+_TIME_ROWS_SQL = ("seconds_sum", "run_times", "time_runs", *TIME_TABLES)
 
 
 @functools.cache

@@ -76,7 +76,8 @@ import pyarrow as pa
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from torchci_assets.derived.results.columns import TIME_DAILY_RUN_COLUMNS, register_current
-from torchci_assets.derived.results.stats import DEFAULT_MAIN_BRANCH, define_run_times, rebuild_outdated_time_days
+from torchci_assets.derived.results.stats import (DEFAULT_MAIN_BRANCH, define_run_times, define_seconds_sum,
+                                                  rebuild_outdated_time_days)
 from torchci_assets.derived.sharding.times import RUN_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
 
@@ -257,6 +258,7 @@ def find_test_time_regressions(lake: Lake, day: str, rules: Rules = Rules(),
     in the order of their pushes to `main_branch`, the configured one."""
     con = connect()
     try:
+        define_seconds_sum(con)
         window = days_ending(day, rules.window_days)
         read = lake.register(con, "test_time_sha_daily", window, name="sha_daily")
         if read == 0:

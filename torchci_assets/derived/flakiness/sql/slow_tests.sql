@@ -12,7 +12,6 @@
 -- every other. build_env and test_config say where the test is slowest, for whoever looks into it.
 -- A window partition written before the periodic counters existed reads them as NULL: nothing
 -- subtracted, as then.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: measured
 -- whether the window measured anything the list counts: a clean pass on main outside periodic
@@ -29,12 +28,12 @@ WITH counted AS (
       AND NOT (coalesce(build_env, '') LIKE $excluded_jobs OR coalesce(test_config, '') LIKE $excluded_jobs)
 ),
 per_config AS (
-    SELECT classname, name, build_env, test_config, sum(round(pass_time * 1e6)::BIGINT) / 1e6 AS pass_time,
+    SELECT classname, name, build_env, test_config, seconds_sum(pass_time) AS pass_time,
            sum(clean_passes) AS clean_passes
     FROM counted WHERE clean_passes > 0
     GROUP BY ALL
 )
-SELECT classname, name, sum(round(pass_time * 1e6)::BIGINT) / 1e6 / sum(clean_passes) AS seconds,
+SELECT classname, name, seconds_sum(pass_time) / sum(clean_passes) AS seconds,
        sum(clean_passes)::BIGINT AS clean_passes,
        arg_max(build_env, (pass_time / clean_passes, build_env, test_config)) AS build_env,
        arg_max(test_config, (pass_time / clean_passes, build_env, test_config)) AS test_config

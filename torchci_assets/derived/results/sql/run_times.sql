@@ -2,7 +2,6 @@
 -- file's times over the shards that ran it): the one definition test_time_daily.sql (a day's
 -- reports) and sharding/sql/window_times.sql (the window's runs whose shards landed on different
 -- days) both apply. stats.define_run_times creates it.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: run_times
 -- run_times('<view or CTE>'): from rows of one shard attempt and file (classname NULL) or class
@@ -33,7 +32,7 @@ run_chosen AS (
 ),
 run_files AS (
     SELECT build_env, test_config, file, classname, workflow_id,
-           sum(round(r.time * 1e6)::BIGINT) FILTER (WHERE r.attempt = c.attempt) / 1e6 AS time,
+           seconds_sum(r.time, r.attempt = c.attempt) AS time,
            bool_and(c.attempt IS NOT NULL) AS every_shard_clean
     FROM run_shard_rows r JOIN run_chosen c USING (workflow_id, build_env, test_config, shard)
     GROUP BY ALL

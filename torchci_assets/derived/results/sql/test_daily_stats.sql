@@ -4,9 +4,8 @@
 -- retries do not inflate its time. The clean passes and time of jobs of PyTorch's periodic
 -- workflow ($periodic_workflow, by workflow name) are also counted apart (included in clean_passes
 -- and pass_time): PyTorch's slow-test list leaves that workflow out (flakiness/sql/slow_tests.sql).
--- Times are summed as whole microseconds: a sum of floats depends on the
--- order of its terms (DuckDB's threads, a refresh's previous - removed + added), an integer sum
--- does not, so a day appended refresh by refresh equals the day built at once, bit for bit.
+-- Times are summed by seconds_sum (seconds_sum.sql: in whole microseconds), as the append sums
+-- them, so a day appended refresh by refresh equals the day built at once, bit for bit.
 SELECT file, classname, name, build_env, test_config, platform, branch_class,
     count(*) FILTER (WHERE NOT infra_suspect) AS runs,
     count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed') AS passed,
@@ -17,14 +16,13 @@ SELECT file, classname, name, build_env, test_config, platform, branch_class,
     count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count > 0) AS rerun_passed,
     count(*) FILTER (WHERE NOT infra_suspect AND status IN ('failed', 'error') AND rerun_count > 0) AS rerun_failed,
     count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0) AS clean_passes,
-    coalesce(sum(round(time * 1e6)::BIGINT) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0), 0)
-        / 1e6 AS pass_time,
+    coalesce(seconds_sum(time, NOT infra_suspect AND status = 'passed' AND rerun_count = 0), 0) AS pass_time,
     pass_time / nullif(clean_passes, 0) AS avg_pass_time,
     max(time) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0) AS max_pass_time,
     count(*) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0
                      AND workflow_name = $periodic_workflow) AS periodic_clean_passes,
-    coalesce(sum(round(time * 1e6)::BIGINT) FILTER (WHERE NOT infra_suspect AND status = 'passed' AND rerun_count = 0
-                                       AND workflow_name = $periodic_workflow), 0) / 1e6 AS periodic_pass_time,
+    coalesce(seconds_sum(time, NOT infra_suspect AND status = 'passed' AND rerun_count = 0
+                               AND workflow_name = $periodic_workflow), 0) AS periodic_pass_time,
     count(DISTINCT head_sha) FILTER (WHERE NOT infra_suspect) AS shas,
     count(DISTINCT head_sha) FILTER (WHERE NOT infra_suspect AND status IN ('failed', 'error')) AS failing_shas,
     count(DISTINCT job_id) FILTER (WHERE NOT infra_suspect) AS jobs,

@@ -4,6 +4,8 @@
 -- $pull_request_events, $died_conclusions, $infra_min_failures, $infra_failing_share.
 -- step: job_tests
 -- Each job attempt's test counts and its most shared failure message, from the view test_run.
+-- Its time is summed by seconds_sum: a float sum's last bits differ between two builds of the same
+-- day, and a rebuild keeps test_jobs' file only when its rows come out the same (parts._same_jobs).
 CREATE OR REPLACE TEMP TABLE job_tests AS
 WITH tests AS (
     SELECT workflow_id, workflow_run_attempt, job_id,
@@ -13,7 +15,7 @@ WITH tests AS (
            count(*) FILTER (WHERE status = 'error') AS errors,
            count(*) FILTER (WHERE status = 'skipped') AS skipped,
            count(*) FILTER (WHERE status = 'passed' AND rerun_count > 0) AS rerun_passed,
-           sum(time) AS time
+           seconds_sum(time) AS time
     FROM test_run GROUP BY ALL
 ),
 messages AS (

@@ -17,9 +17,8 @@
 --           finished (completed_at), test_time_regressions joins them per commit the same way.
 -- A day reads only its own reports, so its rows never depend on which other days exist; a
 -- window's average is sum(time) / sum(runs) once the shard rows are joined by run.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 SELECT build_env, test_config, file, classname, count(*) AS runs,
-       sum(round(time * 1e6)::BIGINT) / 1e6 AS time,
+       seconds_sum(time) AS time,
        NULL::BIGINT AS workflow_id, NULL::INTEGER AS shard, NULL::INTEGER AS num_shards,
        NULL::BIGINT AS attempt, NULL::BOOLEAN AS clean, NULL::VARCHAR AS head_sha,
        NULL::TIMESTAMPTZ AS completed_at

@@ -6,9 +6,8 @@
 -- first of them finished (it orders commits within a day when their pushes are not in the lake).
 -- The other runs (split over days, or re-attempted on a later day) are test_time_daily's shard
 -- rows, which carry their commit: test_time_regressions joins them as the test times' window does.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 SELECT r.build_env, r.test_config, r.file, s.head_sha, count(*) AS runs,
-       sum(round(r.time * 1e6)::BIGINT) / 1e6 AS time,
+       seconds_sum(r.time) AS time,
        min(s.completed_at) AS first_at
 FROM runs r JOIN summed s USING (workflow_id, build_env, test_config)
 WHERE r.counts AND r.classname IS NULL AND s.head_sha IS NOT NULL

@@ -10,7 +10,6 @@
 --   summed      the runs complete today from their first attempt on (every shard clean at some
 --               attempt, attempt 1 among them: an earlier attempt may have been counted on an
 --               earlier day otherwise), with their commit and when their last job finished.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: time_tests
 CREATE OR REPLACE TEMP VIEW time_tests AS
@@ -32,7 +31,7 @@ GROUP BY workflow_id, build_env, test_config, shard, num_shards, attempt
 CREATE OR REPLACE TEMP TABLE shard_rows AS
 WITH per_shard_attempt AS (
     SELECT workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file AS file, classname,
-           sum(round(time * 1e6)::BIGINT) / 1e6 AS time
+           seconds_sum(time) AS time
     FROM time_tests
     GROUP BY GROUPING SETS ((workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file),
                             (workflow_id, build_env, test_config, shard, num_shards, attempt, invoking_file, classname))

@@ -5,7 +5,6 @@
 -- (test_time_daily's shard rows) joined by run_times on the last day one of their reports landed,
 -- as the test times' window joins them (window_times.sql): each run counts once, whichever days
 -- its reports landed.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 
 -- step: split_runs
 -- view time_daily over test_time_daily of the window and the look-back days before it (in today's
@@ -48,7 +47,7 @@ CREATE TEMP TABLE daily (build_env VARCHAR, test_config VARCHAR, file VARCHAR, d
 INSERT INTO daily
 WITH commits AS (
     SELECT build_env, test_config, file, head_sha, sum(runs) AS runs,
-           sum(round(time * 1e6)::BIGINT) / 1e6 AS time
+           seconds_sum(time) AS time
     FROM (SELECT build_env, test_config, file, head_sha, runs, time FROM sha_day WHERE runs > 0
           UNION ALL
           SELECT build_env, test_config, file, head_sha, 1, time FROM split_runs WHERE day = $day::DATE)
@@ -92,7 +91,7 @@ commit_runs AS (  -- the window's runs per commit and day, as add_day reads them
 ),
 runs AS (
     SELECT build_env, test_config, file, head_sha, min(first_at) AS first_at,
-           sum(round(time * 1e6)::BIGINT) / 1e6 / sum(runs) AS seconds, sum(runs)::BIGINT AS runs
+           seconds_sum(time) / sum(runs) AS seconds, sum(runs)::BIGINT AS runs
     FROM commit_runs JOIN moved USING (build_env, test_config, file)
     WHERE day >= moved.since::DATE - 1 AND day <= $day::DATE
     GROUP BY ALL

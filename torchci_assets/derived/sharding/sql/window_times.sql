@@ -9,7 +9,6 @@
 -- straddling the window's first day, so every run counts in as many windows as a run summed on
 -- its day. A run some day read summed whole (its marker row, file NULL) counts there only: its
 -- shard rows on other days (a "re-run all jobs" after midnight) are left out, so it counts once.
--- Times summed in whole microseconds: a float sum's last bits follow the order DuckDB's threads add in.
 WITH summed_whole AS (
     SELECT DISTINCT workflow_id, build_env, test_config FROM daily WHERE workflow_id IS NOT NULL AND file IS NULL
 ),
@@ -25,7 +24,7 @@ window_split AS (
 ),
 joined AS (
     SELECT build_env, test_config, file, classname, count(*) AS runs,
-           sum(round(time * 1e6)::BIGINT) / 1e6 AS time
+           seconds_sum(time) AS time
     FROM run_times('window_split') WHERE counts
     GROUP BY ALL
 ),
@@ -35,7 +34,7 @@ summed AS (
     UNION ALL
     SELECT * FROM joined
 )
-SELECT build_env, test_config, file, classname, sum(round(time * 1e6)::BIGINT) / 1e6 / sum(runs) AS time,
+SELECT build_env, test_config, file, classname, seconds_sum(time) / sum(runs) AS time,
        sum(runs)::BIGINT AS runs
 FROM summed
 GROUP BY ALL ORDER BY build_env, test_config, file, classname NULLS FIRST
