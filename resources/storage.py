@@ -56,7 +56,8 @@ JOURNAL_RE = re.compile(r"^_commit-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}\.
 # What this process wrote, deleted or renamed in each folder (and below it) of each store root, counted:
 # a listing a reader keeps (`Lake(keep_listings=True)`) is taken again once its folder's count moved.
 # Folders down to two levels only (a lake table's day folder): a few entries a day for a process that
-# writes for months (the receiver), where the archive's report folders would be thousands.
+# writes for months (the receiver), where the archive's report folders would be thousands. A change is
+# counted once it landed: a listing taken while it was under way (another thread) then reads as older.
 _WRITES: collections.Counter = collections.Counter()
 # Sizes of the S3 objects a store listed (`Store.listed_sizes`), forgotten all at once past this many.
 MAX_LISTED_SIZES = 100_000
@@ -496,9 +497,11 @@ class Store:
             out.write(data)
 
     def delete(self, rel: str) -> None:
-        self._wrote(rel)
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.delete_file(self.full(rel))
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(self.full(rel))
+        finally:  # counted once done: a listing taken before it lands must not pass for one after
+            self._wrote(rel)
 
     def sweep_staging(self, folder: str, is_live: Callable[[str], bool], min_age_s: float = 0.0) -> list[str]:
         """Delete the staging files directly in `folder` whose owner is not live; their paths.
@@ -560,12 +563,13 @@ class Store:
         for path in deletes:
             self.delete(path)
         for staged, final in moves:
-            self._wrote(final)
             try:
                 self.fs.move(self.full(staged), self.full(final))
             except OSError:
                 if self.exists(staged):
                     raise
+            finally:  # counted once done, as `delete`
+                self._wrote(final)
 
     def journals(self, folder: str) -> list[Journal]:
         """The journals of unfinished commits directly in `folder`, by name (usually none: a commit

@@ -57,6 +57,52 @@ def test_a_lake_lists_a_day_folder_once_until_it_writes_there(server):
     assert [p.rsplit("/", 1)[1] for p in lake.files("t", [DAY])] == ["data.parquet", "inc-1.parquet"]
 
 
+class _ReadsMidway:
+    """The filesystem of a store whose deletes and renames let another reader list the folder
+    first, as a reader in another thread of the process may between a change's start and its end."""
+
+    def __init__(self, fs, read):
+        self._fs, self._read = fs, read
+
+    def __getattr__(self, name):
+        return getattr(self._fs, name)
+
+    def delete_file(self, path):
+        self._read()
+        self._fs.delete_file(path)
+
+    def move(self, src, dest):
+        self._read()
+        self._fs.move(src, dest)
+
+
+@pytest.mark.parametrize("change", ["delete", "rename"])
+def test_a_listing_taken_while_another_store_changes_the_folder_is_not_kept_past_the_change(server, change):
+    """Two Stores of one lake in a process (a code server's sensors and steps, tests) share the
+    count of writes per folder; a listing taken while the other changed the folder is taken again."""
+    uri = fresh_uri()
+    writer, reader = Lake.at(uri), Lake.at(uri, keep_listings=True)
+    writer.write("t", DAY, pa.table({"x": [1]}), part="a")
+    staged = f"t/day={DAY}/.b.parquet.tmp"
+    writer.store.write_bytes(staged, writer.store.read_bytes(f"t/day={DAY}/a.parquet"))
+    if change == "delete":
+        writer.store.commit_files([], [(staged, f"t/day={DAY}/b.parquet")])
+    midway = []
+    writer.store.fs = _ReadsMidway(writer.store.fs, lambda: midway.append(names(reader.files("t", [DAY]))))
+    if change == "delete":
+        writer.store.delete(f"t/day={DAY}/b.parquet")
+    else:
+        writer.store.commit_files([], [(staged, f"t/day={DAY}/b.parquet")])
+    before, after = (["a.parquet", "b.parquet"], ["a.parquet"]) if change == "delete" else \
+        (["a.parquet"], ["a.parquet", "b.parquet"])
+    assert midway == [before]
+    assert names(reader.files("t", [DAY])) == after
+
+
+def names(paths: list[str]) -> list[str]:
+    return sorted(p.rsplit("/", 1)[1] for p in paths)
+
+
 def two_days(lake: Lake) -> list[str]:
     """A table of two day files, the second with a column the first lacks; their paths, listed."""
     lake.write("t", DAY, pa.table({"x": [1, 2]}))
