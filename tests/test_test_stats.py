@@ -271,7 +271,7 @@ def test_sha_outcomes_keep_exactly_the_groups_with_a_failure_or_a_rerun(tmp_path
     (a job name that is not PyTorch's has no build_env, test_config or platform)."""
     con = connect()
     con.execute("""
-        CREATE TABLE tr AS SELECT
+        CREATE TEMP TABLE tr AS SELECT
             i AS workflow_id, 1 AS workflow_run_attempt, i % 97 AS job_id, 'test_ops' AS invoking_file,
             'test_ops.py' AS file, 'TestOps' AS classname, 'test_' || (i % 13) AS name, 1.0 AS time,
             CASE WHEN hash(i, 's') % 11 = 0 THEN 'failed' WHEN hash(i, 's') % 17 = 0 THEN 'error'
