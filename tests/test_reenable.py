@@ -9,12 +9,12 @@ import pytest
 from fake_github_issues import FakeIssueTracker
 
 from resources.github import GitHubResource
-from resources.lake import Lake
+from resources.lake import Lake, connect
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.issue_text import Evidence
-from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, file_disabled_issues, ledger_row,
-                                                     record)
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, IssueTracker, Wanted, file_disabled_issues,
+                                                     ledger_row, record)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
 from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide,
@@ -184,6 +184,21 @@ def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path
     assert logs[0].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {FIXED} and close it")
     assert logs[1].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {HALF} and narrow "
                               "its Platforms line to win (clean on linux)")
+
+
+def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpserver, tmp_path):
+    """An entry written with a dotted suite (its issue's title, or its aggregate's line) disables the
+    test in PyTorch's runner; the plan names the issue by that entry, as the live comment does."""
+    outputs = Store(str(tmp_path / "outputs"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({"test_fixed (test_r.TestR)": ["1", "", ["linux"]]}))
+    lake = lake_with(tmp_path, clean(FIXED, "linux"))
+    run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-1", REPO,
+                  DisabledIssuesConfig(enabled=True), "test config")
+    con = connect()
+    lake.register(con, LEDGER_TABLE, [DAY], name="l")
+    assert con.sql("SELECT test, detail FROM l").fetchall() == [(FIXED, (
+        "would comment its rerun evidence on the DISABLED issue of test_fixed (test_r.TestR) and close it "
+        "(clean on linux)"))]
 
 
 J, D = MIN_JOBS, MIN_DAYS

@@ -162,6 +162,17 @@ def test_without_credentials_it_logs_and_records_what_it_would_close(httpserver,
     assert any(m.startswith(f"DRY RUN: would comment on the DISABLED issue of {GONE} and close it as deleted") for m in logs)
 
 
+def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpserver, lake, tmp_path):
+    """An entry written with a dotted suite (its issue's title, or its aggregate's line) disables the
+    test in PyTorch's runner; the plan names the issue by that entry, as the live comment does."""
+    outputs = Store(str(tmp_path / "outputs"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({"test_gone (test_a.TestA)": ["1", "", []], ALIVE: ["2", "", []]}))
+    retire(lake, GitHubResource(api_url=httpserver.url_for("")), outputs)
+    (row,) = ledger(lake)
+    assert row["test"] == GONE and row["detail"].startswith(
+        "would comment on the DISABLED issue of test_gone (test_a.TestA) and close it as deleted")
+
+
 def test_a_strangers_issue_of_a_deleted_test_is_left_alone_and_a_maintainers_is_closed(httpserver, lake, tmp_path):
     """Anyone can open a DISABLED issue: one whose author may not disable tests disables nothing
     and is not this project's to comment on or close, however gone its test is."""

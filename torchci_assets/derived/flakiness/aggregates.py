@@ -96,6 +96,13 @@ def in_aggregate(issue: dict) -> dict | None:
     return issue.get("aggregate")
 
 
+def entry_name(issue: dict, test: str) -> str:
+    """`test` as the list a stand-in comes from writes it (`listed_test`: an aggregate's line, or a
+    dry run's published entry, with a dotted suite too), else `test`: a dry run's plan names the
+    issue by it, as a live comment names the test as its issue does."""
+    return issue.get("listed_test") or test
+
+
 def groups(tests: Iterable, file_of: Callable[[str], str], is_new: Callable[[str], bool],
            has_aggregate: Callable[[str], bool] = lambda file: False) -> dict[str, list]:
     """Per file, the wanted tests (objects with `.test`) that have no issue yet and go to the

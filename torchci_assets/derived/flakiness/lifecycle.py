@@ -59,8 +59,10 @@ class Lifecycle:
 
 def published_as_issues(outputs: Store) -> dict[str, dict]:
     """The published list's tests as stand-ins for their issues (dry run): number and body only,
-    keyed as `issues_by_test` keys them."""
-    return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open"}
+    keyed as `issues_by_test` keys them, each naming its entry as written (`listed_test`: the list
+    does not say whether an issue's title or an aggregate's line wrote it)."""
+    return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open",
+                                "listed_test": test}
             for test, (_id, url, platforms) in load_published(outputs).items()}
 
 

@@ -44,7 +44,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute, run_steps
-from torchci_assets.derived.flakiness.aggregates import in_aggregate
+from torchci_assets.derived.flakiness.aggregates import entry_name, in_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
@@ -161,9 +161,10 @@ def evidence_table(runs: dict[str, PlatformRuns]) -> str:
     return "\n".join(["| platform | rerun jobs | days | green | red |", "|---|---:|---:|---:|---:|", *rows])
 
 
-def dry_run_plan(d: Decision, runs: dict[str, PlatformRuns]) -> str:
-    """What `act` would do for `d`, in words: each write it would make."""
-    issue = f"the DISABLED issue of {d.test}"
+def dry_run_plan(d: Decision, runs: dict[str, PlatformRuns], name: str) -> str:
+    """What `act` would do for `d`, in words: each write it would make, on the issue of the test
+    its list writes as `name` (`entry_name`: a dotted suite too)."""
+    issue = f"the DISABLED issue of {name}"
     if d.action == "close":
         return f"would comment its rerun evidence on {issue} and close it (clean on {', '.join(d.dropped) or 'every platform that reran it'})"
     if d.action == "narrow":
@@ -236,7 +237,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             continue
         out.decisions.append(d)
         if not live:
-            plan = dry_run_plan(d, runs)
+            plan = dry_run_plan(d, runs, entry_name(issues[test], test))
             log(f"DRY RUN: {plan}")
             out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, plan))
             continue
