@@ -54,7 +54,8 @@ def free_port(first: int = 3700) -> int:
 def kind(path: str) -> str:
     for pattern, name in (("/_blob/", "blob (not counted)"), ("/logs", "log"), ("/artifacts/", "artifact zip"),
                           ("/artifacts", "artifact list"), ("/jobs", "attempt jobs"), ("/attempts/", "attempt run"),
-                          ("/actions/runs", "run list"), ("/commits", "commits"), ("/activity", "pushes"),
+                          ("/actions/runs", "run list"), ("/compare/", "push commits"), ("/commits", "commits"),
+                          ("/activity", "pushes"),
                           ("/pulls", "pulls")):
         if pattern in path:
             return name

@@ -68,13 +68,16 @@ class GitHubError(RuntimeError):
     """A GitHub call that did not succeed; `status` is None when no response arrived.
 
     `ambiguous` marks a write that may or may not have taken effect (no response, or a 5xx):
-    GitHub sometimes commits a write and still fails to answer.
+    GitHub sometimes commits a write and still fails to answer. `retry_at` (epoch seconds): when
+    GitHub's advice (a rate limit's reset, a Retry-After) said to ask again, for a call that gave
+    up waiting for it.
     """
 
-    def __init__(self, status: int | None, message: str, ambiguous: bool = False):
+    def __init__(self, status: int | None, message: str, ambiguous: bool = False, retry_at: float | None = None):
         super().__init__(message)
         self.status = status
         self.ambiguous = ambiguous
+        self.retry_at = retry_at
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class _Outcome:
     gave_up: bool = False  # the last failure was retryable but the budget ran out
     dry_run: bool = False
     ambiguous: bool = False  # a non-idempotent write without a clear answer, not resent
+    retry_at: float | None = None  # given up: when GitHub's advice said to ask again
 
     @property
     def ok(self) -> bool:
@@ -569,7 +573,9 @@ class GitHubResource(dg.ConfigurableResource):
                 why = (f"after {attempt} attempt{'s' * (attempt > 1)}" if attempt > self.max_retries else
                        f"a further {wait:.0f}s wait would exceed the {self.max_total_wait_s:.0f}s budget")
                 log.warning("GitHub %s %s: giving up (%s): %s", method, url, why, error)
-                return _Outcome(resp, f"{error} (gave up: {why})", attempt, waited, gave_up=True)
+                limited = resp is not None and resp.status_code in (403, 429)  # not an outage's backoff
+                return _Outcome(resp, f"{error} (gave up: {why})", attempt, waited, gave_up=True,
+                                retry_at=time.time() + wait if limited else None)
             log.warning("GitHub %s %s: %s; retry %d in %.1fs", method, url, reason or error,
                         attempt, wait)
             self._sleep(wait)
@@ -650,7 +656,8 @@ class GitHubResource(dg.ConfigurableResource):
             return None
         if not outcome.ok:
             status = outcome.response.status_code if outcome.response is not None else None
-            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous)
+            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous,
+                              outcome.retry_at)
         return outcome.response
 
     def graphql(self, query: str, variables: dict, auth_path: str) -> dict:

@@ -9,7 +9,9 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
   log GitHub does not have); `.../commits` (sha, since, until: in `git log`'s order, and cut by
-  `since` as git cuts it); `.../branches/{name}` (its head: the newest push's `after`, else its newest commit); `.../pulls`
+  `since` as git cuts it) and `.../commits/{sha}`; `.../compare/{base}...{head}` (`git log
+  base..head`, oldest first, paged);
+  `.../branches/{name}` (its head: the newest push's `after`, else its newest commit); `.../pulls`
   (`state`: open by default, closed or all; sorted by update, newest first) and `.../pulls/{n}`
   (the full shape, `merged` from `merged_at`); `.../installation` (the App's installation, for a
   request signed with its JWT); `.../activity` (the pushes `add_push` recorded, newest first, `ref` as
@@ -239,6 +241,11 @@ class FakeActions:
             return Response(status=302, headers={"Location": self.server.url_for(f"/_blob/{key}")})
         if rest == "/commits":
             return self._list_commits(request, rest)
+        if m := re.fullmatch(r"/commits/([0-9a-f]{40})", rest):
+            commit = next((c for commits in self.commits.values() for c in commits if c["sha"] == m[1]), None)
+            return reply(200, commit) if commit else reply(404, {"message": "No commit found for SHA: " + m[1]})
+        if m := re.fullmatch(r"/compare/([0-9a-f]{40})\.\.\.([0-9a-f]{40})", rest):
+            return self._compare(request, rest, m[1], m[2])
         if m := re.fullmatch(r"/branches/(.+)", rest):
             head = self._head(m[1])
             if head is None:
@@ -269,7 +276,8 @@ class FakeActions:
         pushed = next((a["after"] for a in self.activity if a["ref"] == f"refs/heads/{branch}"), None)
         return next((c for c in commits if c["sha"] == pushed), commits[0] if commits else None)
 
-    def _page(self, request: Request, rest: str, items: list, key: str | None, total: int | None = None) -> Response:
+    def _page(self, request: Request, rest: str, items: list, key: str | None, total: int | None = None,
+              shape: dict | None = None) -> Response:
         per_page = min(100, int(request.args.get("per_page", 30)))
         page = int(request.args.get("page", 1))
         chunk = items[(page - 1) * per_page: page * per_page]
@@ -280,7 +288,39 @@ class FakeActions:
             headers["Link"] = (f'<{url}?{urlencode({**args, "page": page + 1})}>; rel="next", '
                                f'<{url}?{urlencode({**args, "page": -(-len(items) // per_page)})}>; rel="last"')
         body = chunk if key is None else {"total_count": len(items) if total is None else total, key: chunk}
+        if shape is not None:  # an object of its own shape around the list
+            body = dict(shape, **{key: chunk})
         return reply(200, body, headers)
+
+    def _git_log(self, head: dict, by_sha: dict[str, dict]) -> list[dict]:
+        """`git log <head>`: from the head, the newest (by committer date) of the commits whose
+        children were listed comes next."""
+        when = lambda c: _t(c["commit"]["committer"]["date"])  # noqa: E731
+        queue, seen, out = [head], {head["sha"]}, []
+        while queue:
+            commit = queue.pop(max(range(len(queue)), key=lambda i: when(queue[i])))
+            out.append(commit)
+            for p in commit["parents"]:
+                if p["sha"] in by_sha and p["sha"] not in seen:
+                    seen.add(p["sha"])
+                    queue.append(by_sha[p["sha"]])
+        return out
+
+    def _compare(self, request: Request, rest: str, base: str, head: str) -> Response:
+        """`git log base..head` in chronological order, as GitHub's compare lists it (404 for a commit
+        it does not have), the `commit-comparison` example around it."""
+        by_sha = {c["sha"]: c for commits in self.commits.values() for c in commits}
+        if base not in by_sha or head not in by_sha:
+            return reply(404, {"message": "Not Found"})
+        below = {c["sha"] for c in self._git_log(by_sha[base], by_sha)}
+        above = {c["sha"] for c in self._git_log(by_sha[head], by_sha)}
+        ahead = [c for c in self._git_log(by_sha[head], by_sha) if c["sha"] not in below][::-1]
+        behind = len(below - above)
+        status = {(True, True): "diverged", (True, False): "ahead", (False, True): "behind"}.get(
+            (bool(ahead), bool(behind)), "identical")
+        shape = shaped("commit-comparison", {"status": status, "ahead_by": len(ahead), "behind_by": behind,
+                                             "total_commits": len(ahead), "files": []})
+        return self._page(request, rest, ahead, "commits", shape=shape)
 
     def _list_runs(self, request: Request) -> Response:
         args = request.args

@@ -169,6 +169,23 @@ def test_rate_limit_reset_beyond_the_budget_gives_up_without_waiting(httpserver)
     assert result.status == 429 and not result.refused and "budget" in result.error
 
 
+def test_a_call_that_gave_up_says_when_github_asked_to_be_asked_again_only_for_a_rate_limit(httpserver):
+    """A limit whose reset outlasts the wait budget: the error carries the reset (plus the second of
+    skew), for a command to say when to run again; an outage's backoff promises no such time."""
+    reset = int(time.time()) + 3600
+    limited = reply(403, {"message": "API rate limit exceeded"},
+                    {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)})
+    serve(httpserver, "/repos/a/limited", limited, method="GET")
+    serve(httpserver, "/repos/a/down", reply(502, {"message": "Server Error"}), method="GET")
+    gh = client(httpserver)
+    with pytest.raises(GitHubError) as info:
+        gh.request("GET", "/repos/a/limited")
+    assert info.value.retry_at == pytest.approx(reset + 1, abs=1)
+    with pytest.raises(GitHubError) as down:
+        gh.request("GET", "/repos/a/down")
+    assert (down.value.status, down.value.retry_at) == (502, None)
+
+
 @pytest.fixture
 def threaded_server():
     """A server that answers while an earlier, stalled request is still being handled."""

@@ -129,13 +129,13 @@ def test_first_tick_takes_the_archive_as_read_and_relays_what_lands_after(instan
 def test_a_push_torchci_backfill_wrote_is_history_and_not_dispatched(instance, archive):
     """`torchci backfill` writes main's past commits as pushes into the archive (`source: rest`),
     today's folder included: they are history, and the sensor dispatches none of them."""
-    from torchci_assets.backfill.shapes import push_delivery
+    from torchci_assets.backfill.shapes import one_commit_push, push_delivery
 
     first = tick(instance, archive, None)
     commit = {"sha": sha(3), "parents": [{"sha": sha(2)}], "committer": {"login": "pytorchmergebot"},
               "commit": {"message": "Land #1234", "author": {"name": "a", "email": "a@x", "date": "2026-11-22T02:00:00Z"},
                          "committer": {"name": "m", "email": "m@x", "date": "2026-11-22T02:00:00Z"}}}
-    _, rest = push_delivery(commit, "refs/heads/main", {**REPOSITORY, "full_name": "pytorch/pytorch"})
+    _, rest = push_delivery(one_commit_push(commit), "refs/heads/main", {**REPOSITORY, "full_name": "pytorch/pytorch"})
     write(archive, "rest.jsonl", [rest.decode(), line("d-live", push(sha(4), before=sha(3)))])
     assert keys(tick(instance, archive, first.cursor)) == [f"pytorch/pytorch@{sha(4)}"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import os
 import sys
 
@@ -34,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torchci backfill",
         description="Read a repository's CI history from GitHub's REST API (workflow runs with every attempt, "
-                    "jobs, test-reports* artifacts, failed jobs' logs, branch commits, pull requests) into "
+                    "jobs, test-reports* artifacts, failed jobs' logs, the branch's pushes, pull requests) into "
                     "ordinary archive files under TORCHCI_ARCHIVE_URI; `torchci run` then builds the lake. "
                     "Credentials: GITHUB_TOKEN, or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY (the App's "
                     "installation on the repository is looked up; none: unauthenticated, 60 requests an hour). "
@@ -75,9 +76,18 @@ def main(argv: list[str]) -> int:
             print(f"backfill {args.repo}: {refused}", file=sys.stderr)
             return EXIT_REFUSED
         print(f"backfill {args.repo} stopped: {exc}. What was read is written and recorded; run the same "
-              "command again to continue.", file=sys.stderr)
+              f"command again{_when(exc)} to continue.", file=sys.stderr)
         return EXIT_STOPPED
     return 0
+
+
+def _when(exc: GitHubError) -> str:
+    """When running the command again can succeed: a rate limit that outlasted the wait budget
+    lifts when GitHub said (the next whole minute, UTC); any other stop, now."""
+    if exc.retry_at is None:
+        return ""
+    at = dt.datetime.fromtimestamp(math.ceil(exc.retry_at / 60) * 60, dt.timezone.utc)
+    return f" from {at:%Y-%m-%d %H:%M} UTC (GitHub's rate limit allows no more requests until then)"
 
 
 def simulated_archive(store: Store, repo: str) -> str:

@@ -4,8 +4,9 @@ Day by day (the day a workflow run was created), oldest first: the day's runs of
 repository's default branch unless one is named; and with `prs`, of pull requests and of the
 `ciflow/...` tags PyTorch's bot pushes for them) are listed, then read in parts of `part_runs`
 runs, each run with every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
-branch's commits of the day (its first-parent chain: what it pointed to) become pushes, at the times
-GitHub's activity list gives them. Each part is written, then the cursor saved (files.py),
+branch's pushes of the day, each as its webhook told it (its commits those GitHub's compare of its two
+ends lists), from GitHub's activity list; below the list's reach (or without it), the branch's
+first-parent chain, each commit a push of its own. Each part is written, then the cursor saved (files.py),
 so an interrupted backfill (a crash, a rate limit that outlasted the wait budget) is continued by
 running the same command again, and the result is the same as one uninterrupted run.
 
@@ -22,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Cursor, Part, branch_scope, scope
@@ -265,6 +266,7 @@ class PushClock:
     pushed: dict[str, dt.datetime]  # a push's `after` -> the earliest push that moved the branch to it
     boundary: str | None = None
     forced: set[str] = field(default_factory=set)  # the `after` of force pushes
+    moves: list[dict] = field(default_factory=list)  # the list's items from `start` on, newest first
     times: dict[str, dt.datetime] = field(default_factory=dict)  # commit sha -> when it was pushed
     _at: dt.datetime | None = None
     _below: bool = False
@@ -288,31 +290,74 @@ class PushClock:
         return found
 
 
-def branch_pushes(reader: RestReader, opts: BackfillOptions, start: dt.datetime) -> PushClock | None:
+def branch_pushes(reader: RestReader, opts: BackfillOptions, start: dt.datetime,
+                  log: Callable[[str], None] = print) -> PushClock | None:
     """The branch's pushes from GitHub's activity list (newest first), read back to the first one
-    before `start`; None when GitHub lists none, or has no such list (404, 422: an older GitHub
-    Enterprise Server): the pushes are then the walk's alone."""
-    pushed: dict[str, dt.datetime] = {}
-    forced: set[str] = set()
-    oldest_before = None  # the `before` of the oldest push read
+    before `start`; None when GitHub lists none, has no such list (404, 422: an older GitHub
+    Enterprise Server) or will not show it to these credentials (a 403 that is no rate limit; the
+    output says so): the pushes are then the walk's alone. A rate limit the client could not wait
+    out raises, as anywhere else in the backfill: the walk is no stand-in for a list GitHub has."""
+    clock = PushClock({})
     params = {"ref": opts.branch, "direction": "desc"}
     try:
         for item in reader.pages(f"/repos/{opts.repo}/activity", None, params):
-            # the schema's keys; OpenAPI's example still shows the older `pushed_at`, `push_type`
-            at = shapes.parse_time(item.get("timestamp") or item.get("pushed_at"))
-            if item.get("activity_type", "push") not in BRANCH_MOVES or at is None or not item.get("after"):
-                continue
-            pushed[item["after"]] = min(at, pushed.get(item["after"], at))
-            if item.get("activity_type") == "force_push":
-                forced.add(item["after"])
-            if at < start:
-                return PushClock(pushed, None, forced)
-            oldest_before = item.get("before")
+            if _clock_item(clock, item, start):
+                return clock
     except GitHubError as exc:
+        if exc.status == 403 and not rate_limited(exc):
+            log(f"backfill {opts.repo}: GitHub refused its activity list ({exc}); {opts.branch}'s pushes are "
+                "walked down its first parents instead, each commit a push of its own at the earliest it can "
+                "have been pushed (credentials GitHub shows the list to give each push as it was)")
+            return None
         if exc.status not in (404, 422):
             raise
         return None
-    return PushClock(pushed, oldest_before, forced) if pushed else None
+    return clock if clock.pushed else None
+
+
+def _clock_item(clock: PushClock, item: dict, start: dt.datetime) -> bool:
+    """Take one activity item (newest first) into `clock`; True once it is a push before `start`,
+    the last the list needs reading for."""
+    # the schema's keys; OpenAPI's example still shows the older `pushed_at`, `push_type`
+    at = shapes.parse_time(item.get("timestamp") or item.get("pushed_at"))
+    if item.get("activity_type", "push") not in BRANCH_MOVES or at is None or not item.get("after"):
+        return False
+    clock.pushed[item["after"]] = min(at, clock.pushed.get(item["after"], at))
+    if item.get("activity_type") == "force_push":
+        clock.forced.add(item["after"])
+    if at < start:
+        clock.boundary = None
+        return True
+    clock.moves.append(item)
+    clock.boundary = item.get("before")  # the `before` of the oldest push read
+    return False
+
+
+def _gone(reader: RestReader, path: str, key: str | None = None) -> list[dict] | dict | None:
+    """GitHub's answer, None for a 404: a commit it no longer has (a head a force push threw away,
+    since collected)."""
+    try:
+        return list(reader.pages(path, key)) if key else reader.json(path)
+    except GitHubError as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
+def activity_push(reader: RestReader, repo: str, item: dict) -> shapes.Push | None:
+    """The push an activity item records, as its webhook told it: its commits those GitHub's compare
+    of its two ends lists (`git log before..after`, oldest first), as the webhook lists them. A push
+    that created the branch lists none; one whose `before` GitHub no longer has, its head alone; one
+    whose head GitHub no longer has is None (nothing of it can be told)."""
+    before, after = item.get("before") or shapes.NO_COMMIT, item["after"]
+    compare = f"/repos/{repo}/compare/{before}...{after}"
+    commits = [] if before == shapes.NO_COMMIT else _gone(reader, compare, "commits")
+    head = commits[-1] if commits and commits[-1]["sha"] == after else _gone(reader, f"/repos/{repo}/commits/{after}")
+    if head is None:
+        return None
+    at = shapes.parse_time(item.get("timestamp") or item.get("pushed_at"))
+    return shapes.Push(at, before, head, tuple(commits if commits is not None else [head]),
+                       item.get("activity_type") == "force_push", item.get("actor") or item.get("pusher"))
 
 
 def first_parent_chain(listing: Iterator[dict], head: str | None, start: dt.datetime,
@@ -366,17 +411,13 @@ def pushed_not_before(chain: list[dict], times: dict[str, dt.datetime] | None = 
             yield commit, at
 
 
-def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.date,
-                         default_branch: str | None = None) -> dict[str, list[tuple[dict, dt.datetime]]]:
-    """The commits the branch pointed to since `since`, by the day each was pushed, with that
-    instant: its head's first-parent chain, each commit at the time of the push GitHub's activity
-    list gives (`branch_pushes`), else at the earliest it can have been pushed (`pushed_not_before`).
-    GitHub's commit list is every commit reachable from the branch (`git log`, not
-    `--first-parent`), which with merge commits holds each merged pull request's own commits, never
-    pushed to the branch; so the list (one walk for the whole backfill) only supplies the objects,
-    and the chain is followed from the head through first parents. The list is asked for without `since`: like `git log --since`, it
-    would leave out the commits below one dated before it. A branch GitHub does not know raises
-    MissingBranch: its runs would list empty too, and the days be marked done."""
+def branch_history(reader: RestReader, opts: BackfillOptions, since: dt.date, default_branch: str | None = None,
+                   log: Callable[[str], None] = print) -> dict[str, list[shapes.Push]]:
+    """The branch's pushes since `since`, by the day each was pushed: those GitHub's activity list
+    gives (`branch_pushes`), each as its webhook told it; and below the list's reach, or without
+    it, each commit of the branch's first-parent chain as a push of its own (`walked_pushes`). A
+    branch GitHub does not know raises MissingBranch: its runs would list empty too, and the days
+    be marked done."""
     try:
         head = reader.json(f"/repos/{opts.repo}/branches/{opts.branch}").get("commit") or {}
     except GitHubError as exc:
@@ -385,20 +426,39 @@ def first_parent_commits(reader: RestReader, opts: BackfillOptions, since: dt.da
         raise MissingBranch(404, f"GitHub has no branch {opts.branch} in {opts.repo} ({exc}): check --branch; "
                                  f"left out, the repository's default branch is read ({default_branch})") from exc
     start = dt.datetime.combine(since, dt.time(), dt.timezone.utc)
-    clock = branch_pushes(reader, opts, start)
-    listing = reader.pages(f"/repos/{opts.repo}/commits", None, {"sha": opts.branch})
-    chain = first_parent_chain(listing, head.get("sha"), start, clock)
-    by_day: dict[str, list[tuple[dict, dt.datetime]]] = {}
-    for commit, at in pushed_not_before(chain, clock.times if clock else None):
-        if at >= start:
-            by_day.setdefault(at.date().isoformat(), []).append((commit, at))
+    clock = branch_pushes(reader, opts, start, log)
+    listed = [p for item in (clock.moves if clock else []) if (p := activity_push(reader, opts.repo, item))]
+    covered = {c["sha"] for push in listed for c in (push.head, *push.commits)}
+    pushes = listed + walked_pushes(reader, opts, head.get("sha"), start, clock, covered)
+    by_day: dict[str, list[shapes.Push]] = {}
+    for push in sorted(pushes, key=lambda p: p.at):
+        if push.at >= start:
+            by_day.setdefault(push.at.date().isoformat(), []).append(push)
     return by_day
+
+
+def walked_pushes(reader: RestReader, opts: BackfillOptions, head: str | None, start: dt.datetime,
+                  clock: PushClock | None, covered: set[str]) -> list[shapes.Push]:
+    """The commits the branch pointed to that no push read from the activity list lists (`covered`),
+    each a push of its own: its head's first-parent chain, each commit at the time of the push the
+    list gives, else at the earliest it can have been pushed (`pushed_not_before`). GitHub's commit list
+    is every commit reachable from the branch (`git log`, not `--first-parent`), which with merge
+    commits holds each merged pull request's own commits, never pushed to the branch; so the list
+    (one walk for the whole backfill) only supplies the objects, and the chain is followed from the
+    head through first parents. The list is asked for without `since`: like `git log --since`, it
+    would leave out the commits below one dated before it."""
+    listing = reader.pages(f"/repos/{opts.repo}/commits", None, {"sha": opts.branch})
+    chain = first_parent_chain(listing, head, start, clock)
+    times = clock.times if clock else None
+    pushes = (shapes.one_commit_push(commit, at) for commit, at in pushed_not_before(chain, times)
+              if commit["sha"] not in covered)
+    return [p for p in pushes if p is not None]
 
 
 def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
                  cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime,
-                 pushed: dict[str, list[tuple[dict, dt.datetime]]]) -> None:
-    """The day's runs, in parts, then its pushes (`pushed`: the branch's commits by day)."""
+                 pushed: dict[str, list[shapes.Push]]) -> None:
+    """The day's runs, in parts, then its pushes (`pushed`: the branch's pushes by day)."""
     key = day.isoformat()
     owner, name = opts.repo.split("/")
     # parts of other options never share a name
@@ -431,11 +491,9 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     if opts.ciflow_only:
         return
     part = Part(store, f"rest-{owner}-{name}{branch_scope(opts.branch)}-push-{key}")
-    for commit, at in pushed.get(key, []):
-        delivery = shapes.push_delivery(commit, f"refs/heads/{opts.branch}", repository, at)
-        if delivery is not None:
-            part.add([delivery])
-            progress.pushes += 1
+    for push in pushed.get(key, []):
+        part.add([shapes.push_delivery(push, f"refs/heads/{opts.branch}", repository)])
+        progress.pushes += 1
     progress.deliveries += part.commit()
 
 
@@ -521,7 +579,7 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     wider = None if opts.prs else Cursor(store, opts.repo, opts.branch, True)
     days = [d for d in _days(opts) if not cursor.day_done(d.isoformat())
             and not (wider is not None and wider.day_done(d.isoformat()))]
-    pushed = first_parent_commits(reader, opts, days[0], repository.get("default_branch")) if days else {}
+    pushed = branch_history(reader, opts, days[0], repository.get("default_branch"), log) if days else {}
     for day in days:
         backfill_day(reader, store, opts, day, repository, cursor, progress, log, now, pushed)
         progress.days += 1

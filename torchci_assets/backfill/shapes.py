@@ -13,9 +13,10 @@ REST and webhook shapes differ in a few places, covered here:
 - REST runs list `repository` inside the run; a webhook has it at the top level (the ingest reads
   `payload.repository.full_name`), with `sender` (the triggering actor) beside it;
 - the pull-request list returns the "simple" shape without `merged`: it is `merged_at is not null`;
-- a push has no REST object: a commit of the branch's first-parent chain becomes a one-commit push
-  (`before` its first parent), which is what a merge bot that lands one commit per push produces,
-  and what a merge commit's push moved the branch by.
+- a push has no REST object: GitHub's activity list gives each push's `before` and `after` and its
+  time, and GitHub's compare of the two the commits its webhook listed (`Push`); where the list
+  does not reach, a commit of the branch's first-parent chain becomes a one-commit push (`before`
+  its first parent), which is what a merge bot that lands one commit per push produces.
 
 Delivery ids are derived from the object and its state (`rest-workflow_job-<id>-<attempt>-
 completed`), so a re-run or gap repair writes the same ids and the ingest's deduplication drops
@@ -25,6 +26,7 @@ the copies, while a real webhook of the same state (GitHub's own id) is merged b
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 import orjson
 
@@ -140,22 +142,50 @@ def _push_commit(commit: dict) -> dict:
             "added": [], "removed": [], "modified": []}
 
 
-def push_delivery(commit: dict, ref: str, repository: dict,
-                  at: dt.datetime | None = None) -> tuple[str, bytes] | None:
-    """A branch commit as the one-commit push that landed it, received at `at` (default: its
-    committer date); None without either."""
-    head = _push_commit(commit)
-    at = at or parse_time(head["timestamp"])
+NO_COMMIT = "0" * 40  # a push's `before` when it created the branch
+# GitHub's push webhook lists at most this many of a push's commits
+MAX_PUSH_COMMITS = 2048
+
+
+@dataclass(frozen=True)
+class Push:
+    """One push to a branch as its webhook tells it: the branch moved from `before` to `after` at
+    `at`, and `commits` (REST commit objects, oldest first) are what GitHub's compare of the two
+    lists, the commits GitHub's push webhook lists; `head` is the commit `after` names."""
+
+    at: dt.datetime
+    before: str
+    head: dict
+    commits: tuple[dict, ...]
+    forced: bool = False
+    actor: dict | None = None  # who pushed (GitHub's user), when GitHub said
+
+
+def one_commit_push(commit: dict, at: dt.datetime | None = None) -> Push | None:
+    """A branch commit as the one-commit push that landed it (`before` its first parent), received
+    at `at` (default: its committer date); None without either."""
+    at = at or parse_time(((commit.get("commit") or {}).get("committer") or {}).get("date"))
     if at is None:
         return None
     parents = commit.get("parents") or []
-    committer = head["committer"]
-    payload = {"ref": ref, "before": parents[0]["sha"] if parents else "0" * 40, "after": commit["sha"],
-               "created": False, "deleted": False, "forced": False, "base_ref": None,
-               "compare": None, "commits": [head], "head_commit": head, "repository": repository,
-               "pusher": {"name": committer["username"] or committer["name"], "email": committer["email"]},
-               "sender": commit.get("committer")}
-    return envelope("push", f"rest-push-{ref}-{commit['sha']}", at, payload)
+    return Push(at, parents[0]["sha"] if parents else NO_COMMIT, commit, (commit,))
+
+
+def push_delivery(push: Push, ref: str, repository: dict) -> tuple[str, bytes]:
+    """The push webhook GitHub delivered for `push`. Its id names both ends: a branch moved to
+    one commit twice (put back, then forward again) was two pushes."""
+    head = _push_commit(push.head)
+    commits = [_push_commit(c) for c in push.commits[-MAX_PUSH_COMMITS:]]
+    committer, after, actor = head["committer"], push.head["sha"], push.actor
+    pusher = {"name": actor.get("login"), "email": None} if actor else \
+        {"name": committer["username"] or committer["name"], "email": committer["email"]}
+    html = repository.get("html_url")
+    payload = {"ref": ref, "before": push.before, "after": after, "created": push.before == NO_COMMIT,
+               "deleted": False, "forced": push.forced, "base_ref": None,
+               "compare": f"{html}/compare/{push.before[:12]}...{after[:12]}" if html else None,
+               "commits": commits, "head_commit": head, "repository": repository,
+               "pusher": pusher, "sender": actor or push.head.get("committer")}
+    return envelope("push", f"rest-push-{ref}-{push.before}-{after}", push.at, payload)
 
 
 def pull_request_deliveries(pr: dict, repository: dict, not_before: dt.datetime | None = None,
