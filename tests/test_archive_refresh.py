@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import orjson
 import pytest
+from conftest import ram_instance
 
 from jobs import refresh
 from jobs.daily import FINGERPRINT_TAG
@@ -261,7 +262,7 @@ def test_the_run_queue_starts_one_run_per_day_partition_with_the_projects_dagste
     settings = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     overrides = {"concurrency": settings["concurrency"],
                  "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}}
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with ram_instance(overrides=overrides) as instance:
         add_run(instance, DAY, dg.DagsterRunStatus.STARTED, job="all_assets_daily")
         same_day = add_run(instance, DAY, dg.DagsterRunStatus.QUEUED)
         other_day = add_run(instance, YESTERDAY, dg.DagsterRunStatus.QUEUED)
@@ -294,7 +295,7 @@ def refreshed(tmp_path_factory):
     job = defs.resolve_job_def(archive_refresh_job.name)
     mp = pytest.MonkeyPatch()
     try:
-        with dg.instance_for_test() as instance:
+        with ram_instance() as instance:
             mp.setattr(refresh, "clock", lambda: NOON)
             first = tick(instance, archive, None)
             (request,) = first.run_requests

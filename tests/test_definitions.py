@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import ram_instance
 
 from torchci_assets.definitions import defs
 
@@ -314,7 +315,7 @@ def reads_of_a_day(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(Store, "list_files", recorded_list_files)
     try:
-        with dg.instance_for_test() as instance:
+        with ram_instance() as instance:
             assert job.execute_in_process(partition_key=READ_DAY, instance=instance).success
     finally:
         mp.undo()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from conftest import ram_instance
 from test_drci import BASE, MAIN, trunk
 from test_log_rules import FIXTURES, PYTORCH_RULES, _fixture_log
 from resources.github import GitHubResource
@@ -154,14 +155,13 @@ def test_the_config_file_names_the_rules_beside_it_and_refuses_what_is_no_path(t
 def test_the_asset_reads_the_configured_rules_and_says_when_it_cannot(tmp_path, httpserver, monkeypatch):
     """In Dagster: the config file's rules reach the builder; a rules file gone is an error in the
     run's log naming it, and the comments are still written."""
-    import dagster as dg
     from test_drci import materialize_on_hud_lake
     from torchci_assets.config import CONFIG_ENV_VAR
 
     config = tmp_path / "torchci.yaml"
     config.write_text("drci:\n  flaky_rules: gone/flaky-rules.json\n")
     monkeypatch.setenv(CONFIG_ENV_VAR, str(config))
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         lake, meta = materialize_on_hud_lake(tmp_path, httpserver, instance=instance)
         logged = [e.user_message for e in instance.all_logs(instance.get_runs()[0].run_id)]
     assert meta["pull_requests"].value == 2

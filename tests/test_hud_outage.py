@@ -15,6 +15,7 @@ import socket
 
 import dagster as dg
 import pytest
+from conftest import ram_instance
 from fake_github_issues import FakeIssueTracker, json_response
 from hud_lake import DAY
 from test_unstable_jobs import ISSUE, config, lake_at, github, materialized  # noqa: F401 (config: autouse)
@@ -138,7 +139,7 @@ def test_the_daily_run_builds_the_hud_and_its_metrics_when_github_is_down(tmp_pa
     """The day's first run, every asset, GitHub down from the start: nothing is skipped, the HUD
     and the day's CI metrics count the tests CI still skips (the list published before)."""
     publish_before(tmp_path / "out")
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         result = job("all_assets_daily", simulated, tmp_path, failing_github(httpserver, "502")).execute_in_process(
             partition_key=SIM_DAY, instance=instance, raise_on_error=False)
     assert result.success, [e.step_key for e in result.get_step_failure_events()]
@@ -159,7 +160,7 @@ def test_a_refresh_during_an_outage_publishes_the_hud_and_keeps_the_list(tmp_pat
     fake.permissions["a-maintainer"] = "write"
     disabled = fake.add("DISABLED test_ok (__main__.TestOps)", "Platforms: linux", user="a-maintainer")
     gh = github(httpserver)
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         daily = job("all_assets_daily", simulated, tmp_path, gh).execute_in_process(
             partition_key=SIM_DAY, instance=instance, raise_on_error=False)
         assert daily.success

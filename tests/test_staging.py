@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+from conftest import ram_instance
 
 from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake
@@ -216,7 +217,7 @@ def test_a_dead_runs_pool_slot_is_freed_with_it():
     """A `torchci run` killed while a step held a pool's one slot: the next run must get the slot."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
+    with ram_instance(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
         run_id = str(uuid.uuid4())
         instance.add_run(dg.DagsterRun(job_name="j", run_id=run_id, status=dg.DagsterRunStatus.STARTED,
                                        tags={"torchci/host": "h1", "torchci/pid": str(gone.pid)}))

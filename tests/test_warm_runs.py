@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import ram_instance
 from dagster._core.launcher import WorkerStatus
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
@@ -71,7 +72,7 @@ def location(tmp_path, monkeypatch):
     write_location(code, 1)
     monkeypatch.setenv("WARM_TEST_OUT", str(out))
     overrides = {"run_launcher": {"module": "torchci_assets.warm_runs", "class": "WarmRunLauncher"}}
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with ram_instance(overrides=overrides) as instance:
         target = ModuleTarget(module_name="warm_location", attribute="defs", working_directory=str(code),
                               location_name="warm")
         with WorkspaceProcessContext(instance, target) as context:
@@ -303,7 +304,7 @@ def test_a_late_answer_is_never_taken_for_the_next_run(tmp_path, monkeypatch):
                         lambda v: "fake" if isinstance(v, types.SimpleNamespace) else real_serialize(v))
     origin = types.SimpleNamespace(job_name="record_job", repository_origin=types.SimpleNamespace(
         executable_path=str(fake), code_pointer=types.SimpleNamespace(working_directory=str(tmp_path))))
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         launcher = warm_runs.WarmRunLauncher()
         launcher.register_instance(instance)
         with pytest.raises(warm_runs.WorkerUnavailable, match="did not answer"):
