@@ -17,6 +17,7 @@ import re
 
 import dagster as dg
 import pytest
+from conftest import ram_instance
 from fake_github_issues import FakeIssueTracker, json_response
 from hud_lake import DAY
 from test_hud_outage import HUD_PATH, KINDS, PUBLISHED, REFUSED, check, failing_github, publish_before
@@ -75,7 +76,7 @@ def test_refused_credentials_are_on_the_hud_until_github_answers_again(tmp_path,
     fake.add(ISSUE, user="a-maintainer")
     for test, (number, _, _) in PUBLISHED.items():  # the list published last, as read from its issues
         fake.add(f"DISABLED {test}", "Platforms: linux", user="a-maintainer", number=int(number))
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         read = hud_run(tmp_path, github(httpserver), instance)
         assert check(read, "disabled_tests").passed and banners(tmp_path) == {}
         for kind in KINDS:
@@ -111,7 +112,7 @@ def test_the_hud_says_what_to_do_for_each_kind_of_failure(tmp_path, httpserver, 
         gh = github(httpserver)
     else:
         gh = failing_github(httpserver, how)
-    with dg.instance_for_test() as instance:
+    with ram_instance() as instance:
         result = hud_run(tmp_path, gh, instance)
     text = banners(tmp_path)["index.html"]
     failed = check(result, "disabled_tests").metadata
