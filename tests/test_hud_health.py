@@ -383,3 +383,57 @@ def test_a_job_without_conclusion_in_a_completed_run_is_what_the_runs_conclusion
     conclusions, groups = health(tmp_path / "main", h)
     assert (row["state"], row["failure_class"]) == (state, None)
     assert (groups[(c, GROUP)]["state"], conclusions[c]) == (state, commit)
+
+
+def both_tables(tmp_path, h: History) -> dict[str, list[tuple]]:
+    """Every row of commit_health and pr_jobs for `h`'s day, in a total order."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
+    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    con = connect()
+    got = {}
+    for table in ("commit_health", "pr_jobs"):
+        lake.register(con, table, [DAY], name="t")
+        got[table] = con.execute("SELECT * FROM t ORDER BY ALL").fetchall()
+    return got
+
+
+def shuffled(h: History) -> History:
+    """The same history, every table's rows in the opposite order (as another ingest could write them)."""
+    again = History()
+    again.rows = {key: rows[::-1] for key, rows in h.rows.items()}
+    return again
+
+
+def test_the_same_history_gives_the_same_rows_whatever_the_order_of_its_input_rows(tmp_path):
+    """Two builds of a day write the same tables: the failure line is the linked job's (the longest
+    failing one; of a job's ids, the latest), the failing tests listed that job's first, each job's
+    in its own order (new failures first), not as rows happened to arrive."""
+    h = History()
+    c, pr_head, branch = h.push(1), sha(0xD1), "gh/d/1/head"
+    h.add("pull_request", DAY, repo=REPO, number=21, state="open", head_sha=pr_head, head_ref=branch,
+          base_ref="main", labels=[], merged=None, updated_at=T0, received_at=T0)
+    long = h.job(c, TEST.format(1), "failure", run_id=10, minutes=50, test_config="default")
+    short = h.job(c, TEST.format(2), "failure", run_id=10, minutes=20, test_config="default")
+    for j, tests in ((short, ("test_c", "test_a")), (long, ("test_d", "test_b"))):
+        h.test_job(j)
+        h.add("job_failure", DAY, job_id=j, run_attempt=1, infra=False, line=f"FAILED job {j}")
+        for t in tests:
+            h.failing_test(c, j, t)
+    h.verdict("test_b", "flaky")
+    # a job GitHub gave two ids (a placeholder that failed too): each has a log line, the latest id is linked
+    name = "linux-jammy / build"
+    ids = [h.job(head, name, "failure", run_id=run, branch=b) for head, run, b in
+           ((c, 20, "main"), (c, 20, "main"), (pr_head, 30, branch), (pr_head, 30, branch))]
+    for j in ids:
+        h.add("job_failure", DAY, job_id=j, run_attempt=1, infra=False, line=f"error: job {j}")
+    got = both_tables(tmp_path / "as_written", h)
+    assert got == both_tables(tmp_path / "reversed", shuffled(h))
+    _, rows = health(tmp_path / "health", h)
+    row = rows[(c, GROUP)]
+    assert (row["job_id"], row["failure_line"]) == (long, f"FAILED job {long}")
+    assert row["failing_tests"] == [f"TestNN.{t} (test_nn.py)" for t in ("test_d", "test_b", "test_a", "test_c")]
+    assert rows[(c, f"pull / {name}")]["failure_line"] == f"error: job {ids[1]}"
+    pr = {r["name"]: r for r in pr_rows(tmp_path / "pr", h)}
+    assert (pr[name]["job_id"], pr[name]["failure_line"]) == (ids[3], f"error: job {ids[3]}")

@@ -71,7 +71,7 @@ def main_attempt_rows(lake: Lake, now: dt.datetime, shas: list[str],
         run_steps(con, [("heads", steps["heads"])], {"shas": sorted(set(shas))})
         health.job_identities(con, now, health.STALE_HOURS)
         # the group steps up to each group's attempts (no unstable jobs: whether a job blocks is not read here)
-        groups = [s for s in health.SQL.steps("commit_groups") if s[0] in ("unstable_rule", "unstable", "attempts")]
+        groups = [s for s in health.SQL.steps("commit_groups") if s[0] in health.ATTEMPT_STEPS]
         run_steps(con, groups, {"unstable": [], "blocking": list(health.BLOCKING_WORKFLOWS)})
         rel = relation(con, steps["attempt_rows"])
         columns = rel.columns

@@ -93,6 +93,8 @@ CONCLUSIONS = ("red", "flaky", "green", "pending", "no_signal")
 
 TS = pa.timestamp("us", tz="UTC")
 SQL = SqlFiles(__file__)
+# commit_groups.sql's steps up to each group's attempts (what the trunk guardians read)
+ATTEMPT_STEPS = ("unstable_rule", "unstable", "first_occurrences", "attempts")
 
 _IDENTITY_FIELDS = [
     ("workflow", pa.string()), ("job_group", pa.string()), ("name", pa.string()),

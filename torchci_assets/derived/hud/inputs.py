@@ -31,7 +31,7 @@ COLUMNS: dict[str, dict[str, str]] = {
                      "head_ref": "VARCHAR", "base_ref": "VARCHAR", "labels": "VARCHAR[]", "merged": "BOOLEAN",
                      "updated_at": "TIMESTAMPTZ", "received_at": "TIMESTAMPTZ"},
     "test_jobs": {"job_id": "BIGINT", "workflow_run_attempt": "BIGINT", "infra_suspect": "BOOLEAN",
-                  "infra_reason": "VARCHAR"},
+                  "infra_reason": "VARCHAR", "day": "DATE"},
     "test_sha_outcomes": {"file": "VARCHAR", "classname": "VARCHAR", "name": "VARCHAR", "head_sha": "VARCHAR",
                           "failed": "BIGINT", "errors": "BIGINT", "failing_job_ids": "BIGINT[]"},
     "flaky_tests": {"file": "VARCHAR", "classname": "VARCHAR", "name": "VARCHAR", "verdict": "VARCHAR",
@@ -42,7 +42,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "disabled_tests": {"test": "VARCHAR", "id": "VARCHAR", "url": "VARCHAR", "platforms": "VARCHAR[]",
                        "status": "VARCHAR", "flake_events": "BIGINT", "runs": "BIGINT"},
     # the log classifier's table (ARCHITECTURE "Wave 2"): used as soon as it exists
-    "job_failure": {"job_id": "BIGINT", "run_attempt": "BIGINT", "infra": "BOOLEAN", "line": "VARCHAR"},
+    "job_failure": {"job_id": "BIGINT", "run_attempt": "BIGINT", "infra": "BOOLEAN", "line": "VARCHAR", "day": "DATE"},
     # the sharding domain's table of test files that got slower (ARCHITECTURE "Wave 2"), shown once it exists
     "test_time_regressions": {"build_env": "VARCHAR", "test_config": "VARCHAR", "file": "VARCHAR",
                               "before_s": "DOUBLE", "after_s": "DOUBLE", "first_slow_sha": "VARCHAR"},

@@ -21,11 +21,18 @@ CREATE OR REPLACE TEMP TABLE unstable AS
 SELECT DISTINCT workflow, name FROM identities
 WHERE unstable_job(workflow || ' / ' || name, $unstable::VARCHAR[])
 
+-- step: first_occurrences
+-- a list's items in their order, each once (list_distinct keeps no order)
+CREATE OR REPLACE TEMP MACRO first_occurrences(items) AS
+    list_filter(items, lambda item, n: list_position(items, item) = n)
+
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the
 -- failing identities' classes combined (infra only when every failing job is; a real
--- failure anywhere makes it new), the job to link to, the longest job, the failing tests,
--- and whether it failed by cancellation alone (every failing job cancelled: the HUD counts it red,
+-- failure anywhere makes it new), the job to link to (a failing one, the longest, then by name) with
+-- its infra reason and failure line (else the next job's in that order that has one), the longest
+-- job, the failing tests (the linked job's first, each job's in its order), and whether it failed by
+-- cancellation alone (every failing job cancelled: the HUD counts it red,
 -- as PyTorch's does, but the trunk guardians take it for no word on the code, as upstream's
 -- autorevert and alerts do)
 CREATE OR REPLACE TEMP TABLE attempts AS
@@ -36,36 +43,42 @@ WITH cancelled AS (
     WHERE coalesce(j.conclusion, '') <> ''
     GROUP BY ALL
     HAVING bool_and(j.conclusion = 'cancelled')
+),
+linked AS (
+    SELECT i.*, c.failure_class, c.infra_reason, c.failure_line, c.failing_tests, c.failing_test_count,
+           u.name IS NOT NULL AS is_unstable, k.sha IS NOT NULL AS is_cancelled,
+           (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name) AS link
+    FROM identities i
+    LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
+         AND c.name = i.name
+    LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
+    LEFT JOIN cancelled k ON k.sha = i.sha AND k.run_id = i.run_id AND k.run_attempt = i.run_attempt
+         AND k.name = i.name
 )
-SELECT i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt,
-       bool_or(i.identity_state = 'failed') AS has_failure,
-       coalesce(bool_and(k.sha IS NOT NULL) FILTER (WHERE i.identity_state = 'failed'), false) AS cancelled,
-       bool_or(i.identity_state = 'pending') AS has_pending,
-       bool_and(i.skipped) AS all_skipped,
+SELECT sha, workflow, job_group, run_id, run_attempt,
+       bool_or(identity_state = 'failed') AS has_failure,
+       coalesce(bool_and(is_cancelled) FILTER (WHERE identity_state = 'failed'), false) AS cancelled,
+       bool_or(identity_state = 'pending') AS has_pending,
+       bool_and(skipped) AS all_skipped,
        -- jobs PyTorch ignores on viable/strict do not block
-       bool_and(list_contains($blocking, i.workflow) AND u.name IS NULL
-                AND NOT (i.name LIKE '%rerun_disabled_tests%'
-                         OR i.name LIKE 'ciflow_should_run' OR i.name LIKE 'generate-test-matrix')) AS blocking,
-       bool_and(u.name IS NOT NULL) AS unstable,
-       count(*) AS jobs, count(*) FILTER (WHERE i.identity_state = 'failed') AS failing_jobs,
-       min(i.created_at) AS created_at,
-       CASE WHEN count(c.failure_class) = 0 THEN NULL
-            WHEN bool_and(c.failure_class = 'infra') THEN 'infra'
-            WHEN bool_or(c.failure_class = 'new') THEN 'new'
-            WHEN bool_or(c.failure_class = 'broken_on_main') THEN 'broken_on_main'
+       bool_and(list_contains($blocking, workflow) AND NOT is_unstable
+                AND NOT (name LIKE '%rerun_disabled_tests%'
+                         OR name LIKE 'ciflow_should_run' OR name LIKE 'generate-test-matrix')) AS blocking,
+       bool_and(is_unstable) AS unstable,
+       count(*) AS jobs, count(*) FILTER (WHERE identity_state = 'failed') AS failing_jobs,
+       min(created_at) AS created_at,
+       CASE WHEN count(failure_class) = 0 THEN NULL
+            WHEN bool_and(failure_class = 'infra') THEN 'infra'
+            WHEN bool_or(failure_class = 'new') THEN 'new'
+            WHEN bool_or(failure_class = 'broken_on_main') THEN 'broken_on_main'
             ELSE 'known_flaky' END AS failure_class,
-       arg_max(i.job_id, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_id,
-       arg_max(i.name, (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name)) AS job_name,
-       max(i.duration_s) AS duration_s,
-       any_value(c.infra_reason) AS infra_reason, any_value(c.failure_line) AS failure_line,
-       list_distinct(flatten(list(c.failing_tests))) AS failing_tests,
-       coalesce(sum(c.failing_test_count), 0)::BIGINT AS failing_test_count
-FROM identities i
-LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
-     AND c.name = i.name
-LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
-LEFT JOIN cancelled k ON k.sha = i.sha AND k.run_id = i.run_id AND k.run_attempt = i.run_attempt AND k.name = i.name
-GROUP BY i.sha, i.workflow, i.job_group, i.run_id, i.run_attempt
+       arg_max(job_id, link) AS job_id, arg_max(name, link) AS job_name,
+       max(duration_s) AS duration_s,
+       arg_max(infra_reason, link) AS infra_reason, arg_max(failure_line, link) AS failure_line,
+       first_occurrences(flatten(list(failing_tests ORDER BY link DESC))) AS failing_tests,
+       coalesce(sum(failing_test_count), 0)::BIGINT AS failing_test_count
+FROM linked
+GROUP BY sha, workflow, job_group, run_id, run_attempt
 
 -- step: group_rows
 -- a group over its attempts; its cell is its latest attempt's
@@ -76,7 +89,7 @@ WITH g AS (
            bool_and(all_skipped) AS all_skipped, bool_and(blocking) AS blocking, bool_and(unstable) AS unstable,
            -- every failed attempt failed by cancellation alone
            coalesce(bool_and(cancelled) FILTER (WHERE has_failure), false) AS cancelled,
-           -- the latest attempt's cell: by creation time, then attempt number
+           -- the latest attempt's cell: by creation time, then attempt number, then run
            arg_max(run_id, latest) AS run_id,
            arg_max(run_attempt, latest) AS run_attempt,
            arg_max(jobs, latest) AS jobs,
@@ -89,7 +102,7 @@ WITH g AS (
            arg_max(failure_line, latest) AS failure_line,
            arg_max(failing_tests, latest) AS failing_tests,
            arg_max(failing_test_count, latest) AS failing_test_count
-    FROM (SELECT *, epoch_ms(created_at) * 64 + least(run_attempt, 63) AS latest FROM attempts)
+    FROM (SELECT *, (epoch_ms(created_at) * 64 + least(run_attempt, 63), run_id) AS latest FROM attempts)
     GROUP BY sha, workflow, job_group
 )
 SELECT sha, workflow, job_group, blocking, unstable, attempts, jobs,

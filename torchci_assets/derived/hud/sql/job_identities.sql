@@ -93,22 +93,23 @@ FROM ids JOIN ft USING (sha, job_id)
 LEFT JOIN w_flaky f ON f.file = ft.file AND f.classname = ft.classname AND f.name = ft.test
 
 -- step: identity_infra
--- infrastructure evidence per failing job id
+-- infrastructure evidence per failing job id; of an identity's ids, the linked one's (the latest failing id),
+-- else the latest id's that has some, and of a job's rows over the window, its latest day's
 CREATE OR REPLACE TEMP TABLE identity_infra AS
 WITH ids AS (SELECT sha, run_id, run_attempt, name, test_config, unnest(failing_ids) AS job_id
              FROM identities WHERE failed),
 tj AS (SELECT job_id, workflow_run_attempt AS run_attempt, bool_or(infra_suspect) AS infra,
-              any_value(infra_reason) FILTER (WHERE infra_suspect) AS reason
+              arg_max(infra_reason, day) FILTER (WHERE infra_suspect) AS reason
        FROM w_tjobs GROUP BY ALL),
-jf AS (SELECT job_id, run_attempt, bool_or(infra) AS infra, any_value(line) AS line
+jf AS (SELECT job_id, run_attempt, bool_or(infra) AS infra, arg_max(line, day) AS line
        FROM w_job_failure GROUP BY ALL)
 SELECT ids.sha, ids.run_id, ids.run_attempt, ids.name,
        bool_and(coalesce(jf.infra, false) OR coalesce(tj.infra, false)
                 OR (tj.job_id IS NULL AND ids.test_config IS NOT NULL)) AS infra,
-       any_value(CASE WHEN jf.infra THEN 'log' WHEN tj.infra THEN tj.reason
-                      WHEN tj.job_id IS NULL AND ids.test_config IS NOT NULL THEN 'no-test-results'
-                 END) AS infra_reason,
-       any_value(jf.line) AS failure_line
+       arg_max(CASE WHEN jf.infra THEN 'log' WHEN tj.infra THEN tj.reason
+                    WHEN tj.job_id IS NULL AND ids.test_config IS NOT NULL THEN 'no-test-results'
+               END, ids.job_id) AS infra_reason,
+       arg_max(jf.line, ids.job_id) AS failure_line
 FROM ids LEFT JOIN tj ON tj.job_id = ids.job_id AND tj.run_attempt = ids.run_attempt
 LEFT JOIN jf ON jf.job_id = ids.job_id AND jf.run_attempt = ids.run_attempt
 GROUP BY ALL
