@@ -1,8 +1,11 @@
 """The documentation a new user walks (README.md, docs/, deploy/README.md, bench/README.md) says what
 the code does: its links land, the functions the README's journey names exist where it says, the
 settings it names are the ones the code reads with the defaults it gives, and the make targets and
-command options it shows exist. Prose does not move when the code does (a function renamed, a
-default changed), so each is checked against the code here."""
+command options it shows exist; the jobs, sensors, schedules and checks it names are Dagster's, those
+said to start by themselves do, the concurrency pools, groups and fresh files it lists are the code
+location's, the configuration defaults it quotes are the bundled file's, and the code map's files are
+where it says. Prose does not move when the code does (a function renamed, a default changed), so
+each is checked against the code here."""
 
 import contextlib
 import io
@@ -10,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from jobs.gap_repair import REPAIR_EVERY_MIN, repair_limit
 from resources.configured import DEFAULT_URIS
@@ -183,3 +187,179 @@ def test_the_command_options_the_docs_show_exist():
             options = re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest) if command in helps else []
             missing += [f"{path.relative_to(ROOT)}: torchci {command} {o}" for o in options if o not in helps[command]]
     assert sorted(set(missing)) == []
+
+
+@pytest.fixture(scope="module")
+def repository():
+    from torchci_assets.definitions import defs
+    return defs.get_repository_def()
+
+
+def dagster_names(repository) -> dict[str, set[str]]:
+    """The names the UI lists: assets, jobs (not Dagster's implicit one), sensors, schedules, checks."""
+    return {"asset": {k.to_user_string() for k in repository.asset_graph.get_all_asset_keys()},
+            "job": {j.name for j in repository.get_all_jobs() if not j.name.startswith("__")},
+            "sensor": {s.name for s in repository.sensor_defs},
+            "schedule": {s.name for s in repository.schedule_defs},
+            "check": {k.name for k in repository.asset_graph.asset_check_keys}}
+
+
+def python_names(folder: str) -> set[str]:
+    """The module-level names defined in a folder's files (a doc's code map names `archive_refresh_job`)."""
+    return {name for path in (ROOT / folder).glob("*.py")
+            for name in re.findall(r"^(?:def |class )?(\w+)\s*[(=:]", path.read_text(), re.M)}
+
+
+def named_definitions(text: str) -> dict[str, set[str]]:
+    """The Dagster names a doc shows: a `*_job`, `*_sensor` or `*_schedule` in code, and a name in code
+    followed by the kind of thing it is (the `pages_under_2mb` check; not "the `bc_linter` job", which
+    is PyTorch's)."""
+    found = {kind: set(re.findall(rf"`(\w+_{kind})`", text)) for kind in ("job", "sensor", "schedule")}
+    for kind in ("sensor", "schedule", "check", "asset"):
+        found[kind] = found.get(kind, set()) | set(re.findall(rf"`([a-z]\w*)` {kind}s?\b", text))
+    return found
+
+
+def stale_definitions(paths: list[Path], defined: dict[str, set[str]], python: set[str],
+                      root: Path = ROOT) -> list[str]:
+    everything = set().union(*defined.values())
+    stale = []
+    for path in paths:
+        for kind, names in named_definitions(path.read_text()).items():
+            known = defined[kind] | (everything | python if kind == "job" else set())  # `workflow_job` is an asset
+            stale += [f"{path.relative_to(root)}: {kind} {n}" for n in sorted(names - known)]
+    return stale
+
+
+def test_the_dagster_names_the_docs_show_are_defined(repository):
+    defined = dagster_names(repository)
+    python = python_names("jobs")
+    assert {"all_assets_daily", "gap_repair_job"} <= defined["job"]
+    assert stale_definitions(DOCS, defined, python) == []
+    shown = " ".join(path.read_text() for path in DOCS)
+    unnamed = {kind: sorted(n for n in defined[kind] if f"`{n}`" not in shown)
+               for kind in ("job", "sensor", "schedule")}
+    assert unnamed == {"job": [], "sensor": [], "schedule": []}
+
+
+def test_the_name_check_finds_a_stale_job_sensor_or_check(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("`old_sensor` ticks; the `gone` check and the `nightly_job`; `workflow_job` and `helper_job` are "
+                   "fine, and so are the `live` check and PyTorch's `lint` job")
+    defined = {"asset": {"workflow_job"}, "job": set(), "sensor": set(), "schedule": set(), "check": {"live"}}
+    assert stale_definitions([doc], defined, {"helper_job"}, tmp_path) == [
+        "doc.md: job nightly_job", "doc.md: sensor old_sensor", "doc.md: check gone"]
+
+
+def operations_bullet(title: str) -> str:
+    """The bullet of docs/operations.md that starts with `title` in bold, to its end."""
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    start = ops.index(f"- **{title}**")
+    return re.split(r"\n(?:- |\n)", ops[start:], maxsplit=1)[0]
+
+
+def test_the_schedules_and_sensors_the_docs_say_start_on_their_own_do(repository):
+    from resources.github import has_credentials
+
+    always, _, rest = operations_bullet("Schedules and sensors").partition("are on from the start;")
+    with_credentials = set(re.findall(r"`(\w+)`", rest.partition("are on from the start only where")[0]))
+    always = set(re.findall(r"`(\w+)`", always))
+    timed = {d.name: d.default_status.value == "RUNNING" for d in [*repository.schedule_defs, *repository.sensor_defs]}
+    assert sorted(always | with_credentials) == sorted(timed) and not always & with_credentials
+    assert {name: timed[name] for name in always} == dict.fromkeys(always, True)
+    assert {name: timed[name] for name in with_credentials} == dict.fromkeys(with_credentials, has_credentials())
+
+
+def test_the_concurrency_pools_the_docs_name_are_the_ones_steps_run_in(repository):
+    ops = [op for a in repository.asset_graph.assets_defs if a.is_executable for op in a.node_def.iterate_op_defs()]
+    ops += [op for job in repository.get_all_jobs() for op in job.graph.iterate_op_defs()]
+    pools = {op.pool for op in ops} - {None}
+    assert "drci" in pools
+    assert set(re.findall(r"`([a-z_]+)`", operations_bullet("Parallel runs"))) == pools
+
+
+def bundled_config() -> dict[str, list]:
+    """Each key of the bundled configuration with the values it has wherever it appears."""
+    found: dict[str, list] = {}
+
+    def walk(node):
+        items = node.items() if isinstance(node, dict) else enumerate(node if isinstance(node, list) else [])
+        for key, value in items:
+            if isinstance(key, str) and not isinstance(value, dict):
+                found.setdefault(key, []).append(value)
+            walk(value)
+
+    walk(yaml.safe_load((ROOT / "torchci_assets" / "default_config.yaml").read_text()))
+    return found
+
+
+UNIT_S = {"h": 3600, "min": 60, "s": 1}
+KEY_UNIT_S = {"_seconds": 1, "_s": 1, "_min": 60, "_minutes": 60}
+
+
+def wrong_config_numbers(text: str, config: dict[str, list]) -> list[str]:
+    """A configuration key in code followed by its default in parentheses, `restart_interval_min` (20) or
+    `backoff_min` (20, 40, 60 min), `zombie_timeout_seconds` (6 h by default), whose number is not the
+    bundled file's."""
+    number, wrong = r"\d+(?:,\d{3})*(?:\.\d+)?", []
+    for key, numbers, unit in re.findall(rf"`([a-z][a-z0-9_]*)` \(({number}(?:, {number})*)(?: (h|min|s)\b)?", text):
+        scale = UNIT_S.get(unit, 1) / next((s for suffix, s in KEY_UNIT_S.items() if key.endswith(suffix)), 1)
+        shown = [float(n.replace(",", "")) * (scale if unit else 1) for n in numbers.split(", ")]
+        values = [v if isinstance(v, list) else [v] for v in config.get(key, [])]
+        if values and shown not in values:
+            wrong.append(f"{key} ({numbers}): {config[key]}")
+    return wrong
+
+
+def test_the_config_defaults_the_docs_give_are_the_bundled_ones():
+    config = bundled_config()
+    assert config["restart_interval_min"] == [20] and [20, 40, 60] in config["backoff_min"]
+    assert wrong_config_numbers("`restart_interval_min` (2,000) and `backoff_min` (20, 40 min), `other` (3), "
+                                "`zombie_timeout_seconds` (6 h), `zombie_timeout_seconds` (3 h)", config) == [
+        "restart_interval_min (2,000): [20]", "backoff_min (20, 40): [[20, 40, 60]]",
+        "zombie_timeout_seconds (3): [21600]"]
+    documented = [k for path in DOCS for k in re.findall(r"`([a-z_]+)` \(\d", path.read_text()) if k in config]
+    assert len(documented) >= 10
+    assert [w for path in DOCS for w in wrong_config_numbers(path.read_text(), config)] == []
+
+
+def missing_code_files(readme: str, root: Path = ROOT) -> list[str]:
+    """The files of the README's code map ("Where things are") that are not in the folder their row names."""
+    rows = readme[readme.index("| folder | what lives there |"):].split("\n\n")[0].splitlines()[2:]
+    missing = []
+    for row in rows:
+        folder, _, cell = row.removeprefix("| `").partition("` | ")
+        for name in re.findall(r"`([\w/.-]+\.(?:py|sql|toml))`", cell):
+            if not (root / name).exists() and not any((root / folder).rglob(name)):
+                missing.append(f"{folder}: {name}")
+    return missing
+
+
+def test_the_code_map_names_files_where_they_are(tmp_path):
+    (tmp_path / "src" / "cli").mkdir(parents=True)
+    (tmp_path / "src" / "cli" / "main.py").write_text("")
+    table = "| folder | what lives there |\n|---|---|\n| `src/` | the cli (`main.py`, `old.py`) |\n\n`gone.py`"
+    assert missing_code_files(table, tmp_path) == ["src/: old.py"]
+    readme = (ROOT / "README.md").read_text()
+    assert "`staging.py`" in readme
+    assert missing_code_files(readme) == []
+
+
+def test_the_ui_the_docs_describe_has_those_groups_and_fresh_files(repository):
+    graph = repository.asset_graph
+    groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    fresh = {k.to_user_string(): graph.get(k).freshness_policy for k in graph.get_all_asset_keys()
+             if graph.get(k).freshness_policy is not None}
+    external = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()
+                if not graph.get(k).is_materializable}  # the archive's folders, and ledgers written outside assets
+    domains, _, lineage = operations_bullet("Groups are domains").partition("Lineage")
+    assert set(re.findall(r"`(\w+)`", domains)) == groups
+    assert set(re.findall(r"`(\w+)`", lineage.partition("The records")[0])) == {
+        name for name, group in external.items() if group == "ingest"}
+    catalog = operations_bullet("Catalog")
+    assert set(re.findall(r"`(\w+)`", catalog.partition("the ledgers (")[2].partition(")")[0])) == {
+        name for name, group in external.items() if group != "ingest"}
+    assert set(re.findall(r"`(\w+)`", catalog.partition("the files CI reads (")[2].partition(")")[0])) == set(fresh)
+    hours = {(p.warn_window.to_timedelta().total_seconds() / 3600, p.fail_window.to_timedelta().total_seconds() / 3600)
+             for p in fresh.values()}
+    assert hours == {tuple(float(h) for h in re.findall(r"(\d+) hours (?:warns|fails)", catalog))}
