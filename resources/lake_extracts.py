@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
@@ -41,6 +42,8 @@ from resources.storage import FileEntry
 
 # a file's listed size and version name one write once it is this old (a minute of clock skew and more)
 SETTLED_S = 120
+# an extract's files in its home's day folder: `_<name>-<digest>.pq` and its index `_<name>-index.json`
+_EXTRACT_FILE = re.compile(r"^_(?P<name>[A-Za-z0-9_]+)-(?:[0-9a-f]{32}\.pq|index\.json)$")
 
 
 @dataclass(frozen=True)
@@ -55,29 +58,83 @@ class Extract:
         return self.sql[self.name]
 
 
+@dataclass
+class ExtractPass:
+    """What one pass of a reader of extracts (a Dr. CI build) found, shared by its reads: on S3
+    each day of an extract costs a listing of its source's folder and of its home's, and its new
+    files' footers.
+
+    `days`: (extract, day) -> its files: a reader of one extract over overlapping windows brings
+    each day up to date once, and reads one state of it. `folders`: home day folder -> (this
+    process's count of changes there, `Store.writes`, the names there as of that count): a reader
+    of several extracts kept in one home lists each of its folders once, keeps the listing up to
+    date with its own writes, and lists the folder again after any other change this process made
+    there, as a step's `Lake(keep_listings=True)` does. Another process's changes are not seen
+    until the next pass: a file listed but gone fails the read, one made but not listed is made
+    again. `retired`: the names of extracts the reader no longer reads: their files go from the
+    folders the pass lists."""
+
+    days: dict[tuple[Extract, str], list[str]] = field(default_factory=dict)
+    folders: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    retired: frozenset[str] = frozenset()
+
+
 def register_extract(con, lake: Lake, extract: Extract, days: list[str], name: str,
-                     seen: dict[tuple[Extract, str], list[str]] | None = None) -> int:
+                     seen: ExtractPass | None = None) -> int:
     """View `name` over the extract of `extract.table`'s files of `days` (extracting the files
-    not extracted yet); returns the number of files (0: no view, as `Lake.register`).
-
-    `seen`: (extract, day) -> its files, as an earlier call of the same pass found them. A reader
-    of one extract over overlapping windows in one pass (Dr. CI) brings each day up to date once,
-    and reads one state of it: on S3 each day costs two listings and its new files' footers."""
+    not extracted yet); returns the number of files (0: no view, as `Lake.register`). `seen`: what
+    earlier calls of the same pass found (none: this call is a pass of its own)."""
     if seen is None:
-        seen = {}
+        seen = ExtractPass()
     for day in days:
-        if (extract, day) not in seen:
-            seen[(extract, day)] = day_extracts(lake, extract, day)
-    return lake.register_files(con, [f for day in days for f in seen[(extract, day)]], name)
+        if (extract, day) not in seen.days:
+            seen.days[(extract, day)] = day_extracts(lake, extract, day, seen)
+    return lake.register_files(con, [f for day in days for f in seen.days[(extract, day)]], name)
 
 
-def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
-    """The full paths of the extracts of the source files of `day`, up to date."""
+def folder_names(lake: Lake, folder: str, seen: ExtractPass) -> frozenset[str]:
+    """The names of the files in a home day `folder`, listed once a pass and again only when this
+    process changed the folder otherwise than the pass itself (`changed`); the retired extracts'
+    files the listing shows are removed (`ExtractPass`)."""
+    writes, names = seen.folders.get(folder, (None, frozenset()))
+    if writes == lake.store.writes(folder):
+        return names
+    names = frozenset(e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder))
+    seen.folders[folder] = (lake.store.writes(folder), names)
+    gone = retire(lake, folder, names, seen.retired)
+    changed(lake, seen, folder, frozenset(), gone, len(gone))
+    return seen.folders[folder][1]
+
+
+def changed(lake: Lake, seen: ExtractPass, folder: str, added: frozenset[str], removed: frozenset[str],
+            changes: int) -> None:
+    """The pass wrote `added` and deleted `removed` in `folder`, in `changes` writes and deletes: its
+    listing is kept as they left it while they were the folder's only changes in this process since
+    the listing; after any other (another Store's, another thread's), the folder is listed again."""
+    writes, names = seen.folders[folder]
+    if lake.store.writes(folder) == writes + changes:
+        writes += changes
+    seen.folders[folder] = (writes, (names - removed) | added)
+
+
+def retire(lake: Lake, folder: str, names: frozenset[str], retired: frozenset[str]) -> frozenset[str]:
+    """Delete the files among `names` in `folder` that are a `retired` extract's (its extracts and
+    its index, named as `day_extracts` names them, nothing else); their names."""
+    gone = frozenset(n for n in names if (m := _EXTRACT_FILE.match(n)) and m["name"] in retired)
+    for name in sorted(gone):
+        lake.store.delete(f"{folder}/{name}")
+    return gone
+
+
+def day_extracts(lake: Lake, extract: Extract, day: str, seen: ExtractPass | None = None) -> list[str]:
+    """The full paths of the extracts of the source files of `day`, up to date (`seen`: the pass's)."""
+    if seen is None:
+        seen = ExtractPass()
     folder = f"{extract.home}/day={day}"
     prefix = f"_{extract.name}-"
     index_path = f"{folder}/{prefix}index.json"
     query = hashlib.sha256(extract.query.encode()).hexdigest()[:16]
-    present = {e.path.rsplit("/", 1)[-1] for e in lake.store.list_folder(folder)}
+    present = folder_names(lake, folder, seen)
     # An index is opened once listed: on S3, opening a missing file is a request to learn it is missing.
     listed = f"{prefix}index.json" in present
     known = (lake.read_record(index_path, lambda b: _parse_index(b, query)) if listed else None) or {}
@@ -88,18 +145,22 @@ def day_extracts(lake: Lake, extract: Extract, day: str) -> list[str]:
         if entry.refused:
             continue  # a link in the lake is never followed
         src, version = lake.store.full(entry.path), settled_version(entry, settled_before_ns)
-        seen = known.get(entry.path) if version else None
-        name = seen[1] if seen and seen[0] == version \
+        indexed = known.get(entry.path) if version else None
+        name = indexed[1] if indexed and indexed[0] == version \
             else f"{prefix}{lake.files_digest([src], {'query': extract.query})[:32]}.pq"
         wanted[name] = src
         if version:
             index[entry.path] = [version, name]
-    _make(lake, extract, folder, sorted((n, s) for n, s in wanted.items() if n not in present))
-    for name in sorted(present):
-        if name.startswith(prefix) and name.endswith(".pq") and name not in wanted:
-            lake.store.delete(f"{folder}/{name}")  # its source was rewritten or removed
+    missing = sorted((n, s) for n, s in wanted.items() if n not in present)
+    _make(lake, extract, folder, missing)
+    stale = frozenset(n for n in present if n.startswith(prefix) and n.endswith(".pq") and n not in wanted)
+    for name in sorted(stale):
+        lake.store.delete(f"{folder}/{name}")  # its source was rewritten or removed
+    made = frozenset(n for n, _ in missing)
     if index != known:
         lake.store.write_bytes(index_path, json.dumps({"query": query, "files": index}, sort_keys=True).encode())
+        made |= {f"{prefix}index.json"}
+    changed(lake, seen, folder, made, stale, len(missing) + len(stale) + (index != known))
     return [lake.store.full(f"{folder}/{name}") for name in sorted(wanted)]
 
 

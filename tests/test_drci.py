@@ -671,6 +671,38 @@ def test_a_cancelled_job_is_cancelled_even_when_main_failed_the_same_job_at_the_
     assert "## :x: 1 Cancelled Job\n" in row["body"] and "You can merge normally" not in row["body"]
 
 
+def test_a_build_removes_the_retired_deleted_comments_extracts_it_lists_and_nothing_else(tmp_path):
+    """Dr. CI once kept the deleted comments' ids as per-file extracts (`_deleted_comments-<digest>.pq`
+    and their index) beside its other extracts; it reads them no more. A build removes those in the
+    folders its extracts' windows list, and touches no other file of the lake."""
+    from hud_lake import DAY as HUD_DAY
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.partitions import days_ending
+
+    h, now = _main_broke_the_build_and_so_did_pr_50()
+    h.job(HEAD, "linux-jammy / build", "failure", run_id=500, branch="u/50")
+    first = _comment_of_pr_50(h, tmp_path, GitHubResource(api_url="http://127.0.0.1:9"), now)
+    root = tmp_path / "lake"
+    old_day = days_ending(HUD_DAY, 30)[0]  # outside every window: never listed by a build of HUD_DAY
+    retired = [f"day={HUD_DAY}/_deleted_comments-{'ab' * 16}.pq", f"day={HUD_DAY}/_deleted_comments-index.json",
+               f"day={days_ending(HUD_DAY, 3)[0]}/_deleted_comments-{'cd' * 16}.pq"]
+    kept = [f"day={HUD_DAY}/_deleted_comments-{'ab' * 15}.pq", f"day={HUD_DAY}/_deleted_comments-index.json.tmp",
+            f"day={HUD_DAY}/_deleted_comments_v2-{'ab' * 16}.pq", f"day={HUD_DAY}/_deleted_comments.json",
+            "_deleted_comments.json", f"day={old_day}/_deleted_comments-{'ef' * 16}.pq"]
+    for rel in retired + kept:
+        (root / "drci_comments" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "drci_comments" / rel).write_bytes(b"planted")
+    written = f"drci_comments/day={HUD_DAY}/data.parquet"  # the build's own partition
+    before = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    row = build_comments(Lake.at(str(root)), GitHubResource(api_url="http://127.0.0.1:9"), HUD_DAY, REPO,
+                         now=now).rows[0]
+    after = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert sorted(set(before) - set(after)) == sorted(f"drci_comments/{rel}" for rel in retired)
+    assert {k: v for k, v in after.items() if k != written} == {
+        k: v for k, v in before.items() if k != written and k[len("drci_comments/"):] not in retired}
+    assert row["body"] == first["body"]
+
+
 def _main_cancelled_the_build_and_pr_50(pr_conclusion: str, days_before: int = 0):
     """Main's build at sha(1) was cancelled (its run cancelled, or a step timed out; fine again at
     sha(2)), `days_before` the pull request's day; pull request 50's head, branched off sha(1), ends

@@ -120,3 +120,48 @@ def test_a_lost_or_garbled_index_only_costs_footer_reads(tmp_path, monkeypatch, 
         read.clear()
         assert _failed_names(lake, failed) == ["test_1"] and read == ["a.parquet"]
     assert len(extracts_made) == 1  # the extract itself was never made again
+
+
+def test_a_pass_keeps_its_folder_listing_through_its_own_writes_and_not_through_another_change(tmp_path, monkeypatch):
+    """Two extracts kept in one home, read in one pass: the first one's writes there are kept in
+    the pass's listing, without listing the folder again; a change another Store of the process
+    made there meanwhile (a thread deleting a file) is not hidden by them: the second extract finds
+    its file gone and makes it again."""
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "failed.sql").write_text("SELECT name FROM src WHERE status = 'failed'")
+    (tmp_path / "sql" / "passed.sql").write_text("SELECT name FROM src WHERE status = 'passed'")
+    sql = SqlFiles(str(tmp_path / "module.py"))
+    failed, passed = (lake_extracts.Extract(n, "test_results", "readers", sql) for n in ("failed", "passed"))
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("test_results", DAY, pa.Table.from_pylist(
+        [{"name": f"test_{i}", "status": ("passed", "failed")[i % 2]} for i in range(4)]))
+    listings = []
+    real_list = lake.store.list_folder
+    monkeypatch.setattr(lake.store, "list_folder", lambda folder: listings.append(folder) or real_list(folder))
+
+    def names(extract, name: str, seen) -> list[str]:
+        con = connect()
+        try:
+            lake_extracts.register_extract(con, lake, extract, [DAY], name, seen)
+            return sorted(r[0] for r in con.execute(f"SELECT name FROM {name}").fetchall())
+        finally:
+            con.close()
+
+    folder = tmp_path / "lake" / "readers" / f"day={DAY}"
+    seen = lake_extracts.ExtractPass()
+    assert names(passed, "p", seen) == ["test_0", "test_2"] and names(failed, "f", seen) == ["test_1", "test_3"]
+    assert len(listings) == 1  # the passed tests' extract, written, kept in the listing
+    [made] = folder.glob("_passed-*.pq")
+    real_extract = lake_extracts._extract
+
+    def extract_while_another_store_deletes(*args):
+        real_extract(*args)
+        Lake.at(str(tmp_path / "lake")).store.delete(f"readers/day={DAY}/{made.name}")
+
+    monkeypatch.setattr(lake_extracts, "_extract", extract_while_another_store_deletes)
+    for f in folder.glob("_failed-*.pq"):
+        f.unlink()  # made again by the next pass, while the other Store deletes
+    seen = lake_extracts.ExtractPass()
+    assert names(failed, "f", seen) == ["test_1", "test_3"] and not made.exists()
+    monkeypatch.setattr(lake_extracts, "_extract", real_extract)
+    assert names(passed, "p", seen) == ["test_0", "test_2"] and made.exists() and len(listings) == 3

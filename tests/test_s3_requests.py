@@ -3,6 +3,7 @@
 its number of requests more than its CPU."""
 
 import collections
+import datetime as dt
 import hashlib
 import json
 import os
@@ -240,7 +241,7 @@ def test_a_pass_reading_an_extract_over_overlapping_windows_brings_each_day_up_t
     (tmp_path / "sql").mkdir()
     (tmp_path / "sql" / "picked.sql").write_text("SELECT x FROM src WHERE x > 5")
     extract = lake_extracts.Extract("picked", "src", "readers", SqlFiles(str(tmp_path / "module.py")))
-    seen: dict = {}
+    seen = lake_extracts.ExtractPass()
     con = connect()
     assert lake_extracts.register_extract(con, lake, extract, days[1:], "v", seen) == 1
     since = time.time()
@@ -248,6 +249,59 @@ def test_a_pass_reading_an_extract_over_overlapping_windows_brings_each_day_up_t
     assert con.execute("SELECT x FROM v ORDER BY x").fetchall() == [(10,), (11,)]
     assert [w for _, op, w in server.requests(since) if op == "ListObjects"] == [
         f"{lake.store.root}/readers/day=2026-11-19/", f"{lake.store.root}/src/day=2026-11-19/"]
+
+
+def _drci_lake(uri: str) -> tuple[Lake, str, dt.datetime]:
+    """A lake on S3 of a day with main's commits, a pull request and their jobs, ready for Dr. CI:
+    the lake, the day and the time to build as of."""
+    from hud_lake import DAY as HUD_DAY
+    from test_drci import HEAD, _main_broke_the_build_and_so_did_pr_50
+    from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+
+    h, now = _main_broke_the_build_and_so_did_pr_50()
+    h.job(HEAD, "linux-jammy / build", "failure", run_id=500, branch="u/50")
+    lake = Lake.at(uri)
+    h.write(lake)
+    build_commit_health(lake, HUD_DAY, "pytorch/pytorch", ("refs/heads/main",), min_groups=1, now=now)
+    build_pr_jobs(lake, HUD_DAY, "pytorch/pytorch", now=now)
+    return lake, HUD_DAY, now
+
+
+def test_a_dr_ci_build_lists_each_folder_of_its_four_extracts_once_and_removes_retired_extracts(server):
+    """Dr. CI keeps four extracts in `drci_comments/day=D` over windows of 3 to 9 days: a build
+    lists each of those folders once, its own writes there kept in the listing; the files of an
+    extract it no longer reads (`_deleted_comments-*`), found by those listings, go without another."""
+    from resources.github import GitHubResource
+    from torchci_assets.derived.drci.build import build_comments
+    from torchci_assets.derived.drci.inputs import JOB_DAYS
+    from torchci_assets.partitions import days_ending
+
+    lake, day, now = _drci_lake(fresh_uri())
+    offline = GitHubResource(api_url="http://127.0.0.1:9")
+
+    def listed_during_a_build() -> tuple[collections.Counter, set[str], list[dict], list[str]]:
+        since = time.time()
+        rows = build_comments(lake, offline, day, "pytorch/pytorch", now=now).rows
+        requests = server.requests(since)
+        written = {where.rsplit("/", 1)[0] + "/" for _, op, where in requests
+                   if op in ("PutObject", "CreateMultipartUpload", "CopyObject", "DeleteObject")}
+        deleted = [where.rsplit("/", 1)[1] for _, op, where in requests if op == "DeleteObject"]
+        return collections.Counter(where.rsplit("/day=", 1)[1] for _, op, where in requests
+                                   if op == "ListObjects" and "/drci_comments/day=" in where), written, rows, deleted
+
+    listed, written, first, _ = listed_during_a_build()
+    assert f"{lake.store.root}/drci_comments/day={day}/" in written  # the extracts of the day's files, made
+    assert listed == {f"{d}/": 1 for d in days_ending(day, JOB_DAYS)}
+    retired = [f"_deleted_comments-{'0' * 32}.pq", "_deleted_comments-index.json"]
+    kept = [f"_deleted_comments-{'0' * 31}.pq", "_deleted_comments_v2-index.json", "_deleted_comments.json"]
+    for name in retired + kept:
+        lake.store.write_bytes(f"drci_comments/day={day}/{name}", b"x")
+    listed, _, again, deleted = listed_during_a_build()
+    assert listed == {f"{d}/": 1 for d in days_ending(day, JOB_DAYS)}  # nothing new: one listing each
+    assert sorted(deleted) == retired
+    assert sorted(e.path.rsplit("/", 1)[1] for e in lake.store.list_folder(f"drci_comments/day={day}")
+                  if e.path.rsplit("/", 1)[1] in retired + kept) == sorted(kept)
+    assert [r["body"] for r in again] == [r["body"] for r in first] and len(first) == 1
 
 
 def test_footers_read_by_path_after_a_listing_ask_no_sizes(server):

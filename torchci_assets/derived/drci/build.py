@@ -16,10 +16,12 @@ import pyarrow as pa
 
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
+from resources.lake_extracts import ExtractPass
 from resources.storage import Store
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, failing, suppressing_labels
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
+from torchci_assets.derived.drci.extracts import RETIRED
 from torchci_assets.derived.drci.flaky_rules import load_rules
 from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
@@ -91,7 +93,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     now = now or dt.datetime.now(dt.timezone.utc)
     rules = load_rules(flaky_rules, warn or log)
     report = BuildReport()
-    seen: dict = {}  # test_results' failures are read over three windows: each day brought up to date once
+    seen = ExtractPass(retired=RETIRED)  # the extracts' days and folders, each brought up to date once
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
@@ -104,11 +106,11 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs, seen)
-        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day), main_branch)
+        merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen)
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
-        landed = inputs.load_merge_commits(con, lake, day, repo, set(prs))
+        landed = inputs.load_merge_commits(con, lake, day, repo, set(prs), seen)
     finally:
         con.close()
     for number in sorted(prs):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from resources.lake import Lake
-from resources.lake_extracts import register_extract
+from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
                                                   FlakySighting, HeadJob, MainFailure, Trunk, base_name,
@@ -145,10 +145,10 @@ def _register_list(con, name: str, column: str, values: pa.Array) -> None:
     con.register(name, pa.table({column: values}))
 
 
-def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: dict | None = None) -> None:
+def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: ExtractPass | None = None) -> None:
     """Fill each failing job's failing tests and messages from `test_results`, and its log
-    classifier's captures (`attach_captures`). `seen`: the extracts this pass brought up to date
-    (`register_extract`), shared with `load_main` and `load_flaky`."""
+    classifier's captures (`attach_captures`). `seen`: what this pass found of the extracts
+    (`register_extract`), shared with the other reads of the build."""
     failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
     if not failing:
         return
@@ -174,9 +174,9 @@ def attach_captures(con, lake: Lake, day: str, failing: dict[int, HeadJob]) -> N
         failing[r["job_id"]].captures = tuple(c for c in r["captures"] or () if c)
 
 
-def base_shas(con, lake: Lake, day: str) -> dict[str, tuple[str | None, str | None]]:
+def base_shas(con, lake: Lake, day: str, seen: ExtractPass | None = None) -> dict[str, tuple[str | None, str | None]]:
     """head sha -> (base sha, base ref) as the pull_request webhooks carried them."""
-    if not register_extract(con, lake, PR_BASES, days_ending(day, WINDOW_DAYS), "we"):
+    if not register_extract(con, lake, PR_BASES, days_ending(day, WINDOW_DAYS), "we", seen):
         return {}
     return {r["head_sha"]: (r["base_sha"], r["base_ref"]) for r in rows(con, "base_shas")}
 
@@ -231,10 +231,11 @@ class Main:
         return {s for s in refs if s in own or (landed is not None and self.order.index(s) >= landed)}
 
 
-def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int]) -> dict[int, frozenset[str]]:
+def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
+                       seen: ExtractPass | None = None) -> dict[int, frozenset[str]]:
     """pr -> the main commits that landed it (sql/pr_merges.sql), over the webhooks of the days whose
     main commits a merge base's neighbours can be (TRUNK_DAYS)."""
-    if not numbers or not register_extract(con, lake, PR_MERGES, days_ending(day, TRUNK_DAYS), "pm"):
+    if not numbers or not register_extract(con, lake, PR_MERGES, days_ending(day, TRUNK_DAYS), "pm", seen):
         return {}
     _register_list(con, "pr_numbers", "number", pa.array(sorted(numbers), pa.int64()))
     found: dict[int, set[str]] = {}
@@ -243,12 +244,12 @@ def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int]) 
     return {n: frozenset(s) for n, s in found.items()}
 
 
-def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: dict | None = None) -> Main:
+def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: ExtractPass | None = None) -> Main:
     main = Main()
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
     main.order = [r["sha"] for r in rows(con, "main_commits")]
-    if not register_extract(con, lake, JOB_FAILURES, days_ending(day, JOB_DAYS), "wj"):
+    if not register_extract(con, lake, JOB_FAILURES, days_ending(day, JOB_DAYS), "wj", seen):
         con.register("wj", _JOB_FAILURES.empty_table())
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
@@ -297,7 +298,7 @@ def index_sightings(rows: list[Sighting]) -> Sightings:
     return Sightings(frozenset(t for t, _ in by_key), by_key)
 
 
-def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: dict | None = None) -> Sightings:
+def load_flaky(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: ExtractPass | None = None) -> Sightings:
     """Every failure in the window of a flaky test that fails on a head."""
     keys = {t.key for p in prs.values() for j in p.jobs for t in j.tests}
     if not keys or not lake.register(con, "flaky_tests", [day], name="ft"):
