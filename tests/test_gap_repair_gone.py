@@ -99,6 +99,22 @@ def test_overlapping_passes_keep_each_others_suspicions_and_clearings(tmp_path):
     assert sorted(notes.runs) == [gone.Gone.run_key((REPO, 2, 1))]
 
 
+def test_overlapping_passes_keep_each_others_first_404s_of_pull_requests(tmp_path):
+    """A pull request's first 404 stays noted through a pass that did not hear of it (past its
+    lookups), and goes only when a pass did: the slower of two passes neither drops the first 404
+    the other noted nor brings back one the other cleared (GitHub answered for it)."""
+    store = Store(str(tmp_path / "archive"))
+    first = gone.load(store)
+    first.set_pulls(REPO, [], [5, 8], unheard={5, 6, 7, 8})
+    gone.save(store, first)
+    slow, quick = gone.load(store), gone.load(store)
+    quick.set_pulls(REPO, [], [6], unheard={8})  # answered for #5 and #7, 404 for #6
+    gone.save(store, quick)
+    slow.set_pulls(REPO, [], [7], unheard={5, 6, 8})  # 404 for #7; past its lookups: #5, #6, #8
+    gone.save(store, slow)
+    assert gone.load(store).pulls_suspected == {REPO: [6, 7, 8]}
+
+
 RERUN = 2202229900
 
 

@@ -7,7 +7,9 @@ import gzip
 import json
 
 import duckdb
+import pytest
 from conftest import write_lines
+from dagster import Failure
 from fake_github_actions import FakeActions, reply
 from test_gap_repair import client
 
@@ -178,3 +180,46 @@ def test_a_pull_request_github_says_is_gone_is_not_asked_about_again(tmp_path, h
     meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
     assert meta["pull_requests_known_gone"].value == 1
     assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/1") == 1
+
+
+def test_a_first_404_is_remembered_through_a_pass_that_does_not_get_to_ask_again(tmp_path, httpserver, octokit,
+                                                                               monkeypatch):
+    """A pass asks about at most `MAX_LOOKUPS` pull requests: one GitHub answered 404 for once, past
+    the limit on the next pass, keeps its note, so its next 404 makes it deleted (not a first 404
+    again, which with more pull requests to ask about than the limit would keep it open for good)."""
+    import torchci_assets.backfill.pr_closes
+
+    monkeypatch.setattr(torchci_assets.backfill.pr_closes, "MAX_LOOKUPS", 1)
+    archive, lake = lake_showing_open(tmp_path, octokit, (1, 2))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] != 2]  # deleted; #1 is open and listed
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert meta["pull_requests_suspected_gone"].value == 1
+    api.add_pull({"number": 1, "state": "closed", "created_at": f"{DAY}T08:00:00Z",
+                  "updated_at": f"{TODAY}T10:30:00Z", "closed_at": f"{TODAY}T10:30:00Z", "merged_at": None})
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert meta["pull_requests_found_closed"].value == 1  # #1 took the pass's one lookup: #2 not asked
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 1
+    ingest_webhook_day(archive, lake, TODAY, workers=1)
+    build_pr_jobs(lake, TODAY, REPO, now=HOUR_START + dt.timedelta(hours=1, minutes=3))
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=3))
+    assert meta["pull_requests_known_gone"].value == 1
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 2
+
+
+def test_a_first_404_is_remembered_through_a_pass_github_refuses_the_list_to(tmp_path, httpserver, octokit,
+                                                                           monkeypatch):
+    """A pass that cannot read the list of open pull requests (a refusal) hears nothing of them: the
+    first 404 an earlier pass heard stays noted, and the next 404 makes the pull request deleted."""
+    lake_showing_open(tmp_path, octokit, (2,))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] != 2]
+    run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    api.fail(r"/pulls$", reply(403, {"message": "Resource not accessible by integration"}))
+    with pytest.raises(Failure, match="Pull requests: read"):
+        run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 1
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)

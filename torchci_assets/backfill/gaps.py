@@ -271,7 +271,8 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
             report.failed.append(f"{pulls_of} pull requests: {exc}")
             if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
                 report.refused.append(fix)
-        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone, report.closes.suspected)
+        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone, report.closes.suspected,
+                       report.closes.unheard)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
     _remember_gone(archive, gone, report, now)
     closes = report.closes

@@ -8,8 +8,9 @@ But GitHub also answers 404 for a run it has just created (its replicas lag) and
 behind its load balancers, and a run taken for deleted would lose its jobs for good: a run's first
 404 is noted as suspected (`suspected`), and the run is deleted (`runs`) only when GitHub answers
 404 again when asked later (`gaps.CONFIRM_GONE_AFTER`); an answer clears the suspicion. A pull
-request likewise (`pulls_suspected`, asked again on the next hour's comparison). A file written
-before suspicions were noted holds deletions only, and reads so.
+request likewise (`pulls_suspected`, asked again on the next hour's comparison, or the first after it
+that gets to it within its lookups). A file written before suspicions were noted holds deletions
+only, and reads so.
 A run is forgotten once it is older than what gap repair reads; a pull request once the lake no
 longer shows it open. Passes may overlap (a busy pass takes longer than the schedule's interval),
 so a pass merges its notes into the file as it is when it writes, not as it was when it read it;
@@ -33,10 +34,11 @@ class Gone:
     runs: dict[str, str] = field(default_factory=dict)  # "owner/repo#run_id/attempt" -> when GitHub answered 404
     suspected: dict[str, str] = field(default_factory=dict)  # runs GitHub answered 404 for once -> when
     pulls: dict[str, list[int]] = field(default_factory=dict)  # "owner/repo" -> pull request numbers
-    pulls_suspected: dict[str, list[int]] = field(default_factory=dict)  # answered 404 for once, by the last pass
+    pulls_suspected: dict[str, list[int]] = field(default_factory=dict)  # answered 404 for once, not heard of since
     changed: bool = False
     set_repos: set[str] = field(default_factory=set)  # the repositories whose pulls this pass decided
     oldest: dt.datetime | None = None  # runs noted before this are forgotten
+    pull_suspicions: dict[str, tuple[set[int], list[int]]] = field(default_factory=dict)  # this pass's, by repo
     suspicions: dict[str, str | None] = field(default_factory=dict)  # this pass's: noted, or cleared (None)
 
     @staticmethod
@@ -69,14 +71,24 @@ class Gone:
         self.suspected = _applied(self.suspected, {run: at})
         self.changed = True
 
-    def set_pulls(self, repo: str, numbers: list[int], suspected: list[int] = ()) -> None:
+    def set_pulls(self, repo: str, numbers: list[int], suspected: list[int] = (),
+                  unheard: set[int] = frozenset()) -> None:
         """The pull requests of `repo` GitHub no longer has that the lake still shows open, and those
-        it answered 404 for the first time (asked again on the next pass that looks)."""
+        it answered 404 for the first time (asked again on the next pass that looks). An earlier first
+        404 stays noted while the pull request is `unheard` (shown open here, and GitHub neither listed
+        nor answered for it this pass: past the pass's lookups), so its next 404 still makes it deleted."""
         self.set_repos.add(repo)
-        for notes, values in ((self.pulls, numbers), (self.pulls_suspected, suspected)):
+        self.pull_suspicions[repo] = (set(unheard), list(suspected))
+        first_404s = self._suspicions(repo, self.pulls_suspected)
+        for notes, values in ((self.pulls, numbers), (self.pulls_suspected, first_404s)):
             if sorted(values) != notes.get(repo, []):
                 notes[repo] = sorted(values)
                 self.changed = True
+
+    def _suspicions(self, repo: str, noted: dict[str, list[int]]) -> list[int]:
+        """The first 404s of `repo` in `noted` as this pass changed them."""
+        unheard, suspected = self.pull_suspicions[repo]
+        return sorted({n for n in noted.get(repo, []) if n in unheard} | set(suspected))
 
     def forget_runs_before(self, oldest: dt.datetime) -> None:
         self.oldest = oldest
@@ -92,11 +104,13 @@ class Gone:
     def merged_into(self, on_file: "Gone") -> "Gone":
         """These notes over what another pass wrote since they were read: every run either noted
         (less those too old), the suspicions on file as this pass changed them (less the runs
-        either pass confirmed deleted), and the pull requests of the repositories this pass looked at."""
+        either pass confirmed deleted), the deleted pull requests of the repositories this pass looked
+        at, and their first 404s on file as this pass changed them."""
         runs = self._recent({**on_file.runs, **self.runs})
         suspected = _applied(on_file.suspected, self.suspicions)
         return Gone(runs=runs, pulls=self._pulls(self.pulls, on_file.pulls),
-                    pulls_suspected=self._pulls(self.pulls_suspected, on_file.pulls_suspected),
+                    pulls_suspected={**on_file.pulls_suspected, **{
+                        repo: self._suspicions(repo, on_file.pulls_suspected) for repo in self.pull_suspicions}},
                     suspected=self._recent({run: at for run, at in suspected.items() if run not in runs}))
 
     def _pulls(self, mine: dict[str, list[int]], on_file: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -43,6 +43,7 @@ class CloseReport:
     gone: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub (404, 410) twice: deleted
     suspected: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub for the first time
     known_gone: list[int] = field(default_factory=list)  # shown open here, GitHub answered 404 before: not asked
+    unheard: set[int] = field(default_factory=set)  # shown open here, neither listed nor answered for this pass
 
 
 def open_in_lake(lake: Lake) -> list[int]:
@@ -64,18 +65,22 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
     """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
     GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing, and one in
     `gone` (GitHub answered earlier passes 404 for it twice, `gone.py`) is not asked about; one in
-    `suspected` (GitHub answered 404 once) is, and a 404 again makes it gone. The
+    `suspected` (GitHub answered 404 once) is, and a 404 again makes it gone; one past the
+    pass's `MAX_LOOKUPS` stays in `report.unheard`, its first 404 still noted. The
     repository (`repository()`, a request) is asked for only when a record is written: a lake that
     shows no pull request open costs no request at all."""
     shown_open = open_in_lake(lake)
     report.open_in_lake = len(shown_open)
     report.known_gone = [n for n in shown_open if n in gone]
+    report.unheard = set(shown_open)  # a list GitHub refuses leaves every earlier first 404 noted
     if not shown_open:
         return
     listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
     report.open_on_github, report.listed = len(listed), True
+    report.unheard -= listed
     for number in [n for n in shown_open if n not in listed and n not in gone][:MAX_LOOKUPS]:
         pr = _pull_request(reader, repo, number, report, number in suspected)
+        report.unheard.discard(number)
         if pr is None or pr.get("state") != "closed":
             continue
         closed = shapes.pull_request_deliveries(pr, repository(), not_before=now, actions=("closed",))
