@@ -169,17 +169,23 @@ def test_a_pull_request_github_answers_404_for_once_is_asked_again_and_closed(tm
     assert [(r["payload"]["action"], r["payload"]["number"]) for r in archived(tmp_path, TODAY)] == [("closed", 2)]
 
 
+def deleted_then_left_alone(tmp_path, httpserver, monkeypatch, api, number: int, at: dt.datetime, asked: int) -> None:
+    """The pass at `at` takes pull request `number` for deleted, and the next one does not ask again:
+    GitHub was asked about it `asked` times in all."""
+    meta = run_pass(tmp_path, httpserver, monkeypatch, at)
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, at + dt.timedelta(hours=1))
+    assert meta["pull_requests_known_gone"].value == 1
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/{number}") == asked
+
+
 def test_a_pull_request_github_says_is_gone_is_not_asked_about_again(tmp_path, httpserver, octokit, monkeypatch):
     """410 is GitHub saying the pull request was deleted, no passing error: one answer is enough."""
     lake_showing_open(tmp_path, octokit, (1,))
     api = github_with(httpserver)
     api.pulls = [p for p in api.pulls if p["number"] != 1]
     api.fail(r"/pulls/1$", reply(410, {"message": "This issue was deleted"}))
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
-    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
-    assert meta["pull_requests_known_gone"].value == 1
-    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/1") == 1
+    deleted_then_left_alone(tmp_path, httpserver, monkeypatch, api, 1, HOUR_START, asked=1)
 
 
 def test_a_first_404_is_remembered_through_a_pass_that_does_not_get_to_ask_again(tmp_path, httpserver, octokit,
@@ -202,11 +208,7 @@ def test_a_first_404_is_remembered_through_a_pass_that_does_not_get_to_ask_again
     assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 1
     ingest_webhook_day(archive, lake, TODAY, workers=1)
     build_pr_jobs(lake, TODAY, REPO, now=HOUR_START + dt.timedelta(hours=1, minutes=3))
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
-    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=3))
-    assert meta["pull_requests_known_gone"].value == 1
-    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 2
+    deleted_then_left_alone(tmp_path, httpserver, monkeypatch, api, 2, HOUR_START + dt.timedelta(hours=2), asked=2)
 
 
 def test_a_first_404_is_remembered_through_a_pass_github_refuses_the_list_to(tmp_path, httpserver, octokit,
