@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -178,8 +179,6 @@ RAM_DIR = _ram_dir()
 def ram_instance(**kwargs):
     """`dg.instance_for_test(**kwargs)` in a folder of RAM_DIR: a test that needs a real instance
     (its runs, cursors, run queue) need not pay for durability it never uses."""
-    import tempfile
-
     import dagster as dg
 
     with tempfile.TemporaryDirectory(dir=RAM_DIR, prefix="torchci-test-instance-") as folder:

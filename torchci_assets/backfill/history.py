@@ -22,12 +22,15 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Cursor, Part, branch_scope, scope
 from torchci_assets.backfill.rest import Budget, RestReader
+
+T = TypeVar("T")
 
 LIST_CAP = 1000  # GitHub's most results for one filtered workflow-run list
 ARTIFACT_PREFIX = "test-reports"
@@ -333,11 +336,11 @@ def _clock_item(clock: PushClock, item: dict, start: dt.datetime) -> bool:
     return False
 
 
-def _gone(reader: RestReader, path: str, key: str | None = None) -> list[dict] | dict | None:
-    """GitHub's answer, None for a 404: a commit it no longer has (a head a force push threw away,
-    since collected)."""
+def _unless_missing(read: Callable[[], T]) -> T | None:
+    """`read()`'s answer, None for a 404: a commit GitHub no longer has (a head a force push threw
+    away, since collected)."""
     try:
-        return list(reader.pages(path, key)) if key else reader.json(path)
+        return read()
     except GitHubError as exc:
         if exc.status != 404:
             raise
@@ -351,8 +354,9 @@ def activity_push(reader: RestReader, repo: str, item: dict) -> shapes.Push | No
     whose head GitHub no longer has is None (nothing of it can be told)."""
     before, after = item.get("before") or shapes.NO_COMMIT, item["after"]
     compare = f"/repos/{repo}/compare/{before}...{after}"
-    commits = [] if before == shapes.NO_COMMIT else _gone(reader, compare, "commits")
-    head = commits[-1] if commits and commits[-1]["sha"] == after else _gone(reader, f"/repos/{repo}/commits/{after}")
+    commits = [] if before == shapes.NO_COMMIT else _unless_missing(lambda: list(reader.pages(compare, "commits")))
+    head = (commits[-1] if commits and commits[-1]["sha"] == after
+            else _unless_missing(lambda: reader.json(f"/repos/{repo}/commits/{after}")))
     if head is None:
         return None
     at = shapes.parse_time(item.get("timestamp") or item.get("pushed_at"))
