@@ -24,6 +24,7 @@ from test_hud_pr_list import pr_row
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.derived.drci.build import build_comments
+from torchci_assets.derived.drci.classify import AWAITING_RESULTS, INFRA, NEW
 from torchci_assets.derived.hud.health import build_pr_jobs
 from torchci_assets.derived.site.site import publish_site
 from torchci_assets.ingest.webhooks import ingest_webhook_day
@@ -34,6 +35,7 @@ REPO = "Codertocat/Hello-World"
 RUN = 2202229078  # the workflow_job example's run
 JOB = 289782451  # its id
 NAME = "linux-jammy / test (default, 1, 1, linux.4xlarge)"
+RECENTLY = "2019-05-15T15:30:00Z"  # the job's end, when its test reports may still land: a new failure
 
 
 def opened_and_running(octokit) -> tuple[dict, dict]:
@@ -53,11 +55,11 @@ def archive_hooks(tmp_path, name: str, hooks: list[dict]) -> None:
     write_lines(tmp_path / "archive" / "webhooks" / f"day={DAY}" / f"{name}.jsonl", hooks, gz=False)
 
 
-def refresh(tmp_path) -> Lake:
+def refresh(tmp_path, now: dt.datetime = NOW) -> Lake:
     """What the intra-day refresh does once files landed: the day ingested again, its pr_jobs built."""
     lake = Lake.at(str(tmp_path / "lake"))
     ingest_webhook_day(Store(str(tmp_path / "archive")), lake, DAY, workers=1)
-    build_pr_jobs(lake, DAY, REPO, now=NOW)
+    build_pr_jobs(lake, DAY, REPO, now=now)
     return lake
 
 
@@ -90,7 +92,7 @@ def test_a_failure_dr_ci_read_from_the_rest_api_reaches_pr_jobs_and_is_read_once
     lake = refresh(tmp_path)
     assert pr_jobs_states(tmp_path) == [(JOB, "pending")]
     fake = FakePullRequests(httpserver, REPO)
-    github_shows(fake, opened, 1, JOB)
+    github_shows(fake, opened, 1, JOB, completed_at=RECENTLY)
     archive = Store(str(tmp_path / "archive"))
     report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
     [row] = report.rows
@@ -121,7 +123,8 @@ def test_a_rerun_whose_deliveries_were_all_lost_is_not_pending_on_the_page(tmp_p
                                         envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
     lake = refresh(tmp_path)
     fake = FakePullRequests(httpserver, REPO)
-    github_shows(fake, opened, 2, JOB + 1, created_at="2019-05-15T10:30:00Z", started_at="2019-05-15T10:30:05Z")
+    github_shows(fake, opened, 2, JOB + 1, created_at="2019-05-15T10:30:00Z", started_at="2019-05-15T10:30:05Z",
+                 completed_at=RECENTLY)
     [row] = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=Store(str(tmp_path / "archive"))).rows
     assert [j["job_id"] for j in row["jobs"]] == [JOB + 1] and row["new"] == 1
 
@@ -164,3 +167,45 @@ def test_a_record_read_twice_counts_once_and_the_late_webhook_wins(tmp_path, htt
     lake = refresh(tmp_path)
     assert jobs_in_lake(tmp_path) == [(JOB, 1, "completed", "failure", "GitHub Actions 5")]
     assert pr_jobs_states(tmp_path) == [(JOB, "failure")]
+
+
+def verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, completed_at: str) -> list[tuple[str, str]]:
+    """(class, the job's line of the body) of the test job as Dr. CI first reads it from the REST API (its
+    `completed` webhook lost), then at the same instant from the lake once its `rest` record is ingested."""
+    opened, job = opened_and_running(octokit)
+    archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
+    lake = refresh(tmp_path)
+    github_shows(FakePullRequests(httpserver, REPO), opened, 1, JOB, completed_at=completed_at)
+    archive, said = Store(str(tmp_path / "archive")), []
+    for refreshed in (1, 0):
+        report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
+        [row] = report.rows
+        [v] = report.verdicts[2]
+        assert row["refreshed_jobs"] == refreshed
+        said.append((v.cls, next(line for line in row["body"].splitlines() if f"/job/{JOB})" in line)))
+        lake = refresh(tmp_path)
+    return said
+
+
+def test_a_test_job_without_reports_read_from_the_rest_api_is_what_the_lake_calls_it_next(tmp_path, httpserver,
+                                                                                         octokit):
+    """The job ended five hours ago and no test report of it ever landed: infrastructure, whether its state
+    came from GitHub's REST API or, a refresh later, from the lake (not NEW first, then INFRA: told it is
+    theirs, then told to retry). Each line says where its state came from."""
+    [(read, read_line), (lake, lake_line)] = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit,
+                                                                             "2019-05-15T11:00:00Z")
+    assert (read, lake) == (INFRA, INFRA)
+    assert "(no test results)" in read_line and "(no test results)" in lake_line
+    assert "state read from the REST API" in read_line and "REST" not in lake_line
+
+
+def test_a_test_job_that_just_ended_without_reports_is_new_until_they_are_due(tmp_path, httpserver, octokit):
+    """Ten minutes after the job ended its reports may still land: no path calls it an infrastructure failure
+    yet (the lake's pr_jobs already says "no test results"), and both say what is awaited."""
+    [(read, read_line), (lake, lake_line)] = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit,
+                                                                             "2019-05-15T15:50:00Z")
+    assert (read, lake) == (NEW, NEW)
+    assert duckdb.sql(f"SELECT failure_class, infra_reason FROM '{tmp_path}/lake/pr_jobs/day={DAY}/*.parquet' "
+                      f"WHERE job_id = {JOB}").fetchall() == [("infra", "no-test-results")]
+    assert f"({AWAITING_RESULTS})" in read_line and f"({AWAITING_RESULTS})" in lake_line

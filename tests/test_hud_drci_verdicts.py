@@ -157,7 +157,7 @@ def test_a_failure_dr_ci_read_from_the_rest_api_is_a_failure_on_the_page_too(tmp
     fake.jobs[107] = [{"id": 7007, "run_id": 107, "workflow_name": "pull", "name": BUILD, "status": "completed",
                        "conclusion": "failure"},
                       {"id": 7100, "run_id": 107, "workflow_name": "pull", "name": test, "status": "completed",
-                       "conclusion": "failure"}]
+                       "conclusion": "failure", "completed_at": "2026-10-05T19:30:00Z"}]  # its reports may still land
     lake, out, rows = built(tmp_path, httpserver, fake, h)
     row = next(r for r in rows if r["pr"] == 7)
     assert row["refreshed_jobs"] == 1 and "state read from the REST API" in row["body"]
@@ -165,3 +165,34 @@ def test_a_failure_dr_ci_read_from_the_rest_api_is_a_failure_on_the_page_too(tmp
     publish_site(lake, out, DAY, REPO)
     assert page_kinds(tmp_path, 7) == {7007: "new", 7100: "new"}
     assert pr_row(tmp_path, 7)["new"] == "2" and pr_row(tmp_path, 7).get("pen", "") == ""
+
+
+def _two_test_jobs(h: History, conclusion: str | None) -> list[tuple[int, str]]:
+    """Pull request 7's two test shards, started at 9:01 and ending at 17:00 (`conclusion`, None: their
+    `completed` webhooks lost); a report of the first landed, none of the second."""
+    shards = [(7101 + k, f"linux-jammy / test (default, {k + 1}, 2, linux.4xlarge)") for k in range(2)]
+    for job_id, name in shards:
+        h.job(HEADS[7], name, conclusion, run_id=107, branch="gh/u/7/head", created=T0 + dt.timedelta(hours=1),
+              job_id=job_id, minutes=479, test_config="default")
+    h.test_job(shards[0][0])
+    return shards
+
+
+def test_a_test_job_read_from_the_rest_api_is_infra_for_missing_reports_as_the_lake_says(tmp_path, httpserver,
+                                                                                       fake):
+    """Two test jobs ended three hours ago, a report of one of them landed. Read from the REST API (their
+    webhooks lost), the one without any report is INFRA (no test results) and the other is the pull
+    request's (its failure unclassified), as Dr. CI says of the same jobs once the lake has them completed."""
+    read = main_and_two_pull_requests()
+    shards = _two_test_jobs(read, None)
+    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed"}]
+    fake.jobs[107] = [{"id": job_id, "run_id": 107, "workflow_name": "pull", "name": name, "status": "completed",
+                       "conclusion": "failure", "completed_at": "2026-10-05T17:00:00Z"} for job_id, name in shards]
+    [row] = [r for r in built(tmp_path / "read", httpserver, fake, read)[2] if r["pr"] == 7]
+    assert row["refreshed_jobs"] == 2
+    heard = main_and_two_pull_requests()
+    _two_test_jobs(heard, "failure")
+    [again] = [r for r in built(tmp_path / "heard", httpserver, fake, heard)[2] if r["pr"] == 7]
+    assert again["refreshed_jobs"] == 0
+    expected = {7007: c.NEW, 7101: c.UNCLASSIFIED, 7102: c.INFRA}  # the merge base ran no test job
+    assert {j["job_id"]: j["class"] for j in row["jobs"]} == {j["job_id"]: j["class"] for j in again["jobs"]} == expected

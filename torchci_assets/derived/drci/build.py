@@ -55,7 +55,7 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
              report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset()) -> dict:
     """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`)."""
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own), inputs.flaky_for(sightings, pr), unstable,
-                                      suppressing_labels(repo, pr.labels), rules)
+                                      suppressing_labels(repo, pr.labels), rules, now)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
     body = render(head, verdicts, pending, updates)
@@ -106,6 +106,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs, seen)
+        inputs.attach_results(con, lake, day, prs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen)

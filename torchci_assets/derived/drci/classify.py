@@ -13,7 +13,9 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 like infrastructure (upstream asks this before any of its infra checks); one
                 abandoned is INFRA, as any abandoned job (below): it reported no lint error;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
-                classifier's infra rules, a test job without any test result, a job abandoned).
+                classifier's infra rules, a job abandoned; a test job without any test result once
+                its reports are overdue, whether its state came from the lake or the REST API: see
+                `infra_reason`).
                 A job never called flaky (a build, docs, backwards_compat: below) is INFRA only
                 when abandoned, as upstream sets those jobs aside before its infra checks and asks
                 them only whether main failed alike (BROKEN TRUNK) and whether the merge base ran
@@ -105,6 +107,11 @@ INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": 
                  "job-died": "the job died", "failed-outside-tests": "failed outside the tests",
                  "mass-failure": "most of its tests failed at once",
                  "shared-message": "many tests failed with one message"}
+# `pr_jobs`' infra reason of a test job none of whose test reports landed
+NO_TEST_RESULTS = "no-test-results"
+# How long after a test job's end its reports may still land: they are uploaded at its end and
+# reach the archive after it, so their absence says nothing before then.
+REPORTS_DUE = dt.timedelta(hours=1)
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
 # PyTorch's Dr. CI's lists (drciUtils.ts), substrings of "workflow / job" in any case: jobs never
@@ -118,6 +125,8 @@ SUPPRESSED_JOB_BY_LABELS = {"bc_linter": ("suppress-bc-linter", "suppress-api-co
 SUPPRESSING_REPOS = ("pytorch",)
 # upstream's EXCLUDED_FROM_SIMILARITY_POST_PROCESSING: a line saying only that a step failed
 GENERIC_LINES = (re.compile(r"Process completed with exit code \d+"),)
+# the evidence of a NEW test job without test reports, while they may still land (`awaiting_results`)
+AWAITING_RESULTS = "no test results yet"
 # (the class of a job of the same head, the class a NEW failure like it gets), in upstream's order
 SIMILAR_IN_PR = ((UNSTABLE, UNSTABLE), (FLAKY, FLAKY), (BROKEN_TRUNK, FLAKY))
 # the reason an UNCLASSIFIED job is listed, in upstream's words
@@ -171,6 +180,7 @@ class HeadJob:
     captures: tuple[str, ...] = ()  # the log classifier's captures of its line (flaky rules match them)
     tests: tuple[FailedTest, ...] = ()
     started_at: dt.datetime | None = None
+    completed_at: dt.datetime | None = None
     from_rest: bool = False         # its state was read from the REST API (a lost webhook)
     cancelled: bool = False         # it failed by cancellation only (a retry, not a fix, is due)
 
@@ -369,14 +379,43 @@ def not_at_merge_base(job: HeadJob, trunk: Trunk) -> bool:
     return trunk.base_jobs is not None and base_name(full_name(job)) not in trunk.base_jobs
 
 
-def infra_failure(job: HeadJob, never_flaky: bool) -> bool:
-    """True when the job is INFRA: `pr_jobs`' infra class, and, for a job never called flaky (a build,
+def results_overdue(job: HeadJob, now: dt.datetime | None) -> bool:
+    """True when a test job's reports would have landed by `now` had it produced any: REPORTS_DUE
+    after its end (its start when the end is unknown). Without `now`, or any time, they are taken
+    as overdue, as `pr_jobs` takes them."""
+    end = job.completed_at or job.started_at
+    return now is None or end is None or now - end >= REPORTS_DUE
+
+
+def no_results(job: HeadJob) -> bool:
+    """A test job none of whose test reports landed (so far): `pr_jobs`' infra reason, which
+    `inputs.attach_results` gives a job read from the REST API too."""
+    return job.failure_class == "infra" and job.infra_reason == NO_TEST_RESULTS
+
+
+def awaiting_results(job: HeadJob, now: dt.datetime | None) -> bool:
+    """True when the job has no test report yet, but may still get one (`results_overdue`)."""
+    return no_results(job) and not results_overdue(job, now)
+
+
+def infra_reason(job: HeadJob, now: dt.datetime | None = None) -> str | None:
+    """The job's infrastructure reason (`INFRA_REASONS`' keys), or None. The one place a job's lack of
+    test results is judged, for a job the lake knows and one read from the REST API alike: it counts
+    once overdue, as a test job with no result died before its tests or outside them; before then
+    the reports may still land, and `pr_jobs`' "no-test-results", given at once, is not taken."""
+    if job.failure_class != "infra" or awaiting_results(job, now):
+        return None
+    return job.infra_reason or "infrastructure"
+
+
+def infra_failure(job: HeadJob, never_flaky: bool, now: dt.datetime | None = None) -> bool:
+    """True when the job is INFRA: it has an `infra_reason`, and, for a job never called flaky (a build,
     docs, backwards_compat), only when it was abandoned. PyTorch's Dr. CI sets those jobs aside before
     its infra checks: their log looking like infrastructure may be the code's (a build pulling an
     image the workflow names wrongly, a docs build running out of disk), and it cannot tell, so it
     asks main and the merge base only. An abandoned job never concluded, which upstream counts as
     pending, never as the pull request's, and it has no line to match main's failure with."""
-    return job.failure_class == "infra" and (not never_flaky or abandoned(job))
+    return infra_reason(job, now) is not None and (not never_flaky or abandoned(job))
 
 
 def abandoned(job: HeadJob) -> bool:
@@ -384,8 +423,9 @@ def abandoned(job: HeadJob) -> bool:
     return job.failure_class == "infra" and job.infra_reason == "abandoned"
 
 
-def _infra(job: HeadJob) -> Verdict:
-    return Verdict(job, INFRA, INFRA_REASONS.get(job.infra_reason or "", job.infra_reason or "infrastructure"))
+def _infra(job: HeadJob, now: dt.datetime | None = None) -> Verdict:
+    reason = infra_reason(job, now) or "infrastructure"
+    return Verdict(job, INFRA, INFRA_REASONS.get(reason, reason))
 
 
 def generic_line(job: HeadJob) -> bool:
@@ -393,10 +433,11 @@ def generic_line(job: HeadJob) -> bool:
 
 
 def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-             labels=(), rules: tuple[FlakyRule, ...] = ()) -> Verdict:
+             labels=(), rules: tuple[FlakyRule, ...] = (), now: dt.datetime | None = None) -> Verdict:
     """The class of one failing job (see the module docstring for the order). `labels`: the pull
     request's labels that may suppress a failure (`suppressing_labels`); `rules`: flaky-rules.json's
-    (`flaky_rules.load_rules`)."""
+    (`flaky_rules.load_rules`); `now`: the instant judged at, whether a test job's missing reports are
+    overdue (`infra_reason`; none: they are)."""
     suppressed = suppressed_by(job, labels)
     if suppressed:
         return Verdict(job, FLAKY, f"suppressed by {', '.join(suppressed)}")
@@ -404,10 +445,10 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     if marked is not None:
         return marked
     if excluded(job, EXCLUDED_FROM_BROKEN_TRUNK):
-        return _infra(job) if abandoned(job) else _own(job)
+        return _infra(job) if abandoned(job) else _own(job, now)
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
-    if infra_failure(job, never_flaky=flakes is None):
-        return _infra(job)
+    if infra_failure(job, flakes is None, now):
+        return _infra(job, now)
     seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
@@ -420,12 +461,15 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     # upstream asks the jobs never called flaky at once, the others after its generic-line exception
     if not_at_merge_base(job, trunk) and (flakes is None or not generic_line(job)):
         return Verdict(job, UNCLASSIFIED, NOT_AT_MERGE_BASE)
-    return _own(job)
+    return _own(job, now)
 
 
-def _own(job: HeadJob) -> Verdict:
-    # PyTorch's Dr. CI splits the pull request's own failures into cancelled ones and new ones
-    return Verdict(job, CANCELLED if job.cancelled or cancelled_step(job) else NEW)
+def _own(job: HeadJob, now: dt.datetime | None = None) -> Verdict:
+    # PyTorch's Dr. CI splits the pull request's own failures into cancelled ones and new ones; a new
+    # one whose test reports may still land says so (`AWAITING_RESULTS`)
+    if job.cancelled or cancelled_step(job):
+        return Verdict(job, CANCELLED)
+    return Verdict(job, NEW, AWAITING_RESULTS if awaiting_results(job, now) else "")
 
 
 def same_failure_in_pr(job: HeadJob, other: HeadJob) -> bool:
@@ -468,14 +512,15 @@ def similar_in_pr(verdicts: list[Verdict], vouched: frozenset[int] = frozenset()
 
 
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-                  labels=(), rules: tuple[FlakyRule, ...] = ()) -> tuple[list[Verdict], int]:
+                  labels=(), rules: tuple[FlakyRule, ...] = (),
+                  now: dt.datetime | None = None) -> tuple[list[Verdict], int]:
     """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
     verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting"
-                else classify(j, trunk, flaky, unstable, labels, rules)
+                else classify(j, trunk, flaky, unstable, labels, rules, now)
                 for j in jobs if j.state in ("failure", "awaiting")]
     # the UNSTABLE jobs whose failure is unrelated without their mark too (`similar_in_pr`)
     vouched = frozenset(id(v.job) for v in verdicts if v.cls == UNSTABLE and v.related is None
-                        and classify(v.job, trunk, flaky, None, labels, rules).cls in (FLAKY, BROKEN_TRUNK, INFRA))
+                        and classify(v.job, trunk, flaky, None, labels, rules, now).cls in (FLAKY, BROKEN_TRUNK, INFRA))
     pending = [j for j in jobs if j.state == "pending"]
     # a pending job an UNSTABLE mark covers is listed with them, as upstream does, and counted as pending only
     marked = [v for v in (_unstable(j, unstable or {}) for j in pending) if v is not None]

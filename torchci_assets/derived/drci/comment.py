@@ -53,6 +53,8 @@ _SECTIONS = (
 )
 # a pending job listed (an UNSTABLE one): upstream's hourglass before its name
 PENDING_ICON = ":hourglass_flowing_sand: "
+# said of a job whose state was read from GitHub's REST API
+READ_FROM_REST = "state read from the REST API: its webhook was lost"
 # said of a NEW or UNCLASSIFIED failure without a line from the log classifier (PyTorch's Dr. CI calls it FLAKY)
 NOT_CLASSIFIED = "log not classified yet, or no failure line found in it"
 # BROKEN TRUNK's description when a failure was seen on a main commit next to the merge base, not on it
@@ -107,13 +109,13 @@ def _job_item(head: Head, v: Verdict) -> str:
     elif v.sighting is not None:
         line += (f" ([similar failure]({_job_url(head, v.sighting.run_id, v.sighting.job_id)})"
                  f" on {v.sighting.sha[:10]})")
-    elif v.cls in (INFRA, FLAKY, UNCLASSIFIED) and v.evidence:  # a FLAKY without sighting: suppressed by a label
+    elif v.cls in (INFRA, FLAKY, UNCLASSIFIED, NEW) and v.evidence:  # a FLAKY without sighting: suppressed by a label
         line += f" ({v.evidence})"
     elif v.cls == UNSTABLE and v.evidence:
         text = v.evidence.replace("[", "(").replace("]", ")")
         line += f" ([{text}]({v.issue}))" if v.issue and _SAFE_URL.fullmatch(v.issue) else f" ({text})"
     if j.from_rest and v.cls != AWAITING_APPROVAL:
-        line += " (state read from the REST API: its webhook was lost; log not classified yet)"
+        line += f" ({READ_FROM_REST}{'' if v.cls == INFRA or j.failure_line else '; log not classified yet'})"
     elif v.cls in (NEW, UNCLASSIFIED) and j.state == "failure" and not j.failure_line:
         line += f" ({NOT_CLASSIFIED})"
     detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].text or j.tests[0].message}" if j.tests else "")

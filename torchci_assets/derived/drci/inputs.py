@@ -22,8 +22,8 @@ import pyarrow as pa
 from resources.lake import Lake
 from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
-from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, FailedTest, Flaky,
-                                                  FlakySighting, HeadJob, MainFailure, Trunk, base_name,
+from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, NO_TEST_RESULTS, FailedTest,
+                                                  Flaky, FlakySighting, HeadJob, MainFailure, Trunk, base_name,
                                                   first_line, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
@@ -112,7 +112,8 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
                                failure_class=r["failure_class"], job_id=r["job_id"], run_id=r["run_id"],
                                workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
                                infra_reason=r["infra_reason"], failure_line=r["failure_line"],
-                               started_at=r["started_at"], cancelled=bool(r["cancelled"])))
+                               started_at=r["started_at"], completed_at=r["completed_at"],
+                               cancelled=bool(r["cancelled"])))
         started = r["started_at"]
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
@@ -162,6 +163,24 @@ def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: E
                                                             first_line(r["message"])))
     for job_id, found in tests.items():
         failing[job_id].tests = tuple(found)
+
+
+def attach_results(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
+    """Give the failing test jobs read from the REST API none of whose test reports landed `pr_jobs`'
+    infra reason for it (`classify.no_results`), as `pr_jobs` will once their records are ingested:
+    reports land by job id, whatever became of the job's webhooks. Their job ids alone are looked up
+    (a lost webhook is rare), in `test_jobs` over the window."""
+    rest = {j.job_id: j for p in prs.values() for j in p.jobs
+            if j.from_rest and j.state == "failure" and j.test_config and j.job_id is not None}
+    if not rest:
+        return
+    reported = set()
+    if lake.register(con, "test_jobs", days_ending(day, WINDOW_DAYS), name="tjr"):
+        _register_list(con, "rest_test_jobs", "job_id", pa.array(list(rest), pa.int64()))
+        reported = {r["job_id"] for r in rows(con, "reported_jobs")}
+    for job_id, job in rest.items():
+        if job_id not in reported:
+            job.failure_class, job.infra_reason = "infra", NO_TEST_RESULTS
 
 
 def attach_captures(con, lake: Lake, day: str, failing: dict[int, HeadJob]) -> None:

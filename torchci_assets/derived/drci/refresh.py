@@ -8,9 +8,11 @@ pending in the lake, and its comment frozen, forever. Before the comments are wr
 has its workflow runs (`GET /repos/{repo}/actions/runs?head_sha=`) and their latest jobs
 (`GET /repos/{repo}/actions/runs/{id}/jobs`) listed, and the jobs' states in the comment are
 GitHub's; a workflow's newest run that has no job and waits for approval (a first-time
-contributor's) is listed as awaiting approval. A job that failed this way has no classified log or
-test results yet: it is shown as a new failure (a cancelled one as cancelled) and marked as read
-from the REST API, until its webhook or a backfill brings the rest.
+contributor's) is listed as awaiting approval. A job that failed this way has no classified log yet
+and is marked as read from the REST API, until its webhook or a backfill brings the rest. Its test
+reports are looked up in the lake by its id, as `pr_jobs` will look them up once the record below is
+ingested, so a test job none of whose reports landed is judged as the lake will judge it
+(`classify.infra_reason`): an infrastructure failure once they are overdue, a new failure before.
 What GitHub showed of each job it changed, and of each run it listed as awaiting approval, is
 written into the archive as `rest` records, as gap repair writes them (`backfill/shapes.py`), so
 the refresh ingests it: `pr_jobs`, and the HUD page built from it, then say what the comment says,
@@ -35,6 +37,7 @@ from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
 from torchci_assets.derived.drci.classify import AWAITING_CONCLUSIONS, HeadJob
+from torchci_assets.ingest.jobnames import parse_job_name
 
 FAILING = ("failure", "timed_out", "cancelled", "startup_failure")
 _SHARD = re.compile(r", \d+, \d+(,|\))")
@@ -101,21 +104,33 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
         for rj in listed:
             workflow = rj.get("workflow_name") or run_of.get(run_id, {}).get("name") or ""
             state = _state(rj)
-            cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
             mine = by_key.get((workflow, rj["name"]))
             if mine is None:
-                mine = HeadJob(rj["name"], job_group(workflow, rj["name"]), state, job_id=rj["id"], run_id=run_id,
-                               workflow=workflow, from_rest=True, cancelled=cancelled)
+                mine = HeadJob(rj["name"], job_group(workflow, rj["name"]), state, workflow=workflow)
                 jobs.append(mine)
                 by_key[(workflow, rj["name"])] = mine
                 learned.append((rj, run_of.get(run_id, {}), False))
-                changed += 1
             elif mine.state != state and (mine.state == "pending" or (mine.job_id or 0) < rj["id"]):
                 learned.append((rj, run_of.get(run_id, {}), mine.job_id == rj["id"]))
-                mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
-                mine.cancelled = cancelled
-                changed += 1
+            else:
+                continue
+            _take(mine, rj, run_id, state)
+            changed += 1
     return changed
+
+
+def _take(mine: HeadJob, rj: dict, run_id: int, state: str) -> None:
+    """Give `mine` what GitHub's job `rj` says of it: its state and ids, its name's build environment and
+    test config (a test job's reports are looked up: `inputs.attach_results`), and its times (whether
+    they are overdue: `classify.results_overdue`)."""
+    names = parse_job_name(rj["name"])
+    mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
+    mine.cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
+    mine.build_env, mine.test_config = names.build_env, names.test_config
+    # what the lake said of it was of its pending state, or of an earlier attempt
+    mine.failure_class = mine.infra_reason = mine.failure_line = None
+    mine.started_at = shapes.parse_time(rj.get("started_at")) or mine.started_at
+    mine.completed_at = shapes.parse_time(rj.get("completed_at"))
 
 
 def _newest_runs(runs: list[dict]) -> set[int]:
