@@ -64,12 +64,13 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone,
         "runs_known_gone": report.known_gone, "runs_suspected_gone": len(report.suspected),
-        "runs_suspected_waiting": report.suspected_waiting}
+        "runs_suspected_waiting": report.suspected_waiting, "runs_left_to_another_pass": report.claimed_elsewhere}
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
         metadata["pull_requests_gone"] = len(report.closes.gone)
         metadata["pull_requests_suspected_gone"] = len(report.closes.suspected)
         metadata["pull_requests_known_gone"] = len(report.closes.known_gone)
+        metadata["pull_requests_suspected_waiting"] = len(report.closes.suspected_waiting)
     for failure in report.failed:
         context.log.warning(f"gap repair: {failure} (retried on the next pass)")
     if (problem := report.problem) is not None:

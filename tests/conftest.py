@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from pytest_httpserver import HTTPServer
 
 from resources.storage import Store
 
@@ -152,6 +153,17 @@ def roots(request, tmp_path) -> Roots:
 @pytest.fixture
 def octokit() -> dict:
     return json.loads((DATA / "octokit" / "examples.json").read_text())
+
+
+@pytest.fixture
+def threaded_server():
+    """A fake GitHub on 127.0.0.1 (a free port) that answers while an earlier, stalled request is still
+    being handled."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from test_gap_repair import client
 from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake
 from resources.storage import Store
+from torchci_assets.backfill import gone
 from torchci_assets.derived.hud.health import build_pr_jobs
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
@@ -193,22 +194,11 @@ def test_a_first_404_is_remembered_through_a_pass_that_does_not_get_to_ask_again
     """A pass asks about at most `MAX_LOOKUPS` pull requests: one GitHub answered 404 for once, past
     the limit on the next pass, keeps its note, so its next 404 makes it deleted (not a first 404
     again, which with more pull requests to ask about than the limit would keep it open for good)."""
-    import torchci_assets.backfill.pr_closes
-
-    monkeypatch.setattr(torchci_assets.backfill.pr_closes, "MAX_LOOKUPS", 1)
-    archive, lake = lake_showing_open(tmp_path, octokit, (1, 2))
-    api = github_with(httpserver)
-    api.pulls = [p for p in api.pulls if p["number"] != 2]  # deleted; #1 is open and listed
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
-    assert meta["pull_requests_suspected_gone"].value == 1
-    api.add_pull({"number": 1, "state": "closed", "created_at": f"{DAY}T08:00:00Z",
-                  "updated_at": f"{TODAY}T10:30:00Z", "closed_at": f"{TODAY}T10:30:00Z", "merged_at": None})
-    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=1))
-    assert meta["pull_requests_found_closed"].value == 1  # #1 took the pass's one lookup: #2 not asked
-    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 1
-    ingest_webhook_day(archive, lake, TODAY, workers=1)
-    build_pr_jobs(lake, TODAY, REPO, now=HOUR_START + dt.timedelta(hours=1, minutes=3))
-    deleted_then_left_alone(tmp_path, httpserver, monkeypatch, api, 2, HOUR_START + dt.timedelta(hours=2), asked=2)
+    api, _ = noted_404s_then_one_lookup(tmp_path, httpserver, octokit, monkeypatch)
+    meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
+    assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/3") == 2
+    assert gone.load(Store(str(tmp_path / "archive"))).pulls == {REPO: [2, 3]}
 
 
 def test_a_first_404_is_remembered_through_a_pass_github_refuses_the_list_to(tmp_path, httpserver, octokit,
@@ -225,3 +215,40 @@ def test_a_first_404_is_remembered_through_a_pass_github_refuses_the_list_to(tmp
     assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/2") == 1
     meta = run_pass(tmp_path, httpserver, monkeypatch, HOUR_START + dt.timedelta(hours=2))
     assert (meta["pull_requests_gone"].value, meta["pull_requests_suspected_gone"].value) == (1, 0)
+
+
+def noted_404s_then_one_lookup(tmp_path, httpserver, octokit, monkeypatch) -> tuple[FakeActions, list[str]]:
+    """Pull requests #1-#3 shown open here and missing from GitHub's list (it lags), #2 and #3 deleted:
+    an hour's pass asking about all three notes two first 404s; the next hour's may ask about one.
+    The second pass's log lines."""
+    import torchci_assets.backfill.pr_closes
+    from torchci_assets.backfill.gaps import repair_gaps
+
+    archive, lake = lake_showing_open(tmp_path, octokit, (1, 2, 3))
+    api = github_with(httpserver)
+    api.pulls = [p for p in api.pulls if p["number"] not in (2, 3)]
+    api.fail(r"/pulls$", reply(200, []), reply(200, []))
+    run_pass(tmp_path, httpserver, monkeypatch, HOUR_START)
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/3") == 1
+    monkeypatch.setattr(torchci_assets.backfill.pr_closes, "MAX_LOOKUPS", 1)
+    lines: list[str] = []
+    repair_gaps(client(httpserver), archive, lake, HOUR_START + dt.timedelta(hours=1), log=lines.append,
+                pulls_of=REPO)
+    return api, lines
+
+
+def test_a_pull_request_github_answered_404_for_is_asked_before_the_others(tmp_path, httpserver, octokit,
+                                                                            monkeypatch):
+    """With more pull requests to ask about than a pass's lookups, the ones GitHub answered 404 for
+    once come first: the second 404 makes one deleted this hour, instead of it waiting, open on the
+    HUD and in Dr. CI, until every pull request before it in number order is cleared."""
+    api, _ = noted_404s_then_one_lookup(tmp_path, httpserver, octokit, monkeypatch)
+    assert pull_requests_asked(api)[-2:] == [f"/repos/{REPO}/pulls", f"/repos/{REPO}/pulls/2"]
+    assert gone.load(Store(str(tmp_path / "archive"))).pulls == {REPO: [2]}
+
+
+def test_the_pass_counts_first_404s_it_kept_but_did_not_ask_about(tmp_path, httpserver, octokit, monkeypatch):
+    api, lines = noted_404s_then_one_lookup(tmp_path, httpserver, octokit, monkeypatch)
+    assert pull_requests_asked(api).count(f"/repos/{REPO}/pulls/3") == 1  # past the pass's one lookup
+    [line] = [line for line in lines if line.startswith("gap repair:")]
+    assert "1 GitHub no longer has (#2), 1 more answered 404 for before, not asked this pass" in line

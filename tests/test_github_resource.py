@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from resources.github import DispatchResult, GitHubError, GitHubResource
@@ -184,16 +183,6 @@ def test_a_call_that_gave_up_says_when_github_asked_to_be_asked_again_only_for_a
     with pytest.raises(GitHubError) as down:
         gh.request("GET", "/repos/a/down")
     assert (down.value.status, down.value.retry_at) == (502, None)
-
-
-@pytest.fixture
-def threaded_server():
-    """A server that answers while an earlier, stalled request is still being handled."""
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
 
 
 def test_read_timeout_is_retried(threaded_server):

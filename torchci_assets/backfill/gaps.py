@@ -31,11 +31,15 @@ GitHub also answers 404 for a run it created moments ago, or on a passing error,
 for deleted loses its jobs for good: the first 404 is noted as a suspicion (`gone.py`), and the run
 is asked about again once CONFIRM_GONE_AFTER has passed. A second 404 makes it deleted, and no later
 pass asks again; an answer repairs it as any other, one pass later than it would have been.
+A pass leaves out the run attempts a pass beside it (passes overlap when one is slow) is asking
+about, or was just answered for (`claims.py`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +47,7 @@ from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
+from torchci_assets.backfill import claims
 from torchci_assets.backfill import gone as deleted
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
@@ -99,12 +104,13 @@ class RepairReport:
     waiting: int = 0  # stale jobs GitHub last showed running, not asked about on this pass (BACKOFF)
     jobless_runs: int = 0
     unexplained_runs: int = 0
-    looked_up: int = 0
+    answered: list[tuple[str, int, int]] = field(default_factory=list)  # run attempts GitHub answered for
     gone: list[tuple[str, int, int]] = field(default_factory=list)  # a second 404 (the repository answers): deleted
     suspected: list[tuple[str, int, int]] = field(default_factory=list)  # a first 404: asked again later
     cleared: list[tuple[str, int, int]] = field(default_factory=list)  # answered after a 404: not deleted
     known_gone: int = 0  # run attempts an earlier pass found deleted, not asked again
     suspected_waiting: int = 0  # run attempts an earlier pass heard a first 404 for, not yet asked again
+    claimed_elsewhere: int = 0  # run attempts another pass is asking about (or was just answered for): left out
     repaired_jobs: int = 0  # stale jobs GitHub shows in a higher state than the lake had
     unheard_jobs: int = 0  # jobs of a looked-up attempt the lake had never heard of, written whole
     deliveries: int = 0
@@ -112,6 +118,10 @@ class RepairReport:
     refused: list[str] = field(default_factory=list)  # what to fix: GitHub refused the credentials or access
     not_asked: int = 0  # run attempts left unasked after such a refusal (every one would be refused too)
     closes: CloseReport = field(default_factory=CloseReport)  # the pull requests compared, when they were
+
+    @property
+    def looked_up(self) -> int:
+        return len(self.answered)
 
     @property
     def runs_gone(self) -> int:
@@ -209,7 +219,7 @@ def _repair_attempt(reader: RestReader, part: Part, key: tuple[str, int, int], g
         # the repository answered, the run does not: deleted (GitHub lets a run be) once confirmed
         (report.gone if key in gaps.suspected else report.suspected).append(key)
         return
-    report.looked_up += 1
+    report.answered.append(key)
     if key in gaps.suspected:
         report.cleared.append(key)
     sender = None if run is None else run.get("triggering_actor") or run.get("actor")
@@ -256,29 +266,50 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
                           jobless_runs=len(gaps.jobless_runs), unexplained_runs=len(gaps.unexplained_runs))
     _leave_out_gone(gaps, gone, now, report)
+    owner, started = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}", time.monotonic()
+    report.claimed_elsewhere = _claim(archive, gaps, owner, now)
     if not gaps.attempts and pulls_of is None:
         return report
     reader = RestReader(gh)
+    try:
+        _ask(reader, archive, lake, gaps, gone, now, pulls_of, report)
+    finally:  # what GitHub answered stays claimed until the refresh has taken it; the rest is released
+        if gaps.attempts:
+            ended = now + dt.timedelta(seconds=time.monotonic() - started)
+            claims.claim(archive, owner, report.answered, ended + claims.AFTER_ANSWER, now)
+    _log_pass(log, report, reader, pulls_of)
+    return report
+
+
+def _claim(archive: Store, gaps: Gaps, owner: str, now: dt.datetime) -> int:
+    """Leave out the run attempts another pass is asking about, or was just answered for, and claim
+    the rest for this pass (`claims`); how many were left out."""
+    if not gaps.attempts:
+        return 0
+    held = claims.held_elsewhere(archive, owner, now)
+    left_out = gaps.drop(lambda key: claims.key(key) in held)
+    claims.claim(archive, owner, gaps.attempts, now + claims.CLAIM_FOR, now)
+    return left_out
+
+
+def _ask(reader: RestReader, archive: Store, lake: Lake, gaps: Gaps, gone: deleted.Gone, now: dt.datetime,
+         pulls_of: str | None, report: RepairReport) -> None:
+    """Look up the gaps (and with `pulls_of`, the closes), write what GitHub answered, note its 404s."""
     part = Part(archive, f"rest-repair-{now.strftime('%Y%m%dT%H%M%S')}")
     repositories: dict[str, dict] = {}
     refused_repos = _repair_attempts(reader, part, gaps, repositories, report)
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
-        try:
-            repair_closes(reader, part, lake, pulls_of, lambda: _repository(reader, repositories, pulls_of), now,
-                          report.closes, set(gone.pulls.get(pulls_of, [])),
-                          set(gone.pulls_suspected.get(pulls_of, [])))
-        except GitHubError as exc:
-            report.failed.append(f"{pulls_of} pull requests: {exc}")
-            if (fix := refusal(exc, pulls_of, "Pull requests: read")) is not None:
-                report.refused.append(fix)
-        gone.set_pulls(pulls_of, report.closes.known_gone + report.closes.gone, report.closes.suspected,
-                       report.closes.unheard)
+        _repair_closes(reader, part, lake, pulls_of, repositories, now, gone, report)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
     _remember_gone(archive, gone, report, now)
+
+
+def _log_pass(log: Callable[[str], None], report: RepairReport, reader: RestReader, pulls_of: str | None) -> None:
     closes = report.closes
     pulls = (f"; pull requests open here {closes.open_in_lake}, on GitHub {closes.open_on_github}, "
              f"{closes.looked_up} looked up, {closes.found_closed} found closed{_gone(closes.gone)}"
              f"{_gone(closes.suspected, 'answered 404 for the first time')}"
+             f"{_gone(closes.suspected_waiting, 'more answered 404 for before, not asked this pass')}"
              if pulls_of else "")
     log(f"gap repair: {report.stale_jobs} stale jobs, {report.waiting} more GitHub showed running not asked "
         f"about this pass, {report.jobless_runs} run attempts without jobs, "
@@ -286,10 +317,27 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
         f"{report.looked_up} looked up, {report.repaired_jobs} jobs found completed, {report.unheard_jobs} jobs "
         f"never heard of found beside them, {report.runs_gone} runs deleted on GitHub ({report.known_gone} more "
         f"known deleted, not asked), {len(report.suspected)} answered 404 for the first time "
-        f"({report.suspected_waiting} more asked again later){pulls}; "
+        f"({report.suspected_waiting} more asked again later), {report.claimed_elsewhere} left to another pass "
+        f"asking about them{pulls}; "
         f"{report.deliveries} records written, {len(report.failed)} failed, {report.not_asked} not asked; "
         f"{reader.budget.describe()}")
-    return report
+
+
+def _repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, repositories: dict[str, dict],
+                   now: dt.datetime, gone: deleted.Gone, report: RepairReport) -> None:
+    """The closes of `repo`'s pull requests whose delivery was lost (`pr_closes`), and what GitHub
+    answered 404 for noted in `gone`; a refusal of the list is reported, every first 404 kept."""
+    suspected = set(gone.pulls_suspected.get(repo, []))
+    try:
+        repair_closes(reader, part, lake, repo, lambda: _repository(reader, repositories, repo), now,
+                      report.closes, set(gone.pulls.get(repo, [])), suspected)
+    except GitHubError as exc:
+        report.failed.append(f"{repo} pull requests: {exc}")
+        if (fix := refusal(exc, repo, "Pull requests: read")) is not None:
+            report.refused.append(fix)
+    closes = report.closes
+    closes.suspected_waiting = sorted(closes.unheard & suspected)
+    gone.set_pulls(repo, closes.known_gone + closes.gone, closes.suspected, closes.unheard)
 
 
 def _leave_out_gone(gaps: Gaps, gone: deleted.Gone, now: dt.datetime, report: RepairReport) -> None:

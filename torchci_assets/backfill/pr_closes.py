@@ -44,6 +44,7 @@ class CloseReport:
     suspected: list[int] = field(default_factory=list)  # shown open here, unknown to GitHub for the first time
     known_gone: list[int] = field(default_factory=list)  # shown open here, GitHub answered 404 before: not asked
     unheard: set[int] = field(default_factory=set)  # shown open here, neither listed nor answered for this pass
+    suspected_waiting: list[int] = field(default_factory=list)  # of `unheard`: a 404 on an earlier pass, noted still
 
 
 def open_in_lake(lake: Lake) -> list[int]:
@@ -65,8 +66,8 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
     """Add to `part` the `closed` record of each pull request of `repo` the lake shows open and
     GitHub closed; one whose lookup says open again (reopened meanwhile) gets nothing, and one in
     `gone` (GitHub answered earlier passes 404 for it twice, `gone.py`) is not asked about; one in
-    `suspected` (GitHub answered 404 once) is, and a 404 again makes it gone; one past the
-    pass's `MAX_LOOKUPS` stays in `report.unheard`, its first 404 still noted. The
+    `suspected` (GitHub answered 404 once) is, before the others, and a 404 again makes it gone;
+    one past the pass's `MAX_LOOKUPS` stays in `report.unheard`, its first 404 still noted. The
     repository (`repository()`, a request) is asked for only when a record is written: a lake that
     shows no pull request open costs no request at all."""
     shown_open = open_in_lake(lake)
@@ -78,7 +79,7 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
     listed = {pr["number"] for pr in reader.pages(f"/repos/{repo}/pulls", None, {"state": "open"})}
     report.open_on_github, report.listed = len(listed), True
     report.unheard -= listed
-    for number in [n for n in shown_open if n not in listed and n not in gone][:MAX_LOOKUPS]:
+    for number in _to_ask(shown_open, listed, gone, suspected):
         pr = _pull_request(reader, repo, number, report, number in suspected)
         report.unheard.discard(number)
         if pr is None or pr.get("state") != "closed":
@@ -86,6 +87,15 @@ def repair_closes(reader: RestReader, part: Part, lake: Lake, repo: str, reposit
         closed = shapes.pull_request_deliveries(pr, repository(), not_before=now, actions=("closed",))
         part.add(closed)
         report.found_closed += bool(closed)
+
+
+def _to_ask(shown_open: list[int], listed: set[int], gone: set[int], suspected: set[int]) -> list[int]:
+    """The pull requests this pass asks about: those GitHub answered 404 for once first, whose
+    second answer decides them (behind the others in number order, one could stay open here for
+    hours), then the others by number. Passes do not note when they asked about each one; one found
+    closed leaves the list once the refresh takes its close, so the others move up."""
+    missing = [n for n in shown_open if n not in listed and n not in gone]
+    return sorted(missing, key=lambda n: n not in suspected)[:MAX_LOOKUPS]
 
 
 def _pull_request(reader: RestReader, repo: str, number: int, report: CloseReport, suspected: bool) -> dict | None:
