@@ -1,8 +1,10 @@
 """The HUD's downstream backend views (the relay RFC's "dedicated OOT HUD pages"), from `ci_result`:
 
-- on each pull request's page, the jobs every downstream backend ran for the PR's head: level,
-  status, conclusion, queue and execution time as the relay measures them, a link to the run;
-  L3/L4 (the ones with upstream check runs) in their own table, L2 below;
+- on each pull request's page, its one downstream section: the jobs every downstream backend ran
+  for the PR's head, with level, result, failed tests or reason, queue and execution time as the
+  relay measures them, a link to the run; L3/L4 (the ones with upstream check runs) in their own
+  table, L2 below. `pr_jobs` holds the L3/L4 jobs too, but not the L2 ones, the queue times nor
+  the relay's timed_out: this one reading of `ci_result` feeds the whole section;
 - `backends/<owner>/<repo>.html` per backend: its recent heads (pull requests and commits) and
   its success rate and queue time over the windows the levels are judged on.
 
@@ -23,7 +25,7 @@ from torchci_assets.derived.hud import pages
 from torchci_assets.derived.hud.downstream import define_downstream_macros, zombie_timeout
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import duration
-from torchci_assets.ingest.ci_results import judged_as_of_ms
+from torchci_assets.ingest.ci_results import SELF_REPORT_EVENTS, judged_as_of_ms
 from torchci_assets.partitions import days_ending
 
 SQL = SqlFiles(__file__)
@@ -31,7 +33,8 @@ CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "d
               "head_sha": "VARCHAR",
               "workflow_name": "VARCHAR", "run_id": "BIGINT", "run_attempt": "BIGINT", "job_name": "VARCHAR",
               "status": "VARCHAR", "conclusion": "VARCHAR", "queue_s": "DOUBLE", "execution_s": "DOUBLE",
-              "started_at": "TIMESTAMPTZ", "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "day": "DATE"}
+              "started_at": "TIMESTAMPTZ", "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "failed": "BIGINT",
+              "day": "DATE"}
 RECENT_HEADS = 50
 
 
@@ -58,8 +61,10 @@ def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28), now_ms: i
         register(con, lake, "pull_request", days, "backend_prs")
         steps = dict(SQL.steps("backend_jobs"))
         execute(con, steps["judged"], judged)
-        jobs = _rows(relation(con, steps["latest"]))
-        windows = _rows(relation(con, SQL["backend_windows"], {"windows": list(window_days), "day": day}))
+        self_reports = {"self_report_events": list(SELF_REPORT_EVENTS)}
+        jobs = _rows(relation(con, steps["latest"], self_reports))
+        windows = _rows(relation(con, SQL["backend_windows"],
+                                 {"windows": list(window_days), "day": day, **self_reports}))
         numbers = {r["head_sha"]: r["number"] for r in _rows(con.sql(
             "SELECT head_sha, max(number) AS number FROM backend_prs WHERE head_sha IS NOT NULL GROUP BY head_sha"))}
     finally:
@@ -92,26 +97,49 @@ def _conclusion(job: dict) -> str:
     return escape(job["conclusion"] or "-")
 
 
-def _job_row(job: dict, up: str) -> list[str]:
-    return [f'<a href="{up}{escape(backend_path(job["repo"]))}">{escape(job["repo"])}</a>', escape(job["level"] or ""),
-            escape(f'{job["workflow_name"] or ""} / {job["job_name"] or ""}'), escape(job["status"] or ""),
-            _conclusion(job), duration(job["queue_s"]), duration(job["execution_s"]), _run_link(job)]
+PR_HEADERS = ["backend", "level", "result", "workflow / job", "attempts", "queue", "execution",
+              "failed tests / reason", "downstream run"]
+# the pull request's page tells a downstream job's failure kind (downstream_macros.sql) by the HUD's glyphs
+_KIND_CELLS = {"none": "success", "test": "new", "infrastructure": "infra", "pending": "pending"}
 
 
-HEADERS = ["backend", "level", "workflow / job", "status", "conclusion", "queue", "execution", "downstream run"]
+def _result(job: dict) -> str:
+    glyph, css, _ = pages.CELL_KINDS[_KIND_CELLS.get(job["failure_kind"], "pending")]
+    said = _conclusion(job) if job["status"] == "completed" else escape(job["status"] or "pending")
+    return f'<b class="{css}">{glyph}</b> {said}'
+
+
+def _reason(job: dict) -> str:
+    """Why a failed job failed, as the ingest judged it: a count of failed tests is all a callback reports."""
+    if job["failure_kind"] == "infrastructure":
+        return "infrastructure"
+    if job["failure_kind"] != "test":
+        return ""
+    failed = job.get("failed") or 0
+    return f"{failed} test{'s' if failed != 1 else ''} failed" if failed else "failed after its tests ran"
+
+
+def _pr_row(job: dict) -> list[str]:
+    return [f'<a href="../{escape(backend_path(job["repo"]))}">{escape(job["repo"])}</a>', escape(job["level"] or ""),
+            _result(job), escape(f'{job["workflow_name"] or ""} / {job["job_name"] or ""}'),
+            str(job.get("attempts") or 1), duration(job["queue_s"]), duration(job["execution_s"]), _reason(job),
+            _run_link(job)]
 
 
 def pr_section(jobs: list[dict]) -> str:
-    """The downstream part of a pull request's page (pr/<n>.html, one folder down), for its head's jobs."""
+    """The downstream part of a pull request's page (pr/<n>.html, one folder down), for its head's jobs:
+    the L3/L4 ones, which the pull request shows as check runs, apart from the L2 ones only the HUD shows."""
     checked = [j for j in jobs if j["level"] in ("L3", "L4")]
     reported = [j for j in jobs if j["level"] == "L2"]
-    body = '<h2 id="backends">Downstream backends on this head</h2>'
-    body += ("<h3>L3 / L4: mirrored on the pull request as crcr/&lt;repo&gt;/&lt;workflow&gt;/&lt;job&gt; check runs</h3>"
-             + (pages.table(HEADERS, [_job_row(j, "../") for j in checked], attrs=' id="backends-checked"')
-                if checked else '<p class="empty">No L3 or L4 backend has reported on this head.</p>'))
-    body += ("<h3>L2: reported to the HUD</h3>"
-             + (pages.table(HEADERS, [_job_row(j, "../") for j in reported], attrs=' id="backends-reported"')
-                if reported else '<p class="empty">No L2 backend has reported on this head.</p>'))
+    body = '<h2 id="downstream">Downstream backends</h2>'
+    if not checked and not reported:
+        return body + '<p class="empty">No downstream backend has reported on this head.</p>'
+    if checked:
+        body += ("<h3>L3 / L4: mirrored on the pull request as crcr/&lt;repo&gt;/&lt;workflow&gt;/&lt;job&gt; check runs</h3>"
+                 + pages.table(PR_HEADERS, [_pr_row(j) for j in checked], attrs=' id="downstream-checked"'))
+    if reported:
+        body += ("<h3>L2: reported to the HUD only</h3>"
+                 + pages.table(PR_HEADERS, [_pr_row(j) for j in reported], attrs=' id="downstream-reported"'))
     return body
 
 

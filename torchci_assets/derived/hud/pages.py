@@ -249,10 +249,9 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
     return layout("Flaky, broken and disabled tests", "tests.html", body, generated, script=_FILTER_JS if rows else "")
 
 
-def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, generated: str,
-            backends: str = "") -> str:
-    """pr/<number>.html: every job of the PR's latest head, failures classified (each job's `kind`,
-    as site/sql/pr_rows.sql tells it), then downstream results."""
+def pr_page(pr: dict, jobs: list[dict], repo: str, generated: str, downstream: str = "") -> str:
+    """pr/<number>.html: every GitHub job of the PR's latest head, failures classified (each job's `kind`,
+    as site/sql/pr_rows.sql tells it), then `downstream`, the downstream backends' section (backend_pages)."""
     order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "unstable": 5, "pending": 6,
              "flaky": 7, "success": 8, "skipped": 9}
 
@@ -265,10 +264,10 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
     summary = " · ".join(f'<b class="{CELL_KINDS[k][1]}">{CELL_KINDS[k][0]}</b> {n} {escape(CELL_KINDS[k][2])}'
                          for k, n in sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
 
-    def row(j, link=True):
+    def row(j):
         glyph, css, label = CELL_KINDS[kind(j)]
         name = escape(j["name"] or "")
-        url = job_url(repo, j["run_id"], j["job_id"]) if link else ""
+        url = job_url(repo, j["run_id"], j["job_id"])
         tests = "; ".join(j["failing_tests"] or [])
         more = (j["failing_test_count"] or 0) - len(j["failing_tests"] or [])
         detail = escape(tests + (f" (+{more} more)" if more > 0 else ""))
@@ -281,8 +280,6 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
                 duration(j["duration_s"]), detail]
 
     jobs = sorted(jobs, key=lambda j: (order.get(kind(j), len(order)), j["workflow"] or "", j["name"] or ""))
-    ds = sorted(downstream, key=lambda j: (j["source"], j["name"] or ""))
-    ds_rows = [[escape(j["source"]), escape(j["level"] or "")] + row(j, link=False) for j in ds]
     head = pr["head_sha"]
     body = (f'<p><a href="https://github.com/{repo}/pull/{pr["number"]}">{repo}#{pr["number"]}</a> · '
             f'{escape(pr["pr_state"] or "")}{" (merged)" if pr["merged"] else ""} · '
@@ -293,11 +290,7 @@ def pr_page(pr: dict, jobs: list[dict], downstream: list[dict], repo: str, gener
             f"<p>{summary or 'No jobs seen for this head yet.'}</p>"
             + (table(["result", "workflow", "job", "attempts", "duration", "failing tests / reason"],
                      [row(j) for j in jobs], attrs=' id="jobs"') if jobs else "")
-            + '<h2 id="downstream">Downstream backends (L3, L4)</h2>'
-            + (table(["backend", "level", "result", "workflow", "job", "attempts", "duration", "failed tests / reason"],
-                     ds_rows, attrs=' id="downstream-results"') if ds
-               else '<p class="empty">No downstream backend has reported on this head.</p>')
-            + backends)
+            + downstream)
     return layout(f"PR #{pr['number']}", "", body, generated, depth=1)
 
 

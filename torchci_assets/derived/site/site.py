@@ -353,8 +353,8 @@ def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_hea
         for p in batch:
             jobs = rows.get(p["number"], [])
             page = with_drci_section(pages.pr_page(
-                p, [j for j in jobs if j["source"] == "github"], [j for j in jobs if j["source"] != "github"],
-                repo, generated, backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
+                p, [j for j in jobs if j["source"] == "github"], repo, generated,
+                backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
                 (drci.get(p["number"]) or {}).get("body"))
             files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_last_seen(page, last_seen(p, jobs))
     return files

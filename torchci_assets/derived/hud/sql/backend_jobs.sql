@@ -8,7 +8,7 @@
 CREATE OR REPLACE TEMP TABLE backend_judged AS
 WITH rows AS (
     SELECT lower(repo) AS repo, level, event_type, delivery_id, head_sha, workflow_name, job_name, run_id,
-           run_attempt, status, conclusion, queue_s, execution_s, started_at, callback_at, failure_kind, day,
+           run_attempt, status, conclusion, queue_s, execution_s, started_at, callback_at, failure_kind, failed, day,
            CASE status WHEN 'completed' THEN 3 WHEN 'in_progress' THEN 2 WHEN 'waiting' THEN 1 ELSE 0 END
                AS state_rank
     FROM backend_ci
@@ -35,21 +35,21 @@ SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_a
        coalesce(queue_s, any_queue_s) AS queue_s,
        CASE WHEN timed_out THEN CAST($zombie_timeout_s AS DOUBLE) ELSE execution_s END AS execution_s,
        callback_at,
-       downstream_kind(status, failure_kind, timed_out) AS failure_kind,
+       downstream_kind(status, failure_kind, timed_out) AS failure_kind, failed,
        timed_out, day
 FROM timed
 
 -- step: latest
 -- The latest attempt of each downstream job on each upstream head (L2 and above: L1 cannot report),
--- with how many attempts it had. Self-reports (nightly, periodic) are not about a head we dispatched.
+-- with how many attempts it had. Self-reports ($self_report_events) are not about a head we dispatched.
 SELECT * EXCLUDE (rn) FROM (
     SELECT repo, level, event_type, head_sha, workflow_name, job_name, run_id, run_attempt,
-           status, conclusion, queue_s, execution_s, callback_at, failure_kind, timed_out,
+           status, conclusion, queue_s, execution_s, callback_at, failure_kind, failed, timed_out,
            count(DISTINCT run_attempt) OVER (PARTITION BY repo, head_sha, workflow_name, job_name) AS attempts,
            row_number() OVER (PARTITION BY repo, head_sha, workflow_name, job_name
                               ORDER BY run_attempt DESC, callback_at DESC NULLS LAST, day DESC) AS rn
     FROM backend_judged
-    WHERE head_sha IS NOT NULL AND coalesce(event_type, '') NOT IN ('nightly', 'periodic')
+    WHERE head_sha IS NOT NULL AND NOT list_contains($self_report_events, coalesce(event_type, ''))
 )
 WHERE rn = 1
 ORDER BY repo, head_sha, workflow_name, job_name
