@@ -80,3 +80,9 @@ def test_marks_follow_the_configured_autorevert(tmp_path, monkeypatch):
     assert guardian_marks(lake, NOW, AutorevertConfig()) == {sha(2): ["suspect"]}
     assert autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(workflows=("trunk",)), NOW).verdicts == {
         "ineligible": 1}
+
+
+def test_a_week_without_actions_shows_no_empty_counts_table(tmp_path):
+    html = autorevert_page(Lake.at(str(tmp_path / "lake")), NOW, REPO, "now")
+    assert "No restart or revert in the last week." in html
+    assert "<th>count</th>" not in html  # a table of headers alone says nothing

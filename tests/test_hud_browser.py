@@ -223,6 +223,11 @@ def test_tests_page_filters_and_backends_page(site, browser):
     cards = b.page.locator(".card")
     assert cards.count() == 4
     assert cards.first.locator("tr").count() == 10  # header + the 9 criteria of backend-levels.json
+    # every criterion's "met" column within its card, and the page no wider than the window
+    widths = b.page.evaluate("[...document.querySelectorAll('.card')].map(c => "
+                             "[c.clientWidth, c.querySelector('table').getBoundingClientRect().width])")
+    assert all(table <= card for card, table in widths), widths
+    assert b.page.evaluate("document.documentElement.scrollWidth") <= 1500
     for i in range(b.page.locator("svg.chart").count()):
         assert int(b.page.locator("svg.chart").nth(i).get_attribute("data-points")) > 0
     b.clean()

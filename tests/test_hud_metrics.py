@@ -9,6 +9,7 @@ from hud_lake import DAY, REPO, T0, History, sha
 from resources.lake import Lake
 from torchci_assets.derived.hud.health import COMMIT_HEALTH_SCHEMA
 from torchci_assets.derived.hud.metrics import build_ci_metrics
+from torchci_assets.derived.hud.svg import Series, line_chart
 
 BEFORE = "2026-10-04"
 
@@ -131,3 +132,11 @@ def test_a_job_redelivered_days_later_is_counted_on_the_day_its_completion_first
     assert (m["jobs"], m["failed_jobs"], m["queue_max_s"]) == (2, 0, 60)
     platform = {r["platform"]: r["jobs"] for r in rows if r["dimension"] == "platform"}
     assert platform == {"linux": 2}
+
+
+def test_a_chart_without_any_point_says_so_instead_of_an_axis_of_zeros():
+    """With no point, an hours axis read 0.0 h at each of its five ticks."""
+    chart = line_chart("Time to signal", [Series("p50", []), Series("p90", [])], ["2026-11-27", "2026-11-28"],
+                       fmt=lambda v: f"{v / 3600:.1f} h")
+    assert 'class="ytick"' not in chart and "0.0 h" not in chart
+    assert "no data" in chart.split("</svg>")[0]  # in the plot, not only the legend

@@ -79,7 +79,7 @@ def autorevert_page(lake: Lake, now: dt.datetime, repo: str, generated: str) -> 
     acts = sorted(ledger.actions(ledger.read(lake, now)), key=lambda a: a["at"], reverse=True)
     counts = Counter((a["action"], a.get("outcome") or "in flight") for a in acts)
     summary = pages.table(["action", "outcome", "count"], [[escape(a), escape(o), str(n)]
-                                                          for (a, o), n in sorted(counts.items())])
+                                                          for (a, o), n in sorted(counts.items())]) if counts else ""
     rows = [[_t(a["at"]), escape(a["action"]), pages.commit_link(repo, a["commit_sha"]), escape(a.get("workflow") or ""),
              escape(", ".join(a.get("source_signal_keys") or [])), escape(a.get("outcome") or "in flight"),
              "yes" if a["dry_run"] else "no", f"#{a['pr_number']}" if a.get("pr_number") else ""] for a in acts]

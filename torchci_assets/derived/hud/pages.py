@@ -66,9 +66,9 @@ svg.chart .grid{stroke:#e5e5e5}svg.chart text{font-size:11px;fill:var(--muted)}
 svg.chart .ytick{text-anchor:end}svg.chart .xtick{text-anchor:middle}
 .plot .legend{font-size:12px}.plot .legend .key{margin-right:1em;white-space:nowrap}
 .plot .legend svg{vertical-align:middle;margin-right:3px}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:1em}
-.card{border:1px solid var(--line);border-radius:4px;padding:.6em}.card h3{margin:0 0 .3em;font-size:1em}
-.met{color:var(--ok);font-weight:700}.unmet{color:var(--new);font-weight:700}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,800px),1fr));gap:1em}
+.card{border:1px solid var(--line);border-radius:4px;padding:.6em;overflow-x:auto}.card h3{margin:0 0 .3em;font-size:1em}
+.met{color:var(--ok);font-weight:700;white-space:nowrap}.unmet{color:var(--new);font-weight:700;white-space:nowrap}
 input[type=search],select{font:inherit;padding:2px 6px;margin-right:.6em}
 .empty{padding:1em;border:1px dashed var(--line);color:var(--muted)}
 """

@@ -48,6 +48,14 @@ def _marker(kind: str, x: float, y: float, color: str, tip: str) -> str:
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}">{t}</circle>'
 
 
+def _y_axis(ymax: float, y, fmt) -> str:
+    """Five grid lines and their values, drawn only when there is a point: with none, an axis of
+    hours read 0.0 h at every tick."""
+    return "".join(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
+                   f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" class="ytick">{escape(fmt(v))}</text>'
+                   for v in (ymax * i / 4 for i in range(5)))
+
+
 def line_chart(title: str, series: list[Series], days: list[str], unit: str = "", fmt=None) -> str:
     """An SVG line chart of `series` over `days` (the x axis, oldest first); `fmt` formats values
     for the axis and tooltips. Data-free series are listed as such; `data-points` counts the points."""
@@ -67,10 +75,8 @@ def line_chart(title: str, series: list[Series], days: list[str], unit: str = ""
     parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}" '
              f'data-points="{sum(len(s.points) for s in plotted)}" xmlns="http://www.w3.org/2000/svg">',
              f"<title>{escape(title)}</title>"]
-    for i in range(5):
-        v = ymax * i / 4
-        parts.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
-                     f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" class="ytick">{escape(fmt(v))}</text>')
+    parts.append(_y_axis(ymax, y, fmt) if plotted else
+                 f'<text x="{LEFT + pw / 2:.1f}" y="{TOP + ph / 2:.1f}" class="xtick">no data</text>')
     step = max(1, math.ceil(len(days) / 8))
     for i in range(0, len(days), step):
         d = dt.date.fromisoformat(days[i])
