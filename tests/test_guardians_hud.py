@@ -1,16 +1,17 @@
 """The guardians on the HUD: marks on main's grid and the ledger page."""
 
 import datetime as dt
+import re
 
 from resources.github import GitHubResource
 from resources.lake import Lake
 from tests.fake_github_issues import FakeIssueTracker, json_response
 from tests.fake_github_reruns import FakeActions
 from tests.test_guardians_job import NOW, write_health
-from tests.trunk_history import history, sha
+from tests.trunk_history import GROUP, history, sha
 from torchci_assets.derived.guardians.alert_conditions import Alert
 from torchci_assets.derived.guardians.alert_issues import AlertIssues
-from torchci_assets.derived.guardians.hud import autorevert_page, guardian_marks, mark_badges
+from torchci_assets.derived.guardians.hud import autorevert_page, guardian_marks, mark_badges, view
 from torchci_assets.derived.guardians.passes import autorevert_pass
 from torchci_assets.derived.hud import pages
 from torchci_assets.guardian_config import AutorevertConfig
@@ -26,19 +27,20 @@ def test_marks_and_page_show_culprits_suspects_and_restarts(tmp_path):
     autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(), NOW)
     AlertIssues(GitHubResource(), lake, REPO, ("pytorch-alert",), False, NOW).sync(
         [Alert("queue", "[Pytorch] There are 1 machines with long queues", ("linux.4xlarge",))])
-    marks = guardian_marks(lake, NOW)
+    marks = guardian_marks(view(lake, NOW))
     # a dry run: the revert and the restart were only proposed, and the marks say so
     assert marks == {sha(3): ["suspect", "would revert"], sha(6): ["suspect", "would restart"]}
     # three days on, the commits are out of the signals' window and the restart long done; the ledger remains
-    assert guardian_marks(lake, NOW + dt.timedelta(days=3)) == {sha(3): ["would revert"]}
-    html = autorevert_page(lake, NOW, REPO, "now")
+    assert guardian_marks(view(lake, NOW + dt.timedelta(days=3))) == {sha(3): ["would revert"]}
+    html = autorevert_page(lake, view(lake, NOW), REPO, "now")
     # one of each in the counts, and one of each in the list
     assert html.count("<td>revert</td>") == 2 and html.count("<td>restart</td>") == 2
     assert html.count("<td>dry_run</td><td>1</td>") == 2 and "[Pytorch] There are 1 machines with long queues" in html
     grid = pages.grid_page([{"sha": sha(3), "pushed_at": NOW, "conclusion": "red", "time_to_signal_s": None}], [],
-                           {}, [], REPO, "now", "", {sha(3): mark_badges(marks[sha(3)])})
-    assert 'title="dry run: a revert would have been proposed, nothing was sent">would revert</span>' in grid
-    assert "culprit</span>" not in grid and 'href="autorevert.html"' in grid
+                           {}, [], REPO, "now", "", {sha(3): mark_badges(sha(3), marks[sha(3)])})
+    assert (f'href="autorevert.html#action-{sha(3)}" title="dry run: a revert would have been proposed, nothing was '
+            'sent">would revert</a>') in grid and f'id="action-{sha(3)}"' in html
+    assert "culprit</a>" not in grid and 'href="autorevert.html"' in grid
 
 
 def test_live_marks_show_what_github_was_asked_and_did(httpserver, tmp_path):
@@ -63,7 +65,7 @@ def test_live_marks_show_what_github_was_asked_and_did(httpserver, tmp_path):
     assert not summary.dry_run
     assert [(int(r["commit_sha"], 16), r["action"], r["outcome"]) for r in summary.taken] == [
         (3, "revert", "ok"), (4, "revert", "notified"), (5, "restart", "failed"), (6, "restart", "ok")]
-    marks = guardian_marks(lake, NOW, AutorevertConfig(enabled=True))
+    marks = guardian_marks(view(lake, NOW, AutorevertConfig(enabled=True)))
     assert {sha: [m for m in ms if m != "suspect"] for sha, ms in marks.items()} == {
         sha(3): ["culprit"], sha(4): ["notified"], sha(5): [], sha(6): ["restarting"]}
 
@@ -76,13 +78,50 @@ def test_marks_follow_the_configured_autorevert(tmp_path, monkeypatch):
     config.write_text("autorevert:\n  workflows: [trunk]\n")
     monkeypatch.setenv("TORCHCI_CONFIG", str(config))
     # the autorevert watches trunk only: pull's culprit is not its suspect
-    assert guardian_marks(lake, NOW) == {}
-    assert guardian_marks(lake, NOW, AutorevertConfig()) == {sha(2): ["suspect"]}
+    assert guardian_marks(view(lake, NOW)) == {}
+    assert guardian_marks(view(lake, NOW, AutorevertConfig())) == {sha(2): ["suspect"]}
     assert autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(workflows=("trunk",)), NOW).verdicts == {
         "ineligible": 1}
 
 
 def test_a_week_without_actions_shows_no_empty_counts_table(tmp_path):
-    html = autorevert_page(Lake.at(str(tmp_path / "lake")), NOW, REPO, "now")
+    lake = Lake.at(str(tmp_path / "lake"))
+    html = autorevert_page(lake, view(lake, NOW), REPO, "now")
     assert "No restart or revert in the last week." in html
     assert "<th>count</th>" not in html  # a table of headers alone says nothing
+
+
+def test_the_page_lists_the_suspects_the_marks_show(tmp_path):
+    """As after `torchci run`, which runs no pass: nothing in the ledger, yet main's grid marks
+    suspects; each mark leads to the page's row for its commit, which says why."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    # the default group: culprit 3 confirmed; the other: commits 2-4 skipped it, 5 failed (a gap to bisect)
+    write_health(lake, "2026-11-20", history("gggRrr") + history("ggsssr", group=OTHER))
+    seen = view(lake, NOW, AutorevertConfig())
+    marked = sorted(s for s, m in guardian_marks(seen).items() if "suspect" in m)
+    html = autorevert_page(lake, seen, REPO, "now")
+    assert marked == [sha(i) for i in (2, 3, 4, 5)]
+    assert sorted(set(re.findall(r'id="suspect-([0-9a-f]{40})"', html))) == marked
+    rows = html.split(f'id="suspect-{sha(3)}"')[1].split("</tr>")
+    # commit 3 is the default group's confirmed culprit, and in the other group's gap: its surest verdict first
+    assert "<td>confirmed</td>" in rows[0] and GROUP in rows[0] and "failed on 2 attempts" in rows[0]
+    assert "<td>restart pending</td>" in rows[1] and OTHER in rows[1] and "bisect" in rows[1]
+    row = html.split(f'id="suspect-{sha(4)}"')[1].split("</tr>")[0]
+    assert "<td>restart pending</td>" in row and OTHER in row and GROUP not in row
+    assert f'href="autorevert.html#suspect-{sha(4)}"' in mark_badges(sha(4), ["suspect"])
+
+
+def test_the_page_states_the_configured_autorevert_and_its_last_pass(tmp_path, monkeypatch):
+    lake = Lake.at(str(tmp_path / "lake"))
+    write_health(lake, "2026-11-20", history("gggRrr"))
+    html = autorevert_page(lake, view(lake, NOW, AutorevertConfig()), REPO, "now")
+    assert "The autorevert is disabled in the config" in html and "every pass is a dry run" in html
+    assert "No pass wrote to the ledger in the last 7 days" in html and "cannot tell whether passes run" in html
+    # enabled, but a pass without credentials is a dry run all the same: the ledger's row says so
+    config = tmp_path / "torchci.yaml"
+    config.write_text("autorevert:\n  enabled: true\n  workflows: [trunk]\n")
+    monkeypatch.setenv("TORCHCI_CONFIG", str(config))
+    autorevert_pass(GitHubResource(), lake, REPO, AutorevertConfig(enabled=True), NOW - dt.timedelta(minutes=5))
+    html = autorevert_page(lake, view(lake, NOW), REPO, "now")
+    assert "The autorevert is enabled in the config" in html and "It watches trunk." in html
+    assert "The last pass the ledger shows ran at 2026-11-20 09:55 UTC and was a dry run." in html

@@ -5,20 +5,23 @@ Marks per commit: `culprit` when a revert was proposed, `notified` when the culp
 revert), `suspect` while a signal points at it (or at a range holding it) without confirmation,
 and `restarting` while a restart GitHub took is younger than a job's usual run. What a dry run
 only decided is marked `would revert` and `would restart`: a mark must not say GitHub was asked
-for what it never was (the ledger row's own `dry_run` says which). The page lists the
-ledger's actions newest first, with their counts, and the alerts' state changes, as the
-autorevert's own metrics page in PyTorch's HUD does.
+for what it never was (the ledger row's own `dry_run` says which). The page says what the HUD
+can know of the autorevert (its config, its newest pass in the ledger), lists the suspects from
+the judgement the marks come from, then the ledger's actions newest first, with their counts, and
+the alerts' state changes, as the autorevert's own metrics page in PyTorch's HUD does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from dataclasses import dataclass
 from html import escape
 
 from resources.lake import Lake
-from torchci_assets.derived.guardians import actions, alert_issues, ledger
 from torchci_assets.config import load_config
+from torchci_assets.derived.guardians import actions, alert_issues, ledger
+from torchci_assets.derived.guardians.culprits import Verdict
 from torchci_assets.derived.guardians.passes import judged
 from torchci_assets.guardian_config import AutorevertConfig
 from torchci_assets.derived.hud import pages
@@ -28,6 +31,9 @@ MARKS = {"culprit": "revert proposed", "notified": "culprit's pull request notif
          "suspect": "suspected culprit", "restarting": "restart in flight",
          "would revert": "dry run: a revert would have been proposed, nothing was sent",
          "would restart": "dry run: a restart would have been sent, nothing was"}
+# the verdicts that point at commits (`culprits.Verdict.kind`), as the page names them, surest first
+VERDICT_LABELS = {"confirmed": "confirmed", "suspect": "suspect", "restart": "restart pending"}
+MAX_SIGNALS, MAX_REASONS = 10, 3
 
 
 def configured() -> AutorevertConfig:
@@ -35,20 +41,38 @@ def configured() -> AutorevertConfig:
     return settings.autorevert if settings else AutorevertConfig()
 
 
-def guardian_marks(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> dict[str, list[str]]:
-    """Per commit sha, its marks (keys of MARKS). Suspects are judged as the autorevert judges
-    them (`cfg`, by default the configured one): a signal it does not watch marks nothing. Whether
-    the pass was a dry run (disabled, or no credentials, which the HUD cannot see) only picks which
-    ledger restarts hold bisection places: a verdict's suspects are the same either way, and the
-    `would ...` marks come from each ledger row's own `dry_run`."""
+@dataclass(frozen=True)
+class GuardianView:
+    """What the HUD shows of the autorevert as of `now`: one judgement of main, which the grid's
+    marks and the page's list of suspects both read, so the two never disagree."""
+
+    now: dt.datetime
+    cfg: AutorevertConfig
+    commits: tuple[str, ...]  # main's commits judged, oldest first
+    verdicts: tuple[Verdict, ...]  # those pointing at commits
+    acts: tuple[dict, ...]  # the ledger's actions of the last LOOKBACK_DAYS days
+
+
+def view(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> GuardianView:
+    """Suspects are judged as the autorevert judges them (`cfg`, by default the configured one): a
+    signal it does not watch points at nothing. Whether the pass was a dry run (disabled, or no
+    credentials, which the HUD cannot see) only picks which ledger restarts hold bisection places:
+    a verdict's suspects are the same either way."""
     cfg = cfg or configured()
+    history, verdicts = judged(lake, cfg, now, not cfg.enabled)
+    pointing = tuple(v for v in verdicts if v.kind in VERDICT_LABELS and v.suspects)
+    return GuardianView(now, cfg, history.commits, pointing, tuple(ledger.actions(ledger.read(lake, now))))
+
+
+def guardian_marks(seen: GuardianView) -> dict[str, list[str]]:
+    """Per commit sha, its marks (keys of MARKS); the `would ...` marks come from each ledger
+    row's own `dry_run`."""
     marks: dict[str, set[str]] = {}
-    for v in judged(lake, cfg, now, not cfg.enabled)[1]:
-        if v.kind in ("restart", "suspect", "confirmed"):
-            for sha in v.suspects:
-                marks.setdefault(sha, set()).add("suspect")
-    for a in ledger.actions(ledger.read(lake, now)):
-        mark = action_mark(a, now)
+    for v in seen.verdicts:
+        for sha in v.suspects:
+            marks.setdefault(sha, set()).add("suspect")
+    for a in seen.acts:
+        mark = action_mark(a, seen.now)
         if mark:
             marks.setdefault(a["commit_sha"], set()).add(mark)
     return {sha: sorted(m) for sha, m in marks.items()}
@@ -66,32 +90,103 @@ def action_mark(act: dict, now: dt.datetime) -> str | None:
     return {"ok": "restarting", "open": "restarting", "dry_run": "would restart"}.get(outcome)
 
 
-def mark_badges(marks: list[str]) -> str:
-    return "".join(f' <span class="badge {"red" if m in ("culprit", "notified") else "pending"}" '
-                   f'title="{escape(MARKS[m])}">{escape(m)}</span>' for m in marks)
+def mark_badges(sha: str, marks: list[str]) -> str:
+    """Each mark links to what explains it on the page: the commit's suspect row, or its newest
+    ledger action."""
+    return "".join(f' <a class="badge {"red" if m in ("culprit", "notified") else "pending"}" '
+                   f'href="{PAGE}#{_anchor("suspect" if m == "suspect" else "action", sha)}" '
+                   f'title="{escape(MARKS[m])}">{escape(m)}</a>' for m in marks)
+
+
+def _anchor(section: str, sha: str) -> str:
+    return f"{section}-{escape(sha)}"
 
 
 def _t(t: dt.datetime | None) -> str:
     return "" if t is None else t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def autorevert_page(lake: Lake, now: dt.datetime, repo: str, generated: str) -> str:
-    acts = sorted(ledger.actions(ledger.read(lake, now)), key=lambda a: a["at"], reverse=True)
+def autorevert_page(lake: Lake, seen: GuardianView, repo: str, generated: str) -> str:
+    acts = sorted(seen.acts, key=lambda a: a["at"], reverse=True)
     counts = Counter((a["action"], a.get("outcome") or "in flight") for a in acts)
     summary = pages.table(["action", "outcome", "count"], [[escape(a), escape(o), str(n)]
                                                           for (a, o), n in sorted(counts.items())]) if counts else ""
-    rows = [[_t(a["at"]), escape(a["action"]), pages.commit_link(repo, a["commit_sha"]), escape(a.get("workflow") or ""),
-             escape(", ".join(a.get("source_signal_keys") or [])), escape(a.get("outcome") or "in flight"),
-             "yes" if a["dry_run"] else "no", f"#{a['pr_number']}" if a.get("pr_number") else ""] for a in acts]
+    firsts = _firsts([a["commit_sha"] for a in acts])
+    rows = [[_t(a["at"]), escape(a["action"]), _commit_cell(repo, "action", a["commit_sha"], first),
+             escape(a.get("workflow") or ""), escape(", ".join(a.get("source_signal_keys") or [])),
+             escape(a.get("outcome") or "in flight"), "yes" if a["dry_run"] else "no",
+             f"#{a['pr_number']}" if a.get("pr_number") else ""] for a, first in zip(acts, firsts)]
     actions_table = pages.table(["at (UTC)", "action", "commit", "workflow", "signals", "outcome", "dry run", "PR"],
                                 rows) if rows else '<p class="empty">No restart or revert in the last week.</p>'
-    changes = sorted(alert_issues.history(lake, now), key=lambda r: r["at"], reverse=True)
-    alert_rows = [[_t(r["at"]), escape(r["kind"]), escape(r["action"]), escape(r["title"]),
-                   f"#{r['issue_number']}" if r["issue_number"] else "", "yes" if r["dry_run"] else "no"]
-                  for r in changes]
-    alerts_table = pages.table(["at (UTC)", "alert", "change", "title", "issue", "dry run"], alert_rows) \
-        if alert_rows else '<p class="empty">No alert opened, updated or closed in the last 30 days.</p>'
-    body = (f'<p class="muted">The autorevert\'s decisions of the last {ledger.LOOKBACK_DAYS} days '
-            f"(autorevert_events) and the alerts' state changes (alerts).</p>{summary}"
-            f"<h2>Restarts and revert proposals</h2>{actions_table}<h2>Alerts</h2>{alerts_table}")
+    body = (f"{_state(seen)}<h2 id=\"suspects\">Suspected culprits</h2>{_suspects_table(seen, repo)}"
+            f'<h2>Restarts and revert proposals</h2><p class="muted">The autorevert\'s decisions of the last '
+            f"{ledger.LOOKBACK_DAYS} days (autorevert_events).</p>{summary}{actions_table}"
+            f"<h2>Alerts</h2>{_alerts_table(lake, seen.now)}")
     return pages.layout("Trunk guardians", PAGE, body, generated)
+
+
+def _alerts_table(lake: Lake, now: dt.datetime) -> str:
+    changes = sorted(alert_issues.history(lake, now), key=lambda r: r["at"], reverse=True)
+    rows = [[_t(r["at"]), escape(r["kind"]), escape(r["action"]), escape(r["title"]),
+             f"#{r['issue_number']}" if r["issue_number"] else "", "yes" if r["dry_run"] else "no"] for r in changes]
+    return pages.table(["at (UTC)", "alert", "change", "title", "issue", "dry run"], rows) \
+        if rows else '<p class="empty">No alert opened, updated or closed in the last 30 days.</p>'
+
+
+def _state(seen: GuardianView) -> str:
+    """What the HUD can know of the autorevert: its config, and the newest pass that wrote to
+    the ledger. Credentials and whether passes run at all are not in the lake, so it says so."""
+    cfg = seen.cfg
+    state = ("disabled in the config (<code>autorevert.enabled</code> is false): every pass is a dry run and "
+             "sends nothing to GitHub" if not cfg.enabled else
+             "enabled in the config (<code>autorevert.enabled</code>): a pass restarts and proposes reverts on "
+             "GitHub when it has GitHub credentials, which this page cannot see; without them it is a dry run")
+    watched = escape(", ".join(cfg.workflows)) if cfg.workflows else "every workflow on main"
+    writes = "A pass writes to the ledger only when it restarts or proposes a revert (or would, in a dry run), "
+    if seen.acts:
+        last = max(seen.acts, key=lambda a: a.get("ts") or a["at"])
+        done = "was a dry run" if last["dry_run"] else "acted on GitHub"
+        passes = (f"The last pass the ledger shows ran at {_t(last.get('ts') or last['at'])} UTC and {done}. "
+                  f"{writes}so later passes may have run.")
+    else:
+        passes = (f"No pass wrote to the ledger in the last {ledger.LOOKBACK_DAYS} days. {writes}so this page "
+                  "cannot tell whether passes run: <code>trunk_guardians_job_schedule</code> runs one every 5 "
+                  "minutes where the Dagster daemon runs; <code>torchci run</code> runs none.")
+    return f"<p>The autorevert is {state}. It watches {watched}. {passes}</p>"
+
+
+def _suspects_table(seen: GuardianView, repo: str) -> str:
+    """One row per commit and verdict kind, newest commit first: the signals pointing at it and
+    why, from the judgement the grid's `suspect` marks come from."""
+    grouped: dict[tuple[str, str], list[Verdict]] = {}
+    for v in seen.verdicts:
+        for sha in v.suspects:
+            grouped.setdefault((sha, v.kind), []).append(v)
+    order = {c: i for i, c in enumerate(seen.commits)}
+    keys = sorted(grouped, key=lambda k: (-order.get(k[0], -1), list(VERDICT_LABELS).index(k[1])))
+    rows = [[_commit_cell(repo, "suspect", sha, first), VERDICT_LABELS[kind],
+             _capped([v.signal.key for v in grouped[sha, kind]], MAX_SIGNALS),
+             _capped(list(dict.fromkeys(v.reason for v in grouped[sha, kind])), MAX_REASONS)]
+            for (sha, kind), first in zip(keys, _firsts([k[0] for k in keys]))]
+    if not rows:
+        return '<p class="empty">No commit is suspected: no failing signal the autorevert watches points at one.</p>'
+    return (f'<p class="muted">The commits main\'s failing signals point at as of {_t(seen.now)} UTC, judged as '
+            "the autorevert judges them (restart pending: re-runs are to narrow the range or confirm the failure; "
+            "suspect: nothing left to re-run can narrow it, or runs are in flight; confirmed: a revert is due, "
+            "proposed once).</p>"
+            + pages.table(["commit", "verdict", "signals", "why"], rows))
+
+
+def _capped(items: list[str], most: int) -> str:
+    more = f"; and {len(items) - most} more" if len(items) > most else ""
+    return escape("; ".join(items[:most]) + more)
+
+
+def _firsts(shas: list[str]) -> list[bool]:
+    """Whether each is the first occurrence of its sha: that row carries the commit's anchor."""
+    return [s not in shas[:i] for i, s in enumerate(shas)]
+
+
+def _commit_cell(repo: str, section: str, sha: str, anchored: bool) -> str:
+    anchor = f'<span id="{_anchor(section, sha)}"></span>' if anchored else ""
+    return anchor + pages.commit_link(repo, sha)

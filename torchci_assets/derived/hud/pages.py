@@ -42,7 +42,7 @@ table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;vertical-al
 table.list td,table.list th{border-bottom:1px solid var(--line)}table.list th{background:#f6f8fa}
 .mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .badge{display:inline-block;min-width:5.5em;text-align:center;border-radius:3px;padding:0 4px;font-weight:600;
-color:#fff}.badge.red{background:var(--new)}.badge.flaky{background:var(--fla);color:#000}
+color:#fff}a.badge{text-decoration:none}.badge.red{background:var(--new)}.badge.flaky{background:var(--fla);color:#000}
 .badge.green{background:var(--ok)}.badge.pending{background:var(--pen)}.badge.no_signal{background:#ccc;color:#000}
 table.hud{table-layout:fixed;line-height:1}table.hud td{padding:1px 2px;white-space:nowrap}
 table.hud th.job{height:300px;width:18px;padding:0;vertical-align:bottom}

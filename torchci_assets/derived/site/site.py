@@ -326,8 +326,9 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
                    + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
     files.update(backend_pages.render(backends, repo, generated, SITE_DIR, {p["number"] for p in prs}))
     now = as_of_instant(day)
-    files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, now, repo, generated)
-    marks = {sha: guardians_hud.mark_badges(m) for sha, m in guardians_hud.guardian_marks(lake, now).items()}
+    seen = guardians_hud.view(lake, now)
+    files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, seen, repo, generated)
+    marks = {sha: guardians_hud.mark_badges(sha, m) for sha, m in guardians_hud.guardian_marks(seen).items()}
     files[f"{SITE_DIR}/index.html"] = pages.grid_page(
         heads, groups, cells, prs[:MAX_PRS_LISTED], repo, generated,
         f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
