@@ -59,7 +59,8 @@ class Lake:
     def __init__(self, store: Store, owner: str | None = None, keep_listings: bool = False):
         self.store = store
         self.owner = owner
-        # folder -> (the store's write count when listed, its Parquet files): see `_day_files`
+        # folder -> (the store's write count when listed, its Parquet files; a table's: its days):
+        # see `_listing`
         self._kept: dict[str, tuple[int, list]] | None = {} if keep_listings and not store.is_local else None
 
     @classmethod
@@ -139,9 +140,28 @@ class Lake:
         if days is None:
             entries = self.store.list_files(table, (".parquet",))
         else:
-            entries = [e for d in sorted(set(days)) for e in self._day_files(f"{table}/day={d}")]
+            entries = [e for listed in self.window(table, days).values() for e in listed]
         # A link in the lake is never followed.
         return [self.store.full(e.path) for e in entries if not e.refused]
+
+    def window(self, table: str, days: Iterable[str]) -> dict[str, list]:
+        """The listed Parquet files (`FileEntry`, refused ones too) of the table's folders of `days`,
+        by day in order, none for a day the table lacks. On S3 each folder is a listing, and a window
+        reaching back past the table's first day (a young archive or table) would list folders that
+        are not there: when the oldest day's folder lists no file, the table's day folders are
+        listed (one request) and then only the window's days among them. A table that has the
+        oldest day costs a listing a day as ever; locally a missing folder costs next to nothing,
+        and every day is listed."""
+        days = sorted(set(days))
+        if not days:
+            return {}
+        out = {days[0]: self._day_files(f"{table}/day={days[0]}")}
+        rest = days[1:]
+        if rest and not out[days[0]] and not self.store.is_local:
+            present = set(self._listing(table, self.store.list_days))
+            rest = [d for d in rest if d in present]
+        out.update({d: self._day_files(f"{table}/day={d}") for d in rest})
+        return {d: out.get(d, []) for d in days}
 
     def _day_files(self, folder: str) -> list:
         """The Parquet files of a day folder. On S3 each listing is a request, and a step that
@@ -150,11 +170,16 @@ class Lake:
         after this process wrote, deleted or renamed anything in it. For steps only: another
         process's writes are not seen until then, so no long-lived reader nor a ledger's writer
         keeps listings."""
+        return self._listing(folder, lambda f: self.store.list_files(f, (".parquet",)))
+
+    def _listing(self, folder: str, take):
+        """`take(folder)`, a listing of `folder`, or with `keep_listings` the one kept since this
+        process last changed anything in it (a table's folder: in any of its days)."""
         if self._kept is None:
-            return self.store.list_files(folder, (".parquet",))
+            return take(folder)
         writes, kept = self._kept.get(folder, (None, None))
         if writes != self.store.writes(folder):
-            writes, kept = self.store.writes(folder), self.store.list_files(folder, (".parquet",))
+            writes, kept = self.store.writes(folder), take(folder)
             self._kept[folder] = (writes, kept)
         return kept
 

@@ -71,11 +71,13 @@ class ExtractPass:
     date with its own writes, and lists the folder again after any other change this process made
     there, as a step's `Lake(keep_listings=True)` does. Another process's changes are not seen
     until the next pass: a file listed but gone fails the read, one made but not listed is made
-    again. `retired`: the names of extracts the reader no longer reads: their files go from the
-    folders the pass lists."""
+    again. `sources`: source day folder -> its Parquet files, listed once a pass for every extract
+    of that source (Dr. CI reads two of `webhook_events`). `retired`: the names of extracts the
+    reader no longer reads: their files go from the folders the pass lists."""
 
     days: dict[tuple[Extract, str], list[str]] = field(default_factory=dict)
     folders: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    sources: dict[str, list[FileEntry]] = field(default_factory=dict)
     retired: frozenset[str] = frozenset()
 
 
@@ -86,10 +88,37 @@ def register_extract(con, lake: Lake, extract: Extract, days: list[str], name: s
     earlier calls of the same pass found (none: this call is a pass of its own)."""
     if seen is None:
         seen = ExtractPass()
-    for day in days:
-        if (extract, day) not in seen.days:
-            seen.days[(extract, day)] = day_extracts(lake, extract, day, seen)
+    todo = [day for day in days if (extract, day) not in seen.days]
+    source_files(lake, extract.table, todo, seen)  # the window's folders at once: see `Lake.window`
+    skip_missing_homes(lake, extract.home, todo, seen)
+    for day in todo:
+        seen.days[(extract, day)] = day_extracts(lake, extract, day, seen)
     return lake.register_files(con, [f for day in days for f in seen.days[(extract, day)]], name)
+
+
+def source_files(lake: Lake, table: str, days: list[str], seen: ExtractPass) -> dict[str, list[FileEntry]]:
+    """The Parquet files of the source `table`'s folders of `days`, by day: each folder listed once
+    a pass, those not listed yet as one window (`Lake.window`: a window reaching back past the
+    table's first day lists the table's days, not each of them)."""
+    todo = [day for day in days if f"{table}/day={day}" not in seen.sources]
+    for day, entries in lake.window(table, todo).items():
+        seen.sources[f"{table}/day={day}"] = entries
+    return {day: seen.sources[f"{table}/day={day}"] for day in days}
+
+
+def skip_missing_homes(lake: Lake, home: str, days: list[str], seen: ExtractPass) -> None:
+    """Note as empty, without listing them, the `home` day folders of `days` that are not there, as
+    `Lake.window` does on S3 for a window reaching back past the table's first day: when the oldest
+    day's folder holds nothing, the home's day folders are listed and the others left as listed.
+    A folder this process changes after the home's listing is listed when read, as any other."""
+    unknown = [day for day in days[1:] if f"{home}/day={day}" not in seen.folders]
+    if not unknown or lake.store.is_local or folder_names(lake, f"{home}/day={days[0]}", seen):
+        return
+    writes = {day: lake.store.writes(f"{home}/day={day}") for day in unknown}  # before the listing
+    present = set(lake.store.list_days(home))
+    for day in unknown:
+        if day not in present:
+            seen.folders[f"{home}/day={day}"] = (writes[day], frozenset())
 
 
 def folder_names(lake: Lake, folder: str, seen: ExtractPass) -> frozenset[str]:
@@ -141,7 +170,7 @@ def day_extracts(lake: Lake, extract: Extract, day: str, seen: ExtractPass | Non
     settled_before_ns = time.time_ns() - SETTLED_S * 1_000_000_000
     wanted: dict[str, str] = {}  # extract name -> its source's full path
     index: dict[str, list[str]] = {}
-    for entry in lake.store.list_files(f"{extract.table}/day={day}", (".parquet",)):
+    for entry in source_files(lake, extract.table, [day], seen)[day]:
         if entry.refused:
             continue  # a link in the lake is never followed
         src, version = lake.store.full(entry.path), settled_version(entry, settled_before_ns)
