@@ -75,6 +75,7 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
+from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.evidence import gather_evidence
 from torchci_assets.derived.flakiness.job_issues import (UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX, Permissions, author,
                                                          read_job_list)
@@ -153,6 +154,10 @@ def title_query(repo: str, test: str) -> str:
     (`test_x (distributed.test_c10d.TestY)`) is found as well as one under `__main__`; which of the
     hits are the test's is decided by `IssueTracker.titled_for`."""
     return f'repo:{repo} is:issue in:title ' + " ".join(f'"{w.replace(chr(34), " ")}"' for w in method_and_class(test))
+
+
+MARKER_PREFIX = "<!-- torchci-dagster: "  # how every marker of this project's issues and comments starts
+CHANGE = f"{MARKER_PREFIX}change "  # a comment's saying a change, and naming it
 
 
 class IssueTracker:
@@ -334,9 +339,12 @@ class IssueTracker:
         resp = self.github.request("PATCH", f"/repos/{self.repo}/issues/{number}", json_body=fields)
         return self._keep(resp.json())
 
-    def comment(self, number: int, body: str) -> None:
-        self.github.request("POST", f"/repos/{self.repo}/issues/{number}/comments",
-                            json_body={"body": body}, retry_ambiguous=False)
+    def comment(self, number: int, body: str, before: str, says: str) -> None:
+        """Say, before changing the issue from `before`, what the change is (`says`: the comment
+        without what varies from run to run, its job links): posted with a marker naming the
+        change, and not posted again by a run after a crash between it and the change."""
+        marker = f"{CHANGE}{hashlib.sha1((before + chr(0) + says).encode()).hexdigest()[:12]} -->"
+        comment_once(self.github, self.repo, number, marker, body, newest_of=MARKER_PREFIX)
 
 
 # ---- the ledger ------------------------------------------------------------------------
@@ -759,9 +767,10 @@ def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence
     existing = tracker.find_titled(title)
     if existing is not None:
         body = with_tests(title, existing.get("body") or "", platforms)
+        said = f"{len(members)} more flaky test(s) of `{file}` added to the list: " + ", ".join(
+            f"`{t}`" for t in sorted(platforms))
+        tracker.comment(existing["number"], said, existing.get("body") or "", said)
         existing = tracker.update(existing["number"], body=body)  # its rows record the lines it now has
-        tracker.comment(existing["number"], f"{len(members)} more flaky test(s) of `{file}` added to the list: "
-                                            + ", ".join(f"`{t}`" for t in sorted(platforms)))
         log(f"{title!r}: #{existing['number']}: {len(members)} test(s) added")
         return existing, "updated", f"added to aggregate #{existing['number']}"
     example = render_body(evidence.get(members[0].test) or Evidence(members[0].test), members[0].platforms)
@@ -832,9 +841,9 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
     if not older:
         return issue, "created", ""
     keep = min(older, key=lambda i: i["number"])
-    tracker.update(issue["number"], state="closed", state_reason="not_planned")
-    _comment(tracker, issue["number"], f"Duplicate of #{keep['number']}, filed at the same moment by another "
+    _comment(tracker, issue, f"Duplicate of #{keep['number']}, filed at the same moment by another "
              "run; closing this one.", None, log)
+    tracker.update(issue["number"], state="closed", state_reason="not_planned")
     log(f"{title!r}: #{keep['number']} was filed at the same moment; closed #{issue['number']}")
     return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
 
@@ -896,10 +905,10 @@ def _update_open(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Eviden
                           + (f" since {_iso(set_at)}" if stale and set_at else ""))
     body = (with_tests(issue["title"], issue.get("body") or "", {w.test: current + add}) if aggregate
             else with_platforms(issue.get("body"), current + add))
-    updated = tracker.update(issue["number"], body=body)
     what, where = (f"`{listed_as(issue, w.test)}`", "its line of the list") if aggregate else ("It", "the platforms")
-    _comment(tracker, issue["number"], f"{what} flaked on {', '.join(add)} as well: adding "
+    _comment(tracker, issue, f"{what} flaked on {', '.join(add)} as well: adding "
              f"{'it' if len(add) == 1 else 'them'} to {where}.", evidence, log)
+    updated = tracker.update(issue["number"], body=body)
     log(f"{issue_title(w.test)!r}: #{issue['number']} now disabled on {', '.join(current + add)}")
     return ledger_row(w.test, "updated", updated, tracker.repo, run_id, f"added platforms: {', '.join(add)}"
                       + (f" (its line of aggregate #{issue['number']})" if aggregate else ""))
@@ -926,25 +935,26 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     fields = {"state": "open", **({"body": with_platforms(issue.get("body"), current + add)} if add else {})}
-    updated = tracker.update(issue["number"], **fields)
-    _comment(tracker, issue["number"], f"It flaked again on main at {_iso(last)}, after this issue was closed: "
+    _comment(tracker, issue, f"It flaked again on main at {_iso(last)}, after this issue was closed: "
              "reopening to disable it." + (f" Adding {', '.join(add)} to the platforms." if add else ""),
              evidence, log)
+    updated = tracker.update(issue["number"], **fields)
     log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (flaked on main at {_iso(last)}, closed at "
         f"{issue.get('closed_at')})")
     return ledger_row(w.test, "updated", updated, tracker.repo, run_id,
                 f"reopened: flaked on main at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
 
 
-def _comment(tracker: IssueTracker, number: int, text: str, evidence: Evidence | None,
+def _comment(tracker: IssueTracker, issue: dict, text: str, evidence: Evidence | None,
              log: Callable[[str], None]) -> None:
-    """Say why the bot changed the issue, with the latest failing jobs; a comment that fails is
-    logged, not retried (the change itself is done and recorded)."""
+    """Say why the bot is about to change the issue, with the latest failing jobs, once
+    (`IssueTracker.comment`); a comment that fails is logged, and the change made without it."""
     links = [f"- [{j.job_name or 'job'}]({j.url})" for j in (evidence.jobs[:5] if evidence else [])]
     try:
-        tracker.comment(number, "\n".join([text, *(["", "Recent failing jobs:", *links] if links else [])]))
+        tracker.comment(issue["number"], "\n".join([text, *(["", "Recent failing jobs:", *links] if links else [])]),
+                        issue.get("body") or "", text)
     except GitHubError as e:
-        log(f"comment on #{number} failed (the change is made): {e}")
+        log(f"comment on #{issue['number']} failed (the change is made without it): {e}")
 
 
 # ---- one day's run -------------------------------------------------------------------

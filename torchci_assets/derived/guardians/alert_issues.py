@@ -5,7 +5,9 @@ by default), and is found by listing the repository's open issues with that labe
 consistent at once, where search lags writes) and by reading the issues the table says the alert
 opened that the list misses (a human removed their label). An issue is created only when no open
 issue has the marker, and a create that got no clear answer is never resent blindly: the list is read
-again and the issue adopted if GitHub made it. Every change of state (opened, updated, closed)
+again and the issue adopted if GitHub made it. A change's comment goes just before the change, with
+a marker of its text: a check killed between the two finds it (the newest comment with a marker)
+and makes the change without saying it twice. Every change of state (opened, updated, closed)
 is a row of the `alerts` lake table. In dry run (no credentials, or `alerts.enabled: false`) the
 state is kept by that table alone: what would be opened, updated or closed is logged as
 "DRY RUN ..." and recorded once per change, not at every check.
@@ -14,6 +16,7 @@ state is kept by that table alone: what would be opened, updated or closed is lo
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 from collections.abc import Callable
 
@@ -22,6 +25,7 @@ import pyarrow.parquet as pq
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
+from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.guardians.alert_conditions import Alert
 from torchci_assets.derived.guardians.inputs import days_back
 
@@ -51,6 +55,14 @@ def issue_body(alert: Alert) -> str:
 def firing_in(body: str) -> set[str]:
     """What an issue's body lists as firing (without the figures beside each)."""
     return {line[2:].split(DETAIL)[0] for line in (body or "").splitlines() if line.startswith("- ")}
+
+
+SAID = "<!-- torchci-alert-said: "
+
+
+def said_marker(text: str) -> str:
+    """The hidden line a comment ends with, naming its text."""
+    return f"{SAID}{hashlib.sha1(text.encode()).hexdigest()[:12]} -->"
 
 
 def change_comment(old_body: str, alert: Alert) -> str:
@@ -134,8 +146,8 @@ class AlertIssues:
     def _close_duplicates(self, alert: Alert, duplicates: list[dict], kept: dict) -> list[dict]:
         """Close every open issue of the alert but the oldest, in this check (as upstream closes all
         but one): a firing alert keeps the oldest up to date, and a cleared one closes it next.
-        Closed first, then said, so a duplicate is commented on once: closed, it is never listed
-        again, and a close that failed is tried again at the next check with nothing posted."""
+        Said, then closed (see `_say`): a close that failed is tried again at the next check, and
+        its comment, already there, is not posted again."""
         if not duplicates:
             return []
         said = (f"Duplicate of #{kept['number']}, which this alert keeps up to date; closed." if alert.firing
@@ -147,9 +159,9 @@ class AlertIssues:
         return rows
 
     def _close(self, issue: dict, kind: str, said: str) -> None:
+        self._say(issue["number"], said)
         self._write(f"close issue #{issue['number']} of {kind}", "PATCH", f"issues/{issue['number']}",
                     {"state": "closed", "state_reason": "completed"})
-        self._say(issue["number"], said)
 
     def _open_issues(self, listed: list[dict], kinds: set[str]) -> dict[str, list[dict] | dict]:
         """Per kind, its open issues oldest first: those the label listing shows, and those the
@@ -215,23 +227,26 @@ class AlertIssues:
             return [self._open(alert, body)]
         if alert.firing and firing_in(issue["body"]) != set(alert.lines):
             comment = change_comment(issue["body"], alert)
-            self._write(f"update issue #{issue['number']} of {alert.kind}: {comment}", "PATCH",
-                        f"issues/{issue['number']}", {"title": alert.title, "body": body})
             if comment:
                 self._say(issue["number"], comment)
+            self._write(f"update issue #{issue['number']} of {alert.kind}: {comment}", "PATCH",
+                        f"issues/{issue['number']}", {"title": alert.title, "body": body})
             return [self._row(alert, "updated", issue["number"], body)]
         if not alert.firing and issue is not None:
-            # Closed first, then said: a close that fails is tried again at the next check with
-            # nothing posted yet, and a closed issue is never found open again to comment twice.
             self._close(issue, alert.kind, "The condition cleared; closed.")
             return [self._row(alert, "closed", issue["number"], issue["body"])]
         return []
 
     def _say(self, number: int, text: str) -> None:
-        """Comment on an issue just changed: sent once, never again (the change it explains is
-        done, and a later check finds nothing left to do), so a failure is only logged."""
+        """Comment on an issue about to change. Posted before the change, with a marker, and not
+        posted when the newest marked comment is already this one: a check killed after the
+        comment (or the change) finds it, and a check killed before finds the change still to
+        make, so the change is said exactly once. A comment GitHub refused is only logged, and the
+        change made without it."""
+        if not self.live:
+            return
         try:
-            self._write("", "POST", f"issues/{number}/comments", {"body": text})
+            comment_once(self.github, self.repo, number, said_marker(text), text, newest_of=SAID)
         except GitHubError as e:
             self.log(f"issue #{number}: its comment was not posted ({e}); the change itself is made")
 
