@@ -51,7 +51,8 @@ def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: L
     alerts, changes = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts,
                                   dt.datetime.now(dt.timezone.utc), log=context.log.info)
     if changes:
-        yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={"changes": len(changes)})
+        yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
+            "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes)})
     yield dg.Output(None, metadata={a.kind: len(a.lines) for a in alerts})
 
 

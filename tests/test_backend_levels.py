@@ -17,7 +17,7 @@ from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import parse_allowlist, parse_config
-from torchci_assets.derived.backends.assets import backend_health_asset, backend_levels_asset
+from torchci_assets.derived.backends.assets import backend_health_asset, backend_levels_asset, health_summary_md
 from torchci_assets.ingest.assets import ci_result_assets
 from torchci_assets.derived.backends.levels import (
     L1_REASON,
@@ -495,3 +495,14 @@ def test_no_downstream_result_in_the_windows_keeps_the_published_levels(tmp_path
         f"{outputs.display(PROPOSAL_FILE)} as published")
     assert {path: outputs.read_bytes(path) for path in published} == published
     assert Lake.at(str(tmp_path / "lake")).files("backend_levels", [D])  # the day is materialized: nothing assessed
+
+
+def test_the_health_summary_shows_times_in_whole_seconds_and_a_zero_as_zero():
+    """The summary on backend_health's materialization is read at a glance: a queue p90 of 0 s (a
+    runner was always free) is 0, not "-" (no data), and times are whole seconds, not 195.0973000000001."""
+    row = {"repo": "acme/torch-npu", "jobs": 142, "success_rate": 0.965, "infra_availability": 1.0,
+           "queue_p90_s": 0.0, "commit_time_p95_s": 3357.0215, "callback_peak_per_minute": 3}
+    slow = {**row, "repo": "acme/torch-tpu", "queue_p90_s": 195.0973000000001, "commit_time_p95_s": None}
+    lines = health_summary_md([row, slow], 7).splitlines()
+    assert lines[2] == "| acme/torch-npu | 142 | 96.5% | 100.0% | 0 | 3357 | 3 |"
+    assert lines[3] == "| acme/torch-tpu | 142 | 96.5% | 100.0% | 195 | - | 3 |"

@@ -104,11 +104,11 @@ def test_days_ingested_before_pushes_kept_their_commits_still_build_the_line(tmp
     lake = Lake.at(str(tmp_path / "lake"))
     h.write(lake)
     report = build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
-    assert [s for s, _, _ in line_of(lake)] == [sha(1), sha(2)] and report.inputs["w_push"] == 2
+    assert [s for s, _, _ in line_of(lake)] == [sha(1), sha(2)] and report.inputs["push"] == 2
     # and a lake without any push partition in the window builds an empty line
     empty = Lake.at(str(tmp_path / "empty"))
     report = build_commit_health(empty, DAY, REPO, ("refs/heads/main",), min_groups=1, now=NOW)
-    assert (report.commits, report.inputs["w_push"], line_of(empty)) == (0, 0, [])
+    assert (report.commits, report.inputs["push"], line_of(empty)) == (0, 0, [])
 
 
 def test_the_commits_under_a_stacks_head_have_no_signal_at_once_while_a_new_head_is_pending(tmp_path, octokit):

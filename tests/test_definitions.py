@@ -190,6 +190,24 @@ def test_every_check_is_described_and_per_partition_and_the_ingest_key_checks_bl
     assert not any(s.blocking for (asset, name), s in specs.items() if name == "reject_rate_below_threshold")
 
 
+def test_a_reject_rate_check_names_the_asset_listing_its_rejects():
+    """Too many rejects sends a user to the records that could not be read: the check's description
+    names the asset holding them, which reads the same archive folders as the checked asset (there
+    is no asset called `rejects`: each source's part of that table is an asset of its own)."""
+    import re
+
+    graph = defs.resolve_asset_graph()
+    sources = {k: {p for p in graph.get(k).parent_keys if p.to_user_string() in ARCHIVE}
+               for k in graph.get_all_asset_keys()}
+    checked = [k for k in graph.asset_check_keys if k.name == "reject_rate_below_threshold"]
+    assert len(checked) == 4
+    for key in checked:
+        named = set(re.findall(r"\b\w+_rejects\b", graph.get_check_spec(key).description))
+        holders = {k.to_user_string() for k in graph.get_all_asset_keys() if k.to_user_string().endswith("_rejects")
+                   and sources[k] & sources[key.asset_key]}
+        assert named == holders and len(holders) == 1, (key.asset_key.to_user_string(), named, holders)
+
+
 # ---- lineage: what each asset's code reads is what the graph shows ------------------------------
 
 def _window(asset: str, table: str) -> tuple[int, int]:

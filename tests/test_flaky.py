@@ -427,6 +427,20 @@ def test_assets_materialize_and_publish(tmp_path):
     assert meta["flaky_tests"]["verdict_flaky"].value == 1 and meta["disabled_issues"]["unchanged_since"].value
 
 
+def test_in_a_dry_run_the_filing_check_says_no_issue_was_filed(tmp_path):
+    """A dry run files nothing: the filing check passes (nothing for a human to do), but its result
+    says it was a dry run and how many tests got no issue, instead of "every test was found or filed"."""
+    h = main_history(["test_flaky", "test_ok"], 40, {i: {"test_flaky": "flake"} for i in (5, 17, 30)})
+    days = h.build(Lake.at(str(tmp_path / "lake")))
+    result = dg.materialize(FLAKINESS_ASSETS[:3], partition_key=days[-1], resources={
+        "lake": LakeResource(uri=str(tmp_path / "lake")), "outputs": OutputsResource(uri=str(tmp_path / "out")),
+        "github": GitHubResource()})  # no credentials: a dry run
+    check = next(c for c in result.get_asset_check_evaluations() if c.check_name == "every_disabled_test_has_an_issue")
+    assert check.passed and check.metadata["dry_run"].value is True
+    assert check.metadata["tests_without_issue"].value == 1
+    assert check.description.startswith("Dry run") and "no DISABLED issue was searched or filed" in check.description
+
+
 def test_failures_in_jobs_whose_webhooks_never_came_count_on_an_unknown_platform(tmp_path):
     """Such a job has no platform (nor build environment): its rows are still evidence, under
     the platform "unknown", and every output that lists platforms is built."""

@@ -58,8 +58,12 @@ def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
     assert [(e["action"], e["commit_sha"], e["dry_run"]) for e in events] == [("revert", sha(3), True)]
     changes = {r["kind"]: r["action"] for r in alert_issues.history(lake, now)}
     assert changes == {"recurrently_failing": "opened", "archive_silent": "opened"}
-    materialized = {e.asset_key.to_user_string() for e in result.all_events if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION}
-    assert materialized == {"autorevert_events", "alerts"}
+    materialized = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+                    for e in result.all_events if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION}
+    assert set(materialized) == {"autorevert_events", "alerts"}
+    # each ledger's page in the UI says its latest rows were a dry run: "changes: 2" alone reads as issues opened
+    assert materialized["alerts"]["changes"].value == 2
+    assert all(m["dry_run"].value is True for m in materialized.values())
 
 
 def test_tests_the_flaky_verdicts_call_flaky_are_not_blamed(tmp_path):

@@ -176,6 +176,16 @@ def test_a_quiet_day_writes_an_empty_partition(tmp_path):
     assert build_pr_jobs(lake, DAY, REPO, now=NOW).rows == 0 and lake.files("pr_jobs", [DAY])
 
 
+def test_commit_health_names_the_tables_it_read_and_their_files(tmp_path):
+    """The materialization's `files_read` says, per table the user knows from the graph, how many
+    files of the window were read (a table without any is a gap upstream)."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    lake.write("workflow_job", DAY, pa.Table.from_pylist([], schema=schema("workflow_job")))
+    report = build_commit_health(lake, DAY, REPO, ("refs/heads/main",), now=NOW)
+    assert report.inputs == {"push": 0, "workflow_job": 1, "workflow_run": 0, "test_jobs": 0, "test_sha_outcomes": 0,
+                             "flaky_tests": 0, "job_failure": 0}
+
+
 def test_pr_jobs_follow_the_latest_head_and_carry_the_l3_l4_downstream_results(tmp_path):
     h = History()
     old, new = sha(0xA1), sha(0xA2)

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 from hud_lake import DAY, REPO, T0, History, sha
 
 from resources.lake import Lake
+from torchci_assets.derived.hud.assets import headline_metadata
 from torchci_assets.derived.hud.health import COMMIT_HEALTH_SCHEMA
 from torchci_assets.derived.hud.metrics import build_ci_metrics
 from torchci_assets.derived.hud.svg import Series, line_chart
@@ -42,6 +43,16 @@ def test_commit_figures_are_about_the_settled_commits_of_the_day_before(tmp_path
     assert (m["commits"], m["red"], m["flaky"], m["green"]) == (4, 1, 1, 2)  # no_signal left out
     assert (m["red_pct"], m["flaky_pct"]) == (25.0, 25.0)
     assert (m["tts_p50_s"], m["tts_commits"]) == (1200.0, 2)
+
+
+def test_the_headline_metadata_reads_at_a_glance(tmp_path):
+    """The figures the UI lists and plots on ci_metrics_daily's materialization: 1 red commit of 3
+    is 33.3 (%), not 33.33333333333333; counts stay integers; a figure without data is left out."""
+    report, _ = metrics(tmp_path, History(), _health_rows(BEFORE, ["red", "green", "green"], [None, 600.0, 1000.0]))
+    report.queue_p90_by_platform = {"mac": 879.400000000001}
+    m = headline_metadata(report)
+    assert (m["red_pct"], m["flaky_pct"], m["commits"], m["tts_p50_s"]) == (33.3, 0.0, 3, 800.0)
+    assert isinstance(m["commits"], int) and m["queue_p90_s_mac"] == 879.4 and "queue_p50_s" not in m
 
 
 def test_queue_per_platform_and_label_durations_per_group_and_the_infra_share(tmp_path):

@@ -486,6 +486,10 @@ def test_a_refresh_run_materializes_increments_and_says_so_and_other_runs_rebuil
     land(archive, landings[2])
     daily, checks = run({})
     assert daily["test_run"]["mode"] == "rebuild" and daily["test_run"]["rebuild_reason"] == "a full run of the day"
+    # ci_result folds a job's callbacks into one row: rows_added counts rows the day gained, not callbacks read
+    assert first["ci_result"]["rows_added"] == first["ci_result"]["rows"] < first["ci_result"]["callbacks"]
+    assert second["ci_result"]["rows_added"] == second["ci_result"]["rows"] - first["ci_result"]["rows"]
+    assert daily["ci_result"]["rows_added"] == daily["ci_result"]["rows"]
     assert checks[("test_run", "unique_test_per_job")].metadata["scope"].value == "the whole partition"
 
 

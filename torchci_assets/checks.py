@@ -43,21 +43,30 @@ def max_reject_rate() -> float:
 DESCRIPTIONS = {
     "required_columns_not_null": "The columns every reader relies on (ids, status, times) are never null: a null "
                                  "there means the payload changed shape or the parser has a bug.",
-    "reject_rate_below_threshold": "Records that could not be read stay under TORCHCI_MAX_REJECT_RATE (1%) of the "
-                                   "day's: a handful of truncated uploads is normal, more means a broken writer "
-                                   "or a format change (the rejects asset lists them).",
     "unique_test_per_job": "One row per test and job attempt: a test counted twice would skew pass rates and times.",
     "unique_sha_job_group": "One row per commit and job group, as the HUD grid draws one cell for each.",
     "pages_under_2mb": "Every HUD page stays under 2 MB, so it opens quickly from a static site.",
     "unique_file_classname_name": "One flaky verdict per test: two would file or disable it twice.",
     "every_disabled_test_has_an_issue": "Every test the verdict disables was found or filed as a DISABLED issue "
                                         "(GitHub errors leave it for the next run; a test whose name PyTorch's "
-                                        "title parser cannot read gets none, for a human to disable).",
+                                        "title parser cannot read gets none, for a human to disable). A dry run files "
+                                        "nothing and passes, its result saying so.",
     "rows_have_their_job": "Test rows whose job is unknown stay rare: their platform and branch cannot be told.",
     "every_test_row_counted_once": "The daily aggregates count each test row exactly once.",
     "regression_cost_below_share": "WARN when one file's jump adds more than max_cost_share of its config's total "
                                    "test time.",
 }
+
+
+REJECT_RATE_TEXT = ("Records that could not be read stay under TORCHCI_MAX_REJECT_RATE (1%) of the day's: a handful "
+                    "of truncated uploads is normal, more means a broken writer or a format change ({rejects} "
+                    "lists them, with file, line and reason).")
+
+
+def reject_rate_spec(asset: str, rejects: dg.AssetKey) -> dg.AssetCheckSpec:
+    """The reject-rate check of `asset`, naming `rejects`, the asset a user opens to see what was refused."""
+    return check_spec("reject_rate_below_threshold", asset,
+                      description=REJECT_RATE_TEXT.format(rejects=rejects.to_user_string()))
 
 
 def check_spec(name: str, asset, blocking: bool = False, description: str | None = None) -> dg.AssetCheckSpec:

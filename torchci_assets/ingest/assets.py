@@ -10,7 +10,7 @@ import dagster as dg
 
 from resources.configured import ArchiveResource, LakeResource
 from resources.lake import connect
-from torchci_assets.checks import check_spec, not_null_check, reject_rate_check, unique_key_check
+from torchci_assets.checks import check_spec, not_null_check, reject_rate_check, reject_rate_spec, unique_key_check
 from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
@@ -59,7 +59,7 @@ _DESCRIPTIONS = {
     check_specs=[
         *[check_spec(f"unique_{'_'.join(key)}", t, blocking=True) for t, (key, _) in WEBHOOK_TABLES.items()],
         *[check_spec("required_columns_not_null", t, blocking=True) for t in WEBHOOK_TABLES],
-        check_spec("reject_rate_below_threshold", "webhook_events"),
+        reject_rate_spec("webhook_events", WEBHOOK_REJECTS),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
@@ -147,7 +147,7 @@ def _events_table(events: dict[str, int]) -> str:
     check_specs=[
         check_spec("unique_test_per_job", "test_run", blocking=True),
         check_spec("required_columns_not_null", "test_run", blocking=True),
-        check_spec("reject_rate_below_threshold", "test_run"),
+        reject_rate_spec("test_run", TEST_RUN_REJECTS),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
@@ -204,7 +204,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
     check_specs=[
         check_spec(f"unique_{'_'.join(CI_RESULT_KEY)}", "ci_result", blocking=True),
         check_spec("required_columns_not_null", "ci_result", blocking=True),
-        check_spec("reject_rate_below_threshold", "ci_result"),
+        reject_rate_spec("ci_result", CI_REJECTS),
     ],
     partitions_def=daily_partitions,
     can_subset=False,
@@ -224,7 +224,7 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     for r in report.rejects[:20]:
         context.log.warning(f"rejected {r.location}: {r.reason}")
     yield dg.MaterializeResult(asset_key="ci_result", metadata={
-        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.callbacks),
+        **increment_metadata(report.mode, report.rebuild_reason, report.files, report.rows_added),
         "rows": report.rows, "lines": report.lines, "callbacks": report.callbacks,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
         "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),

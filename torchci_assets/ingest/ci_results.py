@@ -354,6 +354,7 @@ class CiResultReport:
     lines: int = 0
     callbacks: int = 0
     rows: int = 0
+    rows_added: int = 0  # rows the day gained: a job's new callbacks mostly update its row
     minutes: int = 0
     repos: dict[str, int] = field(default_factory=dict)  # repo -> callbacks
     kinds: dict[str, int] = field(default_factory=dict)  # failure_kind -> rows
@@ -423,6 +424,7 @@ def _write_day(store: Store, lake: Lake, day: str, files: list, now_ms: int | No
                 out.replace_matching(table, day, lambda name: True)
             out.replace_matching("rejects", day, lambda name: name.startswith(f"{SOURCE}-inc-"))
     before = {} if manifest is None else manifest.counts
+    report.rows_added = report.rows - before.get("rows", 0)
     report.day_lines = before.get("lines", 0) + report.lines
     report.day_rejects = before.get("rejects", 0) + len(report.rejects)
     changes = {t: (REWRITE, ["data.parquet"]) for t in TABLES}

@@ -42,7 +42,7 @@ def backend_health_asset(context: dg.AssetExecutionContext, lake: LakeResource):
     yield dg.MaterializeResult(metadata={
         "rows": table.num_rows, "repos": len({r["repo"] for r in table.to_pylist()}),
         "windows_days": str(list(windows)), "path": lk.store.display(lk.partition_path("backend_health", day)),
-        "summary": dg.MetadataValue.md(_health_md(short, windows[0])),
+        "summary": dg.MetadataValue.md(health_summary_md(short, windows[0])),
     })
     yield unique_key_check(lk, "backend_health", day, ["repo", "window_days"])
 
@@ -93,15 +93,19 @@ def backend_levels_asset(context: dg.AssetExecutionContext, lake: LakeResource, 
     })
 
 
-def _health_md(rows: list[dict], window: int) -> str:
+def health_summary_md(rows: list[dict], window: int) -> str:
+    """The short window's health per backend; "-" only where there is no value (no job to measure)."""
     def pct(v):
         return "-" if v is None else f"{v:.1%}"
+
+    def whole(v):
+        return "-" if v is None else f"{v:.0f}"
     lines = [f"| repo ({window} days) | jobs | success | infra avail. | queue p90 s | commit p95 s | peak/min |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['repo']} | {r['jobs']} | {pct(r['success_rate'])} | {pct(r['infra_availability'])} | "
-                     f"{r['queue_p90_s'] or '-'} | {r['commit_time_p95_s'] or '-'} | "
-                     f"{r['callback_peak_per_minute'] or '-'} |")
+                     f"{whole(r['queue_p90_s'])} | {whole(r['commit_time_p95_s'])} | "
+                     f"{whole(r['callback_peak_per_minute'])} |")
     return "\n".join(lines)
 
 

@@ -148,12 +148,23 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
         return
     keep_answers(lk, context.partition_key, context.run.run_id, report.allowed)  # the run's later steps reuse them
     yield dg.MaterializeResult(metadata=filing_metadata(report, life, mode, relay.upstream_repo, lk))
-    yield dg.AssetCheckResult(
+    yield filing_check(report, mode, relay.upstream_repo)
+
+
+def filing_check(report, mode, repo: str) -> dg.AssetCheckResult:
+    """A dry run files nothing, and nothing in it is for a human to fix: the check passes, but its
+    result says no issue was filed and for how many tests, so a green check never reads as "every
+    disabled test has its issue" while none has."""
+    description = _FILING_CHECK_TEXT if mode.live else (
+        f"Dry run ({mode.reason}): no DISABLED issue was searched or filed; {report.count('dry_run')} test(s) "
+        "the verdict disables would be found or filed by a live run (see dry_run_actions on the materialization).")
+    return dg.AssetCheckResult(
         check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=not report.failed and not report.unreadable,
-        description=_FILING_CHECK_TEXT,
-        metadata={"failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
+        description=description,
+        metadata={"dry_run": not mode.live, "tests_without_issue": report.count("dry_run"),
+                  "failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
                   "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
-                  **_filing_refused(report.first_error, relay.upstream_repo)})
+                  **_filing_refused(report.first_error, repo)})
 
 
 def _filing_refused(exc: GitHubError | None, repo: str) -> dict:

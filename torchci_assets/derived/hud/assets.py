@@ -62,7 +62,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
         **{f"failures_{c}": n for c, n in report.failure_classes.items()},
         "group_states": dg.MetadataValue.json(report.states),
         "unstable_jobs": dg.MetadataValue.json(unstable[:100]),
-        "partitions_read": dg.MetadataValue.json(report.inputs),
+        "files_read": dg.MetadataValue.json(report.inputs),
         "path": lk.store.display(lk.partition_path("commit_health", day)),
     })
     yield unique_key_check(lk, "commit_health", day, ["sha", "job_group"])
@@ -125,13 +125,20 @@ def ci_metrics_daily_asset(context: dg.AssetExecutionContext, lake: LakeResource
     relay = load_config()
     report = build_ci_metrics(lk, day, relay.upstream_repo, relay.branches,
                               zombie_timeout_s=relay.zombie_timeout_seconds)
-    h = report.headline
-    metadata = {k: (float(h[k]) if isinstance(h[k], float) else int(h[k])) for k in _HEADLINE if h[k] is not None}
-    metadata.update({f"queue_p90_s_{p}": float(v) for p, v in sorted(report.queue_p90_by_platform.items())})
     return dg.MaterializeResult(metadata={
-        **metadata, "commits_day": report.commits_day, "rows": report.rows,
+        **headline_metadata(report), "commits_day": report.commits_day, "rows": report.rows,
         "path": lk.store.display(lk.partition_path("ci_metrics_daily", day)),
     })
+
+
+def headline_metadata(report) -> dict:
+    """The headline figures as numeric metadata (Dagster plots them over partitions): integers for
+    counts, and a percentage or a time to one decimal, as the UI prints every digit it is given."""
+    h = report.headline
+    metadata = {k: (round(float(h[k]), 1) if isinstance(h[k], float) else int(h[k]))
+                for k in _HEADLINE if h[k] is not None}
+    metadata.update({f"queue_p90_s_{p}": round(float(v), 1) for p, v in sorted(report.queue_p90_by_platform.items())})
+    return metadata
 
 
 HUD_ASSETS = [commit_health_asset, pr_jobs_asset, ci_metrics_daily_asset]

@@ -176,7 +176,7 @@ class CommitHealthReport:
     conclusions: dict[str, int]
     states: dict[str, int]
     failure_classes: dict[str, int]
-    inputs: dict[str, int]
+    inputs: dict[str, int]  # table -> files of its window read
 
 
 def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...],
@@ -212,7 +212,8 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
         con.close()
     return CommitHealthReport(day, commits, rows, {c: int(conclusions.get(c, 0)) for c in CONCLUSIONS},
                               {k: int(v) for k, v in states.items()},
-                              {c: int(classes.get(c, 0)) for c in FAILURE_CLASSES}, inputs)
+                              {c: int(classes.get(c, 0)) for c in FAILURE_CLASSES},
+                              {_VIEWS[view]: files for view, files in inputs.items()})
 
 
 # ---- pr_jobs --------------------------------------------------------------------------------
