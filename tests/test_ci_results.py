@@ -190,6 +190,22 @@ def test_rejects_have_file_line_and_reason_and_good_lines_survive(tmp_path):
     assert report.lines == 12 and report.callbacks == 2
 
 
+def test_the_rejects_asset_shows_which_lines_were_refused_and_why(tmp_path):
+    """ci_result_rejects' materialization previews its rejects as the other sources' rejects assets
+    do: the place a user lands from a failed reject-rate check, without opening the lake."""
+    import dagster as dg
+
+    from resources.configured import ArchiveResource, LakeResource
+    from torchci_assets.ingest.assets import ci_result_assets
+
+    write_lines(tmp_path / "archive" / "ci-results" / f"day={DAY}" / "relay-1.jsonl", [record(), b"{not json"])
+    result = dg.materialize([ci_result_assets], partition_key=DAY, resources={
+        "archive": ArchiveResource(uri=str(tmp_path / "archive")), "lake": LakeResource(uri=str(tmp_path / "lake"))})
+    meta = {m.asset_key.to_user_string(): m.materialization.metadata for m in result.get_asset_materialization_events()}
+    preview = meta["ci_result_rejects"]["preview"].value
+    assert f"ci-results/day={DAY}/relay-1.jsonl:2" in preview and "bad JSON" in preview
+
+
 def test_empty_day_writes_empty_partitions_and_rerun_replaces(tmp_path):
     (tmp_path / "archive" / "ci-results" / f"day={DAY}").mkdir(parents=True)
     report = ingest_ci_results_day(Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake")), DAY)

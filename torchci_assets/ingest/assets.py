@@ -233,8 +233,10 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
         "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
     })
-    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={"rows": report.day_rejects,
-                                                               "new_rows": len(report.rejects)})
+    yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={
+        "rows": report.day_rejects, "new_rows": len(report.rejects),
+        "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
+    })
     yield unique_key_check(lk, "ci_result", day, list(CI_RESULT_KEY))
     yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",
                                                 "status", "failure_kind"])
