@@ -21,8 +21,9 @@ What the DISABLED-issue loop relies on, with GitHub's shapes and its awkward par
 - `GET /user` and `GET /app`: the account creates are authored by (`ACCOUNT`), in the shapes of
   GitHub's `private-user` and `integration` examples (tests/data/octokit-openapi); with
   `says_account=False`, 403 as GitHub answers an Actions token.
-`GET .../issues/{n}/comments` lists `comments[n]`, paginated. `clock` is GitHub's time (now; a
-simulation of past days sets its own).
+`GET .../issues/{n}/comments` lists `comments[n]`, paginated, each with the time it was made;
+`GET .../issues/{n}/events` lists the issue's `closed` and `reopened` events, paginated. `clock`
+is GitHub's time (now; a simulation of past days sets its own).
 `fail(kind, *responses)` serves scripted answers first (a secondary rate limit, a 502); an
 answer marked `after_effect=True` is served after the request took effect (GitHub committing a
 create and failing to say so). Every request is logged in `requests` as (method, path, args).
@@ -55,6 +56,7 @@ SEARCH_CAP = 1000
 BEYOND_CAP = {"message": "Only the first 1000 search results are available",
               "documentation_url": "https://docs.github.com/v3/search/"}
 ISSUE_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues(?:/(?P<number>\d+))?(?P<comments>/comments)?$")
+EVENTS_PATH = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<number>\d+)/events$")
 
 
 def iso(t: dt.datetime) -> str:
@@ -104,6 +106,8 @@ class FakeIssueTracker:
         self.issues: dict[int, dict] = {}
         self.search_view: dict[int, dict] = {}
         self.comments: dict[int, list[str]] = {}
+        self.commented_at: dict[int, list[str]] = {}  # when each of `comments` was made
+        self.events: dict[int, list[dict]] = {}  # each issue's closes and reopens, oldest first
         self.requests: list[tuple[str, str, dict]] = []
         self.scripts: dict[str, list[Scripted]] = {}
         self.next_number = 190_000
@@ -114,6 +118,7 @@ class FakeIssueTracker:
         self.says_account = True
         httpserver.expect_request(re.compile(r"^/search/issues$"), method="GET").respond_with_handler(self.search)
         httpserver.expect_request(ISSUE_PATH).respond_with_handler(self.issues_api)
+        httpserver.expect_request(EVENTS_PATH, method="GET").respond_with_handler(self.events_api)
         httpserver.expect_request(PERMISSION_PATH, method="GET").respond_with_handler(self.permission)
         httpserver.expect_request(CONTENTS_PATH, method="GET").respond_with_handler(self.contents)
         httpserver.expect_request(re.compile(r"^/(user|app)$"), method="GET").respond_with_handler(self.whoami)
@@ -188,6 +193,9 @@ class FakeIssueTracker:
             issue["state"] = fields["state"]
             issue["closed_at"] = iso(self.clock()) if fields["state"] == "closed" else None
             issue["state_reason"] = fields.get("state_reason", "completed" if fields["state"] == "closed" else "reopened")
+            self.events.setdefault(issue["number"], []).append(
+                {"id": sum(map(len, self.events.values())) + 1, "event": "closed" if fields["state"] == "closed"
+                 else "reopened", "created_at": iso(self.clock())})
         issue["updated_at"] = iso(self.clock())
         if not self.lag:
             self.search_view[issue["number"]] = dict(issue)
@@ -279,6 +287,14 @@ class FakeIssueTracker:
             "url": f"https://api.github.com/repos/{self.repo}/contents/{m['path']}?ref={request.args.get('ref', 'main')}",
         })
 
+    def events_api(self, request: Request) -> Response:
+        m = EVENTS_PATH.match(request.path)
+        with self.lock:
+            self.requests.append((request.method, request.path, dict(request.args)))
+            if m["repo"] != self.repo or int(m["number"]) not in self.issues:
+                return json_response(404, {"message": "Not Found"})
+            return self._page(request, request.path, self.events.get(int(m["number"]), []))
+
     def issues_api(self, request: Request) -> Response:
         m = ISSUE_PATH.match(request.path)
         if m["repo"] != self.repo:
@@ -319,12 +335,15 @@ class FakeIssueTracker:
         if kind == "get":
             return json_response(200, issue)
         if kind == "comments":
-            listed = [{"id": i + 1, "body": b, "user": {"login": ACCOUNT}}
+            times = self.commented_at.get(number, [])
+            listed = [{"id": i + 1, "body": b, "user": {"login": ACCOUNT},
+                       "created_at": times[i] if i < len(times) else iso(self.clock())}
                       for i, b in enumerate(self.comments.get(number, []))]
             return self._page(request, request.path, listed)
         if kind == "update":
             self._patch(issue, json.loads(request.data))
             return json_response(200, issue)
         self.comments.setdefault(number, []).append(json.loads(request.data)["body"])
+        self.commented_at.setdefault(number, []).append(iso(self.clock()))
         issue["updated_at"] = iso(self.clock())
         return json_response(201, {"id": len(self.comments[number]), "body": self.comments[number][-1]})

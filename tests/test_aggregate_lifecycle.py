@@ -43,8 +43,8 @@ def file(httpserver, lake, wanted, ev, run_id="run-0001"):
                                 only_trusted=True)
 
 
-def life(httpserver, lake, tmp_path, log=None, gh=None):
-    return run_lifecycle(gh or github(httpserver), lake, Store(str(tmp_path / "outputs")), DAY, "run-0001", REPO,
+def life(httpserver, lake, tmp_path, log=None, gh=None, day=DAY):
+    return run_lifecycle(gh or github(httpserver), lake, Store(str(tmp_path / "outputs")), day, "run-0001", REPO,
                          DisabledIssuesConfig(enabled=True), "test config",
                          log=log.append if log is not None else lambda s: None)
 
@@ -264,7 +264,9 @@ def test_lines_naming_the_tests_module_in_their_suite_are_dropped_and_narrowed_a
     assert fake.issues[agg["number"]]["state"] == "open"
 
 
-def test_a_crash_between_the_comment_and_the_edit_comments_once(httpserver, tmp_path):
+@pytest.mark.parametrize("days_later", [0, 1])
+def test_a_crash_between_the_comment_and_the_edit_comments_once(httpserver, tmp_path, days_later):
+    """The run after the crash, that day's or a later day's, edits without a second comment."""
     fake = FakeIssueTracker(httpserver)
     agg = aggregate(fake, {t: ["linux"] for t in BURST}, age=dt.timedelta(days=20))
     lake = lake_with(tmp_path, clean(T, "linux"))
@@ -274,7 +276,8 @@ def test_a_crash_between_the_comment_and_the_edit_comments_once(httpserver, tmp_
     first = life(httpserver, lake, tmp_path, gh=no_retry)
     assert T in first.aggregates.failed and T in condense([fake.issues[agg["number"]]])
     assert len(fake.comments[agg["number"]]) == 1
-    second = life(httpserver, lake, tmp_path, gh=no_retry)
+    later = (dt.date.fromisoformat(DAY) + dt.timedelta(days=days_later)).isoformat()
+    second = life(httpserver, lake, tmp_path, gh=no_retry, day=later)
     assert [(r["test"], r["action"]) for r in second.aggregates.rows] == [(T, "dropped")]
     assert T not in condense([fake.issues[agg["number"]]]) and len(fake.comments[agg["number"]]) == 1
 

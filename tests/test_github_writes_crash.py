@@ -25,19 +25,23 @@ from fake_github_pulls import FakePullRequests
 from fake_github_relay import FakeRelayGitHub
 from test_relay_pull_requests import CONFIG as RELAY_CONFIG
 from test_relay_pull_requests import L4, callback_record
+from test_reenable import BOT, DAY, FIXED, HALF, clean, lake_with
+from test_retired_tests import stats
 from werkzeug import Response
 
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.config import load_config
+from torchci_assets.config import DisabledIssuesConfig, load_config
 from tests.fake_github_issues import FakeIssueTracker
 from tests.fake_github_reruns import FakeActions
 from tests.trunk_history import T0, sha
 from torchci_assets.derived.drci.comment import MARKER_END, MARKER_START
 from torchci_assets.derived.drci.publish import publish
-from torchci_assets.derived.flakiness.issue_text import Evidence
+from torchci_assets.derived.flakiness.aggregates import AGGREGATE_LABEL, aggregate_body, aggregate_title
+from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.guardians import alert_conditions as cond
 from torchci_assets.derived.guardians.actions import Guardian, Planned
 from torchci_assets.derived.guardians.alert_issues import AlertIssues
@@ -88,12 +92,16 @@ def guardian_pass(api_url: str, root: str, tick: int) -> None:
 BURST = [f"test_op_{i:02d} (__main__.TestBurst)" for i in range(50)]  # one file's: an aggregate issue
 
 
-def disabled_filing(*wanted: Wanted, flaked_at: dt.datetime | None = None) -> Callable[[str, str, int], None]:
+def disabled_filing(*wanted: Wanted, flaked_at: dt.datetime | None = None,
+                    trusted: bool = False) -> Callable[[str, str, int], None]:
+    """A filing of `wanted`; `trusted`: taking only issues whose author may disable tests, as the
+    asset does (this project's account, learned, or GitHub's collaborators)."""
     def file(api_url: str, root: str, tick: int) -> None:
         evidence = {w.test: Evidence(w.test, "test_burst.py" if w.test in BURST else "test_x.py",
                                      last_main_flake_at=flaked_at) for w in wanted}
         file_disabled_issues(IssueTracker(client(api_url), REPO), Lake.at(f"{root}/lake"), T0.date().isoformat(),
-                             list(wanted), evidence, ["skipped", "module: flaky-tests"], 10, f"run-{tick}")
+                             list(wanted), evidence, ["skipped", "module: flaky-tests"], 10, f"run-{tick}",
+                             only_trusted=trusted)
     return file
 
 
@@ -111,6 +119,40 @@ AFTER_THE_CLOSE = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)  # a main flak
 def closed_by_a_human(api_url: str, root: str, tick: int) -> None:
     """Closes the first issue filed (the fake numbers issues from 190000)."""
     client(api_url).request("PATCH", f"/repos/{REPO}/issues/190000", json_body={"state": "closed"})
+
+
+GONE, RERUN_BURST = "test_gone (test_a.TestA)", [f"test_op_{i} (__main__.TestR)" for i in range(3)]
+
+
+def lifecycle_world(httpserver) -> Callable[[], object]:
+    """Open DISABLED issues of PyTorch's bot, filed 20 days before DAY: FIXED's test is clean on its
+    platform, HALF's on one of two, GONE's test deleted, and an aggregate lists a clean test."""
+    state = issues_world(httpserver)
+    tracker = state.tracker
+    old = tracker.clock() - dt.datetime.fromisoformat(f"{DAY}T00:00:00+00:00") + dt.timedelta(days=20)
+    tracker.add(f"DISABLED {FIXED}", "Platforms: linux\n\nflaky", age=old, user=BOT)
+    tracker.add(f"DISABLED {HALF}", "Platforms: linux, win\n\nflaky", age=old, user=BOT)
+    tracker.add(f"DISABLED {GONE}", "Platforms: linux\n\nflaky", age=old, user=BOT)
+    tracker.add(aggregate_title("test_r.py"), aggregate_body("test_r.py", {t: ["linux"] for t in RERUN_BURST},
+                f"Platforms: linux\n{MARKER}"), age=old, user=BOT, labels=["skipped", AGGREGATE_LABEL])
+    return state
+
+
+def lifecycle_lake(api_url: str, root: str, tick: int) -> None:
+    """The reruns of the tests, and 27 days of test reports: test_gone stopped 7 days ago while
+    its file kept reporting."""
+    lake = lake_with(Path(root), clean(FIXED, "linux") + clean(HALF, "linux") + clean(RERUN_BURST[0], "linux"))
+    rows = [("test_a.py", "test_a.TestA", "test_alive")] + [("test_r.py", "TestR", t.split(" ")[0])
+                                                             for t in (FIXED, HALF, *RERUN_BURST)]
+    gone = [("test_a.py", "test_a.TestA", "test_gone")]
+    for n in range(27):
+        on = (dt.date.fromisoformat(DAY) - dt.timedelta(days=n)).isoformat()
+        lake.write("test_daily_stats", on, stats(rows + (gone if n >= 7 else []), on))
+
+
+def lifecycle(api_url: str, root: str, tick: int) -> None:
+    run_lifecycle(client(api_url), Lake.at(f"{root}/lake"), Store(f"{root}/out"), DAY, f"run-{tick}", REPO,
+                  DisabledIssuesConfig(enabled=True), "test config")
 
 
 def drci_publish(text: str, prs=(5, 6)) -> Callable[[str, str, int], None]:
@@ -173,10 +215,19 @@ def relay_world(httpserver) -> Callable[[], object]:
     return lambda: (sorted(fake.check_run_names()), {run: len(starts) for run, starts in fake.started.items()})
 
 
-def issues_world(httpserver) -> Callable[[], object]:
-    tracker = FakeIssueTracker(httpserver, REPO)
-    return lambda: sorted((i["title"], i["state"], i["body"], tuple(x["name"] for x in i["labels"]),
-                           tuple(tracker.comments.get(n, ()))) for n, i in tracker.issues.items())
+class IssuesState:
+    """GitHub's issues, each with its comments, in an order of their own."""
+
+    def __init__(self, tracker: FakeIssueTracker):
+        self.tracker = tracker
+
+    def __call__(self) -> object:
+        return sorted((i["title"], i["state"], i["body"], tuple(x["name"] for x in i["labels"]),
+                       tuple(self.tracker.comments.get(n, ()))) for n, i in self.tracker.issues.items())
+
+
+def issues_world(httpserver) -> IssuesState:
+    return IssuesState(FakeIssueTracker(httpserver, REPO))
 
 
 def guardian_world(httpserver) -> Callable[[], object]:
@@ -210,6 +261,8 @@ PATHS = {
     "drci comments created": WriterPath(drci_world, (), drci_publish("## :x: 1 New Failure"), 2),
     "drci comments edited": WriterPath(drci_world, (drci_publish("## :x: 1 New Failure"),),
                                        drci_publish("## :white_check_mark: No Failures"), 2),
+    "disabled issues re-enabled, narrowed, retired, aggregate settled": WriterPath(
+        lifecycle_world, (lifecycle_lake,), lifecycle, 8),
     "guardian restart and revert": WriterPath(guardian_world, (), guardian_pass, 2),
     "relay check runs": WriterPath(relay_world, (), relay_check_runs, 2),
     "relay reruns": WriterPath(relay_world, (), relay_reruns, 2),
@@ -275,7 +328,8 @@ FORKS = multiprocessing.get_context("forkserver")
 FORKS.set_forkserver_preload([
     "_pytest.assertion", "werkzeug.serving", "werkzeug.test", "requests", "resources.github", "resources.lake",
     "resources.configured", "jobs.relay_prs", "torchci_assets.derived.drci.build", "torchci_assets.derived.drci.publish",
-    "torchci_assets.derived.flakiness.issues", "torchci_assets.derived.guardians.actions",
+    "torchci_assets.derived.flakiness.issues", "torchci_assets.derived.flakiness.lifecycle",
+    "torchci_assets.derived.guardians.actions",
     "torchci_assets.derived.guardians.alert_issues", "torchci_assets.relay.check_runs", "torchci_assets.relay.reruns",
     "torchci_assets.relay.listening", "torchci_assets.relay.zombies"])
 CASES = [(name, n, after) for name, p in PATHS.items() for n in range(1, p.writes + 1) for after in (False, True)]
@@ -293,3 +347,43 @@ def test_a_writer_killed_at_a_write_then_run_again_ends_as_one_clean_run(httpser
     assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
     path.step(httpserver.url_for(""), str(tmp_path / "killed"), 2)
     assert state() == expected
+
+
+# ---- an Actions token: GitHub does not say which account writes ---------------------------------
+
+
+def issues_world_unnamed(httpserver) -> IssuesState:
+    """The issues world where `GET /user` answers 403, as for an Actions token."""
+    state = issues_world(httpserver)
+    state.tracker.says_account = False
+    return state
+
+
+FILING = PATHS["disabled issues filed"]
+PATHS["disabled issues filed, actions token"] = WriterPath(issues_world_unnamed, (), disabled_filing(
+    LINUX_A, Wanted(TEST_B, [], ["linux", "win"], 2), *burst(BURST), trusted=True), FILING.writes)
+UNNAMED = [(n, after) for n in range(1, FILING.writes + 1) for after in (False, True)]
+
+
+@pytest.mark.parametrize("kill_at, after", UNNAMED, ids=[f"write{k}-{'after' if a else 'before'}" for k, a in UNNAMED])
+def test_with_an_actions_token_a_killed_filing_leaves_at_most_a_closed_twin_said_once(httpserver, monkeypatch,
+                                                                                      tmp_path, kill_at, after):
+    """Where GitHub does not say the account, a filing killed after a create leaves an issue the next
+    run cannot tell from a stranger's: it files again and closes its own new issue as the twin, with
+    one comment. GitHub then holds the clean run's issues, open as they are, and at most one closed
+    twin per issue filed, each saying once which issue it duplicates."""
+    path = PATHS["disabled issues filed, actions token"]
+    expected = clean_run(httpserver, monkeypatch, path, tmp_path / "clean")
+    httpserver.clear()
+    state = world(httpserver, path, tmp_path / "killed")
+    killer = Killer(httpserver, monkeypatch, kill_at, after)
+    assert killer.run("disabled issues filed, actions token", httpserver.url_for(""), str(tmp_path / "killed")) \
+        == -signal.SIGKILL
+    path.step(httpserver.url_for(""), str(tmp_path / "killed"), 2)
+    issues = state()
+    twins = [i for i in issues if i not in expected]
+    assert [i for i in issues if i in expected] == expected
+    assert len(twins) <= 1 and len({t[0] for t in twins}) == len(twins)
+    for title, issue_state, _body, _labels, comments in twins:
+        assert title in {e[0] for e in expected} and issue_state == "closed"
+        assert len(comments) == 1 and comments[0].startswith("Duplicate of #")

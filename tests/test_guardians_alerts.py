@@ -223,6 +223,18 @@ def test_an_alert_that_cleared_is_closed_and_said_once_whatever_github_answers(h
     assert said(tracker, number) == ["The condition cleared; closed."]
 
 
+def test_an_alert_issue_a_human_reopened_is_closed_again_with_its_comment(httpserver, tmp_path, tracker):
+    """The alert cleared and closed its issue; a human reopened it, and the next check, the
+    condition still clear, closes it again: saying so again, not closing it without a word."""
+    check(httpserver, tmp_path, queue_alert("linux.4xlarge"))
+    (number,) = tracker.issues
+    check(httpserver, tmp_path, queue_alert(), 15)
+    client(httpserver).request("PATCH", f"/repos/{REPO}/issues/{number}", json_body={"state": "open"})
+    assert [r["action"] for r in check(httpserver, tmp_path, queue_alert(), 20)] == ["closed"]
+    assert tracker.issues[number]["state"] == "closed"
+    assert said(tracker, number) == ["The condition cleared; closed.", "The condition cleared; closed."]
+
+
 def test_a_human_opened_issue_of_another_kind_is_left_alone(httpserver, tmp_path, tracker):
     tracker.add("Something else", "no marker here", labels=["pytorch-alert"])
     check(httpserver, tmp_path, queue_alert("linux.4xlarge"))

@@ -17,8 +17,8 @@ from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, IssueTracker,
                                                      ledger_row, record)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
-from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, PlatformRuns, decide,
-                                                      rerun_evidence)
+from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, Decision, PlatformRuns,
+                                                      act, decide, rerun_evidence)
 
 DAY = "2026-11-20"
 REPO = "pytorch/pytorch"
@@ -304,3 +304,35 @@ def test_a_test_disabled_under_dynamo_is_reenabled_on_the_reruns_of_dynamo_jobs_
     assert fake.issues[dynamo["number"]]["state"] == "closed"
     assert "| dynamo | 7 | 7 | 7 | 0 |" in fake.comments[dynamo["number"]][0]
     assert fake.issues[plain["number"]]["state"] == fake.issues[rocm["number"]]["state"] == "open"
+
+
+def test_a_platform_re_enabled_again_after_the_filing_added_it_back_is_said_again(httpserver, tmp_path):
+    """Re-enabled on win, the test flaked on win again and the filing added win back; clean there
+    again, it is re-enabled on win a second time, and the issue says so a second time."""
+    fake = FakeIssueTracker(httpserver)
+    n = fake.add(f"DISABLED {HALF}", "Platforms: linux, win\n\nflaky", age=dt.timedelta(days=20), user=BOT)["number"]
+    gh, narrow = github(httpserver), Decision(HALF, "narrow", ["linux"], ["win"])
+    runs = {"win": PlatformRuns(J, 0, J, D)}
+    act(gh, REPO, dict(fake.issues[n]), narrow, runs, DAY)
+    flaked_on_win = Wanted(HALF, ["linux"], ["linux", "win"], 4)
+    file_disabled_issues(IssueTracker(gh, REPO), lake_with(tmp_path, []), DAY, [flaked_on_win], {HALF: Evidence(HALF)},
+                         ["skipped"], 10, "run-0002")
+    assert fake.issues[n]["body"].startswith("Platforms: linux, win\n")
+    act(gh, REPO, dict(fake.issues[n]), narrow, runs, DAY)
+    assert fake.issues[n]["body"].startswith("Platforms: linux\n")
+    assert [c.split(":")[0] for c in fake.comments[n]] == [
+        f"Re-enabling `{HALF}` on win", "It flaked on win as well", f"Re-enabling `{HALF}` on win"]
+
+
+def test_an_issue_a_human_reopened_and_re_enabled_again_is_said_again(httpserver, tmp_path):
+    """Closed on clean reruns, reopened by a human, clean again: the second close has its comment
+    too (a close GitHub refused is still said once: test_clean_everywhere_...)."""
+    fake = FakeIssueTracker(httpserver)
+    n = fake.add(f"DISABLED {FIXED}", "Platforms: linux", age=dt.timedelta(days=20), user=BOT)["number"]
+    gh, close = github(httpserver), Decision(FIXED, "close", dropped=["linux"])
+    runs = {"linux": PlatformRuns(J, 0, J, D)}
+    act(gh, REPO, dict(fake.issues[n]), close, runs, DAY)
+    gh.request("PATCH", f"/repos/{REPO}/issues/{n}", json_body={"state": "open"})  # a human reopens it
+    act(gh, REPO, dict(fake.issues[n]), close, runs, DAY)
+    assert fake.issues[n]["state"] == "closed" and len(fake.comments[n]) == 2
+    assert all(c.startswith(f"Re-enabling `{FIXED}`: every rerun") for c in fake.comments[n])

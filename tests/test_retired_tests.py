@@ -206,3 +206,15 @@ def test_a_strangers_issue_takes_none_of_the_runs_closes(httpserver, lake, tmp_p
     result = retire(lake, github(httpserver), Store(str(tmp_path / "outputs")))
     assert [r["test"] for r in result.rows] == [GONE] and [a.test for a in result.of("retired")] == [also, GONE]
     assert fake.issues[mine["number"]]["state"] == "closed" and fake.issues[theirs["number"]]["state"] == "open"
+
+
+def test_an_issue_a_human_reopened_and_retired_again_is_said_again(httpserver, lake, tmp_path):
+    """Closed as deleted, reopened by a human (as the comment invites), then closed as deleted
+    again: the second close says why too. A close GitHub refused is still said once (above)."""
+    fake = FakeIssueTracker(httpserver)
+    issue = fake.add(f"DISABLED {GONE}", "Platforms: linux", user=BOT)
+    gh, gone = github(httpserver), retired.Absent(GONE, "test_a.py", None, "retired")
+    retired.close_retired(gh, REPO, dict(issue), gone)
+    gh.request("PATCH", f"/repos/{REPO}/issues/{issue['number']}", json_body={"state": "open"})
+    assert "already there" not in retired.close_retired(gh, REPO, dict(fake.issues[issue["number"]]), gone)
+    assert fake.issues[issue["number"]]["state"] == "closed" and len(fake.comments[issue["number"]]) == 2

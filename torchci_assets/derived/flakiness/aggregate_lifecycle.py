@@ -19,8 +19,10 @@ when PyTorch's runner takes it so (`runner_test`: a dotted suite too), and is ch
 name its author wrote.
 
 All of one run's changes to an aggregate are one comment, saying which tests and why, then one
-edit. The comment carries a marker naming the day and the change, so a retry after a crash
-between the two only edits; and an aggregate whose author may not disable tests is left alone,
+edit. The comment carries a marker naming the change (the list before and after), so a run after a
+crash between the two, that day's or a later one's, only edits; the same change made again later,
+after other changes said on the issue (a line widened back) or a human's reopening of the closed
+aggregate, is said again; and an aggregate whose author may not disable tests is left alone,
 as a single issue is (lifecycle.py).
 """
 
@@ -36,7 +38,7 @@ from resources.lake import Lake
 from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, stand_in, with_list
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import is_aggregate_title, line_for_test, multiple_tests, runner_test
-from torchci_assets.derived.flakiness.issues import Marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import MARKER_PREFIX, Marks, ledger_row, record
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
 from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
 
@@ -115,9 +117,8 @@ def comment_text(changes: dict[str, LineChange], after: dict[str, list[str]]) ->
     return "\n".join(lines)
 
 
-def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineChange], day: str,
-           run_id: str) -> list[dict]:
-    """Comment (once: its marker names the day and the change) and edit one aggregate: its list
+def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineChange], run_id: str) -> list[dict]:
+    """Comment (once: its marker names the change, `comment_once`) and edit one aggregate: its list
     without the dropped lines and with the narrowed ones, or closed when none is left. The ledger
     rows (`dropped`, `narrowed`); [] when the list already is so."""
     title, body, n = issue["title"], issue.get("body") or "", issue["number"]
@@ -127,7 +128,8 @@ def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineCha
     if not changes:
         return []
     digest = hashlib.sha256(json.dumps([sorted(before.items()), sorted(after.items())]).encode()).hexdigest()[:16]
-    comment_once(github, repo, n, f"<!-- torchci-dagster: aggregate {day} {digest} -->", comment_text(by_line, after))
+    comment_once(github, repo, n, f"{MARKER_PREFIX}aggregate {digest} -->", comment_text(by_line, after),
+                 newest_of=MARKER_PREFIX, undone_by=None if after else "reopened")
     fields = {"state": "closed", "state_reason": "completed"} if not after else {"body": with_list(body, after)}
     github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body=fields)
     now = {**issue, **fields}
@@ -151,7 +153,7 @@ def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str,
     for n, changes in sorted(by_issue.items()):
         issue = in_aggregate(members[changes[0].test])
         try:
-            rows = settle(github, repo, issue, changes, day, run_id)
+            rows = settle(github, repo, issue, changes, run_id)
         except GitHubError as e:
             out.failed.update({c.test: str(e) for c in changes})
             warn(f"aggregate #{n}: {e} (left for the next run)")

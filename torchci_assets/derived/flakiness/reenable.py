@@ -53,7 +53,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     titled_as,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.issues import ledger_marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import MARKER_PREFIX, ledger_marks, ledger_row, record
 
 WINDOW_DAYS = 14
 MIN_JOBS = 7
@@ -193,13 +193,14 @@ def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[
     if d.action == "close":
         comment_once(github, repo, n, REENABLED_MARKER, f"Re-enabling `{test}`: every rerun of it in PyTorch's "
                      f"rerun_disabled_tests jobs {window} passed, on every platform it was disabled for "
-                     f"(at least {MIN_JOBS} jobs on {MIN_DAYS} days each).\n\n{table}")
+                     f"(at least {MIN_JOBS} jobs on {MIN_DAYS} days each).\n\n{table}", undone_by="reopened")
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"state": "closed", "state_reason": "completed"})
         return "closed: clean reruns on every disabled platform"
     if d.action == "narrow":
-        marker = f"<!-- torchci-dagster: re-enabled on {','.join(d.dropped)} -->"
+        marker = f"{MARKER_PREFIX}re-enabled on {','.join(d.dropped)} -->"
         comment_once(github, repo, n, marker, f"Re-enabling `{test}` on {', '.join(d.dropped)}: every rerun "
-                     f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}")
+                     f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}",
+                     newest_of=MARKER_PREFIX)
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": after(issue, d)["body"]})
         return f"narrowed to {', '.join(d.keep)}: clean on {', '.join(d.dropped)}"
     if d.action == "evidence":

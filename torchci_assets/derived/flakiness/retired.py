@@ -13,7 +13,8 @@ than half of a list of MASS_MIN or more at once is refused as a likely data outa
 MAX_CLOSED_PER_RUN issues are closed per run.
 
 Closing is two writes, a comment (with RETIRED_MARKER) then the close. A retry after a crash
-between them finds its comment by the marker and only closes: never two comments.
+between them finds its comment by the marker and only closes: never two comments. An issue a
+human reopened since (as the comment invites) and closed again is said again.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def comment_text(a: Absent, title: str | None = None, window_days: int = RETIRE_
 def close_retired(github: GitHubResource, repo: str, issue: dict, a: Absent) -> str:
     """Comment (once, found by its marker after a crash) and close; the ledger's detail."""
     number = issue["number"]
-    posted = comment_once(github, repo, number, RETIRED_MARKER, comment_text(a, issue.get("title")))
+    posted = comment_once(github, repo, number, RETIRED_MARKER, comment_text(a, issue.get("title")),
+                          undone_by="reopened")
     github.request("PATCH", f"/repos/{repo}/issues/{number}", json_body={"state": "closed",
                                                                         "state_reason": "not_planned"})
     return (f"closed: not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting"

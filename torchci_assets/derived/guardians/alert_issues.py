@@ -7,7 +7,8 @@ opened that the list misses (a human removed their label). An issue is created o
 issue has the marker, and a create that got no clear answer is never resent blindly: the list is read
 again and the issue adopted if GitHub made it. A change's comment goes just before the change, with
 a marker of its text: a check killed between the two finds it (the newest comment with a marker)
-and makes the change without saying it twice. Every change of state (opened, updated, closed)
+and makes the change without saying it twice; an issue a human reopened since its closing comment
+is said again when it is closed again. Every change of state (opened, updated, closed)
 is a row of the `alerts` lake table. In dry run (no credentials, or `alerts.enabled: false`) the
 state is kept by that table alone: what would be opened, updated or closed is logged as
 "DRY RUN ..." and recorded once per change, not at every check.
@@ -159,7 +160,8 @@ class AlertIssues:
         return rows
 
     def _close(self, issue: dict, kind: str, said: str) -> None:
-        self._say(issue["number"], said)
+        """Say, then close; an issue a human reopened since it was last said is said again."""
+        self._say(issue["number"], said, undone_by="reopened")
         self._write(f"close issue #{issue['number']} of {kind}", "PATCH", f"issues/{issue['number']}",
                     {"state": "closed", "state_reason": "completed"})
 
@@ -237,16 +239,17 @@ class AlertIssues:
             return [self._row(alert, "closed", issue["number"], issue["body"])]
         return []
 
-    def _say(self, number: int, text: str) -> None:
+    def _say(self, number: int, text: str, undone_by: str | None = None) -> None:
         """Comment on an issue about to change. Posted before the change, with a marker, and not
         posted when the newest marked comment is already this one: a check killed after the
         comment (or the change) finds it, and a check killed before finds the change still to
-        make, so the change is said exactly once. A comment GitHub refused is only logged, and the
+        make, so the change is said exactly once; unless the issue had `undone_by` since (a close
+        a human undid: `comments.comment_once`). A comment GitHub refused is only logged, and the
         change made without it."""
         if not self.live:
             return
         try:
-            comment_once(self.github, self.repo, number, said_marker(text), text, newest_of=SAID)
+            comment_once(self.github, self.repo, number, said_marker(text), text, newest_of=SAID, undone_by=undone_by)
         except GitHubError as e:
             self.log(f"issue #{number}: its comment was not posted ({e}); the change itself is made")
 
