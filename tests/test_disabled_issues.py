@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pytest
-from fake_github_issues import FakeIssueTracker, Scripted, json_response
+from fake_github_issues import ACCOUNT, FakeIssueTracker, Scripted, json_response
 from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
@@ -26,7 +26,10 @@ from torchci_assets.derived.flakiness import issues as issues_module
 from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset, unstable_jobs_asset
 from torchci_assets.derived.flakiness.flaky import build_flaky_tests
 from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, parse_platforms
-from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues
+from torchci_assets.derived.flakiness.aggregates import aggregate_body, aggregate_title
+from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, close_own_twins, file_disabled_issues,
+                                                     keep_own_logins)
+from torchci_assets.derived.flakiness.job_issues import Permissions
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_BEFORE, DISABLED_TESTS_DAY, DISABLED_TESTS_PATH,
                                                     REENABLED_TESTS_PATH)
@@ -1008,6 +1011,56 @@ def test_a_crash_before_this_projects_account_is_known_leaves_one_open_issue(htt
     assert world.published()[TEST_B] == entry(b, [])
     posts = fake.count("POST", "/repos/pytorch/pytorch/issues")
     assert run(world, github(httpserver)).success and fake.count("POST", "/repos/pytorch/pytorch/issues") == posts
+
+
+def own_twins_world(fake) -> dict[str, dict]:
+    """Open issues titled `DISABLED test_a`: a stranger's copy of this project's body (the oldest),
+    this project's first and its twin, a maintainer's without the marker; and this project's
+    aggregate with its twin."""
+    body = f"Platforms: linux\n\n{MARKER}"
+    aggregate = aggregate_title("test_burst.py")
+    return {"stranger": fake.add(f"DISABLED {TEST_A}", body, user="a-stranger"),
+            "first": fake.add(f"DISABLED {TEST_A}", body, user=ACCOUNT),
+            "twin": fake.add(f"DISABLED {TEST_A}", body, user=ACCOUNT),
+            "maintainer's": fake.add(f"DISABLED {TEST_A}", "Platforms: win", user="a-maintainer"),
+            "aggregate": fake.add(aggregate, aggregate_body("test_burst.py", {TEST_B: []}, body), user=ACCOUNT),
+            "aggregate twin": fake.add(aggregate, aggregate_body("test_burst.py", {TEST_B: []}, body), user=ACCOUNT)}
+
+
+def test_a_run_closes_this_projects_open_twins_once_and_no_one_elses(httpserver, world):
+    """Twins left open by runs killed one after the other (an Actions token, which does not say its
+    account) are closed by the next run that reads them, as duplicates of the oldest open issue of
+    the title that counts, with one comment; a stranger's issue (which disables nothing), a
+    maintainer's, and the oldest stay open, and the run after closes and says nothing again."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    issues = own_twins_world(fake)
+    keep_own_logins(world.lake, {ACCOUNT})
+    for run_id in ("run-1", "run-2"):
+        report = file_disabled_issues(IssueTracker(github(httpserver), "pytorch/pytorch"), world.lake, world.day,
+                                      [], {}, ["skipped"], 10, run_id, only_trusted=True)
+        assert report.twins_closed == ([issues["twin"]["number"], issues["aggregate twin"]["number"]]
+                                       if run_id == "run-1" else [])
+    closed = {k for k, i in issues.items() if fake.issues[i["number"]]["state"] == "closed"}
+    assert closed == {"twin", "aggregate twin"}
+    for twin, kept in (("twin", "first"), ("aggregate twin", "aggregate")):
+        assert fake.issues[issues[twin]["number"]]["state_reason"] == "not_planned"
+        assert [c.split("\n")[0] for c in fake.comments[issues[twin]["number"]]] == [
+            f"Duplicate of #{issues[kept]['number']}, filed at the same moment by another run; closing this one."]
+    assert fake.count("PATCH") == 2 and fake.count("POST") == 2
+
+
+def test_a_dry_run_logs_the_twins_it_would_close(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    issues = own_twins_world(fake)
+    dry = github(httpserver, token="")
+    tracker, lines = IssueTracker(dry, "pytorch/pytorch"), []
+    tracker.load_open()
+    tracker.trust(Permissions(dry, "pytorch/pytorch", {ACCOUNT}))
+    assert close_own_twins(tracker, lines.append) == []
+    assert lines == [f"DRY RUN: would close #{issues[twin]['number']} {issues[twin]['title']!r} as a duplicate of "
+                     f"#{issues[kept]['number']}" for twin, kept in (("twin", "first"), ("aggregate twin", "aggregate"))]
+    assert fake.count("PATCH") == fake.count("POST") == 0 and dry.dry_run_requests == []
 
 
 def permission_asks(fake, start: int = 0) -> dict[str, int]:

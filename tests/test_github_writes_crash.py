@@ -387,3 +387,33 @@ def test_with_an_actions_token_a_killed_filing_leaves_at_most_a_closed_twin_said
     for title, issue_state, _body, _labels, comments in twins:
         assert title in {e[0] for e in expected} and issue_state == "closed"
         assert len(comments) == 1 and comments[0].startswith("Duplicate of #")
+
+
+TWICE = [(n, after) for n in range(1, 6) for after in (False, True)]  # a clean second run writes 5 times
+
+
+@pytest.mark.parametrize("kill_at, after", TWICE, ids=[f"write{k}-{'after' if a else 'before'}" for k, a in TWICE])
+def test_with_an_actions_token_a_filing_killed_twice_is_settled_by_the_next_run(httpserver, monkeypatch, tmp_path,
+                                                                               kill_at, after):
+    """Run 1 is killed once GitHub applied its first create (the aggregate), before it heard the
+    answer; run 2, which files that aggregate's twin and closes it (create, comment, close), then the
+    two tests' issues, is killed at each of its writes; run 3 runs clean. GitHub then holds the clean
+    run's issues, open, and every twin closed, saying once that it duplicates the oldest."""
+    name = "disabled issues filed, actions token"
+    path = PATHS[name]
+    expected = clean_run(httpserver, monkeypatch, path, tmp_path / "clean")
+    httpserver.clear()
+    state = world(httpserver, path, tmp_path / "killed")
+    killer = Killer(httpserver, monkeypatch, 1, True)
+    assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
+    killer.writes, killer.kill_at, killer.after = 0, kill_at, after
+    assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
+    path.step(httpserver.url_for(""), str(tmp_path / "killed"), 3)
+    issues = state.tracker.issues
+    assert [i for i in state() if i[1] == "open"] == expected
+    oldest = {i["title"]: min(n for n, j in issues.items() if j["title"] == i["title"]) for i in issues.values()}
+    for n, issue in issues.items():
+        if n != oldest[issue["title"]]:
+            assert issue["state"] == "closed" and issue["state_reason"] == "not_planned"
+            assert [c.split("\n")[0] for c in state.tracker.comments[n]] == [
+                f"Duplicate of #{oldest[issue['title']]}, filed at the same moment by another run; closing this one."]

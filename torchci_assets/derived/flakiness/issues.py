@@ -38,7 +38,8 @@ ever makes, GitHub is asked which account the credentials write as (`GET /user`,
 for an App), and that is kept first. Only where GitHub does not say (an Actions token) can a run
 killed right after that first create leave an issue the next run cannot tell from a stranger's:
 it files again, learns the account from that answer, and closes its new issue as the twin of the
-first (`_unless_twin`), so one stays open. A test whose title
+first (`_unless_twin`). Should that run be killed too, the twin stays open until a run completes:
+each closes the open twins of its own it read (`close_own_twins`), so one stays open. A test whose title
 PyTorch would not read back as the test (a name with characters other than letters, digits, `-`,
 `_` and `.`) gets no issue at all, as it would disable nothing: it is reported instead, with why.
 Right before each create the list of step 2 is read again, and once more after it: two runs
@@ -464,6 +465,8 @@ class FilingReport:
     aggregates: dict[str, list[str]] = field(default_factory=dict)
     # tests given no issue because PyTorch could not read their title -> why (a human must act)
     unreadable: dict[str, str] = field(default_factory=dict)
+    # the numbers of this project's open twins closed as duplicates of the oldest (`close_own_twins`)
+    twins_closed: list[int] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -589,6 +592,7 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
         else:
             report.parts.append(record(lake, day, [row], _slug(w.test)))
     report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
+    report.twins_closed = close_own_twins(tracker, log, warn)
     report.open_list, report.allowed = tracker.open_any(), tracker.allowed
     return report
 
@@ -841,11 +845,60 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
     if not older:
         return issue, "created", ""
     keep = min(older, key=lambda i: i["number"])
-    _comment(tracker, issue, f"Duplicate of #{keep['number']}, filed at the same moment by another "
-             "run; closing this one.", None, log)
-    tracker.update(issue["number"], state="closed", state_reason="not_planned")
-    log(f"{title!r}: #{keep['number']} was filed at the same moment; closed #{issue['number']}")
+    _close_twin(tracker, issue, keep, log)
     return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
+
+
+def _close_twin(tracker: IssueTracker, twin: dict, keep: dict, log: Callable[[str], None]) -> None:
+    """Close `twin` as a duplicate of `keep`, saying so once: the comment's marker names the twin's
+    body and the text, so a run after a crash between the two finds it and only closes."""
+    _comment(tracker, twin, f"Duplicate of #{keep['number']}, filed at the same moment by another "
+             "run; closing this one.", None, log)
+    tracker.update(twin["number"], state="closed", state_reason="not_planned")
+    log(f"{twin.get('title')!r}: #{keep['number']} was filed first; closed #{twin['number']} as its duplicate")
+
+
+def own_twins(tracker: IssueTracker) -> dict[int, dict]:
+    """The open issues this project filed (its marker, an author of its own when the trust rules
+    know them) that share their exact title with an older open issue that counts: twin number ->
+    the oldest. A run killed between a create and hearing GitHub's answer, where GitHub does not
+    say the account, leaves such a twin; if the run that files the next one and closes it
+    (`_unless_twin`) is killed too, only a later run, reading them all, can close it."""
+    by_title: dict[str, list[dict]] = {}
+    for issue in tracker.open_any():
+        if (issue.get("title") or "").startswith(DISABLED_PREFIX) and tracker.counts(issue):
+            by_title.setdefault(issue["title"], []).append(issue)
+    twins = {}
+    for same in by_title.values():
+        keep = min(same, key=lambda i: i["number"])
+        twins.update({i["number"]: keep for i in same if i is not keep and _filed_here(tracker, i)})
+    return twins
+
+
+def _filed_here(tracker: IssueTracker, issue: dict) -> bool:
+    """Whether this project filed `issue`: its body has the marker, and its author is one of this
+    project's accounts when the trust rules are on (a maintainer's copy of a body is not ours)."""
+    return MARKER in (issue.get("body") or "") and (tracker.allowed is None or author(issue) in tracker.allowed.own)
+
+
+def close_own_twins(tracker: IssueTracker, log: Callable[[str], None] = lambda s: None,
+                    warn: Callable[[str], None] = lambda s: None) -> list[int]:
+    """Close every twin `own_twins` finds in the issues the run read, as `_unless_twin` closes one;
+    the numbers closed. A dry run (no credentials) logs what it would close; a twin GitHub fails to
+    close is warned about and left for the next run."""
+    closed = []
+    for number, keep in sorted(own_twins(tracker).items()):
+        twin = tracker.by_number[number]
+        if tracker.github.dry_run:
+            log(f"DRY RUN: would close #{number} {twin.get('title')!r} as a duplicate of #{keep['number']}")
+            continue
+        try:
+            _close_twin(tracker, twin, keep, log)
+        except GitHubError as e:
+            warn(f"closing #{number} as a duplicate of #{keep['number']} failed: {e} (left for the next run)")
+            continue
+        closed.append(number)
+    return closed
 
 
 def platforms_set_at(issue: dict, narrowed_at: dt.datetime | None, listed_at: dt.datetime | None = None
