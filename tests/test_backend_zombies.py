@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 import yaml
 from conftest import write_lines
+from test_hud_backend_pages import window_cells, levels_of
 
 from resources.configured import ArchiveResource, LakeResource
 from resources.lake import Lake
@@ -88,11 +89,12 @@ def test_a_job_that_never_completed_is_timed_out_on_the_backend_pages(tmp_path, 
     zombie = the(views.jobs, "zombie")
     assert (zombie["status"], zombie["conclusion"]) == ("completed", "timed_out")
     assert zombie["timed_out"] and not the(views.jobs, "shard 0")["timed_out"]
-    week = next(w for w in views.windows if w["window_days"] == 7)
-    assert (week["completed"], week["timed_out"], week["success_rate"]) == (5, 1, pytest.approx(0.8))
-    page = backend_pages.render(views, "pytorch/pytorch", "now", "hud")[f"hud/{backend_pages.backend_path(REPO)}"]
-    windows, heads = page.split('id="windows"')[1].split('id="heads"')
-    assert "80.0%" in windows
+    page = backend_pages.render(views, "pytorch/pytorch", "now", "hud", levels=levels_of(lake, DAY))[
+        f"hud/{backend_pages.backend_path(REPO)}"]
+    week = window_cells(page, 7)
+    assert (week["judged jobs"], week["completed jobs"], week["lost: timed out by the relay"],
+            week["success rate"]) == ("5", "4", "1", "80.0%")
+    heads = page.split('id="heads"')[1]
     # the head's one row: 5 jobs, 1 failed, none running
     assert "<td>5</td><td>1</td><td>0</td>" in heads
     section = backend_pages.pr_section(backend_pages.jobs_by_head(views)[HEAD])
@@ -107,7 +109,10 @@ def test_a_job_younger_than_the_timeout_is_still_running(tmp_path, monkeypatch):
     before = backend_pages.load(lake, DAY, now_ms=ms(edge) - 1)
     at = backend_pages.load(lake, DAY, now_ms=ms(edge))
     assert (the(before.jobs, "zombie")["status"], the(before.jobs, "zombie")["timed_out"]) == ("in_progress", False)
-    assert [w["completed"] for w in before.windows] == [4, 4]
+    page = backend_pages.render(before, "pytorch/pytorch", "now", "hud", levels=levels_of(lake, DAY, ms(edge) - 1))[
+        f"hud/{backend_pages.backend_path(REPO)}"]
+    assert [(window_cells(page, w)["completed jobs"], window_cells(page, w)["pending"]) for w in (7, 28)] == [
+        ("4", "1"), ("4", "1")]
     assert (the(at.jobs, "zombie")["status"], the(at.jobs, "zombie")["conclusion"]) == ("completed", "timed_out")
     health = {r["window_days"]: r for r in compute_health(lake, DAY, (7,), now_ms=ms(edge) - 1).to_pylist()}
     assert (health[7]["pending"], health[7]["timeouts"]) == (1, 0)
@@ -158,7 +163,9 @@ def test_a_completion_arriving_after_the_timeout_wins(tmp_path, monkeypatch):
     assert the(today.jobs, "zombie")["conclusion"] == "timed_out"
     late = the(tomorrow.jobs, "zombie")
     assert (late["status"], late["conclusion"], late["timed_out"]) == ("completed", "success", False)
-    assert next(w for w in tomorrow.windows if w["window_days"] == 7)["timed_out"] == 0
+    page = backend_pages.render(tomorrow, "pytorch/pytorch", "now", "hud", levels=levels_of(lake, NEXT))[
+        f"hud/{backend_pages.backend_path(REPO)}"]
+    assert window_cells(page, 7)["lost: timed out by the relay"] == "0"
     (week,) = compute_health(lake, NEXT, (7,)).to_pylist()
     assert (week["jobs"], week["completed_jobs"], week["successes"], week["timeouts"], week["lost"],
             week["infra_failures"]) == (5, 5, 4, 0, 0, 1)

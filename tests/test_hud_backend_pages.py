@@ -14,6 +14,7 @@ from resources.storage import Store
 from tests.relay_callbacks import action_env, build_payload, forwarded, job_callbacks
 from torchci_assets.derived.backends.levels import compute_health
 from torchci_assets.derived.hud import backend_pages
+from torchci_assets.derived.hud.svg import duration
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
 
 DAY = "2026-11-20"
@@ -65,31 +66,51 @@ def test_the_pr_page_section_lists_each_backends_jobs_on_the_head_by_level(tmp_p
     assert reported.count("<tr>") == 2 and "5m" in reported and "in_progress" in reported
 
 
+def levels_of(lake: Lake, day: str, now_ms: int | None = None) -> dict:
+    """backend-levels.json as backend_levels would publish it for `day`, judged at `now_ms`, with the config's
+    windows and zombie timeout."""
+    from torchci_assets.config import load_config
+    from torchci_assets.derived.backends.levels import assess_backends, health_windows, levels_document
+
+    config = load_config()
+    health = compute_health(lake, day, health_windows(config), now_ms=now_ms,
+                            zombie_timeout_s=config.zombie_timeout_seconds).to_pylist()
+    return levels_document(assess_backends(health, config), day, config)
+
+
+def levels_at_noon(tmp_path) -> dict:
+    """backend-levels.json at noon, from the lake `views` wrote."""
+    return levels_of(Lake.at(str(tmp_path / "lake")), DAY, int(T0.replace(hour=12).timestamp() * 1000))
+
+
 def test_a_backend_page_shows_its_heads_and_the_level_windows(tmp_path):
     v = views(tmp_path)
-    files = backend_pages.render(v, "pytorch/pytorch", "now", "hud")
+    files = backend_pages.render(v, "pytorch/pytorch", "now", "hud", levels=levels_at_noon(tmp_path))
     assert sorted(files) == ["hud/backends/acme-ai/torch-npu.html", "hud/backends/org-two/torch-tpu.html"]
     page = files["hud/backends/acme-ai/torch-npu.html"]
-    windows = {w["window_days"]: w for w in v.windows if w["repo"] == L3}
-    assert windows[7]["completed"] == 3 and abs(windows[7]["success_rate"] - 2 / 3) < 1e-9
-    assert "66.7%" in page and "7 days" in page and "28 days" in page
+    week = window_cells(page, 7)
+    assert (week["completed jobs"], week["success rate"]) == ("3", "66.7%") and window_cells(page, 28)
+    assert f"backend-levels.json for {DAY}" in page
     heads = page.split('id="heads"')[1]
     assert heads.count("<tr>") == 3 and "push" in heads and HEAD[:10] in heads
     assert 'href="../../backends.html"' in page  # two folders down
 
 
-def test_the_level_windows_leave_out_self_reports_as_the_levels_do(tmp_path):
-    """A nightly run reports itself: neither the backend's level nor its page's windows count it (they did, so
-    the page said 4 completed jobs where backends.html's criteria said 3)."""
+def test_a_backend_page_without_published_levels_says_it_has_no_figures(tmp_path):
+    page = backend_pages.render(views(tmp_path), "pytorch/pytorch", "now", "hud")["hud/backends/acme-ai/torch-npu.html"]
+    assert 'id="windows"' not in page and "backend-levels.json has no figures for this backend yet" in page
+
+
+def test_the_page_leaves_out_self_reports_as_the_levels_do(tmp_path):
+    """A nightly run reports itself: neither the backend's level, nor its page's windows, nor its heads count it
+    (the windows did, so the page said 4 completed jobs where backends.html's criteria said 3)."""
     env = action_env("completed", repo=L3, run_id=9, job_name="nightly", conclusion="failure", delivery_id="n-1",
                      event_type="nightly")
     v = views(tmp_path, [forwarded(build_payload(env, T0), L3, T0, "L3")])
-    week = next(w for w in v.windows if w["repo"] == L3 and w["window_days"] == 7)
-    noon = int(T0.replace(hour=12).timestamp() * 1000)
-    health = next(h for h in compute_health(Lake.at(str(tmp_path / "lake")), DAY, (7,), now_ms=noon,
-                                            zombie_timeout_s=6 * 3600).to_pylist() if h["repo"] == L3)
-    assert week["completed"] == health["completed_jobs"] == 3
-    assert abs(week["success_rate"] - 2 / 3) < 1e-9
+    page = backend_pages.render(v, "pytorch/pytorch", "now", "hud", levels=levels_at_noon(tmp_path))[
+        f"hud/{backend_pages.backend_path(L3)}"]
+    assert (window_cells(page, 7)["completed jobs"], window_cells(page, 7)["success rate"]) == ("3", "66.7%")
+    assert page.split('id="heads"')[1].count("<tr>") == 3 and "nightly" not in page
 
 
 def test_a_backend_page_links_only_the_pull_request_pages_the_site_has(tmp_path):
@@ -170,3 +191,80 @@ def test_a_pull_request_no_backend_ran_on_says_so_once(tmp_path):
     _, page = published_pr_page(tmp_path)
     assert len(re.findall(r"<h2[^>]*>Downstream", page)) == 1
     assert page.count("has reported on this head") == 1
+
+
+def slow_lost_and_pending_callbacks(t0: dt.datetime) -> list[dict]:
+    """An L3 backend's day from `t0` (08:00): a build that passes; a test job that passes after 7 h, past the 6 h
+    a job may take; one that started and never completed (the relay times it out); and, at 20:00, one queued
+    30 minutes that started 3.5 h before the day's end and is still running: pending."""
+    late = t0.replace(hour=20)
+    return (job_callbacks(L3, t0, run_id=1, job_name="build", queue_s=60, exec_s=600, level="L3",
+                          client_payload=PR_DISPATCH)
+            + job_callbacks(L3, t0, run_id=1, job_name="slow", queue_s=120, exec_s=7 * 3600, level="L3",
+                            client_payload=PR_DISPATCH)
+            + job_callbacks(L3, t0, run_id=1, job_name="lost", queue_s=300, completes=False, level="L3",
+                            client_payload=PR_DISPATCH)
+            + job_callbacks(L3, late, run_id=4, job_name="build", queue_s=1800, completes=False, level="L3",
+                            client_payload=PUSH_DISPATCH))
+
+
+def published_levels_and_backend_page(tmp_path) -> tuple[dict, str, str]:
+    """The levels published for hud_lake's day from those callbacks (as backend_levels publishes them), then
+    the site for that day: (backend-levels.json, backends.html, the backend's page)."""
+    from hud_lake import DAY as HUD_DAY
+    from hud_lake import T0 as HUD_T0
+    from test_hud_site import build, history
+
+    from torchci_assets.config import load_config
+    from torchci_assets.derived.backends.levels import (allowlist_proposal, assess_backends, health_windows,
+                                                       levels_json, publish_levels)
+    from torchci_assets.derived.site.site import publish_site
+
+    write_lines(tmp_path / "archive" / "ci-results" / f"day={HUD_DAY}" / "relay-1.jsonl",
+                slow_lost_and_pending_callbacks(HUD_T0))
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    history().write(lake)
+    ingest_ci_results_day(Store(str(tmp_path / "archive")), lake, HUD_DAY)
+    build(lake)
+    config = load_config()
+    health = compute_health(lake, HUD_DAY, health_windows(config), zombie_timeout_s=6 * 3600).to_pylist()
+    assessments = assess_backends(health, config)
+    publish_levels(out, HUD_DAY, levels_json(assessments, HUD_DAY, config),
+                   allowlist_proposal(assessments, HUD_DAY, config))
+    publish_site(lake, out, HUD_DAY, "pytorch/pytorch")
+    return (json.loads(out.read_bytes("backend-levels.json")), out.read_bytes("hud/backends.html").decode(),
+            out.read_bytes(f"hud/{backend_pages.backend_path(L3)}").decode())
+
+
+def window_cells(page: str, days: int) -> dict[str, str]:
+    """The backend page's row for a window, by column header (tags stripped)."""
+    windows = page.split('id="windows"')[1].split("</table>")[0]
+    headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", windows)]
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in windows.split("<tr>")[2:]]
+    row = next(r for r in rows if r[0] == f"{days} days")
+    return dict(zip(headers, (re.sub(r"<[^>]+>", "", c) for c in row)))
+
+
+def test_a_backends_page_shows_the_figures_its_level_is_judged_on(tmp_path):
+    """One job completed after 7 h, one lost, one pending: the page's completed jobs, success rate and queue
+    times are the levels' own (were 3 completed jobs, 66.7% and queue p50 3m, p90 22m where backend-levels.json
+    and the card said 2, 33.3%, 2m and 4m: the page counted the lost job as completed, the 7-hour job as a success
+    and the pending job's queue time)."""
+    levels, card_page, page = published_levels_and_backend_page(tmp_path)
+    backend = next(b for b in levels["backends"] if b["repo"].lower() == L3)
+    criteria = {(c["level"], c["name"]): c for c in backend["criteria"]}
+    week = backend["health"]["7"]
+    # the levels' judgement, as docs/relay.md states it
+    assert (week["jobs"], week["completed_jobs"], week["lost"], week["pending"], week["successes"]) == (3, 2, 1, 1, 1)
+    cells = window_cells(page, 7)
+    assert cells["completed jobs"] == str(criteria["L2", "min_completed_jobs"]["value"]) == "2"
+    assert cells["success rate"] == f'{100 * criteria["L2", "min_success_rate"]["value"]:.1f}%' == "33.3%"
+    assert cells["queue p90"] == duration(criteria["L3", "max_queue_time_p90_s"]["value"]) == "4m"
+    assert cells["queue p50"] == duration(week["queue_p50_s"]) == "2m"
+    assert (cells["judged jobs"], cells["lost: timed out by the relay"], cells["pending"]) == ("3", "1", "1")
+    # and backends.html's card shows those same criteria values
+    card = card_page.split(f'data-repo="{backend["repo"]}"')[1].split('<div class="card"')[0]
+    assert ">2<" in card and ">0.3333<" in card
+    # the pull request's head among the recent heads: the 7-hour job and the lost one failed (was 1: the lost one)
+    head = next(r for r in page.split('id="heads"')[1].split("<tr>") if HEAD[:10] in r)
+    assert re.findall(r"<td>(\d+)</td>", head) == ["3", "2", "0"]  # jobs, failed, running

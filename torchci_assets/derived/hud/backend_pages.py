@@ -6,7 +6,9 @@
   table, L2 below. `pr_jobs` holds the L3/L4 jobs too, but not the L2 ones, the queue times nor
   the relay's timed_out: this one reading of `ci_result` feeds the whole section;
 - `backends/<owner>/<repo>.html` per backend: its recent heads (pull requests and commits) and
-  its success rate and queue time over the windows the levels are judged on.
+  the figures its level is judged on, read from `backend-levels.json` rather than measured again:
+  the page, the backend's card on backends.html and the published levels then show one number for
+  one thing, judged one way (the levels', as the relay RFC has it), for one day.
 
 A job whose `completed` callback never came is shown as the relay's sweeper reports it to the HUD:
 completed, `timed_out`, once the relay's zombie timeout passed. Left in progress it would never
@@ -36,19 +38,18 @@ CI_COLUMNS = {"repo": "VARCHAR", "level": "VARCHAR", "event_type": "VARCHAR", "d
               "started_at": "TIMESTAMPTZ", "callback_at": "TIMESTAMPTZ", "failure_kind": "VARCHAR", "failed": "BIGINT",
               "day": "DATE"}
 RECENT_HEADS = 50
+DAYS_BACK = 28  # the days of results read: a backend's page lists its heads of these days, the longest level window
 
 
 @dataclass
 class BackendViews:
     jobs: list[dict] = field(default_factory=list)  # latest attempt per (repo, head, workflow, job)
-    windows: list[dict] = field(default_factory=list)  # per repo and window
     pr_numbers: dict[str, int] = field(default_factory=dict)  # head sha -> pull request
-    window_days: tuple[int, ...] = (7, 28)
 
 
-def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28), now_ms: int | None = None,
+def load(lake: Lake, day: str, days_back: int = DAYS_BACK, now_ms: int | None = None,
          zombie_timeout_s: int | None = None) -> BackendViews:
-    """The ci_result rows of the longest window ending `day`, as the pages need them, judged at the
+    """The ci_result rows of the `days_back` days ending `day`, as the pages need them, judged at the
     end of `day` or at `now_ms` (default: now) if earlier. A job that never completed times out
     after `zombie_timeout_s`, by default the config's `zombie_timeout_seconds`, which the relay's
     sweeps follow too."""
@@ -56,20 +57,17 @@ def load(lake: Lake, day: str, window_days: tuple[int, ...] = (7, 28), now_ms: i
     con = connect()
     try:
         define_downstream_macros(con)
-        days = days_ending(day, max(window_days))
+        days = days_ending(day, days_back)
         register(con, lake, "ci_result", days, "backend_ci", columns=CI_COLUMNS)
         register(con, lake, "pull_request", days, "backend_prs")
         steps = dict(SQL.steps("backend_jobs"))
         execute(con, steps["judged"], judged)
-        self_reports = {"self_report_events": list(SELF_REPORT_EVENTS)}
-        jobs = _rows(relation(con, steps["latest"], self_reports))
-        windows = _rows(relation(con, SQL["backend_windows"],
-                                 {"windows": list(window_days), "day": day, **self_reports}))
+        jobs = _rows(relation(con, steps["latest"], {"self_report_events": list(SELF_REPORT_EVENTS)}))
         numbers = {r["head_sha"]: r["number"] for r in _rows(con.sql(
             "SELECT head_sha, max(number) AS number FROM backend_prs WHERE head_sha IS NOT NULL GROUP BY head_sha"))}
     finally:
         con.close()
-    return BackendViews(jobs, windows, numbers, window_days)
+    return BackendViews(jobs, numbers)
 
 
 def _rows(rel) -> list[dict]:
@@ -143,37 +141,75 @@ def pr_section(jobs: list[dict]) -> str:
     return body
 
 
+WINDOW_HEADERS = ["window", "judged jobs", "completed jobs", "lost: timed out by the relay", "pending",
+                  "success rate", "queue p50", "queue p90"]
+
+
+def level_health(repo: str, levels: dict | None) -> dict[str, dict]:
+    """The backend's figures in `backend-levels.json` ({window days: backend_health row}); a repo's
+    name is compared ignoring case, as the levels compare it."""
+    for backend in (levels or {}).get("backends", []):
+        if backend["repo"].lower() == repo.lower():
+            return backend.get("health") or {}
+    return {}
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _window_row(days: str, h: dict) -> list[str]:
+    return [f"{escape(days)} days", str(h.get("jobs", 0)), str(h.get("completed_jobs", 0)), str(h.get("lost", 0)),
+            str(h.get("pending", 0)), _pct(h.get("success_rate")), duration(h.get("queue_p50_s")),
+            duration(h.get("queue_p90_s"))]
+
+
+def windows_section(repo: str, levels: dict | None) -> str:
+    """The level windows as `backend-levels.json` measured them: the figures the criteria on
+    backends.html compare with their thresholds, never a second measure that could differ."""
+    health = level_health(repo, levels)
+    if not health:
+        return ('<h2>Over the level windows</h2><p class="empty">backend-levels.json has no figures for this '
+                "backend yet.</p>")
+    day = escape(str((levels or {}).get("day") or "-"))
+    note = (f'<p class="muted">As backend-levels.json for {day} measures them (the criteria on '
+            '<a href="../../backends.html">backends.html</a>): jobs judged at the end of that day, or when it was '
+            "measured if earlier; a job that completed more than 6 h after it started counts as a failure, whatever "
+            "its conclusion; one without a completed callback after the relay's zombie timeout is lost; pending "
+            "jobs, still running within it, count in no rate or queue time.</p>")
+    rows = [_window_row(days, h) for days, h in sorted(health.items(), key=lambda kv: int(kv[0]))]
+    return f"<h2>Over the level windows</h2>{note}" + pages.table(WINDOW_HEADERS, rows, attrs=' id="windows"')
+
+
+def _head_row(jobs: list[dict], number: int | None, upstream: str, published: frozenset[int] | set[int]) -> list[str]:
+    """A head's jobs: failed as the levels count them (a test or infrastructure failure, a success after
+    6 h included), running while pending."""
+    what = (escape(jobs[0]["event_type"] or "push") if not number
+            else f'<a href="../../pr/{number}.html">PR #{number}</a>' if number in published
+            else f'<a href="https://github.com/{escape(upstream)}/pull/{number}">PR #{number}</a>')
+    failed = sum(1 for j in jobs if j.get("failure_kind") in ("test", "infrastructure"))
+    running = sum(1 for j in jobs if j["status"] != "completed")
+    last = max((j["callback_at"] for j in jobs if j["callback_at"]), default=None)
+    return [what, f'<span class="mono">{pages.commit_link(upstream, jobs[0]["head_sha"])}</span>', str(len(jobs)),
+            str(failed), str(running), pages._time(last)]
+
+
 def backend_page(repo: str, views: BackendViews, upstream: str, generated: str,
-                 published: frozenset[int] | set[int] = frozenset()) -> str:
-    """backends/<owner>/<repo>.html: windows, then the recent heads with their jobs. A pull request
-    links to its page when it has one on the site (`published`), else to GitHub: the heads go back
-    further than the pull requests' pages."""
+                 published: frozenset[int] | set[int] = frozenset(), levels: dict | None = None) -> str:
+    """backends/<owner>/<repo>.html: the level windows from `levels` (backend-levels.json), then the
+    recent heads with their jobs. A pull request links to its page when it has one on the site
+    (`published`), else to GitHub: the heads go back further than the pull requests' pages."""
     mine = [j for j in views.jobs if j["repo"] == repo]
     level = mine[-1]["level"] if mine else ""
-    windows = [w for w in views.windows if w["repo"] == repo]
-    summary = pages.table(["window", "completed jobs", "of which timed out by the relay", "success rate",
-                           "queue p50", "queue p90"], [
-        [f'{w["window_days"]} days', str(w["completed"]), str(w["timed_out"]),
-         "-" if w["success_rate"] is None else f'{100 * w["success_rate"]:.1f}%',
-         duration(w["queue_p50_s"]), duration(w["queue_p90_s"])] for w in windows], attrs=' id="windows"')
     heads: dict[str, list[dict]] = {}
     for job in sorted(mine, key=lambda j: j["callback_at"] or 0, reverse=True):
         heads.setdefault(job["head_sha"], []).append(job)
-    rows = []
-    for sha, jobs in list(heads.items())[:RECENT_HEADS]:
-        number = views.pr_numbers.get(sha)
-        what = (escape(jobs[0]["event_type"] or "push") if not number
-                else f'<a href="../../pr/{number}.html">PR #{number}</a>' if number in published
-                else f'<a href="https://github.com/{escape(upstream)}/pull/{number}">PR #{number}</a>')
-        failed = sum(1 for j in jobs if j["status"] == "completed" and j["conclusion"] not in ("success", "neutral", "skipped"))
-        running = sum(1 for j in jobs if j["status"] != "completed")
-        rows.append([what, f'<span class="mono">{pages.commit_link(upstream, sha)}</span>', str(len(jobs)),
-                     str(failed), str(running), pages._time(max((j["callback_at"] for j in jobs if j["callback_at"]),
-                                                                default=None))])
+    rows = [_head_row(jobs, views.pr_numbers.get(sha), upstream, published)
+            for sha, jobs in list(heads.items())[:RECENT_HEADS]]
     body = (f'<p>{escape(repo)} · level {escape(level or "-")} · '
             f'<a href="https://github.com/{escape(repo)}">repository</a></p>'
-            f"<h2>Over the level windows</h2>{summary}"
-            f"<h2>Recent heads</h2>"
+            + windows_section(repo, levels)
+            + "<h2>Recent heads</h2>"
             + (pages.table(["upstream event", "head", "jobs", "failed", "running", "last callback (UTC)"], rows,
                            attrs=' id="heads"') if rows else '<p class="empty">No results reported.</p>'))
     return pages.layout(f"Backend {repo}", "backends.html", body, generated, depth=2)
@@ -188,9 +224,10 @@ def backend_links(views: BackendViews) -> str:
 
 
 def render(views: BackendViews, upstream: str, generated: str, site_dir: str,
-           published: frozenset[int] | set[int] = frozenset()) -> dict[str, str]:
-    """Every backend page, as {path under the outputs: html}; `published`: the pull requests with a page."""
-    return {f"{site_dir}/{backend_path(r)}": backend_page(r, views, upstream, generated, published)
+           published: frozenset[int] | set[int] = frozenset(), levels: dict | None = None) -> dict[str, str]:
+    """Every backend page, as {path under the outputs: html}; `published`: the pull requests with a page;
+    `levels`: the published backend-levels.json, whose figures the pages show."""
+    return {f"{site_dir}/{backend_path(r)}": backend_page(r, views, upstream, generated, published, levels)
             for r in sorted({j["repo"] for j in views.jobs}) if not repo_name_problem(r)}
 
 

@@ -9,7 +9,7 @@ from torchci_assets.checks import check_spec
 from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.derived.guardians.inputs import WINDOW as GUARDIAN_WINDOW
-from torchci_assets.derived.hud.backend_pages import BackendViews
+from torchci_assets.derived.hud.backend_pages import DAYS_BACK
 from torchci_assets.derived.site.lists_not_read import ListsNotRead, lists_not_read
 from torchci_assets.derived.site.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
 from torchci_assets.ingest.increments import is_refresh
@@ -34,7 +34,7 @@ _SITE_READS = [
     dg.AssetDep("flaky_tests", partition_mapping=window_mapping(1, 1)),  # tests page: D; marks: D-1..D+1
     *(dg.AssetDep(t, partition_mapping=_GUARDIAN_INPUTS)
       for t in ("workflow_job", "workflow_run", "test_jobs", "test_sha_outcomes", "job_failure")),
-    *(dg.AssetDep(t, partition_mapping=window_mapping(max(BackendViews.window_days) - 1))
+    *(dg.AssetDep(t, partition_mapping=window_mapping(DAYS_BACK - 1))
       for t in ("ci_result", "pull_request")),
     dg.AssetDep(ledger.TABLE, partition_mapping=_back_from_day_end(ledger.LOOKBACK_DAYS - 1)),
     dg.AssetDep(alert_issues.TABLE, partition_mapping=_back_from_day_end(alert_issues.LOOKBACK_DAYS)),

@@ -324,7 +324,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         [pages.backend_card(b) for b in levels.get("backends", [])], backend_charts(metric_days, metric_rows),
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
                    + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
-    files.update(backend_pages.render(backends, repo, generated, SITE_DIR, {p["number"] for p in prs}))
+    files.update(backend_pages.render(backends, repo, generated, SITE_DIR, {p["number"] for p in prs}, levels))
     now = as_of_instant(day)
     seen = guardians_hud.view(lake, now)
     files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, seen, repo, generated)
