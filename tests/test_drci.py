@@ -21,7 +21,7 @@ from torchci_assets.derived.drci.inputs import Main, PullRequest, flaky_for, ind
 from torchci_assets.derived.drci.merge_base import NO_CREDENTIALS, resolve
 from torchci_assets.derived.drci.page import to_html, with_drci_section
 from torchci_assets.derived.drci.post import StopPosting, upsert
-from torchci_assets.derived.drci.publish import publish
+from torchci_assets.derived.drci.publish import publish, publish_metadata
 from torchci_assets.derived.drci.refresh import RefreshLimits, merge_rest_jobs, refresh_heads
 
 TOKEN = "ghp_drcitest00000000000000000000000000"
@@ -530,6 +530,18 @@ def test_dry_run_writes_the_markdown_and_skips_closed_prs(httpserver, fake, tmp_
     assert fake.requests == []
 
 
+def test_a_dry_runs_metadata_says_which_prs_it_skipped_and_how_many_it_would_post(httpserver, fake, tmp_path):
+    """A closed pull request is left alone, not a post that closed anything; a dry run would post or
+    edit the comment of every open one."""
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": state, "body": body()}
+            for n, state in ((5, "open"), (6, "closed"), (7, "open"), (8, "open"), (9, "closed"))]
+    report = publish(lake, outputs, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, rows,
+                     enabled=True, today=TODAY)
+    assert publish_metadata(report) == {"prs_skipped_closed": 2, "dry_run_would_post_or_edit": 3}
+    assert fake.requests == []
+
+
 # ---- merge bases and lost webhooks --------------------------------------------------------
 
 
@@ -1024,7 +1036,8 @@ def test_the_asset_runs_in_dagster_and_reports_its_figures(tmp_path, httpserver)
     lake, meta = materialize_on_hud_lake(tmp_path, httpserver)
     assert meta["pull_requests"].value == 2 and meta["jobs_new"].value == 2 and meta["dry_run"].value is True
     assert meta["merge_bases_estimated"].value == 2 and "no credentials" in meta["merge_base_note"].value
-    assert meta["posts_backfill"].value == 2  # an old day: recomputed, nothing written
+    assert meta["prs_skipped_backfill"].value == 2  # an old day: recomputed, nothing written
+    assert not any(k.startswith("posts_") for k in meta)
     from torchci_assets.derived.drci.build import load_comments
     assert sorted(load_comments(lake, HUD_DAY)) == [7, 8]
 

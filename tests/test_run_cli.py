@@ -106,6 +106,25 @@ def test_a_quiet_day_keeps_every_published_file_and_says_so(quiet):
         assert reason.startswith("no ") and ("kept" in reason or "stay as they are" in reason), (asset, reason)
 
 
+def test_what_the_ui_shows_of_the_run_says_something_and_reads_at_a_glance(quiet):
+    """Every metadata entry of the run's materializations and checks, as the UI lists them: none is
+    an empty text (which reads as something said), and no figure has more than six decimals."""
+    tmp, _, _ = quiet
+    instance = instance_at(tmp / "home")
+    shown = {}
+    for kind in (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        for record in instance.get_event_records(dg.EventRecordsFilter(event_type=kind)):
+            data = record.event_log_entry.dagster_event.event_specific_data
+            what = data.asset_key.to_user_string() if kind == dg.DagsterEventType.ASSET_CHECK_EVALUATION \
+                else data.materialization.asset_key.to_user_string()
+            metadata = data.metadata if kind == dg.DagsterEventType.ASSET_CHECK_EVALUATION else \
+                data.materialization.metadata
+            shown.update({(what, key): entry.value for key, entry in metadata.items()})
+    assert len({what for what, _ in shown}) > 20
+    assert [k for k, v in shown.items() if v == ""] == []
+    assert [(k, v) for k, v in shown.items() if isinstance(v, float) and v != round(v, 6)] == []
+
+
 # ---- the front door --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

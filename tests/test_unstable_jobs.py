@@ -154,6 +154,8 @@ def test_when_the_unstable_list_fails_the_hud_goes_on_with_the_list_published_la
     assert "502" in check.metadata["error"].value
     (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "unstable_jobs"]
     assert event.materialization.metadata["published"].value is False
+    assert event.materialization.metadata["output"].value == \
+        f"{Store(str(tmp_path / 'out')).display(UNSTABLE_JOBS_PATH)} (as published before: not written in this run)"
 
 
 def test_credentials_github_refuses_are_told_apart_from_an_outage_on_the_unstable_check(tmp_path, httpserver):
@@ -207,6 +209,7 @@ def test_without_credentials_nothing_is_published_or_asked_and_the_hud_is_built(
     assert not (tmp_path / "out" / UNSTABLE_JOBS_PATH).exists()
     (event,) = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "unstable_jobs"]
     assert event.materialization.metadata["dry_run"].value is True
+    assert event.materialization.metadata["output"].value == "none: not written in this run"  # was the path
     assert all(c.passed for c in result.get_asset_check_evaluations())
     assert unstable_marks_main(tmp_path) is False
 

@@ -14,6 +14,7 @@ import dagster as dg
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose
 from torchci_assets.partitions import daily_partitions
+from torchci_assets.shown import readable
 
 SQL = SqlFiles(__file__)
 
@@ -138,6 +139,6 @@ def reject_rate_check(table: str, rejects: int, records: int) -> dg.AssetCheckRe
     return dg.AssetCheckResult(
         asset_key=table, check_name="reject_rate_below_threshold", passed=rate <= threshold,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"rejects": rejects, "records": records, "reject_rate": round(rate, 6),
+        metadata={"rejects": rejects, "records": records, "reject_rate": readable(rate, 6),
                   "threshold": threshold},
     )

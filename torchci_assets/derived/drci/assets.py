@@ -13,10 +13,12 @@ from torchci_assets.derived.drci.build import TABLE, build_comments
 from torchci_assets.derived.drci.inputs import JOB_DAYS, TRUNK_DAYS, WINDOW_DAYS
 from torchci_assets.derived.drci.merge_base import LOOKBACK_DAYS as MERGE_BASE_DAYS, TABLE as MERGE_BASES
 from torchci_assets.derived.flakiness.job_issues import load_unstable
-from torchci_assets.derived.drci.publish import LEDGER as POSTS, LEDGER_LOOKBACK_DAYS as POSTS_DAYS, publish
+from torchci_assets.derived.drci.publish import (LEDGER as POSTS, LEDGER_LOOKBACK_DAYS as POSTS_DAYS, publish,
+                                                 publish_metadata)
 from torchci_assets.derived.drci.refresh import RefreshLimits
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.shown import said
 
 HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the comment (optional)
 
@@ -79,10 +81,10 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     totals = {c: sum(r[c] for r in built.rows)
               for c in ("new", "broken_trunk", "flaky", "unstable", "infra", "cancelled", "unclassified",
                         "awaiting_approval", "pending")}
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(metadata=said({
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),
-        "dry_run": posted.dry_run, **{f"posts_{a}": n for a, n in sorted(posted.actions.items())},
+        "dry_run": posted.dry_run, **publish_metadata(posted),
         "post_failures": len(posted.failed), "posting_stopped": posted.stopped, "files": posted.files, "files_unchanged": posted.unchanged_files,
         "merge_bases_estimated": built.estimated_merge_bases,
         "merge_base_note": "estimated from the pull request's base sha (no credentials for the compare API)"
@@ -90,7 +92,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
         "compare_requests": built.compare_requests, "refresh_requests": built.refresh_requests,
         "refreshed_heads": built.refreshed_heads,
         "path": lk.store.display(lk.partition_path(TABLE, day)),
-    })
+    }))
 
 
 DRCI_ASSETS = [drci_comments_asset]

@@ -115,6 +115,21 @@ class PublishReport:
         self.actions[action] = self.actions.get(action, 0) + 1
 
 
+# The actions that count pull requests left alone (no post, no file), not posts.
+SKIPS = ("closed", "outdated", "superseded", "backfill")
+
+
+def publish_metadata(report: PublishReport) -> dict:
+    """The report's counts as the UI shows them, named for what was done: `prs_skipped_<why>` for
+    pull requests left alone (`posts_closed` would read as posts that closed something), what a dry run
+    would post, and `posts_<outcome>` for the posts made."""
+    def key(action: str) -> str:
+        if action in SKIPS:
+            return f"prs_skipped_{action}"
+        return "dry_run_would_post_or_edit" if action == "dry_run" else f"posts_{action}"
+    return {key(a): n for a, n in sorted(report.actions.items())}
+
+
 def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -453,7 +468,7 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
         for r in open_rows:
             path = outputs.display(f"{OUTPUT_DIR}/{r['pr']}.md")
             log(f"DRY RUN (no GitHub credentials): would post or edit the Dr. CI comment on {repo}#{r['pr']} ({path})")
-        report.add("dry_run")
+        report.actions["dry_run"] = len(open_rows)
         return report
     credentials = credentials_key(github)
     stop = author_stop(lake, day, author, credentials)

@@ -32,6 +32,7 @@ from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept, nothing_new
+from torchci_assets.shown import said
 
 # Lists in metadata are cut at this many entries (the ledger has them all).
 MAX_LISTED = 500
@@ -203,7 +204,7 @@ def filing_metadata(report, life, mode, repo: str, lk) -> dict:
     """What a run of the DISABLED-issue loop did, for its materialization."""
     retired, reenabled = life.retirement, life.reenabling
     created = [r for r in report.rows if r["action"] == "created"]
-    return {
+    return said({
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": repo,
         "skipped": report.skipped, "open_issues": report.open_issues,
         "unchanged_since": report.unchanged_since,
@@ -225,7 +226,7 @@ def filing_metadata(report, life, mode, repo: str, lk) -> dict:
         "deferred_tests": dg.MetadataValue.json(report.deferred[:50]),
         "unreadable_tests": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
         "ledger_parts": dg.MetadataValue.json([lk.store.display(p) for p in report.parts]),
-    }
+    })
 
 
 def dry_run_actions(report, life) -> list[str]:
@@ -287,7 +288,7 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
                             f"with local ids, not from DISABLED issues; {DISABLED_JOBS_PATH} is not published "
                             "(it exists only as issues)")
         decision, source = publish_disabled_tests(lake.lake(), store, day), "flaky verdict (dry run)"
-    yield dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata=said({
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "source": source,
         "disabled": len(decision.disabled), "newly_disabled": len(decision.new),
         "reenabled": len(decision.reenabled),
@@ -299,7 +300,7 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
         **(later_day_kept(context, day, decision.later_day,
                           f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
-    })
+    }))
     yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="disabled_tests", passed=not failure,
                               metadata={"error": "none", "dry_run": not mode.live, **failure})
 
@@ -385,17 +386,28 @@ def unstable_jobs_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     elif report.error:
         context.log.error(f"{UNSTABLE_JOBS_PATH} left as published before ({report.error}); the HUD reads that one")
     jobs = sorted(report.jobs or {})
-    yield dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata=said({
         "dry_run": not report.mode.live, "dry_run_reason": report.mode.reason,
-        "published": report.jobs is not None, "changed": report.changed, "output": store.display(UNSTABLE_JOBS_PATH),
+        "published": report.jobs is not None, "changed": report.changed,
+        "output": written_or_kept(store, UNSTABLE_JOBS_PATH, report.jobs is not None),
         **({"unstable_jobs": len(jobs), "jobs": dg.MetadataValue.json(jobs[:MAX_LISTED])}
            if report.jobs is not None else {}),
         "permissions_asked": report.asked, "permissions_reused": report.reused,
         **({"error": report.error} if report.error else {}),
-    })
+    }))
     yield dg.AssetCheckResult(check_name=READ_BACK_CHECK, asset_key="unstable_jobs", passed=not report.error,
                               metadata={"error": report.error or "none", "dry_run": not report.mode.live,
                                         **_unstable_failure(report, load_config().upstream_repo)})
+
+
+def written_or_kept(store, path: str, written: bool) -> str:
+    """The output a run's metadata names: a path beside `published: false` read as a file written,
+    where a dry run writes none and a failed read keeps the one published before, if any."""
+    if written:
+        return store.display(path)
+    if store.exists(path):
+        return f"{store.display(path)} (as published before: not written in this run)"
+    return "none: not written in this run"
 
 
 def _unstable_failure(report, repo: str) -> dict:

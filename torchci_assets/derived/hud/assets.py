@@ -16,6 +16,7 @@ from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.unstable import load_unstable_jobs
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.shown import readable
 
 _WINDOW = window_mapping(LOOKBACK_DAYS)
 # commit_health and pr_jobs mark the jobs of open UNSTABLE issues from stats/unstable-jobs.json, which
@@ -135,9 +136,9 @@ def headline_metadata(report) -> dict:
     """The headline figures as numeric metadata (Dagster plots them over partitions): integers for
     counts, and a percentage or a time to one decimal, as the UI prints every digit it is given."""
     h = report.headline
-    metadata = {k: (round(float(h[k]), 1) if isinstance(h[k], float) else int(h[k]))
+    metadata = {k: (readable(h[k]) if isinstance(h[k], float) else int(h[k]))
                 for k in _HEADLINE if h[k] is not None}
-    metadata.update({f"queue_p90_s_{p}": round(float(v), 1) for p, v in sorted(report.queue_p90_by_platform.items())})
+    metadata.update({f"queue_p90_s_{p}": readable(v) for p, v in sorted(report.queue_p90_by_platform.items())})
     return metadata
 
 

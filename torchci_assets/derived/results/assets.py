@@ -14,6 +14,7 @@ from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBA
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
+from torchci_assets.shown import readable
 from torchci_assets.staging import sweep_staging
 
 # Share of test rows whose job is in no workflow_job partition of the look-back window above
@@ -78,7 +79,7 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     yield dg.AssetCheckResult(
         asset_key="test_results", check_name="rows_have_their_job", passed=share <= MAX_ROWS_WITHOUT_JOB,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"rows_without_job": report.rows_without_job, "share": round(share, 6),
+        metadata={"rows_without_job": report.rows_without_job, "share": readable(share, 6),
                   "threshold": MAX_ROWS_WITHOUT_JOB})
 
 

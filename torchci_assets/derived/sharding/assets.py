@@ -19,6 +19,7 @@ from torchci_assets.derived.sharding.times import (MAX_LOSS, RETIRED_AFTER_DAYS,
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept, nothing_new
+from torchci_assets.shown import readable
 
 # Lineage only: the window read is the run's `window_days`.
 _TIMES_WINDOW = window_mapping(WINDOW_DAYS - 1)
@@ -106,7 +107,7 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
     report = build_shard_plans(lake.lake(), store, day, config.window_days)
     return dg.MaterializeResult(metadata={
         "configs": report.configs, "files": report.files, "shards": report.shards,
-        "longest_shard_expected_s": round(report.longest_expected_s, 1),
+        "longest_shard_expected_s": readable(report.longest_expected_s),
         "published": not (report.later_day or report.nothing_new), "output": store.display("shard-plans/"),
         "plans_rewritten": report.written,
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
@@ -157,12 +158,12 @@ def test_time_regressions_asset(context: dg.AssetExecutionContext, config: Regre
     worst = max((r["cost_share"] for r in rows), default=0.0)
     check = dg.AssetCheckResult(
         check_name="regression_cost_below_share", passed=not over, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"threshold": share, "regressions_over_threshold": len(over), "worst_cost_share": round(worst, 4),
+        metadata={"threshold": share, "regressions_over_threshold": len(over), "worst_cost_share": readable(worst, 4),
                   "over_threshold": dg.MetadataValue.md(markdown_table(over, empty="None over the threshold."))})
     return dg.MaterializeResult(metadata={
         "regressions": len(rows), "configs": len({(r["build_env"], r["test_config"]) for r in rows}),
         "files_seen_today": report.files_seen, "window_days_read": report.window_days_read,
-        "worst_cost_share": round(worst, 4), "largest": dg.MetadataValue.md(markdown_table(rows)),
+        "worst_cost_share": readable(worst, 4), "largest": dg.MetadataValue.md(markdown_table(rows)),
         "path": lk.store.display(lk.partition_path("test_time_regressions", context.partition_key)),
         **_outdated(context, report.days_rebuilt, report.days_outdated_kept),
     }, check_results=[check])
