@@ -89,3 +89,86 @@ def test_every_option_of_every_command_has_help(command, monkeypatch):
         importlib.import_module(SUBCOMMANDS[command][0]).main(["--help"])
     missing = [a.dest for a in parsed.value.parser._actions if not a.help and a.dest != "help"]
     assert missing == [], f"torchci {command}: options without help: {missing}"
+
+
+def _one_line_error(out: subprocess.CompletedProcess, code: int) -> str:
+    """The last stderr line of a command that stopped with `code` and no traceback."""
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == code, out.stderr
+    return out.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0"])
+def test_serve_refuses_a_port_no_socket_can_have(tmp_path, port):
+    """99999 listened on 34463 (the number modulo 65536), -1 started the receiver then failed."""
+    out = subprocess.run([TORCHCI, "serve", "--port", port], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                         env={k: v for k, v in os.environ.items() if not k.startswith(("TORCHCI_", "DAGSTER_"))})
+    assert _one_line_error(out, 2) == (f"torchci serve: error: argument --port: {port!r}: "
+                                       "expected a port number from 1 to 65535")
+
+
+def test_simulate_into_a_file_says_so_and_writes_nothing(tmp_path):
+    (tmp_path / "notes").write_text("keep me\n")
+    for out_dir, what in ((tmp_path / "notes", "is a file"), (tmp_path / "notes" / "archive",
+                                                             f"is below {tmp_path / 'notes'}, which is a file")):
+        out = torchci("simulate", "--out", str(out_dir), "--days", "1", cwd=tmp_path)
+        assert _one_line_error(out, 2) == f"torchci simulate: error: --out={str(out_dir)!r}: {what}; expected a folder"
+    assert (tmp_path / "notes").read_text() == "keep me\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+
+
+@pytest.mark.parametrize("rows", ["0", "-3"])
+def test_query_max_rows_below_one_is_a_usage_error(tmp_path, rows):
+    out = torchci("query", "select 1", "--lake", str(tmp_path), "--max-rows", rows, cwd=tmp_path)
+    assert _one_line_error(out, 2) == (f"torchci query: error: argument --max-rows: {rows!r}: "
+                                       "expected a number of rows, 1 or more")
+
+
+def test_query_names_a_lake_of_an_unknown_scheme(tmp_path):
+    """It was taken for a relative folder: 'no lake at <cwd>/foo:/bar'."""
+    out = torchci("query", "select 1", "--lake", "foo://bar", cwd=tmp_path)
+    assert _one_line_error(out, 2) == ("torchci query: --lake='foo://bar': expected a local folder or "
+                                       "s3://bucket/prefix")
+
+
+@pytest.mark.parametrize("since", ["2026-13-01", "yesterday"])
+def test_backfill_names_a_day_it_cannot_read(tmp_path, since):
+    out = torchci("backfill", "--repo", "a/b", "--since", since, cwd=tmp_path)
+    assert _one_line_error(out, 2) == f"torchci backfill: error: argument --since: {since!r} is not a day (YYYY-MM-DD)"
+
+
+@pytest.mark.parametrize("archive", ["notes", "foo://x"])
+def test_backfill_checks_its_archive_before_calling_github(tmp_path, archive):
+    """It called GitHub first (half a minute of retries with no network) and failed writing after."""
+    (tmp_path / "notes").write_text("keep me\n")
+    out = torchci("backfill", "--repo", "a/b", "--days", "1", "--archive", archive, cwd=tmp_path,
+                  GITHUB_API_URL="http://127.0.0.1:9")
+    expected = "is a file; expected a folder" if archive == "notes" else "expected a local folder or s3://bucket/prefix"
+    assert _one_line_error(out, 2) == f"torchci backfill: error: --archive={archive!r}: {expected}"
+    assert "GitHub" not in out.stderr and out.stdout == ""
+
+
+def test_classify_log_says_when_it_cannot_reach_the_log_or_is_given_a_folder(tmp_path):
+    out = torchci("classify-log", "s3://bucket/job.log", cwd=tmp_path, TORCHCI_S3_ENDPOINT="http://127.0.0.1:9")
+    line = _one_line_error(out, 1)
+    assert line.startswith("torchci classify-log: s3://bucket/job.log: cannot read: ") and "127.0.0.1:9" in line
+    folder = torchci("classify-log", str(tmp_path), cwd=tmp_path)
+    assert _one_line_error(folder, 1) == f"torchci classify-log: {tmp_path}: a folder, not a log file"
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--test-files", "0", "--test-files must be at least 1, got 0"),
+    ("--tests-per-file", "-5", "--tests-per-file must be at least 1, got -5"),
+    ("--torn-lines-per-day", "-4", "--torn-lines-per-day must be at least 0, got -4"),
+    ("--platform-failures", "-4", "--platform-failures must be at least 0, got -4")])
+def test_simulate_refuses_a_count_below_what_it_can_plant(tmp_path, option, value, expected):
+    """-5 tests per file and -4 torn lines wrote an archive; -4 platform failures said 'Sample larger
+    than population or is negative'."""
+    out = torchci("simulate", "--out", str(tmp_path / "archive"), "--days", "1", option, value, cwd=tmp_path)
+    assert _one_line_error(out, 2) == f"torchci simulate: error: {expected}"
+    assert not (tmp_path / "archive").exists()
+
+
+def test_simulate_into_a_folder_it_cannot_create_says_so(tmp_path):
+    out = torchci("simulate", "--out", "/proc/no-such-archive", "--days", "1", cwd=tmp_path)
+    line = _one_line_error(out, 1)
+    assert line.startswith("torchci simulate: cannot write /proc/no-such-archive: ")

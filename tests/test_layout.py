@@ -27,6 +27,7 @@ LAYERS = [
     ("torchci_assets.partitions", 1),
     ("torchci_assets.cadence", 1),
     ("torchci_assets.checks", 1),
+    ("torchci_assets.cli_values", 1),
     ("torchci_assets.config", 1),
     ("torchci_assets.config_error", 1),
     ("torchci_assets.guardian_config", 1),

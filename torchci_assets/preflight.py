@@ -17,12 +17,11 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from resources.github import credential_problems
+from torchci_assets.cli_values import folder_problem
 from torchci_assets.config import CONFIG_ENV_VAR, ConfigError, load_config
 
-_S3_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 _ENDPOINT_RE = re.compile(r"^(https?://)?[A-Za-z0-9.-]+(:\d{1,5})?/?$")
 _DUCKDB_SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|[KMGT]i?B)\s*$", re.I)
@@ -32,28 +31,6 @@ FOLDER_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI",
 
 class PreflightError(ConfigError):
     """One or more unusable settings; the message has one line per problem."""
-
-
-def folder_problem(name: str, value: str) -> str | None:
-    """Why `value` cannot be the folder (or s3://bucket/prefix) `name` names, or None.
-
-    A local folder need not exist yet (it is created on first write), but nothing on its path
-    may be a file: that fails only when an asset first writes, deep inside a run.
-    """
-    if value.startswith("s3://"):
-        if not _S3_RE.match(value):
-            return f"{name}={value!r}: expected s3://bucket/prefix with a valid bucket name"
-        return None
-    if "://" in value:
-        return f"{name}={value!r}: expected a local folder or s3://bucket/prefix"
-    path = Path(value).expanduser()
-    for at in (path, *path.parents):
-        if at.exists():
-            if not at.is_dir():
-                what = "is a file" if at == path else f"is below {at}, which is a file"
-                return f"{name}={value!r}: {what}; expected a folder"
-            return None
-    return None
 
 
 def _duckdb_memory(value: str) -> str | None:

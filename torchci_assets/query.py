@@ -23,6 +23,7 @@ import duckdb
 
 from resources.configured import resolved_uri
 from resources.lake import Lake, connect
+from torchci_assets.cli_values import at_least_one, folder_problem
 
 FETCH_ROWS = 10_000
 MAX_CELL = 60
@@ -108,12 +109,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="table (default), csv with a header, or json (one object per line)")
     p.add_argument("--from", dest="start", type=_day, help="first day the views cover (YYYY-MM-DD; default: all)")
     p.add_argument("--to", dest="end", type=_day, help="last day the views cover (YYYY-MM-DD; default: all)")
-    p.add_argument("--max-rows", type=int, default=100, help="rows printed by --format table (default 100)")
+    p.add_argument("--max-rows", type=at_least_one("rows"), default=100,
+                   help="rows printed by --format table (default 100)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.lake and "://" in args.lake and (problem := folder_problem("--lake", args.lake)):
+        print(f"torchci query: {problem}", file=sys.stderr)
+        return 2
     lake = Lake.at(args.lake or resolved_uri("TORCHCI_LAKE_URI"))
     if lake.store.is_local and not Path(lake.store.root).is_dir():
         print(f"torchci query: no lake at {lake.store.display()} (`make run` makes one; or set --lake or "

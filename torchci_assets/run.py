@@ -11,7 +11,6 @@ folder is created if missing), so `make dev` shows them afterwards.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ import dagster as dg
 import sqlalchemy.exc
 
 from torchci_assets import preflight
+from torchci_assets.cli_values import day
 from torchci_assets.config import load_config
 from torchci_assets.warm_runs import WORKER_TAG
 
@@ -127,10 +127,7 @@ def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> lis
 
 
 def _day(text: str) -> str:
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
+    return day(text).isoformat()
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -13,6 +13,7 @@ from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
+from torchci_assets.cli_values import day, folder_problem
 from torchci_assets.simulate import GROUND_TRUTH
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
@@ -43,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
                     "the same command continues where it stopped.")
     p.add_argument("--repo", required=True, help="OWNER/NAME")
     when = p.add_mutually_exclusive_group(required=True)
-    when.add_argument("--since", type=dt.date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
+    when.add_argument("--since", type=day, help="first day, YYYY-MM-DD (UTC)")
     when.add_argument("--days", type=int, help="the last N days, today included")
     p.add_argument("--branch", default=None,
                    help="branch whose runs and commits to read (default: the repository's default branch)")
@@ -63,6 +64,8 @@ def main(argv: list[str]) -> int:
     since = args.since or today - dt.timedelta(days=args.days - 1)
     if since > today:
         parser().error("--since is in the future")
+    if args.archive and (problem := folder_problem("--archive", args.archive)):
+        parser().error(problem)
     store = Store(args.archive or resolved_uri("TORCHCI_ARCHIVE_URI"))
     if store.exists(GROUND_TRUTH):
         print(f"backfill {args.repo}: {simulated_archive(store, args.repo)}", file=sys.stderr)

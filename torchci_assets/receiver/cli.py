@@ -16,6 +16,7 @@ import sys
 import uvicorn
 
 from torchci_assets import preflight
+from torchci_assets.cli_values import port
 from torchci_assets.config import ConfigError
 from torchci_assets.receiver.app import ConfigWatcher, Receiver, build_app
 from torchci_assets.receiver.settings import ReceiverSettings, SettingsError
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="torchci serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
-    parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    parser.add_argument("--port", type=port, default=8080, help="port to listen on (default 8080)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                         help="lowest level of the log lines printed (default info)")
     args = parser.parse_args(argv)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 from pathlib import Path
+
+from torchci_assets.cli_values import folder_problem
 
 from .catalog import CATALOG
 from .generate import generate_archive
@@ -75,6 +78,8 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.days < 1:
         parser().error("--days must be >= 1")
+    if problem := folder_problem("--out", str(args.out)):
+        parser().error(problem)
     if not 0 <= args.time_regressions <= 1:
         parser().error("--time-regressions must be a probability between 0 and 1")
     start = args.start or (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.days))
@@ -89,4 +94,7 @@ def main(argv: list[str]) -> int:
         generate_archive(args.out, days, opts)
     except ValueError as e:
         parser().error(str(e))
+    except OSError as e:
+        print(f"torchci simulate: cannot write {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
     return 0

@@ -109,10 +109,21 @@ def _lognormal_ms(rng: random.Random, median_min: float, sigma: float) -> int:
     return int(median_min * 60_000 * math.exp(rng.gauss(0.0, sigma)))
 
 
+def check_counts(opts: Options) -> None:
+    """A count the simulator cannot plant is refused by its option's name, before anything is
+    written (a negative one wrote an archive, or failed in `random.sample`)."""
+    if opts.commits_per_day < 1 or opts.prs_per_day < 0:
+        raise ValueError("--commits-per-day must be >= 1 and --prs-per-day >= 0")
+    for option, value, least in (("--test-files", opts.test_files, 1), ("--tests-per-file", opts.tests_per_file, 1),
+                                 ("--torn-lines-per-day", opts.torn_lines_per_day, 0),
+                                 ("--platform-failures", opts.platform_failures, 0)):
+        if value is not None and value < least:
+            raise ValueError(f"{option} must be at least {least}, got {value}")
+
+
 class World:
     def __init__(self, opts: Options):
-        if opts.commits_per_day < 1 or opts.prs_per_day < 0:
-            raise ValueError("--commits-per-day must be >= 1 and --prs-per-day >= 0")
+        check_counts(opts)
         self.opts = opts
         self.seed = opts.seed
         self.configs = select_configs(opts.configs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from resources.storage import Store
 from torchci_assets.derived.failures.classifier import Classification, Classifier
@@ -57,6 +58,22 @@ def _print(result: Classification, as_json: bool) -> None:
         print("captures: " + " | ".join(result.captures))
 
 
+def _log_store(logfile: str) -> tuple[Store, str]:
+    """The store holding the log and its name there (`/x.log` is in `/`, not in `.`)."""
+    root, slash, name = logfile.rstrip("/").rpartition("/")
+    return Store(root or slash or "."), name
+
+
+def _unreadable(store: Store, name: str) -> str | None:
+    """Why the log cannot be read (missing, a folder, a bucket out of reach), or None."""
+    try:
+        if store.is_local and Path(store.root, name).is_dir():
+            return "a folder, not a log file"
+        return None if store.exists(name) else "no such file"
+    except OSError as exc:
+        return f"cannot read: {exc}"
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
@@ -67,10 +84,9 @@ def main(argv: list[str]) -> int:
     if args.logfile == "-":
         result = _from_stdin(ruleset)
     else:
-        root, _, name = args.logfile.rstrip("/").rpartition("/")
-        store = Store(root or ".")
-        if not store.exists(name):
-            print(f"torchci classify-log: {args.logfile}: no such file", file=sys.stderr)
+        store, name = _log_store(args.logfile)
+        if problem := _unreadable(store, name):
+            print(f"torchci classify-log: {args.logfile}: {problem}", file=sys.stderr)
             return 1
         r = classify_log(store, name, ruleset)
         if r.error:
