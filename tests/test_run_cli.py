@@ -112,13 +112,13 @@ def test_what_the_ui_shows_of_the_run_says_something_and_reads_at_a_glance(quiet
     tmp, _, _ = quiet
     instance = instance_at(tmp / "home")
     shown = {}
-    for kind in (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION):
-        for record in instance.get_event_records(dg.EventRecordsFilter(event_type=kind)):
-            data = record.event_log_entry.dagster_event.event_specific_data
-            what = data.asset_key.to_user_string() if kind == dg.DagsterEventType.ASSET_CHECK_EVALUATION \
-                else data.materialization.asset_key.to_user_string()
-            metadata = data.metadata if kind == dg.DagsterEventType.ASSET_CHECK_EVALUATION else \
-                data.materialization.metadata
+    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION}
+    for run in instance.get_run_records():
+        for entry in instance.all_logs(run.dagster_run.run_id, of_type=kinds):
+            data = entry.dagster_event.event_specific_data
+            checked = entry.dagster_event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+            what = (data.asset_key if checked else data.materialization.asset_key).to_user_string()
+            metadata = data.metadata if checked else data.materialization.metadata
             shown.update({(what, key): entry.value for key, entry in metadata.items()})
     assert len({what for what, _ in shown}) > 20
     assert [k for k, v in shown.items() if v == ""] == []
