@@ -78,17 +78,32 @@ class _Parsed(Exception):
         self.parser = parser
 
 
-@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
-def test_every_option_of_every_command_has_help(command, monkeypatch):
-    """The parser each subcommand builds, caught as it parses: each option says what it is for."""
+def _parser_of(command: str, monkeypatch) -> argparse.ArgumentParser:
+    """The parser a subcommand builds, caught as it parses."""
     def capture(self, args=None, namespace=None):
         raise _Parsed(self)
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
     with pytest.raises(_Parsed) as parsed:
         importlib.import_module(SUBCOMMANDS[command][0]).main(["--help"])
-    missing = [a.dest for a in parsed.value.parser._actions if not a.help and a.dest != "help"]
+    return parsed.value.parser
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_every_option_of_every_command_has_help(command, monkeypatch):
+    """Each option says what it is for."""
+    missing = [a.dest for a in _parser_of(command, monkeypatch)._actions if not a.help and a.dest != "help"]
     assert missing == [], f"torchci {command}: options without help: {missing}"
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_every_option_with_a_default_says_it(command, monkeypatch):
+    """An option that takes a value and has one when left out says which in `--help`: a user
+    choosing `--commits-per-day` must not read the code to learn what they get without it."""
+    silent = [a.option_strings[0] for a in _parser_of(command, monkeypatch)._actions
+              if a.option_strings and a.nargs != 0 and a.default is not None and a.default is not False
+              and a.default != argparse.SUPPRESS and "default" not in (a.help or "").lower()]
+    assert silent == [], f"torchci {command}: options that do not say their default: {silent}"
 
 
 def _one_line_error(out: subprocess.CompletedProcess, code: int) -> str:

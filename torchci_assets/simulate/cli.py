@@ -48,18 +48,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=_local_folder, help="archive root to write (a local folder)")
     p.add_argument("--days", type=int, default=3, help="number of days (default 3)")
     p.add_argument("--start", type=_date, help="first day, YYYY-MM-DD (default: the N days ending yesterday, UTC)")
-    p.add_argument("--seed", type=int, default=0, help="random seed: the same seed and options write the same files")
-    p.add_argument("--commits-per-day", type=int, default=24, help="main-branch pushes per day")
-    p.add_argument("--prs-per-day", type=int, default=30, help="pull requests opened per day")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed: the same seed and options write the same files (default %(default)s)")
+    p.add_argument("--commits-per-day", type=int, default=24, help="main-branch pushes per day (default %(default)s)")
+    p.add_argument("--prs-per-day", type=int, default=30, help="pull requests opened per day (default %(default)s)")
     p.add_argument("--configs", type=_configs, default=12,
-                   help=f"build_env/test_config pairs to run, in catalog order (1-{len(CATALOG)} or 'all')")
+                   help=f"build_env/test_config pairs to run, in catalog order (1-{len(CATALOG)} or 'all'; "
+                        "default %(default)s)")
     p.add_argument("--test-files", type=int, default=40,
                    help="test files in the suite (default 40: file creation dominates run time)")
-    p.add_argument("--tests-per-file", type=int, default=30, help="mean tests per file")
+    p.add_argument("--tests-per-file", type=int, default=30, help="mean tests per file (default %(default)s)")
     p.add_argument("--no-test-reports", action="store_true", help="webhooks and ci-results only")
-    p.add_argument("--backends", type=int, default=4, help="downstream backends reporting ci-results")
+    p.add_argument("--backends", type=int, default=4,
+                   help="downstream backends reporting ci-results (default %(default)s)")
     p.add_argument("--torn-lines-per-day", type=int, default=1,
-                   help="webhook lines cut short by a collector crash (each followed by the full delivery)")
+                   help="webhook lines cut short by a collector crash, each followed by the full delivery "
+                        "(default %(default)s)")
     p.add_argument("--time-regressions", type=float, default=0.25, metavar="RATE",
                    help="chance per day that a commit makes one test file 1.5-4x slower for a while "
                         "(default 0.25; 0 for none)")
