@@ -463,3 +463,22 @@ def test_drci_comments_says_which_partitions_post_and_what_newer_ones_it_reads()
     assert "older than yesterday" in text and "posts nothing" in text
     newer = next((s for s in text.split(". ") if "newer" in s or "after its day" in s), "")
     assert all(t in newer for t in [*(table for table, _ in NEWER_VIEWS), "pull_request"]), newer
+
+
+def test_a_key_check_says_which_columns_are_the_key():
+    """A `unique_*` check's name joins its key's columns with underscores, which columns also hold
+    (`unique_job_id_run_attempt`): its description is its own sentence or names each column, never
+    a reference back to the name."""
+    import re
+
+    from torchci_assets.checks import DESCRIPTIONS
+
+    graph = defs.resolve_asset_graph()
+    keys = [k for k in graph.asset_check_keys if k.name.startswith("unique_")]
+    assert len(keys) >= 8
+    for key in keys:
+        description = graph.get_check_spec(key).description
+        assert "unique_" not in description, (key.name, description)
+        if key.name not in DESCRIPTIONS:
+            columns = re.findall(r"`([a-z_]+)`", description)
+            assert "_".join(columns) == key.name.removeprefix("unique_"), (key.name, description)

@@ -39,8 +39,8 @@ def max_reject_rate() -> float:
     return value
 
 
-# Why each check exists, as the UI shows it beside the result. Checks named `unique_<columns>`
-# share one sentence.
+# Why each check exists, as the UI shows it beside the result. Checks of a table's key without an
+# entry share one sentence naming the key's columns (`unique_key_spec`).
 DESCRIPTIONS = {
     "required_columns_not_null": "The columns every reader relies on (ids, status, times) are never null: a null "
                                  "there means the payload changed shape or the parser has a bug.",
@@ -70,13 +70,23 @@ def reject_rate_spec(asset: str, rejects: dg.AssetKey) -> dg.AssetCheckSpec:
                       description=REJECT_RATE_TEXT.format(rejects=rejects.to_user_string()))
 
 
+UNIQUE_KEY_TEXT = ("No two rows share the table's key ({key}): a duplicate means a record was ingested twice and "
+                   "would be counted twice downstream.")
+
+
+def unique_key_spec(asset: str, key: list[str], blocking: bool = False) -> dg.AssetCheckSpec:
+    """The check `unique_key_check` reports for `key`, its description naming the key's columns (a
+    name such as `unique_job_id_run_attempt` does not say where one column ends)."""
+    name = f"unique_{'_'.join(key)}"
+    return check_spec(name, asset, blocking, description=DESCRIPTIONS.get(name) or UNIQUE_KEY_TEXT.format(
+        key=", ".join(f"`{column}`" for column in key)))
+
+
 def check_spec(name: str, asset, blocking: bool = False, description: str | None = None) -> dg.AssetCheckSpec:
     """A check of one day partition, with its description (`description`, else DESCRIPTIONS' for
     the name: one name may mean a different thing on each asset). `blocking` for checks whose failure
     means the table itself is wrong (duplicates, missing ids): downstream assets do not run on it."""
-    description = description or DESCRIPTIONS.get(name) or (
-        "No two rows share the table's key (the columns after `unique_`): a duplicate means a record was "
-        "ingested twice and would be counted twice downstream.")
+    description = description or DESCRIPTIONS[name]
     # Per-partition check results are a preview feature, worth it here: the UI shows each day's
     # result on that day, not one result for the asset; the warning would repeat in every process.
     with warnings.catch_warnings():

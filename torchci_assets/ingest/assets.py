@@ -10,7 +10,8 @@ import dagster as dg
 
 from resources.configured import ArchiveResource, LakeResource
 from resources.lake import connect
-from torchci_assets.checks import check_spec, not_null_check, reject_rate_check, reject_rate_spec, unique_key_check
+from torchci_assets.checks import (check_spec, not_null_check, reject_rate_check, reject_rate_spec, unique_key_check,
+                                    unique_key_spec)
 from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
@@ -57,7 +58,7 @@ _DESCRIPTIONS = {
                      kinds={"parquet"}),
     ],
     check_specs=[
-        *[check_spec(f"unique_{'_'.join(key)}", t, blocking=True) for t, (key, _) in WEBHOOK_TABLES.items()],
+        *[unique_key_spec(t, key, blocking=True) for t, (key, _) in WEBHOOK_TABLES.items()],
         *[check_spec("required_columns_not_null", t, blocking=True) for t in WEBHOOK_TABLES],
         reject_rate_spec("webhook_events", WEBHOOK_REJECTS),
     ],
@@ -202,7 +203,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
                                  "(part `ci-results` of the `rejects` table)."),
     ],
     check_specs=[
-        check_spec(f"unique_{'_'.join(CI_RESULT_KEY)}", "ci_result", blocking=True),
+        unique_key_spec("ci_result", CI_RESULT_KEY, blocking=True),
         check_spec("required_columns_not_null", "ci_result", blocking=True),
         reject_rate_spec("ci_result", CI_REJECTS),
     ],

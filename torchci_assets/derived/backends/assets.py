@@ -7,7 +7,7 @@ import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
 from resources.lake import connect
-from torchci_assets.checks import check_spec, unique_key_check
+from torchci_assets.checks import unique_key_check, unique_key_spec
 from torchci_assets.config import L4Thresholds, load_config
 from torchci_assets.derived.backends.levels import (HEALTH_SCHEMA, LEVELS_FILE, PROPOSAL_FILE, allowlist_proposal,
                                                    assess_backends, compute_health, health_windows, levels_json,
@@ -24,7 +24,7 @@ _LOOKBACK = window_mapping(L4Thresholds().window_days - 1)
     name="backend_health", partitions_def=daily_partitions, group_name="backends", kinds={"parquet", "duckdb"},
     deps=[dg.AssetDep("ci_result", partition_mapping=_LOOKBACK),
           dg.AssetDep("ci_callback_minutes", partition_mapping=_LOOKBACK)],
-    check_specs=[check_spec("unique_repo_window_days", "backend_health")],
+    check_specs=[unique_key_spec("backend_health", ["repo", "window_days"])],
 )
 @lake_metadata
 def backend_health_asset(context: dg.AssetExecutionContext, lake: LakeResource):

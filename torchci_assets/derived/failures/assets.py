@@ -11,7 +11,7 @@ import hashlib
 import dagster as dg
 
 from resources.configured import ArchiveResource, LakeResource
-from torchci_assets.checks import check_spec, reject_rate_check, reject_rate_spec, unique_key_check
+from torchci_assets.checks import reject_rate_check, reject_rate_spec, unique_key_check, unique_key_spec
 from torchci_assets.config import load_config
 from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build_job_failure
 from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
@@ -59,7 +59,7 @@ def _code_version() -> str | None:
                                  "no job log (part `logs` of the `rejects` table)."),
     ],
     check_specs=[
-        check_spec("unique_job_id", "job_failure"),
+        unique_key_spec("job_failure", ["job_id"]),
         reject_rate_spec("job_failure", LOG_REJECTS),
     ],
     partitions_def=daily_partitions,
