@@ -11,7 +11,15 @@ reopened since its newest closing comment was closed after it, so the next close
 
 from __future__ import annotations
 
+import hashlib
+
 from resources.github import GitHubResource
+
+
+def digest_marker(prefix: str, *parts: str) -> str:
+    """The hidden line ending a comment: `prefix` and a digest of what the comment says (`parts`),
+    so a run finds its own comment again without the text's varying details (job links)."""
+    return f"{prefix}{hashlib.sha1(chr(0).join(parts).encode()).hexdigest()[:12]} -->"
 
 
 def comment_once(github: GitHubResource, repo: str, number: int, marker: str, text: str,

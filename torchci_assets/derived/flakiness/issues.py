@@ -76,7 +76,7 @@ from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig, TorchciConfig
 from torchci_assets.derived.flakiness.aggregates import (AGGREGATE_LABEL, aggregate_body, aggregate_title, groups,
                                                          is_aggregate, listed, with_tests)
-from torchci_assets.derived.flakiness.comments import comment_once
+from torchci_assets.derived.flakiness.comments import comment_once, digest_marker
 from torchci_assets.derived.flakiness.evidence import gather_evidence
 from torchci_assets.derived.flakiness.job_issues import (UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX, Permissions, author,
                                                          read_job_list)
@@ -344,8 +344,8 @@ class IssueTracker:
         """Say, before changing the issue from `before`, what the change is (`says`: the comment
         without what varies from run to run, its job links): posted with a marker naming the
         change, and not posted again by a run after a crash between it and the change."""
-        marker = f"{CHANGE}{hashlib.sha1((before + chr(0) + says).encode()).hexdigest()[:12]} -->"
-        comment_once(self.github, self.repo, number, marker, body, newest_of=MARKER_PREFIX)
+        comment_once(self.github, self.repo, number, digest_marker(CHANGE, before, says), body,
+                     newest_of=MARKER_PREFIX)
 
 
 # ---- the ledger ------------------------------------------------------------------------

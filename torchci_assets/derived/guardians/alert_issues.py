@@ -17,7 +17,6 @@ state is kept by that table alone: what would be opened, updated or closed is lo
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import uuid
 from collections.abc import Callable
 
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 
 from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
-from torchci_assets.derived.flakiness.comments import comment_once
+from torchci_assets.derived.flakiness.comments import comment_once, digest_marker
 from torchci_assets.derived.guardians.alert_conditions import Alert
 from torchci_assets.derived.guardians.inputs import days_back
 
@@ -63,7 +62,7 @@ SAID = "<!-- torchci-alert-said: "
 
 def said_marker(text: str) -> str:
     """The hidden line a comment ends with, naming its text."""
-    return f"{SAID}{hashlib.sha1(text.encode()).hexdigest()[:12]} -->"
+    return digest_marker(SAID, text)
 
 
 def change_comment(old_body: str, alert: Alert) -> str:
