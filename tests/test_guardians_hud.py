@@ -102,13 +102,33 @@ def test_the_page_lists_the_suspects_the_marks_show(tmp_path):
     html = autorevert_page(lake, seen, REPO, "now")
     assert marked == [sha(i) for i in (2, 3, 4, 5)]
     assert sorted(set(re.findall(r'id="suspect-([0-9a-f]{40})"', html))) == marked
-    rows = html.split(f'id="suspect-{sha(3)}"')[1].split("</tr>")
-    # commit 3 is the default group's confirmed culprit, and in the other group's gap: its surest verdict first
-    assert "<td>confirmed</td>" in rows[0] and GROUP in rows[0] and "failed on 2 attempts" in rows[0]
-    assert "<td>restart pending</td>" in rows[1] and OTHER in rows[1] and "bisect" in rows[1]
-    row = html.split(f'id="suspect-{sha(4)}"')[1].split("</tr>")[0]
-    assert "<td>restart pending</td>" in row and OTHER in row and GROUP not in row
+    # commit 3 is the default group's confirmed culprit, and in the other group's gap: its anchor is on the row
+    # of its surest verdict
+    row = html.split(f'id="suspect-{sha(3)}"')[1].split("</tr>")[0]
+    assert "<td>confirmed</td>" in row and GROUP in row and "failed on 2 attempts" in row and OTHER not in row
+    # the gap 2-5 is one row, newest first, holding the anchors of the commits it is the first row of
+    gap = html.split(f'id="suspect-{sha(5)}"')[1].split("</tr>")[0]
+    assert "<td>restart pending</td>" in gap and OTHER in gap and "bisect" in gap and "(4 commits)" in gap
+    assert f'id="suspect-{sha(4)}"' in gap and f'id="suspect-{sha(2)}"' in gap and GROUP not in gap
+    assert gap.index(f"/commit/{sha(5)}") < gap.index(f"/commit/{sha(2)}")
+    assert html.count("<td>restart pending</td>") == 1
     assert f'href="autorevert.html#suspect-{sha(4)}"' in mark_badges(sha(4), ["suspect"])
+
+
+def test_a_long_gap_is_one_row_and_a_break_in_it_starts_another(tmp_path):
+    """Forty skipped commits between green and red are forty suspects with the same signal and why:
+    one row, not forty; commits that read differently, or are not neighbours, are rows of their own."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    write_health(lake, "2026-11-20", history("gg" + "s" * 40 + "r") + history("gggggRrr", group=OTHER))
+    seen = view(lake, NOW, AutorevertConfig())
+    html = autorevert_page(lake, seen, REPO, "now")
+    suspected = sorted({s for v in seen.verdicts for s in v.suspects})
+    assert len(suspected) == 41
+    table = html.split('<h2 id="suspects">')[1].split("</table>")[0]
+    assert table.count("<tr>") - 1 == 2  # the gap's row and the other group's culprit: a header and two rows
+    assert "(41 commits)" in table
+    # every suspect keeps exactly one anchor, so each mark leads to a row
+    assert sorted(re.findall(r'id="suspect-([0-9a-f]{40})"', table)) == suspected
 
 
 def test_the_page_states_the_configured_autorevert_and_its_last_pass(tmp_path, monkeypatch):

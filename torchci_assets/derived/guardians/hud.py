@@ -2,13 +2,13 @@
 
 Marks per commit: `culprit` when a revert was proposed, `notified` when the culprit's pull request
 (or the notification issue) was told instead (it opted out, is still open, or the commit is a
-revert), `suspect` while a signal points at it (or at a range holding it) without confirmation,
-and `restarting` while a restart GitHub took is younger than a job's usual run. What a dry run
-only decided is marked `would revert` and `would restart`: a mark must not say GitHub was asked
-for what it never was (the ledger row's own `dry_run` says which). The page says what the HUD
-can know of the autorevert (its config, its newest pass in the ledger), lists the suspects from
-the judgement the marks come from, then the ledger's actions newest first, with their counts, and
-the alerts' state changes, as the autorevert's own metrics page in PyTorch's HUD does.
+revert), `suspect` while a signal points at it or at a range holding it (a confirmed culprit too,
+beside its `culprit` mark), and `restarting` while a restart GitHub took is younger than a job's
+usual run. What a dry run only decided is marked `would revert` and `would restart`: a mark must not
+say GitHub was asked for what it never was (the ledger row's own `dry_run` says which). The page
+says what the HUD can know of the autorevert (its config, its newest pass in the ledger), lists the
+suspects from the judgement the marks come from, then the ledger's actions newest first, with their
+counts, and the alerts' state changes, as the autorevert's own metrics page in PyTorch's HUD does.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ MARKS = {"culprit": "revert proposed", "notified": "culprit's pull request notif
          "would restart": "dry run: a restart would have been sent, nothing was"}
 # the verdicts that point at commits (`culprits.Verdict.kind`), as the page names them, surest first
 VERDICT_LABELS = {"confirmed": "confirmed", "suspect": "suspect", "restart": "restart pending"}
+KINDS = list(VERDICT_LABELS)
 MAX_SIGNALS, MAX_REASONS = 10, 3
 
 
@@ -156,25 +157,58 @@ def _state(seen: GuardianView) -> str:
 
 
 def _suspects_table(seen: GuardianView, repo: str) -> str:
-    """One row per commit and verdict kind, newest commit first: the signals pointing at it and
-    why, from the judgement the grid's `suspect` marks come from."""
-    grouped: dict[tuple[str, str], list[Verdict]] = {}
-    for v in seen.verdicts:
-        for sha in v.suspects:
-            grouped.setdefault((sha, v.kind), []).append(v)
-    order = {c: i for i, c in enumerate(seen.commits)}
-    keys = sorted(grouped, key=lambda k: (-order.get(k[0], -1), list(VERDICT_LABELS).index(k[1])))
-    rows = [[_commit_cell(repo, "suspect", sha, first), VERDICT_LABELS[kind],
-             _capped([v.signal.key for v in grouped[sha, kind]], MAX_SIGNALS),
-             _capped(list(dict.fromkeys(v.reason for v in grouped[sha, kind])), MAX_REASONS)]
-            for (sha, kind), first in zip(keys, _firsts([k[0] for k in keys]))]
+    """One row per run of adjacent commits with the same verdict, signals and why, newest first: a
+    gap of forty commits the same signals point at is one row, not forty near-identical ones. Each
+    commit's anchor sits on the first row naming it (its surest verdict), where its mark leads."""
+    runs = _suspect_runs(seen)
+    home: dict[str, int] = {}  # each commit's row: its surest verdict's, the newest of those
+    for i, (kind, run, _, _) in enumerate(runs):
+        for sha in run:
+            if sha not in home or KINDS.index(kind) < KINDS.index(runs[home[sha]][0]):
+                home[sha] = i
+    rows = [[_commits_cell(repo, run, [home[sha] == i for sha in run]), VERDICT_LABELS[kind], signals, why]
+            for i, (kind, run, signals, why) in enumerate(runs)]
     if not rows:
         return '<p class="empty">No commit is suspected: no failing signal the autorevert watches points at one.</p>'
     return (f'<p class="muted">The commits main\'s failing signals point at as of {_t(seen.now)} UTC, judged as '
             "the autorevert judges them (restart pending: re-runs are to narrow the range or confirm the failure; "
             "suspect: nothing left to re-run can narrow it, or runs are in flight; confirmed: a revert is due, "
             "proposed once).</p>"
-            + pages.table(["commit", "verdict", "signals", "why"], rows))
+            + pages.table(["commits", "verdict", "signals", "why"], rows))
+
+
+def _suspect_runs(seen: GuardianView) -> list[tuple[str, tuple[str, ...], str, str]]:
+    """(verdict kind, its commits newest first, signals, why), ordered by newest commit then surest
+    verdict. Commits join a run only when they are neighbours on main and read the same."""
+    grouped: dict[tuple[str, str], list[Verdict]] = {}
+    for v in seen.verdicts:
+        for sha in v.suspects:
+            grouped.setdefault((sha, v.kind), []).append(v)
+    order = {c: i for i, c in enumerate(seen.commits)}
+    keys = sorted(grouped, key=lambda k: (-order.get(k[0], -1), KINDS.index(k[1])))
+    runs: list[list] = []
+    open_runs: dict[tuple[str, str, str], list] = {}
+    for sha, kind in keys:
+        said = (kind, _capped([v.signal.key for v in grouped[sha, kind]], MAX_SIGNALS),
+                _capped(list(dict.fromkeys(v.reason for v in grouped[sha, kind])), MAX_REASONS))
+        run = open_runs.get(said)
+        if run is not None and sha in order and order.get(run[1][-1], -2) == order[sha] + 1:
+            run[1].append(sha)
+            continue
+        run = [kind, [sha], said[1], said[2]]
+        runs.append(run)
+        open_runs[said] = run
+    return [(kind, tuple(shas), signals, why) for kind, shas, signals, why in runs]
+
+
+def _commits_cell(repo: str, run: tuple[str, ...], anchored: list[bool]) -> str:
+    """One commit's link, or a run's newest and oldest with its length; every commit of the run
+    keeps an anchor here when this is its first row, so each mark still leads to its row."""
+    anchors = "".join(f'<span id="{_anchor("suspect", sha)}"></span>' for sha, a in zip(run, anchored) if a)
+    if len(run) == 1:
+        return anchors + pages.commit_link(repo, run[0])
+    return (anchors + f"{pages.commit_link(repo, run[0])} … {pages.commit_link(repo, run[-1])} "
+            f"({len(run)} commits)")
 
 
 def _capped(items: list[str], most: int) -> str:
