@@ -542,6 +542,25 @@ def test_a_dry_runs_metadata_says_which_prs_it_skipped_and_how_many_it_would_pos
     assert fake.requests == []
 
 
+def test_a_switched_off_dr_ci_says_what_it_would_post_and_why_as_a_missing_token_does(httpserver, fake, tmp_path):
+    """With credentials but `drci.enabled: false` nothing is sent, and the UI's metadata counts what a
+    live run would post, with the reason, as it does when no credentials are set."""
+    lake, outputs = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    rows = [{"pr": n, "head_sha": HEAD, "pr_state": state, "body": body()}
+            for n, state in ((5, "open"), (6, "closed"), (7, "open"))]
+    lines = []
+    off = publish(lake, outputs, gh(httpserver), "2026-11-02", REPO, rows, enabled=False, log=lines.append,
+                  today=TODAY)
+    assert off.dry_run and off.dry_run_reason == "drci.enabled is false"
+    assert publish_metadata(off) == {"prs_skipped_closed": 1, "dry_run_would_post_or_edit": 2}
+    assert lines == [f"DRY RUN (drci.enabled is false): would post or edit 2 Dr. CI comment(s); written under "
+                     f"{outputs.display('drci')}/ only"]
+    assert fake.requests == [] and outputs.exists("drci/7.md")
+    tokenless = publish(lake, outputs, GitHubResource(api_url=httpserver.url_for("")), "2026-11-02", REPO, rows,
+                        enabled=True, today=TODAY)
+    assert tokenless.dry_run_reason == "no GitHub credentials" and publish_metadata(tokenless) == publish_metadata(off)
+
+
 # ---- merge bases and lost webhooks --------------------------------------------------------
 
 

@@ -84,7 +84,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     return dg.MaterializeResult(metadata=said({
         "pull_requests": len(built.rows), **{f"jobs_{c}": n for c, n in totals.items()},
         "unstable_jobs_listed": len(unstable),
-        "dry_run": posted.dry_run, **publish_metadata(posted),
+        "dry_run": posted.dry_run, "dry_run_reason": posted.dry_run_reason, **publish_metadata(posted),
         "post_failures": len(posted.failed), "posting_stopped": posted.stopped, "files": posted.files, "files_unchanged": posted.unchanged_files,
         "merge_bases_estimated": built.estimated_merge_bases,
         "merge_base_note": "estimated from the pull request's base sha (no credentials for the compare API)"

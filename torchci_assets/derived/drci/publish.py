@@ -110,6 +110,7 @@ class PublishReport:
     unchanged_files: int = 0  # of `files`: left as they were (same body)
     failed: dict[int, str] = field(default_factory=dict)
     stopped: str = ""  # why posting stopped for every pull request in this run, if it did
+    dry_run_reason: str = ""  # why nothing was posted: no credentials, or drci.enabled is false
 
     def add(self, action: str) -> None:
         self.actions[action] = self.actions.get(action, 0) + 1
@@ -442,6 +443,24 @@ def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], 
     return {**entry, "action": RACED, "comment_id": posted.comment_id, "node_id": posted.node_id, "at": clock()}
 
 
+def _dry_run(outputs: Store, repo: str, open_rows: list[dict], report: PublishReport, enabled: bool,
+             log: Callable[[str], None]) -> PublishReport:
+    """A dry run counts what a live run would post or edit, whichever of its two causes holds: the
+    Dagster UI shows the same count and reason for a missing token as for a switched-off Dr. CI. A
+    switched-off Dr. CI is the default, so it logs one line, not one per pull request."""
+    why = "no GitHub credentials" if enabled else "drci.enabled is false"
+    if enabled:
+        for r in open_rows:
+            path = outputs.display(f"{OUTPUT_DIR}/{r['pr']}.md")
+            log(f"DRY RUN ({why}): would post or edit the Dr. CI comment on {repo}#{r['pr']} ({path})")
+    else:
+        log(f"DRY RUN ({why}): would post or edit {len(open_rows)} Dr. CI comment(s); written under "
+            f"{outputs.display(OUTPUT_DIR)}/ only")
+    report.actions["dry_run"] = len(open_rows)
+    report.dry_run_reason = why
+    return report
+
+
 def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: str, rows: list[dict],
             enabled: bool, log: Callable[[str], None] = lambda s: None, author: str | None = None,
             today: dt.date | None = None, clock: Callable[[], dt.datetime] = utc_now) -> PublishReport:
@@ -461,15 +480,8 @@ def publish(lake: Lake, outputs: Store, github: GitHubResource, day: str, repo: 
         report.files += 1
         if not write_if_changed(outputs, f"{OUTPUT_DIR}/{r['pr']}.md", r["body"].encode()):
             report.unchanged_files += 1
-    if not enabled:
-        log(f"drci.enabled is false: {len(open_rows)} comment(s) written under {outputs.display(OUTPUT_DIR)}/ only")
-        return report
-    if github.dry_run:
-        for r in open_rows:
-            path = outputs.display(f"{OUTPUT_DIR}/{r['pr']}.md")
-            log(f"DRY RUN (no GitHub credentials): would post or edit the Dr. CI comment on {repo}#{r['pr']} ({path})")
-        report.actions["dry_run"] = len(open_rows)
-        return report
+    if report.dry_run:
+        return _dry_run(outputs, repo, open_rows, report, enabled, log)
     credentials = credentials_key(github)
     stop = author_stop(lake, day, author, credentials)
     if stop is not None:
