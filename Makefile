@@ -8,7 +8,7 @@ export TORCHCI_ARCHIVE_URI ?= $(CURDIR)/var/archive
 export TORCHCI_LAKE_URI ?= $(CURDIR)/var/lake
 export TORCHCI_OUTPUTS_URI ?= $(CURDIR)/var/outputs
 
-.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-s3-refresh bench-drci bench-backfill bench-gap-repair bench-search bench-ui-run eval eval-guardians eval-lifecycle screenshots clean
+.PHONY: install run test dev serve bench bench-logs bench-shards bench-memory bench-callbacks bench-serve bench-relay-latency bench-freshness bench-increment bench-extracts bench-s3-refresh bench-drci bench-backfill bench-gap-repair bench-search bench-ui-run eval eval-guardians eval-lifecycle screenshots docs-tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -136,6 +136,9 @@ eval-lifecycle: install  # the disabled tests' lifecycle part of `make eval` alo
 
 eval-guardians: install  # the trunk guardians' part of `make eval` alone
 	$(BIN)/python bench/eval_guardians.py
+
+docs-tables: install  # docs/tables.md, from torchci_assets/lake_columns/*.yaml and the types of the lake `make run` filled
+	$(BIN)/python -m torchci_assets.lake_columns
 
 clean:
 	rm -rf var

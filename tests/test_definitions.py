@@ -301,7 +301,8 @@ def test_a_github_incident_in_the_disabled_loop_skips_nothing():
 def reads_of_a_day(tmp_path_factory):
     """A simulated day through the daily job in process, recording per step the lake partitions it
     lists (every read of a table lists its folders: `Lake.files`, and the extracts Dr. CI keeps of
-    big tables, `resources.lake_extracts`, list them through the lake's `Store.list_files`)."""
+    big tables, `resources.lake_extracts`, list them through the lake's `Store.list_files`), and
+    each materialization's columns as the UI's Columns view shows them."""
     import datetime as dt
 
     from jobs.daily import all_assets_job
@@ -334,11 +335,15 @@ def reads_of_a_day(tmp_path_factory):
     mp.setattr(Store, "list_files", recorded_list_files)
     try:
         with ram_instance() as instance:
-            assert job.execute_in_process(partition_key=READ_DAY, instance=instance).success
+            result = job.execute_in_process(partition_key=READ_DAY, instance=instance)
+            assert result.success
     finally:
         mp.undo()
     keys = {a.op.name: {k.to_user_string() for k in a.keys} for a in assets}
-    return {"keys": keys, "lake": lake_reads}
+    columns = {e.asset_key.to_user_string(): e.materialization.metadata["dagster/column_schema"].value
+               for e in result.get_asset_materialization_events()
+               if "dagster/column_schema" in e.materialization.metadata}
+    return {"keys": keys, "lake": lake_reads, "lake_root": lake, "columns": columns}
 
 
 READ_DAY = "2026-11-20"
@@ -402,6 +407,58 @@ def test_the_tables_an_asset_keeps_for_itself_are_named_in_its_description_and_r
         naming = {p.relative_to(ROOT) for p in (ROOT / "torchci_assets").rglob("*") if p.suffix in (".py", ".sql")
                   and not any(p.is_relative_to(f) for f in folders) and table in p.read_text()}
         assert not naming, (table, sorted(map(str, naming)))
+
+
+# ---- what the Columns view says of each lake table (torchci_assets/lake_columns/*.yaml) -----------
+
+GUARDIAN_LEDGERS = {"alerts", "autorevert_events"}
+
+def _columns_shown(reads_of_a_day) -> dict[tuple[str, str], str | None]:
+    """(table, column) -> the description the Columns view shows, over every table the day wrote
+    (the rejects assets show their parts of the `rejects` table)."""
+    from torchci_assets.lake_metadata import REJECT_PARTS
+
+    return {("rejects" if key in REJECT_PARTS else key, column.name): column.description
+            for key, schema in reads_of_a_day["columns"].items() for column in schema.columns}
+
+
+def test_the_columns_view_shows_each_columns_meaning_from_its_tables_yaml_file(reads_of_a_day):
+    from torchci_assets.lake_columns import column_description
+
+    shown = _columns_shown(reads_of_a_day)
+    assert {"workflow_job", "test_results", "rejects"} <= {table for table, _ in shown}
+    assert column_description("workflow_job", "queue_s").startswith("Seconds from the job's creation")
+    assert shown[("workflow_job", "queue_s")] == column_description("workflow_job", "queue_s")
+    assert not {f"{t}.{c}" for (t, c), text in shown.items() if text != column_description(t, c)}
+
+
+def test_every_column_of_every_lake_table_a_day_writes_says_what_it_means(reads_of_a_day):
+    bare = sorted(f"{t}.{c}" for (t, c), text in _columns_shown(reads_of_a_day).items() if not text)
+    assert not bare, f"{len(bare)} columns without a description: {bare}"
+
+
+def test_every_described_table_and_column_is_in_the_lake_a_day_writes(reads_of_a_day):
+    """A table or column described but no longer written (a typo, a dropped column) is an error,
+    as is a column written but not described."""
+    from resources.lake import Lake
+    from torchci_assets.lake_columns import table_docs
+    from torchci_assets.lake_columns.doc import column_mismatch, lake_schema
+
+    lake = Lake.at(str(reads_of_a_day["lake_root"]))
+    # the guardians' ledgers are written by trunk_guardians_job, not the daily job: test_lake_columns.py
+    assert set(table_docs()) - set(lake.tables()) == GUARDIAN_LEDGERS
+    wrong = [problem for table, doc in table_docs().items() if table not in GUARDIAN_LEDGERS
+             for problem in column_mismatch(table, doc, [name for name, _ in lake_schema(lake, table)])]
+    assert not wrong
+
+
+def test_docs_tables_md_is_what_its_script_writes_from_a_materialized_day(reads_of_a_day, tmp_path):
+    """docs/tables.md cannot drift from the YAML files or the lake: `make docs-tables` writes it."""
+    out = tmp_path / "tables.md"
+    run = subprocess.run([sys.executable, "-m", "torchci_assets.lake_columns", str(reads_of_a_day["lake_root"]),
+                          "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert out.read_text() == (ROOT / "docs" / "tables.md").read_text(), "run `make docs-tables`"
 
 
 def test_what_the_ui_shows_speaks_to_users():

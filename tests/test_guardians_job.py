@@ -43,7 +43,9 @@ def test_commits_older_than_the_window_are_not_read(tmp_path):
     assert main_signal_rows(Lake.at(str(tmp_path / "empty")), NOW) == []
 
 
-def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
+def run_guardians(tmp_path) -> tuple[dg.ExecuteInProcessResult, str]:
+    """The guardians' job in dry run over a main whose newest commit broke a job group an hour ago
+    (today's commit_health, no archive); returns its result and its lake's URI."""
     lake_uri = str(tmp_path / "lake")
     write_health(Lake.at(lake_uri), dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
                  [{**r, "pushed_at": dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=50 - 10 * i)}
@@ -52,6 +54,11 @@ def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
         "github": GitHubResource(), "lake": LakeResource(uri=lake_uri),
         "archive": ArchiveResource(uri=str(tmp_path / "archive"))})
     assert result.success
+    return result, lake_uri
+
+
+def test_the_job_runs_in_dry_run_and_writes_both_ledgers(tmp_path):
+    result, lake_uri = run_guardians(tmp_path)
     lake = Lake.at(lake_uri)
     now = dt.datetime.now(dt.timezone.utc)
     events = ledger.read(lake, now)

@@ -34,6 +34,7 @@ LAYERS = [
     ("torchci_assets.publishing", 1),
     ("torchci_assets.staging", 1),
     ("torchci_assets.lake_metadata", 1),
+    ("torchci_assets.lake_columns", 1),
     ("torchci_assets.conventions", 1),
     ("torchci_assets.shown", 1),
     ("torchci_assets.ingest", 2),

@@ -3,8 +3,10 @@
 The asset catalog reads `dagster/row_count` (plotted over time), `dagster/column_schema` (the
 Columns view) and `dagster/uri` from these keys only. They are read back from the Parquet footers
 of the partition just written (no data scan), so they say what the lake holds, not what the writer
-meant to write. `@lake_metadata` adds them to each `MaterializeResult` an asset function returns or
-yields, so the asset functions keep their own metadata and stay unaware of the convention.
+meant to write; each column's meaning comes from the table's lake_columns YAML file, the one
+source docs/tables.md is written from too. `@lake_metadata` adds them to each `MaterializeResult`
+an asset function returns or yields, so the asset functions keep their own metadata and stay
+unaware of the convention.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import inspect
 import dagster as dg
 
 from resources.lake import Lake
+from torchci_assets.lake_columns import column_description
 
 # The rejects assets are the parts of the shared `rejects` table their ingest writes.
 REJECT_PARTS = {"webhook_rejects": ("webhooks",), "test_run_rejects": ("test-reports", "test-runs"),
@@ -29,7 +32,8 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
         return {}
     footers = [lake.footer(f) for f in files]
     schema = footers[0].schema.to_arrow_schema()
-    columns = [dg.TableColumn(field.name, str(field.type)) for field in schema]
+    columns = [dg.TableColumn(field.name, str(field.type), description=column_description(table, field.name))
+               for field in schema]
     return {"dagster/row_count": sum(m.num_rows for m in footers),
             "dagster/column_schema": dg.TableSchema(columns=columns),
             "dagster/uri": lake.store.display(f"{table}/day={day}")}
