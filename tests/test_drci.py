@@ -208,6 +208,26 @@ def test_unstable_and_infra_come_first():
     assert (v.cls, v.evidence) == (c.INFRA, "runner lost")
 
 
+def test_missing_reports_are_due_an_hour_after_the_run_ends_its_last_job_when_its_completion_was_not_heard():
+    """A run heard running (its `completed` delivery late or lost): while one of its jobs on the head runs,
+    the failed shard's reports are not due; once none does, they are an hour after its last job's end.
+    Another run's pending job does not hold it."""
+    t = dt.datetime(2026, 10, 5, 10, 0, tzinfo=dt.timezone.utc)
+
+    def verdict(others: list[c.HeadJob], now: dt.datetime) -> str:
+        jobs = [failing_job(failure_class="infra", infra_reason=c.NO_TEST_RESULTS, run_status="in_progress",
+                            completed_at=t), *others]
+        c.settle_runs(jobs)
+        return c.classify(jobs[0], trunk({}), c.Flaky(), now=now).cls
+
+    later = c.HeadJob("test (default, 3, 5)", GROUP, "success", job_id=8, run_id=3, completed_at=t + dt.timedelta(hours=2))
+    running = c.HeadJob("test (default, 2, 5)", GROUP, "pending", job_id=9, run_id=3)
+    elsewhere = c.HeadJob("test (default, 2, 5)", GROUP, "pending", job_id=9, run_id=4)
+    assert verdict([running], t + dt.timedelta(hours=5)) == c.NEW
+    assert verdict([later, elsewhere], t + dt.timedelta(hours=2, minutes=30)) == c.NEW
+    assert verdict([later, elsewhere], t + dt.timedelta(hours=3)) == c.INFRA
+
+
 def test_a_lint_job_is_the_pull_requests_even_when_its_failure_looks_like_infrastructure():
     """Upstream sends lint to the new failures before any other class but UNSTABLE (isExcludedFromBrokenTrunk
     comes before its infra checks): lint reads the code, so its failure is the code's to fix or retry."""

@@ -63,12 +63,16 @@ def refresh(tmp_path, now: dt.datetime = NOW) -> Lake:
     return lake
 
 
-def github_shows(fake: FakePullRequests, opened: dict, attempt: int, job_id: int, **job) -> None:
-    """GitHub's REST answer for the head: its `pull` run, at `attempt`, whose job `job_id` failed."""
+def github_shows(fake: FakePullRequests, opened: dict, attempt: int, job_id: int, run: dict | None = None,
+                 **job) -> None:
+    """GitHub's REST answer for the head: its `pull` run, at `attempt`, whose job `job_id` failed. The run
+    completed with the job, unless `run` says otherwise (its status, conclusion, updated_at)."""
     head = opened["pull_request"]["head"]
+    ended = {"status": "completed", "conclusion": "failure",
+             "updated_at": job.get("completed_at", "2019-05-15T11:00:00Z")}
     fake.runs[head["sha"]] = [{"id": RUN, "name": "pull", "workflow_id": 161335, "head_sha": head["sha"],
-                               "head_branch": head["ref"], "status": "completed", "conclusion": "failure",
-                               "run_attempt": attempt, "repository": opened["repository"]}]
+                               "head_branch": head["ref"], "run_attempt": attempt, "repository": opened["repository"],
+                               **ended, **(run or {})}]
     fake.jobs[RUN] = [{"id": job_id, "run_id": RUN, "run_attempt": attempt, "workflow_name": "pull", "name": NAME,
                        "head_sha": head["sha"], "head_branch": head["ref"], "status": "completed",
                        "conclusion": "failure", "created_at": "2019-05-15T10:00:00Z",
@@ -169,14 +173,48 @@ def test_a_record_read_twice_counts_once_and_the_late_webhook_wins(tmp_path, htt
     assert pr_jobs_states(tmp_path) == [(JOB, "failure")]
 
 
-def verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, completed_at: str) -> list[tuple[str, str]]:
+RUNNING = {"status": "in_progress", "conclusion": None, "updated_at": "2019-05-15T10:00:00Z"}
+
+
+def run_delivery(octokit, opened: dict, **run) -> dict:
+    """A `workflow_run` delivery of the job's run (GitHub's example moved onto it): `run` sets its status,
+    conclusion and updated_at."""
+    action = "completed" if run["status"] == "completed" else "in_progress"
+    hook = copy.deepcopy(next(p for p in octokit["api.github.com"]["workflow_run"] if p["action"] == "completed"))
+    hook["action"] = action
+    head = opened["pull_request"]["head"]
+    hook["repository"] = opened["repository"]
+    hook["workflow_run"].update(id=RUN, run_attempt=1, name="pull", event="pull_request", head_sha=head["sha"],
+                                head_branch=head["ref"], created_at="2019-05-15T09:59:00Z", **run)
+    return envelope("workflow_run", hook["workflow_run"]["updated_at"], hook)
+
+
+def running_shard(job: dict) -> dict:
+    """Another shard of the job's run, started at noon and still running."""
+    shard = copy.deepcopy(job)
+    shard["workflow_job"].update(id=JOB + 7, name=NAME.replace("1, 1,", "2, 2,"), created_at="2019-05-15T12:00:00Z",
+                                 started_at="2019-05-15T12:00:05Z")
+    return shard
+
+
+def verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, completed_at: str, run: dict | None = None,
+                                    heard: tuple[dict, ...] = (), shard: bool = False) -> list[tuple[str, str]]:
     """(class, the job's line of the body) of the test job as Dr. CI first reads it from the REST API (its
-    `completed` webhook lost), then at the same instant from the lake once its `rest` record is ingested."""
+    `completed` webhook lost), then at the same instant from the lake once its `rest` record is ingested.
+    `run`: the state of the job's workflow run as GitHub answers (none: completed with the job); `heard`:
+    the run's deliveries the lake has, in the order they arrived (none: the lake never heard of the run);
+    `shard`: another shard of the run is still running."""
     opened, job = opened_and_running(octokit)
+    others = [envelope("workflow_job", "2019-05-15T12:00:06Z", running_shard(job))] if shard else []
     archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
-                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job)])
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job), *others,
+                                        *(run_delivery(octokit, opened, **state) for state in heard)])
     lake = refresh(tmp_path)
-    github_shows(FakePullRequests(httpserver, REPO), opened, 1, JOB, completed_at=completed_at)
+    fake = FakePullRequests(httpserver, REPO)
+    github_shows(fake, opened, 1, JOB, run=run, completed_at=completed_at)
+    if shard:
+        fake.jobs[RUN].append({**fake.jobs[RUN][0], **running_shard(job)["workflow_job"], "status": "in_progress",
+                               "conclusion": None, "completed_at": None})
     archive, said = Store(str(tmp_path / "archive")), []
     for refreshed in (1, 0):
         report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
@@ -209,3 +247,42 @@ def test_a_test_job_that_just_ended_without_reports_is_new_until_they_are_due(tm
     assert duckdb.sql(f"SELECT failure_class, infra_reason FROM '{tmp_path}/lake/pr_jobs/day={DAY}/*.parquet' "
                       f"WHERE job_id = {JOB}").fetchall() == [("infra", "no-test-results")]
     assert f"({AWAITING_RESULTS})" in read_line and f"({AWAITING_RESULTS})" in lake_line
+
+
+ENDED = "2019-05-15T11:00:00Z"  # the job's end, five hours before NOW: overdue by the job's end
+
+
+def test_a_test_job_without_reports_in_a_run_still_running_is_new_until_the_run_ends(tmp_path, httpserver, octokit):
+    """PyTorch uploads a run's test reports once the whole run completed (upload-test-stats runs on the
+    run's `completed`): a shard that failed five hours ago while another shard still runs has no report
+    yet, and neither path calls it an infrastructure failure. It was INFRA ("no test results") on both.
+    The HUD's page of the pull request says what the comment says (`pr_jobs` alone says "no test results")."""
+    [(read, read_line), (lake, lake_line)] = verdict_read_then_from_the_lake(
+        tmp_path, httpserver, octokit, ENDED, RUNNING, (RUNNING,), shard=True)
+    assert (read, lake) == (NEW, NEW)
+    assert f"({AWAITING_RESULTS})" in read_line and f"({AWAITING_RESULTS})" in lake_line
+    publish_site(Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out")), DAY, REPO)
+    assert page_kinds(tmp_path, 2) == {JOB: "new", JOB + 7: "pending"}
+
+
+def test_a_test_job_without_reports_is_new_until_they_are_due_after_its_run_ended(tmp_path, httpserver, octokit):
+    """The run completed half an hour ago: its reports may still be on their way, whatever the job's end.
+    Its deliveries came out of order: the lake keeps it completed."""
+    ended = {"status": "completed", "conclusion": "failure", "updated_at": "2019-05-15T15:30:00Z"}
+    said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, ended, (ended, RUNNING))
+    assert [cls for cls, _ in said] == [NEW, NEW]
+
+
+def test_a_test_job_without_reports_is_infra_once_due_after_its_run_ended(tmp_path, httpserver, octokit):
+    """The run completed two hours ago and no report landed: infrastructure, on both paths."""
+    ended = {"status": "completed", "conclusion": "failure", "updated_at": "2019-05-15T14:00:00Z"}
+    said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, ended, (RUNNING, ended))
+    assert [cls for cls, _ in said] == [INFRA, INFRA]
+    assert all("(no test results)" in line for _, line in said)
+
+
+def test_a_run_whose_completion_was_lost_ends_with_its_last_job(tmp_path, httpserver, octokit):
+    """The lake heard the run start, never end, and none of its jobs runs any more: its reports are due after
+    its last job's end, not never."""
+    said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, heard=(RUNNING,))
+    assert [cls for cls, _ in said] == [INFRA, INFRA]

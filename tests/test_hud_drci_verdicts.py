@@ -153,7 +153,8 @@ def test_a_failure_dr_ci_read_from_the_rest_api_is_a_failure_on_the_page_too(tmp
     test = "linux-jammy / test (default, 1, 1, linux.4xlarge)"
     h.job(HEADS[7], test, None, run_id=107, branch="gh/u/7/head", created=T0 + dt.timedelta(hours=1),
           job_id=7100)
-    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed"}]
+    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed",
+                            "updated_at": "2026-10-05T19:30:00Z"}]  # it completed with its last job
     fake.jobs[107] = [{"id": 7007, "run_id": 107, "workflow_name": "pull", "name": BUILD, "status": "completed",
                        "conclusion": "failure"},
                       {"id": 7100, "run_id": 107, "workflow_name": "pull", "name": test, "status": "completed",
@@ -185,7 +186,8 @@ def test_a_test_job_read_from_the_rest_api_is_infra_for_missing_reports_as_the_l
     request's (its failure unclassified), as Dr. CI says of the same jobs once the lake has them completed."""
     read = main_and_two_pull_requests()
     shards = _two_test_jobs(read, None)
-    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed"}]
+    fake.runs[HEADS[7]] = [{"id": 107, "name": "pull", "head_sha": HEADS[7], "status": "completed",
+                            "updated_at": "2026-10-05T17:00:00Z"}]
     fake.jobs[107] = [{"id": job_id, "run_id": 107, "workflow_name": "pull", "name": name, "status": "completed",
                        "conclusion": "failure", "completed_at": "2026-10-05T17:00:00Z"} for job_id, name in shards]
     [row] = [r for r in built(tmp_path / "read", httpserver, fake, read)[2] if r["pr"] == 7]

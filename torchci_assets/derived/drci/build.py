@@ -19,7 +19,8 @@ from resources.lake import Lake, connect
 from resources.lake_extracts import ExtractPass
 from resources.storage import Store
 from torchci_assets.derived.drci import inputs
-from torchci_assets.derived.drci.classify import CLASSES, classify_head, counts, failing, suppressing_labels
+from torchci_assets.derived.drci.classify import (CLASSES, classify_head, counts, failing, settle_runs,
+                                                  suppressing_labels)
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
 from torchci_assets.derived.drci.extracts import RETIRED
 from torchci_assets.derived.drci.flaky_rules import load_rules
@@ -97,7 +98,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
-        inputs.attach_awaiting(con, lake, day, repo, prs)
+        inputs.attach_runs(con, lake, day, repo, prs)  # before the REST API's states, which replace the lake's
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
         live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
         open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}
@@ -107,6 +108,8 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs, seen)
         inputs.attach_results(con, lake, day, prs)
+        for pr in prs.values():
+            settle_runs(pr.jobs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen)

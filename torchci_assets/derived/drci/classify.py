@@ -14,8 +14,8 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 abandoned is INFRA, as any abandoned job (below): it reported no lint error;
   INFRA         the job failed for an infrastructure reason (`pr_jobs`' infra class: the log
                 classifier's infra rules, a job abandoned; a test job without any test result once
-                its reports are overdue, whether its state came from the lake or the REST API: see
-                `infra_reason`).
+                its reports are overdue, an hour after its workflow run completed, whether its state
+                came from the lake or the REST API: see `infra_reason`, `results_overdue`).
                 A job never called flaky (a build, docs, backwards_compat: below) is INFRA only
                 when abandoned, as upstream sets those jobs aside before its infra checks and asks
                 them only whether main failed alike (BROKEN TRUNK) and whether the merge base ran
@@ -109,8 +109,12 @@ INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": 
                  "shared-message": "many tests failed with one message"}
 # `pr_jobs`' infra reason of a test job none of whose test reports landed
 NO_TEST_RESULTS = "no-test-results"
-# How long after a test job's end its reports may still land: they are uploaded at its end and
-# reach the archive after it, so their absence says nothing before then.
+# How long after a test job's workflow run completed its reports may still land. PyTorch uploads them
+# from upload-test-stats, a workflow GitHub starts on the run's `completed` (`on: workflow_run`): it
+# waits for a runner, downloads the run's artifacts and uploads them, then the archive is read in: usually
+# minutes. An hour leaves room for a queue of runners or of archive reads, at the cost of a true
+# infrastructure failure showing NEW ("no test results yet") that long before its INFRA. When the lake
+# and GitHub know nothing of the run, it is counted from the job's own end.
 REPORTS_DUE = dt.timedelta(hours=1)
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
@@ -182,6 +186,9 @@ class HeadJob:
     started_at: dt.datetime | None = None
     completed_at: dt.datetime | None = None
     from_rest: bool = False         # its state was read from the REST API (a lost webhook)
+    run_attempt: int | None = None
+    run_status: str | None = None   # its run attempt's highest status heard; None: nothing heard of the run
+    run_ended_at: dt.datetime | None = None  # when its run attempt completed (`settle_runs`: its jobs did)
     cancelled: bool = False         # it failed by cancellation only (a retry, not a fix, is due)
 
 
@@ -380,11 +387,30 @@ def not_at_merge_base(job: HeadJob, trunk: Trunk) -> bool:
 
 
 def results_overdue(job: HeadJob, now: dt.datetime | None) -> bool:
-    """True when a test job's reports would have landed by `now` had it produced any: REPORTS_DUE
-    after its end (its start when the end is unknown). Without `now`, or any time, they are taken
-    as overdue, as `pr_jobs` takes them."""
-    end = job.completed_at or job.started_at
+    """True when a test job's reports would have landed by `now` had it produced any: REPORTS_DUE after
+    its workflow run's end, as PyTorch uploads a run's reports once the whole run completed; never while
+    the run is still running. A job whose run's end is not known (nothing was heard of the run) counts
+    from its own end (its start when the end is unknown). Without `now`, or any time, they are taken as
+    overdue, as `pr_jobs` takes them."""
+    if now is not None and job.run_status not in (None, "completed") and job.run_ended_at is None:
+        return False
+    end = job.run_ended_at or job.completed_at or job.started_at
     return now is None or end is None or now - end >= REPORTS_DUE
+
+
+def settle_runs(jobs: list[HeadJob]) -> None:
+    """Give the jobs of a run heard running, none of whose jobs on the head is pending any more, the
+    latest end of those jobs as their run's end: the run's own `completed` delivery is late or lost (gap
+    repair asks GitHub about unfinished jobs, not runs), and without it their reports would never be due.
+    A job queued after the others ended (one that needs them) shows up within seconds, inside REPORTS_DUE."""
+    pending = {j.run_id for j in jobs if j.state == "pending"}
+    ends: dict[int, dt.datetime] = {}
+    for j in jobs:
+        if j.run_id is not None and j.completed_at is not None:
+            ends[j.run_id] = max(ends.get(j.run_id, j.completed_at), j.completed_at)
+    for j in jobs:
+        if j.run_status not in (None, "completed") and j.run_ended_at is None and j.run_id not in pending:
+            j.run_ended_at = ends.get(j.run_id)
 
 
 def no_results(job: HeadJob) -> bool:

@@ -1,7 +1,8 @@
 """What a Dr. CI comment is computed from, read from the lake with the SQL beside this module.
 
 Heads and their jobs come from the day's `pr_jobs` (the HUD's per-job view, already latest attempt
-per job name, infra failures marked); failing tests and their messages from `test_results` (its
+per job name, infra failures marked); their workflow runs' state (awaiting approval, ended) from
+`workflow_run`; failing tests and their messages from `test_results` (its
 failures, extracted once per file: extracts.py); the trunk from `commit_health` and
 `test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked unstable from
 `stats/unstable-jobs.json` in the outputs, as the flakiness domain publishes it from the open
@@ -113,21 +114,27 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
                                workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
                                infra_reason=r["infra_reason"], failure_line=r["failure_line"],
                                started_at=r["started_at"], completed_at=r["completed_at"],
-                               cancelled=bool(r["cancelled"])))
+                               cancelled=bool(r["cancelled"]), run_attempt=r["run_attempt"]))
         started = r["started_at"]
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
     return prs
 
 
-def attach_awaiting(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> int:
-    """Add to each head its workflow runs awaiting approval, as jobs in state `awaiting`: each
+def attach_runs(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
+    """What the window's `workflow_run` says of the heads: their runs awaiting approval (`attach_awaiting`),
+    and the state of each failing job's run (`attach_run_ends`)."""
+    # workflow_run holds a row per run attempt (hundreds to a few thousand a day, not jobs): read
+    # whole, once, no extract (the queries cost a few ms over the window)
+    if prs and register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS):
+        attach_awaiting(con, repo, prs)
+        attach_run_ends(con, prs)
+
+
+def attach_awaiting(con, repo: str, prs: dict[int, PullRequest]) -> int:
+    """Add to each head its workflow runs awaiting approval (view wr), as jobs in state `awaiting`: each
     workflow's newest run on the head whose conclusion is one of AWAITING_CONCLUSIONS and that has no
     job in `pr_jobs` (PyTorch's Dr. CI lists a workflow run only when it has no job). Returns how many."""
-    # workflow_run holds a row per run attempt (hundreds to a few thousand a day, not jobs): read
-    # whole, no extract (the query costs a few ms over the window)
-    if not prs or not register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS):
-        return 0
     by_sha: dict[str, list[PullRequest]] = {}
     for pr in prs.values():
         by_sha.setdefault(pr.head_sha, []).append(pr)
@@ -138,6 +145,24 @@ def attach_awaiting(con, lake: Lake, day: str, repo: str, prs: dict[int, PullReq
         for pr in by_sha[r["head_sha"]]:
             pr.jobs.append(HeadJob(name=name, job_group=name, state="awaiting", run_id=r["run_id"], workflow=name))
     return len(found)
+
+
+def attach_run_ends(con, prs: dict[int, PullRequest]) -> None:
+    """Give each failing job its workflow run attempt's state as view wr holds it (sql/run_ends.sql): a
+    test job's reports are due only after its run ended (`classify.results_overdue`). A job whose run
+    the lake never heard of is left without one."""
+    failing: dict[tuple[int, int], list[HeadJob]] = {}
+    for job in (j for p in prs.values() for j in p.jobs):
+        if job.state == "failure" and job.run_id is not None and job.run_attempt is not None:
+            failing.setdefault((job.run_id, job.run_attempt), []).append(job)
+    if not failing:
+        return
+    keys = sorted(failing)
+    con.register("job_runs", pa.table({"run_id": pa.array([k[0] for k in keys], pa.int64()),
+                                       "run_attempt": pa.array([k[1] for k in keys], pa.int64())}))
+    for r in rows(con, "run_ends"):
+        for job in failing[(r["run_id"], r["run_attempt"])]:
+            job.run_status, job.run_ended_at = r["status"], r["ended_at"]
 
 
 def _register_list(con, name: str, column: str, values: pa.Array) -> None:

@@ -114,17 +114,21 @@ def merge_rest_jobs(jobs: list[HeadJob], runs: list[dict], rest_jobs: dict[int, 
                 learned.append((rj, run_of.get(run_id, {}), mine.job_id == rj["id"]))
             else:
                 continue
-            _take(mine, rj, run_id, state)
+            _take(mine, rj, run_of.get(run_id, {"id": run_id}), state)
             changed += 1
     return changed
 
 
-def _take(mine: HeadJob, rj: dict, run_id: int, state: str) -> None:
-    """Give `mine` what GitHub's job `rj` says of it: its state and ids, its name's build environment and
-    test config (a test job's reports are looked up: `inputs.attach_results`), and its times (whether
-    they are overdue: `classify.results_overdue`)."""
+def _take(mine: HeadJob, rj: dict, run: dict, state: str) -> None:
+    """Give `mine` what GitHub's job `rj` of `run` says of it: its state and ids, its name's build environment
+    and test config (a test job's reports are looked up: `inputs.attach_results`), and its times and its
+    run's end (whether its reports are overdue: `classify.results_overdue`)."""
     names = parse_job_name(rj["name"])
-    mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run_id, True
+    mine.state, mine.job_id, mine.run_id, mine.from_rest = state, rj["id"], run["id"], True
+    mine.run_attempt = rj.get("run_attempt") or run.get("run_attempt")
+    # GitHub's run as it is now, at its latest attempt: a later attempt ends later still, so never too soon
+    mine.run_status = run.get("status")
+    mine.run_ended_at = shapes.parse_time(run.get("updated_at")) if run.get("status") == "completed" else None
     mine.cancelled = state == "failure" and rj.get("conclusion") == "cancelled"
     mine.build_env, mine.test_config = names.build_env, names.test_config
     # what the lake said of it was of its pending state, or of an earlier attempt
