@@ -14,9 +14,11 @@ import re
 import shutil
 
 import duckdb
+import pyarrow as pa
 
 from conftest import write_lines
 from fake_github_pulls import FakePullRequests
+from hud_lake import schema
 from test_drci import gh
 from test_drci_awaiting import envelope
 from test_hud_drci_verdicts import page_kinds
@@ -198,18 +200,24 @@ def running_shard(job: dict) -> dict:
 
 
 def verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, completed_at: str, run: dict | None = None,
-                                    heard: tuple[dict, ...] = (), shard: bool = False) -> list[tuple[str, str]]:
+                                    heard: tuple[dict, ...] = (), shard: bool = False,
+                                    reports: tuple[str | None] = ()) -> list[tuple[str, str]]:
     """(class, the job's line of the body) of the test job as Dr. CI first reads it from the REST API (its
     `completed` webhook lost), then at the same instant from the lake once its `rest` record is ingested.
     `run`: the state of the job's workflow run as GitHub answers (none: completed with the job); `heard`:
     the run's deliveries the lake has, in the order they arrived (none: the lake never heard of the run);
-    `shard`: another shard of the run is still running."""
+    `shard`: another shard of the run is still running; `reports`: the job's test reports landed, with this
+    infrastructure reason (None: none) in `test_jobs`."""
     opened, job = opened_and_running(octokit)
     others = [envelope("workflow_job", "2019-05-15T12:00:06Z", running_shard(job))] if shard else []
     archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
                                         envelope("workflow_job", "2019-05-15T10:00:06Z", job), *others,
                                         *(run_delivery(octokit, opened, **state) for state in heard)])
     lake = refresh(tmp_path)
+    for reason in reports:
+        lake.write("test_jobs", DAY, pa.Table.from_pylist(
+            [{"job_id": JOB, "workflow_run_attempt": 1, "infra_suspect": reason is not None, "infra_reason": reason}],
+            schema=schema("test_jobs")))
     fake = FakePullRequests(httpserver, REPO)
     github_shows(fake, opened, 1, JOB, run=run, completed_at=completed_at)
     if shard:
@@ -286,3 +294,18 @@ def test_a_run_whose_completion_was_lost_ends_with_its_last_job(tmp_path, httpse
     its last job's end, not never."""
     said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, heard=(RUNNING,))
     assert [cls for cls, _ in said] == [INFRA, INFRA]
+
+
+def test_a_test_job_whose_reports_landed_suspect_is_infra_for_that_reason_on_both_paths(tmp_path, httpserver,
+                                                                                      octokit):
+    """Its reports landed, most of its tests failing with one message: `test_jobs` marks the job suspect, and
+    `pr_jobs` calls it infrastructure for that reason. Read from GitHub's REST API it was NEW (only whether
+    reports landed was looked up), then INFRA a refresh later from the lake."""
+    said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, reports=("shared-message",))
+    assert [cls for cls, _ in said] == [INFRA, INFRA]
+    assert all("(many tests failed with one message)" in line for _, line in said), said
+
+
+def test_a_test_job_whose_reports_landed_unsuspected_is_not_infra_on_either_path(tmp_path, httpserver, octokit):
+    said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, reports=(None,))
+    assert [cls for cls, _ in said] == [NEW, NEW]

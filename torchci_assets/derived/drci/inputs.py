@@ -191,21 +191,23 @@ def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: E
 
 
 def attach_results(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> None:
-    """Give the failing test jobs read from the REST API none of whose test reports landed `pr_jobs`'
-    infra reason for it (`classify.no_results`), as `pr_jobs` will once their records are ingested:
-    reports land by job id, whatever became of the job's webhooks. Their job ids alone are looked up
-    (a lost webhook is rare), in `test_jobs` over the window."""
+    """Give the failing test jobs read from the REST API the infra reason `pr_jobs` will give them once
+    their records are ingested: none of their test reports landed (`classify.no_results`), or the
+    reports that landed marked the job suspect (`test_jobs.infra_reason`). Reports land by job id,
+    whatever became of the job's webhooks. Their job ids alone are looked up (a lost webhook is rare),
+    in `test_jobs` over the window."""
     rest = {j.job_id: j for p in prs.values() for j in p.jobs
             if j.from_rest and j.state == "failure" and j.test_config and j.job_id is not None}
     if not rest:
         return
-    reported = set()
+    reported: dict[int, str | None] = {}
     if lake.register(con, "test_jobs", days_ending(day, WINDOW_DAYS), name="tjr"):
         _register_list(con, "rest_test_jobs", "job_id", pa.array(list(rest), pa.int64()))
-        reported = {r["job_id"] for r in rows(con, "reported_jobs")}
+        reported = {r["job_id"]: r["infra_reason"] for r in rows(con, "reported_jobs")}
     for job_id, job in rest.items():
-        if job_id not in reported:
-            job.failure_class, job.infra_reason = "infra", NO_TEST_RESULTS
+        reason = reported[job_id] if job_id in reported else NO_TEST_RESULTS
+        if reason is not None:
+            job.failure_class, job.infra_reason = "infra", reason
 
 
 def attach_captures(con, lake: Lake, day: str, failing: dict[int, HeadJob]) -> None:
