@@ -1,15 +1,23 @@
 """The lake_columns YAML files' shape: a slip in one (a misspelt key, a table described twice, a
 description with an unquoted ": ") is an error naming the file, never a table silently left
 without its meanings. What the files say of the daily tables is checked against a materialized day
-in test_definitions.py; of the guardians' ledgers, here, against a real dry run of their job."""
+in test_definitions.py; of the ledgers written outside the daily assets (the guardians', Dr. CI's,
+the relay's), here, against their real writers and the fake GitHub servers their own tests use."""
 
 from pathlib import Path
 
 import pytest
+from tests.fake_github_pulls import FakePullRequests
+from tests.fake_github_relay import FakeRelayGitHub
 from tests.test_definitions import GUARDIAN_LEDGERS
+from tests.test_drci import BASE, HEAD, REPO, TODAY, gh
+from tests.test_drci_posting import run as post_drci_comments
 from tests.test_guardians_job import run_guardians
+from tests.test_relay_pull_requests import (L4, callback_record, check_run, client_payload_of, dispatched, github,
+                                            use_relay_config)
 
 from resources.lake import Lake
+from torchci_assets.derived.drci.merge_base import resolve
 from torchci_assets.lake_columns import LakeColumnsError, table_docs
 from torchci_assets.lake_columns.doc import column_mismatch, lake_schema
 
@@ -40,8 +48,32 @@ def test_a_file_out_of_shape_is_an_error_naming_it(tmp_path, files, error):
         table_docs(folder_of(tmp_path, **files))
 
 
+def mismatches(lake: Lake, tables: list[str]) -> list[str]:
+    """What the descriptions of `tables` and the columns their latest day in `lake` holds disagree on."""
+    return [problem for table in tables
+            for problem in column_mismatch(table, table_docs()[table], [n for n, _ in lake_schema(lake, table)])]
+
+
 def test_the_guardians_ledgers_columns_are_described_as_their_job_writes_them(tmp_path):
-    lake = Lake.at(run_guardians(tmp_path)[1])
-    wrong = [problem for table in sorted(GUARDIAN_LEDGERS)
-             for problem in column_mismatch(table, table_docs()[table], [n for n, _ in lake_schema(lake, table)])]
-    assert wrong == []
+    assert mismatches(Lake.at(run_guardians(tmp_path)[1]), sorted(GUARDIAN_LEDGERS)) == []
+
+
+def test_dr_cis_ledgers_columns_are_described_as_its_posting_writes_them(httpserver, tmp_path):
+    """A merge base asked of the compare API, then a comment created on a pull request."""
+    fake = FakePullRequests(httpserver, REPO)
+    fake.merge_bases[HEAD] = BASE
+    lake = Lake.at(str(tmp_path / "lake"))  # the lake post_drci_comments posts over
+    assert resolve(lake, gh(httpserver), TODAY.isoformat(), REPO, [(HEAD, BASE)])[HEAD].fetched
+    assert post_drci_comments(httpserver, tmp_path).actions["created"] == 1
+    assert mismatches(lake, ["drci_merge_bases", "drci_posts"]) == []
+
+
+def test_the_relays_ledgers_columns_are_described_as_its_jobs_write_them(httpserver, instance, tmp_path, monkeypatch):
+    """A pull request dispatched downstream, then an L4 job's in-progress callback's check run."""
+    use_relay_config(tmp_path, monkeypatch)
+    roots = str(tmp_path / "lake"), str(tmp_path / "archive")
+    server = FakeRelayGitHub(httpserver)
+    dispatched(server, httpserver, instance, roots)
+    record = callback_record(L4, "L4", "in_progress", client_payload_of(server, L4))
+    assert check_run(record, github(httpserver), roots, instance).success and server.check_runs
+    assert mismatches(Lake.at(roots[0]), ["dispatches", "relay_actions"]) == []

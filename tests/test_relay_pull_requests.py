@@ -60,11 +60,16 @@ maintainer_approved: [{L4}]
 NOW = dt.datetime(2026, 11, 25, 10, 0, tzinfo=dt.timezone.utc)
 
 
-@pytest.fixture(autouse=True)
-def relay_config(tmp_path, monkeypatch):
+def use_relay_config(tmp_path, monkeypatch) -> None:
+    """CONFIG in force (upstream, allowlist), for this test: what the relay's jobs and helpers load."""
     path = tmp_path / "relay.yaml"
     path.write_text(CONFIG)
     monkeypatch.setenv("TORCHCI_CONFIG", str(path))
+
+
+@pytest.fixture(autouse=True)
+def relay_config(tmp_path, monkeypatch):
+    use_relay_config(tmp_path, monkeypatch)
 
 
 @pytest.fixture(autouse=True)

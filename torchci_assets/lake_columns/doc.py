@@ -50,8 +50,9 @@ def render(lake: Lake) -> str:
 
 
 def _section(lake: Lake, table: str, doc: TableDoc) -> str:
-    """A table the lake holds no day of (the guardians' ledgers: `make run` runs no guardians pass) is
-    shown without types rather than left out; its columns are checked where its writer is tested."""
+    """A table the lake holds no day of (the ledgers of guardians.yaml and ledgers.yaml: `make run`
+    runs no guardians pass, no relay, and posts nothing without credentials) is shown without types
+    rather than left out; its columns are checked where its writer is tested (test_lake_columns.py)."""
     if not any(lake.files(table, [d]) for d in lake.days(table)):
         rows = "\n".join(f"| `{name}` | | {_cell(text)} |" for name, text in doc.columns.items())
         note = "\n\n(The lake this page was written from holds no day of it, so its types are not shown.)"
