@@ -16,6 +16,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.derived.guardians.passes import alerts_pass, autorevert_pass
 from torchci_assets.guardian_config import GuardianSettings
+from torchci_assets.lake_metadata import ledger_metadata
 
 
 def _settings():
@@ -37,7 +38,8 @@ def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: Lak
     for v in s.confirmed:
         context.log.warning(f"culprit {v.culprit[:10]}: {v.signal.key} ({v.reason})")
     if s.taken:
-        yield dg.AssetMaterialization(asset_key=ledger.TABLE, metadata={"rows": len(s.taken), "dry_run": s.dry_run})
+        yield dg.AssetMaterialization(asset_key=ledger.TABLE, metadata={
+            "rows": len(s.taken), "dry_run": s.dry_run, **ledger_metadata(lake.lake(), ledger.TABLE)})
     yield dg.Output(None, metadata={"commits": s.commits, "signals": s.signals, "dry_run": s.dry_run,
                                     **{f"verdicts_{k}": n for k, n in s.verdicts.items()},
                                     "actions": len(s.taken), "waiting": len(s.skipped)})
@@ -52,7 +54,8 @@ def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: L
                                   dt.datetime.now(dt.timezone.utc), log=context.log.info)
     if changes:
         yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
-            "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes)})
+            "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes),
+            **ledger_metadata(lake.lake(), alert_issues.TABLE)})
     yield dg.Output(None, metadata={a.kind: len(a.lines) for a in alerts})
 
 

@@ -24,6 +24,7 @@ import requests
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
 from torchci_assets.config import load_config
+from torchci_assets.lake_metadata import ledger_metadata
 from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch
 from torchci_assets.relay.pushes import (
     SHA_RE,
@@ -128,7 +129,8 @@ def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake
     }
     if written:
         yield dg.AssetMaterialization(asset_key=LEDGER_TABLE, metadata={
-            "rows": written, "sha": sha, "path": lake.lake().store.display(LEDGER_TABLE)})
+            "rows": written, "sha": sha, "path": lake.lake().store.display(LEDGER_TABLE),
+            **ledger_metadata(lake.lake(), LEDGER_TABLE)})
     yield dg.Output(dict(counts), metadata=metadata)
 
 

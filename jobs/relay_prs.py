@@ -37,6 +37,7 @@ from jobs.relay import CLAIM_SETTLE_S, report_outcomes
 from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource, has_credentials
 from torchci_assets.config import ZOMBIE_TIMEOUT_S, load_config
+from torchci_assets.lake_metadata import ledger_metadata
 from torchci_assets.relay.acting import (
     Acted,
     Writer,
@@ -137,7 +138,8 @@ def _act_all(context: dg.OpExecutionContext, config: RelayEventsConfig, w: Write
     if {"in_flight", "deferred"} & set(done.values()):
         raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=IN_FLIGHT_S)
     counts = Counter(done.values())
-    yield dg.AssetMaterialization(asset_key=ACTIONS_TABLE, metadata={what: len(done), **counts})
+    yield dg.AssetMaterialization(asset_key=ACTIONS_TABLE, metadata={what: len(done), **counts,
+                                                                    **ledger_metadata(w.lake, ACTIONS_TABLE)})
     yield dg.Output(done, metadata={**{f"{k}_count": v for k, v in counts.items()},
                                     "outcomes": dg.MetadataValue.json(done)})
 
@@ -315,7 +317,7 @@ def tick_listen(context, archive: ArchiveResource, pick, stream: str, act, lake:
 
 
 def tick_result(context, sensor: str, acted: Acted, requests_: list, cursor: str, table: str,
-                what: str) -> dg.SensorResult:
+                what: str, lake: LakeResource) -> dg.SensorResult:
     """The tick's answer: its writes as a materialization of the ledger they went to (so the UI
     lists every dispatch and check run), runs for what is left, and the cursor past it all."""
     for error in acted.errors:
@@ -325,7 +327,8 @@ def tick_result(context, sensor: str, acted: Acted, requests_: list, cursor: str
         counts = Counter(o for outcomes in acted.done.values() for o in outcomes.values())
         events.append(dg.AssetMaterialization(asset_key=table, metadata={
             what: len(acted.done), **{f"{k}_count": v for k, v in counts.items()},
-            "outcomes": dg.MetadataValue.json(acted.done), "written_by": sensor}))
+            "outcomes": dg.MetadataValue.json(acted.done), "written_by": sensor,
+            **ledger_metadata(lake.lake(), table)}))
     if not requests_ and not events:
         return dg.SensorResult(skip_reason=f"no new {what}", cursor=cursor)
     return dg.SensorResult(run_requests=requests_, asset_events=events, cursor=cursor)
@@ -367,7 +370,7 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
         requests_ += run_requests(job, op, [event_item(e) for e in mine], [e.run_key for e in mine],
                                   {"torchci/delivery": mine[0].delivery_id})
     return tick_result(context, "pull_request_sensor", heard.acted, requests_, heard.cursor, LEDGER_TABLE,
-                       "pull request deliveries")
+                       "pull request deliveries", lake)
 
 
 @dg.sensor(job=check_run_job, minimum_interval_seconds=TICK_S, default_status=dg.DefaultSensorStatus.RUNNING,
@@ -388,7 +391,7 @@ def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResour
     requests_ = run_requests(check_run_job, "create_upstream_check_runs", [f.record for f in left],
                              [f.run_key for f in left], {"torchci/sha": left[0].job.head_sha} if left else {})
     return tick_result(context, "check_run_sensor", heard.acted, requests_, heard.cursor, ACTIONS_TABLE,
-                       "L3/L4 pull request callbacks")
+                       "L3/L4 pull request callbacks", lake)
 
 
 defs = dg.Definitions(jobs=[pull_request_dispatch_job, check_run_label_job, rerun_job, check_run_job,

@@ -6,6 +6,7 @@ the relay's), here, against their real writers and the fake GitHub servers their
 
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from tests.fake_github_pulls import FakePullRequests
 from tests.fake_github_relay import FakeRelayGitHub
@@ -54,8 +55,17 @@ def mismatches(lake: Lake, tables: list[str]) -> list[str]:
             for problem in column_mismatch(table, table_docs()[table], [n for n, _ in lake_schema(lake, table)])]
 
 
+def shown(materialization) -> dict[str, str | None]:
+    """Column -> description, as the Columns view shows them from a materialization's metadata."""
+    return {c.name: c.description for c in materialization.metadata["dagster/column_schema"].value.columns}
+
+
 def test_the_guardians_ledgers_columns_are_described_as_their_job_writes_them(tmp_path):
-    assert mismatches(Lake.at(run_guardians(tmp_path)[1]), sorted(GUARDIAN_LEDGERS)) == []
+    result, lake_uri = run_guardians(tmp_path)
+    assert mismatches(Lake.at(lake_uri), sorted(GUARDIAN_LEDGERS)) == []
+    # the job's materializations of its ledgers carry them to the Columns view
+    events = {e.asset_key.to_user_string(): e.materialization for e in result.get_asset_materialization_events()}
+    assert {t: shown(events[t]) for t in GUARDIAN_LEDGERS} == {t: table_docs()[t].columns for t in GUARDIAN_LEDGERS}
 
 
 def test_dr_cis_ledgers_columns_are_described_as_its_posting_writes_them(httpserver, tmp_path):
@@ -77,3 +87,6 @@ def test_the_relays_ledgers_columns_are_described_as_its_jobs_write_them(httpser
     record = callback_record(L4, "L4", "in_progress", client_payload_of(server, L4))
     assert check_run(record, github(httpserver), roots, instance).success and server.check_runs
     assert mismatches(Lake.at(roots[0]), ["dispatches", "relay_actions"]) == []
+    for table in ("dispatches", "relay_actions"):  # what the runs' materializations show in the Columns view
+        event = instance.get_latest_materialization_event(dg.AssetKey(table))
+        assert shown(event.asset_materialization) == table_docs()[table].columns, table

@@ -31,12 +31,26 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
     if not files:
         return {}
     footers = [lake.footer(f) for f in files]
-    schema = footers[0].schema.to_arrow_schema()
-    columns = [dg.TableColumn(field.name, str(field.type), description=column_description(table, field.name))
-               for field in schema]
     return {"dagster/row_count": sum(m.num_rows for m in footers),
-            "dagster/column_schema": dg.TableSchema(columns=columns),
+            "dagster/column_schema": _column_schema(table, footers[0]),
             "dagster/uri": lake.store.display(f"{table}/day={day}")}
+
+
+def ledger_metadata(lake: Lake, table: str) -> dict:
+    """The Columns view of a ledger (an unpartitioned asset its jobs and sensors append to), from a
+    file of its newest day: written with one fixed schema, any of its files says its columns."""
+    days = lake.days(table)
+    files = lake.files(table, days[-1:]) if days else []
+    if not files:
+        return {}
+    return {"dagster/column_schema": _column_schema(table, lake.footer(files[0])),
+            "dagster/uri": lake.store.display(table)}
+
+
+def _column_schema(table: str, footer) -> dg.TableSchema:
+    return dg.TableSchema(columns=[
+        dg.TableColumn(field.name, str(field.type), description=column_description(table, field.name))
+        for field in footer.schema.to_arrow_schema()])
 
 
 def _reject_part(path: str, sources: tuple[str, ...]) -> bool:
