@@ -32,7 +32,7 @@ from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, close
 from torchci_assets.derived.flakiness.job_issues import Permissions
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_BEFORE, DISABLED_TESTS_DAY, DISABLED_TESTS_PATH,
-                                                    REENABLED_TESTS_PATH)
+                                                    REENABLED_TESTS_PATH, stable_id)
 from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
 
 TOKEN = "ghp_disabledissuestest000000000000000"
@@ -583,8 +583,9 @@ def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would
     world = World(built_lifecycle, tmp_path)
     fixed, still = "test_fixed (__main__.TestX)", "test_still (__main__.TestX)"
     Path(world.outputs_uri, "stats").mkdir(parents=True)
+    issues = {fixed: 101, still: 102}  # disabled through their issues
     Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps(
-        {fixed: ["local-1", "", ["linux"]], still: ["local-2", "", ["linux"]]}))
+        {t: [str(n), f"https://github.com/pytorch/pytorch/issues/{n}", ["linux"]] for t, n in issues.items()}))
     fake = FakeIssueTracker(httpserver)
     result = run(world, GitHubResource(api_url=httpserver.url_for("")), instance)
     assert result.success and fake.requests == []
@@ -642,8 +643,95 @@ def test_the_dry_run_plans_what_the_real_run_does_for_a_test_published_with_a_do
     assert len(fake.titled(title)) == 1 and fake.titled(f"DISABLED {TEST_A}") == []
     # and names the issue the live run found; its list holds the test once, under that issue's name, as the live one
     (planned,) = [r["detail"] for r in world.ledger() if r["test"] == TEST_A and r["detail"].startswith("would find")]
-    assert planned.startswith("would find or file 'DISABLED test_a (test_x.TestX)'")
+    assert planned.startswith(f"would find #{number(dotted)} ({dotted['html_url']}), its issue on the published list "
+                              "(as 'test_a (test_x.TestX)')")
     assert published["dry"].keys() == published["live"].keys() and TEST_A not in published["dry"]
+
+
+AGGREGATE_X = "DISABLED MULTIPLE There are multiple flaky tests in test_x.py"
+WRITES = ("POST", "PATCH", "PUT", "DELETE")
+
+
+def dry_then_live(httpserver, fake, built_world, tmp_path, instance, published: dict) -> dict:
+    """The dry run, then the live run, of the same verdict on the same issues, each on its own copy
+    of the lake with `published` as the list it decides against: mode -> (world, result). The dry
+    run sends GitHub nothing at all."""
+    out = {}
+    for mode, gh in (("dry", GitHubResource(api_url=httpserver.url_for(""))), ("live", github(httpserver))):
+        world = World(built_world, tmp_path / mode)
+        Path(world.outputs_uri, "stats").mkdir(parents=True)
+        Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps(published))
+        result = run(world, gh, instance)
+        assert result.success and metadata(result, "disabled_issues")["dry_run"] is (mode == "dry")
+        if mode == "dry":
+            assert fake.requests == []
+        out[mode] = (world, result)
+    return out
+
+
+def planned(world, result) -> list[tuple]:
+    """(test, plan) for each row the dry run of `result` recorded: ("find", number) for the issue
+    it names by number, ("file", title) for the title it would find or file (an aggregate too),
+    ("write", its words) for any other write (a close, a comment)."""
+    plan = []
+    for r in world.ledger():
+        if r["run_id"] == result.run_id:
+            number = re.match(r"would find #(\d+)", r["detail"])
+            title = re.match(r"would (?:find or file|list it in) '([^']+)'", r["detail"])
+            plan.append((r["test"], ("find", int(number.group(1))) if number else ("file", title.group(1)) if title
+                         else ("write", r["detail"])))
+    return sorted(plan)
+
+
+def done(world, result, fake) -> list[tuple]:
+    """(test, what) for each row the live run of `result` recorded: ("file", title) for the issue it
+    created (an aggregate too), ("find", number) for the one it found or updated, ("write", action)
+    for any other (a close, a comment)."""
+    return sorted((r["test"], ("file", fake.issues[r["issue_number"]]["title"]) if r["action"] == "created"
+                   else ("find", r["issue_number"]) if r["action"] in ("found", "updated") else ("write", r["action"]))
+                  for r in world.ledger() if r["run_id"] == result.run_id)
+
+
+def test_the_dry_run_names_the_aggregate_a_dotted_line_disables_its_test_by_not_a_title_never_filed(
+        httpserver, built, tmp_path, instance):
+    """An aggregate written by hand lists its tests with their module (`test_a (test_x.TestX)`); the
+    published list, built from it, names them so. A live run finds the aggregate for both tests and
+    files nothing; the dry run must plan that, not `DISABLED test_a (test_x.TestX)`, an issue no
+    live run would file."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    body = "disable the following tests:\n```\ntest_a (test_x.TestX): linux\ntest_b (test_x.TestX):\n```\n"
+    aggregate = fake.add(AGGREGATE_X, body, user="a-maintainer", age=dt.timedelta(days=1))
+    published = {"test_a (test_x.TestX)": [number(aggregate), aggregate["html_url"], ["linux"]],
+                 "test_b (test_x.TestX)": [number(aggregate), aggregate["html_url"], []]}
+    runs = dry_then_live(httpserver, fake, built, tmp_path, instance, published)
+    live = done(*runs["live"], fake)
+    assert live == [(TEST_A, ("find", aggregate["number"])), (TEST_B, ("find", aggregate["number"]))]
+    assert sum(fake.count(m) for m in WRITES) == 0
+    assert planned(*runs["dry"]) == live
+    world, result = runs["dry"]
+    assert not any("'DISABLED test_a (test_x.TestX)'" in r["detail"] for r in world.ledger())
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "every_disabled_test_has_an_issue"]
+    assert check.metadata["tests_without_issue"].value == 0  # both have one, which a live run finds
+
+
+def test_a_test_the_dry_runs_list_disabled_locally_is_planned_as_a_live_run_files_it(
+        httpserver, built_lifecycle, tmp_path, instance):
+    """A dry run's list disables a test under a local id: no issue has it yet. The live run files
+    one aggregate for the six tests of test_x.py, as for any six new tests of a file, and judges them
+    on the reruns after its filing, closing none; the dry run must plan that aggregate, not six
+    issues found or filed one by one, nor closes of issues no live run has."""
+    fake = FakeIssueTracker(httpserver)
+    published = {f"{t} (__main__.TestX)": [stable_id(f"{t} (__main__.TestX)"), "", ["linux"]] for t in BURST}
+    runs = dry_then_live(httpserver, fake, built_lifecycle, tmp_path, instance, published)
+    live = done(*runs["live"], fake)
+    assert live == [(f"{t} (__main__.TestX)", ("file", AGGREGATE_X)) for t in BURST]
+    assert [i["title"] for i in fake.issues.values()] == [AGGREGATE_X]
+    assert planned(*runs["dry"]) == live
+    world, result = runs["dry"]
+    assert metadata(result, "disabled_issues")["aggregates"] == {AGGREGATE_X: [t for t, _ in live]}
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "every_disabled_test_has_an_issue"]
+    assert check.metadata["tests_without_issue"].value == len(BURST)
 
 
 UNREADABLE = ["test_pow_shape_(2, 3) (__main__.TestBinary)", "test_naïve (__main__.TestUnicode)",

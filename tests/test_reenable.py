@@ -172,14 +172,21 @@ def test_the_evidence_reads_each_file_of_its_window_once_and_follows_a_rewrite(t
 def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path):
     fake = FakeIssueTracker(httpserver)
     outputs = Store(str(tmp_path / "outputs"))
-    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]],
-                                                    HALF: ["local-2", "", ["linux", "win"]]}))
+    url = "https://github.com/pytorch/pytorch/issues/"
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["1", f"{url}1", ["linux"]],
+                                                    HALF: ["2", f"{url}2", ["linux", "win"]]}))
     lake = lake_with(tmp_path, clean(FIXED, "linux") + clean(HALF, "linux") + [rerun(HALF, "win", 2, "failed")])
     logs = []
     result = run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-1", REPO,
                            DisabledIssuesConfig(enabled=True), "test config", log=logs.append).reenabling
     assert fake.requests == [] and [(r["test"], r["action"]) for r in result.rows] == [
         (FIXED, "dry_run"), (HALF, "dry_run")]
+    # disabled by a dry run's list instead (local ids): no issue yet; a live run files them now and
+    # judges them on the reruns after, so none is re-enabled in this run
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps({FIXED: ["local-1", "", ["linux"]],
+                                                    HALF: ["local-2", "", ["linux", "win"]]}))
+    assert run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lake, outputs, DAY, "run-2", REPO,
+                         DisabledIssuesConfig(enabled=True), "test config").reenabling.rows == []
     assert logs == [f"DRY RUN: {r['detail']}" for r in result.rows]  # the ledger says what the log says
     assert logs[0].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {FIXED} and close it")
     assert logs[1].startswith(f"DRY RUN: would comment its rerun evidence on the DISABLED issue of {HALF} and narrow "

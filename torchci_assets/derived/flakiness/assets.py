@@ -156,13 +156,15 @@ def filing_check(report, mode, repo: str) -> dg.AssetCheckResult:
     """A dry run files nothing, and nothing in it is for a human to fix: the check passes, but its
     result says no issue was filed and for how many tests, so a green check never reads as "every
     disabled test has its issue" while none has."""
+    without = report.count("dry_run") - len(report.listed)
     description = _FILING_CHECK_TEXT if mode.live else (
-        f"Dry run ({mode.reason}): no DISABLED issue was searched or filed; {report.count('dry_run')} test(s) "
-        "the verdict disables would be found or filed by a live run (see dry_run_actions on the materialization).")
+        f"Dry run ({mode.reason}): no DISABLED issue was searched or filed; of the {report.count('dry_run')} "
+        f"test(s) the verdict disables, {len(report.listed)} have an issue on the published list, which a live run "
+        f"would find, and {without} none, which it would find or file (see dry_run_actions on the materialization).")
     return dg.AssetCheckResult(
         check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=not report.failed and not report.unreadable,
         description=description,
-        metadata={"dry_run": not mode.live, "tests_without_issue": report.count("dry_run"),
+        metadata={"dry_run": not mode.live, "tests_without_issue": without,
                   "failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
                   "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
                   **_filing_refused(report.first_error, repo)})

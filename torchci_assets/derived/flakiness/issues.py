@@ -100,7 +100,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     unreadable_reason,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.lists import (decide_disabled, disabled_baseline, dumps, flaky_rows,
+from torchci_assets.derived.flakiness.lists import (decide_disabled, disabled_baseline, dumps, flaky_rows, is_local,
                                                     main_evidence, pytorch_key)
 from torchci_assets.publishing import write_if_changed
 
@@ -446,6 +446,16 @@ class Wanted:
     flake_events: int = 0
 
 
+@dataclass(frozen=True)
+class ListedIssue:
+    """The issue the published list names for a test (a dry run's stand-in): the entry's name (a
+    dotted suite too), and the issue's number and URL."""
+
+    name: str
+    number: str
+    url: str
+
+
 @dataclass
 class FilingReport:
     dry_run: bool
@@ -467,6 +477,8 @@ class FilingReport:
     unreadable: dict[str, str] = field(default_factory=dict)
     # the numbers of this project's open twins closed as duplicates of the oldest (`close_own_twins`)
     twins_closed: list[int] = field(default_factory=list)
+    # (dry run) the tests whose issue the published list names: a live run finds it, files none
+    listed: list[str] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -489,33 +501,35 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
 def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
-                   is_new: Callable[[str], bool] = lambda test: True, skip_repeat: bool = False,
-                   written_as: Callable[[str], str] = lambda test: test) -> FilingReport:
+                   listed: dict[str, ListedIssue] | None = None, skip_repeat: bool = False) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
-    New tests (`is_new`: the published list stands in for the issues) of a file with more than
-    AGGREGATE_ABOVE of them (`file_of`) go to the file's aggregate issue, as a live run groups them.
-    A test's own issue is named as the published list writes the test (`written_as`: a dotted
-    suite too), the issue a live run would find for it.
+    The published list stands in for the issues (`listed`, keyed `runner_test`: `listed_issues`):
+    a test it names an issue for has that issue, which a live run finds (`report.listed`); the
+    others are new, and those of a file with more than AGGREGATE_ABOVE of them (`file_of`) go to
+    the file's aggregate issue, as a live run groups them.
     With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
     logged nor recorded again: the ledger and the log say it once, not every few minutes."""
+    listed = listed or {}
     report = FilingReport(dry_run=True)
     in_aggregate: dict[str, str] = {}
     lines = []
     wanted = readable(wanted, report, lambda line: lines.append(f"DRY RUN: {line}"))
-    for file, members in groups(wanted, file_of, is_new).items():
+    for file, members in groups(wanted, file_of, lambda test: runner_test(test) not in listed).items():
         title = aggregate_title(file)
         report.aggregates[title] = [w.test for w in members]
         in_aggregate.update({w.test: title for w in members})
         lines.append(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
                      + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members) + f" ({reason})")
     for w in sorted(wanted, key=lambda w: w.test):
+        issue = listed.get(runner_test(w.test))
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
-            title = issue_title(written_as(w.test))
-            lines.append(f"DRY RUN: would find or file {title!r} in {repo} "
-                         f"(Platforms: {', '.join(w.platforms) or 'all'}) ({reason})")
-            detail = f"would find or file {title!r} ({reason})"
+            planned = planned_issue(w.test, issue)
+            detail = f"{planned} ({reason})"
+            where = "" if issue else f" in {repo} (Platforms: {', '.join(w.platforms) or 'all'})"
+            lines.append(f"DRY RUN: {planned}{where} ({reason})")
+        report.listed.extend([w.test] if issue else [])
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
     digest = plan_digest(report.rows)
     last = last_dry_run(lake, day)
@@ -530,6 +544,16 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
     lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{DRY_RUN_STATE}",
                            json.dumps({"digest": digest, "run_id": run_id}).encode())
     return report
+
+
+def planned_issue(test: str, issue: ListedIssue | None) -> str:
+    """What a live run does about `test`'s own issue, in the plan's words: find the issue the
+    published list names (by number: the list does not say whether an issue's title or an
+    aggregate's line names the test, so a title would be a guess), else find or file the exact
+    title it files, which names the test under `__main__` whatever the list wrote."""
+    if issue is None:
+        return f"would find or file {issue_title(test)!r}"
+    return f"would find #{issue.number} ({issue.url}), its issue on the published list (as {issue.name!r})"
 
 
 def plan_digest(rows: list[dict]) -> str:
@@ -1037,7 +1061,7 @@ def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
     a human re-enables the test, so it is not wanted back from the file. Where it flaked, and how
     often, is main's evidence (`main_evidence`), as for disabling: a platform where it flaked
     only on pull requests is not added to its issue."""
-    decision = decide_disabled(rows, {k: v for k, v in previous.items() if str(v[0]).startswith("local-")})
+    decision = decide_disabled(rows, {k: v for k, v in previous.items() if is_local(v[0])})
     flaked: dict[str, set[str]] = {}
     events: dict[str, int] = {}
     for r in rows:
@@ -1051,20 +1075,15 @@ def wanted_tests(rows: list[dict], previous: dict) -> list[Wanted]:
             for key, entry in sorted(decision.disabled.items())]
 
 
-def unpublished(published: dict) -> Callable[[str], bool]:
-    """The dry run's `is_new`: whether a test has no entry in the published list, an entry being
-    the test's as PyTorch's runner matches it (`runner_test`), as a live run takes an issue titled
-    or listed with a dotted suite for the test's. An exact match would count a test published as
-    `test_x (distributed.test_c10d.TestY)` new, and plan it into an aggregate the live run leaves it out of."""
-    tests = {runner_test(key) for key in published}
-    return lambda test: runner_test(test) not in tests
-
-
-def published_as(published: dict) -> Callable[[str], str]:
-    """The dry run's `written_as`: the name of a test's entry in the published list (`names_by_test`:
-    `test_x (distributed.test_c10d.TestY)` when its issue is so titled), else the test's own."""
-    names = names_by_test(published)
-    return lambda test: names.get(runner_test(test), test)
+def listed_issues(published: dict) -> dict[str, ListedIssue]:
+    """The dry run's stand-ins for the issues: per test (keyed `runner_test`), the entry of the
+    published list that names an issue, as a live run takes an issue titled or listed with a
+    dotted suite for the test's (`names_by_test`: `test_x (distributed.test_c10d.TestY)` too). An
+    entry with a local id names none (`is_local`: a test a dry run disabled): a live run files
+    that test's issue, in its file's aggregate with the others when they are many."""
+    real = {name: entry for name, entry in published.items() if not is_local(entry[0])}
+    return {test: ListedIssue(name, str(real[name][0]), real[name][1])
+            for test, name in names_by_test(real).items()}
 
 
 def superseded_by(lake: Lake, day: str) -> str | None:
@@ -1096,8 +1115,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
              "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                              unpublished(published), skip_repeat=refresh,
-                              written_as=published_as(published)), mode
+                              listed_issues(published), skip_repeat=refresh), mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")

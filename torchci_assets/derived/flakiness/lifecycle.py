@@ -36,9 +36,10 @@ from torchci_assets.derived.flakiness.issues import (
     loop_mode,
     read_back_open,
     superseded_by,
+    utc_now,
 )
 from torchci_assets.derived.flakiness.job_issues import Permissions, author
-from torchci_assets.derived.flakiness.lists import load_published
+from torchci_assets.derived.flakiness.lists import is_local, load_published
 from torchci_assets.derived.flakiness.reenable import (
     Reenabling,
     reenable_disabled_tests,
@@ -57,13 +58,14 @@ class Lifecycle:
     aggregates: AggregateSettling = field(default_factory=AggregateSettling)
 
 
-def published_as_issues(outputs: Store) -> dict[str, dict]:
+def published_as_issues(outputs: Store, now: str) -> dict[str, dict]:
     """The published list's tests as stand-ins for their issues (dry run): number and body only,
     keyed as `issues_by_test` keys them, each naming its entry as written (`listed_test`: the list
-    does not say whether an issue's title or an aggregate's line wrote it)."""
+    does not say whether an issue's title or an aggregate's line wrote it). An entry with a local
+    id has no issue: a live run files it `now`, and judges its reruns from then, as any new issue's."""
     return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open",
-                                "listed_test": test}
-            for test, (_id, url, platforms) in load_published(outputs).items()}
+                                "listed_test": test, **({"created_at": now} if is_local(entry_id) else {})}
+            for test, (entry_id, url, platforms) in load_published(outputs).items()}
 
 
 def issues_by_test(issues: list[dict], allowed: Callable[[dict], bool]) -> dict[str, dict]:
@@ -110,7 +112,7 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
         if any(is_aggregate_title(i.get("title")) for i in read):  # else no need to read the ledger
             members = aggregate_members(read, wrote, issues, ledger_marks(lake, day))
     else:  # a dry run writes to no issue
-        issues, may_act = published_as_issues(outputs), lambda issue: True
+        issues, may_act = published_as_issues(outputs, utc_now().isoformat()), lambda issue: True
     retirement = retire_disabled_tests(github, lake, day, run_id, repo, {**issues, **members}, mode.live, may_act,
                                        log, warn)
     closed = {r["test"] for r in retirement.rows} | {a.test for a in retirement.listed}

@@ -101,8 +101,17 @@ def pytorch_key(classname: str, name: str) -> str:
     return f"{name} (__main__.{classname.rsplit('.', 1)[-1]})"
 
 
+LOCAL_PREFIX = "local-"
+
+
 def stable_id(key: str) -> str:
-    return "local-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+    return LOCAL_PREFIX + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def is_local(entry_id: str) -> bool:
+    """Whether a published entry's id is a dry run's (`stable_id`): it names no issue, and a live
+    run files one for its test."""
+    return str(entry_id).startswith(LOCAL_PREFIX)
 
 
 # what Python's json.dump escapes with ensure_ascii (its default) and orjson writes raw: DEL and
