@@ -610,6 +610,29 @@ def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would
         a.split(": ", 1)[1] for a in actions}
 
 
+def test_a_dry_refresh_says_its_closes_and_comments_once_as_a_live_run_makes_them_once(
+        httpserver, built_lifecycle, tmp_path, instance):
+    """A live run closes a fixed test's issue and comments a still-failing one's reruns once a day:
+    the refresh a minute later finds the issue closed and the day's comment made, and writes
+    nothing. The dry run's refresh must not log and record the same closes and comments again
+    either, as its filing plan is not."""
+    world = World(built_lifecycle, tmp_path)
+    fixed, still = "test_fixed (__main__.TestX)", "test_still (__main__.TestX)"
+    Path(world.outputs_uri, "stats").mkdir(parents=True)
+    issues = {fixed: 1, still: 2}
+    Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps(
+        {t: [str(n), f"https://github.com/pytorch/pytorch/issues/{n}", ["linux"]] for t, n in issues.items()}))
+    gh = GitHubResource(api_url=httpserver.url_for(""))
+    first = run(world, gh, instance, tags=REFRESH)
+    said = [r["detail"] for r in world.ledger() if "rerun evidence" in r["detail"]]
+    assert first.success and len(said) == 2
+    again = run(world, gh, instance, tags=REFRESH)
+    assert again.success and [r["detail"] for r in world.ledger() if "rerun evidence" in r["detail"]] == said
+    logs = [e.user_message for e in instance.all_logs(again.run_id)]
+    assert not any("rerun evidence" in m for m in logs)
+    assert metadata(again, "disabled_issues")["evidence_on_evidence"] == [still]  # still said in the metadata
+
+
 def filing_plan(world, result) -> dict[str, str]:
     """Per test the verdict disables, how the disabled_issues run of `result` filed it or (dry
     run) would: in the file's aggregate (its title), else on its own issue ("own")."""

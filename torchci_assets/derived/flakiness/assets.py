@@ -138,7 +138,8 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
                                            refresh=is_refresh(context.run.tags))
         life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                              relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
-                             log=context.log.info, warn=context.log.warning, allowed=report.allowed)
+                             log=context.log.info, warn=context.log.warning, allowed=report.allowed,
+                             refresh=is_refresh(context.run.tags))
     except GitHubError as exc:
         failure = read_failure(exc, relay.upstream_repo)
         context.log.error(f"the DISABLED-issue loop stopped on a GitHub error ({failure['error']}); what it did "

@@ -108,6 +108,8 @@ SQL = SqlFiles(__file__)
 LEDGER_TABLE = "disabled_issues"
 # the day's last recorded dry-run plan, beside the ledger's parts (a leading '_': not a part)
 DRY_RUN_STATE = "_dry_run.json"
+# the same for the retiring and re-enabling after the filing (lifecycle.py)
+DRY_RUN_LIFECYCLE_STATE = "_dry_run_lifecycle.json"
 # the day's last live filing and the open issues it read (a search costs a page per 100 issues,
 # at 30 a minute): a refresh reads the issues changed since instead, up to this age
 LIVE_STATE = "_live.json"
@@ -531,19 +533,31 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
             lines.append(f"DRY RUN: {planned}{where} ({reason})")
         report.listed.extend([w.test] if issue else [])
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
-    digest = plan_digest(report.rows)
-    last = last_dry_run(lake, day)
+    part, report.unchanged_since = keep_plan(lake, day, run_id, report.rows, lines, log, skip_repeat)
+    report.parts.extend([part] if part else [])
+    return report
+
+
+def keep_plan(lake: Lake, day: str, run_id: str, rows: list[dict], lines: list[str], log: Callable[[str], None],
+              skip_repeat: bool, state: str = DRY_RUN_STATE, part: str = "run") -> tuple[str | None, str]:
+    """Log a dry run's plan (`lines`) and record its `rows` as a ledger part, unless `skip_repeat`
+    (an intra-day refresh) and it is the plan the day's last dry run kept under `state`: a live
+    run makes each of those writes once, so the plan is said once, not every few minutes. Returns
+    the part written (None: none) and the run whose same plan stands ("" when this one's was kept)."""
+    digest = plan_digest(rows)
+    last = last_dry_run(lake, day, state)
     if skip_repeat and last is not None and last.get("digest") == digest:
-        report.unchanged_since = str(last.get("run_id", ""))
-        log(f"DRY RUN: the same {len(report.rows)} action(s) as run {report.unchanged_since} of {day} "
-            f"(nothing they depend on changed): not logged or recorded again")
-        return report
+        since = str(last.get("run_id", ""))
+        if rows:
+            log(f"DRY RUN: the same {len(rows)} action(s) as run {since} of {day} "
+                f"(nothing they depend on changed): not logged or recorded again")
+        return None, since
     for line in lines:
         log(line)
-    report.parts.append(record(lake, day, report.rows, f"run-{run_id[:8]}"))
-    lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{DRY_RUN_STATE}",
+    written = record(lake, day, rows, f"{part}-{run_id[:8]}")
+    lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{state}",
                            json.dumps({"digest": digest, "run_id": run_id}).encode())
-    return report
+    return written, ""
 
 
 def planned_issue(test: str, issue: ListedIssue | None) -> str:
@@ -562,10 +576,11 @@ def plan_digest(rows: list[dict]) -> str:
     return hashlib.sha256(json.dumps(plan).encode()).hexdigest()
 
 
-def last_dry_run(lake: Lake, day: str) -> dict | None:
-    """The digest and run of the day's last recorded dry-run plan, or None."""
+def last_dry_run(lake: Lake, day: str, name: str = DRY_RUN_STATE) -> dict | None:
+    """The digest and run of the day's last recorded dry-run plan (of the filing, or of the step
+    kept under `name`), or None."""
     try:
-        state = json.loads(lake.store.read_bytes(f"{LEDGER_TABLE}/day={day}/{DRY_RUN_STATE}"))
+        state = json.loads(lake.store.read_bytes(f"{LEDGER_TABLE}/day={day}/{name}"))
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) else None

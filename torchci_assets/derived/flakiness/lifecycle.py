@@ -31,7 +31,9 @@ from torchci_assets.derived.flakiness.aggregate_lifecycle import (AggregateSettl
                                                                   settle_aggregates)
 from torchci_assets.derived.flakiness.issue_text import disabled_test, is_aggregate_title, platforms_line, runner_test
 from torchci_assets.derived.flakiness.issues import (
+    DRY_RUN_LIFECYCLE_STATE,
     issue_permissions,
+    keep_plan,
     ledger_marks,
     loop_mode,
     read_back_open,
@@ -92,13 +94,21 @@ def author_check(allowed: Callable[[dict], bool], log: Callable[[str], None]) ->
     return may_act
 
 
+def planning(log: Callable[[str], None], plan: list[str]) -> Callable[[str], None]:
+    """A dry run's log for retiring and re-enabling: its `DRY RUN:` lines go to `plan`, said with
+    the rows they describe or not at all (`keep_plan`); the others are said at once."""
+    return lambda line: plan.append(line) if line.startswith("DRY RUN: ") else log(line)
+
+
 def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, run_id: str, repo: str,
                   settings: DisabledIssuesConfig, config_source: str, open_issues: list[dict] | None = None,
                   log: Callable[[str], None] = lambda s: None,
-                  warn: Callable[[str], None] = lambda s: None, allowed: Permissions | None = None) -> Lifecycle:
+                  warn: Callable[[str], None] = lambda s: None, allowed: Permissions | None = None,
+                  refresh: bool = False) -> Lifecycle:
     """Retire deleted tests, then re-enable fixed ones. `open_issues`: the open issues as the
     filing just read them (else they are read here, when live); `allowed`: the permissions it
-    asked (else asked here)."""
+    asked (else asked here). A dry run's plan is logged and recorded once (`keep_plan`), and in an
+    intra-day `refresh` not again while it stays the same, as a live run makes each write once."""
     mode = loop_mode(github, settings, config_source)
     newer = superseded_by(lake, day)
     if newer:
@@ -113,11 +123,17 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
             members = aggregate_members(read, wrote, issues, ledger_marks(lake, day))
     else:  # a dry run writes to no issue
         issues, may_act = published_as_issues(outputs, utc_now().isoformat()), lambda issue: True
+    plan: list[str] = []
+    step_log = log if mode.live else planning(log, plan)
     retirement = retire_disabled_tests(github, lake, day, run_id, repo, {**issues, **members}, mode.live, may_act,
-                                       log, warn)
+                                       step_log, warn)
     closed = {r["test"] for r in retirement.rows} | {a.test for a in retirement.listed}
     remaining = {t: i for t, i in {**issues, **members}.items() if t not in closed}
-    reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, log, warn)
+    reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, step_log,
+                                         warn)
+    if not mode.live:
+        keep_plan(lake, day, run_id, [*retirement.rows, *reenabling.rows], plan, log, refresh,
+                  DRY_RUN_LIFECYCLE_STATE, "lifecycle")
     settled = settle_aggregates(github, lake, day, run_id, repo, members, retirement.listed, reenabling.listed,
                                 log, warn)
     return Lifecycle(retirement, reenabling, aggregates=settled)

@@ -222,10 +222,11 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
                             log: Callable[[str], None] = lambda s: None,
                             warn: Callable[[str], None] = lambda s: None) -> Reenabling:
     """Decide for every open single-test issue (`issues`, by test) and act (live: only on those
-    `may_act` allows, see lifecycle.py) or log and record what would be done (dry run); rows go to
-    the `disabled_issues` ledger. A test of an aggregate (`aggregates.stand_in`) is decided alike
-    and only listed in `listed` when clean somewhere; a still-failing one gets no comment (an
-    aggregate of fifty tests would get fifty a day)."""
+    `may_act` allows, see lifecycle.py) or log what would be done (dry run); rows go to the
+    `disabled_issues` ledger (a dry run's through run_lifecycle, which says its plan once). A test
+    of an aggregate (`aggregates.stand_in`) is decided alike and only listed in `listed` when clean
+    somewhere; a still-failing one gets no comment (an aggregate of fifty tests would get fifty a
+    day)."""
     since = {t: _created(i) for t, i in issues.items()}
     evidence = rerun_evidence(lake, day, since, greens_since(lake, day, issues))
     out = Reenabling()
@@ -252,7 +253,7 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             log(f"#{issues[test]['number']} ({test}): {detail}")
             action = {"close": "reenabled", "narrow": "narrowed"}.get(d.action, d.action)
             out.rows.append(ledger_row(test, action, after(issues[test], d), repo, run_id, detail))
-    if out.rows:
+    if out.rows and live:  # a dry run's plan is recorded by run_lifecycle, once
         record(lake, day, out.rows, f"reenable-{run_id[:8]}")
     return out
 

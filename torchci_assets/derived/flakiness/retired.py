@@ -145,9 +145,10 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
                           warn: Callable[[str], None] = lambda s: None) -> Retirement:
     """Close the issues (`issues`, open single-test issues by test, and tests of aggregates as
     `aggregates.stand_in` gives them) of disabled tests that were deleted (live: only those `may_act`
-    allows, see lifecycle.py; its refusals take none of the run's MAX_CLOSED_PER_RUN), or log and
-    record what would be closed (dry run); rows go to the ledger. A test of an aggregate is only
-    listed in `listed`, its line to be dropped, and counts toward MAX_CLOSED_PER_RUN."""
+    allows, see lifecycle.py; its refusals take none of the run's MAX_CLOSED_PER_RUN), or log
+    what would be closed (dry run); rows go to the ledger (a dry run's through run_lifecycle). A
+    test of an aggregate is only listed in `listed`, its line to be dropped, and counts toward
+    MAX_CLOSED_PER_RUN."""
     retirement = find_absent(lake, day, list(issues))
     describe(retirement, log)
     why = refusal(retirement, len(issues))
@@ -174,6 +175,6 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
             continue
         log(f"closed #{issues[a.test]['number']} ({a.test}): deleted")
         retirement.rows.append(ledger_row(a.test, "closed", {**issues[a.test], "state": "closed"}, repo, run_id, detail))
-    if retirement.rows:
+    if retirement.rows and live:  # a dry run's plan is recorded by run_lifecycle, once
         record(lake, day, retirement.rows, f"retired-{run_id[:8]}")
     return retirement
