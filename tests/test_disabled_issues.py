@@ -757,6 +757,45 @@ def test_a_test_the_dry_runs_list_disabled_locally_is_planned_as_a_live_run_file
     assert check.metadata["tests_without_issue"].value == len(BURST)
 
 
+def test_the_dry_run_plans_the_new_issues_a_live_run_files_under_its_cap_and_defers_the_rest(
+        httpserver, built, tmp_path, instance, monkeypatch):
+    """With max_new_per_run: 1, a live run files the issue of the test with the most flake events
+    and leaves the other for the next run; the dry run must plan that one issue and say the other
+    waits, as the live run's metadata and log do."""
+    configure(tmp_path, monkeypatch, max_new=1)
+    fake = FakeIssueTracker(httpserver)
+    runs = dry_then_live(httpserver, fake, built, tmp_path, instance, {})
+    live = done(*runs["live"], fake)
+    assert live == [(TEST_B, ("file", f"DISABLED {TEST_B}"))]
+    assert planned(*runs["dry"]) == live
+    for mode, (world, result) in runs.items():
+        meta = metadata(result, "disabled_issues")
+        assert (meta["deferred_count"], meta["deferred_tests"]) == (1, [TEST_A]), mode
+        logs = [e.user_message for e in instance.all_logs(result.run_id)]
+        assert any(m.startswith("1 new issue(s) beyond max_new_per_run=1 wait for the next run") for m in logs), mode
+        (check,) = [c for c in result.get_asset_check_evaluations()
+                    if c.check_name == "every_disabled_test_has_an_issue"]
+        # before the live run both have none; after it, the one left for the next run
+        assert check.metadata["tests_without_issue"].value == {"dry": 2, "live": 1}[mode]
+
+
+def test_under_the_cap_aggregates_are_filed_first_then_the_tests_with_most_flake_events():
+    """As a live run files them (`file_disabled_issues`): an aggregate counts one issue, a test
+    with an issue takes no new one's place."""
+    burst = [Wanted(f"{t} (__main__.TestX)", ["linux"], ["linux"], 1) for t in BURST[:5]]
+    many, few, known = (Wanted(f"test_{n} (__main__.TestY)", [], [], events)
+                        for n, events in (("many", 9), ("few", 2), ("known", 99)))
+    wanted = [*burst, few, known, many]
+
+    def deferred(max_new):
+        return issues_module.capped({AGGREGATE_X: burst}, wanted, lambda test: test == known.test, max_new)
+
+    assert deferred(None) == deferred(3) == []
+    assert deferred(2) == [few.test]
+    assert deferred(1) == [many.test, few.test]
+    assert deferred(0) == [*(w.test for w in burst), many.test, few.test]
+
+
 UNREADABLE = ["test_pow_shape_(2, 3) (__main__.TestBinary)", "test_naïve (__main__.TestUnicode)",
               "test_case[x] (__main__.TestParam)"]
 

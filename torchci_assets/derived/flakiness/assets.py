@@ -157,11 +157,13 @@ def filing_check(report, mode, repo: str) -> dg.AssetCheckResult:
     """A dry run files nothing, and nothing in it is for a human to fix: the check passes, but its
     result says no issue was filed and for how many tests, so a green check never reads as "every
     disabled test has its issue" while none has."""
-    without = report.count("dry_run") - len(report.listed)
+    planned = report.count("dry_run")
+    without = planned - len(report.listed) + len(report.deferred)
     description = _FILING_CHECK_TEXT if mode.live else (
-        f"Dry run ({mode.reason}): no DISABLED issue was searched or filed; of the {report.count('dry_run')} "
+        f"Dry run ({mode.reason}): no DISABLED issue was searched or filed; of the {planned + len(report.deferred)} "
         f"test(s) the verdict disables, {len(report.listed)} have an issue on the published list, which a live run "
-        f"would find, and {without} none, which it would find or file (see dry_run_actions on the materialization).")
+        f"would find, {planned - len(report.listed)} none, which it would find or file, and {len(report.deferred)} "
+        "would wait for a later run (max_new_per_run) (see dry_run_actions on the materialization).")
     return dg.AssetCheckResult(
         check_name=_FILING_CHECK, asset_key=LEDGER_TABLE, passed=not report.failed and not report.unreadable,
         description=description,

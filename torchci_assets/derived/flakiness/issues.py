@@ -503,26 +503,32 @@ def ledger_row(test: str, action: str, issue: dict | None, repo: str, run_id: st
 def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id: str, reason: str,
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
-                   listed: dict[str, ListedIssue] | None = None, skip_repeat: bool = False) -> FilingReport:
+                   listed: dict[str, ListedIssue] | None = None, skip_repeat: bool = False,
+                   max_new: int | None = None) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     The published list stands in for the issues (`listed`, keyed `runner_test`: `listed_issues`):
     a test it names an issue for has that issue, which a live run finds (`report.listed`); the
     others are new, and those of a file with more than AGGREGATE_ABOVE of them (`file_of`) go to
-    the file's aggregate issue, as a live run groups them.
+    the file's aggregate issue, as a live run groups them. New issues beyond `max_new` wait for a
+    later run (`report.deferred`), chosen as a live run chooses them (`capped`).
     With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
     logged nor recorded again: the ledger and the log say it once, not every few minutes."""
     listed = listed or {}
     report = FilingReport(dry_run=True)
-    in_aggregate: dict[str, str] = {}
     lines = []
     wanted = readable(wanted, report, lambda line: lines.append(f"DRY RUN: {line}"))
-    for file, members in groups(wanted, file_of, lambda test: runner_test(test) not in listed).items():
-        title = aggregate_title(file)
-        report.aggregates[title] = [w.test for w in members]
-        in_aggregate.update({w.test: title for w in members})
-        lines.append(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
-                     + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members) + f" ({reason})")
-    for w in sorted(wanted, key=lambda w: w.test):
+    aggregates = {aggregate_title(file): members
+                  for file, members in groups(wanted, file_of, lambda test: runner_test(test) not in listed).items()}
+    report.deferred = capped(aggregates, wanted, lambda test: runner_test(test) in listed, max_new)
+    waiting = set(report.deferred)
+    in_aggregate = {w.test: title for title, members in aggregates.items() for w in members}
+    for title, members in aggregates.items():
+        if members[0].test not in waiting:
+            report.aggregates[title] = [w.test for w in members]
+            lines.append(f"DRY RUN: would find or file {title!r} in {repo} listing {len(members)} tests: "
+                         + ", ".join(f"{w.test} ({', '.join(w.platforms) or 'all'})" for w in members)
+                         + f" ({reason})")
+    for w in sorted((w for w in wanted if w.test not in waiting), key=lambda w: w.test):
         issue = listed.get(runner_test(w.test))
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
@@ -558,6 +564,24 @@ def keep_plan(lake: Lake, day: str, run_id: str, rows: list[dict], lines: list[s
     lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{state}",
                            json.dumps({"digest": digest, "run_id": run_id}).encode())
     return written, ""
+
+
+def capped(aggregates: dict[str, list[Wanted]], wanted: list[Wanted], has_issue: Callable[[str], bool],
+           max_new: int | None) -> list[str]:
+    """The tests whose new issue a live run leaves for a later run under `max_new` (None: no cap):
+    it files the aggregates first, then the issues of the other tests with no issue (`has_issue`),
+    most flake events first; each new issue, an aggregate too, counts one."""
+    deferred: list[str] = []
+    filed = 0
+    in_aggregate = {w.test for members in aggregates.values() for w in members}
+    singles = [[w.test] for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test))
+               if w.test not in in_aggregate and not has_issue(w.test)]
+    for tests in [[w.test for w in members] for members in aggregates.values()] + singles:
+        if max_new is not None and filed >= max_new:
+            deferred.extend(tests)
+        else:
+            filed += 1
+    return deferred
 
 
 def planned_issue(test: str, issue: ListedIssue | None) -> str:
@@ -1129,8 +1153,10 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         warn(f"DRY RUN: {mode.reason}; {len(wanted)} test(s) to disable are recorded as dry_run, "
              "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
-        return dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                              listed_issues(published), skip_repeat=refresh), mode
+        report = dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
+                                listed_issues(published), refresh, config.disabled_issues.max_new_per_run)
+        warn_deferred(report, config.disabled_issues.max_new_per_run, warn)
+        return report, mode
     newer = superseded_by(lake, day)
     if newer:
         warn(f"{day} is not the newest verdict ({newer} is): issues are filed from the newest only")
@@ -1153,12 +1179,16 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
                                   config.disabled_issues.max_new_per_run, run_id, log, warn, owners,
                                   only_trusted=True)
-    if report.deferred:
-        warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run="
-             f"{config.disabled_issues.max_new_per_run} wait for the next run: {', '.join(report.deferred[:10])}")
+    warn_deferred(report, config.disabled_issues.max_new_per_run, warn)
     _save_live_state(lake, day, {"wanted": key, "complete": not report.failed and not report.deferred,
                                  "run_id": run_id, "snapshot": tracker.snapshot()})
     return report, mode
+
+
+def warn_deferred(report: FilingReport, max_new: int, warn: Callable[[str], None]) -> None:
+    if report.deferred:
+        warn(f"{len(report.deferred)} new issue(s) beyond max_new_per_run={max_new} wait for the next run: "
+             f"{', '.join(report.deferred[:10])}")
 
 
 def wanted_digest(wanted: list[Wanted]) -> str:
