@@ -59,9 +59,8 @@ class Lake:
     def __init__(self, store: Store, owner: str | None = None, keep_listings: bool = False):
         self.store = store
         self.owner = owner
-        # folder -> (the store's write count when listed, its Parquet files; a table's: its days):
-        # see `_listing`
-        self._kept: dict[str, tuple[int, list]] | None = {} if keep_listings and not store.is_local else None
+        if keep_listings:  # see `_day_files`
+            store.keep_listings()
 
     @classmethod
     def at(cls, uri: str, owner: str | None = None, keep_listings: bool = False) -> "Lake":
@@ -158,30 +157,20 @@ class Lake:
         out = {days[0]: self._day_files(f"{table}/day={days[0]}")}
         rest = days[1:]
         if rest and not out[days[0]] and not self.store.is_local:
-            present = set(self._listing(table, self.store.list_days))
+            present = set(self.store.list_days(table))
             rest = [d for d in rest if d in present]
         out.update({d: self._day_files(f"{table}/day={d}") for d in rest})
         return {d: out.get(d, []) for d in days}
 
     def _day_files(self, folder: str) -> list:
         """The Parquet files of a day folder. On S3 each listing is a request, and a step that
-        reads its tables again and again (the HUD's pages, the flaky verdicts' windows) would list
-        the same folders dozens of times: with `keep_listings` a folder is listed once, and again
-        after this process wrote, deleted or renamed anything in it. For steps only: another
-        process's writes are not seen until then, so no long-lived reader nor a ledger's writer
-        keeps listings."""
-        return self._listing(folder, lambda f: self.store.list_files(f, (".parquet",)))
-
-    def _listing(self, folder: str, take):
-        """`take(folder)`, a listing of `folder`, or with `keep_listings` the one kept since this
-        process last changed anything in it (a table's folder: in any of its days)."""
-        if self._kept is None:
-            return take(folder)
-        writes, kept = self._kept.get(folder, (None, None))
-        if writes != self.store.writes(folder):
-            writes, kept = self.store.writes(folder), take(folder)
-            self._kept[folder] = (writes, kept)
-        return kept
+        reads its tables again and again (the HUD's pages, the flaky verdicts' windows, an
+        ingest's commit, manifest, sweep and checks) would list the same folders dozens of times:
+        with `keep_listings` a folder is listed once, and again after this process wrote, deleted
+        or renamed anything in it (`Store.keep_listings`). For steps only: another process's
+        writes are not seen until then, so no long-lived reader nor a ledger's writer keeps
+        listings."""
+        return self.store.list_files(folder, (".parquet",))
 
     def rows_in(self, files: list[str]) -> int:
         """Rows of these Parquet files of the lake, from their footers (no data is read)."""

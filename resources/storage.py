@@ -171,6 +171,37 @@ class Store:
         # Full path -> size of each S3 object as this store last listed or wrote it: pyarrow opens
         # an object by path with a HeadObject for its size, which a reader given the size spares.
         self.listed_sizes: dict[str, int] = {}
+        # folder -> (this process's count of changes there when listed, its entries): see `keep_listings`
+        self._kept: dict[str, tuple[int, list[pafs.FileInfo]]] | None = None
+
+    def keep_listings(self) -> None:
+        """From now on, on S3, list a folder once and again only after this process wrote, deleted
+        or renamed something in it (`writes`), for every listing of it: its Parquet files, its
+        hidden files, its journals, its staging files, its days. For a step, which reads the
+        same folders again and again (an ingest checks, commits, records and sweeps each of its
+        folders; the HUD reads its tables for every page): another process's changes are not seen
+        until then, so no long-lived reader nor a ledger's writer keeps listings. Only folders
+        at most two levels below the root (a lake table's day folder) are kept: deeper changes
+        are not counted."""
+        if not self.is_local and self._kept is None:
+            self._kept = {}
+
+    def _entries(self, folder: str) -> list[pafs.FileInfo]:
+        """What is directly in `folder` (files and folders), or on S3 the listing kept since this
+        process last changed anything there (`keep_listings`)."""
+        if not self._keeps(folder):
+            return self._list_now(folder)
+        writes, kept = self._kept.get(folder, (None, None))
+        if writes != self.writes(folder):
+            writes, kept = self.writes(folder), self._list_now(folder)  # counted first: see _WRITES
+            self._kept[folder] = (writes, kept)
+        return kept
+
+    def _keeps(self, folder: str) -> bool:
+        return self._kept is not None and len([p for p in folder.split("/") if p]) <= 2
+
+    def _list_now(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        return self.fs.get_file_info(pafs.FileSelector(self.full(folder), recursive=recursive, allow_not_found=True))
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -229,8 +260,7 @@ class Store:
         """The names of the folders directly under `prefix`. Locally through os.scandir: pyarrow
         raises on a name that is not UTF-8, which one stray folder must not make of every listing."""
         if not self.is_local:
-            selector = pafs.FileSelector(self.full(prefix), allow_not_found=True)
-            return [i.base_name for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]
+            return [i.base_name for i in self._entries(prefix) if i.type == pafs.FileType.Directory]
         try:
             with os.scandir(self.full(prefix)) as entries:
                 return [e.name for e in entries if e.is_dir()]
@@ -252,9 +282,8 @@ class Store:
         """
         if self.is_local:
             return self._list_local(prefix, suffixes, cache)
-        selector = pafs.FileSelector(self.full(prefix), recursive=True, allow_not_found=True)
         out = []
-        for info in self.fs.get_file_info(selector):
+        for info in self._entries_below(prefix):
             if info.type != pafs.FileType.File or info.base_name[:1] in (".", "_"):
                 continue
             if info.base_name.endswith(suffixes):
@@ -262,12 +291,21 @@ class Store:
         out.sort(key=lambda e: e.path)
         return out
 
+    def _entries_below(self, prefix: str) -> list[pafs.FileInfo]:
+        """What S3 lists below `prefix`, at any depth: with `keep_listings`, a folder without
+        folders in it is its kept listing (`_entries`), one with some is listed whole."""
+        if not self._keeps(prefix):
+            return self._list_now(prefix, recursive=True)
+        entries = self._entries(prefix)
+        if any(i.type == pafs.FileType.Directory for i in entries):
+            return self._list_now(prefix, recursive=True)
+        return entries
+
     def list_folder(self, folder: str) -> list[FileEntry]:
         """The regular files directly in `folder`, sorted, with the writer's own hidden ones (a
         leading '_', such as a manifest) but not staging files (a leading '.') nor links."""
-        selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
         out = []
-        for info in self.fs.get_file_info(selector):
+        for info in self._entries(folder):
             if info.type == pafs.FileType.File and not info.base_name.startswith("."):
                 if self.is_local and os.path.islink(info.path):
                     continue
@@ -288,8 +326,7 @@ class Store:
             return name.startswith(name_prefix) and name[:1] not in (".", "_") and name.endswith(suffixes)
 
         if not self.is_local:
-            selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
-            return sorted((self._listed(i) for i in self.fs.get_file_info(selector)
+            return sorted((self._listed(i) for i in self._entries(folder)
                            if i.type == pafs.FileType.File and wanted(i.base_name)), key=lambda e: e.path)
         link = self._link_on_path(folder)
         if link is not None:
@@ -512,10 +549,9 @@ class Store:
         changed more recently than that is kept whoever owns it: for writers no run list knows
         (sensor ticks), age is what tells a dead writer's file from a live one's.
         """
-        selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
         cutoff_ns = (dt.datetime.now(dt.timezone.utc).timestamp() - min_age_s) * 1e9
         staged = []
-        for info in self.fs.get_file_info(selector):
+        for info in self._entries(folder):
             is_staging, owner = staging_owner(info.base_name)
             if is_staging and info.type == pafs.FileType.File and (not min_age_s or info.mtime_ns < cutoff_ns):
                 staged.append((f"{folder}/{info.base_name}", owner))
@@ -581,8 +617,7 @@ class Store:
             except (FileNotFoundError, NotADirectoryError):
                 names = []
         else:
-            selector = pafs.FileSelector(self.full(folder), allow_not_found=True)
-            names = [i.base_name for i in self.fs.get_file_info(selector)
+            names = [i.base_name for i in self._entries(folder)
                      if i.type == pafs.FileType.File and JOURNAL_RE.match(i.base_name)]
         out = []
         for name in sorted(names):

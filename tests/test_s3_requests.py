@@ -58,6 +58,31 @@ def test_a_lake_lists_a_day_folder_once_until_it_writes_there(server):
     assert [p.rsplit("/", 1)[1] for p in lake.files("t", [DAY])] == ["data.parquet", "inc-1.parquet"]
 
 
+def test_a_store_keeping_listings_answers_every_listing_of_a_folder_from_one_until_it_changes_there(server):
+    """A step's store (`Lake(keep_listings=True)`): the Parquet files, the hidden files, the
+    journals and the staging files of a folder come from one listing, taken again after its own
+    write there and not before; a folder with folders in it is listed to the bottom, its files
+    there included; a folder three levels down (whose changes are not counted) is never kept."""
+    lake = Lake.at(fresh_uri(), keep_listings=True)
+    store, folder = lake.store, f"t/day={DAY}"
+    lake.write("t", DAY, pa.table({"x": [1]}), part="a")
+    store.write_bytes(f"{folder}/_manifest.json", b"{}")
+    since = time.time()
+    assert names(lake.files("t", [DAY])) == ["a.parquet"]
+    assert [e.path.rsplit("/", 1)[1] for e in store.list_folder(folder)] == ["_manifest.json", "a.parquet"]
+    assert store.journals(folder) == [] and store.sweep_staging(folder, lambda owner: False) == []
+    assert listed(server, since) == [f"{store.root}/{folder}/"]
+    lake.write("t", DAY, pa.table({"x": [2]}), part="b")
+    since = time.time()
+    assert names(lake.files("t", [DAY])) == ["a.parquet", "b.parquet"] == names(lake.files("t", [DAY]))
+    assert len(listed(server, since)) == 1
+    store.write_bytes(f"u/day={DAY}/deep/x.parquet", store.read_bytes(f"{folder}/a.parquet"))
+    assert [e.path for e in store.list_files(f"u/day={DAY}", (".parquet",))] == [f"u/day={DAY}/deep/x.parquet"]
+    since = time.time()
+    assert len(store.list_folder(f"u/day={DAY}/deep")) == 1 == len(store.list_folder(f"u/day={DAY}/deep"))
+    assert len(listed(server, since)) == 2
+
+
 def window(last: str, length: int = 14) -> list[str]:
     end = dt.date.fromisoformat(last)
     return [(end - dt.timedelta(days=length - 1 - i)).isoformat() for i in range(length)]
@@ -311,9 +336,10 @@ def _drci_lake(uri: str) -> tuple[Lake, str, dt.datetime]:
 
 def test_a_dr_ci_build_lists_each_folder_of_its_four_extracts_once_and_removes_retired_extracts(server):
     """Dr. CI keeps four extracts in `drci_comments/day=D` over windows of 3 to 9 days: a build
-    lists each of those folders once, its own writes there kept in the listing, and each of its
-    sources' day folders once (two of the extracts are of `webhook_events`); the files of an
-    extract it no longer reads (`_deleted_comments-*`), found by those listings, go without another."""
+    lists each of those folders once, its own writes there kept in the listing, each of its
+    sources' day folders once (two of the extracts are of `webhook_events`) and its merge bases'
+    days once; the files of an extract it no longer reads (`_deleted_comments-*`), found by those
+    listings, go without another."""
     from resources.github import GitHubResource
     from torchci_assets.derived.drci.build import build_comments
     from torchci_assets.derived.drci.inputs import JOB_DAYS, WINDOW_DAYS
@@ -331,6 +357,9 @@ def test_a_dr_ci_build_lists_each_folder_of_its_four_extracts_once_and_removes_r
         deleted = [where.rsplit("/", 1)[1] for _, op, where in requests if op == "DeleteObject"]
         days = collections.Counter(where for _, op, where in requests if op == "ListObjects" and "/day=" in where)
         assert max(days.values()) == 1, days.most_common(3)
+        # the merge bases' cache, read for the closed pull requests' heads and the open ones'
+        assert [where for _, op, where in requests if op == "ListObjects" and "/drci_merge_bases/" in where] == [
+            f"{lake.store.root}/drci_merge_bases/"]
         return collections.Counter(where.rsplit("/day=", 1)[1] for where in days
                                    if "/drci_comments/day=" in where), written, rows, deleted
 
@@ -388,27 +417,72 @@ def test_a_small_file_goes_up_as_one_put_with_its_content_type(server):
         assert f.metadata()["Content-Type"] == b"text/html; charset=utf-8"
 
 
-def test_the_steps_of_a_refresh_that_read_their_tables_many_times_list_each_folder_once(server, tmp_path):
-    """A refresh of a small day after one new webhook file and one run's reports, counted at the
-    server: the steps that read their tables many times (the HUD's pages, the flaky verdicts,
-    commit health) list each folder they read once (one they write in again after their write)."""
+@pytest.fixture(scope="module")
+def a_refresh(server, tmp_path_factory) -> tuple[dict, list[tuple[float, str, str]]]:
+    """A refresh of a small day after one new webhook file and one run's reports (`refresh_day`):
+    its steps' times and the requests the server answered during it."""
     from refresh_day import DAY as SIM_DAY
     from refresh_day import generate
 
-    generate(tmp_path / "source")
+    source = tmp_path_factory.mktemp("day") / "source"
+    generate(source)
     uri = fresh_uri()
     env = {**os.environ, "TORCHCI_FIRST_DAY": SIM_DAY, "PYTHONPATH": str(ROOT),
            **{f"TORCHCI_{k}_URI": f"{uri}/{k.lower()}" for k in ("ARCHIVE", "LAKE", "OUTPUTS")}}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "refresh_day.py"), str(tmp_path / "source"), "1"],
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "refresh_day.py"), str(source), "1"],
                          env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     refresh = json.loads(out.stdout.splitlines()[-1])[1]
-    requests = [r for r in server.requests(refresh["start"]) if r[0] <= refresh["end"]]
+    return refresh, [r for r in server.requests(refresh["start"]) if r[0] <= refresh["end"]]
+
+
+CHANGES = ("PutObject", "CreateMultipartUpload", "CopyObject", "DeleteObject", "DeleteObjects")
+
+
+def during(a_refresh, step: str) -> list[tuple[str, str]]:
+    refresh, requests = a_refresh
+    start, end = refresh["steps"][step]
+    return [(op, where) for at, op, where in requests if start <= at <= end]
+
+
+def test_the_steps_of_a_refresh_that_read_their_tables_many_times_list_each_folder_once(a_refresh):
+    """The steps that read their tables many times (the HUD's pages, the flaky verdicts, commit
+    health) list each folder they read once (one they write in again after their write)."""
     for step in ("hud_site", "flaky_tests_assets", "commit_health"):
-        start, end = refresh["steps"][step]
-        during = [(op, where) for at, op, where in requests if start <= at <= end]
-        written = {where.rsplit("/", 1)[0] + "/" for op, where in during
-                   if op in ("PutObject", "CreateMultipartUpload", "CopyObject", "DeleteObject")}
-        listed = collections.Counter(where for op, where in during if op == "ListObjects" and "/lake/" in where
+        requests = during(a_refresh, step)
+        written = {where.rsplit("/", 1)[0] + "/" for op, where in requests if op in CHANGES}
+        listed = collections.Counter(where for op, where in requests if op == "ListObjects" and "/lake/" in where
                                      and "/day=" in where and where not in written)
         assert len(listed) > 5 and max(listed.values()) == 1, (step, len(listed), listed.most_common(3))
+
+
+def listed_again_unchanged(requests: list[tuple[str, str]]) -> list[str]:
+    """The listings of a folder that this step listed before and has not changed since. A listing
+    of `folder/name/` (whether `name` is a folder: how pyarrow asks if a file is missing) counts
+    as one of `folder`."""
+    seen, again = set(), []
+    for op, where in requests:
+        folder = where.rstrip("/")
+        if op == "ListObjects":
+            folder = folder.rsplit("/", 1)[0] if folder.endswith((".parquet", ".json", ".pq")) else folder
+            if folder in seen:
+                again.append(folder)
+            seen.add(folder)
+        elif op in CHANGES:
+            seen.discard(folder.rsplit("/", 1)[0])
+    return again
+
+
+@pytest.mark.parametrize("step", ["webhook_assets", "test_run_assets", "ci_result_assets", "job_failure_assets",
+                                  "test_results_assets", "test_daily_stats_assets", "commit_health",
+                                  "flaky_tests_assets"])
+def test_a_step_writing_the_day_lists_a_folder_again_only_after_changing_it(a_refresh, step):
+    """An ingest's increment reads its folders for its manifest's check, its commit (journals
+    left, files already there), its manifest, the sweep of staging files, its checks and its
+    catalog metadata; the steps after it read theirs as many times: one listing of each folder
+    serves them all until the step changes something there. What it lists is its own (one run of
+    a partition at a time; in `rejects`, its own parts) or its inputs', which no other run writes."""
+    requests = during(a_refresh, step)
+    again = listed_again_unchanged(requests)
+    assert again == [], (len(again), collections.Counter(again).most_common(4))
+    assert sum(op == "ListObjects" for op, _ in requests) > 2

@@ -19,6 +19,7 @@ import dagster as dg
 from resources.lake import Lake
 from torchci_assets.lake_columns import column_description
 
+ROW_COUNT = "dagster/row_count"
 # The rejects assets are the parts of the shared `rejects` table their ingest writes.
 REJECT_PARTS = {"webhook_rejects": ("webhooks",), "test_run_rejects": ("test-reports", "test-runs"),
                 "ci_result_rejects": ("ci-results",), "log_rejects": ("logs",)}
@@ -31,7 +32,7 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
     if not files:
         return {}
     footers = [lake.footer(f) for f in files]
-    return {"dagster/row_count": sum(m.num_rows for m in footers),
+    return {ROW_COUNT: sum(m.num_rows for m in footers),
             "dagster/column_schema": _column_schema(table, footers[0]),
             "dagster/uri": lake.store.display(f"{table}/day={day}")}
 
@@ -61,7 +62,12 @@ def _reject_part(path: str, sources: tuple[str, ...]) -> bool:
 
 
 def _with_table_metadata(result, context: dg.AssetExecutionContext, lake_resource):
+    """`result` with its table's metadata, unless it has them: an asset whose lake keeps its
+    listings (`Lake(keep_listings=True)`, the ingest) reads them with it, not with another lake
+    that would list its folders again."""
     if not isinstance(result, dg.MaterializeResult) or lake_resource is None:
+        return result
+    if ROW_COUNT in (result.metadata or {}):
         return result
     key = (dg.AssetKey.from_coercible(result.asset_key) if result.asset_key else context.asset_key).to_user_string()
     extra = table_metadata(lake_resource.lake(), key, context.partition_key)

@@ -3,7 +3,10 @@
 Thin wrappers: the work is in `webhooks`, `reports` and `ci_results`, plain functions the
 tests call directly. Each asset writes under its run id (`Lake.owner`) and, once its partition
 is written, removes the staging files a killed run left in that partition's folders: those
-whose run the instance no longer has in progress.
+whose run the instance no longer has in progress. Each lists a folder once and again only after
+changing it (`Lake(keep_listings=True)`): what it reads there is its own (one run of a partition
+at a time; in the shared `rejects`, its own parts), for its increment, commit, manifest, sweep,
+checks and catalog metadata alike.
 """
 
 import dagster as dg
@@ -19,7 +22,7 @@ from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-from torchci_assets.lake_metadata import lake_metadata
+from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions
 from torchci_assets.staging import sweep_staging
 
@@ -70,7 +73,7 @@ def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, 
     """Reads the day's webhook archive once and writes the bronze and typed tables; in a refresh,
     only the files that landed since the partition's last ingest."""
     day = context.partition_key
-    lk = lake.lake(owner=context.run.run_id)
+    lk = lake.lake(owner=context.run.run_id, keep_listings=True)
     report = ingest_webhook_day(archive.store(), lk, day, log=context.log.info,
                                 incremental=is_refresh(context.run.tags))
     swept = sweep_staging(context, lk, [*WEBHOOK_TABLES, "rejects"], day)
@@ -86,17 +89,20 @@ def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         "bytes_read": dg.MetadataValue.int(report.bytes_read), "duplicates_dropped": report.duplicates,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("webhook_events", day)),
         "events": dg.MetadataValue.md(_events_table(report.events)), "stale_staging_files_removed": swept,
+        **table_metadata(lk, "webhook_events", day),
     })
     for table in WEBHOOK_TABLES:
         if table != "webhook_events":
             metadata = {"rows": report.rows.get(table, 0), "rows_added": report.added.get(table, 0),
-                        "mode": report.mode, "path": lk.store.display(lk.partition_path(table, day))}
+                        "mode": report.mode, "path": lk.store.display(lk.partition_path(table, day)),
+                        **table_metadata(lk, table, day)}
             if table == "workflow_job":
                 metadata["preview"] = dg.MetadataValue.md(_jobs_preview(lk, day))
             yield dg.MaterializeResult(asset_key=table, metadata=metadata)
     yield dg.MaterializeResult(asset_key=WEBHOOK_REJECTS, metadata={
         "rows": report.day_rejects, "new_rows": len(report.rejects),
         "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
+        **table_metadata(lk, WEBHOOK_REJECTS.to_user_string(), day),
     })
     for table, (key, required) in WEBHOOK_TABLES.items():  # an appended table: its new parts (see the checks)
         parts = None if report.parts_added is None else report.parts_added.get(table)
@@ -158,7 +164,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
     """Reads the day's test reports and test-runs files and writes `test_run` and its rejects; in a
     refresh, only the files that landed since the partition's last ingest."""
     day = context.partition_key
-    lk = lake.lake(owner=context.run.run_id)
+    lk = lake.lake(owner=context.run.run_id, keep_listings=True)
     report = ingest_test_run_day(archive.store(), lk, day, log=context.log.info,
                                  incremental=is_refresh(context.run.tags))
     swept = sweep_staging(context, lk, ["test_run", "rejects"], day)
@@ -176,11 +182,13 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
         "entries_folded_across_files": report.staged_rows - report.rows_added,
         "report_folders_read": report.folders_read, "report_folders_unchanged": report.folders_reused,
         "path": lk.store.display(lk.partition_path("test_run", day)), "stale_staging_files_removed": swept,
+        **table_metadata(lk, "test_run", day),
     })
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
         "rows": report.day_rejects, "new_rows": report.reject_count,
         "by_source": dg.MetadataValue.json({s: len(r) for s, r in report.rejects.items()}),
         "preview": dg.MetadataValue.md(rejects_markdown(rejects)),
+        **table_metadata(lk, TEST_RUN_REJECTS.to_user_string(), day),
     })
     unique = unique_key_check(lk, "test_run", day, KEY_COLUMNS, report.parts_added)
     yield dg.AssetCheckResult(asset_key="test_run", check_name="unique_test_per_job", passed=unique.passed,
@@ -215,7 +223,7 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     """Reads the day's ci-results archive and writes `ci_result`, `ci_callback_minutes` and rejects;
     in a refresh, parses only the files that landed since the partition's last ingest."""
     day = context.partition_key
-    lk = lake.lake(owner=context.run.run_id)
+    lk = lake.lake(owner=context.run.run_id, keep_listings=True)
     report = ingest_ci_results_day(archive.store(), lk, day, incremental=is_refresh(context.run.tags),
                                    log=context.log.info)
     if report.files == 0 and report.mode == "rebuild":
@@ -229,14 +237,16 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
         "rows": report.rows, "lines": report.lines, "callbacks": report.callbacks,
         "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
         "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),
-        "callbacks_per_repo": dg.MetadataValue.json(report.repos),
+        "callbacks_per_repo": dg.MetadataValue.json(report.repos), **table_metadata(lk, "ci_result", day),
     })
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
         "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
+        **table_metadata(lk, "ci_callback_minutes", day),
     })
     yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={
         "rows": report.day_rejects, "new_rows": len(report.rejects),
         "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
+        **table_metadata(lk, CI_REJECTS.to_user_string(), day),
     })
     yield unique_key_check(lk, "ci_result", day, list(CI_RESULT_KEY))
     yield not_null_check(lk, "ci_result", day, ["repo", "delivery_id", "run_id", "run_attempt", "job_name",

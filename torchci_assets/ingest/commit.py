@@ -110,10 +110,18 @@ class PartitionCommit:
         finish_killed_commits(store, self._folders(), self._touches)
         written = {final for _, final in self.pending}
         stale = [path for path in self._replaced_paths() if path not in written]
-        fresh = [(tmp, final) for tmp, final in self.pending if not store.exists(final)]
+        there = self._there(written)
+        fresh = [(tmp, final) for tmp, final in self.pending if final not in there]
         store.commit_files(stale, fresh + [p for p in self.pending if p not in fresh], self.lake.owner,
                            journal_last=lambda folder: folder.split("/", 1)[0] in SHARED_TABLES)
         self.pending, self.replaced = [], []
+
+    def _there(self, paths: set[str]) -> set[str]:
+        """Those of `paths` that are there now: from their folders' listings (which the journals'
+        look-up took already, when the store keeps listings), not a HeadObject each and a
+        listing more for each one missing, as asking S3 for a path costs."""
+        folders = {path.rsplit("/", 1)[0] for path in paths}
+        return {e.path for folder in sorted(folders) for e in self.lake.store.list_folder(folder)} & paths
 
     def _replaced_folder(self, table: str, day: str) -> str:
         return self.lake.partition_path(table, day).rsplit("/", 1)[0]

@@ -24,7 +24,7 @@ from torchci_assets.derived.drci.classify import (CLASSES, classify_head, counts
 from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
 from torchci_assets.derived.drci.extracts import RETIRED
 from torchci_assets.derived.drci.flaky_rules import load_rules
-from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, resolve
+from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, cached, resolve
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
 TABLE = "drci_comments"
@@ -74,8 +74,9 @@ def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: d
     def wanted(state_open: bool):
         return [(p.head_sha, (bases.get(p.head_sha) or (None, None))[0])
                 for p in prs.values() if (p.state == "open") == state_open]
-    return {**resolve(lake, github, day, repo, wanted(False), ask=False, branch=branch),
-            **resolve(lake, github, day, repo, wanted(True), branch=branch)}
+    known = cached(lake, day, branch)  # read once: the closed heads' call appends nothing to it
+    return {**resolve(lake, github, day, repo, wanted(False), ask=False, branch=branch, known=known),
+            **resolve(lake, github, day, repo, wanted(True), branch=branch, known=known)}
 
 
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,

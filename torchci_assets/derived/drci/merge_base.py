@@ -77,12 +77,13 @@ def compare(github: GitHubResource, repo: str, branch: str, head_sha: str) -> tu
 
 
 def resolve(lake: Lake, github: GitHubResource, day: str, repo: str, heads: list[tuple[str, str | None]],
-            ask: bool = True, branch: str = DEFAULT_BRANCH) -> dict[str, MergeBase]:
+            ask: bool = True, branch: str = DEFAULT_BRANCH, known: dict[str, str] | None = None) -> dict[str, MergeBase]:
     """head sha -> MergeBase with `branch` (the main branch, without refs/heads/) for `heads`
     [(head sha, base sha from the webhook)], new compare answers appended to the cache. With `ask`
     false (closed pull requests, whose comments are no longer written) only the cache and the
-    estimate are used."""
-    known = cached(lake, day, branch)
+    estimate are used. `known`: the cache (`cached`) as the caller read it, nothing appended since
+    (on S3 its days are a listing, and each of them another)."""
+    known = cached(lake, day, branch) if known is None else known
     out: dict[str, MergeBase] = {}
     new = []
     now = dt.datetime.now(dt.timezone.utc)

@@ -18,7 +18,7 @@ from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
 from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.ingest.rejects import rejects_markdown
-from torchci_assets.lake_metadata import lake_metadata
+from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.staging import sweep_staging
 
@@ -69,7 +69,7 @@ def _code_version() -> str | None:
 def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, lake: LakeResource):
     """Classifies the day's failed-job logs and writes `job_failure` with its rejects."""
     day = context.partition_key
-    lk = lake.lake(owner=context.run.run_id)
+    lk = lake.lake(owner=context.run.run_id, keep_listings=True)  # its folders are its own: see `ingest.assets`
     data, source, infra = _rules_and_infra()
     ruleset = parse_ruleset(data, source)
     report = build_job_failure(archive.store(), lk, day, ruleset, data, infra, log=context.log.info,
@@ -87,9 +87,11 @@ def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResour
         "processes": report.workers, "classifications_reused": report.reused, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
         "rules": dg.MetadataValue.json(dict(sorted(report.rules.items(), key=lambda kv: -kv[1]))),
         "path": lk.store.display(lk.partition_path("job_failure", day)), "stale_staging_files_removed": swept,
+        **table_metadata(lk, "job_failure", day),
     })
     yield dg.MaterializeResult(asset_key=LOG_REJECTS, metadata={
-        "rows": len(report.rejects), "preview": dg.MetadataValue.md(rejects_markdown(report.rejects))})
+        "rows": len(report.rejects), "preview": dg.MetadataValue.md(rejects_markdown(report.rejects)),
+        **table_metadata(lk, LOG_REJECTS.to_user_string(), day)})
     yield unique_key_check(lk, "job_failure", day, ["job_id"])
     yield reject_rate_check("job_failure", len(report.rejects), report.files)
 

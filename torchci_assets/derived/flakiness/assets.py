@@ -29,7 +29,7 @@ from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as REENABLE_WI
 from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS as RETIRED_LOOKBACK_DAYS, RETIRE_AFTER_DAYS
 from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
 from torchci_assets.ingest.increments import is_refresh
-from torchci_assets.lake_metadata import lake_metadata
+from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.publishing import later_day_kept, nothing_new
 from torchci_assets.shown import said
@@ -84,10 +84,11 @@ def flaky_tests_assets(context: dg.AssetExecutionContext, config: WindowConfig, 
         "tests": report.tests, "window_days": config.window_days, "days_read": report.days_read,
         "unchanged_inputs": report.unchanged,
         **{f"verdict_{v}": report.verdicts[v] for v in VERDICTS},
-        "path": lk.store.display(lk.partition_path("flaky_tests", day)),
+        "path": lk.store.display(lk.partition_path("flaky_tests", day)), **table_metadata(lk, "flaky_tests", day),
     })
     yield dg.MaterializeResult(asset_key="flaky_test_platforms", metadata={
-        "path": lk.store.display(lk.partition_path("flaky_test_platforms", day))})
+        "path": lk.store.display(lk.partition_path("flaky_test_platforms", day)),
+        **table_metadata(lk, "flaky_test_platforms", day)})
     yield unique_key_check(lk, "flaky_tests", day, ["file", "classname", "name"])
 
 

@@ -14,7 +14,7 @@ from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS
                                                build_commit_health, build_pr_jobs)
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.unstable import load_unstable_jobs
-from torchci_assets.lake_metadata import lake_metadata
+from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.shown import readable
 
@@ -64,7 +64,7 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
         "group_states": dg.MetadataValue.json(report.states),
         "unstable_jobs": dg.MetadataValue.json(unstable[:100]),
         "files_read": dg.MetadataValue.json(report.inputs),
-        "path": lk.store.display(lk.partition_path("commit_health", day)),
+        "path": lk.store.display(lk.partition_path("commit_health", day)), **table_metadata(lk, "commit_health", day),
     })
     yield unique_key_check(lk, "commit_health", day, ["sha", "job_group"])
 

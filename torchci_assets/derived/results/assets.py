@@ -12,7 +12,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.results.stats import (JOB_LOOKAHEAD_DAYS, JOB_LOOKBACK_DAYS, build_test_daily_stats,
                                                   build_test_results, build_test_time_daily, daily_stats_totals)
 from torchci_assets.ingest.increments import is_refresh
-from torchci_assets.lake_metadata import lake_metadata
+from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
 from torchci_assets.shown import readable
 from torchci_assets.staging import sweep_staging
@@ -54,7 +54,7 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
     flags infra-suspect jobs. In an intra-day refresh it adds the test_run parts it has not joined
     yet and rewrites the files of the jobs that changed since (`derived.results.parts`)."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(keep_listings=True)  # its folders are its own: see `ingest.assets`
     report = build_test_results(lk, day, incremental=is_refresh(context.run.tags),
                                 main_branch=load_config().main_branch)
     written = report.written
@@ -68,12 +68,12 @@ def test_results_assets(context: dg.AssetExecutionContext, lake: LakeResource):
         "path": lk.store.display(f"test_results/day={day}"),
         "mode": written.mode, "mode_reason": written.reason, "test_run_parts_added": written.parts_added,
         "files_rewritten": written.files_rewritten, "rows_written": written.rows_written,
-        "stale_staging_files_removed": swept,
+        "stale_staging_files_removed": swept, **table_metadata(lk, "test_results", day),
     })
     yield dg.MaterializeResult(asset_key="test_jobs", metadata={
         "rows": report.jobs, "jobs_not_found": report.jobs_not_found,
         "infra_suspect_jobs": sum(report.infra_jobs.values()),
-        "infra_reasons": dg.MetadataValue.json(report.infra_jobs),
+        "infra_reasons": dg.MetadataValue.json(report.infra_jobs), **table_metadata(lk, "test_jobs", day),
     })
     share = report.rows_without_job / report.rows if report.rows else 0.0
     yield dg.AssetCheckResult(
@@ -104,12 +104,13 @@ def test_daily_stats_assets(context: dg.AssetExecutionContext, lake: LakeResourc
     refresh it adds what moved since its previous result (new jobs, jobs whose fields changed),
     reading only the rows of the commits and configurations they touch (`derived.results.increments`)."""
     day = context.partition_key
-    lk = lake.lake()
+    lk = lake.lake(keep_listings=True)  # its folders are its own: see `ingest.assets`
     built = build_test_daily_stats(lk, day, incremental=is_refresh(context.run.tags))
     for table, n in built.rows.items():
         yield dg.MaterializeResult(asset_key=table, metadata={
             "rows": n, "path": lk.store.display(lk.partition_path(table, day)),
-            "mode": built.mode, "mode_reason": built.reason, "test_run_parts_added": built.parts_added})
+            "mode": built.mode, "mode_reason": built.reason, "test_run_parts_added": built.parts_added,
+            **table_metadata(lk, table, day)})
     results, counted = daily_stats_totals(lk, day)
     yield dg.AssetCheckResult(asset_key="test_daily_stats", check_name="every_test_row_counted_once",
                               passed=results == counted,
