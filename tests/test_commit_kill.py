@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -82,9 +83,68 @@ print(json.dumps(steps))
 """
 
 
-def run(archive: Store, lake_uri: str, incremental: bool, kill_at: int, fanout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", RUN, archive.uri, lake_uri, DAY, "1" if incremental else "0",
-                           str(kill_at), str(fanout)], cwd=ROOT, capture_output=True)
+# A process that imported what RUN needs and forks one child per run, as the warm run launcher forks
+# runs: each run is still a process of its own that RUN's SIGKILL ends, without the imports (pyarrow,
+# duckdb, the ingest) a new interpreter paid again at every kill point.
+FORKER = r"""
+import json, os, sys, traceback
+from resources.lake import Lake
+from torchci_assets.ingest.reports import ingest_test_run_day
+
+def child(request):
+    for fd, name in ((1, "out"), (2, "err")):
+        os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["-c", *request["argv"]]
+    try:
+        exec(compile(request["code"], "<run>", "exec"), {"__name__": "__main__"})
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(request)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+class Forker:
+    """The client of one FORKER process: `run` as `subprocess.run` of RUN, forked instead of started."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.proc = subprocess.Popen([sys.executable, "-c", FORKER], cwd=ROOT, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def run(self, archive: Store, lake_uri: str, incremental: bool, kill_at: int,
+            fanout: int) -> subprocess.CompletedProcess:
+        argv = [archive.uri, lake_uri, DAY, "1" if incremental else "0", str(kill_at), str(fanout)]
+        out, err = self.folder / f"{uuid.uuid4().hex}.out", self.folder / f"{uuid.uuid4().hex}.err"
+        request = {"code": RUN, "argv": argv, "env": dict(os.environ), "out": str(out), "err": str(err)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, "the forking process ended"
+        return subprocess.CompletedProcess(argv, int(answer), out.read_bytes(), err.read_bytes())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def forker(tmp_path_factory):
+    forking = Forker(tmp_path_factory.mktemp("runs"))
+    yield forking
+    forking.close()
 
 
 def as_committed(store: Store, folder: str, entries: list[FileEntry]) -> list[FileEntry]:
@@ -199,10 +259,10 @@ def before_merge(tmp_path: Path, landings, monkeypatch) -> tuple[Store, Lake, bo
     return archive, lake, True, 2
 
 
-def check_kills(base: str, archive: Store, before: Lake, incremental: bool, fanout: int) -> None:
+def check_kills(forker: Forker, base: str, archive: Store, before: Lake, incremental: bool, fanout: int) -> None:
     old = state(before)
     done = copy_lake(before.store, f"{base}/done")
-    finished = run(archive, done.store.uri, incremental, -1, fanout)
+    finished = forker.run(archive, done.store.uri, incremental, -1, fanout)
     assert finished.returncode == 0, finished.stderr.decode()[-3000:]
     steps, new = json.loads(finished.stdout.decode().strip().splitlines()[-1]), state(done)
     assert old != new and all(new.values())
@@ -210,7 +270,7 @@ def check_kills(base: str, archive: Store, before: Lake, incremental: bool, fano
     assert {"between deletes", "between renames"} <= set(points.values()), steps
     for at, name in points.items():
         lake = copy_lake(before.store, f"{base}/{at}")
-        killed = run(archive, lake.store.uri, incremental, at, fanout)
+        killed = forker.run(archive, lake.store.uri, incremental, at, fanout)
         assert killed.returncode == -9, (name, killed.stderr.decode()[-3000:])
         journaled = steps[:at].count("journal") == steps.count("journal") > 0  # all its copies written
         seen = state(lake, follow_journals=True)
@@ -230,18 +290,18 @@ def check_kills(base: str, archive: Store, before: Lake, incremental: bool, fano
         assert not lake.store.journals(f"test_run/day={DAY}") and not lake.store.journals(f"rejects/day={DAY}")
 
 
-def test_a_daily_rebuild_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings):
-    check_kills(str(tmp_path / "kills"), *before_rebuild(tmp_path, day_landings))
+def test_a_daily_rebuild_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker):
+    check_kills(forker, str(tmp_path / "kills"), *before_rebuild(tmp_path, day_landings))
 
 
-def test_a_merging_refresh_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings,
+def test_a_merging_refresh_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker,
                                                                                         monkeypatch):
-    check_kills(str(tmp_path / "kills"), *before_merge(tmp_path, day_landings, monkeypatch))
+    check_kills(forker, str(tmp_path / "kills"), *before_merge(tmp_path, day_landings, monkeypatch))
 
 
 @pytest.mark.parametrize("scenario", ["rebuild", "merge"])
-def test_on_s3_a_commit_killed_anywhere_leaves_the_old_or_the_new_day(tmp_path, day_landings, monkeypatch,
+def test_on_s3_a_commit_killed_anywhere_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker, monkeypatch,
                                                                       s3_server, scenario):
     before = (before_rebuild(tmp_path, day_landings) if scenario == "rebuild"
               else before_merge(tmp_path, day_landings, monkeypatch))
-    check_kills(f"s3://{S3_BUCKET}/commit-kill-{uuid.uuid4().hex[:8]}", *before)
+    check_kills(forker, f"s3://{S3_BUCKET}/commit-kill-{uuid.uuid4().hex[:8]}", *before)
