@@ -229,6 +229,13 @@ SLOW_FIRST = ("test_run_cli.py", "test_warm_runs.py", "test_dagster_dev.py", "te
               "test_disabled_issues.py", "test_hud_browser.py")
 
 
+def pytest_configure(config):
+    """pytest-xdist hands out the files with the most tests first unless told not to: SLOW_FIRST's
+    order would be lost (the slowest files have few tests each, so they started last)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: the rest as collected
