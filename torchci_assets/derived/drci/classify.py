@@ -89,6 +89,8 @@ import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
+from torchci_assets.derived.hud.reports_due import reports_due_at, reports_overdue, run_running
+
 NEW = "NEW"
 BROKEN_TRUNK = "BROKEN TRUNK"
 FLAKY = "FLAKY"
@@ -109,13 +111,6 @@ INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": 
                  "shared-message": "many tests failed with one message"}
 # `pr_jobs`' infra reason of a test job none of whose test reports landed
 NO_TEST_RESULTS = "no-test-results"
-# How long after a test job's workflow run completed its reports may still land. PyTorch uploads them
-# from upload-test-stats, a workflow GitHub starts on the run's `completed` (`on: workflow_run`): it
-# waits for a runner, downloads the run's artifacts and uploads them, then the archive is read in: usually
-# minutes. An hour leaves room for a queue of runners or of archive reads, at the cost of a true
-# infrastructure failure showing NEW ("no test results yet") that long before its INFRA. When the lake
-# and GitHub know nothing of the run, it is counted from the job's own end.
-REPORTS_DUE = dt.timedelta(hours=1)
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
 # PyTorch's Dr. CI's lists (drciUtils.ts), substrings of "workflow / job" in any case: jobs never
@@ -387,15 +382,19 @@ def not_at_merge_base(job: HeadJob, trunk: Trunk) -> bool:
 
 
 def results_overdue(job: HeadJob, now: dt.datetime | None) -> bool:
-    """True when a test job's reports would have landed by `now` had it produced any: REPORTS_DUE after
-    its workflow run's end, as PyTorch uploads a run's reports once the whole run completed; never while
-    the run is still running. A job whose run's end is not known (nothing was heard of the run) counts
-    from its own end (its start when the end is unknown). Without `now`, or any time, they are taken as
-    overdue, as `pr_jobs` takes them."""
-    if now is not None and job.run_status not in (None, "completed") and job.run_ended_at is None:
-        return False
-    end = job.run_ended_at or job.completed_at or job.started_at
-    return now is None or end is None or now - end >= REPORTS_DUE
+    """True when a test job's reports would have landed by `now` had it produced any (`reports_due`, the
+    rule main's HUD grid shares): `REPORTS_DUE` after its workflow run's end, never while the run is still
+    running, from the job's own end (its start when the end is unknown) when nothing was heard of the run.
+    Without `now`, or any time, they are taken as overdue, as `pr_jobs` takes them."""
+    return reports_overdue(now, job.run_status, job.run_ended_at, job.completed_at or job.started_at)
+
+
+def results_due_at(job: HeadJob) -> dt.datetime | None:
+    """When the job's reports are due, as `results_overdue` counts; None while its run runs (they are
+    due an hour after it ends) or when no time is known (they are taken as due)."""
+    if run_running(job.run_status, job.run_ended_at):
+        return None
+    return reports_due_at(job.run_ended_at, job.completed_at or job.started_at)
 
 
 def settle_runs(jobs: list[HeadJob]) -> None:

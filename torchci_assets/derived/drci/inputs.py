@@ -124,11 +124,9 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
 def attach_runs(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
     """What the window's `workflow_run` says of the heads: their runs awaiting approval (`attach_awaiting`),
     and the state of each failing job's run (`attach_run_ends`)."""
-    # workflow_run holds a row per run attempt (hundreds to a few thousand a day, not jobs): read
-    # whole, once, no extract (the queries cost a few ms over the window)
-    if prs and register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS):
+    if prs and register_runs(con, lake, day):
         attach_awaiting(con, repo, prs)
-        attach_run_ends(con, prs)
+        attach_run_ends(con, [j for p in prs.values() for j in p.jobs])
 
 
 def attach_awaiting(con, repo: str, prs: dict[int, PullRequest]) -> int:
@@ -147,22 +145,34 @@ def attach_awaiting(con, repo: str, prs: dict[int, PullRequest]) -> int:
     return len(found)
 
 
-def attach_run_ends(con, prs: dict[int, PullRequest]) -> None:
-    """Give each failing job its workflow run attempt's state as view wr holds it (sql/run_ends.sql): a
-    test job's reports are due only after its run ended (`classify.results_overdue`). A job whose run
-    the lake never heard of is left without one."""
+def attach_run_ends(con, jobs: list[HeadJob]) -> None:
+    """Give each failing job its workflow run attempt's state as view wr holds it (`run_ends`): a test
+    job's reports are due only after its run ended (`classify.results_overdue`). A job whose run the
+    lake never heard of is left without one."""
     failing: dict[tuple[int, int], list[HeadJob]] = {}
-    for job in (j for p in prs.values() for j in p.jobs):
+    for job in jobs:
         if job.state == "failure" and job.run_id is not None and job.run_attempt is not None:
             failing.setdefault((job.run_id, job.run_attempt), []).append(job)
-    if not failing:
-        return
-    keys = sorted(failing)
+    for key, (status, ended_at) in run_ends(con, sorted(failing)).items():
+        for job in failing[key]:
+            job.run_status, job.run_ended_at = status, ended_at
+
+
+def register_runs(con, lake: Lake, day: str) -> bool:
+    """View wr over the window's `workflow_run` (a row per run attempt: hundreds to a few thousand a
+    day, not jobs), read whole, no extract (the queries cost a few ms over the window); False when
+    there is no file."""
+    return register_with(con, lake, "workflow_run", days_ending(day, WINDOW_DAYS), "wr", RUN_COLUMNS)
+
+
+def run_ends(con, keys: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[str, dt.datetime | None]]:
+    """(status, end) of each of these run attempts (run_id, run_attempt) the lake heard of, as view wr
+    holds them (sql/run_ends.sql)."""
+    if not keys:
+        return {}
     con.register("job_runs", pa.table({"run_id": pa.array([k[0] for k in keys], pa.int64()),
                                        "run_attempt": pa.array([k[1] for k in keys], pa.int64())}))
-    for r in rows(con, "run_ends"):
-        for job in failing[(r["run_id"], r["run_attempt"])]:
-            job.run_status, job.run_ended_at = r["status"], r["ended_at"]
+    return {(r["run_id"], r["run_attempt"]): (r["status"], r["ended_at"]) for r in rows(con, "run_ends")}
 
 
 def _register_list(con, name: str, column: str, values: pa.Array) -> None:

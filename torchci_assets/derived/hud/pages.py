@@ -21,6 +21,7 @@ CELL_KINDS = {
     "broken_on_main": ("B", "brk", "failure: test broken on main"),
     "known_flaky": ("K", "kfl", "failure: known flaky test"),
     "infra": ("I", "inf", "failure: infrastructure"),
+    "awaiting_reports": ("R", "awr", "failure: test reports not in yet"),
     "flaky": ("F", "fla", "flaky: failed, then passed on rerun"),
     "unstable": ("U", "uns", "failure of an unstable job (UNSTABLE issue): not red"),
     "pending": ("?", "pen", "pending"),
@@ -56,7 +57,7 @@ td.c{width:18px;text-align:center;font:700 13px/1 ui-monospace,Menlo,Consolas,mo
 td.c a{text-decoration:none;display:block;color:inherit}
 .ok{color:var(--ok)}.new{color:var(--new)}.brk{color:var(--brk)}.kfl{color:var(--kfl)}.inf{color:var(--inf)}
 .fla{color:var(--fla)}.pen{color:var(--pen)}.skp{color:var(--skp)}.uns{color:var(--uns)}.can{color:var(--pen)}
-td.c.new,td.c.brk{background:#fbe3d6}td.c.inf{background:#dcebf7}td.c.kfl{background:#f6e4ef}
+.awr{color:var(--new)}td.c.new,td.c.brk,td.c.awr{background:#fbe3d6}td.c.inf{background:#dcebf7}td.c.kfl{background:#f6e4ef}
 td.c.fla{background:#fbf0d9}td.c.uns{background:#f4f0d2}
 .legend span.k{margin-right:1.2em;white-space:nowrap}
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
@@ -103,6 +104,20 @@ def cell_kind(state: str, failure_class: str | None, unstable: bool | None = Fal
     return state if state in CELL_KINDS else "skipped"
 
 
+def row_kind(r: dict) -> str:
+    """A main commit's cell from its commit_health row: an infrastructure failure for want of test
+    reports that may still land (`awaiting_reports`, set by site/awaiting_reports.py) is shown as such."""
+    kind = cell_kind(r["state"], r["failure_class"], r.get("unstable"))
+    return "awaiting_reports" if kind == "infra" and r.get("awaiting_reports") else kind
+
+
+def _reports_line(r: dict) -> str:
+    """When an awaited cell turns infrastructure, unless a report lands first."""
+    due = r.get("reports_due")
+    when = f"from {_time(due)} UTC" if due else "an hour after its workflow run ends"
+    return f"no test report yet (reports are uploaded once the whole run completed): infrastructure {when}"
+
+
 def legend() -> str:
     return '<p class="legend">' + "".join(
         f'<span class="k"><b class="{css}">{glyph}</b> {escape(label)}</span>'
@@ -121,7 +136,7 @@ def commit_link(repo: str, sha: str) -> str:
 
 def _cell_title(r: dict) -> str:
     """The cell's tooltip; the group is the column's header, so it is not repeated (pages stay small)."""
-    kind = cell_kind(r["state"], r["failure_class"], r.get("unstable"))
+    kind = row_kind(r)
     jobs = f"{r['jobs']} job{'s' if r['jobs'] != 1 else ''}"
     first = f"{CELL_KINDS[kind][2]} · {jobs}" + (f", {r['failing_jobs']} failed" if r["failing_jobs"] else "")
     first += f" · longest {duration(r['duration_s'])}"
@@ -130,7 +145,9 @@ def _cell_title(r: dict) -> str:
     lines = [first]
     if kind != "success" and r["job_name"]:
         lines.append(f"job: {r['job_name']}")
-    if r["infra_reason"]:
+    if kind == "awaiting_reports":
+        lines.append(_reports_line(r))
+    elif r["infra_reason"]:
         lines.append(f"infrastructure: {r['infra_reason']}")
     if r["failure_line"]:
         lines.append(r["failure_line"][:200])
@@ -170,7 +187,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
             if r is None:
                 tds.append("<td></td>")
                 continue
-            glyph, css, _ = CELL_KINDS[cell_kind(r["state"], r["failure_class"], r.get("unstable"))]
+            glyph, css, _ = CELL_KINDS[row_kind(r)]
             url = job_url(repo, r["run_id"], r["job_id"])
             tds.append(f'<td class="c {css}"><a href="{escape(url)}" '
                        f'title="{escape(_cell_title(r))}">{glyph}</a></td>')

@@ -50,7 +50,7 @@ from torchci_assets.derived.hud import backend_pages, pages
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS, as_of_instant
 from torchci_assets.derived.hud.inputs import register
 from torchci_assets.derived.hud.svg import Series, duration, line_chart
-from torchci_assets.derived.site import drci_verdicts
+from torchci_assets.derived.site import awaiting_reports, drci_verdicts
 from torchci_assets.derived.site.lists_not_read import ListsNotRead, with_banner
 from torchci_assets.partitions import days_around, days_ending
 
@@ -299,9 +299,11 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     backends = backend_pages.load(lake, day)
     backends_by_head = backend_pages.jobs_by_head(backends)
     drci = load_comments(lake, day)
+    now = as_of_instant(day)
     con = connect()
     try:
         heads, groups, cells = load_grid(con, lake, day, settings.commits)
+        awaiting_reports.mark(con, lake, day, cells, now)
         prs, pr_digests, active = load_prs(con, lake, day, settings.pr_days, sorted(drci), drci)
         redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report)
         files = render_pr_pages(con, redo, drci, backends_by_head, repo, generated)
@@ -325,7 +327,6 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         generated, f"Levels and criteria from {LEVELS_FILE}" + (f" for {levels['day']}" if levels.get("day") else "")
                    + "; daily figures from ci_metrics_daily.", backend_pages.backend_links(backends))
     files.update(backend_pages.render(backends, repo, generated, SITE_DIR, {p["number"] for p in prs}, levels))
-    now = as_of_instant(day)
     seen = guardians_hud.view(lake, now)
     files[f"{SITE_DIR}/{guardians_hud.PAGE}"] = guardians_hud.autorevert_page(lake, seen, repo, generated)
     marks = {sha: guardians_hud.mark_badges(sha, m) for sha, m in guardians_hud.guardian_marks(seen).items()}
