@@ -4,10 +4,14 @@ line widened, and its tests are re-enabled or retired one by one, the aggregate 
 is left, as PyTorch's flaky bot does."""
 
 import datetime as dt
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 from fake_github_issues import FakeIssueTracker, json_response
 from test_reenable import BOT, DAY, REPO, clean, github, lake_with, rerun
+from test_retired_tests import ledger
 from test_retired_tests import lake as retired_lake  # noqa: F401 - a fixture: test_gone deleted from test_a.py
 
 from resources.github import GitHubResource
@@ -19,7 +23,7 @@ from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, conden
 from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, file_disabled_issues, ledger_row, record,
                                                      reenabled_here)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
-from torchci_assets.derived.flakiness.lists import publish_disabled_from_issues
+from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps, publish_disabled_from_issues
 
 FILE = "test_burst.py"
 BURST = [f"test_op_{i:02d} (__main__.TestBurst)" for i in range(6)]
@@ -334,3 +338,70 @@ def test_closing_a_large_aggregate_is_not_refused_as_a_mass_reenabling(httpserve
         publish_disabled_from_issues(lake, outputs, DAY, [])
     decision = publish_disabled_from_issues(lake, outputs, DAY, [], reenabled_here=reenabled_here(lake, DAY))
     assert decision.disabled == {} and sorted(decision.reenabled) == many
+
+
+# ---- the dry run plans what a live run does to an aggregate's lines --------------------------------------
+
+
+def dry_then_live(httpserver, fake, lake_dir: Path, tmp_path) -> tuple[list[tuple], list[tuple], list[str]]:
+    """The lifecycle's dry run, on the list PyTorch builds from the open issues, then its live run,
+    each on its own copy of the lake at `lake_dir`: per test, what the dry run plans for its
+    aggregate line and what the live run did (action, aggregate, the aggregate's state after),
+    and the dry run's log. The dry run sends GitHub nothing."""
+    outputs = Store(str(tmp_path / "dry" / "outputs"))
+    outputs.write_bytes(DISABLED_TESTS_PATH, dumps(disabled(fake)))
+    lakes = {mode: Lake.at(str(shutil.copytree(lake_dir, tmp_path / mode / "lake"))) for mode in ("dry", "live")}
+    logs: list[str] = []
+    run_lifecycle(GitHubResource(api_url=httpserver.url_for("")), lakes["dry"], outputs, DAY, "run-dry", REPO,
+                  DisabledIssuesConfig(enabled=True), "test config", log=logs.append)
+    assert fake.requests == []
+    live = life(httpserver, lakes["live"], tmp_path / "live")
+    done = sorted((r["test"], r["action"], r["issue_number"], r["issue_state"]) for r in live.aggregates.rows)
+    planned = []
+    for r in ledger(lakes["dry"]):
+        what = re.match(r"would (drop|narrow) .* the list of aggregate #(\d+) ", r["detail"])
+        planned.append((r["test"], {"drop": "dropped", "narrow": "narrowed"}[what.group(1)] if what else r["detail"],
+                        int(what.group(2)) if what else None, "closed" if "would close it" in r["detail"] else "open"))
+    return sorted(planned), done, logs
+
+
+@pytest.mark.parametrize("fixed", [3, len(BURST)])
+def test_the_dry_run_plans_an_aggregates_clean_lines_dropped_and_it_closed_only_when_empty(
+        httpserver, tmp_path, fixed):
+    """The published list names each test of an aggregate with the aggregate's number. A live run
+    drops the lines of its clean tests, comments nothing on a still-failing one, and closes the
+    aggregate only when no line is left; the dry run must plan just that, not a close of the
+    issue of each clean test and a comment on the failing one's."""
+    fake = FakeIssueTracker(httpserver)
+    agg = aggregate(fake, {t: ["linux"] for t in BURST}, age=dt.timedelta(days=20))
+    lake_with(tmp_path / "built", [r for t in BURST[:fixed] for r in clean(t, "linux")]
+              + [rerun(t, "linux", 3, "failed") for t in BURST[fixed:]])
+    planned, done, logs = dry_then_live(httpserver, fake, tmp_path / "built" / "lake", tmp_path)
+    state = "closed" if fixed == len(BURST) else "open"
+    assert done == [(t, "dropped", agg["number"], state) for t in BURST[:fixed]]
+    assert fake.issues[agg["number"]]["state"] == state
+    assert planned == done
+    assert len([m for m in logs if m.startswith("DRY RUN: would")]) == fixed  # a line for each row
+
+
+def test_the_dry_run_plans_a_deleted_tests_line_dropped_from_its_aggregate(httpserver, retired_lake, tmp_path):  # noqa: F811
+    """A live run drops the deleted test's line and keeps the aggregate open for the other; the dry
+    run must plan that, not a close of the aggregate as the deleted test's own issue."""
+    gone, alive = "test_gone (__main__.TestA)", "test_alive (__main__.TestA)"
+    fake = FakeIssueTracker(httpserver)
+    agg = fake.add(aggregate_title("test_a.py"), aggregate_body("test_a.py", {gone: ["linux"], alive: []}, "x"),
+                   user=BOT, age=dt.timedelta(days=20))
+    planned, done, _logs = dry_then_live(httpserver, fake, tmp_path / "lake", tmp_path)
+    assert done == [(gone, "dropped", agg["number"], "open")]
+    assert planned == done
+
+
+def test_the_dry_run_plans_a_line_clean_on_one_platform_narrowed_in_its_aggregate(httpserver, tmp_path):
+    fake = FakeIssueTracker(httpserver)
+    agg = aggregate(fake, {t: ["linux", "win"] for t in BURST}, age=dt.timedelta(days=20))
+    lake_with(tmp_path / "built", clean(T, "linux"))
+    planned, done, logs = dry_then_live(httpserver, fake, tmp_path / "built" / "lake", tmp_path)
+    assert done == [(T, "narrowed", agg["number"], "open")] and planned == done
+    (line,) = [m for m in logs if m.startswith("DRY RUN: would")]
+    assert line.startswith(f"DRY RUN: would narrow '{T}' to win in the list of aggregate #{agg['number']} "
+                           f"({agg['html_url']}), its issue on the published list: every rerun")

@@ -25,7 +25,7 @@ from test_flaky import LINUX, START, WIN, History, main_history
 from torchci_assets.derived.flakiness import issues as issues_module
 from torchci_assets.derived.flakiness.assets import disabled_issues_asset, disabled_tests_asset, unstable_jobs_asset
 from torchci_assets.derived.flakiness.flaky import build_flaky_tests
-from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, parse_platforms
+from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence, condense, parse_platforms
 from torchci_assets.derived.flakiness.aggregates import aggregate_body, aggregate_title
 from torchci_assets.derived.flakiness.issues import (IssueTracker, Wanted, close_own_twins, file_disabled_issues,
                                                      keep_own_logins)
@@ -57,17 +57,22 @@ def config(tmp_path, monkeypatch):
     configure(tmp_path, monkeypatch)
 
 
+def built_world(h: History, tmp_path_factory, name: str) -> tuple:
+    """The lake of `h`'s jobs, its flaky verdict built for its last day: (root, day, h)."""
+    root = tmp_path_factory.mktemp(name)
+    lake = Lake.at(str(root / "lake"))
+    day = h.build(lake)[-1]
+    build_flaky_tests(lake, day)
+    return root, day, h
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     h = History(["test_a", "test_b", "test_ok"])
     for i in range(40):
         h.run(i, LINUX, {"test_a": "flake"} if i in (5, 17, 30) else {"test_b": "flake"} if i in (8, 20, 33) else None)
         h.run(i, WIN, {"test_b": "flake"} if i in (9, 21, 34) else None)
-    root = tmp_path_factory.mktemp("history")
-    lake = Lake.at(str(root / "lake"))
-    day = h.build(lake)[-1]
-    build_flaky_tests(lake, day)
-    return root, day, h
+    return built_world(h, tmp_path_factory, "history")
 
 
 class World:
@@ -571,11 +576,7 @@ def built_lifecycle(tmp_path_factory):
         h.run(i, LINUX, {BURST[i % 6]: "flake"} if i < 24 else None)
     for i in range(2, 24 * 7, 24):  # a rerun job a day for a week
         h.run(i, RERUN, {"test_still": "fail"} if i == 26 else None)
-    root = tmp_path_factory.mktemp("lifecycle")
-    lake = Lake.at(str(root / "lake"))
-    day = h.build(lake)[-1]
-    build_flaky_tests(lake, day)
-    return root, day, h
+    return built_world(h, tmp_path_factory, "lifecycle")
 
 
 def test_the_dry_run_logs_and_records_every_aggregate_close_and_comment_it_would_make(
@@ -757,6 +758,51 @@ def test_a_test_the_dry_runs_list_disabled_locally_is_planned_as_a_live_run_file
     assert check.metadata["tests_without_issue"].value == len(BURST)
 
 
+@pytest.fixture(scope="module")
+def built_relisted(tmp_path_factory):
+    """Two tests of one aggregate: test_kept passing 60 runs (its list entry is re-enabled by the
+    day's first publication), test_fixed passing 30 and every rerun of a week of PyTorch's
+    rerun_disabled_tests jobs (its entry stays; its aggregate line is clean)."""
+    h = History(["test_fixed", "test_kept"])
+    for i in range(60):
+        h.run(i, LINUX, None if i < 30 else {"test_fixed": "absent"})
+    for i in range(2, 24 * 7, 24):
+        h.run(i, RERUN, {"test_kept": "absent"})
+    return built_world(h, tmp_path_factory, "relisted")
+
+
+def test_the_dry_runs_lifecycle_reads_the_list_its_filing_reads_all_day_as_the_issues_stay(
+        httpserver, built_relisted, tmp_path, instance):
+    """Yesterday's list names an aggregate's two tests. The day's first publication re-enables
+    test_kept on the list, as a dry run publishes it, which changes no issue: a live run drops
+    test_fixed's clean line and keeps the aggregate open for test_kept, once. The dry run and its
+    refresh after that publication must plan just that, once: not, from the list as published since,
+    a close of the aggregate as test_fixed's own issue."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    fixed, kept = "test_fixed (__main__.TestX)", "test_kept (__main__.TestX)"
+    agg = fake.add(AGGREGATE_X, aggregate_body("test_x.py", {fixed: ["linux"], kept: ["linux"]}, "x"),
+                   user="a-maintainer", age=dt.timedelta(days=40))
+    out = {}
+    for mode, gh in (("dry", GitHubResource(api_url=httpserver.url_for(""))), ("live", github(httpserver))):
+        world = World(built_relisted, tmp_path / mode)
+        Path(world.outputs_uri, "stats").mkdir(parents=True)
+        Path(world.outputs_uri, DISABLED_TESTS_PATH).write_text(json.dumps({t: entry(agg, ["linux"])
+                                                                             for t in (fixed, kept)}))
+        as_yesterdays(world)
+        results = [run(world, gh, instance), run(world, gh, instance, tags=REFRESH)]
+        assert all(r.success for r in results)
+        assert kept not in world.published() if mode == "dry" else fixed not in world.published()
+        if mode == "dry":
+            assert fake.requests == []
+        out[mode] = [r for r in world.ledger() if r["test"] in (fixed, kept)]
+    assert [(r["test"], r["action"], r["issue_state"]) for r in out["live"]] == [(fixed, "dropped", "open")]
+    assert condense([fake.issues[agg["number"]]]) == {kept: entry(agg, ["linux"])}
+    (plan,) = [r["detail"] for r in out["dry"]]
+    assert plan.startswith(f"would drop {fixed!r} from the list of aggregate #{agg['number']} ")
+    assert plan.endswith("; 1 test(s) of it stay on the published list")
+
+
 def test_the_dry_run_plans_the_new_issues_a_live_run_files_under_its_cap_and_defers_the_rest(
         httpserver, built, tmp_path, instance, monkeypatch):
     """With max_new_per_run: 1, a live run files the issue of the test with the most flake events
@@ -777,6 +823,21 @@ def test_the_dry_run_plans_the_new_issues_a_live_run_files_under_its_cap_and_def
                     if c.check_name == "every_disabled_test_has_an_issue"]
         # before the live run both have none; after it, the one left for the next run
         assert check.metadata["tests_without_issue"].value == {"dry": 2, "live": 1}[mode]
+
+
+def test_the_dry_runs_opening_warning_counts_the_tests_it_plans_as_a_live_run_acts_on_them(
+        httpserver, built, tmp_path, instance, monkeypatch):
+    """With max_new_per_run: 1, a live run acts on one of the two tests and leaves the other; the dry
+    run's opening warning must count the one it records as dry_run, and say the other waits."""
+    configure(tmp_path, monkeypatch, max_new=1)
+    fake = FakeIssueTracker(httpserver)
+    runs = dry_then_live(httpserver, fake, built, tmp_path, instance, {})
+    world, result = runs["dry"]
+    (opening,) = [e.user_message for e in instance.all_logs(result.run_id)
+                  if re.match(r"DRY RUN: no GitHub credentials .*; \d+ test", e.user_message)]
+    planned_count = int(re.search(r"; (\d+) test\(s\) to disable are recorded as dry_run", opening).group(1))
+    assert planned_count == len(planned(world, result)) == len(done(*runs["live"], fake)) == 1
+    assert "1 more wait for a later run (max_new_per_run)" in opening
 
 
 def test_under_the_cap_aggregates_are_filed_first_then_the_tests_with_most_flake_events():

@@ -23,7 +23,8 @@ edit. The comment carries a marker naming the change (the list before and after)
 crash between the two, that day's or a later one's, only edits; the same change made again later,
 after other changes said on the issue (a line widened back) or a human's reopening of the closed
 aggregate, is said again; and an aggregate whose author may not disable tests is left alone,
-as a single issue is (lifecycle.py).
+as a single issue is (lifecycle.py). A dry run plans the same changes on the published list's
+entries that name one aggregate (`plan_aggregates`), and writes nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, stand_in, with_list
 from torchci_assets.derived.flakiness.comments import comment_once
-from torchci_assets.derived.flakiness.issue_text import is_aggregate_title, line_for_test, multiple_tests, runner_test
+from torchci_assets.derived.flakiness.issue_text import (is_aggregate_title, line_for_test, multiple_tests,
+                                                        parse_platforms, runner_test)
 from torchci_assets.derived.flakiness.issues import MARKER_PREFIX, Marks, ledger_row, record
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
 from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
@@ -94,14 +96,23 @@ def changes_of(retired: list[Absent], decided: list[tuple[Decision, dict[str, Pl
     return out
 
 
-def new_list(title: str, body: str, changes: list[LineChange]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """The aggregate's list (line as written -> platforms) before and after `changes` (each to
-    its test's line, `line_for_test`)."""
-    before = listed(title, body)
+def new_list(before: dict[str, list[str]], changes: list[LineChange]) -> tuple[dict[str, list[str]],
+                                                                              dict[str, LineChange]]:
+    """An aggregate's list (line as written -> platforms) after `changes` to its list `before`
+    (each to its test's line, `line_for_test`), and the changes that alter it, by line."""
     by_line = {line: c for c in changes if (line := line_for_test(before, c.test)) is not None}
     after = {t: (by_line[t].keep if t in by_line else p) for t, p in before.items()
              if t not in by_line or by_line[t].keep is not None}
-    return before, after
+    return after, {line: c for line, c in by_line.items() if after.get(line) != before[line]}
+
+
+def by_aggregate(stand_ins: dict[str, dict], changes: list[LineChange]) -> dict[int | str, list[LineChange]]:
+    """`changes` by the number of the aggregate whose line each is (`stand_ins`: per test; a dry
+    run's numbers are the list's, strings)."""
+    out: dict[int | str, list[LineChange]] = {}
+    for c in changes:
+        out.setdefault(in_aggregate(stand_ins[c.test])["number"], []).append(c)
+    return out
 
 
 def comment_text(changes: dict[str, LineChange], after: dict[str, list[str]]) -> str:
@@ -122,8 +133,8 @@ def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineCha
     without the dropped lines and with the narrowed ones, or closed when none is left. The ledger
     rows (`dropped`, `narrowed`); [] when the list already is so."""
     title, body, n = issue["title"], issue.get("body") or "", issue["number"]
-    before, after = new_list(title, body, changes)
-    by_line = {line: c for c in changes if (line := line_for_test(before, c.test)) and after.get(line) != before[line]}
+    before = listed(title, body)
+    after, by_line = new_list(before, changes)
     changes = list(by_line.values())
     if not changes:
         return []
@@ -146,11 +157,8 @@ def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str,
     """Carry out, aggregate by aggregate, the line changes retiring and re-enabling asked for
     (`members`: the tests' stand-ins); the rows go to the ledger. A GitHub error on one aggregate
     leaves its tests for the next run."""
-    by_issue: dict[int, list[LineChange]] = {}
-    for c in changes_of(retired, decided):
-        by_issue.setdefault(members[c.test]["number"], []).append(c)
     out = AggregateSettling()
-    for n, changes in sorted(by_issue.items()):
+    for n, changes in sorted(by_aggregate(members, changes_of(retired, decided)).items()):
         issue = in_aggregate(members[changes[0].test])
         try:
             rows = settle(github, repo, issue, changes, run_id)
@@ -164,4 +172,32 @@ def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str,
             log(f"#{n} ({r['test']}): {r['detail']}")
     if out.rows:
         record(lake, day, out.rows, f"aggregates-{run_id[:8]}")
+    return out
+
+
+def planned_change(n: int | str, url: str, line: str, c: LineChange, after: dict[str, list[str]]) -> str:
+    """What `settle` would do to `line` of the aggregate #`n`, in a dry run's words."""
+    change = f"drop {line!r} from" if c.keep is None else f"narrow {line!r} to {', '.join(c.keep)} in"
+    end = ("no test of it is left on the published list: would close it" if not after
+           else f"{len(after)} test(s) of it stay on the published list")
+    return (f"would {change} the list of aggregate #{n} ({url}), its issue on the published list: {c.why}; "
+            f"said in one comment with the run's other changes to it; {end}")
+
+
+def plan_aggregates(issues: dict[str, dict], retired: list[Absent],
+                    decided: list[tuple[Decision, dict[str, PlatformRuns]]], repo: str, run_id: str,
+                    log: Callable[[str], None]) -> AggregateSettling:
+    """A dry run's `settle_aggregates`: the line changes retiring and re-enabling ask of the
+    published list's aggregates (`issues`: the stand-ins, those of an aggregate's entries naming
+    it), logged and returned as `dry_run` rows for run_lifecycle to record with its plan. The list
+    shows an aggregate's tests, not the issue: the aggregate is planned closed when none of its
+    entries is left."""
+    out = AggregateSettling()
+    for n, changes in sorted(by_aggregate(issues, changes_of(retired, decided)).items()):
+        lines = [i for i in issues.values() if (a := in_aggregate(i)) is not None and a["number"] == n]
+        after, by_line = new_list({i["listed_test"]: parse_platforms(i["body"]) for i in lines}, changes)
+        for line, c in sorted(by_line.items()):
+            detail = planned_change(n, in_aggregate(lines[0])["html_url"], line, c, after)
+            log(f"DRY RUN: {detail}")
+            out.rows.append(ledger_row(c.test, "dry_run", None, repo, run_id, detail, c.keep or []))
     return out

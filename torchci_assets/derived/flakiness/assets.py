@@ -220,7 +220,7 @@ def filing_metadata(report, life, mode, repo: str, lk) -> dict:
         "deleted_file_gone": dg.MetadataValue.json([a.test for a in retired.of("file_gone")][:50]),
         "retire_skipped": retired.skipped,
         "aggregate_lines": dg.MetadataValue.json([f"#{r['issue_number']} {r['action']} {r['test']}"
-                                                  for r in life.aggregates.rows][:50]),
+                                                  for r in life.aggregates.rows if r["action"] != "dry_run"][:50]),
         "aggregates_closed": dg.MetadataValue.json(life.aggregates.closed[:50]),
         **{f"{a}_on_evidence": dg.MetadataValue.json([d.test for d in reenabled.decisions if d.action == a][:50])
            for a in ("close", "narrow", "evidence")},
@@ -237,7 +237,7 @@ def filing_metadata(report, life, mode, repo: str, lk) -> dict:
 
 def dry_run_actions(report, life) -> list[str]:
     """Every write a dry run would make (filing, aggregates, closes, comments), as its log says it."""
-    rows = [*report.rows, *life.retirement.rows, *life.reenabling.rows]
+    rows = [*report.rows, *life.retirement.rows, *life.reenabling.rows, *life.aggregates.rows]
     return [f"{r['test']}: {r['detail']}" for r in rows if r["action"] == "dry_run"]
 
 

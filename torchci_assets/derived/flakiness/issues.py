@@ -504,13 +504,14 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
                    listed: dict[str, ListedIssue] | None = None, skip_repeat: bool = False,
-                   max_new: int | None = None) -> FilingReport:
+                   max_new: int | None = None, warn: Callable[[str], None] = lambda s: None) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     The published list stands in for the issues (`listed`, keyed `runner_test`: `listed_issues`):
     a test it names an issue for has that issue, which a live run finds (`report.listed`); the
     others are new, and those of a file with more than AGGREGATE_ABOVE of them (`file_of`) go to
     the file's aggregate issue, as a live run groups them. New issues beyond `max_new` wait for a
-    later run (`report.deferred`), chosen as a live run chooses them (`capped`).
+    later run (`report.deferred`), chosen as a live run chooses them (`capped`). The plan opens
+    with a warning (`dry_run_opening`), said every run.
     With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
     logged nor recorded again: the ledger and the log say it once, not every few minutes."""
     listed = listed or {}
@@ -539,6 +540,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
             lines.append(f"DRY RUN: {planned}{where} ({reason})")
         report.listed.extend([w.test] if issue else [])
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
+    warn(dry_run_opening(reason, report))
     part, report.unchanged_since = keep_plan(lake, day, run_id, report.rows, lines, log, skip_repeat)
     report.parts.extend([part] if part else [])
     return report
@@ -1150,11 +1152,9 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     rows = flaky_rows(lake, day, keys=published)
     wanted = wanted_tests(rows, published)
     if not mode.live:
-        warn(f"DRY RUN: {mode.reason}; {len(wanted)} test(s) to disable are recorded as dry_run, "
-             "no issue is searched, filed or changed")
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         report = dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                                listed_issues(published), refresh, config.disabled_issues.max_new_per_run)
+                                listed_issues(published), refresh, config.disabled_issues.max_new_per_run, warn)
         warn_deferred(report, config.disabled_issues.max_new_per_run, warn)
         return report, mode
     newer = superseded_by(lake, day)
@@ -1183,6 +1183,15 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     _save_live_state(lake, day, {"wanted": key, "complete": not report.failed and not report.deferred,
                                  "run_id": run_id, "snapshot": tracker.snapshot()})
     return report, mode
+
+
+def dry_run_opening(reason: str, report: FilingReport) -> str:
+    """The dry run's warning: the tests its plan records (a test a live run leaves for a later run,
+    or gives no issue at all, has no `dry_run` row, and is counted apart)."""
+    apart = ([f"{len(report.deferred)} more wait for a later run (max_new_per_run)"] if report.deferred else []) + (
+        [f"{len(report.unreadable)} get no issue (PyTorch cannot read their title)"] if report.unreadable else [])
+    return (f"DRY RUN: {reason}; {report.count('dry_run')} test(s) to disable are recorded as dry_run"
+            + "".join(f", {a}" for a in apart) + ", no issue is searched, filed or changed")
 
 
 def warn_deferred(report: FilingReport, max_new: int, warn: Callable[[str], None]) -> None:

@@ -6,8 +6,8 @@ rerun_disabled_tests jobs show fixed are re-enabled, everywhere or on the platfo
 clean (reenable.py). The tests of an aggregate are judged one by one alike, and what both ask of
 an aggregate is done at once, its lines dropped or narrowed (aggregate_lifecycle.py). Both run
 from the newest verdict only, like the filing, and both have a dry run: without credentials the
-tests of the published disabled list stand in for the issues, and what would be done is logged
-and recorded (a dry run's list has no aggregate).
+tests of the disabled list the filing reads stand in for the issues (the entries naming one issue
+for an aggregate's lines), and what would be done is logged and recorded.
 
 Both act only on issues whose authors may disable a test, by the rule the published list and the
 filing follow (`Permissions`): anyone can open a `DISABLED test_x` issue, and a stranger's
@@ -20,6 +20,7 @@ GitHub nothing more than the filing and the published list do.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ from resources.lake import Lake
 from resources.storage import Store
 from torchci_assets.config import DisabledIssuesConfig
 from torchci_assets.derived.flakiness.aggregate_lifecycle import (AggregateSettling, aggregate_members,
-                                                                  settle_aggregates)
+                                                                  plan_aggregates, settle_aggregates)
 from torchci_assets.derived.flakiness.issue_text import disabled_test, is_aggregate_title, platforms_line, runner_test
 from torchci_assets.derived.flakiness.issues import (
     DRY_RUN_LIFECYCLE_STATE,
@@ -41,7 +42,7 @@ from torchci_assets.derived.flakiness.issues import (
     utc_now,
 )
 from torchci_assets.derived.flakiness.job_issues import Permissions, author
-from torchci_assets.derived.flakiness.lists import is_local, load_published
+from torchci_assets.derived.flakiness.lists import disabled_baseline, is_local
 from torchci_assets.derived.flakiness.reenable import (
     Reenabling,
     reenable_disabled_tests,
@@ -60,14 +61,21 @@ class Lifecycle:
     aggregates: AggregateSettling = field(default_factory=AggregateSettling)
 
 
-def published_as_issues(outputs: Store, now: str) -> dict[str, dict]:
-    """The published list's tests as stand-ins for their issues (dry run): number and body only,
-    keyed as `issues_by_test` keys them, each naming its entry as written (`listed_test`: the list
-    does not say whether an issue's title or an aggregate's line wrote it). An entry with a local
-    id has no issue: a live run files it `now`, and judges its reruns from then, as any new issue's."""
+def published_as_issues(outputs: Store, day: str, now: str) -> dict[str, dict]:
+    """The tests of the list the day's filing reads (`disabled_baseline`: the list published before
+    the day's first publication, which changes no issue) as stand-ins for their issues (dry run):
+    number and body only, keyed as `issues_by_test` keys them, each naming its entry as written
+    (`listed_test`). Entries naming one issue are an aggregate's lines, as a single test's issue
+    disables one test: each stands in for its line (`aggregate`: the issue's number and URL), as
+    `aggregate_members` gives a live run's. An entry with a local id has no issue: a live run files
+    it `now`, and judges its reruns from then, as any new issue's."""
+    published = disabled_baseline(outputs, day).tests
+    shared = Counter(entry_id for entry_id, _url, _platforms in published.values() if not is_local(entry_id))
     return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open",
-                                "listed_test": test, **({"created_at": now} if is_local(entry_id) else {})}
-            for test, (entry_id, url, platforms) in load_published(outputs).items()}
+                                "listed_test": test, **({"created_at": now} if is_local(entry_id) else {}),
+                                **({"aggregate": {"number": entry_id, "html_url": url}} if shared[entry_id] > 1
+                                   else {})}
+            for test, (entry_id, url, platforms) in published.items()}
 
 
 def issues_by_test(issues: list[dict], allowed: Callable[[dict], bool]) -> dict[str, dict]:
@@ -122,7 +130,7 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
         if any(is_aggregate_title(i.get("title")) for i in read):  # else no need to read the ledger
             members = aggregate_members(read, wrote, issues, ledger_marks(lake, day))
     else:  # a dry run writes to no issue
-        issues, may_act = published_as_issues(outputs, utc_now().isoformat()), lambda issue: True
+        issues, may_act = published_as_issues(outputs, day, utc_now().isoformat()), lambda issue: True
     plan: list[str] = []
     step_log = log if mode.live else planning(log, plan)
     retirement = retire_disabled_tests(github, lake, day, run_id, repo, {**issues, **members}, mode.live, may_act,
@@ -132,8 +140,10 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
     reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, step_log,
                                          warn)
     if not mode.live:
-        keep_plan(lake, day, run_id, [*retirement.rows, *reenabling.rows], plan, log, refresh,
+        planned = plan_aggregates(issues, retirement.listed, reenabling.listed, repo, run_id, step_log)
+        keep_plan(lake, day, run_id, [*retirement.rows, *reenabling.rows, *planned.rows], plan, log, refresh,
                   DRY_RUN_LIFECYCLE_STATE, "lifecycle")
+        return Lifecycle(retirement, reenabling, aggregates=planned)
     settled = settle_aggregates(github, lake, day, run_id, repo, members, retirement.listed, reenabling.listed,
                                 log, warn)
     return Lifecycle(retirement, reenabling, aggregates=settled)

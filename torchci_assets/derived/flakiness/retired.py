@@ -147,8 +147,8 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
     `aggregates.stand_in` gives them) of disabled tests that were deleted (live: only those `may_act`
     allows, see lifecycle.py; its refusals take none of the run's MAX_CLOSED_PER_RUN), or log
     what would be closed (dry run); rows go to the ledger (a dry run's through run_lifecycle). A
-    test of an aggregate is only listed in `listed`, its line to be dropped, and counts toward
-    MAX_CLOSED_PER_RUN."""
+    test of an aggregate is only listed in `listed`, its line to be dropped (or, dry run, planned
+    so), and counts toward MAX_CLOSED_PER_RUN."""
     retirement = find_absent(lake, day, list(issues))
     describe(retirement, log)
     why = refusal(retirement, len(issues))
@@ -158,14 +158,14 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         return retirement
     allowed = (a for a in retirement.of("retired") if not live or may_act(issues[a.test]))
     for a in itertools.islice(allowed, MAX_CLOSED_PER_RUN):
+        if in_aggregate(issues[a.test]) is not None:
+            retirement.listed.append(a)
+            continue
         if not live:
             plan = (f"would comment on the DISABLED issue of {entry_name(issues[a.test], a.test)} and close it as "
                     f"deleted (not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
             log(f"DRY RUN: {plan}")
             retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, plan))
-            continue
-        if in_aggregate(issues[a.test]) is not None:
-            retirement.listed.append(a)
             continue
         try:
             detail = close_retired(github, repo, issues[a.test], a)
