@@ -9,8 +9,8 @@ repository's values laid over them, so every key GitHub documents is present. Se
   `.../actions/jobs/{id}`; `.../actions/artifacts/{id}/zip` and `.../actions/jobs/{id}/logs`
   (302 to a blob URL, as GitHub redirects to its storage; 410 for an expired artifact, 404 for a
   log GitHub does not have); `.../commits` (sha, since, until: in `git log`'s order, and cut by
-  `since` as git cuts it) and `.../commits/{sha}`; `.../compare/{base}...{head}` (`git log
-  base..head`, oldest first, paged);
+  `since` as git cuts it) and `.../commits/{sha}`; `.../compare/{base}...{head}` (each a sha or a
+  branch's name; `git log base..head`, oldest first, paged, with their merge base);
   `.../branches/{name}` (its head: the newest push's `after`, else its newest commit); `.../pulls`
   (`state`: open by default, closed or all; sorted by update, newest first) and `.../pulls/{n}`
   (the full shape, `merged` from `merged_at`); `.../installation` (the App's installation, for a
@@ -244,8 +244,8 @@ class FakeActions:
         if m := re.fullmatch(r"/commits/([0-9a-f]{40})", rest):
             commit = next((c for commits in self.commits.values() for c in commits if c["sha"] == m[1]), None)
             return reply(200, commit) if commit else reply(404, {"message": "No commit found for SHA: " + m[1]})
-        if m := re.fullmatch(r"/compare/([0-9a-f]{40})\.\.\.([0-9a-f]{40})", rest):
-            return self._compare(request, rest, m[1], m[2])
+        if m := re.fullmatch(r"/compare/(.+?)\.\.\.(.+)", rest):
+            return self._compare(request, rest, *(self._commitish(x) for x in (m[1], m[2])))
         if m := re.fullmatch(r"/branches/(.+)", rest):
             head = self._head(m[1])
             if head is None:
@@ -269,6 +269,11 @@ class FakeActions:
                 return reply(404, {"message": "Not Found"})
             return reply(200, shaped("pull-request", {**pull, "merged": pull.get("merged_at") is not None}))
         return reply(404, {"message": "Not Found"})
+
+    def _commitish(self, ref: str) -> str:
+        """A sha as it is; a branch's name as its head's sha (GitHub's compare takes either)."""
+        head = None if re.fullmatch(r"[0-9a-f]{40}", ref) else self._head(ref)
+        return head["sha"] if head else ref
 
     def _head(self, branch: str) -> dict | None:
         """The commit the branch points to: its newest push's, else its newest commit."""
@@ -318,8 +323,11 @@ class FakeActions:
         behind = len(below - above)
         status = {(True, True): "diverged", (True, False): "ahead", (False, True): "behind"}.get(
             (bool(ahead), bool(behind)), "identical")
+        merge_base = next((c for c in self._git_log(by_sha[head], by_sha) if c["sha"] in below), None)
         shape = shaped("commit-comparison", {"status": status, "ahead_by": len(ahead), "behind_by": behind,
                                              "total_commits": len(ahead), "files": []})
+        if merge_base is not None:  # else the example's
+            shape["merge_base_commit"] = merge_base
         return self._page(request, rest, ahead, "commits", shape=shape)
 
     def _list_runs(self, request: Request) -> Response:

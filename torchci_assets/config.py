@@ -127,6 +127,28 @@ class DrciConfig:
     flaky_rules: str | None = None
 
 
+@dataclass(frozen=True)
+class HudConfig:
+    """Which workflows decide a main commit's conclusion on the HUD (and the guardians' alerts), and
+    which a developer waits for (time to signal). PyTorch's are its viable/strict gate and `pull`,
+    `trunk`, with more than 10 job groups needed for a signal; a project whose workflows have other
+    names would see every commit "no signal" under them, so another repository's default is every
+    workflow that ran on the commit, and one job group. An empty list is every workflow too."""
+
+    blocking_workflows: tuple[str, ...] = ()
+    signal_workflows: tuple[str, ...] = ()
+    min_job_groups: int = 1
+
+
+PYTORCH = "pytorch/pytorch"
+
+
+def is_pytorch(repo: str) -> bool:
+    """Whether `repo` is PyTorch's own, whose names (workflows, branches) the defaults follow."""
+    return repo.lower() == PYTORCH
+
+
+PYTORCH_HUD = HudConfig(("Lint", "pull", "trunk", "linux-aarch64", "docs-build"), ("pull", "trunk"), 11)
 MAIN_BRANCHES = ("refs/heads/main", "refs/heads/master")
 # How long an upstream check run may stay in progress before the relay's zombie sweep completes it
 # as timed_out: the cross-repo relay's ZOMBIE_TIMEOUT_SECONDS and its default. At most two days,
@@ -162,6 +184,7 @@ class TorchciConfig:
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
     guardians: GuardianSettings | None = None  # the `autorevert` and `alerts` sections
     zombie_timeout_seconds: int = ZOMBIE_TIMEOUT_S
+    hud: HudConfig = PYTORCH_HUD
 
     @property
     def main_branch(self) -> str:
@@ -399,7 +422,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "zombie_timeout_seconds", "allowlist", "maintainer_approved", "thresholds",
-             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts")
+             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts", "hud")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -466,6 +489,29 @@ def _parse_drci(raw: Any, where: str, source: str) -> DrciConfig:
     return DrciConfig(enabled, **minutes, author=author, flaky_rules=rules)
 
 
+def _workflow_names(raw: Any, where: str) -> tuple[str, ...]:
+    _expect(raw, list, where, "a list of workflow names (empty: every workflow)")
+    if not all(isinstance(w, str) and w.strip() for w in raw):
+        raise ConfigError(f"{where}: every entry must be a workflow's name, as its `name:` says, got {raw!r}")
+    return tuple(w.strip() for w in raw)
+
+
+def _parse_hud(raw: Any, upstream_repo: str) -> HudConfig:
+    """The section, each key left out taking the repository's default: PyTorch's for pytorch/pytorch,
+    every workflow and one group for any other (HudConfig)."""
+    default = PYTORCH_HUD if is_pytorch(upstream_repo) else HudConfig()
+    if raw is None:
+        return default
+    _expect(raw, dict, "hud", "a mapping with blocking_workflows, signal_workflows and min_job_groups")
+    _check_keys(raw, ("blocking_workflows", "signal_workflows", "min_job_groups"), "hud")
+    names = {k: _workflow_names(raw[k], f"hud.{k}") if k in raw else getattr(default, k)
+             for k in ("blocking_workflows", "signal_workflows")}
+    groups = raw.get("min_job_groups", default.min_job_groups)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ConfigError(f"hud.min_job_groups: must be a whole number of at least 1, got {groups!r}")
+    return HudConfig(**names, min_job_groups=groups)
+
+
 def _branch(raw: Any, where: str) -> str:
     """A full ref as push events carry it; a bare branch name means refs/heads/<name>."""
     if not isinstance(raw, str) or not raw.strip() or " " in raw.strip():
@@ -491,7 +537,7 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
     upstream = raw.get("upstream") or {}
     _expect(upstream, dict, "upstream", "a mapping with repo and branches")
     _check_keys(upstream, ("repo", "branches"), "upstream")
-    upstream_repo = _repo(upstream.get("repo", "pytorch/pytorch"), "upstream.repo")
+    upstream_repo = _repo(upstream.get("repo", PYTORCH), "upstream.repo")
     branches_raw = upstream.get("branches", ["refs/heads/main"])
     _expect(branches_raw, list, "upstream.branches", "a list of branches")
     if not branches_raw:
@@ -526,6 +572,7 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
         infra_rules=_infra_rules(raw.get("log_classifier")),
         guardians=_guardians(raw),
         zombie_timeout_seconds=_zombie_timeout(raw.get("zombie_timeout_seconds", ZOMBIE_TIMEOUT_S)),
+        hud=_parse_hud(raw.get("hud"), upstream_repo),
     )
 
 

@@ -83,6 +83,7 @@ class Progress:
     reports: int = 0
     reports_expired: int = 0
     reports_unattributed: int = 0
+    other_artifacts: int = 0  # not named test-reports*: not read, whatever they hold
     logs: int = 0
     logs_missing: int = 0
     runs_cut: int = 0  # runs GitHub would not list (more than 1,000 created in one second)
@@ -91,8 +92,11 @@ class Progress:
 
     def line(self) -> str:
         cut = f", {self.runs_cut} GitHub would not list" if self.runs_cut else ""
+        other = (f", {self.other_artifacts} other artifacts not read (test reports are the artifacts named "
+                 f"{ARTIFACT_PREFIX}*)") if self.other_artifacts else ""
         return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs{cut}), reports {self.reports} "
-                f"({self.reports_expired} expired, {self.reports_unattributed} without a job id), logs {self.logs} ({self.logs_missing} missing), "
+                f"({self.reports_expired} expired, {self.reports_unattributed} without a job id{other}), "
+                f"logs {self.logs} ({self.logs_missing} missing), "
                 f"pushes {self.pushes}, pull requests {self.pull_requests}; {self.budget.describe()}")
 
 
@@ -215,6 +219,7 @@ def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, d
     for art in reader.pages(f"/repos/{repo}/actions/runs/{run_id}/artifacts", "artifacts"):
         name = art.get("name") or ""
         if not name.startswith(ARTIFACT_PREFIX):
+            progress.other_artifacts += 1
             continue
         job = artifact_job(name, jobs)
         if job is None:

@@ -18,10 +18,11 @@ from resources.github import GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import ExtractPass
 from resources.storage import Store
+from torchci_assets.config import is_pytorch
 from torchci_assets.derived.drci import inputs
 from torchci_assets.derived.drci.classify import (CLASSES, classify_head, counts, failing, settle_runs,
                                                   suppressing_labels)
-from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, Head, render
+from torchci_assets.derived.drci.comment import DEFAULT_UPDATES, VIABLE_STRICT, Head, render
 from torchci_assets.derived.drci.extracts import RETIRED
 from torchci_assets.derived.drci.flaky_rules import load_rules
 from torchci_assets.derived.drci.merge_base import DEFAULT_BRANCH, MergeBase, cached, resolve
@@ -53,12 +54,13 @@ class BuildReport:
 
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
-             report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset()) -> dict:
+             report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset(),
+             branch: str = DEFAULT_BRANCH) -> dict:
     """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`)."""
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own), inputs.flaky_for(sightings, pr), unstable,
                                       suppressing_labels(repo, pr.labels), rules, now)
     report.verdicts[pr.number] = verdicts
-    head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url)
+    head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url, branch, rebase_target(repo, branch))
     body = render(head, verdicts, pending, updates)
     n = counts(verdicts)
     return {"pr": pr.number, "head_sha": pr.head_sha, "pr_state": pr.state, "merge_base": mb.sha,
@@ -77,6 +79,12 @@ def _merge_bases(lake: Lake, github: GitHubResource, day: str, repo: str, prs: d
     known = cached(lake, day, branch)  # read once: the closed heads' call appends nothing to it
     return {**resolve(lake, github, day, repo, wanted(False), ask=False, branch=branch, known=known),
             **resolve(lake, github, day, repo, wanted(True), branch=branch, known=known)}
+
+
+def rebase_target(repo: str, branch: str) -> str:
+    """Where a pull request that met a broken trunk should go: PyTorch's viable/strict, the main
+    commits whose CI passed; another repository has no such branch, only its main one."""
+    return VIABLE_STRICT if is_pytorch(repo) else branch
 
 
 def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, hud_url: str | None = None,
@@ -123,7 +131,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         mb = merge_bases[pr.head_sha]
         report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
                                     refreshed.get(number, 0), report, updates, rules,
-                                    landed.get(number, frozenset())))
+                                    landed.get(number, frozenset()), main_branch))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report

@@ -277,13 +277,13 @@ def trunk_failure(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> Mai
     return next((f for f in candidates if same_failure(job, f, trunk, flaky)), None)
 
 
-def trunk_place(failure: MainFailure) -> str:
+def trunk_place(failure: MainFailure, branch: str = "main") -> str:
     """Where on main a BROKEN TRUNK failure was seen, in words that do not claim the merge base for a
     neighbour of it (a commit after the merge base is not in the pull request's base)."""
     if failure.merge_base:
         return "the merge base"
     side = "after" if failure.after else "before"
-    return f"main, {failure.distance} {'commit' if failure.distance == 1 else 'commits'} {side} the merge base"
+    return f"{branch}, {failure.distance} {'commit' if failure.distance == 1 else 'commits'} {side} the merge base"
 
 
 def full_name(job: HeadJob) -> str:

@@ -47,7 +47,7 @@ _SECTIONS = (
     (FLAKY, ("FLAKY", "FLAKY"), "The following {job} failed but {was} likely due to flakiness present on trunk",
      "", True),
     (BROKEN_TRUNK, ("BROKEN TRUNK", "BROKEN TRUNK"), "The following {job} failed but {was} present on the merge base",
-     "Rebase onto the `viable/strict` branch to avoid these failures", True),
+     "Rebase onto the `{rebase_onto}` branch{until_fixed} to avoid these failures", True),
     (UNSTABLE, ("UNSTABLE", "UNSTABLE"),
      "The following {job} {is} marked as unstable, possibly due to flakiness on trunk", "", True),
 )
@@ -58,7 +58,9 @@ READ_FROM_REST = "state read from the REST API: its webhook was lost"
 # said of a NEW or UNCLASSIFIED failure without a line from the log classifier (PyTorch's Dr. CI calls it FLAKY)
 NOT_CLASSIFIED = "log not classified yet, or no failure line found in it"
 # BROKEN TRUNK's description when a failure was seen on a main commit next to the merge base, not on it
-NEAR_MERGE_BASE = "The following {job} failed but {was} present on main at or next to the merge base"
+NEAR_MERGE_BASE = "The following {job} failed but {was} present on {branch} at or next to the merge base"
+# PyTorch's branch of main commits whose CI passed: the one to rebase onto past a broken trunk
+VIABLE_STRICT = "viable/strict"
 # the words of a description, singular and plural
 _WORDS = {"job": ("job", "jobs"), "workflow": ("workflow", "workflows"), "has": ("has", "have"),
           "was": ("was", "were"), "is": ("is", "are"), "needs": ("needs", "need"), "failure": ("failure", "failures")}
@@ -75,6 +77,8 @@ class Head:
     merge_base_note: str = ""     # how the merge base was found when not from the compare API
     web_url: str = "https://github.com"
     hud_url: str | None = None    # where the HUD is served, for the link to the PR's page
+    branch: str = "main"          # the main branch's name
+    rebase_onto: str = VIABLE_STRICT  # past a broken trunk: PyTorch's viable/strict, else the main branch
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -102,7 +106,7 @@ def _job_item(head: Head, v: Verdict) -> str:
     if v.main is not None:
         url = _job_url(head, v.main.run_id, v.main.job_id)
         line += (f" ([trunk failure]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
-                 else f" ([trunk failure]({url}) on {trunk_place(v.main)}: {v.main.sha[:10]})")
+                 else f" ([trunk failure]({url}) on {trunk_place(v.main, head.branch)}: {v.main.sha[:10]})")
     elif v.related is not None:
         other = v.related
         line += f" ([related job]({_job_url(head, other.run_id, other.job_id)}): the same failure as {full_name(other)})"
@@ -142,7 +146,9 @@ def _section(head: Head, cls: str, verdicts: list[Verdict], cap: int | None = No
     n = len(mine)
     if cls == BROKEN_TRUNK and not all(v.main is None or v.main.merge_base for v in mine):
         description = NEAR_MERGE_BASE
-    text = description.format(**{word: _plural(n, *forms) for word, forms in _WORDS.items()})
+    text = description.format(branch=head.branch, **{word: _plural(n, *forms) for word, forms in _WORDS.items()})
+    until_fixed = "" if head.rebase_onto == VIABLE_STRICT else " once it is fixed there"
+    suggestion = suggestion.format(rebase_onto=head.rebase_onto, until_fixed=until_fixed)
     out = f"\n<details{'' if collapsed else ' open'}><summary><b>{_plural(n, one, many)}</b> - {text}:</summary>"
     if suggestion:
         out += f"<p>👉 <b>{suggestion}</b></p>"

@@ -10,8 +10,7 @@ import dagster as dg
 from resources.configured import LakeResource, OutputsResource
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
-from torchci_assets.derived.hud.health import (BLOCKING_WORKFLOWS, LOOKBACK_DAYS, MIN_JOB_GROUPS,
-                                               build_commit_health, build_pr_jobs)
+from torchci_assets.derived.hud.health import LOOKBACK_DAYS, build_commit_health, build_pr_jobs
 from torchci_assets.derived.hud.metrics import SETTLE_DAYS, build_ci_metrics
 from torchci_assets.derived.hud.unstable import load_unstable_jobs
 from torchci_assets.lake_metadata import lake_metadata, table_metadata
@@ -28,8 +27,10 @@ _WINDOW = window_mapping(LOOKBACK_DAYS)
 
 
 class CommitHealthConfig(dg.Config):
-    blocking_workflows: list[str] = list(BLOCKING_WORKFLOWS)
-    min_job_groups: int = MIN_JOB_GROUPS
+    """Left out, TORCHCI_CONFIG's `hud` section (PyTorch's for pytorch/pytorch, every workflow else)."""
+
+    blocking_workflows: list[str] | None = None
+    min_job_groups: int | None = None
 
 
 @dg.asset(
@@ -52,8 +53,11 @@ def commit_health_asset(context: dg.AssetExecutionContext, config: CommitHealthC
     lk = lake.lake(keep_listings=True)
     relay = load_config()
     unstable = load_unstable_jobs(outputs.store(), context.log.warning)
-    report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, tuple(config.blocking_workflows),
-                                 config.min_job_groups, unstable_jobs=unstable)
+    hud = relay.hud
+    blocking = hud.blocking_workflows if config.blocking_workflows is None else tuple(config.blocking_workflows)
+    groups = hud.min_job_groups if config.min_job_groups is None else config.min_job_groups
+    report = build_commit_health(lk, day, relay.upstream_repo, relay.branches, blocking, groups,
+                                 unstable_jobs=unstable, signal=hud.signal_workflows)
     if report.commits == 0:
         context.log.info(f"no push to {relay.main_branch} of {relay.upstream_repo} on "
                          f"D-{LOOKBACK_DAYS}..{day}: wrote an empty partition")

@@ -26,7 +26,8 @@ the job groups:
   `pending` while an attempt is in flight, else `success` (`skipped` when nothing ran).
 * A commit is `pending` if any of its blocking groups is, else `red` if any blocking group is a
   failure, else `flaky` if any recovered, else `green`. Blocking groups are those of the
-  workflows that gate viable/strict (BLOCKING_WORKFLOWS), minus jobs PyTorch ignores there
+  workflows that gate viable/strict (BLOCKING_WORKFLOWS; another repository's config names its
+  own, every workflow by default), minus jobs PyTorch ignores there
   (rerun_disabled_tests, and unstable jobs: `unstable` in the name or an open UNSTABLE issue,
   unstable.py); a group all of whose jobs are unstable is marked `unstable`, and the HUD shows
   its failure as such. A commit with too few blocking groups (PyTorch: more than
@@ -72,7 +73,7 @@ import pyarrow.compute as pc
 
 from resources.lake import Lake, connect
 from resources.sql import Columns, SqlFiles, compose, execute, relation, run_steps
-from torchci_assets.config import main_branch
+from torchci_assets.config import PYTORCH_HUD, main_branch
 from torchci_assets.derived.hud.downstream import define_downstream_macros, epoch_ms, zombie_timeout
 from torchci_assets.derived.hud.inputs import COLUMNS, register
 from torchci_assets.ingest.ci_results import define_callback_macros
@@ -81,11 +82,13 @@ from torchci_assets.partitions import days_around
 
 LOOKBACK_DAYS = 2
 STALE_HOURS = 36
-# Workflows whose failures block viable/strict in PyTorch (HUD's metrics page uses the same list).
-BLOCKING_WORKFLOWS = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
-# Time to signal: the workflows a developer waits for (test-infra time_to_signal).
-SIGNAL_WORKFLOWS = ("pull", "trunk")
-MIN_JOB_GROUPS = 11  # "HAVING COUNT(*) > 10": fewer groups means the commit ran nothing meaningful
+# Workflows whose failures block viable/strict in PyTorch (HUD's metrics page uses the same list);
+# time to signal: the workflows a developer waits for (test-infra time_to_signal); "HAVING COUNT(*) >
+# 10": fewer groups means the commit ran nothing meaningful. Another repository's come from its
+# config's `hud` section (HudConfig: every workflow by default).
+BLOCKING_WORKFLOWS = PYTORCH_HUD.blocking_workflows
+SIGNAL_WORKFLOWS = PYTORCH_HUD.signal_workflows
+MIN_JOB_GROUPS = PYTORCH_HUD.min_job_groups
 FAILING_CONCLUSIONS = ("failure", "timed_out", "cancelled", "startup_failure")
 MAX_LISTED_TESTS = 5
 FAILURE_CLASSES = ("infra", "new", "broken_on_main", "known_flaky")
@@ -182,11 +185,13 @@ class CommitHealthReport:
 def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tuple[str, ...],
                         blocking: tuple[str, ...] = BLOCKING_WORKFLOWS, min_groups: int = MIN_JOB_GROUPS,
                         stale_hours: int = STALE_HOURS, now: dt.datetime | None = None,
-                        unstable_jobs: list[str] | None = None) -> CommitHealthReport:
+                        unstable_jobs: list[str] | None = None,
+                        signal: tuple[str, ...] = SIGNAL_WORKFLOWS) -> CommitHealthReport:
     """Write `commit_health` for `day`: the commits pushed to the main branch of `branches`
     (`main_branch`) of `upstream_repo` on day-LOOKBACK_DAYS..day and their job groups, as of the end
     of `day` (see the module docstring).
-    `unstable_jobs`: the jobs of the open UNSTABLE issues (unstable.py)."""
+    `unstable_jobs`: the jobs of the open UNSTABLE issues (unstable.py); `blocking` and `signal`
+    empty: every workflow."""
     as_of = as_of_instant(day, now)
     window = days_around(day, LOOKBACK_DAYS)
     con = connect()
@@ -195,7 +200,7 @@ def build_commit_health(lake: Lake, day: str, upstream_repo: str, branches: tupl
             "w_jobs": window, "w_runs": window, "w_tjobs": window, "w_outcomes": window,
             "w_flaky": [day], "w_job_failure": window})}
         values = {"upstream_repo": upstream_repo, "branch": main_branch(branches), "as_of": as_of,
-                  "blocking": list(blocking), "signal": list(SIGNAL_WORKFLOWS), "min_groups": int(min_groups),
+                  "blocking": list(blocking), "signal": list(signal), "min_groups": int(min_groups),
                   "stale_before": as_of - dt.timedelta(hours=int(stale_hours)),
                   "unstable": list(unstable_jobs or [])}
         execute(con, dict(SQL.steps("commit_heads"))["heads"], values)

@@ -159,7 +159,7 @@ def _cell_title(r: dict) -> str:
 
 
 def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, prs: list[dict], repo: str,
-              generated: str, note: str, marks: dict | None = None, prs_note: str = "") -> str:
+              generated: str, note: str, marks: dict | None = None, prs_note: str = "", branch: str = "main") -> str:
     """index.html: `commits` newest first (sha, pushed_at, conclusion, time_to_signal_s), `groups`
     (job_group, blocking) in column order, `cells[(sha, job_group)]` the commit_health row;
     `marks[sha]` the HTML of the trunk guardians' marks of a commit; `prs_note` what the list of
@@ -177,7 +177,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
                                                   for wf, n in spans) + "</tr>"
             '<tr><th>pushed (UTC)</th><th>commit</th><th>conclusion</th><th>signal</th>'
             + "".join(f'<th class="job{"" if blocking else " nb"}" title="{escape(g)}'
-                      f'{"" if blocking else " (does not block viable/strict)"}"><div>{escape(g.split(" / ", 1)[-1])}'
+                      f'{"" if blocking else " (does not decide the conclusion)"}"><div>{escape(g.split(" / ", 1)[-1])}'
                       f'</div></th>' for g, blocking in groups) + "</tr>")
     rows = []
     for c in commits:
@@ -216,7 +216,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
             f'<div style="overflow-x:auto">{grid}</div>'
             f'<h2 id="prs">Pull requests</h2>'
             + (f'<p class="muted" id="prs-cut">{escape(prs_note)}</p>' if prs_note else "") + pr_table)
-    return layout(f"{repo} main: CI at a glance", "index.html", body, generated)
+    return layout(f"{repo} {branch}: CI at a glance", "index.html", body, generated)
 
 
 def metrics_page(charts: list[str], tables: str, generated: str, note: str) -> str:

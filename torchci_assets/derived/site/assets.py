@@ -61,8 +61,10 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
                    outputs: OutputsResource):
     day = context.partition_key
     store = outputs.store()
-    report = publish_site(lake.lake(keep_listings=True), store, day, load_config().upstream_repo,
-                          SiteSettings(config.commits, config.metrics_days, config.pr_days), log=context.log.info,
+    relay = load_config()
+    settings = SiteSettings(config.commits, config.metrics_days, config.pr_days,
+                            relay.main_branch.removeprefix("refs/heads/"), relay.hud)
+    report = publish_site(lake.lake(keep_listings=True), store, day, relay.upstream_repo, settings, log=context.log.info,
                           reuse=is_refresh(context.run.tags), not_read=disabled_lists_not_read(context.instance, day))
     largest, size = report.largest
     yield dg.MaterializeResult(metadata={

@@ -42,6 +42,7 @@ from pathlib import Path
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, compose, execute, run_steps
 from resources.storage import Store
+from torchci_assets.config import PYTORCH_HUD, HudConfig
 from torchci_assets.derived.drci import page as drci_page
 from torchci_assets.derived.drci.build import load_comments
 from torchci_assets.derived.drci.page import with_drci_section
@@ -80,6 +81,8 @@ class SiteSettings:
     commits: int = 50
     metrics_days: int = 90
     pr_days: int = 7
+    branch: str = "main"  # the main branch's name, as the pages call it
+    hud: HudConfig = PYTORCH_HUD  # which workflows decide a commit's conclusion (the pages say which)
 
 
 @dataclass
@@ -226,7 +229,11 @@ def _series(rows: list[dict], name: str, column: str, x: str = "d", scale: float
     return Series(name, [(r[x], r[column] * scale) for r in rows if r[column] is not None])
 
 
-def metrics_charts(days: list[str], rows: list[dict]) -> tuple[list[str], str]:
+def workflows_named(names: tuple[str, ...], every: str) -> str:
+    return ", ".join(names) if names else every
+
+
+def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_HUD) -> tuple[list[str], str]:
     day_rows = [r for r in rows if r["dimension"] == "day"]
     # commit figures are about `commits_day`, the day before the partition (see metrics.py)
     commit_rows = [dict(r, cd=r["commits_day"].isoformat()) for r in day_rows if r["commits"]]
@@ -239,7 +246,8 @@ def metrics_charts(days: list[str], rows: list[dict]) -> tuple[list[str], str]:
         line_chart("Main commits red and flaky (% of commits with a signal)",
                    [_series(commit_rows, "red %", "red_pct", "cd"), _series(commit_rows, "flaky %", "flaky_pct", "cd")],
                    commit_days, fmt=pct),
-        line_chart("Time to signal of main commits green at the first attempt (pull, trunk)",
+        line_chart("Time to signal of main commits green at the first attempt "
+                   f"({workflows_named(hud.signal_workflows, 'every workflow')})",
                    [_series(commit_rows, "p50", "tts_p50_s", "cd"), _series(commit_rows, "p90", "tts_p90_s", "cd")],
                    commit_days, fmt=hours),
         line_chart("Queue time p90 per platform",
@@ -316,7 +324,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
-    charts, tables = metrics_charts(metric_days, metric_rows)
+    charts, tables = metrics_charts(metric_days, metric_rows, settings.hud)
     files[f"{SITE_DIR}/metrics.html"] = pages.metrics_page(
         charts, tables, generated, f"ci_metrics_daily, {metric_days[0]} to {day}. Commit figures are plotted on the "
                                    "day the commits were pushed, once they had a day to settle.")
@@ -332,15 +340,27 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     marks = {sha: guardians_hud.mark_badges(sha, m) for sha, m in guardians_hud.guardian_marks(seen).items()}
     files[f"{SITE_DIR}/index.html"] = pages.grid_page(
         heads, groups, cells, prs[:MAX_PRS_LISTED], repo, generated,
-        f"The last {len(heads)} commits pushed to main as of {day} (newest first) and their job groups; "
-        "conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
-        "(the others are in italics). Hover a cell for its jobs and failing tests; click it for the job on GitHub.",
-        marks, _listed_note(active, settings.pr_days))
+        f"The last {len(heads)} commits pushed to {settings.branch} as of {day} (newest first) and their job groups; "
+        f"{_conclusion_note(settings.hud)}. Hover a cell for its jobs and failing tests; "
+        "click it for the job on GitHub.",
+        marks, _listed_note(active, settings.pr_days), settings.branch)
     for page in ("index.html", "tests.html"):
         files[f"{SITE_DIR}/{page}"] = with_banner(files[f"{SITE_DIR}/{page}"], not_read)
     out = {path: html.encode() for path, html in files.items()}
     report.pages = {path: len(data) for path, data in out.items()}
     return out, report
+
+
+def _conclusion_note(hud: HudConfig) -> str:
+    """How the grid's conclusion is decided, as the config decides it (HudConfig)."""
+    if hud == PYTORCH_HUD:
+        return ("conclusion as PyTorch's HUD computes it from the groups of the workflows that gate viable/strict "
+                f"({', '.join(hud.blocking_workflows)}; more than {hud.min_job_groups - 1} groups for a signal; "
+                "the others are in italics)")
+    groups = f"{hud.min_job_groups} group{'s' if hud.min_job_groups > 1 else ''} at least for a signal"
+    others = "; the others are in italics" if hud.blocking_workflows else ""
+    return (f"conclusion from the groups of {workflows_named(hud.blocking_workflows, 'every workflow')} "
+            f"({groups}; the config's hud.blocking_workflows{others})")
 
 
 def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_head: dict[str, list[dict]], repo: str,

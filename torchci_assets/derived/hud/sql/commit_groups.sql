@@ -1,5 +1,5 @@
 -- commit_health's steps after job_identities.sql: each group's attempts, its state, the commit's
--- time to signal and conclusion. Parameters: $blocking and $signal (workflow names), $min_groups,
+-- time to signal and conclusion. Parameters: $blocking and $signal (workflow names; empty: every workflow), $min_groups,
 -- $stale_before (a push's head pushed since then with nothing blocking yet is pending; a commit under
 -- a stack's head, which GitHub runs no push workflow on, has no signal at once), $unstable (the
 -- jobs of the open UNSTABLE issues).
@@ -61,7 +61,7 @@ SELECT sha, workflow, job_group, run_id, run_attempt,
        bool_or(identity_state = 'pending') AS has_pending,
        bool_and(skipped) AS all_skipped,
        -- jobs PyTorch ignores on viable/strict do not block
-       bool_and(list_contains($blocking, workflow) AND NOT is_unstable
+       bool_and((len($blocking) = 0 OR list_contains($blocking, workflow)) AND NOT is_unstable
                 AND NOT (name LIKE '%rerun_disabled_tests%'
                          OR name LIKE 'ciflow_should_run' OR name LIKE 'generate-test-matrix')) AS blocking,
        bool_and(is_unstable) AS unstable,
@@ -127,14 +127,15 @@ WITH r AS (
     FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
                                 ELSE 1 END AS rank
           FROM w_runs
-          WHERE id IN (SELECT DISTINCT run_id FROM identities WHERE list_contains($signal, workflow)))
+          WHERE id IN (SELECT DISTINCT run_id FROM identities
+                       WHERE len($signal) = 0 OR list_contains($signal, workflow)))
     GROUP BY id, run_attempt
 ),
 per_sha AS (
     SELECT DISTINCT i.sha, r.* FROM r JOIN identities i ON i.run_id = r.id
 )
 SELECT sha, max(epoch(updated_at) - epoch(created_at)) AS time_to_signal_s, max(updated_at) AS signal_at
-FROM per_sha WHERE list_contains($signal, name)
+FROM per_sha WHERE len($signal) = 0 OR list_contains($signal, name)
 GROUP BY sha
 HAVING bool_and(run_attempt = 1 AND status = 'completed' AND conclusion = 'success')
 
