@@ -15,9 +15,11 @@ import functools
 import inspect
 
 import dagster as dg
+import pyarrow as pa
 
 from resources.lake import Lake
 from torchci_assets.lake_columns import column_description
+from torchci_assets.lake_columns.doc import newest_schema
 
 ROW_COUNT = "dagster/row_count"
 # The rejects assets are the parts of the shared `rejects` table their ingest writes.
@@ -33,25 +35,23 @@ def table_metadata(lake: Lake, key: str, day: str) -> dict:
         return {}
     footers = [lake.footer(f) for f in files]
     return {ROW_COUNT: sum(m.num_rows for m in footers),
-            "dagster/column_schema": _column_schema(table, footers[0]),
+            "dagster/column_schema": _column_schema(table, footers[0].schema.to_arrow_schema()),
             "dagster/uri": lake.store.display(f"{table}/day={day}")}
 
 
 def ledger_metadata(lake: Lake, table: str) -> dict:
     """The Columns view of a ledger (an unpartitioned asset its jobs and sensors append to), from a
     file of its newest day: written with one fixed schema, any of its files says its columns."""
-    days = lake.days(table)
-    files = lake.files(table, days[-1:]) if days else []
-    if not files:
+    schema = newest_schema(lake, table)
+    if schema is None:
         return {}
-    return {"dagster/column_schema": _column_schema(table, lake.footer(files[0])),
-            "dagster/uri": lake.store.display(table)}
+    return {"dagster/column_schema": _column_schema(table, schema), "dagster/uri": lake.store.display(table)}
 
 
-def _column_schema(table: str, footer) -> dg.TableSchema:
+def _column_schema(table: str, schema: pa.Schema) -> dg.TableSchema:
     return dg.TableSchema(columns=[
         dg.TableColumn(field.name, str(field.type), description=column_description(table, field.name))
-        for field in footer.schema.to_arrow_schema()])
+        for field in schema])
 
 
 def _reject_part(path: str, sources: tuple[str, ...]) -> bool:

@@ -7,6 +7,8 @@ stops the page from being written instead of showing a wrong table.
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from resources.lake import Lake
 from torchci_assets.lake_columns import TableDoc, table_docs
 
@@ -26,12 +28,21 @@ class UndescribedLake(ValueError):
     """The lake and the descriptions disagree on a table's columns, or the lake lacks a table."""
 
 
+def newest_schema(lake: Lake, table: str) -> pa.Schema | None:
+    """The schema of the table's newest day that has files, from one file's footer (days are looked
+    at newest first, so a ledger's long history is not listed); None when no day has any."""
+    for day in reversed(lake.days(table)):
+        files = lake.files(table, [day])
+        if files:
+            return lake.footer(files[0]).schema.to_arrow_schema()
+    return None
+
+
 def lake_schema(lake: Lake, table: str) -> list[tuple[str, str]]:
-    """(column, type) of the table's latest day that has files, from one file's footer."""
-    days = [d for d in lake.days(table) if lake.files(table, [d])]
-    if not days:
+    """(column, type) of the table's newest day that has files (`newest_schema`)."""
+    schema = newest_schema(lake, table)
+    if schema is None:
         raise UndescribedLake(f"the lake at {lake.store.uri} has no day of table {table}: materialize one first")
-    schema = lake.footer(lake.files(table, [days[-1]])[0]).schema.to_arrow_schema()
     return [(field.name, str(field.type)) for field in schema]
 
 
@@ -53,15 +64,15 @@ def _section(lake: Lake, table: str, doc: TableDoc) -> str:
     """A table the lake holds no day of (the ledgers of guardians.yaml and ledgers.yaml: `make run`
     runs no guardians pass, no relay, and posts nothing without credentials) is shown without types
     rather than left out; its columns are checked where its writer is tested (test_lake_columns.py)."""
-    if not any(lake.files(table, [d]) for d in lake.days(table)):
+    schema = newest_schema(lake, table)
+    if schema is None:
         rows = "\n".join(f"| `{name}` | | {_cell(text)} |" for name, text in doc.columns.items())
         note = "\n\n(The lake this page was written from holds no day of it, so its types are not shown.)"
     else:
-        schema = lake_schema(lake, table)
-        wrong = column_mismatch(table, doc, [name for name, _ in schema])
+        wrong = column_mismatch(table, doc, schema.names)
         if wrong:
             raise UndescribedLake("; ".join(wrong))
-        rows = "\n".join(f"| `{name}` | `{kind}` | {_cell(doc.columns[name])} |" for name, kind in schema)
+        rows = "\n".join(f"| `{f.name}` | `{f.type}` | {_cell(doc.columns[f.name])} |" for f in schema)
         note = ""
     return f"## {table}\n\n{doc.about}{note}\n\n| column | type | meaning |\n|---|---|---|\n{rows}\n"
 
