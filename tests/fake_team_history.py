@@ -3,7 +3,9 @@
 acme/widgets lands its commits on `master`; one workflow, `CI`, runs on pushes and pull requests
 with GitHub-hosted runners and matrix job names (`lint`, `build (ubuntu-latest, 3.11)`,
 `test / unit (windows-latest)`); its test jobs upload pytest's JUnit report (real pytest output,
-tests/data/junit-artifact) as an artifact named `junit-<os>`, not PyTorch's `test-reports-*`.
+tests/data/junit-artifact: a pass with a test rerun and a skip, or, from a job whose test failed,
+`test_parse_widget` failing) as an artifact named `junit-<os>`, not PyTorch's `test-reports-*`, a few
+seconds before the job ends, whether its tests passed or not (a lost runner uploads nothing).
 Its history over `days`: ten pushes to master (the sixth breaks `test / unit (macos-latest)`,
 the eighth fixes it) and seven pull requests: one with a test that fails, one all green, one
 whose lint fails, one whose Windows test lost its runner and passed on a re-run, one whose
@@ -26,6 +28,7 @@ BRANCH = "master"
 OSES = ("ubuntu-latest", "windows-latest", "macos-latest")
 JOBS = ["lint", "build (ubuntu-latest, 3.11)", "build (windows-latest, 3.11)"] + [f"test / unit ({o})" for o in OSES]
 JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_ops.xml").read_bytes()
+FAILED_JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_widgets.xml").read_bytes()
 HTML = f"https://github.com/{TEAM}"
 
 # a failed job's log lines, as the step that failed printed them
@@ -63,10 +66,10 @@ def log_bytes(at: dt.datetime, lines: list[str]) -> bytes:
     return "".join(f"{stamp} {line}\n" for line in ["##[group]Run pytest -q --junitxml=junit.xml", *lines]).encode()
 
 
-def junit_zip() -> bytes:
+def junit_zip(report: bytes = JUNIT) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("junit.xml", JUNIT)
+        zf.writestr("junit.xml", report)
     return buf.getvalue()
 
 
@@ -107,8 +110,9 @@ class Team:
         os_name = next((o for o in OSES if o in name), "ubuntu-latest")
         if name in failing:
             self.api.add_log(self.job_id, log_bytes(done, failing[name]))
-        elif name.startswith("test /"):
-            self.api.add_artifact(rid, f"junit-{os_name}", junit_zip(), iso(done))
+        if name.startswith("test /") and failing.get(name) in (None, FAILED_TEST):
+            report = FAILED_JUNIT if name in failing else JUNIT
+            self.api.add_artifact(rid, f"junit-{os_name}", junit_zip(report), iso(done - dt.timedelta(seconds=5)))
         return {"id": self.job_id, "run_id": rid, "run_attempt": attempt, "head_sha": head, "head_branch": branch,
                 "workflow_name": "CI", "name": name, "status": "completed",
                 "conclusion": "failure" if name in failing else "success", "labels": [os_name],

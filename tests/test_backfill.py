@@ -242,6 +242,7 @@ def test_a_report_named_without_a_job_id_is_filed_under_its_attempts_only_job(tm
     progress = backfill(client(httpserver), Store(str(tmp_path)), BackfillOptions(REPO, WEEK[0], WEEK[0]),
                         log=lambda s: None, today=TODAY)
     assert (progress.reports, progress.reports_unattributed) == (1, 1)
+    assert "reports 1 (0 expired, 1 without a job (1 no job of that name)), " in progress.line()
     assert [k for k in files(tmp_path) if k.endswith(".zip")] == [
         "test-reports/day=2026-11-02/555/2/9002/test-reports-runattempt2-test-default.zip"]
 

@@ -2,7 +2,9 @@
 says: a config naming its repository and `master`, `torchci backfill --prs` against GitHub's REST API
 (the fake on 127.0.0.1, tests/fake_github_actions.py, filled by tests/fake_team_history.py), then
 the ingest and the HUD's assets. What its HUD says of its master commits must be about its own
-workflows: a green commit green, a broken one red, under its branch's name."""
+workflows: a green commit green, a broken one red, under its branch's name. Its config names the
+artifacts its test jobs upload pytest's JUnit in (`backfill.report_artifacts`), so its tests are in
+the test tables too, each under the job that ran it."""
 
 from __future__ import annotations
 
@@ -16,24 +18,29 @@ import dagster as dg
 import duckdb
 import pytest
 from fake_github_actions import FakeActions
-from fake_team_history import BRANCH, TEAM, fill
+from fake_team_history import BRANCH, JOBS, TEAM, fill
 from pytest_httpserver import HTTPServer
 
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
+from torchci_assets.backfill.artifacts import NO_NAME, RERUN, SEVERAL, artifact_job
+from torchci_assets.backfill.history import BackfillOptions, backfill
 from torchci_assets.cli import main
-from torchci_assets.config import PYTORCH_HUD, ConfigError, HudConfig, parse_config
+from torchci_assets.config import PYTORCH_HUD, BackfillConfig, ConfigError, HudConfig, parse_config
 from torchci_assets.derived.drci.assets import DRCI_ASSETS
 from torchci_assets.derived.hud.assets import HUD_ASSETS
+from torchci_assets.derived.results.assets import RESULTS_ASSETS
 from torchci_assets.derived.site.assets import SITE_ASSETS
+from torchci_assets.ingest.reports import ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
 # the command reads up to the real today: the team's history is on the three days before it
 TODAY = dt.datetime.now(dt.timezone.utc).date()
 DAYS = [TODAY - dt.timedelta(days=n) for n in (3, 2, 1)]
 LAST = DAYS[-1].isoformat()
+PLATFORMS = {"ubuntu-latest": "linux", "windows-latest": "win", "macos-latest": "mac"}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +55,8 @@ def team(tmp_path_factory):
         api = FakeActions(server, repo=TEAM, default_branch=BRANCH)
         history = fill(api, DAYS)
         config = root / "my-repo.yaml"
-        config.write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\n")
+        config.write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\n"
+                          "backfill:\n  report_artifacts: [junit-]\n")
         for key, value in {"GITHUB_API_URL": server.url_for("").rstrip("/"), "GITHUB_TOKEN": "ghp_FAKE0123456789",
                            "TORCHCI_ARCHIVE_URI": str(root / "archive"), "TORCHCI_CONFIG": str(config)}.items():
             mp.setenv(key, value)
@@ -58,6 +66,11 @@ def team(tmp_path_factory):
         lake = Lake.at(str(root / "lake"))
         for day in DAYS:
             ingest_webhook_day(Store(str(root / "archive")), lake, day.isoformat(), workers=1)
+            ingest_test_run_day(Store(str(root / "archive")), lake, day.isoformat())
+        for day in DAYS:
+            assert dg.materialize(RESULTS_ASSETS, partition_key=day.isoformat(),
+                                  resources={"lake": LakeResource(uri=str(root / "lake")),
+                                             "outputs": OutputsResource(uri=str(root / "out"))}).success
         result = dg.materialize(HUD_ASSETS + DRCI_ASSETS + SITE_ASSETS, partition_key=LAST, resources={
             "lake": LakeResource(uri=str(root / "lake")), "outputs": OutputsResource(uri=str(root / "out")),
             "github": GitHubResource(api_url=server.url_for("").rstrip("/"), token="ghp_FAKE0123456789"),
@@ -96,16 +109,105 @@ def test_the_hud_names_the_team_s_branch_and_how_its_conclusion_is_decided(team)
     assert "(pull, trunk)" not in metrics and "green at the first attempt (every workflow)" in metrics
 
 
-def test_backfill_says_the_team_s_junit_artifacts_were_not_read(team):
-    """Its test jobs upload pytest's JUnit report as `junit-<os>`: not PyTorch's test-reports-*, so not
-    read (nor could each be filed under its job: the name carries no job id). The progress line says
-    so, where it said `reports 0` and nothing more."""
+def test_backfill_reads_the_team_s_junit_artifacts_named_in_its_config(team):
+    """Its test jobs upload pytest's JUnit report as `junit-<os>`, named in its config: each is read and
+    filed under the job whose name its name ends with, the re-run's under its own attempt's job (was:
+    `N other artifacts not read` and `reports 0`, so no test statistics for the team)."""
     *_, said, api = team
     uploaded = sum(len(a) for a in api.artifacts.values())
     assert uploaded > 30
     done = said.strip().splitlines()[-1]
-    assert done.startswith(f"backfill {TEAM}: done;") and "reports 0 (0 expired, 0 without a job id, " in done
-    assert f", {uploaded} other artifacts not read (test reports are the artifacts named test-reports*)" in done
+    assert done.startswith(f"backfill {TEAM}: done;") and f"reports {uploaded} (0 expired, 0 without a job), " in done
+    assert "not read" not in said
+
+
+def test_the_team_s_tests_are_filed_under_the_jobs_that_ran_them(team):
+    """The broken pushes' failing test is a failed row of their macOS test job, with that job's platform
+    and conclusion; every report is under a test job of its own OS; the re-run's reports under the attempt
+    whose job uploaded them (the lost runner's attempt uploaded none for Windows)."""
+    root, history, *_ = team
+    rows = duckdb.sql(f"SELECT head_sha, job_name, platform, job_conclusion, status, name, workflow_run_attempt, "
+                      f"job_found FROM '{root}/lake/test_results/*/*.parquet'").fetchall()
+    master, prs = history["master"], history["prs"]
+    macos, ubuntu = "test / unit (macos-latest)", "test / unit (ubuntu-latest)"
+    failed = {(sha, job, platform, conclusion) for sha, job, platform, conclusion, status, name, *_ in rows
+              if status == "failed"}
+    assert failed == {(master[5], macos, "mac", "failure"), (master[6], macos, "mac", "failure"),
+                      (prs[101], ubuntu, "linux", "failure"), (prs[106], macos, "mac", "failure"),
+                      (prs[107], macos, "mac", "failure")}
+    assert {name for *_, status, name, _, _ in rows if status == "failed"} == {"test_parse_widget"}
+    assert all(found and platform == PLATFORMS[job.split("(")[1].rstrip(")")] for _, job, platform, *_, found in rows)
+    rerun = {(attempt, job) for sha, job, *_, attempt, _ in rows if sha == prs[104]}
+    assert rerun == {(1, ubuntu), (1, macos), (2, ubuntu), (2, "test / unit (windows-latest)"), (2, macos)}
+
+
+def test_without_the_config_key_the_team_s_artifacts_are_counted_not_read(team, tmp_path):
+    """PyTorch's convention by default: `junit-<os>` is not test-reports*, so it is counted, not read."""
+    *_, api = team
+    gh = GitHubResource(api_url=api.server.url_for("").rstrip("/"), token="ghp_FAKE0123456789")
+    progress = backfill(gh, Store(str(tmp_path)), BackfillOptions(TEAM, DAYS[0], TODAY, prs=True), log=lambda s: None,
+                        today=TODAY)
+    uploaded = sum(len(a) for a in api.artifacts.values())
+    assert (progress.reports, progress.other_artifacts) == (0, uploaded)
+    assert (f"{uploaded} other artifacts not read (test reports are the artifacts named test-reports*: "
+            "backfill.report_artifacts in the config)") in progress.line()
+    assert not list(tmp_path.rglob("*.zip"))
+
+
+def test_each_day_s_progress_line_counts_the_pushes_of_the_days_read(team):
+    """Three, four and three pushes on the three days: 3, 7 and 10 pushes read by the end of each day's
+    line (was 0, 3 and 7: the day's pushes were written after its last line)."""
+    *_, said, api = team
+    per_day = [sum(a["timestamp"][:10] == day.isoformat() for a in api.activity) for day in DAYS]
+    assert per_day == [3, 4, 3]
+    last = {}
+    for line in said.splitlines():
+        if m := re.match(rf"backfill {TEAM} (\S+): \d+/\d+ runs of the day; .* pushes (\d+),", line):
+            last[m[1]] = int(m[2])
+    assert [last[day.isoformat()] for day in DAYS] == [3, 7, 10]
+
+
+def _jobs(*named: tuple[int, str, int, str, str]) -> dict[int, dict]:
+    """Jobs as a run's attempts list them: (id, name, attempt, started_at, completed_at)."""
+    return {i: {"id": i, "name": name, "run_attempt": attempt, "started_at": start, "completed_at": end}
+            for i, name, attempt, start, end in named}
+
+
+ONE_ATTEMPT = _jobs(*((i, name, 1, "2026-11-02T10:00:00Z", "2026-11-02T10:30:00Z") for i, name in enumerate(JOBS)))
+
+
+def test_an_artifact_is_the_job_whose_name_its_name_ends_with():
+    """`junit-ubuntu-latest` is the Ubuntu test job's, not `build (ubuntu-latest, 3.11)`'s, whose name ends
+    otherwise; case and punctuation aside."""
+    for name, job in (("junit-macos-latest", "test / unit (macos-latest)"),
+                      ("junit-ubuntu-latest", "test / unit (ubuntu-latest)"),
+                      ("junit-Windows_Latest", "test / unit (windows-latest)"),
+                      ("junit-ubuntu-latest-3.11", "build (ubuntu-latest, 3.11)"),
+                      ("junit-unit (macos-latest)", "test / unit (macos-latest)")):
+        found, why = artifact_job(name, "junit-", ONE_ATTEMPT)
+        assert (found and found["name"], why) == (job, "")
+
+
+def test_an_artifact_whose_name_is_no_job_s_or_several_jobs_is_filed_under_none():
+    for name in ("junit-freebsd", "junit-", "junit-latest-extra"):
+        assert artifact_job(name, "junit-", ONE_ATTEMPT) == (None, NO_NAME)
+    two = _jobs((1, "test / unit (ubuntu-latest)", 1, "2026-11-02T10:00:00Z", "2026-11-02T10:30:00Z"),
+                (2, "test / integration (ubuntu-latest)", 1, "2026-11-02T10:00:00Z", "2026-11-02T10:30:00Z"))
+    assert artifact_job("junit-ubuntu-latest", "junit-", two, "2026-11-02T10:10:00Z") == (None, SEVERAL)
+    assert artifact_job("junit-integration-ubuntu-latest", "junit-", two)[0]["id"] == 2
+
+
+def test_a_re_run_s_artifact_is_the_job_of_that_name_it_was_uploaded_during():
+    """GitHub lists a run's artifacts without their attempt, and a team's names carry none: of the
+    attempts' jobs of that name, the one running when the artifact was created; none running, or no
+    time, is no job (never the latest attempt's by default)."""
+    jobs = _jobs((1, "test / unit (windows-latest)", 1, "2026-11-02T10:00:20Z", "2026-11-02T10:17:20Z"),
+                 (2, "test / unit (windows-latest)", 2, "2026-11-02T10:40:20Z", "2026-11-02T10:57:20Z"),
+                 (3, "lint", 2, "2026-11-02T10:40:20Z", "2026-11-02T10:42:20Z"))
+    assert artifact_job("junit-windows-latest", "junit-", jobs, "2026-11-02T10:17:15Z")[0]["id"] == 1
+    assert artifact_job("junit-windows-latest", "junit-", jobs, "2026-11-02T10:57:20Z")[0]["id"] == 2
+    for created in ("2026-11-02T10:30:00Z", None):
+        assert artifact_job("junit-windows-latest", "junit-", jobs, created) == (None, RERUN)
 
 
 def test_dr_ci_words_a_broken_master_for_the_team_s_branches(team):
@@ -118,7 +220,8 @@ def test_dr_ci_words_a_broken_master_for_the_team_s_branches(team):
     near = (root / "out" / "drci" / "107.md").read_text()  # based on the commit before the first broken one
     assert "present on master at or next to the merge base" in near
     assert "on master, 1 commit after the merge base: " in near and " main" not in near
-    # a failed test job without JUnit reports is its test failure, not infrastructure; a lost runner's
+    # a failed test job (its JUnit report and log naming the failing test) is its test failure, not
+    # infrastructure; a lost runner's
     # job that passed on its re-run is no failure
     assert "NEW FAILURE" in (root / "out" / "drci" / "101.md").read_text()
     assert "No Failures" in (root / "out" / "drci" / "104.md").read_text()
@@ -137,3 +240,18 @@ def test_the_hud_section_of_the_config(tmp_path):
                        ({"min_job_groups": 0}, "hud.min_job_groups"), ({"blocking": []}, "hud")):
         with pytest.raises(ConfigError, match=re.escape(where)):
             parse_config({"upstream": {"repo": TEAM}, "hud": hud})
+
+
+def test_the_backfill_section_of_the_config():
+    """Left out: PyTorch's `test-reports`; a list of artifact name prefixes replaces it; a wrong one is
+    an error naming it."""
+    assert parse_config({"upstream": {"repo": TEAM}}).backfill == BackfillConfig(("test-reports",))
+    set_ = parse_config({"upstream": {"repo": TEAM}, "backfill": {"report_artifacts": ["junit-", "test-reports"]}})
+    assert set_.backfill == BackfillConfig(("junit-", "test-reports"))
+    for backfill_, where in (({"report_artifacts": "junit-"}, "backfill.report_artifacts"),
+                             ({"report_artifacts": []}, "backfill.report_artifacts"),
+                             ({"report_artifacts": [" "]}, "backfill.report_artifacts[0]"),
+                             ({"report_artifacts": ["junit/"]}, "backfill.report_artifacts[0]"),
+                             ({"artifacts": ["junit-"]}, "backfill")):
+        with pytest.raises(ConfigError, match=re.escape(where)):
+            parse_config({"upstream": {"repo": TEAM}, "backfill": backfill_})

@@ -140,6 +140,18 @@ class HudConfig:
     min_job_groups: int = 1
 
 
+PYTORCH_REPORT_ARTIFACTS = ("test-reports",)  # PyTorch's upload-test-artifacts names them test-reports-*
+
+
+@dataclass(frozen=True)
+class BackfillConfig:
+    """`torchci backfill`'s reading of test reports: the name prefixes of the artifacts that hold a
+    job's JUnit reports. PyTorch's upload action names them `test-reports-...`; a team's workflow
+    names its own (`junit-<os>`), and its tests are read only once named here."""
+
+    report_artifacts: tuple[str, ...] = PYTORCH_REPORT_ARTIFACTS
+
+
 PYTORCH = "pytorch/pytorch"
 
 
@@ -169,8 +181,8 @@ def main_branch(branches: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class TorchciConfig:
     """The whole of TORCHCI_CONFIG: the relay (upstream, allowlist, approvals, thresholds), the
-    DISABLED-issue loop, Dr. CI, the guardians and the log classifier's infrastructure rules, read
-    once and passed around."""
+    DISABLED-issue loop, Dr. CI, the guardians, the log classifier's infrastructure rules, the HUD's
+    workflows and the backfill's report artifacts, read once and passed around."""
 
     upstream_repo: str
     branches: tuple[str, ...]
@@ -185,6 +197,7 @@ class TorchciConfig:
     guardians: GuardianSettings | None = None  # the `autorevert` and `alerts` sections
     zombie_timeout_seconds: int = ZOMBIE_TIMEOUT_S
     hud: HudConfig = PYTORCH_HUD
+    backfill: BackfillConfig = field(default_factory=BackfillConfig)
 
     @property
     def main_branch(self) -> str:
@@ -422,7 +435,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "zombie_timeout_seconds", "allowlist", "maintainer_approved", "thresholds",
-             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts", "hud")
+             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts", "hud", "backfill")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:
@@ -512,6 +525,26 @@ def _parse_hud(raw: Any, upstream_repo: str) -> HudConfig:
     return HudConfig(**names, min_job_groups=groups)
 
 
+# characters GitHub refuses in an artifact's name
+_ARTIFACT_NAME_BAD = re.compile(r'[":<>|*?\r\n\\/]')
+
+
+def _parse_backfill(raw: Any) -> BackfillConfig:
+    if raw is None:
+        return BackfillConfig()
+    _expect(raw, dict, "backfill", "a mapping with report_artifacts")
+    _check_keys(raw, ("report_artifacts",), "backfill")
+    prefixes = raw.get("report_artifacts", list(BackfillConfig().report_artifacts))
+    if not isinstance(prefixes, list) or not prefixes:
+        raise ConfigError(f"backfill.report_artifacts: must be a list of artifact name prefixes (test-reports, "
+                          f"junit-), got {prefixes!r}")
+    for i, prefix in enumerate(prefixes):
+        if not isinstance(prefix, str) or not prefix.strip() or _ARTIFACT_NAME_BAD.search(prefix):
+            raise ConfigError(f"backfill.report_artifacts[{i}]: must be the start of an artifact's name, without "
+                              f"\" : < > | * ? \\ / or a line break, got {prefix!r}")
+    return BackfillConfig(tuple(prefixes))
+
+
 def _branch(raw: Any, where: str) -> str:
     """A full ref as push events carry it; a bare branch name means refs/heads/<name>."""
     if not isinstance(raw, str) or not raw.strip() or " " in raw.strip():
@@ -573,6 +606,7 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
         guardians=_guardians(raw),
         zombie_timeout_seconds=_zombie_timeout(raw.get("zombie_timeout_seconds", ZOMBIE_TIMEOUT_S)),
         hud=_parse_hud(raw.get("hud"), upstream_repo),
+        backfill=_parse_backfill(raw.get("backfill")),
     )
 
 

@@ -14,6 +14,7 @@ from resources.names import repo_name_problem
 from resources.storage import Store
 from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
 from torchci_assets.cli_values import day, folder_problem
+from torchci_assets.config import load_config
 from torchci_assets.simulate import GROUND_TRUTH
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
@@ -36,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torchci backfill",
         description="Read a repository's CI history from GitHub's REST API (workflow runs with every attempt, "
-                    "jobs, test-reports* artifacts, failed jobs' logs, the branch's pushes, pull requests) into "
+                    "jobs, test-report artifacts (test-reports*, or the config's backfill.report_artifacts), "
+                    "failed jobs' logs, the branch's pushes, pull requests) into "
                     "ordinary archive files under TORCHCI_ARCHIVE_URI; `torchci run` then builds the lake. "
                     "Credentials: GITHUB_TOKEN, or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY (the App's "
                     "installation on the repository is looked up; none: unauthenticated, 60 requests an hour). "
@@ -71,7 +73,8 @@ def main(argv: list[str]) -> int:
         print(f"backfill {args.repo}: {simulated_archive(store, args.repo)}", file=sys.stderr)
         return EXIT_REFUSED
     gh = github_from_env()
-    opts = BackfillOptions(repo=args.repo, since=since, until=today, branch=args.branch, prs=args.prs)
+    opts = BackfillOptions(repo=args.repo, since=since, until=today, branch=args.branch, prs=args.prs,
+                           report_artifacts=load_config().backfill.report_artifacts)
     try:
         backfill(gh, store, opts, log=lambda s: print(s, flush=True), today=today)
     except GitHubError as exc:

@@ -3,7 +3,8 @@
 Day by day (the day a workflow run was created), oldest first: the day's runs of the branch (the
 repository's default branch unless one is named; and with `prs`, of pull requests and of the
 `ciflow/...` tags PyTorch's bot pushes for them) are listed, then read in parts of `part_runs`
-runs, each run with every attempt's run object and jobs, its `test-reports*` artifacts and its failed jobs' logs; the
+runs, each run with every attempt's run object and jobs, its test-report artifacts (`test-reports*`, or the
+config's `backfill.report_artifacts`) and its failed jobs' logs; the
 branch's pushes of the day, each as its webhook told it (its commits those GitHub's compare of its two
 ends lists), from GitHub's activity list; below the list's reach (or without it), the branch's
 first-parent chain, each commit a push of its own. Each part is written, then the cursor saved (files.py),
@@ -27,19 +28,14 @@ from typing import TypeVar
 from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.storage import Store
 from torchci_assets.backfill import shapes
+from torchci_assets.backfill.artifacts import artifact_job, report_prefix
 from torchci_assets.backfill.files import Cursor, Part, branch_scope, scope
 from torchci_assets.backfill.rest import Budget, RestReader
+from torchci_assets.config import PYTORCH_REPORT_ARTIFACTS as REPORT_ARTIFACTS
 
 T = TypeVar("T")
 
 LIST_CAP = 1000  # GitHub's most results for one filtered workflow-run list
-ARTIFACT_PREFIX = "test-reports"
-# PyTorch's upload-test-artifacts action names its report artifacts
-# `test-reports-runattempt<n>-<suffix>_<job id>.zip` (upload_test_stats reads the job id from there);
-# a name without a job id is attributed when its run attempt (`runattempt<n>`, else the run) had a
-# single job, the only one it can belong to.
-_JOB_ID_IN_NAME = re.compile(r"_(\d+)(?:\.zip)?$")
-_ATTEMPT_IN_NAME = re.compile(r"-runattempt(\d+)-")
 FAILED = ("failure", "timed_out")
 # PyTorch's bot pushes `ciflow/<workflow>/<PR number>` tags to run a pull request's head through
 # more workflows (trunk, periodic ...): push runs whose head_branch is the tag, not the branch.
@@ -70,6 +66,7 @@ class BackfillOptions:
     ciflow_only: bool = False  # only the ciflow tag runs (days an older `prs` backfill finished)
     part_runs: int = 50
     page_size: int = 100  # items per list page (GitHub's most)
+    report_artifacts: tuple[str, ...] = REPORT_ARTIFACTS  # name prefixes of the artifacts holding JUnit reports
 
 
 @dataclass
@@ -83,7 +80,9 @@ class Progress:
     reports: int = 0
     reports_expired: int = 0
     reports_unattributed: int = 0
-    other_artifacts: int = 0  # not named test-reports*: not read, whatever they hold
+    unattributed: dict[str, int] = field(default_factory=dict)  # why (artifacts.py) -> reports
+    other_artifacts: int = 0  # not named as report_artifacts: not read, whatever they hold
+    report_artifacts: tuple[str, ...] = REPORT_ARTIFACTS
     logs: int = 0
     logs_missing: int = 0
     runs_cut: int = 0  # runs GitHub would not list (more than 1,000 created in one second)
@@ -92,12 +91,22 @@ class Progress:
 
     def line(self) -> str:
         cut = f", {self.runs_cut} GitHub would not list" if self.runs_cut else ""
-        other = (f", {self.other_artifacts} other artifacts not read (test reports are the artifacts named "
-                 f"{ARTIFACT_PREFIX}*)") if self.other_artifacts else ""
         return (f"runs {self.runs} ({self.attempts} attempts, {self.jobs} jobs{cut}), reports {self.reports} "
-                f"({self.reports_expired} expired, {self.reports_unattributed} without a job id{other}), "
+                f"({self.reports_expired} expired, {self.reports_unattributed} without a job{self._why()}"
+                f"{self._other()}), "
                 f"logs {self.logs} ({self.logs_missing} missing), "
                 f"pushes {self.pushes}, pull requests {self.pull_requests}; {self.budget.describe()}")
+
+    def _why(self) -> str:
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(self.unattributed.items()))
+        return f" ({reasons})" if reasons else ""
+
+    def _other(self) -> str:
+        if not self.other_artifacts:
+            return ""
+        named = ", ".join(f"{p}*" for p in self.report_artifacts)
+        return (f", {self.other_artifacts} other artifacts not read (test reports are the artifacts named {named}: "
+                "backfill.report_artifacts in the config)")
 
 
 def _days(opts: BackfillOptions) -> list[dt.date]:
@@ -202,46 +211,38 @@ def read_attempt(reader: RestReader, repo: str, run: dict, repository: dict, par
     return jobs
 
 
-def artifact_job(name: str, jobs: dict[int, dict]) -> dict | None:
-    """The job a report artifact belongs to: the one whose id ends its name, else the only job
-    of its run attempt; None when neither tells (the zip cannot be filed under a job)."""
-    m = _JOB_ID_IN_NAME.search(name)
-    if m:
-        return jobs.get(int(m.group(1)))
-    m = _ATTEMPT_IN_NAME.search(name)
-    candidates = [j for j in jobs.values() if m is None or (j.get("run_attempt") or 1) == int(m.group(1))]
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def read_artifacts(reader: RestReader, repo: str, run_id: int, jobs: dict[int, dict], part: Part,
+def read_artifacts(reader: RestReader, opts: BackfillOptions, run_id: int, jobs: dict[int, dict], part: Part,
                    progress: Progress) -> None:
-    """The run's test-report zips, filed under the job (and attempt) each belongs to."""
-    for art in reader.pages(f"/repos/{repo}/actions/runs/{run_id}/artifacts", "artifacts"):
+    """The run's test-report zips, filed under the job (and attempt) each belongs to (artifacts.py)."""
+    for art in reader.pages(f"/repos/{opts.repo}/actions/runs/{run_id}/artifacts", "artifacts"):
         name = art.get("name") or ""
-        if not name.startswith(ARTIFACT_PREFIX):
+        prefix = report_prefix(name, opts.report_artifacts)
+        if prefix is None:
             progress.other_artifacts += 1
             continue
-        job = artifact_job(name, jobs)
+        job, why = artifact_job(name, prefix, jobs, art.get("created_at"))
         if job is None:
             progress.reports_unattributed += 1
+            progress.unattributed[why] = progress.unattributed.get(why, 0) + 1
             continue
         day = _day_of(job.get("completed_at"), art.get("created_at"))
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name.removesuffix(".zip"))
         rel = f"test-reports/day={day}/{run_id}/{job.get('run_attempt') or 1}/{job['id']}/{safe}.zip"
-        if art.get("expired") or not reader.download(f"/repos/{repo}/actions/artifacts/{art['id']}/zip", part.store,
-                                                     rel):
+        if art.get("expired") or not reader.download(f"/repos/{opts.repo}/actions/artifacts/{art['id']}/zip",
+                                                     part.store, rel):
             progress.reports_expired += 1
             continue
         progress.reports += 1
 
 
-def read_run(reader: RestReader, repo: str, run: dict, repository: dict, part: Part, progress: Progress) -> None:
-    latest = run.get("run_attempt") or 1
+def read_run(reader: RestReader, opts: BackfillOptions, run: dict, repository: dict, part: Part,
+             progress: Progress) -> None:
+    latest, repo = run.get("run_attempt") or 1, opts.repo
     jobs: dict[int, dict] = {}
     for n in range(1, latest + 1):
         attempt = run if n == latest else reader.json(f"/repos/{repo}/actions/runs/{run['id']}/attempts/{n}")
         jobs.update((j["id"], j) for j in read_attempt(reader, repo, attempt, repository, part, progress))
-    read_artifacts(reader, repo, run["id"], jobs, part, progress)
+    read_artifacts(reader, opts, run["id"], jobs, part, progress)
     progress.runs += 1
 
 
@@ -467,9 +468,12 @@ def walked_pushes(reader: RestReader, opts: BackfillOptions, head: str | None, s
 def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: dt.date, repository: dict,
                  cursor: Cursor, progress: Progress, log: Callable[[str], None], now: dt.datetime,
                  pushed: dict[str, list[shapes.Push]]) -> None:
-    """The day's runs, in parts, then its pushes (`pushed`: the branch's pushes by day)."""
+    """The day's pushes (`pushed`: the branch's pushes by day), then its runs, in parts: each
+    progress line counts the pushes of the days read so far, this one's included."""
     key = day.isoformat()
     owner, name = opts.repo.split("/")
+    if not opts.ciflow_only:
+        write_pushes(store, opts, key, repository, progress, pushed.get(key, []))
     # parts of other options never share a name
     name_runs = f"{name}{scope(opts.branch, opts.prs)}{'-ciflow' if opts.ciflow_only else ''}"
 
@@ -484,7 +488,7 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     if again:  # runs still going when last read, or re-run since; this reading is a part of its own
         part = Part(store, f"rest-{owner}-{name_runs}-runs-{again[0]['id']}-again-{now:%Y%m%dT%H%M%S}")
         for run in again:
-            read_run(reader, opts.repo, run, repository, part, progress)
+            read_run(reader, opts, run, repository, part, progress)
         progress.deliveries += part.commit()
         cursor.runs_written(key, again)
     todo = [r for r in runs if r["id"] > last]
@@ -492,15 +496,19 @@ def backfill_day(reader: RestReader, store: Store, opts: BackfillOptions, day: d
     for chunk in _chunks(todo, opts.part_runs):
         part = Part(store, f"rest-{owner}-{name_runs}-runs-{chunk[0]['id']}")
         for run in chunk:
-            read_run(reader, opts.repo, run, repository, part, progress)
+            read_run(reader, opts, run, repository, part, progress)
         progress.deliveries += part.commit()
         cursor.runs_written(key, chunk, chunk[-1]["id"])
         done += len(chunk)
         log(f"backfill {opts.repo} {key}: {done}/{len(runs)} runs of the day; {progress.line()}")
-    if opts.ciflow_only:
-        return
+
+
+def write_pushes(store: Store, opts: BackfillOptions, key: str, repository: dict, progress: Progress,
+                 pushes: list[shapes.Push]) -> None:
+    """The day's pushes as one part (the same name and bytes when the day is read again)."""
+    owner, name = opts.repo.split("/")
     part = Part(store, f"rest-{owner}-{name}{branch_scope(opts.branch)}-push-{key}")
-    for push in pushed.get(key, []):
+    for push in pushes:
         part.add([shapes.push_delivery(push, f"refs/heads/{opts.branch}", repository)])
         progress.pushes += 1
     progress.deliveries += part.commit()
@@ -578,6 +586,7 @@ def backfill(gh: GitHubResource, store: Store, opts: BackfillOptions, log: Calla
     now = dt.datetime.now(dt.timezone.utc)
     today = today or now.date()
     progress = progress or Progress()
+    progress.report_artifacts = opts.report_artifacts
     reader = RestReader(gh, progress.budget, opts.page_size)
     repository = reader.json(f"/repos/{opts.repo}")
     if opts.branch is None:
