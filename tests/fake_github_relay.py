@@ -2,7 +2,9 @@
 
 - `POST /repos/{o}/{r}/dispatches`: 204, or the replies scripted per repository.
 - `POST /repos/{o}/{r}/check-runs`: 201 with the created check run (ids from 1000, one check
-  suite per head sha, as GitHub groups one App's check runs of a commit).
+  suite per head sha, as GitHub groups one App's check runs of a commit); 422, creating nothing,
+  for a `completed` one without a conclusion or with one GitHub does not take, as GitHub answers;
+  403 to every one with `refuse_check_runs`.
 - `GET /repos/{o}/{r}/commits/{sha}/check-runs` (`check_name`, `filter`) and
   `GET /repos/{o}/{r}/check-suites/{id}/check-runs` (`per_page`, `page`): GitHub's
   `{total_count, check_runs}` shape.
@@ -32,6 +34,8 @@ IN_SUITE = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/check-suites/(?P<suite>\d+
 RERUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)/(?P<what>rerun-failed-jobs|rerun)$")
 RUN = re.compile(r"^/repos/(?P<repo>[^/]+/[^/]+)/actions/runs/(?P<run>\d+)$")
 FIRST_ATTEMPT = "2026-01-01T00:00:00Z"
+# The conclusions GitHub lets a check run be created with (`stale` is GitHub's own to set).
+CONCLUSIONS = {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
 
 
 def reply(status: int, body=None, headers: dict | None = None) -> Response:
@@ -48,6 +52,7 @@ class FakeRelayGitHub:
         self.running: set[tuple[str, int]] = set()
         self.started: dict[tuple[str, int], list[str]] = {}  # the re-runs' starts, per run
         self.crash_after: set[str] = set()  # "check-runs", "rerun"
+        self.refuse_check_runs = False  # 403 to every check-run create: the App without Checks: write
         self.ids = itertools.count(1000)
         self.lock = threading.Lock()
         httpserver.expect_request(re.compile(r"^/repos/.*")).respond_with_handler(self)
@@ -89,6 +94,13 @@ class FakeRelayGitHub:
             n = sum(1 for repo, _ in self.dispatches() if repo == m.group("repo"))
             return script[min(n, len(script)) - 1]
         if method == "POST" and CHECK_RUNS.match(path):
+            if self.refuse_check_runs:
+                return reply(403, {"message": "Resource not accessible by integration"})
+            if body.get("status") == "completed" and body.get("conclusion") not in CONCLUSIONS:
+                return reply(422, {"message": "Invalid request.\n\nFor 'properties/conclusion', "
+                                              f"{json.dumps(body.get('conclusion'))} is not a member of enum.",
+                                   "documentation_url": "https://docs.github.com/rest/checks/runs#create-a-check-run",
+                                   "status": "422"})
             created = self._create(body)
             if "check-runs" in self.crash_after:
                 self.crash_after.discard("check-runs")

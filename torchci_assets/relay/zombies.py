@@ -6,7 +6,11 @@ request for good, blocking a merge that waits on it. The relay's sweeper (`clean
 finalizes such check runs after `ZOMBIE_TIMEOUT_SECONDS` (6 h) with the conclusion `timed_out`;
 this is its counterpart, read from the `relay_actions` ledger instead of a Redis set: a check run
 created in progress longer ago than the timeout, with no completed one of the same name, run and
-attempt, and not superseded by a newer check run of its name on the head. A create left in doubt
+attempt, and not superseded by a newer check run of its name on the head. A completed one GitHub
+refused counts as none: a `completed` callback with a conclusion GitHub does not take (the action's
+`conclusion` input left out) created nothing, and the relay's sweeper, which drops the job at that
+callback, would leave its in-progress check run for good. The sweep's own refused `timed_out` does
+count, or every sweep would send it again. A create left in doubt
 counts as created: a run whose every try GitHub left unanswered (timeouts, 5xx) gives up with its
 claim open, and GitHub may well have taken it; completing one GitHub never took still shows what the
 relay would have shown, a job that started and never reported. A sweep's own `timed_out` left in
