@@ -236,12 +236,12 @@ def test_only_repositories_allowlisted_at_l2_or_above_may_report(tmp_path, issue
     assert line["trusted"]["verified_repo"] == L3_REPO and line["trusted"]["downstream_repo_level"] == "L3"
 
 
-def run_action(srv, token: str, repo: str) -> subprocess.CompletedProcess:
+def run_action(srv, token: str, repo: str, path: str = "/relay/callback") -> subprocess.CompletedProcess:
     """The callback step of a downstream job: pytorch/test-infra's report_callback.py run as its composite
     action runs it, with the job's OIDC token, POSTing with real curl (`--fail-with-body`)."""
     env = action_env("in_progress", repo=repo, run_id=9001, job_name="npu-test",
                      client_payload=client_payload(dispatched_commit()))
-    env.update(OIDC_TOKEN=token, CALLBACK_URL=f"{srv.url}/relay/callback", PATH=os.environ["PATH"])
+    env.update(OIDC_TOKEN=token, CALLBACK_URL=f"{srv.url}{path}", PATH=os.environ["PATH"])
     return subprocess.run([sys.executable, str(VENDORED)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -255,6 +255,18 @@ def test_an_l1_backends_callback_step_stays_green(tmp_path, issuer, keys):
         l2 = run_action(srv, issuer.token(L2_REPO), L2_REPO)
     assert (l1.returncode, l2.returncode) == (0, 0), l1.stderr
     assert "HTTP: 200" in l1.stdout
+    [line] = archived(srv.archive, "ci-results")
+    assert line["trusted"]["verified_repo"] == L2_REPO
+
+
+def test_a_callback_url_with_the_relays_own_path_is_answered_as_ours(tmp_path, issuer, keys):
+    """The relay serves its callbacks at `/github/callback` (the action's default `callback-url` ends
+    in `/github/callback/`): a workflow that kept that path and changed only the host must not turn red
+    on a 404 and lose its results."""
+    record_dispatch(tmp_path)
+    with served(tmp_path, keys=keys) as srv:
+        done = run_action(srv, issuer.token(L2_REPO), L2_REPO, path="/github/callback/")
+    assert done.returncode == 0, done.stderr
     [line] = archived(srv.archive, "ci-results")
     assert line["trusted"]["verified_repo"] == L2_REPO
 

@@ -3,7 +3,7 @@
 | endpoint | answers |
 |---|---|
 | `POST /github/webhook` | 200 once the delivery is fsynced (or `ping` / an event not configured: acknowledged, not kept); 400 no event or delivery header, form-encoded or not a JSON object; 401 missing or bad `X-Hub-Signature-256`; 413 over the size limit; 503 the spool cannot write, or no secret is configured |
-| `POST /relay/callback` | 200 once fsynced, or 200 `ignored` (nothing kept) when the token's repository is not allowlisted at L2 or above; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
+| `POST /relay/callback` (or the relay's `/github/callback`) | 200 once fsynced, or 200 `ignored` (nothing kept) when the token's repository is not allowlisted at L2 or above; 400 a body breaking the report_callback.py contract, or no dispatch of it to the caller; 401 no valid OIDC token; 413 too large; 429 over the repository's rate (`Retry-After`); 503 keys, ledger or spool unavailable (`Retry-After`) |
 | `GET /healthz` | liveness: 200 while both spool writers run, else 503; the spool depth |
 | `GET /readyz` | readiness: 200 while a delivery sent now would be kept, else 503 with the reasons (no webhook secret among them) |
 | `GET /metrics` | Prometheus text |
@@ -492,9 +492,13 @@ def build_app(receiver: Receiver) -> Starlette:
         finally:
             await receiver.stop()
 
+    callback = receiver.guarded("callback", receiver.callback)
     return Starlette(routes=[
         Route("/github/webhook", receiver.guarded("webhook", receiver.webhook), methods=["POST"]),
-        Route("/relay/callback", receiver.guarded("callback", receiver.callback), methods=["POST"]),
+        Route("/relay/callback", callback, methods=["POST"]),
+        # the relay's own path, which the callback action's default URL names: a workflow that kept
+        # it and changed only the host reports here too
+        Route("/github/callback", callback, methods=["POST"]),
         Route("/healthz", receiver.healthz, methods=["GET"]),
         Route("/readyz", receiver.readyz, methods=["GET"]),
         Route("/metrics", receiver.metrics_text, methods=["GET"]),
