@@ -92,6 +92,26 @@ def test_every_allowlist_shape(tmp_path):
     assert not cfg.is_approved("org3/repo3")
 
 
+def test_a_repo_written_with_a_slash_at_either_end_loads_as_the_relay_reads_it(tmp_path):
+    """The relay strips whitespace and slashes around each name (`org/repo/` is `org/repo` to it): a file it
+    loads must not stop every entry point here, and must name the same repositories."""
+    cfg = load_text(tmp_path, """
+        allowlist:
+          L2: [org3/repo3/]
+          L3:
+            npu: {/org/npu-repo/: [oncall1]}
+          L4:
+            - {org5/repo5/: "oncall1"}
+        maintainer_approved: [org5/repo5]
+    """)
+    assert cfg.allowlist == (
+        AllowlistEntry("org3/repo3", "L2"),
+        AllowlistEntry("org/npu-repo", "L3", "npu", ("oncall1",)),
+        AllowlistEntry("org5/repo5", "L4", None, ("oncall1",)),
+    )
+    assert cfg.entry_for("org3/repo3").level == "L2"
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"L2": {"gpu": {"a/b": ["x"]}}}, "allowlist.L2: must be a list of repos"),
     ({"L3": ["c/d"]}, "allowlist.L3: must be a mapping of devices"),

@@ -274,7 +274,8 @@ def _check_keys(raw: dict, allowed: Iterable[str], where: str) -> None:
 
 
 def _repo(raw: Any, where: str) -> str:
-    name = raw.strip() if isinstance(raw, str) else raw
+    """The `owner/repo` of an entry, spaces and slashes around it dropped as the relay drops them."""
+    name = raw.strip().strip("/") if isinstance(raw, str) else raw
     problem = repo_name_problem(name)
     if problem:
         raise ConfigError(f"{where}: {problem}")
