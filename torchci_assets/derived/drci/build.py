@@ -121,7 +121,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
             settle_runs(pr.jobs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
-        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen)
+        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen, main_branch)
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs), seen)
     finally:

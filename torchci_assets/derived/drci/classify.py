@@ -132,6 +132,8 @@ SIMILAR_IN_PR = ((UNSTABLE, UNSTABLE), (FLAKY, FLAKY), (BROKEN_TRUNK, FLAKY))
 NOT_AT_MERGE_BASE = "this job did not run on the merge base, so DrCI cannot tell whether the failure is pre-existing"
 # The line GitHub logs when it cancels a step that ran past its timeout (drciUtils.ts's CANCELLED_STEP_ERROR).
 CANCELLED_STEP_ERROR = "##[error]The operation was canceled."
+# how the log classifier read a job's log (`HeadJob.log_read`): whole, or cut short or unreadable in part
+LOG_WHOLE, LOG_PART = "whole", "part"
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 # PyTorch's REMOVE_JOB_NAME_SUFFIX_REGEX: "... test (default, 1, 5, linux.4xlarge)" -> "... test (default)"
@@ -185,6 +187,8 @@ class HeadJob:
     run_status: str | None = None   # its run attempt's highest status heard; None: nothing heard of the run
     run_ended_at: dt.datetime | None = None  # when its run attempt completed (`settle_runs`: its jobs did)
     cancelled: bool = False         # it failed by cancellation only (a retry, not a fix, is due)
+    log_read: str | None = None     # how the log classifier read its log (LOG_WHOLE, LOG_PART), a rule matched or
+                                    # not; None: `job_failure` has no row of it (not read yet)
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ class Trunk:
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
     # the merge base's jobs (`base_name`), whatever their conclusion; None when not known
     base_jobs: frozenset[str] | None = None
+    branch: str = "main"  # the main branch's name, as a verdict says where it failed the same way
 
 
 @dataclass(frozen=True)
@@ -479,7 +484,7 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)
     main = trunk_failure(job, trunk, flakes)
     if main is not None:
-        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {trunk_place(main)}", main=main)
+        return Verdict(job, BROKEN_TRUNK, f"failed the same way on {trunk_place(main, trunk.branch)}", main=main)
     rule = flaky_rule(job, rules) if flakes is not None else None
     if rule is not None:
         return Verdict(job, FLAKY, f"matched **{rule.name}** rule in {rule.source}")

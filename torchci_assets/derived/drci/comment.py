@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 
 from torchci_assets.cadence import DEFAULT_REFRESH_MINUTES, updates_every
-from torchci_assets.derived.drci.classify import (AWAITING_APPROVAL, BROKEN_TRUNK, CANCELLED, FLAKY, INFRA, NEW,
-                                                  UNCLASSIFIED, UNSTABLE, Verdict, failing, full_name,
-                                                  trunk_place)
+from torchci_assets.derived.drci.classify import (AWAITING_APPROVAL, BROKEN_TRUNK, CANCELLED, FLAKY, INFRA,
+                                                  LOG_PART, LOG_WHOLE, NEW, UNCLASSIFIED, UNSTABLE, Verdict,
+                                                  failing, full_name, trunk_place)
 
 MARKER_START = "<!-- drci-comment-start -->"
 MARKER_END = "<!-- drci-comment-end -->"
@@ -55,8 +55,11 @@ _SECTIONS = (
 PENDING_ICON = ":hourglass_flowing_sand: "
 # said of a job whose state was read from GitHub's REST API
 READ_FROM_REST = "state read from the REST API: its webhook was lost"
-# said of a NEW or UNCLASSIFIED failure without a line from the log classifier (PyTorch's Dr. CI calls it FLAKY)
-NOT_CLASSIFIED = "log not classified yet, or no failure line found in it"
+# said of a NEW or UNCLASSIFIED failure without a line from the log classifier (PyTorch's Dr. CI calls it FLAKY),
+# by what `job_failure` holds of its log (`HeadJob.log_read`)
+NOT_CLASSIFIED = "log not read yet"
+NO_LINE = {None: NOT_CLASSIFIED, LOG_WHOLE: "log read: no log rule matched a line of it",
+           LOG_PART: "log read only in part (cut short or unreadable): no log rule matched a line of what was read"}
 # BROKEN TRUNK's description when a failure was seen on a main commit next to the merge base, not on it
 NEAR_MERGE_BASE = "The following {job} failed but {was} present on {branch} at or next to the merge base"
 # PyTorch's branch of main commits whose CI passed: the one to rebase onto past a broken trunk
@@ -119,9 +122,9 @@ def _job_item(head: Head, v: Verdict) -> str:
         text = v.evidence.replace("[", "(").replace("]", ")")
         line += f" ([{text}]({v.issue}))" if v.issue and _SAFE_URL.fullmatch(v.issue) else f" ({text})"
     if j.from_rest and v.cls != AWAITING_APPROVAL:
-        line += f" ({READ_FROM_REST}{'' if v.cls == INFRA or j.failure_line else '; log not classified yet'})"
+        line += f" ({READ_FROM_REST}{'' if v.cls == INFRA or j.failure_line else '; ' + NO_LINE[j.log_read]})"
     elif v.cls in (NEW, UNCLASSIFIED) and j.state == "failure" and not j.failure_line:
-        line += f" ({NOT_CLASSIFIED})"
+        line += f" ({NO_LINE[j.log_read]})"
     detail = j.failure_line or (f"{j.tests[0].key}: {j.tests[0].text or j.tests[0].message}" if j.tests else "")
     if detail:
         line += "\n    " + _code(detail)

@@ -23,9 +23,9 @@ import pyarrow as pa
 from resources.lake import Lake
 from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
-from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, NEAR_COMMITS, NO_TEST_RESULTS, FailedTest,
-                                                  Flaky, FlakySighting, HeadJob, MainFailure, Trunk, base_name,
-                                                  first_line, message_key)
+from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, LOG_PART, LOG_WHOLE, NEAR_COMMITS,
+                                                  NO_TEST_RESULTS, FailedTest, Flaky, FlakySighting, HeadJob,
+                                                  MainFailure, Trunk, base_name, first_line, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
@@ -38,8 +38,8 @@ TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their
 JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
-# job_failure's captures, as NULL where a partition lacks them
-JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT"})
+# job_failure's captures and whether the log was read whole, as NULL where a partition lacks them
+JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT", "log_complete": "BOOLEAN"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "workflow_id": "BIGINT", "head_sha": "VARCHAR", "status": "VARCHAR",
@@ -223,11 +223,15 @@ def attach_results(con, lake: Lake, day: str, prs: dict[int, PullRequest]) -> No
 def attach_captures(con, lake: Lake, day: str, failing: dict[int, HeadJob]) -> None:
     """Fill the failing jobs' (temp table failing_jobs) log classifier captures from `job_failure` over
     the window: `pr_jobs` keeps the line only, and PyTorch's flaky rules are matched against both. A
-    row per failed job a day, read whole (no extract)."""
+    job `job_failure` has is marked read (`HeadJob.log_read`): a failure without a line then says its
+    log was read and no rule matched, not that it may not be read yet. A row per failed job a day,
+    read whole (no extract)."""
     if not register_with(con, lake, "job_failure", days_ending(day, WINDOW_DAYS), "jfc", JOB_FAILURE_ADDED):
         return
     for r in rows(con, "head_captures"):
-        failing[r["job_id"]].captures = tuple(c for c in r["captures"] or () if c)
+        job = failing[r["job_id"]]
+        job.captures = tuple(c for c in r["captures"] or () if c)
+        job.log_read = LOG_WHOLE if r["complete"] else LOG_PART
 
 
 def base_shas(con, lake: Lake, day: str, seen: ExtractPass | None = None) -> dict[str, tuple[str | None, str | None]]:
@@ -247,6 +251,7 @@ class Main:
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
     # merge base sha -> its jobs (`classify.base_name`), for those that have any
     jobs: dict[str, frozenset[str]] = field(default_factory=dict)
+    branch: str = "main"  # the main branch's name (without refs/heads/)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
         """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
@@ -259,7 +264,7 @@ class Main:
     def trunk(self, merge_base: str | None, own: frozenset[str] = frozenset()) -> Trunk:
         """`own`: the main commits that landed this pull request (`load_merge_commits`), left out
         (`own_commits`)."""
-        t = Trunk()
+        t = Trunk(branch=self.branch)
         mine = self.own_commits(merge_base, own)
         base_at = self.order.index(merge_base) if merge_base in self.order else -1
         for sha, distance in self.refs(merge_base).items():
@@ -300,8 +305,9 @@ def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
     return {n: frozenset(s) for n, s in found.items()}
 
 
-def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: ExtractPass | None = None) -> Main:
-    main = Main()
+def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: ExtractPass | None = None,
+              branch: str = "main") -> Main:
+    main = Main(branch=branch)
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
     main.order = [r["sha"] for r in rows(con, "main_commits")]

@@ -13,12 +13,12 @@ from html import escape
 
 from torchci_assets.derived.hud.svg import duration
 
-# (glyph, css class, label) per cell kind
+# (glyph, css class, label) per cell kind; {branch}: the main branch's name (`kind_label`)
 CELL_KINDS = {
     "success": ("O", "ok", "success"),
     "new": ("X", "new", "failure (new)"),
     "cancelled": ("C", "can", "cancelled: retry"),
-    "broken_on_main": ("B", "brk", "failure: test broken on main"),
+    "broken_on_main": ("B", "brk", "failure: test broken on {branch}"),
     "known_flaky": ("K", "kfl", "failure: known flaky test"),
     "infra": ("I", "inf", "failure: infrastructure"),
     "awaiting_reports": ("R", "awr", "failure: test reports not in yet"),
@@ -96,6 +96,16 @@ def _time(t: dt.datetime | None) -> str:
     return "-" if t is None else t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
+def kind_label(kind: str, branch: str = "main") -> str:
+    """A cell kind's label, naming the repository's main branch: a team's `master` is not `main`."""
+    return CELL_KINDS[kind][2].format(branch=branch)
+
+
+def capitalized(branch: str) -> str:
+    """The branch's name opening a title: "Main commits", "Master commits"."""
+    return branch[:1].upper() + branch[1:]
+
+
 def cell_kind(state: str, failure_class: str | None, unstable: bool | None = False) -> str:
     """A main commit's cell. A failure of an unstable job is shown as such, as PyTorch's HUD shows
     it (a warning). A pull request's job has its kind from site/sql/pr_rows.sql, in Dr. CI's order."""
@@ -118,10 +128,10 @@ def _reports_line(r: dict) -> str:
     return f"no test report yet (reports are uploaded once the whole run completed): infrastructure {when}"
 
 
-def legend() -> str:
+def legend(branch: str = "main") -> str:
     return '<p class="legend">' + "".join(
-        f'<span class="k"><b class="{css}">{glyph}</b> {escape(label)}</span>'
-        for glyph, css, label in CELL_KINDS.values()) + "</p>"
+        f'<span class="k"><b class="{css}">{glyph}</b> {escape(kind_label(kind, branch))}</span>'
+        for kind, (glyph, css, _) in CELL_KINDS.items()) + "</p>"
 
 
 def job_url(repo: str, run_id, job_id) -> str:
@@ -134,11 +144,11 @@ def commit_link(repo: str, sha: str) -> str:
     return f'<a href="https://github.com/{repo}/commit/{escape(sha)}">{escape(sha[:10])}</a>'
 
 
-def _cell_title(r: dict) -> str:
+def _cell_title(r: dict, branch: str = "main") -> str:
     """The cell's tooltip; the group is the column's header, so it is not repeated (pages stay small)."""
     kind = row_kind(r)
     jobs = f"{r['jobs']} job{'s' if r['jobs'] != 1 else ''}"
-    first = f"{CELL_KINDS[kind][2]} · {jobs}" + (f", {r['failing_jobs']} failed" if r["failing_jobs"] else "")
+    first = f"{kind_label(kind, branch)} · {jobs}" + (f", {r['failing_jobs']} failed" if r["failing_jobs"] else "")
     first += f" · longest {duration(r['duration_s'])}"
     if r["attempts"] > 1:
         first += f" · attempt {r['run_attempt']} of {r['attempts']}"
@@ -190,7 +200,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
             glyph, css, _ = CELL_KINDS[row_kind(r)]
             url = job_url(repo, r["run_id"], r["job_id"])
             tds.append(f'<td class="c {css}"><a href="{escape(url)}" '
-                       f'title="{escape(_cell_title(r))}">{glyph}</a></td>')
+                       f'title="{escape(_cell_title(r, branch))}">{glyph}</a></td>')
         concl = c["conclusion"]
         rows.append(
             f'<tr data-sha="{escape(c["sha"])}" data-conclusion="{concl}"><td class="mono">{_time(c["pushed_at"])}</td>'
@@ -199,7 +209,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
             f'<td class="mono">{duration(c["time_to_signal_s"]) if c["time_to_signal_s"] else ""}</td>'
             + "".join(tds) + "</tr>")
     grid = (f'<table class="hud" id="grid">{head}{"".join(rows)}</table>' if commits
-            else '<p class="empty">No main commits in the window yet.</p>')
+            else f'<p class="empty">No {escape(branch)} commits in the window yet.</p>')
     pr_rows = "".join(
         f'<tr><td><a href="pr/{p["number"]}.html">#{p["number"]}</a></td><td>{escape(p["pr_state"] or "")}'
         f'{" (merged)" if p["merged"] else ""}</td><td class="mono">{escape((p["head_sha"] or "")[:10])}</td>'
@@ -209,10 +219,11 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
         f'<td class="uns">{p["unstable"] or ""}</td>'
         f'<td class="can">{p["cancelled"] or ""}</td><td class="pen">{p["pending"] or ""}</td></tr>' for p in prs)
     pr_table = (f'<table class="list"><tr><th>PR</th><th>state</th><th>head</th><th>updated (UTC)</th><th>jobs</th>'
-                f'<th>new failures</th><th>broken on main</th><th>known flaky</th><th>infra</th><th>unstable</th>'
+                f'<th>new failures</th><th>broken on {escape(branch)}</th><th>known flaky</th><th>infra</th>'
+                f'<th>unstable</th>'
                 f'<th>cancelled</th><th>pending</th></tr>{pr_rows}</table>' if prs
                 else '<p class="empty">No pull request activity in the window.</p>')
-    body = (f'<p class="muted">{escape(note)}</p>{legend()}'
+    body = (f'<p class="muted">{escape(note)}</p>{legend(branch)}'
             f'<div style="overflow-x:auto">{grid}</div>'
             f'<h2 id="prs">Pull requests</h2>'
             + (f'<p class="muted" id="prs-cut">{escape(prs_note)}</p>' if prs_note else "") + pr_table)
@@ -266,9 +277,11 @@ def tests_page(rows: list[dict], generated: str, note: str, slower: list[dict] =
     return layout("Flaky, broken and disabled tests", "tests.html", body, generated, script=_FILTER_JS if rows else "")
 
 
-def pr_page(pr: dict, jobs: list[dict], repo: str, generated: str, downstream: str = "") -> str:
+def pr_page(pr: dict, jobs: list[dict], repo: str, generated: str, downstream: str = "",
+            branch: str = "main") -> str:
     """pr/<number>.html: every GitHub job of the PR's latest head, failures classified (each job's `kind`,
-    as site/sql/pr_rows.sql tells it), then `downstream`, the downstream backends' section (backend_pages)."""
+    as site/sql/pr_rows.sql tells it), then `downstream`, the downstream backends' section (backend_pages);
+    `branch`: the main branch's name, as the kinds' labels say it."""
     order = {"new": 0, "broken_on_main": 1, "cancelled": 2, "infra": 3, "known_flaky": 4, "unstable": 5, "pending": 6,
              "flaky": 7, "success": 8, "skipped": 9}
 
@@ -278,11 +291,12 @@ def pr_page(pr: dict, jobs: list[dict], repo: str, generated: str, downstream: s
     counts: dict[str, int] = {}
     for j in jobs:
         counts[kind(j)] = counts.get(kind(j), 0) + 1
-    summary = " · ".join(f'<b class="{CELL_KINDS[k][1]}">{CELL_KINDS[k][0]}</b> {n} {escape(CELL_KINDS[k][2])}'
+    summary = " · ".join(f'<b class="{CELL_KINDS[k][1]}">{CELL_KINDS[k][0]}</b> {n} {escape(kind_label(k, branch))}'
                          for k, n in sorted(counts.items(), key=lambda kv: order.get(kv[0], len(order))))
 
     def row(j):
-        glyph, css, label = CELL_KINDS[kind(j)]
+        glyph, css, _ = CELL_KINDS[kind(j)]
+        label = kind_label(kind(j), branch)
         name = escape(j["name"] or "")
         url = job_url(repo, j["run_id"], j["job_id"])
         tests = "; ".join(j["failing_tests"] or [])

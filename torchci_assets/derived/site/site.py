@@ -169,9 +169,10 @@ def load_pr_jobs(con, numbers: list[int]) -> dict[int, list[dict]]:
 
 
 def pr_page_inputs(pr: dict, rows_digest: str | None, drci_body: str | None, backend_jobs: list[dict],
-                   repo: str) -> str:
+                   repo: str, branch: str = "main") -> str:
     """A digest of everything pr/<n>.html shows, and of the code that renders it."""
-    text = json.dumps([_RENDERING, repo, pr, rows_digest, drci_body, backend_jobs], default=str, sort_keys=True)
+    text = json.dumps([_RENDERING, repo, branch, pr, rows_digest, drci_body, backend_jobs], default=str,
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -185,7 +186,8 @@ def load_metrics(con, lake: Lake, day: str, metrics_days: int) -> tuple[list[str
     return [d for d in days if d >= first], rows
 
 
-def load_tests(con, lake: Lake, day: str) -> list[dict]:
+def load_tests(con, lake: Lake, day: str, branch: str = "main") -> list[dict]:
+    """tests.html's rows; `branch`: the main branch, whose flips a flaky test's evidence counts."""
     out = []
     if register(con, lake, "flaky_tests", [day], "ft"):
         for r in _rows(con, SQL["listed_tests"], {"limit": MAX_TESTS_LISTED}):
@@ -193,7 +195,7 @@ def load_tests(con, lake: Lake, day: str) -> list[dict]:
                 evidence = (f"{r['flake_events']} flake events in {r['runs']} runs "
                             f"({100 * (r['flake_rate'] or 0):.1f}%, 95% CI {100 * (r['flake_rate_low'] or 0):.1f}-"
                             f"{100 * (r['flake_rate_high'] or 0):.1f}%): {r['rerun_passes']} passed on rerun, "
-                            f"{r['same_commit_pairs']} same-commit pass/fail, {r['flips']} flips on main")
+                            f"{r['same_commit_pairs']} same-commit pass/fail, {r['flips']} flips on {branch}")
                 platforms = _names(r["flaky_platforms"]) or "all"
             else:
                 fixed = r["broken_fixed_sha"]
@@ -233,7 +235,9 @@ def workflows_named(names: tuple[str, ...], every: str) -> str:
     return ", ".join(names) if names else every
 
 
-def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_HUD) -> tuple[list[str], str]:
+def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_HUD,
+                   branch: str = "main") -> tuple[list[str], str]:
+    """The metrics page's charts and tables; `branch`: the main branch, whose commits they are."""
     day_rows = [r for r in rows if r["dimension"] == "day"]
     # commit figures are about `commits_day`, the day before the partition (see metrics.py)
     commit_rows = [dict(r, cd=r["commits_day"].isoformat()) for r in day_rows if r["commits"]]
@@ -243,10 +247,10 @@ def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_H
     pct = (lambda v: f"{v:.0f}%")
     hours = (lambda v: f"{v / 3600:.1f} h")
     charts = [
-        line_chart("Main commits red and flaky (% of commits with a signal)",
+        line_chart(f"{pages.capitalized(branch)} commits red and flaky (% of commits with a signal)",
                    [_series(commit_rows, "red %", "red_pct", "cd"), _series(commit_rows, "flaky %", "flaky_pct", "cd")],
                    commit_days, fmt=pct),
-        line_chart("Time to signal of main commits green at the first attempt "
+        line_chart(f"Time to signal of {branch} commits green at the first attempt "
                    f"({workflows_named(hud.signal_workflows, 'every workflow')})",
                    [_series(commit_rows, "p50", "tts_p50_s", "cd"), _series(commit_rows, "p90", "tts_p90_s", "cd")],
                    commit_days, fmt=hours),
@@ -258,8 +262,8 @@ def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_H
                     _series(day_rows, "disabled", "disabled_tests")], days, fmt=lambda v: f"{v:g}"),
         line_chart("Failed jobs that are infrastructure failures",
                    [_series(day_rows, "infra share", "infra_failure_pct")], days, fmt=pct),
-        line_chart("Main commits per day", [_series(day_rows, "commits", "main_commits")], days,
-                   fmt=lambda v: f"{v:g}"),
+        line_chart(f"{pages.capitalized(branch)} commits per day", [_series(day_rows, "commits", "main_commits")],
+                   days, fmt=lambda v: f"{v:g}"),
     ]
     last = max((r["d"] for r in rows), default=None)
     runner = sorted((r for r in rows if r["dimension"] == "runner" and r["d"] == last),
@@ -272,7 +276,7 @@ def metrics_charts(days: list[str], rows: list[dict], hud: HudConfig = PYTORCH_H
             ["platform", "label", "jobs", "p50", "p90", "max"],
             [[escape(r["platform"] or ""), f'<span class="mono">{escape(r["label"] or "")}</span>', str(r["jobs"]),
               duration(r["queue_p50_s"]), duration(r["queue_p90_s"]), duration(r["queue_max_s"])] for r in runner])
-        tables += f"<h2>Job duration per job group on main on {last}</h2>" + pages.table(
+        tables += f"<h2>Job duration per job group on {escape(branch)} on {last}</h2>" + pages.table(
             ["job group", "successful jobs", "p50", "p90"],
             [[escape(r["job_group"] or ""), str(r["jobs"]), duration(r["duration_p50_s"]),
               duration(r["duration_p90_s"])] for r in groups])
@@ -313,10 +317,10 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
         heads, groups, cells = load_grid(con, lake, day, settings.commits)
         awaiting_reports.mark(con, lake, day, cells, now)
         prs, pr_digests, active = load_prs(con, lake, day, settings.pr_days, sorted(drci), drci)
-        redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report)
-        files = render_pr_pages(con, redo, drci, backends_by_head, repo, generated)
+        redo = _pr_pages_to_render(prs, pr_digests, drci, backends_by_head, repo, rendered, report, settings.branch)
+        files = render_pr_pages(con, redo, drci, backends_by_head, repo, generated, settings.branch)
         metric_days, metric_rows = load_metrics(con, lake, day, settings.metrics_days)
-        tests = load_tests(con, lake, day)
+        tests = load_tests(con, lake, day, settings.branch)
         slower = load_time_regressions(con, lake, day)
     finally:
         con.close()
@@ -324,7 +328,7 @@ def render_site(lake: Lake, outputs: Store, day: str, repo: str, settings: SiteS
     files[f"{SITE_DIR}/tests.html"] = pages.tests_page(
         tests, generated, f"Verdicts of flaky_tests for the window ending {day} and the disabled list "
                           f"(at most {MAX_TESTS_LISTED} of each).", slower, repo)
-    charts, tables = metrics_charts(metric_days, metric_rows, settings.hud)
+    charts, tables = metrics_charts(metric_days, metric_rows, settings.hud, settings.branch)
     files[f"{SITE_DIR}/metrics.html"] = pages.metrics_page(
         charts, tables, generated, f"ci_metrics_daily, {metric_days[0]} to {day}. Commit figures are plotted on the "
                                    "day the commits were pushed, once they had a day to settle.")
@@ -364,7 +368,7 @@ def _conclusion_note(hud: HudConfig) -> str:
 
 
 def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_head: dict[str, list[dict]], repo: str,
-                    generated: str) -> dict[str, str]:
+                    generated: str, branch: str = "main") -> dict[str, str]:
     """pr/<n>.html of each of `prs`, their job rows read PR_PAGES_PER_READ pull requests at a time:
     every pull request with a Dr. CI comment has a page, and all their rows at once would be hundreds
     of thousands of dicts."""
@@ -376,7 +380,7 @@ def render_pr_pages(con, prs: list[dict], drci: dict[int, dict], backends_by_hea
             jobs = rows.get(p["number"], [])
             page = with_drci_section(pages.pr_page(
                 p, [j for j in jobs if j["source"] == "github"], repo, generated,
-                backend_pages.pr_section(backends_by_head.get(p["head_sha"], []))),
+                backend_pages.pr_section(backends_by_head.get(p["head_sha"], [])), branch),
                 (drci.get(p["number"]) or {}).get("body"))
             files[f"{SITE_DIR}/pr/{p['number']}.html"] = with_last_seen(page, last_seen(p, jobs))
     return files
@@ -415,7 +419,7 @@ def _listed_note(active: int, pr_days: int) -> str:
 
 def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dict[int, dict],
                         backends_by_head: dict[str, list[dict]], repo: str, rendered: dict[str, str] | None,
-                        report: SiteReport) -> list[dict]:
+                        report: SiteReport, branch: str = "main") -> list[dict]:
     """The pull requests whose page must be rendered: those whose inputs differ from `rendered`'s;
     records every page's inputs and the pages reused in `report`."""
     redo = []
@@ -423,7 +427,7 @@ def _pr_pages_to_render(prs: list[dict], rows_digests: dict[int, str], drci: dic
         path = f"{SITE_DIR}/pr/{p['number']}.html"
         body = (drci.get(p["number"]) or {}).get("body")
         report.inputs[path] = pr_page_inputs(p, rows_digests.get(p["number"]), body,
-                                             backends_by_head.get(p["head_sha"], []), repo)
+                                             backends_by_head.get(p["head_sha"], []), repo, branch)
         report.states[path] = "closed" if p["pr_state"] == "closed" else "open"
         if (rendered or {}).get(path) == report.inputs[path]:
             report.reused.append(path)
