@@ -840,6 +840,80 @@ def test_the_dry_runs_opening_warning_counts_the_tests_it_plans_as_a_live_run_ac
     assert "1 more wait for a later run (max_new_per_run)" in opening
 
 
+def test_a_dry_run_says_it_cannot_tell_a_one_entry_aggregate_from_a_single_issue_where_a_live_run_does_otherwise(
+        httpserver, built_lifecycle, tmp_path, instance):
+    """Each of test_fixed and test_still is the one line left of a maintainer's aggregate; the
+    published list shows each as one entry naming one issue, as it shows a test's own issue (PyTorch's
+    list has no title). A live run drops test_fixed's clean line and closes its aggregate, and writes
+    nothing for test_still's failing line (an aggregate's still-failing line gets no comment). The
+    dry run cannot know which the issue is: its plan must say so and what a live run does if it is
+    an aggregate, not plan a daily comment as certain."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    fixed, still = "test_fixed (__main__.TestX)", "test_still (__main__.TestX)"
+    alone = {t: fake.add(aggregate_title(f), aggregate_body(f, {t: ["linux"]}, "x"), user="a-maintainer",
+                         age=dt.timedelta(days=40)) for t, f in ((fixed, "test_old.py"), (still, "test_older.py"))}
+    published = {t: entry(i, ["linux"]) for t, i in alone.items()}
+    runs = dry_then_live(httpserver, fake, built_lifecycle, tmp_path, instance, published)
+    live = [(r["test"], r["action"], r["issue_state"]) for r in runs["live"][0].ledger() if r["test"] in alone]
+    assert live == [(fixed, "dropped", "closed")]
+    assert fake.issues[alone[fixed]["number"]]["state"] == "closed" and still_open(fake, alone[still])
+    assert alone[still]["number"] not in fake.comments
+    plan = {r["test"]: r["detail"] for r in runs["dry"][0].ledger() if r["test"] in alone}
+    for t, does in ((fixed, "drops its line and closes the aggregate, with one comment"),
+                    (still, "writes nothing (a still-failing line gets no comment)")):
+        assert (f"; the published list does not say whether #{alone[t]['number']} is its own issue or an aggregate "
+                f"listing it alone, on which a live run {does}") in plan[t], plan[t]
+
+
+def still_open(fake, issue) -> bool:
+    return fake.issues[issue["number"]]["state"] == "open"
+
+
+def test_the_dry_run_plans_the_platforms_a_live_run_adds_to_a_listed_tests_line(
+        httpserver, built, tmp_path, instance):
+    """test_a's issue disables it on win; it has since flaked on main on linux. The published list
+    carries the entry's platforms: a live run adds linux to the line with a comment, and the dry
+    run must plan that, not only find the issue. test_b's line (everywhere) covers its flakes:
+    nothing to add, in either."""
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-maintainer"] = "write"
+    filed = dt.datetime.now(dt.timezone.utc) - (START - dt.timedelta(days=1))  # before the history's flakes
+    a = fake.add(f"DISABLED {TEST_A}", "Platforms: win\n\nflaky", user="a-maintainer", age=filed)
+    b = fake.add(f"DISABLED {TEST_B}", "Platforms:\n\nflaky", user="a-maintainer", age=filed)
+    runs = dry_then_live(httpserver, fake, built, tmp_path, instance, {TEST_A: entry(a, ["win"]),
+                                                                      TEST_B: entry(b, [])})
+    live = {r["test"]: (r["action"], r["detail"]) for r in runs["live"][0].ledger()}
+    assert live[TEST_A] == ("updated", "added platforms: linux") and live[TEST_B][0] == "found"
+    assert planned(*runs["dry"]) == done(*runs["live"], fake)
+    plan = {r["test"]: r["detail"] for r in runs["dry"][0].ledger()}
+    assert plan[TEST_A].startswith(f"would find #{number(a)} ({a['html_url']}), its issue on the published list "
+                                   f"(as {TEST_A!r}), and add linux to its line with a comment"), plan[TEST_A]
+    assert "add" not in plan[TEST_B].split("(as ")[1], plan[TEST_B]
+
+
+def test_a_dry_refresh_with_the_same_plan_says_its_opening_as_it_records_nothing_as_a_live_refresh(
+        httpserver, world, instance):
+    """A refresh with nothing changed records nothing, live or dry. The dry refresh's opening warning
+    must not say its tests are recorded as dry_run, after the line saying the same plan is not
+    recorded again; the first run's, which records them, says so."""
+    gh = GitHubResource(api_url=httpserver.url_for(""))
+    first, again = run(world, gh, instance, tags=REFRESH), run(world, gh, instance, tags=REFRESH)
+    assert first.success and again.success
+
+    def opening(result) -> str:
+        (line,) = [e.user_message for e in instance.all_logs(result.run_id)
+                   if re.match(r"DRY RUN: no GitHub credentials .*; \d+ test", e.user_message)]
+        return line
+
+    recorded = {r.run_id: sum(1 for x in world.ledger() if x["run_id"] == r.run_id) for r in (first, again)}
+    assert recorded == {first.run_id: 2, again.run_id: 0}
+    assert "; 2 test(s) to disable are recorded as dry_run" in opening(first)
+    assert "recorded as dry_run" not in opening(again), opening(again)
+    assert (f"; 2 test(s) to disable, the plan run {first.run_id} recorded, not recorded again"
+            in opening(again)), opening(again)
+
+
 def test_under_the_cap_aggregates_are_filed_first_then_the_tests_with_most_flake_events():
     """As a live run files them (`file_disabled_issues`): an aggregate counts one issue, a test
     with an issue takes no new one's place."""

@@ -195,7 +195,8 @@ def test_without_credentials_it_logs_what_it_would_reenable(httpserver, tmp_path
 
 def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpserver, tmp_path):
     """An entry written with a dotted suite (its issue's title, or its aggregate's line) disables the
-    test in PyTorch's runner; the plan names the issue by that entry, as the live comment does."""
+    test in PyTorch's runner; the plan names the issue by that entry, as the live comment does, and,
+    the entry being the only one naming its issue, says what a live run does if that is an aggregate."""
     outputs = Store(str(tmp_path / "outputs"))
     outputs.write_bytes(DISABLED_TESTS_PATH, dumps({"test_fixed (test_r.TestR)": ["1", "", ["linux"]]}))
     lake = lake_with(tmp_path, clean(FIXED, "linux"))
@@ -205,7 +206,8 @@ def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpser
     lake.register(con, LEDGER_TABLE, [DAY], name="l")
     assert con.sql("SELECT test, detail FROM l").fetchall() == [(FIXED, (
         "would comment its rerun evidence on the DISABLED issue of test_fixed (test_r.TestR) and close it "
-        "(clean on linux)"))]
+        "(clean on linux); the published list does not say whether #1 is its own issue or an aggregate listing it "
+        "alone, on which a live run drops its line and closes the aggregate, with one comment"))]
 
 
 J, D = MIN_JOBS, MIN_DAYS

@@ -160,6 +160,7 @@ def test_without_credentials_it_logs_and_records_what_it_would_close(httpserver,
     assert [(r["test"], r["action"]) for r in ledger(lake)] == [(GONE, "dry_run")] == \
         [(r["test"], r["action"]) for r in result.rows]
     assert any(m.startswith(f"DRY RUN: would comment on the DISABLED issue of {GONE} and close it as deleted") for m in logs)
+    assert "does not say" not in result.rows[0]["detail"]  # a local id names no issue: a live run files one
 
 
 def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpserver, lake, tmp_path):
@@ -171,6 +172,10 @@ def test_the_dry_runs_plan_names_a_test_as_its_published_entry_writes_it(httpser
     (row,) = ledger(lake)
     assert row["test"] == GONE and row["detail"].startswith(
         "would comment on the DISABLED issue of test_gone (test_a.TestA) and close it as deleted")
+    # the only entry naming #1: the list does not say whether it is the test's issue or an aggregate's last line
+    assert row["detail"].endswith("; the published list does not say whether #1 is its own issue or an aggregate "
+                                  "listing it alone, on which a live run drops its line and closes the aggregate, "
+                                  "with one comment")
 
 
 def test_a_strangers_issue_of_a_deleted_test_is_left_alone_and_a_maintainers_is_closed(httpserver, lake, tmp_path):

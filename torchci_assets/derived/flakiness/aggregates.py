@@ -103,6 +103,24 @@ def entry_name(issue: dict, test: str) -> str:
     return issue.get("listed_test") or test
 
 
+# what a live run does to a test's line of an aggregate, per re-enabling decision (a deleted test's
+# line as a clean one's: "close"), in a dry run's words (`unsure_of_aggregate`; aggregate_lifecycle.py)
+ON_AGGREGATE = {"close": "drops its line and closes the aggregate, with one comment",
+                "narrow": "narrows its line, with one comment",
+                "evidence": "writes nothing (a still-failing line gets no comment)"}
+
+
+def unsure_of_aggregate(issue: dict, does: str) -> str:
+    """A dry run's words on a stand-in whose entry is the only one naming its issue (`alone`, the
+    entry's id): PyTorch's list gives an issue's number, URL and platforms, not its title, so such
+    an issue may be the test's own or an aggregate left with this one line, on which a live run
+    `does` otherwise; "" for any other stand-in."""
+    if not issue.get("alone"):
+        return ""
+    return (f"; the published list does not say whether #{issue['alone']} is its own issue or an aggregate "
+            f"listing it alone, on which a live run {does}")
+
+
 def groups(tests: Iterable, file_of: Callable[[str], str], is_new: Callable[[str], bool],
            has_aggregate: Callable[[str], bool] = lambda file: False) -> dict[str, list]:
     """Per file, the wanted tests (objects with `.test`) that have no issue yet and go to the

@@ -451,11 +451,12 @@ class Wanted:
 @dataclass(frozen=True)
 class ListedIssue:
     """The issue the published list names for a test (a dry run's stand-in): the entry's name (a
-    dotted suite too), and the issue's number and URL."""
+    dotted suite too), the issue's number and URL, and the platforms the entry disables it on."""
 
     name: str
     number: str
     url: str
+    platforms: tuple[str, ...] = ()
 
 
 @dataclass
@@ -507,11 +508,12 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
                    max_new: int | None = None, warn: Callable[[str], None] = lambda s: None) -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     The published list stands in for the issues (`listed`, keyed `runner_test`: `listed_issues`):
-    a test it names an issue for has that issue, which a live run finds (`report.listed`); the
-    others are new, and those of a file with more than AGGREGATE_ABOVE of them (`file_of`) go to
-    the file's aggregate issue, as a live run groups them. New issues beyond `max_new` wait for a
+    a test it names an issue for has that issue, which a live run finds (`report.listed`) and
+    widens where the test flaked beyond the entry's platforms (`planned_issue`); the others are
+    new, and those of a file with more than AGGREGATE_ABOVE of them (`file_of`) go to the file's
+    aggregate issue, as a live run groups them. New issues beyond `max_new` wait for a
     later run (`report.deferred`), chosen as a live run chooses them (`capped`). The plan opens
-    with a warning (`dry_run_opening`), said every run.
+    with a warning (`dry_run_opening`), said every run, in words true of whether it is recorded.
     With `skip_repeat` (an intra-day refresh), the same plan as the day's last dry run is neither
     logged nor recorded again: the ledger and the log say it once, not every few minutes."""
     listed = listed or {}
@@ -534,13 +536,13 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
-            planned = planned_issue(w.test, issue)
+            planned = planned_issue(w.test, issue, w.flaked)
             detail = f"{planned} ({reason})"
             where = "" if issue else f" in {repo} (Platforms: {', '.join(w.platforms) or 'all'})"
             lines.append(f"DRY RUN: {planned}{where} ({reason})")
         report.listed.extend([w.test] if issue else [])
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
-    warn(dry_run_opening(reason, report))
+    warn(dry_run_opening(reason, report, repeated(lake, day, report.rows, skip_repeat)))
     part, report.unchanged_since = keep_plan(lake, day, run_id, report.rows, lines, log, skip_repeat)
     report.parts.extend([part] if part else [])
     return report
@@ -552,10 +554,8 @@ def keep_plan(lake: Lake, day: str, run_id: str, rows: list[dict], lines: list[s
     (an intra-day refresh) and it is the plan the day's last dry run kept under `state`: a live
     run makes each of those writes once, so the plan is said once, not every few minutes. Returns
     the part written (None: none) and the run whose same plan stands ("" when this one's was kept)."""
-    digest = plan_digest(rows)
-    last = last_dry_run(lake, day, state)
-    if skip_repeat and last is not None and last.get("digest") == digest:
-        since = str(last.get("run_id", ""))
+    since = repeated(lake, day, rows, skip_repeat, state)
+    if since:
         if rows:
             log(f"DRY RUN: the same {len(rows)} action(s) as run {since} of {day} "
                 f"(nothing they depend on changed): not logged or recorded again")
@@ -564,8 +564,15 @@ def keep_plan(lake: Lake, day: str, run_id: str, rows: list[dict], lines: list[s
         log(line)
     written = record(lake, day, rows, f"{part}-{run_id[:8]}")
     lake.store.write_bytes(f"{LEDGER_TABLE}/day={day}/{state}",
-                           json.dumps({"digest": digest, "run_id": run_id}).encode())
+                           json.dumps({"digest": plan_digest(rows), "run_id": run_id}).encode())
     return written, ""
+
+
+def repeated(lake: Lake, day: str, rows: list[dict], skip_repeat: bool, state: str = DRY_RUN_STATE) -> str:
+    """The run whose same plan `keep_plan` would let stand instead of recording `rows` again (with
+    `skip_repeat`, the day's last dry run kept under `state`), else ""."""
+    last = last_dry_run(lake, day, state) if skip_repeat else None
+    return str(last.get("run_id", "")) if last is not None and last.get("digest") == plan_digest(rows) else ""
 
 
 def capped(aggregates: dict[str, list[Wanted]], wanted: list[Wanted], has_issue: Callable[[str], bool],
@@ -586,14 +593,21 @@ def capped(aggregates: dict[str, list[Wanted]], wanted: list[Wanted], has_issue:
     return deferred
 
 
-def planned_issue(test: str, issue: ListedIssue | None) -> str:
+def planned_issue(test: str, issue: ListedIssue | None, flaked: Iterable[str] = ()) -> str:
     """What a live run does about `test`'s own issue, in the plan's words: find the issue the
     published list names (by number: the list does not say whether an issue's title or an
-    aggregate's line names the test, so a title would be a guess), else find or file the exact
-    title it files, which names the test under `__main__` whatever the list wrote."""
+    aggregate's line names the test, so a title would be a guess), and widen the test's line to
+    where it flaked on main (`flaked`) beyond the entry's platforms; else find or file the exact
+    title it files, which names the test under `__main__` whatever the list wrote. A live run
+    widens only on a flake after the line was last set (`platforms_set_at`), which the list does
+    not say, so the plan says that condition."""
     if issue is None:
         return f"would find or file {issue_title(test)!r}"
-    return f"would find #{issue.number} ({issue.url}), its issue on the published list (as {issue.name!r})"
+    add = added_platforms(list(issue.platforms), list(flaked))
+    return (f"would find #{issue.number} ({issue.url}), its issue on the published list (as {issue.name!r})"
+            + (f", and add {', '.join(add)} to its line with a comment, as it flaked on main there: a live run "
+               "does so unless the line was set after that flake (the issue's filing or a narrowing, which the "
+               "list does not date)" if add else ""))
 
 
 def plan_digest(rows: list[dict]) -> str:
@@ -1123,7 +1137,7 @@ def listed_issues(published: dict) -> dict[str, ListedIssue]:
     entry with a local id names none (`is_local`: a test a dry run disabled): a live run files
     that test's issue, in its file's aggregate with the others when they are many."""
     real = {name: entry for name, entry in published.items() if not is_local(entry[0])}
-    return {test: ListedIssue(name, str(real[name][0]), real[name][1])
+    return {test: ListedIssue(name, str(real[name][0]), real[name][1], tuple(real[name][2] or ()))
             for test, name in names_by_test(real).items()}
 
 
@@ -1185,12 +1199,14 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     return report, mode
 
 
-def dry_run_opening(reason: str, report: FilingReport) -> str:
+def dry_run_opening(reason: str, report: FilingReport, since: str = "") -> str:
     """The dry run's warning: the tests its plan records (a test a live run leaves for a later run,
-    or gives no issue at all, has no `dry_run` row, and is counted apart)."""
+    or gives no issue at all, has no `dry_run` row, and is counted apart), or, when the run `since`
+    recorded the same plan that day (`repeated`), that it is not recorded again."""
     apart = ([f"{len(report.deferred)} more wait for a later run (max_new_per_run)"] if report.deferred else []) + (
         [f"{len(report.unreadable)} get no issue (PyTorch cannot read their title)"] if report.unreadable else [])
-    return (f"DRY RUN: {reason}; {report.count('dry_run')} test(s) to disable are recorded as dry_run"
+    kept = f", the plan run {since} recorded, not recorded again" if since else " are recorded as dry_run"
+    return (f"DRY RUN: {reason}; {report.count('dry_run')} test(s) to disable{kept}"
             + "".join(f", {a}" for a in apart) + ", no issue is searched, filed or changed")
 
 

@@ -67,14 +67,16 @@ def published_as_issues(outputs: Store, day: str, now: str) -> dict[str, dict]:
     number and body only, keyed as `issues_by_test` keys them, each naming its entry as written
     (`listed_test`). Entries naming one issue are an aggregate's lines, as a single test's issue
     disables one test: each stands in for its line (`aggregate`: the issue's number and URL), as
-    `aggregate_members` gives a live run's. An entry with a local id has no issue: a live run files
+    `aggregate_members` gives a live run's. An entry alone in naming its issue (`alone`: its id) may
+    be the test's own issue or an aggregate's last line, which the list does not tell apart
+    (`unsure_of_aggregate`). An entry with a local id has no issue: a live run files
     it `now`, and judges its reruns from then, as any new issue's."""
     published = disabled_baseline(outputs, day).tests
     shared = Counter(entry_id for entry_id, _url, _platforms in published.values() if not is_local(entry_id))
     return {runner_test(test): {"number": None, "html_url": url, "body": platforms_line(platforms), "state": "open",
                                 "listed_test": test, **({"created_at": now} if is_local(entry_id) else {}),
                                 **({"aggregate": {"number": entry_id, "html_url": url}} if shared[entry_id] > 1
-                                   else {})}
+                                   else {"alone": entry_id} if shared[entry_id] else {})}
             for test, (entry_id, url, platforms) in published.items()}
 
 

@@ -44,7 +44,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute, run_steps
-from torchci_assets.derived.flakiness.aggregates import entry_name, in_aggregate
+from torchci_assets.derived.flakiness.aggregates import ON_AGGREGATE, entry_name, in_aggregate, unsure_of_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (
     parse_platforms,
@@ -239,7 +239,8 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             continue
         out.decisions.append(d)
         if not live:
-            plan = dry_run_plan(d, runs, entry_name(issues[test], test))
+            plan = dry_run_plan(d, runs, entry_name(issues[test], test)) + unsure_of_aggregate(
+                issues[test], ON_AGGREGATE[d.action])
             log(f"DRY RUN: {plan}")
             out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, plan))
             continue

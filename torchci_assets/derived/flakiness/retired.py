@@ -28,7 +28,7 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
-from torchci_assets.derived.flakiness.aggregates import entry_name, in_aggregate
+from torchci_assets.derived.flakiness.aggregates import ON_AGGREGATE, entry_name, in_aggregate, unsure_of_aggregate
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import titled_as
 from torchci_assets.derived.flakiness.issues import (
@@ -163,7 +163,8 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
             continue
         if not live:
             plan = (f"would comment on the DISABLED issue of {entry_name(issues[a.test], a.test)} and close it as "
-                    f"deleted (not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)")
+                    f"deleted (not in any report for {RETIRE_AFTER_DAYS} days while {a.file} kept reporting)"
+                    + unsure_of_aggregate(issues[a.test], ON_AGGREGATE["close"]))
             log(f"DRY RUN: {plan}")
             retirement.rows.append(ledger_row(a.test, "dry_run", None, repo, run_id, plan))
             continue
