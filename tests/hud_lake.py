@@ -8,7 +8,11 @@ import itertools
 import pyarrow as pa
 
 from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
 from torchci_assets.derived.hud.inputs import arrow_schema
+from torchci_assets.derived.hud.metrics import build_ci_metrics
+from torchci_assets.derived.site.site import publish_site
 
 DAY = "2026-10-05"
 T0 = dt.datetime(2026, 10, 5, 8, 0, tzinfo=dt.timezone.utc)
@@ -82,3 +86,15 @@ class History:
         for (table, day), rows in self.rows.items():
             if table not in ("push", "workflow_job", "workflow_run", "test_sha_outcomes", "test_jobs", "flaky_tests"):
                 lake.write(table, day, pa.Table.from_pylist(rows, schema=schema(table)))
+
+
+def publish_grid(tmp_path, h: History, now: dt.datetime) -> tuple[Lake, str]:
+    """The lake `h` makes with DAY's `commit_health`, `pr_jobs` and metrics as of `now`, and the
+    index.html the site publishes from it."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    h.write(lake)
+    build_commit_health(lake, DAY, REPO, BRANCHES, min_groups=1, now=now)
+    build_pr_jobs(lake, DAY, REPO, now=now)
+    build_ci_metrics(lake, DAY, REPO, BRANCHES)
+    publish_site(lake, Store(str(tmp_path / "out")), DAY, REPO)
+    return lake, (tmp_path / "out" / "hud" / "index.html").read_text()

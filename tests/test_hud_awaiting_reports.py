@@ -7,14 +7,10 @@ import datetime as dt
 import html
 import re
 
-from hud_lake import DAY, REPO, History
+from hud_lake import DAY, History, publish_grid
 
-from resources.lake import Lake, connect
-from resources.storage import Store
-from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
-from torchci_assets.derived.hud.metrics import build_ci_metrics
+from resources.lake import connect
 from torchci_assets.derived.hud.pages import CELL_KINDS
-from torchci_assets.derived.site.site import publish_site
 
 END = dt.datetime(2026, 10, 6, 0, 0, tzinfo=dt.timezone.utc)  # DAY's site is generated as of its end
 RUN_START = END - dt.timedelta(hours=6)
@@ -43,13 +39,7 @@ def failed_early(run_ended_ago: dt.timedelta | None) -> History:
 def shown(tmp_path, h: History) -> tuple[str, str, tuple]:
     """(css class, tooltip) of the grid's one failed cell once `h` is published, and what `commit_health`,
     which the trunk guardians read, says of its group: (state, failure_class, infra_reason)."""
-    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
-    h.write(lake)
-    build_commit_health(lake, DAY, REPO, ("refs/heads/main",), min_groups=1, now=END)
-    build_pr_jobs(lake, DAY, REPO, now=END)
-    build_ci_metrics(lake, DAY, REPO, ("refs/heads/main",))
-    publish_site(lake, out, DAY, REPO)
-    index = (tmp_path / "out" / "hud" / "index.html").read_text()
+    lake, index = publish_grid(tmp_path, h, END)
     cells = [(css, html.unescape(title)) for css, title in
              re.findall(r'<td class="c (\w+)"><a href="[^"]*" title="([^"]*)">', index)]
     failed = [c for c in cells if "1 failed" in c[1]]

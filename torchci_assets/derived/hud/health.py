@@ -120,6 +120,13 @@ COMMIT_HEALTH_SCHEMA = pa.schema([
     ("signal_at", TS),
     # every failed attempt of the group failed by cancellation alone (the trunk guardians' no evidence)
     ("cancelled", pa.bool_()),
+    # what the cell's tooltip counts: each failing job of the latest attempt, the linked one first
+    ("failing_kinds", pa.list_(pa.struct([("failure_class", pa.string()), ("infra_reason", pa.string())]))),
+    # a flaky group's latest failed attempt, which its cell shows and links to
+    ("failed_attempt", pa.struct([
+        ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("job_id", pa.int64()), ("job_name", pa.string()),
+        ("failing_jobs", pa.int64()), ("infra_reason", pa.string()), ("failure_line", pa.string()),
+        ("failing_tests", pa.list_(pa.string())), ("failing_test_count", pa.int64())])),
 ])
 
 PR_JOBS_SCHEMA = pa.schema([

@@ -144,26 +144,62 @@ def commit_link(repo: str, sha: str) -> str:
     return f'<a href="https://github.com/{repo}/commit/{escape(sha)}">{escape(sha[:10])}</a>'
 
 
+# what a failing job's class says in the tooltip's count of the failed jobs
+_FAILED_AS = {"new": "new", "broken_on_main": "broken on {branch}", "known_flaky": "known flaky",
+              "infra": "infrastructure"}
+
+
+def cell_job(r: dict) -> dict:
+    """The attempt a cell is about, with its linked job, reason, line and tests: a group's latest
+    attempt, but a flaky group's latest failed one (`failed_attempt`), as its kind is about that failure."""
+    failed = r.get("failed_attempt")
+    return failed if r["state"] == "flaky" and failed else r
+
+
+def _attempt_note(r: dict) -> str:
+    """Which attempt the cell shows: a flaky one failed on one and passed on a later one."""
+    failed = r.get("failed_attempt")
+    if r["state"] == "flaky" and failed:
+        run = "" if failed["run_id"] == r["run_id"] else " of another run"
+        jobs = f" ({failed['failing_jobs']} jobs)" if (failed["failing_jobs"] or 0) > 1 else ""
+        return f" · failed on attempt {failed['run_attempt']}{jobs}, passed on attempt {r['run_attempt']}{run}"
+    return f" · attempt {r['run_attempt']} of {r['attempts']}" if r["attempts"] > 1 else ""
+
+
+def _failed_count(r: dict, branch: str) -> str:
+    """How the latest attempt's jobs failed, when more than one did: "failed jobs: 1 new, 1 infrastructure
+    (no-test-results)", so a cell that names one job does not hide the others."""
+    kinds = r.get("failing_kinds") or []
+    if len(kinds) < 2:
+        return ""
+    counts: dict[str, int] = {}
+    for k in kinds:
+        said = _FAILED_AS.get(k["failure_class"], k["failure_class"]).format(branch=branch)
+        if k["failure_class"] == "infra" and k["infra_reason"]:
+            said += f" ({k['infra_reason']})"
+        counts[said] = counts.get(said, 0) + 1
+    return "failed jobs: " + ", ".join(f"{n} {said}" for said, n in counts.items())
+
+
 def _cell_title(r: dict, branch: str = "main") -> str:
     """The cell's tooltip; the group is the column's header, so it is not repeated (pages stay small)."""
-    kind = row_kind(r)
+    kind, job = row_kind(r), cell_job(r)
     jobs = f"{r['jobs']} job{'s' if r['jobs'] != 1 else ''}"
     first = f"{kind_label(kind, branch)} · {jobs}" + (f", {r['failing_jobs']} failed" if r["failing_jobs"] else "")
-    first += f" · longest {duration(r['duration_s'])}"
-    if r["attempts"] > 1:
-        first += f" · attempt {r['run_attempt']} of {r['attempts']}"
-    lines = [first]
-    if kind != "success" and r["job_name"]:
-        lines.append(f"job: {r['job_name']}")
+    lines = [first + f" · longest {duration(r['duration_s'])}" + _attempt_note(r)]
+    if count := _failed_count(r, branch):
+        lines.append(count)
+    if kind != "success" and job["job_name"]:
+        lines.append(f"job: {job['job_name']}")
     if kind == "awaiting_reports":
         lines.append(_reports_line(r))
-    elif r["infra_reason"]:
-        lines.append(f"infrastructure: {r['infra_reason']}")
-    if r["failure_line"]:
-        lines.append(r["failure_line"][:200])
-    tests = r["failing_tests"] or []
+    elif job["infra_reason"]:
+        lines.append(f"infrastructure: {job['infra_reason']}")
+    if job["failure_line"]:
+        lines.append(job["failure_line"][:200])
+    tests = job["failing_tests"] or []
     if tests:
-        more = r["failing_test_count"] - len(tests)
+        more = job["failing_test_count"] - len(tests)
         lines.append("failing tests: " + "; ".join(tests) + (f" (+{more} more)" if more > 0 else ""))
     return "\n".join(lines)
 
@@ -198,7 +234,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
                 tds.append("<td></td>")
                 continue
             glyph, css, _ = CELL_KINDS[row_kind(r)]
-            url = job_url(repo, r["run_id"], r["job_id"])
+            url = job_url(repo, cell_job(r)["run_id"], cell_job(r)["job_id"])
             tds.append(f'<td class="c {css}"><a href="{escape(url)}" '
                        f'title="{escape(_cell_title(r, branch))}">{glyph}</a></td>')
         concl = c["conclusion"]

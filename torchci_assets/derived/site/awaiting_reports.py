@@ -7,7 +7,9 @@ whole run completed, so a shard that failed early in a four-hour run has none fo
 is rendered at each refresh, so it judges the cells at the page's time with Dr. CI's very functions:
 the lake's `workflow_run` for the run's end (`settle_runs` when its `completed` delivery is late or
 lost), and the job's own end when nothing was heard of the run. A cell is judged by the job it links
-to (its tooltip's), the failing job `commit_health` names for the group.
+to (its tooltip's), the failing job `commit_health` names for the group: the one that tells the most,
+so a shard whose log already matched an infrastructure rule, or another shard's new failure, decides
+the cell before a shard whose reports are not in.
 """
 
 from __future__ import annotations

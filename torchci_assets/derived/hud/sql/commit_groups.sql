@@ -29,10 +29,12 @@ CREATE OR REPLACE TEMP MACRO first_occurrences(items) AS
 -- step: attempts
 -- one row per attempt of a group, with what its cell would show if it is the latest: the
 -- failing identities' classes combined (infra only when every failing job is; a real
--- failure anywhere makes it new), the job to link to (a failing one, the longest, then by name) with
--- its infra reason and failure line (else the next job's in that order that has one), the longest
--- job, the failing tests (the linked job's first, each job's in its order), and whether it failed by
--- cancellation alone (every failing job cancelled: the HUD counts it red,
+-- failure anywhere makes it new), the job to link to (the failing job that tells the most: the
+-- attempt's class is its own, a new failure before a broken or known flaky test, an infrastructure
+-- failure with a reason before a test job whose reports are not in; then the longest, then by name)
+-- with its own infra reason and failure line, the class and infra reason of each failing job (the
+-- tooltip's count), the longest job, the failing tests (the linked job's first, each job's in its
+-- order), and whether it failed by cancellation alone (every failing job cancelled: the HUD counts it red,
 -- as PyTorch's does, but the trunk guardians take it for no word on the code, as upstream's
 -- autorevert and alerts do)
 CREATE OR REPLACE TEMP TABLE attempts AS
@@ -47,7 +49,9 @@ WITH cancelled AS (
 linked AS (
     SELECT i.*, c.failure_class, c.infra_reason, c.failure_line, c.failing_tests, c.failing_test_count,
            u.name IS NOT NULL AS is_unstable, k.sha IS NOT NULL AS is_cancelled,
-           (c.failure_class IS NOT NULL, coalesce(i.duration_s, 0), i.name) AS link
+           (CASE c.failure_class WHEN 'new' THEN 5 WHEN 'broken_on_main' THEN 4 WHEN 'known_flaky' THEN 3
+                WHEN 'infra' THEN CASE WHEN c.infra_reason = 'no-test-results' THEN 1 ELSE 2 END ELSE 0 END,
+            coalesce(i.duration_s, 0), i.name) AS link
     FROM identities i
     LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
          AND c.name = i.name
@@ -74,14 +78,18 @@ SELECT sha, workflow, job_group, run_id, run_attempt,
             ELSE 'known_flaky' END AS failure_class,
        arg_max(job_id, link) AS job_id, arg_max(name, link) AS job_name,
        max(duration_s) AS duration_s,
-       arg_max(infra_reason, link) AS infra_reason, arg_max(failure_line, link) AS failure_line,
+       arg_max_null(infra_reason, link) AS infra_reason, arg_max_null(failure_line, link) AS failure_line,
+       coalesce(list({'failure_class': failure_class, 'infra_reason': infra_reason} ORDER BY link DESC)
+                FILTER (WHERE failure_class IS NOT NULL), []) AS failing_kinds,
        first_occurrences(flatten(list(failing_tests ORDER BY link DESC))) AS failing_tests,
        coalesce(sum(failing_test_count), 0)::BIGINT AS failing_test_count
 FROM linked
 GROUP BY sha, workflow, job_group, run_id, run_attempt
 
 -- step: group_rows
--- a group over its attempts; its cell is its latest attempt's
+-- a group over its attempts; its cell is its latest attempt's, each field that attempt's own (an
+-- earlier attempt's failure line is not the latest's), and a group that recovered on a rerun also
+-- keeps its latest failed attempt (`failed_attempt`), the one its flaky cell shows
 CREATE OR REPLACE TEMP TABLE group_rows AS
 WITH g AS (
     SELECT sha, workflow, job_group, count(*) AS attempts, bool_or(has_pending) AS has_pending,
@@ -94,14 +102,19 @@ WITH g AS (
            arg_max(run_attempt, latest) AS run_attempt,
            arg_max(jobs, latest) AS jobs,
            arg_max(failing_jobs, latest) AS failing_jobs,
-           arg_max(failure_class, latest) AS failure_class,
+           arg_max_null(failure_class, latest) AS failure_class,
            arg_max(job_id, latest) AS job_id,
            arg_max(job_name, latest) AS job_name,
-           arg_max(duration_s, latest) AS duration_s,
-           arg_max(infra_reason, latest) AS infra_reason,
-           arg_max(failure_line, latest) AS failure_line,
+           arg_max_null(duration_s, latest) AS duration_s,
+           arg_max_null(infra_reason, latest) AS infra_reason,
+           arg_max_null(failure_line, latest) AS failure_line,
            arg_max(failing_tests, latest) AS failing_tests,
-           arg_max(failing_test_count, latest) AS failing_test_count
+           arg_max(failing_test_count, latest) AS failing_test_count,
+           arg_max(failing_kinds, latest) AS failing_kinds,
+           arg_max({'run_id': run_id, 'run_attempt': run_attempt, 'job_id': job_id, 'job_name': job_name,
+                    'failing_jobs': failing_jobs, 'infra_reason': infra_reason, 'failure_line': failure_line,
+                    'failing_tests': failing_tests, 'failing_test_count': failing_test_count}, latest)
+               FILTER (WHERE has_failure) AS failed_attempt
     FROM (SELECT *, (epoch_ms(created_at) * 64 + least(run_attempt, 63), run_id) AS latest FROM attempts)
     GROUP BY sha, workflow, job_group
 )
@@ -110,7 +123,9 @@ SELECT sha, workflow, job_group, blocking, unstable, attempts, jobs,
          WHEN any_failed THEN 'flaky' WHEN all_skipped THEN 'skipped' ELSE 'success' END AS state,
     failing_jobs, job_id, run_id, run_attempt, job_name, duration_s, infra_reason, failure_line,
     failing_tests, failing_test_count,
-    CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class, cancelled
+    CASE WHEN all_failed AND NOT has_pending THEN coalesce(failure_class, 'new') END AS failure_class, cancelled,
+    failing_kinds,
+    CASE WHEN any_failed AND NOT all_failed AND NOT has_pending THEN failed_attempt END AS failed_attempt
 FROM g
 
 -- step: signal
