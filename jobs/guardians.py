@@ -14,7 +14,7 @@ from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import alert_issues, ledger
-from torchci_assets.derived.guardians.passes import alerts_pass, autorevert_pass
+from torchci_assets.derived.guardians.passes import alerts_pass, autorevert_pass, base_branch
 from torchci_assets.guardian_config import GuardianSettings
 from torchci_assets.lake_metadata import ledger_metadata
 
@@ -24,10 +24,7 @@ def _settings():
     return relay.upstream_repo, relay.guardians or GuardianSettings()
 
 
-def _base() -> str:
-    """The branch a culprit's pull request must target: the configured main branch (`master` in a
-    repository that still has one), as upstream takes `main`."""
-    return load_config().main_branch.removeprefix("refs/heads/")
+_base = base_branch  # the branch a culprit's pull request must target, and the alerts name
 
 
 @dg.op(pool="trunk_guardians", description="Judge main's signals; restart, propose reverts, record each decision.")
@@ -51,7 +48,7 @@ def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: L
                  archive: ArchiveResource):
     repo, settings = _settings()
     alerts, changes = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts,
-                                  dt.datetime.now(dt.timezone.utc), log=context.log.info)
+                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=_base())
     if changes:
         yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
             "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes),

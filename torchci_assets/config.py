@@ -604,15 +604,15 @@ def _parse_config(raw: Any, source: str) -> TorchciConfig:
         drci=_parse_drci(raw.get("drci"), "drci", source),
         source=source,
         infra_rules=_infra_rules(raw.get("log_classifier")),
-        guardians=_guardians(raw),
+        guardians=_guardians(raw, upstream_repo),
         zombie_timeout_seconds=_zombie_timeout(raw.get("zombie_timeout_seconds", ZOMBIE_TIMEOUT_S)),
         hud=_parse_hud(raw.get("hud"), upstream_repo),
         backfill=_parse_backfill(raw.get("backfill")),
     )
 
 
-def _guardians(raw: dict):
-    return guardian_settings(raw)
+def _guardians(raw: dict, upstream_repo: str):
+    return guardian_settings(raw, is_pytorch(upstream_repo))
 
 
 def load_config(path: str | None = None) -> TorchciConfig:

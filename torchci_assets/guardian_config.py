@@ -59,6 +59,10 @@ DEFAULT_QUEUE_RULES = (
 )
 
 
+# the alert issues' label on a repository other than PyTorch's, unless the config names one
+TEAM_ALERT_LABELS = ("torchci-alert",)
+
+
 @dataclass(frozen=True)
 class AlertsConfig:
     enabled: bool = False
@@ -150,8 +154,10 @@ def _queue_rules(raw: Any, where: str) -> tuple[QueueRule, ...]:
     return tuple(rules)
 
 
-def parse_alerts(raw: Any, where: str = "alerts") -> AlertsConfig:
-    d = AlertsConfig()
+def parse_alerts(raw: Any, where: str = "alerts", pytorch: bool = True) -> AlertsConfig:
+    """`pytorch`: the upstream repository is PyTorch's, whose issues' label is its own (`pytorch-alert`);
+    another's issues are labelled with the tool's name by default, as their marker is."""
+    d = AlertsConfig() if pytorch else AlertsConfig(labels=TEAM_ALERT_LABELS)
     raw = _mapping(raw, where, tuple(d.__dataclass_fields__))
     repo = raw.get("repo")
     if repo is not None and (not isinstance(repo, str) or repo.count("/") != 1):
@@ -166,6 +172,7 @@ def parse_alerts(raw: Any, where: str = "alerts") -> AlertsConfig:
         labels=_names(raw.get("labels", list(d.labels)), f"{where}.labels"), repo=repo)
 
 
-def guardian_settings(raw: dict) -> GuardianSettings:
-    """Both sections of the whole config document `raw`."""
-    return GuardianSettings(parse_autorevert(raw.get("autorevert")), parse_alerts(raw.get("alerts")))
+def guardian_settings(raw: dict, pytorch: bool = True) -> GuardianSettings:
+    """Both sections of the whole config document `raw`, for PyTorch's repository or (`pytorch`
+    false) another."""
+    return GuardianSettings(parse_autorevert(raw.get("autorevert")), parse_alerts(raw.get("alerts"), pytorch=pytorch))

@@ -36,8 +36,8 @@ from resources.github import GitHubError, GitHubResource
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
-from torchci_assets.derived.guardians.proposal import (has_marker, notify_only, pull_from_message, pull_into,
-                                                       revert_comment, search_query)
+from torchci_assets.derived.guardians.proposal import (has_marker, no_merge_bot, notify_only, pull_from_message,
+                                                       pull_into, revert_comment, search_query)
 from torchci_assets.derived.guardians.signals import MainHistory
 from torchci_assets.guardian_config import AutorevertConfig
 
@@ -302,7 +302,9 @@ class Guardian:
 
     def revert(self, p: Planned) -> dict:
         key = ledger.new_key()
-        body = revert_comment(p.commit_sha, list(p.signals), self.cfg.revert_message, self.cfg.revert_classification)
+        no_bot = no_merge_bot(self.repo)
+        body = revert_comment(p.commit_sha, list(p.signals), self.cfg.revert_message, self.cfg.revert_classification,
+                              request=not no_bot, why=no_bot)
         if not self.live:
             self.log(f"DRY RUN would propose reverting {p.commit_sha[:10]} on its pull request:\n{body}")
             return self._row(p, key, "done", outcome="dry_run", failed=False, notes=body)
@@ -311,7 +313,7 @@ class Guardian:
             self.log(f"{p.commit_sha[:10]} has no pull request: no revert proposal")
             return self._row(p, key, "done", outcome="no_pr", failed=False, notes="no pull request for the commit")
         pull, reverts = found
-        number, why = pull["number"], notify_only(pull, reverts)
+        number, why = pull["number"], notify_only(pull, reverts) or no_bot
         thread, issue = number, None
         if why:
             issue = self.cfg.notify_issue_number

@@ -22,7 +22,7 @@ from resources.lake import Lake
 from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import actions, alert_issues, ledger
 from torchci_assets.derived.guardians.culprits import Verdict
-from torchci_assets.derived.guardians.passes import judged
+from torchci_assets.derived.guardians.passes import base_branch, judged
 from torchci_assets.guardian_config import AutorevertConfig
 from torchci_assets.derived.hud import pages
 
@@ -52,6 +52,7 @@ class GuardianView:
     commits: tuple[str, ...]  # main's commits judged, oldest first
     verdicts: tuple[Verdict, ...]  # those pointing at commits
     acts: tuple[dict, ...]  # the ledger's actions of the last LOOKBACK_DAYS days
+    branch: str = "main"  # the main branch, as the page names it
 
 
 def view(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> GuardianView:
@@ -62,7 +63,8 @@ def view(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> G
     cfg = cfg or configured()
     history, verdicts = judged(lake, cfg, now, not cfg.enabled)
     pointing = tuple(v for v in verdicts if v.kind in VERDICT_LABELS and v.suspects)
-    return GuardianView(now, cfg, history.commits, pointing, tuple(ledger.actions(ledger.read(lake, now))))
+    return GuardianView(now, cfg, history.commits, pointing, tuple(ledger.actions(ledger.read(lake, now))),
+                        base_branch())
 
 
 def guardian_marks(seen: GuardianView) -> dict[str, list[str]]:
@@ -142,7 +144,7 @@ def _state(seen: GuardianView) -> str:
              "sends nothing to GitHub" if not cfg.enabled else
              "enabled in the config (<code>autorevert.enabled</code>): a pass restarts and proposes reverts on "
              "GitHub when it has GitHub credentials, which this page cannot see; without them it is a dry run")
-    watched = escape(", ".join(cfg.workflows)) if cfg.workflows else "every workflow on main"
+    watched = escape(", ".join(cfg.workflows)) if cfg.workflows else f"every workflow on {escape(seen.branch)}"
     writes = "A pass writes to the ledger only when it restarts or proposes a revert (or would, in a dry run), "
     if seen.acts:
         last = max(seen.acts, key=lambda a: a.get("ts") or a["at"])
@@ -170,10 +172,10 @@ def _suspects_table(seen: GuardianView, repo: str) -> str:
             for i, (kind, run, signals, why) in enumerate(runs)]
     if not rows:
         return '<p class="empty">No commit is suspected: no failing signal the autorevert watches points at one.</p>'
-    return (f'<p class="muted">The commits main\'s failing signals point at as of {_t(seen.now)} UTC, judged as '
-            "the autorevert judges them (restart pending: re-runs are to narrow the range or confirm the failure; "
-            "suspect: nothing left to re-run can narrow it, or runs are in flight; confirmed: a revert is due, "
-            "proposed once).</p>"
+    return (f'<p class="muted">The commits {escape(seen.branch)}\'s failing signals point at as of {_t(seen.now)} '
+            "UTC, judged as the autorevert judges them (restart pending: re-runs are to narrow the range or confirm "
+            "the failure; suspect: nothing left to re-run can narrow it, or runs are in flight; confirmed: a revert "
+            "is due, proposed once).</p>"
             + pages.table(["commits", "verdict", "signals", "why"], rows))
 
 

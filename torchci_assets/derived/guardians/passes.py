@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
+from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import actions, ledger
 from torchci_assets.derived.guardians.actions import Guardian
 from torchci_assets.derived.guardians.alert_conditions import current_alerts
@@ -24,6 +25,12 @@ from torchci_assets.derived.guardians.culprits import Verdict, judge_all
 from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows
 from torchci_assets.derived.guardians.signals import MainHistory, build_history
 from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
+
+
+def base_branch() -> str:
+    """The configured main branch (`master` in a repository that still has one), as upstream takes
+    `main`: the branch a culprit's pull request must target, and the one the guardians' words name."""
+    return load_config().main_branch.removeprefix("refs/heads/")
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,10 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
 
 
 def alerts_pass(github: GitHubResource, lake: Lake, archive: Store, repo: str, cfg: AlertsConfig,
-                now: dt.datetime, log: Callable[[str], None] = lambda s: None) -> tuple[list, list[dict]]:
-    """(the alerts as of now, the state changes recorded)."""
-    alerts = current_alerts(lake, archive, main_signal_rows(lake, now), repo, cfg, now)
+                now: dt.datetime, log: Callable[[str], None] = lambda s: None,
+                base: str = "main") -> tuple[list, list[dict]]:
+    """(the alerts as of now, the state changes recorded); `base`: the branch main's commits land
+    on, as the issues name it."""
+    alerts = current_alerts(lake, archive, main_signal_rows(lake, now), repo, cfg, now, base)
     issues = AlertIssues(github, lake, cfg.repo or repo, cfg.labels, cfg.enabled, now, log)
     return alerts, issues.sync(alerts)

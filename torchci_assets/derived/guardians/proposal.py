@@ -9,6 +9,7 @@ import re
 from collections import defaultdict
 from typing import NamedTuple
 
+from torchci_assets.config import is_pytorch
 from torchci_assets.derived.guardians.signals import TEST_SEPARATOR
 
 MARKER = "<!-- torchci-autorevert sha={sha} -->"
@@ -77,6 +78,12 @@ def notify_only(pull: dict, reverts: bool = False) -> str:
     if pull.get("state") == "open":
         return "not merged"
     return ""
+
+
+def no_merge_bot(repo: str) -> str:
+    """Why no revert is asked on `repo` ("" when it may be): `@pytorchbot revert` is a command of
+    PyTorch's merge bot, which answers on pytorch/pytorch only; elsewhere the pull request is told."""
+    return "" if is_pytorch(repo) else f"on {repo}, where no merge bot takes a revert request"
 
 
 def _cut(text: str, limit: int = MAX_KEY_CHARS) -> str:
