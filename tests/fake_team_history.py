@@ -15,13 +15,16 @@ commit, one on the commit before it. Every failed job has a log as GitHub serves
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import io
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fake_github_actions import FakeActions
+from pytest_httpserver import HTTPServer
 
 TEAM = "acme/widgets"
 BRANCH = "master"
@@ -29,6 +32,8 @@ OSES = ("ubuntu-latest", "windows-latest", "macos-latest")
 JOBS = ["lint", "build (ubuntu-latest, 3.11)", "build (windows-latest, 3.11)"] + [f"test / unit ({o})" for o in OSES]
 JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_ops.xml").read_bytes()
 FAILED_JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_widgets.xml").read_bytes()
+SYNC_JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_sync.xml").read_bytes()
+SYNC_TIMEOUT_JUNIT = (Path(__file__).parent / "data" / "junit-artifact" / "test_sync_timeout.xml").read_bytes()
 HTML = f"https://github.com/{TEAM}"
 
 # a failed job's log lines, as the step that failed printed them
@@ -42,6 +47,16 @@ FAILED_TEST = ["=================================== FAILURES ===================
                "FAILED tests/test_widgets.py::test_parse_widget - AssertionError: assert None == Widget(id=1)",
                "========================= 1 failed, 41 passed in 3.20s =========================",
                "##[error]Process completed with exit code 1."]
+# test_sync_widget timing out, as pytest printed it (test_sync_timeout.xml's run)
+SYNC_TIMEOUT = ["=================================== FAILURES ===================================",
+                "_______________________________ test_sync_widget _______________________________",
+                ">           raise TimeoutError(\"widget service did not answer in 5.0s\")",
+                "E           TimeoutError: widget service did not answer in 5.0s",
+                "tests/test_sync.py:7: TimeoutError",
+                "=========================== short test summary info ============================",
+                "FAILED tests/test_sync.py::test_sync_widget - TimeoutError: widget service did not answer in 5.0s",
+                "========================= 1 failed, 1 passed in 0.11s ==========================",
+                "##[error]Process completed with exit code 1."]
 LINT = ["widgets/core.py:3:1: F401 [*] `os` imported but unused",
         "Found 1 error.", "##[error]Process completed with exit code 1."]
 RUNNER_LOST = ["collected 42 items", "",
@@ -76,10 +91,14 @@ def junit_zip(report: bytes = JUNIT) -> bytes:
 class Team:
     """Fills `api` run by run; ids count up from fixed bases so a history is the same every time."""
 
-    def __init__(self, api: FakeActions):
+    def __init__(self, api: FakeActions, run_id: int = 8_100_000_000, job_id: int = 21_000_000_000):
         self.api = api
-        self.run_id = 8_100_000_000
-        self.job_id = 21_000_000_000
+        self.run_id = run_id
+        self.job_id = job_id
+        # the report a passing test job uploads, and a failing one's per the log lines it failed with
+        # (a test job failing otherwise, its runner lost say, uploads none)
+        self.passing = JUNIT
+        self.failed_reports = [(FAILED_TEST, FAILED_JUNIT)]
 
     def run(self, head: str, branch: str, event: str, at: dt.datetime, failing: dict[str, list[str]],
             pr: dict | None = None, attempt: int = 1, run_id: int | None = None) -> int:
@@ -110,8 +129,9 @@ class Team:
         os_name = next((o for o in OSES if o in name), "ubuntu-latest")
         if name in failing:
             self.api.add_log(self.job_id, log_bytes(done, failing[name]))
-        if name.startswith("test /") and failing.get(name) in (None, FAILED_TEST):
-            report = FAILED_JUNIT if name in failing else JUNIT
+        report = self.passing if name not in failing else next(
+            (r for lines, r in self.failed_reports if lines == failing[name]), None)
+        if name.startswith("test /") and report is not None:
             self.api.add_artifact(rid, f"junit-{os_name}", junit_zip(report), iso(done - dt.timedelta(seconds=5)))
         return {"id": self.job_id, "run_id": rid, "run_attempt": attempt, "head_sha": head, "head_branch": branch,
                 "workflow_name": "CI", "name": name, "status": "completed",
@@ -158,3 +178,50 @@ def fill(api: FakeActions, days: list[dt.date]) -> dict:
                      attempt=2, run_id=rid)
         prs[number] = head
     return {"master": master, "prs": prs}
+
+
+def fill_with_flaky_sync(api: FakeActions, days: list[dt.date]) -> dict:
+    """fill()'s history, then four more pushes to master late on the last day whose test jobs run
+    tests/test_sync.py (real pytest output: test_sync.xml, test_sync_timeout.xml): on the first three
+    `test_sync_widget` times out in `test / unit (ubuntu-latest)` and passes when the run is re-run, a
+    team's flaky test without a rerun plugin; then pull request 108, on the last of them, whose Ubuntu
+    test job times out the same way. Returns fill()'s dict with the four pushes as "flaky_master"."""
+    history = fill(api, days)
+    team = Team(api, run_id=8_200_000_000, job_id=22_000_000_000)
+    team.passing, team.failed_reports = SYNC_JUNIT, [(SYNC_TIMEOUT, SYNC_TIMEOUT_JUNIT)]
+    timeout = {"test / unit (ubuntu-latest)": SYNC_TIMEOUT}
+    start = dt.datetime.combine(days[-1], dt.time(20, 30), dt.timezone.utc)
+    parent, pushed = history["master"][-1], []
+    for n in range(4):
+        at, head = start + n * dt.timedelta(minutes=20), sha(f"master-sync-{n}")
+        api.add_commit(BRANCH, head, parent, f"Widgets sync {n} (#{120 + n})", iso(at), f"dev{n % 3}")
+        api.add_push(BRANCH, parent, head, iso(at))
+        rid = team.run(head, BRANCH, "push", at + dt.timedelta(seconds=5), timeout if n < 3 else {})
+        if n < 3:
+            team.run(head, BRANCH, "push", at + dt.timedelta(minutes=40), {}, attempt=2, run_id=rid)
+        parent = head
+        pushed.append(head)
+    at, head = start + dt.timedelta(hours=2), sha("pr-108")
+    api.add_commit("feature-108", head, parent, "Feature 108", iso(at), "contributor")
+    pr = {"id": 5_000_108, "number": 108, "state": "open", "title": "Feature 108",
+          "url": f"https://api.github.com/repos/{TEAM}/pulls/108", "html_url": f"{HTML}/pull/108",
+          "created_at": iso(at), "updated_at": iso(at + dt.timedelta(minutes=30)), "closed_at": None,
+          "merged_at": None, "draft": False,
+          "head": {"ref": "feature-108", "sha": head, "label": "contributor:feature-108"},
+          "base": {"ref": BRANCH, "sha": parent, "label": f"acme:{BRANCH}"}}
+    api.add_pull(pr)
+    team.run(head, "feature-108", "pull_request", at, timeout, pr)
+    return history | {"flaky_master": pushed, "prs": history["prs"] | {108: head}}
+
+
+@contextlib.contextmanager
+def served(history: Callable[[FakeActions, list[dt.date]], dict], days: list[dt.date]) -> Iterator[FakeActions]:
+    """The fake Actions API on a free port of 127.0.0.1, filled by `history` (fill, fill_with_flaky_sync)."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    try:
+        api = FakeActions(server, repo=TEAM, default_branch=BRANCH)
+        history(api, days)
+        yield api
+    finally:
+        server.stop()

@@ -307,7 +307,9 @@ def test_a_rerun_of_an_earlier_day_leaves_the_later_days_files(tmp_path):
 
 
 def _jobs(tmp_path, d, envs):
-    lake(tmp_path).write("workflow_job", d, pa.table({"build_env": pa.array(envs, pa.string())}))
+    names = [f"{e} / build" if e else "lint" for e in envs]
+    lake(tmp_path).write("workflow_job", d, pa.table({"build_env": pa.array(envs, pa.string()),
+                                                      "name": pa.array(names, pa.string())}))
 
 
 def test_build_envs_without_a_job_for_a_month_are_dropped(tmp_path):

@@ -12,12 +12,16 @@
 --               earlier day otherwise), with their commit and when their last job finished.
 
 -- step: time_tests
+-- A job named as neither of PyTorch's patterns (a team's `test / unit (ubuntu-latest)`: build_env
+-- NULL) is keyed by its whole name, with the test_config `default`; a PyTorch build job that ran tests
+-- keeps its build_env and the empty test_config. A report without its job (no name) is left out.
 CREATE OR REPLACE TEMP VIEW time_tests AS
-SELECT workflow_id, workflow_run_attempt AS attempt, build_env, coalesce(test_config, '') AS test_config,
+SELECT workflow_id, workflow_run_attempt AS attempt, coalesce(build_env, job_name) AS build_env,
+       coalesce(test_config, CASE WHEN build_env IS NULL THEN 'default' ELSE '' END) AS test_config,
        coalesce(shard, 1) AS shard, coalesce(num_shards, 1) AS num_shards, invoking_file, classname, time,
        job_conclusion = 'success' AND NOT infra_suspect AS clean, head_sha, job_completed_at
 FROM test_results
-WHERE branch_class = 'main' AND build_env IS NOT NULL AND file <> ''
+WHERE branch_class = 'main' AND coalesce(build_env, job_name) IS NOT NULL AND file <> ''
 
 -- step: shard_attempts
 -- one row per job

@@ -1,0 +1,107 @@
+"""What a team whose CI follows none of PyTorch's job names gets from its own test reports, end to end:
+its history (tests/fake_team_history.py on the fake Actions API, with a test that times out now and
+then: fill_with_flaky_sync), `torchci backfill` reading its `junit-<os>` artifacts, then `torchci run`
+over every asset, as docs/ingest.md tells a team to.
+Its jobs are named `test / unit (ubuntu-latest)`: PyTorch's `<build_env> / test (<config>, <shard>,
+<num_shards>, <runner>)` does not match them, so each such job is its own build_env, with the
+test_config `default`."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from fake_team_history import BRANCH, OSES, TEAM, fill_with_flaky_sync, served
+
+from resources.lake import Lake
+from resources.storage import Store
+from torchci_assets.cli import main
+from torchci_assets.derived.sharding.times import TEST_TIMES_PATH, dumps, publish_test_times
+
+TODAY = dt.datetime.now(dt.timezone.utc).date()
+DAYS = [TODAY - dt.timedelta(days=n) for n in (3, 2, 1)]
+TORCHCI = str(Path(sys.executable).parent / "torchci")
+TEST_JOBS = [f"test / unit ({o})" for o in OSES]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """The outputs folder once the team's history went through backfill and `torchci run`."""
+    root = tmp_path_factory.mktemp("team-tests")
+    config = root / "my-repo.yaml"
+    config.write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\nbackfill:\n  report_artifacts: [junit-]\n")
+    with served(fill_with_flaky_sync, DAYS) as api, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITHUB_API_URL", api.server.url_for("").rstrip("/"))
+        mp.setenv("GITHUB_TOKEN", "ghp_FAKE0123456789")
+        mp.setenv("TORCHCI_CONFIG", str(config))
+        mp.setenv("TORCHCI_FIRST_DAY", DAYS[0].isoformat())
+        mp.setenv("DAGSTER_HOME", str(root / "dagster"))
+        for var, folder in (("ARCHIVE", "archive"), ("LAKE", "lake"), ("OUTPUTS", "out")):
+            mp.setenv(f"TORCHCI_{var}_URI", str(root / folder))
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["backfill", "--repo", TEAM, "--since", DAYS[0].isoformat(), "--prs"]) == 0
+        # in its own process, as a user runs it: the definitions read the environment as they load
+        ran = subprocess.run([TORCHCI, "run", "--quiet"], env=dict(os.environ), cwd=root, capture_output=True,
+                             text=True, timeout=600)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+    return root / "out"
+
+
+def test_the_team_s_test_times_are_keyed_by_its_test_jobs(outputs):
+    """Each test job of master's runs is a build_env of test-times.json, its files under `default`
+    (was: no test times at all, `nothing new to publish`, every job's build_env unknown)."""
+    times = json.loads((outputs / "stats" / "test-times.json").read_text())
+    assert sorted(times) == sorted(TEST_JOBS + ["default"])
+    for job in TEST_JOBS:  # each report's times add up to 1 ms; the failing runs' test_widgets are not clean
+        assert times[job] == {"default": {"test_ops": 0.001, "tests/test_sync": 0.001}}
+    classes = json.loads((outputs / "stats" / "test-class-times.json").read_text())
+    assert classes["test / unit (macos-latest)"]["default"]["test_ops"] == {"": 0.0, "TestOps": 0.001}
+
+
+def test_each_test_job_has_a_shard_plan(outputs):
+    """A plan per test job, under its name percent-encoded, one shard (the job runs unsharded)."""
+    for job in TEST_JOBS:
+        plan = json.loads((outputs / "shard-plans" / job.replace(" ", "%20").replace("/", "%2F")
+                           .replace("(", "%28").replace(")", "%29") / "default.json").read_text())
+        assert (plan["build_env"], plan["test_config"], len(plan["shards"])) == (job, "default", 1)
+
+
+def test_a_test_that_timed_out_then_passed_on_the_re_run_is_flaky_on_its_platform(outputs):
+    """Three master runs whose Ubuntu job failed test_sync_widget and passed when re-run: flaky, on
+    linux, on the HUD's tests page and in the (local) disabled list."""
+    tests = (outputs / "hud" / "tests.html").read_text()
+    row = next(r for r in tests.split("<tr")[1:] if "test_sync_widget" in r and 'data-verdict="flaky"' in r)
+    assert "3 flake events in 24 runs" in row and "linux" in row and "mac" not in row
+    disabled = json.loads((outputs / "stats" / "disabled-tests-condensed.json").read_text())
+    assert [v[2] for k, v in disabled.items() if k.startswith("test_sync_widget ")] == [["linux"]]
+
+
+def test_dr_ci_calls_the_known_flaky_test_s_failure_on_a_pull_request_flaky(outputs):
+    body = (outputs / "drci" / "108.md").read_text()
+    assert "You can merge normally! (1 Unrelated Failure)" in body and "<b>FLAKY</b>" in body
+    assert "`FAILED tests/test_sync.py::test_sync_widget - TimeoutError: widget service did not answer" in body
+
+
+def test_a_team_s_test_job_that_ran_this_month_keeps_its_times_and_a_retired_one_is_dropped(tmp_path):
+    """A month of jobs: the Ubuntu and macOS jobs ran on its last day (macOS's reports landed that day),
+    FreeBSD's only before the month. Each job is its own build_env here too (was: none had one, so all
+    were dropped as retired, the day's own times too, once the lake held a month)."""
+    lake, store, today = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out")), TODAY.isoformat()
+    ubuntu, macos, freebsd = "test / unit (ubuntu-latest)", "test / unit (macos-latest)", "test / unit (freebsd)"
+    store.write_bytes(TEST_TIMES_PATH, dumps({job: {"default": {"test_ops": 1.0}} for job in (ubuntu, freebsd)}))
+    for offset, names in ((40, [ubuntu, freebsd]), (29, ["lint"]), (0, [ubuntu, macos])):
+        lake.write("workflow_job", (TODAY - dt.timedelta(days=offset)).isoformat(),
+                   pa.table({"build_env": pa.nulls(len(names), pa.string()), "name": pa.array(names, pa.string())}))
+    lake.write("test_time_daily", today, pa.table({
+        "build_env": [macos], "test_config": ["default"], "file": ["test_ops"],
+        "classname": pa.nulls(1, pa.string()), "time": [2.0], "runs": pa.array([1], pa.int64())}))
+    publish_test_times(lake, store, today)
+    assert sorted(json.loads(store.read_bytes(TEST_TIMES_PATH))) == ["default", macos, ubuntu]
