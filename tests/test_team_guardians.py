@@ -118,6 +118,8 @@ def test_the_autorevert_suspects_the_breaking_commit_and_its_page_names_master(b
     signals = re.search(r"<td>restart pending</td><td>([^<]*)</td><td>failed on 1 attempt\(s\): restart its failed "
                         r"jobs to confirm</td>", page)
     assert signals and JOB in signals.group(1).split("; "), page
+    # its failing test, a pytest function outside a class, named alone (was `.test_parse_widget`)
+    assert f"{JOB} :: test_parse_widget (tests/test_widgets.py)" in signals.group(1).split("; ")
 
 
 def test_a_revert_proposal_on_the_team_s_repository_asks_no_merge_bot_it_has_not(broken):

@@ -80,6 +80,7 @@ def test_a_test_that_timed_out_then_passed_on_the_re_run_is_flaky_on_its_platfor
     tests = (outputs / "hud" / "tests.html").read_text()
     row = next(r for r in tests.split("<tr")[1:] if "test_sync_widget" in r and 'data-verdict="flaky"' in r)
     assert "3 flake events in 24 runs" in row and "linux" in row and "mac" not in row
+    assert ".test_sync_widget" not in tests  # a test outside a class is named alone (was `.test_sync_widget`)
     disabled = json.loads((outputs / "stats" / "disabled-tests-condensed.json").read_text())
     assert [v[2] for k, v in disabled.items() if k.startswith("test_sync_widget ")] == [["linux"]]
 

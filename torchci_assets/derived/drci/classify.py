@@ -158,7 +158,7 @@ def message_key(message: str | None) -> str:
 
 @dataclass(frozen=True)
 class FailedTest:
-    key: str      # "classname.name (file)", as pr_jobs and commit_health list tests
+    key: str      # "classname.name (file)", "name (file)" outside a class, as pr_jobs and commit_health list tests
     message: str  # message_key of its failure here, for comparisons
     text: str = field(default="", compare=False)  # its first line as it failed, for the reader
 

@@ -104,6 +104,12 @@ class SiteReport:
         return max(self.pages.items(), key=lambda kv: kv[1], default=("", 0))
 
 
+def named_test(classname: str | None, name: str) -> str:
+    """`Class.test`, or the test alone outside a class (a pytest module-level function), as
+    commit_health and Dr. CI name tests: never `.test`."""
+    return f"{classname}.{name}" if classname else name
+
+
 def _rows(con, sql: str, values: dict | None = None) -> list[dict]:
     cur = execute(con, sql, values)
     names = [d[0] for d in cur.description]
@@ -203,7 +209,7 @@ def load_tests(con, lake: Lake, day: str, branch: str = "main") -> list[dict]:
                             + (f"until {fixed[:10]}" if fixed else "(still failing)")
                             + f"; {r['broken_failures']} failures in {r['broken_ranges']} range(s)")
                 platforms = _names(r["platforms"])
-            out.append({"verdict": r["verdict"], "test": f"{r['classname']}.{r['name']}", "file": r["file"],
+            out.append({"verdict": r["verdict"], "test": named_test(r["classname"], r["name"]), "file": r["file"],
                         "evidence": evidence, "platforms": platforms})
     if register(con, lake, "disabled_tests", [day], "dt"):
         for r in _rows(con, SQL["listed_disabled"], {"limit": MAX_TESTS_LISTED}):

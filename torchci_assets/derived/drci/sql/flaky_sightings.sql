@@ -4,12 +4,12 @@
 -- failed try's message kept), which are a flake's most common sighting. Ordered so that the sighting a comment cites
 -- does not change from run to run (an unchanged body is never re-posted).
 WITH flaky AS (
-    SELECT DISTINCT classname || '.' || name || ' (' || file || ')' AS test FROM ft WHERE verdict = 'flaky'
+    SELECT DISTINCT concat_ws('.', nullif(classname, ''), name) || ' (' || file || ')' AS test FROM ft WHERE verdict = 'flaky'
 )
-SELECT classname || '.' || name || ' (' || file || ')' AS test, message, head_sha AS sha, head_branch, job_id, workflow_id AS run_id
+SELECT concat_ws('.', nullif(classname, ''), name) || ' (' || file || ')' AS test, message, head_sha AS sha, head_branch, job_id, workflow_id AS run_id
 FROM tr
 WHERE head_sha IS NOT NULL
   AND (status IN ('failed', 'error') OR (status = 'passed' AND rerun_count > 0 AND message IS NOT NULL))
-  AND classname || '.' || name || ' (' || file || ')' IN (SELECT test FROM flaky)
-  AND classname || '.' || name || ' (' || file || ')' IN (SELECT test FROM head_tests)
+  AND concat_ws('.', nullif(classname, ''), name) || ' (' || file || ')' IN (SELECT test FROM flaky)
+  AND concat_ws('.', nullif(classname, ''), name) || ' (' || file || ')' IN (SELECT test FROM head_tests)
 ORDER BY status = 'passed', sha, job_id

@@ -1,4 +1,4 @@
 -- Tests the newest flaky verdicts call flaky, named as commit_health lists its failing tests.
-SELECT DISTINCT classname || '.' || name || ' (' || file || ')' AS test
+SELECT DISTINCT concat_ws('.', nullif(classname, ''), name) || ' (' || file || ')' AS test
 FROM flaky_tests
 WHERE verdict = 'flaky' AND day = (SELECT max(day) FROM flaky_tests)

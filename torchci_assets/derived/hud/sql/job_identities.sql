@@ -120,7 +120,7 @@ WITH t AS (
     SELECT sha, run_id, run_attempt, name, count(*) AS tests,
            count(*) FILTER (WHERE verdict NOT IN ('flaky', 'broken')) AS new_tests,
            count(*) FILTER (WHERE verdict = 'broken') AS broken_tests,
-           list(classname || '.' || test || ' (' || file || ')'
+           list(concat_ws('.', nullif(classname, ''), test) || ' (' || file || ')'
                 ORDER BY verdict IN ('flaky', 'broken'), file, classname, test)[1:$max_listed_tests]
                AS failing_tests
     FROM identity_tests GROUP BY ALL
