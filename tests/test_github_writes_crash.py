@@ -325,8 +325,11 @@ def run_step(name: str, api_url: str, root: str) -> None:
 FORKS = multiprocessing.get_context("forkserver")
 # What the forked processes import, once, in the server they are forked from (which does not have
 # this folder on its path: this module and its neighbours are imported by each process, quickly).
+# pyarrow.dataset (and pandas, which it imports) is what reading the lake's history imports on first
+# use: left out, each killed process of the alert, guardian and relay paths spent about a second on it.
 FORKS.set_forkserver_preload([
-    "_pytest.assertion", "werkzeug.serving", "werkzeug.test", "requests", "resources.github", "resources.lake",
+    "_pytest.assertion", "werkzeug.serving", "werkzeug.test", "requests", "netrc", "pyarrow.dataset",
+    "pyarrow.parquet", "pyarrow.pandas_compat", "pandas", "resources.github", "resources.lake",
     "resources.configured", "jobs.relay_prs", "torchci_assets.derived.drci.build", "torchci_assets.derived.drci.publish",
     "torchci_assets.derived.flakiness.issues", "torchci_assets.derived.flakiness.lifecycle",
     "torchci_assets.derived.guardians.actions",
