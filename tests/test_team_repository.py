@@ -25,7 +25,7 @@ from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
-from torchci_assets.backfill.artifacts import NO_NAME, RERUN, SEVERAL, artifact_job
+from torchci_assets.backfill.artifacts import NO_NAME, RERUN, SEVERAL, UNKNOWN_ID, artifact_job
 from torchci_assets.backfill.history import BackfillOptions, backfill
 from torchci_assets.cli import main
 from torchci_assets.config import PYTORCH_HUD, BackfillConfig, ConfigError, HudConfig, parse_config
@@ -195,6 +195,18 @@ def test_an_artifact_whose_name_is_no_job_s_or_several_jobs_is_filed_under_none(
                 (2, "test / integration (ubuntu-latest)", 1, "2026-11-02T10:00:00Z", "2026-11-02T10:30:00Z"))
     assert artifact_job("junit-ubuntu-latest", "junit-", two, "2026-11-02T10:10:00Z") == (None, SEVERAL)
     assert artifact_job("junit-integration-ubuntu-latest", "junit-", two)[0]["id"] == 2
+
+
+def test_a_number_ending_a_team_s_artifact_name_is_a_job_id_only_when_its_run_has_that_job():
+    """A matrix over shards names its artifacts `junit_1`, `junit_2`: `_1` is no job of the run, so the
+    name names its job, as any team's does; a PyTorch name whose job id is not in its run stays
+    without a job, even when its attempt had one job."""
+    shards = _jobs(*((100 + i, f"test ({i})", 1, "2026-11-02T10:00:00Z", "2026-11-02T10:30:00Z") for i in (1, 2)))
+    assert [artifact_job(f"junit_{i}.zip", "junit", shards) for i in (1, 2)] == [(shards[101], ""), (shards[102], "")]
+    one = _jobs((9002, "linux / test (default, 1, 1, linux.2xlarge)", 1, "2026-11-02T10:00:00Z",
+                 "2026-11-02T10:30:00Z"))
+    assert artifact_job("test-reports-runattempt1-test-default-1-1-linux.2xlarge_9001.zip", "test-reports",
+                        one) == (None, UNKNOWN_ID)
 
 
 def test_a_re_run_s_artifact_is_the_job_of_that_name_it_was_uploaded_during():

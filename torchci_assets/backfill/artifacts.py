@@ -70,17 +70,19 @@ def artifact_job(name: str, prefix: str, jobs: dict[int, dict], created_at: str 
                  ) -> tuple[dict | None, str]:
     """The job a report artifact named `name` (starting with `prefix`) belongs to, and "", or None and
     why not: the job whose id ends its name; else the only job of its attempt (`runattempt<n>` in
-    the name, else any); else the job its name names (`by_name`)."""
-    m = _JOB_ID_IN_NAME.search(name)
-    if m:
-        job = jobs.get(int(m.group(1)))
-        return (job, "") if job else (None, UNKNOWN_ID)
+    the name, else any); else the job its name names (`by_name`). A number ending the name that is
+    no job of the run may be a team's shard (`junit_1`), so the name is read as a name, but never
+    as its attempt's only job: PyTorch's name said which job, and that job was not read."""
+    named_id = _JOB_ID_IN_NAME.search(name)
+    if named_id and int(named_id.group(1)) in jobs:
+        return jobs[int(named_id.group(1))], ""
     rest = name[len(prefix):].removesuffix(".zip")
     m = _ATTEMPT_IN_NAME.search(rest)
     pool = [j for j in jobs.values() if m is None or _attempt(j) == int(m.group(1))]
-    if len(pool) == 1:
+    if len(pool) == 1 and not named_id:
         return pool[0], ""
-    return by_name(_ATTEMPT_IN_NAME.sub("-", rest), pool, created_at)
+    job, why = by_name(_ATTEMPT_IN_NAME.sub("-", rest), pool, created_at)
+    return (job, why) if job or not named_id else (None, UNKNOWN_ID)
 
 
 def report_prefix(name: str, prefixes: tuple[str, ...]) -> str | None:
