@@ -400,17 +400,18 @@ def _when(at: dt.datetime | None) -> str:
     return at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if at else "time unknown"
 
 
-def evidence_text(evidence: Evidence, platforms: list[str]) -> list[str]:
+def evidence_text(evidence: Evidence, platforms: list[str], branch: str = "main") -> list[str]:
     """The lines that say why the test is disabled: main's evidence, which decided it (as for
     PyTorch's bot, flakiness seen only on pull requests disables nothing), per platform that ran
-    it on main or flaked there; other branches' flake events in a sentence of their own."""
+    it on main or flaked there; other branches' flake events in a sentence of their own. They
+    name the repository's main `branch` as its people call it (`master` in some)."""
     flaked_on = [p.platform for p in evidence.platforms if p.flake_events > 0]
     window = (f"the window {evidence.window_start} to {evidence.window_end}"
               if evidence.window_start else "the flaky verdict's window")
     elsewhere = evidence.elsewhere
     lines = [
-        f"This test was disabled because it is flaky on main: over {window} it had "
-        f"{evidence.flake_events} flake event(s) in {evidence.runs} run(s) on main"
+        f"This test was disabled because it is flaky on {branch}: over {window} it had "
+        f"{evidence.flake_events} flake event(s) in {evidence.runs} run(s) on {branch}"
         + (f", on {', '.join(flaked_on)}" if flaked_on else "") + ". A flake event is a failure "
         "that passed on a rerun in the same job, a failure on a commit where the test also "
         "passed, or a failure between two passing commits. Jobs that died or where most "
@@ -420,22 +421,23 @@ def evidence_text(evidence: Evidence, platforms: list[str]) -> list[str]:
         + (f" Pull requests and other branches had {elsewhere} more flake event(s) in the window; those do "
            "not disable a test." if elsewhere else ""),
         "",
-        "| platform | runs on main | failures | flake events | rerun passes | same-commit pairs | flips |",
+        f"| platform | runs on {branch} | failures | flake events | rerun passes | same-commit pairs | flips |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     return lines + [f"| {_md(p.platform)} | {p.runs} | {p.failures} | {p.flake_events} | {p.rerun_passes} | "
                     f"{p.same_commit_pairs} | {p.flips} |" for p in evidence.platforms if p.runs or p.flake_events]
 
 
-def render_body(evidence: Evidence, platforms: list[str]) -> str:
+def render_body(evidence: Evidence, platforms: list[str], branch: str = "main") -> str:
     """The body of a new DISABLED issue: the `Platforms:` line first (PyTorch's bot puts it
-    there and humans look for it there), the evidence, how to re-enable, and the marker."""
-    parts = [platforms_line(platforms), "", *evidence_text(evidence, platforms)]
+    there and humans look for it there), the evidence, how to re-enable, and the marker; in the
+    words of a repository whose main branch is `branch`."""
+    parts = [platforms_line(platforms), "", *evidence_text(evidence, platforms, branch)]
     if evidence.jobs:
         parts += ["", f"Most recent failing jobs ({len(evidence.jobs)} of {evidence.failing_jobs}, "
-                      "main first):"]
+                      f"{branch} first):"]
         parts += [f"- {_when(j.at)} [{_md(j.job_name or 'job')}]({j.url}) "
-                  f"{'on main' if j.on_main else 'off main'} at `{j.head_sha[:12]}`" for j in evidence.jobs]
+                  f"{'on' if j.on_main else 'off'} {branch} at `{j.head_sha[:12]}`" for j in evidence.jobs]
     if evidence.file:
         parts += ["", f"Test file: `{_md(evidence.file)}`"]
     parts += [

@@ -168,9 +168,11 @@ class IssueTracker:
     consistent issue list (see the module docstring); of two copies of an issue the later
     `updated_at` wins, and this run's own writes go in directly."""
 
-    def __init__(self, github: GitHubResource, repo: str, clock: Callable[[], dt.datetime] = utc_now):
+    def __init__(self, github: GitHubResource, repo: str, clock: Callable[[], dt.datetime] = utc_now,
+                 branch: str = "main"):
         self.github = github
         self.repo = repo
+        self.branch = branch  # the repository's main branch, as its issues and comments name it
         self.clock = clock
         self.by_number: dict[int, dict] = {}
         self._synced_at: dt.datetime | None = None
@@ -505,7 +507,8 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
                    log: Callable[[str], None] = lambda s: None,
                    file_of: Callable[[str], str | None] = lambda test: None,
                    listed: dict[str, ListedIssue] | None = None, skip_repeat: bool = False,
-                   max_new: int | None = None, warn: Callable[[str], None] = lambda s: None) -> FilingReport:
+                   max_new: int | None = None, warn: Callable[[str], None] = lambda s: None,
+                   branch: str = "main") -> FilingReport:
     """What a live run would look up or file, logged and recorded as `dry_run`; nothing is sent.
     The published list stands in for the issues (`listed`, keyed `runner_test`: `listed_issues`):
     a test it names an issue for has that issue, which a live run finds (`report.listed`) and
@@ -536,7 +539,7 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
         if w.test in in_aggregate:
             detail = f"would list it in {in_aggregate[w.test]!r} ({reason})"
         else:
-            planned = planned_issue(w.test, issue, w.flaked)
+            planned = planned_issue(w.test, issue, w.flaked, branch)
             detail = f"{planned} ({reason})"
             where = "" if issue else f" in {repo} (Platforms: {', '.join(w.platforms) or 'all'})"
             lines.append(f"DRY RUN: {planned}{where} ({reason})")
@@ -593,19 +596,19 @@ def capped(aggregates: dict[str, list[Wanted]], wanted: list[Wanted], has_issue:
     return deferred
 
 
-def planned_issue(test: str, issue: ListedIssue | None, flaked: Iterable[str] = ()) -> str:
+def planned_issue(test: str, issue: ListedIssue | None, flaked: Iterable[str] = (), branch: str = "main") -> str:
     """What a live run does about `test`'s own issue, in the plan's words: find the issue the
     published list names (by number: the list does not say whether an issue's title or an
     aggregate's line names the test, so a title would be a guess), and widen the test's line to
-    where it flaked on main (`flaked`) beyond the entry's platforms; else find or file the exact
-    title it files, which names the test under `__main__` whatever the list wrote. A live run
-    widens only on a flake after the line was last set (`platforms_set_at`), which the list does
-    not say, so the plan says that condition."""
+    where it flaked on the main `branch` (`flaked`) beyond the entry's platforms; else find or
+    file the exact title it files, which names the test under `__main__` whatever the list
+    wrote. A live run widens only on a flake after the line was last set (`platforms_set_at`),
+    which the list does not say, so the plan says that condition."""
     if issue is None:
         return f"would find or file {issue_title(test)!r}"
     add = added_platforms(list(issue.platforms), list(flaked))
     return (f"would find #{issue.number} ({issue.url}), its issue on the published list (as {issue.name!r})"
-            + (f", and add {', '.join(add)} to its line with a comment, as it flaked on main there: a live run "
+            + (f", and add {', '.join(add)} to its line with a comment, as it flaked on {branch} there: a live run "
                "does so unless the line was set after that flake (the issue's filing or a narrowing, which the "
                "list does not date)" if add else ""))
 
@@ -709,14 +712,14 @@ def _file_one(tracker: IssueTracker, w: Wanted, evidence: Evidence | None, ctx: 
     if aggregate is not None and not flaked_since_close(aggregate, evidence):
         return ledger_row(w.test, "found", aggregate, tracker.repo, ctx.run_id,
                           f"listed in aggregate #{aggregate['number']}, closed at {aggregate.get('closed_at')}, "
-                          "no flake on main since: left closed (re-enabled)")
+                          f"no flake on {tracker.branch} since: left closed (re-enabled)")
     if not may_create:
         return None
     creating()
     issue, action, detail = _create(tracker, w, evidence or Evidence(w.test), ctx.labels, ctx.owners, ctx.log)
     if aggregate is not None:
         detail += (f"; aggregate #{aggregate['number']}, closed at {aggregate.get('closed_at')}, listed it: "
-                   "it flaked on main since, and a closed aggregate is reopened for none of its tests")
+                   f"it flaked on {tracker.branch} since, and a closed aggregate is reopened for none of its tests")
     return ledger_row(w.test, action, issue, tracker.repo, ctx.run_id, detail + _left_aside(tracker, w.test))
 
 
@@ -856,7 +859,8 @@ def _aggregate(tracker: IssueTracker, file: str, members: list[Wanted], evidence
         existing = tracker.update(existing["number"], body=body)  # its rows record the lines it now has
         log(f"{title!r}: #{existing['number']}: {len(members)} test(s) added")
         return existing, "updated", f"added to aggregate #{existing['number']}"
-    example = render_body(evidence.get(members[0].test) or Evidence(members[0].test), members[0].platforms)
+    example = render_body(evidence.get(members[0].test) or Evidence(members[0].test), members[0].platforms,
+                          tracker.branch)
     issue, action, detail = _create_once(tracker, title, aggregate_body(file, platforms, example),
                                          list(dict.fromkeys(labels)), lambda: tracker.find_titled(title), log)
     log(f"{title!r}: #{issue['number']} {action} for {len(members)} tests")
@@ -872,7 +876,7 @@ def _create(tracker: IssueTracker, w: Wanted, evidence: Evidence, labels: Iterab
     issue gets `labels` and the owner labels of its test file."""
     title = issue_title(w.test)
     labels = list(dict.fromkeys([*labels, *(owners(evidence.file) if evidence.file else [])]))
-    issue, action, detail = _create_once(tracker, title, render_body(evidence, w.platforms), labels,
+    issue, action, detail = _create_once(tracker, title, render_body(evidence, w.platforms, tracker.branch), labels,
                                          lambda: tracker.find(w.test), log)
     if detail:
         return issue, action, detail
@@ -1062,19 +1066,20 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
     from the pull request's own CI."""
     if not flaked_since_close(issue, evidence):
         return ledger_row(w.test, "found", issue, tracker.repo, run_id,
-                    f"closed at {issue.get('closed_at')}, no flake on main since: left closed (re-enabled)")
+                    f"closed at {issue.get('closed_at')}, no flake on {tracker.branch} since: left closed (re-enabled)")
     last = evidence.last_main_flake_at
     current = list(dict.fromkeys(parse_platforms(issue.get("body"))))
     add = added_platforms(current, w.flaked)
     fields = {"state": "open", **({"body": with_platforms(issue.get("body"), current + add)} if add else {})}
-    _comment(tracker, issue, f"It flaked again on main at {_iso(last)}, after this issue was closed: "
+    _comment(tracker, issue, f"It flaked again on {tracker.branch} at {_iso(last)}, after this issue was closed: "
              "reopening to disable it." + (f" Adding {', '.join(add)} to the platforms." if add else ""),
              evidence, log)
     updated = tracker.update(issue["number"], **fields)
-    log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (flaked on main at {_iso(last)}, closed at "
+    log(f"{issue_title(w.test)!r}: reopened #{issue['number']} (flaked on {tracker.branch} at {_iso(last)}, closed at "
         f"{issue.get('closed_at')})")
     return ledger_row(w.test, "updated", updated, tracker.repo, run_id,
-                f"reopened: flaked on main at {_iso(last)} after closing" + (f"; added {', '.join(add)}" if add else ""))
+                      f"reopened: flaked on {tracker.branch} at {_iso(last)} after closing"
+                      + (f"; added {', '.join(add)}" if add else ""))
 
 
 def _comment(tracker: IssueTracker, issue: dict, text: str, evidence: Evidence | None,
@@ -1157,6 +1162,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     `refresh`, what the day's last filing did stands when nothing it acts on changed: the same
     tests to disable and no DISABLED issue changed since (live), or the same plan (dry run)."""
     mode = loop_mode(github, config.disabled_issues, config.source)
+    branch = config.main_branch.removeprefix("refs/heads/")  # `master` in some repositories
     if not lake.files("flaky_tests", [day]):
         warn(f"flaky_tests has no partition for {day}: no verdict, nothing to file")
         report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")
@@ -1168,7 +1174,8 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     if not mode.live:
         file_of = {pytorch_key(r["classname"], r["name"]): r["file"] for r in rows}
         report = dry_run_filing(lake, day, wanted, config.upstream_repo, run_id, mode.reason, log, file_of.get,
-                                listed_issues(published), refresh, config.disabled_issues.max_new_per_run, warn)
+                                listed_issues(published), refresh, config.disabled_issues.max_new_per_run, warn,
+                                branch)
         warn_deferred(report, config.disabled_issues.max_new_per_run, warn)
         return report, mode
     newer = superseded_by(lake, day)
@@ -1178,7 +1185,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
         report.parts.append(record(lake, day, [], f"run-{run_id[:8]}"))
         return report, mode
     state = live_state(lake, day)
-    tracker, key = IssueTracker(github, config.upstream_repo), wanted_digest(wanted)
+    tracker, key = IssueTracker(github, config.upstream_repo, branch=branch), wanted_digest(wanted)
     if refresh and state.get("wanted") == key and state.get("complete"):
         unchanged = _unchanged_since(tracker, state, log)
         if unchanged is not None:
@@ -1186,9 +1193,9 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
             # what retiring and re-enabling ask, recorded with the rest (keep_answers)
             unchanged.allowed = issue_permissions(github, lake, day, config.upstream_repo, unchanged.open_list, run_id)
             return unchanged, mode
-        tracker = IssueTracker(github, config.upstream_repo)  # a DISABLED issue changed: read them all again
+        tracker = IssueTracker(github, config.upstream_repo, branch=branch)  # an issue changed: read them all again
     evidence = gather_evidence(lake, day, [w.test for w in wanted], config.upstream_repo, github.web_url)
-    owners = OwnerLookup(github, config.upstream_repo, config.main_branch.removeprefix("refs/heads/"),
+    owners = OwnerLookup(github, config.upstream_repo, branch,
                          config.disabled_issues.unknown_owner_label, warn)
     report = file_disabled_issues(tracker, lake, day, wanted, evidence, config.disabled_issues.labels,
                                   config.disabled_issues.max_new_per_run, run_id, log, warn, owners,
