@@ -75,14 +75,19 @@ def lost_in_progress(httpserver, instance, roots, creates: bool):
     return server, event.sha
 
 
-def test_an_in_progress_check_run_github_took_without_answering_is_timed_out_once(httpserver, instance, roots):
-    server, sha = lost_in_progress(httpserver, instance, roots, creates=True)
-    assert server.check_run_names(sha) == [(BUILD, "in_progress", None)]  # on the pull request, for good
+def assert_timed_out_once(server, sha: str, httpserver, instance, roots) -> None:
+    """A sweep completes the head's in-progress check run as timed_out, and the next sweep sends nothing."""
     result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
     assert result.success and list(result.output_for_node(OP).values()) == ["created"]
     assert server.check_run_names(sha) == [(BUILD, "in_progress", None), (BUILD, "completed", "timed_out")]
     assert sweep(github(httpserver), roots, instance, timeout_s=0.001).output_for_node(OP) == {}
     assert len(server.check_runs) == 2
+
+
+def test_an_in_progress_check_run_github_took_without_answering_is_timed_out_once(httpserver, instance, roots):
+    server, sha = lost_in_progress(httpserver, instance, roots, creates=True)
+    assert server.check_run_names(sha) == [(BUILD, "in_progress", None)]  # on the pull request, for good
+    assert_timed_out_once(server, sha, httpserver, instance, roots)
 
 
 def test_an_in_progress_check_run_github_never_created_is_timed_out_once(httpserver, instance, roots):

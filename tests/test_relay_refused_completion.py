@@ -8,6 +8,7 @@ server of tests/fake_github_relay.py on 127.0.0.1, refusing as GitHub does."""
 import pytest
 
 from tests.fake_github_relay import FakeRelayGitHub
+from tests.test_relay_lost_check_runs import BUILD, OP, assert_timed_out_once
 from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config, quick_ticks: autouse)
     L4,
     callback_record,
@@ -20,9 +21,6 @@ from tests.test_relay_pull_requests import (  # noqa: F401  (relay_config, quick
     roots,
     sweep,
 )
-
-BUILD = f"crcr/{L4}/upstream-ci/build"
-OP = "time_out_zombie_check_runs"
 
 
 def completed_refused(httpserver, instance, roots, conclusion: str):
@@ -42,11 +40,7 @@ def completed_refused(httpserver, instance, roots, conclusion: str):
 def test_an_in_progress_check_run_whose_completion_github_refused_is_timed_out_once(
         conclusion, httpserver, instance, roots):
     server, sha = completed_refused(httpserver, instance, roots, conclusion)
-    result = sweep(github(httpserver), roots, instance, timeout_s=0.001)
-    assert result.success and list(result.output_for_node(OP).values()) == ["created"]
-    assert server.check_run_names(sha) == [(BUILD, "in_progress", None), (BUILD, "completed", "timed_out")]
-    assert sweep(github(httpserver), roots, instance, timeout_s=0.001).output_for_node(OP) == {}
-    assert len(server.check_runs) == 2
+    assert_timed_out_once(server, sha, httpserver, instance, roots)
 
 
 def test_a_sweeps_own_refused_timed_out_is_not_sent_again_at_every_sweep(httpserver, instance, roots):
