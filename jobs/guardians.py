@@ -24,14 +24,11 @@ def _settings():
     return relay.upstream_repo, relay.guardians or GuardianSettings()
 
 
-_base = base_branch  # the branch a culprit's pull request must target, and the alerts name
-
-
 @dg.op(pool="trunk_guardians", description="Judge main's signals; restart, propose reverts, record each decision.")
 def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource):
     repo, settings = _settings()
     now = dt.datetime.now(dt.timezone.utc)
-    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info, base=_base())
+    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info, base=base_branch())
     for v in s.confirmed:
         context.log.warning(f"culprit {v.culprit[:10]}: {v.signal.key} ({v.reason})")
     if s.taken:
@@ -48,7 +45,7 @@ def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: L
                  archive: ArchiveResource):
     repo, settings = _settings()
     alerts, changes = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts,
-                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=_base())
+                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=base_branch())
     if changes:
         yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
             "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes),

@@ -90,11 +90,11 @@ def test_tests_the_flaky_verdicts_call_flaky_are_not_blamed(tmp_path):
 
 def test_the_culprits_pull_request_must_target_the_configured_main_branch(tmp_path, monkeypatch):
     """A repository whose main branch is `master`: a pull request into `main` there is not the culprit's."""
-    from jobs.guardians import _base
+    from torchci_assets.derived.guardians.passes import base_branch
 
-    assert _base() == "main"  # the default upstream branch
+    assert base_branch() == "main"  # the default upstream branch
     cfg = tmp_path / "relay.yaml"
     cfg.write_text(yaml.safe_dump({"upstream": {"repo": "pytorch/pytorch",
                                                 "branches": ["refs/heads/release/2.6", "refs/heads/master"]}}))
     monkeypatch.setenv("TORCHCI_CONFIG", str(cfg))
-    assert _base() == "master"
+    assert base_branch() == "master"

@@ -203,6 +203,12 @@ class TorchciConfig:
     def main_branch(self) -> str:
         return main_branch(self.branches)
 
+    @property
+    def main_branch_name(self) -> str:
+        """The main branch as people name it (`master`, not `refs/heads/master`): the pages',
+        comments' and issues' word for it."""
+        return self.main_branch.removeprefix("refs/heads/")
+
     def entry_for(self, repo: str) -> AllowlistEntry | None:
         """The allowlist entry of `repo` (GitHub names are case-insensitive), or None."""
         wanted = repo.lower()

@@ -72,7 +72,7 @@ def drci_comments_asset(context: dg.AssetExecutionContext, lake: LakeResource, o
     built = build_comments(lk, github, day, relay.upstream_repo, hud_url=os.environ.get(HUD_URL_VAR) or None,
                            limits=limits, log=context.log.info, unstable=unstable,
                            updates=updates_every(refresh_interval_s()),
-                           main_branch=relay.main_branch.removeprefix("refs/heads/"),
+                           main_branch=relay.main_branch_name,
                            flaky_rules=relay.drci.flaky_rules, warn=context.log.error, archive=archive.store())
     posted = publish(lk, outputs.store(), github, day, relay.upstream_repo, built.rows, relay.drci.enabled,
                      log=context.log.info, author=relay.drci.author)

@@ -1162,7 +1162,7 @@ def run_disabled_issues(github: GitHubResource, lake: Lake, outputs: Store, day:
     `refresh`, what the day's last filing did stands when nothing it acts on changed: the same
     tests to disable and no DISABLED issue changed since (live), or the same plan (dry run)."""
     mode = loop_mode(github, config.disabled_issues, config.source)
-    branch = config.main_branch.removeprefix("refs/heads/")  # `master` in some repositories
+    branch = config.main_branch_name
     if not lake.files("flaky_tests", [day]):
         warn(f"flaky_tests has no partition for {day}: no verdict, nothing to file")
         report = FilingReport(dry_run=not mode.live, skipped=f"no flaky_tests partition for {day}")

@@ -30,7 +30,7 @@ from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
 def base_branch() -> str:
     """The configured main branch (`master` in a repository that still has one), as upstream takes
     `main`: the branch a culprit's pull request must target, and the one the guardians' words name."""
-    return load_config().main_branch.removeprefix("refs/heads/")
+    return load_config().main_branch_name
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: 
     store = outputs.store()
     relay = load_config()
     settings = SiteSettings(config.commits, config.metrics_days, config.pr_days,
-                            relay.main_branch.removeprefix("refs/heads/"), relay.hud)
+                            relay.main_branch_name, relay.hud)
     report = publish_site(lake.lake(keep_listings=True), store, day, relay.upstream_repo, settings, log=context.log.info,
                           reuse=is_refresh(context.run.tags), not_read=disabled_lists_not_read(context.instance, day))
     largest, size = report.largest
