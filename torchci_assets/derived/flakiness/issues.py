@@ -545,19 +545,22 @@ def dry_run_filing(lake: Lake, day: str, wanted: list[Wanted], repo: str, run_id
             lines.append(f"DRY RUN: {planned}{where} ({reason})")
         report.listed.extend([w.test] if issue else [])
         report.rows.append(ledger_row(w.test, "dry_run", None, repo, run_id, detail, w.platforms))
-    warn(dry_run_opening(reason, report, repeated(lake, day, report.rows, skip_repeat)))
-    part, report.unchanged_since = keep_plan(lake, day, run_id, report.rows, lines, log, skip_repeat)
+    since = repeated(lake, day, report.rows, skip_repeat)
+    warn(dry_run_opening(reason, report, since))
+    part, report.unchanged_since = keep_plan(lake, day, run_id, report.rows, lines, log, skip_repeat, since=since)
     report.parts.extend([part] if part else [])
     return report
 
 
 def keep_plan(lake: Lake, day: str, run_id: str, rows: list[dict], lines: list[str], log: Callable[[str], None],
-              skip_repeat: bool, state: str = DRY_RUN_STATE, part: str = "run") -> tuple[str | None, str]:
+              skip_repeat: bool, state: str = DRY_RUN_STATE, part: str = "run", since: str | None = None
+              ) -> tuple[str | None, str]:
     """Log a dry run's plan (`lines`) and record its `rows` as a ledger part, unless `skip_repeat`
     (an intra-day refresh) and it is the plan the day's last dry run kept under `state`: a live
     run makes each of those writes once, so the plan is said once, not every few minutes. Returns
-    the part written (None: none) and the run whose same plan stands ("" when this one's was kept)."""
-    since = repeated(lake, day, rows, skip_repeat, state)
+    the part written (None: none) and the run whose same plan stands ("" when this one's was kept).
+    `since`: `repeated`'s answer when the caller already asked it (the ledger's state is read once)."""
+    since = repeated(lake, day, rows, skip_repeat, state) if since is None else since
     if since:
         if rows:
             log(f"DRY RUN: the same {len(rows)} action(s) as run {since} of {day} "
