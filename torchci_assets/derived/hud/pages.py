@@ -204,6 +204,16 @@ def _cell_title(r: dict, branch: str = "main") -> str:
     return "\n".join(lines)
 
 
+def _grid_cell(r: dict | None, repo: str, branch: str) -> str:
+    """A grid cell: its kind's glyph, linked to the job it is about (`cell_job`), titled with its tooltip."""
+    if r is None:
+        return "<td></td>"
+    glyph, css, _ = CELL_KINDS[row_kind(r)]
+    job = cell_job(r)
+    url = job_url(repo, job["run_id"], job["job_id"])
+    return f'<td class="c {css}"><a href="{escape(url)}" title="{escape(_cell_title(r, branch))}">{glyph}</a></td>'
+
+
 def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, prs: list[dict], repo: str,
               generated: str, note: str, marks: dict | None = None, prs_note: str = "", branch: str = "main") -> str:
     """index.html: `commits` newest first (sha, pushed_at, conclusion, time_to_signal_s), `groups`
@@ -227,16 +237,7 @@ def grid_page(commits: list[dict], groups: list[tuple[str, bool]], cells: dict, 
                       f'</div></th>' for g, blocking in groups) + "</tr>")
     rows = []
     for c in commits:
-        tds = []
-        for g, _ in groups:
-            r = cells.get((c["sha"], g))
-            if r is None:
-                tds.append("<td></td>")
-                continue
-            glyph, css, _ = CELL_KINDS[row_kind(r)]
-            url = job_url(repo, cell_job(r)["run_id"], cell_job(r)["job_id"])
-            tds.append(f'<td class="c {css}"><a href="{escape(url)}" '
-                       f'title="{escape(_cell_title(r, branch))}">{glyph}</a></td>')
+        tds = [_grid_cell(cells.get((c["sha"], g)), repo, branch) for g, _ in groups]
         concl = c["conclusion"]
         rows.append(
             f'<tr data-sha="{escape(c["sha"])}" data-conclusion="{concl}"><td class="mono">{_time(c["pushed_at"])}</td>'
