@@ -175,8 +175,11 @@ def test_a_client_hanging_up_mid_body_is_counted_and_logged_once_without_a_trace
         text = requests.get(f"{srv.url}/metrics", timeout=10).text
         assert srv.receiver.budget.held == 0  # what the bodies held was given back
     assert 'torchci_receiver_disconnects_total{endpoint="webhook"} 20' in text
-    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
-    lines = [r.getMessage() for r in caplog.records if "hung up" in r.getMessage()]
+    # every logger but SQLAlchemy's: an earlier test's Dagster instance in this worker may leave a SQLite
+    # connection that the garbage collector finalizes on the server's thread, logging a traceback of its own
+    records = [r for r in caplog.records if not r.name.startswith("sqlalchemy.")]
+    assert not [r for r in records if r.exc_info], "a traceback was logged"
+    lines = [r.getMessage() for r in records if "hung up" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "Traceback" not in capfd.readouterr().err
 
