@@ -270,7 +270,8 @@ _DISABLED_CHECK_SPEC = check_spec(
                 f"whole window are dropped. Dropped tests are listed in {REENABLED_TESTS_PATH}. With the loop on, "
                 f"{DISABLED_JOBS_PATH} too, from the open DISABLED <job> issues. Lake table disabled_tests, which "
                 "the HUD shows. A GitHub error leaves the published lists as they are (the day's table, when it "
-                "has none yet, gets the list CI goes on reading) and fails the check, not the step.",
+                "has none yet, gets the list CI goes on reading) and fails the check, not the step. A re-run or "
+                "backfill of an earlier day never gives its table today's list (past_day says what it holds).",
 )
 @lake_metadata
 def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTestsConfig, lake: LakeResource,
@@ -295,14 +296,15 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
                             "(it exists only as issues)")
         decision, source = publish_disabled_tests(lake.lake(), store, day), "flaky verdict (dry run)"
     yield dg.MaterializeResult(metadata=said({
-        "dry_run": not mode.live, "dry_run_reason": mode.reason, "source": source,
+        "dry_run": not mode.live, "dry_run_reason": mode.reason, "source": decision.source or source,
+        **({"past_day": decision.past_day} if decision.past_day else {}),
         "disabled": len(decision.disabled), "newly_disabled": len(decision.new),
         "reenabled": len(decision.reenabled),
         "newly_disabled_tests": dg.MetadataValue.json(decision.new[:50]),
         "reenabled_tests": dg.MetadataValue.json(sorted(decision.reenabled)[:50]),
         "published": not (decision.later_day or decision.nothing_new or failure),
         "output": store.display(DISABLED_TESTS_PATH), **job_lists, **failure,
-        **read_from_github_at(context.instance, mode.live, bool(failure)),
+        **read_from_github_at(context.instance, mode.live, not (failure or decision.later_day)),
         **(nothing_new(context, decision.nothing_new) if decision.nothing_new else {}),
         **(later_day_kept(context, day, decision.later_day,
                           f"{DISABLED_TESTS_PATH} and {REENABLED_TESTS_PATH}") if decision.later_day else {}),
@@ -316,11 +318,12 @@ def disabled_tests_asset(context: dg.AssetExecutionContext, config: DisabledTest
 READ_AT = "read_from_github_at"
 
 
-def read_from_github_at(instance: dg.DagsterInstance, live: bool, failed: bool) -> dict:
-    """`READ_AT` of this materialization: now when the lists were read, else the last one's."""
+def read_from_github_at(instance: dg.DagsterInstance, live: bool, published: bool) -> dict:
+    """`READ_AT` of this materialization: now when the lists CI reads were read and published, else
+    the last one's (a run that failed to read them, or an earlier day's, which publishes nothing)."""
     if not live:
         return {}
-    if not failed:
+    if published:
         return {READ_AT: dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     records = instance.fetch_materializations(dg.AssetKey("disabled_tests"), limit=1).records
     last = last_read(records[0].asset_materialization.metadata, records[0].timestamp) if records else None
@@ -330,10 +333,10 @@ def read_from_github_at(instance: dg.DagsterInstance, live: bool, failed: bool) 
 def last_read(metadata: dict, timestamp: float) -> str | None:
     """When the lists were last read from GitHub, as the materialization before this one (its
     `metadata`, its `timestamp`) says: its `READ_AT`, or its own time when it read them (written
-    before `READ_AT` was kept: no error and no dry run); None when unknown."""
+    before `READ_AT` was kept: no error, no dry run and published); None when unknown."""
     if READ_AT in metadata:
         return metadata[READ_AT].value
-    if "error" in metadata or ("dry_run" in metadata and metadata["dry_run"].value):
+    if "error" in metadata or "not_published" in metadata or ("dry_run" in metadata and metadata["dry_run"].value):
         return None
     return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

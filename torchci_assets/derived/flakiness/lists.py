@@ -33,9 +33,13 @@ ended `cancelled`, its log turned out infrastructure) is decided again from the 
 so the list a day of refreshes publishes is the list the day built at once publishes. Re-enabling
 still reads history: only a test of the previous day's list can be re-enabled, as before. A
 re-run or backfill of an earlier day publishes nothing when a later day's list is published (the
-day it is for is kept in DISABLED_TESTS_DAY, as for slow-tests.json); when the re-run day is the
-one a later day's list is decided against (yesterday's daily run after today's first refresh), its
-list becomes that baseline, and the later day's next run decides against it.
+day it is for is kept in DISABLED_TESTS_DAY, as for slow-tests.json); in a dry run, when the
+re-run day is the one a later day's list is decided against (yesterday's daily run after today's
+first refresh), its list becomes that baseline, and the later day's next run decides against it.
+Its lake table, which the HUD's metrics count for that day, never takes today's list
+(`_past_day`): live, the open issues are today's, so a table written stays and a day never run
+carries over the latest earlier day's; a dry run decides an older day (its baseline no longer
+kept) against the latest earlier day's table, and keeps one written.
 
 A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
 nothing new to say in a dry run: the published files stay as they are, and the report's
@@ -161,6 +165,8 @@ class DisabledDecision:
     new: list[str]  # keys disabled today that were not before
     nothing_new: str = ""  # why the published files were kept, when they were
     later_day: str | None = None  # the later day the published files are for, when that kept them
+    past_day: str = ""  # what an earlier day's table holds, when a later day's list is published (`_past_day`)
+    source: str = ""  # where the table's list came from, when not from the run's own source
 
 
 def main_evidence(row: dict) -> tuple[int, list[str]]:
@@ -237,12 +243,6 @@ class Baseline:
         """The later day the published list is for, when there is one: `day` must not replace it."""
         return self.shown if self.shown is not None and self.shown > self.day else None
 
-    @property
-    def proper(self) -> bool:
-        """Whether `tests` is `day`'s own baseline. Not so only for an earlier day whose baseline is
-        no longer kept: it is decided against the published list, for its lake table alone."""
-        return self.kept or self.later is None
-
 
 def _kept_baselines(outputs: Store) -> dict:
     """DISABLED_TESTS_BEFORE's entries; {} when absent or unreadable (then a day starts anew from
@@ -275,12 +275,12 @@ def _keep_baselines(outputs: Store, base: Baseline, decided: dict, publishing: b
     a day that publishes nothing needs none, and writes nothing CI could mistake for news), and
     the day's list `decided` as the baseline of a later day decided against it (yesterday's daily
     run after today's first refresh: today's next run decides against the settled list). Only
-    the latest BEFORE_DAYS_KEPT days are kept."""
+    the latest BEFORE_DAYS_KEPT days are kept. `base` is `day`'s own (an earlier day whose own
+    is no longer kept never comes here: `_past_day_from_verdict`)."""
     entries = dict(base.entries)
-    if base.proper:
-        for later, entry in entries.items():
-            if later > base.day and entry.get("after") == base.day:
-                entries[later] = {**entry, "tests": decided}
+    for later, entry in entries.items():
+        if later > base.day and entry.get("after") == base.day:
+            entries[later] = {**entry, "tests": decided}
     if publishing and not base.kept and base.later is None:
         entries[base.day] = {"after": base.shown if base.shown != base.day else None, "tests": base.tests}
     kept = dict(sorted(entries.items())[-BEFORE_DAYS_KEPT:])
@@ -312,6 +312,8 @@ def publish_disabled_tests(lake: Lake, outputs: Store, day: str) -> DisabledDeci
     (`disabled_baseline`); write the `disabled_tests` lake table and publish the condensed file
     and the re-enabled list, unless a later day's are published."""
     base = disabled_baseline(outputs, day)
+    if base.later and not base.kept:
+        return _past_day_from_verdict(lake, day, base.later)
     rows = flaky_rows(lake, day, keys=base.tests)
     decision = decide_disabled(rows, base.tests)
     if rows or lake.rows_in(lake.files("flaky_tests", [day])):  # `rows` holds only what a decision reads
@@ -332,12 +334,14 @@ def keep_published(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
     """What stands when the open issues could not be read: the published files, left as they are.
     A day with no `disabled_tests` partition yet gets one of the list it is decided against, the
     one CI goes on reading, so that the HUD shows it rather than no disabled test at all; one
-    written earlier in the day stays, as does an earlier day's when a later day's list is shown."""
+    written earlier in the day stays; an earlier day's, when a later day's list is shown, is
+    `_past_day_from_issues`'."""
     base = disabled_baseline(outputs, day)
-    decision = DisabledDecision(dict(base.tests), {}, [], later_day=base.later)
-    if base.later is None and not lake.files("disabled_tests", [day]):
-        rows = flaky_rows(lake, day, keys=base.tests) if lake.files("flaky_tests", [day]) else []
-        _record(lake, day, decision, rows)
+    if base.later:
+        return _past_day_from_issues(lake, day, base.later, "the open issues could not be read now")
+    decision = DisabledDecision(dict(base.tests), {}, [])
+    if not lake.files("disabled_tests", [day]):
+        _record(lake, day, decision, _verdict_rows(lake, day, base.tests))
     return decision
 
 
@@ -359,11 +363,12 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     base = disabled_baseline(outputs, day)
     previous = base.tests
     disabled = condense(issues)
-    rows = flaky_rows(lake, day, keys=[*previous, *disabled]) if lake.files("flaky_tests", [day]) else []
+    if base.later:
+        return _past_day_from_issues(lake, day, base.later, f"the open issues now say {len(disabled)}")
+    rows = _verdict_rows(lake, day, [*previous, *disabled])
     here = set(reenabled_here)
     kept = sum(1 for k in previous if k in disabled or k in here)
-    if (len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable
-            and base.later is None):
+    if len(previous) >= MASS_REENABLE_MIN and kept < len(previous) / 2 and not allow_mass_reenable:
         raise MassReenableRefused(
             f"only {kept} of the {len(previous)} published disabled tests still have an open DISABLED issue "
             f"({len(disabled)} open now): refusing to re-enable them all at once. If the issues really were "
@@ -373,6 +378,75 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
                  if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
     _publish(lake, outputs, day, decision, rows, base)
+    return decision
+
+
+def _verdict_rows(lake: Lake, day: str, keys: Iterable[str]) -> list[dict]:
+    """The rows of `day`'s verdict a list of `keys` reads its counts from; none without a verdict."""
+    return flaky_rows(lake, day, keys=keys) if lake.files("flaky_tests", [day]) else []
+
+
+def _earlier_table(lake: Lake, day: str) -> tuple[str | None, dict]:
+    """The latest day before `day` with a `disabled_tests` table, and the list of the tests it
+    disabled, condensed; (None, {}) when there is none."""
+    for earlier in reversed([d for d in lake.days("disabled_tests") if d < day]):
+        if lake.files("disabled_tests", [earlier]):
+            return earlier, _table_decision(lake, earlier).disabled
+    return None, {}
+
+
+def _table_decision(lake: Lake, day: str) -> DisabledDecision:
+    """The decision `day`'s `disabled_tests` table holds (none newly disabled: the table does not say)."""
+    rows = lake.read_files(lake.files("disabled_tests", [day])).to_pylist()
+    return DisabledDecision({r["test"]: [r["id"], r["url"], list(r["platforms"] or [])] for r in rows
+                             if r["status"] == "disabled"},
+                            {r["test"]: {"id": r["id"], "runs": r["runs"]} for r in rows if r["status"] == "reenabled"},
+                            [])
+
+
+def _past_day_from_issues(lake: Lake, day: str, later: str, now: str) -> DisabledDecision:
+    """A live run of `day` while a `later` day's list is published: the open issues are today's, not
+    `day`'s, so they go in no table of it. A day never run gets the list CI went on reading then,
+    the one the latest earlier day's table holds (nothing was published for `day`); `now` says what
+    the issues say now, for the materialization."""
+    before, previous = _earlier_table(lake, day)
+    carried = DisabledDecision(previous, {}, [],
+                               source=f"{before}'s table, carried over" if before else "none: no earlier day's table")
+    held = (f"the {len(previous)} test(s) of {before}'s, which CI went on reading" if before
+            else "no test: no earlier day has a table either")
+    return _past_day(lake, day, later, now, previous, carried, _verdict_rows(lake, day, previous),
+                     f"carried over: no list was published for {day}; the table holds {held}")
+
+
+def _past_day_from_verdict(lake: Lake, day: str, later: str) -> DisabledDecision:
+    """A dry run of `day` while a `later` day's list is published and `day`'s own baseline is no
+    longer kept: it is decided against the latest earlier day's table, as a run of every day in
+    turn decides it, never against the list published now."""
+    before, previous = _earlier_table(lake, day)
+    rows = flaky_rows(lake, day, keys=previous)
+    decision = decide_disabled(rows, previous)
+    decision.source = f"flaky verdict (dry run), against {before}'s table" if before else "flaky verdict (dry run)"
+    return _past_day(lake, day, later, f"the verdict now says {len(decision.disabled)}", previous, decision, rows,
+                     f"decided: no list was published for {day}; the table is its verdict's decision against "
+                     + (f"{before}'s table" if before else "no earlier list (no earlier day has a table)"))
+
+
+def _past_day(lake: Lake, day: str, later: str, now: str, previous: dict, backfill: DisabledDecision,
+              rows: list[dict], backfilled: str) -> DisabledDecision:
+    """An earlier `day` than the `later` one published keeps its table: it says what CI read that
+    day, which the HUD's metrics count. A day without one (never run) gets `backfill`, with the
+    verdict's `rows`; `backfilled` says so, `now` what the issues or the verdict say now."""
+    if lake.files("disabled_tests", [day]):
+        decision = _table_decision(lake, day)
+        decision.new = sorted(k for k in decision.disabled if k not in previous)
+        decision.source = f"{day}'s table as written before"
+        decision.past_day = (f"kept: a later day ({later}) is published; the table holds the "
+                             f"{len(decision.disabled)} test(s) disabled on {day}; {now}")
+    else:
+        decision = backfill
+        _record(lake, day, decision, rows)
+        decision.past_day = f"{backfilled}; {now}"
+    decision.later_day = later
     return decision
 
 
