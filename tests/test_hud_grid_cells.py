@@ -76,7 +76,7 @@ def test_a_shard_whose_log_matched_an_infra_rule_makes_the_cell_infrastructure_t
     assert url == job_link(50, two)
     lines = title.split("\n")
     assert f"job: {SHARD_2}" in lines and "infrastructure: log" in lines and RUNNER_LOST in lines
-    assert "failed jobs: 1 infrastructure (log), 1 infrastructure (no-test-results)" in lines
+    assert "failed jobs: 1 infrastructure (log), 1 awaiting test reports" in lines
     assert read == ("failure", "infra", 50, 1)
 
 
@@ -88,7 +88,7 @@ def test_a_shard_with_a_new_failing_test_is_the_cells_job_not_the_shard_awaiting
     lines = title.split("\n")
     assert f"job: {SHARD_2}" in lines and ASSERTION in lines
     assert not any(line.startswith("infrastructure:") for line in lines), lines
-    assert "failed jobs: 1 new, 1 infrastructure (no-test-results)" in lines
+    assert "failed jobs: 1 new, 1 awaiting test reports" in lines
     assert read == ("failure", "new", 50, 1)
 
 

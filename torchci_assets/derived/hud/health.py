@@ -121,7 +121,8 @@ COMMIT_HEALTH_SCHEMA = pa.schema([
     # every failed attempt of the group failed by cancellation alone (the trunk guardians' no evidence)
     ("cancelled", pa.bool_()),
     # what the cell's tooltip counts: each failing job of the latest attempt, the linked one first
-    ("failing_kinds", pa.list_(pa.struct([("failure_class", pa.string()), ("infra_reason", pa.string())]))),
+    ("failing_kinds", pa.list_(pa.struct([("failure_class", pa.string()), ("infra_reason", pa.string()),
+                                          ("job_id", pa.int64())]))),
     # a flaky group's latest failed attempt, which its cell shows and links to
     ("failed_attempt", pa.struct([
         ("run_id", pa.int64()), ("run_attempt", pa.int64()), ("job_id", pa.int64()), ("job_name", pa.string()),

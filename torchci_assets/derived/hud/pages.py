@@ -144,9 +144,10 @@ def commit_link(repo: str, sha: str) -> str:
     return f'<a href="https://github.com/{repo}/commit/{escape(sha)}">{escape(sha[:10])}</a>'
 
 
-# what a failing job's class says in the tooltip's count of the failed jobs
+# what a failing job's class says in the tooltip's count of the failed jobs; `awaiting_reports`: a test
+# job whose reports may still land (site/awaiting_reports.py), not yet an infrastructure failure
 _FAILED_AS = {"new": "new", "broken_on_main": "broken on {branch}", "known_flaky": "known flaky",
-              "infra": "infrastructure"}
+              "infra": "infrastructure", "awaiting_reports": "awaiting test reports"}
 
 
 def cell_job(r: dict) -> dict:
@@ -168,14 +169,16 @@ def _attempt_note(r: dict) -> str:
 
 def _failed_count(r: dict, branch: str) -> str:
     """How the latest attempt's jobs failed, when more than one did: "failed jobs: 1 new, 1 infrastructure
-    (no-test-results)", so a cell that names one job does not hide the others."""
+    (no-test-results)", so a cell that names one job does not hide the others; a job whose test reports
+    may still land is counted as awaiting them, as its own cell would show it."""
     kinds = r.get("failing_kinds") or []
     if len(kinds) < 2:
         return ""
     counts: dict[str, int] = {}
     for k in kinds:
-        said = _FAILED_AS.get(k["failure_class"], k["failure_class"]).format(branch=branch)
-        if k["failure_class"] == "infra" and k["infra_reason"]:
+        kind = "awaiting_reports" if k.get("awaiting_reports") else k["failure_class"]
+        said = _FAILED_AS.get(kind, kind).format(branch=branch)
+        if kind == "infra" and k["infra_reason"]:
             said += f" ({k['infra_reason']})"
         counts[said] = counts.get(said, 0) + 1
     return "failed jobs: " + ", ".join(f"{n} {said}" for said, n in counts.items())

@@ -9,7 +9,8 @@ the lake's `workflow_run` for the run's end (`settle_runs` when its `completed` 
 lost), and the job's own end when nothing was heard of the run. A cell is judged by the job it links
 to (its tooltip's), the failing job `commit_health` names for the group: the one that tells the most,
 so a shard whose log already matched an infrastructure rule, or another shard's new failure, decides
-the cell before a shard whose reports are not in.
+the cell before a shard whose reports are not in. Each failing job the cell's tooltip counts is judged
+the same way, so the count calls a shard awaiting its reports what the cell would call it.
 """
 
 from __future__ import annotations
@@ -54,17 +55,35 @@ def _attach_times(con, lake: Lake, day: str, jobs: list[HeadJob]) -> None:
         drci_inputs.attach_run_ends(con, jobs)
 
 
+def awaitable_kinds(r: dict) -> list[dict]:
+    """The failing jobs a cell's tooltip counts (`failing_kinds`) whose failure `commit_health` calls
+    infrastructure for want of test reports; none from a partition written before their ids were kept."""
+    return [k for k in r.get("failing_kinds") or []
+            if k["failure_class"] == "infra" and k["infra_reason"] == NO_TEST_RESULTS and k.get("job_id") is not None]
+
+
+def _kind_job(r: dict, kind: dict) -> HeadJob:
+    """A counted job of the cell's attempt: it ran in the run attempt the cell is about."""
+    return HeadJob(name=r["job_group"], job_group=r["job_group"], state="failure", failure_class="infra",
+                   job_id=kind["job_id"], run_id=r["run_id"], run_attempt=r["run_attempt"],
+                   infra_reason=NO_TEST_RESULTS)
+
+
 def mark(con, lake: Lake, day: str, cells: dict, now: dt.datetime) -> int:
     """Mark the cells (`load_grid`'s, changed in place) whose test reports may still land at `now`:
-    `awaiting_reports`, with `reports_due` when they are due (None while the run runs). Returns how many."""
-    commits = {r["sha"] for r in cells.values() if may_await(r)}
+    `awaiting_reports`, with `reports_due` when they are due (None while the run runs), and so each job
+    their tooltips count (`failing_kinds`), judged alike. Returns how many cells."""
+    commits = {r["sha"] for r in cells.values() if may_await(r) or awaitable_kinds(r)}
     rows = [r for r in cells.values() if r["sha"] in commits]
     if not rows:
         return 0
     jobs = [_head_job(r) for r in rows]
-    _attach_times(con, lake, day, jobs)
+    kinds = [(r["sha"], k, _kind_job(r, k)) for r in rows for k in awaitable_kinds(r)]
+    _attach_times(con, lake, day, jobs + [j for _, _, j in kinds])
     for sha in commits:
-        settle_runs([j for r, j in zip(rows, jobs) if r["sha"] == sha])
+        settle_runs([j for r, j in zip(rows, jobs) if r["sha"] == sha] + [j for s, _, j in kinds if s == sha])
+    for _, kind, job in kinds:
+        kind["awaiting_reports"] = awaiting_results(job, now)
     marked = 0
     for r, job in zip(rows, jobs):
         if may_await(r) and awaiting_results(job, now):

@@ -32,11 +32,11 @@ CREATE OR REPLACE TEMP MACRO first_occurrences(items) AS
 -- failure anywhere makes it new), the job to link to (the failing job that tells the most: the
 -- attempt's class is its own, a new failure before a broken or known flaky test, an infrastructure
 -- failure with a reason before a test job whose reports are not in; then the longest, then by name)
--- with its own infra reason and failure line, the class and infra reason of each failing job (the
--- tooltip's count), the longest job, the failing tests (the linked job's first, each job's in its
--- order), and whether it failed by cancellation alone (every failing job cancelled: the HUD counts it red,
--- as PyTorch's does, but the trunk guardians take it for no word on the code, as upstream's
--- autorevert and alerts do)
+-- with its own infra reason and failure line, the class, infra reason and id of each failing job (the
+-- tooltip's count, whose jobs the site judges at its time as it judges the linked one), the longest
+-- job, the failing tests (the linked job's first, each job's in its order), and whether it failed by
+-- cancellation alone (every failing job cancelled: the HUD counts it red, as PyTorch's does, but the
+-- trunk guardians take it for no word on the code, as upstream's autorevert and alerts do)
 CREATE OR REPLACE TEMP TABLE attempts AS
 WITH cancelled AS (
     SELECT f.sha, f.run_id, f.run_attempt, f.name
@@ -79,7 +79,8 @@ SELECT sha, workflow, job_group, run_id, run_attempt,
        arg_max(job_id, link) AS job_id, arg_max(name, link) AS job_name,
        max(duration_s) AS duration_s,
        arg_max_null(infra_reason, link) AS infra_reason, arg_max_null(failure_line, link) AS failure_line,
-       coalesce(list({'failure_class': failure_class, 'infra_reason': infra_reason} ORDER BY link DESC)
+       coalesce(list({'failure_class': failure_class, 'infra_reason': infra_reason, 'job_id': job_id}
+                     ORDER BY link DESC)
                 FILTER (WHERE failure_class IS NOT NULL), []) AS failing_kinds,
        first_occurrences(flatten(list(failing_tests ORDER BY link DESC))) AS failing_tests,
        coalesce(sum(failing_test_count), 0)::BIGINT AS failing_test_count
