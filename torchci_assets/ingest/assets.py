@@ -18,7 +18,7 @@ from torchci_assets.checks import (check_spec, not_null_check, reject_rate_check
 from torchci_assets.ingest.archive import archive_key
 from torchci_assets.ingest.ci_results import KEY as CI_RESULT_KEY
 from torchci_assets.ingest.ci_results import ingest_ci_results_day
-from torchci_assets.ingest.increments import is_refresh
+from torchci_assets.ingest.increments import is_refresh, partition_folder
 from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.ingest.reports import KEY_COLUMNS, REQUIRED_COLUMNS, ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
@@ -87,14 +87,14 @@ def webhook_assets(context: dg.AssetExecutionContext, archive: ArchiveResource, 
         **increment_metadata(report.mode, report.rebuild_reason, report.files, report.deliveries),
         "rows": report.day_deliveries, "lines": report.lines,
         "bytes_read": dg.MetadataValue.int(report.bytes_read), "duplicates_dropped": report.duplicates,
-        "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("webhook_events", day)),
+        "rejects": len(report.rejects), "path": partition_folder(lk, "webhook_events", day),
         "events": dg.MetadataValue.md(_events_table(report.events)), "stale_staging_files_removed": swept,
         **table_metadata(lk, "webhook_events", day),
     })
     for table in WEBHOOK_TABLES:
         if table != "webhook_events":
             metadata = {"rows": report.rows.get(table, 0), "rows_added": report.added.get(table, 0),
-                        "mode": report.mode, "path": lk.store.display(lk.partition_path(table, day)),
+                        "mode": report.mode, "path": partition_folder(lk, table, day),
                         **table_metadata(lk, table, day)}
             if table == "workflow_job":
                 metadata["preview"] = dg.MetadataValue.md(_jobs_preview(lk, day))
@@ -181,7 +181,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
         "bytes": dg.MetadataValue.int(report.bytes_read),
         "entries_folded_across_files": report.staged_rows - report.rows_added,
         "report_folders_read": report.folders_read, "report_folders_unchanged": report.folders_reused,
-        "path": lk.store.display(lk.partition_path("test_run", day)), "stale_staging_files_removed": swept,
+        "path": partition_folder(lk, "test_run", day), "stale_staging_files_removed": swept,
         **table_metadata(lk, "test_run", day),
     })
     yield dg.MaterializeResult(asset_key=TEST_RUN_REJECTS, metadata={
@@ -235,12 +235,12 @@ def ci_result_assets(context: dg.AssetExecutionContext, archive: ArchiveResource
     yield dg.MaterializeResult(asset_key="ci_result", metadata={
         **increment_metadata(report.mode, report.rebuild_reason, report.files, report.rows_added),
         "rows": report.rows, "lines": report.lines, "callbacks": report.callbacks,
-        "rejects": len(report.rejects), "path": lk.store.display(lk.partition_path("ci_result", day)),
+        "rejects": len(report.rejects), "path": partition_folder(lk, "ci_result", day),
         "stale_staging_files_removed": swept, "failure_kinds": dg.MetadataValue.json(report.kinds),
         "callbacks_per_repo": dg.MetadataValue.json(report.repos), **table_metadata(lk, "ci_result", day),
     })
     yield dg.MaterializeResult(asset_key="ci_callback_minutes", metadata={
-        "rows": report.minutes, "path": lk.store.display(lk.partition_path("ci_callback_minutes", day)),
+        "rows": report.minutes, "path": partition_folder(lk, "ci_callback_minutes", day),
         **table_metadata(lk, "ci_callback_minutes", day),
     })
     yield dg.MaterializeResult(asset_key=CI_REJECTS, metadata={

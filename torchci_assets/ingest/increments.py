@@ -55,6 +55,13 @@ def is_refresh(tags: dict[str, str]) -> bool:
     return tags.get(REFRESH_TAG) == REFRESH_VALUE
 
 
+def partition_folder(lake: Lake, table: str, day: str) -> str:
+    """Where an ingested partition's rows are, as a materialization shows it: its folder, not a
+    file, since a refresh adds parts beside the day's first (and the webhook tables' first part is
+    not `data.parquet`)."""
+    return lake.store.display(f"{table}/day={day}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Parts:
     """A table's day partition as its last ingest left it.

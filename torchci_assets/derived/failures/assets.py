@@ -16,7 +16,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.failures.job_failure import JOB_LOOKBACK_DAYS, build_job_failure
 from torchci_assets.derived.failures.rules import parse_ruleset, rules_path
 from torchci_assets.ingest.archive import archive_key
-from torchci_assets.ingest.increments import is_refresh
+from torchci_assets.ingest.increments import is_refresh, partition_folder
 from torchci_assets.ingest.rejects import rejects_markdown
 from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -86,7 +86,7 @@ def job_failure_assets(context: dg.AssetExecutionContext, archive: ArchiveResour
         "logs_with_invalid_utf8": report.invalid_utf8,
         "processes": report.workers, "classifications_reused": report.reused, "ruleset": f"{source} ({len(ruleset)} rules, sha256 {ruleset.digest[:12]})",
         "rules": dg.MetadataValue.json(dict(sorted(report.rules.items(), key=lambda kv: -kv[1]))),
-        "path": lk.store.display(lk.partition_path("job_failure", day)), "stale_staging_files_removed": swept,
+        "path": partition_folder(lk, "job_failure", day), "stale_staging_files_removed": swept,
         **table_metadata(lk, "job_failure", day),
     })
     yield dg.MaterializeResult(asset_key=LOG_REJECTS, metadata={

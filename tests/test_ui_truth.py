@@ -1,0 +1,85 @@
+"""What the Dagster UI shows of a materialization says what is true of the lake.
+
+A user opens an asset's latest materialization and follows its `path` to the rows: the path must
+exist and hold every row of the partition, after a full run and after an intra-day refresh that
+added parts to the day.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from refresh_day import DAY, cut, generate
+from resources.configured import ArchiveResource, LakeResource
+from resources.storage import Store
+from torchci_assets.derived.failures.assets import FAILURE_ASSETS
+from torchci_assets.ingest.assets import INGEST_ASSETS
+from torchci_assets.ingest.increments import REFRESH_TAG, REFRESH_VALUE
+from torchci_assets.lake_metadata import REJECT_PARTS
+
+
+def _paths(instance: dg.DagsterInstance, run_id: str) -> dict[str, str]:
+    """Each asset's `path` metadata in run `run_id`'s materializations."""
+    out = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        mat = record.dagster_event.event_specific_data.materialization
+        if "path" in mat.metadata:
+            out[mat.asset_key.to_user_string()] = mat.metadata["path"].value
+    return out
+
+
+def _partition_files(lake: Path, key: str) -> set[Path]:
+    table = "rejects" if key in REJECT_PARTS else key
+    return set((lake / table / f"day={DAY}").glob("*.parquet"))
+
+
+def _shown(instance: dg.DagsterInstance, run_id: str, lake: Path) -> dict[str, tuple[str, set[Path]]]:
+    """Each asset's `path` in the run, with the partition's files as the run left them."""
+    return {key: (shown, _partition_files(lake, key)) for key, shown in _paths(instance, run_id).items()}
+
+
+def _assert_paths_hold_every_file(shown_paths: dict[str, tuple[str, set[Path]]]) -> None:
+    for key, (shown, files) in shown_paths.items():
+        path = Path(shown)
+        assert path.exists(), f"{key}: its path {shown} does not exist"
+        held = set(path.glob("*.parquet")) if path.is_dir() else {path}
+        assert files and files <= held, f"{key}: its path {shown} holds {sorted(held)}, not all of {sorted(files)}"
+
+
+@pytest.fixture(scope="module")
+def day_then_refresh(tmp_path_factory):
+    """A small simulated day ingested whole, then refreshed with a webhook file and a run's reports
+    that landed since."""
+    root = tmp_path_factory.mktemp("ui_truth")
+    source, archive, lake = root / "source", root / "archive", root / "lake"
+    generate(source)
+    first, held = cut(source, 1)
+    for rel in first:
+        (archive / rel).parent.mkdir(parents=True, exist_ok=True)
+        (archive / rel).write_bytes((source / rel).read_bytes())
+    resources = {"archive": ArchiveResource(uri=str(archive)), "lake": LakeResource(uri=str(lake))}
+    instance = dg.DagsterInstance.ephemeral()
+    assets = [*INGEST_ASSETS, *FAILURE_ASSETS]
+    whole = dg.materialize(assets, partition_key=DAY, resources=resources, instance=instance)
+    after_whole = _shown(instance, whole.run_id, lake)
+    store = Store(str(archive))
+    for rel in held[0]:
+        store.write_bytes(rel, (source / rel).read_bytes())
+    refresh = dg.materialize(assets, partition_key=DAY, resources=resources, instance=instance,
+                             tags={REFRESH_TAG: REFRESH_VALUE})
+    return after_whole, _shown(instance, refresh.run_id, lake)
+
+
+def test_an_ingested_tables_path_holds_all_its_rows_after_a_full_run(day_then_refresh):
+    whole, _ = day_then_refresh
+    assert {"webhook_events", "workflow_job", "test_run", "ci_result", "job_failure"} <= set(whole)
+    _assert_paths_hold_every_file(whole)
+
+
+def test_an_ingested_tables_path_holds_all_its_rows_after_a_refresh_added_parts(day_then_refresh):
+    _, refreshed = day_then_refresh
+    assert {"test_run", "push"} <= {key for key, (_, files) in refreshed.items() if len(files) > 1}
+    _assert_paths_hold_every_file(refreshed)
