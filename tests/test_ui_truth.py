@@ -7,6 +7,7 @@ added parts to the day.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -83,3 +84,24 @@ def test_an_ingested_tables_path_holds_all_its_rows_after_a_refresh_added_parts(
     _, refreshed = day_then_refresh
     assert {"test_run", "push"} <= {key for key, (_, files) in refreshed.items() if len(files) > 1}
     _assert_paths_hold_every_file(refreshed)
+
+
+def _values(doc: str) -> list[str]:
+    """The values a column's documentation lists: its backticked words, else the words before each
+    parenthesis and in the list (`found, created, updated (...) ... or dry_run (...)`)."""
+    ticked = re.findall(r"`([a-z_]+)`", doc)
+    return ticked or re.findall(r"(?:^|, | or )([a-z_]+)", re.sub(r"\([^)]*\)", "", doc))
+
+
+@pytest.mark.parametrize(("asset", "column"), [("dispatches", "outcome"), ("relay_actions", "outcome"),
+                                               ("disabled_issues", "action")])
+def test_a_ledgers_description_names_every_value_its_rows_take(asset, column):
+    """The asset page is where a user reads what a ledger's rows mean before querying it: a
+    `claimed` row it never mentions reads as a dispatch that was never sent."""
+    from torchci_assets.definitions import defs
+    from torchci_assets.lake_columns import column_description
+
+    values = _values(column_description(asset, column))
+    assert len(values) >= 5, values
+    description = defs.resolve_asset_graph().get(dg.AssetKey(asset)).description
+    assert not [v for v in values if v not in description], description
