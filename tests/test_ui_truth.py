@@ -7,6 +7,7 @@ added parts to the day.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -105,3 +106,20 @@ def test_a_ledgers_description_names_every_value_its_rows_take(asset, column):
     assert len(values) >= 5, values
     description = defs.resolve_asset_graph().get(dg.AssetKey(asset)).description
     assert not [v for v in values if v not in description], description
+
+
+def test_shard_plans_count_the_test_files_they_plan_under_that_name_not_as_files_published(tmp_path):
+    """Beside `output: shard-plans/`, a `files` count reads as the plan files written there; the
+    test files the plans cover are another, larger number."""
+    from test_shard_plans import _materialize, _write_inputs
+
+    from resources.lake import Lake
+    from torchci_assets.derived.sharding.assets import shard_plans_asset
+
+    _write_inputs(Lake.at(str(tmp_path / "lake")))
+    meta = _materialize(shard_plans_asset, tmp_path, "2026-11-05")
+    plans = [p for p in (tmp_path / "out" / "shard-plans").rglob("*.json") if p.name != "day.json"]
+    planned = {(p, t["file"]) for p in plans for s in json.loads(p.read_text())["shards"] for t in s["tests"]}
+    assert meta["configs"] == len(plans) == 2
+    assert meta.get("files", len(plans)) == len(plans)
+    assert meta["test_files"] == len(planned) == 8

@@ -106,7 +106,7 @@ def shard_plans_asset(context: dg.AssetExecutionContext, config: TimesConfig, la
     day = context.partition_key
     report = build_shard_plans(lake.lake(), store, day, config.window_days)
     return dg.MaterializeResult(metadata={
-        "configs": report.configs, "files": report.files, "shards": report.shards,
+        "configs": report.configs, "test_files": report.files, "shards": report.shards,
         "longest_shard_expected_s": readable(report.longest_expected_s),
         "published": not (report.later_day or report.nothing_new), "output": store.display("shard-plans/"),
         "plans_rewritten": report.written,
