@@ -123,3 +123,18 @@ def test_shard_plans_count_the_test_files_they_plan_under_that_name_not_as_files
     assert meta["configs"] == len(plans) == 2
     assert meta.get("files", len(plans)) == len(plans)
     assert meta["test_files"] == len(planned) == 8
+
+
+def test_a_check_that_blames_ingestion_is_on_a_table_read_from_the_archive():
+    """A failing check's description is what a user acts on: "ingested twice" sends them to the
+    archive's reader, which for a table computed from other tables is the wrong place to look."""
+    from torchci_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    archive = {k for k in graph.get_all_asset_keys() if not graph.get(k).is_materializable and
+               graph.get(k).group_name == "ingest"}
+    steps = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    blaming = {(c.asset_key.to_user_string(), bool(a.dependency_keys & archive)) for a in steps
+               for c in a.check_specs if "ingested" in (c.description or "")}
+    assert {"webhook_events", "ci_result"} <= {key for key, _ in blaming}  # the ingest's own checks say it
+    assert not [key for key, reads_archive in blaming if not reads_archive]

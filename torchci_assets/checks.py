@@ -46,6 +46,8 @@ DESCRIPTIONS = {
                                  "there means the payload changed shape or the parser has a bug.",
     "unique_test_per_job": "One row per test and job attempt: a test counted twice would skew pass rates and times.",
     "unique_sha_job_group": "One row per commit and job group, as the HUD grid draws one cell for each.",
+    "unique_repo_window_days": "One row per downstream repo and window (`repo`, `window_days`): two would give "
+                               "the repo two sets of figures to earn its relay level on.",
     "pages_under_2mb": "Every HUD page stays under 2 MB, so it opens quickly from a static site.",
     "unique_file_classname_name": "One flaky verdict per test: two would file or disable it twice.",
     "every_disabled_test_has_an_issue": "Every test the verdict disables was found or filed as a DISABLED issue "
