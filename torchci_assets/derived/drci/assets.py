@@ -41,9 +41,10 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # open pull requests whose head has no job yet
           dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
-    description="Dr. CI: one row per pull request head of the day's pr_jobs (pr, head_sha, merge_base, body, counts "
+    description="Dr. CI: one row per pull request head of the day's pr_jobs that has a job (a head without any, "
+                "even after the REST API's read below, gets no row yet): pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "
-                "pending); jobs marked by stats/unstable-jobs.json "
+                "pending. Jobs marked by stats/unstable-jobs.json "
                 "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. A head stuck or without jobs is read "
                 "from GitHub's REST API, and the jobs it changed are written into the archive as `rest` records, as gap "
                 "repair writes them, for the next refresh to ingest. Bodies of open pull requests are "
