@@ -138,3 +138,26 @@ def test_a_check_that_blames_ingestion_is_on_a_table_read_from_the_archive():
                for c in a.check_specs if "ingested" in (c.description or "")}
     assert {"webhook_events", "ci_result"} <= {key for key, _ in blaming}  # the ingest's own checks say it
     assert not [key for key, reads_archive in blaming if not reads_archive]
+
+
+def _page_kind(page: str) -> str:
+    """A published page as the asset page names its kind: `pr/<n>.html`, `backends/<owner>/<repo>.html`."""
+    page = re.sub(r"^pr/\d+\.html$", "pr/<n>.html", page.removeprefix("hud/"))
+    return re.sub(r"^backends/[^/]+/[^/]+\.html$", "backends/<owner>/<repo>.html", page)
+
+
+def test_the_hud_sites_asset_page_names_every_kind_of_page_it_publishes(tmp_path):
+    from test_hud_site import DAY as SITE_DAY
+    from test_hud_site import REPO, build, history
+
+    from resources.lake import Lake
+    from torchci_assets.definitions import defs
+    from torchci_assets.derived.site.site import publish_site
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    history().write(lake)
+    build(lake)
+    pages = {_page_kind(p) for p in publish_site(lake, Store(str(tmp_path / "out")), SITE_DAY, REPO).pages}
+    assert {"index.html", "pr/<n>.html", "autorevert.html"} <= pages
+    description = defs.resolve_asset_graph().get(dg.AssetKey("hud_site")).description
+    assert not [p for p in sorted(pages) if p not in description], description

@@ -53,8 +53,9 @@ class SiteConfig(dg.Config):
     deps=_SITE_READS,
     check_specs=[check_spec("pages_under_2mb", "hud_site")],
     description=f"The static HUD under {SITE_DIR}/ in the outputs (index.html grid of the last main commits, "
-                "metrics.html, pr/<n>.html, backends.html, tests.html): self-contained pages that open from a "
-                "folder or a static S3 website, replaced page by page atomically, index.html last.",
+                "metrics.html, pr/<n>.html, backends.html and a backends/<owner>/<repo>.html per downstream, tests.html, "
+                f"autorevert.html of the trunk guardians), and {SITE_DIR}/site.json, each page's state: self-contained "
+                "pages that open from a folder or a static S3 website, replaced page by page atomically, index.html last.",
 )
 @lake_metadata
 def hud_site_asset(context: dg.AssetExecutionContext, config: SiteConfig, lake: LakeResource,
