@@ -161,3 +161,12 @@ def test_the_hud_sites_asset_page_names_every_kind_of_page_it_publishes(tmp_path
     assert {"index.html", "pr/<n>.html", "autorevert.html"} <= pages
     description = defs.resolve_asset_graph().get(dg.AssetKey("hud_site")).description
     assert not [p for p in sorted(pages) if p not in description], description
+
+
+@pytest.mark.parametrize("asset", ["dispatches", "relay_actions", "disabled_issues", "drci_comments"])
+def test_an_asset_that_records_its_writes_to_github_shows_the_github_kind(asset):
+    """The catalog filters on kinds: a user looking for what this code location sends to GitHub
+    (repository_dispatch, check runs, issues, comments) finds it under `github`."""
+    from torchci_assets.definitions import defs
+
+    assert "github" in defs.resolve_asset_graph().get(dg.AssetKey(asset)).kinds

@@ -9,7 +9,7 @@ import dagster as dg
 from torchci_assets.relay.check_runs import ACTIONS_TABLE
 from torchci_assets.relay.dispatch import LEDGER_TABLE
 
-dispatches = dg.AssetSpec(LEDGER_TABLE, group_name="relay", kinds={"parquet"},
+dispatches = dg.AssetSpec(LEDGER_TABLE, group_name="relay", kinds={"parquet", "github"},
                           description="Ledger of every repository_dispatch attempt: sha, downstream repo, "
                                       "status code, outcome. A live send writes a claimed row before calling "
                                       "GitHub and its outcome row after (ok/refused/failed/unanswered, or "
