@@ -1,8 +1,9 @@
-"""What the Dagster UI shows of a materialization says what is true of the lake.
+"""What the Dagster UI shows says what is true, read as a user reads it.
 
-A user opens an asset's latest materialization and follows its `path` to the rows: the path must
-exist and hold every row of the partition, after a full run and after an intra-day refresh that
-added parts to the day.
+A materialization's `path` leads to every row of the partition, after a full run and after an
+intra-day refresh that added parts; a count is named for what it counts; an asset page names every
+value its ledger's rows take and every page it publishes; a check's description blames what can
+be wrong; the `github` kind finds every asset that writes to GitHub.
 """
 
 from __future__ import annotations
