@@ -446,6 +446,7 @@ def test_without_credentials_it_is_todays_list_labelled_dry_run(httpserver, worl
     for asset in ("disabled_issues", "disabled_tests", "unstable_jobs"):
         meta = metadata(result, asset)
         assert meta["dry_run"] is True and "no GitHub credentials" in meta["dry_run_reason"]
+    assert "open_issues" not in metadata(result, "disabled_issues")  # none read: 0 would say there were none
     logs = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any(m.startswith(f"DRY RUN: would find or file 'DISABLED {TEST_A}' in pytorch/pytorch") for m in logs)
     assert any(m.startswith("DRY RUN: no GitHub credentials") for m in logs)
