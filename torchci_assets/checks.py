@@ -63,7 +63,7 @@ DESCRIPTIONS = {
 
 REJECT_RATE_TEXT = ("Records that could not be read stay under TORCHCI_MAX_REJECT_RATE (1%) of the day's: a handful "
                     "of truncated uploads is normal, more means a broken writer or a format change ({rejects} "
-                    "lists them, with file, line and reason).")
+                    "lists each with its file, its line in a line-per-record file, and why).")
 
 
 def reject_rate_spec(asset: str, rejects: dg.AssetKey) -> dg.AssetCheckSpec:
