@@ -28,7 +28,8 @@ def _settings():
 def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource):
     repo, settings = _settings()
     now = dt.datetime.now(dt.timezone.utc)
-    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info, base=base_branch())
+    s = autorevert_pass(github, lake.lake(), repo, settings.autorevert, now, log=context.log.info, base=base_branch(),
+                        window=settings.window)
     for v in s.confirmed:
         context.log.warning(f"culprit {v.culprit[:10]}: {v.signal.key} ({v.reason})")
     if s.taken:
@@ -45,7 +46,8 @@ def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: L
                  archive: ArchiveResource):
     repo, settings = _settings()
     alerts, changes = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts,
-                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=base_branch())
+                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=base_branch(),
+                                  window=settings.window)
     if changes:
         yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
             "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes),

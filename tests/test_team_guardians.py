@@ -33,7 +33,7 @@ from torchci_assets.derived.guardians.alert_conditions import recurrently_failin
 from torchci_assets.derived.guardians.alert_issues import history as alerts_history
 from torchci_assets.derived.guardians.hud import autorevert_page, view
 from torchci_assets.derived.guardians.inputs import main_signal_rows
-from torchci_assets.derived.guardians.passes import alerts_pass, autorevert_pass
+from torchci_assets.derived.guardians.passes import alerts_pass, autorevert_pass, judged
 from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
 
 # the evening of the history's last day: its window of two days holds the pushes from the fourth on
@@ -177,3 +177,20 @@ def test_a_team_s_alert_issues_are_not_labelled_pytorch_alert_by_default():
     assert parse_config({"upstream": {"repo": "pytorch/pytorch"}}).guardians.alerts.labels == ("pytorch-alert",)
     named = parse_config({"upstream": {"repo": TEAM}, "alerts": {"labels": ["ci: broken"]}})
     assert named.guardians.alerts.labels == ("ci: broken",)
+
+
+def test_the_team_s_window_reads_master_from_its_first_push_with_every_attempt(broken):
+    """A pass in the small hours after the history's last day, its config naming no window: the team's
+    (its last 20 commits) reaches past the two days to the pushes of the history's first day, and their
+    attempts are read from that day's job tables too, so the successes below the break are timed as the
+    infrastructure check needs (was: the two days alone, pushes 4 to 6; and, counting whole days back
+    from the pass, not the days the pushes were on, no attempt of a push of that first day's evening)."""
+    lake_dir, master, _ = broken
+    window = parse_config({"upstream": {"repo": TEAM}}).guardians.window
+    small_hours = dt.datetime.combine(DAYS[-1] + dt.timedelta(days=1), dt.time(1), dt.timezone.utc)
+    history, verdicts = judged(Lake.at(str(lake_dir)), AutorevertConfig(), small_hours, True, window=window)
+    assert history.commits == tuple(master[:7]) and history.timed
+    [signal] = [s for s in history.signals if s.key == JOB]
+    assert [sha for sha in master[:7] if not signal.events[sha].tries] == []
+    [verdict] = [v for v in verdicts if v.signal.key == JOB]
+    assert verdict.suspects == (master[5],) and master[4] in verdict.restarts

@@ -194,7 +194,7 @@ class TorchciConfig:
     drci: DrciConfig = field(default_factory=DrciConfig)
     source: str = ""
     infra_rules: tuple[str, ...] = DEFAULT_INFRA_RULES  # log_classifier.infra_rules
-    guardians: GuardianSettings | None = None  # the `autorevert` and `alerts` sections
+    guardians: GuardianSettings | None = None  # the `autorevert`, `alerts` and `main_window` sections
     zombie_timeout_seconds: int = ZOMBIE_TIMEOUT_S
     hud: HudConfig = PYTORCH_HUD
     backfill: BackfillConfig = field(default_factory=BackfillConfig)
@@ -442,7 +442,7 @@ def _parse_thresholds(raw: Any, where: str) -> Thresholds:
 # ---- the whole file ------------------------------------------------------------------
 
 _TOP_KEYS = ("upstream", "poll_commits", "zombie_timeout_seconds", "allowlist", "maintainer_approved", "thresholds",
-             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts", "hud", "backfill")
+             "log_classifier", "disabled_issues", "drci", "autorevert", "alerts", "main_window", "hud", "backfill")
 
 
 def _infra_rules(raw: Any) -> tuple[str, ...]:

@@ -45,11 +45,12 @@ class AutorevertConfig:
 @dataclass(frozen=True)
 class QueueRule:
     """Machines whose runner label matches `pattern` alert with more than `max_jobs` waiting and
-    the oldest waiting over `max_wait_min`."""
+    the oldest waiting over `max_wait_min`; never, when `alert` is false."""
 
     pattern: str
     max_jobs: int
     max_wait_min: int
+    alert: bool = True
 
 
 DEFAULT_QUEUE_RULES = (
@@ -57,6 +58,28 @@ DEFAULT_QUEUE_RULES = (
     QueueRule(r"linux\.2xlarge|linux\.4xlarge", 50, 30),
     QueueRule(".*", 50, 60),
 )
+# GitHub's hosted runners' labels (`ubuntu-latest`, `ubuntu-24.04-arm`, `macos-14`, `windows-2022`,
+# `ubuntu-slim`): a job waits there for GitHub, or for the plan's limit of jobs at once, neither of which
+# the team's CI can mend, so another repository's queue alert is for its own runners unless its config
+# says otherwise.
+GITHUB_HOSTED = r"^(ubuntu|macos|windows)-(latest|slim|\d+(\.\d+)?)(-[a-z0-9]+)*$"
+TEAM_QUEUE_RULES = (QueueRule(GITHUB_HOSTED, 50, 60, alert=False), QueueRule(".*", 50, 60))
+
+
+@dataclass(frozen=True)
+class MainWindow:
+    """The main commits the guardians read: those of the last `days`, or, when these are fewer than
+    `commits`, the newest `commits` pushed within `max_days`. PyTorch pushes every few minutes: two
+    days hold hundreds of its commits, and a breakage older than them is a human's by now. A
+    repository that pushes a few times a week may have no commit in two days, or no green one below a
+    break: its last commits are what a culprit and a first bad commit are found among."""
+
+    days: int = 2
+    commits: int = 0  # PyTorch's: the two days alone, as upstream's fixed lookback
+    max_days: int = 14
+
+
+TEAM_WINDOW = MainWindow(commits=20)
 
 
 # the alert issues' label on a repository other than PyTorch's, unless the config names one
@@ -79,6 +102,7 @@ class AlertsConfig:
 class GuardianSettings:
     autorevert: AutorevertConfig = field(default_factory=AutorevertConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    window: MainWindow = field(default_factory=MainWindow)
 
 
 def _whole(raw: dict, key: str, default: int, where: str, least: int = 0) -> int:
@@ -88,10 +112,10 @@ def _whole(raw: dict, key: str, default: int, where: str, least: int = 0) -> int
     return value
 
 
-def _flag(raw: dict, where: str) -> bool:
-    value = raw.get("enabled", False)
+def _flag(raw: dict, where: str, key: str = "enabled", default: bool = False) -> bool:
+    value = raw.get(key, default)
     if not isinstance(value, bool):
-        raise ConfigError(f"{where}.enabled: must be true or false, got {value!r}")
+        raise ConfigError(f"{where}.{key}: must be true or false, got {value!r}")
     return value
 
 
@@ -144,20 +168,21 @@ def _queue_rules(raw: Any, where: str) -> tuple[QueueRule, ...]:
     rules = []
     for i, item in enumerate(raw):
         here = f"{where}[{i}]"
-        item = _mapping(item, here, ("pattern", "max_jobs", "max_wait_min"))
+        item = _mapping(item, here, ("pattern", "max_jobs", "max_wait_min", "alert"))
         pattern = item.get("pattern")
         try:
             re.compile(pattern)
         except (re.error, TypeError):
             raise ConfigError(f"{here}.pattern: must be a regular expression, got {pattern!r}") from None
-        rules.append(QueueRule(pattern, _whole(item, "max_jobs", 50, here), _whole(item, "max_wait_min", 60, here)))
+        rules.append(QueueRule(pattern, _whole(item, "max_jobs", 50, here), _whole(item, "max_wait_min", 60, here),
+                               _flag(item, here, "alert", True)))
     return tuple(rules)
 
 
 def parse_alerts(raw: Any, where: str = "alerts", pytorch: bool = True) -> AlertsConfig:
     """`pytorch`: the upstream repository is PyTorch's, whose issues' label is its own (`pytorch-alert`);
     another's issues are labelled with the tool's name by default, as their marker is."""
-    d = AlertsConfig() if pytorch else AlertsConfig(labels=TEAM_ALERT_LABELS)
+    d = AlertsConfig() if pytorch else AlertsConfig(labels=TEAM_ALERT_LABELS, queue_rules=TEAM_QUEUE_RULES)
     raw = _mapping(raw, where, tuple(d.__dataclass_fields__))
     repo = raw.get("repo")
     if repo is not None and (not isinstance(repo, str) or repo.count("/") != 1):
@@ -172,7 +197,17 @@ def parse_alerts(raw: Any, where: str = "alerts", pytorch: bool = True) -> Alert
         labels=_names(raw.get("labels", list(d.labels)), f"{where}.labels"), repo=repo)
 
 
+def parse_window(raw: Any, where: str = "main_window", pytorch: bool = True) -> MainWindow:
+    """`pytorch`: PyTorch's repository reads its two days alone; another, its last commits too."""
+    d = MainWindow() if pytorch else TEAM_WINDOW
+    raw = _mapping(raw, where, tuple(d.__dataclass_fields__))
+    days = _whole(raw, "days", d.days, where, 1)
+    return MainWindow(days, _whole(raw, "commits", d.commits, where),
+                      _whole(raw, "max_days", max(d.max_days, days), where, days))
+
+
 def guardian_settings(raw: dict, pytorch: bool = True) -> GuardianSettings:
-    """Both sections of the whole config document `raw`, for PyTorch's repository or (`pytorch`
-    false) another."""
-    return GuardianSettings(parse_autorevert(raw.get("autorevert")), parse_alerts(raw.get("alerts"), pytorch=pytorch))
+    """The guardians' sections of the whole config document `raw`, for PyTorch's repository or
+    (`pytorch` false) another."""
+    return GuardianSettings(parse_autorevert(raw.get("autorevert")), parse_alerts(raw.get("alerts"), pytorch=pytorch),
+                            parse_window(raw.get("main_window"), pytorch=pytorch))

@@ -23,7 +23,7 @@ from torchci_assets.config import load_config
 from torchci_assets.derived.guardians import actions, alert_issues, ledger
 from torchci_assets.derived.guardians.culprits import Verdict
 from torchci_assets.derived.guardians.passes import base_branch, judged
-from torchci_assets.guardian_config import AutorevertConfig
+from torchci_assets.guardian_config import AutorevertConfig, GuardianSettings
 from torchci_assets.derived.hud import pages
 
 PAGE = "autorevert.html"
@@ -37,9 +37,12 @@ KINDS = list(VERDICT_LABELS)
 MAX_SIGNALS, MAX_REASONS = 10, 3
 
 
+def _settings() -> GuardianSettings:
+    return load_config().guardians or GuardianSettings()
+
+
 def configured() -> AutorevertConfig:
-    settings = load_config().guardians
-    return settings.autorevert if settings else AutorevertConfig()
+    return _settings().autorevert
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def view(lake: Lake, now: dt.datetime, cfg: AutorevertConfig | None = None) -> G
     credentials, which the HUD cannot see) only picks which ledger restarts hold bisection places:
     a verdict's suspects are the same either way."""
     cfg = cfg or configured()
-    history, verdicts = judged(lake, cfg, now, not cfg.enabled)
+    history, verdicts = judged(lake, cfg, now, not cfg.enabled, window=_settings().window)
     pointing = tuple(v for v in verdicts if v.kind in VERDICT_LABELS and v.suspects)
     return GuardianView(now, cfg, history.commits, pointing, tuple(ledger.actions(ledger.read(lake, now))),
                         base_branch())

@@ -22,9 +22,9 @@ from torchci_assets.derived.guardians.actions import Guardian
 from torchci_assets.derived.guardians.alert_conditions import current_alerts
 from torchci_assets.derived.guardians.alert_issues import AlertIssues
 from torchci_assets.derived.guardians.culprits import Verdict, judge_all
-from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows
+from torchci_assets.derived.guardians.inputs import known_flaky_tests, main_attempt_rows, main_signal_rows, push_days
 from torchci_assets.derived.guardians.signals import MainHistory, build_history
-from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
+from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig, MainWindow
 
 
 def base_branch() -> str:
@@ -45,12 +45,13 @@ class AutorevertSummary:
 
 
 def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
-           rows: list[dict] | None = None) -> tuple[MainHistory, list[Verdict]]:
+           rows: list[dict] | None = None, window: MainWindow = MainWindow()) -> tuple[MainHistory, list[Verdict]]:
     """Main's signals and their verdicts as the autorevert acts on them, for the pass and the
     HUD's marks alike: `cfg`'s workflows and thresholds, the flaky verdicts, the ledger's
-    restarts (`dry_run`'s or the live ones): those in flight, and the whole-run re-runs made."""
-    rows = main_signal_rows(lake, now) if rows is None else rows
-    attempts = main_attempt_rows(lake, now, [r["sha"] for r in rows])
+    restarts (`dry_run`'s or the live ones): those in flight, and the whole-run re-runs made.
+    `window`: the main commits read, when `rows` are not given."""
+    rows = main_signal_rows(lake, now, window) if rows is None else rows
+    attempts = main_attempt_rows(lake, now, [r["sha"] for r in rows], push_days(rows, now))
     history = build_history(rows, cfg.workflows, known_flaky_tests(lake, now), attempts)
     acts = ledger.actions(ledger.read(lake, now))
     in_flight = actions.restarts_in_flight(acts, history, now, dry_run)
@@ -59,11 +60,11 @@ def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
 
 def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: AutorevertConfig, now: dt.datetime,
                     log: Callable[[str], None] = lambda s: None, rows: list[dict] | None = None,
-                    base: str = "main") -> AutorevertSummary:
+                    base: str = "main", window: MainWindow = MainWindow()) -> AutorevertSummary:
     """`base`: the branch main's commits land on (upstream's `main`); a pull request GitHub ties to
-    a culprit but into another branch gets no proposal."""
+    a culprit but into another branch gets no proposal. `window`: the main commits read."""
     guardian = Guardian(github, lake, repo, cfg, now, log, base)
-    history, verdicts = judged(lake, cfg, now, not guardian.live, rows)
+    history, verdicts = judged(lake, cfg, now, not guardian.live, rows, window)
     report = guardian.run(actions.plan(verdicts, history))
     return AutorevertSummary(
         len(history.commits), len(history.signals), dict(Counter(v.kind for v in verdicts)),
@@ -73,9 +74,9 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
 
 def alerts_pass(github: GitHubResource, lake: Lake, archive: Store, repo: str, cfg: AlertsConfig,
                 now: dt.datetime, log: Callable[[str], None] = lambda s: None,
-                base: str = "main") -> tuple[list, list[dict]]:
+                base: str = "main", window: MainWindow = MainWindow()) -> tuple[list, list[dict]]:
     """(the alerts as of now, the state changes recorded); `base`: the branch main's commits land
-    on, as the issues name it."""
-    alerts = current_alerts(lake, archive, main_signal_rows(lake, now), repo, cfg, now, base)
+    on, as the issues name it; `window`: the main commits read."""
+    alerts = current_alerts(lake, archive, main_signal_rows(lake, now, window), repo, cfg, now, base)
     issues = AlertIssues(github, lake, cfg.repo or repo, cfg.labels, cfg.enabled, now, log)
     return alerts, issues.sync(alerts)
