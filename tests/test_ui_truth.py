@@ -164,7 +164,8 @@ def test_the_hud_sites_asset_page_names_every_kind_of_page_it_publishes(tmp_path
     assert not [p for p in sorted(pages) if p not in description], description
 
 
-@pytest.mark.parametrize("asset", ["dispatches", "relay_actions", "disabled_issues", "drci_comments"])
+@pytest.mark.parametrize("asset", ["dispatches", "relay_actions", "disabled_issues", "drci_comments",
+                                   "autorevert_events", "alerts"])
 def test_an_asset_that_records_its_writes_to_github_shows_the_github_kind(asset):
     """The catalog filters on kinds: a user looking for what this code location sends to GitHub
     (repository_dispatch, check runs, issues, comments) finds it under `github`."""
