@@ -127,6 +127,19 @@ def test_the_catalog_says_an_earlier_day_published_nothing(tmp_path):
     assert meta["output"] == out.display("smoke-tests/") and meta["files_published"] == []
 
 
+def test_the_catalog_says_why_a_platform_set_is_empty(tmp_path):
+    """An empty smoke-tests/<platform>.json is an answer: the materialization says which sets are
+    empty and what a test would need to be in one, and says nothing of a set that is not empty."""
+    from torchci_assets.derived.flakiness.assets import smoke_tests_asset
+
+    Lake.at(str(tmp_path / "lake")).write("flaky_test_platforms", D, pa.Table.from_pylist(
+        [ev("test_win", "win", 300, 90), ev("test_win", "linux", 900, 0), ev("test_win", "mac", 300, 0)]))
+    meta = _materialize(smoke_tests_asset, tmp_path, D)
+    assert meta["tests_per_platform"] == {"linux": 0, "mac": 0, "win": 1}
+    assert meta["empty_sets"].startswith("linux, mac: no test failed there significantly more than elsewhere")
+    assert f"at least {SMOKE_MIN_RUNS} runs" in meta["empty_sets"] and "win" not in meta["empty_sets"]
+
+
 def _materialize(asset, tmp_path, day):
     """The asset's metadata for `day`, materialized as Dagster does (lake and outputs under tmp_path)."""
     import dagster as dg

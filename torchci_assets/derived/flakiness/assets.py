@@ -27,7 +27,7 @@ from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABL
                                                     publish_disabled_tests, publish_slow_tests)
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as REENABLE_WINDOW_DAYS
 from torchci_assets.derived.flakiness.retired import LOOKBACK_DAYS as RETIRED_LOOKBACK_DAYS, RETIRE_AFTER_DAYS
-from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, publish_smoke_tests
+from torchci_assets.derived.flakiness.smoke import SMOKE_DIR, empty_sets, publish_smoke_tests
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata, table_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -466,6 +466,7 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     report = publish_smoke_tests(lake.lake(), store, context.partition_key)
     return dg.MaterializeResult(metadata={
         "tests_per_platform": dg.MetadataValue.json(report.platforms),
+        **({"empty_sets": empty_sets(report.platforms)} if empty_sets(report.platforms) else {}),
         "published": bool(report.paths), "output": store.display(SMOKE_DIR + "/"),
         "files_published": dg.MetadataValue.json([store.display(p) for p in report.paths]),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),

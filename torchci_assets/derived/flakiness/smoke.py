@@ -105,6 +105,18 @@ class SmokeReport:
     later_day: str | None = None  # the later day the published sets are for, which this day left as they are
 
 
+def empty_sets(counts: dict[str, int]) -> str:
+    """Why the platforms of `counts` with no test have an empty set, for the catalog: "" when none is
+    empty. An empty file with no word reads as a failure; it is the usual answer on a small CI."""
+    empty = sorted(p for p, n in counts.items() if not n)
+    if not empty:
+        return ""
+    return (f"{', '.join(empty)}: no test failed there significantly more than elsewhere (at least {SMOKE_MIN_RUNS} "
+            f"runs there, failing on at least {SMOKE_MIN_EXCLUSIVE_SHAS} commits no other platform failed it on, "
+            f"at a rate of {SMOKE_MIN_FAILURE_RATE:.0%} or more, not flaky elsewhere); an empty set is an answer, "
+            "not an error")
+
+
 def publish_smoke_tests(lake: Lake, outputs: Store, day: str) -> SmokeReport:
     """Write the `smoke_tests` lake table for `day` and publish smoke-tests/<platform>.json for
     every platform of the window (an empty set is published too: it is an answer), unless the
