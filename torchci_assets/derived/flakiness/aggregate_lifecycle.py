@@ -29,6 +29,7 @@ entries that name one aggregate (`plan_aggregates`), and writes nothing.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, st
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (is_aggregate_title, line_for_test, multiple_tests,
                                                         parse_platforms, runner_test)
-from torchci_assets.derived.flakiness.issues import MARKER_PREFIX, Marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import AGGREGATE_CHANGE, EDITS, Marks, ledger_marks, ledger_row, record
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
 from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
 
@@ -128,19 +129,23 @@ def comment_text(changes: dict[str, LineChange], after: dict[str, list[str]]) ->
     return "\n".join(lines)
 
 
-def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineChange], run_id: str) -> list[dict]:
+def settle(github: GitHubResource, repo: str, issue: dict, changes: list[LineChange], run_id: str,
+           narrowed_at: dt.datetime | None = None) -> list[dict]:
     """Comment (once: its marker names the change, `comment_once`) and edit one aggregate: its list
     without the dropped lines and with the narrowed ones, or closed when none is left. The ledger
-    rows (`dropped`, `narrowed`); [] when the list already is so."""
+    rows (`dropped`, `narrowed`); [] when the list already is so. The marker names the ledger's last
+    change of the list too (`narrowed_at`): a line a human put back, which GitHub lists no event
+    of, is narrowed again with a comment again."""
     title, body, n = issue["title"], issue.get("body") or "", issue["number"]
     before = listed(title, body)
     after, by_line = new_list(before, changes)
     changes = list(by_line.values())
     if not changes:
         return []
-    digest = hashlib.sha256(json.dumps([sorted(before.items()), sorted(after.items())]).encode()).hexdigest()[:16]
-    comment_once(github, repo, n, f"{MARKER_PREFIX}aggregate {digest} -->", comment_text(by_line, after),
-                 newest_of=MARKER_PREFIX, undone_by=None if after else "reopened")
+    digest = hashlib.sha256(json.dumps([sorted(before.items()), sorted(after.items())]
+                                       + ([narrowed_at.isoformat()] if narrowed_at else [])).encode()).hexdigest()[:16]
+    comment_once(github, repo, n, f"{AGGREGATE_CHANGE}{digest} -->", comment_text(by_line, after),
+                 newest_of=EDITS, undone_by=None if after else "reopened")
     fields = {"state": "closed", "state_reason": "completed"} if not after else {"body": with_list(body, after)}
     github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body=fields)
     now = {**issue, **fields}
@@ -158,10 +163,12 @@ def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str,
     (`members`: the tests' stand-ins); the rows go to the ledger. A GitHub error on one aggregate
     leaves its tests for the next run."""
     out = AggregateSettling()
-    for n, changes in sorted(by_aggregate(members, changes_of(retired, decided)).items()):
+    by_number = by_aggregate(members, changes_of(retired, decided))
+    marks = ledger_marks(lake, day) if by_number else None
+    for n, changes in sorted(by_number.items()):
         issue = in_aggregate(members[changes[0].test])
         try:
-            rows = settle(github, repo, issue, changes, run_id)
+            rows = settle(github, repo, issue, changes, run_id, marks.issue["narrowed"].get(n))
         except GitHubError as e:
             out.failed.update({c.test: str(e) for c in changes})
             warn(f"aggregate #{n}: {e} (left for the next run)")

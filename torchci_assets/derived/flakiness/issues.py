@@ -161,6 +161,11 @@ def title_query(repo: str, test: str) -> str:
 
 MARKER_PREFIX = "<!-- torchci-dagster: "  # how every marker of this project's issues and comments starts
 CHANGE = f"{MARKER_PREFIX}change "  # a comment's saying a change, and naming it
+NARROWED = f"{MARKER_PREFIX}re-enabled on "  # a comment's saying platforms re-enabled (or all: the close)
+AGGREGATE_CHANGE = f"{MARKER_PREFIX}aggregate "  # a comment's saying an aggregate's list changed
+# the comments saying an edit of an issue: the newest of them tells whether an edit is said again
+# (`comment_once`); a comment saying no edit (a day's rerun evidence) does not hide an earlier one
+EDITS = (CHANGE, NARROWED, AGGREGATE_CHANGE)
 
 
 class IssueTracker:
@@ -349,7 +354,7 @@ class IssueTracker:
         without what varies from run to run, its job links): posted with a marker naming the
         change, and not posted again by a run after a crash between it and the change."""
         comment_once(self.github, self.repo, number, digest_marker(CHANGE, before, says), body,
-                     newest_of=MARKER_PREFIX)
+                     newest_of=EDITS)
 
 
 # ---- the ledger ------------------------------------------------------------------------

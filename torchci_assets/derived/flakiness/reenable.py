@@ -53,7 +53,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     titled_as,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.issues import MARKER_PREFIX, ledger_marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import EDITS, NARROWED, Marks, ledger_marks, ledger_row, record
 
 WINDOW_DAYS = 14
 MIN_JOBS = 7
@@ -185,9 +185,12 @@ class Reenabling:
 
 
 def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[str, PlatformRuns],
-        day: str) -> str | None:
+        day: str, narrowed_at: dt.datetime | None = None) -> str | None:
     """Carry out one decision on GitHub; the ledger's detail, or None when nothing was to be done.
-    The comment names the test as the issue's title does (a dotted suite too), not as its runs do."""
+    The comment names the test as the issue's title does (a dotted suite too), not as its runs do.
+    A narrowing's marker names the ledger's last narrowing of the issue (`narrowed_at`): platforms
+    a human put back since, which no comment or event of GitHub shows, are re-enabled with a
+    comment again, and a run stopped between that comment and the edit still says it once."""
     n, table, test = issue["number"], evidence_table(runs), titled_as(issue.get("title"), d.test)
     window = f"over the last {WINDOW_DAYS} days"
     if d.action == "close":
@@ -197,10 +200,10 @@ def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"state": "closed", "state_reason": "completed"})
         return "closed: clean reruns on every disabled platform"
     if d.action == "narrow":
-        marker = f"{MARKER_PREFIX}re-enabled on {','.join(d.dropped)} -->"
+        marker = f"{NARROWED}{','.join(d.dropped)}{f' after {narrowed_at.isoformat()}' if narrowed_at else ''} -->"
         comment_once(github, repo, n, marker, f"Re-enabling `{test}` on {', '.join(d.dropped)}: every rerun "
                      f"there {window} passed. It stays disabled on {', '.join(d.keep)}.\n\n{table}",
-                     newest_of=MARKER_PREFIX)
+                     newest_of=EDITS)
         github.request("PATCH", f"/repos/{repo}/issues/{n}", json_body={"body": after(issue, d)["body"]})
         return f"narrowed to {', '.join(d.keep)}: clean on {', '.join(d.dropped)}"
     if d.action == "evidence":
@@ -228,7 +231,8 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
     somewhere; a still-failing one gets no comment (an aggregate of fifty tests would get fifty a
     day)."""
     since = {t: _created(i) for t, i in issues.items()}
-    evidence = rerun_evidence(lake, day, since, greens_since(lake, day, issues))
+    marks = ledger_marks(lake, day) if any(i.get("number") is not None for i in issues.values()) else None
+    evidence = rerun_evidence(lake, day, since, greens_since(issues, marks))
     out = Reenabling()
     for test, runs in sorted(evidence.items()):
         d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
@@ -245,7 +249,8 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             out.rows.append(ledger_row(test, "dry_run", None, repo, run_id, plan))
             continue
         try:
-            detail = act(github, repo, issues[test], d, runs, day)
+            narrowed_at = marks.of("narrowed", issues[test], test) if marks else None
+            detail = act(github, repo, issues[test], d, runs, day, narrowed_at)
         except GitHubError as e:
             out.failed[test] = str(e)
             warn(f"{d.action} for {test}: {e} (left for the next run)")
@@ -267,13 +272,12 @@ def _created(issue: dict) -> dt.datetime:
     return _time(issue.get("created_at")) or dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def greens_since(lake: Lake, day: str, issues: dict[str, dict]) -> dict[str, dt.datetime]:
+def greens_since(issues: dict[str, dict], marks: Marks | None) -> dict[str, dt.datetime]:
     """Per test, when its issue was last (re)opened (`opened_at`) or widened by this project
     (platforms added on a new flake; in an aggregate, to the test's own line): greens from before
-    either are what the test failed after."""
-    if not any(i.get("number") is not None for i in issues.values()):  # a dry run's stand-ins
+    either are what the test failed after. No `marks` (the ledger's): a dry run's stand-ins."""
+    if marks is None:
         return {t: _created(i) for t, i in issues.items()}
-    marks = ledger_marks(lake, day)
     out = {}
     for test, issue in issues.items():
         n = issue.get("number")
