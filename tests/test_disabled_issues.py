@@ -1333,7 +1333,7 @@ def test_a_run_closes_this_projects_open_twins_once_and_no_one_elses(httpserver,
     for twin, kept in (("twin", "first"), ("aggregate twin", "aggregate")):
         assert fake.issues[issues[twin]["number"]]["state_reason"] == "not_planned"
         assert [c.split("\n")[0] for c in fake.comments[issues[twin]["number"]]] == [
-            f"Duplicate of #{issues[kept]['number']}, filed at the same moment by another run; closing this one."]
+            f"Duplicate of #{issues[kept]['number']}, an older open issue for the same test; closing this one."]
     assert fake.count("PATCH") == 2 and fake.count("POST") == 2
 
 

@@ -419,4 +419,4 @@ def test_with_an_actions_token_a_filing_killed_twice_is_settled_by_the_next_run(
         if n != oldest[issue["title"]]:
             assert issue["state"] == "closed" and issue["state_reason"] == "not_planned"
             assert [c.split("\n")[0] for c in state.tracker.comments[n]] == [
-                f"Duplicate of #{oldest[issue['title']]}, filed at the same moment by another run; closing this one."]
+                f"Duplicate of #{oldest[issue['title']]}, an older open issue for the same test; closing this one."]

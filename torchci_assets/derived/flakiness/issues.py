@@ -937,14 +937,14 @@ def _unless_twin(tracker: IssueTracker, title: str, issue: dict, same: Callable[
         return issue, "created", ""
     keep = min(older, key=lambda i: i["number"])
     _close_twin(tracker, issue, keep, log)
-    return keep, "found", f"another run filed #{keep['number']} at the same moment; closed #{issue['number']}"
+    return keep, "found", f"#{keep['number']}, an older open issue for the same test, is kept; closed #{issue['number']}"
 
 
 def _close_twin(tracker: IssueTracker, twin: dict, keep: dict, log: Callable[[str], None]) -> None:
     """Close `twin` as a duplicate of `keep`, saying so once: the comment's marker names the twin's
     body and the text, so a run after a crash between the two finds it and only closes."""
-    _comment(tracker, twin, f"Duplicate of #{keep['number']}, filed at the same moment by another "
-             "run; closing this one.", None, log)
+    _comment(tracker, twin, f"Duplicate of #{keep['number']}, an older open issue for the same test; "
+             "closing this one.", None, log)
     tracker.update(twin["number"], state="closed", state_reason="not_planned")
     log(f"{twin.get('title')!r}: #{keep['number']} was filed first; closed #{twin['number']} as its duplicate")
 
