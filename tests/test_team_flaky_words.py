@@ -66,17 +66,23 @@ def master_world(tmp_path, monkeypatch):
     for i in range(40):
         h.run(i, LINUX, {"test_a": "flake", "test_c": "flake"} if i in (5, 17, 30) else None)
         h.run(i, WIN, None)
+    return tmp_path, built_on_master(h, tmp_path)
+
+
+def built_on_master(h: History, root) -> str:
+    """The lake under `root` of `h`'s jobs as pushes to and runs of master, with master as the main
+    branch of its tables and of its flaky verdict, built for the last day (returned)."""
     for push in h.pushes.values():
         push["ref"] = "refs/heads/master"
     for job in h.jobs:
         job["head_branch"] = "master" if job["head_branch"] == "main" else job["head_branch"]
-    lake = Lake.at(str(tmp_path / "lake"))
+    lake = Lake.at(str(root / "lake"))
     days = h.build(lake)
     for day in days:  # the job tables again, with master as the main branch
         build_test_results(lake, day, main_branch="refs/heads/master")
         build_test_daily_stats(lake, day)
     build_flaky_tests(lake, day, main_branch="refs/heads/master")
-    return tmp_path, day
+    return day
 
 
 def ledger(lake_uri: str) -> list[dict]:

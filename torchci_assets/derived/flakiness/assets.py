@@ -444,7 +444,7 @@ def _unstable_failure(report, repo: str) -> dict:
 def slow_tests_asset(context: dg.AssetExecutionContext, config: WindowConfig, lake: LakeResource,
                      outputs: OutputsResource) -> dg.MaterializeResult:
     store, day = outputs.store(), context.partition_key
-    n, quiet, later = publish_slow_tests(lake.lake(), store, day, config.window_days)
+    n, quiet, later = publish_slow_tests(lake.lake(), store, day, config.window_days, load_config().main_branch_name)
     return dg.MaterializeResult(metadata={"slow_tests": n, "window_days": config.window_days,
                                           "published": not (quiet or later), "output": store.display(SLOW_TESTS_PATH),
                                           **(nothing_new(context, quiet) if quiet else {}),

@@ -21,17 +21,12 @@ from resources.lake import Lake, connect
 from resources.sql import Columns, SqlFiles, compose, execute
 from torchci_assets.derived.flakiness.flaky import PLATFORM_COLUMNS_ADDED, WINDOW_DAYS
 from torchci_assets.derived.results.columns import register_current
-from torchci_assets.derived.flakiness.issue_text import MAX_JOB_LINKS, Evidence, FailingJob, PlatformEvidence
+from torchci_assets.derived.flakiness.issue_text import (MAX_JOB_LINKS, Evidence, FailingJob, PlatformEvidence,
+                                                         method_and_class)
 from torchci_assets.partitions import days_around, days_ending
 
 SQL = SqlFiles(__file__)
 _EMPTY = dict(SQL.steps("evidence_empty"))
-
-
-def split_test(test: str) -> tuple[str, str]:
-    """("test_x", "TestY") from "test_x (__main__.TestY)"."""
-    name, _, rest = test.rpartition(" (")
-    return name, rest.rstrip(")").rsplit(".", 1)[-1]
 
 
 def job_url(web_url: str, repo: str, run_id: int | None, job_id: int) -> str:
@@ -56,8 +51,9 @@ def gather_evidence(lake: Lake, day: str, tests: list[str], repo: str, web_url: 
         return {}
     con = connect()
     try:
+        words = [method_and_class(t) for t in tests]
         con.register("wanted_arrow", pa.table({
-            "test": tests, "name": [split_test(t)[0] for t in tests], "cls": [split_test(t)[1] for t in tests]}))
+            "test": tests, "name": [w[0] for w in words], "cls": [w[1] for w in words]}))
         con.execute("CREATE TEMP TABLE wanted AS SELECT * FROM wanted_arrow")
         _register(con, lake, "flaky_test_platforms", [day], "p", PLATFORM_COLUMNS_ADDED)
         (start,) = con.execute("SELECT min(window_start) FROM p").fetchone()

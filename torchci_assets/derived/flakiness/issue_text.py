@@ -65,6 +65,8 @@ MAX_JOB_LINKS = 10
 # GitHub refuses issue bodies over 65536 characters, and titles over 256 (a 422 on every try).
 MAX_BODY_CHARS = 65536
 MAX_TITLE_CHARS = 256
+# the suite of a test PyTorch's runner runs: its file, run as `python test_x.py` (`runner_key`)
+MODULE_SUITE = "__main__"
 
 # The platform names the disabled list keeps (test-infra utils.ts `supportedPlatforms`); any other
 # name in an issue is dropped before PyTorch's runner sees it. The runner also knows
@@ -87,7 +89,8 @@ _COVERS = {"linux": frozenset({"dynamo", "inductor"}), "dynamo": frozenset({"ind
 
 
 def issue_title(test: str) -> str:
-    """The exact title PyTorch's bot gives the issue of `test` ("test_x (__main__.TestY)")."""
+    """The exact title PyTorch's bot gives the issue of `test` ("test_x (__main__.TestY)", or
+    "test_x (__main__)" for a test outside a class: `runner_key`)."""
     return f"{_SINGLE_PREFIX}{test}"
 
 
@@ -111,24 +114,34 @@ def disabled_test(title: str | None) -> str | None:
     return parse_test_name(title[len(_SINGLE_PREFIX):])
 
 
+def runner_key(name: str, cls: str) -> str:
+    """The test `name` of class `cls` as PyTorch names it: "test_x (__main__.TestY)". A test outside
+    a class (`cls` empty, a pytest function of the module) is "test_x (__main__)": the module's own,
+    which reads back as no class (`method_and_class`). Not "test_x (__main__.)": PyTorch's runner
+    disables every class whose name starts with the entry's class word, and an empty word is the
+    start of every name, so that entry would disable test_x in every class of the file."""
+    return f"{name} ({MODULE_SUITE}.{cls})" if cls else f"{name} ({MODULE_SUITE})"
+
+
 def runner_test(key: str | None) -> str | None:
     """The test PyTorch's runner takes `key` ("test_x (Suite)") for, keyed as this project keys
-    tests: its method and the last part of its suite under `__main__`. The runner compares a
-    disabled test's class name alone (common_utils.py `check_if_enable`), so an issue titled for
-    `test_x (distributed.test_c10d.TestY)`, as PyTorch's bot titles a test whose class is not in
-    `__main__` and as people copy it from a report, disables the same test as one for
-    `test_x (__main__.TestY)`."""
+    tests (`runner_key`): its method and the last part of its suite under `__main__`. The runner
+    compares a disabled test's class name alone (common_utils.py `check_if_enable`), so an issue
+    titled for `test_x (distributed.test_c10d.TestY)`, as PyTorch's bot titles a test whose class
+    is not in `__main__` and as people copy it from a report, disables the same test as one for
+    `test_x (__main__.TestY)`; `test_x (__main__.)`, as an earlier version of this project named a
+    test outside a class, is `test_x (__main__)`."""
     if key is None:
         return None
-    name, cls = method_and_class(key)
-    return f"{name} (__main__.{cls})"
+    return runner_key(*method_and_class(key))
 
 
 def method_and_class(key: str) -> tuple[str, str]:
     """The two words of `key` ("test_x (Suite)") PyTorch's runner matches a test by: the method and
-    the last part of the suite, the class name."""
+    the last part of the suite, the class name; "" for a test outside a class (`runner_key`)."""
     name, _, suite = key.partition(" (")
-    return name, suite.rstrip(")").rsplit(".", 1)[-1]
+    cls = suite.rstrip(")").rsplit(".", 1)[-1]
+    return name, "" if cls == MODULE_SUITE else cls
 
 
 def titled_for_test(title: str | None, test: str) -> bool:

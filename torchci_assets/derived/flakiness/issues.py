@@ -155,8 +155,10 @@ def title_query(repo: str, test: str) -> str:
     """The search for `test`'s issues in any state: its method and class name, the words PyTorch's
     runner matches it by (`method_and_class`), so that an issue titled with a dotted suite
     (`test_x (distributed.test_c10d.TestY)`) is found as well as one under `__main__`; which of the
-    hits are the test's is decided by `IssueTracker.titled_for`."""
-    return f'repo:{repo} is:issue in:title ' + " ".join(f'"{w.replace(chr(34), " ")}"' for w in method_and_class(test))
+    hits are the test's is decided by `IssueTracker.titled_for`. A test outside a class is searched by
+    its method alone: its title's `__main__` may be written `__main__.` (an earlier version's)."""
+    words = [w for w in method_and_class(test) if w]
+    return f'repo:{repo} is:issue in:title ' + " ".join(f'"{w.replace(chr(34), " ")}"' for w in words)
 
 
 MARKER_PREFIX = "<!-- torchci-dagster: "  # how every marker of this project's issues and comments starts

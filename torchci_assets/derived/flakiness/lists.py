@@ -5,6 +5,8 @@ PyTorch's CI downloads both and its test runner reads them unchanged:
     disabled-tests-condensed.json  {"test_x (__main__.TestY)": [issue_number, issue_url, [platforms]]}
     slow-tests.json                {"test_x (__main__.TestY)": seconds}
 
+A test outside a class (a pytest function of the module) is "test_x (__main__)" in both (`pytorch_key`).
+
 Disabling follows PyTorch's bar: a test is disabled when its verdict is `flaky` and its flake
 evidence on the main branch spans at least DISABLE_MIN_JOBS distinct jobs, on the platforms where
 it flaked there, named as PyTorch's runner names them (flakes seen only on pull requests disable
@@ -69,6 +71,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     flaky_bot_platforms,
     names_by_test,
     pytorch_platforms,
+    runner_key,
     runner_test,
 )
 from torchci_assets.partitions import days_ending
@@ -101,8 +104,16 @@ SLOW_SCHEMA = pa.schema([
 
 
 def pytorch_key(classname: str, name: str) -> str:
-    """PyTorch's test id: "test_x (__main__.TestY)"; a dotted classname keeps its last part."""
-    return f"{name} (__main__.{classname.rsplit('.', 1)[-1]})"
+    """PyTorch's test id: "test_x (__main__.TestY)"; a dotted classname keeps its last part, and a
+    test outside a class (classname empty) is "test_x (__main__)" (`issue_text.runner_key`; the SQL
+    that keys tests calls the macro of sql/test_key.sql, which says the same)."""
+    return runner_key(name, classname.rsplit(".", 1)[-1])
+
+
+def define_pytorch_key(con) -> None:
+    """The macro pytorch_key(name, classname) (sql/test_key.sql), in `con`: the queries that key
+    tests key them as `pytorch_key` does."""
+    execute(con, SQL["test_key"])
 
 
 LOCAL_PREFIX = "local-"
@@ -302,6 +313,7 @@ def flaky_rows(lake: Lake, day: str, keys: Iterable[str] | None = None) -> list[
         if register_current(con, lake, "flaky_tests", [day], "f", FLAKY_COLUMNS_ADDED) == 0:
             raise FileNotFoundError(f"flaky_tests has no partition for {day}: materialize it first")
         tests = None if keys is None else sorted({runner_test(k) for k in keys})  # as the rows key them
+        define_pytorch_key(con)
         return _rows(con, SQL["disabling_rows"], {"keys": tests})
     finally:
         con.close()
@@ -509,14 +521,16 @@ def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
              **{k: r[k] for k in ("seconds", "build_env", "test_config", "clean_passes")}} for r in rows]
 
 
-def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int) -> tuple[int, str, str | None]:
+def publish_slow_tests(lake: Lake, outputs: Store, day: str, window_days: int,
+                       branch: str = "main") -> tuple[int, str, str | None]:
     """Write the `slow_tests` lake table for `day` and publish slow-tests.json: (its size, why it
-    was kept as published when the window measured nothing, and the later day the published list
-    is for when that kept it: a re-run or backfill of an earlier day must not replace it)."""
+    was kept as published when the window measured nothing, in the words of a repository whose
+    main branch is `branch`, and the later day the published list is for when that kept it: a
+    re-run or backfill of an earlier day must not replace it)."""
     rows = slow_tests(lake, day, window_days)
     lake.write("slow_tests", day, pa.Table.from_pylist(rows or [], schema=SLOW_SCHEMA))
     if rows is None:
-        return 0, (f"no clean main-branch pass in the {window_days} days ending {day}: "
+        return 0, (f"no clean {branch}-branch pass in the {window_days} days ending {day}: "
                    f"{kept_note(outputs, [SLOW_TESTS_PATH])}"), None
     later = later_day(outputs, SLOW_TESTS_DAY, day)
     if later:

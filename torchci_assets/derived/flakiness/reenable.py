@@ -54,6 +54,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     with_platforms,
 )
 from torchci_assets.derived.flakiness.issues import EDITS, NARROWED, Marks, ledger_marks, ledger_row, record
+from torchci_assets.derived.flakiness.lists import define_pytorch_key
 
 WINDOW_DAYS = 14
 MIN_JOBS = 7
@@ -107,6 +108,7 @@ def rerun_evidence(lake: Lake, day: str, since: dict[str, dt.datetime],
         if register_extract(con, lake, RERUN_RESULTS, days, "r_results") == 0:
             return {}
         run_steps(con, SQL.steps("test_configs"))
+        define_pytorch_key(con)
         out = _by_platform(_evidence_rows(con, since))
         greens = _by_platform(_evidence_rows(con, later)) if later else {}
     finally:

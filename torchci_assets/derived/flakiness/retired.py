@@ -35,6 +35,7 @@ from torchci_assets.derived.flakiness.issues import (
     ledger_row,
     record,
 )
+from torchci_assets.derived.flakiness.lists import define_pytorch_key
 
 RETIRE_AFTER_DAYS = 7
 # Before the window, how far back a test's file is looked up.
@@ -98,6 +99,7 @@ def find_absent(lake: Lake, day: str, tests: list[str], window_days: int = RETIR
         register_extract(con, lake, REPORTED_TESTS, window, "w_seen")
         if not history or register_extract(con, lake, REPORTED_TESTS, history, "h_seen") == 0:
             con.execute("CREATE TEMP VIEW h_seen AS SELECT * FROM w_seen WHERE false")
+        define_pytorch_key(con)
         recent_from = dt.datetime.fromisoformat(window[-RECENT_DAYS]).replace(tzinfo=dt.timezone.utc)
         rows = execute(con, SQL["retired_tests"], {"tests": sorted(set(tests)), "recent_from": recent_from}).fetchall()
     finally:

@@ -1,10 +1,11 @@
 -- The rows of flaky_tests (view f) a disabled-list decision can depend on: every row of a test
 -- that is flaky or flaked in the window, or that $keys names (PyTorch's test ids, "name
--- (__main__.Class)", of the published list and the open issues); every row when $keys is NULL.
+-- (__main__.Class)" (test_key.sql), of the published list and the open issues); every row when
+-- $keys is NULL.
 -- A day holds ~60,000 healthy tests that no list names: reading them into Python cost more than
 -- the decision.
 WITH keyed AS (
-    SELECT *, name || ' (__main__.' || string_split(classname, '.')[-1] || ')' AS test_key FROM f
+    SELECT *, pytorch_key(name, classname) AS test_key FROM f
 )
 SELECT file, classname, name, verdict, flake_events, main_flake_events, runs, platforms, flaky_platforms,
        main_flaky_platforms, main_flaky_os_platforms, main_flaky_configs

@@ -1,7 +1,8 @@
 -- A DISABLED issue's counts per platform: the wanted tests' rows of flaky_test_platforms (view p).
--- `wanted` holds (test, name, cls): a test key is "name (__main__.cls)", and a dotted classname
--- matches on its last part, as `lists.pytorch_key` builds keys. The counts are main's, the evidence
--- that disables a test (flips are main's by nature), with every branch's flake events beside them.
+-- `wanted` holds (test, name, cls): a test key is "name (__main__.cls)" ("name (__main__)", cls
+-- empty, outside a class), and a dotted classname matches on its last part, as `lists.pytorch_key`
+-- builds keys. The counts are main's, the evidence that disables a test (flips are main's by
+-- nature), with every branch's flake events beside them.
 -- A partition written before main's were counted (NULL) decided on every branch's evidence, which
 -- then stands for them, as `lists.main_evidence` reads it; its last_main_flake_at is NULL.
 SELECT w.test, x.platform,

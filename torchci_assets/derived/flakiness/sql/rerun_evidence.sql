@@ -14,7 +14,7 @@ WITH wanted AS (
     SELECT unnest($tests::VARCHAR[]) AS test, unnest($since::TIMESTAMPTZ[]) AS since
 ),
 runs AS (
-    SELECT name || ' (__main__.' || regexp_extract(classname, '[^.]+$') || ')' AS test,
+    SELECT pytorch_key(name, classname) AS test,
         unnest(list_prepend(platform, runner_configs(job_name))) AS platform, job_id, job_completed_at, infra_suspect,
         CASE WHEN status = 'skipped' AND json_valid(message) THEN coalesce(TRY_CAST(message ->> '$.num_green' AS BIGINT), 0)
              WHEN status = 'passed' THEN 1 ELSE 0 END AS green,
