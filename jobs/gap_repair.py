@@ -27,7 +27,8 @@ import os
 import dagster as dg
 
 from resources.configured import ArchiveResource, LakeResource
-from resources.github import GitHubResource, has_credentials
+from resources.credentials import has_credentials
+from resources.github import GitHubResource
 from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps
 from torchci_assets.config import load_config
 

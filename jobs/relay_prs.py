@@ -35,7 +35,8 @@ import dagster as dg
 
 from jobs.relay import CLAIM_SETTLE_S, report_outcomes
 from resources.configured import ArchiveResource, LakeResource
-from resources.github import GitHubResource, has_credentials
+from resources.credentials import has_credentials
+from resources.github import GitHubResource
 from torchci_assets.config import ZOMBIE_TIMEOUT_S, load_config
 from torchci_assets.lake_metadata import ledger_metadata
 from torchci_assets.relay.acting import (

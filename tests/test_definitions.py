@@ -107,7 +107,7 @@ def test_every_schedule_and_sensor_says_what_it_runs_and_when_it_starts_by_itsel
     """The UI lists schedules and sensors with their description beside their status: one without
     says nothing of what it runs, and one that starts stopped must say why (credentials) and that
     it can be started by hand."""
-    from resources.github import has_credentials
+    from resources.credentials import has_credentials
 
     timed = [*defs.schedules, *defs.sensors]
     assert {d.name for d in timed} >= {"daily_schedule", "archive_refresh_sensor", "trunk_guardians_job_schedule",

@@ -259,7 +259,7 @@ def operations_bullet(title: str) -> str:
 
 
 def test_the_schedules_and_sensors_the_docs_say_start_on_their_own_do(repository):
-    from resources.github import has_credentials
+    from resources.credentials import has_credentials
 
     always, _, rest = operations_bullet("Schedules and sensors").partition("are on from the start;")
     with_credentials = set(re.findall(r"`(\w+)`", rest.partition("are on from the start only where")[0]))

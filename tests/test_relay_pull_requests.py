@@ -709,7 +709,7 @@ def test_the_sweep_in_dry_run_sends_nothing_and_says_what_it_would(httpserver, i
 
 
 def test_the_sweep_runs_every_ten_minutes_where_github_credentials_are_set(monkeypatch):
-    from resources.github import has_credentials
+    from resources.credentials import has_credentials
     from torchci_assets.definitions import defs
 
     schedule = defs.resolve_schedule_def("zombie_check_run_schedule")

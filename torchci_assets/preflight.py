@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 
-from resources.github import credential_problems
+from resources.credentials import credential_problems
 from torchci_assets.cli_values import folder_problem
 from torchci_assets.config import CONFIG_ENV_VAR, ConfigError, load_config
 

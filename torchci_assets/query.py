@@ -18,12 +18,14 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from resources.configured import resolved_uri
-from resources.lake import Lake, connect
 from torchci_assets.cli_values import at_least_one, folder_problem
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from resources.lake import Lake
 
 FETCH_ROWS = 10_000
 MAX_CELL = 60
@@ -119,6 +121,17 @@ def main(argv: list[str]) -> int:
     if args.lake and "://" in args.lake and (problem := folder_problem("--lake", args.lake)):
         print(f"torchci query: {problem}", file=sys.stderr)
         return 2
+    return _query(args)
+
+
+def _query(args: argparse.Namespace) -> int:
+    """Run the parsed command: DuckDB, pyarrow and Dagster (for the configured lake) load only now,
+    so `--help` and usage errors answer without them."""
+    import duckdb
+
+    from resources.configured import resolved_uri
+    from resources.lake import Lake, connect
+
     lake = Lake.at(args.lake or resolved_uri("TORCHCI_LAKE_URI"))
     if lake.store.is_local and not Path(lake.store.root).is_dir():
         print(f"torchci query: no lake at {lake.store.display()} (`make run` makes one; or set --lake or "

@@ -19,14 +19,14 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-
-import dagster as dg
-import sqlalchemy.exc
+from typing import TYPE_CHECKING
 
 from torchci_assets import preflight
 from torchci_assets.cli_values import day
 from torchci_assets.config import load_config
-from torchci_assets.warm_runs import WORKER_TAG
+
+if TYPE_CHECKING:  # Dagster loads in the functions that run assets: `--help` and usage errors answer without it
+    import dagster as dg
 
 # Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
 # (`--quiet`: warnings only; the run's full log stays in the instance, for the UI).
@@ -95,6 +95,8 @@ def executed_by_torchci_run(run: dg.DagsterRun) -> bool:
     tags of one that did (a re-execution from the UI runs in the daemon's or a worker's process).
     A run recorded before RUN_ID_TAG existed counts when it is no re-execution and no warm
     worker's run: a killed one would otherwise hold its pool slots forever."""
+    from torchci_assets.warm_runs import WORKER_TAG
+
     if RUN_ID_TAG in run.tags:
         return run.tags[RUN_ID_TAG] == run.run_id
     return run.get_parent_run_id() is None and WORKER_TAG not in run.tags
@@ -112,6 +114,8 @@ def fail_dead_runs(instance: dg.DagsterInstance, host: str | None = None) -> lis
     publishing steps waiting forever.
     Returns the run ids marked failed.
     """
+    import dagster as dg
+
     host = host or socket.gethostname()
     statuses = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
     dead = []
@@ -198,6 +202,9 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
     With $DAGSTER_HOME set, its folder (made absolute, created if missing: Dagster refuses
     both a relative path and a missing folder); without it, an ephemeral instance.
     """
+    import dagster as dg
+    import sqlalchemy.exc
+
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral(), ("Runs are not recorded: DAGSTER_HOME is not set "
@@ -257,6 +264,8 @@ class InstanceUnreachable(RuntimeError):
 
 def selected_keys(defs: dg.Definitions, selection: str | None) -> list[dg.AssetKey] | None:
     """The asset keys `selection` picks, grown to whole multi-assets that only run whole; None for all."""
+    import dagster as dg
+
     if not selection:
         return None
     graph = defs.resolve_asset_graph()
@@ -295,9 +304,11 @@ def _no_days_message(archive, every_day: list[str], start: str | None, end: str 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
     if not preflight.report("torchci run"):
         return 2
+    import dagster as dg  # after the preflight: a bad setting is said before Dagster loads
+
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
     try:
         return _run(args)
     except UsageError as exc:

@@ -7,15 +7,15 @@ import datetime as dt
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from resources.configured import resolved_uri
-from resources.github import GitHubError, GitHubResource, rate_limited
 from resources.names import repo_name_problem
-from resources.storage import Store
-from torchci_assets.backfill.history import BackfillOptions, MissingBranch, backfill
 from torchci_assets.cli_values import day, folder_problem
-from torchci_assets.config import load_config
 from torchci_assets.simulate import GROUND_TRUTH
+
+if TYPE_CHECKING:
+    from resources.github import GitHubError, GitHubResource
+    from resources.storage import Store
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: GitHub stopped answering; the same command continues
 # bad credentials, no such repository or branch, no permission: the command or the credentials must
@@ -27,6 +27,9 @@ MAX_WAIT_S = 3900.0
 
 def github_from_env() -> GitHubResource:
     """The client with the project's credentials, read from the environment (never printed)."""
+    from resources.configured import resolved_uri
+    from resources.github import GitHubResource
+
     env = {k: os.environ.get(v) or None for k, v in (
         ("token", "GITHUB_TOKEN"), ("app_id", "GITHUB_APP_ID"), ("app_private_key", "GITHUB_APP_PRIVATE_KEY"),
         ("app_installation_id", "GITHUB_APP_INSTALLATION_ID"))}
@@ -68,6 +71,18 @@ def main(argv: list[str]) -> int:
         parser().error("--since is in the future")
     if args.archive and (problem := folder_problem("--archive", args.archive)):
         parser().error(problem)
+    return _backfill(args, since, today)
+
+
+def _backfill(args: argparse.Namespace, since: dt.date, today: dt.date) -> int:
+    """Read the history the parsed command asks for. The storage and GitHub clients, and Dagster
+    with them, load only now, so `--help` and usage errors answer without them."""
+    from resources.configured import resolved_uri
+    from resources.github import GitHubError
+    from resources.storage import Store
+    from torchci_assets.backfill.history import BackfillOptions, backfill
+    from torchci_assets.config import load_config
+
     store = Store(args.archive or resolved_uri("TORCHCI_ARCHIVE_URI"))
     if store.exists(GROUND_TRUTH):
         print(f"backfill {args.repo}: {simulated_archive(store, args.repo)}", file=sys.stderr)
@@ -106,6 +121,9 @@ def simulated_archive(store: Store, repo: str) -> str:
 
 def _refusal(exc: GitHubError, repo: str) -> str | None:
     """What to fix when GitHub refused for good (running the command again cannot help), else None."""
+    from resources.github import rate_limited
+    from torchci_assets.backfill.history import MissingBranch
+
     if exc.status == 401:
         return (f"GitHub refused the credentials ({exc}): check GITHUB_TOKEN, or GITHUB_APP_ID and "
                 "GITHUB_APP_PRIVATE_KEY")

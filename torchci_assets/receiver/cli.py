@@ -13,14 +13,10 @@ import ctypes
 import logging
 import sys
 
-import uvicorn
-
 from torchci_assets import preflight
 from torchci_assets.cli_values import port
 from torchci_assets.config import ConfigError
-from torchci_assets.receiver.app import ConfigWatcher, Receiver, build_app
 from torchci_assets.receiver.settings import ReceiverSettings, SettingsError
-from torchci_assets.receiver.spool import SpoolError, check_spool_dir
 
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -46,6 +42,17 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not preflight.report("torchci serve", credentials=False):
         return 2
+    return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Listen until stopped. uvicorn, the app and the spool (pyarrow) load only now, so `--help`,
+    a usage error and a bad setting answer without them."""
+    import uvicorn
+
+    from torchci_assets.receiver.app import ConfigWatcher, Receiver, build_app
+    from torchci_assets.receiver.spool import SpoolError, check_spool_dir
+
     try:
         settings = ReceiverSettings.from_env()
         check_spool_dir(settings.spool_dir)

@@ -10,7 +10,6 @@ from pathlib import Path
 from torchci_assets.cli_values import folder_problem
 
 from .catalog import CATALOG
-from .generate import generate_archive
 from .world import Options
 
 
@@ -94,6 +93,8 @@ def main(argv: list[str]) -> int:
                    torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions,
                    platform_failures=args.platform_failures, unstable_jobs=args.unstable_jobs,
                    lifecycle_from=start.isoformat() if args.disabled_lifecycle else "")
+    from .generate import generate_archive  # after the usage checks: it loads Dagster and pyarrow
+
     try:
         generate_archive(args.out, days, opts)
     except ValueError as e:

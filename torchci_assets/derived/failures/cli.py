@@ -13,11 +13,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from resources.storage import Store
 from torchci_assets.derived.failures.classifier import Classification, Classifier
-from torchci_assets.derived.failures.job_failure import classify_log
 from torchci_assets.derived.failures.rules import RULES_ENV_VAR, RulesetError, load_ruleset
+
+if TYPE_CHECKING:
+    from resources.storage import Store
 
 STDIN_BLOCK = 8 << 20
 NO_MATCH = 3
@@ -60,6 +62,8 @@ def _print(result: Classification, as_json: bool) -> None:
 
 def _log_store(logfile: str) -> tuple[Store, str]:
     """The store holding the log and its name there (`/x.log` is in `/`, not in `.`)."""
+    from resources.storage import Store  # here, not at the top: `--help` and usage errors need no pyarrow
+
     root, slash, name = logfile.rstrip("/").rpartition("/")
     return Store(root or slash or "."), name
 
@@ -88,6 +92,8 @@ def main(argv: list[str]) -> int:
         if problem := _unreadable(store, name):
             print(f"torchci classify-log: {args.logfile}: {problem}", file=sys.stderr)
             return 1
+        from torchci_assets.derived.failures.job_failure import classify_log
+
         r = classify_log(store, name, ruleset)
         if r.error:
             print(f"torchci classify-log: {args.logfile}: read stopped after line {r.lines:,}: {r.error}",
