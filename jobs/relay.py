@@ -25,7 +25,8 @@ from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.lake_metadata import ledger_metadata
-from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch
+from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch,
+                                          refusal_line)
 from torchci_assets.relay.pushes import (
     SHA_RE,
     RelayCursor,
@@ -109,8 +110,7 @@ def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake
     table = outcome_table(outcomes)
     for o in outcomes:
         if o.outcome == "refused":
-            context.log.warning(f"{o.repo} refused the dispatch of {sha} "
-                                f"(HTTP {o.status_code}): {o.error}")
+            context.log.warning(refusal_line(o, sha))
         elif o.outcome == "in_doubt":
             context.log.warning(f"{o.repo}: an earlier attempt for {sha} was claimed and its "
                                 "answer never recorded; not sent again (see the dispatches ledger)")

@@ -185,6 +185,17 @@ def refused(exc: Exception) -> bool:
     return status == 401 or (status == 403 and not rate_limited(exc))
 
 
+def refusal_fix(exc: Exception, repo: str, permission: str) -> str | None:
+    """What to change when GitHub refused (see `refused`), or None: the refusal does not pass by
+    itself, so the message has to say which setting or which permission (`permission` on `repo`)."""
+    if not refused(exc):
+        return None
+    if exc.status == 401:
+        return ("GitHub refused the credentials: set a valid GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY "
+                "(and GITHUB_APP_INSTALLATION_ID), where Dagster runs")
+    return f"GitHub refused these credentials access: the token or the GitHub App needs {permission} on {repo}"
+
+
 def _retry_after_s(value: str) -> float | None:
     """Retry-After as seconds: either delta-seconds or an HTTP date."""
     value = value.strip()

@@ -161,6 +161,28 @@ def content_metadata(path: str) -> dict[str, str]:
     return {"Content-Type": kind + ("; charset=utf-8" if kind.startswith("text/") or kind == "application/json" else "")}
 
 
+# The settings that name a local store's folder.
+FOLDER_SETTINGS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI")
+# The OS's refusals of a write: of the folder (its mode, its owner, a read-only mount), or of room.
+WRITE_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class WriteFailed(OSError):
+    """A file of a local store the OS would not write, with what to do: an OSError still, for the
+    callers that tell a storage failure from a bug."""
+
+    def __init__(self, code: int, path: str, root: str, setting: str | None):
+        super().__init__(code, os.strerror(code), path)
+        elsewhere = f"point {setting} at" if setting else "use"
+        self.advice = (f"free space under {root} (or {elsewhere} a disk with room)" if code in NO_ROOM
+                       else f"make {root} writable for this user (or {elsewhere} a writable folder)")
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}; {self.advice}, then run again (the file's " \
+               "previous version is kept)"
+
+
 class Store:
     """A root folder on some filesystem, addressed with relative '/'-separated paths."""
 
@@ -489,7 +511,8 @@ class Store:
         final = self.full(rel)
         parent, name = final.rsplit("/", 1)
         if self.is_local:
-            self.fs.create_dir(parent, recursive=True)
+            with self.write_failures(final):
+                self.fs.create_dir(parent, recursive=True)
             tmp = f"{parent}/{staging_name(name, 'tmp', owner)}"
         else:
             # S3 folders are virtual; the content is staged on local disk, see _upload.
@@ -497,19 +520,44 @@ class Store:
             os.close(fd)
         uploaded = None
         try:
-            with pa.OSFile(tmp, "wb") as out:
+            with self.write_failures(final):
+                out = pa.OSFile(tmp, "wb")
+            with self.write_failures(final, NO_ROOM), out:
                 yield out
-            if self.is_local:
-                os.replace(tmp, final)
-            else:
-                self._upload(tmp, final)
-                uploaded = os.path.getsize(tmp)
+            with self.write_failures(final):
+                self._commit(tmp, final)
+            uploaded = None if self.is_local else os.path.getsize(tmp)
         finally:
             self._wrote(rel)
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # never made (a read-only folder refuses even this), or renamed
                 os.remove(tmp)
         if uploaded is not None:  # read back (its footer, a kept file) without asking S3 for the size
             self._keep_size(final, uploaded)
+
+    def _commit(self, tmp: str, final: str) -> None:
+        if self.is_local:
+            os.replace(tmp, final)
+        else:
+            self._upload(tmp, final)
+
+    def setting(self) -> str | None:
+        """The variable that names this store's folder, for the messages of its failures."""
+        here = os.path.realpath(self.root)
+        return next((name for name in FOLDER_SETTINGS if (value := os.environ.get(name, "").strip())
+                     and "://" not in value and os.path.realpath(os.path.expanduser(value)) == here), None)
+
+    @contextlib.contextmanager
+    def write_failures(self, final: str, errnos: frozenset[int] = WRITE_REFUSED | NO_ROOM) -> Iterator[None]:
+        """The OS refusing a local write of `final` (a full path; an errno of `errnos`) as a `WriteFailed`:
+        pyarrow's message names neither the file nor the folder, and says nothing of what to do. (On S3
+        these are the local staging file's: the store's folder is not the one to free or fix.) Around a
+        block that also reads, `NO_ROOM` alone: a read refused is the reader's to report."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno not in errnos or not self.is_local or isinstance(exc, WriteFailed):
+                raise
+            raise WriteFailed(exc.errno, final, self.display(), self.setting()) from exc
 
     def _upload(self, local: str, final: str) -> None:
         """Copy a complete local file to the object `final`.

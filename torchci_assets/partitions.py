@@ -59,8 +59,10 @@ def _listed(environ) -> list[str]:
     try:
         return archive_days(Store(uri))
     except (OSError, pa.ArrowException) as exc:
-        logging.getLogger(__name__).warning(f"cannot list the archive {uri} for the first partition ({exc}); "
-                                            f"partitions start today. Set {FIRST_DAY_VAR} to choose.")
+        logging.getLogger(__name__).warning(
+            f"cannot list the archive {uri} for the first partition ({exc}); partitions start today until it "
+            f"can: check TORCHCI_ARCHIVE_URI (for s3://, the credentials, AWS_REGION and TORCHCI_S3_ENDPOINT), "
+            f"or set {FIRST_DAY_VAR}.")
         return []
 
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.lake import PARQUET_OPTIONS, Lake, written_schema
-from resources.storage import JOURNAL_RE, Store, staging_name
+from resources.storage import JOURNAL_RE, NO_ROOM, Store, staging_name
 
 
 HIDDEN_SUFFIX = ".pq"
@@ -66,9 +66,11 @@ class PartitionCommit:
         folder, name = final.rsplit("/", 1)
         tmp = f"{folder}/{staging_name(name, 'pending', self.lake.owner)}"
         store = self.lake.store
-        store.fs.create_dir(store.full(folder), recursive=True)
+        with store.write_failures(store.full(final)):
+            store.fs.create_dir(store.full(folder), recursive=True)
+            out = store.fs.open_output_stream(store.full(tmp))
         try:
-            with (store.fs.open_output_stream(store.full(tmp)) as out,
+            with (store.write_failures(store.full(final), NO_ROOM), out,
                   pq.ParquetWriter(out, written_schema(schema), **(PARQUET_OPTIONS | (options or {}))) as w):
                 yield w
         except BaseException:

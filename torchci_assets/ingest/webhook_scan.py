@@ -245,11 +245,22 @@ class _Background:
             if current is not None:
                 current.close()
         except BaseException as exc:  # surfaced on the caller's thread; the open file is discarded
-            self.error = exc
-            if current is not None:
-                current.__exit__(type(exc), exc, exc.__traceback__)
+            self.error = self._discard(current, exc)
             while self.batches.get() is not None:
                 pass
+
+    @staticmethod
+    def _discard(current: contextlib.ExitStack | None, exc: BaseException) -> BaseException:
+        """Drop the open file; the error to surface: the file's own account of the failure when it
+        gives one (a write the disk refused, named with what to do), else `exc`. The thread must
+        live on to drain the queue, or the caller's next put would wait forever."""
+        if current is None:
+            return exc
+        try:
+            current.__exit__(type(exc), exc, exc.__traceback__)
+        except BaseException as closing:
+            return closing
+        return exc
 
     def put(self, batch: pa.RecordBatch) -> None:
         if self.error:

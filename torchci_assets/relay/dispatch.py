@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, refusal_fix
 from resources.lake import Lake
 from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import EVENT_TYPE, UpstreamCommit, client_payload
@@ -383,6 +383,19 @@ def _attempt(github: GitHubResource, target: AllowlistEntry, event: Dispatch, at
         outcome = UNANSWERED if result.unanswered else "failed"
     return RepoOutcome(target.repo, target.level, outcome, result.status, result.error,
                        result.attempts, result.waited_s, attempt_id)
+
+
+def refusal_line(o: RepoOutcome, sha: str) -> str:
+    """The warning of a refused dispatch, with what to change: a refusal answers the same every
+    run until someone does (the credentials, their access, or the allowlist's name of a repository)."""
+    error = GitHubError(o.status_code, o.error)
+    fix = refusal_fix(error, o.repo, "Contents: read and write")
+    if fix is None and o.status_code == 404:
+        fix = (f"GitHub shows these credentials no repository {o.repo} (deleted, moved, or not visible to them: a "
+               "private repository, or the GitHub App not installed there): correct its name in the allowlist, or "
+               "give the credentials access to it")
+    line = f"{o.repo} refused the dispatch of {sha} (HTTP {o.status_code}): {o.error}"
+    return line + (f"; to fix: {fix}" if fix else "")
 
 
 def outcome_table(outcomes: Iterable[RepoOutcome]) -> str:

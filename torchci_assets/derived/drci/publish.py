@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, refusal_fix
 from resources.lake import Lake, connect
 from resources.sql import Columns
 from resources.storage import Store
@@ -413,8 +413,10 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author, clock)
         except StopPosting as e:
-            report.stopped = str(e)
-            log(f"Dr. CI posting STOPPED for this run: {e}; {len(rows) - i} pull request(s) wait for the next run")
+            fix = refusal_fix(e, repo, "Pull requests: read and write")
+            report.stopped = str(e) + (f"; to fix: {fix}" if fix else "")
+            log(f"Dr. CI posting STOPPED for this run: {report.stopped}; {len(rows) - i} pull request(s) wait for the "
+                "next run")
             reason = f"HTTP {e.status}" if e.status else str(e)
             report.failed.update({x["pr"]: f"stopped: {reason}" for x in rows[i:]})
             ledger.append({**entry, **_stop_fields(e, credentials)})
