@@ -237,3 +237,21 @@ def test_a_dispatch_to_a_repository_github_does_not_know_says_to_check_the_allow
     line = _dispatch_refused(httpserver, 404, "Not Found")
 
     assert "no repository pytorch/xla (deleted, moved" in line and "correct its name in the allowlist" in line
+
+
+def test_a_dagster_home_it_cannot_write_names_dagster_home_and_what_to_do(tmp_path, monkeypatch):
+    """`torchci run` on a DAGSTER_HOME whose storage it cannot make (here a file where the runs'
+    folder goes; a read-only mount or another user's folder fail the same way) said to check the
+    archive and lake settings, which are fine: the instance's folder is the one to fix."""
+    from torchci_assets.run import UsageError, instance_for_runs
+
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    (home / "history").write_text("not a folder")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with pytest.raises(UsageError) as raised:
+        instance_for_runs()
+    message = str(raised.value)
+    assert message.startswith(f"DAGSTER_HOME={home}: File exists ({home / 'history'}/)")
+    assert message.endswith("check that this user may write there, or point DAGSTER_HOME at another folder")

@@ -225,6 +225,9 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
     logging.getLogger().addFilter(retries)
     try:
         instance = dg.DagsterInstance.get()
+    except OSError as exc:  # its storage folders or SQLite files it may not make or write
+        raise UsageError(f"DAGSTER_HOME={home}: {exc.strerror or exc} ({exc.filename or home}); check that this "
+                         "user may write there, or point DAGSTER_HOME at another folder") from None
     except Exception as exc:  # a PostgreSQL instance whose server is out of reach: dagster-postgres's own error
         cause = exc.__cause__ if isinstance(exc.__cause__, sqlalchemy.exc.OperationalError) else exc
         if not (isinstance(cause, sqlalchemy.exc.OperationalError)
