@@ -11,7 +11,7 @@ import datetime as dt
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
-from resources.github import GitHubError, GitHubResource, refused
+from resources.github import GitHubError, GitHubResource, refusal_fix, refused
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
@@ -188,14 +188,9 @@ def read_failure(exc: Exception, repo: str) -> dict:
     refusal (a 401, or a 403 that is no rate limit) lasts until someone changes the credentials:
     `torchci run` exits non-zero on it and the HUD says what to set, where an outage or a rate
     limit passes by itself."""
-    status = exc.status if isinstance(exc, GitHubError) else None
     was_refused = refused(exc)
-    if status == 401:
-        fix = ("GitHub refused the credentials: set a valid GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY "
-               "(and GITHUB_APP_INSTALLATION_ID), where Dagster runs; this does not pass by itself")
-    elif was_refused:
-        fix = (f"GitHub refused these credentials access to the issues of {repo}: the token or the GitHub App needs "
-               f"Issues: read and write on {repo}; this does not pass by itself")
+    if was_refused:
+        fix = f"{refusal_fix(exc, repo, 'Issues: read and write')}; this does not pass by itself"
     elif isinstance(exc, MassReenableRefused):
         fix = ("the open issues read would re-enable most disabled tests at once (likely a search outage): the next "
                "run reads them again; if those issues really were closed, materialize disabled_tests with "
