@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import free_port
@@ -255,3 +256,31 @@ def test_a_dagster_home_it_cannot_write_names_dagster_home_and_what_to_do(tmp_pa
     message = str(raised.value)
     assert message.startswith(f"DAGSTER_HOME={home}: File exists ({home / 'history'}/)")
     assert message.endswith("check that this user may write there, or point DAGSTER_HOME at another folder")
+
+
+def test_an_instance_another_process_holds_locked_says_so_in_one_line(tmp_path):
+    """A `dagster dev` or another `torchci run` writing to the same SQLite instance: SQLAlchemy's
+    traceback of `database is locked` said nothing of who holds it or what to do."""
+    import sqlite3
+
+    from conftest import envelope, write_lines
+    from torchci_assets.run import instance_for_runs
+
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster"), "TORCHCI_ARCHIVE_URI": str(tmp_path / "archive"),
+           "TORCHCI_LAKE_URI": str(tmp_path / "lake"), "TORCHCI_OUTPUTS_URI": str(tmp_path / "outputs")}
+    write_lines(tmp_path / "archive" / "webhooks" / "day=2026-11-01" / "a.jsonl",
+                [envelope("ping", "d-1", {"zen": "Keep it logically awesome."})])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+        instance_for_runs()[0].dispose()  # the instance's files, as an earlier run left them
+    holder = sqlite3.connect(tmp_path / "dagster" / "history" / "runs.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        child = subprocess.run([str(Path(sys.executable).parent / "torchci"), "run", "-q"], env=env, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=300)
+    finally:
+        holder.close()
+    assert child.returncode == 1, child.stderr
+    assert "Traceback" not in child.stderr
+    assert f"the Dagster instance at {tmp_path / 'dagster'} is locked: another process" in child.stderr
+    assert "wait for it or stop it, then run again" in child.stderr

@@ -310,6 +310,7 @@ def main(argv: list[str]) -> int:
     if not preflight.report("torchci run"):
         return 2
     import dagster as dg  # after the preflight: a bad setting is said before Dagster loads
+    import sqlalchemy.exc
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
     try:
@@ -319,6 +320,13 @@ def main(argv: list[str]) -> int:
         return 2
     except InstanceUnreachable as exc:
         print(f"torchci run: {exc}", file=sys.stderr)
+        return 1
+    except sqlalchemy.exc.OperationalError as exc:
+        if "database is locked" not in str(exc):
+            raise
+        print(f"torchci run: the Dagster instance at {os.environ.get('DAGSTER_HOME')} is locked: another process "
+              "(a `dagster dev`, another `torchci run`) is writing to its SQLite files; wait for it or stop it, then "
+              "run again (an instance on PostgreSQL takes several writers at once: docs/operations.md)", file=sys.stderr)
         return 1
     except OSError as exc:  # an archive or lake that cannot be listed: an s3:// bucket out of reach, say
         print(f"torchci run: {exc}; check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
