@@ -461,7 +461,7 @@ def smoke_tests_asset(context: dg.AssetExecutionContext, lake: LakeResource,
     report = publish_smoke_tests(lake.lake(), store, context.partition_key)
     return dg.MaterializeResult(metadata={
         "tests_per_platform": dg.MetadataValue.json(report.platforms),
-        **({"empty_sets": empty_sets(report.platforms)} if empty_sets(report.platforms) else {}),
+        **({"empty_sets": why} if (why := empty_sets(report.platforms)) else {}),
         "published": bool(report.paths), "output": store.display(SMOKE_DIR + "/"),
         "files_published": dg.MetadataValue.json([store.display(p) for p in report.paths]),
         **(nothing_new(context, report.nothing_new) if report.nothing_new else {}),
