@@ -138,7 +138,7 @@ eval-guardians: install  # the trunk guardians' part of `make eval` alone
 	$(BIN)/python bench/eval_guardians.py
 
 docs-tables: install  # docs/tables.md, from torchci_assets/lake_columns/*.yaml and the types of the lake `make run` filled
-	$(BIN)/python -m torchci_assets.lake_columns
+	$(BIN)/python -m torchci_assets.docs_tables
 
 clean:
 	rm -rf var

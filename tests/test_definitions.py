@@ -465,7 +465,7 @@ def test_every_described_table_and_column_is_in_the_lake_a_day_writes(reads_of_a
 def test_docs_tables_md_is_what_its_script_writes_from_a_materialized_day(reads_of_a_day, tmp_path):
     """docs/tables.md cannot drift from the YAML files or the lake: `make docs-tables` writes it."""
     out = tmp_path / "tables.md"
-    run = subprocess.run([sys.executable, "-m", "torchci_assets.lake_columns", str(reads_of_a_day["lake_root"]),
+    run = subprocess.run([sys.executable, "-m", "torchci_assets.docs_tables", str(reads_of_a_day["lake_root"]),
                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert out.read_text() == (ROOT / "docs" / "tables.md").read_text(), "run `make docs-tables`"

@@ -2,7 +2,8 @@
 description with an unquoted ": ") is an error naming the file, never a table silently left
 without its meanings. What the files say of the daily tables is checked against a materialized day
 in test_definitions.py; of the ledgers written outside the daily assets (the guardians', Dr. CI's,
-the relay's), here, against their real writers and the fake GitHub servers their own tests use."""
+the relay's), here, against their real writers and the fake GitHub servers their own tests use,
+with the types docs/tables.md shows for them."""
 
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from tests.test_relay_pull_requests import (L4, callback_record, check_run, clie
 from resources.lake import Lake
 from torchci_assets.derived.drci.merge_base import resolve
 from torchci_assets.lake_columns import LakeColumnsError, table_docs
-from torchci_assets.lake_columns.doc import column_mismatch, lake_schema
+from torchci_assets.docs_tables import LEDGER_SCHEMAS
+from torchci_assets.lake_columns.doc import as_stored, column_mismatch, lake_schema
 
 GOOD = "push:\n  about: One row per push.\n  columns:\n    ref: The pushed ref.\n"
 
@@ -55,6 +57,13 @@ def mismatches(lake: Lake, tables: list[str]) -> list[str]:
             for problem in column_mismatch(table, table_docs()[table], [n for n, _ in lake_schema(lake, table)])]
 
 
+def undeclared(lake: Lake, tables: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """The ledgers whose columns and types in `lake` differ from the schema docs/tables.md shows for
+    them (their writers' declared schemas), with what the lake holds."""
+    declared = {t: [(f.name, str(f.type)) for f in as_stored(LEDGER_SCHEMAS[t])] for t in tables}
+    return {t: lake_schema(lake, t) for t in tables if lake_schema(lake, t) != declared[t]}
+
+
 def shown(materialization) -> dict[str, str | None]:
     """Column -> description, as the Columns view shows them from a materialization's metadata."""
     return {c.name: c.description for c in materialization.metadata["dagster/column_schema"].value.columns}
@@ -63,6 +72,7 @@ def shown(materialization) -> dict[str, str | None]:
 def test_the_guardians_ledgers_columns_are_described_as_their_job_writes_them(tmp_path):
     result, lake_uri = run_guardians(tmp_path)
     assert mismatches(Lake.at(lake_uri), sorted(GUARDIAN_LEDGERS)) == []
+    assert undeclared(Lake.at(lake_uri), sorted(GUARDIAN_LEDGERS)) == {}
     # the job's materializations of its ledgers carry them to the Columns view
     events = {e.asset_key.to_user_string(): e.materialization for e in result.get_asset_materialization_events()}
     assert {t: shown(events[t]) for t in GUARDIAN_LEDGERS} == {t: table_docs()[t].columns for t in GUARDIAN_LEDGERS}
@@ -76,6 +86,7 @@ def test_dr_cis_ledgers_columns_are_described_as_its_posting_writes_them(httpser
     assert resolve(lake, gh(httpserver), TODAY.isoformat(), REPO, [(HEAD, BASE)])[HEAD].fetched
     assert post_drci_comments(httpserver, tmp_path).actions["created"] == 1
     assert mismatches(lake, ["drci_merge_bases", "drci_posts"]) == []
+    assert undeclared(lake, ["drci_merge_bases", "drci_posts"]) == {}
 
 
 def test_the_relays_ledgers_columns_are_described_as_its_jobs_write_them(httpserver, instance, tmp_path, monkeypatch):
@@ -87,6 +98,7 @@ def test_the_relays_ledgers_columns_are_described_as_its_jobs_write_them(httpser
     record = callback_record(L4, "L4", "in_progress", client_payload_of(server, L4))
     assert check_run(record, github(httpserver), roots, instance).success and server.check_runs
     assert mismatches(Lake.at(roots[0]), ["dispatches", "relay_actions"]) == []
+    assert undeclared(Lake.at(roots[0]), ["dispatches", "relay_actions"]) == {}
     for table in ("dispatches", "relay_actions"):  # what the runs' materializations show in the Columns view
         event = instance.get_latest_materialization_event(dg.AssetKey(table))
         assert shown(event.asset_materialization) == table_docs()[table].columns, table

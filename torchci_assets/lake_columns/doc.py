@@ -1,13 +1,15 @@
 """docs/tables.md, written from the lake_columns YAML files and a materialized lake.
 
 The types come from the Parquet footers of each table's latest day, so the page shows what the
-lake holds, and a meaning written for a column the lake does not have (or a column without one)
-stops the page from being written instead of showing a wrong table.
+lake holds (for a ledger the lake holds no day of, from its writer's declared schema), and a
+meaning written for a column the lake does not have (or a column without one) stops the page from
+being written instead of showing a wrong table.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from resources.lake import Lake
 from torchci_assets.lake_columns import TableDoc, table_docs
@@ -20,7 +22,8 @@ INTRO = """\
 Every table is day-partitioned under `TORCHCI_LAKE_URI` (`<table>/day=YYYY-MM-DD/*.parquet`,
 [the lake](ingest.md#the-lake)); `torchci query "SQL"` reads each as a view with its `day` column
 ([querying the lake](operations.md#querying-the-lake)). The Dagster UI shows the same meanings in
-each asset's Columns view. Types are Arrow's, as the Parquet files hold them; a timestamp is UTC.
+each asset's Columns view. Types are Arrow's, as the Parquet files hold them (a ledger `make run` does not
+write shows the types its writer declares); a timestamp is UTC.
 """
 
 
@@ -52,19 +55,29 @@ def column_mismatch(table: str, doc: TableDoc, columns: list[str]) -> list[str]:
             + [f"{table}.{c} is described but not in the lake" for c in doc.columns if c not in columns])
 
 
-def render(lake: Lake) -> str:
-    """The page: one section per described table, in name order, with its columns in the lake's order."""
+def as_stored(schema: pa.Schema) -> pa.Schema:
+    """`schema` as a Parquet footer gives it back (a list's item is called `element` there), so a
+    declared type reads as the lake's would."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    return pq.read_schema(pa.BufferReader(sink.getvalue()))
+
+
+def render(lake: Lake, declared: dict[str, pa.Schema] | None = None) -> str:
+    """The page: one section per described table, in name order, with its columns in the lake's order.
+    `declared` holds the schemas of tables a materialized lake need not hold (the ledgers)."""
     docs = table_docs()
     index = ", ".join(f"[{t}](#{t})" for t in sorted(docs))
-    sections = [_section(lake, table, docs[table]) for table in sorted(docs)]
+    declared = {t: as_stored(schema) for t, schema in (declared or {}).items()}
+    sections = [_section(table, docs[table], newest_schema(lake, table) or declared.get(table))
+                for table in sorted(docs)]
     return "\n".join([INTRO, f"Tables: {index}.\n", *sections]).rstrip("\n") + "\n"
 
 
-def _section(lake: Lake, table: str, doc: TableDoc) -> str:
-    """A table the lake holds no day of (the ledgers of guardians.yaml and ledgers.yaml: `make run`
-    runs no guardians pass, no relay, and posts nothing without credentials) is shown without types
-    rather than left out; its columns are checked where its writer is tested (test_lake_columns.py)."""
-    schema = newest_schema(lake, table)
+def _section(table: str, doc: TableDoc, schema: pa.Schema | None) -> str:
+    """A table with neither a day in the lake nor a declared schema is shown without types rather than
+    left out. Its columns are checked against the schema either way, so a description the writer
+    no longer matches stops the page."""
     if schema is None:
         rows = "\n".join(f"| `{name}` | | {_cell(text)} |" for name, text in doc.columns.items())
         note = "\n\n(The lake this page was written from holds no day of it, so its types are not shown.)"
