@@ -39,9 +39,10 @@ day it is for is kept in DISABLED_TESTS_DAY, as for slow-tests.json); in a dry r
 re-run day is the one a later day's list is decided against (yesterday's daily run after today's
 first refresh), its list becomes that baseline, and the later day's next run decides against it.
 Its lake table, which the HUD's metrics count for that day, never takes today's list
-(`_past_day`): live, the open issues are today's, so a table written stays and a day never run
-carries over the latest earlier day's; a dry run decides an older day (its baseline no longer
-kept) against the latest earlier day's table, and keeps one written.
+(`_past_day`): live, the open issues are today's, so a table written keeps its list and a day
+never run carries over the latest earlier day's; a dry run decides an older day (its baseline no
+longer kept) against the latest earlier day's table, and keeps one written. A kept list's counts
+are the day's verdict's (`_kept_table`): the last refresh that wrote it had not seen the whole day.
 
 A quiet window (no test in `flaky_tests`; no clean main-branch pass for the slow list) has
 nothing new to say in a dry run: the published files stay as they are, and the report's
@@ -409,7 +410,11 @@ def _earlier_table(lake: Lake, day: str) -> tuple[str | None, dict]:
 
 def _table_decision(lake: Lake, day: str) -> DisabledDecision:
     """The decision `day`'s `disabled_tests` table holds (none newly disabled: the table does not say)."""
-    rows = lake.read_files(lake.files("disabled_tests", [day])).to_pylist()
+    return _decision_of(lake.read_files(lake.files("disabled_tests", [day])).to_pylist())
+
+
+def _decision_of(rows: list[dict]) -> DisabledDecision:
+    """The decision a `disabled_tests` table's `rows` hold."""
     return DisabledDecision({r["test"]: [r["id"], r["url"], list(r["platforms"] or [])] for r in rows
                              if r["status"] == "disabled"},
                             {r["test"]: {"id": r["id"], "runs": r["runs"]} for r in rows if r["status"] == "reenabled"},
@@ -449,7 +454,7 @@ def _past_day(lake: Lake, day: str, later: str, now: str, previous: dict, backfi
     day, which the HUD's metrics count. A day without one (never run) gets `backfill`, with the
     verdict's `rows`; `backfilled` says so, `now` what the issues or the verdict say now."""
     if lake.files("disabled_tests", [day]):
-        decision = _table_decision(lake, day)
+        decision = _kept_table(lake, day)
         decision.new = sorted(k for k in decision.disabled if k not in previous)
         decision.source = f"{day}'s table as written before"
         decision.past_day = (f"kept: a later day ({later}) is published; the table holds the "
@@ -459,6 +464,24 @@ def _past_day(lake: Lake, day: str, later: str, now: str, previous: dict, backfi
         _record(lake, day, decision, rows)
         decision.past_day = f"{backfilled}; {now}"
     decision.later_day = later
+    return decision
+
+
+def _kept_table(lake: Lake, day: str) -> DisabledDecision:
+    """`day`'s table kept: its list is what CI read at the day's end, but its counts are those of
+    the run that wrote it, the day's last intra-day refresh, which had not seen the reports landed
+    after it. They are counted again from the day's verdict, the whole day's once its daily run
+    rebuilt it; a day without a verdict keeps the counts it was written with."""
+    written = lake.read_files(lake.files("disabled_tests", [day])).to_pylist()
+    decision = _decision_of(written)
+    if lake.files("flaky_tests", [day]):
+        rows = flaky_rows(lake, day, keys=[*decision.disabled, *decision.reenabled])
+        runs = _events(rows)
+        for key, entry in decision.reenabled.items():
+            entry["runs"] = runs.get(runner_test(key), (0, 0))[1]
+        table = _table(decision, rows)
+        if table.to_pylist() != written:
+            lake.write("disabled_tests", day, table)
     return decision
 
 
@@ -491,13 +514,18 @@ def _publish(lake: Lake, outputs: Store, day: str, decision: DisabledDecision, r
 
 def _record(lake: Lake, day: str, decision: DisabledDecision, rows: list[dict]) -> None:
     """The `disabled_tests` lake table of `day`: what the decision says, with the verdict's counts."""
+    lake.write("disabled_tests", day, _table(decision, rows))
+
+
+def _table(decision: DisabledDecision, rows: list[dict]) -> pa.Table:
+    """A `disabled_tests` table of `decision`, with the counts of the verdict's `rows`."""
     events = _events(rows)
     counts = {k: events.get(runner_test(k), (0, 0)) for k in decision.disabled}
     table = [{"test": k, "id": v[0], "url": v[1], "platforms": v[2], "status": "disabled",
               "flake_events": counts[k][0], "runs": counts[k][1]} for k, v in sorted(decision.disabled.items())]
     table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
                "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
-    lake.write("disabled_tests", day, pa.Table.from_pylist(table, schema=DISABLED_SCHEMA))
+    return pa.Table.from_pylist(table, schema=DISABLED_SCHEMA)
 
 
 def slow_tests(lake: Lake, day: str, window_days: int) -> list[dict] | None:
