@@ -124,7 +124,7 @@ def test_an_issue_an_earlier_version_titled_with_an_empty_class_is_found_not_fil
     old = fake.add(f"DISABLED {OLD_KEY}", "Platforms: linux\n\nflaky", user=BOT)
     assert run(flaky_world, github(httpserver)).success
     assert fake.count("POST", f"/repos/{TEAM}/issues") == 0
-    assert flaky_world.published() == {OLD_KEY: entry(old, ["linux"])}  # under its title, as written
+    assert flaky_world.published() == {KEY: entry(old, ["linux"])}  # its class word empty no more
     assert [(r["test"], r["action"]) for r in flaky_world.ledger()] == [(KEY, "found")]
 
 

@@ -136,6 +136,21 @@ def runner_test(key: str | None) -> str | None:
     return runner_key(*method_and_class(key))
 
 
+def listed_name(key: str) -> str:
+    """The name the disabled list gives the test `key` names: `key` as written (an issue's title,
+    as upstream keeps it), except one with an empty class word ("test_x (__main__.)", as an
+    earlier version of this project titled a test outside a class), which PyTorch's runner would
+    take for test_x of every class of the file: it is the test's own, "test_x (__main__)"."""
+    return runner_test(key) if key.endswith(".)") else key
+
+
+def as_listed(tests: dict) -> dict:
+    """A disabled list (`{key: entry}`) with its keys as `listed_name` names them; an entry
+    already written so wins over one renamed to it."""
+    renamed = {listed_name(k): v for k, v in tests.items() if listed_name(k) != k}
+    return {**renamed, **{k: v for k, v in tests.items() if listed_name(k) == k}}
+
+
 def method_and_class(key: str) -> tuple[str, str]:
     """The two words of `key` ("test_x (Suite)") PyTorch's runner matches a test by: the method and
     the last part of the suite, the class name; "" for a test outside a class (`runner_key`)."""
@@ -274,11 +289,12 @@ def _merge(out: dict[str, list], test: str, url: str, platforms: list[str]) -> N
 
 def condense(issues: Iterable[dict]) -> dict[str, list]:
     """disabled-tests-condensed.json from open issues (REST issue objects), as upstream's
-    `getDisabledTests` builds it: `{test: [number, html_url, [platforms]]}`."""
+    `getDisabledTests` builds it: `{test: [number, html_url, [platforms]]}`, each test under
+    its `listed_name`."""
     out: dict[str, list] = {}
     for issue in sorted(issues, key=lambda i: i["html_url"]):
         for test, platforms in issue_tests(issue.get("title"), issue.get("body")):
-            _merge(out, test, issue["html_url"], platforms)
+            _merge(out, listed_name(test), issue["html_url"], platforms)
     return {test: [number, url, sorted(set(platforms))] for test, (number, url, platforms) in out.items()}
 
 

@@ -68,6 +68,7 @@ from torchci_assets.derived.results.columns import STATS_COLUMNS_ADDED, register
 from torchci_assets.derived.results.stats import define_seconds_sum
 from torchci_assets.derived.flakiness.flaky import FLAKY_COLUMNS_ADDED
 from torchci_assets.derived.flakiness.issue_text import (
+    as_listed,
     condense,
     flaky_bot_platforms,
     names_by_test,
@@ -202,7 +203,9 @@ def decide_disabled(rows: list[dict], previous: dict) -> DisabledDecision:
     evidence (`main_evidence`); re-enabling asks for a window clean on every branch. An entry is
     its test's as PyTorch's runner matches it (`names_by_test`: one written with a dotted suite,
     as a maintainer may title the issue, too), and stays under the name written: the test is
-    listed once, and that entry is re-enabled on the test's runs."""
+    listed once, and that entry is re-enabled on the test's runs. One an earlier version wrote
+    with an empty class word is renamed (`as_listed`), neither new nor re-enabled."""
+    previous = as_listed(previous)
     by_key: dict[str, list[dict]] = {}
     for r in rows:
         by_key.setdefault(pytorch_key(r["classname"], r["name"]), []).append(r)
@@ -374,7 +377,7 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     closed on rerun evidence takes all its tests at once) are not counted as lost.
     """
     base = disabled_baseline(outputs, day)
-    previous = base.tests
+    previous = as_listed(base.tests)  # as `condense` names the tests: a renamed one is not re-enabled
     disabled = condense(issues)
     if base.later:
         return _past_day_from_issues(lake, day, base.later, f"the open issues now say {len(disabled)}")
