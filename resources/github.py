@@ -69,14 +69,17 @@ class GitHubError(RuntimeError):
     `ambiguous` marks a write that may or may not have taken effect (no response, or a 5xx):
     GitHub sometimes commits a write and still fails to answer. `retry_at` (epoch seconds): when
     GitHub's advice (a rate limit's reset, a Retry-After) said to ask again, for a call that gave
-    up waiting for it.
+    up waiting for it. `unavailable`: GitHub did not answer, or answered 5xx, to every attempt of the
+    retry budget (an outage, not a refusal of this one call: every other call would meet it too).
     """
 
-    def __init__(self, status: int | None, message: str, ambiguous: bool = False, retry_at: float | None = None):
+    def __init__(self, status: int | None, message: str, ambiguous: bool = False, retry_at: float | None = None,
+                 unavailable: bool = False):
         super().__init__(message)
         self.status = status
         self.ambiguous = ambiguous
         self.retry_at = retry_at
+        self.unavailable = unavailable
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,19 @@ class _Outcome:
     @property
     def ok(self) -> bool:
         return self.response is not None and self.response.ok
+
+    @property
+    def status(self) -> int | None:
+        return self.response.status_code if self.response is not None else None
+
+    @property
+    def unavailable(self) -> bool:
+        """Given up on no answer or a 5xx: GitHub was down for the whole retry budget."""
+        return self.gave_up and (self.status is None or self.status >= 500)
+
+    def failure(self, message: str) -> GitHubError:
+        """The GitHubError of this failed outcome, saying `message`."""
+        return GitHubError(self.status, message, self.ambiguous, self.retry_at, self.unavailable)
 
 
 class _NotInstalled(GitHubError):
@@ -176,6 +192,13 @@ def rate_limited(exc: GitHubError) -> bool:
     policy) answers the same however often it is asked."""
     text = str(exc)
     return "rate limit" in text.lower() or "(gave up:" in text
+
+
+def unavailable(exc: Exception) -> bool:
+    """GitHub was down for a call's whole retry budget (no answer, or 5xx): a writer that loops over
+    items stops its pass there, since every later item would wait out the same budget in vain; what
+    was not done waits for the next pass."""
+    return isinstance(exc, GitHubError) and exc.unavailable
 
 
 def refused(exc: Exception) -> bool:
@@ -395,11 +418,10 @@ class GitHubResource(dg.ConfigurableResource):
             outcome = self._send("GET", self._url(f"/repos/{m['owner']}/{m['repo']}/installation"),
                                  lambda renew: f"Bearer {self._app_jwt()}")
             if not outcome.ok:
-                status = outcome.response.status_code if outcome.response is not None else None
                 error = f"GitHub App installation of {m['owner']}/{m['repo']}: {outcome.error}"
-                if status == 404:
+                if outcome.status == 404:
                     raise _NotInstalled(outcome, f"{error} (the App is not installed on {m['owner']})")
-                raise GitHubError(status, error)
+                raise outcome.failure(error)
             self._installations[owner] = str(outcome.response.json()["id"])
         return self._installations[owner]
 
@@ -410,9 +432,7 @@ class GitHubResource(dg.ConfigurableResource):
         outcome = self._send("POST", self._url(f"/app/installations/{installation}/access_tokens"),
                              lambda renew: f"Bearer {self._app_jwt()}")
         if not outcome.ok:
-            status = outcome.response.status_code if outcome.response is not None else None
-            raise GitHubError(status, f"GitHub App installation token request failed: "
-                                      f"{outcome.error}")
+            raise outcome.failure(f"GitHub App installation token request failed: {outcome.error}")
         data = outcome.response.json()
         token = data["token"]
         self._minted.add(token)
@@ -582,9 +602,7 @@ class GitHubResource(dg.ConfigurableResource):
         if outcome.dry_run:
             return None
         if not outcome.ok:
-            status = outcome.response.status_code if outcome.response is not None else None
-            raise GitHubError(status, f"{method.upper()} {path}: {outcome.error}", outcome.ambiguous,
-                              outcome.retry_at)
+            raise outcome.failure(f"{method.upper()} {path}: {outcome.error}")
         return outcome.response
 
     def graphql(self, query: str, variables: dict, auth_path: str) -> dict:
@@ -614,8 +632,7 @@ class GitHubResource(dg.ConfigurableResource):
             return str(self.request("GET", "/user").json()["login"])
         outcome = self._send("GET", self._url("/app"), lambda renew: f"Bearer {self._app_jwt()}")
         if not outcome.ok:
-            status = outcome.response.status_code if outcome.response is not None else None
-            raise GitHubError(status, f"GET /app: {outcome.error}")
+            raise outcome.failure(f"GET /app: {outcome.error}")
         return f"{outcome.response.json()['slug']}[bot]"
 
     def paginate(self, path: str, params: dict | None = None, must_complete: bool = True) -> list:

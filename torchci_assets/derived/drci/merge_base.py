@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci.inputs import rows
 
@@ -39,6 +39,8 @@ SCHEMA = pa.schema([
 ])
 NOT_ASKED = "estimated from the pull request's base sha: the pull request is closed"
 NO_CREDENTIALS = "estimated from the pull request's base sha: no GitHub credentials for the compare API"
+# after one compare found GitHub down (its whole retry budget): the others are not asked in this run
+UNAVAILABLE = "estimated from the pull request's base sha: GitHub unavailable, the compare API asked again next run"
 DEFAULT_BRANCH = "main"  # PyTorch's; a deployment's is its config's main branch
 
 
@@ -87,12 +89,14 @@ def resolve(lake: Lake, github: GitHubResource, day: str, repo: str, heads: list
     out: dict[str, MergeBase] = {}
     new = []
     now = dt.datetime.now(dt.timezone.utc)
+    down = False  # a compare found GitHub unavailable: the other heads are estimated without asking
     for head_sha, base_sha in heads:
         if head_sha in known:
             out[head_sha] = MergeBase(known[head_sha])
             continue
-        if github.dry_run or not ask:
-            out[head_sha] = MergeBase(base_sha, NO_CREDENTIALS if github.dry_run else NOT_ASKED)
+        if github.dry_run or not ask or down:
+            why = NO_CREDENTIALS if github.dry_run else UNAVAILABLE if down else NOT_ASKED
+            out[head_sha] = MergeBase(base_sha, why)
             continue
         try:
             sha, when = compare(github, repo, branch, head_sha)
@@ -100,6 +104,7 @@ def resolve(lake: Lake, github: GitHubResource, day: str, repo: str, heads: list
             log.warning("compare %s...%s failed (%s): using the webhook's base sha", branch, head_sha[:10], e)
             out[head_sha] = MergeBase(base_sha, f"estimated from the pull request's base sha: compare API failed "
                                                 f"({getattr(e, 'status', None) or type(e).__name__})")
+            down = unavailable(e)
             continue
         out[head_sha] = MergeBase(sha, fetched=True)
         at = dt.datetime.fromisoformat(when.replace("Z", "+00:00")) if when else None

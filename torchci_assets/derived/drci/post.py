@@ -26,11 +26,12 @@ there, it would not be found as ours, and every later run would add one more; th
 remembers it, so later runs create nothing until the configuration changes. A create that is not found by the
 list after it stops the run's posting too, for the same reason.
 
-A rate limit (403/429 that outlasted the client's retry budget) or a refusal that holds for every
-pull request (401, or 403 "Resource not accessible": the credentials may not comment) stops this
-run's posting: the remaining pull requests wait for the next run rather than extending the limit
-or repeating the refusal for each. Any other refusal (a locked conversation) fails that pull
-request only.
+A rate limit (403/429 that outlasted the client's retry budget), GitHub down (no answer or a 5xx to
+every attempt of the budget), or a refusal that holds for every pull request (401, or 403 "Resource
+not accessible": the credentials may not comment) stops this run's posting: the remaining pull
+requests wait for the next run rather than extending the limit, waiting out the same budget, or
+repeating the refusal for each. Any other refusal (a locked conversation, a 404 for a deleted pull
+request) fails that pull request only.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ log = logging.getLogger(__name__)
 
 
 class StopPosting(GitHubError):
-    """A reason that holds for every pull request (a rate limit that outlasted the retries,
-    credentials that may not comment or that are another account than `drci.author`, a create
+    """A reason that holds for every pull request (a rate limit that outlasted the retries, GitHub
+    down, credentials that may not comment or that are another account than `drci.author`, a create
     not found after it): stop posting in this run rather than repeat it for each."""
 
 
@@ -92,11 +93,13 @@ def ours(github: GitHubResource, repo: str, number: int, author: str | None = No
 
 
 def _stop(e: GitHubError) -> GitHubError:
-    """`e` as StopPosting when the refusal holds for every pull request (bad credentials, a rate
-    limit, an app without access), else `e` itself (a 403 for one locked conversation, say)."""
+    """`e` as StopPosting when it holds for every pull request (bad credentials, a rate limit, an
+    app without access, GitHub down for the whole retry budget), else `e` itself (a 403 for one
+    locked conversation, a 404 for a deleted pull request)."""
     text = str(e).lower()
-    if e.status in (401, 429) or e.status == 403 and ("rate limit" in text or "not accessible" in text):
-        return StopPosting(e.status, str(e))
+    limited_or_refused = e.status in (401, 429) or e.status == 403 and ("rate limit" in text or "not accessible" in text)
+    if e.unavailable or limited_or_refused:
+        return StopPosting(e.status, str(e), unavailable=e.unavailable)
     return e
 
 

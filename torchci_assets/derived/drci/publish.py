@@ -413,10 +413,8 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
         try:
             posted = upsert(github, repo, r["pr"], r["body"], author, clock)
         except StopPosting as e:
-            fix = refusal_fix(e, repo, "Pull requests: read and write")
-            report.stopped = str(e) + (f"; to fix: {fix}" if fix else "")
-            log(f"Dr. CI posting STOPPED for this run: {report.stopped}; {len(rows) - i} pull request(s) wait for the "
-                "next run")
+            report.stopped = stop_message(e, repo, len(rows) - i)
+            log(f"Dr. CI posting STOPPED for this run: {report.stopped}")
             reason = f"HTTP {e.status}" if e.status else str(e)
             report.failed.update({x["pr"]: f"stopped: {reason}" for x in rows[i:]})
             ledger.append({**entry, **_stop_fields(e, credentials)})
@@ -433,6 +431,16 @@ def _post_all(github: GitHubResource, repo: str, rows: list[dict], seen: Recorde
             report.add("duplicates_removed")
         ledger.append(_posted_row(entry, posted, report, clock))
     return ledger
+
+
+def stop_message(e: StopPosting, repo: str, waiting: int) -> str:
+    """Why posting stopped, what to do when it does not pass by itself, and how many pull requests
+    wait: one line for the run, however many pull requests it holds back."""
+    if e.unavailable:
+        return (f"GitHub was unavailable ({e}): nothing lost; {waiting} pull request(s) wait for the next run, "
+                "which posts them")
+    fix = refusal_fix(e, repo, "Pull requests: read and write")
+    return str(e) + (f"; to fix: {fix}" if fix else "") + f"; {waiting} pull request(s) wait for the next run"
 
 
 def _posted_row(entry: dict, posted, report: PublishReport, clock: Callable[[], dt.datetime]) -> dict:

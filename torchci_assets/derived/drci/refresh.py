@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.storage import Store
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
@@ -198,7 +198,7 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
             + ", ".join(f"#{n} ({why})" for n, why in sorted(stale.items())[:10]))
         return {}, 0
     changed, requests, learned, awaiting = {}, 0, [], []
-    for number, why in sorted(stale.items()):
+    for i, (number, why) in enumerate(sorted(stale.items())):
         pr = prs[number]
         try:
             runs, n = _list(github, f"/repos/{repo}/actions/runs", "workflow_runs",
@@ -210,6 +210,10 @@ def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshL
                                                 {"filter": "latest", "per_page": 100})
                 requests += n
         except GitHubError as e:
+            if unavailable(e):
+                log(f"GitHub was unavailable ({e}): {len(stale) - i} stale head(s) not read from the "
+                    "REST API in this run, their comments use the lake; the next run reads them")
+                break
             log(f"PR #{number}: could not read its head from the REST API ({e}); the comment uses the lake")
             continue
         changed[number] = merge_rest_jobs(pr.jobs, runs, rest_jobs, learned, awaiting)
