@@ -37,7 +37,8 @@ def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: Lak
             "rows": len(s.taken), "dry_run": s.dry_run, **ledger_metadata(lake.lake(), ledger.TABLE)})
     yield dg.Output(None, metadata={"commits": s.commits, "signals": s.signals, "dry_run": s.dry_run,
                                     **{f"verdicts_{k}": n for k, n in s.verdicts.items()},
-                                    "actions": len(s.taken), "waiting": len(s.skipped)})
+                                    "actions": len(s.taken), "waiting": len(s.skipped),
+                                    "github_unavailable": s.unavailable})
 
 
 @dg.op(pool="trunk_guardians", ins={"after": dg.In(dg.Nothing)},

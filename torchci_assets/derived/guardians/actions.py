@@ -32,7 +32,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
@@ -60,6 +60,7 @@ class Report:
     skipped: list[tuple[Planned, str]] = field(default_factory=list)
     recovered: list[dict] = field(default_factory=list)
     left_open: list[dict] = field(default_factory=list)  # intents GitHub's answers could not settle
+    unavailable: str = ""  # GitHub was down: the pass stopped there, and what waits for the next
 
 
 def _failed_on(v: Verdict, sha: str) -> bool:
@@ -198,6 +199,20 @@ class Guardian:
         self.github, self.lake, self.repo, self.cfg, self.now, self.log = github, lake, repo, cfg, now, log
         self.base = base  # the branch main's commits land on: pull requests into others are not the culprit's
         self.live = cfg.enabled and not github.dry_run
+        self.down: GitHubError | None = None  # GitHub gave no answer or a 5xx through a call's retries
+
+    def _noted(self, e: GitHubError) -> None:
+        """Remember that GitHub is down: every later call of the pass would wait out the same retry
+        budget in vain, so the pass does nothing more on GitHub."""
+        if unavailable(e) and self.down is None:
+            self.down = e
+
+    def _wait(self, report: Report, waiting: list[Planned]) -> None:
+        """The actions left when GitHub went down: skipped, said once; the next pass plans them again."""
+        report.unavailable = (f"GitHub was unavailable ({self.down}): {len(waiting)} action(s) wait for the next "
+                              "pass; nothing lost")
+        self.log(report.unavailable)
+        report.skipped += [(p, report.unavailable) for p in waiting]
 
     def _row(self, p: Planned, key: str, phase: str, **fields) -> dict:
         return ledger.append(self.lake, {
@@ -211,8 +226,10 @@ class Guardian:
         report = Report()
         acts = ledger.actions(ledger.read(self.lake, self.now))
         if self.live:
-            report.recovered = [r for a in acts if a["open"] and not a["dry_run"] for r in self.recover(a)]
+            report.recovered = [r for a in acts if a["open"] and not a["dry_run"] and self.down is None
+                                for r in self.recover(a)]
             acts = ledger.actions(ledger.read(self.lake, self.now))
+        waiting = []  # the actions GitHub being down holds back
         for p in planned:
             why = (restart_block(acts, p, self.now, self.cfg, not self.live) if p.action == "restart"
                    else revert_block(acts, p, self.now, self.cfg, not self.live))
@@ -221,13 +238,22 @@ class Guardian:
             if why:
                 report.skipped.append((p, why))
                 continue
+            if self.down is not None:
+                waiting.append(p)
+                continue
             try:
                 row = self.restart(p) if p.action == "restart" else self.revert(p)
             except GitHubError as e:  # before any intent was written (finding the pull request)
-                report.skipped.append((p, f"GitHub: {e}"))
+                self._noted(e)
+                if self.down is not None:
+                    waiting.append(p)
+                else:
+                    report.skipped.append((p, f"GitHub: {e}"))
                 continue
             (report.taken if row["phase"] == "done" else report.left_open).append(row)
             acts.append({**row, "open": row["phase"] != "done"})
+        if self.down is not None:
+            self._wait(report, waiting)
         return report
 
     # ---- restarts ----------------------------------------------------------------------
@@ -235,7 +261,10 @@ class Guardian:
     def _attempt_now(self, run_id: int) -> int | None:
         try:
             return int(self.github.request("GET", f"/repos/{self.repo}/actions/runs/{run_id}").json()["run_attempt"])
-        except (GitHubError, KeyError, ValueError):
+        except GitHubError as e:
+            self._noted(e)
+            return None
+        except (KeyError, ValueError):
             return None
 
     def restart(self, p: Planned) -> dict:
@@ -363,6 +392,7 @@ class Guardian:
             else:
                 happened = has_marker(self._comments(act.get("notify_issue") or act["pr_number"]), p.commit_sha)
         except GitHubError as e:
+            self._noted(e)
             self.log(f"cannot tell yet what became of an interrupted {p.action} of {p.commit_sha[:10]}: {e}")
             return []
         outcome = "ok" if happened else "not_sent"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake
 from torchci_assets.derived.flakiness.comments import comment_once, digest_marker
 from torchci_assets.derived.guardians.alert_conditions import Alert
@@ -105,6 +105,13 @@ class AlertIssues:
                  now: dt.datetime, log: Callable[[str], None] = lambda s: None):
         self.github, self.lake, self.repo, self.labels, self.now, self.log = github, lake, repo, labels, now, log
         self.live = enabled and not github.dry_run
+        self.unavailable = ""  # GitHub was down (no answer or a 5xx through a call's retries): the check stopped
+
+    def _down(self, e: GitHubError, waiting: int) -> None:
+        """Stop the check where GitHub went down, said once: every later call would wait out the same
+        retry budget in vain. Nothing is lost: the next check finds the issues as they are."""
+        self.unavailable = f"GitHub was unavailable ({e}): {waiting} alert(s) wait for the next check"
+        self.log(self.unavailable)
 
     def _row(self, alert: Alert, action: str, number: int | None, body: str) -> dict:
         return record(self.lake, {"at": self.now, "repo": self.repo, "kind": alert.kind, "action": action,
@@ -114,21 +121,30 @@ class AlertIssues:
     def sync(self, alerts: list[Alert]) -> list[dict]:
         """Bring each alert's issue in line with it; returns the state changes recorded."""
         if self.live:
-            issues = self.github.paginate(f"/repos/{self.repo}/issues", {
-                "state": "open", "labels": ",".join(self.labels), "per_page": 100})
-            found = self._open_issues(issues, {a.kind for a in alerts})
+            try:
+                issues = self.github.paginate(f"/repos/{self.repo}/issues", {
+                    "state": "open", "labels": ",".join(self.labels), "per_page": 100})
+                found = self._open_issues(issues, {a.kind for a in alerts})
+            except GitHubError as e:
+                if not unavailable(e):
+                    raise
+                self._down(e, len(alerts))
+                return []
             current = {kind: _UNKNOWN if mine is _UNKNOWN else mine[0] if mine else None
                        for kind, mine in found.items()}
         else:
             found, current = {}, self._dry_state()
         rows = []
-        for a in alerts:
+        for i, a in enumerate(alerts):
             if current.get(a.kind) is _UNKNOWN:
                 continue
             try:
                 rows += self._close_duplicates(a, (found.get(a.kind) or [])[1:], current.get(a.kind))
                 rows += self._one(a, current.get(a.kind))
-            except GitHubError as e:  # one alert's trouble does not hold back the others
+            except GitHubError as e:  # one alert's trouble does not hold back the others, unless GitHub is down
+                if unavailable(e):
+                    self._down(e, len(alerts) - i)
+                    break
                 self.log(f"alert {a.kind}: GitHub refused or failed ({e}); next check tries again")
         return rows
 
@@ -202,6 +218,8 @@ class AlertIssues:
             try:
                 issue = self.github.request("GET", f"/repos/{self.repo}/issues/{number}").json()
             except GitHubError as e:
+                if unavailable(e):  # the whole check waits (`sync`)
+                    raise
                 if e.status not in (404, 410):  # unknown: opening another could duplicate it, so this kind waits
                     self.log(f"alert {kind}: issue #{number} could not be read ({e}); next check tries again")
                     return _UNKNOWN
@@ -244,12 +262,14 @@ class AlertIssues:
         comment (or the change) finds it, and a check killed before finds the change still to
         make, so the change is said exactly once; unless the issue had `undone_by` since (a close
         a human undid: `comments.comment_once`). A comment GitHub refused is only logged, and the
-        change made without it."""
+        change made without it; GitHub down stops the check (`sync`)."""
         if not self.live:
             return
         try:
             comment_once(self.github, self.repo, number, said_marker(text), text, newest_of=SAID, undone_by=undone_by)
         except GitHubError as e:
+            if unavailable(e):  # the change would wait out the same retries: the whole check waits (`sync`)
+                raise
             self.log(f"issue #{number}: its comment was not posted ({e}); the change itself is made")
 
     def _write(self, what: str, method: str, path: str, body: dict) -> None:

@@ -42,6 +42,7 @@ class AutorevertSummary:
     skipped: list  # (action, sha, why)
     dry_run: bool
     confirmed: list  # Verdicts pinning a culprit
+    unavailable: str = ""  # GitHub was down: the pass stopped there, and how many actions wait
 
 
 def judged(lake: Lake, cfg: AutorevertConfig, now: dt.datetime, dry_run: bool,
@@ -69,7 +70,7 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
     return AutorevertSummary(
         len(history.commits), len(history.signals), dict(Counter(v.kind for v in verdicts)),
         [*report.recovered, *report.taken, *report.left_open], [(p.action, p.commit_sha, why) for p, why in report.skipped],
-        not guardian.live, [v for v in verdicts if v.kind == "confirmed"])
+        not guardian.live, [v for v in verdicts if v.kind == "confirmed"], report.unavailable)
 
 
 def alerts_pass(github: GitHubResource, lake: Lake, archive: Store, repo: str, cfg: AlertsConfig,
