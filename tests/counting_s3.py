@@ -9,6 +9,7 @@ sends (ranged reads of Parquet footers, listings page by page), which no Python-
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import subprocess
 import sys
@@ -52,9 +53,14 @@ def counting(app, log_path: str):
 class CountingS3:
     """The server as a process on 127.0.0.1:`port`, logging to `log`."""
 
-    def __init__(self, port: int, log: Path):
+    def __init__(self, port: int, log: Path, unauthenticated: int | None = None):
+        """`unauthenticated`: moto checks credentials after this many requests (none it knows), as
+        AWS refuses a deleted or mistyped key; by default it takes any."""
         self.endpoint, self.log = f"http://127.0.0.1:{port}", log
-        self.proc = subprocess.Popen([sys.executable, __file__, str(port), str(log)],
+        env = dict(os.environ)
+        if unauthenticated is not None:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(unauthenticated)
+        self.proc = subprocess.Popen([sys.executable, __file__, str(port), str(log)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def requests(self, since: float = 0.0) -> list[tuple[float, str, str]]:
@@ -72,6 +78,22 @@ class CountingS3:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def serving(log: Path, bucket: str, unauthenticated: int | None = None):
+    """A CountingS3 on a free port, with `bucket` made and the environment set for it (conftest's
+    `s3_environment`), stopped afterwards."""
+    from conftest import free_port, s3_environment, wait_for_port
+
+    port = free_port()
+    s3 = CountingS3(port, log, unauthenticated)
+    try:
+        wait_for_port(port, s3.proc)
+        with s3_environment(s3.endpoint, bucket):
+            yield s3
+    finally:
+        s3.stop()
 
 
 def main() -> None:

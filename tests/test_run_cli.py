@@ -182,17 +182,18 @@ def test_a_range_with_no_archive_day_names_the_archive_s_days_and_exits_1(tmp_pa
     assert not (tmp_path / "h").exists()  # nothing was run, nothing recorded
 
 
-def test_an_archive_out_of_reach_is_one_line_saying_what_to_check(tmp_path):
+def test_an_archive_out_of_reach_is_one_line_saying_what_to_check_before_any_run(tmp_path):
     from conftest import free_port
 
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens: every listing fails at once
     result = run_cli(tmp_path, TORCHCI_ARCHIVE_URI="s3://torchci-archive/archive", TORCHCI_S3_ENDPOINT=closed,
-                     AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y")
-    last = result.stderr.strip().splitlines()[-1]
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert last.startswith("torchci run: ") and "torchci-archive" in last
-    assert last.endswith("check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
-                         "AWS_REGION and TORCHCI_S3_ENDPOINT)")
+                     AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y", DAGSTER_HOME=str(tmp_path / "home"))
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith("torchci run: TORCHCI_ARCHIVE_URI='s3://torchci-archive/archive': "
+                           f"cannot reach S3 at {closed} (")
+    assert line.endswith("); check TORCHCI_S3_ENDPOINT and AWS_REGION, and that the endpoint is up")
+    assert not (tmp_path / "home").exists()  # nothing was run, nothing recorded
 
 
 def test_an_instance_database_out_of_reach_is_one_line_saying_what_to_check(tmp_path, octokit):

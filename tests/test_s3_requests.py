@@ -18,8 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import free_port, s3_environment, wait_for_port
-from counting_s3 import CountingS3
+from counting_s3 import serving
 from resources.lake import Lake, connect
 from resources.storage import s3_options
 
@@ -30,14 +29,8 @@ DAY = "2026-11-20"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    s3 = CountingS3(port, tmp_path_factory.mktemp("s3") / "requests.log")
-    try:
-        wait_for_port(port, s3.proc)
-        with s3_environment(s3.endpoint, BUCKET):
-            yield s3
-    finally:
-        s3.stop()
+    with serving(tmp_path_factory.mktemp("s3") / "requests.log", BUCKET) as s3:
+        yield s3
 
 
 def fresh_uri() -> str:

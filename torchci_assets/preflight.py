@@ -4,7 +4,9 @@
 A bad value found late costs a re-ingested day, a run failing in two assets and a message buried
 in a traceback; found here it costs one line naming the variable or key, what it got and what it
 expects. `torchci run`, `torchci serve`, the Dagster code location and any other command call
-`problems()` (or `check()`) first, before they open the lake.
+`problems()` (or `check()`) first, before they open the lake. A command about to read and write
+the stores (`torchci run`) also asks S3 whether it takes the credentials (`report_stores()`): one
+listing per store on S3, none for a local folder.
 
 Each variable is checked by the parser its own module uses at run time, so the check and the use
 cannot disagree; this module only adds the variable's name where a parser's message lacks it.
@@ -27,6 +29,14 @@ _ENDPOINT_RE = re.compile(r"^(https?://)?[A-Za-z0-9.-]+(:\d{1,5})?/?$")
 _DUCKDB_SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|[KMGT]i?B)\s*$", re.I)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FOLDER_VARS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_URI", "TORCHCI_SPOOL_DIR")
+STORE_VARS = FOLDER_VARS[:3]  # the stores `torchci run` reads and writes
+# pyarrow's S3 errors: "... AWS Error <CODE> during <Operation> operation: <S3's message> (Request ID: ...)"
+_AWS_ERROR = (r"AWS Error ([A-Z_]+)(?: \(HTTP status (\d+)\))? during \w+ operation: (.*?)\.?"
+              r"(?:\s*\(Request ID: [^)]*\))?\.?\s*$")  # compiled when an S3 store fails, not at every start
+# S3's answers that the credentials will not do (whoever they are, or what they may do).
+CREDENTIAL_REFUSALS = {"INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "ACCESS_DENIED", "EXPIRED_TOKEN",
+                       "INVALID_CLIENT_TOKEN_ID", "UNRECOGNIZED_CLIENT", "MISSING_AUTHENTICATION_TOKEN"}
+CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 class PreflightError(ConfigError):
@@ -238,3 +248,76 @@ def _report(prog: str, credentials: bool) -> bool:
     for line in found:
         print(f"{prog}: {line}", file=sys.stderr)
     return not found
+
+
+class StoreProblem:
+    """A store on S3 that cannot be used as it is set: `line` says why and what to check; `setting` is
+    False when S3 did not answer (an outage may pass by itself), True when S3 refused (a fix is needed).
+    A plain class, not a dataclass: this module loads before every command, `--help` included."""
+
+    __slots__ = ("line", "setting")
+
+    def __init__(self, line: str, setting: bool):
+        self.line, self.setting = line, setting
+
+
+def _s3_code(code: str) -> str:
+    """pyarrow's name of an S3 error code as S3 spells it: INVALID_ACCESS_KEY_ID -> InvalidAccessKeyId."""
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+def _without_secrets(text: str) -> str:
+    for name in CREDENTIAL_VARS[1:]:
+        if secret := os.environ.get(name, "").strip():
+            text = text.replace(secret, f"<{name}>")
+    return text
+
+
+def _store_problem(name: str, uri: str, exc: OSError) -> StoreProblem:
+    """One line for S3's answer to a listing of `uri` (the value of `name`)."""
+    text = _without_secrets(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    found = re.search(_AWS_ERROR, text, re.S)
+    code, status, said = found.groups() if found else ("", None, text)
+    endpoint = os.environ.get("TORCHCI_S3_ENDPOINT") or "AWS"
+    where = f"{name}={uri!r}: "
+    if code in CREDENTIAL_REFUSALS or status in ("401", "403"):
+        return StoreProblem(f"{where}S3 refused the credentials ({_s3_code(code)}: {said}); check AWS_ACCESS_KEY_ID "
+                            "and AWS_SECRET_ACCESS_KEY (or the profile or role the AWS SDK takes them from) and that "
+                            "they may read and write the bucket", True)
+    if code == "NO_SUCH_BUCKET":
+        return StoreProblem(f"{where}the bucket does not exist at {endpoint}; create it, or correct {name} "
+                            "(or TORCHCI_S3_ENDPOINT)", True)
+    return StoreProblem(f"{where}cannot reach S3 at {endpoint} ({said}); check TORCHCI_S3_ENDPOINT and "
+                        "AWS_REGION, and that the endpoint is up", False)
+
+
+def store_problems() -> list[StoreProblem]:
+    """The stores on S3 that S3 will not list for these credentials, one request each (a listing of
+    the store's prefix, one page): a refusal found here costs no run, where the first step to write
+    would fail and the others after it. A local folder costs nothing: `problems()` checked its path."""
+    found = []
+    for name in STORE_VARS:
+        uri = (os.environ.get(name) or "").strip()
+        if not uri.startswith("s3://"):
+            continue
+        import pyarrow.fs as pafs
+
+        from resources.storage import s3_options
+
+        try:
+            pafs.S3FileSystem(**s3_options()).get_file_info(
+                pafs.FileSelector(uri[len("s3://"):].rstrip("/"), allow_not_found=True))
+        except OSError as exc:
+            found.append(_store_problem(name, uri, exc))
+    return found
+
+
+def report_stores(prog: str) -> int:
+    """For a command about to use the stores: each one S3 will not list as `prog: problem` on stderr;
+    the exit status to stop with (2 for a refusal to fix, 1 when S3 did not answer), or 0."""
+    found = store_problems()
+    for problem in found:
+        print(f"{prog}: {problem.line}", file=sys.stderr)
+    if not found:
+        return 0
+    return 2 if any(p.setting for p in found) else 1

@@ -28,10 +28,12 @@ from torchci_assets.config import load_config
 if TYPE_CHECKING:  # Dagster loads in the functions that run assets: `--help` and usage errors answer without it
     import dagster as dg
 
-# Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings
-# (`--quiet`: warnings only; the run's full log stays in the instance, for the UI).
+# Dagster's engine events are DEBUG; a shell user wants the assets' own progress and warnings.
 LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TORCHCI_LOG_LEVEL", "INFO")}}}}
-QUIET_LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# `--quiet`: Dagster's console says nothing, for its error events are a traceback per failed step and
+# a line per step skipped after it, which the day's lines say in one line per failed step; the steps'
+# own warnings are printed from the run's log once the day is done. The full log stays in the instance.
+QUIET_LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 # Written into a DAGSTER_HOME that `torchci run` creates: Dagster's defaults (SQLite storage in
@@ -54,6 +56,8 @@ HOST_TAG, PID_TAG, RUN_ID_TAG = "torchci/host", "torchci/pid", "torchci/run_id"
 
 # Dagster's wrappers around the exception a step raised.
 STEP_WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError")
+# How Dagster logs a step it does not run because a step it needs failed (an error, one per step).
+NOT_RUN_PREFIX, NOT_RUN_SUFFIX = "Dependencies for step ", ". Not executing."
 
 
 # Exit status when every day ran but GitHub refused the credentials of a check that reads it (a 401,
@@ -136,8 +140,9 @@ def _day(text: str) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="torchci run", description=__doc__.split("\n\n")[0],
-                                epilog="Exit status: 0 when every day ran, 1 when a day failed or the range holds "
-                                       "no archive day, 2 on bad usage, "
+                                epilog="Exit status: 0 when every day ran, 1 when a day failed, the range holds "
+                                       "no archive day or S3 does not answer, 2 on bad usage or settings (S3 "
+                                       "refusing the credentials included), "
                                        f"{GITHUB_REFUSED_EXIT} when every day ran but GitHub refused the credentials "
                                        "of the DISABLED-issue loop (the disabled lists stay as published).")
     p.add_argument("--from", dest="start", type=_day, help="first day to process (default: the archive's first)")
@@ -147,8 +152,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(test_times and everything downstream), 'group:flakiness', '+smoke_tests', "
                         "'key:disabled_tests or key:slow_tests' (default: every asset)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print warnings and one line per day, not each asset's progress (DRY RUN details "
-                        "included); every run's full log stays in the Dagster UI")
+                   help="print one line per day and per failed step (no traceback), then the day's warnings "
+                        "(DRY RUN details included), not each asset's progress; every run's full log stays in "
+                        "the Dagster UI")
     return p.parse_args(argv)
 
 
@@ -309,6 +315,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if not preflight.report("torchci run"):
         return 2
+    if status := preflight.report_stores("torchci run"):  # before any run is created
+        return status
     import dagster as dg  # after the preflight: a bad setting is said before Dagster loads
     import sqlalchemy.exc
 
@@ -372,11 +380,10 @@ def _run(args: argparse.Namespace) -> int:
     for run_id in fail_dead_runs(instance):
         print(f"  run {run_id} of a killed `torchci run` marked failed (its staging files are now swept)")
     tags = {"torchci/source": "torchci run", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-    log_config = QUIET_LOG_CONFIG if args.quiet else LOG_CONFIG
     failed, github = [], []
     for i, day in enumerate(days, 1):
         ok, not_read = _run_day(defs, instance, day, f"[{i}/{len(days)}]",
-                                day_tags(archive, day, keys is None, tags), keys, log_config)
+                                day_tags(archive, day, keys is None, tags), keys, args.quiet)
         failed += [] if ok else [day]
         github += not_read
     _print_summary(lake, days)
@@ -392,7 +399,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_day(defs, instance, day: str, counter: str, tags: dict, keys,
-             log_config: dict) -> tuple[bool, list[GitHubCheckFailure]]:
+             quiet: bool) -> tuple[bool, list[GitHubCheckFailure]]:
     """Materialize one day in process and print its line (failed checks, quiet assets, failed steps);
     whether it succeeded, and its checks that could not read GitHub."""
     from dagster._core.utils import make_new_run_id
@@ -401,22 +408,60 @@ def _run_day(defs, instance, day: str, counter: str, tags: dict, keys,
 
     t0 = time.monotonic()
     run_id = make_new_run_id()
-    result = execute_day(defs, instance, day, {**tags, RUN_ID_TAG: run_id}, keys, log_config, run_id)
+    result = execute_day(defs, instance, day, {**tags, RUN_ID_TAG: run_id}, keys,
+                         QUIET_LOG_CONFIG if quiet else LOG_CONFIG, run_id)
     failed_checks = [e.asset_check_evaluation_data for e in result.all_events
                      if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.asset_check_evaluation_data.passed]
-    quiet = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
-                   if "nothing_new" in e.materialization.metadata)
+    unchanged = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                       if "nothing_new" in e.materialization.metadata)
     status = "ok" if result.success else "FAILED"
     print(f"  {counter} {day}: {status} in {time.monotonic() - t0:.1f}s"
           + (f", {len(failed_checks)} check(s) failed: "
              + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed_checks)
              if failed_checks else "")
-          + (f"; nothing new to publish: {', '.join(quiet)} (nothing replaced)" if quiet else ""))
+          + (f"; nothing new to publish: {', '.join(unchanged)} (nothing replaced)" if unchanged else ""))
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure:
                 print(f"      {event.step_key}: {failure_line(event.step_failure_data.error)}")
+    if quiet:
+        _print_quiet_log(instance, run_id, not result.success)
     return result.success, github_failures(day, failed_checks)
+
+
+def _print_quiet_log(instance: dg.DagsterInstance, run_id: str, failed: bool) -> None:
+    """Under `--quiet`, what the day's run logged that its lines do not say: the steps not run after a
+    failure, where the tracebacks are, and the steps' own warnings and errors (on stderr)."""
+    warnings, not_run = logged_lines(instance, run_id)
+    if not_run:
+        print(f"      not run, as a step they need failed: {', '.join(not_run)}")
+    if failed:
+        print(f"      {full_log_line(instance, run_id)}")
+    sys.stdout.flush()
+    for line in warnings:
+        print(line, file=sys.stderr)
+
+
+def full_log_line(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Under `--quiet`, where a failed day's tracebacks are: its run's log, when the instance keeps it."""
+    if instance.is_ephemeral:
+        return "tracebacks: run the day again without --quiet (DAGSTER_HOME is not set: its run is not recorded)"
+    return f"the full log, tracebacks included: run {run_id} in the Dagster UI"
+
+
+def logged_lines(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], list[str]]:
+    """(the warnings and errors a run's steps logged, a line each; the steps Dagster did not run after
+    a failure). Dagster's events (a failed step: its traceback) are left out: the day's lines say them."""
+    warnings, not_run = [], []
+    for entry in instance.all_logs(run_id):
+        if entry.dagster_event is not None or not logging.WARNING <= entry.level < logging.CRITICAL:
+            continue
+        if entry.user_message.startswith(NOT_RUN_PREFIX) and entry.user_message.endswith(NOT_RUN_SUFFIX):
+            not_run.append(entry.step_key)
+        else:
+            level = logging.getLevelName(entry.level).lower()
+            warnings.append(f"      {entry.step_key or 'run'}: {level}: {entry.user_message}")
+    return warnings, not_run
 
 
 def github_failures(day: str, failed_checks: list) -> list[GitHubCheckFailure]:
