@@ -46,6 +46,7 @@ LAYERS = [
     ("jobs", 4),
     ("torchci_assets", 5),  # definitions, cli, run, query: the entry points
     ("torchci_assets.receiver.cli", 5),  # `torchci serve`: an entry point (it runs the preflight)
+    ("torchci_assets.backfill.cli", 5),  # `torchci backfill`: an entry point (it asks S3 first, as the preflight does)
 ]
 
 

@@ -291,13 +291,15 @@ def _store_problem(name: str, uri: str, exc: OSError) -> StoreProblem:
                         "AWS_REGION, and that the endpoint is up", False)
 
 
-def store_problems() -> list[StoreProblem]:
+def store_problems(stores: dict[str, str] | None = None) -> list[StoreProblem]:
     """The stores on S3 that S3 will not list for these credentials, one request each (a listing of
     the store's prefix, one page): a refusal found here costs no run, where the first step to write
-    would fail and the others after it. A local folder costs nothing: `problems()` checked its path."""
+    would fail and the others after it. A local folder costs nothing: `problems()` checked its path.
+    `stores`: setting (or option) -> URI, by default the settings of STORE_VARS."""
     found = []
-    for name in STORE_VARS:
-        uri = (os.environ.get(name) or "").strip()
+    if stores is None:
+        stores = {name: (os.environ.get(name) or "").strip() for name in STORE_VARS}
+    for name, uri in stores.items():
         if not uri.startswith("s3://"):
             continue
         import pyarrow.fs as pafs
@@ -312,10 +314,10 @@ def store_problems() -> list[StoreProblem]:
     return found
 
 
-def report_stores(prog: str) -> int:
+def report_stores(prog: str, stores: dict[str, str] | None = None) -> int:
     """For a command about to use the stores: each one S3 will not list as `prog: problem` on stderr;
     the exit status to stop with (2 for a refusal to fix, 1 when S3 did not answer), or 0."""
-    found = store_problems()
+    found = store_problems(stores)
     for problem in found:
         print(f"{prog}: {problem.line}", file=sys.stderr)
     if not found:

@@ -71,6 +71,13 @@ def main(argv: list[str]) -> int:
         parser().error("--since is in the future")
     if args.archive and (problem := folder_problem("--archive", args.archive)):
         parser().error(problem)
+    from torchci_assets import preflight
+
+    # before any request to GitHub: an archive on S3 that refuses the credentials, in one line
+    archive = ({"--archive": args.archive} if args.archive
+               else {"TORCHCI_ARCHIVE_URI": (os.environ.get("TORCHCI_ARCHIVE_URI") or "").strip()})
+    if status := preflight.report_stores("torchci backfill", archive):
+        return EXIT_REFUSED if status == 2 else EXIT_STOPPED
     return _backfill(args, since, today)
 
 
