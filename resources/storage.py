@@ -39,6 +39,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -166,21 +167,30 @@ FOLDER_SETTINGS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_U
 # The OS's refusals of a write: of the folder (its mode, its owner, a read-only mount), or of room.
 WRITE_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# A folder on the way that is not one (a file where `stats/` or a table's folder must be): see `file_in_the_way`.
+NOT_A_FOLDER = frozenset({errno.EEXIST, errno.ENOTDIR})
 
 
 class WriteFailed(OSError):
     """A file of a local store the OS would not write, with what to do: an OSError still, for the
-    callers that tell a storage failure from a bug."""
+    callers that tell a storage failure from a bug. `blocker`: the file found where one of its
+    folders must be, which the OS names no better than 'File exists' or 'Not a directory'."""
 
-    def __init__(self, code: int, path: str, root: str, setting: str | None):
+    def __init__(self, code: int, path: str, root: str, setting: str | None, blocker: str | None = None):
         super().__init__(code, os.strerror(code), path)
+        self.blocker = blocker
         elsewhere = f"point {setting} at" if setting else "use"
-        self.advice = (f"free space under {root} (or {elsewhere} a disk with room)" if code in NO_ROOM
-                       else f"make {root} writable for this user (or {elsewhere} a writable folder)")
+        if blocker is not None:
+            self.advice = (f"{blocker} is a file where a folder must be: move it away or "
+                           + (f"point {setting} elsewhere" if setting else "use another folder"))
+        elif code in NO_ROOM:
+            self.advice = f"free space under {root} (or {elsewhere} a disk with room)"
+        else:
+            self.advice = f"make {root} writable for this user (or {elsewhere} a writable folder)"
 
     def __str__(self) -> str:
-        return f"cannot write {self.filename}: {self.strerror}; {self.advice}, then run again (the file's " \
-               "previous version is kept)"
+        cause = "" if self.blocker else f"{self.strerror}; "  # the advice names the file in the way
+        return f"cannot write {self.filename}: {cause}{self.advice}, then run again (the file's previous version is kept)"
 
 
 class Store:
@@ -438,7 +448,7 @@ class Store:
             try:
                 if stat.S_ISLNK(os.lstat(self.full(sub)).st_mode):
                     return sub
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # below a file: nothing there to list
                 return None
         return None
 
@@ -547,9 +557,11 @@ class Store:
                      and "://" not in value and os.path.realpath(os.path.expanduser(value)) == here), None)
 
     @contextlib.contextmanager
-    def write_failures(self, final: str, errnos: frozenset[int] = WRITE_REFUSED | NO_ROOM) -> Iterator[None]:
+    def write_failures(self, final: str,
+                       errnos: frozenset[int] = WRITE_REFUSED | NO_ROOM | NOT_A_FOLDER) -> Iterator[None]:
         """The OS refusing a local write of `final` (a full path; an errno of `errnos`) as a `WriteFailed`:
-        pyarrow's message names neither the file nor the folder, and says nothing of what to do. (On S3
+        pyarrow's message names neither the file nor the folder, nor the file where one of its folders
+        must be (`file_in_the_way`), and says nothing of what to do. (On S3
         these are the local staging file's: the store's folder is not the one to free or fix.) Around a
         block that also reads, `NO_ROOM` alone: a read refused is the reader's to report."""
         try:
@@ -557,7 +569,12 @@ class Store:
         except OSError as exc:
             if exc.errno not in errnos or not self.is_local or isinstance(exc, WriteFailed):
                 raise
-            raise WriteFailed(exc.errno, final, self.display(), self.setting()) from exc
+            if exc.errno not in NOT_A_FOLDER:
+                raise WriteFailed(exc.errno, final, self.display(), self.setting()) from exc
+            blocker = file_in_the_way(final)
+            if blocker is None:  # something else, such as a folder where the file itself must be
+                raise
+            raise WriteFailed(errno.ENOTDIR, final, self.display(), self.setting(), blocker) from exc
 
     def _upload(self, local: str, final: str) -> None:
         """Copy a complete local file to the object `final`.
@@ -716,6 +733,15 @@ class Store:
 
 
 NOT_UTF8 = "a name that is not valid UTF-8 (shown with U+FFFD)"
+
+
+def file_in_the_way(path: str) -> str | None:
+    """The first of `path`'s folders, from / down, that is there but is no folder (a file, a link to
+    one or to nothing): what a write of `path` cannot pass."""
+    for folder in reversed(Path(path).parents):
+        if os.path.lexists(folder) and not os.path.isdir(folder):
+            return str(folder)
+    return None
 
 
 def unclean_name(name: str) -> str | None:
