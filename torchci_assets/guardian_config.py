@@ -78,6 +78,10 @@ class MainWindow:
     commits: int = 0  # PyTorch's: the two days alone, as upstream's fixed lookback
     max_days: int = 14
 
+    def days_read(self) -> int:
+        """The most days back its commits are read from: what a reader of them declares it reads."""
+        return max(self.days, self.max_days) if self.commits else self.days
+
 
 TEAM_WINDOW = MainWindow(commits=20)
 

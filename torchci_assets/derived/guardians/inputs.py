@@ -46,9 +46,10 @@ def main_signal_rows(lake: Lake, now: dt.datetime, window: MainWindow = MainWind
     read only when its days hold fewer commits than it asks for, so a busy repository's read is its
     days' alone."""
     rows = _pushed_since(lake, now, window.days)
-    if window.max_days <= window.days or len({r["sha"] for r in rows}) >= window.commits:
+    if window.days_read() == window.days or len({r["sha"] for r in rows}) >= window.commits:
         return rows
-    return newest_commits(_pushed_since(lake, now, window.max_days), window.commits, now - dt.timedelta(days=window.days))
+    return newest_commits(_pushed_since(lake, now, window.days_read()), window.commits,
+                          now - dt.timedelta(days=window.days))
 
 
 def _pushed_since(lake: Lake, now: dt.datetime, days: int) -> list[dict]:

@@ -11,7 +11,9 @@ from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.derived.guardians.inputs import WINDOW as GUARDIAN_WINDOW
 from torchci_assets.derived.hud.backend_pages import DAYS_BACK
 from torchci_assets.derived.site.lists_not_read import ListsNotRead, lists_not_read
-from torchci_assets.derived.site.site import MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site, published_day
+from torchci_assets.derived.site.site import (GRID_DAYS, MAX_PAGE_BYTES, SITE_DIR, SiteSettings, publish_site,
+                                              published_day)
+from torchci_assets.guardian_config import GuardianSettings
 from torchci_assets.ingest.increments import is_refresh
 from torchci_assets.lake_metadata import lake_metadata
 from torchci_assets.partitions import daily_partitions, window_mapping
@@ -24,11 +26,19 @@ def _back_from_day_end(days: int) -> dg.TimeWindowPartitionMapping:
     return window_mapping(days - 1, 1)
 
 
+def _main_days_read() -> int:
+    """How many days back from D+1 the guardian sections read main's commits: the guardians' window as
+    configured when the definitions load (a code location loads them again when it restarts)."""
+    return (load_config().guardians or GuardianSettings()).window.days_read()
+
+
 # What hud_site reads besides the outputs of its own day: the grid, the PR list and the metrics'
-# windows; the backend pages' longest window; the guardians' autorevert page and commit marks.
-_GUARDIAN_INPUTS = _back_from_day_end(GUARDIAN_WINDOW.days)
+# windows; the backend pages' longest window; the guardians' autorevert page and commit marks, which
+# read main's commits over their window (to D+1) and their attempts from the oldest one's push on.
+_MAIN_DAYS = _main_days_read()
+_GUARDIAN_INPUTS = _back_from_day_end(max(GUARDIAN_WINDOW.days, _MAIN_DAYS))
 _SITE_READS = [
-    dg.AssetDep("commit_health", partition_mapping=window_mapping(11, 1)),  # grid: 12 days; marks: to D+1
+    dg.AssetDep("commit_health", partition_mapping=window_mapping(max(GRID_DAYS - 1, _MAIN_DAYS), 1)),
     dg.AssetDep("pr_jobs", partition_mapping=window_mapping(6)),
     dg.AssetDep("ci_metrics_daily", partition_mapping=window_mapping(89)),
     dg.AssetDep("flaky_tests", partition_mapping=window_mapping(1, 1)),  # tests page: D; marks: D-1..D+1

@@ -68,6 +68,8 @@ PR_PAGES_PER_READ = 100
 # may sleep for months and wake up
 PAGE_FOLDERS = ("pr", "backends")
 PR_PAGE_KEEP_DAYS = 30
+# The grid's days of commit_health, ending at its own: a partition holds LOOKBACK_DAYS+1 days of pushes.
+GRID_DAYS = max(1, 14 - LOOKBACK_DAYS)
 WORKFLOW_ORDER = ("Lint", "pull", "trunk", "linux-aarch64", "docs-build")
 SQL = SqlFiles(__file__)
 # the code that renders a pull request's page (its jobs' kinds included): a new version renders every page again
@@ -140,7 +142,7 @@ def _group_order(groups: list[tuple[str, str, bool]]) -> list[tuple[str, bool]]:
 
 
 def load_grid(con, lake: Lake, day: str, commits: int) -> tuple[list[dict], list[tuple[str, bool]], dict]:
-    days = days_ending(day, max(1, 14 - LOOKBACK_DAYS))
+    days = days_ending(day, GRID_DAYS)
     if not _newest(con, lake, "commit_health", days, "sha", "pushed_at", commits):
         return [], [], {}
     heads = _rows(con, SQL["grid_commits"], {"commits": int(commits)})
