@@ -25,8 +25,8 @@ from resources.configured import ArchiveResource, LakeResource
 from resources.github import GitHubError, GitHubResource
 from torchci_assets.config import load_config
 from torchci_assets.lake_metadata import ledger_metadata
-from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, LEDGER_TABLE, dispatch_event, outcome_table, push_dispatch,
-                                          refusal_line)
+from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, LEDGER_TABLE, Outage, dispatch_event, outcome_table,
+                                          push_dispatch, refusal_line)
 from torchci_assets.relay.pushes import (
     SHA_RE,
     RelayCursor,
@@ -97,15 +97,17 @@ def dispatch_to_downstreams(context: dg.OpExecutionContext, config: DispatchConf
     if github.dry_run:
         context.log.warning("DRY RUN: no GitHub credentials; dispatches are logged and recorded "
                             "as dry_run, not sent (set GITHUB_TOKEN to send)")
+    outage = Outage()
     outcomes = dispatch_event(github, lake.lake(), push_dispatch(commit), relay.allowlist, context.run_id,
-                              log=context.log.info, settle_s=config.claim_settle_s)
+                              log=context.log.info, settle_s=config.claim_settle_s, outage=outage)
     yield from report_outcomes(context, github, lake, outcomes, commit.sha, config,
-                               {"sha": commit.sha, "ref": commit.ref, "source": commit.source})
+                               {"sha": commit.sha, "ref": commit.ref, "source": commit.source}, outage)
 
 
 def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource, outcomes: list,
-                    sha: str, config: DispatchConfig, metadata: dict):
-    """Log, retry what failed, and yield the ledger's materialization and the op's output."""
+                    sha: str, config: DispatchConfig, metadata: dict, outage: Outage | None = None):
+    """Log, retry what failed, and yield the ledger's materialization and the op's output. When GitHub
+    was down (`outage`), the pass stopped at its first unanswered dispatch, and says so once."""
     counts = Counter(o.outcome for o in outcomes)
     table = outcome_table(outcomes)
     for o in outcomes:
@@ -116,7 +118,8 @@ def report_outcomes(context: dg.OpExecutionContext, github: GitHubResource, lake
                                 "answer never recorded; not sent again (see the dispatches ledger)")
     failed = [o.repo for o in outcomes if o.outcome in RETRIED]
     if failed:
-        context.log.error(f"dispatch of {sha} failed for {', '.join(failed)}; the retry "
+        context.log.error(outage.line(len(failed)) + f"\n{table}" if outage and outage.down else
+                          f"dispatch of {sha} failed for {', '.join(failed)}; the retry "
                           f"sends only those not acknowledged\n{table}")
         raise dg.RetryRequested(max_retries=config.max_retries,
                                 seconds_to_wait=config.retry_wait_s) from dg.Failure(

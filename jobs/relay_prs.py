@@ -115,25 +115,28 @@ def dispatch_pull_requests(context: dg.OpExecutionContext, config: RelayEventsCo
     outcomes = [o for event in events for o in dispatch_pull_request(event, w)]
     yield from report_outcomes(context, github, lake, outcomes, f"{len(events)} pull_request deliveries", config, {
         "deliveries": ", ".join(e.delivery_id for e in events)[:2000],
-        "pull_requests": ", ".join(sorted({f"#{e.pr_number}" for e in events if e.pr_number}))[:2000]})
+        "pull_requests": ", ".join(sorted({f"#{e.pr_number}" for e in events if e.pr_number}))[:2000]}, w.outage)
 
 
 def _act_all(context: dg.OpExecutionContext, config: RelayEventsConfig, w: Writer, items: list, act, what: str):
     """Act on every item of the run; yield the ledger's materialization and the outcomes, or retry
     later: when another writer's claim is young, or an item's action raised (GitHub gave no answer
-    or a 5xx). One item failing never stops the others, and the retry acts on them all again: the
-    ledgers skip what is done and look up what is in doubt."""
-    done: dict[str, str] = {}
-    errors: list[str] = []
-    for item in items:
-        try:
-            done.update(act(item, w))
-        except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-            context.log.warning(f"{what}: {errors[-1]}; retried by the run")
-    if errors:
+    or a 5xx). One item failing never stops the others, unless GitHub is down (`act_within`), and
+    the retry acts on them all again: the ledgers skip what is done and look up what is in doubt.
+    Each retry starts one item further on, so that one item GitHub alone fails on (a 5xx) does not
+    stop every try before the others."""
+    numbered = list(enumerate(items))
+    start = context.retry_number % len(items) if items else 0
+    acted = act_within(numbered[start:] + numbered[:start], lambda pair: act(pair[1], w),
+                       lambda pair: f"{what} #{pair[0] + 1}", float("inf"), outage=w.outage)
+    done = {key: outcome for outcomes in acted.done.values() for key, outcome in outcomes.items()}
+    for error in acted.errors:
+        context.log.warning(f"{error}; retried by the run")
+    if acted.outage:
+        context.log.error(acted.outage)
+    if acted.errors:
         raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_wait_s) from dg.Failure(
-            f"{len(errors)} of {len(items)} item(s) failed: " + "; ".join(errors)[:2000])
+            acted.outage or f"{len(acted.errors)} of {len(items)} item(s) failed: " + "; ".join(acted.errors)[:2000])
     # another writer's claim, still young, or this run's own withdrawn as too slow to write: look
     # again once settled or stale
     if {"in_flight", "deferred"} & set(done.values()):
@@ -323,6 +326,8 @@ def tick_result(context, sensor: str, acted: Acted, requests_: list, cursor: str
     lists every dispatch and check run), runs for what is left, and the cursor past it all."""
     for error in acted.errors:
         context.log.warning(f"{error}; left to a run, which retries")
+    if acted.outage:
+        context.log.error(acted.outage)
     events = []
     if acted.done:
         counts = Counter(o for outcomes in acted.done.values() for o in outcomes.values())
@@ -360,7 +365,8 @@ def pull_request_sensor(context: dg.SensorEvaluationContext, archive: ArchiveRes
         now = [e for e in events if e.kind == "dispatch"]
         if now and not writer:
             writer.append(tick_writer(context, "pull_request_sensor", github, lake, archive))
-        acted = act_within(now, lambda e: act_on_event(e, writer[0]), lambda e: e.delivery_id, seconds_left)
+        acted = act_within(now, lambda e: act_on_event(e, writer[0]), lambda e: e.delivery_id, seconds_left,
+                           outage=writer[0].outage if writer else None)
         acted.left += [e for e in events if e.kind != "dispatch"]
         return acted
 
@@ -385,7 +391,8 @@ def check_run_sensor(context: dg.SensorEvaluationContext, archive: ArchiveResour
     def act(found: list, seconds_left: float) -> Acted:
         if not writer:
             writer.append(tick_writer(context, "check_run_sensor", github, lake, archive))
-        return act_within(found, lambda f: act_on_callback(f.record, writer[0]), lambda f: f.run_key, seconds_left)
+        return act_within(found, lambda f: act_on_callback(f.record, writer[0]), lambda f: f.run_key, seconds_left,
+                          outage=writer[0].outage)
 
     heard = tick_listen(context, archive, pick_callback, "ci-results", act, lake)
     left = heard.acted.left

@@ -343,9 +343,10 @@ def test_a_dispatch_github_left_unanswered_is_taken_as_landed_a_refused_one_is_n
     gh = GitHubResource(api_url=httpserver.url_for(""), token="ghp_x", max_retries=1, backoff_base_s=0.01,
                         write_interval_s=0)
     lake = Lake.at(str(tmp_path / "lake"))
+    # the refusal first: an unanswered send stops the pass (GitHub taken as down)
     outcomes = dispatch_event(gh, lake, push_dispatch(dispatched_commit()),
-                              [AllowlistEntry(L2_REPO, "L2"), AllowlistEntry(other, "L2")], "run-1", settle_s=0.01)
-    assert [o.outcome for o in outcomes] == ["unanswered", "refused"]
+                              [AllowlistEntry(other, "L2"), AllowlistEntry(L2_REPO, "L2")], "run-1", settle_s=0.01)
+    assert [o.outcome for o in outcomes] == ["refused", "unanswered"]
     claimed = min(r["attempted_at"] for r in ledger_rows(lake, SHA) if r["downstream_repo"] == L2_REPO).timestamp()
     with served(tmp_path, keys=keys) as srv:
         t0 = time.time()

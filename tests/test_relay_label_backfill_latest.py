@@ -41,7 +41,7 @@ def test_a_label_after_close_and_reopen_shows_the_newest_run(httpserver, instanc
     archive_callbacks(roots, records)
     assert label(httpserver, instance, roots).success
     shown = [(c["external_id"], c["status"], c["conclusion"]) for c in server.check_runs]
-    assert shown == [("303", "completed", "success")]
+    assert shown == [(f"303:{pr_payload('reopened')['pull_request']['number']}", "completed", "success")]
 
 
 def recorded(roots, *callbacks) -> list[tuple[int, int, str]]:

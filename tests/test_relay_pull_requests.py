@@ -302,7 +302,7 @@ def test_l4_gets_an_in_progress_then_a_completed_check_run_named_as_the_relay_na
     name = f"crcr/{L4}/upstream-ci/build"
     assert server.check_run_names(event.sha) == [(name, "in_progress", None), (name, "completed", "success")]
     created = server.check_runs[-1]
-    assert created["external_id"] == "7001"
+    assert created["external_id"] == f"7001:{cp['payload']['pull_request']['number']}"  # the relay's form
     assert created["details_url"] == f"{httpserver.url_for('')}{L4}/actions/runs/7001"  # GitHub's web address
     assert created["output"]["title"] == "Success"
 
@@ -538,7 +538,8 @@ def test_a_check_run_whose_job_never_completes_is_timed_out_after_six_hours(http
     result = sweep(github(httpserver), roots, instance, timeout_s=0.001)  # every check run is past it now
     assert result.success and result.output_for_node("time_out_zombie_check_runs") == {zombie.key: "created"}
     assert server.check_run_names(event.sha)[-1] == (build, "completed", "timed_out")
-    assert server.check_runs[-1]["external_id"] == "7001" and server.check_runs[-1]["output"]["title"] == "Timed_out"
+    assert server.check_runs[-1]["external_id"] == f"7001:{event.pr_number}"
+    assert server.check_runs[-1]["output"]["title"] == "Timed_out"
     assert sweep(github(httpserver), roots, instance, timeout_s=0.001).success and len(server.check_runs) == 4
     late = callback_record(L4, "L4", "completed", cp, conclusion="success")
     assert check_run(late, github(httpserver), roots, instance).output_for_node(

@@ -30,13 +30,15 @@ does, so a backend's record holds only what the relay asked of it. A pull-reques
 name the head its delivery was dispatched for, since its upstream check run goes on that head
 (the relay checks only the delivery, and so lets a backend put a check run on any commit).
 Nightly and periodic self-reports (`event_type` `nightly`/`periodic`) have no dispatch: they
-must be `completed` and carry no timings.
+must be `completed` and carry no timings. A `completed` callback must carry a conclusion GitHub
+takes for a check run, which the relay does not check (`_conclusion`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import re
 import threading
@@ -56,6 +58,9 @@ from torchci_assets.relay.dispatch import dispatch_evidence, ledger_rows
 log = logging.getLogger("torchci.receiver")
 
 STATUSES = ("in_progress", "completed")
+# The conclusions GitHub creates a check run with (`stale` is GitHub's own to set): what the relay's
+# callback action asks for ("must be a value GitHub accepts"), and what a `completed` callback carries.
+CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "skipped", "success", "timed_out")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 MAX_ID_CHARS = 200
 JobKey = tuple[str, str, int, int, str]
@@ -143,6 +148,18 @@ def _commit_shas(body: dict) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _conclusion(conclusion: object, status: str) -> None:
+    """A `completed` callback carries a conclusion GitHub takes. The relay takes any and then fails to
+    create the job's check run (GitHub answers 422, which it logs and drops): the pull request keeps
+    the in-progress one for good, and the job's result says nothing. Refused here, the backend's
+    callback step turns red, naming the field."""
+    if conclusion is not None and not isinstance(conclusion, str):
+        raise BodyError("body.workflow.conclusion must be a string or null")
+    if status == "completed" and conclusion not in CONCLUSIONS:
+        raise BodyError(f"body.workflow.conclusion of a completed callback must be one of {', '.join(CONCLUSIONS)} "
+                        f"(the action's `conclusion` input, e.g. job.status), got {json.dumps(conclusion)[:40]}")
+
+
 def parse_callback(body: object) -> Callback:
     """The fields the receiver acts on; BodyError when the body is not what report_callback.py sends."""
     if not isinstance(body, dict):
@@ -157,9 +174,7 @@ def parse_callback(body: object) -> Callback:
         raise BodyError(f"body.workflow.status must be one of {', '.join(STATUSES)}, got {str(status)[:40]!r}")
     if event_type in SELF_REPORT_EVENTS and status != "completed":
         raise BodyError(f"{event_type} callbacks must have status 'completed', got {status!r}")
-    conclusion = workflow.get("conclusion")
-    if conclusion is not None and not isinstance(conclusion, str):
-        raise BodyError("body.workflow.conclusion must be a string or null")
+    _conclusion(workflow.get("conclusion"), status)
     for key in ("started_at", "completed_at"):
         _timestamp(workflow, key, "body.workflow")
     tests = workflow.get("test_results")

@@ -19,7 +19,8 @@ from resources.storage import Store
 from torchci_assets.config import TorchciConfig
 from torchci_assets.relay.check_runs import (backfill_for_label, create_check_run, dispatched_deliveries, job_state,
                                              wants_check_run)
-from torchci_assets.relay.dispatch import CLAIM_SETTLE_S, PR_EVENT_TYPE, Dispatch, RepoOutcome, dispatch_event
+from torchci_assets.relay.dispatch import (CLAIM_SETTLE_S, PR_EVENT_TYPE, Dispatch, Outage, RepoOutcome, dispatch_event,
+                                           github_unavailable)
 from torchci_assets.relay.pull_requests import RelayEvent, needs_check_run, pr_labels
 from torchci_assets.relay.pushes import SHA_RE
 from torchci_assets.relay.reruns import handle_rerequest
@@ -33,7 +34,8 @@ RETRY_OUTCOMES = frozenset({"failed", "unanswered", "in_flight", "deferred"})
 class Writer:
     """Where an action writes and what it reports: GitHub, the lake, the archive (for label
     backfills), the relay config, the id recorded in the ledgers and the log; a sensor tick's
-    `deadline` (time.monotonic()) after which no new dispatch starts."""
+    `deadline` (time.monotonic()) after which no new dispatch starts; what the pass saw of GitHub
+    (`outage`: once down, it writes nothing more)."""
 
     github: GitHubResource
     lake: Lake
@@ -43,6 +45,7 @@ class Writer:
     log: Callable[[str], None] = lambda s: None
     settle_s: float = CLAIM_SETTLE_S
     deadline: float | None = None
+    outage: Outage = field(default_factory=Outage)
 
 
 def pr_dispatch(event: RelayEvent, relay: TorchciConfig) -> Dispatch:
@@ -74,7 +77,7 @@ def dispatch_pull_request(event: RelayEvent, w: Writer) -> list[RepoOutcome]:
         w.log(f"delivery {event.delivery_id}: head sha {event.sha!r} is not a commit id; skipped")
         return []
     return dispatch_event(w.github, w.lake, pr_dispatch(event, w.relay), w.relay.allowlist, w.run_id,
-                          log=w.log, settle_s=w.settle_s, deadline=w.deadline)
+                          log=w.log, settle_s=w.settle_s, deadline=w.deadline, outage=w.outage)
 
 
 def act_on_event(event: RelayEvent, w: Writer) -> dict[str, str]:
@@ -107,26 +110,31 @@ def act_on_callback(record: dict, w: Writer) -> dict[str, str]:
 
 @dataclass
 class Acted:
-    """What a tick did within its budget: outcomes per item name, and the items left to a run."""
+    """What a tick did within its budget: outcomes per item name, the items left to a run, and
+    what to say once when GitHub was down (`outage`, "" when it was not)."""
 
     done: dict[str, dict[str, str]] = field(default_factory=dict)
     left: list = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    outage: str = ""
 
     def merge(self, other: Acted) -> None:
         self.done.update(other.done)
         self.left += other.left
         self.errors += other.errors
+        self.outage = other.outage or self.outage
 
 
 def act_within(items: Iterable, act: Callable[[object], dict[str, str]], name: Callable[[object], str],
-               budget_s: float, clock: Callable[[], float] = time.monotonic) -> Acted:
+               budget_s: float, clock: Callable[[], float] = time.monotonic, outage: Outage | None = None) -> Acted:
     """Act on `items` in order until `budget_s` is spent. An item whose action raised, or left a
     retry outcome, goes to `left` with the ones not reached: a run retries them, and the ledgers
-    skip whatever was done. One item failing never stops the others."""
-    acted, start = Acted(), clock()
+    skip whatever was done. One item failing never stops the others, unless GitHub is down
+    (`outage`: no answer or only 5xx through the client's retries): then none after it is tried,
+    as each would wait out the same retries to the same end."""
+    acted, start, outage = Acted(), clock(), outage or Outage()
     for item in items:
-        if clock() - start > budget_s:
+        if outage.down or clock() - start > budget_s:
             acted.left.append(item)
             continue
         try:
@@ -134,8 +142,12 @@ def act_within(items: Iterable, act: Callable[[object], dict[str, str]], name: C
         except Exception as exc:  # e.g. GitHub gave no answer: the run's retries deal with it
             acted.errors.append(f"{name(item)}: {type(exc).__name__}: {exc}")
             acted.left.append(item)
+            if github_unavailable(exc):
+                outage.saw(str(exc))
             continue
         acted.done[name(item)] = outcomes
         if RETRY_OUTCOMES & set(outcomes.values()):
             acted.left.append(item)
+    if outage.down:
+        acted.outage = outage.line(len(acted.left))
     return acted

@@ -3,7 +3,8 @@
 One check run per downstream job, named `crcr/<downstream_repo>/<workflow_name>/<job_name>`,
 on the pull request's head, created from the job's callbacks: `in_progress` gives an
 in-progress check run linking the downstream run, `completed` a completed one with the job's
-conclusion; `external_id` is the downstream `run_id` (so a re-run request finds the run).
+conclusion; `external_id` is `<run_id>:<pr number>`, as the relay writes it (a re-run request
+finds the downstream run by the part before the colon).
 Check runs are created, never edited: GitHub shows the newest of a name, so each supersedes the
 previous one. L4 always gets them; L3 only when the pull request carries the
 `ciflow/crcr/<device>` label of the repository's device, or when the relay recorded that it
@@ -176,12 +177,19 @@ def request_body(job: JobState, web_url: str = "https://github.com") -> dict:
     title = ("In progress" if job.status != "completed"
              else job.conclusion.capitalize() if job.conclusion else "Completed")
     body = {"name": job.name, "head_sha": job.head_sha, "status": job.status, "details_url": details_url,
-            "external_id": str(job.run_id),
+            "external_id": external_id(job),
             "output": {"title": title, "summary": f"{job.downstream_repo} workflow: {details_url} "
                                                   f"(attempt {job.run_attempt})"}}
     if job.status == "completed" and job.conclusion:
         body["conclusion"] = job.conclusion
     return body
+
+
+def external_id(job: JobState) -> str:
+    """A check run's `external_id` as the relay writes it: the downstream run id, then `:` and the
+    pull request's number when the callback names one. Whatever reads the relay's check runs (its
+    re-run handlers, a backend's own tools) takes the run id from before the colon."""
+    return f"{job.run_id}:{job.pr_number}" if job.pr_number else str(job.run_id)
 
 
 def action_row(job: JobState, upstream_repo: str, run_id: str) -> dict:
@@ -254,7 +262,8 @@ def _find(github: GitHubResource, config: TorchciConfig, job: JobState, known: s
     resp = github.request("GET", f"/repos/{config.upstream_repo}/commits/{job.head_sha}/check-runs",
                           params={"check_name": job.name, "filter": "all", "per_page": 100})
     for run in resp.json().get("check_runs", []):
-        if (run.get("external_id") == str(job.run_id) and run.get("status") == job.status
+        # the bare run id is how check runs were created before they took the relay's form
+        if (run.get("external_id") in (external_id(job), str(job.run_id)) and run.get("status") == job.status
                 and (job.status != "completed" or run.get("conclusion") == job.conclusion)
                 and run.get("id") not in known):
             return run.get("id")

@@ -244,10 +244,51 @@ def acknowledged_repos(lake: Lake, sha: str, lookback_days: int = LEDGER_LOOKBAC
             if r["outcome"] == "ok"}
 
 
+@dataclass
+class Outage:
+    """What one pass (a run's try, a sensor tick) saw of GitHub. A write GitHub left unanswered, or
+    answered only with 5xx, through all the client's retries means GitHub is down: every write after
+    it would wait out the same retries, one after the other, to the same end. So the pass sends
+    nothing more; what it leaves is in no ledger or in doubt there, and the run's retry (the ledgers
+    skip what is done and look up what is in doubt) writes it, once."""
+
+    cause: str = ""
+
+    @property
+    def down(self) -> bool:
+        return bool(self.cause)
+
+    def saw(self, cause: str) -> None:
+        self.cause = self.cause or cause or "no answer"
+
+    def line(self, waiting: int) -> str:
+        """What the pass says, once."""
+        return f"GitHub unavailable; {waiting} wait; nothing lost (a retry writes them; first: {self.cause[:300]})"
+
+
+def github_unavailable(exc: BaseException) -> bool:
+    """Whether an error is GitHub not answering (no answer or a 5xx through the retries), not a refusal."""
+    return isinstance(exc, GitHubError) and (exc.ambiguous or exc.status is None or exc.status >= 500)
+
+
+def unanswered(outcome: RepoOutcome) -> bool:
+    """A dispatch GitHub did not answer through the client's retries, or a send failing on a 5xx."""
+    return outcome.outcome == UNANSWERED or (outcome.outcome == "failed" and (outcome.status_code or 0) >= 500)
+
+
+def unanswered_last(targets: list[AllowlistEntry], rows: list[dict]) -> list[AllowlistEntry]:
+    """The targets, those GitHub left unanswered or failed before last: a pass stops at its first
+    unanswered send, and a repository GitHub fails on alone must not hold the others back on every
+    try."""
+    tried = {r["downstream_repo"].lower() for r in rows if r["outcome"] in (UNANSWERED, "failed")}
+    return sorted(targets, key=lambda t: t.repo.lower() in tried)
+
+
 def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
                    targets: Iterable[AllowlistEntry], run_id: str,
                    log: Callable[[str], None] = lambda s: None,
-                   settle_s: float = CLAIM_SETTLE_S, deadline: float | None = None) -> list[RepoOutcome]:
+                   settle_s: float = CLAIM_SETTLE_S, deadline: float | None = None,
+                   outage: Outage | None = None) -> list[RepoOutcome]:
     """Send `event` to each target not yet acknowledged nor in doubt, recording every attempt.
 
     Targets go one after the other, each claimed just before its own send, so a crash leaves
@@ -255,10 +296,12 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
     the others; the caller decides what a `failed` or `unanswered` outcome means for the run (it
     retries them).
     Past `deadline` (time.monotonic()), as a sensor tick that must end has, no new target is
-    started: the rest are `deferred`, for a run to send.
+    started: the rest are `deferred`, for a run to send. So too once GitHub is seen down in this
+    pass (`outage`, shared by the pass's events): the first dispatch it did not answer stops them.
+    Targets an earlier pass left unanswered go last (`unanswered_last`).
     """
-    targets = list(targets)
-    states = target_states(event_rows(lake, event))
+    rows, outage = event_rows(lake, event), outage or Outage()
+    targets, states = unanswered_last(list(targets), rows), target_states(rows)
     skipped = {"ok": "already_acknowledged", "in_doubt": "in_doubt"}
     outcomes = []
     for target in targets:
@@ -266,8 +309,8 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
         if state in skipped:
             outcomes.append(RepoOutcome(target.repo, target.level, skipped[state]))
             continue
-        if deadline is not None and time.monotonic() > deadline:
-            outcomes.append(RepoOutcome(target.repo, target.level, "deferred"))
+        if outage.down or (deadline is not None and time.monotonic() > deadline):
+            outcomes.append(RepoOutcome(target.repo, target.level, "deferred", error=outage.cause[:200]))
             continue
         attempt_id = uuid.uuid4().hex
         if not github.dry_run:
@@ -280,6 +323,8 @@ def dispatch_event(github: GitHubResource, lake: Lake, event: Dispatch,
         _log_outcome(github, event, target, outcome, log)
         _record(lake, event, target, outcome.outcome, run_id, attempt_id, outcome)
         outcomes.append(outcome)
+        if unanswered(outcome):
+            outage.saw(outcome.error)
     return outcomes
 
 
