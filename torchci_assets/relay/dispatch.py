@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.github import GitHubError, GitHubResource, refusal_fix
+from resources.github import GitHubError, GitHubResource, refusal_fix, unavailable
 from resources.lake import Lake
 from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import EVENT_TYPE, UpstreamCommit, client_payload
@@ -267,8 +267,10 @@ class Outage:
 
 
 def github_unavailable(exc: BaseException) -> bool:
-    """Whether an error is GitHub not answering (no answer or a 5xx through the retries), not a refusal."""
-    return isinstance(exc, GitHubError) and (exc.ambiguous or exc.status is None or exc.status >= 500)
+    """Whether an error is GitHub not answering, not a refusal: no answer or a 5xx through the client's
+    retries (`resources.github.unavailable`), or a check run's create left in doubt (a write is not
+    retried on a 5xx, and the lookup that settles it would meet the same outage)."""
+    return unavailable(exc) or (isinstance(exc, GitHubError) and exc.ambiguous)
 
 
 def unanswered(outcome: RepoOutcome) -> bool:
