@@ -167,21 +167,25 @@ FOLDER_SETTINGS = ("TORCHCI_ARCHIVE_URI", "TORCHCI_LAKE_URI", "TORCHCI_OUTPUTS_U
 # The OS's refusals of a write: of the folder (its mode, its owner, a read-only mount), or of room.
 WRITE_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-# A folder on the way that is not one (a file where `stats/` or a table's folder must be): see `file_in_the_way`.
-NOT_A_FOLDER = frozenset({errno.EEXIST, errno.ENOTDIR})
+# A folder on the way that is not one (a file where `stats/` or a table's folder must be: see
+# `file_in_the_way`), or a folder where the file must be.
+NOT_A_FOLDER = frozenset({errno.EEXIST, errno.ENOTDIR, errno.EISDIR})
 
 
 class WriteFailed(OSError):
     """A file of a local store the OS would not write, with what to do: an OSError still, for the
-    callers that tell a storage failure from a bug. `blocker`: the file found where one of its
-    folders must be, which the OS names no better than 'File exists' or 'Not a directory'."""
+    callers that tell a storage failure from a bug. `blocker`: what is in the way, which the OS names
+    no better than 'File exists', 'Not a directory' or 'Is a directory': a file where one of its
+    folders must be, or a folder where the file itself must be (`is_folder`)."""
 
-    def __init__(self, code: int, path: str, root: str, setting: str | None, blocker: str | None = None):
+    def __init__(self, code: int, path: str, root: str, setting: str | None, blocker: str | None = None,
+                 is_folder: bool = False):
         super().__init__(code, os.strerror(code), path)
         self.blocker = blocker
         elsewhere = f"point {setting} at" if setting else "use"
         if blocker is not None:
-            self.advice = (f"{blocker} is a file where a folder must be: move it away or "
+            what = "a folder where a file" if is_folder else "a file where a folder"
+            self.advice = (f"{blocker} is {what} must be: move it away or "
                            + (f"point {setting} elsewhere" if setting else "use another folder"))
         elif code in NO_ROOM:
             self.advice = f"free space under {root} (or {elsewhere} a disk with room)"
@@ -189,7 +193,7 @@ class WriteFailed(OSError):
             self.advice = f"make {root} writable for this user (or {elsewhere} a writable folder)"
 
     def __str__(self) -> str:
-        cause = "" if self.blocker else f"{self.strerror}; "  # the advice names the file in the way
+        cause = "" if self.blocker else f"{self.strerror}; "  # the advice names what is in the way
         return f"cannot write {self.filename}: {cause}{self.advice}, then run again (the file's previous version is kept)"
 
 
@@ -571,8 +575,10 @@ class Store:
                 raise
             if exc.errno not in NOT_A_FOLDER:
                 raise WriteFailed(exc.errno, final, self.display(), self.setting()) from exc
+            if os.path.isdir(final):  # the final rename met a folder where the file must be
+                raise WriteFailed(errno.EISDIR, final, self.display(), self.setting(), final, is_folder=True) from exc
             blocker = file_in_the_way(final)
-            if blocker is None:  # something else, such as a folder where the file itself must be
+            if blocker is None:
                 raise
             raise WriteFailed(errno.ENOTDIR, final, self.display(), self.setting(), blocker) from exc
 

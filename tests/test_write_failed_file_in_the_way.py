@@ -52,6 +52,23 @@ def test_a_file_deeper_down_is_the_one_named_and_a_store_no_setting_names_says_t
     assert (lake / "test_run" / "day=2026-11-02").read_bytes() == IN_THE_WAY
 
 
+def test_a_folder_where_the_file_itself_must_be_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """`stats/slow-tests.json` made a folder (an unzip gone wrong): the final rename meets it."""
+    outputs = tmp_path / "outputs"
+    (outputs / "stats" / "slow-tests.json").mkdir(parents=True)
+    (outputs / "stats" / "slow-tests.json" / "keep.txt").write_bytes(IN_THE_WAY)
+    monkeypatch.setenv("TORCHCI_OUTPUTS_URI", str(outputs))
+
+    with pytest.raises(WriteFailed) as raised:
+        Store(str(outputs)).write_bytes("stats/slow-tests.json", b"{}")
+
+    assert str(raised.value) == (
+        f"cannot write {outputs}/stats/slow-tests.json: {outputs}/stats/slow-tests.json is a folder where a file must "
+        "be: move it away or point TORCHCI_OUTPUTS_URI elsewhere, then run again (the file's previous version is kept)")
+    assert (outputs / "stats" / "slow-tests.json" / "keep.txt").read_bytes() == IN_THE_WAY
+    assert [p.name for p in (outputs / "stats").iterdir()] == ["slow-tests.json"]  # no staging file left
+
+
 def test_listing_below_a_file_lists_nothing(tmp_path):
     """The HUD lists its published pages before replacing them: below a file there are none, and the
     write that follows is the one to say what is in the way."""
