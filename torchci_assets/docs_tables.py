@@ -14,20 +14,18 @@ from pathlib import Path
 
 from resources.configured import resolved_uri
 from resources.lake import Lake
-from torchci_assets.derived.drci.merge_base import SCHEMA as DRCI_MERGE_BASES
-from torchci_assets.derived.drci.publish import LEDGER_SCHEMA as DRCI_POSTS
-from torchci_assets.derived.guardians.alert_issues import SCHEMA as ALERTS
-from torchci_assets.derived.guardians.ledger import SCHEMA as AUTOREVERT_EVENTS
+from torchci_assets.derived.drci import merge_base, publish
+from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.lake_columns.doc import UndescribedLake, render
-from torchci_assets.relay.check_runs import ACTIONS_SCHEMA as RELAY_ACTIONS
-from torchci_assets.relay.dispatch import LEDGER_SCHEMA as DISPATCHES
+from torchci_assets.relay import check_runs, dispatch
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "tables.md"
 
 # The ledgers' schemas as their writers declare them (tests/test_lake_columns.py checks each against
 # what its real writer writes).
-LEDGER_SCHEMAS = {"alerts": ALERTS, "autorevert_events": AUTOREVERT_EVENTS, "dispatches": DISPATCHES,
-                  "drci_merge_bases": DRCI_MERGE_BASES, "drci_posts": DRCI_POSTS, "relay_actions": RELAY_ACTIONS}
+LEDGER_SCHEMAS = {alert_issues.TABLE: alert_issues.SCHEMA, ledger.TABLE: ledger.SCHEMA,
+                  dispatch.LEDGER_TABLE: dispatch.LEDGER_SCHEMA, merge_base.TABLE: merge_base.SCHEMA,
+                  publish.LEDGER: publish.LEDGER_SCHEMA, check_runs.ACTIONS_TABLE: check_runs.ACTIONS_SCHEMA}
 
 
 def main(argv: list[str] | None = None) -> int:
