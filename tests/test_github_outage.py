@@ -3,19 +3,17 @@ CI stops at the first request that gave up, says so in one line with how many pu
 and the next run, GitHub back, posts each comment exactly once. A 4xx for one pull request still
 fails that pull request only.
 
-Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), with every request
-answered 503 from the `down_from`-th on (the `outage` fixture), as GitHub's front end answers during an
-outage.
+Against the fake comments API on 127.0.0.1 (fake_github_pulls.py), with every request answered 503
+from the `down_from`-th on (the `outage` fixture of github_outage.py), as GitHub's front end answers
+during an outage.
 """
 
 import datetime as dt
 import socket
-import threading
-
-import pytest
 
 from fake_github_issues import Scripted, json_response
 from fake_github_pulls import FakePullRequests
+from github_outage import ATTEMPTS, outage  # noqa: F401 (the fixture)
 from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
@@ -26,31 +24,7 @@ from torchci_assets.derived.drci.merge_base import resolve
 from torchci_assets.derived.drci.publish import publish
 from torchci_assets.derived.drci.refresh import RefreshLimits, refresh_heads
 
-ATTEMPTS = GitHubResource().max_retries + 1  # one request's attempts before the client gives up
 PRS = (5, 6, 7, 8)
-
-
-class Outage:
-    """GitHub's front end during an outage: every request to the test server answered 503 from the
-    `down_from`-th on (None: GitHub up), whichever fake would serve it; `requests` logs each one."""
-
-    def __init__(self, serve, down_from: int | None = 1):
-        self.serve, self.down_from, self.requests, self.lock = serve, down_from, [], threading.Lock()
-
-    def dispatch(self, request):
-        with self.lock:
-            self.requests.append((request.method, request.path))
-            down = self.down_from is not None and len(self.requests) >= self.down_from
-        return json_response(503, {"message": "Service Unavailable"}) if down else self.serve(request)
-
-
-@pytest.fixture
-def outage(httpserver, monkeypatch) -> Outage:
-    """GitHub down from the first request on, until the test moves `down_from` (the server, shared by the
-    session's tests, answers as before once the test ends)."""
-    down = Outage(httpserver.dispatch)
-    monkeypatch.setattr(httpserver, "dispatch", down.dispatch)
-    return down
 
 
 def run(client: GitHubResource, tmp_path, prs=PRS, logged: list | None = None):

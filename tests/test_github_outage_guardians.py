@@ -2,14 +2,14 @@
 proposals and the alerts' issues stop at the first request that gave up (no answer or 5xx through
 the client's whole retry budget), say so once with what waits, and the next pass, GitHub back, does
 each once. Against the fake Actions and issues APIs on 127.0.0.1 (fake_github_reruns.py,
-fake_github_issues.py) behind the `outage` fixture of test_github_outage.py.
+fake_github_issues.py) behind the `outage` fixture of github_outage.py.
 """
 
 import datetime as dt
 
 from resources.github import GitHubResource
 from resources.lake import Lake
-from test_github_outage import ATTEMPTS, outage  # noqa: F401 (the fixture)
+from github_outage import ATTEMPTS, outage  # noqa: F401 (the fixture)
 from tests.fake_github_issues import FakeIssueTracker
 from tests.fake_github_reruns import FakeActions
 from tests.trunk_history import T0, sha
