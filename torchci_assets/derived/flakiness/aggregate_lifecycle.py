@@ -35,13 +35,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake
 from torchci_assets.derived.flakiness.aggregates import in_aggregate, listed, stand_in, with_list
 from torchci_assets.derived.flakiness.comments import comment_once
 from torchci_assets.derived.flakiness.issue_text import (is_aggregate_title, line_for_test, multiple_tests,
                                                         parse_platforms, runner_test)
-from torchci_assets.derived.flakiness.issues import AGGREGATE_CHANGE, EDITS, Marks, ledger_marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import (AGGREGATE_CHANGE, EDITS, Marks, ledger_marks, ledger_row, record,
+                                                     stop_pass)
 from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS, Decision, PlatformRuns
 from torchci_assets.derived.flakiness.retired import RETIRE_AFTER_DAYS, Absent
 
@@ -60,6 +61,7 @@ class AggregateSettling:
     rows: list[dict] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     closed: list[int] = field(default_factory=list)
+    unavailable: str = ""  # GitHub was down: the settling stopped there, and how many aggregates wait
 
 
 def aggregate_members(issues: list[dict], allowed: Callable[[dict], bool], singles: dict[str, dict],
@@ -161,15 +163,20 @@ def settle_aggregates(github: GitHubResource, lake: Lake, day: str, run_id: str,
                       warn: Callable[[str], None] = lambda s: None) -> AggregateSettling:
     """Carry out, aggregate by aggregate, the line changes retiring and re-enabling asked for
     (`members`: the tests' stand-ins); the rows go to the ledger. A GitHub error on one aggregate
-    leaves its tests for the next run."""
+    leaves its tests for the next run; GitHub down stops the settling there (`issues.stop_pass`)."""
     out = AggregateSettling()
     by_number = by_aggregate(members, changes_of(retired, decided))
     marks = ledger_marks(lake, day) if by_number else None
-    for n, changes in sorted(by_number.items()):
+    ordered = sorted(by_number.items())
+    for i, (n, changes) in enumerate(ordered):
         issue = in_aggregate(members[changes[0].test])
         try:
             rows = settle(github, repo, issue, changes, run_id, marks.issue["narrowed"].get(n))
         except GitHubError as e:
+            if unavailable(e):
+                out.unavailable = stop_pass(e, [c.test for _, waiting in ordered[i:] for c in waiting], out.failed,
+                                            warn, "aggregate(s)", len(ordered) - i)
+                break
             out.failed.update({c.test: str(e) for c in changes})
             warn(f"aggregate #{n}: {e} (left for the next run)")
             continue

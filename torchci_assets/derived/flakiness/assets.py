@@ -11,7 +11,7 @@ import datetime as dt
 import dagster as dg
 
 from resources.configured import LakeResource, OutputsResource
-from resources.github import GitHubError, GitHubResource, refusal_fix, refused
+from resources.github import GitHubError, GitHubResource, refusal_fix, refused, unavailable
 from torchci_assets.checks import check_spec, unique_key_check
 from torchci_assets.config import load_config
 from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_flaky_tests
@@ -21,7 +21,7 @@ from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX
 from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, keep_answers, loop_mode, read_back_open,
                                                      reenabled_here, run_disabled_issues, run_unstable_jobs,
                                                      trusted_test_issues)
-from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
+from torchci_assets.derived.flakiness.lifecycle import run_lifecycle, waiting_for_github
 from torchci_assets.derived.flakiness.lists import (DISABLED_TESTS_PATH, REENABLED_TESTS_PATH, SLOW_TESTS_PATH,
                                                     MassReenableRefused, keep_published, publish_disabled_from_issues,
                                                     publish_disabled_tests, publish_slow_tests)
@@ -130,19 +130,23 @@ def disabled_issues_asset(context: dg.AssetExecutionContext, lake: LakeResource,
 
     A GitHub error that stops the loop fails the check and is logged as an error, but not the
     step: a failed step skips everything downstream of it, here `disabled_tests`, the daily CI
-    metrics and the HUD, which would then stay frozen for as long as GitHub fails."""
+    metrics and the HUD, which would then stay frozen for as long as GitHub fails. GitHub down
+    (`unavailable`) stops the pass at the first request that met it, said once in the log and in
+    `github_unavailable`; retiring and re-enabling wait with the filing."""
     lk = lake.lake()
     relay = load_config()
     try:
         report, mode = run_disabled_issues(github, lk, outputs.store(), context.partition_key, context.run.run_id,
                                            relay, log=context.log.info, warn=context.log.warning,
                                            refresh=is_refresh(context.run.tags))
-        life = run_lifecycle(github, lk, outputs.store(), context.partition_key, context.run.run_id,
-                             relay.upstream_repo, relay.disabled_issues, relay.source, report.open_list,
-                             log=context.log.info, warn=context.log.warning, allowed=report.allowed,
-                             refresh=is_refresh(context.run.tags))
+        life = waiting_for_github(report.unavailable) if report.unavailable else run_lifecycle(
+            github, lk, outputs.store(), context.partition_key, context.run.run_id, relay.upstream_repo,
+            relay.disabled_issues, relay.source, report.open_list, log=context.log.info, warn=context.log.warning,
+            allowed=report.allowed, refresh=is_refresh(context.run.tags))
     except GitHubError as exc:
-        failure = read_failure(exc, relay.upstream_repo)
+        failure = {**read_failure(exc, relay.upstream_repo), **({"github_unavailable": (
+            f"GitHub was unavailable ({exc}): nothing lost; the whole pass waits for the next run")}
+            if unavailable(exc) else {})}
         context.log.error(f"the DISABLED-issue loop stopped on a GitHub error ({failure['error']}); what it did "
                           f"before is in the ledger. {failure['fix']}")
         yield dg.MaterializeResult(metadata={"repo": relay.upstream_repo, **failure})
@@ -171,6 +175,7 @@ def filing_check(report, mode, repo: str) -> dg.AssetCheckResult:
         metadata={"dry_run": not mode.live, "tests_without_issue": without,
                   "failed": dg.MetadataValue.json(dict(sorted(report.failed.items())[:50])),
                   "unreadable": dg.MetadataValue.json(dict(sorted(report.unreadable.items())[:50])),
+                  **({"github_unavailable": report.unavailable} if report.unavailable else {}),
                   **_filing_refused(report.first_error, repo)})
 
 
@@ -208,6 +213,7 @@ def filing_metadata(report, life, mode, repo: str, lk) -> dict:
     return said({
         "dry_run": not mode.live, "dry_run_reason": mode.reason, "repo": repo,
         "skipped": report.skipped,
+        "github_unavailable": report.unavailable or life.unavailable,  # the pass stopped there; what waits
         # a dry run reads no issue: 0 there would read as "no open DISABLED issue"
         **({"open_issues": report.open_issues} if mode.live else {}),
         "unchanged_since": report.unchanged_since,

@@ -54,6 +54,11 @@ The ledger is the record of what was done and the fast path to closed issues, no
 
 New issues per run are capped (`max_new_per_run`, most flake events first); the rest wait for
 the next run and are reported.
+
+GitHub down (no answer, or a 5xx, through one request's whole retry budget) stops the pass at that
+request (`stop_pass`): every later test would wait out the same budget in vain. The tests not done
+wait for the next run, which finds what this one filed as any other; the retiring and re-enabling
+after the filing wait too (lifecycle.py).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
@@ -332,7 +337,11 @@ class IssueTracker:
         teaches the account as before (`_learn`), and a twin is closed (`_unless_twin`)."""
         try:
             login = self.github.account()
-        except (GitHubError, ValueError, KeyError, TypeError):
+        except GitHubError as e:
+            if unavailable(e):  # the create would wait out the same retries: the pass stops (`stop_pass`)
+                raise
+            return
+        except (ValueError, KeyError, TypeError):
             return
         if login:
             self.allowed.own.add(login)
@@ -491,6 +500,7 @@ class FilingReport:
     twins_closed: list[int] = field(default_factory=list)
     # (dry run) the tests whose issue the published list names: a live run finds it, files none
     listed: list[str] = field(default_factory=list)
+    unavailable: str = ""  # GitHub was down: the filing stopped there, and how many tests wait (`stop_pass`)
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.rows if r["action"] == action)
@@ -652,7 +662,8 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
 
     Writes (created, updated) are recorded in the ledger one by one right after GitHub answers;
     `found` rows, which change nothing, are recorded together at the end. A GitHub error on one
-    test is reported in `failed` and the others go on; an error reading the open issues raises.
+    test is reported in `failed` and the others go on, unless GitHub is down (`stop_pass`); an
+    error reading the open issues raises.
     """
     report = FilingReport(dry_run=False)
     _read_issues(tracker, lake, day, only_trusted, run_id if only_trusted else None)
@@ -660,8 +671,39 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
     wanted = readable(wanted, report, warn, tracker.find)
     ctx = _Filing(ledger_issue_numbers(lake, day), ledger_marks(lake, day), list(labels), owners, run_id, log)
     found_rows: list[dict] = []
-    aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, labels, owners, max_new, run_id,
-                                           report, log, warn, ctx.known)
+    try:
+        _file_all(tracker, lake, day, wanted, evidence, max_new, ctx, report, found_rows, warn)
+        report.twins_closed = close_own_twins(tracker, log, warn)
+    except GitHubError as e:
+        if not unavailable(e):
+            raise
+        done = {r["test"] for r in report.rows} | set(report.failed) | set(report.deferred)
+        report.unavailable = stop_pass(e, [w.test for w in wanted if w.test not in done], report.failed, warn)
+    report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
+    report.open_list, report.allowed = tracker.open_any(), tracker.allowed
+    return report
+
+
+def stop_pass(e: GitHubError, waiting: list[str], failed: dict[str, str], warn: Callable[[str], None],
+              what: str = "test(s)", count: int | None = None) -> str:
+    """Where GitHub went down (`unavailable`): the pass stops, every later call would wait out the
+    same retry budget in vain. The `waiting` tests go to `failed` with why, said once (`warn`); the
+    next run does them, finding what this one did as it finds any issue. `count`: how many `what`
+    wait, when those are not the tests themselves (an aggregate's tests wait together)."""
+    said = (f"GitHub was unavailable ({e}): nothing lost; {len(waiting) if count is None else count} {what} "
+            "wait for the next run")
+    failed.update({t: said for t in waiting})
+    warn(said)
+    return said
+
+
+def _file_all(tracker: IssueTracker, lake: Lake, day: str, wanted: list[Wanted], evidence: dict[str, Evidence],
+              max_new: int, ctx: _Filing, report: FilingReport, found_rows: list[dict],
+              warn: Callable[[str], None]) -> None:
+    """The aggregates, then each other test's issue, most flake events first; the `found` rows
+    go to `found_rows`, the others to the ledger at once. GitHub down raises (`stop_pass`)."""
+    aggregated, created = _file_aggregates(tracker, lake, day, wanted, evidence, ctx.labels, ctx.owners, max_new,
+                                           ctx.run_id, report, ctx.log, warn, ctx.known)
     for w in sorted(wanted, key=lambda w: (-w.flake_events, w.test)):
         if w.test in aggregated:
             continue
@@ -669,6 +711,8 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
         try:
             row = _file_one(tracker, w, evidence.get(w.test), ctx, created < max_new, lambda: tried.append(1))
         except GitHubError as e:
+            if unavailable(e):
+                raise
             report.failed[w.test] = str(e)
             report.first_error = report.first_error or e
             warn(f"{issue_title(w.test)!r}: {e} (left for the next run)")
@@ -683,10 +727,6 @@ def file_disabled_issues(tracker: IssueTracker, lake: Lake, day: str, wanted: li
             found_rows.append(row)
         else:
             report.parts.append(record(lake, day, [row], _slug(w.test)))
-    report.parts.append(record(lake, day, found_rows, f"run-{run_id[:8]}"))
-    report.twins_closed = close_own_twins(tracker, log, warn)
-    report.open_list, report.allowed = tracker.open_any(), tracker.allowed
-    return report
 
 
 @dataclass(frozen=True)
@@ -812,6 +852,8 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
         for w in (w for members in groups(wanted, file_of.get, is_new, has_aggregate).values() for w in members):
             tracker.search_test(w.test)
     except GitHubError as e:  # no aggregate on a guess: the one-test path files what it can
+        if unavailable(e):
+            raise
         warn(f"aggregate issues: looking up the issues of their tests failed: {e} (left for the next run)")
         return handled, created
     for file, members in groups(wanted, file_of.get, is_new, has_aggregate).items():
@@ -824,6 +866,8 @@ def _file_aggregates(tracker: IssueTracker, lake: Lake, day: str, wanted: list[W
             issue, action, detail = _aggregate(tracker, file, members, evidence, [*labels, AGGREGATE_LABEL,
                                                                                    *owners(file)], log)
         except GitHubError as e:
+            if unavailable(e):
+                raise
             report.failed.update({t: str(e) for t in tests})
             warn(f"aggregate issue for {file}: {e} (left for the next run)")
             continue
@@ -988,6 +1032,8 @@ def close_own_twins(tracker: IssueTracker, log: Callable[[str], None] = lambda s
         try:
             _close_twin(tracker, twin, keep, log)
         except GitHubError as e:
+            if unavailable(e):
+                raise
             warn(f"closing #{number} as a duplicate of #{keep['number']} failed: {e} (left for the next run)")
             continue
         closed.append(number)
@@ -1095,12 +1141,15 @@ def _closed(tracker: IssueTracker, w: Wanted, issue: dict, evidence: Evidence | 
 def _comment(tracker: IssueTracker, issue: dict, text: str, evidence: Evidence | None,
              log: Callable[[str], None]) -> None:
     """Say why the bot is about to change the issue, with the latest failing jobs, once
-    (`IssueTracker.comment`); a comment that fails is logged, and the change made without it."""
+    (`IssueTracker.comment`); a comment that fails is logged, and the change made without it, unless
+    GitHub is down: the change would wait out the same retries, so the pass stops (`stop_pass`)."""
     links = [f"- [{j.job_name or 'job'}]({j.url})" for j in (evidence.jobs[:5] if evidence else [])]
     try:
         tracker.comment(issue["number"], "\n".join([text, *(["", "Recent failing jobs:", *links] if links else [])]),
                         issue.get("body") or "", text)
     except GitHubError as e:
+        if unavailable(e):
+            raise
         log(f"comment on #{issue['number']} failed (the change is made without it): {e}")
 
 

@@ -16,6 +16,10 @@ someone else's issue on evidence that was never about it. Such an issue is logge
 An author is asked about only when one of its issues is about to be written to (`may_act`), or
 when a test has several open issues (`issues_by_test`), so a run that changes nothing asks
 GitHub nothing more than the filing and the published list do.
+
+GitHub down (no answer, or a 5xx, through one request's whole retry budget) stops the step at that
+request (`issues.stop_pass`) and the steps after it wait with it: each would wait out the same
+retries in vain. A filing stopped so leaves both steps to the next run (`waiting_for_github`).
 """
 
 from __future__ import annotations
@@ -59,6 +63,16 @@ class Lifecycle:
     reenabling: Reenabling
     skipped: str = ""
     aggregates: AggregateSettling = field(default_factory=AggregateSettling)
+
+    @property
+    def unavailable(self) -> str:
+        """Why a step stopped with GitHub down, and what waits; "" when none did."""
+        return self.retirement.unavailable or self.reenabling.unavailable or self.aggregates.unavailable
+
+
+def waiting_for_github(why: str) -> Lifecycle:
+    """Retiring and re-enabling left to the next run: the filing before them found GitHub down (`why`)."""
+    return Lifecycle(Retirement([], why), Reenabling(), why)
 
 
 def published_as_issues(outputs: Store, day: str, now: str) -> dict[str, dict]:
@@ -137,10 +151,14 @@ def run_lifecycle(github: GitHubResource, lake: Lake, outputs: Store, day: str, 
     step_log = log if mode.live else planning(log, plan)
     retirement = retire_disabled_tests(github, lake, day, run_id, repo, {**issues, **members}, mode.live, may_act,
                                        step_log, warn)
+    if retirement.unavailable:  # re-enabling would wait out the same retries
+        return Lifecycle(retirement, Reenabling(), retirement.unavailable)
     closed = {r["test"] for r in retirement.rows} | {a.test for a in retirement.listed}
     remaining = {t: i for t, i in {**issues, **members}.items() if t not in closed}
     reenabling = reenable_disabled_tests(github, lake, day, run_id, repo, remaining, mode.live, may_act, step_log,
                                          warn)
+    if reenabling.unavailable:
+        return Lifecycle(retirement, reenabling, reenabling.unavailable)
     if not mode.live:
         planned = plan_aggregates(issues, retirement.listed, reenabling.listed, repo, run_id, step_log)
         keep_plan(lake, day, run_id, [*retirement.rows, *reenabling.rows, *planned.rows], plan, log, refresh,

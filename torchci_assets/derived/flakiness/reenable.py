@@ -40,7 +40,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute, run_steps
@@ -53,7 +53,7 @@ from torchci_assets.derived.flakiness.issue_text import (
     titled_as,
     with_platforms,
 )
-from torchci_assets.derived.flakiness.issues import EDITS, NARROWED, Marks, ledger_marks, ledger_row, record
+from torchci_assets.derived.flakiness.issues import EDITS, NARROWED, Marks, ledger_marks, ledger_row, record, stop_pass
 from torchci_assets.derived.flakiness.lists import define_pytorch_key
 
 WINDOW_DAYS = 14
@@ -184,6 +184,7 @@ class Reenabling:
     # tests of aggregates to drop (`close`) or narrow, with their evidence: done with the run's
     # other changes to the same aggregate (aggregate_lifecycle.py)
     listed: list[tuple[Decision, dict[str, PlatformRuns]]] = field(default_factory=list)
+    unavailable: str = ""  # GitHub was down: the re-enabling stopped there, and how many wait (`issues.stop_pass`)
 
 
 def act(github: GitHubResource, repo: str, issue: dict, d: Decision, runs: dict[str, PlatformRuns],
@@ -236,10 +237,10 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
     marks = ledger_marks(lake, day) if any(i.get("number") is not None for i in issues.values()) else None
     evidence = rerun_evidence(lake, day, since, greens_since(issues, marks))
     out = Reenabling()
-    for test, runs in sorted(evidence.items()):
-        d = decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs)
-        if d.action == "wait" or (live and not may_act(issues[test])):
-            continue
+    decided = [(test, runs, decide(test, pytorch_platforms(parse_platforms(issues[test].get("body"))), runs))
+               for test, runs in sorted(evidence.items())]
+    acting = [(t, runs, d) for t, runs, d in decided if d.action != "wait" and (not live or may_act(issues[t]))]
+    for i, (test, runs, d) in enumerate(acting):
         if in_aggregate(issues[test]) is not None:
             out.listed.extend([(d, runs)] if d.action in ("close", "narrow") else [])
             continue
@@ -254,6 +255,10 @@ def reenable_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id
             narrowed_at = marks.of("narrowed", issues[test], test) if marks else None
             detail = act(github, repo, issues[test], d, runs, day, narrowed_at)
         except GitHubError as e:
+            if unavailable(e):
+                waiting = [t for t, _, _ in acting[i:] if in_aggregate(issues[t]) is None]
+                out.unavailable = stop_pass(e, waiting, out.failed, warn, "issue(s)")
+                break
             out.failed[test] = str(e)
             warn(f"{d.action} for {test}: {e} (left for the next run)")
             continue

@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 from resources.lake import Lake, connect
 from resources.lake_extracts import Extract, register_extract
 from resources.sql import SqlFiles, execute
@@ -34,6 +34,7 @@ from torchci_assets.derived.flakiness.issue_text import titled_as
 from torchci_assets.derived.flakiness.issues import (
     ledger_row,
     record,
+    stop_pass,
 )
 from torchci_assets.derived.flakiness.lists import define_pytorch_key
 
@@ -72,6 +73,7 @@ class Retirement:
     # deleted tests of aggregates: their lines are dropped with the run's other changes to the same
     # aggregate (aggregate_lifecycle.py), not closed here
     listed: list[Absent] = field(default_factory=list)
+    unavailable: str = ""  # GitHub was down: the closing stopped there, and how many wait (`issues.stop_pass`)
 
     def of(self, status: str) -> list[Absent]:
         return [a for a in self.absent if a.status == status]
@@ -159,7 +161,8 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         retirement.skipped = why
         return retirement
     allowed = (a for a in retirement.of("retired") if not live or may_act(issues[a.test]))
-    for a in itertools.islice(allowed, MAX_CLOSED_PER_RUN):
+    chosen = list(itertools.islice(allowed, MAX_CLOSED_PER_RUN))
+    for i, a in enumerate(chosen):
         if in_aggregate(issues[a.test]) is not None:
             retirement.listed.append(a)
             continue
@@ -173,6 +176,10 @@ def retire_disabled_tests(github: GitHubResource, lake: Lake, day: str, run_id: 
         try:
             detail = close_retired(github, repo, issues[a.test], a)
         except GitHubError as e:
+            if unavailable(e):
+                waiting = [b.test for b in chosen[i:] if in_aggregate(issues[b.test]) is None]
+                retirement.unavailable = stop_pass(e, waiting, retirement.failed, warn, "issue(s)")
+                break
             retirement.failed[a.test] = str(e)
             warn(f"closing the issue of {a.test}: {e} (left for the next run)")
             continue
