@@ -9,6 +9,7 @@ from pathlib import Path
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, relation, run_steps
 from torchci_assets.derived.hud import health
+from torchci_assets.derived.hud.inputs import define_runner_machine
 from torchci_assets.guardian_config import MainWindow
 
 SQL_DIR = Path(__file__).with_name("sql")
@@ -31,6 +32,7 @@ def query(lake: Lake, tables: dict[str, int], name: str, params: dict, now: dt.d
     has no partition in its window (nothing to judge)."""
     con = connect()
     try:
+        define_runner_machine(con)  # the queue alerts' machines are the metrics' runner labels
         for table, days in tables.items():
             if not lake.register(con, table, days_back(now, days)):
                 return None

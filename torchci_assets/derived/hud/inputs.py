@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from resources.lake import Lake
-from resources.sql import Columns, compose
+from resources.sql import Columns, SqlFiles, compose, execute
 
 # table -> the columns read, with the type an empty view gives them
 COLUMNS: dict[str, dict[str, str]] = {
@@ -62,6 +62,7 @@ COLUMNS: dict[str, dict[str, str]] = {
 ARROW_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
                "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(),
                "VARCHAR[]": pa.list_(pa.string()), "BIGINT[]": pa.list_(pa.int64())}
+SHARED_SQL = SqlFiles(__file__, "../../sql")  # torchci_assets/sql: what several domains' queries share
 _VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} FROM {{source}}"
 _EMPTY_VIEW = "CREATE OR REPLACE TEMP VIEW {{view}} AS SELECT {{columns}} WHERE false"
 
@@ -80,3 +81,9 @@ def register(con, lake: Lake, table: str, days: list[str], view: str, columns: d
     else:
         con.execute(compose(_EMPTY_VIEW, view=view, columns=Columns(columns)))
     return files
+
+
+def define_runner_machine(con) -> None:
+    """The macro runner_machine(labels) (sql/runner_machine.sql), in `con`: the metrics' runner rows
+    and the guardians' queue alerts group jobs by the same machine."""
+    execute(con, SHARED_SQL["runner_machine"])

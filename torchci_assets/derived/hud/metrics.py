@@ -23,11 +23,12 @@ Every input is one day's partition (commit_health, workflow_job, test_jobs, flak
 disabled_tests, ci_result, ci_callback_minutes) plus the day before's job ids; a new day costs that
 day. A job counts once, on the day its completion arrived: a copy of that delivery in a later day
 (redelivered after midnight, or days later from GitHub's "Recent deliveries") is not counted again.
-Within a day of the original the day before's ids tell the copy; further back, its `completed_at`:
-a job completed before the day before (UTC) came in time for that day or the next, so a delivery of
-it now is a copy. A job completed at 23:59 whose delivery arrived at 00:01 counts on the day it
-arrived. The price: a job whose only completion arrives more than a day after it completed (a repair
-of a lost delivery after a long outage) is counted on no day.
+A completion cannot arrive before its job completed, so a copy's original is in a day from its
+`completed_at` on: the day before's ids tell the copies of a job completed since the day before
+began, and for a job completed earlier (a late completion: the gap repair's, or one redelivered
+after an outage) the job ids of every day from the one it completed on are read too. Such days are
+read only when the day holds such a completion, so an ordinary day still costs that day and the
+day before; a job whose only completion arrived days late is counted on the day it arrived.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from resources.lake import Lake, connect
-from resources.sql import SqlFiles, relation
+from resources.sql import SqlFiles, execute, relation
 from torchci_assets.config import main_branch
 from torchci_assets.derived.hud.downstream import define_downstream_macros, zombie_timeout
 from torchci_assets.derived.hud.health import FAILING_CONCLUSIONS, register_pushes
-from torchci_assets.derived.hud.inputs import register
+from torchci_assets.derived.hud.inputs import define_runner_machine, register
 from torchci_assets.ingest.ci_results import judged_as_of_ms
 
 SETTLE_DAYS = 1
@@ -63,6 +64,8 @@ METRICS_SCHEMA = pa.schema([
 ])
 
 SQL = SqlFiles(__file__)
+# the columns read of the earlier days' jobs: which jobs they hold completed
+JOB_IDS = {"id": "BIGINT", "run_attempt": "BIGINT", "status": "VARCHAR"}
 
 
 @dataclass
@@ -85,18 +88,19 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
     con = connect()
     try:
         for table, days, view in (("commit_health", [day], "health"), ("workflow_job", [day], "jobs_today"),
-                                  ("workflow_job", [before], "jobs_before"), ("workflow_run", [before, day], "runs"),
+                                  ("workflow_run", [before, day], "runs"),
                                   ("test_jobs", [before, day], "tjobs"), ("job_failure", [before, day], "jfail"),
                                   ("flaky_tests", [day], "flaky"), ("disabled_tests", [day], "disabled"),
                                   ("ci_result", [day], "ci"), ("ci_callback_minutes", [day], "callbacks")):
             register(con, lake, table, days, view)
+        register(con, lake, "workflow_job", earlier_days(con, lake, before), "jobs_before", JOB_IDS)
         register_pushes(con, lake, [day], "pushes")
         main = main_branch(branches)  # main's commits and jobs, as commit_health has them
         define_downstream_macros(con)
+        define_runner_machine(con)
         values = {"commits_day": dt.date.fromisoformat(commits_day), "upstream_repo": upstream_repo,
                   "branches": [main], "branch_names": [main.removeprefix("refs/heads/")],
                   "failing_conclusions": list(FAILING_CONCLUSIONS), "as_of_ms": judged_as_of_ms(day, now_ms),
-                  "completed_from": dt.datetime.fromisoformat(before).replace(tzinfo=dt.timezone.utc),
                   "zombie_timeout_s": zombie_timeout(zombie_timeout_s)}
         table = _with_schema(relation(con, SQL["ci_metrics_daily"], values).to_arrow_table())
     finally:
@@ -107,6 +111,16 @@ def build_ci_metrics(lake: Lake, day: str, upstream_repo: str, branches: tuple[s
     queue = {r["platform"]: r["queue_p90_s"] for r in records
              if r["dimension"] == "platform" and r["queue_p90_s"] is not None}
     return MetricsReport(day, commits_day, rows, headline, queue)
+
+
+def earlier_days(con, lake: Lake, before: str) -> list[str]:
+    """The days of `workflow_job` an earlier copy of a completion in view `jobs_today` may be in:
+    `before` (the day before), and, when one of them completed before it, every day of the lake
+    from the day that one completed on (a completion arrives after its job completed)."""
+    first = execute(con, SQL["earliest_late_completion"], {"before": dt.date.fromisoformat(before)}).fetchone()[0]
+    if first is None:
+        return [before]
+    return [d for d in lake.days("workflow_job") if first.isoformat() <= d < before] + [before]
 
 
 def _with_schema(t: pa.Table) -> pa.Table:

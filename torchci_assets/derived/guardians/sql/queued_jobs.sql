@@ -1,4 +1,5 @@
--- Jobs waiting for a runner now, per machine (the first runner label): how many, and the oldest wait.
+-- Jobs waiting for a runner now, per machine (runner_machine: its first label other than GitHub's
+-- default ones): how many, and the oldest wait.
 -- A job's state is the highest it reached (queued < waiting < in_progress < completed).
 WITH latest AS (
     SELECT id, run_attempt, arg_max(status, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
@@ -8,7 +9,7 @@ WITH latest AS (
     WHERE created_at >= $since
     GROUP BY id, run_attempt
 )
-SELECT coalesce(labels[1], 'unlabelled') AS machine, count(*) AS jobs,
+SELECT coalesce(runner_machine(labels), 'unlabelled') AS machine, count(*) AS jobs,
        max(epoch($now) - epoch(created_at)) AS max_wait_s
 FROM latest
 WHERE status IN ('queued', 'waiting')

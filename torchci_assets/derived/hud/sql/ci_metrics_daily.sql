@@ -3,11 +3,10 @@
 -- group (main-branch successes on $branch_names) and backend. Views: see metrics.py.
 WITH jobs AS (
     SELECT j.* REPLACE (coalesce(j.platform, 'unknown') AS platform),
-           coalesce(j.workflow_name, r.name, 'unknown') AS workflow, coalesce(list_filter(labels, lambda x: x NOT IN ('self-hosted', 'linux', 'x64', 'ARM64'))[1], 'unknown') AS label
-    -- a job counts on the day its completion arrived, once: a copy redelivered the next day is in
-    -- jobs_before, one redelivered later completed before $completed_from (see metrics.py)
+           coalesce(j.workflow_name, r.name, 'unknown') AS workflow, coalesce(runner_machine(labels), 'unknown') AS label
+    -- a job counts on the day its completion arrived, once: jobs_before holds the days an earlier
+    -- copy of it may be in (the day before, and back to the day it completed: see metrics.py)
     FROM (SELECT * FROM jobs_today WHERE status = 'completed' AND coalesce(conclusion, '') <> 'skipped'
-          AND coalesce(completed_at >= $completed_from, true)
           AND (id, run_attempt) NOT IN (SELECT (id, run_attempt) FROM jobs_before WHERE status = 'completed')) j
     LEFT JOIN (SELECT id, any_value(name) AS name FROM runs GROUP BY id) r ON r.id = j.run_id
 ),
