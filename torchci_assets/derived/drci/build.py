@@ -57,8 +57,8 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
              report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset(),
              branch: str = DEFAULT_BRANCH) -> dict:
     """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`)."""
-    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own), inputs.flaky_for(sightings, pr), unstable,
-                                      suppressing_labels(repo, pr.labels), rules, now)
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own, pr.pushed_at), inputs.flaky_for(sightings, pr),
+                                      unstable, suppressing_labels(repo, pr.labels), rules, now)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url, branch, rebase_target(repo, branch))
     body = render(head, verdicts, pending, updates)
@@ -121,7 +121,9 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
             settle_runs(pr.jobs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
-        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen, main_branch)
+        pushes = [p.pushed_at for p in prs.values() if p.pushed_at is not None]
+        main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen, main_branch,
+                                max(pushes, default=None))
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs), seen)
     finally:

@@ -32,6 +32,12 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 flaky-rules.json, when one is given (`flaky_rule`): a known infrastructure flake
                 upstream lists by hand. After BROKEN TRUNK, as upstream; never for lint nor for the
                 jobs never called flaky;
+  FLAKY (main)  the same failure is on a main commit of upstream's span for similar failures (a day
+                before the merge base up to the head's push, at most a week; beyond the NEAR_COMMITS):
+                main met the outside change or the flake the pull request met, as the pull request
+                lacks the commits after its merge base (`similar_on_main`). Upstream searches other
+                pull requests' heads too, excluding the author's own; the lake knows no authors, and a
+                stack of one author shares its breakage, so only main is asked here;
   UNCLASSIFIED  the job did not run at the merge base at all (no job of that name, shard and runner
                 dropped, whatever its conclusion): nothing says whether main fails it too, so
                 PyTorch's Dr. CI says it cannot tell, rather than blaming the pull request. Only
@@ -113,6 +119,10 @@ INFRA_REASONS = {"log": "the log shows an infrastructure failure", "log-infra": 
 NO_TEST_RESULTS = "no-test-results"
 # Main commits on each side of the merge base whose failures count as the trunk's.
 NEAR_COMMITS = 2
+# PyTorch's Dr. CI's span for a similar failure (hasSimilarFailures): from a day before the merge base to the
+# head's push, and none when that spans more than a week (MAX_SEARCH_HOURS_FOR_QUERYING_SIMILAR_FAILURES)
+SIMILAR_LOOKBACK = dt.timedelta(hours=24)
+SIMILAR_SPAN = dt.timedelta(days=7)
 # PyTorch's Dr. CI's lists (drciUtils.ts), substrings of "workflow / job" in any case: jobs never
 # matched against main, and jobs never called flaky ("/ build": it cannot tell a flaky build yet).
 EXCLUDED_FROM_BROKEN_TRUNK = ("lint",)
@@ -216,6 +226,8 @@ class Trunk:
     # the merge base's jobs (`base_name`), whatever their conclusion; None when not known
     base_jobs: frozenset[str] | None = None
     branch: str = "main"  # the main branch's name, as a verdict says where it failed the same way
+    # main's failures in upstream's span for similar failures (`Main.window`), beyond the NEAR_COMMITS
+    window: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
 
 
 @dataclass(frozen=True)
@@ -280,6 +292,18 @@ def trunk_failure(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> Mai
     """The main failure that is the same as the job's, the merge base's first, else the nearest."""
     candidates = sorted(trunk.failures.get(job.job_group, ()), key=lambda f: (not f.merge_base, f.distance, f.sha))
     return next((f for f in candidates if same_failure(job, f, trunk, flaky)), None)
+
+
+def similar_on_main(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> MainFailure | None:
+    """The same failure on a main commit of upstream's span for similar failures (`Trunk.window`), the
+    nearest the merge base, or None. Only with something to compare: failing tests, or a line that says
+    more than a step's exit code or its cancellation (upstream compares the last command run too, which
+    the lake does not have). The pull request lacks the commits after its merge base, so neither their
+    code nor its own broke it: main met an outside change or a flake as the pull request did."""
+    if not (job.tests or message_key(job.failure_line)) or generic_line(job) or cancelled_step(job):
+        return None
+    candidates = sorted(trunk.window.get(job.job_group, ()), key=lambda f: (f.distance, f.sha))
+    return next((f for f in candidates if (job.tests or f.line) and same_failure(job, f, trunk, flaky)), None)
 
 
 def trunk_place(failure: MainFailure, branch: str = "main") -> str:
@@ -488,6 +512,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     rule = flaky_rule(job, rules) if flakes is not None else None
     if rule is not None:
         return Verdict(job, FLAKY, f"matched **{rule.name}** rule in {rule.source}")
+    similar = similar_on_main(job, trunk, flakes) if flakes is not None else None
+    if similar is not None:
+        return Verdict(job, FLAKY, f"failed the same way on {trunk_place(similar, trunk.branch)}", main=similar)
     # upstream asks the jobs never called flaky at once, the others after its generic-line exception
     if not_at_merge_base(job, trunk) and (flakes is None or not generic_line(job)):
         return Verdict(job, UNCLASSIFIED, NOT_AT_MERGE_BASE)

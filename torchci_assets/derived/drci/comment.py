@@ -108,8 +108,9 @@ def _job_item(head: Head, v: Verdict) -> str:
     line = f"* {icon}[{name}]({url})" if url else f"* {icon}{name}"
     if v.main is not None:
         url = _job_url(head, v.main.run_id, v.main.job_id)
-        line += (f" ([trunk failure]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
-                 else f" ([trunk failure]({url}) on {trunk_place(v.main, head.branch)}: {v.main.sha[:10]})")
+        what = "similar failure" if v.cls == FLAKY else "trunk failure"  # FLAKY: main had it too (similar_on_main)
+        line += (f" ([{what}]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
+                 else f" ([{what}]({url}) on {trunk_place(v.main, head.branch)}: {v.main.sha[:10]})")
     elif v.related is not None:
         other = v.related
         line += f" ([related job]({_job_url(head, other.run_id, other.job_id)}): the same failure as {full_name(other)})"

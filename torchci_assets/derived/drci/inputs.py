@@ -24,8 +24,9 @@ from resources.lake import Lake
 from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, LOG_PART, LOG_WHOLE, NEAR_COMMITS,
-                                                  NO_TEST_RESULTS, FailedTest, Flaky, FlakySighting, HeadJob,
-                                                  MainFailure, Trunk, base_name, first_line, message_key)
+                                                  NO_TEST_RESULTS, SIMILAR_LOOKBACK, SIMILAR_SPAN, FailedTest,
+                                                  Flaky, FlakySighting, HeadJob, MainFailure, Trunk, base_name,
+                                                  first_line, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
@@ -252,6 +253,7 @@ class Main:
     # merge base sha -> its jobs (`classify.base_name`), for those that have any
     jobs: dict[str, frozenset[str]] = field(default_factory=dict)
     branch: str = "main"  # the main branch's name (without refs/heads/)
+    pushed: dict[str, dt.datetime] = field(default_factory=dict)  # sha -> when main got it (`main_commits`)
 
     def refs(self, merge_base: str | None) -> dict[str, int]:
         """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
@@ -261,35 +263,62 @@ class Main:
         lo, hi = max(0, i - NEAR_COMMITS), min(len(self.order), i + NEAR_COMMITS + 1)
         return {self.order[k]: abs(k - i) for k in range(lo, hi)}
 
-    def trunk(self, merge_base: str | None, own: frozenset[str] = frozenset()) -> Trunk:
+    def window(self, merge_base: str | None, until: dt.datetime | None) -> dict[str, int]:
+        """sha -> distance from the merge base of the main commits PyTorch's Dr. CI searches for a
+        similar failure: pushed from SIMILAR_LOOKBACK before the merge base up to `until` (the head's
+        push), none when that spans more than SIMILAR_SPAN (a merge base too old to tell by); the
+        `refs` left out (BROKEN TRUNK asks them)."""
+        start = self.pushed.get(merge_base) if merge_base in self.order else None
+        if start is None or until is None or until - (start - SIMILAR_LOOKBACK) > SIMILAR_SPAN:
+            return {}
+        i, near = self.order.index(merge_base), self.refs(merge_base)
+        return {sha: abs(k - i) for k, sha in enumerate(self.order) if sha not in near
+                and sha in self.pushed and start - SIMILAR_LOOKBACK <= self.pushed[sha] <= until}
+
+    def trunk(self, merge_base: str | None, own: frozenset[str] = frozenset(),
+              until: dt.datetime | None = None) -> Trunk:
         """`own`: the main commits that landed this pull request (`load_merge_commits`), left out
-        (`own_commits`)."""
+        (`own_commits`); `until`: the head's push, the end of the `window` of similar failures."""
         t = Trunk(branch=self.branch)
-        mine = self.own_commits(merge_base, own)
-        base_at = self.order.index(merge_base) if merge_base in self.order else -1
-        for sha, distance in self.refs(merge_base).items():
-            if sha in mine:
-                continue
-            after = self.order.index(sha) > base_at
-            for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
-                t.failures.setdefault(group, []).append(
-                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled, after))
+        refs, window = self.refs(merge_base), self.window(merge_base, until)
+        mine = self.own_commits(merge_base, own, {**refs, **window})
+        pos = {sha: k for k, sha in enumerate(self.order)}
+        t.failures = self._failures(merge_base, pos, refs, mine)
+        t.window = self._failures(merge_base, pos, window, mine)
         t.tests = self.tests
         t.base_jobs = self.jobs.get(merge_base) if merge_base else None
         return t
 
-    def own_commits(self, merge_base: str | None, own: frozenset[str]) -> set[str]:
-        """The commits near the merge base whose failure may be the pull request's own: those that
-        landed it, and every commit after the merge base that follows one of them (they carry the
-        change until its revert). A pull request landed, reverted and pushed again otherwise finds
+    def _failures(self, merge_base: str | None, pos: dict[str, int], refs: dict[str, int],
+                  mine: set[str]) -> dict[str, list[MainFailure]]:
+        """job group -> its failures on the commits of `refs` (sha -> distance), those of `mine` left out;
+        `pos`: each commit's place in `order` (one after the merge base's is `after`)."""
+        out: dict[str, list[MainFailure]] = {}
+        base_at = pos.get(merge_base, -1)
+        for sha, distance in refs.items():
+            if sha in mine or sha not in self.failures:
+                continue
+            after = pos[sha] > base_at
+            for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
+                out.setdefault(group, []).append(
+                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled, after))
+        return out
+
+    def own_commits(self, merge_base: str | None, own: frozenset[str],
+                    refs: Mapping[str, int] | None = None) -> set[str]:
+        """The commits of `refs` (default: near the merge base) whose failure may be the pull request's
+        own: those that landed it, and every commit after the merge base that follows one of them (they
+        carry the change until its revert). A pull request landed, reverted and pushed again otherwise finds
         its own breakage on main and is told it is the trunk's (PyTorch's Dr. CI likewise rejects
         the pull request's merge commits: isFailureFromPrevMergeCommit)."""
         if not own:
             return set()
-        refs = self.refs(merge_base)
+        refs = self.refs(merge_base) if refs is None else refs
         base_at = self.order.index(merge_base) if merge_base in self.order else len(self.order)
         landed = min((self.order.index(s) for s in own if s in refs and self.order.index(s) > base_at), default=None)
-        return {s for s in refs if s in own or (landed is not None and self.order.index(s) >= landed)}
+        if landed is None:
+            return set(own) & set(refs)
+        return {s for s in refs if s in own or self.order.index(s) >= landed}
 
 
 def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
@@ -306,18 +335,21 @@ def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
 
 
 def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: ExtractPass | None = None,
-              branch: str = "main") -> Main:
+              branch: str = "main", until: dt.datetime | None = None) -> Main:
+    """Main around `merge_bases`; `until`: the latest head push, the end of every head's `Main.window`."""
     main = Main(branch=branch)
     if not lake.register(con, "commit_health", days_ending(day, TRUNK_DAYS), name="ch"):
         return main
-    main.order = [r["sha"] for r in rows(con, "main_commits")]
+    commits = rows(con, "main_commits")
+    main.order = [r["sha"] for r in commits]
+    main.pushed = {r["sha"]: r["pushed_at"] for r in commits if r["pushed_at"] is not None}
     if not register_extract(con, lake, JOB_FAILURES, days_ending(day, JOB_DAYS), "wj", seen):
         con.register("wj", _JOB_FAILURES.empty_table())
     for r in rows(con, "main_failures"):
         main.failures.setdefault(r["sha"], []).append((r["job_group"], r["job_id"], r["run_id"],
                                                        message_key(r["failure_line"]), bool(r["cancelled"])))
     main.jobs = merge_base_jobs(con, merge_bases)
-    refs = {sha for mb in merge_bases for sha in main.refs(mb)}
+    refs = {sha for mb in merge_bases for sha in (*main.refs(mb), *_widest_window(main, mb, until))}
     if refs and register_extract(con, lake, FAILURES, days_ending(day, TRUNK_DAYS), "tr", seen):
         _register_list(con, "ref_shas", "sha", pa.array(sorted(refs), pa.string()))
         tests: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
@@ -326,6 +358,15 @@ def load_main(con, lake: Lake, day: str, merge_bases: set[str], seen: ExtractPas
                 (r["test"], message_key(r["message"])))
         main.tests = {k: frozenset(v) for k, v in tests.items()}
     return main
+
+
+def _widest_window(main: Main, merge_base: str, until: dt.datetime | None) -> dict[str, int]:
+    """The commits of any head's `Main.window` with this merge base, pushed by `until`: the window up to
+    the latest push the span allows (a later head's window is empty, an earlier one's inside it)."""
+    start = main.pushed.get(merge_base)
+    if start is None or until is None:
+        return {}
+    return main.window(merge_base, min(until, start - SIMILAR_LOOKBACK + SIMILAR_SPAN))
 
 
 def merge_base_jobs(con, merge_bases: set[str]) -> dict[str, frozenset[str]]:
