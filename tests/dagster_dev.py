@@ -92,7 +92,7 @@ class DagsterDev:
                     return
             except requests.RequestException:
                 pass
-            time.sleep(1.0)
+            time.sleep(0.25)
         raise RuntimeError(f"dagster dev did not load the code location in {timeout:.0f} s")
 
     def sensor_ticks(self, name: str) -> list[dict]:
@@ -108,7 +108,7 @@ class DagsterDev:
             done = [t for t in self.sensor_ticks(name) if t["status"] != "STARTED"]
             if done:
                 return done[-1]
-            time.sleep(2.0)
+            time.sleep(0.5)
         raise RuntimeError(f"no tick of {name} in {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
 
     def runs(self) -> list[dict]:
@@ -157,8 +157,9 @@ class DagsterDev:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 # The webserver and the daemon stop within seconds; the code server then waits up to
-                # 60 s for a sensor evaluation the daemon left in flight, which no test needs.
-                self.proc.wait(timeout=15)
+                # 60 s for a sensor evaluation the daemon left in flight, which no test or benchmark
+                # needs (tests/test_ops_make_dev.py checks the whole stop).
+                self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()

@@ -142,7 +142,7 @@ def wait_text(page, predicate, timeout: float = 180.0) -> str:
         text = page.inner_text("body")
         if predicate(text) or time.monotonic() > deadline:
             return text
-        time.sleep(2.0)
+        time.sleep(0.5)
 
 
 def test_the_catalog_shows_every_partition_materialized_after_make_run(dev, browser):
