@@ -201,6 +201,12 @@ def unavailable(exc: Exception) -> bool:
     return isinstance(exc, GitHubError) and exc.unavailable
 
 
+def outage_line(cause: object, waiting: str, then: str = "the next run") -> str:
+    """What a writer stopped by an outage (`unavailable`) says, once: the same words for every writer,
+    `waiting` naming what it left (`3 test(s)`), `then` what does it."""
+    return f"GitHub was unavailable ({cause}): nothing lost; {waiting} wait for {then}"
+
+
 def refused(exc: Exception) -> bool:
     """GitHub refused the credentials (a 401) or their access (a 403 that is no rate limit): it
     answers the same until someone changes them, unlike an outage or a rate limit."""

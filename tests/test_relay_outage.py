@@ -52,7 +52,7 @@ class Down:
 
 def said(result, instance) -> list[str]:
     """The run's log lines that say GitHub is unavailable."""
-    return [r.user_message for r in instance.all_logs(result.run_id) if "GitHub unavailable" in r.user_message]
+    return [r.user_message for r in instance.all_logs(result.run_id) if "GitHub was unavailable" in r.user_message]
 
 
 def deliveries(n: int) -> list:
@@ -72,7 +72,8 @@ def test_dispatches_stop_at_the_first_github_did_not_answer_and_are_each_sent_on
     # one downstream's budget spent, not eight
     assert down.refused == [("POST", f"/repos/{REPOS[0]}/dispatches")] * (RETRIES + 1)
     lines = said(result, instance)
-    assert len(lines) == 1 and lines[0].startswith("GitHub unavailable; 8 wait; nothing lost")
+    assert len(lines) == 1 and lines[0].startswith("GitHub was unavailable (")
+    assert "nothing lost; 8 dispatch(es) or check run(s) wait for the run's retry" in lines[0]
 
     down.on = False
     for _ in range(2):  # the retry, then a re-execution that finds everything acknowledged
@@ -97,7 +98,9 @@ def test_check_runs_stop_at_the_first_github_did_not_answer_and_are_each_created
     # try 1: job-0's POST (never resent blindly); try 2 starts one further on: job-1's POST
     assert [p for _, p in down.refused] == [f"/repos/{UPSTREAM}/check-runs"] * 2
     lines = said(result, instance)  # once per try
-    assert len(lines) == 2 and all(m.startswith("GitHub unavailable; 3 wait; nothing lost") for m in lines)
+    assert len(lines) == 2 and all(m.startswith("GitHub was unavailable (")
+                                   and "nothing lost; 3 dispatch(es) or check run(s) wait for the run's retry" in m
+                                   for m in lines)
 
     down.on = False
     monkeypatch.setattr(check_runs, "IN_FLIGHT_S", 0.0)  # the failed run's claim is stale by the time it is re-run
@@ -127,7 +130,8 @@ def test_a_tick_leaves_the_rest_to_its_run_at_the_first_github_did_not_answer(ht
     acted = act_within(records, act, lambda r: r["untrusted"]["callback_payload"]["workflow"]["job_name"], 10.0,
                        outage=writer.outage)
     assert calls == records[:1] and acted.left == records and len(down.refused) == 1
-    assert acted.outage.startswith("GitHub unavailable; 3 wait; nothing lost")
+    assert acted.outage.startswith("GitHub was unavailable (")
+    assert "nothing lost; 3 dispatch(es) or check run(s) wait for the run's retry" in acted.outage
 
 
 def test_a_repository_github_alone_fails_on_does_not_hold_the_others_back(httpserver, instance, roots):

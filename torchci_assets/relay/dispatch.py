@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.github import GitHubError, GitHubResource, refusal_fix, unavailable
+from resources.github import GitHubError, GitHubResource, outage_line, refusal_fix, unavailable
 from resources.lake import Lake
 from torchci_assets.config import AllowlistEntry
 from torchci_assets.relay.pushes import EVENT_TYPE, UpstreamCommit, client_payload
@@ -263,7 +263,7 @@ class Outage:
 
     def line(self, waiting: int) -> str:
         """What the pass says, once."""
-        return f"GitHub unavailable; {waiting} wait; nothing lost (a retry writes them; first: {self.cause[:300]})"
+        return outage_line(self.cause[:300], f"{waiting} dispatch(es) or check run(s)", "the run's retry")
 
 
 def github_unavailable(exc: BaseException) -> bool:

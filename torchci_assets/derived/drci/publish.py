@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from resources.github import GitHubError, GitHubResource, refusal_fix
+from resources.github import GitHubError, GitHubResource, outage_line, refusal_fix
 from resources.lake import Lake, connect
 from resources.sql import Columns
 from resources.storage import Store
@@ -437,8 +437,7 @@ def stop_message(e: StopPosting, repo: str, waiting: int) -> str:
     """Why posting stopped, what to do when it does not pass by itself, and how many pull requests
     wait: one line for the run, however many pull requests it holds back."""
     if e.unavailable:
-        return (f"GitHub was unavailable ({e}): nothing lost; {waiting} pull request(s) wait for the next run, "
-                "which posts them")
+        return outage_line(e, f"{waiting} pull request(s)", "the next run, which posts them")
     fix = refusal_fix(e, repo, "Pull requests: read and write")
     return str(e) + (f"; to fix: {fix}" if fix else "") + f"; {waiting} pull request(s) wait for the next run"
 

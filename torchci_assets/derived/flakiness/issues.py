@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from resources.github import GitHubError, GitHubResource, unavailable
+from resources.github import GitHubError, GitHubResource, outage_line, unavailable
 from resources.lake import Lake, connect
 from resources.sql import SqlFiles, execute
 from resources.storage import Store
@@ -690,8 +690,7 @@ def stop_pass(e: GitHubError, waiting: list[str], failed: dict[str, str], warn: 
     same retry budget in vain. The `waiting` tests go to `failed` with why, said once (`warn`); the
     next run does them, finding what this one did as it finds any issue. `count`: how many `what`
     wait, when those are not the tests themselves (an aggregate's tests wait together)."""
-    said = (f"GitHub was unavailable ({e}): nothing lost; {len(waiting) if count is None else count} {what} "
-            "wait for the next run")
+    said = outage_line(e, f"{len(waiting) if count is None else count} {what}")
     failed.update({t: said for t in waiting})
     warn(said)
     return said

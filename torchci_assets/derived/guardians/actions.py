@@ -32,7 +32,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from resources.github import GitHubError, GitHubResource, unavailable
+from resources.github import GitHubError, GitHubResource, outage_line, unavailable
 from resources.lake import Lake
 from torchci_assets.derived.guardians import ledger
 from torchci_assets.derived.guardians.culprits import Verdict
@@ -209,8 +209,7 @@ class Guardian:
 
     def _wait(self, report: Report, waiting: list[Planned]) -> None:
         """The actions left when GitHub went down: skipped, said once; the next pass plans them again."""
-        report.unavailable = (f"GitHub was unavailable ({self.down}): {len(waiting)} action(s) wait for the next "
-                              "pass; nothing lost")
+        report.unavailable = outage_line(self.down, f"{len(waiting)} action(s)", "the next pass")
         self.log(report.unavailable)
         report.skipped += [(p, report.unavailable) for p in waiting]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.github import GitHubError, GitHubResource, unavailable
+from resources.github import GitHubError, GitHubResource, outage_line, unavailable
 from resources.lake import Lake
 from torchci_assets.derived.flakiness.comments import comment_once, digest_marker
 from torchci_assets.derived.guardians.alert_conditions import Alert
@@ -110,7 +110,7 @@ class AlertIssues:
     def _down(self, e: GitHubError, waiting: int) -> None:
         """Stop the check where GitHub went down, said once: every later call would wait out the same
         retry budget in vain. Nothing is lost: the next check finds the issues as they are."""
-        self.unavailable = f"GitHub was unavailable ({e}): {waiting} alert(s) wait for the next check"
+        self.unavailable = outage_line(e, f"{waiting} alert(s)", "the next check")
         self.log(self.unavailable)
 
     def _row(self, alert: Alert, action: str, number: int | None, body: str) -> dict:
