@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -255,11 +255,17 @@ class Main:
     branch: str = "main"  # the main branch's name (without refs/heads/)
     pushed: dict[str, dt.datetime] = field(default_factory=dict)  # sha -> when main got it (`main_commits`)
 
+    @cached_property
+    def place(self) -> dict[str, int]:
+        """sha -> its index in `order`: asked for every commit of every head's window, where
+        `order.index` would walk the list each time (`order` is set once, by `load_main`)."""
+        return {sha: k for k, sha in enumerate(self.order)}
+
     def refs(self, merge_base: str | None) -> dict[str, int]:
         """sha -> distance from the merge base, for the merge base and NEAR_COMMITS on each side."""
-        if merge_base is None or merge_base not in self.order:
+        if merge_base not in self.place:
             return {}
-        i = self.order.index(merge_base)
+        i = self.place[merge_base]
         lo, hi = max(0, i - NEAR_COMMITS), min(len(self.order), i + NEAR_COMMITS + 1)
         return {self.order[k]: abs(k - i) for k in range(lo, hi)}
 
@@ -268,10 +274,10 @@ class Main:
         similar failure: pushed from SIMILAR_LOOKBACK before the merge base up to `until` (the head's
         push), none when that spans more than SIMILAR_SPAN (a merge base too old to tell by); the
         `refs` left out (BROKEN TRUNK asks them)."""
-        start = self.pushed.get(merge_base) if merge_base in self.order else None
+        start = self.pushed.get(merge_base) if merge_base in self.place else None
         if start is None or until is None or until - (start - SIMILAR_LOOKBACK) > SIMILAR_SPAN:
             return {}
-        i, near = self.order.index(merge_base), self.refs(merge_base)
+        i, near = self.place[merge_base], self.refs(merge_base)
         return {sha: abs(k - i) for k, sha in enumerate(self.order) if sha not in near
                 and sha in self.pushed and start - SIMILAR_LOOKBACK <= self.pushed[sha] <= until}
 
@@ -282,23 +288,22 @@ class Main:
         t = Trunk(branch=self.branch)
         refs, window = self.refs(merge_base), self.window(merge_base, until)
         mine = self.own_commits(merge_base, own, {**refs, **window})
-        pos = {sha: k for k, sha in enumerate(self.order)}
-        t.failures = self._failures(merge_base, pos, refs, mine)
-        t.window = self._failures(merge_base, pos, window, mine)
+        t.failures = self._failures(merge_base, refs, mine)
+        t.window = self._failures(merge_base, window, mine)
         t.tests = self.tests
         t.base_jobs = self.jobs.get(merge_base) if merge_base else None
         return t
 
-    def _failures(self, merge_base: str | None, pos: dict[str, int], refs: dict[str, int],
+    def _failures(self, merge_base: str | None, refs: dict[str, int],
                   mine: set[str]) -> dict[str, list[MainFailure]]:
-        """job group -> its failures on the commits of `refs` (sha -> distance), those of `mine` left out;
-        `pos`: each commit's place in `order` (one after the merge base's is `after`)."""
+        """job group -> its failures on the commits of `refs` (sha -> distance), those of `mine` left out
+        (one after the merge base's in `order` is `after`)."""
         out: dict[str, list[MainFailure]] = {}
-        base_at = pos.get(merge_base, -1)
+        base_at = self.place.get(merge_base, -1)
         for sha, distance in refs.items():
             if sha in mine or sha not in self.failures:
                 continue
-            after = pos[sha] > base_at
+            after = self.place[sha] > base_at
             for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
                 out.setdefault(group, []).append(
                     MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled, after))
@@ -314,11 +319,11 @@ class Main:
         if not own:
             return set()
         refs = self.refs(merge_base) if refs is None else refs
-        base_at = self.order.index(merge_base) if merge_base in self.order else len(self.order)
-        landed = min((self.order.index(s) for s in own if s in refs and self.order.index(s) > base_at), default=None)
+        base_at = self.place.get(merge_base, len(self.order))
+        landed = min((self.place[s] for s in own if s in refs and self.place[s] > base_at), default=None)
         if landed is None:
             return set(own) & set(refs)
-        return {s for s in refs if s in own or self.order.index(s) >= landed}
+        return {s for s in refs if s in own or self.place[s] >= landed}
 
 
 def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
