@@ -144,6 +144,7 @@ def test_a_missing_dagster_home_is_created_and_named(rerun):
     assert f"Runs are recorded in the Dagster instance at {home} (created now)." in result.stdout
     assert (home / "dagster.yaml").is_file()
     instance = instance_at(home)
+    assert type(instance.event_log_storage).__name__ == "OpenSqliteEventLogStorage"  # the project's storage
     [run] = instance.get_runs()
     assert run.tags["torchci/source"] == "torchci run" and run.tags["dagster/partition"] == D2
     assert run.tags["torchci/run_id"] == run.run_id  # what tells it from a re-execution inheriting its tags

@@ -96,6 +96,23 @@ def count_sqlite_connects(monkeypatch) -> list:
     return opened
 
 
+def test_an_instance_torchci_run_creates_stores_as_the_projects_does(tmp_path, monkeypatch):
+    """A DAGSTER_HOME `torchci run` creates gets the storage of the project's dagster.yaml, word for
+    word, so a team starting from `torchci run` does not pay Dagster's connection per write."""
+    import yaml
+
+    from torchci_assets.run import NEW_INSTANCE_YAML
+    project = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    created = yaml.safe_load(NEW_INSTANCE_YAML)
+    keys = ("run_storage", "event_log_storage", "schedule_storage")
+    assert {k: created[k] for k in keys} == {k: project[k] for k in keys}
+    inst = instance_at(home(tmp_path, NEW_INSTANCE_YAML), monkeypatch)
+    assert isinstance(inst.event_log_storage, OpenSqliteEventLogStorage)
+    assert isinstance(inst.run_storage, OpenSqliteRunStorage)
+    assert isinstance(inst.schedule_storage, OpenSqliteScheduleStorage)
+    assert dg.materialize(assets(2), instance=inst).success
+
+
 def test_a_run_opens_each_database_once_not_once_per_event(tmp_path, monkeypatch):
     for yaml, label in ((None, "ours"), (DEFAULT_YAML, "dagster")):
         h = home(tmp_path / label, yaml)

@@ -36,14 +36,35 @@ LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TO
 QUIET_LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-# Written into a DAGSTER_HOME that `torchci run` creates: Dagster's defaults (SQLite storage in
-# that folder) are right for it, and the file says so instead of Dagster warning on every run.
+# Written into a DAGSTER_HOME that `torchci run` creates: SQLite files in that folder, through the
+# project's storage classes (those of its dagster.yaml: Dagster's files and layout, a connection kept
+# open per database, where Dagster's own opens one per read and write: ~2.5 of the ~8.5 CPU-s of a
+# small day's run), and the file says so instead of Dagster warning on every run.
 NEW_INSTANCE_YAML = """\
-# Created by `torchci run`: runs, event logs and schedules are kept in SQLite files in this folder.
+# Created by `torchci run`: runs, event logs and schedules are kept in SQLite files in this folder
+# (Dagster's files; torchci_assets/sqlite_storage.py keeps their connections open).
 # For the project's settings (run concurrency, pools) copy its dagster.yaml here; for PostgreSQL,
 # dagster.postgres.yaml (docs/operations.md, "Beyond one machine").
 telemetry:
   enabled: false
+run_storage:
+  module: torchci_assets.sqlite_storage
+  class: OpenSqliteRunStorage
+  config:
+    instance_dir:
+      env: DAGSTER_HOME
+event_log_storage:
+  module: torchci_assets.sqlite_storage
+  class: OpenSqliteEventLogStorage
+  config:
+    instance_dir:
+      env: DAGSTER_HOME
+schedule_storage:
+  module: torchci_assets.sqlite_storage
+  class: OpenSqliteScheduleStorage
+  config:
+    instance_dir:
+      env: DAGSTER_HOME
 """
 
 
