@@ -23,6 +23,7 @@ from torchci_assets.derived.flakiness.issue_text import MARKER, Evidence
 from torchci_assets.derived.flakiness.issues import IssueTracker, Wanted, file_disabled_issues, run_unstable_jobs
 from torchci_assets.derived.flakiness.job_issues import UNSTABLE_JOBS_PATH
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
+from torchci_assets.derived.flakiness.owners import OwnerLookup
 
 TESTS = [f"test_{c} (__main__.TestOutage)" for c in "pqr"]  # filed in this order: most flake events first
 READS = 2  # the filing's read of the issues: the DISABLED search and the last hour's list
@@ -69,6 +70,30 @@ def test_github_going_down_mid_filing_keeps_what_was_filed_and_files_the_rest_on
     again = filing(httpserver, tmp_path)
     assert again.tests("found") == TESTS[:1] and sorted(again.tests("created")) == sorted(TESTS[1:])
     assert filed_once(fake)
+
+
+def test_an_owner_lookup_that_met_the_outage_stops_the_filing_before_its_create(httpserver, tmp_path, outage):
+    """The owners of a new issue's test file are read before its create: GitHub down there is one
+    retry budget spent, not a second one on the create, and no issue filed as `module: unknown`."""
+    fake = FakeIssueTracker(httpserver)
+    fake.files["test/test_nn.py"] = '# Owner(s): ["module: nn"]\n'
+    evidence = {t: Evidence(t, file="test_nn.py") for t in TESTS}
+
+    def filing_with_owners(warned=None):
+        return file_disabled_issues(IssueTracker(github(httpserver), REPO), Lake.at(str(tmp_path / "lake")), DAY,
+                                    wanted(), evidence, ["skipped"], 10, "run-0001",
+                                    warn=(warned if warned is not None else []).append,
+                                    owners=OwnerLookup(github(httpserver), REPO, "main"))
+    outage.down_from = READS + 2  # the issues read and the first test's title search; then its owners
+    report = filing_with_owners()
+    assert len(outage.requests) == READS + 1 + ATTEMPTS
+    assert all("/contents/test/test_nn.py" in path for _, path in outage.requests[-ATTEMPTS:])
+    assert sorted(report.failed) == sorted(TESTS) and "3 test(s) wait" in report.unavailable and not fake.issues
+    outage.down_from = None
+    again = filing_with_owners()
+    assert again.count("created") == 3 and filed_once(fake)
+    assert all({lb["name"] for lb in fake.titled(f"DISABLED {t}")[0]["labels"]} == {"skipped", "module: nn", "triaged"}
+               for t in TESTS)
 
 
 def test_a_create_github_took_as_it_went_down_is_found_not_filed_again(httpserver, tmp_path, outage):

@@ -4,7 +4,7 @@ the fake GitHub contents API."""
 import pytest
 from fake_github_issues import FakeIssueTracker, json_response
 
-from resources.github import GitHubResource
+from resources.github import GitHubError, GitHubResource
 from torchci_assets.derived.flakiness.owners import OwnerLookup, owner_labels, parse_owners
 
 REPO = "pytorch/pytorch"
@@ -59,11 +59,18 @@ def test_a_missing_file_or_a_bad_path_is_unknown_and_says_why(httpserver):
     assert len(warnings) == 3 and "404" in warnings[0] and "not a test file path" in warnings[1]
 
 
-def test_a_github_outage_labels_unknown_rather_than_failing_the_filing(httpserver):
+def test_a_5xx_that_retries_fix_is_read_and_github_down_raises_for_the_filing_to_stop(httpserver):
+    """A 502 the client's retries get past is no outage; one through the whole budget is GitHub down,
+    not a file without owners: labelling the issue `module: unknown` for good would be wrong, and the
+    create after it would wait out the same budget (the filing stops, test_github_outage_flaky)."""
     fake = FakeIssueTracker(httpserver)
     fake.files["test/test_nn.py"] = '# Owner(s): ["module: nn"]\n'
     httpserver.expect_ordered_request(f"/repos/{REPO}/contents/test/test_nn.py").respond_with_response(
         json_response(502, {"message": "Bad Gateway"}))
     warnings = []
-    assert lookup(httpserver, warnings, max_retries=0)("test_nn.py") == ["module: unknown"]
-    assert "502" in warnings[0]
+    assert lookup(httpserver, warnings, max_retries=1)("test_nn.py") == ["module: nn", "triaged"]
+    httpserver.expect_ordered_request(f"/repos/{REPO}/contents/test/test_sparse.py").respond_with_response(
+        json_response(502, {"message": "Bad Gateway"}))
+    with pytest.raises(GitHubError) as raised:
+        lookup(httpserver, warnings, max_retries=0)("test_sparse.py")
+    assert raised.value.unavailable and "502" in str(raised.value) and warnings == []

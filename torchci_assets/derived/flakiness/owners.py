@@ -6,7 +6,8 @@ labels each issue it files with those owners, so the issue lands in the owning t
 
 - the first line that starts with `# Owner(s): ` holds a JSON list of labels;
 - no owner (no header, an unreadable one, a file GitHub does not have) gives one label for
-  unknown owners (PyTorch's `module: unknown`, configurable here);
+  unknown owners (PyTorch's `module: unknown`, configurable here); GitHub down through the whole
+  retry budget is no answer about the owners: the filing stops there, the issue waits for the next run;
 - an issue with a known `module: ...` owner is also labelled `triaged`, since a team owns it.
 
 The file is read through the contents API at the upstream's branch head (the file as the tests
@@ -21,7 +22,7 @@ import json
 import re
 from urllib.parse import quote
 
-from resources.github import GitHubError, GitHubResource
+from resources.github import GitHubError, GitHubResource, unavailable
 
 OWNER_PREFIX = "# Owner(s): "
 UNKNOWN_OWNER = "module: unknown"
@@ -77,6 +78,8 @@ class OwnerLookup:
             answer = self.github.request("GET", path, params={"ref": self.ref}).json()
             text = base64.b64decode(answer.get("content") or "").decode("utf-8", "replace")
         except (GitHubError, ValueError) as exc:
+            if unavailable(exc):  # the create after it would wait out the same retries: the filing stops
+                raise
             self.warn(f"owners of {TEST_ROOT}{file} at {self.ref}: {exc}; labelled {self.unknown_label!r}")
             return None
         owners = parse_owners(text)
