@@ -46,14 +46,13 @@ def autorevert(context: dg.OpExecutionContext, github: GitHubResource, lake: Lak
 def check_alerts(context: dg.OpExecutionContext, github: GitHubResource, lake: LakeResource,
                  archive: ArchiveResource):
     repo, settings = _settings()
-    alerts, changes = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts,
-                                  dt.datetime.now(dt.timezone.utc), log=context.log.info, base=base_branch(),
-                                  window=settings.window)
-    if changes:
+    s = alerts_pass(github, lake.lake(), archive.store(), repo, settings.alerts, dt.datetime.now(dt.timezone.utc),
+                    log=context.log.info, base=base_branch(), window=settings.window)
+    if s.changes:
         yield dg.AssetMaterialization(asset_key=alert_issues.TABLE, metadata={
-            "changes": len(changes), "dry_run": any(c["dry_run"] for c in changes),
+            "changes": len(s.changes), "dry_run": any(c["dry_run"] for c in s.changes),
             **ledger_metadata(lake.lake(), alert_issues.TABLE)})
-    yield dg.Output(None, metadata={a.kind: len(a.lines) for a in alerts})
+    yield dg.Output(None, metadata={**{a.kind: len(a.lines) for a in s.alerts}, "github_unavailable": s.unavailable})
 
 
 @dg.job(description="The trunk guardians: autorevert (restarts, revert proposals) and alerts, dry run by default.")

@@ -111,3 +111,34 @@ def test_alerts_with_github_down_from_the_first_list_say_so_once(httpserver, tmp
     assert issues.sync([queue("linux.4xlarge"), failing("pull / linux-jammy / test")]) == []
     assert len(outage.requests) == ATTEMPTS and "2 alert(s) wait" in issues.unavailable
     assert len(logged) == 1 and logged[0] == issues.unavailable
+
+
+def test_the_guardians_job_says_the_outage_in_each_ops_metadata(httpserver, tmp_path, outage, monkeypatch):
+    """The job's two ops under an outage from the first request: each stops at its first request and
+    says so where the UI shows it (the op's output metadata `github_unavailable`), not in its log alone."""
+    import dagster as dg
+    import yaml
+    from jobs.guardians import trunk_guardians_job
+    from resources.configured import ArchiveResource, LakeResource
+    from test_guardians_job import write_health
+    from tests.trunk_history import history
+
+    FakeIssueTracker(httpserver, REPO)
+    FakeActions(httpserver)
+    cfg = tmp_path / "torchci.yaml"
+    cfg.write_text(yaml.safe_dump({"autorevert": {"enabled": True}, "alerts": {"enabled": True}}))
+    monkeypatch.setenv("TORCHCI_CONFIG", str(cfg))
+    now = dt.datetime.now(dt.timezone.utc)
+    lake_uri = str(tmp_path / "lake")
+    write_health(Lake.at(lake_uri), now.strftime("%Y-%m-%d"),
+                 [{**r, "pushed_at": now - dt.timedelta(minutes=50 - 10 * i)} for i, r in enumerate(history("gggRr"))])
+    github = GitHubResource(api_url=httpserver.url_for(""), token=TOKEN, write_interval_s=0.0, backoff_base_s=0.01)
+    result = trunk_guardians_job.execute_in_process(resources={
+        "github": github, "lake": LakeResource(uri=lake_uri), "archive": ArchiveResource(uri=str(tmp_path / "archive"))})
+    assert result.success
+    outputs = {op: next(e for e in result.events_for_node(op) if e.event_type == dg.DagsterEventType.STEP_OUTPUT)
+               for op in ("autorevert", "check_alerts")}
+    said = {op: e.event_specific_data.metadata["github_unavailable"].value for op, e in outputs.items()}
+    assert all(line.startswith("GitHub was unavailable") and "HTTP 503" in line for line in said.values()), said
+    assert "action(s) wait" in said["autorevert"] and "alert(s) wait" in said["check_alerts"]
+    assert len(outage.requests) == 2 * ATTEMPTS  # one request's retries each

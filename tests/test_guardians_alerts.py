@@ -327,7 +327,8 @@ def test_each_alert_opens_its_issue_from_the_lake_and_closes_it_when_clear(https
     cfg = AlertsConfig(enabled=True)
 
     def check(at):
-        return alerts_pass(client(httpserver), world.lake, world.archive, REPO, cfg, at)
+        s = alerts_pass(client(httpserver), world.lake, world.archive, REPO, cfg, at)
+        return s.alerts, s.changes
 
     alerts, changes = check(now)
     assert [a.kind for a in alerts if a.firing] == [] and changes == [] and tracker.issues == {}

@@ -333,7 +333,7 @@ def test_the_break_opens_an_alert_naming_master_the_job_and_the_first_bad_commit
     commits`, and the job alone, not the commit that broke it."""
     lake_dir, master, archive = broken
     lake = Lake.at(str(lake_dir))
-    _, changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH)
+    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH).changes
     [opened] = failing_alert(changes)
     assert opened["action"] == "opened" and opened["dry_run"]
     assert opened["title"] == f"[{TEAM}] There are 1 Recurrently Failing Jobs on {TEAM} {BRANCH}"
@@ -342,7 +342,7 @@ def test_the_break_opens_an_alert_naming_master_the_job_and_the_first_bad_commit
            f"[{master[5][:10]}](https://github.com/{TEAM}/commit/{master[5]}), the first that failed" in body
     assert f"consecutive {BRANCH} commits" in body and "main" not in body and "Pytorch" not in body
     commit_health_of(lake_dir, None)  # the fix's pushes come in
-    _, changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH)
+    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH).changes
     assert [c["action"] for c in failing_alert(changes)] == ["closed"]
 
 

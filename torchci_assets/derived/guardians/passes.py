@@ -73,11 +73,18 @@ def autorevert_pass(github: GitHubResource, lake: Lake, repo: str, cfg: Autoreve
         not guardian.live, [v for v in verdicts if v.kind == "confirmed"], report.unavailable)
 
 
+@dataclass(frozen=True)
+class AlertsSummary:
+    alerts: list  # the alerts as of now
+    changes: list[dict]  # the state changes recorded
+    unavailable: str = ""  # GitHub was down: the check stopped there, and how many alerts wait
+
+
 def alerts_pass(github: GitHubResource, lake: Lake, archive: Store, repo: str, cfg: AlertsConfig,
                 now: dt.datetime, log: Callable[[str], None] = lambda s: None,
-                base: str = "main", window: MainWindow = MainWindow()) -> tuple[list, list[dict]]:
-    """(the alerts as of now, the state changes recorded); `base`: the branch main's commits land
-    on, as the issues name it; `window`: the main commits read."""
+                base: str = "main", window: MainWindow = MainWindow()) -> AlertsSummary:
+    """`base`: the branch main's commits land on, as the issues name it; `window`: the main commits read."""
     alerts = current_alerts(lake, archive, main_signal_rows(lake, now, window), repo, cfg, now, base)
     issues = AlertIssues(github, lake, cfg.repo or repo, cfg.labels, cfg.enabled, now, log)
-    return alerts, issues.sync(alerts)
+    changes = issues.sync(alerts)
+    return AlertsSummary(alerts, changes, issues.unavailable)
