@@ -77,8 +77,6 @@ HOST_TAG, PID_TAG, RUN_ID_TAG = "torchci/host", "torchci/pid", "torchci/run_id"
 
 # Dagster's wrappers around the exception a step raised.
 STEP_WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError")
-# How Dagster logs a step it does not run because a step it needs failed (an error, one per step).
-NOT_RUN_PREFIX, NOT_RUN_SUFFIX = "Dependencies for step ", ". Not executing."
 
 
 # Exit status when every day ran but GitHub refused the credentials of a check that reads it (a 401,
@@ -472,16 +470,21 @@ def full_log_line(instance: dg.DagsterInstance, run_id: str) -> str:
 
 def logged_lines(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], list[str]]:
     """(the warnings and errors a run's steps logged, a line each; the steps Dagster did not run after
-    a failure). Dagster's events (a failed step: its traceback) are left out: the day's lines say them."""
-    warnings, not_run = [], []
-    for entry in instance.all_logs(run_id):
-        if entry.dagster_event is not None or not logging.WARNING <= entry.level < logging.CRITICAL:
-            continue
-        if entry.user_message.startswith(NOT_RUN_PREFIX) and entry.user_message.endswith(NOT_RUN_SUFFIX):
-            not_run.append(entry.step_key)
-        else:
-            level = logging.getLevelName(entry.level).lower()
-            warnings.append(f"      {entry.step_key or 'run'}: {level}: {entry.user_message}")
+    a failure). Dagster's events (a failed step: its traceback) are left out: the day's lines say them.
+
+    A step not run is one the run planned that has no event of its own (Dagster starts or skips every
+    other), in a run where a step failed; what Dagster logs of it ("Dependencies for step ... Not
+    executing.") is left out with it, read by where it is, not by its words, which Dagster may change."""
+    entries = instance.all_logs(run_id)
+    not_run = []
+    if any(e.dagster_event is not None and e.dagster_event.is_step_failure for e in entries):
+        run = instance.get_run_by_id(run_id)
+        plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+        had_events = {e.step_key for e in entries if e.dagster_event is not None and e.dagster_event.is_step_event}
+        not_run = [key for key in plan.step_keys_to_execute if key not in had_events]  # in the order they'd run
+    warnings = [f"      {e.step_key or 'run'}: {logging.getLevelName(e.level).lower()}: {e.user_message}"
+                for e in entries if e.dagster_event is None and logging.WARNING <= e.level < logging.CRITICAL
+                and e.step_key not in not_run]
     return warnings, not_run
 
 
