@@ -12,6 +12,7 @@ materialized, the Columns view of `workflow_job` and the checks' descriptions.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -125,14 +126,20 @@ def browser():
         b.close()
 
 
+@contextlib.contextmanager
 def open_page(browser, url: str, height: int = 1200):
+    """A page of the UI at `url`, closed on leaving: an open page polls the webserver for live
+    asset data every 2 s, which costs the webserver and Chromium CPU for the rest of the module."""
     page = browser.new_page(viewport={"width": 1600, "height": height})
-    page.set_default_timeout(180_000)  # the machine is shared: the UI's first load can take a while
-    # Dagster's newsletter dialog covers the page on a first visit, whenever it opens: Playwright
-    # dismisses it before any action it would block.
-    page.add_locator_handler(page.get_by_text("Skip", exact=True), lambda skip: skip.click())
-    page.goto(url)
-    return page
+    try:
+        page.set_default_timeout(180_000)  # the machine is shared: the UI's first load can take a while
+        # Dagster's newsletter dialog covers the page on a first visit, whenever it opens: Playwright
+        # dismisses it before any action it would block.
+        page.add_locator_handler(page.get_by_text("Skip", exact=True), lambda skip: skip.click())
+        page.goto(url)
+        yield page
+    finally:
+        page.close()
 
 
 def wait_text(page, predicate, timeout: float = 180.0) -> str:
@@ -150,24 +157,24 @@ def test_the_catalog_shows_every_partition_materialized_after_make_run(dev, brow
 
     graph = defs.resolve_asset_graph()
     materializable = {k.to_user_string() for k in graph.materializable_asset_keys}
-    page = open_page(browser, f"{dev['server'].url}/assets", height=6000)  # every row rendered at once
     want = f"{len(dev['days'])} partitions"
     complete = re.compile(r"^All$", re.M)  # the status of an asset whose every partition is materialized
-    text = wait_text(page, lambda t: t.count(want) >= len(materializable)
-                     and len(complete.findall(t)) >= len(materializable))
-    page.screenshot(path=str(dev["log"].parent / "catalog.png"))
+    with open_page(browser, f"{dev['server'].url}/assets", height=6000) as page:  # every row rendered at once
+        text = wait_text(page, lambda t: t.count(want) >= len(materializable)
+                         and len(complete.findall(t)) >= len(materializable))
+        page.screenshot(path=str(dev["log"].parent / "catalog.png"))
     assert text.count(want) == len(materializable), text[:3000]
     assert len(complete.findall(text)) == len(materializable)
     assert "missing" not in text.lower()
-    partitions = open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=partitions")
-    text = wait_text(partitions, lambda t: "Missing (" in t)
+    with open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=partitions") as partitions:
+        text = wait_text(partitions, lambda t: "Missing (" in t)
     assert "Missing (0)" in text and f"Materialized ({len(dev['days'])})" in text
 
 
 def test_workflow_job_shows_its_columns(dev, browser):
-    page = open_page(browser, f"{dev['server'].url}/assets/workflow_job")
-    text = wait_text(page, lambda t: "Column name" in t)
-    page.screenshot(path=str(dev["log"].parent / "columns.png"), full_page=True)
+    with open_page(browser, f"{dev['server'].url}/assets/workflow_job") as page:
+        text = wait_text(page, lambda t: "Column name" in t)
+        page.screenshot(path=str(dev["log"].parent / "columns.png"), full_page=True)
     columns = text[text.index("Column name"):]
     for name, kind in (("build_env", "string"), ("run_attempt", "int64"), ("received_at", "timestamp[us, tz=UTC]")):
         assert re.search(rf"^{name}\s*\n\s*{re.escape(kind)}", columns, re.M), name
@@ -175,11 +182,11 @@ def test_workflow_job_shows_its_columns(dev, browser):
 
 
 def test_checks_show_their_description_and_blocking(dev, browser):
-    page = open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=checks")
-    wait_text(page, lambda t: "required_columns_not_null" in t)
-    page.get_by_text("required_columns_not_null", exact=True).first.click()
-    text = wait_text(page, lambda t: DESCRIPTIONS["required_columns_not_null"] in t)
-    page.screenshot(path=str(dev["log"].parent / "checks.png"), full_page=True)
+    with open_page(browser, f"{dev['server'].url}/assets/workflow_job?view=checks") as page:
+        wait_text(page, lambda t: "required_columns_not_null" in t)
+        page.get_by_text("required_columns_not_null", exact=True).first.click()
+        text = wait_text(page, lambda t: DESCRIPTIONS["required_columns_not_null"] in t)
+        page.screenshot(path=str(dev["log"].parent / "checks.png"), full_page=True)
     assert "This is a blocking asset check." in text
     assert DESCRIPTIONS["required_columns_not_null"] in text
     assert f"Partition\n{dev['days'][-1]}" in text  # a result per day partition (the latest: `make run`'s last)
