@@ -63,21 +63,42 @@ def write_location(folder: Path, version: int) -> None:
     os.utime(path, ns=(time.time_ns(), time.time_ns() + version))  # a new mtime even within one tick
 
 
-@pytest.fixture
-def location(tmp_path, monkeypatch):
-    """(instance, workspace process context, output folder) for a code location in tmp_path."""
-    code, out = tmp_path / "code", tmp_path / "out"
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(instance, workspace process context, code folder, output folder): one instance and one code
+    server for the module's tests (starting a code server costs ~2.5 CPU-s); each test gets its own
+    warm workers (see `location`)."""
+    root = tmp_path_factory.mktemp("warm")
+    code, out = root / "code", root / "out"
     code.mkdir()
     out.mkdir()
     write_location(code, 1)
-    monkeypatch.setenv("WARM_TEST_OUT", str(out))
+    env = pytest.MonkeyPatch()
+    env.setenv("WARM_TEST_OUT", str(out))  # before the code server starts: its processes read it
     overrides = {"run_launcher": {"module": "torchci_assets.warm_runs", "class": "WarmRunLauncher"}}
-    with ram_instance(overrides=overrides) as instance:
-        target = ModuleTarget(module_name="warm_location", attribute="defs", working_directory=str(code),
-                              location_name="warm")
-        with WorkspaceProcessContext(instance, target) as context:
-            yield instance, context, out
-        instance.run_launcher.dispose()
+    try:
+        with ram_instance(overrides=overrides) as instance:
+            target = ModuleTarget(module_name="warm_location", attribute="defs", working_directory=str(code),
+                                  location_name="warm")
+            with WorkspaceProcessContext(instance, target) as context:
+                yield instance, context, code, out
+    finally:
+        env.undo()
+
+
+@pytest.fixture
+def location(served):
+    """(instance, workspace process context, output folder) for a code location at version 1, with
+    no warm worker yet: the launcher starts one at the test's first run, as a new daemon would."""
+    instance, context, code, out = served
+    if location_version(code) != 1:  # a previous test changed it
+        write_location(code, 1)
+    yield instance, context, out
+    instance.run_launcher.dispose()  # its workers exit once their runs have ended
+
+
+def location_version(code: Path) -> int:
+    return int(re.search(r"^VERSION = (\d+)$", (code / "warm_location.py").read_text(), re.M).group(1))
 
 
 def launch(instance, context, job_name: str) -> str:
