@@ -142,7 +142,13 @@ def at_once(tmp_path: Path, landings: list[dict[str, bytes]]) -> dict[str, list]
     return snapshot(lake)
 
 
-def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, landings):
+@pytest.fixture(scope="module")
+def landings_at_once(landings, tmp_path_factory) -> dict[str, list]:
+    """The day of `landings` built at once: what several tests compare their increments with."""
+    return at_once(tmp_path_factory.mktemp("once"), landings)
+
+
+def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, landings, landings_at_once):
     archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
     modes = []
     for files in landings:
@@ -152,7 +158,7 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, land
     assert [m["test_run"] for m in modes] == ["rebuild", "increment", "increment"]
     assert [m["ci_result"] for m in modes] == ["rebuild", "increment", "increment"]
     assert "no manifest" in modes[0]["reasons"][0]
-    built, once = snapshot(lake), at_once(tmp_path, landings)
+    built, once = snapshot(lake), landings_at_once
     for table in TABLES:
         assert built[table] == once[table], table
     assert len(built["test_run"]) > 100 and len(built["workflow_job"]) > 50 and built["ci_result"]
@@ -169,7 +175,8 @@ def test_a_day_built_from_increments_equals_the_day_built_at_once(tmp_path, land
     con.close()
 
 
-def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, landings, monkeypatch):
+def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, landings, landings_at_once,
+                                                                   monkeypatch):
     """The ingest keeps its walk of the day's report folders; a refresh reads again only those whose
     entries changed (new jobs, and the early job given a new report in the last landing)."""
     monkeypatch.setattr(listing_cache, "SETTLE_NS", 200_000_000)
@@ -182,7 +189,7 @@ def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, la
         walks.append((report.mode, report.folders_read, report.folders_reused))
     assert [w[0] for w in walks] == ["rebuild", "increment", "increment"]
     assert walks[0][2] == 0 and all(0 < read < reused for _, read, reused in walks[1:])
-    assert snapshot(lake)["test_run"] == at_once(tmp_path, landings)["test_run"]
+    assert snapshot(lake)["test_run"] == landings_at_once["test_run"]
     kept = tmp_path / "lake" / "test_run" / f"day={DAY}" / "_archive_listing.json"
     assert kept.exists()
     # the daily run walks every folder and leaves no walk behind: past days hold none
@@ -332,7 +339,8 @@ class Killed(Exception):
     pass
 
 
-def test_a_refresh_killed_before_or_after_its_commit_ends_in_the_same_tables(tmp_path, landings, monkeypatch):
+def test_a_refresh_killed_before_or_after_its_commit_ends_in_the_same_tables(tmp_path, landings, landings_at_once,
+                                                                             monkeypatch):
     archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
     land(archive, landings[0])
     ingest(archive, lake, incremental=True)
@@ -368,7 +376,7 @@ def test_a_refresh_killed_before_or_after_its_commit_ends_in_the_same_tables(tmp
     modes = ingest(archive, lake, incremental=True)
     assert (modes["webhooks"], modes["test_run"], modes["ci_result"]) == ("rebuild",) * 3
     assert all("does not list" in r for r in modes["reasons"])
-    assert snapshot(lake) == at_once(tmp_path, landings)
+    assert snapshot(lake) == landings_at_once
 
 
 KILL_BETWEEN_DATA_AND_MANIFEST = """
@@ -381,7 +389,7 @@ webhooks.ingest_webhook_day(Store(sys.argv[1]), Lake.at(sys.argv[2]), sys.argv[3
 """
 
 
-def test_a_refresh_killed_by_sigkill_after_its_data_is_repaired_by_the_next(tmp_path, landings):
+def test_a_refresh_killed_by_sigkill_after_its_data_is_repaired_by_the_next(tmp_path, landings, landings_at_once):
     archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
     land(archive, landings[0])
     ingest(archive, lake, incremental=True)
@@ -394,7 +402,7 @@ def test_a_refresh_killed_by_sigkill_after_its_data_is_repaired_by_the_next(tmp_
     again = ingest_webhook_day(archive, lake, DAY, incremental=True)
     assert again.mode == "rebuild" and "does not list" in again.rebuild_reason
     ingest(archive, lake, incremental=True)
-    once = at_once(tmp_path, landings)
+    once = landings_at_once
     built = snapshot(lake)
     for table in ("webhook_events", "workflow_job", "workflow_run", "push", "pull_request"):
         assert built[table] == once[table], table
@@ -440,16 +448,27 @@ def test_a_file_replaced_by_one_of_the_same_size_is_read_again(tmp_path, landing
     assert con.execute("SELECT conclusion FROM j WHERE id = ?", [JOB]).fetchall() == [("failure",)]
 
 
-def test_increments_on_s3_equal_the_day_at_once(roots, landings, tmp_path):
+@pytest.fixture(scope="module")
+def small_landings(landings) -> list[dict[str, bytes]]:
+    """`landings` with a quarter of their reports."""
+    return [{p: d for n, (p, d) in enumerate(sorted(files.items())) if not p.startswith("test-reports/") or n % 4 == 0}
+            for files in landings]
+
+
+@pytest.fixture(scope="module")
+def small_at_once(small_landings, tmp_path_factory) -> dict[str, list]:
+    """The day of `small_landings` built at once (locally): the same for both backends' increments."""
+    return at_once(tmp_path_factory.mktemp("small-once"), small_landings)
+
+
+def test_increments_on_s3_equal_the_day_at_once(roots, small_landings, small_at_once):
     archive, lake = roots.archive, Lake.at(roots.lake_uri)
-    small = [{p: d for n, (p, d) in enumerate(sorted(files.items())) if not p.startswith("test-reports/") or n % 4 == 0}
-             for files in landings]
-    for files in small:
+    for files in small_landings:
         land(archive, files)
         ingest(archive, lake, incremental=True)
     assert partition_parts(lake, "test_run", DAY).last_change == APPEND
     assert json.loads(lake.store.read_bytes(f"test_run/day={DAY}/_manifest.json"))["seq"] == 2
-    assert snapshot(lake) == at_once(tmp_path, small)
+    assert snapshot(lake) == small_at_once
 
 
 def test_a_refresh_run_materializes_increments_and_says_so_and_other_runs_rebuild(tmp_path, landings):
