@@ -236,9 +236,9 @@ def day_landings(tmp_path_factory) -> list[dict[str, bytes]]:
     return landings
 
 
-def before_rebuild(tmp_path: Path, landings) -> tuple[Store, Lake, bool, int]:
+def before_rebuild(folder: Path, landings) -> tuple[Store, Lake, bool, int]:
     """A day a refresh added a part to (`data` + `inc-1`), about to be rebuilt by the daily run."""
-    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "before"))
+    archive, lake = Store(str(folder / "archive")), Lake.at(str(folder / "before"))
     for files in landings[:2]:
         land(archive, files)
         ingest_test_run_day(archive, lake, DAY, incremental=True)
@@ -247,16 +247,29 @@ def before_rebuild(tmp_path: Path, landings) -> tuple[Store, Lake, bool, int]:
     return archive, lake, False, compaction.FANOUT
 
 
-def before_merge(tmp_path: Path, landings, monkeypatch) -> tuple[Store, Lake, bool, int]:
+def before_merge(folder: Path, landings) -> tuple[Store, Lake, bool, int]:
     """A day of `data`, `inc-1` and `inc-2`, about to get `inc-3`: with two parts a level, the
     increment merges inc-1 and inc-2 into one part and deletes them."""
-    monkeypatch.setattr(compaction, "FANOUT", 2)
-    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "before"))
-    for files in landings[:3]:
-        land(archive, files)
-        ingest_test_run_day(archive, lake, DAY, incremental=True)
+    archive, lake = Store(str(folder / "archive")), Lake.at(str(folder / "before"))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(compaction, "FANOUT", 2)
+        for files in landings[:3]:
+            land(archive, files)
+            ingest_test_run_day(archive, lake, DAY, incremental=True)
     land(archive, landings[3])
     return archive, lake, True, 2
+
+
+# Each scenario's archive and lake are built once a module, for the local and the S3 kills: the
+# kills only read them (each kill works on a copy of the lake).
+@pytest.fixture(scope="module")
+def rebuild_day(tmp_path_factory, day_landings) -> tuple[Store, Lake, bool, int]:
+    return before_rebuild(tmp_path_factory.mktemp("rebuild"), day_landings)
+
+
+@pytest.fixture(scope="module")
+def merge_day(tmp_path_factory, day_landings) -> tuple[Store, Lake, bool, int]:
+    return before_merge(tmp_path_factory.mktemp("merge"), day_landings)
 
 
 def check_kills(forker: Forker, base: str, archive: Store, before: Lake, incremental: bool, fanout: int) -> None:
@@ -290,18 +303,19 @@ def check_kills(forker: Forker, base: str, archive: Store, before: Lake, increme
         assert not lake.store.journals(f"test_run/day={DAY}") and not lake.store.journals(f"rejects/day={DAY}")
 
 
-def test_a_daily_rebuild_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker):
-    check_kills(forker, str(tmp_path / "kills"), *before_rebuild(tmp_path, day_landings))
+def test_a_daily_rebuild_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, rebuild_day, forker):
+    check_kills(forker, str(tmp_path / "kills"), *rebuild_day)
 
 
-def test_a_merging_refresh_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker,
+def test_a_merging_refresh_killed_anywhere_in_its_commit_leaves_the_old_or_the_new_day(tmp_path, merge_day, forker,
                                                                                         monkeypatch):
-    check_kills(forker, str(tmp_path / "kills"), *before_merge(tmp_path, day_landings, monkeypatch))
+    monkeypatch.setattr(compaction, "FANOUT", 2)  # for the next refresh after each kill, as for the killed one
+    check_kills(forker, str(tmp_path / "kills"), *merge_day)
 
 
 @pytest.mark.parametrize("scenario", ["rebuild", "merge"])
-def test_on_s3_a_commit_killed_anywhere_leaves_the_old_or_the_new_day(tmp_path, day_landings, forker, monkeypatch,
-                                                                      s3_server, scenario):
-    before = (before_rebuild(tmp_path, day_landings) if scenario == "rebuild"
-              else before_merge(tmp_path, day_landings, monkeypatch))
+def test_on_s3_a_commit_killed_anywhere_leaves_the_old_or_the_new_day(request, forker, monkeypatch, s3_server,
+                                                                      scenario):
+    before = request.getfixturevalue(f"{scenario}_day")
+    monkeypatch.setattr(compaction, "FANOUT", before[3])
     check_kills(forker, f"s3://{S3_BUCKET}/commit-kill-{uuid.uuid4().hex[:8]}", *before)
