@@ -146,11 +146,15 @@ class Roots:
 
 @pytest.fixture(params=["local", "s3"])
 def roots(request, tmp_path) -> Roots:
-    """Run the test once on local folders and once on S3 (a fresh prefix in the test bucket)."""
+    """Run the test once on local folders and once on S3 (a bucket of its own: moto lists a prefix by
+    reading every key of its bucket, so a bucket every test wrote to would make each listing slower
+    through the session)."""
     if request.param == "local":
         return Roots(str(tmp_path))
-    request.getfixturevalue("s3_server")
-    return Roots(f"s3://{S3_BUCKET}/{request.node.name.split('[')[0]}-{uuid.uuid4().hex[:8]}")
+    endpoint = request.getfixturevalue("s3_server")
+    bucket = f"{S3_BUCKET}-{uuid.uuid4().hex[:12]}"
+    pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True).create_dir(bucket)
+    return Roots(f"s3://{bucket}/{request.node.name.split('[')[0]}")
 
 
 @pytest.fixture
