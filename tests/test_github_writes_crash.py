@@ -318,6 +318,19 @@ def clean_run(httpserver, monkeypatch, path: WriterPath, root: Path) -> object:
     return state()
 
 
+CLEAN: dict[str, object] = {}
+
+
+def clean_state(httpserver, monkeypatch, name: str, root: Path) -> object:
+    """GitHub's state after a clean run of the path `name`, which every case of that path compares
+    with: the same world, runs and ticks each time, so it is made once a session (its writes
+    counted then) and not again for each write killed."""
+    if name not in CLEAN:
+        CLEAN[name] = clean_run(httpserver, monkeypatch, PATHS[name], root)
+        httpserver.clear()
+    return CLEAN[name]
+
+
 def run_step(name: str, api_url: str, root: str) -> None:
     PATHS[name].step(api_url, root, 1)
 
@@ -343,8 +356,7 @@ CASES = [(name, n, after) for name, p in PATHS.items() for n in range(1, p.write
 def test_a_writer_killed_at_a_write_then_run_again_ends_as_one_clean_run(httpserver, monkeypatch, tmp_path,
                                                                         name, kill_at, after):
     path = PATHS[name]
-    expected = clean_run(httpserver, monkeypatch, path, tmp_path / "clean")
-    httpserver.clear()
+    expected = clean_state(httpserver, monkeypatch, name, tmp_path / "clean")
     state = world(httpserver, path, tmp_path / "killed")
     killer = Killer(httpserver, monkeypatch, kill_at, after)
     assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
@@ -375,13 +387,12 @@ def test_with_an_actions_token_a_killed_filing_leaves_at_most_a_closed_twin_said
     run cannot tell from a stranger's: it files again and closes its own new issue as the twin, with
     one comment. GitHub then holds the clean run's issues, open as they are, and at most one closed
     twin per issue filed, each saying once which issue it duplicates."""
-    path = PATHS["disabled issues filed, actions token"]
-    expected = clean_run(httpserver, monkeypatch, path, tmp_path / "clean")
-    httpserver.clear()
+    name = "disabled issues filed, actions token"
+    path = PATHS[name]
+    expected = clean_state(httpserver, monkeypatch, name, tmp_path / "clean")
     state = world(httpserver, path, tmp_path / "killed")
     killer = Killer(httpserver, monkeypatch, kill_at, after)
-    assert killer.run("disabled issues filed, actions token", httpserver.url_for(""), str(tmp_path / "killed")) \
-        == -signal.SIGKILL
+    assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
     path.step(httpserver.url_for(""), str(tmp_path / "killed"), 2)
     issues = state()
     twins = [i for i in issues if i not in expected]
@@ -404,8 +415,7 @@ def test_with_an_actions_token_a_filing_killed_twice_is_settled_by_the_next_run(
     run's issues, open, and every twin closed, saying once that it duplicates the oldest."""
     name = "disabled issues filed, actions token"
     path = PATHS[name]
-    expected = clean_run(httpserver, monkeypatch, path, tmp_path / "clean")
-    httpserver.clear()
+    expected = clean_state(httpserver, monkeypatch, name, tmp_path / "clean")
     state = world(httpserver, path, tmp_path / "killed")
     killer = Killer(httpserver, monkeypatch, 1, True)
     assert killer.run(name, httpserver.url_for(""), str(tmp_path / "killed")) == -signal.SIGKILL
