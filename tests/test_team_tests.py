@@ -44,7 +44,7 @@ from torchci_assets.derived.flakiness.smoke import (
 from torchci_assets.derived.sharding.times import TEST_TIMES_PATH, dumps, publish_test_times
 
 TODAY = dt.datetime.now(dt.timezone.utc).date()
-DAYS = [TODAY - dt.timedelta(days=n) for n in (3, 2, 1)]
+DAYS = [TODAY - dt.timedelta(days=n) for n in (2, 1)]
 TORCHCI = str(Path(sys.executable).parent / "torchci")
 TEST_JOBS = [f"test / unit ({o})" for o in OSES]
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
