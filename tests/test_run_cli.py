@@ -346,11 +346,12 @@ def test_upstream_warning_reads_the_lake_of_the_days_run(quiet):
     assert upstream_warning(lake, ["2026-11-01"], "pytorch/pytorch", "cfg.yaml") is None  # nothing to judge
 
 
-def test_a_config_naming_the_archive_s_repository_runs_without_the_warning(tmp_path, octokit):
+def test_a_config_naming_the_archive_s_repository_runs_without_the_warning(quiet, tmp_path, octokit):
+    """The same payloads as the quiet run, which had no TORCHCI_CONFIG and warned."""
+    _, unset, _ = quiet
     octokit_archive(tmp_path / "archive", octokit, days=(D2,))
     config = tmp_path / "widgets.yaml"
     config.write_text("upstream:\n  repo: Codertocat/Hello-World\n  branches: [master]\n")
-    unset = run_cli(tmp_path, "--select", "key:push")
     named = run_cli(tmp_path, "--select", "key:push", TORCHCI_CONFIG=str(config))
     assert unset.returncode == named.returncode == 0, named.stderr[-3000:]
     assert WARNING in unset.stderr and WARNING not in named.stderr
