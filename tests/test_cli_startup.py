@@ -30,10 +30,11 @@ print({MARK!r} + __import__("json").dumps([code, loaded]), file=sys.stderr)
 """
 
 
-def probe(tmp_path: Path, *args: str) -> tuple[int, list[str], str, str]:
+def probe(tmp_path: Path, *args: str, **settings: str) -> tuple[int, list[str], str, str]:
     """(exit status, heavy packages loaded, stdout, stderr without the probe's line) of `torchci ARGS`,
-    with the settings of a fresh checkout (none set: the preflight passes)."""
+    with the settings of a fresh checkout (none set: the preflight passes) and `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHCI_", "DAGSTER_", "GITHUB_"))}
+    env.update(settings)
     out = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     lines = out.stderr.splitlines()
@@ -78,3 +79,10 @@ def test_the_command_list_and_the_version_load_none_of_them(tmp_path):
     assert probe(tmp_path, "--help")[:2] == (0, [])
     assert probe(tmp_path, "--version")[:2] == (0, [])
     assert probe(tmp_path, "no-such-command")[:2] == (2, [])
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_a_first_day_that_is_no_day_is_said_without_loading_them(tmp_path, command):
+    code, loaded, out, err = probe(tmp_path, command, TORCHCI_FIRST_DAY="yesterday")
+    assert (code, loaded) == (2, [])
+    assert "TORCHCI_FIRST_DAY='yesterday' is not a day: use YYYY-MM-DD" in err

@@ -55,3 +55,22 @@ def at_least_one(what: str):
             raise argparse.ArgumentTypeError(f"{text!r}: expected a number of {what}, 1 or more")
         return int(text)
     return parse
+
+
+FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"
+
+
+class FirstDayError(ValueError):
+    """TORCHCI_FIRST_DAY is set to something that is not a day."""
+
+
+def first_day_setting(environ) -> str | None:
+    """TORCHCI_FIRST_DAY as a day, None when unset. Here, not with the partitions, so that a command's
+    check of its settings says a bad one at once, without loading Dagster."""
+    text = (environ.get(FIRST_DAY_VAR) or "").strip()
+    if not text:
+        return None
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise FirstDayError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None

@@ -22,13 +22,9 @@ import pyarrow as pa
 
 from resources.configured import DEFAULT_URIS
 from resources.storage import Store
+from torchci_assets.cli_values import FIRST_DAY_VAR, FirstDayError, first_day_setting  # noqa: F401 (theirs to import here too)
 
-FIRST_DAY_VAR = "TORCHCI_FIRST_DAY"
 ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
-
-
-class FirstDayError(ValueError):
-    """TORCHCI_FIRST_DAY is set to something that is not a day."""
 
 
 def archive_days(store: Store) -> list[str]:
@@ -41,16 +37,6 @@ def archive_days(store: Store) -> list[str]:
 
 def _today(today: dt.date | None) -> dt.date:
     return today or dt.datetime.now(dt.timezone.utc).date()
-
-
-def _setting(environ) -> str | None:
-    text = (environ.get(FIRST_DAY_VAR) or "").strip()
-    if not text:
-        return None
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise FirstDayError(f"{FIRST_DAY_VAR}={text!r} is not a day: use YYYY-MM-DD") from None
 
 
 def _listed(environ) -> list[str]:
@@ -68,7 +54,7 @@ def _listed(environ) -> list[str]:
 
 def first_day(environ=os.environ, today: dt.date | None = None) -> str:
     """The first daily partition: `TORCHCI_FIRST_DAY`, else the archive's first day, else today."""
-    setting = _setting(environ)
+    setting = first_day_setting(environ)
     if setting:
         return setting
     days = _listed(environ)
@@ -84,7 +70,7 @@ def partitions_for(environ=os.environ, today: dt.date | None = None) -> dg.Daily
     An archive whose last day is before today (a sample, a copy) ends on that day, so that its
     partitions all fill once processed instead of showing the days after it as missing.
     """
-    setting = _setting(environ)
+    setting = first_day_setting(environ)
     days = [] if setting else _listed(environ)
     today_s = _today(today).isoformat()
     start = setting or (days[0] if days else today_s)

@@ -73,9 +73,9 @@ def _log_rules() -> object:
 
 
 def _first_day() -> object:
-    from torchci_assets.partitions import FIRST_DAY_VAR, first_day
+    from torchci_assets.cli_values import first_day_setting
 
-    return first_day({FIRST_DAY_VAR: os.environ[FIRST_DAY_VAR]})
+    return first_day_setting(os.environ)
 
 
 def _refresh() -> object:

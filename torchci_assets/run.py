@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchci_assets import preflight
-from torchci_assets.cli_values import day
+from torchci_assets.cli_values import FirstDayError, day
 from torchci_assets.config import load_config
 
 if TYPE_CHECKING:  # Dagster loads in the functions that run assets: `--help` and usage errors answer without it
@@ -369,11 +369,7 @@ def _run(args: argparse.Namespace) -> int:
         from torchci_assets.day_runs import day_tags
         from torchci_assets.definitions import defs
         from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
-    except ValueError as exc:
-        # A bad TORCHCI_FIRST_DAY fails the definitions as they load (partitions.FirstDayError; the
-        # module is gone after its failed import, so its class is recognised by name).
-        if (type(exc).__module__, type(exc).__name__) != ("torchci_assets.partitions", "FirstDayError"):
-            raise
+    except FirstDayError as exc:  # a bad TORCHCI_FIRST_DAY fails the definitions as they load
         raise UsageError(str(exc)) from None
     keys = selected_keys(defs, args.select)
     archive = Store(resolved_uri("TORCHCI_ARCHIVE_URI"))
