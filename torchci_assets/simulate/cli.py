@@ -10,7 +10,7 @@ from pathlib import Path
 from torchci_assets.cli_values import folder_problem
 
 from .catalog import CATALOG
-from .world import Options
+from .world import Options, check_counts
 
 
 def _date(text: str) -> dt.date:
@@ -93,6 +93,10 @@ def main(argv: list[str]) -> int:
                    torn_lines_per_day=args.torn_lines_per_day, time_regression_rate=args.time_regressions,
                    platform_failures=args.platform_failures, unstable_jobs=args.unstable_jobs,
                    lifecycle_from=start.isoformat() if args.disabled_lifecycle else "")
+    try:
+        check_counts(opts)  # a count it cannot plant is a usage error, said before Dagster and pyarrow load
+    except ValueError as e:
+        parser().error(str(e))
     from .generate import generate_archive  # after the usage checks: it loads Dagster and pyarrow
 
     try:
