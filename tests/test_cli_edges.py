@@ -25,12 +25,36 @@ def torchci(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-@pytest.mark.parametrize("sql", ["", "   ", "-- only a comment", ";"])
+@pytest.mark.parametrize("sql", ["", "   ", "-- only a comment", ";", "/* a /* nested */ comment */"])
 def test_query_without_a_statement_says_so(tmp_path, sql):
+    """The nested comment is one the text check leaves to DuckDB: the answer is the same."""
     out = torchci("query", sql, "--lake", str(tmp_path), cwd=tmp_path)
     assert (out.returncode, out.stderr.strip()) == (
         2, "torchci query: no SQL statement to run (the text is empty or only comments)")
     assert "Traceback" not in out.stderr
+
+
+def test_the_text_check_for_no_statement_never_contradicts_duckdb():
+    """`torchci query` answers empty text before DuckDB loads: only text DuckDB would run nothing for
+    may be taken as empty, or a query would be refused."""
+    import duckdb
+
+    from torchci_assets.query import no_statement
+
+    texts = ["", " \n\t", "-- c", ";", ";; -- c\n;", "/* c */", "/* c */ ; -- d\n", "select 1", "select 1 -- c",
+             "select '--'", "select '/*' */", "/* c */ select 1", "-- c\nselect 1", "/* unterminated"]
+    con = duckdb.connect()
+    try:
+        for text in texts:
+            try:
+                runs_nothing = con.execute(text) is None
+            except duckdb.Error:
+                runs_nothing = False
+            assert not no_statement(text) or runs_nothing, text
+        assert [t for t in texts if no_statement(t)] == ["", " \n\t", "-- c", ";", ";; -- c\n;", "/* c */",
+                                                         "/* c */ ; -- d\n"]
+    finally:
+        con.close()
 
 
 def test_run_outside_the_archive_s_days_names_the_days_it_has(tmp_path):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 FETCH_ROWS = 10_000
 MAX_CELL = 60
+NO_STATEMENT = "torchci query: no SQL statement to run (the text is empty or only comments)"
 
 
 def named_in(sql: str, table: str) -> bool:
@@ -91,6 +92,13 @@ def _batches(cur: duckdb.DuckDBPyConnection) -> Iterable[list[tuple]]:
         yield batch
 
 
+def no_statement(sql: str) -> bool:
+    """Whether the text is only whitespace, `--` and `/* */` comments and semicolons, so the usage error
+    comes before DuckDB loads. Text this cannot read (a nested comment, say) is left to DuckDB, which
+    runs nothing for it and gets the same answer."""
+    return not re.sub(r"--[^\n]*|/\*.*?\*/|;|\s", "", sql, flags=re.DOTALL)
+
+
 def _day(text: str) -> str:
     """A day as the partitions name it; anything else is a usage error (compared as text, a day
     written another way would silently select no partition)."""
@@ -118,6 +126,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if no_statement(args.sql):
+        print(NO_STATEMENT, file=sys.stderr)
+        return 2
     if args.lake and "://" in args.lake and (problem := folder_problem("--lake", args.lake)):
         print(f"torchci query: {problem}", file=sys.stderr)
         return 2
@@ -156,7 +167,7 @@ def _query(args: argparse.Namespace) -> int:
             print(f"torchci query: {exc}{hint}", file=sys.stderr)
             return 1
         if cur is None:  # DuckDB runs nothing for empty text or only comments
-            print("torchci query: no SQL statement to run (the text is empty or only comments)", file=sys.stderr)
+            print(NO_STATEMENT, file=sys.stderr)
             return 2
         columns = [d[0] for d in cur.description]
         out = sys.stdout
