@@ -3,8 +3,10 @@ verdicts as summing the whole window, and kept sums used only while the files th
 the same. Through the real daily aggregates of hand-made CI histories (see test_flaky)."""
 
 import os
+import shutil
 
 import pyarrow.parquet as pq
+import pytest
 from test_flaky import CLANG, LINUX, WIN, History, _table
 
 from resources.lake import Lake, connect
@@ -41,6 +43,24 @@ def history(extra_flake_on_day_one: bool = False) -> History:
     return h
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[bool, tuple[str, list[str]]]:
+    """Each history built once for the module (a build is most of a test's CPU): whether the first day
+    has the extra flake -> (its lake's root, its days). A test copies the lake it starts from."""
+    out = {}
+    for extra in (False, True):
+        root = str(tmp_path_factory.mktemp("built") / "lake")
+        out[extra] = (root, history(extra_flake_on_day_one=extra).build(Lake.at(root)))
+    return out
+
+
+def copy_of(built, where, extra: bool = False) -> tuple[Lake, list[str]]:
+    """A lake of its own, as `history(extra).build` leaves it, and its days."""
+    root, days = built[extra]
+    shutil.copytree(root, where)
+    return Lake.at(str(where)), days
+
+
 def window(lake: Lake, day: str, window_days: int, keep: bool) -> tuple[bool, dict]:
     """Whether the kept sums were used (their files were there and were not written again), and
     the flakiness tables computed from the window."""
@@ -68,9 +88,8 @@ def kept_stamps(lake: Lake, day: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path):
-    lake = Lake.at(str(tmp_path / "lake"))
-    days = history().build(lake)
+def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path, built):
+    lake, days = copy_of(built, tmp_path / "lake")
     assert len(days) == 5
     day = days[-1]
     used, whole = window(lake, day, 14, keep=False)
@@ -97,9 +116,8 @@ def test_kept_sums_give_what_summing_the_whole_window_gives(tmp_path):
     assert earlier_runs and sum(kept.column("runs").to_pylist()) == earlier_runs
 
 
-def test_kept_sums_are_made_again_when_an_earlier_day_changes_or_they_cannot_be_read(tmp_path):
-    lake = Lake.at(str(tmp_path / "lake"))
-    days = history().build(lake)
+def test_kept_sums_are_made_again_when_an_earlier_day_changes_or_they_cannot_be_read(tmp_path, built):
+    lake, days = copy_of(built, tmp_path / "lake")
     day = days[-1]
     before = window(lake, day, 14, keep=False)[1]
     window(lake, day, 14, keep=True)
@@ -112,8 +130,7 @@ def test_kept_sums_are_made_again_when_an_earlier_day_changes_or_they_cannot_be_
     history(extra_flake_on_day_one=True).build(lake)
     assert pq.read_metadata(first_day).to_dict() == footer
     used, refreshed = window(lake, day, 14, keep=True)
-    scratch = Lake.at(str(tmp_path / "scratch"))
-    history(extra_flake_on_day_one=True).build(scratch)
+    scratch, _ = copy_of(built, tmp_path / "scratch", extra=True)
     assert not used and refreshed == window(scratch, day, 14, keep=False)[1]
     assert refreshed != before  # the flake of the first day counts
     assert window(lake, day, 14, keep=True)[0]  # and kept again
@@ -137,9 +154,9 @@ def test_kept_sums_are_made_again_when_an_earlier_day_changes_or_they_cannot_be_
     assert window(lake, day, 4, keep=True)[0]
 
 
-def test_a_refresh_of_flaky_tests_writes_what_the_daily_run_writes(tmp_path):
-    lake = Lake.at(str(tmp_path / "lake"))
-    day = history().build(lake)[-1]
+def test_a_refresh_of_flaky_tests_writes_what_the_daily_run_writes(tmp_path, built):
+    lake, days = copy_of(built, tmp_path / "lake")
+    day = days[-1]
     build_flaky_tests(lake, day)
     daily = {t: _table(lake, t, day) for t in ("flaky_tests", "flaky_test_platforms")}
     for _ in range(2):  # the first refresh keeps the earlier days' sums, the second adds to them
@@ -149,9 +166,8 @@ def test_a_refresh_of_flaky_tests_writes_what_the_daily_run_writes(tmp_path):
     assert sorted(kept_stamps(lake, day)) == ["_window_past_configs", "_window_past_tests"]
 
 
-def test_a_refresh_sees_an_earlier_day_rewritten_with_a_footer_of_the_same_sizes_and_statistics(tmp_path):
-    lake = Lake.at(str(tmp_path / "lake"))
-    days = history().build(lake)
+def test_a_refresh_sees_an_earlier_day_rewritten_with_a_footer_of_the_same_sizes_and_statistics(tmp_path, built):
+    lake, days = copy_of(built, tmp_path / "lake")
     day = days[-1]
     build_flaky_tests(lake, day, skip_if_unchanged=True)
     assert build_flaky_tests(lake, day, skip_if_unchanged=True).unchanged
@@ -161,8 +177,7 @@ def test_a_refresh_sees_an_earlier_day_rewritten_with_a_footer_of_the_same_sizes
     assert lake.file_digest(first_day) != before
     refreshed = build_flaky_tests(lake, day, skip_if_unchanged=True)
     assert not refreshed.unchanged
-    scratch = Lake.at(str(tmp_path / "scratch"))
-    history(extra_flake_on_day_one=True).build(scratch)
+    scratch, _ = copy_of(built, tmp_path / "scratch", extra=True)
     build_flaky_tests(scratch, day)
     assert {t: _table(lake, t, day) for t in ("flaky_tests", "flaky_test_platforms")} == \
         {t: _table(scratch, t, day) for t in ("flaky_tests", "flaky_test_platforms")}
