@@ -68,6 +68,10 @@ def test_a_bad_option_is_a_usage_error_without_loading_dagster_or_the_data_libra
     pytest.param(("query", "SELECT 1", "--from", "20261128"),
                  "torchci query: error: argument --from: '20261128' is not a day", id="query-from"),
     pytest.param(("serve", "--port", "http"), "torchci serve: error: argument --port: ", id="serve-port"),
+    pytest.param(("simulate", "--out", "sample", "--test-files", "0"),
+                 "torchci simulate: error: --test-files must be at least 1, got 0", id="simulate-counts"),
+    pytest.param(("query", " -- nothing but a comment;\n"),
+                 "torchci query: no SQL statement to run (the text is empty or only comments)", id="query-empty"),
 ])
 def test_a_usage_error_that_needs_no_data_is_said_without_loading_them(tmp_path, args, message):
     code, loaded, out, err = probe(tmp_path, *args)
