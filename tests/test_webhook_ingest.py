@@ -164,6 +164,23 @@ def test_reattempt_is_a_separate_row(roots):
         [(9, 77, 1, "failure"), (10, 77, 2, "success")]
 
 
+def test_rerun_job_completed_by_an_older_github_stays_in_its_attempt(roots):
+    # A job id belongs to one attempt. When its completion comes from an older GitHub that omits
+    # run_attempt, the job is still the rerun's: read as attempt 1, the rerun would stay in progress
+    # forever and the HUD would show its commit pending instead of red.
+    queued = envelope("workflow_job", "q", job_payload(11, "queued", run_attempt=2), "2026-11-01T10:00:01Z")
+    started = envelope("workflow_job", "s", job_payload(
+        11, "in_progress", run_attempt=2, started_at="2026-11-01T10:05:00Z"), "2026-11-01T10:05:01Z")
+    done_payload = job_payload(11, "completed", started_at="2026-11-01T10:05:00Z",
+                               completed_at="2026-11-01T10:20:00Z", conclusion="failure")
+    del done_payload["workflow_job"]["run_attempt"]
+    done = envelope("workflow_job", "d", done_payload, "2026-11-01T10:20:01Z")
+    roots.write(day_file("a.jsonl"), [queued, started, done])
+    ingest(roots)
+    assert [(r["id"], r["run_attempt"], r["status"], r["conclusion"]) for r in rows(roots, "workflow_job")] == \
+        [(11, 2, "completed", "failure")]
+
+
 # ---- every reject reason ---------------------------------------------------------------------
 
 def test_every_reject_reason_is_recorded_and_nothing_else_is_lost(roots):

@@ -120,7 +120,8 @@ def workflow_job_row(p: dict) -> tuple:
     parse = parse_job_name if name is None or len(name) <= _CACHED_NAME_CHARS else parse_job_name.__wrapped__
     parsed = parse(name)
     return (
-        job_id, _id(job, "run_id", w), _id(job, "run_attempt", w, minimum=1) or 1, _repo(p),
+        # no run_attempt (an older GitHub): the reduction takes it from the job's other deliveries
+        job_id, _id(job, "run_id", w), _id(job, "run_attempt", w, minimum=1), _repo(p),
         _get(job, "workflow_name", str, w), name, _get(job, "head_sha", str, w),
         _get(job, "head_branch", str, w), _get(job, "status", str, w) or p.get("action"),
         _get(job, "conclusion", str, w), _get(job, "created_at", str, w), _get(job, "started_at", str, w),

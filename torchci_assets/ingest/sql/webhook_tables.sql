@@ -24,8 +24,10 @@ WITH ranked AS (
 -- for exact ties): arg_max on it is several times faster than on a struct
 obs AS (SELECT *, (rank::HUGEINT << 110) + (epoch_ms(received_at)::HUGEINT << 64)
                   + hash(location)::HUGEINT AS key FROM ranked),
+-- a job id belongs to one run attempt, so a job is its id: a delivery from an older GitHub,
+-- without run_attempt, is of the attempt its other deliveries name (the first one when none does)
 job AS (
-    SELECT id, run_attempt,
+    SELECT id, coalesce(arg_max(run_attempt, key) FILTER (WHERE run_attempt IS NOT NULL), 1) AS run_attempt,
            arg_max(run_id, key) FILTER (WHERE run_id IS NOT NULL) AS run_id,
            arg_max(repo, key) FILTER (WHERE repo IS NOT NULL) AS repo,
            arg_max(workflow_name, key) FILTER (WHERE workflow_name IS NOT NULL) AS workflow_name,
@@ -46,7 +48,7 @@ job AS (
            arg_max(platform, key) FILTER (WHERE platform IS NOT NULL) AS platform,
            min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
            max(received_at) AS received_at
-    FROM obs GROUP BY id, run_attempt
+    FROM obs GROUP BY id
 )
 SELECT id, run_id, run_attempt, repo, workflow_name, name, head_sha, head_branch, status,
        conclusion, created_at, started_at, completed_at, labels, runner_name,
