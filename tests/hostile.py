@@ -248,9 +248,8 @@ def _webhook_payload(event: str, i: int) -> dict:
 
 
 def _typed_key(event: str, payload: dict):
-    if event == "workflow_job":
-        job = payload["workflow_job"]
-        return (job["id"], job.get("run_attempt") or 1)
+    if event == "workflow_job":  # a job id is one attempt's: its rows are one per id
+        return payload["workflow_job"]["id"]
     if event == "workflow_run":
         run = payload["workflow_run"]
         return (run["id"], run.get("run_attempt") or 1)
