@@ -265,10 +265,10 @@ def extracts_made(monkeypatch) -> list[str]:
 # The files that take longest, run first: each file runs whole on one worker (`--dist loadfile`),
 # so one of them started last would keep a worker busy long after the others ran out of files.
 # Kept by hand from `--durations=0` (bench/README.md, "The test suite").
-SLOW_FIRST = ("test_run_cli.py", "test_dagster_dev.py", "test_relay_pull_requests.py", "test_disabled_issues.py",
-              "test_warm_runs.py", "test_commit_kill.py", "test_github_writes_crash.py", "test_staging.py",
-              "test_s3_requests.py", "test_team_tests.py", "test_hud_browser.py", "test_run_failure_lines.py",
-              "test_relay_ticks.py", "test_bounded_memory.py")
+SLOW_FIRST = ("test_run_cli.py", "test_dagster_dev.py", "test_commit_kill.py", "test_relay_pull_requests.py",
+              "test_relay_ticks.py", "test_disabled_issues.py", "test_failure_messages.py",
+              "test_github_writes_crash.py", "test_warm_runs.py", "test_s3_requests.py", "test_staging.py",
+              "test_ingest_increments.py", "test_hud_browser.py", "test_webhook_ingest.py")
 
 
 def pytest_configure(config):
