@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from resources.configured import DEFAULT_URIS
 from resources.storage import Store
-from torchci_assets.cli_values import FIRST_DAY_VAR, FirstDayError, first_day_setting  # noqa: F401 (theirs to import here too)
+from torchci_assets.cli_values import FIRST_DAY_VAR, first_day_setting
 
 ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
 
