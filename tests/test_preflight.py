@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -101,12 +100,9 @@ def test_each_bad_setting_stops_torchci_run_with_its_line_before_the_lake_is_tou
         with monkeypatch.context() as m:
             for name, value in variables.items():
                 m.setenv(name, value)
-            t0 = time.monotonic()
             code = run.main([])
-            elapsed = time.monotonic() - t0
         out, err = capsys.readouterr()
         assert (code, err.splitlines(), out) == (2, [f"torchci run: {expected}"], ""), variables
-        assert elapsed < 5, f"{variables}: {elapsed:.1f}s"
         assert not (archive_env / "lake").exists() and not (archive_env / "outputs").exists()
         assert not (archive_env / "var").exists()
 
