@@ -221,22 +221,15 @@ def ram_instance(**kwargs):
     not pay for durability it never uses, nor for creating the same empty databases again."""
     import dagster as dg
 
+    from torchci_assets.sqlite_storage import storage_config
+
     with tempfile.TemporaryDirectory(dir=RAM_DIR, prefix="torchci-test-instance-") as folder:
         overrides = kwargs.pop("overrides", None) or {}
         if not STORAGE_KEYS & set(overrides):
             shutil.copytree(instance_template(), folder, dirs_exist_ok=True)
-            overrides = {**project_storage(folder), **overrides}
+            overrides = {**storage_config(folder), **overrides}  # the project's, as deployments run
         with dg.instance_for_test(temp_dir=folder, overrides=overrides, **kwargs) as inst:
             yield inst
-
-
-def project_storage(folder: str) -> dict:
-    """The storage of the project's dagster.yaml (its SQLite classes), in `folder`: what a deployment
-    runs on, and a connection kept per database instead of one per event."""
-    kinds = {"run_storage": "OpenSqliteRunStorage", "event_log_storage": "OpenSqliteEventLogStorage",
-             "schedule_storage": "OpenSqliteScheduleStorage"}
-    return {key: {"module": "torchci_assets.sqlite_storage", "class": cls, "config": {"instance_dir": folder}}
-            for key, cls in kinds.items()}
 
 
 @pytest.fixture

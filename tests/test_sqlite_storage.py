@@ -101,12 +101,12 @@ def test_an_instance_torchci_run_creates_stores_as_the_projects_does(tmp_path, m
     word, so a team starting from `torchci run` does not pay Dagster's connection per write."""
     import yaml
 
-    from torchci_assets.run import NEW_INSTANCE_YAML
+    from torchci_assets.run import new_instance_yaml
     project = yaml.safe_load((ROOT / "dagster.yaml").read_text())
-    created = yaml.safe_load(NEW_INSTANCE_YAML)
+    created = yaml.safe_load(new_instance_yaml())
     keys = ("run_storage", "event_log_storage", "schedule_storage")
     assert {k: created[k] for k in keys} == {k: project[k] for k in keys}
-    inst = instance_at(home(tmp_path, NEW_INSTANCE_YAML), monkeypatch)
+    inst = instance_at(home(tmp_path, new_instance_yaml()), monkeypatch)
     assert isinstance(inst.event_log_storage, OpenSqliteEventLogStorage)
     assert isinstance(inst.run_storage, OpenSqliteRunStorage)
     assert isinstance(inst.schedule_storage, OpenSqliteScheduleStorage)

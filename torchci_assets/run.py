@@ -36,36 +36,28 @@ LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("TO
 QUIET_LOG_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-# Written into a DAGSTER_HOME that `torchci run` creates: SQLite files in that folder, through the
-# project's storage classes (those of its dagster.yaml: Dagster's files and layout, a connection kept
-# open per database, where Dagster's own opens one per read and write: ~2.5 of the ~8.5 CPU-s of a
-# small day's run), and the file says so instead of Dagster warning on every run.
-NEW_INSTANCE_YAML = """\
+# Written into a DAGSTER_HOME that `torchci run` creates, followed by the storage settings of the
+# project's dagster.yaml (`sqlite_storage.storage_config`: Dagster's SQLite files and layout, a
+# connection kept open per database, where Dagster's own opens one per read and write: ~2.5 of the
+# ~8.5 CPU-s of a small day's run); the file says so instead of Dagster warning on every run.
+NEW_INSTANCE_HEADER = """\
 # Created by `torchci run`: runs, event logs and schedules are kept in SQLite files in this folder
 # (Dagster's files; torchci_assets/sqlite_storage.py keeps their connections open).
 # For the project's settings (run concurrency, pools) copy its dagster.yaml here; for PostgreSQL,
 # dagster.postgres.yaml (docs/operations.md, "Beyond one machine").
 telemetry:
   enabled: false
-run_storage:
-  module: torchci_assets.sqlite_storage
-  class: OpenSqliteRunStorage
-  config:
-    instance_dir:
-      env: DAGSTER_HOME
-event_log_storage:
-  module: torchci_assets.sqlite_storage
-  class: OpenSqliteEventLogStorage
-  config:
-    instance_dir:
-      env: DAGSTER_HOME
-schedule_storage:
-  module: torchci_assets.sqlite_storage
-  class: OpenSqliteScheduleStorage
-  config:
-    instance_dir:
-      env: DAGSTER_HOME
 """
+
+
+def new_instance_yaml() -> str:
+    """The dagster.yaml of a DAGSTER_HOME `torchci run` creates."""
+    import yaml
+
+    from torchci_assets.sqlite_storage import storage_config
+
+    return NEW_INSTANCE_HEADER + yaml.safe_dump(storage_config({"env": "DAGSTER_HOME"}), sort_keys=False)
+
 
 
 # What `torchci run` tags its runs with: where its process is, and the id of the run it executes.
@@ -240,7 +232,7 @@ def instance_for_runs() -> tuple[dg.DagsterInstance, str]:
         os.makedirs(home, exist_ok=True)
         if created:
             with open(os.path.join(home, "dagster.yaml"), "w") as f:
-                f.write(NEW_INSTANCE_YAML)
+                f.write(new_instance_yaml())
     except OSError as exc:
         raise UsageError(f"DAGSTER_HOME={home} cannot be created: {exc.strerror or exc}") from None
     if not os.path.isdir(home):

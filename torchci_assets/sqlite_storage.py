@@ -29,6 +29,7 @@ on purpose:
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 from collections import OrderedDict
@@ -282,3 +283,13 @@ def _checked_once(cls, base_dir: str, name: str, inst_data):
 
 def _checkpoint_every_commit(dbapi_connection, _record) -> None:
     dbapi_connection.execute("PRAGMA wal_autocheckpoint=1")
+
+
+def storage_config(instance_dir: object) -> dict:
+    """The `run_storage`, `event_log_storage` and `schedule_storage` settings of an instance on these
+    classes, in `instance_dir` (a folder, or `{"env": "DAGSTER_HOME"}` as dagster.yaml says it): what
+    `torchci run` writes into a DAGSTER_HOME it creates, and what the tests' instances run on."""
+    classes = {"run_storage": OpenSqliteRunStorage, "event_log_storage": OpenSqliteEventLogStorage,
+               "schedule_storage": OpenSqliteScheduleStorage}
+    return {key: {"module": __name__, "class": cls.__name__, "config": {"instance_dir": copy.deepcopy(instance_dir)}}
+            for key, cls in classes.items()}  # a copy each: YAML would write one shared value as an anchor
