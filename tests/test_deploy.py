@@ -86,8 +86,11 @@ def test_the_image_command_starts_the_code_location_and_answers_the_health_check
     cmd[cmd.index("-h") + 1] = "127.0.0.1"  # the container binds 0.0.0.0; here only loopback
     cmd[cmd.index("-p") + 1] = str(port)
     log_path = tmp_path / "server.log"
+    # the image's own empty DAGSTER_HOME (its ENV), not the one `make test` exports for this checkout
+    (home := tmp_path / "dagster_home").mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
     with open(log_path, "wb") as out:  # a file, not a pipe: a full pipe would stall the server
-        server = subprocess.Popen([DAGSTER, *cmd[1:]], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        server = subprocess.Popen([DAGSTER, *cmd[1:]], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)
     try:
         deadline, answer = time.monotonic() + 90, None
