@@ -15,18 +15,7 @@ import dagster as dg
 
 from resources.lake import Lake, set_run_threads
 from resources.storage import Store
-
-DEFAULT_URIS = {
-    "TORCHCI_ARCHIVE_URI": "./var/archive",
-    "TORCHCI_LAKE_URI": "./var/lake",
-    "TORCHCI_OUTPUTS_URI": "./var/outputs",
-    "GITHUB_API_URL": "https://api.github.com",
-}
-
-
-def resolved_uri(name: str) -> str:
-    """The URI a resource configured by `env_or_default(name)` will use at run time."""
-    return os.environ.get(name) or DEFAULT_URIS[name]
+from resources.uris import DEFAULT_URIS
 
 
 def env_or_default(name: str, default: str | None = None):

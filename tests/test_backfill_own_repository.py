@@ -16,11 +16,11 @@ from fake_github_actions import FakeActions, from_world, reply, secondary_limit
 from resources.lake import Lake
 from resources.storage import Store
 from test_backfill import REPO, SIM, TODAY, WEEK, client, with_branches
+from torchci_assets.archive_days import archive_days
 from torchci_assets.backfill.history import BackfillOptions, backfill
 from torchci_assets.cli import main
 from torchci_assets.derived.hud.health import build_pr_jobs
 from torchci_assets.ingest.webhooks import ingest_webhook_day
-from torchci_assets.partitions import archive_days
 from torchci_assets.simulate.world import World
 
 ROOT = Path(__file__).resolve().parent.parent

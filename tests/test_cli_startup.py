@@ -90,3 +90,21 @@ def test_a_first_day_that_is_no_day_is_said_without_loading_them(tmp_path, comma
     code, loaded, out, err = probe(tmp_path, command, TORCHCI_FIRST_DAY="yesterday")
     assert (code, loaded) == (2, [])
     assert "TORCHCI_FIRST_DAY='yesterday' is not a day: use YYYY-MM-DD" in err
+
+
+def test_a_range_with_no_archive_day_is_said_without_loading_dagster(tmp_path):
+    """`torchci run --from DAY` past the archive's last day: the archive is listed (pyarrow's file
+    system) and nothing else is loaded to say so."""
+    (tmp_path / "archive" / "webhooks" / "day=2026-11-02").mkdir(parents=True)
+    code, loaded, out, err = probe(tmp_path, "run", "--from", "2026-12-01",
+                                   TORCHCI_ARCHIVE_URI=str(tmp_path / "archive"))
+    assert (code, out) == (1, "")
+    assert set(loaded) <= {"pyarrow"}, loaded
+    assert err.strip() == (f"torchci run: no archive day from 2026-12-01: {tmp_path / 'archive'} has 1 day(s), "
+                           "2026-11-02..2026-11-02")
+
+
+def test_an_archive_folder_simulate_cannot_make_is_said_without_loading_them(tmp_path):
+    code, loaded, out, err = probe(tmp_path, "simulate", "--out", "/proc/no-such-archive", "--days", "1")
+    assert (code, loaded, out) == (1, [], "")
+    assert err.startswith("torchci simulate: cannot write /proc/no-such-archive: "), err

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from jobs.gap_repair import REPAIR_EVERY_MIN, repair_limit
-from resources.configured import DEFAULT_URIS
+from resources.uris import DEFAULT_URIS
 from torchci_assets.cadence import refresh_interval_s
 from torchci_assets.checks import max_reject_rate
 from torchci_assets.cli import SUBCOMMANDS

@@ -165,6 +165,8 @@ def test_select_re_materializes_only_the_selection_without_re_ingesting(rerun):
 
 
 def test_a_bad_selection_or_first_day_is_a_usage_error(tmp_path):
+    write_lines(tmp_path / "archive" / "webhooks" / f"day={D1}" / "a.jsonl.gz",
+                [envelope("ping", "d-1", {}, f"{D1}T12:00:00.000Z")])  # a day to run: the selection is what is wrong
     result = run_cli(tmp_path, "--select", "key:no_such_asset", DAGSTER_HOME=str(tmp_path / "h"))
     assert result.returncode == 2
     assert "--select 'key:no_such_asset' matches no asset. Asset keys: backend_health" in result.stderr

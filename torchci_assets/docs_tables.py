@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from resources.configured import resolved_uri
 from resources.lake import Lake
+from resources.uris import resolved_uri
 from torchci_assets.derived.drci import merge_base, publish
 from torchci_assets.derived.guardians import alert_issues, ledger
 from torchci_assets.lake_columns.doc import UndescribedLake, render

@@ -20,19 +20,10 @@ import warnings
 import dagster as dg
 import pyarrow as pa
 
-from resources.configured import DEFAULT_URIS
+from resources.uris import DEFAULT_URIS
 from resources.storage import Store
+from torchci_assets.archive_days import archive_days
 from torchci_assets.cli_values import FIRST_DAY_VAR, first_day_setting
-
-ARCHIVE_SOURCES = ("webhooks", "test-reports", "test-runs", "ci-results", "logs")
-
-
-def archive_days(store: Store) -> list[str]:
-    """Every `day=` folder of the archive's sources, sorted."""
-    days: set[str] = set()
-    for source in ARCHIVE_SOURCES:
-        days.update(store.list_days(source))
-    return sorted(days)
 
 
 def _today(today: dt.date | None) -> dt.date:

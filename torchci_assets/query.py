@@ -140,8 +140,8 @@ def _query(args: argparse.Namespace) -> int:
     so `--help` and usage errors answer without them."""
     import duckdb
 
-    from resources.configured import resolved_uri
     from resources.lake import Lake, connect
+    from resources.uris import resolved_uri
 
     lake = Lake.at(args.lake or resolved_uri("TORCHCI_LAKE_URI"))
     if lake.store.is_local and not Path(lake.store.root).is_dir():

@@ -328,12 +328,26 @@ def main(argv: list[str]) -> int:
         return 2
     if status := preflight.report_stores("torchci run"):  # before any run is created
         return status
+    from resources import Store
+    from resources.uris import resolved_uri
+    from torchci_assets.archive_days import archive_days
+
+    archive = Store(resolved_uri("TORCHCI_ARCHIVE_URI"))
+    try:
+        every_day = archive_days(archive)  # before Dagster loads: that there is nothing to run is said at once
+    except OSError as exc:
+        print(_unlisted(exc), file=sys.stderr)
+        return 1
+    days = [d for d in every_day if (args.start is None or d >= args.start) and (args.end is None or d <= args.end)]
+    if not days:
+        print(_no_days_message(archive, every_day, args.start, args.end), file=sys.stderr)
+        return 1
     import dagster as dg  # after the preflight: a bad setting is said before Dagster loads
     import sqlalchemy.exc
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Dagster's own, not actionable here
     try:
-        return _run(args)
+        return _run(args, archive, days)
     except UsageError as exc:
         print(f"torchci run: {exc}", file=sys.stderr)
         return 2
@@ -348,29 +362,27 @@ def main(argv: list[str]) -> int:
               "run again (an instance on PostgreSQL takes several writers at once: docs/operations.md)", file=sys.stderr)
         return 1
     except OSError as exc:  # an archive or lake that cannot be listed: an s3:// bucket out of reach, say
-        print(f"torchci run: {exc}; check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
-              "AWS_REGION and TORCHCI_S3_ENDPOINT)", file=sys.stderr)
+        print(_unlisted(exc), file=sys.stderr)
         return 1
 
 
-def _run(args: argparse.Namespace) -> int:
+def _unlisted(exc: OSError) -> str:
+    return (f"torchci run: {exc}; check TORCHCI_ARCHIVE_URI and TORCHCI_LAKE_URI (for s3://, the credentials, "
+            "AWS_REGION and TORCHCI_S3_ENDPOINT)")
+
+
+def _run(args: argparse.Namespace, archive, days: list[str]) -> int:
     from resources import Lake, Store
-    from resources.configured import resolved_uri
+    from resources.uris import resolved_uri
 
     try:
         from torchci_assets.day_runs import day_tags
         from torchci_assets.definitions import defs
-        from torchci_assets.partitions import FIRST_DAY_VAR, archive_days, daily_partitions
+        from torchci_assets.partitions import FIRST_DAY_VAR, daily_partitions
     except FirstDayError as exc:  # a bad TORCHCI_FIRST_DAY fails the definitions as they load
         raise UsageError(str(exc)) from None
     keys = selected_keys(defs, args.select)
-    archive = Store(resolved_uri("TORCHCI_ARCHIVE_URI"))
     lake = Lake(Store(resolved_uri("TORCHCI_LAKE_URI")))
-    days = [d for d in archive_days(archive)
-            if (args.start is None or d >= args.start) and (args.end is None or d <= args.end)]
-    if not days:
-        print(_no_days_message(archive, archive_days(archive), args.start, args.end), file=sys.stderr)
-        return 1
     first = daily_partitions.start.date().isoformat()
     before = [d for d in days if d < first]
     days = [d for d in days if d >= first]
@@ -505,7 +517,7 @@ def github_line(failures: list[GitHubCheckFailure]) -> str:
 def _print_summary(lake, days: list[str]) -> None:
     """What the run left: rows per table, rejects, and where the lake, the outputs and the HUD are."""
     from resources import Store
-    from resources.configured import resolved_uri
+    from resources.uris import resolved_uri
 
     print("\nRows per table:")
     counts = summarize(lake, days)

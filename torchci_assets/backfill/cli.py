@@ -27,8 +27,8 @@ MAX_WAIT_S = 3900.0
 
 def github_from_env() -> GitHubResource:
     """The client with the project's credentials, read from the environment (never printed)."""
-    from resources.configured import resolved_uri
     from resources.github import GitHubResource
+    from resources.uris import resolved_uri
 
     env = {k: os.environ.get(v) or None for k, v in (
         ("token", "GITHUB_TOKEN"), ("app_id", "GITHUB_APP_ID"), ("app_private_key", "GITHUB_APP_PRIVATE_KEY"),
@@ -84,9 +84,9 @@ def main(argv: list[str]) -> int:
 def _backfill(args: argparse.Namespace, since: dt.date, today: dt.date) -> int:
     """Read the history the parsed command asks for. The storage and GitHub clients, and Dagster
     with them, load only now, so `--help` and usage errors answer without them."""
-    from resources.configured import resolved_uri
     from resources.github import GitHubError
     from resources.storage import Store
+    from resources.uris import resolved_uri
     from torchci_assets.backfill.history import BackfillOptions, backfill
     from torchci_assets.config import load_config
 

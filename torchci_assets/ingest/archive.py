@@ -6,8 +6,8 @@ assets that read them, with where they are, and `torchci run` and the jobs never
 
 import dagster as dg
 
-from resources.configured import resolved_uri
 from resources.storage import Store
+from resources.uris import resolved_uri
 
 # source folder -> (asset key, kind, what lands there)
 ARCHIVE_FOLDERS = {

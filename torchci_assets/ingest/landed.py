@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import orjson
 
 from resources.storage import Store, file_stamp, unclean_name
-from torchci_assets.partitions import ARCHIVE_SOURCES
+from torchci_assets.archive_days import ARCHIVE_SOURCES
 
 SEAL_S = 120
 CHECK_DEPTH = 3

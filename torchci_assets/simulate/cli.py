@@ -97,6 +97,10 @@ def main(argv: list[str]) -> int:
         check_counts(opts)  # a count it cannot plant is a usage error, said before Dagster and pyarrow load
     except ValueError as e:
         parser().error(str(e))
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)  # a folder it cannot make is said before Dagster and pyarrow load
+    except OSError as e:
+        return _cannot_write(e, args.out)
     from .generate import generate_archive  # after the usage checks: it loads Dagster and pyarrow
 
     try:
@@ -104,6 +108,10 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         parser().error(str(e))
     except OSError as e:
-        print(f"torchci simulate: cannot write {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        return _cannot_write(e, args.out)
     return 0
+
+
+def _cannot_write(e: OSError, out: Path) -> int:
+    print(f"torchci simulate: cannot write {e.filename or out}: {e.strerror or e}", file=sys.stderr)
+    return 1
