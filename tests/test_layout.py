@@ -25,6 +25,7 @@ PACKAGES = ("resources", "torchci_assets", "jobs")
 LAYERS = [
     ("resources", 0),
     ("torchci_assets.partitions", 1),
+    ("torchci_assets.archive_days", 1),
     ("torchci_assets.cadence", 1),
     ("torchci_assets.checks", 1),
     ("torchci_assets.cli_values", 1),
