@@ -141,6 +141,7 @@ class Receiver:
         self.noise = ThrottledLog(log)
         self._exit = contextlib.ExitStack()
         self._locked = False
+        self._froze = False
         self._tasks: list[asyncio.Task] = []
 
     # ---- lifecycle -----------------------------------------------------------------
@@ -162,9 +163,12 @@ class Receiver:
                      failed)
         await self._catch_up()
         # What was loaded so far lives as long as the process: keep it out of the collector's
-        # full passes, which would otherwise pause the event loop for tens of milliseconds.
-        gc.collect()
-        gc.freeze()
+        # full passes, which would otherwise pause the event loop for tens of milliseconds. In a
+        # process that froze its own heap already (a host embedding the receiver) that is its say.
+        self._froze = gc.get_freeze_count() == 0
+        if self._froze:
+            gc.collect()
+            gc.freeze()
         for writer in self.writers.values():
             writer.start()
         self.roller.start()
@@ -191,7 +195,9 @@ class Receiver:
             log.warning("shutdown: rolling took over %.0fs; what is left is rolled at the next start", SHUTDOWN_ROLL_S)
         self._exit.close()
         self._locked = False
-        gc.unfreeze()
+        if self._froze:
+            gc.unfreeze()
+            self._froze = False
 
     async def _catch_up(self) -> None:
         try:
