@@ -38,17 +38,9 @@ CREATE OR REPLACE TEMP MACRO first_occurrences(items) AS
 -- cancellation alone (every failing job cancelled: the HUD counts it red, as PyTorch's does, but the
 -- trunk guardians take it for no word on the code, as upstream's autorevert and alerts do)
 CREATE OR REPLACE TEMP TABLE attempts AS
-WITH cancelled AS (
-    SELECT f.sha, f.run_id, f.run_attempt, f.name
-    FROM (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS id FROM identities WHERE failed) f
-    JOIN w_jobs j ON j.id = f.id AND j.head_sha = f.sha
-    WHERE coalesce(j.conclusion, '') <> ''
-    GROUP BY ALL
-    HAVING bool_and(j.conclusion = 'cancelled')
-),
-linked AS (
-    SELECT i.*, c.failure_class, c.infra_reason, c.failure_line, c.failing_tests, c.failing_test_count,
-           u.name IS NOT NULL AS is_unstable, k.sha IS NOT NULL AS is_cancelled,
+WITH linked AS (
+    SELECT i.* EXCLUDE (cancelled), c.failure_class, c.infra_reason, c.failure_line, c.failing_tests,
+           c.failing_test_count, u.name IS NOT NULL AS is_unstable, i.cancelled AS is_cancelled,
            (CASE c.failure_class WHEN 'new' THEN 5 WHEN 'broken_on_main' THEN 4 WHEN 'known_flaky' THEN 3
                 WHEN 'infra' THEN CASE WHEN c.infra_reason = 'no-test-results' THEN 1 ELSE 2 END ELSE 0 END,
             coalesce(i.duration_s, 0), i.name) AS link
@@ -56,8 +48,6 @@ linked AS (
     LEFT JOIN identity_class c ON c.sha = i.sha AND c.run_id = i.run_id AND c.run_attempt = i.run_attempt
          AND c.name = i.name
     LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
-    LEFT JOIN cancelled k ON k.sha = i.sha AND k.run_id = i.run_id AND k.run_attempt = i.run_attempt
-         AND k.name = i.name
 )
 SELECT sha, workflow, job_group, run_id, run_attempt,
        bool_or(identity_state = 'failed') AS has_failure,

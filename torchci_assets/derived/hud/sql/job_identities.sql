@@ -8,7 +8,8 @@
 -- straight into its state: a conclusion appears only once a job completed and never changes,
 -- so "any failing conclusion", "any conclusion" and the ids' latest fields are all order-free.
 CREATE OR REPLACE TEMP TABLE identities AS
-WITH j AS (
+-- (j is read twice, by g and by `cancelled`: materialized, so the window's job files are read once)
+WITH j AS MATERIALIZED (
     SELECT *, coalesce(list_contains($failing_conclusions, conclusion), false) AS failing
     FROM w_jobs WHERE head_sha IN (SELECT sha FROM heads)
 ),
@@ -32,6 +33,16 @@ g AS (
            any_value(platform) AS platform
     FROM j
     GROUP BY run_id, run_attempt, name  -- a run is of one commit
+),
+-- the failed identities that failed by cancellation alone: every failing id that concluded, concluded
+-- `cancelled` (what commit_groups.sql's attempts and pr_jobs.sql read as `cancelled`)
+cancelled AS (
+    SELECT f.run_id, f.run_attempt, f.name
+    FROM (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS id FROM g WHERE failed) f
+    JOIN j ON j.id = f.id AND j.head_sha = f.sha
+    WHERE coalesce(j.conclusion, '') <> ''
+    GROUP BY ALL
+    HAVING bool_and(j.conclusion = 'cancelled')
 ),
 runs AS (
     -- each run's latest fields: from its highest-ranked delivery that has them
@@ -61,8 +72,10 @@ r AS (
 r_of_g AS (
     SELECT g.*, r.name AS run_name, r.event,
            NOT g.concluded AND coalesce(r.none_failed, false) AS none_failed,
-           NOT g.concluded AND coalesce(r.none_ran OR r.cancelled AND NOT g.started, false) AS not_run
+           NOT g.concluded AND coalesce(r.none_ran OR r.cancelled AND NOT g.started, false) AS not_run,
+           k.name IS NOT NULL AS cancelled
     FROM g LEFT JOIN r USING (run_id, run_attempt)
+    LEFT JOIN cancelled k ON k.run_id = g.run_id AND k.run_attempt = g.run_attempt AND k.name = g.name
 ),
 i AS (
     SELECT * EXCLUDE (workflow_name, run_name, event, skipped, none_failed, not_run),

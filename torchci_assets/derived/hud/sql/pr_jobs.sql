@@ -14,17 +14,6 @@ WITH runs AS (SELECT run_id, min(created_at) AS run_created FROM identities GROU
 SELECT unnest(arg_max(i, (r.run_created, i.run_id, i.run_attempt))), count(*) AS attempts
 FROM identities i JOIN runs r USING (run_id) GROUP BY i.sha, i.workflow, i.name
 
--- step: cancelled_identities
--- the latest attempts that failed by cancellation only (every failing id concluded `cancelled`): PyTorch's Dr. CI
--- lists those as cancelled, to retry, not as the pull request's failures
-CREATE TEMP TABLE cancelled_identities AS
-WITH f AS (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS id FROM latest_identities WHERE failed)
-SELECT f.sha, f.run_id, f.run_attempt, f.name
-FROM f JOIN w_jobs j ON j.id = f.id AND j.head_sha = f.sha
-WHERE coalesce(j.conclusion, '') <> ''
-GROUP BY ALL
-HAVING bool_and(j.conclusion = 'cancelled')
-
 -- step: rows
 CREATE TEMP TABLE pr_job_rows AS
 WITH github0 AS (
@@ -34,9 +23,8 @@ WITH github0 AS (
            c.failure_class, i.attempts, i.job_id, i.run_id, i.run_attempt, i.duration_s, i.started_at,
            i.completed_at, i.build_env, i.test_config, i.platform, c.infra_reason, c.failure_line,
            coalesce(c.failing_tests, []) AS failing_tests, coalesce(c.failing_test_count, 0) AS failing_test_count,
-           k.sha IS NOT NULL AS cancelled, u.name IS NOT NULL AS unstable
+           i.cancelled, u.name IS NOT NULL AS unstable
     FROM latest_identities i LEFT JOIN identity_class c USING (sha, run_id, run_attempt, name)
-    LEFT JOIN cancelled_identities k USING (sha, run_id, run_attempt, name)
     LEFT JOIN unstable u ON u.workflow = i.workflow AND u.name = i.name
 ),
 -- a new failure whose group was failing on main when the job started, with every one of its failing tests
