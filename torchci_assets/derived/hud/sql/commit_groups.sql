@@ -72,7 +72,9 @@ SELECT sha, workflow, job_group, run_id, run_attempt,
        coalesce(list({'failure_class': failure_class, 'infra_reason': infra_reason, 'job_id': job_id}
                      ORDER BY link DESC)
                 FILTER (WHERE failure_class IS NOT NULL), []) AS failing_kinds,
-       first_occurrences(flatten(list(failing_tests ORDER BY link DESC))) AS failing_tests,
+       -- (the failing identities' lists only: the others have none, and a sorted list aggregate buffers each row)
+       coalesce(first_occurrences(flatten(list(failing_tests ORDER BY link DESC)
+                                          FILTER (WHERE failure_class IS NOT NULL))), []) AS failing_tests,
        coalesce(sum(failing_test_count), 0)::BIGINT AS failing_test_count
 FROM linked
 GROUP BY sha, workflow, job_group, run_id, run_attempt
