@@ -91,45 +91,43 @@ SELECT *,
     NOT failed AND NOT concluded AND NOT settled_by_run AND created_at < $stale_before AS stale
 FROM i
 
--- step: identity_tests
--- failing tests of failing identities (final failures on that commit, by job id)
-CREATE OR REPLACE TEMP TABLE identity_tests AS
-WITH ft AS (
+-- step: identity_class
+-- each failed identity's failure class, from its failing tests (final failures on that commit, by job id) and the
+-- infrastructure evidence of its failing job ids: of an identity's ids, the linked one's (the latest failing id),
+-- else the latest id's that has some, and of a job's rows over the window, its latest day's. (One statement, not
+-- three temp tables: each statement's planning is a fixed cost, most of the cost in a small window.)
+CREATE OR REPLACE TEMP TABLE identity_class AS
+WITH ids AS (
+    SELECT sha, run_id, run_attempt, name, test_config, unnest(failing_ids) AS job_id FROM identities WHERE failed
+),
+ft AS (
     SELECT o.file, o.classname, o.name AS test, o.head_sha AS sha, unnest(o.failing_job_ids) AS job_id
     FROM w_outcomes o WHERE o.failed + o.errors > 0 AND o.head_sha IN (SELECT sha FROM heads)
 ),
-ids AS (SELECT sha, run_id, run_attempt, name, unnest(failing_ids) AS job_id
-        FROM identities WHERE failed)
-SELECT DISTINCT ids.sha, ids.run_id, ids.run_attempt, ids.name, ft.file, ft.classname, ft.test,
-       coalesce(f.verdict, 'unknown') AS verdict
-FROM ids JOIN ft USING (sha, job_id)
-LEFT JOIN w_flaky f ON f.file = ft.file AND f.classname = ft.classname AND f.name = ft.test
-
--- step: identity_infra
--- infrastructure evidence per failing job id; of an identity's ids, the linked one's (the latest failing id),
--- else the latest id's that has some, and of a job's rows over the window, its latest day's
-CREATE OR REPLACE TEMP TABLE identity_infra AS
-WITH ids AS (SELECT sha, run_id, run_attempt, name, test_config, unnest(failing_ids) AS job_id
-             FROM identities WHERE failed),
+identity_tests AS (
+    SELECT DISTINCT ids.sha, ids.run_id, ids.run_attempt, ids.name, ft.file, ft.classname, ft.test,
+           coalesce(f.verdict, 'unknown') AS verdict
+    FROM ids JOIN ft USING (sha, job_id)
+    LEFT JOIN w_flaky f ON f.file = ft.file AND f.classname = ft.classname AND f.name = ft.test
+),
 tj AS (SELECT job_id, workflow_run_attempt AS run_attempt, bool_or(infra_suspect) AS infra,
               arg_max(infra_reason, day) FILTER (WHERE infra_suspect) AS reason
        FROM w_tjobs GROUP BY ALL),
 jf AS (SELECT job_id, run_attempt, bool_or(infra) AS infra, arg_max(line, day) AS line
-       FROM w_job_failure GROUP BY ALL)
-SELECT ids.sha, ids.run_id, ids.run_attempt, ids.name,
-       bool_and(coalesce(jf.infra, false) OR coalesce(tj.infra, false)
-                OR (tj.job_id IS NULL AND ids.test_config IS NOT NULL)) AS infra,
-       arg_max(CASE WHEN jf.infra THEN 'log' WHEN tj.infra THEN tj.reason
-                    WHEN tj.job_id IS NULL AND ids.test_config IS NOT NULL THEN 'no-test-results'
-               END, ids.job_id) AS infra_reason,
-       arg_max(jf.line, ids.job_id) AS failure_line
-FROM ids LEFT JOIN tj ON tj.job_id = ids.job_id AND tj.run_attempt = ids.run_attempt
-LEFT JOIN jf ON jf.job_id = ids.job_id AND jf.run_attempt = ids.run_attempt
-GROUP BY ALL
-
--- step: identity_class
-CREATE OR REPLACE TEMP TABLE identity_class AS
-WITH t AS (
+       FROM w_job_failure GROUP BY ALL),
+identity_infra AS (
+    SELECT ids.sha, ids.run_id, ids.run_attempt, ids.name,
+           bool_and(coalesce(jf.infra, false) OR coalesce(tj.infra, false)
+                    OR (tj.job_id IS NULL AND ids.test_config IS NOT NULL)) AS infra,
+           arg_max(CASE WHEN jf.infra THEN 'log' WHEN tj.infra THEN tj.reason
+                        WHEN tj.job_id IS NULL AND ids.test_config IS NOT NULL THEN 'no-test-results'
+                   END, ids.job_id) AS infra_reason,
+           arg_max(jf.line, ids.job_id) AS failure_line
+    FROM ids LEFT JOIN tj ON tj.job_id = ids.job_id AND tj.run_attempt = ids.run_attempt
+    LEFT JOIN jf ON jf.job_id = ids.job_id AND jf.run_attempt = ids.run_attempt
+    GROUP BY ALL
+),
+t AS (
     SELECT sha, run_id, run_attempt, name, count(*) AS tests,
            count(*) FILTER (WHERE verdict NOT IN ('flaky', 'broken')) AS new_tests,
            count(*) FILTER (WHERE verdict = 'broken') AS broken_tests,
