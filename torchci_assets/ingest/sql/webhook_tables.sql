@@ -1,7 +1,8 @@
 -- The typed webhook tables of a day, each reduced from its staged rows (view stage: every
 -- delivery of the day for that table, copies left out) to one row per key. A field's value is the
 -- one on the highest-ranked delivery that has it; the ordering breaks exact ties on the archive
--- location, so the result never depends on scan order.
+-- location, so the result never depends on scan order. (arg_max skips the rows whose value is
+-- NULL: it takes the value of the highest-ranked delivery that has one.)
 
 -- step: stage
 -- the staged rows of every scan, without the deliveries that table copies lists for their file
@@ -27,25 +28,25 @@ obs AS (SELECT *, (rank::HUGEINT << 110) + (epoch_ms(received_at)::HUGEINT << 64
 -- a job id belongs to one run attempt, so a job is its id: a delivery from an older GitHub,
 -- without run_attempt, is of the attempt its other deliveries name (the first one when none does)
 job AS (
-    SELECT id, coalesce(arg_max(run_attempt, key) FILTER (WHERE run_attempt IS NOT NULL), 1) AS run_attempt,
-           arg_max(run_id, key) FILTER (WHERE run_id IS NOT NULL) AS run_id,
-           arg_max(repo, key) FILTER (WHERE repo IS NOT NULL) AS repo,
-           arg_max(workflow_name, key) FILTER (WHERE workflow_name IS NOT NULL) AS workflow_name,
-           arg_max(name, key) FILTER (WHERE name IS NOT NULL) AS name,
-           arg_max(head_sha, key) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
-           arg_max(head_branch, key) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
-           arg_max(status, key) FILTER (WHERE status IS NOT NULL) AS status,
-           arg_max(conclusion, key) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
-           arg_max(created_at, key) FILTER (WHERE created_at IS NOT NULL) AS created_at,
-           arg_max(started_at, key) FILTER (WHERE started_at IS NOT NULL) AS started_at,
-           arg_max(completed_at, key) FILTER (WHERE completed_at IS NOT NULL) AS completed_at,
-           arg_max(labels, key) FILTER (WHERE labels IS NOT NULL) AS labels,
-           arg_max(runner_name, key) FILTER (WHERE runner_name IS NOT NULL) AS runner_name,
-           arg_max(build_env, key) FILTER (WHERE build_env IS NOT NULL) AS build_env,
-           arg_max(test_config, key) FILTER (WHERE test_config IS NOT NULL) AS test_config,
-           arg_max(shard, key) FILTER (WHERE shard IS NOT NULL) AS shard,
-           arg_max(num_shards, key) FILTER (WHERE num_shards IS NOT NULL) AS num_shards,
-           arg_max(platform, key) FILTER (WHERE platform IS NOT NULL) AS platform,
+    SELECT id, coalesce(arg_max(run_attempt, key), 1) AS run_attempt,
+           arg_max(run_id, key) AS run_id,
+           arg_max(repo, key) AS repo,
+           arg_max(workflow_name, key) AS workflow_name,
+           arg_max(name, key) AS name,
+           arg_max(head_sha, key) AS head_sha,
+           arg_max(head_branch, key) AS head_branch,
+           arg_max(status, key) AS status,
+           arg_max(conclusion, key) AS conclusion,
+           arg_max(created_at, key) AS created_at,
+           arg_max(started_at, key) AS started_at,
+           arg_max(completed_at, key) AS completed_at,
+           arg_max(labels, key) AS labels,
+           arg_max(runner_name, key) AS runner_name,
+           arg_max(build_env, key) AS build_env,
+           arg_max(test_config, key) AS test_config,
+           arg_max(shard, key) AS shard,
+           arg_max(num_shards, key) AS num_shards,
+           arg_max(platform, key) AS platform,
            min(received_at) FILTER (WHERE rank = 1) AS first_queued_at,
            max(received_at) AS received_at
     FROM obs GROUP BY id
@@ -62,15 +63,14 @@ ORDER BY run_id, id, run_attempt
 
 -- step: workflow_run
 SELECT id, run_attempt,
-       arg_max(repo, (rank, updated_at, received_at, location)) FILTER (WHERE repo IS NOT NULL) AS repo,
-       arg_max(name, (rank, updated_at, received_at, location)) FILTER (WHERE name IS NOT NULL) AS name,
-       arg_max(workflow_id, (rank, updated_at, received_at, location)) FILTER (WHERE workflow_id IS NOT NULL)
-           AS workflow_id,
-       arg_max(event, (rank, updated_at, received_at, location)) FILTER (WHERE event IS NOT NULL) AS event,
-       arg_max(head_sha, (rank, updated_at, received_at, location)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
-       arg_max(head_branch, (rank, updated_at, received_at, location)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
-       arg_max(status, (rank, updated_at, received_at, location)) FILTER (WHERE status IS NOT NULL) AS status,
-       arg_max(conclusion, (rank, updated_at, received_at, location)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
+       arg_max(repo, (rank, updated_at, received_at, location)) AS repo,
+       arg_max(name, (rank, updated_at, received_at, location)) AS name,
+       arg_max(workflow_id, (rank, updated_at, received_at, location)) AS workflow_id,
+       arg_max(event, (rank, updated_at, received_at, location)) AS event,
+       arg_max(head_sha, (rank, updated_at, received_at, location)) AS head_sha,
+       arg_max(head_branch, (rank, updated_at, received_at, location)) AS head_branch,
+       arg_max(status, (rank, updated_at, received_at, location)) AS status,
+       arg_max(conclusion, (rank, updated_at, received_at, location)) AS conclusion,
        min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
        max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
 FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
