@@ -234,16 +234,21 @@ def _reduce_typed(out: PartitionCommit, day: str, scans: list[RunScan], report: 
 
 def _stage_view(con, files: list[str], copies: list[tuple[str, str]]) -> None:
     """View `stage`: the staged rows of `files`, without the (file, delivery id) `copies`."""
+    if not copies:
+        con.execute(compose(SQL["stage_without_copies"], files=Literals(files)))
+        return
     con.register("copies", pa.table({"filename": [f for f, _ in copies], "delivery_id": [d for _, d in copies]},
                                     schema=pa.schema([("filename", pa.string()), ("delivery_id", pa.string())])))
     con.execute(compose(SQL["stage"], files=Literals(files)))
 
 
 def _reject_bad_timestamps(con, name: str, report: WebhookDayReport) -> None:
-    for col in _TS_COLUMNS[name]:
-        bad = con.execute(compose(SQL["bad_timestamps"], column=col)).fetchall()
-        report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {val[:40]!r} is not a timestamp", None)
-                           for loc, val in bad]
+    """The values of `name`'s timestamp columns that are not timestamps, as rejects: column by
+    column, each in the order of the staged rows."""
+    columns = _TS_COLUMNS[name]
+    rows = con.execute(compose(SQL["bad_timestamps"], columns=columns)).fetchall()
+    report.rejects += [Reject(SOURCE, loc, f"{name}: wrong type: {col} {vals[i][:40]!r} is not a timestamp", None)
+                       for i, col in enumerate(columns) for loc, vals, bad in rows if bad[i]]
 
 
 def _reduce_increment(out: PartitionCommit, lake: Lake, day: str, seq: int, scan: RunScan,

@@ -10,10 +10,18 @@ CREATE OR REPLACE TEMP VIEW stage AS
 SELECT * EXCLUDE (filename) FROM read_parquet([{{files}}], filename = true) s
 WHERE s.delivery_id NOT IN (SELECT c.delivery_id FROM copies c WHERE c.filename = s.filename)
 
+-- step: stage_without_copies
+-- the same when no scan held copies (a day of one scan, as every small day): each statement
+-- that reads the view then has no anti-join to plan
+CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM read_parquet([{{files}}])
+
 -- step: bad_timestamps
--- the rows whose value of the column is not a timestamp (each one is a reject)
-SELECT location, {{column}} FROM stage
-WHERE {{column}} IS NOT NULL AND TRY_CAST({{column}} AS TIMESTAMPTZ) IS NULL
+-- the rows with a value of one of the columns (text) that is not a timestamp, each such value a
+-- reject: the values, and in the same order whether each one is. One pass over the staged rows
+-- for all of a table's columns.
+SELECT location, vals, list_transform(vals, lambda v: v IS NOT NULL AND TRY_CAST(v AS TIMESTAMPTZ) IS NULL) AS bad
+FROM (SELECT location, [{{columns}}] AS vals FROM stage)
+WHERE list_bool_or(list_transform(vals, lambda v: v IS NOT NULL AND TRY_CAST(v AS TIMESTAMPTZ) IS NULL))
 
 -- step: workflow_job
 WITH ranked AS (
