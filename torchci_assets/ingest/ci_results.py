@@ -249,11 +249,14 @@ def parse_record(line: bytes) -> dict:
 
 
 SQL = SqlFiles(__file__)
+# Split into steps once: the ingest and the HUD's assets run them on a connection each
+_MACROS = SQL.steps("callback_macros")
+_STEPS = dict(SQL.steps("ci_result"))
 
 
 def define_callback_macros(con) -> None:
     """The SQL macros that judge a downstream job (callback_macros.sql), in `con`."""
-    run_steps(con, SQL.steps("callback_macros"))
+    run_steps(con, _MACROS)
 
 
 def judgement(as_of_ms: int) -> dict:
@@ -281,18 +284,17 @@ def reduce_callbacks(out: PartitionCommit, lake: Lake, day: str, staged: str, ea
     bounded by DuckDB's limit and the caps, not by the day. Returns the rows of each; tallies
     `failure_kind` in `report.kinds` and keeps the earliest start of a pending job in
     `report.pending_since_ms` (see `rejudge_due`)."""
-    steps = dict(SQL.steps("ci_result"))
     columns = [f.name for f in CI_RESULT_SCHEMA if f.name not in ("callbacks", "failure_kind")]
     con = connect()
     try:
         _stage_view(con, lake, staged, earlier)
-        jobs = relation(con, compose(steps["jobs"], columns=columns), judgement(as_of_ms))
+        jobs = relation(con, compose(_STEPS["jobs"], columns=columns), judgement(as_of_ms))
         ordered = sorted_batches(jobs.to_arrow_reader(SORT_INPUT_ROWS).cast(CI_RESULT_SCHEMA), CI_RESULT_SCHEMA,
                                  list(RESULT_ORDER), os.path.dirname(staged), RESULT_BATCH_ROWS)
         rows = out.write("ci_result", day,
                          pa.RecordBatchReader.from_batches(CI_RESULT_SCHEMA, _tallied(ordered, report)))
         minutes = out.write("ci_callback_minutes", day,
-                            con.sql(steps["minutes"]).to_arrow_reader(RESULT_BATCH_ROWS).cast(CALLBACK_MINUTES_SCHEMA))
+                            con.sql(_STEPS["minutes"]).to_arrow_reader(RESULT_BATCH_ROWS).cast(CALLBACK_MINUTES_SCHEMA))
     finally:
         con.close()
     return rows, minutes
@@ -304,13 +306,14 @@ def _stage_view(con, lake: Lake, staged: str, earlier: list[str]) -> None:
     by; view `keyed`: the same with the fixed-width columns a job's callback is chosen by. Defines
     the callback macros in `con`."""
     define_callback_macros(con)
-    steps = dict(SQL.steps("ci_result"))
-    con.execute(compose(steps["staged"], files=Literals([staged])))
-    if not lake.register_files(con, earlier, "earlier_stage"):
-        con.execute(steps["no_earlier"])
-    con.execute(compose(steps["stage"], columns=STAGE_SCHEMA.names))
-    con.execute(steps["files"])
-    con.execute(steps["keyed"])
+    con.execute(compose(_STEPS["staged"], files=Literals([staged])))
+    if lake.register_files(con, earlier, "earlier_stage"):
+        con.execute(compose(_STEPS["callbacks"], columns=STAGE_SCHEMA.names))
+    else:
+        con.execute(compose(_STEPS["callbacks_without_earlier"], columns=STAGE_SCHEMA.names))
+    con.execute(_STEPS["stage"])
+    con.execute(_STEPS["files"])
+    con.execute(_STEPS["keyed"])
 
 
 def _tallied(batches: pa.RecordBatchReader, report: CiResultReport) -> Iterator[pa.RecordBatch]:

@@ -6,22 +6,25 @@
 -- step: staged
 CREATE OR REPLACE TEMP VIEW new_stage AS SELECT * FROM read_parquet([{{files}}])
 
--- step: no_earlier
--- a rebuild, or the day's first increment: no callbacks staged earlier
-CREATE OR REPLACE TEMP VIEW earlier_stage AS SELECT * FROM new_stage LIMIT 0
+-- step: callbacks
+-- every callback of the day: this run's and the earlier increments' (view earlier_stage).
+-- {{columns}} are the staging columns (the lake's view of earlier_stage adds its day).
+CREATE OR REPLACE TEMP VIEW callbacks AS
+SELECT {{columns}} FROM new_stage
+UNION ALL
+SELECT {{columns}} FROM earlier_stage
+
+-- step: callbacks_without_earlier
+-- a rebuild, or the day's first increment: no callbacks staged earlier, so no second read of
+-- the staged files for every reference to the view below (DuckDB binds a file list again each time)
+CREATE OR REPLACE TEMP VIEW callbacks AS SELECT {{columns}} FROM new_stage
 
 -- step: stage
 -- every callback of the day, a view: the reduction reads the staged files where they lie rather
 -- than a copy of the day (DuckDB's sorts and windows hold their input in memory, past its limit
 -- they fail). archive_path and archive_line are the archive order, the reduction's last
 -- tie-break: one read of the whole day's order, whatever increment read each callback.
--- {{columns}} are the staging columns (the lake's view of earlier_stage adds its day).
 CREATE OR REPLACE TEMP VIEW stage AS
-WITH callbacks AS (
-    SELECT {{columns}} FROM new_stage
-    UNION ALL
-    SELECT {{columns}} FROM earlier_stage
-)
 SELECT *, coalesce(received_at, completed_at, started_at) AS callback_at,
        callback_state_rank(status) AS state_rank,
        regexp_replace(location, ':[0-9]+$', '') AS archive_path,
