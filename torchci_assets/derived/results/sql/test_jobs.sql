@@ -31,30 +31,19 @@ FROM tests t LEFT JOIN messages m USING (job_id, workflow_run_attempt)
 -- job_tests joined with the jobs' webhooks and logs over the window.
 CREATE OR REPLACE TEMP TABLE test_jobs AS
 WITH job AS (  -- each job's latest fields: from its highest-ranked delivery that has them
+    -- (arg_max skips the rows whose value is NULL), each column named as in job_window
     SELECT id,
-           arg_max(run_id, (rank, received_at, day)) FILTER (WHERE run_id IS NOT NULL) AS run_id,
-           arg_max(name, (rank, received_at, day)) FILTER (WHERE name IS NOT NULL) AS name,
-           arg_max(workflow_name, (rank, received_at, day)) FILTER (WHERE workflow_name IS NOT NULL)
-               AS workflow_name,
-           arg_max(head_sha, (rank, received_at, day)) FILTER (WHERE head_sha IS NOT NULL) AS head_sha,
-           arg_max(head_branch, (rank, received_at, day)) FILTER (WHERE head_branch IS NOT NULL) AS head_branch,
-           arg_max(status, (rank, received_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
-           arg_max(conclusion, (rank, received_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
-           arg_max(build_env, (rank, received_at, day)) FILTER (WHERE build_env IS NOT NULL) AS build_env,
-           arg_max(test_config, (rank, received_at, day)) FILTER (WHERE test_config IS NOT NULL) AS test_config,
-           arg_max(shard, (rank, received_at, day)) FILTER (WHERE shard IS NOT NULL) AS shard,
-           arg_max(num_shards, (rank, received_at, day)) FILTER (WHERE num_shards IS NOT NULL) AS num_shards,
-           arg_max(platform, (rank, received_at, day)) FILTER (WHERE platform IS NOT NULL) AS platform,
-           arg_max(started_at, (rank, received_at, day)) FILTER (WHERE started_at IS NOT NULL) AS started_at,
-           arg_max(completed_at, (rank, received_at, day)) FILTER (WHERE completed_at IS NOT NULL) AS completed_at
+           arg_max(COLUMNS(['run_id', 'name', 'workflow_name', 'head_sha', 'head_branch', 'status', 'conclusion',
+                            'build_env', 'test_config', 'shard', 'num_shards', 'platform', 'started_at',
+                            'completed_at']), (rank, received_at, day))
     FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
                             WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END AS rank
           FROM job_window)
     GROUP BY id
 ),
 run AS (
-    SELECT id, arg_max(event, (updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event,
-           arg_max(name, (updated_at, day)) FILTER (WHERE name IS NOT NULL) AS name
+    SELECT id, arg_max(event, (updated_at, day)) AS event,
+           arg_max(name, (updated_at, day)) AS name
     FROM run_window GROUP BY id
 ),
 failure AS (  -- a log archived twice (a re-upload on a later day): the latest copy
