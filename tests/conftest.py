@@ -106,7 +106,7 @@ def s3_environment(endpoint: str, bucket: str):
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """A real S3 API on 127.0.0.1 (moto's server), with bucket S3_BUCKET; yields the endpoint.
+    """A real S3 API on 127.0.0.1 (moto's server, through tests/moto_s3.py), with bucket S3_BUCKET; yields the endpoint.
 
     The storage layer reads its endpoint and credentials from the environment, as in
     production, so the fixture sets them for the session and restores them afterwards. The
@@ -114,7 +114,7 @@ def s3_server():
     it would to MinIO or AWS.
     """
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "moto_s3.py"), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, proc)

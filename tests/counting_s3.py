@@ -97,12 +97,10 @@ def serving(log: Path, bucket: str, unauthenticated: int | None = None):
 
 
 def main() -> None:
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
+    from moto_s3 import Dispatcher, serve
 
     port, log = int(sys.argv[1]), sys.argv[2]
-    app = counting(DomainDispatcherApplication(create_backend_app), log)
-    make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+    serve(port, counting(Dispatcher(), log))
 
 
 if __name__ == "__main__":
