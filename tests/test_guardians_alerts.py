@@ -14,10 +14,12 @@ from resources.github import GitHubResource
 from resources.lake import Lake
 from resources.storage import Store
 from tests.fake_github_issues import FakeIssueTracker, Scripted
+from tests.hud_lake import schema
 from tests.trunk_history import T0, history
 from torchci_assets.derived.guardians import alert_conditions as cond
 from torchci_assets.derived.guardians.alert_issues import AlertIssues, firing_in, marker, said_marker
 from torchci_assets.derived.guardians.alert_issues import history as alerts_history
+from torchci_assets.derived.guardians.inputs import query
 from torchci_assets.derived.guardians.passes import alerts_pass
 from torchci_assets.guardian_config import DEFAULT_QUEUE_RULES, AlertsConfig
 
@@ -96,6 +98,23 @@ def test_current_alerts_reads_queues_and_the_disabled_bot_from_the_lake(tmp_path
     assert alerts["queue"].details == ("59 jobs waiting, the oldest for 0.65 hours",)
     assert alerts["disabled_bot_silent"].firing and alerts["archive_silent"].firing
     assert not alerts["recurrently_failing"].firing
+
+
+def test_a_rerun_job_completed_after_midnight_by_an_older_github_waits_no_more(tmp_path):
+    """Reruns' jobs queued before midnight (attempt 2), their completions after it from an older
+    GitHub without run_attempt or created_at (that day's ingest writes attempt 1 and no creation
+    time): a job is its id, so each completed one no longer waits (they all still did)."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    queued_at = T0.replace(hour=0) - dt.timedelta(minutes=10)
+    job = {"run_id": 7, "labels": ["linux.4xlarge"]}
+    lake.write("workflow_job", queued_at.date().isoformat(), pa.Table.from_pylist(
+        [{**job, "id": i, "run_attempt": 2, "status": "queued", "created_at": queued_at} for i in range(3)],
+        schema=schema("workflow_job")))
+    lake.write("workflow_job", T0.date().isoformat(), pa.Table.from_pylist(
+        [{**job, "id": i, "run_attempt": 1, "status": "completed", "conclusion": "failure"} for i in range(2)],
+        schema=schema("workflow_job")))
+    queued = query(lake, {"workflow_job": 1}, "queued_jobs", {"since": T0 - dt.timedelta(days=1), "now": T0}, T0)
+    assert [(q["machine"], q["jobs"]) for q in queued] == [("linux.4xlarge", 1)]
 
 
 # ---- the issues --------------------------------------------------------------------------

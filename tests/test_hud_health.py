@@ -370,6 +370,25 @@ def test_a_job_whose_completed_webhook_was_lost_in_a_failed_run_is_pending_then_
     assert (rows[(old, GROUP)]["failure_class"], rows[(old, GROUP)]["infra_reason"]) == ("infra", "abandoned")
 
 
+def test_a_rerun_job_completed_after_midnight_by_an_older_github_is_the_rerun_s(tmp_path):
+    """A rerun's job queued before midnight (attempt 2), its completion after midnight from an older
+    GitHub without run_attempt: that day's ingest knows no attempt for the job and writes 1. A job id
+    belongs to one attempt, so the HUD takes the rerun's from the job's other day (it kept the rerun
+    pending, the commit with it, until it called it abandoned)."""
+    h = History()
+    before = T0 - dt.timedelta(hours=9)  # 23:00 the day before
+    c = h.push(1, before)
+    h.job(c, TEST.format(1), "failure", run_id=10, created=before, day=before.date().isoformat())
+    rerun_at = before + dt.timedelta(minutes=30)
+    rerun = h.job(c, TEST.format(1), None, run_id=10, attempt=2, created=rerun_at, day=before.date().isoformat())
+    h.job(c, TEST.format(1), "failure", run_id=10, attempt=1, job_id=rerun, created=rerun_at)  # its completion
+    h.run(10, "pull", conclusion="failure", created=before, day=before.date().isoformat())
+    conclusions, rows = health(tmp_path, h)
+    row = rows[(c, GROUP)]
+    assert (row["state"], row["attempts"], row["run_attempt"]) == ("failure", 2, 2)
+    assert conclusions[c] == "red"
+
+
 @pytest.mark.parametrize("run_conclusion,job_status,state,commit", [
     ("success", "in_progress", "success", "green"),   # the run says none of its jobs failed
     ("skipped", "queued", "skipped", "green"),  # every job of the run was skipped

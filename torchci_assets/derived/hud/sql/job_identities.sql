@@ -9,8 +9,12 @@
 -- so "any failing conclusion", "any conclusion" and the ids' latest fields are all order-free.
 CREATE OR REPLACE TEMP TABLE identities AS
 -- (j is read twice, by g and by `cancelled`: materialized, so the window's job files are read once)
+-- A job id belongs to one attempt: a rerun's completion that arrived after midnight from an older
+-- GitHub, without run_attempt, was written as attempt 1 by its day's ingest (it knew no other); the
+-- id's rows of the days before name the rerun's attempt, the highest.
 WITH j AS MATERIALIZED (
-    SELECT *, coalesce(list_contains($failing_conclusions, conclusion), false) AS failing
+    SELECT * REPLACE (max(run_attempt) OVER (PARTITION BY id) AS run_attempt),
+           coalesce(list_contains($failing_conclusions, conclusion), false) AS failing
     FROM w_jobs WHERE head_sha IN (SELECT sha FROM heads)
 ),
 g AS (
