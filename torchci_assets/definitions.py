@@ -5,8 +5,11 @@ resources are wired here once, so a reader finds everything the UI shows by foll
 imports.
 """
 
-import gc
 import warnings
+
+from torchci_assets.collector import collect_less
+
+collect_less()  # before the imports below, which make most of the collections it saves
 
 import dagster as dg
 
@@ -32,12 +35,6 @@ from torchci_assets.relay import definitions as relay
 # Dagster copies each sensor with its `owners` parameter (None here), which warns BetaWarning in
 # every process that loads the code location: noise no user can act on.
 warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition", category=dg.BetaWarning)
-
-# Python's cyclic collector runs after every 700 new container objects, and a run of the intra-day
-# refresh makes ~500 such collections, 0.44 CPU-s of its ~7 (Dagster builds many small objects per
-# event; the data itself lives in Arrow and DuckDB, outside the collector). Every 20,000 it is 17
-# collections, 0.13 CPU-s. Nothing here relies on prompt collection of cycles.
-gc.set_threshold(20_000, 20, 20)
 
 # A bad setting stops the code location's load with one line naming it, before any run reads it.
 preflight.check()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from torchci_assets import preflight
 from torchci_assets.cli_values import FirstDayError, day
+from torchci_assets.collector import collect_less, keep_loaded
 from torchci_assets.config import load_config
 
 if TYPE_CHECKING:  # Dagster loads in the functions that run assets: `--help` and usage errors answer without it
@@ -324,6 +325,7 @@ def _no_days_message(archive, every_day: list[str], start: str | None, end: str 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    collect_less()  # before Dagster and the code location load: what they make lives as long as the process
     if not preflight.report("torchci run"):
         return 2
     if status := preflight.report_stores("torchci run"):  # before any run is created
@@ -381,6 +383,7 @@ def _run(args: argparse.Namespace, archive, days: list[str]) -> int:
         from torchci_assets.partitions import FIRST_DAY_VAR, daily_partitions
     except FirstDayError as exc:  # a bad TORCHCI_FIRST_DAY fails the definitions as they load
         raise UsageError(str(exc)) from None
+    keep_loaded()
     keys = selected_keys(defs, args.select)
     lake = Lake(Store(resolved_uri("TORCHCI_LAKE_URI")))
     first = daily_partitions.start.date().isoformat()
