@@ -51,7 +51,8 @@ def killed_mid_write(lake: Path) -> Path:
                 time.sleep(600)
 
         Lake.write = stuck
-        dispatch.record_attempt(Lake.at({str(lake)!r}), {{**{ROW_TEXT}, "attempted_at": dt.datetime.now(dt.timezone.utc)}})
+        at = dt.datetime.fromisoformat({NOW.isoformat()!r})  # the test's day, even past midnight
+        dispatch.record_attempt(Lake.at({str(lake)!r}), {{**{ROW_TEXT}, "attempted_at": at}})
         """)], env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert writer.stdout.readline() == b"writing\n", writer.stdout.read().decode()[-2000:]
