@@ -14,6 +14,6 @@ DEFAULT_URIS = {
 }
 
 
-def resolved_uri(name: str) -> str:
+def resolved_uri(name: str, environ=os.environ) -> str:
     """The URI a resource configured by `configured.env_or_default(name)` will use at run time."""
-    return os.environ.get(name) or DEFAULT_URIS[name]
+    return environ.get(name) or DEFAULT_URIS[name]

@@ -277,12 +277,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: the rest as collected
 
 
+def _freeze_what_lives() -> None:
+    """Collect the garbage, then keep what is left out of the collector's later full passes."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_finish(session):
     """What collection loaded (every test module, Dagster, pyarrow, DuckDB: millions of objects)
     lives as long as the worker: kept out of the garbage collector's full passes, which otherwise
     walked all of it, ~0.5 s each, a sixth of a worker's CPU."""
-    gc.collect()
-    gc.freeze()
+    _freeze_what_lives()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -291,5 +296,4 @@ def pytest_runtest_teardown(item, nextitem):
     them; what only they held was freed by the file's last teardown and is collected first."""
     yield
     if nextitem is None or nextitem.path != item.path:
-        gc.collect()
-        gc.freeze()
+        _freeze_what_lives()

@@ -20,8 +20,8 @@ import warnings
 import dagster as dg
 import pyarrow as pa
 
-from resources.uris import DEFAULT_URIS
 from resources.storage import Store
+from resources.uris import resolved_uri
 from torchci_assets.archive_days import archive_days
 from torchci_assets.cli_values import FIRST_DAY_VAR, first_day_setting
 
@@ -32,7 +32,7 @@ def _today(today: dt.date | None) -> dt.date:
 
 def _listed(environ) -> list[str]:
     """The archive's days, or none when it cannot be listed (said once, with what to do)."""
-    uri = environ.get("TORCHCI_ARCHIVE_URI") or DEFAULT_URIS["TORCHCI_ARCHIVE_URI"]
+    uri = resolved_uri("TORCHCI_ARCHIVE_URI", environ)
     try:
         return archive_days(Store(uri))
     except (OSError, pa.ArrowException) as exc:

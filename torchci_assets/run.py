@@ -60,7 +60,6 @@ def new_instance_yaml() -> str:
     return NEW_INSTANCE_HEADER + yaml.safe_dump(storage_config({"env": "DAGSTER_HOME"}), sort_keys=False)
 
 
-
 # What `torchci run` tags its runs with: where its process is, and the id of the run it executes.
 # Dagster copies a run's tags to its re-executions (the UI's launchpad copies them to new runs too),
 # host and pid included; the run id tag then names another run, so it tells the runs a `torchci run`
