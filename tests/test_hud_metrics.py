@@ -145,6 +145,23 @@ def test_a_job_redelivered_days_later_is_counted_on_the_day_its_completion_first
     assert platform == {"linux": 2}
 
 
+def test_a_rerun_job_completed_after_midnight_by_an_older_github_is_judged_with_its_rerun_s_tests(tmp_path):
+    """A rerun's test job queued before midnight (attempt 2) failed a test; its completion came after
+    midnight from an older GitHub without run_attempt, which that day's ingest writes as attempt 1. A
+    job id belongs to one attempt: the job is the rerun's, its test results (attempt 2) say a test
+    failed, and its failure is no infrastructure failure (it was one: no test results for attempt 1)."""
+    h = History()
+    c = sha(1)
+    queued = dt.datetime.fromisoformat(BEFORE).replace(hour=23, minute=40, tzinfo=dt.timezone.utc)
+    name = "linux-jammy / test (default, 1, 1, linux.2xlarge)"
+    j = h.job(c, name, None, run_id=9, attempt=2, created=queued, day=BEFORE, test_config="default", queue_s=300)
+    h.job(c, name, "failure", run_id=9, attempt=1, job_id=j, created=queued, test_config="default", queue_s=300)
+    h.test_job(j, attempt=2)
+    report, _ = metrics(tmp_path, h, [])
+    m = report.headline
+    assert (m["jobs"], m["failed_jobs"], m["infra_failed_jobs"]) == (1, 1, 0)
+
+
 def test_a_chart_without_any_point_says_so_instead_of_an_axis_of_zeros():
     """With no point, an hours axis read 0.0 h at each of its five ticks."""
     chart = line_chart("Time to signal", [Series("p50", []), Series("p90", [])], ["2026-11-27", "2026-11-28"],

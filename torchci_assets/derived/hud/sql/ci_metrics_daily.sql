@@ -5,9 +5,15 @@ WITH jobs AS (
     SELECT j.* REPLACE (coalesce(j.platform, 'unknown') AS platform),
            coalesce(j.workflow_name, r.name, 'unknown') AS workflow, coalesce(runner_machine(labels), 'unknown') AS label
     -- a job counts on the day its completion arrived, once: jobs_before holds the days an earlier
-    -- copy of it may be in (the day before, and back to the day it completed: see metrics.py)
-    FROM (SELECT * FROM jobs_today WHERE status = 'completed' AND coalesce(conclusion, '') <> 'skipped'
-          AND (id, run_attempt) NOT IN (SELECT (id, run_attempt) FROM jobs_before WHERE status = 'completed')) j
+    -- copy of it may be in (the day before, and back to the day it completed: see metrics.py). A job
+    -- id belongs to one attempt: a rerun's completion that arrived after midnight without run_attempt
+    -- (written as attempt 1) takes the attempt its deliveries of the days before named.
+    FROM (SELECT t.* REPLACE (greatest(t.run_attempt, coalesce(b.run_attempt, 1)) AS run_attempt)
+          FROM jobs_today t
+          LEFT JOIN (SELECT id, max(run_attempt) AS run_attempt, bool_or(status = 'completed') AS completed
+                     FROM jobs_before GROUP BY id) b ON b.id = t.id
+          WHERE t.status = 'completed' AND coalesce(t.conclusion, '') <> 'skipped'
+            AND NOT coalesce(b.completed, false)) j
     LEFT JOIN (SELECT id, any_value(name) AS name FROM runs GROUP BY id) r ON r.id = j.run_id
 ),
 failed AS (
