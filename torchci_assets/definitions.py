@@ -17,6 +17,7 @@ from jobs import (all_assets_job, archive_refresh_job, archive_refresh_sensor, d
                   trunk_guardians_job, trunk_guardians_schedule, upstream_commit_sensor)
 from jobs import relay_prs
 from jobs.gap_repair import gap_repair_job, gap_repair_schedule
+from jobs.relay_catch_up import relay_catch_up_sensor
 from resources.configured import default_resources
 from torchci_assets import preflight
 from torchci_assets.conventions import apply_conventions
@@ -47,7 +48,7 @@ defs = apply_conventions(dg.Definitions.merge(
     dg.Definitions(
         jobs=[all_assets_job, archive_refresh_job, dispatch_job, gap_repair_job, trunk_guardians_job],
         schedules=[daily_schedule, gap_repair_schedule, trunk_guardians_schedule],
-        sensors=[upstream_commit_sensor, archive_refresh_sensor],
+        sensors=[upstream_commit_sensor, archive_refresh_sensor, relay_catch_up_sensor],
         resources=default_resources(),
         # A day's steps in one process, as `torchci run` executes them: a process per step
         # (Dagster's default) spends more time starting Python than in the steps.

@@ -17,7 +17,8 @@ dispatches = dg.AssetSpec(LEDGER_TABLE, group_name="relay", kinds={"parquet", "g
                                       "Written by "
                                       "dispatch_job (a run per new upstream head, started by upstream_commit_sensor), "
                                       "and for pull_request deliveries by pull_request_sensor's ticks and the "
-                                      "pull_request_dispatch_job runs it starts for what a tick could not finish.")
+                                      "pull_request_dispatch_job runs it starts for what a tick could not finish; a run that failed "
+                                      "(GitHub down past its retries) is run again by relay_catch_up_sensor.")
 
 relay_actions = dg.AssetSpec(ACTIONS_TABLE, group_name="relay", kinds={"parquet", "github"},
                              description="Ledger of the relay's other GitHub writes: upstream check runs "
@@ -30,6 +31,8 @@ relay_actions = dg.AssetSpec(ACTIONS_TABLE, group_name="relay", kinds={"parquet"
                                          "runs of downstream callbacks); by check_run_label_job (a label's wanted "
                                          "flags and check runs) and rerun_job (re-runs asked from the Checks tab), "
                                          "both started by pull_request_sensor; and by zombie_check_run_job, which "
-                                         "zombie_check_run_schedule starts (check runs completed as timed out).")
+                                         "zombie_check_run_schedule starts (check runs completed as timed out). A run "
+                                         "of the first three that failed (GitHub down past its retries) is run "
+                                         "again by relay_catch_up_sensor; the zombie sweep by its next schedule.")
 
 defs = dg.Definitions(assets=[dispatches, relay_actions])
