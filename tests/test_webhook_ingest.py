@@ -108,6 +108,7 @@ def test_octokit_examples_come_out_typed(roots, octokit):
         assert (got["number"], got["action"], got["state"], got["head_sha"], got["base_ref"], got["merged"]) == \
             (p["number"], p["action"], pr["state"], pr["head"]["sha"], pr["base"]["ref"], pr.get("merged"))
         assert got["labels"] == [label["name"] for label in pr["labels"]]
+        assert got["author"] == pr["user"]["login"]  # Dr. CI tells another author's pull requests by it
 
 
 # ---- GitHub's delivery quirks ----------------------------------------------------------------

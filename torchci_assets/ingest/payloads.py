@@ -197,7 +197,7 @@ def _commit_ids(value) -> list[str] | None:
 PR_STAGE = pa.schema([
     ("repo", pa.string()), ("number", pa.int64()), ("action", pa.string()), ("state", pa.string()),
     ("head_sha", pa.string()), ("head_ref", pa.string()), ("base_ref", pa.string()),
-    ("labels", pa.list_(pa.string())), ("merged", pa.bool_()), ("updated_at", pa.string()),
+    ("labels", pa.list_(pa.string())), ("merged", pa.bool_()), ("updated_at", pa.string()), ("author", pa.string()),
     ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
 
@@ -214,6 +214,7 @@ def pull_request_row(p: dict) -> tuple:
         _get(head, "sha", str, "pull_request.head"), _get(head, "ref", str, "pull_request.head"),
         _get(base, "ref", str, "pull_request.base"), _labels(pr.get("labels"), "pull_request.labels"),
         _get(pr, "merged", bool, w), _get(pr, "updated_at", str, w),
+        _get(_object(pr, "user", w), "login", str, "pull_request.user"),
     )
 
 

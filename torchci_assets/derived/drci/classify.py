@@ -35,9 +35,13 @@ A failing job of the head (its latest attempt failed) gets the first class that 
   FLAKY (main)  the same failure is on a main commit of upstream's span for similar failures (a day
                 before the merge base up to the head's push, at most a week; beyond the NEAR_COMMITS):
                 main met the outside change or the flake the pull request met, as the pull request
-                lacks the commits after its merge base (`similar_on_main`). Upstream searches other
-                pull requests' heads too, excluding the author's own; the lake knows no authors, and a
-                stack of one author shares its breakage, so only main is asked here;
+                lacks the commits after its merge base (`similar_on_main`);
+  FLAKY (other) the same failure is on another pull request's head, of another author, failed in the
+                same span, before this head was pushed (`similar_on_other_pr`): two authors' changes
+                did not both break it, the outside world did, as upstream's search of other pull
+                requests finds it. Never the author's own (a ghstack stack shares its breakage: as
+                upstream, isSameAuthor), nor a pull request whose author or this one's the lake does
+                not know (upstream counts those; calling a breakage unrelated is the worse error);
   UNCLASSIFIED  the job did not run at the merge base at all (no job of that name, shard and runner
                 dropped, whatever its conclusion): nothing says whether main fails it too, so
                 PyTorch's Dr. CI says it cannot tell, rather than blaming the pull request. Only
@@ -92,7 +96,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from torchci_assets.derived.hud.reports_due import reports_due_at, reports_overdue, run_running
@@ -231,6 +235,24 @@ class Trunk:
 
 
 @dataclass(frozen=True)
+class OtherFailure:
+    """A failing job of another author's pull request head, in upstream's span for similar failures:
+    the evidence of FLAKY (another pull request)."""
+
+    pr: int
+    sha: str
+    job_group: str
+    job_id: int | None
+    run_id: int | None
+    at: dt.datetime                 # when it failed (its completion, else its start)
+    line: str = ""                  # message_key of the log classifier's line, "" when none
+    cancelled: bool = False
+    build_env: str = ""
+    test_config: str = ""
+    tests: frozenset[tuple[str, str]] = frozenset()  # its failing (test, message key) pairs
+
+
+@dataclass(frozen=True)
 class FlakySighting:
     """A flaky test's failure on another commit: the evidence a FLAKY verdict cites."""
 
@@ -268,6 +290,7 @@ class Verdict:
     sighting: FlakySighting | None = None
     issue: str | None = None        # the UNSTABLE issue's URL that marks the job
     related: HeadJob | None = None  # the job of the same head whose unrelated failure this one repeats
+    other: OtherFailure | None = None  # another author's pull request that failed the same way first
 
 
 def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
@@ -304,6 +327,35 @@ def similar_on_main(job: HeadJob, trunk: Trunk, flaky: Flaky | None = None) -> M
         return None
     candidates = sorted(trunk.window.get(job.job_group, ()), key=lambda f: (f.distance, f.sha))
     return next((f for f in candidates if (job.tests or f.line) and same_failure(job, f, trunk, flaky)), None)
+
+
+def same_as_other(job: HeadJob, other: OtherFailure, flaky: Flaky | None = None) -> bool:
+    """True when another pull request's job failed as this one did: the same job group and
+    cancellation; with failing tests, in the same build environment and test config, every failing
+    test failed there with the same message (or is a known flake) and at least one did; without,
+    the same line, which both must have."""
+    if other.job_group != job.job_group or other.cancelled != job.cancelled:
+        return False
+    if not job.tests:
+        mine = message_key(job.failure_line)
+        return bool(mine) and mine == other.line
+    if (other.build_env, other.test_config) != (job.build_env or "", job.test_config or ""):
+        return False
+    there = [(t.key, t.message) in other.tests for t in job.tests]
+    return any(there) and all(seen or (flaky is not None and _flake(t, flaky) is not None)
+                              for t, seen in zip(job.tests, there))
+
+
+def similar_on_other_pr(job: HeadJob, others: Mapping[str, Sequence[OtherFailure]],
+                        flaky: Flaky | None = None) -> OtherFailure | None:
+    """The first failure, oldest first, of another author's pull request that is this job's own
+    (`same_as_other`), among `others` (job group -> failures, already limited to upstream's span
+    and to other authors: `inputs.other_failures`); only with something to compare, as
+    `similar_on_main`. Two authors meeting the same failure met it from outside their code."""
+    if not (job.tests or message_key(job.failure_line)) or generic_line(job) or cancelled_step(job):
+        return None
+    candidates = sorted(others.get(job.job_group, ()), key=lambda o: (o.at, o.pr))
+    return next((o for o in candidates if same_as_other(job, o, flaky)), None)
 
 
 def trunk_place(failure: MainFailure, branch: str = "main") -> str:
@@ -487,11 +539,13 @@ def generic_line(job: HeadJob) -> bool:
 
 
 def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-             labels=(), rules: tuple[FlakyRule, ...] = (), now: dt.datetime | None = None) -> Verdict:
+             labels=(), rules: tuple[FlakyRule, ...] = (), now: dt.datetime | None = None,
+             others: Mapping[str, Sequence[OtherFailure]] | None = None) -> Verdict:
     """The class of one failing job (see the module docstring for the order). `labels`: the pull
     request's labels that may suppress a failure (`suppressing_labels`); `rules`: flaky-rules.json's
     (`flaky_rules.load_rules`); `now`: the instant judged at, whether a test job's missing reports are
-    overdue (`infra_reason`; none: they are)."""
+    overdue (`infra_reason`; none: they are); `others`: other authors' pull requests' failures
+    (`similar_on_other_pr`; none: not asked)."""
     suppressed = suppressed_by(job, labels)
     if suppressed:
         return Verdict(job, FLAKY, f"suppressed by {', '.join(suppressed)}")
@@ -515,6 +569,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     similar = similar_on_main(job, trunk, flakes) if flakes is not None else None
     if similar is not None:
         return Verdict(job, FLAKY, f"failed the same way on {trunk_place(similar, trunk.branch)}", main=similar)
+    elsewhere = similar_on_other_pr(job, others or {}, flakes) if flakes is not None else None
+    if elsewhere is not None:
+        return Verdict(job, FLAKY, f"failed the same way on #{elsewhere.pr}", other=elsewhere)
     # upstream asks the jobs never called flaky at once, the others after its generic-line exception
     if not_at_merge_base(job, trunk) and (flakes is None or not generic_line(job)):
         return Verdict(job, UNCLASSIFIED, NOT_AT_MERGE_BASE)
@@ -569,15 +626,16 @@ def similar_in_pr(verdicts: list[Verdict], vouched: frozenset[int] = frozenset()
 
 
 def classify_head(jobs: list[HeadJob], trunk: Trunk, flaky: Flaky, unstable: dict[str, list] | None = None,
-                  labels=(), rules: tuple[FlakyRule, ...] = (),
-                  now: dt.datetime | None = None) -> tuple[list[Verdict], int]:
+                  labels=(), rules: tuple[FlakyRule, ...] = (), now: dt.datetime | None = None,
+                  others: Mapping[str, Sequence[OtherFailure]] | None = None) -> tuple[list[Verdict], int]:
     """(a verdict per failing job and per workflow run awaiting approval, the number of pending jobs)."""
     verdicts = [Verdict(j, AWAITING_APPROVAL) if j.state == "awaiting"
-                else classify(j, trunk, flaky, unstable, labels, rules, now)
+                else classify(j, trunk, flaky, unstable, labels, rules, now, others)
                 for j in jobs if j.state in ("failure", "awaiting")]
     # the UNSTABLE jobs whose failure is unrelated without their mark too (`similar_in_pr`)
     vouched = frozenset(id(v.job) for v in verdicts if v.cls == UNSTABLE and v.related is None
-                        and classify(v.job, trunk, flaky, None, labels, rules, now).cls in (FLAKY, BROKEN_TRUNK, INFRA))
+                        and classify(v.job, trunk, flaky, None, labels, rules, now, others).cls
+                        in (FLAKY, BROKEN_TRUNK, INFRA))
     pending = [j for j in jobs if j.state == "pending"]
     # a pending job an UNSTABLE mark covers is listed with them, as upstream does, and counted as pending only
     marked = [v for v in (_unstable(j, unstable or {}) for j in pending) if v is not None]

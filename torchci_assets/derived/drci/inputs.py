@@ -2,7 +2,8 @@
 
 Heads and their jobs come from the day's `pr_jobs` (the HUD's per-job view, already latest attempt
 per job name, infra failures marked); their workflow runs' state (awaiting approval, ended) from
-`workflow_run`; failing tests and their messages from `test_results` (its
+`workflow_run`; their authors (other authors' failures are evidence: `other_failures`) from
+`pull_request`; failing tests and their messages from `test_results` (its
 failures, extracted once per file: extracts.py); the trunk from `commit_health` and
 `test_sha_outcomes`; flakiness from `flaky_tests`; the jobs marked unstable from
 `stats/unstable-jobs.json` in the outputs, as the flakiness domain publishes it from the open
@@ -25,8 +26,8 @@ from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, LOG_PART, LOG_WHOLE, NEAR_COMMITS,
                                                   NO_TEST_RESULTS, SIMILAR_LOOKBACK, SIMILAR_SPAN, FailedTest,
-                                                  Flaky, FlakySighting, HeadJob, MainFailure, Trunk, base_name,
-                                                  first_line, message_key)
+                                                  Flaky, FlakySighting, HeadJob, MainFailure, OtherFailure, Trunk,
+                                                  base_name, first_line, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
@@ -41,6 +42,8 @@ JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 # job_failure's captures and whether the log was read whole, as NULL where a partition lacks them
 JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT", "log_complete": "BOOLEAN"})
+# pull_request columns added after partitions were written (`author`: who wrote the pull request)
+PR_ADDED = Columns({"author": "VARCHAR"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "workflow_id": "BIGINT", "head_sha": "VARCHAR", "status": "VARCHAR",
@@ -74,6 +77,7 @@ class PullRequest:
     jobs: list[HeadJob] = field(default_factory=list)
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
     labels: tuple[str, ...] = ()            # its labels, as its latest pull_request webhook gave them
+    author: str | None = None               # its author's login, lower case; None when no webhook named one
 
 
 def register_with(con, lake: Lake, table: str, days: list[str], view: str, columns: Columns) -> bool:
@@ -102,7 +106,8 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     if not register_pr_jobs(con, lake, day):
         return {}
     prs: dict[int, PullRequest] = {}
-    if lake.register(con, "pull_request", days_ending(day, WINDOW_DAYS), name="pr"):
+    webhooks = register_with(con, lake, "pull_request", days_ending(day, WINDOW_DAYS), "pr", PR_ADDED)
+    if webhooks:
         for r in rows(con, "heads_without_jobs", {"repo": repo}):
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
                                            r["updated_at"], labels=tuple(r["labels"] or ()))
@@ -119,7 +124,75 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
         started = r["started_at"]
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
+    if webhooks:
+        for r in rows(con, "pr_authors", {"repo": repo}):
+            if r["number"] in prs:
+                prs[r["number"]].author = r["author"]
     return prs
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A failing job of a head, with what tells its pull request from another one's."""
+
+    pr: int
+    head_ref: str | None
+    author: str | None
+    failure: OtherFailure
+
+
+def index_failures(prs: dict[int, PullRequest]) -> dict[str, list[_Failed]]:
+    """job group -> every failing job of the heads, for `other_failures` (built once per build)."""
+    out: dict[str, list[_Failed]] = {}
+    for pr in prs.values():
+        for j in pr.jobs:
+            at = j.completed_at or j.started_at
+            if j.state != "failure" or at is None:
+                continue
+            failure = OtherFailure(pr.number, pr.head_sha, j.job_group, j.job_id, j.run_id, at,
+                                   message_key(j.failure_line), j.cancelled, j.build_env or "", j.test_config or "",
+                                   frozenset((t.key, t.message) for t in j.tests))
+            out.setdefault(j.job_group, []).append(_Failed(pr.number, pr.head_ref, pr.author, failure))
+    return out
+
+
+class _OtherAuthors(Mapping):
+    """job group -> the failures of `index` a failure of `pr` may repeat (`other_failures`), found
+    when asked: only the jobs that reach that step of the classification ask, so a day's comments cost
+    what their candidates fail, not pull requests x failures."""
+
+    def __init__(self, index: dict[str, list[_Failed]], pr: PullRequest, start: dt.datetime, end: dt.datetime):
+        self._index, self._pr, self._start, self._end = index, pr, start, end
+
+    def __getitem__(self, group: str) -> list[OtherFailure]:
+        pr = self._pr
+        found = [f.failure for f in self._index.get(group, ()) if f.pr != pr.number and f.failure.sha != pr.head_sha
+                 and f.head_ref != pr.head_ref and f.author is not None and f.author != pr.author
+                 and self._start <= f.failure.at <= self._end]
+        if not found:
+            raise KeyError(group)
+        return found
+
+    def __iter__(self):
+        return (group for group in self._index if group in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def other_failures(index: dict[str, list[_Failed]], pr: PullRequest,
+                   since: dt.datetime | None) -> Mapping[str, list[OtherFailure]]:
+    """job group -> the failures of other authors' pull requests a failure of `pr` may repeat, as
+    PyTorch's Dr. CI searches them (hasSimilarFailures): failed from SIMILAR_LOOKBACK before `since`
+    (the merge base's push; unknown: the head's) up to the head's push, none when that spans more
+    than SIMILAR_SPAN; another pull request, head and branch; both authors known and different."""
+    end = pr.pushed_at
+    if pr.author is None or end is None:
+        return {}
+    start = (since or end) - SIMILAR_LOOKBACK
+    if end - start > SIMILAR_SPAN:
+        return {}
+    return _OtherAuthors(index, pr, start, end)
 
 
 def attach_runs(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
