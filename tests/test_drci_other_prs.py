@@ -90,7 +90,8 @@ PR_SCHEMA = pa.schema([("repo", pa.string()), ("number", pa.int64()), ("action",
                        ("state", pa.string()), ("head_sha", pa.string()), ("head_ref", pa.string()),
                        ("base_ref", pa.string()), ("labels", pa.list_(pa.string())), ("merged", pa.bool_()),
                        ("updated_at", pa.timestamp("us", tz="UTC")), ("author", pa.string()),
-                       ("received_at", pa.timestamp("us", tz="UTC")), ("delivery_id", pa.string())])
+                       ("closes", pa.list_(pa.int64())), ("received_at", pa.timestamp("us", tz="UTC")),
+                       ("delivery_id", pa.string())])
 
 
 @pytest.fixture

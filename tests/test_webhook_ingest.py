@@ -109,6 +109,31 @@ def test_octokit_examples_come_out_typed(roots, octokit):
             (p["number"], p["action"], pr["state"], pr["head"]["sha"], pr["base"]["ref"], pr.get("merged"))
         assert got["labels"] == [label["name"] for label in pr["labels"]]
         assert got["author"] == pr["user"]["login"]  # Dr. CI tells another author's pull requests by it
+        assert got["closes"] == []  # "This is a pretty simple change that we need to pull into master."
+
+
+def test_the_issues_a_pull_request_s_body_says_it_closes_are_kept(roots, octokit):
+    """PyTorch's CI runs a DISABLED test in a pull request whose body says it fixes the test's issue,
+    so Dr. CI needs them: the closing words PyTorch's CI reads, with an issue number or URL, each
+    issue once; none for an empty body; unknown (null) when the payload carries no body, or one
+    that is not text, which rejects nothing (the row's other fields stand)."""
+    example = octokit["api.github.com"]["pull_request"][0]
+    bodies = {"fixes": "Fixes #1234 and closes https://github.com/pytorch/pytorch/issues/567.\n"
+                       "Resolved #1234; see #89, fix #7x, Fixes#5",
+              "empty": None, "absent": ..., "number": 42}
+    lines = []
+    for i, (name, body) in enumerate(bodies.items()):
+        payload = json.loads(json.dumps(example))
+        if body is ...:
+            del payload["pull_request"]["body"]
+        else:
+            payload["pull_request"]["body"] = body
+        lines.append(envelope("pull_request", name, payload, f"2026-11-01T10:0{i}:00.000Z"))
+    roots.write(day_file("bodies.jsonl"), lines)
+    ingest(roots)
+    got = {r["delivery_id"]: r["closes"] for r in rows(roots, "pull_request")}
+    assert got == {"fixes": [1234, 567, 7], "empty": [], "absent": None, "number": None}
+    assert rows(roots, "rejects") == []
 
 
 # ---- GitHub's delivery quirks ----------------------------------------------------------------

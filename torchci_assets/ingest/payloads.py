@@ -12,6 +12,7 @@ strings here and are cast, and checked, in SQL when a day is reduced.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import orjson
 import pyarrow as pa
@@ -31,6 +32,13 @@ MAX_LABELS = 256
 MAX_PUSH_COMMITS = 2048
 # Job names longer than this are parsed without the cache, which would otherwise keep them.
 _CACHED_NAME_CHARS = 512
+# A pull request that says it closes a DISABLED test's issue runs the test (PyTorch's
+# filter_test_configs.py and Dr. CI's isDisabledTestMentionedInPR match these words; any
+# repository's issue URL here). GitHub keeps at most 65536 characters of a body.
+_CLOSES = re.compile(r"(?:Close[ds]?|Resolve[ds]?|Fix(?:e[ds])?) (?:#|https://github\.com/[\w.-]+/[\w.-]+/issues/)"
+                     r"(\d{1,18})(?!\d)", re.IGNORECASE)
+MAX_BODY_CHARS = 65536
+MAX_CLOSED_ISSUES = 100
 
 
 class FieldError(ValueError):
@@ -198,7 +206,7 @@ PR_STAGE = pa.schema([
     ("repo", pa.string()), ("number", pa.int64()), ("action", pa.string()), ("state", pa.string()),
     ("head_sha", pa.string()), ("head_ref", pa.string()), ("base_ref", pa.string()),
     ("labels", pa.list_(pa.string())), ("merged", pa.bool_()), ("updated_at", pa.string()), ("author", pa.string()),
-    ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
+    ("closes", pa.list_(pa.int64())), ("delivery_id", pa.string()), ("received_at", TS), ("location", pa.string()),
 ])
 
 
@@ -214,8 +222,23 @@ def pull_request_row(p: dict) -> tuple:
         _get(head, "sha", str, "pull_request.head"), _get(head, "ref", str, "pull_request.head"),
         _get(base, "ref", str, "pull_request.base"), _labels(pr.get("labels"), "pull_request.labels"),
         _get(pr, "merged", bool, w), _get(pr, "updated_at", str, w),
-        _get(_object(pr, "user", w), "login", str, "pull_request.user"),
+        _get(_object(pr, "user", w), "login", str, "pull_request.user"), closed_issues(pr),
     )
+
+
+def closed_issues(pr: dict) -> list[int] | None:
+    """The issue numbers the pull request's body says it closes (`_CLOSES`), in order, each once;
+    [] for a body that names none or is empty (null), None when the payload has no body field or
+    one that is not text (nothing can be said). Never a reject: a row's other fields stand."""
+    if "body" not in pr:
+        return None
+    body = pr["body"]
+    if body is None:
+        return []
+    if not isinstance(body, str):
+        return None
+    found = dict.fromkeys(int(n) for n in _CLOSES.findall(body[:MAX_BODY_CHARS]))
+    return list(found)[:MAX_CLOSED_ISSUES]
 
 
 def _parse_received_at(value) -> dt.datetime:

@@ -25,7 +25,7 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 
 @dg.asset(
     name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
-    deps=["pr_jobs", "flaky_tests", "unstable_jobs",
+    deps=["pr_jobs", "flaky_tests", "unstable_jobs", "disabled_tests",
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the failing tests of the merge bases' neighbours, over the trunk days
@@ -39,13 +39,16 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
           dg.AssetDep("job_failure", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # the heads' workflow runs waiting for a maintainer's approval
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
-          # open pull requests whose head has no job yet
+          # open pull requests whose head has no job yet; their authors and the issues they close
           dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs that has a job (a head without any, "
                 "even after the REST API's read below, gets no row yet): pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "
                 "pending. Jobs marked by stats/unstable-jobs.json "
-                "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE. A head stuck or without jobs is read "
+                "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE; a job whose failing tests the "
+                "day's disabled_tests disable through open DISABLED issues is FLAKY, unless its pull request says it "
+                "closes one of them; a failure another author's pull request met first is FLAKY. A head stuck or "
+                "without jobs is read "
                 "from GitHub's REST API, and the jobs it changed are written into the archive as `rest` records, as gap "
                 "repair writes them, for the next refresh to ingest. Bodies of open pull requests are "
                 "written to drci/<pr>.md and, with credentials and drci.enabled, posted as one comment per pull "

@@ -20,6 +20,10 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 when abandoned, as upstream sets those jobs aside before its infra checks and asks
                 them only whether main failed alike (BROKEN TRUNK) and whether the merge base ran
                 them (UNCLASSIFIED): see `infra_failure`;
+  FLAKY (disabled) every failing test of the job is disabled on its platform by an open DISABLED
+                issue of the published list, and the pull request does not say it closes one of
+                them (`disabled_by`): as upstream's Dr. CI, a test disabled while the job ran, or
+                after; a pull request fixing the test runs it, and its failure is its own;
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
@@ -261,12 +265,25 @@ class FlakySighting:
     run_id: int | None
 
 
+@dataclass(frozen=True)
+class DisabledIssue:
+    """An open DISABLED issue of the published disabled list: the evidence of FLAKY (disabled)."""
+
+    number: int
+    url: str
+    platforms: tuple[str, ...] = ()  # where it disables the test; empty: everywhere
+
+
 @dataclass
 class Flaky:
-    """Tests `flaky_tests` calls flaky, with the messages they failed with elsewhere."""
+    """Tests `flaky_tests` calls flaky, with the messages they failed with elsewhere; and, as a pull
+    request sees them, the tests DISABLED issues disable and the issues its body says it closes."""
 
     sightings: Mapping[tuple[str, str], FlakySighting] = field(default_factory=dict)  # (test key, message key)
     tests: Set[str] = field(default_factory=frozenset)
+    # (method, class) -> its issues (`inputs.load_disabled`); class "" for a test outside a class
+    disabled: Mapping[tuple[str, str], tuple[DisabledIssue, ...]] = field(default_factory=dict)
+    closes: frozenset[int] | None = None  # None: the pull request's body is not known
 
 
 @dataclass(frozen=True)
@@ -291,6 +308,7 @@ class Verdict:
     issue: str | None = None        # the UNSTABLE issue's URL that marks the job
     related: HeadJob | None = None  # the job of the same head whose unrelated failure this one repeats
     other: OtherFailure | None = None  # another author's pull request that failed the same way first
+    disabled: tuple[DisabledIssue, ...] = ()  # the DISABLED issues of its failing tests
 
 
 def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
@@ -391,6 +409,32 @@ def known_flaky(job: HeadJob, flaky: Flaky) -> FlakySighting | None:
         return None
     seen = [_flake(t, flaky) for t in job.tests]
     return seen[0] if all(seen) else None
+
+
+def test_words(key: str) -> tuple[str, str]:
+    """(method, class) of a failing test's key ("TestY.test_x (file)", "test_x (file)" outside a
+    class): the words PyTorch's runner and Dr. CI match a DISABLED issue by (the class's last part)."""
+    qualified = key.rsplit(" (", 1)[0]
+    cls, _, name = qualified.rpartition(".")
+    return name, cls.rsplit(".", 1)[-1]
+
+
+def disabled_by(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
+    """The open DISABLED issues that disable every failing test of the job on its platform (an
+    issue's platforms matched in `workflow / job` as upstream's getDisabledTestIssues matches them),
+    or () when one of its tests has none, or when the pull request says it closes one of them
+    (PyTorch's CI then runs the test, and its failure is the fix's to answer for: upstream's
+    isDisabledTestMentionedInPR), or when its body is not known (it may)."""
+    if not job.tests or flaky.closes is None:
+        return ()
+    name, found = full_name(job), []
+    for t in job.tests:
+        issues = [i for i in flaky.disabled.get(test_words(t.key), ())
+                  if not i.platforms or any(p in name for p in i.platforms)]
+        if not issues or any(i.number in flaky.closes for i in issues):
+            return ()
+        found += [i for i in issues if i not in found]
+    return tuple(found)
 
 
 def flaky_rule(job: HeadJob, rules: tuple[FlakyRule, ...]) -> FlakyRule | None:
@@ -557,6 +601,9 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
     if infra_failure(job, flakes is None, now):
         return _infra(job, now)
+    disabled = disabled_by(job, flakes) if flakes is not None else ()
+    if disabled:
+        return Verdict(job, FLAKY, "disabled by " + ", ".join(f"#{i.number}" for i in disabled), disabled=disabled)
     seen = known_flaky(job, flakes) if flakes is not None else None
     if seen is not None:
         return Verdict(job, FLAKY, "the same failure on another commit", sighting=seen)

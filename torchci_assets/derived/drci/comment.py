@@ -111,6 +111,9 @@ def _job_item(head: Head, v: Verdict) -> str:
         what = "similar failure" if v.cls == FLAKY else "trunk failure"  # FLAKY: main had it too (similar_on_main)
         line += (f" ([{what}]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
                  else f" ([{what}]({url}) on {trunk_place(v.main, head.branch)}: {v.main.sha[:10]})")
+    elif v.disabled:
+        line += " (disabled by " + ", ".join(f"[#{i.number}]({i.url})" if _SAFE_URL.fullmatch(i.url) else f"#{i.number}"
+                                             for i in v.disabled) + ")"
     elif v.other is not None:
         url = _job_url(head, v.other.run_id, v.other.job_id)
         line += f" ([similar failure]({url}) on #{v.other.pr}: {v.other.sha[:10]})"

@@ -26,9 +26,10 @@ from resources.lake_extracts import ExtractPass, register_extract
 from resources.sql import Columns, compose
 from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, LOG_PART, LOG_WHOLE, NEAR_COMMITS,
                                                   NO_TEST_RESULTS, SIMILAR_LOOKBACK, SIMILAR_SPAN, FailedTest,
-                                                  Flaky, FlakySighting, HeadJob, MainFailure, OtherFailure, Trunk,
-                                                  base_name, first_line, message_key)
+                                                  DisabledIssue, Flaky, FlakySighting, HeadJob, MainFailure,
+                                                  OtherFailure, Trunk, base_name, first_line, message_key)
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
+from torchci_assets.derived.flakiness.issue_text import method_and_class
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
 from torchci_assets.partitions import days_ending
 
@@ -42,8 +43,8 @@ JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 # job_failure's captures and whether the log was read whole, as NULL where a partition lacks them
 JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT", "log_complete": "BOOLEAN"})
-# pull_request columns added after partitions were written (`author`: who wrote the pull request)
-PR_ADDED = Columns({"author": "VARCHAR"})
+# pull_request columns added after partitions were written (who wrote the pull request, what it closes)
+PR_ADDED = Columns({"author": "VARCHAR", "closes": "BIGINT[]"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "workflow_id": "BIGINT", "head_sha": "VARCHAR", "status": "VARCHAR",
@@ -78,6 +79,7 @@ class PullRequest:
     pushed_at: dt.datetime | None = None    # the earliest start of its jobs: when CI saw the head
     labels: tuple[str, ...] = ()            # its labels, as its latest pull_request webhook gave them
     author: str | None = None               # its author's login, lower case; None when no webhook named one
+    closes: frozenset[int] | None = None     # the issues its body says it closes; None when no webhook said
 
 
 def register_with(con, lake: Lake, table: str, days: list[str], view: str, columns: Columns) -> bool:
@@ -125,9 +127,10 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
     if webhooks:
-        for r in rows(con, "pr_authors", {"repo": repo}):
+        for r in rows(con, "pr_people", {"repo": repo}):
             if r["number"] in prs:
-                prs[r["number"]].author = r["author"]
+                pr = prs[r["number"]]
+                pr.author, pr.closes = r["author"], None if r["closes"] is None else frozenset(r["closes"])
     return prs
 
 
@@ -510,10 +513,24 @@ class _OffBranch(Mapping):
         return sum(1 for _ in self)
 
 
-def flaky_for(sightings: Sightings, pr: PullRequest) -> Flaky:
+def flaky_for(sightings: Sightings, pr: PullRequest,
+              disabled: Mapping[tuple[str, str], tuple[DisabledIssue, ...]] | None = None) -> Flaky:
     """The sightings off this pull request's branch: a failure is not evidence for itself, nor is
     the same failure on an earlier head of the same pull request (PyTorch's Dr. CI likewise
-    ignores similar failures by the same author)."""
-    return Flaky(_OffBranch(sightings, pr), sightings.tests)
+    ignores similar failures by the same author); the `disabled` tests (`load_disabled`), with the
+    issues the pull request says it closes."""
+    return Flaky(_OffBranch(sightings, pr), sightings.tests, disabled or {}, pr.closes)
+
+
+def load_disabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[DisabledIssue, ...]]:
+    """(method, class) -> the DISABLED issues of the day's published list that disable it
+    (`disabled_tests`, sql/disabled_issues.sql); empty when the day has none or the list is local."""
+    if not lake.register(con, "disabled_tests", [day], name="dt"):
+        return {}
+    found: dict[tuple[str, str], list[DisabledIssue]] = {}
+    for r in rows(con, "disabled_issues"):
+        found.setdefault(method_and_class(r["test"]), []).append(
+            DisabledIssue(r["number"], r["url"] or "", tuple(r["platforms"] or ())))
+    return {k: tuple(v) for k, v in found.items()}
 
 

@@ -94,7 +94,7 @@ FROM stage ORDER BY received_at, delivery_id
 
 -- step: pull_request
 SELECT repo, number, action, state, head_sha, head_ref, base_ref, labels, merged,
-       TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, author, received_at, delivery_id
+       TRY_CAST(updated_at AS TIMESTAMPTZ) AS updated_at, author, closes, received_at, delivery_id
 FROM stage ORDER BY received_at, delivery_id
 
 -- step: staged
