@@ -1,7 +1,7 @@
 """Dr. CI's search of other pull requests for the same failure (PyTorch's hasSimilarFailures): a failure
-another author's pull request met first, in the same span, is FLAKY: two authors' changes did not both
-break it. Never the same author's (a ghstack stack shares its breakage), nor an author the lake does
-not know. The rule on hand-made jobs; then through the real lake builders (commit_health, pr_jobs,
+another author's pull request met first, in the same span, and was merged over, is FLAKY: two authors'
+changes did not both break it. Never the same author's (a ghstack stack shares its breakage), nor an
+author the lake does not know, nor a head that did not land (work in progress). The rule on hand-made jobs; then through the real lake builders (commit_health, pr_jobs,
 drci_comments), the authors read from the pull_request table the webhook ingest writes, and the
 fake GitHub compare API."""
 
@@ -12,6 +12,7 @@ import pytest
 from fake_github_pulls import FakePullRequests
 from hud_lake import DAY, REPO, T0, History, sha
 from test_drci import BASE, BROKEN, GROUP, failing_job, flaky, gh, trunk
+from test_drci_reverted_pr import landed_by_github, webhooks
 
 from resources.lake import Lake
 from torchci_assets.derived.drci import classify as c
@@ -108,10 +109,11 @@ def failing_pr(h: History, number: int, hours: float, line: str = SEGV) -> str:
 
 
 def comments(tmp_path, httpserver, fake, authors: dict[int, str | None], lines: dict[int, str] | None = None,
-             keep_authors: bool = True) -> dict[int, dict]:
+             keep_authors: bool = True, sixty: str = "landed") -> dict[int, dict]:
     """Each pull request's comment: pull requests 60 (pushed at T0+2h) and 61 (T0+3h) fail JOB, main's
     sha(1)..sha(5) pass it; `authors`: their logins in their pull_request webhooks (None: not named);
-    `keep_authors`: False writes the table as before the lake kept authors (no such column)."""
+    `keep_authors`: False writes the table as before the lake kept authors (no such column); `sixty`:
+    what became of 60 since: `landed` (merged over its failure, as sha(6)), `closed` unmerged, `open`."""
     h = History()
     for i in range(1, 6):
         h.push(i, T0 - dt.timedelta(hours=6 - i))
@@ -120,11 +122,15 @@ def comments(tmp_path, httpserver, fake, authors: dict[int, str | None], lines: 
     prs = [(n, failing_pr(h, n, hours, lines.get(n, SEGV))) for n, hours in ((60, 2), (61, 3))]
     lake = Lake.at(str(tmp_path / "lake"))
     h.write(lake)
-    rows = [{"repo": REPO, "number": n, "action": "opened", "state": "open", "head_sha": head, "head_ref": f"u/{n}",
+    closed = {60: sixty != "open"}
+    rows = [{"repo": REPO, "number": n, "action": "closed" if closed.get(n) else "opened",
+             "state": "closed" if closed.get(n) else "open", "head_sha": head, "head_ref": f"u/{n}",
              "base_ref": "main", "labels": [], "merged": False, "updated_at": T0, "author": authors.get(n),
              "received_at": T0, "delivery_id": f"pr-{n}"} for n, head in prs]
     table = pa.Table.from_pylist(rows, schema=PR_SCHEMA)
     lake.write("pull_request", DAY, table if keep_authors else table.drop_columns(["author"]))
+    if sixty == "landed":
+        webhooks(lake, landed_by_github(60, sha(6)))
     for _, head in prs:
         fake.merge_bases[head] = sha(5)
     now = T0.replace(hour=20)
@@ -133,21 +139,25 @@ def comments(tmp_path, httpserver, fake, authors: dict[int, str | None], lines: 
     return {r["pr"]: r for r in build_comments(lake, gh(httpserver), DAY, REPO, now=now).rows}
 
 
-def test_the_later_pull_request_of_another_author_failing_the_same_way_is_flaky(tmp_path, httpserver, fake):
-    """61 (bob) failed as 60 (ada) had an hour before: FLAKY, citing 60. 60's failure came first: NEW."""
+def test_a_failure_another_author_s_pull_request_met_and_landed_over_is_flaky(tmp_path, httpserver, fake):
+    """61 (bob) failed as 60 (ada) had an hour before, and 60 was merged with that failure: FLAKY,
+    citing 60. 60's failure came first: NEW for it (61 is no landed head either)."""
     rows = comments(tmp_path, httpserver, fake, {60: "ada", 61: "Bob"})
     assert (rows[61]["flaky"], rows[61]["new"]) == (1, 0), rows[61]["body"]
     assert f"on #60: {f'{60:040x}'[:10]})" in rows[61]["body"]
     assert (rows[60]["flaky"], rows[60]["new"]) == (0, 1), rows[60]["body"]
 
 
-@pytest.mark.parametrize("authors,keep", [
-    ({60: "ada", 61: "Ada"}, True),   # one author's two pull requests (a stack): its own breakage
-    ({60: None, 61: "bob"}, True),    # 60's author not named: it may be bob's
-    ({60: "ada", 61: "bob"}, False),  # a lake written before authors were kept
+@pytest.mark.parametrize("authors,keep,sixty", [
+    ({60: "ada", 61: "Ada"}, True, "landed"),   # one author's two pull requests (a stack): its own breakage
+    ({60: None, 61: "bob"}, True, "landed"),    # 60's author not named: it may be bob's
+    ({60: "ada", 61: "bob"}, False, "landed"),  # a lake written before authors were kept
+    ({60: "ada", 61: "bob"}, True, "open"),     # work in progress: its failure may be its own
+    ({60: "ada", 61: "bob"}, True, "closed"),   # closed unmerged: nobody vouched for its failures
 ])
-def test_without_two_known_authors_the_failure_stays_new(tmp_path, httpserver, fake, authors, keep):
-    rows = comments(tmp_path, httpserver, fake, authors, keep_authors=keep)
+def test_without_two_known_authors_or_a_landed_head_the_failure_stays_new(tmp_path, httpserver, fake, authors,
+                                                                          keep, sixty):
+    rows = comments(tmp_path, httpserver, fake, authors, keep_authors=keep, sixty=sixty)
     assert (rows[61]["flaky"], rows[61]["new"]) == (0, 1), rows[61]["body"]
 
 
@@ -159,17 +169,20 @@ def test_another_line_on_the_other_pull_request_is_no_evidence(tmp_path, httpser
 
 def test_the_span_searched_is_upstream_s_and_the_same_branch_is_never_another_pull_request():
     """From a day before the merge base's push to the head's; none when that is over a week (the merge
-    base is too old to tell by); a head on the same branch is the same work, whatever its number."""
-    def pr(number, ref, author, pushed, failed_at=None):
-        job = failing_job([(T1, CLOSE)], completed_at=failed_at or pushed)
-        return PullRequest(number, f"{number:040x}", "open", "main", ref, None, jobs=[job], pushed_at=pushed,
+    base is too old to tell by); a head on the same branch is the same work, whatever its number; a
+    pull request still open is work in progress."""
+    def pr(number, ref, author, pushed, state="closed"):
+        job = failing_job([(T1, CLOSE)], completed_at=pushed)
+        return PullRequest(number, f"{number:040x}", state, "main", ref, None, jobs=[job], pushed_at=pushed,
                            author=author)
 
-    mine = pr(61, "u/61", "bob", AT)
+    mine = pr(61, "u/61", "bob", AT, "open")
     theirs = [pr(60, "u/60", "ada", AT - dt.timedelta(hours=30)),  # a day before a merge base pushed 6 h before
               pr(59, "u/61", "cy", AT - dt.timedelta(hours=1)),    # the same branch
-              pr(58, "u/58", "dee", AT - dt.timedelta(hours=2))]
-    index = index_failures({p.number: p for p in [mine, *theirs]})
+              pr(58, "u/58", "dee", AT - dt.timedelta(hours=2)),
+              pr(57, "u/57", "eve", AT - dt.timedelta(hours=2), "open")]  # not landed
+    landed = {n: frozenset({sha(n)}) for n in (60, 59, 58, 57)}
+    index = index_failures({p.number: p for p in [mine, *theirs]}, landed)
     found = other_failures(index, mine, AT - dt.timedelta(hours=6))
     assert [o.pr for o in found[GROUP]] == [60, 58] and list(found) == [GROUP]
     assert [o.pr for o in other_failures(index, mine, AT)[GROUP]] == [58]  # merge base at the head's push

@@ -132,7 +132,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         disabled = inputs.load_disabled(con, lake, day)
     finally:
         con.close()
-    failures = inputs.index_failures(prs)
+    failures = inputs.index_failures(prs, landed)
     for number in sorted(prs):
         pr = prs[number]
         mb = merge_bases[pr.head_sha]

@@ -40,10 +40,11 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 before the merge base up to the head's push, at most a week; beyond the NEAR_COMMITS):
                 main met the outside change or the flake the pull request met, as the pull request
                 lacks the commits after its merge base (`similar_on_main`);
-  FLAKY (other) the same failure is on another pull request's head, of another author, failed in the
-                same span, before this head was pushed (`similar_on_other_pr`): two authors' changes
-                did not both break it, the outside world did, as upstream's search of other pull
-                requests finds it. Never the author's own (a ghstack stack shares its breakage: as
+  FLAKY (other) the same failure is on the last head of another author's pull request that landed
+                (merged over that failure, which its reviewers took for unrelated), failed in the
+                same span, before this head was pushed (`similar_on_other_pr`), as upstream's search
+                finds it (isEligibleCommitForSimilarFailureCheck: trunk, or a merged pull request's
+                last commit). Never the author's own (a ghstack stack shares its breakage: as
                 upstream, isSameAuthor), nor a pull request whose author or this one's the lake does
                 not know (upstream counts those; calling a breakage unrelated is the worse error);
   UNCLASSIFIED  the job did not run at the merge base at all (no job of that name, shard and runner
@@ -240,8 +241,8 @@ class Trunk:
 
 @dataclass(frozen=True)
 class OtherFailure:
-    """A failing job of another author's pull request head, in upstream's span for similar failures:
-    the evidence of FLAKY (another pull request)."""
+    """A failing job of the last head of another author's landed pull request, in upstream's span
+    for similar failures: the evidence of FLAKY (another pull request)."""
 
     pr: int
     sha: str

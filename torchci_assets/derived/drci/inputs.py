@@ -144,10 +144,16 @@ class _Failed:
     failure: OtherFailure
 
 
-def index_failures(prs: dict[int, PullRequest]) -> dict[str, list[_Failed]]:
-    """job group -> every failing job of the heads, for `other_failures` (built once per build)."""
+def index_failures(prs: dict[int, PullRequest], landed: Mapping[int, frozenset[str]]) -> dict[str, list[_Failed]]:
+    """job group -> the failing jobs of the heads that landed, for `other_failures` (built once per
+    build). As PyTorch's Dr. CI (isEligibleCommitForSimilarFailureCheck), only a pull request's last
+    head, once it landed (closed, and a main commit landed it: `load_merge_commits`), is evidence:
+    it was merged over its failures, which its reviewers took for unrelated; any other head is work
+    in progress, whose failures may be its own."""
     out: dict[str, list[_Failed]] = {}
     for pr in prs.values():
+        if pr.state != "closed" or not landed.get(pr.number):
+            continue
         for j in pr.jobs:
             at = j.completed_at or j.started_at
             if j.state != "failure" or at is None:
@@ -185,8 +191,8 @@ class _OtherAuthors(Mapping):
 
 def other_failures(index: dict[str, list[_Failed]], pr: PullRequest,
                    since: dt.datetime | None) -> Mapping[str, list[OtherFailure]]:
-    """job group -> the failures of other authors' pull requests a failure of `pr` may repeat, as
-    PyTorch's Dr. CI searches them (hasSimilarFailures): failed from SIMILAR_LOOKBACK before `since`
+    """job group -> the failures of other authors' landed pull requests (`index_failures`) a failure
+    of `pr` may repeat, as PyTorch's Dr. CI searches them (hasSimilarFailures): failed from SIMILAR_LOOKBACK before `since`
     (the merge base's push; unknown: the head's) up to the head's push, none when that spans more
     than SIMILAR_SPAN; another pull request, head and branch; both authors known and different."""
     end = pr.pushed_at
