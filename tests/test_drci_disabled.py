@@ -15,7 +15,7 @@ from test_drci_other_prs import PR_SCHEMA
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import Head, render
-from torchci_assets.derived.drci.inputs import load_disabled, load_heads
+from torchci_assets.derived.drci.inputs import load_disabled, load_heads, load_reenabled
 from torchci_assets.derived.flakiness.lists import DISABLED_SCHEMA
 from torchci_assets.derived.hud.health import build_pr_jobs
 
@@ -113,3 +113,55 @@ def test_the_day_s_list_and_the_pull_requests_bodies_as_the_lake_holds_them(tmp_
     # 53's latest delivery carried no body: its last known one stands
     assert {n: p.closes for n, p in prs.items()} == {50: frozenset({101}), 51: frozenset(), 52: None,
                                                      53: frozenset({101})}
+
+
+# ---- a DISABLED issue closed after the merge base -----------------------------------------------
+
+BASE_PUSHED = dt.datetime(2026, 10, 3, 18, tzinfo=dt.timezone.utc)
+REENABLED_ON = dt.datetime(2026, 10, 4, tzinfo=dt.timezone.utc)  # the start of the day the list dropped it
+
+
+def after_base(job: c.HeadJob, closes: frozenset[int] | None = frozenset(),
+               base_pushed: dt.datetime | None = BASE_PUSHED) -> c.Verdict:
+    reenabled = {("test_add", "TestOps"): (c.DisabledIssue(201, ""), REENABLED_ON)}
+    return c.classify(job, trunk({}), c.Flaky(closes=closes, reenabled=reenabled, base_pushed=base_pushed))
+
+
+def test_a_test_re_enabled_after_the_merge_base_is_flaky_and_the_comment_says_to_rebase():
+    """Disabled at the merge base, fixed on main and its issue closed since: the pull request's CI runs
+    it without the fix (upstream's isRecentlyCloseDisabledTest)."""
+    v = after_base(failing_job([(T1, CLOSE)]))
+    assert (v.cls, v.rebase, [i.number for i in v.disabled]) == (c.FLAKY, True, [201])
+    body = render(Head(REPO, 7, "ab" * 20, None, None, "https://github.com", None), [v], 0)
+    assert ("(disabled by [#201](https://github.com/pytorch/pytorch/issues/201) until after the merge base: "
+            "rebase onto viable/strict to run the fixed test)") in body
+
+
+@pytest.mark.parametrize("closes,base_pushed", [
+    (frozenset(), REENABLED_ON + dt.timedelta(hours=2)),  # pushed the day it was re-enabled: it may have the fix
+    (frozenset({201}), BASE_PUSHED),                      # the pull request is the fix
+    (None, BASE_PUSHED),                                  # its body unknown
+    (frozenset(), None),                                  # its merge base's push unknown
+])
+def test_a_re_enabled_test_s_failure_is_the_pull_request_s_unless_its_base_surely_lacks_the_fix(closes, base_pushed):
+    assert after_base(failing_job([(T1, CLOSE)]), closes, base_pushed).cls == c.NEW
+
+
+def test_the_tests_re_enabled_over_the_window_and_not_disabled_again(tmp_path):
+    lake = Lake.at(str(tmp_path / "lake"))
+
+    def listed(day: str, **status: str) -> None:
+        lake.write("disabled_tests", day, pa.Table.from_pylist([
+            {"test": f"{name} (__main__.TestOps)", "id": "local-0123456789ab" if name == "test_local" else
+             str(200 + len(name)), "url": "", "platforms": [], "status": s, "flake_events": 0, "runs": 0}
+            for name, s in status.items()], schema=DISABLED_SCHEMA))
+
+    listed("2026-10-03", test_add="disabled", test_again="disabled", test_local="disabled")
+    listed("2026-10-04", test_add="reenabled", test_again="reenabled", test_local="reenabled")
+    listed(DAY, test_again="disabled")  # disabled again: no longer re-enabled
+    con = connect()
+    try:
+        got = load_reenabled(con, lake, DAY)
+    finally:
+        con.close()
+    assert got == {("test_add", "TestOps"): (c.DisabledIssue(208, ""), REENABLED_ON)}

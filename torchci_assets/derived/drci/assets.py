@@ -25,7 +25,9 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 
 @dg.asset(
     name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
-    deps=["pr_jobs", "flaky_tests", "unstable_jobs", "disabled_tests",
+    deps=["pr_jobs", "flaky_tests", "unstable_jobs",
+          # the tests DISABLED issues disable, and those re-enabled over the window
+          dg.AssetDep("disabled_tests", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           # the failing tests of the merge bases' neighbours, over the trunk days
@@ -46,8 +48,9 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "
                 "pending. Jobs marked by stats/unstable-jobs.json "
                 "(published by unstable_jobs from the open UNSTABLE issues) are UNSTABLE; a job whose failing tests the "
-                "day's disabled_tests disable through open DISABLED issues is FLAKY, unless its pull request says it "
-                "closes one of them; a failure another author's pull request met first is FLAKY. A head stuck or "
+                "day's disabled_tests disable through open DISABLED issues, or whose issues closed after its merge base "
+                "(a rebase runs the fixed tests), is FLAKY, unless its pull request says it closes one of them; a "
+                "failure another author's landed pull request met first is FLAKY. A head stuck or "
                 "without jobs is read "
                 "from GitHub's REST API, and the jobs it changed are written into the archive as `rest` records, as gap "
                 "repair writes them, for the next refresh to ingest. Bodies of open pull requests are "

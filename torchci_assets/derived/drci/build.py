@@ -55,12 +55,14 @@ class BuildReport:
 def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings, unstable: dict[str, list],
              repo: str, web_url: str, hud_url: str | None, now: dt.datetime, refreshed: int,
              report: BuildReport, updates: str, rules: tuple = (), own: frozenset[str] = frozenset(),
-             branch: str = DEFAULT_BRANCH, others: Mapping | None = None, disabled: Mapping | None = None) -> dict:
+             branch: str = DEFAULT_BRANCH, others: Mapping | None = None, disabled: Mapping | None = None,
+             reenabled: Mapping | None = None) -> dict:
     """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`);
     `others`: other authors' pull requests' failures it may repeat (`inputs.other_failures`);
-    `disabled`: the tests DISABLED issues disable (`inputs.load_disabled`)."""
-    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own, pr.pushed_at),
-                                      inputs.flaky_for(sightings, pr, disabled), unstable,
+    `disabled`, `reenabled`: the tests DISABLED issues disable, and those lately re-enabled
+    (`inputs.load_disabled`, `inputs.load_reenabled`)."""
+    flaky = inputs.flaky_for(sightings, pr, disabled, reenabled, main.pushed.get(mb.sha))
+    verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own, pr.pushed_at), flaky, unstable,
                                       suppressing_labels(repo, pr.labels), rules, now, others)
     report.verdicts[pr.number] = verdicts
     head = Head(repo, pr.number, pr.head_sha, mb.sha, mb.note, web_url, hud_url, branch, rebase_target(repo, branch))
@@ -129,7 +131,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                                 max(pushes, default=None))
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs), seen)
-        disabled = inputs.load_disabled(con, lake, day)
+        disabled, reenabled = inputs.load_disabled(con, lake, day), inputs.load_reenabled(con, lake, day)
     finally:
         con.close()
     failures = inputs.index_failures(prs, landed)
@@ -139,7 +141,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         others = inputs.other_failures(failures, pr, main.pushed.get(mb.sha))
         report.rows.append(_comment(pr, mb, main, sightings, unstable or {}, repo, github.web_url, hud_url, now,
                                     refreshed.get(number, 0), report, updates, rules,
-                                    landed.get(number, frozenset()), main_branch, others, disabled))
+                                    landed.get(number, frozenset()), main_branch, others, disabled, reenabled))
     report.estimated_merge_bases = sum(1 for r in report.rows if r["pr_state"] == "open" and not r["merge_base_exact"])
     lake.write(TABLE, day, pa.Table.from_pylist(report.rows, schema=SCHEMA))
     return report

@@ -20,6 +20,10 @@ A failing job of the head (its latest attempt failed) gets the first class that 
                 when abandoned, as upstream sets those jobs aside before its infra checks and asks
                 them only whether main failed alike (BROKEN TRUNK) and whether the merge base ran
                 them (UNCLASSIFIED): see `infra_failure`;
+  FLAKY (re-enabled) every failing test of the job was disabled by a DISABLED issue closed after
+                the merge base was pushed, and the pull request does not say it closes one of them
+                (`reenabled_after_base`): main fixed the test since, the pull request lacks the fix
+                and must rebase, as upstream's isRecentlyCloseDisabledTest;
   FLAKY (disabled) every failing test of the job is disabled on its platform by an open DISABLED
                 issue of the published list, and the pull request does not say it closes one of
                 them (`disabled_by`): as upstream's Dr. CI, a test disabled while the job ran, or
@@ -285,6 +289,10 @@ class Flaky:
     # (method, class) -> its issues (`inputs.load_disabled`); class "" for a test outside a class
     disabled: Mapping[tuple[str, str], tuple[DisabledIssue, ...]] = field(default_factory=dict)
     closes: frozenset[int] | None = None  # None: the pull request's body is not known
+    # (method, class) -> the issue of a test re-enabled lately, and the start of the day it was
+    # (`inputs.load_reenabled`); and when the pull request's merge base was pushed (None: unknown)
+    reenabled: Mapping[tuple[str, str], tuple[DisabledIssue, dt.datetime]] = field(default_factory=dict)
+    base_pushed: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -310,6 +318,7 @@ class Verdict:
     related: HeadJob | None = None  # the job of the same head whose unrelated failure this one repeats
     other: OtherFailure | None = None  # another author's pull request that failed the same way first
     disabled: tuple[DisabledIssue, ...] = ()  # the DISABLED issues of its failing tests
+    rebase: bool = False  # those issues closed after the merge base: a rebase runs the fixed tests
 
 
 def _flake(t: FailedTest, flaky: Flaky) -> FlakySighting | None:
@@ -435,6 +444,24 @@ def disabled_by(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
         if not issues or any(i.number in flaky.closes for i in issues):
             return ()
         found += [i for i in issues if i not in found]
+    return tuple(found)
+
+
+def reenabled_after_base(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
+    """The DISABLED issues, closed lately, of every failing test of the job, when each closed after
+    the pull request's merge base was pushed (re-enabled on a later day than its push: the day is
+    what the lake knows of a close): main had the test disabled at the merge base, and fixed it
+    since, or found it passing; the pull request lacks that, and its CI now runs the test, as
+    upstream's isRecentlyCloseDisabledTest finds it. () when one of its tests is not such, when the
+    pull request says it closes one of the issues, or when its body or merge base is not known."""
+    if not job.tests or flaky.closes is None or flaky.base_pushed is None:
+        return ()
+    found: list[DisabledIssue] = []
+    for t in job.tests:
+        known = flaky.reenabled.get(test_words(t.key))
+        if known is None or not flaky.base_pushed < known[1] or known[0].number in flaky.closes:
+            return ()
+        found += [known[0]] if known[0] not in found else []
     return tuple(found)
 
 
@@ -602,6 +629,10 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     flakes = None if excluded(job, EXCLUDED_FROM_FLAKINESS) else flaky
     if infra_failure(job, flakes is None, now):
         return _infra(job, now)
+    closed = reenabled_after_base(job, flakes) if flakes is not None else ()
+    if closed:
+        return Verdict(job, FLAKY, "disabled by " + ", ".join(f"#{i.number}" for i in closed)
+                       + " until after the merge base: rebase", disabled=closed, rebase=True)
     disabled = disabled_by(job, flakes) if flakes is not None else ()
     if disabled:
         return Verdict(job, FLAKY, "disabled by " + ", ".join(f"#{i.number}" for i in disabled), disabled=disabled)

@@ -100,6 +100,11 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
+def _issue_url(head: Head, issue) -> str:
+    """A DISABLED issue's URL as the disabled list gives it, else the upstream repository's."""
+    return issue.url if _SAFE_URL.fullmatch(issue.url) else f"{head.web_url}/{head.repo}/issues/{issue.number}"
+
+
 def _job_item(head: Head, v: Verdict) -> str:
     j = v.job
     url = _job_url(head, j.run_id, j.job_id)
@@ -112,8 +117,9 @@ def _job_item(head: Head, v: Verdict) -> str:
         line += (f" ([{what}]({url}) on merge base {v.main.sha[:10]})" if v.main.merge_base
                  else f" ([{what}]({url}) on {trunk_place(v.main, head.branch)}: {v.main.sha[:10]})")
     elif v.disabled:
-        line += " (disabled by " + ", ".join(f"[#{i.number}]({i.url})" if _SAFE_URL.fullmatch(i.url) else f"#{i.number}"
-                                             for i in v.disabled) + ")"
+        issues = ", ".join(f"[#{i.number}]({_issue_url(head, i)})" for i in v.disabled)
+        line += (f" (disabled by {issues} until after the merge base: rebase onto {head.rebase_onto} to run the "
+                 "fixed test)" if v.rebase else f" (disabled by {issues})")
     elif v.other is not None:
         url = _job_url(head, v.other.run_id, v.other.job_id)
         line += f" ([similar failure]({url}) on #{v.other.pr}: {v.other.sha[:10]})"

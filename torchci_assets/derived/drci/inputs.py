@@ -519,13 +519,14 @@ class _OffBranch(Mapping):
         return sum(1 for _ in self)
 
 
-def flaky_for(sightings: Sightings, pr: PullRequest,
-              disabled: Mapping[tuple[str, str], tuple[DisabledIssue, ...]] | None = None) -> Flaky:
+def flaky_for(sightings: Sightings, pr: PullRequest, disabled: Mapping | None = None,
+              reenabled: Mapping | None = None, base_pushed: dt.datetime | None = None) -> Flaky:
     """The sightings off this pull request's branch: a failure is not evidence for itself, nor is
     the same failure on an earlier head of the same pull request (PyTorch's Dr. CI likewise
-    ignores similar failures by the same author); the `disabled` tests (`load_disabled`), with the
-    issues the pull request says it closes."""
-    return Flaky(_OffBranch(sightings, pr), sightings.tests, disabled or {}, pr.closes)
+    ignores similar failures by the same author); the `disabled` and lately `reenabled` tests
+    (`load_disabled`, `load_reenabled`), with the issues the pull request says it closes and when
+    its merge base was pushed."""
+    return Flaky(_OffBranch(sightings, pr), sightings.tests, disabled or {}, pr.closes, reenabled or {}, base_pushed)
 
 
 def load_disabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[DisabledIssue, ...]]:
@@ -538,5 +539,15 @@ def load_disabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[Disa
         found.setdefault(method_and_class(r["test"]), []).append(
             DisabledIssue(r["number"], r["url"] or "", tuple(r["platforms"] or ())))
     return {k: tuple(v) for k, v in found.items()}
+
+
+def load_reenabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[DisabledIssue, dt.datetime]]:
+    """(method, class) -> the DISABLED issue of a test re-enabled over the window's days and not
+    disabled again, with the start of the day it was (sql/reenabled_tests.sql): a list's day is all
+    the lake knows of when its issue closed."""
+    if not lake.register(con, "disabled_tests", days_ending(day, WINDOW_DAYS), name="dta"):
+        return {}
+    return {method_and_class(r["test"]): (DisabledIssue(r["number"], ""), dt.datetime.combine(
+        r["day"], dt.time(), dt.timezone.utc)) for r in rows(con, "reenabled_tests")}
 
 
