@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 from fake_github_actions import FakeActions
 from fake_team_history import BRANCH, JOBS, TEAM, fill
+from midnight import days_before_today
 from pytest_httpserver import HTTPServer
 
 from jobs.guardians import trunk_guardians_job
@@ -59,15 +60,18 @@ from torchci_assets.guardian_config import AlertsConfig, AutorevertConfig
 from torchci_assets.ingest.reports import ingest_test_run_day
 from torchci_assets.ingest.webhooks import ingest_webhook_day
 
-# the command reads up to the real today: the team's history is on the three days before it
-TODAY = dt.datetime.now(dt.timezone.utc).date()
-DAYS = [TODAY - dt.timedelta(days=n) for n in (3, 2, 1)]
-LAST = DAYS[-1].isoformat()
 PLATFORMS = {"ubuntu-latest": "linux", "windows-latest": "win", "macos-latest": "mac"}
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def days() -> list[dt.date]:
+    """The team's history: the three days before today, as the commands (which read up to the real
+    today) and Dr. CI (which writes only today's and yesterday's partitions) see them."""
+    return days_before_today(3)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory, days):
     """(root, history, materialize result, what backfill printed, the fake API) once the team's history
     went through backfill, ingest and the HUD."""
     root = tmp_path_factory.mktemp("team")
@@ -76,7 +80,7 @@ def team(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     try:
         api = FakeActions(server, repo=TEAM, default_branch=BRANCH)
-        history = fill(api, DAYS)
+        history = fill(api, days)
         config = root / "my-repo.yaml"
         config.write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\n"
                           "backfill:\n  report_artifacts: [junit-]\n")
@@ -85,16 +89,16 @@ def team(tmp_path_factory):
             mp.setenv(key, value)
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
-            assert main(["backfill", "--repo", TEAM, "--since", DAYS[0].isoformat(), "--prs"]) == 0
+            assert main(["backfill", "--repo", TEAM, "--since", days[0].isoformat(), "--prs"]) == 0
         lake = Lake.at(str(root / "lake"))
-        for day in DAYS:
+        for day in days:
             ingest_webhook_day(Store(str(root / "archive")), lake, day.isoformat(), workers=1)
             ingest_test_run_day(Store(str(root / "archive")), lake, day.isoformat())
-        for day in DAYS:
+        for day in days:
             assert dg.materialize(RESULTS_ASSETS, partition_key=day.isoformat(),
                                   resources={"lake": LakeResource(uri=str(root / "lake")),
                                              "outputs": OutputsResource(uri=str(root / "out"))}).success
-        result = dg.materialize(HUD_ASSETS + DRCI_ASSETS + SITE_ASSETS, partition_key=LAST, resources={
+        result = dg.materialize(HUD_ASSETS + DRCI_ASSETS + SITE_ASSETS, partition_key=days[-1].isoformat(), resources={
             "lake": LakeResource(uri=str(root / "lake")), "outputs": OutputsResource(uri=str(root / "out")),
             "github": GitHubResource(api_url=server.url_for("").rstrip("/"), token="ghp_FAKE0123456789"),
             "archive": ArchiveResource(uri=str(root / "archive"))})
@@ -104,20 +108,21 @@ def team(tmp_path_factory):
         server.stop()
 
 
-def conclusions(root: Path) -> dict[str, str]:
-    return dict(duckdb.sql(f"SELECT DISTINCT sha, conclusion FROM '{root}/lake/commit_health/day={LAST}/*.parquet'")
+def conclusions(root: Path, day: dt.date) -> dict[str, str]:
+    return dict(duckdb.sql(f"SELECT DISTINCT sha, conclusion FROM '{root}/lake/commit_health/day={day}/*.parquet'")
                 .fetchall())
 
 
-def test_master_commits_are_green_or_red_by_the_team_s_own_workflow(team):
+def test_master_commits_are_green_or_red_by_the_team_s_own_workflow(team, days):
     """Its workflow is `CI`, none of PyTorch's viable/strict gate, with six job groups: under PyTorch's
     rules every commit was `no_signal` (or `pending` for a day and a half), whatever its jobs did."""
     root, history, result, _, _ = team
     assert result.success
     master = history["master"]
     want = {sha: "red" if n in (5, 6) else "green" for n, sha in enumerate(master)}
-    assert conclusions(root) == want
-    blocking = duckdb.sql(f"SELECT DISTINCT blocking FROM '{root}/lake/commit_health/day={LAST}/*.parquet'").fetchall()
+    assert conclusions(root, days[-1]) == want
+    blocking = duckdb.sql(f"SELECT DISTINCT blocking FROM '{root}/lake/commit_health/day={days[-1]}/*.parquet'"
+                          ).fetchall()
     assert blocking == [(True,)]
 
 
@@ -164,12 +169,13 @@ def test_the_team_s_tests_are_filed_under_the_jobs_that_ran_them(team):
     assert rerun == {(1, ubuntu), (1, macos), (2, ubuntu), (2, "test / unit (windows-latest)"), (2, macos)}
 
 
-def test_without_the_config_key_the_team_s_artifacts_are_counted_not_read(team, tmp_path):
+def test_without_the_config_key_the_team_s_artifacts_are_counted_not_read(team, days, tmp_path):
     """PyTorch's convention by default: `junit-<os>` is not test-reports*, so it is counted, not read."""
     *_, api = team
     gh = GitHubResource(api_url=api.server.url_for("").rstrip("/"), token="ghp_FAKE0123456789")
-    progress = backfill(gh, Store(str(tmp_path)), BackfillOptions(TEAM, DAYS[0], TODAY, prs=True), log=lambda s: None,
-                        today=TODAY)
+    today = days[-1] + dt.timedelta(days=1)
+    progress = backfill(gh, Store(str(tmp_path)), BackfillOptions(TEAM, days[0], today, prs=True), log=lambda s: None,
+                        today=today)
     uploaded = sum(len(a) for a in api.artifacts.values())
     assert (progress.reports, progress.other_artifacts) == (0, uploaded)
     assert (f"{uploaded} other artifacts not read (test reports are the artifacts named test-reports*: "
@@ -177,17 +183,17 @@ def test_without_the_config_key_the_team_s_artifacts_are_counted_not_read(team, 
     assert not list(tmp_path.rglob("*.zip"))
 
 
-def test_each_day_s_progress_line_counts_the_pushes_of_the_days_read(team):
+def test_each_day_s_progress_line_counts_the_pushes_of_the_days_read(team, days):
     """Three, four and three pushes on the three days: 3, 7 and 10 pushes read by the end of each day's
     line (was 0, 3 and 7: the day's pushes were written after its last line)."""
     *_, said, api = team
-    per_day = [sum(a["timestamp"][:10] == day.isoformat() for a in api.activity) for day in DAYS]
+    per_day = [sum(a["timestamp"][:10] == day.isoformat() for a in api.activity) for day in days]
     assert per_day == [3, 4, 3]
     last = {}
     for line in said.splitlines():
         if m := re.match(rf"backfill {TEAM} (\S+): \d+/\d+ runs of the day; .* pushes (\d+),", line):
             last[m[1]] = int(m[2])
-    assert [last[day.isoformat()] for day in DAYS] == [3, 7, 10]
+    assert [last[day.isoformat()] for day in days] == [3, 7, 10]
 
 
 def _jobs(*named: tuple[int, str, int, str, str]) -> dict[int, dict]:
@@ -294,14 +300,18 @@ def test_the_backfill_section_of_the_config():
 
 # ---- the trunk guardians on the team's repository ---------------------------------------------
 
-# the evening of the history's last day: its window of two days holds the pushes from the fourth on
-NOW = dt.datetime.combine(DAYS[-1], dt.time(21), dt.timezone.utc)
 JOB = "CI / test / unit (macos-latest)"
 
 
-def commit_health_of(lake_dir, shas: list[str] | None) -> None:
+@pytest.fixture(scope="module")
+def now(days) -> dt.datetime:
+    """The evening of the history's last day: its window of two days holds the pushes from the fourth on."""
+    return dt.datetime.combine(days[-1], dt.time(21), dt.timezone.utc)
+
+
+def commit_health_of(lake_dir, day: dt.date, shas: list[str] | None) -> None:
     """Keep only the commit_health rows of `shas` (None: restore the team's whole history)."""
-    part = lake_dir / "commit_health" / f"day={LAST}"
+    part = lake_dir / "commit_health" / f"day={day}"
     table = pq.read_table(lake_dir.parent / "all-commit-health.parquet")
     if shas is not None:
         table = table.filter(pc.is_in(table["sha"], value_set=pa.array(shas)))
@@ -311,16 +321,17 @@ def commit_health_of(lake_dir, shas: list[str] | None) -> None:
 
 
 @pytest.fixture
-def broken(team, tmp_path, monkeypatch):
+def broken(team, days, tmp_path, monkeypatch):
     """(a copy of the team's lake as the guardians read it while master was broken, its commit_health
     without the commits after the second red one; master's shas; the archive)."""
     root, history, *_ = team
     monkeypatch.setenv("TORCHCI_CONFIG", str(root / "my-repo.yaml"))
     lake_dir = tmp_path / "lake"
     shutil.copytree(root / "lake", lake_dir)
-    pq.write_table(pq.read_table(lake_dir / "commit_health" / f"day={LAST}"), tmp_path / "all-commit-health.parquet")
+    pq.write_table(pq.read_table(lake_dir / "commit_health" / f"day={days[-1]}"),
+                   tmp_path / "all-commit-health.parquet")
     master = history["master"]
-    commit_health_of(lake_dir, master[:7])
+    commit_health_of(lake_dir, days[-1], master[:7])
     return lake_dir, master, Store(str(root / "archive"))
 
 
@@ -328,12 +339,13 @@ def failing_alert(changes: list[dict]) -> list[dict]:
     return [c for c in changes if c["kind"] == "recurrently_failing"]
 
 
-def test_the_break_opens_an_alert_naming_master_the_job_and_the_first_bad_commit_and_the_fix_closes_it(broken):
+def test_the_break_opens_an_alert_naming_master_the_job_and_the_first_bad_commit_and_the_fix_closes_it(
+        broken, now, days):
     """The alert's words were PyTorch's: `[Pytorch] ... on acme/widgets main`, `consecutive main
     commits`, and the job alone, not the commit that broke it."""
     lake_dir, master, archive = broken
     lake = Lake.at(str(lake_dir))
-    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH).changes
+    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), now, base=BRANCH).changes
     [opened] = failing_alert(changes)
     assert opened["action"] == "opened" and opened["dry_run"]
     assert opened["title"] == f"[{TEAM}] There are 1 Recurrently Failing Jobs on {TEAM} {BRANCH}"
@@ -341,16 +353,16 @@ def test_the_break_opens_an_alert_naming_master_the_job_and_the_first_bad_commit
     assert f"- {JOB} — failing on every {BRANCH} commit since " \
            f"[{master[5][:10]}](https://github.com/{TEAM}/commit/{master[5]}), the first that failed" in body
     assert f"consecutive {BRANCH} commits" in body and "main" not in body and "Pytorch" not in body
-    commit_health_of(lake_dir, None)  # the fix's pushes come in
-    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), NOW, base=BRANCH).changes
+    commit_health_of(lake_dir, days[-1], None)  # the fix's pushes come in
+    changes = alerts_pass(GitHubResource(), lake, archive, TEAM, AlertsConfig(), now, base=BRANCH).changes
     assert [c["action"] for c in failing_alert(changes)] == ["closed"]
 
 
-def test_a_job_failing_on_every_commit_read_says_it_may_have_broken_earlier(broken):
+def test_a_job_failing_on_every_commit_read_says_it_may_have_broken_earlier(broken, now):
     """With the last green commit out of the window, the oldest red one read is not known to be the
     first bad one."""
     lake_dir, master, _ = broken
-    rows = [r for r in main_signal_rows(Lake.at(str(lake_dir)), NOW) if r["sha"] in master[5:7]]
+    rows = [r for r in main_signal_rows(Lake.at(str(lake_dir)), now) if r["sha"] in master[5:7]]
     alert = recurrently_failing(rows, TEAM, 2, BRANCH)
     assert alert.lines == (JOB,)
     assert alert.details == (f"failing on every {BRANCH} commit read, the oldest "
@@ -358,17 +370,17 @@ def test_a_job_failing_on_every_commit_read_says_it_may_have_broken_earlier(brok
                              "broken earlier",)
 
 
-def test_the_autorevert_suspects_the_breaking_commit_and_its_page_names_master(broken):
+def test_the_autorevert_suspects_the_breaking_commit_and_its_page_names_master(broken, now):
     """Commit 5 failed once, and commits 5 and 6 twice in all: it is suspected and its failed jobs re-run
     to confirm it (in dry run, never: so it is never proposed), beside a re-run of the last green. The
     page said `every workflow on main` and `main's failing signals` of the team's master."""
     lake_dir, master, _ = broken
     lake = Lake.at(str(lake_dir))
-    summary = autorevert_pass(GitHubResource(), lake, TEAM, AutorevertConfig(), NOW, base=BRANCH)
+    summary = autorevert_pass(GitHubResource(), lake, TEAM, AutorevertConfig(), now, base=BRANCH)
     assert [(r["commit_sha"], r["notes"], r["dry_run"]) for r in summary.taken] == [
         (master[4], "rerun", True), (master[5], "rerun-failed-jobs", True)]
     assert summary.confirmed == []
-    page = autorevert_page(lake, view(lake, NOW), TEAM, "now")
+    page = autorevert_page(lake, view(lake, now), TEAM, "now")
     assert f"It watches every workflow on {BRANCH}." in page and f"The commits {BRANCH}'s failing signals" in page
     assert "on main" not in page and "main's" not in page
     assert f'<span id="suspect-{master[5]}"></span>' in page and "restart pending" in page
@@ -380,12 +392,12 @@ def test_the_autorevert_suspects_the_breaking_commit_and_its_page_names_master(b
     assert f"{JOB} :: test_parse_widget (tests/test_widgets.py)" in signals.group(1).split("; ")
 
 
-def test_a_revert_proposal_on_the_team_s_repository_asks_no_merge_bot_it_has_not(broken):
+def test_a_revert_proposal_on_the_team_s_repository_asks_no_merge_bot_it_has_not(broken, now):
     """`@pytorchbot revert` is PyTorch's merge bot's command: on acme/widgets nobody answers it, so the
     culprit's pull request is told, with why no revert is asked."""
     lake_dir, master, _ = broken
     said: list[str] = []
-    guardian = Guardian(GitHubResource(), Lake.at(str(lake_dir)), TEAM, AutorevertConfig(), NOW, said.append, BRANCH)
+    guardian = Guardian(GitHubResource(), Lake.at(str(lake_dir)), TEAM, AutorevertConfig(), now, said.append, BRANCH)
     row = guardian.revert(Planned("revert", master[5], "", (("CI", JOB),)))
     assert row["outcome"] == "dry_run" and "@pytorchbot" not in row["notes"]
     assert row["notes"].startswith(f"The trunk guardian found {master[5][:10]} to be a likely culprit; it does not "
@@ -393,7 +405,7 @@ def test_a_revert_proposal_on_the_team_s_repository_asks_no_merge_bot_it_has_not
     assert f"`{JOB}`" in row["notes"]
 
 
-def test_live_the_culprit_s_merged_pull_request_into_master_is_notified(broken, httpserver):
+def test_live_the_culprit_s_merged_pull_request_into_master_is_notified(broken, now, httpserver):
     """Enabled, with a token: GitHub's lookup ties the commit to its merged pull request into master
     (a team's squash merge names it only as `(#95)`, which is not read), which gets the notification,
     once; it asked `@pytorchbot revert` there."""
@@ -402,7 +414,7 @@ def test_live_the_culprit_s_merged_pull_request_into_master_is_notified(broken, 
     pr = tracker.add("Widgets change 5", pull_request=True)
     actions.add_pull(master[5], pr["number"], base=BRANCH)
     github = GitHubResource(api_url=httpserver.url_for(""), token="ghp_FAKEtokenTEAM0123456789", write_interval_s=0.0)
-    guardian = Guardian(github, Lake.at(str(lake_dir)), TEAM, AutorevertConfig(enabled=True), NOW, base=BRANCH)
+    guardian = Guardian(github, Lake.at(str(lake_dir)), TEAM, AutorevertConfig(enabled=True), now, base=BRANCH)
     report = guardian.run([Planned("revert", master[5], "", (("CI", JOB),))])
     (body,) = tracker.comments[pr["number"]]
     assert "@pytorchbot" not in body and "where no merge bot takes a revert request" in body
@@ -437,7 +449,7 @@ def test_a_team_s_alert_issues_are_not_labelled_pytorch_alert_by_default():
     assert named.guardians.alerts.labels == ("ci: broken",)
 
 
-def test_the_team_s_window_reads_master_from_its_first_push_with_every_attempt(broken):
+def test_the_team_s_window_reads_master_from_its_first_push_with_every_attempt(broken, days):
     """A pass in the small hours after the history's last day, its config naming no window: the team's
     (its last 20 commits) reaches past the two days to the pushes of the history's first day, and their
     attempts are read from that day's job tables too, so the successes below the break are timed as the
@@ -445,7 +457,7 @@ def test_the_team_s_window_reads_master_from_its_first_push_with_every_attempt(b
     from the pass, not the days the pushes were on, no attempt of a push of that first day's evening)."""
     lake_dir, master, _ = broken
     window = parse_config({"upstream": {"repo": TEAM}}).guardians.window
-    small_hours = dt.datetime.combine(DAYS[-1] + dt.timedelta(days=1), dt.time(1), dt.timezone.utc)
+    small_hours = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(1), dt.timezone.utc)
     history, verdicts = judged(Lake.at(str(lake_dir)), AutorevertConfig(), small_hours, True, window=window)
     assert history.commits == tuple(master[:7]) and history.timed
     [signal] = [s for s in history.signals if s.key == JOB]

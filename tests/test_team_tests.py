@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from fake_team_history import BRANCH, OSES, TEAM, fill_with_flaky_sync, served
+from midnight import days_before_today
 
 from resources.lake import Lake, connect
 from resources.storage import Store
@@ -43,29 +44,34 @@ from torchci_assets.derived.flakiness.smoke import (
 )
 from torchci_assets.derived.sharding.times import TEST_TIMES_PATH, dumps, publish_test_times
 
-TODAY = dt.datetime.now(dt.timezone.utc).date()
-DAYS = [TODAY - dt.timedelta(days=n) for n in (2, 1)]
 TORCHCI = str(Path(sys.executable).parent / "torchci")
 TEST_JOBS = [f"test / unit ({o})" for o in OSES]
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory):
+def days() -> list[dt.date]:
+    """The team's history: the two days before today, as `torchci backfill` and `torchci run` (which read
+    up to the real today) and Dr. CI (which writes only today's and yesterday's partitions) see them."""
+    return days_before_today(2)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory, days):
     """The outputs folder once the team's history went through backfill and `torchci run`."""
     root = tmp_path_factory.mktemp("team-tests")
     config = root / "my-repo.yaml"
     config.write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\nbackfill:\n  report_artifacts: [junit-]\n")
-    with served(fill_with_flaky_sync, DAYS) as api, pytest.MonkeyPatch.context() as mp:
+    with served(fill_with_flaky_sync, days) as api, pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITHUB_API_URL", api.server.url_for("").rstrip("/"))
         mp.setenv("GITHUB_TOKEN", "ghp_FAKE0123456789")
         mp.setenv("TORCHCI_CONFIG", str(config))
-        mp.setenv("TORCHCI_FIRST_DAY", DAYS[0].isoformat())
+        mp.setenv("TORCHCI_FIRST_DAY", days[0].isoformat())
         mp.setenv("DAGSTER_HOME", str(root / "dagster"))
         for var, folder in (("ARCHIVE", "archive"), ("LAKE", "lake"), ("OUTPUTS", "out")):
             mp.setenv(f"TORCHCI_{var}_URI", str(root / folder))
         with contextlib.redirect_stdout(io.StringIO()):
-            assert main(["backfill", "--repo", TEAM, "--since", DAYS[0].isoformat(), "--prs"]) == 0
+            assert main(["backfill", "--repo", TEAM, "--since", days[0].isoformat(), "--prs"]) == 0
         # in its own process, as a user runs it: the definitions read the environment as they load
         ran = subprocess.run([TORCHCI, "run", "--quiet"], env=dict(os.environ), cwd=root, capture_output=True,
                              text=True, timeout=600)
@@ -113,11 +119,12 @@ def test_a_team_s_test_job_that_ran_this_month_keeps_its_times_and_a_retired_one
     """A month of jobs: the Ubuntu and macOS jobs ran on its last day (macOS's reports landed that day),
     FreeBSD's only before the month. Each job is its own build_env here too (was: none had one, so all
     were dropped as retired, the day's own times too, once the lake held a month)."""
-    lake, store, today = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out")), TODAY.isoformat()
+    last = dt.datetime.now(dt.timezone.utc).date()  # the month's last day: publish_test_times is given it
+    lake, store, today = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out")), last.isoformat()
     ubuntu, macos, freebsd = "test / unit (ubuntu-latest)", "test / unit (macos-latest)", "test / unit (freebsd)"
     store.write_bytes(TEST_TIMES_PATH, dumps({job: {"default": {"test_ops": 1.0}} for job in (ubuntu, freebsd)}))
     for offset, names in ((40, [ubuntu, freebsd]), (29, ["lint"]), (0, [ubuntu, macos])):
-        lake.write("workflow_job", (TODAY - dt.timedelta(days=offset)).isoformat(),
+        lake.write("workflow_job", (last - dt.timedelta(days=offset)).isoformat(),
                    pa.table({"build_env": pa.nulls(len(names), pa.string()), "name": pa.array(names, pa.string())}))
     lake.write("test_time_daily", today, pa.table({
         "build_env": [macos], "test_config": ["default"], "file": ["test_ops"],
@@ -137,11 +144,11 @@ def test_each_of_the_team_s_platforms_gets_an_empty_set_saying_what_it_takes(out
         assert document["criteria"]["min_exclusive_failing_shas"] == SMOKE_MIN_EXCLUSIVE_SHAS
 
 
-def test_the_flaky_test_is_flake_evidence_on_its_platform_not_smoke_evidence(outputs):
+def test_the_flaky_test_is_flake_evidence_on_its_platform_not_smoke_evidence(outputs, days):
     """What the sets were chosen from: the timed-out test flaked on linux alone, in fewer runs than a
     set needs, so it enters no set (and the lake's smoke_tests has no row)."""
     lake = Lake.at(str(outputs.parent / "lake"))
-    day = DAYS[-1].isoformat()
+    day = days[-1].isoformat()
     con = connect()
     lake.register(con, "flaky_test_platforms", [day], name="ev")
     rows = con.execute("SELECT platform, runs, flake_events FROM ev WHERE name = 'test_sync_widget' "

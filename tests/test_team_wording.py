@@ -11,6 +11,7 @@ the Dr. CI tests pin them)."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 
 import dagster as dg
@@ -18,8 +19,8 @@ import pyarrow as pa
 import pytest
 from fake_github_actions import FakeActions
 from fake_team_history import BRANCH, TEAM, fill
+from midnight import days_before_today
 from pytest_httpserver import HTTPServer
-from test_team_repository import DAYS, LAST
 
 from resources.configured import ArchiveResource, LakeResource, OutputsResource
 from resources.github import GitHubResource
@@ -51,7 +52,14 @@ pattern = '^(\\S+?):\\d+:\\d+: (?:fatal )?error: (.*)'
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def days() -> list[dt.date]:
+    """The team's history, as in tests/test_team_repository.py: the three days before today (Dr. CI
+    writes only today's and yesterday's partitions)."""
+    return days_before_today(3)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory, days):
     """The site's and Dr. CI's outputs folder once the team's history went through backfill, ingest,
     the log classifier (every day) and the HUD."""
     root = tmp_path_factory.mktemp("team_wording")
@@ -59,7 +67,7 @@ def team(tmp_path_factory):
     server.start()
     mp = pytest.MonkeyPatch()
     try:
-        fill(FakeActions(server, repo=TEAM, default_branch=BRANCH), DAYS)
+        fill(FakeActions(server, repo=TEAM, default_branch=BRANCH), days)
         (root / "my-repo.yaml").write_text(f"upstream:\n  repo: {TEAM}\n  branches: [{BRANCH}]\n")
         (root / "rules.toml").write_text(TEAM_RULES)
         api_url = server.url_for("").rstrip("/")
@@ -68,14 +76,15 @@ def team(tmp_path_factory):
                            "TORCHCI_LOG_RULES": str(root / "rules.toml")}.items():
             mp.setenv(key, value)
         with contextlib.redirect_stdout(io.StringIO()):
-            assert main(["backfill", "--repo", TEAM, "--since", DAYS[0].isoformat(), "--prs"]) == 0
+            assert main(["backfill", "--repo", TEAM, "--since", days[0].isoformat(), "--prs"]) == 0
         resources = {"lake": LakeResource(uri=str(root / "lake")), "outputs": OutputsResource(uri=str(root / "out")),
                      "github": GitHubResource(api_url=api_url, token="ghp_FAKE0123456789"),
                      "archive": ArchiveResource(uri=str(root / "archive"))}
-        for day in DAYS:
+        for day in days:
             ingest_webhook_day(Store(str(root / "archive")), Lake.at(str(root / "lake")), day.isoformat(), workers=1)
             assert dg.materialize(FAILURE_ASSETS, partition_key=day.isoformat(), resources=resources).success
-        assert dg.materialize(HUD_ASSETS + DRCI_ASSETS + SITE_ASSETS, partition_key=LAST, resources=resources).success
+        assert dg.materialize(HUD_ASSETS + DRCI_ASSETS + SITE_ASSETS, partition_key=days[-1].isoformat(),
+                              resources=resources).success
         yield root / "out"
     finally:
         mp.undo()
@@ -94,11 +103,11 @@ def test_a_pull_request_page_calls_its_broken_trunk_job_broken_on_master(team):
     assert '<b class="brk">B</b> failure: test broken on master' in page and "broken on main" not in page
 
 
-def test_the_metrics_page_names_master(team):
+def test_the_metrics_page_names_master(team, days):
     metrics = (team / "hud" / "metrics.html").read_text()
     assert "Master commits per day" in metrics and "Master commits red and flaky" in metrics
     assert "Time to signal of master commits green" in metrics
-    assert f"Job duration per job group on master on {LAST}" in metrics
+    assert f"Job duration per job group on master on {days[-1]}" in metrics
     assert "Main commits" not in metrics and " on main" not in metrics
 
 
@@ -118,16 +127,17 @@ def test_a_failure_whose_log_is_not_read_yet_says_so():
     assert "* [CI / lint](https://github.com/acme/widgets/actions/runs/3/job/7) (log not read yet)\n" in body
 
 
-def test_a_log_read_in_part_says_so(tmp_path):
+def test_a_log_read_in_part_says_so(tmp_path, days):
     """job_failure has job 7's log whole and job 8's cut short, neither matched by a rule; job 9's not at all."""
     lake = Lake.at(str(tmp_path / "lake"))
-    lake.write("job_failure", LAST, pa.Table.from_pylist(
+    last = days[-1].isoformat()
+    lake.write("job_failure", last, pa.Table.from_pylist(
         [{"job_id": 7, "run_attempt": 1, "captures": [], "log_complete": True},
          {"job_id": 8, "run_attempt": 1, "captures": [], "log_complete": False}], schema=JOB_FAILURE_SCHEMA))
     jobs = {n: c.HeadJob("lint", "CI / lint", "failure", "new", job_id=n, run_id=3, workflow="CI") for n in (7, 8, 9)}
     con = connect()
     con.register("failing_jobs", pa.table({"job_id": pa.array(list(jobs), pa.int64())}))
-    attach_captures(con, lake, LAST, jobs)
+    attach_captures(con, lake, last, jobs)
     body = render(Head(TEAM, 9, "a" * 40, "b" * 40, branch=BRANCH),
                   [c.classify(j, c.Trunk(), c.Flaky()) for j in jobs.values()], 0)
     said = {n: body.split(f"/job/{n})", 1)[1].split("\n", 1)[0] for n in jobs}
@@ -147,12 +157,12 @@ def test_a_broken_trunk_verdict_names_the_repository_s_branch():
     assert pytorch.evidence == "failed the same way on main, 1 commit after the merge base"
 
 
-def test_pytorch_s_pages_keep_its_words():
+def test_pytorch_s_pages_keep_its_words(days):
     """pytorch/pytorch's branch is `main`, the pages' default: its words are as they were."""
     pr = {"number": 1, "pr_state": "open", "merged": False, "head_sha": "a" * 40, "pr_updated_at": None, "jobs": 1,
           "new": 0, "broken_on_main": 1, "known_flaky": 0, "infra": 0, "unstable": 0, "cancelled": 0, "pending": 0}
     grid = pages.grid_page([], [], {}, [pr], "pytorch/pytorch", "now", "")
     assert "<b class=\"brk\">B</b> failure: test broken on main</span>" in grid and "<th>broken on main</th>" in grid
     assert "No main commits in the window yet." in grid
-    charts, _ = metrics_charts([LAST], [])
+    charts, _ = metrics_charts([days[-1].isoformat()], [])
     assert "Main commits per day" in "".join(charts) and "Time to signal of main commits" in "".join(charts)
