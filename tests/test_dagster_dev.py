@@ -23,6 +23,7 @@ import time
 import pytest
 from conftest import free_port, skip_without
 from dagster_dev import BIN, ROOT, DagsterDev, dev_env
+from midnight import days_before_today
 
 from jobs.daily import FINGERPRINT_TAG
 from torchci_assets.checks import DESCRIPTIONS
@@ -33,15 +34,10 @@ SIM = Options(seed=3, commits_per_day=4, prs_per_day=2, configs=3, test_files=6,
               backends=1, platform_failures=0)
 
 
-def utc_days() -> list[dt.date]:
-    today = dt.datetime.now(dt.timezone.utc).date()
-    return [today - dt.timedelta(days=2), today - dt.timedelta(days=1)]
-
-
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
     root = tmp_path_factory.mktemp("dev")
-    days = utc_days()
+    days = days_before_today(2)  # the sensor's first tick, below, watches the real today and yesterday
     generate_archive(root / "archive", days, SIM, log=lambda _: None)
     env = dev_env(root)
     cli = subprocess.run([str(BIN / "torchci"), "run", "--quiet"], env=env, cwd=root, capture_output=True,
