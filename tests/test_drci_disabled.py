@@ -1,8 +1,10 @@
-"""Dr. CI and the DISABLED issues (PyTorch's getDisabledTestIssues and isDisabledTestMentionedInPR): a
-job whose failing tests open DISABLED issues disable on its platform failed on known flaky tests
-(disabled while the job ran, or after): FLAKY, citing the issues. A pull request whose body says it
-closes one of them runs the test on purpose (PyTorch's CI reads the same words), so its failure is
-its own. The rule on hand-made jobs; the list and the bodies as the lake holds them."""
+"""Dr. CI and the DISABLED issues (PyTorch's getDisabledTestIssues, isDisabledTestMentionedInPR and
+isRecentlyCloseDisabledTest): a job whose failing tests open DISABLED issues disable on its platform
+failed on known flaky tests (disabled while the job ran, or after): FLAKY, citing the issues. A pull
+request whose body says it closes one of them runs the test on purpose (PyTorch's CI reads the same
+words), so its failure is its own. A test whose issue closed after the merge base is FLAKY too, and
+the comment says to rebase. The rules on hand-made jobs; the lists and the bodies as the lake holds
+them."""
 
 import datetime as dt
 
@@ -15,7 +17,7 @@ from test_drci_other_prs import PR_SCHEMA
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import Head, render
-from torchci_assets.derived.drci.inputs import load_disabled, load_heads, load_reenabled
+from torchci_assets.derived.drci.inputs import load_disabled, load_heads
 from torchci_assets.derived.flakiness.lists import DISABLED_SCHEMA
 from torchci_assets.derived.hud.health import build_pr_jobs
 
@@ -105,8 +107,10 @@ def test_the_day_s_list_and_the_pull_requests_bodies_as_the_lake_holds_them(tmp_
          delivery(52, None, 0), delivery(53, [101], 0), delivery(53, None, 2)], schema=PR_SCHEMA))
     con = connect()
     try:
-        assert load_disabled(con, lake, DAY) == {("test_add", "TestOps"): (issue(101, "linux"),),
-                                                 ("test_send", "TestDist"): (issue(102),)}
+        disabled, reenabled = load_disabled(con, lake, DAY)
+        assert disabled == {("test_add", "TestOps"): (issue(101, "linux"),), ("test_send", "TestDist"): (issue(102),)}
+        assert reenabled == {("test_old", "TestNN"): (c.DisabledIssue(103, ""), dt.datetime(2026, 10, 5,
+                                                                                          tzinfo=dt.timezone.utc))}
         prs = load_heads(con, lake, DAY, REPO)
     finally:
         con.close()
@@ -161,7 +165,8 @@ def test_the_tests_re_enabled_over_the_window_and_not_disabled_again(tmp_path):
     listed(DAY, test_again="disabled")  # disabled again: no longer re-enabled
     con = connect()
     try:
-        got = load_reenabled(con, lake, DAY)
+        disabled, reenabled = load_disabled(con, lake, DAY)
     finally:
         con.close()
-    assert got == {("test_add", "TestOps"): (c.DisabledIssue(208, ""), REENABLED_ON)}
+    assert reenabled == {("test_add", "TestOps"): (c.DisabledIssue(208, ""), REENABLED_ON)}
+    assert disabled == {("test_again", "TestOps"): (c.DisabledIssue(210, ""),)}  # today's list alone

@@ -1,9 +1,9 @@
 """Dr. CI's search of other pull requests for the same failure (PyTorch's hasSimilarFailures): a failure
 another author's pull request met first, in the same span, and was merged over, is FLAKY: two authors'
 changes did not both break it. Never the same author's (a ghstack stack shares its breakage), nor an
-author the lake does not know, nor a head that did not land (work in progress). The rule on hand-made jobs; then through the real lake builders (commit_health, pr_jobs,
-drci_comments), the authors read from the pull_request table the webhook ingest writes, and the
-fake GitHub compare API."""
+author the lake does not know, nor a head that did not land (work in progress). The rule on hand-made
+jobs; then through the real lake builders (commit_health, pr_jobs, drci_comments), the authors read
+from the pull_request table the webhook ingest writes, and the fake GitHub compare API."""
 
 import datetime as dt
 

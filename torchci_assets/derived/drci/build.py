@@ -60,7 +60,7 @@ def _comment(pr: inputs.PullRequest, mb: MergeBase, main: inputs.Main, sightings
     """`own`: the main commits that landed this pull request before (`inputs.load_merge_commits`);
     `others`: other authors' pull requests' failures it may repeat (`inputs.other_failures`);
     `disabled`, `reenabled`: the tests DISABLED issues disable, and those lately re-enabled
-    (`inputs.load_disabled`, `inputs.load_reenabled`)."""
+    (`inputs.load_disabled`)."""
     flaky = inputs.flaky_for(sightings, pr, disabled, reenabled, main.pushed.get(mb.sha))
     verdicts, pending = classify_head(pr.jobs, main.trunk(mb.sha, own, pr.pushed_at), flaky, unstable,
                                       suppressing_labels(repo, pr.labels), rules, now, others)
@@ -131,7 +131,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
                                 max(pushes, default=None))
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs), seen)
-        disabled, reenabled = inputs.load_disabled(con, lake, day), inputs.load_reenabled(con, lake, day)
+        disabled, reenabled = inputs.load_disabled(con, lake, day)
     finally:
         con.close()
     failures = inputs.index_failures(prs, landed)

@@ -290,7 +290,7 @@ class Flaky:
     disabled: Mapping[tuple[str, str], tuple[DisabledIssue, ...]] = field(default_factory=dict)
     closes: frozenset[int] | None = None  # None: the pull request's body is not known
     # (method, class) -> the issue of a test re-enabled lately, and the start of the day it was
-    # (`inputs.load_reenabled`); and when the pull request's merge base was pushed (None: unknown)
+    # (`inputs.load_disabled`); and when the pull request's merge base was pushed (None: unknown)
     reenabled: Mapping[tuple[str, str], tuple[DisabledIssue, dt.datetime]] = field(default_factory=dict)
     base_pushed: dt.datetime | None = None
 

@@ -192,9 +192,10 @@ class _OtherAuthors(Mapping):
 def other_failures(index: dict[str, list[_Failed]], pr: PullRequest,
                    since: dt.datetime | None) -> Mapping[str, list[OtherFailure]]:
     """job group -> the failures of other authors' landed pull requests (`index_failures`) a failure
-    of `pr` may repeat, as PyTorch's Dr. CI searches them (hasSimilarFailures): failed from SIMILAR_LOOKBACK before `since`
-    (the merge base's push; unknown: the head's) up to the head's push, none when that spans more
-    than SIMILAR_SPAN; another pull request, head and branch; both authors known and different."""
+    of `pr` may repeat, as PyTorch's Dr. CI searches them (hasSimilarFailures): failed from
+    SIMILAR_LOOKBACK before `since` (the merge base's push; unknown: the head's) up to the head's
+    push, none when that spans more than SIMILAR_SPAN; another pull request, head and branch; both
+    authors known and different."""
     end = pr.pushed_at
     if pr.author is None or end is None:
         return {}
@@ -524,30 +525,29 @@ def flaky_for(sightings: Sightings, pr: PullRequest, disabled: Mapping | None = 
     """The sightings off this pull request's branch: a failure is not evidence for itself, nor is
     the same failure on an earlier head of the same pull request (PyTorch's Dr. CI likewise
     ignores similar failures by the same author); the `disabled` and lately `reenabled` tests
-    (`load_disabled`, `load_reenabled`), with the issues the pull request says it closes and when
-    its merge base was pushed."""
+    (`load_disabled`), with the issues the pull request says it closes and when its merge base was
+    pushed."""
     return Flaky(_OffBranch(sightings, pr), sightings.tests, disabled or {}, pr.closes, reenabled or {}, base_pushed)
 
 
-def load_disabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[DisabledIssue, ...]]:
-    """(method, class) -> the DISABLED issues of the day's published list that disable it
-    (`disabled_tests`, sql/disabled_issues.sql); empty when the day has none or the list is local."""
-    if not lake.register(con, "disabled_tests", [day], name="dt"):
-        return {}
-    found: dict[tuple[str, str], list[DisabledIssue]] = {}
-    for r in rows(con, "disabled_issues"):
-        found.setdefault(method_and_class(r["test"]), []).append(
-            DisabledIssue(r["number"], r["url"] or "", tuple(r["platforms"] or ())))
-    return {k: tuple(v) for k, v in found.items()}
+Disabled = dict[tuple[str, str], tuple[DisabledIssue, ...]]
+Reenabled = dict[tuple[str, str], tuple[DisabledIssue, dt.datetime]]
 
 
-def load_reenabled(con, lake: Lake, day: str) -> dict[tuple[str, str], tuple[DisabledIssue, dt.datetime]]:
-    """(method, class) -> the DISABLED issue of a test re-enabled over the window's days and not
-    disabled again, with the start of the day it was (sql/reenabled_tests.sql): a list's day is all
-    the lake knows of when its issue closed."""
+def load_disabled(con, lake: Lake, day: str) -> tuple[Disabled, Reenabled]:
+    """From the window's `disabled_tests`, read once: (method, class) -> the DISABLED issues of the
+    day's published list that disable it (sql/disabled_issues.sql; none when the list is local), and
+    (method, class) -> the issue of a test re-enabled over the window and not disabled again, with
+    the start of the day it was (sql/reenabled_tests.sql: a list's day is all the lake knows of
+    when its issue closed)."""
     if not lake.register(con, "disabled_tests", days_ending(day, WINDOW_DAYS), name="dta"):
-        return {}
-    return {method_and_class(r["test"]): (DisabledIssue(r["number"], ""), dt.datetime.combine(
+        return {}, {}
+    disabled: dict[tuple[str, str], list[DisabledIssue]] = {}
+    for r in rows(con, "disabled_issues", {"day": dt.date.fromisoformat(day)}):
+        disabled.setdefault(method_and_class(r["test"]), []).append(
+            DisabledIssue(r["number"], r["url"] or "", tuple(r["platforms"] or ())))
+    reenabled = {method_and_class(r["test"]): (DisabledIssue(r["number"], ""), dt.datetime.combine(
         r["day"], dt.time(), dt.timezone.utc)) for r in rows(con, "reenabled_tests")}
+    return {k: tuple(v) for k, v in disabled.items()}, reenabled
 
 
