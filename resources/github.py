@@ -225,6 +225,13 @@ def refusal_fix(exc: Exception, repo: str, permission: str) -> str | None:
     return f"GitHub refused these credentials access: the token or the GitHub App needs {permission} on {repo}"
 
 
+def _limit_reset(resp: requests.Response) -> int | None:
+    """When an exhausted rate limit resets (epoch seconds, X-RateLimit-Reset), or None: the limit is
+    not exhausted, or the header is missing."""
+    reset = resp.headers.get("X-RateLimit-Reset", "")
+    return int(reset) if resp.headers.get("X-RateLimit-Remaining") == "0" and reset.isdigit() else None
+
+
 def _retry_after_s(value: str) -> float | None:
     """Retry-After as seconds: either delta-seconds or an HTTP date."""
     value = value.strip()
@@ -471,10 +478,10 @@ class GitHubResource(dg.ConfigurableResource):
             return retry_after, f"HTTP {status} with Retry-After"
         if status >= 500:
             return backoff, f"HTTP {status}"
-        reset = resp.headers.get("X-RateLimit-Reset", "")
-        if resp.headers.get("X-RateLimit-Remaining") == "0" and reset.isdigit():
+        reset = _limit_reset(resp)
+        if reset is not None:
             # +1 s: the reset instant is whole seconds and clocks differ slightly.
-            return max(0.0, int(reset) - time.time()) + 1.0, f"HTTP {status}, rate limit exhausted"
+            return max(0.0, reset - time.time()) + 1.0, f"HTTP {status}, rate limit exhausted"
         if status == 429 or "secondary rate limit" in _message(resp).lower():
             return max(SECONDARY_LIMIT_WAIT_S, backoff), f"HTTP {status}, secondary rate limit"
         return None, ""
@@ -527,8 +534,10 @@ class GitHubResource(dg.ConfigurableResource):
                        f"a further {wait:.0f}s wait would exceed the {self.max_total_wait_s:.0f}s budget")
                 log.warning("GitHub %s %s: giving up (%s): %s", method, url, why, error)
                 limited = resp is not None and resp.status_code in (403, 429)  # not an outage's backoff
-                return _Outcome(resp, f"{error} (gave up: {why})", attempt, waited, gave_up=True,
-                                retry_at=time.time() + wait if limited else None)
+                # an exhausted limit lifts at its reset, whatever the time spent since the wait was reckoned
+                reset = _limit_reset(resp) if limited else None
+                retry_at = (reset + 1.0 if reset is not None else time.time() + wait) if limited else None
+                return _Outcome(resp, f"{error} (gave up: {why})", attempt, waited, gave_up=True, retry_at=retry_at)
             log.warning("GitHub %s %s: %s; retry %d in %.1fs", method, url, reason or error,
                         attempt, wait)
             self._sleep(wait)

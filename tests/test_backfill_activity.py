@@ -223,13 +223,16 @@ def test_a_spent_rate_limit_on_the_activity_list_is_waited_out_and_the_list_read
 def test_a_rate_limit_on_the_activity_list_past_the_wait_budget_stops_and_says_when_to_run_again(
         tmp_path, httpserver, monkeypatch, capsys):
     """An hour's budget spent with its reset two hours off: no pushes walked in its place (the list
-    would have said otherwise), the command stops with exit 75, naming when GitHub's limit resets."""
+    would have said otherwise), the command stops with exit 75, naming when GitHub's limit resets.
+    The reset falls a second before a whole minute, so the minute named is the reset's (+1 s), not
+    the next one: the time the client spent since it reckoned its wait does not move it (it did, in
+    a run in sixty)."""
     from torchci_assets.backfill.cli import EXIT_STOPPED
     from torchci_assets.cli import main
 
     api = FakeActions(httpserver)
     walkable(api)
-    reset = int(dt.datetime.now(dt.timezone.utc).timestamp()) + 7200
+    reset = (int(dt.datetime.now(dt.timezone.utc).timestamp()) + 7200) // 60 * 60 + 59
     api.fail(r"/activity$", limit_spent(reset))
     monkeypatch.setenv("GITHUB_API_URL", httpserver.url_for("").rstrip("/"))
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_SECRETvalue0123456789")
