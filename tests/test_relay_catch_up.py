@@ -139,3 +139,9 @@ def test_a_failed_run_a_person_re_executed_with_success_is_not_caught_up(httpser
     assert dispatch_run(config, github(httpserver), roots, instance, again).success
     assert catch_up_requests(instance, later)[0] == []
     assert len(server.dispatches()) == len(REPOS)
+
+
+def test_a_catch_up_tag_someone_edited_counts_as_none_and_the_chain_goes_on():
+    """A tick that raised on it would catch up nothing at all."""
+    found = plan([run("a"), run("a-c1", **{CATCH_UP_OF: "a", CATCH_UP: "first"})], T + dt.timedelta(hours=1), JOBS)
+    assert [(d.root.run_id, d.number) for d in found.due] == [("a", 1)]

@@ -61,8 +61,8 @@ class CatchUp:
     def tags(self) -> dict[str, str]:
         """The root's own tags (Dagster's and the sensor's left out: they describe the root's
         launch), and the chain's."""
-        own = {k: v for k, v in self.root.tags.items() if not k.startswith("dagster/") and k not in (CATCH_UP_OF,
-                                                                                                       CATCH_UP)}
+        chain = (CATCH_UP_OF, CATCH_UP)
+        own = {k: v for k, v in self.root.tags.items() if not k.startswith("dagster/") and k not in chain}
         return {**own, CATCH_UP_OF: self.root.run_id, CATCH_UP: str(self.number)}
 
 
@@ -108,7 +108,7 @@ def plan(runs: Iterable[RunState], now: dt.datetime, jobs: frozenset[str]) -> Pl
         if any(r.status not in FINISHED for r in chain):
             out.waiting.append(f"{root_id} ({root.job_name}): a run of it is queued or running")
             continue
-        done = max((int(r.tags.get(CATCH_UP, "0")) for r in chain if r.tags.get(CATCH_UP_OF) == root_id), default=0)
+        done = max((_number(r) for r in chain if r.tags.get(CATCH_UP_OF) == root_id), default=0)
         if done >= MAX_CATCH_UPS:
             out.given_up.append(f"{root_id} ({root.job_name}): {done} catch-ups failed; find why in its runs' "
                                 "logs and re-execute it from the UI (its ledger sends only what is not acknowledged)")
@@ -119,6 +119,13 @@ def plan(runs: Iterable[RunState], now: dt.datetime, jobs: frozenset[str]) -> Pl
         else:
             out.waiting.append(f"{root_id} ({root.job_name}): catch-up {done + 1} at {at:%H:%M:%S}Z")
     return out
+
+
+def _number(run: RunState) -> int:
+    """A catch-up's number in its chain; 0 for a tag someone edited into something else (a tick that
+    raised on it would catch nothing up)."""
+    value = run.tags.get(CATCH_UP, "")
+    return int(value) if value.isdigit() else 0
 
 
 def _ended(run: RunState) -> dt.datetime:
