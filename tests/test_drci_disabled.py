@@ -2,7 +2,7 @@
 isRecentlyCloseDisabledTest): a job whose failing tests open DISABLED issues disable on its platform
 failed on known flaky tests (disabled while the job ran, or after): FLAKY, citing the issues. A pull
 request whose body says it closes one of them runs the test on purpose (PyTorch's CI reads the same
-words), so its failure is its own. A test whose issue closed after the merge base is FLAKY too, and
+words), so no issue excuses its failure. A test whose issue closed after the merge base is FLAKY too, and
 the comment says to rebase. The rules on hand-made jobs; the lists and the bodies as the lake holds
 them."""
 
@@ -52,7 +52,7 @@ def test_an_issue_disables_a_test_on_its_platforms_only(platforms, cls):
 
 
 def test_a_pull_request_that_says_it_closes_the_issue_owns_the_failure():
-    """Fixing the flaky test, it runs it: failing, the fix is not done."""
+    """Fixing the flaky test, it runs it: failing, the fix is not done (no known flake here either)."""
     job = failing_job([(T1, CLOSE)])
     assert judged(job, frozenset({103}), test_add_TestOps=(issue(103),)).cls == c.NEW
     assert judged(job, frozenset({999}), test_add_TestOps=(issue(103),)).cls == c.FLAKY

@@ -27,7 +27,8 @@ A failing job of the head (its latest attempt failed) gets the first class that 
   FLAKY (disabled) every failing test of the job is disabled on its platform by an open DISABLED
                 issue of the published list, and the pull request does not say it closes one of
                 them (`disabled_by`): as upstream's Dr. CI, a test disabled while the job ran, or
-                after; a pull request fixing the test runs it, and its failure is its own;
+                after; a pull request fixing the test runs it on purpose, and its failure goes on
+                to the rules below;
   FLAKY         every failing test of the job is flaky (`flaky_tests`) and failed elsewhere, on
                 another commit, with the same message as here (a final failure, or a try that
                 passed on rerun): see `known_flaky`;
@@ -433,7 +434,7 @@ def disabled_by(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
     """The open DISABLED issues that disable every failing test of the job on its platform (an
     issue's platforms matched in `workflow / job` as upstream's getDisabledTestIssues matches them),
     or () when one of its tests has none, or when the pull request says it closes one of them
-    (PyTorch's CI then runs the test, and its failure is the fix's to answer for: upstream's
+    (PyTorch's CI then runs the test on purpose, and no issue excuses its failure: upstream's
     isDisabledTestMentionedInPR), or when its body is not known (it may)."""
     if not job.tests or flaky.closes is None:
         return ()
