@@ -43,11 +43,12 @@ def _state(record) -> RunState:
 
 
 def catch_up_requests(instance: dg.DagsterInstance, now: dt.datetime) -> tuple[list[dg.RunRequest], Plan]:
-    """The runs to request at `now`, and what the look found (for the tick's log)."""
+    """The runs to request at `now` (MAX_PER_TICK at most), and what the look found, its catch-ups due
+    cut to those requested (for the tick's log)."""
     found = plan(relay_runs(instance, now), now, frozenset(j.name for j in RELAY_JOBS))
+    found.due = found.due[:MAX_PER_TICK]  # the rest are due on the next tick
     requests = [dg.RunRequest(run_key=c.run_key, job_name=c.root.job_name, run_config=dict(c.root.run_config),
-                              tags={**c.tags(), **PRIORITY})
-                for c in found.due[:MAX_PER_TICK]]
+                              tags={**c.tags(), **PRIORITY}) for c in found.due]
     return requests, found
 
 
@@ -60,7 +61,7 @@ def catch_up_requests(instance: dg.DagsterInstance, now: dt.datetime) -> tuple[l
                        "catch up.")
 def relay_catch_up_sensor(context: dg.SensorEvaluationContext):
     requests, found = catch_up_requests(context.instance, dt.datetime.now(dt.timezone.utc))
-    for c in found.due[:MAX_PER_TICK]:
+    for c in found.due:
         context.log.info(f"catch-up {c.number} of run {c.root.run_id} ({c.root.job_name})")
     if requests:
         for line in found.given_up:

@@ -136,9 +136,9 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
 
 @dataclass(frozen=True)
 class _Failed:
-    """A failing job of a head, with what tells its pull request from another one's."""
+    """A failing job of a head, with what tells its pull request from another one's (its number and
+    head are the failure's)."""
 
-    pr: int
     head_ref: str | None
     author: str | None
     failure: OtherFailure
@@ -161,7 +161,7 @@ def index_failures(prs: dict[int, PullRequest], landed: Mapping[int, frozenset[s
             failure = OtherFailure(pr.number, pr.head_sha, j.job_group, j.job_id, j.run_id, at,
                                    message_key(j.failure_line), j.cancelled, j.build_env or "", j.test_config or "",
                                    frozenset((t.key, t.message) for t in j.tests))
-            out.setdefault(j.job_group, []).append(_Failed(pr.number, pr.head_ref, pr.author, failure))
+            out.setdefault(j.job_group, []).append(_Failed(pr.head_ref, pr.author, failure))
     return out
 
 
@@ -175,7 +175,7 @@ class _OtherAuthors(Mapping):
 
     def __getitem__(self, group: str) -> list[OtherFailure]:
         pr = self._pr
-        found = [f.failure for f in self._index.get(group, ()) if f.pr != pr.number and f.failure.sha != pr.head_sha
+        found = [f.failure for f in self._index.get(group, ()) if f.failure.pr != pr.number and f.failure.sha != pr.head_sha
                  and f.head_ref != pr.head_ref and f.author is not None and f.author != pr.author
                  and self._start <= f.failure.at <= self._end]
         if not found:
