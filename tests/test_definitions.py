@@ -222,7 +222,7 @@ def _window(asset: str, table: str) -> tuple[int, int]:
 
 
 def _read_windows():
-    from torchci_assets.derived.drci.inputs import TRUNK_DAYS, WINDOW_DAYS as DRCI_DAYS
+    from torchci_assets.derived.drci.inputs import EARLIER_PR_JOBS, LANDED_DAYS, TRUNK_DAYS
     from torchci_assets.derived.drci.publish import LEDGER_LOOKBACK_DAYS as POSTS_DAYS
     from torchci_assets.derived.flakiness.flaky import WINDOW_DAYS as FLAKY_DAYS
     from torchci_assets.derived.flakiness.reenable import WINDOW_DAYS as RERUN_DAYS
@@ -236,8 +236,10 @@ def _read_windows():
         ("test_daily_stats", "test_jobs", (0, 0)), ("test_sha_outcomes", "test_jobs", (0, 0)),  # stats.py
         ("test_daily_stats", "test_run", (0, 0)),  # results/increments.py: the parts counted
         ("test_times", "workflow_job", (1 - RETIRED_AFTER_DAYS, 0)),  # sharding/times.py active_build_envs
-        ("drci_comments", "pull_request", (1 - DRCI_DAYS, 0)),  # drci/inputs.py load_heads
-        ("drci_comments", "test_results", (1 - TRUNK_DAYS, 0)),  # drci/inputs.py: the merge bases' failures
+        ("drci_comments", "pull_request", (1 - LANDED_DAYS, 0)),  # drci/inputs.py load_heads, attach_people
+        # drci/inputs.py: the merge bases' failures, and those of the earlier pull requests (attach_earlier_tests)
+        ("drci_comments", "test_results", (1 - max(TRUNK_DAYS, LANDED_DAYS), 0)),
+        ("drci_comments", "pr_jobs", (-max(EARLIER_PR_JOBS), 0)),  # drci/inputs.py load_earlier_heads
         # drci/publish.py deleted_comments: the comments deleted on GitHub over the posts' lookback (a
         # posting run alone reads them, so the day below does not), beyond the trunk days of the extracts
         ("drci_comments", "webhook_events", (-POSTS_DAYS, 0)),

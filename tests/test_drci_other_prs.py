@@ -6,6 +6,7 @@ jobs; then through the real lake builders (commit_health, pr_jobs, drci_comments
 from the pull_request table the webhook ingest writes, and the fake GitHub compare API."""
 
 import datetime as dt
+import json
 
 import pyarrow as pa
 import pytest
@@ -20,6 +21,7 @@ from torchci_assets.derived.drci.build import build_comments
 from torchci_assets.derived.drci.comment import Head, render
 from torchci_assets.derived.drci.inputs import PullRequest, index_failures, other_failures
 from torchci_assets.derived.hud.health import build_commit_health, build_pr_jobs
+from torchci_assets.ingest.webhook_scan import WEBHOOK_EVENTS_SCHEMA
 
 T1 = "TestOps.test_add (test_ops.py)"
 CLOSE = "AssertionError: Tensor-likes are not close!"
@@ -164,6 +166,66 @@ def test_without_two_known_authors_or_a_landed_head_the_failure_stays_new(tmp_pa
 def test_another_line_on_the_other_pull_request_is_no_evidence(tmp_path, httpserver, fake):
     rows = comments(tmp_path, httpserver, fake, {60: "ada", 61: "bob"},
                     lines={60: "RuntimeError: test_ops 1/1 failed! Received signal: SIGABRT"})
+    assert (rows[61]["flaky"], rows[61]["new"]) == (0, 1), rows[61]["body"]
+
+
+def earlier_comment(tmp_path, httpserver, fake, landed_days_before: int, author: str = "ada") -> dict:
+    """Pull request 61's comment (bob's, pushed on DAY, T0+3h, failing JOB) when main's sha(1)..sha(5)
+    were pushed 5 days before DAY (sha(5), 61's merge base, at 07:00) and pull request 60 (`author`'s)
+    failed JOB the same way `landed_days_before` DAY at 10:00 and landed that day. Every day's
+    commit_health and pr_jobs is built as the daily runs build them."""
+    h, lake = History(), Lake.at(str(tmp_path / "lake"))
+    main_at = T0 - dt.timedelta(days=5)
+    for i in range(1, 6):
+        at = main_at - dt.timedelta(hours=5 - i)
+        h.push(i, at)
+        h.job(sha(i), JOB, "success", run_id=i, created=at, day=at.date().isoformat())
+    sixty_at = T0 - dt.timedelta(days=landed_days_before) + dt.timedelta(hours=2)
+    sixty_day = sixty_at.date().isoformat()
+    heads = {}
+    for n, at in ((60, sixty_at), (61, T0 + dt.timedelta(hours=3))):
+        heads[n], day = f"{n:040x}", at.date().isoformat()
+        j = h.job(heads[n], JOB, "failure", run_id=n * 10, branch=f"u/{n}", created=at, day=day)
+        h.add("job_failure", day, job_id=j, run_attempt=1, infra=False, line=SEGV)
+        fake.merge_bases[heads[n]] = sha(5)
+    h.write(lake)
+    for n, day, state, who in ((60, sixty_day, "closed", author), (61, DAY, "open", "bob")):
+        at = sixty_at + dt.timedelta(hours=1) if n == 60 else T0
+        lake.write("pull_request", day, pa.Table.from_pylist([{
+            "repo": REPO, "number": n, "action": state if state == "closed" else "opened", "state": state,
+            "head_sha": heads[n], "head_ref": f"u/{n}", "base_ref": "main", "labels": [], "merged": n == 60,
+            "updated_at": at, "author": who, "received_at": at, "delivery_id": f"pr-{n}"}], schema=PR_SCHEMA))
+    event, action, payload = landed_by_github(60, sha(6))
+    payload["pull_request"]["head"]["sha"] = heads[60]
+    lake.write("webhook_events", sixty_day, pa.Table.from_pylist([{
+        "event": event, "action": action, "delivery_id": "merge-60", "received_at": sixty_at + dt.timedelta(hours=1),
+        "repo": REPO, "payload": json.dumps(payload)}], schema=WEBHOOK_EVENTS_SCHEMA))
+    now = T0.replace(hour=20)
+    first = min(main_at.date(), sixty_at.date())
+    for day in (str(first + dt.timedelta(days=i)) for i in range((T0.date() - first).days + 1)):
+        build_commit_health(lake, day, REPO, ("refs/heads/main",), min_groups=1, now=now)
+        build_pr_jobs(lake, day, REPO, now=now)
+    return {r["pr"]: r for r in build_comments(lake, gh(httpserver), DAY, REPO, now=now).rows}
+
+
+def test_a_pull_request_landed_before_the_day_s_window_is_searched_too(tmp_path, httpserver, fake):
+    """60 landed 4 days before DAY, over the failure 61 meets on DAY: no pr_jobs row of DAY holds 60 (a
+    partition holds the pull requests active on its day and the two before), the partition 3 days
+    before does, and 61's span reaches back to a day before its merge base (6 days): FLAKY, citing 60.
+    Only 61 gets a comment."""
+    rows = earlier_comment(tmp_path, httpserver, fake, landed_days_before=4)
+    assert (rows[61]["flaky"], rows[61]["new"]) == (1, 0), rows[61]["body"]
+    assert f"on #60: {f'{60:040x}'[:10]})" in rows[61]["body"]
+    assert sorted(rows) == [61]
+
+
+@pytest.mark.parametrize("days_before,author", [
+    (7, "ada"),  # in the partition 6 days before, but before the span: a day before the merge base's push
+    (4, "bob"),  # the same author's
+])
+def test_an_earlier_pull_request_outside_the_span_or_of_the_same_author_is_no_evidence(
+        tmp_path, httpserver, fake, days_before, author):
+    rows = earlier_comment(tmp_path, httpserver, fake, landed_days_before=days_before, author=author)
     assert (rows[61]["flaky"], rows[61]["new"]) == (0, 1), rows[61]["body"]
 
 

@@ -10,7 +10,7 @@ from resources.github import GitHubResource
 from torchci_assets.cadence import refresh_interval_s, updates_every
 from torchci_assets.config import load_config
 from torchci_assets.derived.drci.build import TABLE, build_comments
-from torchci_assets.derived.drci.inputs import JOB_DAYS, TRUNK_DAYS, WINDOW_DAYS
+from torchci_assets.derived.drci.inputs import EARLIER_PR_JOBS, JOB_DAYS, LANDED_DAYS, TRUNK_DAYS, WINDOW_DAYS
 from torchci_assets.derived.drci.merge_base import LOOKBACK_DAYS as MERGE_BASE_DAYS, TABLE as MERGE_BASES
 from torchci_assets.derived.flakiness.job_issues import load_unstable
 from torchci_assets.derived.drci.publish import (LEDGER as POSTS, LEDGER_LOOKBACK_DAYS as POSTS_DAYS, publish,
@@ -25,24 +25,27 @@ HUD_URL_VAR = "TORCHCI_HUD_URL"  # where hud/ is served, for the link in the com
 
 @dg.asset(
     name=TABLE, group_name="drci", kinds={"parquet", "github"}, partitions_def=daily_partitions, pool="drci",
-    deps=["pr_jobs", "flaky_tests", "unstable_jobs",
+    deps=["flaky_tests", "unstable_jobs",
+          # the day's pull requests, and those closed earlier whose failures are evidence (EARLIER_PR_JOBS)
+          dg.AssetDep("pr_jobs", partition_mapping=window_mapping(max(EARLIER_PR_JOBS))),
           # the tests DISABLED issues disable, and those re-enabled over the window
           dg.AssetDep("disabled_tests", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           dg.AssetDep("commit_health", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
           dg.AssetDep("test_sha_outcomes", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
-          # the failing tests of the merge bases' neighbours, over the trunk days
-          dg.AssetDep("test_results", partition_mapping=window_mapping(TRUNK_DAYS - 1)),
-          # the heads' base shas, and the main commits that landed a pull request before (over the trunk
-          # days); when posting, the comments deleted on GitHub over the posts' lookback
-          dg.AssetDep("webhook_events", partition_mapping=window_mapping(max(TRUNK_DAYS - 1, POSTS_DAYS))),
+          # the failing tests of the merge bases' neighbours, over the trunk days, and of the earlier pull requests
+          dg.AssetDep("test_results", partition_mapping=window_mapping(max(TRUNK_DAYS, LANDED_DAYS) - 1)),
+          # the heads' base shas, and the main commits that landed a pull request (over the trunk days and
+          # the earlier pull requests'); when posting, the comments deleted on GitHub over the posts' lookback
+          dg.AssetDep("webhook_events",
+                      partition_mapping=window_mapping(max(TRUNK_DAYS - 1, LANDED_DAYS - 1, POSTS_DAYS))),
           # the conclusions of main's failed jobs (a cancelled one is the same failure only as another)
           dg.AssetDep("workflow_job", partition_mapping=window_mapping(JOB_DAYS - 1)),
           # the log classifier's captures of the heads' failing jobs (flaky rules match them)
           dg.AssetDep("job_failure", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
           # the heads' workflow runs waiting for a maintainer's approval
           dg.AssetDep("workflow_run", partition_mapping=window_mapping(WINDOW_DAYS - 1)),
-          # open pull requests whose head has no job yet; their authors and the issues they close
-          dg.AssetDep("pull_request", partition_mapping=window_mapping(WINDOW_DAYS - 1))],
+          # open pull requests whose head has no job yet; the authors and the issues closed, over the earlier days too
+          dg.AssetDep("pull_request", partition_mapping=window_mapping(LANDED_DAYS - 1))],
     description="Dr. CI: one row per pull request head of the day's pr_jobs that has a job (a head without any, "
                 "even after the REST API's read below, gets no row yet): pr, head_sha, merge_base, body, counts "
                 "per class NEW/BROKEN TRUNK/FLAKY/UNSTABLE/INFRA/CANCELLED/UNCLASSIFIED, workflow runs awaiting approval, "

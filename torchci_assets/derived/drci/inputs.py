@@ -31,7 +31,7 @@ from torchci_assets.derived.drci.classify import (AWAITING_CONCLUSIONS, LOG_PART
 from torchci_assets.derived.drci.extracts import FAILURES, JOB_FAILURES, PR_BASES, PR_MERGES
 from torchci_assets.derived.flakiness.issue_text import method_and_class
 from torchci_assets.derived.hud.health import LOOKBACK_DAYS as HEALTH_LOOKBACK_DAYS
-from torchci_assets.partitions import days_ending
+from torchci_assets.partitions import days_around, days_ending
 
 SQL_DIR = Path(__file__).parent / "sql"
 WINDOW_DAYS = 3    # test results and webhooks: a head's jobs run within hours of its push
@@ -39,6 +39,12 @@ TRUNK_DAYS = 7     # commit_health partitions read for the merge bases and their
 # workflow_job days read for the conclusions of main's failures: a commit_health partition holds the
 # commits pushed up to its LOOKBACK_DAYS before, so TRUNK_DAYS of it reach back that much further
 JOB_DAYS = TRUNK_DAYS + HEALTH_LOOKBACK_DAYS
+# The pull requests the similar-failure search reads besides the day's (`other_failures`: a head's span
+# reaches SIMILAR_SPAN back): those closed in the pr_jobs partitions this many days before the day's, each
+# holding the pull requests active on its day and the HEALTH_LOOKBACK_DAYS before it (3 and 6 days back).
+EARLIER_PR_JOBS = tuple(range(HEALTH_LOOKBACK_DAYS + 1, SIMILAR_SPAN.days + 1, HEALTH_LOOKBACK_DAYS + 1))
+# the days of webhooks and test results their authors, landing and failing tests are read from
+LANDED_DAYS = max(EARLIER_PR_JOBS) + HEALTH_LOOKBACK_DAYS + 1
 # pr_jobs columns added after partitions were written (an old day recomputed reads them as NULL)
 PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 # job_failure's captures and whether the log was read whole, as NULL where a partition lacks them
@@ -108,12 +114,32 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     if not register_pr_jobs(con, lake, day):
         return {}
     prs: dict[int, PullRequest] = {}
-    webhooks = register_with(con, lake, "pull_request", days_ending(day, WINDOW_DAYS), "pr", PR_ADDED)
-    if webhooks:
+    if register_with(con, lake, "pull_request", days_ending(day, WINDOW_DAYS), "pr", PR_ADDED):
         for r in rows(con, "heads_without_jobs", {"repo": repo}):
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
                                            r["updated_at"], labels=tuple(r["labels"] or ()))
-    for r in rows(con, "head_jobs"):
+    _add_jobs(prs, rows(con, "head_jobs"))
+    return prs
+
+
+def load_earlier_heads(con, lake: Lake, day: str, known: set[int]) -> dict[int, PullRequest]:
+    """The pull requests closed in the pr_jobs partitions EARLIER_PR_JOBS days before `day` and not
+    among `known` (the day's), each with the failing GitHub jobs of its last head as its newest
+    partition holds them (sql/earlier_heads.sql): the similar-failure search's evidence from before
+    the day's window. Whether each landed is `load_merge_commits`'; no comment is built for them."""
+    days = [days_around(day, before)[0] for before in EARLIER_PR_JOBS]
+    if not register_with(con, lake, "pr_jobs", days, "earlier", PR_JOBS_ADDED):
+        return {}
+    _register_list(con, "known_prs", "number", pa.array(sorted(known), pa.int64()))
+    prs: dict[int, PullRequest] = {}
+    _add_jobs(prs, rows(con, "earlier_heads"))
+    return prs
+
+
+def _add_jobs(prs: dict[int, PullRequest], found: list[dict]) -> None:
+    """Add each pr_jobs row of `found` to its pull request's jobs (the pull request made from the
+    row if new); a head was pushed when its first job started, as CI saw it."""
+    for r in found:
         pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
                                                      r["base_ref"], r["head_ref"], r["pr_updated_at"],
                                                      labels=tuple(r["labels"] or ())))
@@ -126,12 +152,16 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
         started = r["started_at"]
         if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
             pr.pushed_at = started
-    if webhooks:
+
+
+def attach_people(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
+    """Give each pull request its author and the issues its body closes (sql/pr_people.sql), from the
+    pull_request webhooks of LANDED_DAYS: as far back as the earlier pull requests the similar-failure
+    search reads, and a pull request whose CI ran lately may have had no webhook for days."""
+    if prs and register_with(con, lake, "pull_request", days_ending(day, LANDED_DAYS), "people", PR_ADDED):
         for r in rows(con, "pr_people", {"repo": repo}):
-            if r["number"] in prs:
-                pr = prs[r["number"]]
+            if (pr := prs.get(r["number"])) is not None:
                 pr.author, pr.closes = r["author"], None if r["closes"] is None else frozenset(r["closes"])
-    return prs
 
 
 @dataclass(frozen=True)
@@ -269,12 +299,29 @@ def attach_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest], seen: E
     """Fill each failing job's failing tests and messages from `test_results`, and its log
     classifier's captures (`attach_captures`). `seen`: what this pass found of the extracts
     (`register_extract`), shared with the other reads of the build."""
-    failing = {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
-    if not failing:
-        return
+    if failing := _failing(prs):
+        _attach_failed_tests(con, lake, days_ending(day, WINDOW_DAYS), failing, seen)
+        attach_captures(con, lake, day, failing)  # the same jobs (temp table failing_jobs)
+
+
+def attach_earlier_tests(con, lake: Lake, day: str, prs: dict[int, PullRequest],
+                         seen: ExtractPass | None = None) -> None:
+    """Fill the failing jobs of `load_earlier_heads`' pull requests with their failing tests and
+    messages, from `test_results` of LANDED_DAYS (the similar-failure search compares no captures)."""
+    if failing := _failing(prs):
+        _attach_failed_tests(con, lake, days_ending(day, LANDED_DAYS), failing, seen)
+
+
+def _failing(prs: dict[int, PullRequest]) -> dict[int, HeadJob]:
+    return {j.job_id: j for p in prs.values() for j in p.jobs if j.state == "failure" and j.job_id is not None}
+
+
+def _attach_failed_tests(con, lake: Lake, days: list[str], failing: dict[int, HeadJob],
+                         seen: ExtractPass | None) -> None:
+    """Fill `failing`'s jobs with their failing tests and messages from `test_results` of `days`
+    (sql/head_tests.sql over temp table failing_jobs, left registered)."""
     _register_list(con, "failing_jobs", "job_id", pa.array(list(failing), pa.int64()))
-    attach_captures(con, lake, day, failing)
-    if not register_extract(con, lake, FAILURES, days_ending(day, WINDOW_DAYS), "tr", seen):
+    if not register_extract(con, lake, FAILURES, days, "tr", seen):
         return
     tests: dict[int, list[FailedTest]] = {}
     for r in rows(con, "head_tests"):
@@ -412,8 +459,10 @@ class Main:
 def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
                        seen: ExtractPass | None = None) -> dict[int, frozenset[str]]:
     """pr -> the main commits that landed it (sql/pr_merges.sql), over the webhooks of the days whose
-    main commits a merge base's neighbours can be (TRUNK_DAYS)."""
-    if not numbers or not register_extract(con, lake, PR_MERGES, days_ending(day, TRUNK_DAYS), "pm", seen):
+    main commits a merge base's neighbours can be (TRUNK_DAYS) and those the earlier pull requests the
+    similar-failure search reads landed on (LANDED_DAYS)."""
+    days = days_ending(day, max(TRUNK_DAYS, LANDED_DAYS))
+    if not numbers or not register_extract(con, lake, PR_MERGES, days, "pm", seen):
         return {}
     _register_list(con, "pr_numbers", "number", pa.array(sorted(numbers), pa.int64()))
     found: dict[int, set[str]] = {}
