@@ -29,7 +29,7 @@ import dagster as dg
 from resources.configured import ArchiveResource, LakeResource
 from resources.credentials import has_credentials
 from resources.github import GitHubResource
-from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps
+from torchci_assets.backfill.gaps import DEFAULT_LIMIT, repair_gaps, repair_reserve
 from torchci_assets.config import load_config
 
 REPAIR_EVERY_MIN = 5
@@ -58,14 +58,15 @@ def repair_lost_deliveries(context: dg.OpExecutionContext, github: GitHubResourc
     now = utcnow()
     pulls_of = load_config().upstream_repo if now.minute < REPAIR_EVERY_MIN else None  # the hour's first pass
     report = repair_gaps(github, archive.store(), lake.lake(), now, repair_limit(), log=context.log.info,
-                         pulls_of=pulls_of, every=dt.timedelta(minutes=REPAIR_EVERY_MIN))
+                         pulls_of=pulls_of, every=dt.timedelta(minutes=REPAIR_EVERY_MIN), reserve=repair_reserve())
     metadata = {
         "stale_jobs": report.stale_jobs, "stale_jobs_waiting": report.waiting, "jobless_runs": report.jobless_runs,
         "failed_runs_without_a_failing_job": report.unexplained_runs, "looked_up": report.looked_up,
         "jobs_found_completed": report.repaired_jobs, "records_written": report.deliveries,
         "failed": len(report.failed), "not_asked": report.not_asked, "runs_gone": report.runs_gone,
         "runs_known_gone": report.known_gone, "runs_suspected_gone": len(report.suspected),
-        "runs_suspected_waiting": report.suspected_waiting, "runs_left_to_another_pass": report.claimed_elsewhere}
+        "runs_suspected_waiting": report.suspected_waiting, "runs_left_to_another_pass": report.claimed_elsewhere,
+        "kept_for_writers": report.kept_for_writers}
     if pulls_of:
         metadata["pull_requests_found_closed"] = report.closes.found_closed
         metadata["pull_requests_gone"] = len(report.closes.gone)

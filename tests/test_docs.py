@@ -17,6 +17,7 @@ import yaml
 
 from jobs.gap_repair import REPAIR_EVERY_MIN, repair_limit
 from resources.uris import DEFAULT_URIS
+from torchci_assets.backfill.gaps import repair_reserve
 from torchci_assets.cadence import refresh_interval_s
 from torchci_assets.checks import max_reject_rate
 from torchci_assets.cli import SUBCOMMANDS
@@ -137,7 +138,8 @@ def code_defaults() -> dict[str, float | str]:
                   "TORCHCI_MAX_REJECT_RATE": max_reject_rate(), "TORCHCI_REFRESH_MINUTES": refresh_interval_s({}) / 60,
                   "TORCHCI_MAX_LINE_BYTES": max_line_bytes(), "TORCHCI_MAX_REPORT_BYTES": max_report_bytes(),
                   "TORCHCI_MAX_ZIP_BYTES": max_zip_bytes(), "TORCHCI_MAX_REGRESSION_SHARE": max_cost_share(),
-                  "TORCHCI_GAP_REPAIR_MINUTES": repair_limit().total_seconds() / 60 + REPAIR_EVERY_MIN})
+                  "TORCHCI_GAP_REPAIR_MINUTES": repair_limit().total_seconds() / 60 + REPAIR_EVERY_MIN,
+                  "TORCHCI_GAP_REPAIR_RESERVE": repair_reserve()})
     return found
 
 

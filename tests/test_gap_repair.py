@@ -119,6 +119,36 @@ def test_a_lost_completion_is_repaired_and_the_late_webhook_adds_no_row(tmp_path
     assert jobs_in_lake(tmp_path) == repaired
 
 
+def test_a_pass_leaves_the_budget_s_reserve_to_the_writers_and_a_later_pass_asks_the_rest(tmp_path, httpserver,
+                                                                                          octokit):
+    """The relay and Dr. CI write with the same credentials: once GitHub says less than a fifth of the
+    hour's limit is left, the pass asks no more, says so and what to set, and the run attempt it left
+    is asked by a pass after the budget reset. Without a reserve (credentials of its own), it asks all."""
+    archive, lake = archive_with_lost_completion(tmp_path, octokit)
+    api = fake_api(httpserver, octokit, completed_job(octokit))
+    api.limit, api.remaining = 5000, 1000  # the first answer says 999 left
+    lines: list[str] = []
+    report = repair_gaps(client(httpserver), archive, lake, NOW, log=lines.append, pulls_of=REPO)
+    assert (report.looked_up, report.kept_for_writers, report.failed, report.problem) == (1, 1, [], None)
+    assert report.closes_kept and api.count(r"/pulls") == 0  # nor the hour's compare of pull requests
+    assert any(line.startswith("gap repair: 1 run attempt(s) and the pull requests' closes left to a later pass: "
+                               "GitHub's budget left is 996 of 5000 this hour (it resets in ")  # 4 requests made
+               and "under the 20% kept for the relay" in line and "TORCHCI_GAP_REPAIR_RESERVE=0.2;" in line
+               for line in lines), lines
+
+    ingest_webhook_day(archive, lake, DAY, workers=1)  # the refresh takes what was answered
+    api.remaining = 998  # a pass before the reset asks one lookup's worth, no more: the one left
+    report = repair_gaps(client(httpserver), archive, lake, NOW + dt.timedelta(minutes=5))
+    assert (report.looked_up, report.kept_for_writers) == (1, 0)
+    ingest_webhook_day(archive, lake, DAY, workers=1)
+    assert [state for _, _, state, _, _ in jobs_in_lake(tmp_path)] == ["completed"] * 3
+
+    archive2, lake2 = archive_with_lost_completion(tmp_path / "own", octokit)
+    api.remaining = 10
+    report = repair_gaps(client(httpserver), archive2, lake2, NOW, reserve=0)
+    assert (report.looked_up, report.kept_for_writers) == (2, 0)
+
+
 def test_a_job_never_heard_of_beside_a_stale_one_is_written_too(tmp_path, httpserver, octokit):
     """A short job of the same run attempt ran inside the outage that lost the stale job's
     completion: GitHub lists it with the stale job, and it is written with all its states, once

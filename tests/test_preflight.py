@@ -66,6 +66,12 @@ def bad_settings(tmp: Path) -> list[tuple[dict, str]]:
         ({"TORCHCI_MAX_ZIP_BYTES": "4GB"}, "TORCHCI_MAX_ZIP_BYTES='4GB': expected a positive number of bytes"),
         ({"TORCHCI_GAP_REPAIR_MINUTES": "5"},
          "TORCHCI_GAP_REPAIR_MINUTES='5': expected a number of minutes over the 5-minute schedule interval"),
+        ({"TORCHCI_GAP_REPAIR_RESERVE": "20%"},
+         "TORCHCI_GAP_REPAIR_RESERVE='20%': expected the share of GitHub's hourly budget kept for the other writers, "
+         "from 0 (none: gap repair has credentials of its own) to below 1, such as 0.2"),
+        ({"TORCHCI_GAP_REPAIR_RESERVE": "1"},
+         "TORCHCI_GAP_REPAIR_RESERVE='1': expected the share of GitHub's hourly budget kept for the other writers, "
+         "from 0 (none: gap repair has credentials of its own) to below 1, such as 0.2"),
         ({"TORCHCI_HUD_URL": "hud.example.org"},
          "TORCHCI_HUD_URL='hud.example.org': expected the address hud/ is served at, such as https://hud.example.org"),
         # GitHub credentials: named, never shown

@@ -121,6 +121,12 @@ def _gap_repair() -> object:
                          f"{REPAIR_EVERY_MIN}-minute schedule interval") from None
 
 
+def _gap_reserve() -> object:
+    from torchci_assets.backfill.gaps import repair_reserve
+
+    return repair_reserve()
+
+
 def _regression_share() -> object:
     from torchci_assets.derived.sharding.regressions import max_cost_share
 
@@ -174,6 +180,7 @@ PARSER_CHECKS: dict[str, Callable[[], object]] = {
     "TORCHCI_MAX_REJECT_RATE": _reject_rate,
     "TORCHCI_MAX_ZIP_BYTES": _zip_bytes,
     "TORCHCI_GAP_REPAIR_MINUTES": _gap_repair,
+    "TORCHCI_GAP_REPAIR_RESERVE": _gap_reserve,
 }
 
 

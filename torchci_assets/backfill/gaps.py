@@ -38,6 +38,7 @@ about, or was just answered for (`claims.py`).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -52,10 +53,16 @@ from torchci_assets.backfill import gone as deleted
 from torchci_assets.backfill import shapes
 from torchci_assets.backfill.files import Part
 from torchci_assets.backfill.pr_closes import CloseReport, repair_closes
-from torchci_assets.backfill.rest import RestReader
+from torchci_assets.backfill.rest import Budget, RestReader
 
 DEFAULT_LIMIT = dt.timedelta(minutes=30)
 PASS_EVERY = dt.timedelta(minutes=5)  # the schedule's interval (jobs/gap_repair.py)
+# The share of the hour's GitHub budget a pass leaves to the writers that share its credentials (the
+# relay's dispatches and check runs, Dr. CI's comments, the DISABLED issues): a late repair costs a
+# stale cell a few more minutes, a dispatch or a comment refused for the rate limit costs a backend or a
+# developer its news. A pass asks no more once GitHub says less than this share is left (jobs/gap_repair.py).
+DEFAULT_RESERVE = 0.2
+RESERVE_VAR = "TORCHCI_GAP_REPAIR_RESERVE"
 # A job GitHub showed still running is asked about again when its run attempt's age has grown by
 # this factor: each wait a quarter of the age, so a 3-hour job costs 9 lookups, not 31.
 BACKOFF = 1.25
@@ -117,6 +124,8 @@ class RepairReport:
     failed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # what to fix: GitHub refused the credentials or access
     not_asked: int = 0  # run attempts left unasked after such a refusal (every one would be refused too)
+    kept_for_writers: int = 0  # run attempts left to a later pass: the budget left was below the reserve
+    closes_kept: bool = False  # the pull requests' closes not compared, for the same reason
     closes: CloseReport = field(default_factory=CloseReport)  # the pull requests compared, when they were
 
     @property
@@ -140,6 +149,20 @@ class RepairReport:
                     f"{self.failed[0]}): check GITHUB_API_URL and the network, and that the credentials can read "
                     "Actions on these repositories; lost deliveries stay unrepaired until a pass gets answers")
         return None
+
+
+def repair_reserve() -> float:
+    """The share of the hour's GitHub budget a pass leaves to the writers sharing its credentials
+    (RESERVE_VAR, from 0 to below 1; DEFAULT_RESERVE)."""
+    text = os.environ.get(RESERVE_VAR, "").strip()
+    try:
+        share = float(text) if text else DEFAULT_RESERVE
+    except ValueError:
+        share = -1.0
+    if not 0 <= share < 1:
+        raise ValueError(f"{RESERVE_VAR}={text!r}: expected the share of GitHub's hourly budget kept for the "
+                         "other writers, from 0 (none: gap repair has credentials of its own) to below 1, such as 0.2")
+    return share
 
 
 def find_gaps(lake: Lake, now: dt.datetime, limit: dt.timedelta = DEFAULT_LIMIT,
@@ -258,9 +281,11 @@ def _read_attempt(reader: RestReader, path: str, run_first: bool) -> tuple[dict 
 
 def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime,
                 limit: dt.timedelta = DEFAULT_LIMIT, log: Callable[[str], None] = lambda s: None,
-                pulls_of: str | None = None, every: dt.timedelta = PASS_EVERY) -> RepairReport:
+                pulls_of: str | None = None, every: dt.timedelta = PASS_EVERY,
+                reserve: float = DEFAULT_RESERVE) -> RepairReport:
     """Find the gaps and write what GitHub says about them; a run attempt GitHub will not answer
-    for is reported and left for the next pass. With `pulls_of`, also the closes of that
+    for is reported and left for the next pass, as are those left once GitHub says less than
+    `reserve` of the hour's budget is left (DEFAULT_RESERVE). With `pulls_of`, also the closes of that
     repository's pull requests whose delivery was lost (`pr_closes`)."""
     gaps, gone = find_gaps(lake, now, limit, every), deleted.load(archive, log)
     report = RepairReport(stale_jobs=sum(len(v) for v in gaps.stale_jobs.values()), waiting=gaps.waiting,
@@ -272,13 +297,26 @@ def repair_gaps(gh: GitHubResource, archive: Store, lake: Lake, now: dt.datetime
         return report
     reader = RestReader(gh)
     try:
-        _ask(reader, archive, lake, gaps, gone, now, pulls_of, report)
+        _ask(reader, archive, lake, gaps, gone, now, pulls_of, report, reserve)
     finally:  # what GitHub answered stays claimed until the refresh has taken it; the rest is released
         if gaps.attempts:
             ended = now + dt.timedelta(seconds=time.monotonic() - started)
             claims.claim(archive, owner, report.answered, ended + claims.AFTER_ANSWER, now)
     _log_pass(log, report, reader, pulls_of)
+    if report.kept_for_writers or report.closes_kept:
+        closes = " and the pull requests' closes" if report.closes_kept else ""
+        budget = reader.budget
+        resets = f" (it resets in {max(0, budget.reset - int(time.time())) // 60} min)" if budget.reset else ""
+        log(f"gap repair: {report.kept_for_writers} run attempt(s){closes} left to a later pass: GitHub's budget "
+            f"left is {budget.remaining} of {budget.limit} this hour{resets}, under the {reserve:.0%} kept for the "
+            f"relay, Dr. CI and the DISABLED issues sharing these credentials ({RESERVE_VAR}={reserve:g}; 0 when "
+            "gap repair has credentials of its own)")
     return report
+
+
+def below_reserve(budget: Budget, reserve: float) -> bool:
+    """Whether GitHub's last answer left less than `reserve` of the hour's limit (False before any answer)."""
+    return budget.remaining is not None and bool(budget.limit) and budget.remaining < reserve * budget.limit
 
 
 def _claim(archive: Store, gaps: Gaps, owner: str, now: dt.datetime) -> int:
@@ -293,13 +331,16 @@ def _claim(archive: Store, gaps: Gaps, owner: str, now: dt.datetime) -> int:
 
 
 def _ask(reader: RestReader, archive: Store, lake: Lake, gaps: Gaps, gone: deleted.Gone, now: dt.datetime,
-         pulls_of: str | None, report: RepairReport) -> None:
+         pulls_of: str | None, report: RepairReport, reserve: float) -> None:
     """Look up the gaps (and with `pulls_of`, the closes), write what GitHub answered, note its 404s."""
     part = Part(archive, f"rest-repair-{now.strftime('%Y%m%dT%H%M%S')}")
     repositories: dict[str, dict] = {}
-    refused_repos = _repair_attempts(reader, part, gaps, repositories, report)
+    refused_repos = _repair_attempts(reader, part, gaps, repositories, report, reserve)
     if pulls_of is not None and not refused_repos & {pulls_of, "*"}:
-        _repair_closes(reader, part, lake, pulls_of, repositories, now, gone, report)
+        if below_reserve(reader.budget, reserve):
+            report.closes_kept = True
+        else:
+            _repair_closes(reader, part, lake, pulls_of, repositories, now, gone, report)
     report.deliveries = part.commit()  # what was repaired before a refusal is kept
     _remember_gone(archive, gone, report, now)
 
@@ -376,11 +417,14 @@ def _repository(reader: RestReader, repositories: dict[str, dict], repo: str) ->
 
 
 def _repair_attempts(reader: RestReader, part: Part, gaps: Gaps, repositories: dict[str, dict],
-                     report: RepairReport) -> set[str]:
-    """Look up every gap's run attempt, newest first; the repositories GitHub refused ("*": the
-    credentials, for every repository)."""
+                     report: RepairReport, reserve: float) -> set[str]:
+    """Look up every gap's run attempt, newest first, until the budget left is below `reserve`; the
+    repositories GitHub refused ("*": the credentials, for every repository)."""
     refused_repos: set[str] = set()
     for n, key in enumerate(gaps.attempts):
+        if below_reserve(reader.budget, reserve):
+            report.kept_for_writers = len(gaps.attempts) - n
+            break
         if key[0] in refused_repos:
             report.not_asked += 1
             continue
