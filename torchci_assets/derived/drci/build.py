@@ -112,8 +112,7 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     con = connect()
     try:
         prs = inputs.load_heads(con, lake, day, repo)
-        earlier = inputs.load_earlier_heads(con, lake, day, set(prs))
-        inputs.attach_people(con, lake, day, repo, {**earlier, **prs})
+        known = set(prs)
         inputs.attach_runs(con, lake, day, repo, prs)  # before the REST API's states, which replace the lake's
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
         live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
@@ -123,7 +122,6 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         report.refreshed_heads = len(refreshed)
         prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
         inputs.attach_tests(con, lake, day, prs, seen)
-        inputs.attach_earlier_tests(con, lake, day, earlier, seen)
         inputs.attach_results(con, lake, day, prs)
         for pr in prs.values():
             settle_runs(pr.jobs)
@@ -133,6 +131,11 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen, main_branch,
                                 max(pushes, default=None))
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
+        # the pull requests closed before the day's window that a head's similar-failure search reaches
+        wanted = inputs.earlier_wanted(day, prs, lambda pr: main.pushed.get(merge_bases[pr.head_sha].sha))
+        earlier = inputs.load_earlier_heads(con, lake, day, repo, known, wanted, seen)
+        inputs.attach_earlier_tests(con, lake, day, earlier, seen)
+        inputs.attach_people(con, lake, day, repo, {**earlier, **prs})
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs) | set(earlier), seen)
         disabled, reenabled = inputs.load_disabled(con, lake, day)
     finally:

@@ -14,7 +14,7 @@ whatever the history.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -122,18 +122,49 @@ def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
     return prs
 
 
-def load_earlier_heads(con, lake: Lake, day: str, known: set[int]) -> dict[int, PullRequest]:
-    """The pull requests closed in the pr_jobs partitions EARLIER_PR_JOBS days before `day` and not
-    among `known` (the day's), each with the failing GitHub jobs of its last head as its newest
-    partition holds them (sql/earlier_heads.sql): the similar-failure search's evidence from before
-    the day's window. Whether each landed is `load_merge_commits`'; no comment is built for them."""
-    days = [days_around(day, before)[0] for before in EARLIER_PR_JOBS]
-    if not register_with(con, lake, "pr_jobs", days, "earlier", PR_JOBS_ADDED):
+def load_earlier_heads(con, lake: Lake, day: str, repo: str, known: set[int], wanted: dict[str, dt.datetime],
+                       seen: ExtractPass | None = None) -> dict[int, PullRequest]:
+    """The pull requests of `repo` closed in the pr_jobs partitions EARLIER_PR_JOBS days before `day`,
+    not among `known` (the day's) and landed by a main commit (sql/pr_merges.sql over LANDED_DAYS),
+    each with the failing GitHub jobs of its last head as its newest partition holds them
+    (sql/earlier_heads.sql): the similar-failure search's evidence from before the day's window. Only
+    the jobs of `wanted`'s groups (`earlier_wanted`) failed since the earliest instant it names, from
+    the partitions that reach it: none read when no span reaches back that far. No comment is built
+    for them."""
+    if not wanted:
+        return {}
+    since = min(wanted.values())
+    days = [d for d in (days_around(day, before)[0] for before in EARLIER_PR_JOBS) if _day_end(d) > since]
+    if not days or not register_with(con, lake, "pr_jobs", days, "earlier", PR_JOBS_ADDED) \
+            or not register_extract(con, lake, PR_MERGES, days_ending(day, LANDED_DAYS), "pm", seen):
         return {}
     _register_list(con, "known_prs", "number", pa.array(sorted(known), pa.int64()))
+    _register_list(con, "wanted_groups", "job_group", pa.array(sorted(wanted), pa.string()))
     prs: dict[int, PullRequest] = {}
-    _add_jobs(prs, rows(con, "earlier_heads"))
+    _add_jobs(prs, rows(con, "earlier_heads", {"since": since, "repo": repo}))
     return prs
+
+
+def earlier_wanted(day: str, prs: dict[int, PullRequest],
+                   since_of: Callable[[PullRequest], dt.datetime | None]) -> dict[str, dt.datetime]:
+    """job group -> the earliest instant a failing job of `prs` in that group searches other pull
+    requests' failures from (`similar_span`; `since_of`: a pull request's merge base push), for the
+    spans that reach before the day's pr_jobs window: a head on a recent merge base needs no earlier
+    partition (`load_earlier_heads`)."""
+    window = dt.datetime.fromisoformat(days_ending(day, WINDOW_DAYS)[0]).replace(tzinfo=dt.timezone.utc)
+    wanted: dict[str, dt.datetime] = {}
+    for pr in prs.values():
+        span = similar_span(pr, since_of(pr))
+        if span is None or span[0] >= window:
+            continue
+        for j in pr.jobs:
+            if j.state == "failure":
+                wanted[j.job_group] = min(span[0], wanted.get(j.job_group, span[0]))
+    return wanted
+
+
+def _day_end(day: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) + dt.timedelta(days=1)
 
 
 def _add_jobs(prs: dict[int, PullRequest], found: list[dict]) -> None:
@@ -219,20 +250,26 @@ class _OtherAuthors(Mapping):
         return sum(1 for _ in self)
 
 
+def similar_span(pr: PullRequest, since: dt.datetime | None) -> tuple[dt.datetime, dt.datetime] | None:
+    """When the failures PyTorch's Dr. CI takes as similar to `pr`'s happened (hasSimilarFailures): from
+    SIMILAR_LOOKBACK before `since` (the merge base's push; unknown: the head's) up to the head's push;
+    None when the head's push is unknown or that spans more than SIMILAR_SPAN."""
+    end = pr.pushed_at
+    if end is None:
+        return None
+    start = (since or end) - SIMILAR_LOOKBACK
+    return None if end - start > SIMILAR_SPAN else (start, end)
+
+
 def other_failures(index: dict[str, list[_Failed]], pr: PullRequest,
                    since: dt.datetime | None) -> Mapping[str, list[OtherFailure]]:
     """job group -> the failures of other authors' landed pull requests (`index_failures`) a failure
-    of `pr` may repeat, as PyTorch's Dr. CI searches them (hasSimilarFailures): failed from
-    SIMILAR_LOOKBACK before `since` (the merge base's push; unknown: the head's) up to the head's
-    push, none when that spans more than SIMILAR_SPAN; another pull request, head and branch; both
-    authors known and different."""
-    end = pr.pushed_at
-    if pr.author is None or end is None:
+    of `pr` may repeat, as PyTorch's Dr. CI searches them: failed in `similar_span`; another pull
+    request, head and branch; both authors known and different."""
+    span = similar_span(pr, since)
+    if pr.author is None or span is None:
         return {}
-    start = (since or end) - SIMILAR_LOOKBACK
-    if end - start > SIMILAR_SPAN:
-        return {}
-    return _OtherAuthors(index, pr, start, end)
+    return _OtherAuthors(index, pr, *span)
 
 
 def attach_runs(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
