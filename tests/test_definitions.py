@@ -236,7 +236,7 @@ def _read_windows():
         ("test_daily_stats", "test_jobs", (0, 0)), ("test_sha_outcomes", "test_jobs", (0, 0)),  # stats.py
         ("test_daily_stats", "test_run", (0, 0)),  # results/increments.py: the parts counted
         ("test_times", "workflow_job", (1 - RETIRED_AFTER_DAYS, 0)),  # sharding/times.py active_build_envs
-        ("drci_comments", "pull_request", (1 - LANDED_DAYS, 0)),  # drci/inputs.py load_heads, attach_people
+        ("drci_comments", "pull_request", (1 - LANDED_DAYS, 0)),  # drci/inputs.py register_people
         # drci/inputs.py: the merge bases' failures, and those of the earlier pull requests (attach_earlier_tests)
         ("drci_comments", "test_results", (1 - max(TRUNK_DAYS, LANDED_DAYS), 0)),
         ("drci_comments", "pr_jobs", (-max(EARLIER_PR_JOBS), 0)),  # drci/inputs.py load_earlier_heads

@@ -17,7 +17,7 @@ from test_drci_other_prs import PR_SCHEMA
 from resources.lake import Lake, connect
 from torchci_assets.derived.drci import classify as c
 from torchci_assets.derived.drci.comment import Head, render
-from torchci_assets.derived.drci.inputs import attach_people, load_disabled, load_heads
+from torchci_assets.derived.drci.inputs import attach_people, load_disabled, load_heads, register_people
 from torchci_assets.derived.flakiness.lists import DISABLED_SCHEMA
 from torchci_assets.derived.hud.health import build_pr_jobs
 
@@ -111,8 +111,9 @@ def test_the_day_s_list_and_the_pull_requests_bodies_as_the_lake_holds_them(tmp_
         assert disabled == {("test_add", "TestOps"): (issue(101, "linux"),), ("test_send", "TestDist"): (issue(102),)}
         assert reenabled == {("test_old", "TestNN"): (c.DisabledIssue(103, ""), dt.datetime(2026, 10, 5,
                                                                                           tzinfo=dt.timezone.utc))}
-        prs = load_heads(con, lake, DAY, REPO)
-        attach_people(con, lake, DAY, REPO, prs)
+        assert register_people(con, lake, DAY)
+        prs = load_heads(con, lake, DAY, REPO, people=True)
+        attach_people(con, REPO, prs)
     finally:
         con.close()
     # 53's latest delivery carried no body: its last known one stands

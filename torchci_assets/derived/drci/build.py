@@ -111,7 +111,8 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
     seen = ExtractPass(retired=RETIRED)  # the extracts' days and folders, each brought up to date once
     con = connect()
     try:
-        prs = inputs.load_heads(con, lake, day, repo)
+        people = inputs.register_people(con, lake, day)
+        prs = inputs.load_heads(con, lake, day, repo, people)
         known = set(prs)
         inputs.attach_runs(con, lake, day, repo, prs)  # before the REST API's states, which replace the lake's
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
@@ -135,7 +136,8 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         wanted = inputs.earlier_wanted(day, prs, lambda pr: main.pushed.get(merge_bases[pr.head_sha].sha))
         earlier = inputs.load_earlier_heads(con, lake, day, repo, known, wanted, seen)
         inputs.attach_earlier_tests(con, lake, day, earlier, seen)
-        inputs.attach_people(con, lake, day, repo, {**earlier, **prs})
+        if people:
+            inputs.attach_people(con, repo, {**earlier, **prs})
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs) | set(earlier), seen)
         disabled, reenabled = inputs.load_disabled(con, lake, day)
     finally:

@@ -108,14 +108,22 @@ def register_pr_jobs(con, lake: Lake, day: str) -> bool:
     return register_with(con, lake, "pr_jobs", [day], "pj", PR_JOBS_ADDED)
 
 
-def load_heads(con, lake: Lake, day: str, repo: str) -> dict[int, PullRequest]:
+def register_people(con, lake: Lake, day: str) -> bool:
+    """View people over the pull_request webhooks of LANDED_DAYS, listed once for `load_heads` (the
+    window's) and `attach_people` (all of them); False when there is none."""
+    return register_with(con, lake, "pull_request", days_ending(day, LANDED_DAYS), "people", PR_ADDED)
+
+
+def load_heads(con, lake: Lake, day: str, repo: str, people: bool) -> dict[int, PullRequest]:
     """Each pull request of the day's `pr_jobs` with its head's GitHub jobs, and the open ones of
-    the window's pull_request webhooks whose head has no job at all (for the lost-webhook refresh)."""
+    the window's pull_request webhooks (view people, when `people`: `register_people`) whose head has
+    no job at all (for the lost-webhook refresh)."""
     if not register_pr_jobs(con, lake, day):
         return {}
     prs: dict[int, PullRequest] = {}
-    if register_with(con, lake, "pull_request", days_ending(day, WINDOW_DAYS), "pr", PR_ADDED):
-        for r in rows(con, "heads_without_jobs", {"repo": repo}):
+    if people:
+        since = dt.date.fromisoformat(days_ending(day, WINDOW_DAYS)[0])
+        for r in rows(con, "heads_without_jobs", {"repo": repo, "since": since}):
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
                                            r["updated_at"], labels=tuple(r["labels"] or ()))
     _add_jobs(prs, rows(con, "head_jobs"))
@@ -185,11 +193,12 @@ def _add_jobs(prs: dict[int, PullRequest], found: list[dict]) -> None:
             pr.pushed_at = started
 
 
-def attach_people(con, lake: Lake, day: str, repo: str, prs: dict[int, PullRequest]) -> None:
+def attach_people(con, repo: str, prs: dict[int, PullRequest]) -> None:
     """Give each pull request its author and the issues its body closes (sql/pr_people.sql), from the
-    pull_request webhooks of LANDED_DAYS: as far back as the earlier pull requests the similar-failure
-    search reads, and a pull request whose CI ran lately may have had no webhook for days."""
-    if prs and register_with(con, lake, "pull_request", days_ending(day, LANDED_DAYS), "people", PR_ADDED):
+    pull_request webhooks of LANDED_DAYS (view people: `register_people`): as far back as the earlier
+    pull requests the similar-failure search reads, and a pull request whose CI ran lately may have
+    had no webhook for days."""
+    if prs:
         for r in rows(con, "pr_people", {"repo": repo}):
             if (pr := prs.get(r["number"])) is not None:
                 pr.author, pr.closes = r["author"], None if r["closes"] is None else frozenset(r["closes"])
