@@ -132,10 +132,8 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         main = inputs.load_main(con, lake, day, {m.sha for m in merge_bases.values() if m.sha}, seen, main_branch,
                                 max(pushes, default=None))
         sightings = inputs.load_flaky(con, lake, day, prs, seen)
-        # the pull requests closed before the day's window that a head's similar-failure search reaches
-        wanted = inputs.earlier_wanted(day, prs, lambda pr: main.pushed.get(merge_bases[pr.head_sha].sha))
-        earlier = inputs.load_earlier_heads(con, lake, day, repo, known, wanted, seen)
-        inputs.attach_earlier_tests(con, lake, day, earlier, seen)
+        earlier = inputs.load_earlier(con, lake, day, repo, known, prs,
+                                      lambda pr: main.pushed.get(merge_bases[pr.head_sha].sha), seen)
         if people:
             inputs.attach_people(con, repo, {**earlier, **prs})
         landed = inputs.load_merge_commits(con, lake, day, repo, set(prs) | set(earlier), seen)

@@ -130,6 +130,16 @@ def load_heads(con, lake: Lake, day: str, repo: str, people: bool) -> dict[int, 
     return prs
 
 
+def load_earlier(con, lake: Lake, day: str, repo: str, known: set[int], prs: dict[int, PullRequest],
+                 since_of: Callable[[PullRequest], dt.datetime | None],
+                 seen: ExtractPass | None = None) -> dict[int, PullRequest]:
+    """The landed pull requests closed before the day's window that the similar-failure search of a
+    head of `prs` reaches (`earlier_wanted`, `load_earlier_heads`), with their failing tests."""
+    earlier = load_earlier_heads(con, lake, day, repo, known, earlier_wanted(day, prs, since_of), seen)
+    attach_earlier_tests(con, lake, day, earlier, seen)
+    return earlier
+
+
 def load_earlier_heads(con, lake: Lake, day: str, repo: str, known: set[int], wanted: dict[str, dt.datetime],
                        seen: ExtractPass | None = None) -> dict[int, PullRequest]:
     """The pull requests of `repo` closed in the pr_jobs partitions EARLIER_PR_JOBS days before `day`,
