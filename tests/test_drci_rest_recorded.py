@@ -10,6 +10,7 @@ taken by the same ingest the intra-day refresh runs, as gap repair's records are
 
 import copy
 import datetime as dt
+import gzip
 import re
 import shutil
 
@@ -309,3 +310,31 @@ def test_a_test_job_whose_reports_landed_suspect_is_infra_for_that_reason_on_bot
 def test_a_test_job_whose_reports_landed_unsuspected_is_not_infra_on_either_path(tmp_path, httpserver, octokit):
     said = verdict_read_then_from_the_lake(tmp_path, httpserver, octokit, ENDED, reports=(None,))
     assert [cls for cls, _ in said] == [NEW, NEW]
+
+
+def test_a_head_read_again_is_matched_with_its_finished_jobs_too(tmp_path, httpserver, octokit):
+    """Dr. CI loads a head's finished jobs without a row each (at PyTorch's scale, most of a day's rows).
+    A head read again from the REST API gets them back first: GitHub's listing of a green job the lake
+    has is then no change and no record; only the stuck job is."""
+    opened, job = opened_and_running(octokit)
+    green = copy.deepcopy(job)
+    green["action"] = "completed"
+    green["workflow_job"].update(id=JOB + 1, name="linux-jammy / build", status="completed", conclusion="success",
+                                 completed_at="2019-05-15T10:30:00Z")
+    archive_hooks(tmp_path, "hooks-1", [envelope("pull_request", "2019-05-15T09:50:00Z", opened),
+                                        envelope("workflow_job", "2019-05-15T10:00:06Z", job),
+                                        envelope("workflow_job", "2019-05-15T10:30:01Z", green)])
+    lake = refresh(tmp_path)
+    assert pr_jobs_states(tmp_path) == [(JOB, "pending"), (JOB + 1, "success")]
+    fake = FakePullRequests(httpserver, REPO)
+    github_shows(fake, opened, 1, JOB, completed_at=RECENTLY)
+    fake.jobs[RUN].append({**fake.jobs[RUN][0], "id": JOB + 1, "name": "linux-jammy / build", "conclusion": "success",
+                           "completed_at": "2019-05-15T10:30:00Z"})
+    archive = Store(str(tmp_path / "archive"))
+    report = build_comments(lake, gh(httpserver), DAY, REPO, now=NOW, archive=archive)
+    [row] = report.rows
+    assert (report.refreshed_heads, row["refreshed_jobs"], row["new"], row["pending"]) == (1, 1, 1, 0)
+    recorded = [p for p in (tmp_path / "archive" / "webhooks").rglob("*") if p.is_file() and "hooks-1" not in p.name]
+    texts = [(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()).decode() for p in recorded]
+    assert any(f'"id": {JOB}' in t or f'"id":{JOB}' in t for t in texts), [p.name for p in recorded]
+    assert not any(str(JOB + 1) in t for t in texts)

@@ -118,14 +118,14 @@ def build_comments(lake: Lake, github: GitHubResource, day: str, repo: str, *, h
         # only the live partitions (today's, yesterday's) mix in GitHub's current state
         live = now - dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) < dt.timedelta(days=2)
         open_prs = {n: p for n, p in prs.items() if p.state == "open" and live}
-        refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now,
-                                                           log, archive)
+        refreshed, report.refresh_requests = refresh_heads(github, repo, open_prs, limits or RefreshLimits(), now, log,
+                                                           archive, lambda stale: inputs.load_done_jobs(con, stale))
         report.refreshed_heads = len(refreshed)
-        prs = {n: p for n, p in prs.items() if p.jobs}  # a head with no job yet gets no comment yet
+        prs = {n: p for n, p in prs.items() if p.jobs or p.done_jobs}  # a head with no job gets no comment yet
         inputs.attach_tests(con, lake, day, prs, seen)
         inputs.attach_results(con, lake, day, prs)
         for pr in prs.values():
-            settle_runs(pr.jobs)
+            settle_runs(pr.jobs, pr.done_runs)
         merge_bases = _merge_bases(lake, github, day, repo, prs, inputs.base_shas(con, lake, day, seen), main_branch)
         report.compare_requests = sum(1 for m in merge_bases.values() if m.fetched)
         pushes = [p.pushed_at for p in prs.values() if p.pushed_at is not None]

@@ -551,13 +551,14 @@ def results_due_at(job: HeadJob) -> dt.datetime | None:
     return reports_due_at(job.run_ended_at, job.completed_at or job.started_at)
 
 
-def settle_runs(jobs: list[HeadJob]) -> None:
+def settle_runs(jobs: list[HeadJob], done_runs: dict[int, dt.datetime] | None = None) -> None:
     """Give the jobs of a run heard running, none of whose jobs on the head is pending any more, the
     latest end of those jobs as their run's end: the run's own `completed` delivery is late or lost (gap
     repair asks GitHub about unfinished jobs, not runs), and without it their reports would never be due.
-    A job queued after the others ended (one that needs them) shows up within seconds, inside REPORTS_DUE."""
+    A job queued after the others ended (one that needs them) shows up within seconds, inside REPORTS_DUE.
+    `done_runs`: the latest end per run of the head's finished jobs not in `jobs`."""
     pending = {j.run_id for j in jobs if j.state == "pending"}
-    ends: dict[int, dt.datetime] = {}
+    ends: dict[int, dt.datetime] = dict(done_runs or {})
     for j in jobs:
         if j.run_id is not None and j.completed_at is not None:
             ends[j.run_id] = max(ends.get(j.run_id, j.completed_at), j.completed_at)

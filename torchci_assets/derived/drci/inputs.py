@@ -86,6 +86,11 @@ class PullRequest:
     labels: tuple[str, ...] = ()            # its labels, as its latest pull_request webhook gave them
     author: str | None = None               # its author's login, lower case; None when no webhook named one
     closes: frozenset[int] | None = None     # the issues its body says it closes; None when no webhook said
+    # its head's finished jobs (success, skipped) not among `jobs` (`load_heads`: `load_done_jobs` adds
+    # them), and the latest end of each run's: nothing is classified from them, and on PyTorch's scale
+    # they are most of a day's rows
+    done_jobs: int = 0
+    done_runs: dict[int, dt.datetime] = field(default_factory=dict)
 
 
 def register_with(con, lake: Lake, table: str, days: list[str], view: str, columns: Columns) -> bool:
@@ -127,7 +132,27 @@ def load_heads(con, lake: Lake, day: str, repo: str, people: bool) -> dict[int, 
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
                                            r["updated_at"], labels=tuple(r["labels"] or ()))
     _add_jobs(prs, rows(con, "head_jobs"))
+    for r in rows(con, "head_done"):
+        pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
+                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"],
+                                                     labels=tuple(r["labels"] or ())))
+        pr.done_jobs, pr.done_runs = r["jobs"], {e["run_id"]: e["ended"] for e in r["run_ends"] or ()}
+        started = r["first_start"]
+        if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
+            pr.pushed_at = started
     return prs
+
+
+def load_done_jobs(con, prs: dict[int, PullRequest]) -> None:
+    """Add to `prs` the finished jobs `load_heads` left out (sql/head_done_jobs.sql over view pj): what
+    the REST API's jobs are matched with when a head is read again (`refresh.merge_rest_jobs`)."""
+    wanted = {n: p for n, p in prs.items() if p.done_jobs}
+    if not wanted:
+        return
+    _register_list(con, "done_prs", "number", pa.array(sorted(wanted), pa.int64()))
+    _add_jobs(wanted, rows(con, "head_done_jobs"))
+    for pr in wanted.values():
+        pr.done_jobs, pr.done_runs = 0, {}
 
 
 def load_earlier(con, lake: Lake, day: str, repo: str, known: set[int], prs: dict[int, PullRequest],

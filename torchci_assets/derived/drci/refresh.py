@@ -55,9 +55,9 @@ def job_group(workflow: str, name: str) -> str:
 
 
 def stale_reason(jobs: list[HeadJob], updated_at: dt.datetime | None, limits: RefreshLimits,
-                 now: dt.datetime) -> str | None:
-    """Why a head must be read from the REST API, or None."""
-    if not jobs:
+                 now: dt.datetime, done: int = 0) -> str | None:
+    """Why a head must be read from the REST API, or None; `done`: its finished jobs not in `jobs`."""
+    if not jobs and not done:
         if updated_at is not None and now - updated_at > limits.missing_after:
             return f"no job seen {int((now - updated_at).total_seconds() // 60)} min after its last update"
         return None
@@ -186,17 +186,19 @@ def record(archive: Store, repo: str, learned: list[tuple[dict, dict, bool]], aw
 
 
 def refresh_heads(github: GitHubResource, repo: str, prs: dict, limits: RefreshLimits, now: dt.datetime,
-                  log: Callable[[str], None] = lambda s: None,
-                  archive: Store | None = None) -> tuple[dict[int, int], int]:
+                  log: Callable[[str], None] = lambda s: None, archive: Store | None = None,
+                  complete: Callable[[dict], None] = lambda prs: None) -> tuple[dict[int, int], int]:
     """Refresh the stale heads of `prs` (number -> inputs.PullRequest) in place; returns
-    ({number: jobs changed}, requests sent). With `archive`, what changed is recorded there (`record`)."""
-    stale = {n: why for n, p in prs.items() if (why := stale_reason(p.jobs, p.updated_at, limits, now))}
+    ({number: jobs changed}, requests sent). With `archive`, what changed is recorded there (`record`).
+    `complete` adds to the stale heads the jobs they were loaded without (`inputs.load_done_jobs`)."""
+    stale = {n: why for n, p in prs.items() if (why := stale_reason(p.jobs, p.updated_at, limits, now, p.done_jobs))}
     if not stale:
         return {}, 0
     if github.dry_run:
         log(f"DRY RUN (no GitHub credentials): would read {len(stale)} stale head(s) from the REST API: "
             + ", ".join(f"#{n} ({why})" for n, why in sorted(stale.items())[:10]))
         return {}, 0
+    complete({n: prs[n] for n in stale})
     changed, requests, learned, awaiting = {}, 0, [], []
     for i, (number, why) in enumerate(sorted(stale.items())):
         pr = prs[number]
