@@ -131,26 +131,20 @@ def load_heads(con, lake: Lake, day: str, repo: str, people: bool) -> dict[int, 
         for r in rows(con, "heads_without_jobs", {"repo": repo, "since": since}):
             prs[r["number"]] = PullRequest(r["number"], r["head_sha"], "open", r["base_ref"], r["head_ref"],
                                            r["updated_at"], labels=tuple(r["labels"] or ()))
-    _add_jobs(prs, rows(con, "head_jobs"))
+    _add_jobs(prs, rows(con, "head_jobs", {"finished": False, "numbers": None}))
     for r in rows(con, "head_done"):
-        pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
-                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"],
-                                                     labels=tuple(r["labels"] or ())))
+        pr = _head_of(prs, r, r["first_start"])
         pr.done_jobs, pr.done_runs = r["jobs"], {e["run_id"]: e["ended"] for e in r["run_ends"] or ()}
-        started = r["first_start"]
-        if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
-            pr.pushed_at = started
     return prs
 
 
 def load_done_jobs(con, prs: dict[int, PullRequest]) -> None:
-    """Add to `prs` the finished jobs `load_heads` left out (sql/head_done_jobs.sql over view pj): what
+    """Add to `prs` the finished jobs `load_heads` left out (sql/head_jobs.sql over view pj): what
     the REST API's jobs are matched with when a head is read again (`refresh.merge_rest_jobs`)."""
     wanted = {n: p for n, p in prs.items() if p.done_jobs}
     if not wanted:
         return
-    _register_list(con, "done_prs", "number", pa.array(sorted(wanted), pa.int64()))
-    _add_jobs(wanted, rows(con, "head_done_jobs"))
+    _add_jobs(wanted, rows(con, "head_jobs", {"finished": True, "numbers": sorted(wanted)}))
     for pr in wanted.values():
         pr.done_jobs, pr.done_runs = 0, {}
 
@@ -211,21 +205,24 @@ def _day_end(day: str) -> dt.datetime:
 
 
 def _add_jobs(prs: dict[int, PullRequest], found: list[dict]) -> None:
-    """Add each pr_jobs row of `found` to its pull request's jobs (the pull request made from the
-    row if new); a head was pushed when its first job started, as CI saw it."""
+    """Add each pr_jobs row of `found` to its pull request's jobs (`_head_of`)."""
     for r in found:
-        pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open",
-                                                     r["base_ref"], r["head_ref"], r["pr_updated_at"],
-                                                     labels=tuple(r["labels"] or ())))
-        pr.jobs.append(HeadJob(name=r["name"] or "", job_group=r["job_group"] or "", state=r["state"],
+        _head_of(prs, r, r["started_at"]).jobs.append(HeadJob(name=r["name"] or "", job_group=r["job_group"] or "", state=r["state"],
                                failure_class=r["failure_class"], job_id=r["job_id"], run_id=r["run_id"],
                                workflow=r["workflow"] or "", build_env=r["build_env"], test_config=r["test_config"],
                                infra_reason=r["infra_reason"], failure_line=r["failure_line"],
                                started_at=r["started_at"], completed_at=r["completed_at"],
                                cancelled=bool(r["cancelled"]), run_attempt=r["run_attempt"]))
-        started = r["started_at"]
-        if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
-            pr.pushed_at = started
+
+
+def _head_of(prs: dict[int, PullRequest], r: dict, started: dt.datetime | None) -> PullRequest:
+    """The pull request of pr_jobs row `r` (made from it if new), pushed no later than `started`: a head
+    was pushed when its first job started, as CI saw it."""
+    pr = prs.setdefault(r["number"], PullRequest(r["number"], r["head_sha"], r["pr_state"] or "open", r["base_ref"],
+                                                 r["head_ref"], r["pr_updated_at"], labels=tuple(r["labels"] or ())))
+    if started is not None and (pr.pushed_at is None or started < pr.pushed_at):
+        pr.pushed_at = started
+    return pr
 
 
 def attach_people(con, repo: str, prs: dict[int, PullRequest]) -> None:
