@@ -134,6 +134,32 @@ def test_main_failing_alike_after_the_merge_base_is_evidence_only_within_upstrea
     assert verdict(smoke(line), before).cls == c.NEW
 
 
+def test_a_heads_main_failures_are_those_of_its_commits_by_group_in_mains_order():
+    """What `Main.trunk` hands the classifier for merge base 3: the failures of commits 1-5 (two on each
+    side) by group, in main's order, each with its distance and side; the later commits pushed by the
+    head's push in `window`; the pull request's own landing commit and those after it left out."""
+    a, b = "pull / a", "pull / b"
+    main = main_with({1: [(a, "x 1")], 2: [(b, "y")], 3: [(a, "x 3"), (a, "x 3 again")], 4: [(a, "x 4")],
+                      6: [(a, "x 6"), (b, "y 6")], 7: [(a, "x 7")], 8: [(b, "y 8")]})
+    t = main.trunk(sha(3), frozenset(), at(7.5))
+
+    def seen(failures):
+        return [(f.sha, f.job_id, f.distance, f.merge_base, f.after, f.line) for f in failures]
+
+    assert seen(t.failures.get(a, ())) == [
+        (sha(1), 91, 2, False, False, "x N"), (sha(3), 93, 0, True, False, "x N"),
+        (sha(3), 93, 0, True, False, "x N again"), (sha(4), 94, 1, False, True, "x N")]
+    assert seen(t.failures[b]) == [(sha(2), 92, 1, False, False, "y")]
+    assert t.failures.get("pull / c", ()) == () and "pull / c" not in t.failures
+    assert sorted(t.failures) == [a, b] and len(t.failures) == 2
+    # commits 6 and 7 were pushed by 7.5; 8 was not
+    assert seen(t.window.get(a, ())) == [(sha(6), 96, 3, False, True, "x N"), (sha(7), 97, 4, False, True, "x N")]
+    assert seen(t.window[b]) == [(sha(6), 96, 3, False, True, "y N")]
+    # landed at commit 4: it and every later commit are the pull request's own
+    own = main.trunk(sha(3), frozenset({sha(4)}), at(7.5))
+    assert [f.sha for f in own.failures[a]] == [sha(1), sha(3), sha(3)] and not own.window
+
+
 @pytest.mark.parametrize("line", ["##[error]Process completed with exit code 1.",
                                   "##[error]The operation was canceled.", None])
 def test_a_line_that_names_no_failure_finds_nothing_on_main_after_the_merge_base(line):

@@ -108,6 +108,7 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from torchci_assets.derived.hud.reports_due import reports_due_at, reports_overdue, run_running
 
@@ -177,7 +178,19 @@ def first_line(message: str | None) -> str:
 def message_key(message: str | None) -> str:
     """A failure message as compared between runs: its first non-empty line, addresses and numbers
     masked (a port, a pid, an element count differ between two runs of the same failure)."""
+    if message is not None and len(message) > _REMEMBERED_CHARS:
+        return _message_key(message)
+    return _remembered_key(message)
+
+
+def _message_key(message: str | None) -> str:
     return _NUMBER.sub("N", _HEX.sub("0x", first_line(message)))[:300]
+
+
+# A build asks the key of each failing job's line several times, and of main's: short messages' keys are
+# remembered, at most this many of at most this size (a few tens of MB at worst).
+_REMEMBERED, _REMEMBERED_CHARS = 16384, 2048
+_remembered_key = lru_cache(maxsize=_REMEMBERED)(_message_key)
 
 
 @dataclass(frozen=True)
@@ -235,13 +248,13 @@ class Trunk:
     """What main looked like around the merge base: failing groups, and failing (test, message
     key) pairs per (sha, build_env, test_config)."""
 
-    failures: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
+    failures: Mapping[str, list[MainFailure]] = field(default_factory=dict)  # job_group -> failures
     tests: dict[tuple[str, str, str], frozenset[tuple[str, str]]] = field(default_factory=dict)
     # the merge base's jobs (`base_name`), whatever their conclusion; None when not known
     base_jobs: frozenset[str] | None = None
     branch: str = "main"  # the main branch's name, as a verdict says where it failed the same way
     # main's failures in upstream's span for similar failures (`Main.window`), beyond the NEAR_COMMITS
-    window: dict[str, list[MainFailure]] = field(default_factory=dict)   # job_group -> failures
+    window: Mapping[str, list[MainFailure]] = field(default_factory=dict)  # job_group -> failures
 
 
 @dataclass(frozen=True)

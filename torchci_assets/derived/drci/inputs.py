@@ -13,6 +13,7 @@ whatever the history.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -502,20 +503,20 @@ class Main:
         t.base_jobs = self.jobs.get(merge_base) if merge_base else None
         return t
 
-    def _failures(self, merge_base: str | None, refs: dict[str, int],
-                  mine: set[str]) -> dict[str, list[MainFailure]]:
-        """job group -> its failures on the commits of `refs` (sha -> distance), those of `mine` left out
-        (one after the merge base's in `order` is `after`)."""
-        out: dict[str, list[MainFailure]] = {}
-        base_at = self.place.get(merge_base, -1)
-        for sha, distance in refs.items():
-            if sha in mine or sha not in self.failures:
-                continue
-            after = self.place[sha] > base_at
+    @cached_property
+    def by_group(self) -> dict[str, list[tuple[int, str, int | None, int | None, str, bool]]]:
+        """job group -> its failures on main as (index in `order`, sha, job id, run id, line, cancelled),
+        in `order`: a head asks only for the groups it fails, where building every group's failures
+        in its window for each head cost most of a build at PyTorch's pull request volume."""
+        out: dict[str, list[tuple[int, str, int | None, int | None, str, bool]]] = {}
+        for sha, k in self.place.items():
             for group, job_id, run_id, line, cancelled in self.failures.get(sha, ()):
-                out.setdefault(group, []).append(
-                    MainFailure(sha, group, job_id, run_id, sha == merge_base, distance, line, cancelled, after))
+                out.setdefault(group, []).append((k, sha, job_id, run_id, line, cancelled))
         return out
+
+    def _failures(self, merge_base: str | None, refs: dict[str, int], mine: set[str]) -> GroupFailures:
+        """job group -> its failures on the commits of `refs` (sha -> distance), those of `mine` left out."""
+        return GroupFailures(self, merge_base, refs, mine)
 
     def own_commits(self, merge_base: str | None, own: frozenset[str],
                     refs: Mapping[str, int] | None = None) -> set[str]:
@@ -532,6 +533,42 @@ class Main:
         if landed is None:
             return set(own) & set(refs)
         return {s for s in refs if s in own or self.place[s] >= landed}
+
+
+class GroupFailures(Mapping):
+    """A head's main failures by job group (`Main._failures`), each group's built when first asked:
+    the commits of `refs` (sha -> distance from the merge base) that failed it, those of `mine` left
+    out, in `order` (one after the merge base's is `after`)."""
+
+    def __init__(self, main: Main, merge_base: str | None, refs: dict[str, int], mine: set[str]):
+        self._main, self._refs, self._mine = main, refs, mine
+        self._base_at = main.place.get(merge_base, -1)
+        self._merge_base = merge_base
+        places = [main.place[sha] for sha in refs if sha in main.place]
+        self._lo, self._hi = (min(places), max(places)) if places else (0, -1)
+        self._built: dict[str, list[MainFailure]] = {}
+
+    def __getitem__(self, group: str) -> list[MainFailure]:
+        if group not in self._built:
+            found = self._main.by_group.get(group, ())
+            start = bisect.bisect_left(found, (self._lo,))
+            out = []
+            for k, sha, job_id, run_id, line, cancelled in found[start:]:
+                if k > self._hi:
+                    break
+                if sha in self._refs and sha not in self._mine:
+                    out.append(MainFailure(sha, group, job_id, run_id, sha == self._merge_base,
+                                           self._refs[sha], line, cancelled, k > self._base_at))
+            self._built[group] = out
+        if not self._built[group]:
+            raise KeyError(group)
+        return self._built[group]
+
+    def __iter__(self):
+        return (g for g in self._main.by_group if g in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
