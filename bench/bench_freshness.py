@@ -775,7 +775,7 @@ def print_dev_runs() -> None:
 
 
 def main() -> int:
-    global SLICES, SLICE_MIN
+    global SLICES, SLICE_MIN, CACHE, SIMULATE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0, help="landings under dagster dev for this long (0: none)")
     ap.add_argument("--seed", type=int, default=1)
@@ -793,10 +793,19 @@ def main() -> int:
     ap.add_argument("--day-hours", type=int, nargs="*", default=list(DAY_HOURS),
                     help="also measure refreshes with the day as it stood at these hours, for the day model "
                          "(none: the model takes every refresh of the day as costly as one at its end)")
+    ap.add_argument("--prs-per-day", type=int, default=None,
+                    help="pull requests opened a day in the simulated days (default: the simulator's, 30). "
+                         "PyTorch's pull requests run most of its jobs: 300 gives ~25,000 pull request jobs a "
+                         "day, where the default's are ~800; generated once into a cache of their own")
     ap.add_argument("--no-full-day", action="store_true",
                     help="measure the refreshes only (no full-day run, no day model): a quicker loop while working")
     args = ap.parse_args()
     SLICES, SLICE_MIN = args.slices, args.slice_minutes
+    if args.prs_per_day is not None:
+        if args.prs_per_day < 1:
+            ap.error("--prs-per-day must be at least 1")
+        CACHE = WORK / f"cache-prs{args.prs_per_day}"
+        SIMULATE = [*SIMULATE, "--prs-per-day", str(args.prs_per_day)]
     if SLICES < 1 or SLICE_MIN < 1 or SLICES * SLICE_MIN > 60:
         ap.error("--slices x --slice-minutes must be between 1 and 60 (the slices come from the day's last hour)")
     if any(not 1 <= h <= 23 for h in args.day_hours):
