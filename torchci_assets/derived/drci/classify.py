@@ -416,7 +416,13 @@ def full_name(job: HeadJob) -> str:
 
 def excluded(job: HeadJob, kinds: tuple[str, ...]) -> bool:
     """True when the job is of one of `kinds` (EXCLUDED_FROM_*), as PyTorch's isExcluded matches."""
-    name = full_name(job).lower()
+    return _excluded_name(full_name(job), kinds)
+
+
+@lru_cache(maxsize=4096)
+def _excluded_name(name: str, kinds: tuple[str, ...]) -> bool:
+    """Remembered: every failing job is asked two or three times, and job names repeat across heads."""
+    name = name.lower()
     return bool(name) and any(kind.lower() in name for kind in kinds)
 
 
