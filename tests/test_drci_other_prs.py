@@ -78,6 +78,31 @@ def test_a_job_without_failing_tests_is_compared_by_its_log_line(line, name, cls
     assert verdict(job, other(tests=(), line=line, group=job.job_group)).cls == cls
 
 
+def test_other_authors_failures_are_asked_for_the_job_s_group_only():
+    """At PyTorch's volume a day's builds classify thousands of failing jobs against hundreds of landed
+    pull requests' failures: each job asks the failures of its own group, never every group's."""
+    pr = PullRequest(61, "ab" * 20, "open", "main", "me/61", AT, author="me", pushed_at=AT)
+    landed = PullRequest(60, "ef" * 20, "closed", "main", "you/60", AT, author="you", pushed_at=AT)
+    landed.jobs = [failing_job([(T1, CLOSE)])]
+    for i in range(30):
+        landed.jobs.append(failing_job([(T1, CLOSE)], name=f"job {i}"))
+        landed.jobs[-1].job_group = f"pull / job {i}"
+    for j in landed.jobs:
+        j.completed_at = AT - dt.timedelta(hours=1)
+    index = index_failures({60: landed}, {60: frozenset({"c" * 40})})
+    asked = []
+
+    class Asked(dict):
+        def get(self, group, default=None):
+            asked.append(group)
+            return super().get(group, default)
+
+    others = other_failures(Asked(index), pr, AT - dt.timedelta(hours=5))
+    v = c.classify(failing_job([(T1, CLOSE)]), trunk({}), flaky(), others=others)
+    assert (v.cls, v.other.pr) == (c.FLAKY, 60)
+    assert set(asked) == {GROUP}
+
+
 def test_main_s_evidence_comes_first():
     """Broken on main at the merge base: BROKEN TRUNK (rebase), whatever other pull requests met."""
     job = failing_job([(T1, BROKEN)])

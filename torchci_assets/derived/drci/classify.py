@@ -669,7 +669,8 @@ def classify(job: HeadJob, trunk: Trunk, flaky: Flaky, unstable: dict[str, list]
     similar = similar_on_main(job, trunk, flakes) if flakes is not None else None
     if similar is not None:
         return Verdict(job, FLAKY, f"failed the same way on {trunk_place(similar, trunk.branch)}", main=similar)
-    elsewhere = similar_on_other_pr(job, others or {}, flakes) if flakes is not None else None
+    # `others` is asked group by group: its truth would build every group's (`inputs.other_failures`)
+    elsewhere = similar_on_other_pr(job, {} if others is None else others, flakes) if flakes is not None else None
     if elsewhere is not None:
         return Verdict(job, FLAKY, f"failed the same way on #{elsewhere.pr}", other=elsewhere)
     # upstream asks the jobs never called flaky at once, the others after its generic-line exception

@@ -275,15 +275,18 @@ class _OtherAuthors(Mapping):
 
     def __init__(self, index: dict[str, list[_Failed]], pr: PullRequest, start: dt.datetime, end: dt.datetime):
         self._index, self._pr, self._start, self._end = index, pr, start, end
+        self._found: dict[str, list[OtherFailure]] = {}
 
     def __getitem__(self, group: str) -> list[OtherFailure]:
-        pr = self._pr
-        found = [f.failure for f in self._index.get(group, ()) if f.failure.pr != pr.number and f.failure.sha != pr.head_sha
-                 and f.head_ref != pr.head_ref and f.author is not None and f.author != pr.author
-                 and self._start <= f.failure.at <= self._end]
-        if not found:
+        if group not in self._found:
+            pr = self._pr
+            self._found[group] = [
+                f.failure for f in self._index.get(group, ()) if f.failure.pr != pr.number
+                and f.failure.sha != pr.head_sha and f.head_ref != pr.head_ref and f.author is not None
+                and f.author != pr.author and self._start <= f.failure.at <= self._end]
+        if not self._found[group]:
             raise KeyError(group)
-        return found
+        return self._found[group]
 
     def __iter__(self):
         return (group for group in self._index if group in self)
