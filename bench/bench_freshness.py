@@ -7,7 +7,10 @@ one refresh with 5 minutes of new files at the end of the day <= 5 CPU-seconds; 
 Data: two simulated days of ~3.5 M test rows each (the simulator with every configuration, 80 test
 files of ~115 tests: ~25,000 JUnit reports and ~20,000 webhook deliveries a day, ~450 MB on disk),
 generated once under var/bench-freshness/cache with the first day materialized, and linked in as
-yesterday and today (UTC, by the clock the sensor reads).
+yesterday and today (UTC, by the clock the sensor reads). Most of those days' jobs are main's: their
+30 pull requests a day run ~800 jobs. PyTorch's pull requests run most of its jobs, which Dr. CI, the
+HUD's pull request pages and `pr_jobs` read: `--prs-per-day 300` simulates ~25,000 pull request jobs
+a day (~100,000 webhook deliveries, ~60,000 reports), in a cache of its own.
 
 1. Cost, of runs started as dagster.yaml's run launcher starts them: forked from a process that
    has loaded the code location (BENCH_SPAWN=1: a new process per run, Dagster's default). Today's
