@@ -320,6 +320,16 @@ def file_hour(name: str) -> int:
     return int(name.split("T", 1)[1][:2])
 
 
+def record(line: str) -> dict:
+    """An archive line's record; {} for a line the simulator tore or made hostile (the ingest rejects
+    it wherever it lands, so the benchmark leaves it where it is)."""
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
 def later_jobs(hour: int) -> set[int]:
     """The jobs completed at or after `hour`:00 of the cache's second day (none at the day's end)."""
     jobs: set[int] = set()
@@ -329,8 +339,8 @@ def later_jobs(hour: int) -> set[int]:
         with gzip.open(f, "rt") as lines:
             for line in lines:
                 if '"workflow_job"' in line:
-                    rec = json.loads(line)
-                    if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
+                    rec = record(line)
+                    if rec.get("event") == "workflow_job" and rec["payload"].get("action") == "completed":
                         jobs.add(int(rec["payload"]["workflow_job"]["id"]))
     return jobs
 
@@ -358,13 +368,13 @@ def hold_last_webhooks(today: str, slice_of: Callable[[str], int] = minute_slice
     held_jobs: dict[int, int] = {}
     with gzip.open(last, "rt") as f:
         for line in f:
-            rec = json.loads(line)
-            k = slice_of(rec["received_at"])
+            rec = record(line)
+            k = slice_of(rec["received_at"]) if "received_at" in rec else -1
             if k < 0:
                 kept.append(line)
                 continue
             parts[k].append(line)
-            if rec["event"] == "workflow_job" and rec["payload"].get("action") == "completed":
+            if rec.get("event") == "workflow_job" and rec["payload"].get("action") == "completed":
                 held_jobs[int(rec["payload"]["workflow_job"]["id"])] = k
     with gzip.open(folder / last.name, "wt") as f:
         f.writelines(kept)
@@ -386,7 +396,7 @@ def hold_test_runs(src: Path, dst: Path, held_jobs: dict[int, int], slices: list
     for f in sorted(src.iterdir()):
         with gzip.open(f, "rt") as r, gzip.open(dst / f.name, "wt") as w:
             for line in r:
-                job = json.loads(line).get("job_id")
+                job = record(line).get("job_id")
                 if job in later:
                     continue
                 k = held_jobs.get(job)
