@@ -23,7 +23,10 @@ B the same keys' rows as counted (the counted jobs' fields on their unchanged te
 new test_daily_stats is previous - agg(B) + agg(A), and test_sha_outcomes keeps its rows outside
 K and recomputes those in K from A. The extremes (longest clean pass, first and last seen) are the
 previous ones combined with A, which is exact unless a changed job's row held one and no longer
-does the same (it became infra, its completion time moved): then the day is recomputed. The rows
+does the same (it became infra, its completion time moved) while rows outside K remain in its
+group: then the day is recomputed. A group none of whose counted rows lies outside K is A's rows
+alone now, and so are its extremes (the usual case on a day of PyTorch's pull requests: a job's
+reports land before its webhooks, and its rows leave the unknown configuration when they come). The rows
 read are those of the jobs with a key in K (the other shards and retries of the same
 configuration on the same commits), found through test_results' files by job
 (`parts.files_of_jobs`): the cost follows what moved, not the day.

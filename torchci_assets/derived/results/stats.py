@@ -249,7 +249,7 @@ def _aggregate(con, step: str, sql: str) -> pa.Table:
 def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
     """The previous aggregates with the rows of the (commit, configuration) keys that moved
     recomputed (`increments` says why it is exact); None when a changed job may have held an
-    extreme of a test (only the whole day can say)."""
+    extreme of a test that other rows of the day share (only the whole day can say)."""
     _require(con, lake, "test_daily_stats", [day], name="previous_stats")
     _require(con, lake, "test_sha_outcomes", [day], name="previous_outcomes")
     for step in ("touched_keys", "jobs_a", "jobs_b", "key_jobs"):
@@ -260,11 +260,11 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
     execute(con, _INCREMENT["moved_groups"])
     con.register("extremes_b", _aggregate(con, "changed_rows_b", "test_daily_stats"))
     con.register("extremes_a", _aggregate(con, "changed_rows_a", "test_daily_stats"))
+    con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))
+    con.register("agg_a", _aggregate(con, "rows_a", "test_daily_stats"))
     if execute(con, _INCREMENT["lost_extremes"]).fetchall()[0][0]:
         return None
-    con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))
-    con.register("outcomes_a", _aggregate(con, "rows_a", "test_sha_outcomes"))
-    con.register("agg_a", relation(con, SQL["test_daily_stats"], _STATS_PARAMETERS).to_arrow_table())
+    con.register("outcomes_a", relation(con, SQL["test_sha_outcomes"], _STATS_PARAMETERS).to_arrow_table())
     return {"test_daily_stats": con.sql(SQL["test_daily_stats_append"]).to_arrow_table(),
             "test_sha_outcomes": con.sql(SQL["test_sha_outcomes_append"]).to_arrow_table()}
 

@@ -1,7 +1,8 @@
 -- test_daily_stats after an append: previous - agg(B) + agg(A) for the groups that moved (the
 -- others kept as they are), per test and configuration
 -- (increments.py says why that equals aggregating the whole day). The extremes combine the
--- previous result with A (exact unless a changed row held one: `lost_extremes`). A group left
+-- previous result with A (exact unless a changed row held one: `lost_extremes`), or are A's alone
+-- when every row the previous result counted in the group is in B (none `outside`). A group left
 -- without rows (its only job moved to another configuration) is gone. Same columns, types and
 -- order as test_daily_stats.sql. No ORDER BY: sorting the whole day's rows again at every refresh
 -- cost ~0.4 CPU-s of a ~5 CPU-s refresh; a full build sorts them, an append leaves the moved groups'
@@ -12,12 +13,14 @@ WITH previous AS (
     FROM previous_stats
 ),
 signed AS (
-    SELECT * EXCLUDE (moved, day), 1 AS sign FROM previous WHERE moved
-    UNION ALL BY NAME SELECT *, -1 AS sign FROM agg_b
-    UNION ALL BY NAME SELECT *, 1 AS sign FROM agg_a
+    SELECT * EXCLUDE (moved, day), 1 AS sign, true AS counted FROM previous WHERE moved
+    UNION ALL BY NAME SELECT *, -1 AS sign, false AS counted FROM agg_b
+    UNION ALL BY NAME SELECT *, 1 AS sign, false AS counted FROM agg_a
 ),
 summed AS (
     SELECT file, classname, name, build_env, test_config, platform, branch_class,
+        -- the previous result counted rows outside B in the group: its extremes may be theirs
+        sum(runs + infra_runs) FILTER (WHERE counted) > coalesce(sum(runs + infra_runs) FILTER (WHERE sign = -1), 0) AS outside,
         sum(sign * runs)::BIGINT AS runs,
         sum(sign * passed)::BIGINT AS passed,
         sum(sign * failed)::BIGINT AS failed,
@@ -28,7 +31,9 @@ summed AS (
         sum(sign * rerun_failed)::BIGINT AS rerun_failed,
         sum(sign * clean_passes)::BIGINT AS clean_passes,
         seconds_sum(sign * pass_time) AS pass_time,
-        max(max_pass_time) FILTER (WHERE sign = 1) AS max_pass_time,
+        CASE WHEN outside
+             THEN max(max_pass_time) FILTER (WHERE sign = 1) ELSE max(max_pass_time) FILTER (WHERE sign = 1 AND NOT counted)
+        END AS max_pass_time,
         sum(sign * periodic_clean_passes)::BIGINT AS periodic_clean_passes,
         seconds_sum(sign * periodic_pass_time) AS periodic_pass_time,
         sum(sign * shas)::BIGINT AS shas,
@@ -36,8 +41,12 @@ summed AS (
         sum(sign * jobs)::BIGINT AS jobs,
         sum(sign * infra_runs)::BIGINT AS infra_runs,
         sum(sign * infra_failures)::BIGINT AS infra_failures,
-        min(first_seen) FILTER (WHERE sign = 1) AS first_seen,
-        max(last_seen) FILTER (WHERE sign = 1) AS last_seen
+        CASE WHEN outside
+             THEN min(first_seen) FILTER (WHERE sign = 1) ELSE min(first_seen) FILTER (WHERE sign = 1 AND NOT counted)
+        END AS first_seen,
+        CASE WHEN outside
+             THEN max(last_seen) FILTER (WHERE sign = 1) ELSE max(last_seen) FILTER (WHERE sign = 1 AND NOT counted)
+        END AS last_seen
     FROM signed
     GROUP BY file, classname, name, build_env, test_config, platform, branch_class
     HAVING sum(sign * (runs + infra_runs)) > 0
