@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -268,31 +268,50 @@ def index_failures(prs: dict[int, PullRequest], landed: Mapping[int, frozenset[s
     return out
 
 
-class _OtherAuthors(Mapping):
-    """job group -> the failures of `index` a failure of `pr` may repeat (`other_failures`), found
-    when asked: only the jobs that reach that step of the classification ask, so a day's comments cost
-    what their candidates fail, not pull requests x failures."""
+class _ByGroup(Mapping):
+    """job group -> a head's list of it, built when first asked (`_build`); a group whose list is
+    empty is absent. The classifier asks only for the groups the head's jobs fail: on PyTorch's scale
+    building every group's for every head cost most of a build. Iterating, or asking the length or
+    the truth, builds every group's, which nothing in a build does."""
 
-    def __init__(self, index: dict[str, list[_Failed]], pr: PullRequest, start: dt.datetime, end: dt.datetime):
-        self._index, self._pr, self._start, self._end = index, pr, start, end
-        self._found: dict[str, list[OtherFailure]] = {}
+    def __init__(self):
+        self._built: dict[str, list] = {}
 
-    def __getitem__(self, group: str) -> list[OtherFailure]:
-        if group not in self._found:
-            pr = self._pr
-            self._found[group] = [
-                f.failure for f in self._index.get(group, ()) if f.failure.pr != pr.number
-                and f.failure.sha != pr.head_sha and f.head_ref != pr.head_ref and f.author is not None
-                and f.author != pr.author and self._start <= f.failure.at <= self._end]
-        if not self._found[group]:
+    def _groups(self) -> Iterable[str]:
+        raise NotImplementedError
+
+    def _build(self, group: str) -> list:
+        raise NotImplementedError
+
+    def __getitem__(self, group: str) -> list:
+        if group not in self._built:
+            self._built[group] = self._build(group)
+        if not self._built[group]:
             raise KeyError(group)
-        return self._found[group]
+        return self._built[group]
 
     def __iter__(self):
-        return (group for group in self._index if group in self)
+        return (group for group in self._groups() if group in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+class _OtherAuthors(_ByGroup):
+    """job group -> the failures of `index` a failure of `pr` may repeat (`other_failures`)."""
+
+    def __init__(self, index: dict[str, list[_Failed]], pr: PullRequest, start: dt.datetime, end: dt.datetime):
+        super().__init__()
+        self._index, self._pr, self._start, self._end = index, pr, start, end
+
+    def _groups(self) -> Iterable[str]:
+        return self._index
+
+    def _build(self, group: str) -> list[OtherFailure]:
+        pr = self._pr
+        return [f.failure for f in self._index.get(group, ()) if f.failure.pr != pr.number
+                and f.failure.sha != pr.head_sha and f.head_ref != pr.head_ref and f.author is not None
+                and f.author != pr.author and self._start <= f.failure.at <= self._end]
 
 
 def similar_span(pr: PullRequest, since: dt.datetime | None) -> tuple[dt.datetime, dt.datetime] | None:
@@ -538,40 +557,31 @@ class Main:
         return {s for s in refs if s in own or self.place[s] >= landed}
 
 
-class GroupFailures(Mapping):
-    """A head's main failures by job group (`Main._failures`), each group's built when first asked:
-    the commits of `refs` (sha -> distance from the merge base) that failed it, those of `mine` left
-    out, in `order` (one after the merge base's is `after`)."""
+class GroupFailures(_ByGroup):
+    """A head's main failures by job group (`Main._failures`): the commits of `refs` (sha -> distance
+    from the merge base) that failed it, those of `mine` left out, in `order` (one after the merge
+    base's is `after`)."""
 
     def __init__(self, main: Main, merge_base: str | None, refs: dict[str, int], mine: set[str]):
-        self._main, self._refs, self._mine = main, refs, mine
+        super().__init__()
+        self._main, self._refs, self._mine, self._merge_base = main, refs, mine, merge_base
         self._base_at = main.place.get(merge_base, -1)
-        self._merge_base = merge_base
         places = [main.place[sha] for sha in refs if sha in main.place]
         self._lo, self._hi = (min(places), max(places)) if places else (0, -1)
-        self._built: dict[str, list[MainFailure]] = {}
 
-    def __getitem__(self, group: str) -> list[MainFailure]:
-        if group not in self._built:
-            found = self._main.by_group.get(group, ())
-            start = bisect.bisect_left(found, (self._lo,))
-            out = []
-            for k, sha, job_id, run_id, line, cancelled in found[start:]:
-                if k > self._hi:
-                    break
-                if sha in self._refs and sha not in self._mine:
-                    out.append(MainFailure(sha, group, job_id, run_id, sha == self._merge_base,
-                                           self._refs[sha], line, cancelled, k > self._base_at))
-            self._built[group] = out
-        if not self._built[group]:
-            raise KeyError(group)
-        return self._built[group]
+    def _groups(self) -> Iterable[str]:
+        return self._main.by_group
 
-    def __iter__(self):
-        return (g for g in self._main.by_group if g in self)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+    def _build(self, group: str) -> list[MainFailure]:
+        found = self._main.by_group.get(group, ())
+        out = []
+        for k, sha, job_id, run_id, line, cancelled in found[bisect.bisect_left(found, (self._lo,)):]:
+            if k > self._hi:
+                break
+            if sha in self._refs and sha not in self._mine:
+                out.append(MainFailure(sha, group, job_id, run_id, sha == self._merge_base,
+                                       self._refs[sha], line, cancelled, k > self._base_at))
+        return out
 
 
 def load_merge_commits(con, lake: Lake, day: str, repo: str, numbers: set[int],
