@@ -44,7 +44,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from resources.listing_cache import ListingCache
+from resources.listing_cache import ListingCache, sealed_files
 
 DAY_RE = re.compile(r"^day=([0-9]{4}-[0-9]{2}-[0-9]{2})$")
 UPLOAD_CHUNK = 16 << 20
@@ -62,6 +62,7 @@ JOURNAL_RE = re.compile(r"^_commit-(?:(?P<owner>[A-Za-z0-9_-]+)-)?[0-9a-f]{32}\.
 _WRITES: collections.Counter = collections.Counter()
 # Sizes of the S3 objects a store listed (`Store.listed_sizes`), forgotten all at once past this many.
 MAX_LISTED_SIZES = 100_000
+_CACHED_DEPTH = 32  # a cached walk recurses: below this depth it walks without the cache
 UNSTARTED, COMMITTING, DONE = "unstarted", "committing", "done"  # a journaled commit found left: `journal_state`
 
 
@@ -393,56 +394,100 @@ class Store:
         if cache is not None and cache.suffixes != tuple(suffixes):
             raise ValueError(f"a listing cache for {cache.suffixes} cannot list {suffixes}")
         out: list[FileEntry] = []
-        folders = [prefix]
-        while folders:
-            folder = folders.pop()
-            full = self.full(folder)
-            folder_st = None
-            if cache is not None:
-                try:
-                    folder_st = os.lstat(full)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue
-                # a folder that is no longer one was replaced: its parent changed, and lists it
-                if not stat.S_ISDIR(folder_st.st_mode):
-                    continue
-                seen = cache.reuse(folder, folder_st)
-                if seen is not None:
-                    base = f"{folder}/" if folder else ""
-                    folders += [base + name for name in seen[0]]
-                    out += [FileEntry(base + name, size, None, stamp) for name, size, stamp in seen[1]]
-                    continue
-            try:
-                entries = list(os.scandir(full))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            subfolders, files = [], []
-            for entry in entries:
-                rel = f"{folder}/{entry.name}" if folder else entry.name
-                wanted = entry.name[:1] not in (".", "_") and entry.name.endswith(suffixes)
-                shown = unclean_name(entry.name)
-                if shown is not None:
-                    if wanted or entry.is_dir():  # a folder: refused whole, as a link to one is
-                        rel = f"{folder}/{shown}" if folder else shown
-                        files.append(FileEntry(rel, 0, _refusal(rel, NOT_UTF8)))
-                elif entry.is_symlink():
-                    if wanted or entry.is_dir():  # is_dir follows the link: only its type is read
-                        files.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
-                elif entry.is_dir(follow_symlinks=False):
-                    folders.append(rel)
-                    subfolders.append(entry.name)
-                elif wanted:
-                    st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISREG(st.st_mode):
-                        files.append(FileEntry(rel, st.st_size, stamp=file_stamp(st)))
-                    else:
-                        files.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
-            out += files
-            if folder_st is not None:
-                cache.keep(folder, folder_st, subfolders, [(f.path.rsplit("/", 1)[-1], f.size, f.stamp) for f in files],
-                           refused=any(f.refused for f in files))
+        if cache is None:
+            self._walk(prefix, suffixes, out)
+        else:
+            self._walk_cached(prefix, suffixes, cache, out, 0)
         out.sort(key=lambda e: e.path)
         return out
+
+    def _walk(self, prefix: str, suffixes: tuple[str, ...], out: list[FileEntry]) -> None:
+        """Every folder below `prefix` read, its wanted files added to `out`."""
+        folders = [prefix]
+        while folders:
+            read = self._read_folder(folders.pop(), suffixes)
+            if read is not None:
+                folders += read[0]
+                out += read[1]
+
+    def _walk_cached(self, folder: str, suffixes: tuple[str, ...], cache: ListingCache, out: list[FileEntry],
+                     depth: int) -> list[str] | None:
+        """`_walk` through `cache` (see `listing_cache`): the folders unchanged since its walk are not
+        read, the sealed subtrees that are unchanged not walked. The record of `folder`'s subtree when
+        it can be sealed whole (its parent decides whether it is kept as such); otherwise `folder`
+        and what it holds are kept by themselves, and None."""
+        try:
+            st = os.lstat(self.full(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISDIR(st.st_mode):  # a folder that is no longer one was replaced: its parent lists it
+            return None
+        record = cache.reuse_sealed(folder, st, f"{self.root}/")
+        if record is not None:
+            out += [FileEntry(path, size, None, stamp) for path, size, stamp in sealed_files(record)]
+            return record
+        if depth >= _CACHED_DEPTH:  # deeper than any archive's layout: walked, not kept
+            self._walk(folder, suffixes, out)
+            return None
+        base = f"{folder}/" if folder else ""
+        seen = cache.reuse(folder, st)
+        if seen is not None:
+            names, files, keepable = seen[0], [FileEntry(base + n, size, None, stamp) for n, size, stamp in seen[1]], True
+        else:
+            read = self._read_folder(folder, suffixes)
+            if read is None:
+                return None
+            cache.folders_read += 1
+            names = [path.rsplit("/", 1)[-1] for path in read[0]]
+            files, keepable = read[1], cache.keepable(st, names + [f.path.rsplit("/", 1)[-1] for f in read[1]],
+                                                       any(f.refused for f in read[1]))
+        out += files
+        newest, children, whole = max(st.st_mtime_ns, st.st_ctime_ns), [], keepable
+        for name in names:
+            child = self._walk_cached(base + name, suffixes, cache, out, depth + 1)
+            if child is None:
+                whole = False
+            else:
+                children.append((base + name, child))
+                newest = max(newest, int(child[1]))
+        # the listed folder itself is never sealed: a file landing anywhere would have it read whole again
+        sealable = whole and depth > 0
+        record = cache.seal_record(st, newest, [(f.path, f.size, f.stamp) for f in files], children) if sealable else None
+        if record is not None:
+            return record
+        for path, child in children:
+            cache.keep_sealed(path, child)
+        if keepable:
+            cache.keep(folder, st, names, [(f.path[len(base):], f.size, f.stamp) for f in files])
+        return None
+
+    def _read_folder(self, folder: str, suffixes: tuple[str, ...]) -> tuple[list[str], list[FileEntry]] | None:
+        """(sub-folders, wanted files) of `folder`, both as paths from the root; None when it is gone."""
+        try:
+            entries = list(os.scandir(self.full(folder)))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        subfolders, files = [], []
+        for entry in entries:
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            wanted = entry.name[:1] not in (".", "_") and entry.name.endswith(suffixes)
+            shown = unclean_name(entry.name)
+            if shown is not None:
+                if wanted or entry.is_dir():  # a folder: refused whole, as a link to one is
+                    rel = f"{folder}/{shown}" if folder else shown
+                    files.append(FileEntry(rel, 0, _refusal(rel, NOT_UTF8)))
+            elif entry.is_symlink():
+                if wanted or entry.is_dir():  # is_dir follows the link: only its type is read
+                    files.append(FileEntry(rel, 0, _refusal(rel, "a symbolic link")))
+            elif entry.is_dir(follow_symlinks=False):
+                subfolders.append(rel)
+            elif wanted:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    files.append(FileEntry(rel, st.st_size, stamp=file_stamp(st)))
+                else:
+                    files.append(FileEntry(rel, 0, _refusal(rel, "not a regular file")))
+        return subfolders, files
 
     def _link_on_path(self, rel: str) -> str | None:
         """The first component of `rel` (below the root) that is a symbolic link, if any."""

@@ -196,6 +196,29 @@ def test_a_refresh_lists_again_only_the_report_folders_that_changed(tmp_path, la
     assert ingest_test_run_day(archive, lake, DAY).folders_reused == 0 and not kept.exists()
 
 
+def test_refreshes_trust_quiet_job_folders_and_the_walk_that_verifies_lists_a_late_report(
+        tmp_path, landings, landings_at_once, monkeypatch):
+    """Subtrees quiet for SEAL_S (0.5 s here, 2 minutes in production) are trusted below their top
+    levels. The last landing writes a report into a job that landed in the first, which a writer
+    publishing a job's reports together never does: a quick walk may miss it, and the walk that
+    verifies (every VERIFY_S) lists it, so the day equals the day ingested at once."""
+    monkeypatch.setattr(listing_cache, "SETTLE_NS", 200_000_000)
+    monkeypatch.setattr(listing_cache, "SEAL_S", 0.5)
+    archive, lake = Store(str(tmp_path / "archive")), Lake.at(str(tmp_path / "lake"))
+    unseen = []
+    for files in landings:
+        land(archive, files)
+        time.sleep(0.6)  # everything landed so far is quiet
+        unseen.append(ingest_test_run_day(archive, lake, DAY, incremental=True).folders_unseen)
+    assert unseen[0] == 0 and unseen[1] > 0 and unseen[2] > 0
+    monkeypatch.setattr(listing_cache, "VERIFY_S", 0)
+    report = ingest_test_run_day(archive, lake, DAY, incremental=True)
+    # the quick walks missed it (its run was sealed whole); this one reads that run again and adds it
+    assert report.folders_unseen == 0 and 0 < report.folders_read < report.folders_reused
+    assert report.mode == "increment" and report.report_files == 1
+    assert snapshot(lake)["test_run"] == landings_at_once["test_run"]
+
+
 @pytest.fixture(scope="module")
 def many_landings(tmp_path_factory) -> list[dict[str, bytes]]:
     source = tmp_path_factory.mktemp("sim-many")

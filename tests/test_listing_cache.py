@@ -151,3 +151,116 @@ def test_kept_listings_keep_a_bounded_number_of_prefixes(tmp_path):
     for day in ("A", "B", "C", "C"):
         assert [e.path for e in kept.list_files(store, f"day={day}", SUFFIXES)] == [f"day={day}/r.xml"]
     assert [k[1] for k in kept._kept] == ["day=B", "day=C"]
+
+
+def sealing_walk(store: Store, saved: bytes | None, at: float) -> tuple[list, ListingCache]:
+    """A walk as the refresh lists reports: quiet subtrees sealed; the clock at `at` seconds."""
+    cache = ListingCache.from_bytes(saved, store.full(""), SUFFIXES, seal=True, clock=lambda: at)
+    return store.list_files("day=D", SUFFIXES, cache), cache
+
+
+def test_quiet_subtrees_are_sealed_and_only_their_top_levels_stated(tmp_path):
+    """Every job's subtree has been quiet for SEAL_S: a run's record stands for its attempt, its jobs
+    and their files, after a stat of the run folder and the folders CHECK_DEPTH levels below it."""
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 6))
+    later = time.time() + listing_cache.SEAL_S + 1
+    first, cache = sealing_walk(store, None, later)
+    assert first == store.list_files("day=D", SUFFIXES) and cache.folders_read == 18
+    assert list(cache.now_sealed) == ["day=D/run"] and list(cache.current) == ["day=D"]
+    again, cache = sealing_walk(store, cache.to_bytes(), later + 10)
+    assert again == first
+    # day=D by itself; run, 1, the five jobs and their `test` folders stat-ed; their `test-reports` not
+    assert (cache.folders_read, cache.folders_reused, cache.folders_unseen) == (0, 1 + 1 + 1 + 5 + 5, 5)
+
+
+def test_a_new_job_in_a_sealed_run_is_listed_at_once_and_only_that_run_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(listing_cache, "SEAL_S", 1.0)  # quiet after a second, to see one job that is not
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 4))
+    (tmp_path / "day=D" / "other" / "1" / "9").mkdir(parents=True)
+    (tmp_path / "day=D" / "other" / "1" / "9" / "r.xml").write_text("<testsuites/>")
+    time.sleep(1.1)
+    _, cache = sealing_walk(store, None, time.time())
+    assert sorted(cache.now_sealed) == ["day=D/other", "day=D/run"]
+    tree(tmp_path, range(4, 5))  # its attempt folder changes: the run's record no longer stands
+    settled()
+    listed, cache = sealing_walk(store, cache.to_bytes(), time.time())
+    assert listed == store.list_files("day=D", SUFFIXES) and len(listed) == 2 * 4 + 1
+    assert cache.folders_read == 3 * 4 + 2  # the run's folders, the new job's among them
+    # the new job is not quiet yet: the run is kept folder by folder, the old jobs sealed
+    assert sorted(cache.now_sealed) == ["day=D/other", *(f"day=D/run/1/{j}" for j in range(1, 4))]
+    assert sorted(cache.current) == ["day=D", "day=D/run", "day=D/run/1", "day=D/run/1/4",
+                                     "day=D/run/1/4/test", "day=D/run/1/4/test/test-reports"]
+    time.sleep(1.1)
+    listed_again, cache = sealing_walk(store, cache.to_bytes(), time.time())
+    assert listed_again == listed and sorted(cache.now_sealed) == ["day=D/other", "day=D/run"]
+
+
+def test_a_file_added_deep_in_a_sealed_subtree_is_listed_by_the_walk_that_verifies(tmp_path):
+    """The trade sealing makes: a report written into a finished job's module folder (no writer
+    does) is not seen by a quick walk; the walk every VERIFY_S stats every folder and lists it."""
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 4))
+    later = time.time() + listing_cache.SEAL_S + 1
+    first, cache = sealing_walk(store, None, later)
+    assert cache.verifies
+    deep = tmp_path / "day=D" / "run" / "1" / "2" / "test" / "test-reports"
+    (deep / "late.xml").write_text("<testsuites/>")
+    settled()
+    quick, cache = sealing_walk(store, cache.to_bytes(), later + listing_cache.VERIFY_S - 1)
+    assert not cache.verifies and quick == first
+    verified, cache = sealing_walk(store, cache.to_bytes(), later + listing_cache.VERIFY_S)
+    assert cache.verifies and verified == store.list_files("day=D", SUFFIXES) and len(verified) == len(first) + 1
+    assert cache.folders_unseen == 0
+
+
+def test_a_removed_or_replaced_folder_in_a_sealed_subtree_is_read_again(tmp_path):
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 4))
+    later = time.time() + listing_cache.SEAL_S + 1
+    _, cache = sealing_walk(store, None, later)
+    saved = cache.to_bytes()
+    job = tmp_path / "day=D" / "run" / "1" / "3"
+    for p in sorted(job.rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+    job.rmdir()
+    job.write_text("a file where a job folder was")
+    settled()
+    listed, _ = sealing_walk(store, saved, later + 10)
+    assert listed == store.list_files("day=D", SUFFIXES) and len(listed) == 4
+    assert not any("/3/" in e.path for e in listed)
+
+
+def test_a_cache_read_without_sealing_ignores_sealed_records(tmp_path):
+    """The relay's kept walks stat every folder: a record sealed by a refresh is not theirs."""
+    store = Store(str(tmp_path))
+    tree(tmp_path, range(1, 3))
+    _, cache = sealing_walk(store, None, time.time() + listing_cache.SEAL_S + 1)
+    plain = ListingCache.from_bytes(cache.to_bytes(), store.full(""), SUFFIXES)
+    assert plain.sealed == {} and plain.previous == cache.current
+    listed = store.list_files("day=D", SUFFIXES, plain)
+    assert listed == store.list_files("day=D", SUFFIXES) and plain.folders_read == 9 - 1
+
+
+def test_a_tree_deeper_than_the_cached_walk_recurses_is_listed_whole(tmp_path):
+    """A hostile archive nests folders deeper than Python's recursion limit: below 32 levels they
+    are walked without the cache, never into a recursion error."""
+    store = Store(str(tmp_path))
+    deepest = os.path.join(str(tmp_path), "day=D")
+    os.mkdir(deepest)
+    for _ in range(1200):  # one at a time: os.makedirs recurses too
+        deepest = os.path.join(deepest, "d")
+        os.mkdir(deepest)
+    try:
+        with open(os.path.join(deepest, "deep.xml"), "w") as f:
+            f.write("<testsuites/>")
+        listed, _ = sealing_walk(store, None, time.time() + listing_cache.SEAL_S + 1)
+        assert [e.path for e in listed] == ["day=D/" + "d/" * 1200 + "deep.xml"]
+        assert listed == store.list_files("day=D", SUFFIXES)
+    finally:  # from the bottom up: a recursive removal would meet the same limit
+        os.unlink(os.path.join(deepest, "deep.xml"))
+        folder = deepest
+        while folder != str(tmp_path):
+            os.rmdir(folder)
+            folder = os.path.dirname(folder)

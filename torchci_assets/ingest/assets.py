@@ -181,6 +181,7 @@ def test_run_assets(context: dg.AssetExecutionContext, archive: ArchiveResource,
         "bytes": dg.MetadataValue.int(report.bytes_read),
         "entries_folded_across_files": report.staged_rows - report.rows_added,
         "report_folders_read": report.folders_read, "report_folders_unchanged": report.folders_reused,
+        "report_folders_unseen": report.folders_unseen,
         "path": partition_folder(lk, "test_run", day), "stale_staging_files_removed": swept,
         **table_metadata(lk, "test_run", day),
     })

@@ -22,11 +22,12 @@ only it and its sub-folders CHECK_DEPTH levels down are stat-ed (a new run, atte
 a file added where one of them changes); its summary stands while their stamps are the same.
 The digest is a sum of per-file hashes, so a summary adds in and a walk that skips gives the
 digest a full walk gives. What a skip can miss is a file written deeper in a quiet subtree,
-where none of those folders changes. It is not lost: the refresh that the next landing anywhere
-triggers checks every folder of the day (`listing_cache`) and ingests it, and every VERIFY_S the
-sensor walks the day in full again. Folders changed in the future (a clock ahead) are never quiet; a filesystem clock
-behind this machine's by more than SEAL_S only makes the quick check trust folders sooner. On
-S3 (no folder times) every fingerprint is a full listing.
+where none of those folders changes. It is not lost: every VERIFY_S the sensor walks the day in
+full again, the refresh's listing of reports (`listing_cache`, which skips such subtrees the same
+way) stats every folder at the same interval, and the daily run lists every file. Folders
+changed in the future (a clock ahead) are never quiet; a filesystem clock behind this machine's
+by more than SEAL_S only makes the quick check trust folders sooner. On S3 (no folder times)
+every fingerprint is a full listing.
 """
 
 from __future__ import annotations
@@ -40,12 +41,10 @@ from dataclasses import dataclass
 
 import orjson
 
+from resources.listing_cache import CHECK_DEPTH, SEAL_S, VERIFY_S
 from resources.storage import Store, file_stamp, unclean_name
 from torchci_assets.archive_days import ARCHIVE_SOURCES
 
-SEAL_S = 120
-CHECK_DEPTH = 3
-VERIFY_S = 1800
 _MOD = 1 << 256
 _VERSION = 1
 

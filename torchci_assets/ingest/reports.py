@@ -93,6 +93,7 @@ class IngestReport:
     parts_added: list[str] | None = None  # an increment's new parts of test_run; None: the partition was rewritten
     folders_read: int = 0  # archive folders listed by reading them
     folders_reused: int = 0  # and those taken from the last walk, unchanged since (`listing_cache`)
+    folders_unseen: int = 0  # and those not stat-ed, below the top of a subtree quiet since
 
     @property
     def files(self) -> int:
@@ -218,6 +219,7 @@ def ingest_test_run_day(archive: Store, lake: Lake, day: str, log: Callable[[str
     if cache is not None:  # after the ingest: a rebuild clears the partition's folder
         lake.store.write_bytes(_listing_path(day), cache.to_bytes())
         report.folders_read, report.folders_reused = cache.folders_read, cache.folders_reused
+        report.folders_unseen = cache.folders_unseen
     return report
 
 
@@ -227,11 +229,13 @@ def _listing_path(day: str) -> str:
 
 def _listing_cache(archive: Store, lake: Lake, day: str, incremental: bool) -> ListingCache | None:
     """In a refresh, the last refresh's walk of the day's report folders: only the folders that
-    changed since are read again. Other runs walk every folder and keep no walk (their rebuild
+    changed since are read again, and of the subtrees quiet for minutes (finished jobs and runs)
+    only the top levels are stat-ed (every folder every half hour). Other runs walk every folder and keep no walk (their rebuild
     removes the refreshes' one: a day no refresh follows any more holds none)."""
     if not (archive.is_local and incremental):
         return None
-    return ListingCache.from_bytes(lake.read_record(_listing_path(day), bytes), archive.full(""), REPORT_SUFFIXES)
+    return ListingCache.from_bytes(lake.read_record(_listing_path(day), bytes), archive.full(""), REPORT_SUFFIXES,
+                                  seal=True)
 
 
 def _ingest(archive: Store, lake: Lake, day: str, listing: list, report: IngestReport, log: Callable[[str], None],
