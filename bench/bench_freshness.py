@@ -490,7 +490,14 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
 
 def measure_refreshes(env: dict, today: str, slices: list, hour: int = 24) -> tuple[dict, list[dict]]:
     """A first refresh of the day as it stood SLICES x SLICE_MIN minutes before `hour`:00, then one
-    per slice landed: (the first, the slices')."""
+    per slice landed: (the first, the slices'). In a running day the folders of the jobs that landed
+    minutes ago are quiet, and a refresh's listing and the sensor trust them whole; the folders
+    linked in just now are not, so the first refresh waits until they are."""
+    from resources.listing_cache import SEAL_S
+
+    print(f"  waiting {SEAL_S + 1} s: the day's folders linked in become quiet, as earlier landings are in a running day",
+          flush=True)
+    time.sleep(SEAL_S + 1)
     first, cursor = refresh_once(env, today, "")
     print_run(f"first refresh, day up to {hour - 1:02d}:{60 - SLICES * SLICE_MIN:02d}", first)
     runs = []
@@ -841,13 +848,13 @@ def main() -> int:
     print(f"archive: {DAYS[0]} and {DAYS[1]} of the cache linked in as {yesterday} and {today} under {RUN}, "
           f"today without its last {SLICES * SLICE_MIN} minutes")
     cost = measure_cost(env, today, slices, full_day=not args.no_full_day)
-    from torchci_assets.ingest.landed import SEAL_S
+    from resources.listing_cache import SEAL_S
     per = median([r["cpu_s"] for r in cost["runs"]])
     steps = median([sum(r["steps"].values()) for r in cost["runs"]])
     print(f"  one refresh with {SLICE_MIN} min of new files (median of {SLICES}): {per:.1f} CPU-s, its steps "
           f"{steps:.1f} s of wall time (target <= {TARGET_CPU_S:g} CPU-s: {'met' if per <= TARGET_CPU_S else 'NOT MET'}); "
-          f"sensor tick {cost['tick_s']:.2f} s (a full walk: the archive was just linked in, and "
-          f"folders changed in the last {SEAL_S} s are never skipped)")
+          f"sensor tick {cost['tick_s']:.2f} s (the slices' folders changed in the last {SEAL_S} s are walked, "
+          f"the rest trusted whole)")
     if cost["full"]:
         print(day_model(cost, interval_s, curve))
         rss = cost["full"]["rss_mb"]
