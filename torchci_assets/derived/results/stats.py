@@ -262,6 +262,7 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
     con.register("extremes_a", _aggregate(con, "changed_rows_a", "test_daily_stats"))
     con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))
     con.register("agg_a", _aggregate(con, "rows_a", "test_daily_stats"))
+    execute(con, _INCREMENT["outside_groups"])
     if execute(con, _INCREMENT["lost_extremes"]).fetchall()[0][0]:
         return None
     con.register("outcomes_a", relation(con, SQL["test_sha_outcomes"], _STATS_PARAMETERS).to_arrow_table())

@@ -1,8 +1,8 @@
 -- Following test_run's parts (increments.py): the steps of an append to the day's aggregates.
 -- Views and tables: test_jobs (the day's jobs now), counted (the jobs as the previous result
 -- counted them), results_files (test_results' files holding the rows of the jobs read),
--- previous_stats / previous_outcomes (the previous result), agg_a / agg_b / outcomes_a / extremes_c
--- (aggregates of rows A and B and of the changed jobs' rows, see increments.py).
+-- previous_stats / previous_outcomes (the previous result), agg_a / agg_b / outcomes_a / extremes_a /
+-- extremes_b (aggregates of rows A and B and of the changed jobs' rows, see increments.py).
 
 -- step: counted_jobs
 -- The jobs' fields the aggregates read, as the aggregates counted them (what the next append compares).
@@ -105,24 +105,33 @@ SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, 
 FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
 SEMI JOIN (SELECT * FROM moved WHERE NOT is_new) USING (workflow_id, workflow_run_attempt, job_id)
 
+-- step: outside_groups
+-- The moved groups in which the previous result counted rows that B does not hold (rows outside
+-- the moved keys): their previous extremes may be those rows'. In the other moved groups every
+-- counted row is in B, so the group is A's rows alone now, whose extremes are taken as they are.
+-- That is the common case on a day of PyTorch's pull requests: a job's reports land before its
+-- webhooks, its rows are counted under an unknown configuration (NULL columns, so groups are
+-- matched by hash, NULL-safe) and all leave it when the webhooks come.
+CREATE OR REPLACE TEMP TABLE outside_groups AS
+WITH counted_b AS (SELECT hash(file, classname, name, build_env, test_config, platform, branch_class) AS g,
+                          runs + infra_runs AS n FROM agg_b)
+SELECT p.g
+FROM (SELECT hash(file, classname, name, build_env, test_config, platform, branch_class) AS g,
+             runs + infra_runs AS n FROM previous_stats) p
+LEFT JOIN counted_b USING (g)
+WHERE p.g IN (SELECT g FROM moved_groups) AND p.n > coalesce(counted_b.n, 0)
+
 -- step: lost_extremes
--- Groups whose previous extreme equals one a changed row held and no longer holds the same way,
--- and which keep rows outside the moved keys: that extreme may be gone, and only the whole day
--- can say (then the day is recomputed). A group none of whose counted rows is left outside the
--- moved keys (agg_b holds them all) is A's rows alone now, whose extremes the append takes
--- (test_daily_stats_append.sql): the common case on a day of PyTorch's pull requests, where a
--- job's reports land before its webhooks, its rows are counted under an unknown configuration
--- and all leave it when the webhooks come (each such refresh recomputed the day, ~9 CPU-s).
--- A job without its webhooks has NULL configuration columns: groups are matched NULL-safe.
+-- Groups with rows outside the moved keys whose previous extreme equals one a changed row held
+-- and no longer holds the same way: that extreme may be gone, and only the whole day can say
+-- (then the day is recomputed).
 WITH b AS (SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class) AS g FROM extremes_b),
      a AS (SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class) AS g FROM extremes_a),
      p AS (SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class) AS g
-           FROM previous_stats WHERE g IN (SELECT g FROM b)),
-     counted_b AS (SELECT hash(file, classname, name, build_env, test_config, platform, branch_class) AS g,
-                          runs + infra_runs AS n FROM agg_b)
+           FROM previous_stats WHERE g IN (SELECT g FROM b))
 SELECT count(*)
-FROM b JOIN p USING (g) LEFT JOIN a USING (g) LEFT JOIN counted_b USING (g)
-WHERE p.runs + p.infra_runs > coalesce(counted_b.n, 0)
+FROM b JOIN p USING (g) LEFT JOIN a USING (g)
+WHERE g IN (SELECT g FROM outside_groups)
   AND ((b.max_pass_time = p.max_pass_time AND b.max_pass_time IS DISTINCT FROM a.max_pass_time)
     OR (b.first_seen = p.first_seen AND b.first_seen IS DISTINCT FROM a.first_seen)
     OR (b.last_seen = p.last_seen AND b.last_seen IS DISTINCT FROM a.last_seen))

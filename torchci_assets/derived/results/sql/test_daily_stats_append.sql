@@ -2,25 +2,25 @@
 -- others kept as they are), per test and configuration
 -- (increments.py says why that equals aggregating the whole day). The extremes combine the
 -- previous result with A (exact unless a changed row held one: `lost_extremes`), or are A's alone
--- when every row the previous result counted in the group is in B (none `outside`). A group left
+-- when every row the previous result counted in the group is in B (not in `outside_groups`). A group left
 -- without rows (its only job moved to another configuration) is gone. Same columns, types and
 -- order as test_daily_stats.sql. No ORDER BY: sorting the whole day's rows again at every refresh
 -- cost ~0.4 CPU-s of a ~5 CPU-s refresh; a full build sorts them, an append leaves the moved groups'
 -- rows first (no reader depends on the order of rows).
 WITH previous AS (
-    SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class)
-              IN (SELECT g FROM moved_groups) AS moved
+    SELECT *, hash(file, classname, name, build_env, test_config, platform, branch_class) AS g,
+           g IN (SELECT g FROM moved_groups) AS moved
     FROM previous_stats
 ),
 signed AS (
-    SELECT * EXCLUDE (moved, day), 1 AS sign, true AS counted FROM previous WHERE moved
-    UNION ALL BY NAME SELECT *, -1 AS sign, false AS counted FROM agg_b
-    UNION ALL BY NAME SELECT *, 1 AS sign, false AS counted FROM agg_a
+    SELECT * EXCLUDE (moved, day, g), 1 AS sign, true AS counted, g IN (SELECT g FROM outside_groups) AS in_outside_group
+    FROM previous WHERE moved
+    UNION ALL BY NAME SELECT *, -1 AS sign, false AS counted, false AS in_outside_group FROM agg_b
+    UNION ALL BY NAME SELECT *, 1 AS sign, false AS counted, false AS in_outside_group FROM agg_a
 ),
 summed AS (
     SELECT file, classname, name, build_env, test_config, platform, branch_class,
-        -- the previous result counted rows outside B in the group: its extremes may be theirs
-        sum(runs + infra_runs) FILTER (WHERE counted) > coalesce(sum(runs + infra_runs) FILTER (WHERE sign = -1), 0) AS outside,
+        bool_or(in_outside_group) AS outside,
         sum(sign * runs)::BIGINT AS runs,
         sum(sign * passed)::BIGINT AS passed,
         sum(sign * failed)::BIGINT AS failed,
@@ -58,4 +58,4 @@ SELECT file, classname, name, build_env, test_config, platform, branch_class, ru
     infra_failures, first_seen, last_seen
 FROM summed
 UNION ALL BY NAME
-SELECT * EXCLUDE (moved, day) FROM previous WHERE NOT moved
+SELECT * EXCLUDE (moved, day, g) FROM previous WHERE NOT moved
