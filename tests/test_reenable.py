@@ -20,7 +20,10 @@ from torchci_assets.derived.flakiness.lists import DISABLED_TESTS_PATH, dumps
 from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENABLED_MARKER, Decision, PlatformRuns,
                                                       act, decide, rerun_evidence)
 
-DAY = "2026-11-20"
+# The day the tests judge, 12 days before the real clock: the fake GitHub dates issues and their
+# events by the real clock (issues filed "20 days ago"), and those dates must fall where the tests
+# put them against this day's reruns on whatever day the suite runs.
+DAY = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=12)).date().isoformat()
 REPO = "pytorch/pytorch"
 FIXED, HALF = "test_fixed (__main__.TestR)", "test_half (__main__.TestR)"
 STILL, LATE = "test_still (__main__.TestR)", "test_late (__main__.TestR)"

@@ -7,6 +7,7 @@ import shutil
 import pyarrow as pa
 import pytest
 from fake_github_issues import FakeIssueTracker, json_response
+from test_reenable import DAY  # 12 days before the real clock, by which the fake GitHub dates issues
 
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
@@ -18,7 +19,6 @@ from torchci_assets.derived.flakiness.lifecycle import run_lifecycle
 from torchci_assets.derived.flakiness import retired
 from torchci_assets.derived.flakiness.retired import RETIRED_MARKER, find_absent
 
-DAY = "2026-11-20"
 REPO = "pytorch/pytorch"
 ON = DisabledIssuesConfig(enabled=True)
 GONE, ALIVE = "test_gone (__main__.TestA)", "test_alive (__main__.TestA)"
