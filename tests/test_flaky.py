@@ -11,6 +11,7 @@ import itertools
 import dagster as dg
 import orjson
 import pyarrow as pa
+from midnight import utc_today
 
 from resources.configured import LakeResource, OutputsResource
 from resources.github import GitHubResource
@@ -35,8 +36,8 @@ from torchci_assets.ingest.junit import TEST_RUN_SCHEMA
 
 # The history starts 31 days before the real clock's day: the issue tests date DISABLED issues and
 # their events by the real clock ("closed 60 days ago", "filed before the history's flakes").
-START = dt.datetime.combine(dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=31), dt.time(),
-                            dt.timezone.utc)
+# Days of slack either side: a run crossing midnight needs no wait (margin 0).
+START = dt.datetime.combine(utc_today(dt.timedelta(0)) - dt.timedelta(days=31), dt.time(), dt.timezone.utc)
 LINUX = ("linux-jammy-py3.10-gcc11", "default", "linux")
 CLANG = ("linux-jammy-py3.10-clang18", "default", "linux")
 WIN = ("win-vs2022-cpu-py3", "default", "win")

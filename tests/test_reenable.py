@@ -7,6 +7,7 @@ import json
 import pyarrow as pa
 import pytest
 from fake_github_issues import FakeIssueTracker
+from midnight import utc_today
 
 from resources.github import GitHubResource
 from resources.lake import Lake, connect
@@ -23,7 +24,7 @@ from torchci_assets.derived.flakiness.reenable import (MIN_DAYS, MIN_JOBS, REENA
 # The day the tests judge, 12 days before the real clock: the fake GitHub dates issues and their
 # events by the real clock (issues filed "20 days ago"), and those dates must fall where the tests
 # put them against this day's reruns on whatever day the suite runs.
-DAY = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=12)).date().isoformat()
+DAY = (utc_today(dt.timedelta(0)) - dt.timedelta(days=12)).isoformat()  # days of slack: no wait at midnight
 REPO = "pytorch/pytorch"
 FIXED, HALF = "test_fixed (__main__.TestR)", "test_half (__main__.TestR)"
 STILL, LATE = "test_still (__main__.TestR)", "test_late (__main__.TestR)"
