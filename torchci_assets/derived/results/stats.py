@@ -256,8 +256,8 @@ def _appended(con, lake: Lake, day: str) -> dict[str, pa.Table] | None:
         execute(con, _INCREMENT[step])
     files = parts.files_of_jobs(con, lake, day)
     lake.register_files(con, files, "results_files")
-    execute(con, _INCREMENT["key_rows"])
-    execute(con, _INCREMENT["moved_groups"])
+    for step in ("key_rows", "rows_now", "rows_counted", "moved_groups"):
+        execute(con, _INCREMENT[step])
     con.register("extremes_b", _aggregate(con, "changed_rows_b", "test_daily_stats"))
     con.register("extremes_a", _aggregate(con, "changed_rows_a", "test_daily_stats"))
     con.register("agg_b", _aggregate(con, "rows_b", "test_daily_stats"))

@@ -59,51 +59,51 @@ CREATE OR REPLACE TEMP TABLE key_rows AS
 SELECT r.workflow_id, r.workflow_run_attempt, r.job_id, r.file, r.classname, r.name, r.status, r.rerun_count, r.time
 FROM results_files r SEMI JOIN key_jobs USING (workflow_id, workflow_run_attempt, job_id)
 
+-- step: rows_now
+-- The rows of the jobs with a key in K with their jobs' fields now (rows_counted: as the previous
+-- result counted them; no new job's): what A, B and the changed jobs' rows below select from.
+CREATE OR REPLACE TEMP VIEW rows_now AS
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
+FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
+
+-- step: rows_counted
+CREATE OR REPLACE TEMP VIEW rows_counted AS
+SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
+       j.job_completed_at, j.infra_suspect
+FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
+
 -- step: moved_groups
 -- The groups (test and configuration) the moved jobs have rows in, now or as counted: only those
 -- can differ (the other shards of a configuration run other tests).
 CREATE OR REPLACE TEMP TABLE moved_groups AS
-SELECT hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class) AS g
-FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
-SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
+SELECT hash(file, classname, name, build_env, test_config, platform, branch_class) AS g
+FROM rows_now SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
 UNION
-SELECT hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class) AS g
-FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
-SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
+SELECT hash(file, classname, name, build_env, test_config, platform, branch_class) AS g
+FROM rows_counted SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
 
 -- step: rows_a
 -- A: the rows of the moved groups with a key in K, with their jobs' fields now.
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
-       j.job_completed_at, j.infra_suspect
-FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
-WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
-      IN (SELECT g FROM moved_groups)
+SELECT * FROM rows_now
+WHERE hash(file, classname, name, build_env, test_config, platform, branch_class) IN (SELECT g FROM moved_groups)
 
 -- step: rows_b
 -- B: the same as the previous result counted them (no new job's).
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
-       j.job_completed_at, j.infra_suspect
-FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
-WHERE hash(r.file, r.classname, r.name, j.build_env, j.test_config, j.platform, j.branch_class)
-      IN (SELECT g FROM moved_groups)
+SELECT * FROM rows_counted
+WHERE hash(file, classname, name, build_env, test_config, platform, branch_class) IN (SELECT g FROM moved_groups)
 
 -- step: changed_rows_b
 -- The changed jobs' rows as counted, and (changed_rows_a) as they are now: whether an extreme of a
 -- group (the longest clean pass, first and last seen) may have come from a row that changed.
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
-       j.job_completed_at, j.infra_suspect
-FROM key_rows r JOIN jobs_b j USING (workflow_id, workflow_run_attempt, job_id)
-SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
+SELECT * FROM rows_counted SEMI JOIN moved USING (workflow_id, workflow_run_attempt, job_id)
 
 -- step: changed_rows_a
 CREATE OR REPLACE TEMP VIEW test_results AS
-SELECT r.*, j.head_sha, j.branch_class, j.build_env, j.test_config, j.platform, j.workflow_name,
-       j.job_completed_at, j.infra_suspect
-FROM key_rows r JOIN jobs_a j USING (workflow_id, workflow_run_attempt, job_id)
-SEMI JOIN (SELECT * FROM moved WHERE NOT is_new) USING (workflow_id, workflow_run_attempt, job_id)
+SELECT * FROM rows_now SEMI JOIN (SELECT * FROM moved WHERE NOT is_new) USING (workflow_id, workflow_run_attempt, job_id)
 
 -- step: outside_groups
 -- The moved groups in which the previous result counted rows that B does not hold (rows outside
