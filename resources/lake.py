@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from resources.sql import Literals, compose
+from resources.sql import Literals, SqlFiles, compose
 from resources.storage import Store
 
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, use_dictionary=True)
@@ -317,12 +317,26 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     if _RUN_THREADS:
         config["threads"] = _RUN_THREADS
     key = tuple(sorted(config.items()))
-    database = _IDLE.take(key) or duckdb.connect(":memory:", config=config)
+    database = _IDLE.take(key) or _new_database(config)
     con = database.cursor()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # it would write to stdout of the host process
     weakref.finalize(con, _IDLE.give, key, database)
     return con
+
+
+# The macros every lake connection has (`lake_sql/`): rules that queries of several domains apply,
+# each written once.
+_MACROS = SqlFiles(__file__, "lake_sql")
+LAKE_MACROS = ("status_rank",)
+
+
+def _new_database(config: dict) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with LAKE_MACROS in its catalog, which its cursors all see."""
+    database = duckdb.connect(":memory:", config=config)
+    for name in LAKE_MACROS:
+        database.execute(_MACROS[name])
+    return database
 
 
 # A step holds one or two connections at once: more idle databases would only hold memory.

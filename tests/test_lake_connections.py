@@ -25,6 +25,22 @@ def test_two_live_connections_never_share_a_database():
     a.execute("DROP TABLE marker")
 
 
+def test_every_connection_ranks_github_states_the_one_way_a_reused_database_too():
+    """status_rank (resources/lake_sql) is in each database's catalog, not a connection's: queries
+    of every domain keep a job's furthest state by it, on a new database and on a reused one."""
+    order = "SELECT s FROM (VALUES ('in_progress'), (NULL), ('completed'), ('queued'), ('surprise'), ('waiting')) v(s) "
+    for _ in range(2):
+        con = connect()
+        ranked = con.execute(order + "ORDER BY status_rank(s) DESC, s NULLS LAST").fetchall()
+        assert [r[0] for r in ranked] == ["completed", "in_progress", "waiting", "queued", "surprise", None]
+        assert con.execute("SELECT DISTINCT status_rank(s) FROM (VALUES ('queued'), ('pending'), "
+                           "('requested')) v(s)").fetchall() == [(1,)]
+        assert con.execute("SELECT status_rank('surprise') = status_rank(NULL)").fetchone() == (True,)
+        con.close()
+        del con
+        gc.collect()  # the second pass takes the database the first one left idle
+
+
 def test_what_a_connection_creates_is_gone_when_its_database_is_reused():
     con = connect()
     con.execute("CREATE TEMP VIEW v AS SELECT 42 AS answer")

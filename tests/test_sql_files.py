@@ -137,6 +137,17 @@ def test_every_sql_file_is_utf8_and_its_steps_parse():
             assert steps and all(sql for _, sql in steps), f
 
 
+def test_no_query_ranks_a_job_or_run_state_its_own_way():
+    """Which of a job's deliveries holds its state is the lake's one rule, status_rank
+    (resources/lake_sql/status_rank.sql): a query with a ranking of its own would keep another
+    state of the same job than the others (ten did, in three variants, before it)."""
+    own = re.compile(r"CASE\s+(\w+\.)?status\s+WHEN\s+'completed'", re.I)
+    files = sorted(f for package in PACKAGES for f in (ROOT / package).rglob("*.sql"))
+    assert any(f.name == "status_rank.sql" for f in files)
+    offenders = [f.relative_to(ROOT) for f in files if f.name != "status_rank.sql" and own.search(f.read_text())]
+    assert not offenders, offenders
+
+
 def test_steps_bind_only_what_each_statement_names(tmp_path):
     (tmp_path / "sql").mkdir()
     (tmp_path / "sql" / "pipe.sql").write_text(

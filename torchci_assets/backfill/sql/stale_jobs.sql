@@ -14,7 +14,7 @@
 -- its jobs (gaps._read_attempt).
 WITH ranked AS (
     SELECT id, run_attempt, run_id, repo, status, received_at,
-           CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2 ELSE 1 END AS rank
+           status_rank(status) AS rank
     FROM workflow_job
     WHERE id IS NOT NULL AND run_id IS NOT NULL AND repo IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM answered_runs AS a

@@ -25,8 +25,7 @@ WHERE list_bool_or(list_transform(vals, lambda v: v IS NOT NULL AND TRY_CAST(v A
 
 -- step: workflow_job
 WITH ranked AS (
-    SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                          WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END AS rank
+    SELECT *, status_rank(status) AS rank
     FROM stage
 ),
 -- one HUGEINT ordering key (state, then arrival, then a hash of the archive location
@@ -81,8 +80,7 @@ SELECT id, run_attempt,
        arg_max(conclusion, (rank, updated_at, received_at, location)) AS conclusion,
        min(TRY_CAST(created_at AS TIMESTAMPTZ)) AS created_at,
        max(TRY_CAST(updated_at AS TIMESTAMPTZ)) AS updated_at
-FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                            ELSE 1 END AS rank
+FROM (SELECT *, status_rank(status) AS rank
       FROM stage)
 GROUP BY id, run_attempt ORDER BY id, run_attempt
 

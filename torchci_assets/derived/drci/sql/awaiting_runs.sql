@@ -5,8 +5,7 @@
 -- read from a partition written before workflow_id was kept has none, and is known by its name.
 WITH runs AS (
     SELECT head_sha, id AS run_id, any_value(name) AS name, max(workflow_id) AS workflow_id,
-           arg_max(coalesce(conclusion, ''), (updated_at, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
-                                                        WHEN 'waiting' THEN 2 ELSE 1 END)) AS conclusion
+           arg_max(coalesce(conclusion, ''), (updated_at, status_rank(status))) AS conclusion
     FROM wr
     WHERE head_sha IN (SELECT sha FROM head_shas) AND lower(coalesce(repo, $repo)) = lower($repo)
     GROUP BY head_sha, id

@@ -3,8 +3,7 @@
 -- run heard `completed` stays completed), and its end: the updated_at of its first `completed` delivery. A
 -- row of a partition written without run_attempt counts for every attempt of its run.
 SELECT j.run_id, j.run_attempt,
-       arg_max(wr.status, CASE wr.status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
-                                         WHEN 'waiting' THEN 2 ELSE 1 END) AS status,
+       arg_max(wr.status, status_rank(wr.status)) AS status,
        min(wr.updated_at) FILTER (WHERE wr.status = 'completed') AS ended_at
 FROM job_runs j JOIN wr ON wr.id = j.run_id AND coalesce(wr.run_attempt, j.run_attempt) = j.run_attempt
 WHERE wr.status IS NOT NULL

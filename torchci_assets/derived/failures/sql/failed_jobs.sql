@@ -4,7 +4,6 @@ SELECT id,
        arg_max(run_attempt, (rank, received_at, day)) FILTER (WHERE run_attempt IS NOT NULL),
        arg_max(name, (rank, received_at, day)) FILTER (WHERE name IS NOT NULL),
        arg_max(conclusion, (rank, received_at, day)) FILTER (WHERE status = 'completed')
-FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                            WHEN 'queued' THEN 1 ELSE 0 END AS rank
+FROM (SELECT *, status_rank(status) AS rank
       FROM j SEMI JOIN wanted USING (id))
 GROUP BY id

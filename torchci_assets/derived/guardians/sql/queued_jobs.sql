@@ -4,8 +4,7 @@
 -- A job is its id (an id belongs to one attempt): a completion written as attempt 1 on the next day,
 -- from an older GitHub without run_attempt, ends the rerun's wait.
 WITH latest AS (
-    SELECT id, arg_max(status, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3
-                                       WHEN 'waiting' THEN 2 ELSE 1 END) AS status,
+    SELECT id, arg_max(status, status_rank(status)) AS status,
            min(created_at) AS created_at, any_value(labels) AS labels
     FROM workflow_job
     GROUP BY id

@@ -9,8 +9,7 @@ CREATE OR REPLACE TEMP TABLE backend_judged AS
 WITH rows AS (
     SELECT lower(repo) AS repo, level, event_type, delivery_id, head_sha, workflow_name, job_name, run_id,
            run_attempt, status, conclusion, queue_s, execution_s, started_at, callback_at, failure_kind, failed, day,
-           CASE status WHEN 'completed' THEN 3 WHEN 'in_progress' THEN 2 WHEN 'waiting' THEN 1 ELSE 0 END
-               AS state_rank
+           callback_state_rank(status) AS state_rank
     FROM backend_ci
     WHERE level IN ('L2', 'L3', 'L4')
 ),

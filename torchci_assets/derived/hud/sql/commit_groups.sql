@@ -132,8 +132,7 @@ WITH r AS (
            arg_max(conclusion, (rank, updated_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion,
            arg_max(created_at, (rank, updated_at, day)) FILTER (WHERE created_at IS NOT NULL) AS created_at,
            arg_max(updated_at, (rank, updated_at, day)) FILTER (WHERE updated_at IS NOT NULL) AS updated_at
-    FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                                ELSE 1 END AS rank
+    FROM (SELECT *, status_rank(status) AS rank
           FROM w_runs
           WHERE id IN (SELECT DISTINCT run_id FROM identities
                        WHERE len($signal) = 0 OR list_contains($signal, workflow)))

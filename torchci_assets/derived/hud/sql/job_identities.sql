@@ -55,8 +55,7 @@ runs AS (
            arg_max(event, (rank, updated_at, day)) FILTER (WHERE event IS NOT NULL) AS event,
            arg_max(status, (rank, updated_at, day)) FILTER (WHERE status IS NOT NULL) AS status,
            arg_max(conclusion, (rank, updated_at, day)) FILTER (WHERE conclusion IS NOT NULL) AS conclusion
-    FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                                ELSE 1 END AS rank
+    FROM (SELECT *, status_rank(status) AS rank
           FROM w_runs WHERE id IN (SELECT DISTINCT run_id FROM g))
     GROUP BY id, run_attempt
 ),

@@ -36,8 +36,7 @@ WITH job AS (  -- each job's latest fields: from its highest-ranked delivery tha
            arg_max(COLUMNS(['run_id', 'name', 'workflow_name', 'head_sha', 'head_branch', 'status', 'conclusion',
                             'build_env', 'test_config', 'shard', 'num_shards', 'platform', 'started_at',
                             'completed_at']), (rank, received_at, day))
-    FROM (SELECT *, CASE status WHEN 'completed' THEN 4 WHEN 'in_progress' THEN 3 WHEN 'waiting' THEN 2
-                            WHEN 'queued' THEN 1 WHEN 'pending' THEN 1 ELSE 0 END AS rank
+    FROM (SELECT *, status_rank(status) AS rank
           FROM job_window)
     GROUP BY id
 ),
