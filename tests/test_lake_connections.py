@@ -29,8 +29,12 @@ def test_every_connection_ranks_github_states_the_one_way_a_reused_database_too(
     """status_rank (resources/lake_sql) is in each database's catalog, not a connection's: queries
     of every domain keep a job's furthest state by it, on a new database and on a reused one."""
     order = "SELECT s FROM (VALUES ('in_progress'), (NULL), ('completed'), ('queued'), ('surprise'), ('waiting')) v(s) "
-    for _ in range(2):
+    for reused in (False, True):
         con = connect()
+        # a table of the database, not of the connection: the second pass is on the first one's database
+        assert bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'reuse_marker'"
+                                ).fetchone()[0]) is reused
+        con.execute("DROP TABLE IF EXISTS reuse_marker" if reused else "CREATE TABLE reuse_marker (x INT)")
         ranked = con.execute(order + "ORDER BY status_rank(s) DESC, s NULLS LAST").fetchall()
         assert [r[0] for r in ranked] == ["completed", "in_progress", "waiting", "queued", "surprise", None]
         assert con.execute("SELECT DISTINCT status_rank(s) FROM (VALUES ('queued'), ('pending'), "
@@ -38,7 +42,7 @@ def test_every_connection_ranks_github_states_the_one_way_a_reused_database_too(
         assert con.execute("SELECT status_rank('surprise') = status_rank(NULL)").fetchone() == (True,)
         con.close()
         del con
-        gc.collect()  # the second pass takes the database the first one left idle
+        gc.collect()
 
 
 def test_what_a_connection_creates_is_gone_when_its_database_is_reused():
