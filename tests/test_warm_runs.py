@@ -152,8 +152,9 @@ def test_runs_fork_from_one_warm_worker_and_succeed(location, capfd):
     messages = [e.message for e in instance.all_logs(first)]
     assert any(f"Started process for run (pid: {pid1})" in m for m in messages)
     assert not any("code server instead" in (m or "") for m in messages)
+    # both runs' lines: the two run at once, and the first may end after the second
     err, deadline = "", time.time() + 10
-    while f"run {second} " not in err and time.time() < deadline:
+    while not all(f"run {r} " in err for r in (first, second)) and time.time() < deadline:
         time.sleep(0.1)
         err += capfd.readouterr().err
     for run_id, pid in ((first, pid1), (second, pid2)):  # the worker reports each run's cost
