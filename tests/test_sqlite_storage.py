@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from alembic.script import ScriptDirectory
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
 
@@ -331,3 +332,94 @@ def test_a_sensors_ticks_open_the_schedule_database_once(tmp_path, monkeypatch):
             assert len(schedule_db) <= 1, schedule_db
         else:
             assert len(schedule_db) >= 30  # one per statement: what the class exists to avoid
+
+
+def schema(db: Path) -> tuple:
+    """What a database holds as Dagster made it: its tables' and indexes' SQL, its migrations'
+    stamp and its journal mode."""
+    con = sqlite3.connect(db)
+    try:
+        return (sorted(r for r in con.execute("SELECT type, name, sql FROM sqlite_master")),
+                con.execute("SELECT version_num FROM alembic_version").fetchall(),
+                con.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        con.close()
+
+
+def run_database(inst: dg.DagsterInstance, run_id: str) -> Path:
+    return Path(inst.event_log_storage.path_for_shard(run_id))
+
+
+def test_a_runs_database_is_a_copy_of_the_one_dagsters_schema_creation_makes(tmp_path, monkeypatch):
+    ours = instance_at(home(tmp_path / "ours"), monkeypatch)
+    theirs = instance_at(home(tmp_path / "theirs", DEFAULT_YAML), monkeypatch)
+    dg.materialize(assets(1), instance=ours)  # this process's template made, if no test made it before
+    checks = count_schema_checks(monkeypatch)
+    run = dg.materialize(assets(2), instance=ours)
+    assert checks == []  # neither created nor checked again: copied
+    made = dg.materialize(assets(2), instance=theirs)
+    assert len(checks) >= 2  # Dagster's own: a check, and the creation's stamp
+    assert schema(run_database(ours, run.run_id)) == schema(run_database(theirs, made.run_id))
+    assert schema(run_database(ours, run.run_id))[2] == "wal"
+    # the run's events are in it, and Dagster's own storage reads them
+    own = dg.DagsterInstance.from_config(str(tmp_path / "ours" / "dagster"), config_filename="none.yaml")
+    assert not isinstance(own.event_log_storage, OpenSqliteEventLogStorage)
+    assert len(own.all_logs(run.run_id)) == len(ours.all_logs(run.run_id)) > 10
+    assert not list((tmp_path / "ours" / "dagster" / "history" / "runs").glob("*.tmp"))
+
+
+def test_a_runs_database_another_process_made_first_is_kept(tmp_path, monkeypatch):
+    inst = instance_at(home(tmp_path), monkeypatch)
+    run = dg.materialize(assets(1), instance=inst)
+    path = run_database(inst, run.run_id)
+    before = len(inst.all_logs(run.run_id))
+    from torchci_assets.sqlite_storage import _copy_new, run_database_template
+
+    assert not _copy_new(run_database_template(inst.event_log_storage), str(path))
+    assert len(inst.all_logs(run.run_id)) == before > 0
+    fresh = tmp_path / "new.db"
+    assert _copy_new(run_database_template(inst.event_log_storage), str(fresh))
+    assert schema(fresh) == schema(path) and [p.name for p in tmp_path.glob("*.tmp")] == []
+
+
+def _child_runs(h: str, out) -> None:
+    checks = count_schema_checks(pytest.MonkeyPatch())
+    inst = dg.DagsterInstance.from_config(h)
+    result = dg.materialize(assets(2), instance=inst)
+    out.put((result.success, len(checks)))
+
+
+def test_a_process_that_checked_before_forking_leaves_its_children_no_check_to_make(tmp_path, monkeypatch):
+    """The warm worker's children: each would otherwise check runs.db, schedules.db and the event
+    log's index, and create its run's database, at its start."""
+    from dagster._core.instance.ref import InstanceRef
+
+    from torchci_assets.sqlite_storage import check_before_forks
+
+    ctx = multiprocessing.get_context("fork")
+    found = {}
+    for label, checked in (("unchecked", False), ("checked", True)):
+        h = home(tmp_path / label)
+        monkeypatch.setenv("DAGSTER_HOME", str(h))
+        threads = threading.active_count()
+        if checked:
+            check_before_forks(InstanceRef.from_dir(str(h)))
+        assert threading.active_count() == threads
+        out = ctx.Queue()
+        child = ctx.Process(target=_child_runs, args=(str(h), out))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        found[label] = out.get(timeout=5)
+    assert found["checked"] == (True, 0)
+    assert found["unchecked"][0] and found["unchecked"][1] >= 3
+
+
+def test_a_process_checking_another_kind_of_storage_before_forking_leaves_it_alone(tmp_path, monkeypatch):
+    from dagster._core.instance.ref import InstanceRef
+
+    from torchci_assets.sqlite_storage import check_before_forks
+
+    h = home(tmp_path, DEFAULT_YAML)  # Dagster's own SQLite storage: not these classes
+    check_before_forks(InstanceRef.from_dir(str(h)))
+    assert not (h / "history").exists() and not (h / "schedules").exists()

@@ -39,8 +39,10 @@ import traceback
 REAP_EVERY_S = 0.5
 # Imported by every run: pandas (by pyarrow, at its first conversion from Python objects), pyarrow's
 # datasets (by DuckDB, to scan Arrow data), the migrations' helpers (by Dagster's SQL storages, when
-# they check their schema at start: ~0.25 CPU-s) and Dagster's .env loader. A missing one is skipped.
-PRELOAD = ("pandas", "pyarrow.dataset", "dagster._core.storage.migration.utils", "dagster._core.secrets.env_file")
+# they check their schema at start: ~0.25 CPU-s), Dagster's .env loader and universal-pathlib (by the
+# definitions-state storage of every instance Dagster makes: ~0.03 CPU-s). A missing one is skipped.
+PRELOAD = ("pandas", "pyarrow.dataset", "dagster._core.storage.migration.utils", "dagster._core.secrets.env_file",
+           "upath.core")
 
 
 def working_directory(origin) -> str:
@@ -154,9 +156,11 @@ def load(origin_json: str, instance_ref_json: str | None = None):
     what every run imports next; and its source files' modification times.
 
     What every run imports next: Dagster's run execution, the instance's classes (its storages,
-    compute log manager... named by the serialized InstanceRef; imported, never instantiated, so
+    compute log manager... named by the serialized InstanceRef; imported, not kept instantiated, so
     that no connection is shared with the children), and PRELOAD (~0.6 CPU-s of each run of the
-    intra-day refresh)."""
+    intra-day refresh). And what every run checks first: the schemas of the instance's SQLite
+    databases, and the template of a run's database (`sqlite_storage.check_before_forks`, whose
+    connections are closed before it returns; ~0.1 CPU-s a run)."""
     from dagster._core.instance.ref import InstanceRef
     from dagster._core.origin import RepositoryPythonOrigin
     from dagster._serdes import ConfigurableClassData, deserialize_value
@@ -174,6 +178,13 @@ def load(origin_json: str, instance_ref_json: str | None = None):
         for value in ref:
             if isinstance(value, ConfigurableClassData):
                 importlib.import_module(value.module_name)
+        from torchci_assets.sqlite_storage import check_before_forks
+
+        try:
+            check_before_forks(ref)
+        except Exception:  # a database busy or unreadable now: each run checks it, as it would without this
+            print(f"torchci warm worker (pid {os.getpid()}): the instance's databases not checked before forking "
+                  f"runs; each run checks them\n{traceback.format_exc(limit=5)}", file=sys.stderr, flush=True)
     for module in PRELOAD:
         try:
             importlib.import_module(module)
