@@ -12,10 +12,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from alembic.script import ScriptDirectory
+from dagster._core.instance.ref import InstanceRef
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus
 
 from torchci_assets.sqlite_storage import (MAX_OPEN, CheckedDatabases, OpenSqliteEventLogStorage, OpenSqliteRunStorage,
-                                           OpenSqliteScheduleStorage)
+                                           OpenSqliteScheduleStorage, check_before_forks, copy_if_absent,
+                                           run_database_template)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_YAML = "telemetry:\n  enabled: false\n"  # Dagster's own SQLite storage
@@ -373,12 +375,10 @@ def test_a_runs_database_another_process_made_first_is_kept(tmp_path, monkeypatc
     run = dg.materialize(assets(1), instance=inst)
     path = run_database(inst, run.run_id)
     before = len(inst.all_logs(run.run_id))
-    from torchci_assets.sqlite_storage import _copy_new, run_database_template
-
-    assert not _copy_new(run_database_template(inst.event_log_storage), str(path))
+    assert not copy_if_absent(run_database_template(inst.event_log_storage), str(path))
     assert len(inst.all_logs(run.run_id)) == before > 0
     fresh = tmp_path / "new.db"
-    assert _copy_new(run_database_template(inst.event_log_storage), str(fresh))
+    assert copy_if_absent(run_database_template(inst.event_log_storage), str(fresh))
     assert schema(fresh) == schema(path) and [p.name for p in tmp_path.glob("*.tmp")] == []
 
 
@@ -392,10 +392,6 @@ def _child_runs(h: str, out) -> None:
 def test_a_process_that_checked_before_forking_leaves_its_children_no_check_to_make(tmp_path, monkeypatch):
     """The warm worker's children: each would otherwise check runs.db, schedules.db and the event
     log's index, and create its run's database, at its start."""
-    from dagster._core.instance.ref import InstanceRef
-
-    from torchci_assets.sqlite_storage import check_before_forks
-
     ctx = multiprocessing.get_context("fork")
     found = {}
     for label, checked in (("unchecked", False), ("checked", True)):
@@ -416,10 +412,6 @@ def test_a_process_that_checked_before_forking_leaves_its_children_no_check_to_m
 
 
 def test_a_process_checking_another_kind_of_storage_before_forking_leaves_it_alone(tmp_path, monkeypatch):
-    from dagster._core.instance.ref import InstanceRef
-
-    from torchci_assets.sqlite_storage import check_before_forks
-
     h = home(tmp_path, DEFAULT_YAML)  # Dagster's own SQLite storage: not these classes
     check_before_forks(InstanceRef.from_dir(str(h)))
     assert not (h / "history").exists() and not (h / "schedules").exists()

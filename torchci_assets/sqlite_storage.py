@@ -194,7 +194,7 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
             if shard not in self._initialized_dbs:
                 path = self.path_for_shard(shard)
                 if not CHECKED.seen(path):
-                    if shard == INDEX_SHARD_NAME or not _copy_new(run_database_template(self), path):
+                    if shard == INDEX_SHARD_NAME or not copy_if_absent(run_database_template(self), path):
                         self._initdb(engine)
                     CHECKED.add(path)
                 self._initialized_dbs.add(shard)
@@ -311,7 +311,7 @@ def run_database_template(storage: SqliteEventLogStorage) -> bytes:
     return _TEMPLATE[0]
 
 
-def _copy_new(template: bytes, path: str) -> bool:
+def copy_if_absent(template: bytes, path: str) -> bool:
     """Write `template` as the database at `path` unless a file is there: True if it was written.
     Written beside it, synced, then linked in place, which fails if another process (a webserver
     showing the run, another thread) made the database first: theirs is kept."""
