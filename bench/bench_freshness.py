@@ -112,7 +112,6 @@ import dagster as dg
 from jobs.refresh import archive_refresh_sensor
 from resources.configured import ArchiveResource
 instance = dg.DagsterInstance.get()
-instance.get_runs(limit=1)
 t = time.perf_counter()
 with dg.build_sensor_context(instance=instance, cursor=sys.argv[2] or None,
                              resources={"archive": ArchiveResource(uri=sys.argv[1])}) as ctx:

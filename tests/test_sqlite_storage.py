@@ -375,10 +375,15 @@ def test_a_runs_database_another_process_made_first_is_kept(tmp_path, monkeypatc
     run = dg.materialize(assets(1), instance=inst)
     path = run_database(inst, run.run_id)
     before = len(inst.all_logs(run.run_id))
-    assert not copy_if_absent(run_database_template(inst.event_log_storage), str(path))
-    assert len(inst.all_logs(run.run_id)) == before > 0
+    asked = []
+
+    def template() -> bytes:
+        asked.append(1)
+        return run_database_template(inst.event_log_storage)
+    assert not copy_if_absent(str(path), template)
+    assert len(inst.all_logs(run.run_id)) == before > 0 and asked == []  # not even made for an existing one
     fresh = tmp_path / "new.db"
-    assert copy_if_absent(run_database_template(inst.event_log_storage), str(fresh))
+    assert copy_if_absent(str(fresh), template) and asked == [1]
     assert schema(fresh) == schema(path) and [p.name for p in tmp_path.glob("*.tmp")] == []
 
 

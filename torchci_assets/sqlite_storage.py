@@ -194,7 +194,7 @@ class OpenSqliteEventLogStorage(_InstanceDirConfig, SqliteEventLogStorage):
             if shard not in self._initialized_dbs:
                 path = self.path_for_shard(shard)
                 if not CHECKED.seen(path):
-                    if shard == INDEX_SHARD_NAME or not copy_if_absent(run_database_template(self), path):
+                    if shard == INDEX_SHARD_NAME or not copy_if_absent(path, lambda: run_database_template(self)):
                         self._initdb(engine)
                     CHECKED.add(path)
                 self._initialized_dbs.add(shard)
@@ -292,14 +292,15 @@ def _checked_once(cls, base_dir: str, name: str, inst_data):
 
 # A new run's database as Dagster's schema creation leaves it: made once per process, inherited by
 # forked children.
-_TEMPLATE: list[bytes] = []
+_template: bytes | None = None
 
 
 def run_database_template(storage: SqliteEventLogStorage) -> bytes:
     """The bytes of an empty run database, made by Dagster's own schema creation (`_initdb`, its
     tables and its migrations' stamp, in WAL mode) in a folder of its own, the first time a process
     asks."""
-    if not _TEMPLATE:
+    global _template
+    if _template is None:
         with tempfile.TemporaryDirectory(prefix="torchci-run-db-") as folder:
             engine = sa.create_engine(create_db_conn_string(folder, "template"), poolclass=sa.pool.NullPool)
             try:
@@ -307,20 +308,22 @@ def run_database_template(storage: SqliteEventLogStorage) -> bytes:
             finally:
                 engine.dispose()  # the last connection closed: the write-ahead log is folded in
             with open(os.path.join(folder, "template.db"), "rb") as f:
-                _TEMPLATE.append(f.read())
-    return _TEMPLATE[0]
+                _template = f.read()
+    return _template
 
 
-def copy_if_absent(template: bytes, path: str) -> bool:
-    """Write `template` as the database at `path` unless a file is there: True if it was written.
+def copy_if_absent(path: str, template: Callable[[], bytes]) -> bool:
+    """Write `template()` as the database at `path` unless a file is there: True if it was written.
     Written beside it, synced, then linked in place, which fails if another process (a webserver
-    showing the run, another thread) made the database first: theirs is kept."""
+    showing the run, another thread) made the database first: theirs is kept. `template` is asked
+    only for a database to create: a process that only opens existing ones (a webserver) never
+    makes it."""
     if os.path.exists(path):
         return False
     staged = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"  # not *.db: Dagster's wipe globs those
     try:
         with open(staged, "wb") as f:
-            f.write(template)
+            f.write(template())
             f.flush()
             os.fsync(f.fileno())
         os.link(staged, path)
