@@ -100,11 +100,12 @@ LEFT JOIN (SELECT * EXCLUDE (platform) FROM sha_status WHERE branch_class = 'mai
      USING (file, classname, name, build_env, test_config, head_sha)
 
 -- step: seq_n
+-- island: the commits where the test ran and did not fail, up to this one; the failed commits of a run
+-- of consecutive failures share it (one window, one sort: a second ordering by failure doubled the step)
 CREATE OR REPLACE TEMP TABLE seq_n AS
 SELECT *, lag(f) OVER w AS prev_f, lead(f) OVER w AS next_f,
        lag(rank) OVER w AS prev_rank, lead(rank) OVER w AS next_rank,
-       row_number() OVER w - row_number() OVER (PARTITION BY file, classname, name, build_env, test_config, f ORDER BY rank)
-           AS island
+       count(*) FILTER (WHERE NOT f) OVER (w ROWS UNBOUNDED PRECEDING) AS island
 FROM seq
 WINDOW w AS (PARTITION BY file, classname, name, build_env, test_config ORDER BY rank)
 
