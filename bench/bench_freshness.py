@@ -464,15 +464,31 @@ def load() -> str:
 # ---- 1. the cost of a refresh ------------------------------------------------------------------
 
 
-def refresh_once(env: dict, today: str, cursor: str) -> tuple[dict, str]:
-    # What is measured here is a refresh's cost, not the interval rule: on a fast machine the
-    # next slice lands within the default interval of the last request, so the tick would wait.
+def request_refresh(env: dict, today: str, cursor: str) -> tuple[dict, dict]:
+    """One evaluation of the refresh sensor: (the tick's output, today's run request).
+    What is measured here is a refresh's cost, not the interval rule: on a fast machine the
+    next slice lands within the default interval of the last request, so the tick would wait."""
     t = run_script(TICK, {**env, "TORCHCI_REFRESH_MINUTES": "0.01"}, str(RUN / "archive"), cursor)
     (req,) = [r for r in t["requests"] if r["partition"] == today]
+    return t, req
+
+
+def refresh_once(env: dict, today: str, cursor: str) -> tuple[dict, str]:
+    t, req = request_refresh(env, today, cursor)
     r = run_script(RUN_JOB, env, "archive_refresh", today, json.dumps(req["tags"]))
     if not r["success"]:
         sys.exit(f"the refresh run failed; see the runs in {RUN / 'dagster'}")
     return {**r, "tick_s": t["seconds"]}, t["cursor"]
+
+
+def wait_until_quiet() -> None:
+    """In a running day the folders of the jobs that landed minutes ago are quiet, and a refresh's
+    listing and the sensor trust them whole; the folders linked in just now are not until then."""
+    from resources.listing_cache import SEAL_S
+
+    print(f"  waiting {SEAL_S + 1} s: the day's folders linked in become quiet, as earlier landings are in a running day",
+          flush=True)
+    time.sleep(SEAL_S + 1)
 
 
 def print_run(label: str, r: dict) -> None:
@@ -493,14 +509,8 @@ def print_steps(runs: list[dict], top: int = 8) -> None:
 
 def measure_refreshes(env: dict, today: str, slices: list, hour: int = 24) -> tuple[dict, list[dict]]:
     """A first refresh of the day as it stood SLICES x SLICE_MIN minutes before `hour`:00, then one
-    per slice landed: (the first, the slices'). In a running day the folders of the jobs that landed
-    minutes ago are quiet, and a refresh's listing and the sensor trust them whole; the folders
-    linked in just now are not, so the first refresh waits until they are."""
-    from resources.listing_cache import SEAL_S
-
-    print(f"  waiting {SEAL_S + 1} s: the day's folders linked in become quiet, as earlier landings are in a running day",
-          flush=True)
-    time.sleep(SEAL_S + 1)
+    per slice landed: (the first, the slices'), the first once the folders linked in are quiet."""
+    wait_until_quiet()
     first, cursor = refresh_once(env, today, "")
     print_run(f"first refresh, day up to {hour - 1:02d}:{60 - SLICES * SLICE_MIN:02d}", first)
     runs = []

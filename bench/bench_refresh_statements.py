@@ -97,11 +97,7 @@ def main() -> int:
     slices = bf.prepare_run(yesterday, today)
     env = bf.env_for(yesterday)
     bf.seed_yesterday(env, yesterday)
-    from resources.listing_cache import SEAL_S
-
-    print(f"waiting {SEAL_S + 1} s for the folders linked in to become quiet, then the day's first refresh ...",
-          flush=True)
-    time.sleep(SEAL_S + 1)
+    bf.wait_until_quiet()
     first, cursor = bf.refresh_once(env, today, "")
     print(f"first refresh, day up to 23:45: {first['cpu_s']:.1f} CPU-s ({bf.load()})", flush=True)
 
@@ -115,8 +111,7 @@ def main() -> int:
     cpu = []
     for k, files in enumerate(slices):
         bf.land_slice(files)
-        tick = bf.run_script(bf.TICK, {**env, "TORCHCI_REFRESH_MINUTES": "0.01"}, str(bf.RUN / "archive"), cursor)
-        (request,) = [r for r in tick["requests"] if r["partition"] == today]
+        tick, request = bf.request_refresh(env, today, cursor)
         cursor = tick["cursor"]
         t = time.process_time()
         job.execute_in_process(partition_key=today, tags=request["tags"], instance=instance,
