@@ -44,7 +44,9 @@ The rules, each a plain function below so the tests call them directly:
   * a day is refreshed when its fingerprint differs from its baseline (the one the sensor's last
     request, or the schedule's last successful run, saw), or when the day's latest daily run
     failed and no request of the sensor has followed it; at most once per interval (`TORCHCI_REFRESH_MINUTES`,
-    default 1.5, 0 turns the refresh off), on the tick nearest the interval's end; never while a
+    default 1.5, 0 turns the refresh off), on the tick nearest the interval's end (within it, the
+    day's folders are not listed at all: nothing could be requested, and on S3 each listing is a few
+    requests and ~1 s); never while a
     run of that partition is queued or running (whatever launched it): what lands meanwhile is
     picked up at the first tick after it;
   * the cursor (per watched day: the fingerprint requested, when, and the failed daily run the
@@ -216,13 +218,29 @@ def decide(fp: DayFingerprint, base: Seen | None, last_request: Seen | None, in_
     # Requests happen on the sensor's ticks, TICK_SECONDS apart give or take the time each tick takes:
     # the tick nearest the interval's end takes it, even a second early, else the refresh would
     # wait for the next tick, most of a tick late (a 2-minute interval measured 150 s apart 1 time in 3).
-    if last_request is not None and now - last_request.at < interval_s - TICK_SECONDS / 2:
+    if last_request is not None and not interval_over(last_request, now, interval_s):
         wait = interval_s - (now - last_request.at)
         return Decision(day, False, f"{day}: new files; refreshed at {_hhmm(last_request.at)}, next refresh "
                                     f"in {wait / 60:.1f} min ({REFRESH_MINUTES_VAR}={interval_s / 60:g})")
     what = ("first refresh" if base is None else f"the daily run {failed_daily} failed" if failed_daily
             else f"changed since {_hhmm(base.at)}")
     return Decision(day, True, f"{day}: {fp.files:,} files, {fp.bytes / 1e6:,.1f} MB ({what})")
+
+
+def interval_over(last_request: Seen, now: float, interval_s: float) -> bool:
+    """Whether the day may be refreshed again at `now`: its interval since the sensor's last request
+    ends before the next tick's midpoint."""
+    return now - last_request.at >= interval_s - TICK_SECONDS / 2
+
+
+def resting(day: str, last_request: Seen, now: float, interval_s: float) -> Decision:
+    """The decision for a watched day within its interval, made without listing its folders: no
+    request can follow whatever landed (`decide` would wait too), and a listing costs ~1 s and a
+    few requests on S3, two ticks in three at the default interval and 29 in 30 at 15 minutes."""
+    wait = interval_s - (now - last_request.at)
+    return Decision(day, False, f"{day}: refreshed at {_hhmm(last_request.at)}; next refresh in {wait / 60:.1f} min "
+                                f"if files landed ({REFRESH_MINUTES_VAR}={interval_s / 60:g}; the folders are "
+                                "listed then)")
 
 
 def no_partition(fp: DayFingerprint, last_day: str) -> Decision:
@@ -397,7 +415,7 @@ def clock() -> float:
 class DayLook:
     """What the sensor made of one day this tick."""
 
-    fp: DayFingerprint
+    fp: DayFingerprint | None  # None: not listed, the day being within its interval (`resting`)
     decision: Decision
     failed: str | None = None  # the day's latest finished daily run, when it failed
     unanswered: str | None = None  # that run, when no request of the sensor has followed it
@@ -410,8 +428,10 @@ class DayLook:
 def look_at(instance: dg.DagsterInstance, store: Store, cursor: RefreshCursor, day: str, now: float,
             interval: float, late: bool = False) -> DayLook:
     """The decision for `day` (`decide`), with what the request and the cursor need."""
-    fp = day_fingerprint(store, day)
     own = cursor.days.get(day)
+    if not late and own is not None and not interval_over(own, now, interval):
+        return DayLook(None, resting(day, own, now, interval))
+    fp = day_fingerprint(store, day)
     if late and (succeeded_on(instance, day, fp.short) or ran_whole_after(instance, own, fp)):
         return DayLook(fp, Decision(day, False, f"{day}: late files refreshed"), late=True, settled=True)
     base = baseline(own, daily_run_seen(instance, day))
@@ -465,7 +485,7 @@ def archive_refresh_sensor(context: dg.SensorEvaluationContext, archive: Archive
     chosen = [x for x in looks if x.decision.request]
     settled = {d: s for d, s in cursor.settled.items() if d in markers}
     settled.update(settle(store, [x for x in looks if x.settled], markers, context.log))
-    keep = [x.fp.day for x in looks if not x.settled] + waiting
+    keep = [x.decision.day for x in looks if not x.settled] + waiting
     advanced = cursor.advanced([(x.fp.day, x.fp.short) for x in chosen], now, keep,
                                {x.fp.day: x.failed for x in chosen if x.failed}, settled)
     if not chosen:

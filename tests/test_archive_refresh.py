@@ -167,6 +167,28 @@ def add_run(instance, day: str, status: dg.DagsterRunStatus, job: str = "archive
                                           tags={PARTITION_TAG: day, **tags}, remote_job_origin=origin))
 
 
+def test_within_its_interval_a_day_is_not_listed_and_once_it_ends_it_is(instance, tmp_path, at, monkeypatch):
+    """A listing of a PyTorch-sized day is ~1 s and a few requests on S3: a tick that could request
+    nothing whatever landed does not make it."""
+    monkeypatch.setenv(REFRESH_MINUTES_VAR, "15")
+    land(tmp_path, f"webhooks/day={DAY}/h-0900.jsonl.gz")
+    land(tmp_path, f"webhooks/day={YESTERDAY}/h-2300.jsonl.gz")
+    first = tick(instance, tmp_path, None)
+    assert sorted(r.partition_key for r in first.run_requests) == [YESTERDAY, DAY]
+    listed = []
+    monkeypatch.setattr(refresh, "day_fingerprint", lambda store, day: listed.append(day) or day_fingerprint(store, day))
+    land(tmp_path, f"test-reports/day={DAY}/5/1/9/test/r.xml", b"<testsuites/>")
+    for minutes in (0.5, 4, 14):  # the last is half a tick and more before the interval's end
+        at(NOON + minutes * MIN)
+        waiting = tick(instance, tmp_path, first.cursor)
+        assert isinstance(waiting, dg.SkipReason) and listed == [], minutes
+        assert f"{DAY}: refreshed at 2026-11-20 12:00 UTC; next refresh in {15 - minutes:.1f} min" in waiting.skip_message
+    at(NOON + 14.75 * MIN)  # the tick nearest the interval's end lists both days and takes the new file
+    later = tick(instance, tmp_path, first.cursor)
+    assert sorted(listed) == [YESTERDAY, DAY] and [r.partition_key for r in later.run_requests] == [DAY]
+    assert RefreshCursor.from_json(later.cursor).days[YESTERDAY] == RefreshCursor.from_json(first.cursor).days[YESTERDAY]
+
+
 def test_new_files_request_one_refresh_of_todays_partition_and_nothing_new_skips(instance, tmp_path, at):
     land(tmp_path, f"webhooks/day={DAY}/h-0900.jsonl.gz")
     first = tick(instance, tmp_path, None)

@@ -10,7 +10,7 @@ from jobs.daily import FINGERPRINT_TAG
 from jobs.refresh import RefreshCursor, Seen, daily_run_seen, failed_daily_run
 from resources.storage import Store
 from torchci_assets.ingest.landed import day_fingerprint
-from test_archive_refresh import DAY, add_run, at, land, tick  # noqa: F401 (at: a fixture)
+from test_archive_refresh import DAY, MIN, add_run, at, land, tick  # noqa: F401 (at: a fixture)
 
 LAST_REFRESH = dt.datetime(2026, 11, 20, 23, 50, tzinfo=dt.timezone.utc).timestamp()
 AFTER_DAILY = dt.datetime(2026, 11, 21, 0, 45, tzinfo=dt.timezone.utc).timestamp()
@@ -39,6 +39,7 @@ def test_a_failed_daily_run_is_no_baseline_and_the_files_it_saw_are_refreshed(in
     (again,) = result.run_requests
     assert again.partition_key == DAY and again.tags[FINGERPRINT_TAG] == seen
     assert again.run_key == f"{DAY}:{seen}:after-{failed.run_id}"
+    at(AFTER_DAILY + 1.5 * MIN)  # the interval over, the day is listed again: nothing new, the failed run answered
     quiet = tick(instance, tmp_path, result.cursor)  # once: the cursor remembers the failed run it answered
     assert isinstance(quiet, dg.SkipReason) and f"{DAY}: nothing new" in quiet.skip_message
 
@@ -70,6 +71,7 @@ def test_a_failed_refresh_then_a_failed_daily_run_refresh_the_same_files_once_mo
     assert again.run_key == f"{request.run_key}:after-{failed.run_id}" != request.run_key  # a key Dagster has not seen
     assert RefreshCursor.from_json(result.cursor).days[DAY] == Seen(request.tags[FINGERPRINT_TAG], AFTER_DAILY,
                                                                     failed.run_id)
+    at(AFTER_DAILY + 1.5 * MIN)  # the interval over, the day is listed again: nothing new, the failed run answered
     quiet = tick(instance, tmp_path, result.cursor)
     assert isinstance(quiet, dg.SkipReason) and f"{DAY}: nothing new" in quiet.skip_message
 
