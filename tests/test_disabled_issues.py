@@ -86,6 +86,11 @@ class World:
         with open(f"{self.outputs_uri}/{path}") as f:
             return json.load(f)
 
+    def closed_at(self) -> dict:
+        """test -> closed_at of the day's disabled_tests table."""
+        return {r["test"]: r["closed_at"] for r in self.lake.read_files(self.lake.files("disabled_tests", [self.day]))
+                .to_pylist()}
+
     def ledger(self) -> list[dict]:
         con = connect()
         if self.lake.register(con, "disabled_issues") == 0:
@@ -98,6 +103,15 @@ class World:
 @pytest.fixture
 def world(built, tmp_path):
     return World(built, tmp_path)
+
+
+def gets(fake: FakeIssueTracker, path: str) -> int:
+    """GET requests of exactly `path`."""
+    return sum(1 for m, p, _ in fake.requests if m == "GET" and p == path)
+
+
+def github_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def github(httpserver, **kw):
@@ -242,12 +256,51 @@ def test_a_human_closing_reenables_and_a_human_filing_disables_on_the_next_run(h
     published = world.published()
     assert TEST_A not in published and published["test_new (__main__.TestY)"] == entry(filed, ["win"])
     assert world.published(REENABLED_TESTS_PATH) == {TEST_A: {"id": number(a), "runs": 80}}
+    # when it closed, as GitHub says, read with the issue list's last changes (no request of its own)
+    assert world.closed_at()[TEST_A] == github_time(fake.issues[a["number"]]["closed_at"])
+    assert gets(fake, f"/repos/pytorch/pytorch/issues/{a['number']}") == 0
     # the verdict still says flaky (same window), but nothing failed since the close: left closed
     assert fake.issues[a["number"]]["state"] == "closed" and fake.count("PATCH") == patches
     assert len(fake.titled(f"DISABLED {TEST_A}")) == 1
     (row,) = [r for r in world.ledger() if r["run_id"] == result.run_id and r["test"] == TEST_A]
     assert (row["action"], row["issue_state"], row["issue_number"]) == ("found", "closed", a["number"])
     assert "left closed" in row["detail"]
+
+
+def test_a_close_older_than_the_runs_read_of_changes_is_asked_of_github_once(httpserver, world, monkeypatch):
+    """A re-enabled test whose close the run's read of the last hour's changes did not see (closed
+    while no run read the issues) gets GitHub's closed_at from the issue itself; the day's next run
+    keeps it from the table and asks nothing."""
+    from torchci_assets.derived.flakiness import assets as flakiness_assets
+
+    asked = []
+    monkeypatch.setattr(flakiness_assets, "close_times",
+                        lambda tracker, numbers: asked.append(numbers) or issues_module.close_times(tracker, numbers))
+    fake = FakeIssueTracker(httpserver)
+    fake.permissions["a-human"] = "write"
+    assert run(world, github(httpserver)).success
+    as_yesterdays(world)
+    (a,) = fake.titled(f"DISABLED {TEST_A}")
+    fake.close(a["number"])
+    fake.age(a["number"], dt.timedelta(hours=3))
+    assert run(world, github(httpserver)).success
+    closed = github_time(fake.issues[a["number"]]["closed_at"])
+    assert world.closed_at()[TEST_A] == closed and asked == [[str(a["number"])]]
+    assert run(world, github(httpserver)).success
+    assert world.closed_at()[TEST_A] == closed and asked == [[str(a["number"])]]
+
+
+def test_close_times_read_what_the_tracker_lacks_up_to_a_limit_and_an_open_or_missing_issue_has_none(httpserver):
+    fake = FakeIssueTracker(httpserver)
+    numbers = [fake.add(f"DISABLED test_{k} (__main__.TestX)", state="closed")["number"] for k in range(4)]
+    still_open = fake.add("DISABLED test_open (__main__.TestX)")["number"]
+    tracker = IssueTracker(github(httpserver), "pytorch/pytorch")
+    tracker._keep(dict(fake.issues[numbers[0]]))  # read with the run's changes: no request for it
+    asked = [str(n) for n in (*numbers, still_open, 999_999)]
+    found = issues_module.close_times(tracker, asked, limit=2)  # two reads: the rest wait for the next run
+    assert found == {str(n): github_time(fake.issues[n]["closed_at"]) for n in numbers[:3]}
+    assert [p for m, p, _ in fake.requests if m == "GET"] == [f"/repos/pytorch/pytorch/issues/{n}" for n in numbers[1:3]]
+    assert issues_module.close_times(tracker, [str(still_open), "999999"]) == {}  # open; gone (404)
 
 
 def test_a_main_flake_after_the_issue_was_closed_reopens_it(httpserver, world):

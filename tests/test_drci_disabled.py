@@ -172,3 +172,27 @@ def test_the_tests_re_enabled_over_the_window_and_not_disabled_again(tmp_path):
         con.close()
     assert reenabled == {("test_add", "TestOps"): (c.DisabledIssue(208, ""), REENABLED_ON)}
     assert disabled == {("test_again", "TestOps"): (c.DisabledIssue(210, ""),)}  # today's list alone
+
+
+@pytest.mark.parametrize("closed_hour,cls", [(15, c.FLAKY), (9, c.NEW), (None, c.NEW)])
+def test_a_close_on_the_merge_base_s_day_is_judged_by_its_time_when_the_list_recorded_it(tmp_path, closed_hour, cls):
+    """Base pushed at 10:00 on the day the list dropped the test: its issue closed at 15:00 means main
+    still had the test disabled then (FLAKY, rebase); at 09:00 the base has the fix (the failure is
+    the pull request's); with no close time recorded, the day's start, the same."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    at = None if closed_hour is None else REENABLED_ON.replace(hour=closed_hour)
+    lake.write("disabled_tests", "2026-10-03", pa.Table.from_pylist([
+        {"test": "test_add (__main__.TestOps)", "id": "201", "url": URL.format(201), "platforms": [],
+         "status": "disabled", "flake_events": 2, "runs": 9}], schema=DISABLED_SCHEMA.remove(
+        DISABLED_SCHEMA.get_field_index("closed_at"))))  # a partition from before the column
+    lake.write("disabled_tests", "2026-10-04", pa.Table.from_pylist([
+        {"test": "test_add (__main__.TestOps)", "id": "201", "url": "", "platforms": [], "status": "reenabled",
+         "flake_events": 0, "runs": 9, "closed_at": at}], schema=DISABLED_SCHEMA))
+    con = connect()
+    try:
+        _, reenabled = load_disabled(con, lake, DAY)
+    finally:
+        con.close()
+    assert reenabled == {("test_add", "TestOps"): (c.DisabledIssue(201, ""), at or REENABLED_ON)}
+    flaky = c.Flaky(closes=frozenset(), reenabled=reenabled, base_pushed=REENABLED_ON.replace(hour=10))
+    assert c.classify(failing_job([(T1, CLOSE)]), trunk({}), flaky).cls == cls

@@ -1,5 +1,6 @@
 """disabled-tests-condensed.json and slow-tests.json: PyTorch's formats, disabling and re-enabling rules."""
 
+import datetime as dt
 import json
 
 import dagster as dg
@@ -230,6 +231,34 @@ def test_a_test_disabled_by_an_issue_titled_with_a_dotted_suite_is_counted_on_it
     assert lake_table(tmp_path, "2026-11-14") == [(DOTTED, "disabled", 5, 400)]
     publish_disabled_from_issues(lake, out, "2026-11-15", [])  # a maintainer closed the issue
     assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {DOTTED: {"id": "1234", "runs": 400}}
+
+
+def test_a_re_enabled_test_keeps_when_its_issue_closed_in_the_table_only_and_asks_once(tmp_path):
+    """Dr. CI tells a failure of a test re-enabled after a merge base by its issue's close time: the
+    table records GitHub's closed_at, asked only for the tests whose time the day's table lacks;
+    reenabled-tests.json stays in PyTorch's format. Unknown, the test is re-enabled all the same."""
+    lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
+    issues = [{"number": n, "title": f"DISABLED test_{n} (__main__.TestX)", "body": "", "state": "open",
+               "html_url": f"https://github.com/pytorch/pytorch/issues/{n}"} for n in (11, 12, 13)]
+    publish_disabled_from_issues(lake, out, "2026-11-14", issues)
+    closed = dt.datetime(2026, 11, 15, 15, 4, 5, tzinfo=dt.timezone.utc)
+    asked = []
+
+    def close_times(numbers):
+        asked.append(numbers)
+        return {"11": closed}  # 12: GitHub did not say (an outage, a lookup past the run's limit)
+
+    publish_disabled_from_issues(lake, out, "2026-11-15", issues[2:], close_times=close_times)
+    table = lambda: {r["test"]: r["closed_at"] for r in pa.parquet.read_table(  # noqa: E731
+        str(tmp_path / "lake" / "disabled_tests" / "day=2026-11-15" / "data.parquet")).to_pylist()}
+    assert asked == [["11", "12"]]
+    assert table() == {"test_11 (__main__.TestX)": closed, "test_12 (__main__.TestX)": None,
+                       "test_13 (__main__.TestX)": None}
+    assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {
+        "test_11 (__main__.TestX)": {"id": "11", "runs": 0}, "test_12 (__main__.TestX)": {"id": "12", "runs": 0}}
+    # the day's next refresh: 11's time is kept from the table (its close is no longer in what it read)
+    publish_disabled_from_issues(lake, out, "2026-11-15", issues[2:], close_times=close_times)
+    assert asked[-1] == ["12"] and table()["test_11 (__main__.TestX)"] == closed
 
 
 def test_a_window_whose_tests_are_all_healthy_still_publishes(tmp_path):

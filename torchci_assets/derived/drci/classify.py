@@ -469,8 +469,8 @@ def disabled_by(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
 
 def reenabled_after_base(job: HeadJob, flaky: Flaky) -> tuple[DisabledIssue, ...]:
     """The DISABLED issues, closed lately, of every failing test of the job, when each closed after
-    the pull request's merge base was pushed (re-enabled on a later day than its push: the day is
-    what the lake knows of a close): main had the test disabled at the merge base, and fixed it
+    the pull request's merge base was pushed (by GitHub's closed_at, else re-enabled on a later day
+    than its push: see `inputs.load_disabled`): main had the test disabled at the merge base, and fixed it
     since, or found it passing; the pull request lacks that, and its CI now runs the test, as
     upstream's isRecentlyCloseDisabledTest finds it. () when one of its tests is not such, when the
     pull request says it closes one of the issues, or when its body or merge base is not known."""

@@ -52,6 +52,8 @@ PR_JOBS_ADDED = Columns({"cancelled": "BOOLEAN", "labels": "VARCHAR[]"})
 JOB_FAILURE_ADDED = Columns({"captures": "VARCHAR[]", "run_attempt": "BIGINT", "log_complete": "BOOLEAN"})
 # pull_request columns added after partitions were written (who wrote the pull request, what it closes)
 PR_ADDED = Columns({"author": "VARCHAR", "closes": "BIGINT[]"})
+# disabled_tests' close time of a re-enabled test's issue, NULL in partitions written before it was kept
+DISABLED_ADDED = Columns({"closed_at": "TIMESTAMPTZ"})
 # workflow_run columns the awaiting runs are read with (a partition without one reads it as NULL)
 RUN_COLUMNS = Columns({"id": "BIGINT", "run_attempt": "BIGINT", "repo": "VARCHAR", "name": "VARCHAR",
                        "workflow_id": "BIGINT", "head_sha": "VARCHAR", "status": "VARCHAR",
@@ -715,15 +717,16 @@ def load_disabled(con, lake: Lake, day: str) -> tuple[Disabled, Reenabled]:
     """From the window's `disabled_tests`, read once: (method, class) -> the DISABLED issues of the
     day's published list that disable it (sql/disabled_issues.sql; none when the list is local), and
     (method, class) -> the issue of a test re-enabled over the window and not disabled again, with
-    the start of the day it was (sql/reenabled_tests.sql: a list's day is all the lake knows of
-    when its issue closed)."""
-    if not lake.register(con, "disabled_tests", days_ending(day, WINDOW_DAYS), name="dta"):
+    when its issue closed (sql/reenabled_tests.sql): GitHub's `closed_at` when the list recorded
+    it, else the start of the day the list dropped the test (all the lake knows then: a close
+    earlier that day is taken for one before a merge base pushed that day)."""
+    if not register_with(con, lake, "disabled_tests", days_ending(day, WINDOW_DAYS), "dta", DISABLED_ADDED):
         return {}, {}
     disabled: dict[tuple[str, str], list[DisabledIssue]] = {}
     for r in rows(con, "disabled_issues", {"day": dt.date.fromisoformat(day)}):
         disabled.setdefault(method_and_class(r["test"]), []).append(
             DisabledIssue(r["number"], r["url"] or "", tuple(r["platforms"] or ())))
-    reenabled = {method_and_class(r["test"]): (DisabledIssue(r["number"], ""), dt.datetime.combine(
+    reenabled = {method_and_class(r["test"]): (DisabledIssue(r["number"], ""), r["closed_at"] or dt.datetime.combine(
         r["day"], dt.time(), dt.timezone.utc)) for r in rows(con, "reenabled_tests")}
     return {k: tuple(v) for k, v in disabled.items()}, reenabled
 

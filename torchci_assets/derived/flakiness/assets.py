@@ -18,7 +18,7 @@ from torchci_assets.derived.flakiness.flaky import VERDICTS, WINDOW_DAYS, build_
 from torchci_assets.derived.flakiness.job_issues import (DISABLED_JOBS_PATH, UNSTABLE_JOBS_PATH, UNSTABLE_PREFIX,
                                                          publish_job_list)
 from torchci_assets.derived.flakiness.issue_text import DISABLED_PREFIX
-from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, keep_answers, loop_mode, read_back_open,
+from torchci_assets.derived.flakiness.issues import (LEDGER_TABLE, close_times, keep_answers, loop_mode, read_back,
                                                      reenabled_here, run_disabled_issues, run_unstable_jobs,
                                                      trusted_test_issues)
 from torchci_assets.derived.flakiness.lifecycle import run_lifecycle, waiting_for_github
@@ -349,13 +349,14 @@ def lists_from_open_issues(context: dg.AssetExecutionContext, config: DisabledTe
     """Publish the disabled tests and jobs from the open issues (live); the decision and the job
     lists' metadata. Raises GitHub's errors and a mass re-enable's refusal."""
     day = context.partition_key
-    open_issues = read_back_open(github, relay.upstream_repo, lk, day, is_refresh(context.run.tags))
+    read = read_back(github, relay.upstream_repo, lk, day, is_refresh(context.run.tags))
+    open_issues = read.open_any()
     trusted = trusted_test_issues(github, lk, day, relay.upstream_repo, open_issues, context.run.run_id)
     if trusted.refused:
         context.log.warning(f"{len(trusted.refused)} DISABLED test issue(s) by authors without write access "
                             "left out: " + ", ".join(f"#{i['number']}" for i in trusted.refused[:20]))
     decision = publish_disabled_from_issues(lk, store, day, trusted.tests, config.allow_mass_reenable,
-                                            reenabled_here(lk, day))
+                                            reenabled_here(lk, day), lambda numbers: close_times(read, numbers))
     jobs = publish_job_list(github, relay.upstream_repo, store, DISABLED_PREFIX, open_issues, trusted.allowed)
     keep_answers(lk, day, context.run.run_id, trusted.allowed)
     return decision, {"disabled_jobs": jobs, "refused_test_issues": dg.MetadataValue.json(

@@ -123,6 +123,8 @@ OWN_LOGINS = f"{LEDGER_TABLE}/_own_logins.json"
 # GitHub's answers to the permission lookups of a day's latest run (run_answers), one file a day
 ANSWERS_DIR = f"{LEDGER_TABLE}/_permissions"
 SNAPSHOT_MAX_AGE = dt.timedelta(minutes=50)
+# Issues read one by one per run for the close time of a re-enabled test (`close_times`)
+MAX_CLOSE_READS = 20
 # Issue numbers are looked up in the ledger this far back; older issues are found by search.
 LEDGER_LOOKBACK_DAYS = 30
 # How far back the consistent issue list is read: far longer than search's indexing lag.
@@ -1327,16 +1329,40 @@ def _as_seen(issue: dict) -> list:
     return [issue.get("updated_at"), issue.get("state"), issue.get("title"), issue.get("body"), labels]
 
 
-def read_back_open(github: GitHubResource, repo: str, lake: Lake | None = None, day: str | None = None,
-                   refresh: bool = False) -> list[dict]:
-    """Every open issue (not pull request) of `repo` that the DISABLED search and the last hour's
-    changes from the consistent issue list show (a just-filed issue, a just-closed one), whatever
-    its title: disabled tests and disabled jobs come from this one read, as PyTorch's script
-    splits one search. In an intra-day `refresh`, the open issues the day's last filing read
-    stand in for the search when they are recent (`IssueTracker.read_open`)."""
+def read_back(github: GitHubResource, repo: str, lake: Lake | None = None, day: str | None = None,
+              refresh: bool = False) -> IssueTracker:
+    """The issues of `repo` that the DISABLED search and the last hour's changes from the consistent
+    issue list show (a just-filed issue, a just-closed one), whatever their titles: disabled tests and
+    disabled jobs come from this one read, as PyTorch's script splits one search. In an intra-day
+    `refresh`, the open issues the day's last filing read stand in for the search when they are
+    recent (`IssueTracker.read_open`)."""
     tracker = IssueTracker(github, repo)
     tracker.read_open(live_state(lake, day).get("snapshot") if refresh and lake is not None and day else None)
-    return tracker.open_any()
+    return tracker
+
+
+def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
+    """Every open issue (not pull request) of `repo`, as `read_back` reads them."""
+    return read_back(github, repo).open_any()
+
+
+def close_times(tracker: IssueTracker, numbers: list[str], limit: int = MAX_CLOSE_READS) -> dict[str, dt.datetime]:
+    """When each issue of `numbers` (as a list's ids) closed, by GitHub's `closed_at`: from the
+    issues `tracker` read (a close within its last sync), else read one by one, `limit` at most
+    (a day re-enables a handful of tests; the rest stay unknown until the next run asks again).
+    An issue open again, gone, or unreadable has none."""
+    found: dict[str, dt.datetime] = {}
+    for text in numbers:
+        issue = tracker.by_number.get(int(text))
+        if (issue is None or issue.get("state") != "closed") and limit > 0:
+            limit -= 1
+            try:
+                issue = tracker.get(int(text))
+            except GitHubError:
+                issue = None
+        if issue is not None and issue.get("state") == "closed" and (at := _parse_time(issue.get("closed_at"))):
+            found[text] = at
+    return found
 
 
 def disabled_test_issues(issues: Iterable[dict]) -> list[dict]:

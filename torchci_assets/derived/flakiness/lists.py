@@ -53,10 +53,11 @@ their list is published every time.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
@@ -98,6 +99,7 @@ SLOW_TESTS_DAY = "stats/slow-tests.day.json"  # the day slow-tests.json is for (
 DISABLED_SCHEMA = pa.schema([
     ("test", pa.string()), ("id", pa.string()), ("url", pa.string()), ("platforms", pa.list_(pa.string())),
     ("status", pa.string()), ("flake_events", pa.int64()), ("runs", pa.int64()),
+    ("closed_at", pa.timestamp("ms", tz="UTC")),
 ])
 SLOW_SCHEMA = pa.schema([
     ("test", pa.string()), ("seconds", pa.float64()), ("build_env", pa.string()), ("test_config", pa.string()),
@@ -180,6 +182,9 @@ class DisabledDecision:
     later_day: str | None = None  # the later day the published files are for, when that kept them
     past_day: str = ""  # what an earlier day's table holds, when a later day's list is published (`_past_day`)
     source: str = ""  # where the table's list came from, when not from the run's own source
+    # re-enabled key -> when its DISABLED issue closed, as GitHub says (`publish_disabled_from_issues`);
+    # not in the published files, only in the lake table, for Dr. CI's rule of tests re-enabled since a merge base
+    closed_at: dict = field(default_factory=dict)
 
 
 def main_evidence(row: dict) -> tuple[int, list[str]]:
@@ -362,7 +367,8 @@ def keep_published(lake: Lake, outputs: Store, day: str) -> DisabledDecision:
 
 
 def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: list[dict],
-                                 allow_mass_reenable: bool = False, reenabled_here: Iterable[str] = ()
+                                 allow_mass_reenable: bool = False, reenabled_here: Iterable[str] = (),
+                                 close_times: Callable[[list[str]], Mapping[str, dt.datetime]] | None = None
                                  ) -> DisabledDecision:
     """Publish the condensed file built from `issues` (the open DISABLED issues, REST objects)
     as PyTorch builds it; a test of the previous day's list (`disabled_baseline`) without an open
@@ -375,6 +381,10 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     previous one of MASS_REENABLE_MIN or more entries is refused unless `allow_mass_reenable`
     (MassReenableRefused, raised before anything is written). The tests this project re-enabled itself (`reenabled_here`, from its ledger: an aggregate
     closed on rerun evidence takes all its tests at once) are not counted as lost.
+
+    `close_times`: for the issue numbers (as the list's ids) of re-enabled tests whose close time
+    the day's table does not hold yet, when each closed, as far as it can tell (GitHub's
+    `closed_at`); a test without one is re-enabled all the same, its close time unknown (null).
     """
     base = disabled_baseline(outputs, day)
     previous = as_listed(base.tests)  # as `condense` names the tests: a renamed one is not re-enabled
@@ -393,8 +403,18 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     reenabled = {k: {"id": v[0], "runs": runs.get(runner_test(k), (0, 0))[1]} for k, v in previous.items()
                  if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
+    kept = _table_decision(lake, day).closed_at if lake.files("disabled_tests", [day]) else {}
+    decision.closed_at = {k: kept[k] for k in reenabled if k in kept}
+    if close_times is not None and (unknown := _closed_unknown(decision)):
+        found = close_times(sorted(set(unknown.values())))
+        decision.closed_at.update({k: found[i] for k, i in unknown.items() if found.get(i) is not None})
     _publish(lake, outputs, day, decision, rows, base)
     return decision
+
+
+def _closed_unknown(decision: DisabledDecision) -> dict[str, str]:
+    """The re-enabled tests whose issue's close time is not known yet: key -> issue number (as the id)."""
+    return {k: v["id"] for k, v in decision.reenabled.items() if k not in decision.closed_at and v["id"].isdigit()}
 
 
 def _verdict_rows(lake: Lake, day: str, keys: Iterable[str]) -> list[dict]:
@@ -421,7 +441,8 @@ def _decision_of(rows: list[dict]) -> DisabledDecision:
     return DisabledDecision({r["test"]: [r["id"], r["url"], list(r["platforms"] or [])] for r in rows
                              if r["status"] == "disabled"},
                             {r["test"]: {"id": r["id"], "runs": r["runs"]} for r in rows if r["status"] == "reenabled"},
-                            [])
+                            [], closed_at={r["test"]: r["closed_at"] for r in rows  # none in a table older than it
+                                           if r["status"] == "reenabled" and r.get("closed_at") is not None})
 
 
 def _past_day_from_issues(lake: Lake, day: str, later: str, now: str) -> DisabledDecision:
@@ -525,9 +546,10 @@ def _table(decision: DisabledDecision, rows: list[dict]) -> pa.Table:
     events = _events(rows)
     counts = {k: events.get(runner_test(k), (0, 0)) for k in decision.disabled}
     table = [{"test": k, "id": v[0], "url": v[1], "platforms": v[2], "status": "disabled",
-              "flake_events": counts[k][0], "runs": counts[k][1]} for k, v in sorted(decision.disabled.items())]
+              "flake_events": counts[k][0], "runs": counts[k][1], "closed_at": None}
+             for k, v in sorted(decision.disabled.items())]
     table += [{"test": k, "id": v["id"], "url": "", "platforms": [], "status": "reenabled", "flake_events": 0,
-               "runs": v["runs"]} for k, v in sorted(decision.reenabled.items())]
+               "runs": v["runs"], "closed_at": decision.closed_at.get(k)} for k, v in sorted(decision.reenabled.items())]
     return pa.Table.from_pylist(table, schema=DISABLED_SCHEMA)
 
 
