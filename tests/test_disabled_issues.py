@@ -296,11 +296,13 @@ def test_close_times_read_what_the_tracker_lacks_up_to_a_limit_and_an_open_or_mi
     still_open = fake.add("DISABLED test_open (__main__.TestX)")["number"]
     tracker = IssueTracker(github(httpserver), "pytorch/pytorch")
     tracker._keep(dict(fake.issues[numbers[0]]))  # read with the run's changes: no request for it
+    tracker._keep(dict(fake.issues[still_open]))  # read open: no close time, and no request either
     asked = [str(n) for n in (*numbers, still_open, 999_999)]
-    found = issues_module.close_times(tracker, asked, limit=2)  # two reads: the rest wait for the next run
+    found = issues_module.close_times(tracker, asked, limit=2)  # two reads: the rest stay unknown
     assert found == {str(n): github_time(fake.issues[n]["closed_at"]) for n in numbers[:3]}
     assert [p for m, p, _ in fake.requests if m == "GET"] == [f"/repos/pytorch/pytorch/issues/{n}" for n in numbers[1:3]]
     assert issues_module.close_times(tracker, [str(still_open), "999999"]) == {}  # open; gone (404)
+    assert [p for m, p, _ in fake.requests if m == "GET"][2:] == ["/repos/pytorch/pytorch/issues/999999"]
 
 
 def test_a_main_flake_after_the_issue_was_closed_reopens_it(httpserver, world):

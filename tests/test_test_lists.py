@@ -233,10 +233,10 @@ def test_a_test_disabled_by_an_issue_titled_with_a_dotted_suite_is_counted_on_it
     assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {DOTTED: {"id": "1234", "runs": 400}}
 
 
-def test_a_re_enabled_test_keeps_when_its_issue_closed_in_the_table_only_and_asks_once(tmp_path):
+def test_a_re_enabled_test_keeps_when_its_issue_closed_in_the_table_only_asked_once(tmp_path):
     """Dr. CI tells a failure of a test re-enabled after a merge base by its issue's close time: the
-    table records GitHub's closed_at, asked only for the tests whose time the day's table lacks;
-    reenabled-tests.json stays in PyTorch's format. Unknown, the test is re-enabled all the same."""
+    table records GitHub's closed_at, asked once per test re-enabled on the day; reenabled-tests.json
+    stays in PyTorch's format. Unknown, the test is re-enabled all the same."""
     lake, out = Lake.at(str(tmp_path / "lake")), Store(str(tmp_path / "out"))
     issues = [{"number": n, "title": f"DISABLED test_{n} (__main__.TestX)", "body": "", "state": "open",
                "html_url": f"https://github.com/pytorch/pytorch/issues/{n}"} for n in (11, 12, 13)]
@@ -256,9 +256,11 @@ def test_a_re_enabled_test_keeps_when_its_issue_closed_in_the_table_only_and_ask
                        "test_13 (__main__.TestX)": None}
     assert json.loads(out.read_bytes(REENABLED_TESTS_PATH)) == {
         "test_11 (__main__.TestX)": {"id": "11", "runs": 0}, "test_12 (__main__.TestX)": {"id": "12", "runs": 0}}
-    # the day's next refresh: 11's time is kept from the table (its close is no longer in what it read)
-    publish_disabled_from_issues(lake, out, "2026-11-15", issues[2:], close_times=close_times)
-    assert asked[-1] == ["12"] and table()["test_11 (__main__.TestX)"] == closed
+    # the day's next refresh: 11's time is kept from the table (its close is no longer in what it read),
+    # and 12, asked once, is not asked again; 13's issue closing now is
+    publish_disabled_from_issues(lake, out, "2026-11-15", [], close_times=close_times)
+    assert asked == [["11", "12"], ["13"]] and table()["test_11 (__main__.TestX)"] == closed
+    assert table()["test_12 (__main__.TestX)"] is None
 
 
 def test_a_window_whose_tests_are_all_healthy_still_publishes(tmp_path):

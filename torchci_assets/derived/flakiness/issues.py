@@ -1348,13 +1348,13 @@ def read_back_open(github: GitHubResource, repo: str) -> list[dict]:
 
 def close_times(tracker: IssueTracker, numbers: list[str], limit: int = MAX_CLOSE_READS) -> dict[str, dt.datetime]:
     """When each issue of `numbers` (as a list's ids) closed, by GitHub's `closed_at`: from the
-    issues `tracker` read (a close within its last sync), else read one by one, `limit` at most
-    (a day re-enables a handful of tests; the rest stay unknown until the next run asks again).
-    An issue open again, gone, or unreadable has none."""
+    issues `tracker` read (a close within its last sync), else read one by one, `limit` at most (a
+    day re-enables a handful of tests; past the limit they stay unknown). An issue open, gone, or
+    unreadable has none."""
     found: dict[str, dt.datetime] = {}
     for text in numbers:
         issue = tracker.by_number.get(int(text))
-        if (issue is None or issue.get("state") != "closed") and limit > 0:
+        if issue is None and limit > 0:
             limit -= 1
             try:
                 issue = tracker.get(int(text))

@@ -382,9 +382,9 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     (MassReenableRefused, raised before anything is written). The tests this project re-enabled itself (`reenabled_here`, from its ledger: an aggregate
     closed on rerun evidence takes all its tests at once) are not counted as lost.
 
-    `close_times`: for the issue numbers (as the list's ids) of re-enabled tests whose close time
-    the day's table does not hold yet, when each closed, as far as it can tell (GitHub's
-    `closed_at`); a test without one is re-enabled all the same, its close time unknown (null).
+    `close_times`: for the issue numbers (as the list's ids) of the tests re-enabled since the day's
+    table was written, when each closed, as far as it can tell (GitHub's `closed_at`); the table's
+    times are kept, and a test without one is re-enabled all the same, its close time unknown (null).
     """
     base = disabled_baseline(outputs, day)
     previous = as_listed(base.tests)  # as `condense` names the tests: a renamed one is not re-enabled
@@ -403,18 +403,21 @@ def publish_disabled_from_issues(lake: Lake, outputs: Store, day: str, issues: l
     reenabled = {k: {"id": v[0], "runs": runs.get(runner_test(k), (0, 0))[1]} for k, v in previous.items()
                  if k not in disabled}
     decision = DisabledDecision(disabled, reenabled, sorted(k for k in disabled if k not in previous))
-    kept = _table_decision(lake, day).closed_at if lake.files("disabled_tests", [day]) else {}
-    decision.closed_at = {k: kept[k] for k in reenabled if k in kept}
-    if close_times is not None and (unknown := _closed_unknown(decision)):
+    before = _table_decision(lake, day) if lake.files("disabled_tests", [day]) else DisabledDecision({}, {}, [])
+    decision.closed_at = {k: t for k, t in before.closed_at.items() if k in reenabled}
+    if close_times is not None and (unknown := _newly_reenabled(decision, before)):
         found = close_times(sorted(set(unknown.values())))
         decision.closed_at.update({k: found[i] for k, i in unknown.items() if found.get(i) is not None})
     _publish(lake, outputs, day, decision, rows, base)
     return decision
 
 
-def _closed_unknown(decision: DisabledDecision) -> dict[str, str]:
-    """The re-enabled tests whose issue's close time is not known yet: key -> issue number (as the id)."""
-    return {k: v["id"] for k, v in decision.reenabled.items() if k not in decision.closed_at and v["id"].isdigit()}
+def _newly_reenabled(decision: DisabledDecision, before: DisabledDecision) -> dict[str, str]:
+    """The tests `decision` re-enables that the day's table (`before`) did not: key -> issue number (as
+    the id). Only they are asked about: a test the table re-enabled without a close time was asked
+    before (an issue open again, gone, past a run's reads), and asking again every refresh would
+    spend GitHub's rate limit on what it did not say."""
+    return {k: v["id"] for k, v in decision.reenabled.items() if k not in before.reenabled and v["id"].isdigit()}
 
 
 def _verdict_rows(lake: Lake, day: str, keys: Iterable[str]) -> list[dict]:
